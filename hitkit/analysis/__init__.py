@@ -1,0 +1,20 @@
+"""Analyses of the tidy tables, one module per protocol; each returns an AnalysisResult."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from hitkit.analysis.base import AnalysisResult
+from hitkit.errors import HitkitError
+
+
+def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0) -> AnalysisResult:
+    """The analysis of ``task`` on the exported tables in ``in_dir``."""
+    if task == "pairwise":
+        from hitkit.analysis.pairwise import analyze_pairwise
+
+        return analyze_pairwise(in_dir, seed=seed)
+    if task == "live_chat":
+        from hitkit.analysis.live_chat import analyze_live_chat
+
+        return analyze_live_chat(in_dir)
+    raise HitkitError(f"no analysis for task '{task}' in this version of hitkit")

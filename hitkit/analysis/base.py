@@ -1,0 +1,46 @@
+"""The one shape every analysis returns: named tables, a summary, and plots written on demand.
+
+Like lifelines' fitters, every analysis in hitkit hands back the same kind of object, so the CLI,
+the report and a notebook treat them alike: ``result.tables["ranking"]`` is a DataFrame,
+``result.summary`` a JSON-able dict, and ``result.write(out_dir)`` puts every table as CSV, the
+summary as ``summary.json`` and every figure as PNG into one folder.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+Figure = Callable[[Path], None]
+"""Draws one figure into the given file path (PNG)."""
+
+
+@dataclass
+class AnalysisResult:
+    """Tables (written as ``NAME.csv``), a summary (``summary.json``) and figures (``NAME.png``)."""
+
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write every table, the summary and every figure into ``out_dir``; return the paths."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        for name, table in self.tables.items():
+            path = out / f"{name}.csv"
+            table.to_csv(path, index=False)
+            written.append(path)
+        if self.summary:
+            path = out / "summary.json"
+            path.write_text(json.dumps(self.summary, indent=2, sort_keys=True, default=str) + "\n")
+            written.append(path)
+        for name, draw in self.figures.items():
+            path = out / f"{name}.png"
+            draw(path)
+            written.append(path)
+        return written

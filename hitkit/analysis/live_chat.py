@@ -1,0 +1,401 @@
+"""Live chat + Direct Assessment (Ji et al., ACL 2022): METHODS §1 "Analysis", steps 1–8.
+
+Reads the tidy tables of METHODS §4 from one folder (``assignments.csv``, ``ratings.csv``) and
+returns an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1):
+
+- ``workers``: worker_id, assignments, passed, p_value, mean_raw, sd_raw: every worker with a
+  counted (submitted or approved) assignment, the empty submission included (it fails).
+  mean_raw / sd_raw are the μ and σ the worker was standardised with (reversed scores, ddof = 1).
+- ``systems``: system, n, z, one column per criterion (mean z), raw, rank: real systems only,
+  passed workers only. ``z`` is the mean of all the system's criterion ratings, ``n`` their count,
+  ``raw`` the mean reversed 0–100 score (higher = better, like z), rank 1 = highest z.
+- ``significance``: system_a, system_b, p_value: one-sided Mann–Whitney U that a's z exceed b's,
+  for every ordered pair of real systems.
+- ``replication`` (only with ``replicate_dir``): criterion ("overall" and each criterion),
+  pearson, spearman, kendall, n_systems: system scores of this run against the other run's.
+
+The summary holds workers, passed, pass_rate, hits (counted assignments: one worker's HIT each),
+hits_passed (those done by workers who passed QC), minutes_per_conversation_passed / _failed, and
+the options used. The figure ``significance`` is the p-value matrix, row beats column.
+
+Each step is a small pure function, so a notebook can rerun one with another choice.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from hitkit.analysis.base import AnalysisResult
+from hitkit.errors import ConfigError, InputError
+
+Polarity = Literal["positive", "negative"]
+QcMethod = Literal["asymptotic", "exact", "auto"]
+SignificanceUnit = Literal["rating", "conversation"]
+
+ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
+RATING_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "slot",
+                  "system", "is_control", "criterion", "score")
+COUNTED_STATUSES = frozenset({"submitted", "approved"})
+_ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system",
+               "criterion", "status")
+# Names the systems table already uses for its own columns; a criterion may not shadow them.
+_RESERVED = frozenset({"system", "n", "z", "raw", "rank", "overall"})
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One Likert statement rated 0–100; ``qc`` marks the criteria the QC test compares on."""
+
+    name: str
+    polarity: Polarity
+    statement: str
+    qc: bool
+
+    def __post_init__(self) -> None:
+        if self.polarity not in ("positive", "negative"):
+            raise ConfigError(f"criterion {self.name!r}: polarity is {self.polarity!r}; "
+                              "use 'positive' or 'negative'")
+        if not self.name or self.name in _RESERVED:
+            raise ConfigError(f"criterion name {self.name!r} is empty or reserved "
+                              f"({', '.join(sorted(_RESERVED))}); rename it")
+
+
+DEFAULT_CRITERIA: tuple[Criterion, ...] = (
+    Criterion("robotic", "negative", "It was obvious that I was talking to a chatbot as opposed "
+              "to another human user.", qc=False),
+    Criterion("interesting", "positive", "The conversation with the chatbot was interesting.",
+              qc=True),
+    Criterion("fun", "positive", "The conversation with the chatbot was fun/enjoyable.", qc=True),
+    Criterion("consistent", "positive", "The chatbot was consistent throughout the conversation.",
+              qc=True),
+    Criterion("fluent", "positive", "The chatbot's English was fluent and natural throughout the "
+              "conversation.", qc=True),
+    Criterion("repetitive", "negative", "I felt that the chatbot kept being repetitive during the "
+              "conversation.", qc=False),
+    Criterion("topic", "positive", "The chatbot stays on topic.", qc=True),
+)
+
+
+def _check_criteria(criteria: Sequence[Criterion]) -> None:
+    names = [c.name for c in criteria]
+    if not names:
+        raise ConfigError("no criteria configured; give at least one Criterion")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"criterion names repeat: {names}; give each criterion once")
+    if not any(c.qc for c in criteria):
+        raise ConfigError(f"no criterion has qc=True among {names}; the QC test needs at least one")
+
+
+def _unknown_criteria(ratings: pd.DataFrame, criteria: Sequence[Criterion]) -> list[str]:
+    known = {c.name for c in criteria}
+    return sorted(set(ratings["criterion"].unique()) - known)
+
+
+def _read_table(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(path, f"not found; export the study's tables (METHODS §4) into "
+                         f"{path.parent} first")
+    dtypes = {c: str for c in _ID_COLUMNS if c in columns}
+    table = pd.read_csv(path, dtype=dtypes, keep_default_na=False, na_values={"work_time_s": ""})
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise InputError(path, f"missing column(s) {missing}; expected {list(columns)}")
+    return table[list(columns)]
+
+
+def read_assignments(in_dir: str | Path) -> pd.DataFrame:
+    """Read and check ``assignments.csv``, every status (:func:`counted` keeps those that count)."""
+    path = Path(in_dir) / "assignments.csv"
+    table = _read_table(path, ASSIGNMENT_COLUMNS)
+    table["work_time_s"] = pd.to_numeric(table["work_time_s"], errors="coerce")
+    dup = table["assignment_id"][table["assignment_id"].duplicated()]
+    if len(dup):
+        raise InputError(path, f"assignment_id {dup.iloc[0]!r} appears more than once; "
+                         "each assignment needs one row")
+    return table
+
+
+def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
+                 ) -> pd.DataFrame:
+    """Read and check ``ratings.csv``: known criteria, scores within 0–100, is_control 0/1."""
+    _check_criteria(criteria)
+    path = Path(in_dir) / "ratings.csv"
+    table = _read_table(path, RATING_COLUMNS)
+    unknown = _unknown_criteria(table, criteria)
+    if unknown:
+        raise InputError(path, f"unknown criterion {unknown[0]!r}"
+                         + (f" (and {unknown[1:]})" if len(unknown) > 1 else "")
+                         + f"; configured criteria are {[c.name for c in criteria]}. "
+                         "Add it to the study's criteria or fix the export")
+    score = pd.to_numeric(table["score"], errors="coerce")
+    bad = table.index[score.isna() | (score < 0) | (score > 100)]
+    if len(bad):
+        i = bad[0]
+        raise InputError(path, f"score '{table.at[i, 'score']}' is not a number within 0–100",
+                         line=int(i) + 2)
+    control = table["is_control"].astype(str).str.strip().str.lower()
+    bad = table.index[~control.isin(["0", "1", "true", "false"])]
+    if len(bad):
+        i = bad[0]
+        raise InputError(path, f"is_control '{table.at[i, 'is_control']}' is not 0 or 1",
+                         line=int(i) + 2)
+    key = ["assignment_id", "conversation_id", "criterion"]
+    dup = table.index[table.duplicated(key)]
+    if len(dup):
+        i = dup[0]
+        raise InputError(path, f"second rating of criterion {table.at[i, 'criterion']!r} in "
+                         f"conversation {table.at[i, 'conversation_id']!r}; keep one",
+                         line=int(i) + 2)
+    table["score"] = score.astype(float)
+    table["is_control"] = control.isin(["1", "true"])
+    return table
+
+
+def counted(assignments: pd.DataFrame, statuses: frozenset[str] = COUNTED_STATUSES
+            ) -> pd.DataFrame:
+    """The assignments that count: status submitted or approved (returned/rejected do not)."""
+    return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
+
+
+def reverse_negative(ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
+                     ) -> pd.DataFrame:
+    """Step 1: add ``oriented`` = score, or 100 − score for negative criteria (higher = better)."""
+    unknown = _unknown_criteria(ratings, criteria)
+    if unknown:
+        raise ValueError(f"ratings have criteria {unknown} not among the configured "
+                         f"{[c.name for c in criteria]}")
+    negative = {c.name for c in criteria if c.polarity == "negative"}
+    out = ratings.copy()
+    out["oriented"] = np.where(out["criterion"].isin(negative), 100.0 - out["score"], out["score"])
+    return out
+
+
+def standardise_per_worker(ratings: pd.DataFrame, ddof: int = 1) -> pd.DataFrame:
+    """Step 2: add ``z`` = (oriented − μ)/σ over all of the worker's ratings; NaN where σ is 0."""
+    by_worker = ratings.groupby("worker_id")["oriented"]
+    mu = by_worker.transform("mean")
+    sigma = by_worker.transform("std", ddof=ddof)
+    out = ratings.copy()
+    out["z"] = (out["oriented"] - mu) / sigma.where(sigma > 0)
+    return out
+
+
+def wilcoxon_qc(z_ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+                alpha: float = 0.05, *, method: QcMethod = "asymptotic") -> pd.DataFrame:
+    """Step 3: per worker, one-sided Mann–Whitney U that QC-bot z < real-system z on qc criteria.
+
+    Returns worker_id, n_control, n_system, p_value, passed (p < alpha). σ = 0 or no QC (or no
+    real-system) ratings → p NaN, fails. ``method`` is scipy's: "asymptotic" (default) is the
+    normal approximation with tie-corrected variance and continuity correction, which is also
+    what scipy's "auto" and R's ``wilcox.test`` use once scores tie (nearly every worker's do).
+    """
+    qc_names = {c.name for c in criteria if c.qc}
+    rows = []
+    for worker, own in z_ratings.groupby("worker_id", sort=True):
+        own = own[own["criterion"].isin(qc_names)]
+        control = own.loc[own["is_control"], "z"].to_numpy()
+        system = own.loc[~own["is_control"], "z"].to_numpy()
+        p = math.nan
+        if len(control) and len(system) and not (np.isnan(control).any()
+                                                 or np.isnan(system).any()):
+            p = float(stats.mannwhitneyu(control, system, alternative="less", method=method).pvalue)
+        rows.append((worker, len(control), len(system), p, bool(p < alpha)))
+    return pd.DataFrame(rows, columns=["worker_id", "n_control", "n_system", "p_value", "passed"])
+
+
+def worker_table(assignments: pd.DataFrame, z_ratings: pd.DataFrame, qc: pd.DataFrame
+                 ) -> pd.DataFrame:
+    """Step 4: one row per worker with a counted assignment; workers without ratings fail."""
+    n_assignments = assignments.groupby("worker_id").size().rename("assignments")
+    moments = z_ratings.groupby("worker_id")["oriented"].agg(mean_raw="mean", sd_raw="std")
+    table = (n_assignments.to_frame().join(qc.set_index("worker_id")[["passed", "p_value"]])
+             .join(moments).reset_index())
+    table["passed"] = table["passed"].astype("boolean").fillna(False).astype(bool)
+    return table[["worker_id", "assignments", "passed", "p_value", "mean_raw", "sd_raw"]]
+
+
+def passed_ratings(z_ratings: pd.DataFrame, workers: pd.DataFrame) -> pd.DataFrame:
+    """The ratings of real systems (not the QC bot) by workers who passed QC."""
+    ok = set(workers.loc[workers["passed"], "worker_id"])
+    keep = z_ratings["worker_id"].isin(ok) & ~z_ratings["is_control"]
+    return z_ratings[keep].reset_index(drop=True)
+
+
+def system_scores(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
+                  ) -> pd.DataFrame:
+    """Step 5: per system n, overall z (mean of all its criterion ratings), z per criterion, raw."""
+    by_system = kept.groupby("system")
+    table = by_system.agg(n=("z", "size"), z=("z", "mean"))
+    per_criterion = kept.pivot_table(index="system", columns="criterion", values="z",
+                                     aggfunc="mean")
+    for c in criteria:
+        table[c.name] = per_criterion[c.name] if c.name in per_criterion else math.nan
+    table["raw"] = by_system["oriented"].mean()
+    table = table.sort_values("z", ascending=False)
+    table["rank"] = table["z"].rank(ascending=False, method="min").astype(int)
+    return table.reset_index()
+
+
+def _observations(kept: pd.DataFrame, unit: SignificanceUnit) -> pd.DataFrame:
+    if unit == "rating":
+        return kept[["system", "z"]]
+    if unit == "conversation":
+        return kept.groupby(["system", "conversation_id"], as_index=False)["z"].mean()
+    raise ValueError(f"significance unit {unit!r}; use 'rating' or 'conversation'")
+
+
+def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = "rating",
+                          order: Sequence[str] | None = None) -> pd.DataFrame:
+    """Step 6: for every ordered pair (a, b), one-sided Mann–Whitney p that a's z exceed b's.
+
+    ``unit="rating"`` (default, the paper's: A's n = 798 criterion ratings) takes each criterion
+    rating as one observation; ``"conversation"`` takes each conversation's mean z over criteria.
+    """
+    obs = _observations(kept, unit)
+    samples = {s: g["z"].to_numpy() for s, g in obs.groupby("system")}
+    systems = list(order) if order is not None else sorted(samples)
+    rows = [(a, b, float(stats.mannwhitneyu(samples[a], samples[b], alternative="greater",
+                                            method="asymptotic").pvalue))
+            for a, b in itertools.permutations(systems, 2)]
+    return pd.DataFrame(rows, columns=["system_a", "system_b", "p_value"])
+
+
+def _correlate(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan, math.nan, math.nan  # undefined for fewer than 2 points or constant input
+    return (float(stats.pearsonr(x, y).statistic), float(stats.spearmanr(x, y).statistic),
+            float(stats.kendalltau(x, y).statistic))
+
+
+def replication(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> pd.DataFrame:
+    """Step 7: Pearson, Spearman and Kendall of two runs' system scores, overall and per criterion.
+
+    Correlates over the systems both runs scored; criteria are the columns both tables share.
+    """
+    both = scores_a.merge(scores_b, on="system", suffixes=("_a", "_b"))
+    fixed = {"system", "n", "z", "raw", "rank"}
+    shared = [c for c in scores_a.columns if c not in fixed and c in scores_b.columns]
+    rows = []
+    for name, column in [("overall", "z"), *[(c, c) for c in shared]]:
+        pair = both[[f"{column}_a", f"{column}_b"]].dropna()
+        x, y = pair.iloc[:, 0].to_numpy(float), pair.iloc[:, 1].to_numpy(float)
+        rows.append((name, *_correlate(x, y), len(pair)))
+    return pd.DataFrame(rows, columns=["criterion", "pearson", "spearman", "kendall", "n_systems"])
+
+
+def _mean_or_none(values: pd.Series) -> float | None:
+    values = values.dropna()
+    return float(values.mean()) if len(values) else None
+
+
+def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.DataFrame) -> dict:
+    """Step 8: workers and HITs total/passed, pass rate, mean minutes per conversation.
+
+    ``hits`` counts counted assignments (one worker's HIT each); ``hits_passed`` those done by
+    workers who passed QC. Minutes per conversation = work_time_s / 60 / the assignment's number
+    of conversations, averaged over assignments; an assignment with no conversations is left out.
+    """
+    conversations = ratings.groupby("assignment_id")["conversation_id"].nunique()
+    per = assignments.assign(
+        conversations=assignments["assignment_id"].map(conversations).fillna(0),
+        passed=assignments["worker_id"].isin(set(workers.loc[workers["passed"], "worker_id"])))
+    with_conv = per[per["conversations"] > 0]
+    minutes = with_conv["work_time_s"] / 60 / with_conv["conversations"]
+    n_workers, n_passed = len(workers), int(workers["passed"].sum())
+    return {
+        "workers": n_workers,
+        "passed": n_passed,
+        "pass_rate": n_passed / n_workers if n_workers else None,
+        "hits": len(per),
+        "hits_passed": int(per["passed"].sum()),
+        "minutes_per_conversation_passed": _mean_or_none(minutes[with_conv["passed"]]),
+        "minutes_per_conversation_failed": _mean_or_none(minutes[~with_conv["passed"]]),
+    }
+
+
+def significance_figure(significance: pd.DataFrame, order: Sequence[str], alpha: float = 0.05):
+    """A figure drawer: heatmap of p (row beats column), darker = smaller p, ● where p < alpha."""
+    def draw(path: Path) -> None:
+        from matplotlib import colormaps
+        from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
+
+        index = {s: i for i, s in enumerate(order)}
+        matrix = np.full((len(order), len(order)), np.nan)
+        for a, b, p in significance[["system_a", "system_b", "p_value"]].itertuples(index=False):
+            matrix[index[a], index[b]] = p
+        size = 1.2 + 0.45 * len(order)
+        fig = Figure(figsize=(size + 1.2, size))
+        ax = fig.subplots()
+        if not order:
+            ax.text(0.5, 0.5, "no system was rated by a worker who passed QC", ha="center")
+            ax.set_axis_off()
+            fig.savefig(path, format="png")
+            return
+        # The diagonal (a system against itself) is NaN: grey, so it never reads as p = 1.
+        cmap = colormaps["Greens_r"].with_extremes(bad="0.8")
+        image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=1)
+        for (i, j), p in np.ndenumerate(matrix):
+            if p < alpha:
+                ax.text(j, i, "●", ha="center", va="center", color="white", fontsize=8)
+        ax.set_xticks(range(len(order)), order, rotation=90)
+        ax.set_yticks(range(len(order)), order)
+        ax.set_xlabel("column (beaten)")
+        ax.set_ylabel("row (wins)")
+        ax.set_title(f"Row beats column: one-sided Mann–Whitney p (● p < {alpha})", fontsize=9)
+        fig.colorbar(image, ax=ax, label="p")
+        fig.tight_layout()
+        fig.savefig(path, format="png", dpi=120)
+    return draw
+
+
+def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: QcMethod,
+         significance_unit: SignificanceUnit, ddof: int) -> AnalysisResult:
+    every_assignment = read_assignments(in_dir)
+    assignments = counted(every_assignment)
+    ratings = read_ratings(in_dir, criteria)
+    orphans = set(ratings["assignment_id"]) - set(every_assignment["assignment_id"])
+    if orphans:
+        raise InputError(Path(in_dir) / "ratings.csv", f"assignment_id {sorted(orphans)[0]!r} is "
+                         "not in assignments.csv; export both tables from the same study")
+    ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
+    z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
+    qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
+    workers = worker_table(assignments, z, qc)
+    kept = passed_ratings(z, workers)
+    systems = system_scores(kept, criteria)
+    order = list(systems["system"])
+    significance = pairwise_significance(kept, unit=significance_unit, order=order)
+    summary = summarise(assignments, ratings, workers)
+    summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit)
+    return AnalysisResult(
+        tables={"workers": workers, "systems": systems, "significance": significance},
+        summary=summary,
+        figures={"significance": significance_figure(significance, order, alpha)})
+
+
+def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+                      alpha: float = 0.05, replicate_dir: str | Path | None = None,
+                      qc_method: QcMethod = "asymptotic",
+                      significance_unit: SignificanceUnit = "rating",
+                      ddof: int = 1) -> AnalysisResult:
+    """Run METHODS §1 steps 1–8 on ``in_dir``; with ``replicate_dir``, also correlate the two runs.
+
+    ``qc_method`` → :func:`wilcoxon_qc`, ``significance_unit`` → :func:`pairwise_significance`,
+    ``ddof`` → :func:`standardise_per_worker` (METHODS fixes 1; 0 is there to compare).
+    """
+    _check_criteria(criteria)
+    options = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
+                   significance_unit=significance_unit, ddof=ddof)
+    result = _run(Path(in_dir), **options)
+    if replicate_dir is not None:
+        other = _run(Path(replicate_dir), **options)
+        result.tables["replication"] = replication(result.tables["systems"],
+                                                   other.tables["systems"])
+    return result

@@ -1,0 +1,389 @@
+"""Pairwise A/B (ChatEval, Sedoc et al. 2019): METHODS §3.
+
+Reads ``votes.csv`` (and ``assignments.csv`` when present) from one folder (METHODS §4) and returns
+an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1):
+
+- ``pairs``: system_a, system_b, wins_a, wins_b, ties, gain, p_value: one row per unordered pair,
+  system_a < system_b; gain = (wins_a − wins_b) / (wins_a + wins_b); two-sided exact sign test.
+- ``ranking``: system, score, ci_low, ci_high, rank: Bradley–Terry log-strength centred to mean 0,
+  percentile 95 % bootstrap interval, rank 1 = best.
+- ``workers``: worker_id, votes, compared, agree_with_majority, expected_by_chance, p_value,
+  flagged: agreement with the other workers' majority and the test that flags a worker.
+
+The display order of a pair is randomised, so a vote ``a`` means "the system shown first", which is
+``system_a`` of that row. Every function here first turns votes into the canonical orientation: the
+two systems sorted by name, ``first`` < ``second``, and an outcome 0 = first preferred, 1 = tie,
+2 = second preferred. Items are keyed by (study, item_id) when a ``study`` column is present.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from hitkit.analysis.base import AnalysisResult
+from hitkit.errors import InputError
+
+Ties = Literal["half", "drop"]
+
+VOTE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a",
+                "system_b", "vote")
+ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
+COUNTED_STATUSES = frozenset({"submitted", "approved"})
+VOTES = ("a", "b", "tie")
+FIRST, TIE, SECOND = 0, 1, 2
+
+# Percentile bounds of the bootstrap interval (95 %).
+_CI = (2.5, 97.5)
+# Scores equal to this many decimals share a rank: symmetric data gives scores that differ only
+# by floating-point noise, and those should tie.
+_RANK_DECIMALS = 9
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(path, f"not found; export the study's tables (METHODS §4) into "
+                         f"{path.parent} first")
+    try:
+        # Every column as text: system and worker names such as "NA" or "001" stay as written.
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise InputError(path, f"is empty; it needs a header row with columns {list(columns)}")
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise InputError(path, f"missing column(s) {missing}; expected {list(columns)}")
+    return table
+
+
+def read_votes(in_dir: str | Path) -> pd.DataFrame:
+    """Read and check ``votes.csv``; keep only votes of submitted or approved assignments.
+
+    Without ``assignments.csv`` every vote counts. ``vote`` is normalised to lower case. Raises
+    :class:`~hitkit.errors.InputError` naming the file (and line) for a missing file or column,
+    a vote other than a/b/tie, an empty id or system, the same system on both sides, or a vote
+    whose assignment is not in ``assignments.csv``.
+    """
+    in_dir = Path(in_dir)
+    path = in_dir / "votes.csv"
+    table = _read_csv(path, VOTE_COLUMNS)
+    for column in ("worker_id", "item_id", "system_a", "system_b"):
+        empty = table.index[table[column].str.strip() == ""]
+        if len(empty):
+            raise InputError(path, f"{column} is empty; every vote needs one",
+                             line=int(empty[0]) + 2)
+    vote = table["vote"].str.strip().str.lower()
+    bad = table.index[~vote.isin(VOTES)]
+    if len(bad):
+        i = bad[0]
+        raise InputError(path, f"vote {table.at[i, 'vote']!r} is not one of a, b, tie",
+                         line=int(i) + 2)
+    same = table.index[table["system_a"] == table["system_b"]]
+    if len(same):
+        i = same[0]
+        raise InputError(path, f"system_a and system_b are both {table.at[i, 'system_a']!r}; a "
+                         "vote compares two different systems", line=int(i) + 2)
+    table["vote"] = vote
+
+    assignments_path = in_dir / "assignments.csv"
+    if assignments_path.exists():
+        assignments = _read_csv(assignments_path, ASSIGNMENT_COLUMNS)
+        dup = assignments["assignment_id"][assignments["assignment_id"].duplicated()]
+        if len(dup):
+            raise InputError(assignments_path, f"assignment_id {dup.iloc[0]!r} appears more than "
+                             "once; each assignment needs one row")
+        orphans = table.index[~table["assignment_id"].isin(set(assignments["assignment_id"]))]
+        if len(orphans):
+            i = orphans[0]
+            raise InputError(path, f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
+                             f"{assignments_path.name}; export both tables from the same study",
+                             line=int(i) + 2)
+        status = assignments["status"].str.strip().str.lower()
+        kept = set(assignments.loc[status.isin(COUNTED_STATUSES), "assignment_id"])
+        table = table[table["assignment_id"].isin(kept)]
+    extra = [c for c in table.columns if c not in VOTE_COLUMNS]
+    return table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)
+
+
+def _canonical(votes: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """Votes as first, second (sorted system names) and outcome (FIRST / TIE / SECOND)."""
+    needed = ("system_a", "system_b", "vote") + columns
+    missing = [c for c in needed if c not in votes.columns]
+    if missing:
+        raise InputError("votes", f"missing column(s) {missing}; expected {list(VOTE_COLUMNS)}")
+    a = votes["system_a"].astype(str).to_numpy()
+    b = votes["system_b"].astype(str).to_numpy()
+    vote = votes["vote"].astype(str).str.strip().str.lower().to_numpy()
+    bad = np.flatnonzero(~np.isin(vote, VOTES))
+    if len(bad):
+        raise InputError("votes", f"row {votes.index[bad[0]]!r}: vote "
+                         f"{votes['vote'].iloc[bad[0]]!r} is not one of a, b, tie")
+    same = np.flatnonzero(a == b)
+    if len(same):
+        raise InputError("votes", f"row {votes.index[same[0]]!r}: system_a and system_b are both "
+                         f"{a[same[0]]!r}")
+    swapped = a > b
+    outcome = np.where(vote == "tie", TIE, np.where(vote == "a", FIRST, SECOND))
+    # A pair displayed in reverse order: "a" preferred the system that sorts second.
+    outcome = np.where(swapped & (outcome != TIE), 2 - outcome, outcome)
+    out = pd.DataFrame({"first": np.where(swapped, b, a), "second": np.where(swapped, a, b),
+                        "outcome": outcome})
+    for column in columns:
+        out[column] = votes[column].astype(str).to_numpy()
+    return out
+
+
+def _item_columns(votes: pd.DataFrame) -> tuple[str, ...]:
+    return ("study", "item_id") if "study" in votes.columns else ("item_id",)
+
+
+def pair_table(votes: pd.DataFrame) -> pd.DataFrame:
+    """Wins, ties, gain and two-sided exact sign-test p per unordered pair (system_a < system_b).
+
+    gain = (wins_a − wins_b) / (wins_a + wins_b), ties excluded, NaN without decisive votes;
+    p_value = ``scipy.stats.binomtest(wins_a, wins_a + wins_b, 0.5)``, 1.0 without decisive votes.
+    """
+    canon = _canonical(votes)
+    counts = (pd.crosstab([canon["first"], canon["second"]], canon["outcome"])
+              .reindex(columns=[FIRST, SECOND, TIE], fill_value=0))
+    rows = []
+    for (first, second), (wins_a, wins_b, ties) in zip(counts.index, counts.to_numpy()):
+        decisive = int(wins_a + wins_b)
+        rows.append({
+            "system_a": first, "system_b": second,
+            "wins_a": int(wins_a), "wins_b": int(wins_b), "ties": int(ties),
+            "gain": (wins_a - wins_b) / decisive if decisive else math.nan,
+            "p_value": stats.binomtest(int(wins_a), decisive, 0.5).pvalue if decisive else 1.0,
+        })
+    columns = ["system_a", "system_b", "wins_a", "wins_b", "ties", "gain", "p_value"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["system_a", "system_b"],
+                                                           ignore_index=True)
+
+
+def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
+                       max_iter: int = 100_000) -> np.ndarray:
+    """Centred log-strengths for a batch of win matrices ``wins[..., i, j]`` (i beat j), by MM.
+
+    Hunter's (2004) minorise–maximise update p_i ← W_i / Σ_j n_ij / (p_i + p_j), where each pair
+    first gets ``prior`` virtual games split evenly (``prior / 2`` wins each way). Every update
+    increases the penalised likelihood, and the prior makes its maximum unique and finite.
+    """
+    k = wins.shape[-1]
+    off_diagonal = 1.0 - np.eye(k)
+    w = wins + off_diagonal * (prior / 2)
+    games = w + np.swapaxes(w, -1, -2)
+    won = w.sum(axis=-1)
+    log_p = np.zeros(wins.shape[:-1])
+    for _ in range(max_iter):
+        p = np.exp(log_p)
+        denominator = (games / (p[..., :, None] + p[..., None, :])).sum(axis=-1)
+        new = np.log(won / denominator)
+        new -= new.mean(axis=-1, keepdims=True)
+        change = np.max(np.abs(new - log_p))
+        log_p = new
+        if change < tol:
+            return log_p
+    warnings.warn(f"Bradley–Terry fit stopped after {max_iter} iterations (last change "
+                  f"{change:.2g}); a larger prior makes it converge faster", RuntimeWarning)
+    return log_p
+
+
+def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: Ties = "half",
+                  prior: float = 1.0) -> pd.DataFrame:
+    """Bradley–Terry scores with percentile 95 % bootstrap intervals, one row per system by rank.
+
+    score = natural log-strength centred to mean 0, so P(i beats j) = 1 / (1 + e^(s_j − s_i)).
+    Fitted by Hunter's MM algorithm with a symmetric prior: every pair of systems gets ``prior``
+    virtual tied games (half a win each way; default one game), which shrinks scores slightly
+    towards 0 and keeps a system that never loses finite. ``ties="half"`` counts a tie as half a
+    win to each side, ``ties="drop"`` leaves ties out. The bootstrap resamples the (remaining) vote
+    rows with replacement ``n_boot`` times with ``numpy.random.default_rng(seed)``, drawn as
+    multinomial counts over the distinct (pair, outcome) cells, which has exactly the distribution
+    of resampled rows. rank 1 = highest score; equal scores share the lower rank (method "min").
+    With ``n_boot=0`` the interval is NaN.
+    """
+    if ties not in ("half", "drop"):
+        raise ValueError(f"ties={ties!r}; use 'half' or 'drop'")
+    if not prior > 0:
+        raise ValueError(f"prior={prior!r}; it must be > 0 so that every score is finite")
+    if n_boot < 0:
+        raise ValueError(f"n_boot={n_boot!r}; use 0 (no intervals) or more")
+    canon = _canonical(votes)
+    systems = sorted(set(canon["first"]) | set(canon["second"]))
+    if not systems:
+        raise InputError("votes", "no votes to rank; check that some assignments count")
+    if ties == "drop":
+        canon = canon[canon["outcome"] != TIE]
+    index = {s: i for i, s in enumerate(systems)}
+    k = len(systems)
+    cells = canon.groupby(["first", "second", "outcome"]).size()
+    first = np.array([index[f] for f, _, _ in cells.index], dtype=int)
+    second = np.array([index[s] for _, s, _ in cells.index], dtype=int)
+    outcome = np.array([o for _, _, o in cells.index], dtype=int)
+    # What one vote of each cell adds to the win matrix, flattened to k * k.
+    effect = np.zeros((len(cells), k * k))
+    rows = np.arange(len(cells))
+    effect[rows, first * k + second] += np.select([outcome == FIRST, outcome == TIE], [1.0, 0.5])
+    effect[rows, second * k + first] += np.select([outcome == SECOND, outcome == TIE], [1.0, 0.5])
+    counts = cells.to_numpy().astype(float)
+    score = _fit_bradley_terry((counts @ effect).reshape(k, k), prior)
+
+    ci_low = ci_high = np.full(k, math.nan)
+    n = int(counts.sum())
+    if n_boot > 0 and n > 0:
+        rng = np.random.default_rng(seed)
+        resampled = rng.multinomial(n, counts / n, size=n_boot).astype(float)
+        boot = _fit_bradley_terry((resampled @ effect).reshape(n_boot, k, k), prior)
+        ci_low, ci_high = np.percentile(boot, _CI, axis=0)
+    elif n_boot > 0:
+        # No decisive votes left: every resample is the prior alone, all scores 0.
+        ci_low = ci_high = np.zeros(k)
+    table = pd.DataFrame({"system": systems, "score": score, "ci_low": ci_low,
+                          "ci_high": ci_high})
+    table["rank"] = (-table["score"].round(_RANK_DECIMALS)).rank(method="min").astype(int)
+    return table.sort_values(["rank", "system"], ignore_index=True)
+
+
+def _ordered_pair_counts(categories: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """3×3 counts of ordered pairs of distinct votes within each group of ``keys``, summed."""
+    c = (pd.crosstab([categories[k] for k in keys], categories["outcome"])
+         .reindex(columns=[FIRST, TIE, SECOND], fill_value=0).to_numpy().astype(float))
+    # Σ over groups of c cᵀ counts every ordered pair of votes; the diagonal term removes
+    # each vote paired with itself.
+    return c.T @ c - np.diag(c.sum(axis=0))
+
+
+def cohen_weighted_kappa(votes: pd.DataFrame) -> float:
+    """Cohen's weighted kappa (linear weights, ties included) between workers on the same item/pair.
+
+    Votes are put on the ordinal scale prefer-first-system / tie / prefer-second-system (systems
+    sorted by name, whatever the display order). Every two votes by different workers on the same
+    item and the same pair of systems make one pair of ratings, counted in both orders so the table
+    is symmetric and no worker is arbitrarily "rater 1" (chance agreement then uses the pooled
+    marginals). Weights 1 − |i − j| / 2. NaN without such pairs or when every vote is in one
+    category (chance agreement 1).
+    """
+    keys = list(_item_columns(votes)) + ["worker_id"]
+    canon = _canonical(votes, *keys)
+    item = list(_item_columns(votes)) + ["first", "second"]
+    if canon.empty:
+        return math.nan
+    # Pairs of votes within an item/pair, less those where one worker voted twice.
+    table = (_ordered_pair_counts(canon, item)
+             - _ordered_pair_counts(canon, item + ["worker_id"]))
+    total = table.sum()
+    if total <= 0:
+        return math.nan
+    levels = np.arange(3)
+    weight = 1.0 - np.abs(levels[:, None] - levels[None, :]) / 2
+    observed = (weight * table).sum() / total
+    marginal = table.sum(axis=1) / total
+    expected = marginal @ weight @ marginal
+    if np.isclose(expected, 1.0):
+        return math.nan
+    return float((observed - expected) / (1.0 - expected))
+
+
+def worker_agreement(votes: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Per worker: agreement with the other workers' majority and a test flagging low agreement.
+
+    For each vote, the other workers' votes on the same item and pair (canonical orientation) have
+    a majority when one outcome has more than half of them; ``compared`` counts the worker's votes
+    that have one and ``agree_with_majority`` is the share of those the worker matched.
+
+    Chance is the disagreement an ordinary worker shows by chance: ``expected_by_chance`` is the
+    pooled agreement rate of all *other* workers (their agreed / their compared votes). A fixed
+    1/3 would not do: a worker voting uniformly at random agrees with any majority 1/3 of the time,
+    so they would never fall below it. ``p_value`` is the one-sided exact binomial test
+    ``binomtest(agreed, compared, expected_by_chance, alternative="less")``; ``flagged`` is
+    p_value < alpha. A worker with nothing to compare gets NaN and is not flagged. Among workers
+    who all behave alike about ``alpha`` of them are flagged, so a flag asks for a look at the
+    worker's votes rather than for rejection.
+    """
+    items = list(_item_columns(votes))
+    canon = _canonical(votes, *items, "worker_id")
+    group = items + ["first", "second"]
+    one_hot = pd.get_dummies(canon["outcome"]).reindex(columns=[FIRST, TIE, SECOND],
+                                                       fill_value=False).astype(int)
+    keyed = pd.concat([canon[group + ["worker_id"]], one_hot], axis=1)
+    outcomes = [FIRST, TIE, SECOND]
+    in_group = keyed.groupby(group)[outcomes].transform("sum").to_numpy()
+    own = keyed.groupby(group + ["worker_id"])[outcomes].transform("sum").to_numpy()
+    others = in_group - own
+    n_others = others.sum(axis=1)
+    has_majority = others.max(axis=1) * 2 > n_others
+    agreed = has_majority & (others.argmax(axis=1) == canon["outcome"].to_numpy())
+    per = (pd.DataFrame({"worker_id": canon["worker_id"], "compared": has_majority,
+                         "agreed": agreed})
+           .groupby("worker_id", sort=True)
+           .agg(votes=("compared", "size"), compared=("compared", "sum"), agreed=("agreed", "sum"))
+           .reset_index())
+    total_compared, total_agreed = per["compared"].sum(), per["agreed"].sum()
+    rows = []
+    for worker, n_votes, compared, agreed_n in per.itertuples(index=False):
+        rest = total_compared - compared
+        expected = (total_agreed - agreed_n) / rest if rest else math.nan
+        if compared and not math.isnan(expected):
+            p = stats.binomtest(int(agreed_n), int(compared), expected, alternative="less").pvalue
+        else:
+            p = math.nan
+        rows.append({"worker_id": worker, "votes": int(n_votes), "compared": int(compared),
+                     "agree_with_majority": agreed_n / compared if compared else math.nan,
+                     "expected_by_chance": expected, "p_value": p,
+                     "flagged": bool(p < alpha)})
+    columns = ["worker_id", "votes", "compared", "agree_with_majority", "expected_by_chance",
+               "p_value", "flagged"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def ranking_figure(ranking: pd.DataFrame):
+    """A figure drawer: each system's score with its 95 % interval, best at the top."""
+    def draw(path: Path) -> None:
+        from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
+
+        y = np.arange(len(ranking))[::-1]
+        score = ranking["score"].to_numpy()
+        err = np.vstack([score - ranking["ci_low"].to_numpy(),
+                         ranking["ci_high"].to_numpy() - score])
+        fig = Figure(figsize=(6, 1.2 + 0.4 * len(ranking)))
+        ax = fig.subplots()
+        ax.errorbar(score, y, xerr=None if np.isnan(err).all() else err, fmt="o", capsize=3)
+        ax.axvline(0, color="grey", linewidth=0.8, linestyle=":")
+        ax.set_yticks(y, [f"{s} ({r})" for s, r in zip(ranking["system"], ranking["rank"])])
+        ax.set_xlabel("Bradley–Terry score (log-strength, mean 0) with 95 % bootstrap interval")
+        fig.tight_layout()
+        fig.savefig(path, format="png", dpi=120)
+    return draw
+
+
+def _json_float(value: float) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0) -> AnalysisResult:
+    """Run METHODS §3 on ``in_dir``: pair table, Bradley–Terry ranking, kappa and worker flags."""
+    votes = read_votes(in_dir)
+    if votes.empty:
+        raise InputError(Path(in_dir) / "votes.csv", "no votes from submitted or approved "
+                         "assignments; nothing to analyse")
+    ranking = bradley_terry(votes, n_boot=n_boot, seed=seed)
+    kappa = cohen_weighted_kappa(votes)
+    summary = {
+        "votes": len(votes),
+        "ties": int((votes["vote"] == "tie").sum()),
+        "workers": int(votes["worker_id"].nunique()),
+        "items": len(votes[list(_item_columns(votes))].drop_duplicates()),
+        "systems": len(ranking),
+        "kappa": _json_float(kappa),
+        "seed": seed,
+        "n_boot": n_boot,
+    }
+    return AnalysisResult(
+        tables={"pairs": pair_table(votes), "ranking": ranking,
+                "workers": worker_agreement(votes)},
+        summary=summary,
+        figures={"ranking": ranking_figure(ranking)})

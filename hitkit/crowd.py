@@ -1,0 +1,192 @@
+"""The simulated crowd: synthetic workers who take HITs through the real pages over real HTTP.
+
+Coordinators use it to dry-run a study and to check their quality-control settings before paying
+anyone; the tests use it to drive the whole system. Each worker has a profile — ``diligent``,
+``noisy``, ``spammer`` or ``always_tie`` — that the study's task type turns into answers. A worker
+looks at the marketplace (the study's posted HITs), previews a HIT, accepts it, reads the
+instructions, answers unit by unit (each answer is its own request, as a person's clicks are),
+submits, and comes back for more until the cap, the budget or the work runs out.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+import requests
+from sqlalchemy import func, select
+
+from hitkit.config import StudyConfig
+from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
+from hitkit.db.session import session_scope
+from hitkit.flow import CAP_STATUSES, next_open_hit
+from hitkit.providers.internal import PREVIEW_ASSIGNMENT
+from hitkit.study import StudyContext
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimWorker:
+    """One synthetic worker: a stable id and a profile."""
+
+    worker_id: str
+    profile: str
+
+
+def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
+    """The study's synthetic workers, with ids that are the same on every run (``sim-noisy-003``)."""
+    return [SimWorker(f"sim-{g.profile}-{i:03d}", g.profile)
+            for g in config.simulated.workers for i in range(g.count)]
+
+
+@dataclass
+class CrowdStats:
+    hits_done: int = 0
+    answers: int = 0
+    refused: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class SimulatedCrowd:
+    """Runs the study's synthetic workers on a thread pool until the work, or they, run out."""
+
+    def __init__(self, database_url: str, ctx: StudyContext, base_url: str, ack_log: Path | None = None,
+                 timeout_s: float = 30.0):
+        self.database_url, self.ctx, self.base_url = database_url, ctx, base_url.rstrip("/")
+        self.workers = crowd_from_config(ctx.config)
+        self.ack_log = ack_log
+        self.timeout_s = timeout_s
+        self.stats = CrowdStats()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._queue: queue.Queue[SimWorker] = queue.Queue()
+        self._retired = 0
+        with session_scope(database_url) as session:
+            self._context = ctx.task.simulation_context(session, session.get(Study, ctx.study_id))
+
+    # Lifecycle ------------------------------------------------------------------------------
+    def start(self) -> "SimulatedCrowd":
+        for w in self.workers:
+            self._queue.put(w)
+        for i in range(min(self.ctx.config.simulated.concurrency, len(self.workers))):
+            t = threading.Thread(target=self._loop, name=f"sim-crowd-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self, join_timeout: float = 10.0) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(join_timeout)
+
+    @property
+    def finished(self) -> bool:
+        """True when every worker has retired (capped or no work left in a completed study)."""
+        return self._retired >= len(self.workers)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worker = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                if self.finished:
+                    return
+                continue
+            try:
+                outcome = self._turn(worker)
+            except Exception as exc:  # a worker's failure must not stop the crowd; it is counted
+                log.warning("simulated worker %s failed: %s", worker.worker_id, exc)
+                with self._lock:
+                    self.stats.errors.append(f"{worker.worker_id}: {exc}")
+                outcome = "wait"
+            if outcome == "retire":
+                with self._lock:
+                    self._retired += 1
+                continue
+            if outcome == "wait":
+                self._stop.wait(0.2)
+            self._queue.put(worker)
+
+    # One worker's turn ----------------------------------------------------------------------
+    def _turn(self, worker: SimWorker) -> str:
+        """Take one HIT if there is one for this worker; say whether to come back or retire."""
+        with session_scope(self.database_url) as session:
+            study = session.get(Study, self.ctx.study_id)
+            row = session.scalar(select(Worker).where(Worker.provider == self.ctx.provider.name,
+                                                      Worker.external_id == worker.worker_id))
+            held = None
+            if row is not None:
+                # A worker who was mid-HIT (say, the process died) goes back to it first.
+                held = session.scalar(select(Assignment.hit_id).join(Hit).where(
+                    Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status == "accepted"))
+                taken = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
+                    Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status.in_(CAP_STATUSES)))
+                if held is None and taken >= self.ctx.config.schedule.per_worker_cap:
+                    return "retire"
+            if study.status == "completed":
+                return "retire"
+            hit = session.get(Hit, held) if held else next_open_hit(session, study.id, row, utcnow())
+            if hit is None:
+                return "wait"
+            hit_id, provider_hit_id = hit.id, hit.provider_hit_id
+        return self._do_hit(worker, hit_id, provider_hit_id)
+
+    def _do_hit(self, worker: SimWorker, hit_id: int, provider_hit_id: str) -> str:
+        http = requests.Session()
+        rng = random.Random(f"{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        pace_rng = random.Random(f"pace:{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        entry = f"{self.base_url}/s/{self.ctx.name}/hit/{hit_id}"
+        # Preview first, as a person browsing the marketplace does.
+        http.get(f"{entry}?{urlencode({'hitId': provider_hit_id, 'assignmentId': PREVIEW_ASSIGNMENT})}",
+                 timeout=self.timeout_s).raise_for_status()
+        params = {"hitId": provider_hit_id, "workerId": worker.worker_id,
+                  "assignmentId": f"{worker.worker_id}-{provider_hit_id}"}
+        page = http.get(f"{entry}?{urlencode(params)}", timeout=self.timeout_s)
+        if page.status_code in (403, 409, 410):
+            with self._lock:
+                self.stats.refused += 1
+            return "retire" if page.status_code == 403 else "wait"
+        page.raise_for_status()
+        base = page.url.split("?")[0].rstrip("/")
+        http.post(f"{base}/consent", timeout=self.timeout_s).raise_for_status()
+        state = http.get(f"{base}/state", timeout=self.timeout_s).json()
+        answered = state["answers"]
+        pace = self.ctx.config.simulated.seconds_per_answer
+        for view in state["units"]:
+            for question, value in self.ctx.task.simulate(worker.profile, view, rng, self._context).items():
+                if question in answered.get(str(view["unit_id"]), {}):
+                    continue  # back after a reload: the saved answer stands
+                if pace:
+                    time.sleep(pace * pace_rng.uniform(0.5, 1.5))
+                reply = http.post(f"{base}/answer", json={"unit_id": view["unit_id"], "question": question,
+                                                          "value": value}, timeout=self.timeout_s)
+                reply.raise_for_status()
+                self._acknowledge(worker, state["assignment"], view["unit_id"], question, value)
+            if self._stop.is_set():
+                return "wait"
+        done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, timeout=self.timeout_s)
+        done.raise_for_status()
+        with self._lock:
+            self.stats.hits_done += 1
+        return "again"
+
+    def _acknowledge(self, worker: SimWorker, assignment: str, unit_id: int, question: str, value: str) -> None:
+        with self._lock:
+            self.stats.answers += 1
+            if self.ack_log is None:
+                return
+            # fsync: the log is the crash test's record of what the server acknowledged.
+            with self.ack_log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"worker": worker.worker_id, "assignment": assignment, "unit_id": unit_id,
+                                     "question": question, "value": value}) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())

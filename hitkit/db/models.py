@@ -1,0 +1,258 @@
+"""The data model of ARCHITECTURE.md: every state change is a row, so any process sees the truth.
+
+Money is ``Numeric`` (``Decimal`` in Python), time is timezone-aware UTC. Uniqueness constraints
+carry the idempotency rules: one assignment per worker per HIT, one response per
+assignment × unit × question, one payment per idempotency key.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any, Optional
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    Numeric,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    """The current time, timezone-aware UTC."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class UTCDateTime(TypeDecorator):
+    """A timestamp that is always timezone-aware UTC in Python, whatever the backend stores."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime given; hitkit stores UTC-aware times only")
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:  # SQLite drops the zone
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value
+
+
+MoneyType = Numeric(12, 2, asdecimal=True)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, dt.datetime: UTCDateTime}
+
+
+class Study(Base):
+    __tablename__ = "study"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    task_type: Mapped[str] = mapped_column(String(32))
+    provider: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="draft")  # draft, running, completed, stopped
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    config_path: Mapped[Optional[str]] = mapped_column(Text)
+    budget: Mapped[Decimal] = mapped_column(MoneyType)
+    currency: Mapped[str] = mapped_column(String(8), default="USD")
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[Optional[dt.datetime]]
+
+    systems: Mapped[list["System"]] = relationship(back_populates="study", order_by="System.id")
+    hits: Mapped[list["Hit"]] = relationship(back_populates="study", order_by="Hit.index")
+
+
+class System(Base):
+    __tablename__ = "system"
+    __table_args__ = (UniqueConstraint("study_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    name: Mapped[str] = mapped_column(String(64))
+    is_control: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_human: Mapped[bool] = mapped_column(Boolean, default=False)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    study: Mapped[Study] = relationship(back_populates="systems")
+
+
+class Conversation(Base):
+    __tablename__ = "conversation"
+    __table_args__ = (UniqueConstraint("study_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    key: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))  # prompt, bot_bot, human_bot, human_human
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    turns: Mapped[list["Turn"]] = relationship(back_populates="conversation", order_by="Turn.index")
+
+
+class Turn(Base):
+    __tablename__ = "turn"
+    __table_args__ = (UniqueConstraint("conversation_id", "index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversation.id"))
+    index: Mapped[int] = mapped_column(Integer)
+    speaker: Mapped[str] = mapped_column(String(64))
+    system_id: Mapped[Optional[int]] = mapped_column(ForeignKey("system.id"))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    conversation: Mapped[Conversation] = relationship(back_populates="turns")
+
+
+class Unit(Base):
+    """The smallest piece of work: one pair to compare, one chat slot, one segment to label."""
+
+    __tablename__ = "unit"
+    __table_args__ = (UniqueConstraint("study_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    key: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    conversation_id: Mapped[Optional[int]] = mapped_column(ForeignKey("conversation.id"))
+    required_answers: Mapped[int] = mapped_column(Integer)
+
+
+class Hit(Base):
+    """A package of units posted once to a provider."""
+
+    __tablename__ = "hit"
+    __table_args__ = (UniqueConstraint("study_id", "index"), Index("ix_hit_study_status", "study_id", "status"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    index: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending, posted, completed, expired
+    provider_hit_id: Mapped[Optional[str]] = mapped_column(String(128))
+    max_assignments: Mapped[int] = mapped_column(Integer)
+    reward: Mapped[Decimal] = mapped_column(MoneyType)
+    lifetime_s: Mapped[float] = mapped_column(Float)
+    posted_at: Mapped[Optional[dt.datetime]]
+    expires_at: Mapped[Optional[dt.datetime]]
+
+    study: Mapped[Study] = relationship(back_populates="hits")
+    units: Mapped[list["HitUnit"]] = relationship(order_by="HitUnit.position", cascade="all, delete-orphan")
+    assignments: Mapped[list["Assignment"]] = relationship(back_populates="hit")
+
+
+class HitUnit(Base):
+    __tablename__ = "hit_unit"
+
+    hit_id: Mapped[int] = mapped_column(ForeignKey("hit.id"), primary_key=True)
+    unit_id: Mapped[int] = mapped_column(ForeignKey("unit.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+
+    unit: Mapped[Unit] = relationship()
+
+
+class Worker(Base):
+    __tablename__ = "worker"
+    __table_args__ = (UniqueConstraint("provider", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    external_id: Mapped[str] = mapped_column(String(128))
+    blocked: Mapped[bool] = mapped_column(Boolean, default=False)
+    qc_passed: Mapped[Optional[bool]]
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+ACTIVE_STATUSES = ("accepted", "submitted", "approved")
+"""Assignment statuses that hold one of a HIT's places."""
+DONE_STATUSES = ("submitted", "approved")
+"""Assignment statuses whose answers count."""
+
+
+class Assignment(Base):
+    """One worker taking one HIT."""
+
+    __tablename__ = "assignment"
+    __table_args__ = (UniqueConstraint("hit_id", "worker_id"), Index("ix_assignment_status", "status"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    hit_id: Mapped[int] = mapped_column(ForeignKey("hit.id"))
+    worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id"))
+    provider_assignment_id: Mapped[Optional[str]] = mapped_column(String(128))
+    # accepted, submitted, approved, rejected, returned, expired
+    status: Mapped[str] = mapped_column(String(16), default="accepted")
+    token_nonce: Mapped[str] = mapped_column(String(32))
+    layout: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    accepted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    consented_at: Mapped[Optional[dt.datetime]]
+    submitted_at: Mapped[Optional[dt.datetime]]
+    decided_at: Mapped[Optional[dt.datetime]]
+    work_time_s: Mapped[Optional[float]]
+
+    hit: Mapped[Hit] = relationship(back_populates="assignments")
+    worker: Mapped[Worker] = relationship()
+    responses: Mapped[list["Response"]] = relationship(back_populates="assignment")
+
+
+class Response(Base):
+    """One answer: one unit × one question of one assignment."""
+
+    __tablename__ = "response"
+    __table_args__ = (UniqueConstraint("assignment_id", "unit_id", "question"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id"))
+    unit_id: Mapped[int] = mapped_column(ForeignKey("unit.id"))
+    question: Mapped[str] = mapped_column(String(64))
+    value: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16), default="worker")  # worker, auto
+    elapsed_s: Mapped[Optional[float]]
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    assignment: Mapped[Assignment] = relationship(back_populates="responses")
+
+
+class Payment(Base):
+    """Ledger of rewards, bonuses and fees; the idempotency key makes paying twice impossible."""
+
+    __tablename__ = "payment"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    assignment_id: Mapped[Optional[int]] = mapped_column(ForeignKey("assignment.id"))
+    worker_id: Mapped[Optional[int]] = mapped_column(ForeignKey("worker.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # reward, bonus, fee
+    amount: Mapped[Decimal] = mapped_column(MoneyType)
+    currency: Mapped[str] = mapped_column(String(8))
+    idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending, paid, failed
+    provider_ref: Mapped[Optional[str]] = mapped_column(String(128))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Event(Base):
+    """Append-only audit log of every provider call and state change."""
+
+    __tablename__ = "event"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[Optional[int]] = mapped_column(ForeignKey("study.id"))
+    kind: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(32))  # server, scheduler, cli, provider
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,90 @@
+"""Engines and sessions for SQLite (the embedded default, in WAL mode) and PostgreSQL."""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def normalise_url(url: str) -> str:
+    """Accept ``postgresql://`` and ``postgres://`` and use the psycopg 3 driver for them."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return url
+
+
+def create_db_engine(url: str) -> Engine:
+    """A new engine; SQLite gets WAL, a busy timeout and write transactions that lock up front."""
+    url = normalise_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):
+            # Let SQLAlchemy, not pysqlite, decide when transactions begin (see "begin" below).
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):
+            # BEGIN IMMEDIATE takes the write lock at the start, so two requests racing for the last
+            # place on a HIT serialise instead of failing half-way with "database is locked".
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    # pool_pre_ping lets a web process survive a PostgreSQL restart: dead connections are replaced.
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def get_engine(url: str) -> Engine:
+    """The process-wide engine for ``url`` (one pool per database)."""
+    url = normalise_url(url)
+    with _lock:
+        if url not in _engines:
+            _engines[url] = create_db_engine(url)
+        return _engines[url]
+
+
+def dispose_engines() -> None:
+    """Close every pooled connection (at shutdown, and in tests)."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+def session_factory(url: str) -> sessionmaker[Session]:
+    """A sessionmaker bound to the shared engine of ``url``."""
+    return sessionmaker(get_engine(url), expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(url: str) -> Iterator[Session]:
+    """A session that commits on success and rolls back on error."""
+    session = session_factory(url)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

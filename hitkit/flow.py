@@ -1,0 +1,267 @@
+"""The worker's path through a HIT, shared by every task type and provider.
+
+1. **Arrive** (:func:`enter`): the provider reads its query parameters. A preview gets the task
+   read-only and no token. A worker gets an assignment (new, or the one they already hold on that
+   HIT) and an HMAC token bound to it; the cap on HITs per worker and the HIT's places are checked
+   under a row lock, so two workers racing for the last place cannot both get it.
+2. **Answer** (:func:`save_answer`): every answer is stored as it is given; answering again
+   replaces the answer, never adds a second row.
+3. **Submit** (:func:`submit`): all questions must be answered; submitting twice stores once and
+   hands the worker back the same way both times.
+
+Every function takes an open session and leaves committing to the caller (one request, one
+transaction). None of them knows about HTTP.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from hitkit import tokens
+from hitkit.db.models import (
+    ACTIVE_STATUSES,
+    DONE_STATUSES,
+    Assignment,
+    Event,
+    Hit,
+    Response,
+    Study,
+    Unit,
+    Worker,
+    utcnow,
+)
+from hitkit.errors import AnswerError, FlowError
+from hitkit.providers.base import Completion
+from hitkit.study import StudyContext
+
+CAP_STATUSES = ACTIVE_STATUSES + ("rejected",)
+"""Assignments that count against a worker's cap (returned or expired ones do not)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """The outcome of an arrival: a preview of ``hit``, or ``token`` for the worker's assignment."""
+
+    preview: bool
+    hit: Hit | None
+    token: str | None = None
+    assignment: Assignment | None = None
+
+
+def _study(session: Session, ctx: StudyContext) -> Study:
+    return session.get(Study, ctx.study_id)
+
+
+def _worker(session: Session, provider: str, external_id: str) -> Worker:
+    """The worker row, created on first arrival (safe against two first arrivals at once)."""
+    query = select(Worker).where(Worker.provider == provider, Worker.external_id == external_id)
+    worker = session.scalar(query)
+    if worker is None:
+        try:
+            with session.begin_nested():
+                worker = Worker(provider=provider, external_id=external_id)
+                session.add(worker)
+        except IntegrityError:
+            worker = session.scalar(query)
+    return worker
+
+
+def next_open_hit(session: Session, study_id: int, worker: Worker | None, now: dt.datetime) -> Hit | None:
+    """The first posted, unexpired HIT of the study with a free place that ``worker`` has not taken."""
+    active = (select(func.count()).select_from(Assignment)
+              .where(Assignment.hit_id == Hit.id, Assignment.status.in_(ACTIVE_STATUSES)).scalar_subquery())
+    query = select(Hit).where(Hit.study_id == study_id, Hit.status == "posted", active < Hit.max_assignments,
+                              (Hit.expires_at.is_(None)) | (Hit.expires_at > now))
+    if worker is not None:
+        query = query.where(Hit.id.not_in(select(Assignment.hit_id).where(Assignment.worker_id == worker.id)))
+    return session.scalar(query.order_by(Hit.index).limit(1))
+
+
+def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping[str, str]) -> Entry:
+    """Handle one arrival; raise FlowError with the reason a worker cannot take the HIT."""
+    arrival = ctx.provider.arrival(args)
+    study = _study(session, ctx)
+    hit = None
+    if hit_id is not None:
+        hit = session.get(Hit, hit_id)
+        if hit is None or hit.study_id != ctx.study_id:
+            raise FlowError("this HIT does not exist in this study", 404)
+    if arrival.preview:
+        if hit is None:
+            hit = session.scalar(select(Hit).where(Hit.study_id == ctx.study_id).order_by(Hit.index).limit(1))
+        return Entry(preview=True, hit=hit)
+    if study.status != "running":
+        raise FlowError("this study is not accepting work at the moment", 410)
+
+    worker = _worker(session, ctx.provider.name, arrival.worker_id)
+    # Lock the worker row: one worker opening two HITs at once must not slip past the cap.
+    session.execute(select(Worker.id).where(Worker.id == worker.id).with_for_update())
+    if worker.blocked:
+        raise FlowError("you are not able to take part in this study", 403)
+    now = utcnow()
+    if hit is None:
+        existing = session.scalar(
+            select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
+                                               Assignment.status == "accepted"))
+        hit = existing.hit if existing else next_open_hit(session, ctx.study_id, worker, now)
+        if hit is None:
+            raise FlowError("there is no work left for you in this study right now — thank you!", 409)
+    # Lock the HIT row: its places are counted and taken in one step.
+    hit = session.scalar(select(Hit).where(Hit.id == hit.id).with_for_update())
+
+    assignment = session.scalar(select(Assignment).where(Assignment.hit_id == hit.id,
+                                                         Assignment.worker_id == worker.id))
+    if assignment is not None:
+        if assignment.status in ("accepted", "submitted", "approved"):
+            return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce),
+                         assignment)
+        raise FlowError(f"you already took this HIT (it is {assignment.status}); it cannot be taken again", 409)
+
+    if hit.status != "posted" or (hit.expires_at is not None and hit.expires_at <= now):
+        raise FlowError("this HIT is no longer available", 410)
+    done_by_worker = session.scalar(
+        select(func.count()).select_from(Assignment).join(Hit)
+        .where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
+               Assignment.status.in_(CAP_STATUSES)))
+    cap = ctx.config.schedule.per_worker_cap
+    if done_by_worker >= cap:
+        raise FlowError(f"you have already done the most HITs one person may do in this study ({cap})", 403)
+    taken = session.scalar(select(func.count()).select_from(Assignment)
+                           .where(Assignment.hit_id == hit.id, Assignment.status.in_(ACTIVE_STATUSES)))
+    if taken >= hit.max_assignments:
+        raise FlowError("every place on this HIT is taken", 409)
+
+    units = [hu.unit for hu in hit.units]
+    rng = random.Random(f"{ctx.config.seed}:{hit.id}:{worker.external_id}")
+    assignment = Assignment(hit_id=hit.id, worker_id=worker.id, provider_assignment_id=arrival.provider_assignment_id,
+                            status="accepted", token_nonce=tokens.new_nonce(), layout=ctx.task.layout(units, rng),
+                            accepted_at=now)
+    session.add(assignment)
+    session.flush()
+    if assignment.provider_assignment_id is None:
+        assignment.provider_assignment_id = f"{ctx.provider.name}-a{assignment.id}"
+    for unit in units:
+        for question, value in ctx.task.auto_answers(unit).items():
+            session.add(Response(assignment_id=assignment.id, unit_id=unit.id, question=question,
+                                 value=value, source="auto", created_at=now, updated_at=now))
+    session.add(Event(study_id=ctx.study_id, kind="assignment_accepted", actor="server",
+                      data={"assignment": assignment.id, "hit": hit.id, "worker": worker.external_id}))
+    session.flush()
+    return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce), assignment)
+
+
+def assignment_for(session: Session, ctx: StudyContext, token: str) -> Assignment:
+    """The assignment a token is bound to; FlowError(403) for a forged, stale or foreign token."""
+    parsed = tokens.read_assignment_token(ctx.secret, token)
+    if parsed is None:
+        raise FlowError("this link is not valid; please return to the task from the crowd site", 403)
+    assignment = session.get(Assignment, parsed[0])
+    if assignment is None or assignment.token_nonce != parsed[1] or assignment.hit.study_id != ctx.study_id:
+        raise FlowError("this link is not valid for this study", 403)
+    return assignment
+
+
+def _writable(assignment: Assignment) -> None:
+    if assignment.status in DONE_STATUSES:
+        raise FlowError("this HIT is already submitted; answers can no longer change", 409)
+    if assignment.status != "accepted":
+        raise FlowError(f"this assignment is {assignment.status} and takes no more answers", 410)
+
+
+def _units(assignment: Assignment) -> dict[int, Unit]:
+    return {hu.unit.id: hu.unit for hu in assignment.hit.units}
+
+
+def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, question: str,
+           value: Any, elapsed_s: float | None) -> Response:
+    value = ctx.task.validate(unit, question, value)
+    now = utcnow()
+    row = session.scalar(select(Response).where(Response.assignment_id == assignment.id,
+                                                Response.unit_id == unit.id, Response.question == question))
+    if row is None:
+        row = Response(assignment_id=assignment.id, unit_id=unit.id, question=question, value=value,
+                       elapsed_s=elapsed_s, created_at=now, updated_at=now)
+        session.add(row)
+    else:
+        row.value, row.updated_at = value, now
+        if elapsed_s is not None:
+            row.elapsed_s = elapsed_s
+    session.flush()
+    return row
+
+
+def save_answer(session: Session, ctx: StudyContext, token: str, unit_id: int, question: str, value: Any,
+                elapsed_s: float | None = None) -> Response:
+    """Store (or replace) one answer of the token's assignment."""
+    assignment = assignment_for(session, ctx, token)
+    _writable(assignment)
+    unit = _units(assignment).get(unit_id)
+    if unit is None:
+        raise AnswerError(f"unit {unit_id} is not part of this HIT")
+    return _store(session, ctx, assignment, unit, question, value, elapsed_s)
+
+
+def missing_answers(ctx: StudyContext, assignment: Assignment) -> list[tuple[int, str]]:
+    """The (unit id, question) pairs the worker has not answered yet."""
+    given = {(r.unit_id, r.question) for r in assignment.responses}
+    return [(u.id, q.name) for u in _units(assignment).values() for q in ctx.task.questions(u)
+            if (u.id, q.name) not in given]
+
+
+def submit(session: Session, ctx: StudyContext, token: str,
+           answers: Mapping[tuple[int, str], Any] | None = None) -> tuple[Assignment, Completion]:
+    """Store any answers sent with the submission, check completeness, mark the assignment submitted.
+
+    Submitting an already submitted assignment changes nothing and returns the same hand-back.
+    """
+    assignment = assignment_for(session, ctx, token)
+    if assignment.status in DONE_STATUSES:
+        return assignment, ctx.provider.completion(assignment.provider_assignment_id, {})
+    _writable(assignment)
+    units = _units(assignment)
+    for (unit_id, question), value in (answers or {}).items():
+        if unit_id not in units:
+            raise AnswerError(f"unit {unit_id} is not part of this HIT")
+        _store(session, ctx, assignment, units[unit_id], question, value, None)
+    session.refresh(assignment)
+    missing = missing_answers(ctx, assignment)
+    if missing:
+        raise FlowError(f"{len(missing)} question(s) are not answered yet; answer them all, then submit", 400)
+    now = utcnow()
+    assignment.status = "submitted"
+    assignment.submitted_at = now
+    assignment.work_time_s = (now - assignment.accepted_at).total_seconds()
+    session.add(Event(study_id=ctx.study_id, kind="assignment_submitted", actor="server",
+                      data={"assignment": assignment.id}))
+    session.flush()
+    return assignment, ctx.provider.completion(assignment.provider_assignment_id, {})
+
+
+def consent(session: Session, ctx: StudyContext, token: str) -> Assignment:
+    """Record that the worker read the instructions and agreed to take part."""
+    assignment = assignment_for(session, ctx, token)
+    _writable(assignment)
+    if assignment.consented_at is None:
+        assignment.consented_at = utcnow()
+    return assignment
+
+
+def state(session: Session, ctx: StudyContext, assignment: Assignment) -> dict[str, Any]:
+    """What the task page shows: every unit's view, the questions, and the answers given so far."""
+    answers: dict[str, dict[str, str]] = {}
+    for r in assignment.responses:
+        answers.setdefault(str(r.unit_id), {})[r.question] = r.value
+    units = []
+    for unit in _units(assignment).values():
+        view = ctx.task.view(unit, assignment.layout)
+        view["questions"] = [{"name": q.name, "choices": list(q.choices) if q.choices else None}
+                             for q in ctx.task.questions(unit)]
+        units.append(view)
+    return {"assignment": assignment.provider_assignment_id, "status": assignment.status,
+            "consented": assignment.consented_at is not None, "units": units, "answers": answers}

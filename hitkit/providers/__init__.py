@@ -1,0 +1,17 @@
+"""Crowd providers, by the name a study file gives in ``provider.kind``."""
+from __future__ import annotations
+
+from hitkit.config import StudyConfig
+from hitkit.errors import ConfigError
+from hitkit.providers.base import CrowdProvider
+
+
+def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:
+    """The provider a study posts to."""
+    from hitkit.providers.internal import LocalProvider, SimulatedProvider
+
+    kinds: dict[str, type[CrowdProvider]] = {"simulated": SimulatedProvider, "local": LocalProvider}
+    if config.provider.kind not in kinds:
+        raise ConfigError(f"provider.kind '{config.provider.kind}' is not available in this version of hitkit; "
+                          f"available: {', '.join(sorted(kinds))}")
+    return kinds[config.provider.kind](config, secret)

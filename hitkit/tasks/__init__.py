@@ -1,0 +1,17 @@
+"""Task types, by the name a study file gives in ``task:``."""
+from __future__ import annotations
+
+from hitkit.config import StudyConfig
+from hitkit.errors import ConfigError
+from hitkit.tasks.base import TaskType
+
+
+def task_for(config: StudyConfig) -> TaskType:
+    """The task type a study runs."""
+    from hitkit.tasks.pairwise import PairwiseTask
+
+    registry: dict[str, type[TaskType]] = {"pairwise": PairwiseTask}
+    if config.task not in registry:
+        raise ConfigError(f"task '{config.task}' is not available in this version of hitkit; "
+                          f"available: {', '.join(sorted(registry))}")
+    return registry[config.task](config)

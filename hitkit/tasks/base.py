@@ -1,0 +1,142 @@
+"""The TaskType seam: what differs between Spot The Bot, live chat and pairwise A/B.
+
+A task type turns the study's data into units, packs units into HITs under its protocol's
+constraints, decides how each assignment sees its units (order, sides — recorded), says which
+questions each unit asks and what answers are valid, answers like a simulated worker, and turns
+stored responses into its tidy export tables. Everything else — entry, tokens, saving, submitting,
+paying, scheduling — is shared and lives outside the task type.
+"""
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+import pandas as pd
+from sqlalchemy.orm import Session
+
+from hitkit.config import StudyConfig
+from hitkit.db.models import Study, Unit
+
+
+@dataclass(frozen=True)
+class TurnSpec:
+    """One turn of a conversation to store."""
+
+    speaker: str
+    text: str
+    system: str | None = None
+
+
+@dataclass(frozen=True)
+class ConversationSpec:
+    """A conversation to store with the study (prompt, bot–bot, human–human material)."""
+
+    key: str
+    kind: str
+    turns: tuple[TurnSpec, ...]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """A unit to create: its study-unique key, its payload and how many answers it needs."""
+
+    key: str
+    payload: Mapping[str, Any]
+    required_answers: int
+    conversation_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Material:
+    """What a task type builds from the study's data before anything is posted."""
+
+    units: list[UnitSpec]
+    conversations: list[ConversationSpec] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HitSpec:
+    """One HIT to create: the keys of its units, in order, and how many workers take it."""
+
+    unit_keys: tuple[str, ...]
+    max_assignments: int
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question a unit asks; ``choices`` None means free text up to the study's length limit."""
+
+    name: str
+    choices: tuple[str, ...] | None = None
+
+
+class TaskType(ABC):
+    """Base class of the three protocols; one instance per study configuration."""
+
+    name: ClassVar[str]
+    template: ClassVar[str]
+    """Jinja2 template (in hit_templates/) of the task page."""
+    instructions_template: ClassVar[str]
+    """Jinja2 template of the instructions and consent page."""
+
+    def __init__(self, config: StudyConfig):
+        self.config = config
+
+    @abstractmethod
+    def build(self) -> Material:
+        """Read the study's data files and return the units (and conversations) to store.
+
+        Raise :class:`~hitkit.errors.InputError` naming the file and line of anything unreadable;
+        nothing is written to the database before this succeeds.
+        """
+
+    @abstractmethod
+    def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
+        """Group units into HITs under the protocol's constraints (a pure, seeded function)."""
+
+    @abstractmethod
+    def questions(self, unit: Unit) -> list[Question]:
+        """The questions a worker must answer for ``unit`` (those not answered automatically)."""
+
+    def auto_answers(self, unit: Unit) -> dict[str, str]:
+        """Answers recorded without asking (e.g. a tie between identical responses)."""
+        return {}
+
+    @abstractmethod
+    def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
+        """How one assignment presents its units (order, sides); stored with the assignment."""
+
+    @abstractmethod
+    def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
+        """What the worker sees of ``unit`` under ``layout``: JSON-able, blind to system names."""
+
+    @abstractmethod
+    def simulation_context(self, session: Session, study: Study) -> Any:
+        """What the simulated crowd may know about the material (e.g. which text came from which system)."""
+
+    @abstractmethod
+    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any) -> dict[str, str]:
+        """A simulated worker's answers to one unit's questions."""
+
+    @abstractmethod
+    def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
+        """The task's tidy tables (METHODS.md §4), keyed by file stem, from the database."""
+
+    def validate(self, unit: Unit, question: str, value: str) -> str:
+        """Check one answer; return it normalised or raise AnswerError saying what is accepted."""
+        from hitkit.errors import AnswerError
+
+        asked = {q.name: q for q in self.questions(unit)}
+        if question not in asked:
+            raise AnswerError(f"unit {unit.id} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}")
+        value = str(value)
+        limit = self.config.hit.max_answer_chars
+        if len(value) > limit:
+            raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")
+        choices = asked[question].choices
+        if choices is not None and value not in choices:
+            raise AnswerError(f"'{value}' is not an answer to '{question}'; choose one of {', '.join(choices)}")
+        return value

@@ -1,0 +1,171 @@
+"""Pairwise A/B (ChatEval; METHODS.md §3): a prompt and two systems' responses, pick one or tie.
+
+Units are (prompt, pair of systems). Each assignment sees the two responses of every unit in its
+own random order, recorded in the assignment's layout; identical responses are recorded as a tie
+without asking. Blocks of ``prompts_per_hit`` comparisons form a HIT, no prompt twice in a block
+where the material allows; each HIT is taken by ``votes_per_prompt`` workers.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hitkit.db.models import DONE_STATUSES, Assignment, Hit, HitUnit, Response, Study, Unit, Worker
+from hitkit.errors import InputError
+from hitkit.tasks.base import ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
+
+VOTE = Question("vote", ("a", "b", "tie"))
+
+# How sharply each simulated profile tells a better system from a worse one: P(prefer the better)
+# = logistic(sharpness × quality difference); and how often it says "tie" anyway.
+_PROFILE = {"diligent": (10.0, 0.05), "noisy": (3.0, 0.15)}
+
+
+def read_responses(path, systems: Sequence[str]) -> list[dict]:
+    """Read a prompts-and-responses JSONL: ``{"id", "prompt", "responses": {system: text}}`` a line."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "responses file not found — set pairwise.responses in the study file")
+    items, seen = [], set()
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, f"not valid JSON ({exc.msg} at column {exc.colno})", lineno) from None
+            if not isinstance(row, dict) or not isinstance(row.get("responses"), dict):
+                raise InputError(path, 'each line must be {"id": ..., "prompt": ..., "responses": {system: text}}', lineno)
+            item_id = str(row.get("id", lineno))
+            if item_id in seen:
+                raise InputError(path, f"prompt id '{item_id}' appears twice", lineno)
+            seen.add(item_id)
+            missing = [s for s in systems if not isinstance(row["responses"].get(s), str)]
+            if missing:
+                raise InputError(path, f"no response text for system(s) {', '.join(missing)}", lineno)
+            prompt = row.get("prompt", "")
+            if not isinstance(prompt, str):
+                raise InputError(path, "'prompt' must be text", lineno)
+            items.append({"id": item_id, "prompt": prompt, "responses": {s: row["responses"][s] for s in systems}})
+    if not items:
+        raise InputError(path, "the responses file holds no prompts")
+    return items
+
+
+class PairwiseTask(TaskType):
+    name = "pairwise"
+    template = "pairwise.html"
+    instructions_template = "pairwise_instructions.html"
+
+    def build(self) -> Material:
+        cfg = self.config.pairwise
+        systems = [s.name for s in self.config.systems]
+        items = read_responses(self.config.path(cfg.responses), systems)
+        units, conversations = [], []
+        for item in items:
+            turns = [TurnSpec("prompt", item["prompt"])] + [
+                TurnSpec(s, item["responses"][s], system=s) for s in systems
+            ]
+            conversations.append(ConversationSpec(f"prompt:{item['id']}", "prompt", tuple(turns)))
+            for a, b in itertools.combinations(systems, 2):
+                units.append(UnitSpec(
+                    key=f"{item['id']}:{a}~{b}",
+                    payload={"item_id": item["id"], "prompt": item["prompt"], "systems": [a, b],
+                             "responses": [item["responses"][a], item["responses"][b]]},
+                    required_answers=cfg.votes_per_prompt,
+                    conversation_key=f"prompt:{item['id']}",
+                ))
+        return Material(units=units, conversations=conversations)
+
+    def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
+        cfg = self.config.pairwise
+        order = list(units)
+        rng.shuffle(order)
+        blocks: list[list[UnitSpec]] = []
+        for unit in order:
+            # First block with room that does not already show this prompt; else a new block.
+            for block in blocks:
+                if len(block) < cfg.prompts_per_hit and all(u.payload["item_id"] != unit.payload["item_id"] for u in block):
+                    block.append(unit)
+                    break
+            else:
+                blocks.append([unit])
+        return [HitSpec(tuple(u.key for u in block), cfg.votes_per_prompt) for block in blocks]
+
+    @staticmethod
+    def _identical(unit: Unit) -> bool:
+        first, second = unit.payload["responses"]
+        return first.strip() == second.strip()
+
+    def questions(self, unit: Unit) -> list[Question]:
+        return [] if self._identical(unit) else [VOTE]
+
+    def auto_answers(self, unit: Unit) -> dict[str, str]:
+        return {"vote": "tie"} if self._identical(unit) else {}
+
+    def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
+        # swapped[unit_id] is True when the unit's second system is shown as A.
+        return {"swapped": {str(u.id): rng.random() < 0.5 for u in units}}
+
+    def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
+        first, second = unit.payload["responses"]
+        swapped = layout.get("swapped", {}).get(str(unit.id), False)
+        a, b = (second, first) if swapped else (first, second)
+        return {"unit_id": unit.id, "prompt": unit.payload["prompt"], "a": a, "b": b,
+                "identical": self._identical(unit), "question": self.config.pairwise.question}
+
+    def simulation_context(self, session: Session, study: Study) -> dict[str, str]:
+        """Which system wrote each response text: how a simulated reader 'judges' a text."""
+        quality = {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+        by_text: dict[str, float] = {}
+        for unit in session.scalars(select(Unit).where(Unit.study_id == study.id)):
+            for system, text in zip(unit.payload["systems"], unit.payload["responses"]):
+                by_text[text] = quality[system]
+        return by_text
+
+    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any) -> dict[str, str]:
+        if view["identical"]:
+            return {}
+        if profile == "always_tie":
+            return {"vote": "tie"}
+        if profile == "spammer":
+            return {"vote": rng.choice(VOTE.choices)}
+        sharpness, tie_rate = _PROFILE[profile]
+        diff = context[view["a"]] - context[view["b"]]
+        if rng.random() < tie_rate:
+            return {"vote": "tie"}
+        p_a = 1.0 / (1.0 + math.exp(-sharpness * diff))
+        return {"vote": "a" if rng.random() < p_a else "b"}
+
+    def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
+        rows = session.execute(
+            select(Response, Assignment, Hit, Worker, Unit)
+            .join(Assignment, Response.assignment_id == Assignment.id)
+            .join(Hit, Assignment.hit_id == Hit.id)
+            .join(Worker, Assignment.worker_id == Worker.id)
+            .join(Unit, Response.unit_id == Unit.id)
+            .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Response.question == "vote")
+            .order_by(Hit.index, Assignment.id, Unit.id)
+        ).all()
+        votes = []
+        for resp, asg, hit, worker, unit in rows:
+            first, second = unit.payload["systems"]
+            swapped = asg.layout.get("swapped", {}).get(str(unit.id), False)
+            shown_a, shown_b = (second, first) if swapped else (first, second)
+            votes.append({
+                "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
+                "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
+                "item_id": unit.payload["item_id"], "system_a": shown_a, "system_b": shown_b, "vote": resp.value,
+            })
+        columns = ["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"]
+        return {"votes": pd.DataFrame(votes, columns=columns)}

@@ -1,0 +1,154 @@
+"""Worker-facing routes: arrive, read instructions, answer, submit, be handed back."""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from flask import Blueprint, abort, current_app, jsonify, redirect, render_template, request, url_for
+from sqlalchemy.orm import Session
+
+from hitkit import flow
+from hitkit.db.session import session_scope
+from hitkit.errors import AnswerError, FlowError, HitkitError
+from hitkit.providers.base import CompletionKind
+from hitkit.study import StudyContext
+
+bp = Blueprint("worker", __name__)
+_contexts: dict[tuple[str, str], StudyContext] = {}
+_contexts_lock = threading.Lock()
+
+
+@contextmanager
+def db() -> Iterator[Session]:
+    with session_scope(current_app.config["HITKIT_DATABASE_URL"]) as session:
+        yield session
+
+
+def context(session: Session, study: str) -> StudyContext:
+    """The study's context, loaded once per process (a study's config never changes once launched)."""
+    key = (current_app.config["HITKIT_DATABASE_URL"], study)
+    with _contexts_lock:
+        if key not in _contexts:
+            try:
+                _contexts[key] = StudyContext.load(session, study, current_app.config["HITKIT_SECRET"])
+            except HitkitError:
+                abort(404)
+        return _contexts[key]
+
+
+def _wants_json() -> bool:
+    return request.is_json or request.accept_mimetypes.best == "application/json"
+
+
+@bp.errorhandler(FlowError)
+def _flow_error(exc: FlowError):
+    if _wants_json():
+        return jsonify(error=str(exc)), exc.status
+    return render_template("error.html", message=str(exc)), exc.status
+
+
+@bp.errorhandler(AnswerError)
+def _answer_error(exc: AnswerError):
+    if _wants_json():
+        return jsonify(error=str(exc)), 400
+    return render_template("error.html", message=str(exc)), 400
+
+
+@bp.get("/health")
+def health():
+    return jsonify(status="ok")
+
+
+@bp.get("/s/<study>/hit/<int:hit_id>")
+def enter_hit(study: str, hit_id: int):
+    return _enter(study, hit_id)
+
+
+@bp.get("/s/<study>/enter")
+def enter_study(study: str):
+    return _enter(study, None)
+
+
+def _enter(study: str, hit_id: int | None):
+    with db() as session:
+        ctx = context(session, study)
+        entry = flow.enter(session, ctx, hit_id, request.args)
+        if entry.preview:
+            if entry.hit is None:
+                raise FlowError("this study has no HITs yet", 404)
+            units = [ctx.task.view(hu.unit, {}) for hu in entry.hit.units]
+            return render_template(ctx.task.template, study=ctx.config, units=units, preview=True,
+                                   answers={}, token=None, instructions=ctx.task.instructions_template)
+        token = entry.token
+    return redirect(url_for("worker.page", study=study, token=token))
+
+
+@bp.get("/a/<study>/<token>/")
+def page(study: str, token: str):
+    with db() as session:
+        ctx = context(session, study)
+        assignment = flow.assignment_for(session, ctx, token)
+        if assignment.status in ("submitted", "approved"):
+            return render_template("done.html", study=ctx.config, code=None)
+        if assignment.status != "accepted":
+            raise FlowError(f"this assignment is {assignment.status}", 410)
+        if assignment.consented_at is None:
+            return render_template(ctx.task.instructions_template, study=ctx.config, token=token, preview=False)
+        st = flow.state(session, ctx, assignment)
+        return render_template(ctx.task.template, study=ctx.config, units=st["units"], answers=st["answers"],
+                               preview=False, token=token, instructions=ctx.task.instructions_template)
+
+
+@bp.post("/a/<study>/<token>/consent")
+def consent(study: str, token: str):
+    with db() as session:
+        flow.consent(session, context(session, study), token)
+    return redirect(url_for("worker.page", study=study, token=token))
+
+
+@bp.get("/a/<study>/<token>/state")
+def state(study: str, token: str):
+    with db() as session:
+        ctx = context(session, study)
+        return jsonify(flow.state(session, ctx, flow.assignment_for(session, ctx, token)))
+
+
+@bp.post("/a/<study>/<token>/answer")
+def answer(study: str, token: str):
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or not {"unit_id", "question", "value"} <= body.keys():
+        return jsonify(error="send JSON with unit_id, question and value"), 400
+    try:
+        unit_id = int(body["unit_id"])
+        elapsed = float(body["elapsed_s"]) if body.get("elapsed_s") is not None else None
+    except (TypeError, ValueError):
+        return jsonify(error="unit_id must be a number and elapsed_s a number of seconds"), 400
+    with db() as session:
+        flow.save_answer(session, context(session, study), token, unit_id, str(body["question"]),
+                         body["value"], elapsed)
+    return jsonify(saved=True)
+
+
+def _form_answers() -> dict[tuple[int, str], str]:
+    """Answers posted with the submit form: fields named ``answer-UNIT-QUESTION``."""
+    answers = {}
+    for key, value in request.form.items():
+        parts = key.split("-", 2)
+        if len(parts) == 3 and parts[0] == "answer" and parts[1].isdigit():
+            answers[(int(parts[1]), parts[2])] = value
+    return answers
+
+
+@bp.post("/a/<study>/<token>/submit")
+def submit(study: str, token: str):
+    with db() as session:
+        ctx = context(session, study)
+        _, completion = flow.submit(session, ctx, token, _form_answers())
+    if _wants_json():
+        return jsonify(submitted=True, completion=completion.kind.value, url=completion.url, code=completion.code)
+    if completion.kind is CompletionKind.REDIRECT:
+        return redirect(completion.url)
+    if completion.kind is CompletionKind.POST_FORM:
+        return render_template("handback_form.html", url=completion.url, fields=completion.fields)
+    return render_template("done.html", study=ctx.config, code=completion.code)

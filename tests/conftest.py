@@ -1,0 +1,108 @@
+"""Shared fixtures: every database test runs twice, on SQLite and on a real PostgreSQL.
+
+Each test gets a fresh, migrated database: a copy of a migrated SQLite template file, or a
+PostgreSQL database cloned from a migrated template database (``CREATE DATABASE … TEMPLATE``).
+PostgreSQL is found at HITKIT_TEST_PG (default: postgres@127.0.0.1:5432/test). Where it is absent
+the PostgreSQL runs are skipped — unless HITKIT_REQUIRE_POSTGRES=1 (set by CI), which turns a
+skip into a failure and fails the session if no PostgreSQL test ran.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+PG_URL = os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+REQUIRE_PG = os.environ.get("HITKIT_REQUIRE_POSTGRES") == "1"
+REPO = Path(__file__).resolve().parents[1]
+_state: dict = {"pg_ran": 0}
+
+
+def _pg_admin():
+    import psycopg
+
+    from hitkit.db.session import normalise_url
+
+    url = normalise_url(PG_URL).replace("postgresql+psycopg://", "postgresql://")
+    return psycopg.connect(url, autocommit=True, connect_timeout=3)
+
+
+def _pg_url(dbname: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(PG_URL).set(database=dbname).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def pg_template():
+    """A migrated PostgreSQL template database for the session, or the reason there is none."""
+    try:
+        conn = _pg_admin()
+    except Exception as exc:  # noqa: BLE001 - any failure to connect means "no PostgreSQL here"
+        yield None, f"PostgreSQL not reachable at {PG_URL}: {exc}"
+        return
+    from hitkit.db.migrate import upgrade
+    from hitkit.db.session import dispose_engines
+
+    name = f"hitkit_tpl_{uuid.uuid4().hex[:8]}"
+    conn.execute(f'CREATE DATABASE "{name}"')
+    upgrade(_pg_url(name))
+    dispose_engines()
+    yield name, None
+    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    conn.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory):
+    from hitkit.db.migrate import upgrade
+    from hitkit.db.session import dispose_engines
+
+    path = tmp_path_factory.mktemp("tpl") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    dispose_engines()
+    return path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request, tmp_path, sqlite_template, pg_template):
+    """A fresh, migrated database URL: SQLite in tmp_path, or a new PostgreSQL database."""
+    from hitkit.db.session import dispose_engines
+
+    if request.param == "sqlite":
+        path = tmp_path / "hitkit.db"
+        shutil.copy(sqlite_template, path)
+        yield f"sqlite:///{path}"
+        dispose_engines()
+        return
+    template, reason = pg_template
+    if template is None:
+        if REQUIRE_PG:
+            pytest.fail(f"HITKIT_REQUIRE_POSTGRES=1 but {reason}")
+        pytest.skip(reason)
+    name = f"hitkit_t_{uuid.uuid4().hex[:10]}"
+    with _pg_admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    _state["pg_ran"] += 1
+    yield _pg_url(name)
+    dispose_engines()
+    with _pg_admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # CI must not go green on a run where PostgreSQL silently did not take part.
+    if REQUIRE_PG and exitstatus == 0 and _state["pg_ran"] == 0 and session.testscollected:
+        selected = [i for i in session.items if i.get_closest_marker("postgres")]
+        if selected:
+            print("\nHITKIT_REQUIRE_POSTGRES=1 but no PostgreSQL test ran")
+            session.exitstatus = 1
+
+
+@pytest.fixture(autouse=True)
+def _isolated_secret(monkeypatch):
+    monkeypatch.setenv("HITKIT_SECRET", "test-secret-" + uuid.uuid4().hex)
+    monkeypatch.delenv("HITKIT_DATABASE_URL", raising=False)

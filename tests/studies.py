@@ -1,0 +1,32 @@
+"""Study files for tests: the example A/B study, pointed at a test database, with overrides."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "pairwise.yaml"
+
+
+def merge(base: dict, changes: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def pairwise_study(tmp_path: Path, database_url: str, **changes) -> Path:
+    """Write the example pairwise study into tmp_path, on ``database_url``, with ``changes`` merged in."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["pairwise"]["responses"] = str(REPO / "examples" / "data" / "ab_responses.jsonl")
+    data.update(out=str(tmp_path / "runs"), database=database_url)
+    data["simulated"]["seconds_per_answer"] = 0
+    data = merge(data, changes)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
