@@ -150,7 +150,7 @@ def scheduler(database_url: str) -> None:
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
     from hitkit.config import load_study
-    from hitkit.providers.internal import LocalProvider
+    from hitkit.providers.local import LocalProvider
     from hitkit.study import resolve_secret
 
     config = load_study(study_file)

@@ -27,7 +27,7 @@ from hitkit.config import StudyConfig
 from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.flow import CAP_STATUSES, next_open_hit
-from hitkit.providers.internal import PREVIEW_ASSIGNMENT
+from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
 from hitkit.study import StudyContext
 
 log = logging.getLogger(__name__)

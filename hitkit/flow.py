@@ -243,6 +243,16 @@ def submit(session: Session, ctx: StudyContext, token: str,
     return assignment, ctx.provider.completion(assignment.provider_assignment_id, {})
 
 
+def return_assignment(session: Session, ctx: StudyContext, token: str) -> Assignment:
+    """The worker gives the HIT back unfinished: its place opens for someone else, answers stay stored."""
+    assignment = assignment_for(session, ctx, token)
+    _writable(assignment)
+    assignment.status = "returned"
+    session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="server",
+                      data={"assignment": assignment.id}))
+    return assignment
+
+
 def consent(session: Session, ctx: StudyContext, token: str) -> Assignment:
     """Record that the worker read the instructions and agreed to take part."""
     assignment = assignment_for(session, ctx, token)

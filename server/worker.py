@@ -130,6 +130,16 @@ def answer(study: str, token: str):
     return jsonify(saved=True)
 
 
+@bp.post("/a/<study>/<token>/return")
+def give_back(study: str, token: str):
+    with db() as session:
+        ctx = context(session, study)
+        flow.return_assignment(session, ctx, token)
+    if _wants_json():
+        return jsonify(returned=True)
+    return render_template("returned.html", study=ctx.config)
+
+
 def _form_answers() -> dict[tuple[int, str], str]:
     """Answers posted with the submit form: fields named ``answer-UNIT-QUESTION``."""
     answers = {}

@@ -168,3 +168,22 @@ def test_gunicorn_serves_the_worker_pages_with_the_shipped_config(live, tmp_path
         proc.wait(10)
     with session_scope(url) as s:
         assert s.scalar(select(Assignment.status)) == "submitted"
+
+
+def test_a_returned_assignment_frees_its_place_and_its_answers_do_not_count(live):
+    base, url, _ = live
+    first, task = accept(base, "W-r1")
+    answer_all(first, task)
+    for w in ("W-r2", "W-r3"):
+        accept(base, w)
+    full = requests.get(f"{base}/s/ab-demo/hit/1", params={"workerId": "W-r4", "assignmentId": "r4", "hitId": "h1"})
+    assert full.status_code == 409
+    assert first.post(task + "return", headers={"Accept": "application/json"}).json() == {"returned": True}
+    accept(base, "W-r4")
+    # The returned worker cannot come back to the same HIT, nor answer on it.
+    again = requests.get(f"{base}/s/ab-demo/hit/1", params={"workerId": "W-r1", "assignmentId": "r1", "hitId": "h1"})
+    assert again.status_code == 409
+    assert first.post(task + "answer", json={"unit_id": 1, "question": "vote", "value": "a"}).status_code == 410
+    with session_scope(url) as s:
+        statuses = sorted(s.scalars(select(Assignment.status)))
+        assert statuses == ["accepted", "accepted", "accepted", "returned"]

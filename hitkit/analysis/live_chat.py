@@ -33,16 +33,15 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.tables import ASSIGNMENT_COLUMNS, COUNTED_STATUSES, counted, read_assignments, read_table
 from hitkit.errors import ConfigError, InputError
 
 Polarity = Literal["positive", "negative"]
 QcMethod = Literal["asymptotic", "exact", "auto"]
 SignificanceUnit = Literal["rating", "conversation"]
 
-ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
 RATING_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "slot",
                   "system", "is_control", "criterion", "score")
-COUNTED_STATUSES = frozenset({"submitted", "approved"})
 _ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system",
                "criterion", "status")
 # Names the systems table already uses for its own columns; a criterion may not shadow them.
@@ -98,36 +97,13 @@ def _unknown_criteria(ratings: pd.DataFrame, criteria: Sequence[Criterion]) -> l
     return sorted(set(ratings["criterion"].unique()) - known)
 
 
-def _read_table(path: Path, columns: Sequence[str]) -> pd.DataFrame:
-    if not path.is_file():
-        raise InputError(path, f"not found; export the study's tables (METHODS §4) into "
-                         f"{path.parent} first")
-    dtypes = {c: str for c in _ID_COLUMNS if c in columns}
-    table = pd.read_csv(path, dtype=dtypes, keep_default_na=False, na_values={"work_time_s": ""})
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise InputError(path, f"missing column(s) {missing}; expected {list(columns)}")
-    return table[list(columns)]
-
-
-def read_assignments(in_dir: str | Path) -> pd.DataFrame:
-    """Read and check ``assignments.csv``, every status (:func:`counted` keeps those that count)."""
-    path = Path(in_dir) / "assignments.csv"
-    table = _read_table(path, ASSIGNMENT_COLUMNS)
-    table["work_time_s"] = pd.to_numeric(table["work_time_s"], errors="coerce")
-    dup = table["assignment_id"][table["assignment_id"].duplicated()]
-    if len(dup):
-        raise InputError(path, f"assignment_id {dup.iloc[0]!r} appears more than once; "
-                         "each assignment needs one row")
-    return table
-
-
 def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
                  ) -> pd.DataFrame:
     """Read and check ``ratings.csv``: known criteria, scores within 0–100, is_control 0/1."""
     _check_criteria(criteria)
     path = Path(in_dir) / "ratings.csv"
-    table = _read_table(path, RATING_COLUMNS)
+    text_ids = {c: str for c in _ID_COLUMNS if c in RATING_COLUMNS}
+    table = read_table(path, RATING_COLUMNS, text_ids)[list(RATING_COLUMNS)]
     unknown = _unknown_criteria(table, criteria)
     if unknown:
         raise InputError(path, f"unknown criterion {unknown[0]!r}"
@@ -156,12 +132,6 @@ def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRI
     table["score"] = score.astype(float)
     table["is_control"] = control.isin(["1", "true"])
     return table
-
-
-def counted(assignments: pd.DataFrame, statuses: frozenset[str] = COUNTED_STATUSES
-            ) -> pd.DataFrame:
-    """The assignments that count: status submitted or approved (returned/rejected do not)."""
-    return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
 
 
 def reverse_negative(ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA

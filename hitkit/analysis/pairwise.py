@@ -27,14 +27,13 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.tables import COUNTED_STATUSES, read_assignments, read_table
 from hitkit.errors import InputError
 
 Ties = Literal["half", "drop"]
 
 VOTE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a",
                 "system_b", "vote")
-ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
-COUNTED_STATUSES = frozenset({"submitted", "approved"})
 VOTES = ("a", "b", "tie")
 FIRST, TIE, SECOND = 0, 1, 2
 
@@ -43,21 +42,6 @@ _CI = (2.5, 97.5)
 # Scores equal to this many decimals share a rank: symmetric data gives scores that differ only
 # by floating-point noise, and those should tie.
 _RANK_DECIMALS = 9
-
-
-def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    if not path.is_file():
-        raise InputError(path, f"not found; export the study's tables (METHODS §4) into "
-                         f"{path.parent} first")
-    try:
-        # Every column as text: system and worker names such as "NA" or "001" stay as written.
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise InputError(path, f"is empty; it needs a header row with columns {list(columns)}")
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise InputError(path, f"missing column(s) {missing}; expected {list(columns)}")
-    return table
 
 
 def read_votes(in_dir: str | Path) -> pd.DataFrame:
@@ -70,7 +54,7 @@ def read_votes(in_dir: str | Path) -> pd.DataFrame:
     """
     in_dir = Path(in_dir)
     path = in_dir / "votes.csv"
-    table = _read_csv(path, VOTE_COLUMNS)
+    table = read_table(path, VOTE_COLUMNS)
     for column in ("worker_id", "item_id", "system_a", "system_b"):
         empty = table.index[table[column].str.strip() == ""]
         if len(empty):
@@ -91,19 +75,14 @@ def read_votes(in_dir: str | Path) -> pd.DataFrame:
 
     assignments_path = in_dir / "assignments.csv"
     if assignments_path.exists():
-        assignments = _read_csv(assignments_path, ASSIGNMENT_COLUMNS)
-        dup = assignments["assignment_id"][assignments["assignment_id"].duplicated()]
-        if len(dup):
-            raise InputError(assignments_path, f"assignment_id {dup.iloc[0]!r} appears more than "
-                             "once; each assignment needs one row")
+        assignments = read_assignments(in_dir)
         orphans = table.index[~table["assignment_id"].isin(set(assignments["assignment_id"]))]
         if len(orphans):
             i = orphans[0]
             raise InputError(path, f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
                              f"{assignments_path.name}; export both tables from the same study",
                              line=int(i) + 2)
-        status = assignments["status"].str.strip().str.lower()
-        kept = set(assignments.loc[status.isin(COUNTED_STATUSES), "assignment_id"])
+        kept = set(assignments.loc[assignments["status"].isin(COUNTED_STATUSES), "assignment_id"])
         table = table[table["assignment_id"].isin(kept)]
     extra = [c for c in table.columns if c not in VOTE_COLUMNS]
     return table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)

@@ -8,7 +8,8 @@ from hitkit.providers.base import CrowdProvider
 
 def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:
     """The provider a study posts to."""
-    from hitkit.providers.internal import LocalProvider, SimulatedProvider
+    from hitkit.providers.local import LocalProvider
+    from hitkit.providers.simulated import SimulatedProvider
 
     kinds: dict[str, type[CrowdProvider]] = {"simulated": SimulatedProvider, "local": LocalProvider}
     if config.provider.kind not in kinds:

@@ -1,0 +1,49 @@
+"""Reading the tidy interchange tables (METHODS.md §4) with errors that name the file and line.
+
+Shared by every analysis: ``assignments.csv`` means the same thing to all of them, and a table
+with a missing column or an unreadable file fails the same way everywhere.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from hitkit.errors import InputError
+
+ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
+COUNTED_STATUSES = frozenset({"submitted", "approved"})
+"""Assignment statuses whose answers an analysis counts."""
+
+
+def read_table(path: Path, columns: Sequence[str], dtypes: Mapping[str, type] | type = str) -> pd.DataFrame:
+    """Read a CSV that must have ``columns``; ids stay text (a worker called "NA" or "001" survives)."""
+    if not path.is_file():
+        raise InputError(path, f"not found; export the study's tables (METHODS §4) into {path.parent} first")
+    try:
+        table = pd.read_csv(path, dtype=dtypes, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise InputError(path, f"is empty; it needs a header row with columns {list(columns)}") from None
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise InputError(path, f"missing column(s) {missing}; expected {list(columns)}")
+    return table
+
+
+def read_assignments(in_dir: str | Path) -> pd.DataFrame:
+    """Read and check ``assignments.csv``, every status (:func:`counted` keeps those that count)."""
+    path = Path(in_dir) / "assignments.csv"
+    table = read_table(path, ASSIGNMENT_COLUMNS, {c: str for c in ASSIGNMENT_COLUMNS if c != "work_time_s"})
+    table = table[list(ASSIGNMENT_COLUMNS)].copy()
+    table["status"] = table["status"].str.strip().str.lower()
+    table["work_time_s"] = pd.to_numeric(table["work_time_s"].replace("", None), errors="coerce")
+    dup = table["assignment_id"][table["assignment_id"].duplicated()]
+    if len(dup):
+        raise InputError(path, f"assignment_id {dup.iloc[0]!r} appears more than once; each assignment needs one row")
+    return table
+
+
+def counted(assignments: pd.DataFrame, statuses: frozenset[str] = COUNTED_STATUSES) -> pd.DataFrame:
+    """The assignments that count: status submitted or approved (returned/rejected do not)."""
+    return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
