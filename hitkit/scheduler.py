@@ -17,7 +17,7 @@ from typing import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import ACTIVE_STATUSES, DONE_STATUSES, Assignment, Event, Hit, Payment, Study, Worker, utcnow
+from hitkit.db.models import DONE_STATUSES, Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.money import hit_cost
 from hitkit.study import StudyContext, resolve_secret

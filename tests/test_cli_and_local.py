@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import requests
 from click.testing import CliRunner
 from sqlalchemy import func, select

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.db.models import Assignment, Hit, Payment, Response, Study, Unit, Worker
+from hitkit.db.models import Assignment, Hit, Payment, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.launch import launch

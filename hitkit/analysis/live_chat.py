@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.tables import ASSIGNMENT_COLUMNS, COUNTED_STATUSES, counted, read_assignments, read_table
+from hitkit.analysis.tables import counted, read_assignments, read_table
 from hitkit.errors import ConfigError, InputError
 
 Polarity = Literal["positive", "negative"]

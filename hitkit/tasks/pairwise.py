@@ -17,7 +17,7 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import DONE_STATUSES, Assignment, Hit, HitUnit, Response, Study, Unit, Worker
+from hitkit.db.models import DONE_STATUSES, Assignment, Hit, Response, Study, Unit, Worker
 from hitkit.errors import InputError
 from hitkit.tasks.base import ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
