@@ -94,7 +94,7 @@ def export(study_file: Path, out: Path | None) -> None:
 
 
 @main.command()
-@click.argument("task", type=click.Choice(["pairwise", "live_chat"]))
+@click.argument("task", type=click.Choice(["pairwise", "live_chat", "spot_the_bot"]))
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the results.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every resampling.")

@@ -12,5 +12,11 @@ python3 -m venv .venv
 if [ "${CI:-}" = "true" ] || [ "${HITKIT_REQUIRE_POSTGRES:-}" = "1" ]; then
   export HITKIT_REQUIRE_POSTGRES=1
   bash ops/postgres.sh ensure
+  # Browser tests drive Debian's chromium (Playwright never downloads a browser here).
+  if ! command -v chromium >/dev/null 2>&1; then
+    echo "Installing Debian's chromium…"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  fi
 fi
 exec .venv/bin/python -m pytest "$@"

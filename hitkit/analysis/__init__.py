@@ -17,4 +17,8 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0) -> AnalysisRes
         from hitkit.analysis.live_chat import analyze_live_chat
 
         return analyze_live_chat(in_dir)
+    if task == "spot_the_bot":
+        from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
+
+        return analyze_spot_the_bot(in_dir, seed=seed)
     raise HitkitError(f"no analysis for task '{task}' in this version of hitkit")

@@ -1,0 +1,464 @@
+"""Spot The Bot (METHODS §2): win function, chi-square, TrueSkill, clustered ranking, input."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import trueskill
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hitkit.analysis.spot_the_bot import (ANNOTATION_COLUMNS, agreement, analyze_spot_the_bot,
+                                          annotation_time, annotator_correctness, clusters,
+                                          feature_win_rates, games, rank_with_bootstrap,
+                                          ranking, read_annotations, segment_annotations,
+                                          segment_lengths, win_rates)
+from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_sequences
+from hitkit.errors import InputError
+
+ASSIGNMENT_HEADER = "study,hit_id,assignment_id,worker_id,status,work_time_s\n"
+
+
+def segment(worker, conversation, system_0, system_1, label_0, label_1, k=2,
+            features=(0, 0, 0), elapsed=30.0, assignment=None):
+    """The two rows of one segment annotation; ``features`` as entity 0 answered them."""
+    base = {"study": "s1", "hit_id": "h1", "assignment_id": assignment or f"as-{worker}",
+            "worker_id": worker, "conversation_id": conversation, "segment_exchanges": k,
+            "elapsed_s": elapsed}
+    return [
+        {**base, "entity": 0, "system": system_0, "label": label_0,
+         **dict(zip(("fluency", "sensibleness", "specificity"), features))},
+        {**base, "entity": 1, "system": system_1, "label": label_1,
+         **dict(zip(("fluency", "sensibleness", "specificity"), (-f for f in features)))},
+    ]
+
+
+def frame(*segments) -> pd.DataFrame:
+    return pd.DataFrame([row for seg in segments for row in seg], columns=list(ANNOTATION_COLUMNS))
+
+
+def simulate(detect: dict[str, float], n_conv: int = 40, seed: int = 0, lengths=(1, 2, 3),
+             unsure: float = 0.1, human_human: int = 10) -> pd.DataFrame:
+    """Bot–bot conversations for every pair, plus human–human ones; 2 annotators per segment.
+
+    A speaker of system s is labelled bot with probability ``detect[s]``, unsure with ``unsure``,
+    otherwise human (humans: bot with 0.05). Feature answers favour the less detectable speaker.
+    """
+    rng = np.random.default_rng(seed)
+    names = list(detect)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    conversations = [(a, b) if rng.random() < 0.5 else (b, a)
+                     for a, b in pairs for _ in range(n_conv)]
+    conversations += [("human", "human")] * human_human
+    rows = []
+    for c, (a, b) in enumerate(conversations):
+        for k in lengths:
+            for w in rng.choice(12, size=2, replace=False):
+                labels = []
+                for s in (a, b):
+                    d, u = detect.get(s, 0.05), rng.random()
+                    labels.append("bot" if u < d else "unsure" if u < d + unsure else "human")
+                lean = detect.get(b, 0.05) - detect.get(a, 0.05)
+                features = tuple(int(np.sign(lean + rng.normal(0, 0.3))) for _ in range(3))
+                rows.append(segment(f"w{w}", f"c{c}", a, b, *labels, k=k, features=features,
+                                    elapsed=float(10 + 5 * k + rng.integers(0, 5)),
+                                    assignment=f"w{w}-k{k}"))
+    return frame(*rows)
+
+
+def write_study(tmp_path, annotations: pd.DataFrame, statuses: dict[str, str] | None = None):
+    annotations.to_csv(tmp_path / "annotations.csv", index=False)
+    if statuses is not None:
+        lines = [f"s1,h1,{a},w,{s},60\n" for a, s in statuses.items()]
+        (tmp_path / "assignments.csv").write_text(ASSIGNMENT_HEADER + "".join(lines))
+    return tmp_path
+
+
+def pair(table: pd.DataFrame, a: str, b: str) -> pd.Series:
+    rows = table[(table["system_a"] == a) & (table["system_b"] == b)]
+    assert len(rows) == 1, (a, b, table)
+    return rows.iloc[0]
+
+
+# --- the win function, by hand ---------------------------------------------------------------
+
+def test_win_function_hand_worked():
+    ann = frame(
+        segment("w1", "c1", "A", "B", "human", "bot"),     # A wins (human > bot)
+        segment("w2", "c2", "A", "B", "unsure", "bot"),    # A wins (unsure > bot)
+        segment("w3", "c3", "B", "A", "unsure", "unsure"),  # tie
+        segment("w4", "c4", "B", "A", "human", "unsure"),  # B wins, entity order swapped
+        segment("w5", "c5", "A", "B", "bot", "bot"),       # tie
+    )
+    table = win_rates(ann)
+    ab, ba = pair(table, "A", "B"), pair(table, "B", "A")
+    assert (ab["wins"], ab["losses"], ab["ties"]) == (2, 1, 2)
+    assert (ba["wins"], ba["losses"], ba["ties"]) == (1, 2, 2)
+    assert ab["win_rate"] == pytest.approx(2 / 3)
+    assert ba["win_rate"] == pytest.approx(1 / 3)
+    assert ab["p_value"] == pytest.approx(ba["p_value"])
+    assert len(table) == 2
+
+
+def test_each_annotator_counts_separately():
+    one = frame(segment("w1", "c1", "A", "B", "human", "bot"))
+    two = frame(segment("w1", "c1", "A", "B", "human", "bot"),
+                segment("w2", "c1", "A", "B", "human", "bot"))
+    assert pair(win_rates(one), "A", "B")["wins"] == 1
+    assert pair(win_rates(two), "A", "B")["wins"] == 2
+
+
+def test_chi_square_p_on_known_case():
+    ann = frame(*[segment(f"w{i}", f"c{i}", "A", "B", "human", "bot") for i in range(10)],
+                *[segment(f"v{i}", f"d{i}", "A", "B", "bot", "human") for i in range(4)],
+                segment("u", "e", "A", "B", "bot", "bot"))
+    row = pair(win_rates(ann), "A", "B")
+    # Chi-square with 1 df: statistic ((10 − 7)² + (4 − 7)²) / 7 = 18/7, p = erfc(√(x / 2)).
+    assert row["p_value"] == pytest.approx(math.erfc(math.sqrt(18 / 7 / 2)), rel=1e-9)
+    assert (row["wins"], row["losses"], row["ties"]) == (10, 4, 1)
+
+
+def test_all_ties_give_nan_rate_and_p_one():
+    row = pair(win_rates(frame(segment("w", "c", "A", "B", "bot", "bot"))), "A", "B")
+    assert math.isnan(row["win_rate"]) and row["p_value"] == 1.0
+
+
+def test_self_chat_rows_count_each_annotation_once():
+    ann = frame(segment("w1", "c1", "human", "human", "human", "unsure"),
+                segment("w2", "c1", "human", "human", "human", "human"),
+                segment("w3", "c2", "human", "human", "bot", "human"),
+                segment("w4", "c3", "A", "B", "human", "bot"))
+    table = win_rates(ann)
+    hh = pair(table, "human", "human")
+    assert (hh["wins"], hh["losses"], hh["ties"]) == (2, 2, 1)
+    assert hh["win_rate"] == 0.5 and hh["p_value"] == pytest.approx(1.0)
+    # Self-chat is not a ranking game.
+    assert list(games(ann)["winner"]) == ["A"]
+
+
+def test_feature_win_rates_use_entity_preferences():
+    ann = frame(segment("w1", "c1", "A", "B", "bot", "bot", features=(1, -1, 0)),
+                segment("w2", "c2", "B", "A", "bot", "bot", features=(-1, -1, 0)))
+    table = feature_win_rates(ann)
+    by = {f: pair(table[table["feature"] == f], "A", "B") for f in
+          ("fluency", "sensibleness", "specificity")}
+    assert (by["fluency"]["wins"], by["fluency"]["losses"]) == (2, 0)
+    assert (by["sensibleness"]["wins"], by["sensibleness"]["losses"]) == (1, 1)
+    assert (by["specificity"]["ties"], by["specificity"]["wins"]) == (2, 0)
+
+
+def test_segment_annotations_pair_the_entities_in_file_order():
+    ann = frame(segment("w1", "c9", "B", "A", "unsure", "human", elapsed=12.0),
+                segment("w1", "c1", "A", "C", "bot", "bot"))
+    seg = segment_annotations(ann.iloc[[1, 0, 2, 3]])
+    assert list(seg["conversation_id"]) == ["c9", "c1"]
+    assert list(seg["outcome"]) == [-1, 0]
+    assert seg["elapsed_s"].iloc[0] == 12.0
+
+
+# --- TrueSkill ---------------------------------------------------------------------------------
+
+game_sequences = st.integers(2, 5).flatmap(lambda k: st.tuples(
+    st.just(k),
+    st.lists(st.tuples(st.integers(0, k - 1), st.integers(1, k - 1), st.booleans()),
+             min_size=1, max_size=30)))
+
+
+def package_ratings(k, sequence, env):
+    ratings = [env.create_rating() for _ in range(k)]
+    for first, offset, drawn in sequence:
+        second = (first + offset) % k
+        ratings[first], ratings[second] = trueskill.rate_1vs1(ratings[first], ratings[second],
+                                                              drawn=drawn, env=env)
+    return np.array([r.mu for r in ratings]), np.array([r.sigma for r in ratings])
+
+
+def as_arrays(k, sequence):
+    first = np.array([f for f, _, _ in sequence])
+    second = (first + np.array([o for _, o, _ in sequence])) % k
+    return first, second, np.array([d for _, _, d in sequence])
+
+
+@settings(max_examples=60, deadline=None)
+@given(game_sequences, st.sampled_from([(25.0, 25 / 3, 25 / 6, 25 / 300, 0.10),
+                                        (0.0, 1.0, 0.5, 0.01, 0.3), (25.0, 25 / 3, 4.0, 0.0, 0.0)]))
+def test_trueskill_matches_package(case, constants):
+    k, sequence = case
+    mu0, sigma0, beta, tau, p = constants
+    mine = TrueSkillEnv(mu=mu0, sigma=sigma0, beta=beta, tau=tau, draw_probability=p)
+    # The package's scipy backend computes cdf/pdf/ppf exactly; its default backend
+    # approximates erfc (~1e-7 relative), so the two agree to ~1e-5 over 30 games.
+    exact = trueskill.TrueSkill(mu=mu0, sigma=sigma0, beta=beta, tau=tau, draw_probability=p,
+                                backend="scipy")
+    default = trueskill.TrueSkill(mu=mu0, sigma=sigma0, beta=beta, tau=tau, draw_probability=p)
+    if p == 0 and any(d for _, _, d in sequence):
+        sequence = [(f, o, False) for f, o, _ in sequence]  # no draws when they are impossible
+    mu, sigma = rate_sequences(*as_arrays(k, sequence), k, mine)
+    want_mu, want_sigma = package_ratings(k, sequence, exact)
+    np.testing.assert_allclose(mu, want_mu, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(sigma, want_sigma, atol=1e-6, rtol=0)
+    approx_mu, approx_sigma = package_ratings(k, sequence, default)
+    np.testing.assert_allclose(mu, approx_mu, atol=1e-4 * max(sigma0, 1), rtol=0)
+    np.testing.assert_allclose(sigma, approx_sigma, atol=1e-4 * max(sigma0, 1), rtol=0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 4).flatmap(lambda k: st.tuples(st.just(k), st.lists(
+    st.lists(st.tuples(st.integers(0, k - 1), st.integers(1, k - 1), st.booleans()),
+             min_size=8, max_size=8), min_size=1, max_size=5))))
+def test_trueskill_replicates_are_independent(case):
+    k, sequences = case
+    arrays = [as_arrays(k, s) for s in sequences]
+    mu, sigma = rate_sequences(*(np.stack([a[i] for a in arrays]) for i in range(3)), k)
+    for r, one in enumerate(arrays):
+        single_mu, single_sigma = rate_sequences(*one, k)
+        np.testing.assert_allclose(mu[r], single_mu, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(sigma[r], single_sigma, rtol=0, atol=1e-12)
+
+
+def test_trueskill_rejects_self_play_and_bad_env():
+    with pytest.raises(ValueError, match="itself"):
+        rate_sequences(np.array([0]), np.array([0]), np.array([False]), 2)
+    with pytest.raises(ValueError, match="draw_probability"):
+        TrueSkillEnv(draw_probability=1.0)
+
+
+def test_trueskill_refuses_draws_it_cannot_have():
+    with pytest.raises(ValueError, match="draw_probability is 0"):
+        rate_sequences(np.array([0]), np.array([1]), np.array([True]), 2,
+                       TrueSkillEnv(draw_probability=0.0))
+
+
+# --- annotator tables --------------------------------------------------------------------------
+
+def test_agreement_hand_worked():
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"),
+                segment("w2", "c1", "A", "B", "human", "human"),
+                segment("w3", "c1", "A", "B", "bot", "bot"),
+                segment("w1", "c2", "A", "human", "unsure", "human", k=3),
+                segment("w2", "c2", "A", "human", "unsure", "human", k=3))
+    table = agreement(ann).set_index(["system", "label"])
+    # A in c1: human, human, bot. Pairs with a human label: 3, both human: 1; with bot: 2, none.
+    # A in c2: unsure twice: one pair, both unsure.
+    assert tuple(table.loc[("A", "human"), ["pairs", "both"]]) == (3, 1)
+    assert tuple(table.loc[("A", "bot"), ["pairs", "both"]]) == (2, 0)
+    assert tuple(table.loc[("A", "unsure"), ["pairs", "both"]]) == (1, 1)
+    # B in c1: bot, human, bot.
+    assert tuple(table.loc[("B", "bot"), ["pairs", "both"]]) == (3, 1)
+    assert table.loc[("B", "bot"), "agreement"] == pytest.approx(1 / 3)
+    assert math.isnan(table.loc[("B", "unsure"), "agreement"])
+    assert table.loc[("human", "human"), "agreement"] == 1.0
+
+
+def test_annotator_correctness_hand_worked():
+    ann = frame(segment("w1", "c1", "A", "B", "bot", "unsure"),
+                segment("w1", "c2", "human", "human", "human", "bot", k=1),
+                segment("w2", "c1", "A", "B", "human", "bot", k=3))
+    table = annotator_correctness(ann).set_index("worker_id")
+    assert tuple(table.loc["w1", ["entities", "correct", "hh_entities", "hh_correct"]]) == (
+        4, 2, 2, 1)
+    assert table.loc["w1", "correctness"] == 0.5 and table.loc["w1", "hh_correctness"] == 0.5
+    assert table.loc["w2", "correctness"] == 0.5 and math.isnan(table.loc["w2", "hh_correctness"])
+
+
+def test_segment_lengths_and_time_hand_worked():
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot", k=1, elapsed=10.0),
+                segment("w2", "c1", "A", "B", "bot", "bot", k=1, elapsed=20.0),
+                segment("w3", "c1", "A", "B", "bot", "human", k=2, elapsed=float("nan")),
+                segment("w4", "c2", "A", "A", "human", "bot", k=2, elapsed=40.0))
+    table = segment_lengths(ann).set_index(["system", "segment_exchanges"])
+    a1 = table.loc[("A", 1)]
+    assert tuple(a1[["annotations", "games", "wins", "losses", "ties"]]) == (2, 2, 1, 0, 1)
+    assert a1["win_rate"] == 1.0 and a1["labelled_human"] == 0.5
+    a2 = table.loc[("A", 2)]  # one game lost against B, plus the self-chat's two speakers
+    assert tuple(a2[["annotations", "games", "wins", "losses", "ties"]]) == (3, 1, 0, 1, 0)
+    assert a2["labelled_human"] == pytest.approx(1 / 3)
+    assert table.loc[("B", 2), "win_rate"] == 1.0
+    time = annotation_time(ann).set_index("segment_exchanges")
+    assert tuple(time.loc[1, ["segment_annotations", "timed", "mean_elapsed_s"]]) == (2, 2, 15.0)
+    assert tuple(time.loc[2, ["segment_annotations", "timed", "mean_elapsed_s"]]) == (2, 1, 40.0)
+
+
+# --- ranking -----------------------------------------------------------------------------------
+
+def test_clusters_merge_overlapping_ranges_transitively():
+    order, labels = clusters(np.array([1, 2, 3, 4]), np.array([1, 3, 4, 4]),
+                             np.array([4.0, 3.0, 2.0, 1.0]))
+    assert list(order) == [0, 1, 2, 3]
+    assert labels == ["(1,1)", "(2,4)", "(2,4)", "(2,4)"]
+    order, labels = clusters(np.array([3, 1, 1]), np.array([3, 2, 2]), np.array([0.0, 1.0, 2.0]))
+    assert list(order) == [2, 1, 0]
+    assert labels == ["(3,3)", "(1,2)", "(1,2)"]
+
+
+@pytest.fixture(scope="module")
+def study() -> pd.DataFrame:
+    return simulate({"easy": 0.85, "twin1": 0.45, "twin2": 0.45, "hard": 0.10}, seed=3)
+
+
+def test_ranking_recovers_detectability_order(study):
+    table = ranking(study, n_boot=400, seed=1)
+    assert list(table["system"][[0, 3]]) == ["hard", "easy"]
+    assert set(table["system"][[1, 2]]) == {"twin1", "twin2"}
+    assert list(table["cluster"]) == ["(1,1)", "(2,3)", "(2,3)", "(4,4)"]
+    assert list(table["win_rate_cluster"]) == ["(1,1)", "(2,3)", "(2,3)", "(4,4)"]
+    assert (table["rank_low"] <= table["rank_high"]).all()
+    assert table["trueskill_mu"].is_monotonic_decreasing
+    assert table["win_rate"].iloc[0] > 0.8
+    assert table["win_rate"].iloc[3] < 0.2
+    assert "human" not in set(table["system"])  # only met itself
+    conservative = ranking(study, n_boot=100, seed=1, by="conservative")
+    assert list(conservative["cluster"]) == ["(1,1)", "(2,3)", "(2,3)", "(4,4)"]
+
+
+def test_ranking_is_deterministic_for_a_seed(study):
+    g = games(study).iloc[:300]
+    first = rank_with_bootstrap(g, n_boot=50, seed=7)
+    second = rank_with_bootstrap(g, n_boot=50, seed=7)
+    pd.testing.assert_frame_equal(first, second)
+
+
+def test_rank_range_follows_the_bootstrap():
+    # A beats B every time: every resample ranks A first, so the ranges are single ranks.
+    g = pd.DataFrame({"winner": ["A"] * 6, "loser": ["B"] * 6, "drawn": [False] * 6})
+    table = rank_with_bootstrap(g, n_boot=40, seed=0)
+    assert list(table["system"]) == ["A", "B"]
+    assert list(table["rank_low"]) == [1, 2] and list(table["rank_high"]) == [1, 2]
+    # One win each way: resamples disagree, the ranges overlap and the systems share a cluster.
+    g = pd.DataFrame({"winner": ["A", "B"], "loser": ["B", "A"], "drawn": [False, False]})
+    table = rank_with_bootstrap(g, n_boot=200, seed=0)
+    assert list(table["cluster"]) == ["(1,2)", "(1,2)"]
+    assert list(table["rank_high"]) == [2, 2]
+
+
+def test_ranking_options_are_checked(study):
+    with pytest.raises(ValueError, match="by="):
+        rank_with_bootstrap(games(study), by="median")
+    with pytest.raises(ValueError, match="n_boot"):
+        rank_with_bootstrap(games(study), n_boot=-1)
+    empty = ranking(frame(segment("w", "c", "human", "human", "human", "bot")), n_boot=10)
+    assert empty.empty and "cluster" in empty.columns
+
+
+# --- the whole analysis ------------------------------------------------------------------------
+
+def test_analyze_writes_tables_summary_and_figure(tmp_path, study):
+    sub = study[study["conversation_id"].isin({f"c{i}" for i in range(0, 240, 3)}
+                                              | {f"c{i}" for i in range(240, 250)})]
+    in_dir = write_study(tmp_path, sub)
+    result = analyze_spot_the_bot(in_dir, n_boot=60, seed=2)
+    again = analyze_spot_the_bot(in_dir, n_boot=60, seed=2)
+    for name in ("win_rates", "feature_win_rates", "ranking"):
+        pd.testing.assert_frame_equal(result.tables[name], again.tables[name])
+    assert result.summary == again.summary
+    assert result.summary["segment_annotations"] == len(sub) // 2
+    written = result.write(tmp_path / "out")
+    names = sorted(p.name for p in written)
+    assert names == ["agreement.csv", "annotation_time.csv", "annotators.csv",
+                     "feature_win_rates.csv", "ranking.csv", "segment_lengths.csv",
+                     "summary.json", "win_rates.csv", "win_rates.png"]
+    assert 0 < result.summary["correctness_mean"] < 1
+    assert result.summary["correctness_mean_human_human"] > 0.8  # humans: labelled bot 5 %
+    assert (tmp_path / "out" / "win_rates.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["n_boot"] == 60
+
+
+# --- reading and bad input ---------------------------------------------------------------------
+
+def test_read_keeps_counted_assignments_only(tmp_path):
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot", assignment="a1"),
+                segment("w2", "c1", "A", "B", "bot", "human", assignment="a2"),
+                segment("w3", "c1", "A", "B", "bot", "human", assignment="a3"))
+    write_study(tmp_path, ann, {"a1": "approved", "a2": "rejected", "a3": "Submitted"})
+    read = read_annotations(tmp_path)
+    assert sorted(set(read["assignment_id"])) == ["a1", "a3"]
+    assert read["entity"].dtype.kind == "i" and read["fluency"].dtype.kind == "i"
+    row = pair(win_rates(read), "A", "B")
+    assert (row["wins"], row["losses"]) == (1, 1)
+
+
+def test_read_accepts_plus_signs_and_empty_elapsed(tmp_path):
+    text = ",".join(ANNOTATION_COLUMNS) + "\n" + (
+        "s1,h1,a1,w1,c1,2,0,A,Human,+1,0,-1,\n"
+        "s1,h1,a1,w1,c1,2,1,NA,bot,-1,0,+1,\n")
+    (tmp_path / "annotations.csv").write_text(text)
+    read = read_annotations(tmp_path)
+    assert list(read["system"]) == ["A", "NA"]
+    assert list(read["fluency"]) == [1, -1] and read["elapsed_s"].isna().all()
+
+
+def bad(tmp_path, rows, match, line=None):
+    pd.DataFrame(rows, columns=list(ANNOTATION_COLUMNS)).to_csv(tmp_path / "annotations.csv",
+                                                                index=False)
+    with pytest.raises(InputError, match=match) as info:
+        read_annotations(tmp_path)
+    assert "annotations.csv" in str(info.value)
+    assert info.value.line == line
+
+
+def good_rows():
+    return segment("w1", "c1", "A", "B", "human", "bot") + segment("w2", "c1", "A", "B", "bot",
+                                                                   "bot")
+
+
+@pytest.mark.parametrize("column, value, match", [
+    ("label", "robot", "label 'robot'"),
+    ("entity", 2, "entity '2'"),
+    ("segment_exchanges", 0, "segment_exchanges"),
+    ("segment_exchanges", "two", "segment_exchanges"),
+    ("worker_id", "", "worker_id is empty"),
+    ("elapsed_s", "-3", "elapsed_s"),
+    ("elapsed_s", "inf", "elapsed_s"),
+    ("specificity", 2, "specificity '2'"),
+])
+def test_bad_values_name_the_line(tmp_path, column, value, match):
+    rows = good_rows()
+    rows[2] = {**rows[2], column: value}
+    bad(tmp_path, rows, match, line=4)
+
+
+def test_segment_needs_both_entities(tmp_path):
+    bad(tmp_path, good_rows()[:3], "no row for the other entity", line=4)
+    rows = good_rows()
+    rows[3] = {**rows[3], "entity": 0}
+    bad(tmp_path, rows, "appears twice", line=5)
+
+
+def test_preferences_must_mirror(tmp_path):
+    rows = good_rows()
+    rows[2] = {**rows[2], "fluency": 1}
+    rows[3] = {**rows[3], "fluency": 1}
+    bad(tmp_path, rows, "fluency is \\+1 for this entity but \\+1", line=5)
+
+
+def test_missing_file_column_and_orphan_assignment(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        read_annotations(tmp_path)
+    pd.DataFrame(good_rows()).drop(columns="label").to_csv(tmp_path / "annotations.csv",
+                                                           index=False)
+    with pytest.raises(InputError, match="missing column"):
+        read_annotations(tmp_path)
+    write_study(tmp_path, frame(good_rows()), {"as-w1": "approved"})
+    with pytest.raises(InputError, match="'as-w2' is not in assignments.csv") as info:
+        read_annotations(tmp_path)
+    assert info.value.line == 4
+
+
+def test_nothing_counted_is_an_error(tmp_path):
+    write_study(tmp_path, frame(good_rows()), {"as-w1": "rejected", "as-w2": "returned"})
+    with pytest.raises(InputError, match="nothing to analyse"):
+        analyze_spot_the_bot(tmp_path, n_boot=10)
+
+
+def test_frames_passed_directly_are_checked_too():
+    rows = good_rows()
+    rows[3] = {**rows[3], "fluency": 1}
+    table = frame(rows).rename_axis("named")
+    table.index = table.index + 10
+    with pytest.raises(InputError, match="annotations row 13: fluency"):
+        win_rates(table)
+    with pytest.raises(InputError, match="missing column"):
+        win_rates(frame(good_rows()).drop(columns="system"))
