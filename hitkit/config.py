@@ -6,6 +6,7 @@ validate raises :class:`~hitkit.errors.ConfigError` naming the file, the field a
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from decimal import Decimal
@@ -105,6 +106,105 @@ class PairwiseConfig(_Model):
     question: str = "Which response is better?"
 
 
+def _default_criteria() -> list["CriterionConfig"]:
+    # Imported here, not at the top: the analysis pulls in scipy, which most commands never need.
+    from hitkit.analysis.live_chat import DEFAULT_CRITERIA
+
+    return [CriterionConfig(name=c.name, statement=c.statement, polarity=c.polarity, qc=c.qc)
+            for c in DEFAULT_CRITERIA]
+
+
+class CriterionConfig(_Model):
+    """One Likert statement of live chat, rated on a 0–100 slider; ``qc`` marks those the QC test uses."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    statement: str = Field(min_length=1)
+    polarity: Literal["positive", "negative"]
+    qc: bool
+
+
+class LiveChatConfig(_Model):
+    """Live chat + Direct Assessment (Ji et al. 2022; METHODS.md §1): six blind chats per HIT, rated.
+
+    The quality-control bot is the entry of ``systems:`` named by ``control`` (default ``qc``): it
+    needs an endpoint like any bot, so it is listed with them, and this section says which one it
+    is. Every HIT has ``slots_per_hit`` − 1 distinct real systems and one control slot. Give the
+    study size as ``hits`` or as ``conversations_per_system`` (one, not both); either way each real
+    system gets the same number of conversations, so hits × (slots_per_hit − 1) must be a multiple
+    of the number of real systems. With ``icebreaker`` the topic is prescribed: a statement drawn
+    from ``personas[system]`` (every system, the control bot included, so the topic cannot give
+    the control away) instead of typed by the worker.
+    """
+
+    hits: Optional[int] = Field(None, gt=0, le=100_000, description="number of HITs")
+    conversations_per_system: Optional[int] = Field(None, gt=0, le=100_000,
+                                                    description="conversations each real system gets")
+    slots_per_hit: int = Field(6, ge=2, le=20, description="chats per HIT, the control slot included")
+    min_inputs: int = Field(10, ge=1, le=200, description="worker messages before a chat may be rated")
+    criteria: list[CriterionConfig] = Field(default_factory=_default_criteria, min_length=1)
+    control: str = Field("qc", description="name of the quality-control system in 'systems'")
+    icebreaker: bool = False
+    personas: dict[str, list[str]] = Field(default_factory=dict,
+                                           description="system -> persona statements (icebreaker)")
+    feedback: bool = Field(True, description="offer an optional free-text comment per conversation")
+
+    @field_validator("criteria")
+    @classmethod
+    def _valid_criteria(cls, criteria: list[CriterionConfig]) -> list[CriterionConfig]:
+        from hitkit.analysis.live_chat import Criterion, _check_criteria
+
+        try:
+            _check_criteria([Criterion(c.name, c.polarity, c.statement, c.qc) for c in criteria])
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return criteria
+
+    @model_validator(mode="after")
+    def _one_size(self) -> "LiveChatConfig":
+        if (self.hits is None) == (self.conversations_per_system is None):
+            raise ValueError("give exactly one of 'hits' and 'conversations_per_system'")
+        return self
+
+    def hit_count(self, real_systems: int) -> int:
+        """The number of HITs for ``real_systems`` systems (the control bot not counted)."""
+        if self.hits is not None:
+            return self.hits
+        return self.conversations_per_system * real_systems // (self.slots_per_hit - 1)
+
+    def criterion_list(self):
+        """The criteria as the analysis takes them (:class:`hitkit.analysis.live_chat.Criterion`)."""
+        from hitkit.analysis.live_chat import Criterion
+
+        return tuple(Criterion(c.name, c.polarity, c.statement, c.qc) for c in self.criteria)
+
+    def check_against(self, systems: list[str]) -> None:
+        """Raise ValueError unless the systems can fill balanced HITs under this section."""
+        if self.control not in systems:
+            raise ValueError(f"live_chat.control is '{self.control}', which is not in 'systems'; "
+                             f"add the quality-control bot there or name it in live_chat.control")
+        real = len(systems) - 1
+        per_hit = self.slots_per_hit - 1
+        if real < per_hit:
+            raise ValueError(f"live_chat.slots_per_hit = {self.slots_per_hit} needs {per_hit} real systems "
+                             f"besides '{self.control}' (each at most once per HIT); there are {real}")
+        if self.hits is not None and self.hits * per_hit % real:
+            step = real // math.gcd(real, per_hit)
+            raise ValueError(f"live_chat.hits = {self.hits} gives {self.hits * per_hit} conversations, which "
+                             f"{real} systems cannot share equally; use a multiple of {step}")
+        if self.conversations_per_system is not None and self.conversations_per_system * real % per_hit:
+            step = per_hit // math.gcd(real, per_hit)
+            raise ValueError(f"live_chat.conversations_per_system = {self.conversations_per_system} does not "
+                             f"fill whole HITs of {per_hit} real systems; use a multiple of {step}")
+        if self.icebreaker:
+            missing = [s for s in systems if not self.personas.get(s)]
+            if missing:
+                raise ValueError(f"live_chat.icebreaker needs persona statements for every system; "
+                                 f"none for {', '.join(missing)} in live_chat.personas")
+        unknown = sorted(set(self.personas) - set(systems))
+        if unknown:
+            raise ValueError(f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}")
+
+
 class StudyConfig(_Model):
     """One evaluation, as written in its study file."""
 
@@ -121,6 +221,7 @@ class StudyConfig(_Model):
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
     simulated: SimulatedConfig = Field(default_factory=SimulatedConfig)
     pairwise: Optional[PairwiseConfig] = None
+    live_chat: Optional[LiveChatConfig] = None
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")
@@ -134,8 +235,10 @@ class StudyConfig(_Model):
 
     @model_validator(mode="after")
     def _task_section_present(self) -> "StudyConfig":
-        if getattr(self, self.task, None) is None and self.task in ("pairwise",):
+        if getattr(self, self.task, None) is None and self.task in ("pairwise", "live_chat"):
             raise ValueError(f"task '{self.task}' needs a '{self.task}:' section (see `hitkit init`)")
+        if self.task == "live_chat":
+            self.live_chat.check_against([s.name for s in self.systems])
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
             raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}")

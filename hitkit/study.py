@@ -109,7 +109,9 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
     session.flush()
     systems = {}
     for s in config.systems:
-        systems[s.name] = System(study_id=study.id, name=s.name, config=s.model_dump(mode="json"))
+        is_control = config.live_chat is not None and s.name == config.live_chat.control
+        systems[s.name] = System(study_id=study.id, name=s.name, is_control=is_control,
+                                 config=s.model_dump(mode="json"))
         session.add(systems[s.name])
     session.flush()
     conversations = {}

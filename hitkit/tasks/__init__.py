@@ -8,9 +8,10 @@ from hitkit.tasks.base import TaskType
 
 def task_for(config: StudyConfig) -> TaskType:
     """The task type a study runs."""
+    from hitkit.tasks.live_chat import LiveChatTask
     from hitkit.tasks.pairwise import PairwiseTask
 
-    registry: dict[str, type[TaskType]] = {"pairwise": PairwiseTask}
+    registry: dict[str, type[TaskType]] = {"pairwise": PairwiseTask, "live_chat": LiveChatTask}
     if config.task not in registry:
         raise ConfigError(f"task '{config.task}' is not available in this version of hitkit; "
                           f"available: {', '.join(sorted(registry))}")

@@ -1,0 +1,276 @@
+"""Live chat as database operations (METHODS.md §1): the worker's turns, the bot's replies, topics.
+
+No HTTP here; the web tier calls these. One assignment's conversation in one chat slot is a
+:class:`~hitkit.db.models.Conversation` of kind ``human_bot`` whose key is
+:func:`~hitkit.tasks.live_chat.conversation_key` (assignment × unit), created at the first message
+or topic change. Turns alternate: after a worker turn the bot owes a reply, and the worker's next
+turn is refused until the reply is stored.
+
+The order of one exchange, and why:
+
+1. :func:`add_worker_turn` stores the worker's message, and the caller commits it, *before* the bot
+   is asked: a failed or slow bot must never cost the worker what they typed.
+2. The bot is asked with no transaction open. On SQLite every transaction takes the write lock
+   (``BEGIN IMMEDIATE``), so holding one across a bot call of seconds would stall every worker.
+3. :func:`add_bot_turn` stores the reply if it is still owed (a retry may have raced it).
+
+:func:`send` and :func:`bot_reply` do these steps with their own short transactions, taking the
+database URL rather than a session for that reason. The bot itself is injected as ``reply``, a
+callable ``reply(history) -> str`` over OpenAI-style messages (``BotClient.reply`` fits), or a
+mapping from system name to such callables. Any failure of the call raises :class:`BotReplyError`
+and leaves the worker's turn stored and the reply owed; calling :func:`bot_reply` again resumes.
+
+A slot may be rated ("Next chatbot") only after ``live_chat.min_inputs`` worker turns:
+:func:`save_chat_answer` (use it instead of :func:`hitkit.flow.save_answer` for live chat) and
+:func:`submit` enforce it. Before the first message the slot's ``topic`` and ``topic_sentiment``
+must be answered, as the protocol asks; once the slot has a rating, its chat is closed.
+
+Topic changes are kept in ``Conversation.meta["topic_changes"]``: a list of
+``{"by": "worker" | "bot", "at_turn": turns so far, "topic": new topic or None, "time": ISO UTC}``.
+Not a Response: a response holds one answer per question, and a chat may change topic many
+times; the meta also travels with the conversation into ``conversations.jsonl``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from hitkit import flow
+from hitkit.db.models import Assignment, Conversation, Response, System, Turn, Unit, utcnow
+from hitkit.db.session import session_scope
+from hitkit.errors import AnswerError, FlowError, HitkitError
+from hitkit.providers.base import Completion
+from hitkit.study import StudyContext
+from hitkit.tasks.live_chat import SCORE_PREFIX, conversation_key
+
+Reply = Callable[[list[dict[str, str]]], str]
+"""A bot: OpenAI-style history (``{"role": "user" | "assistant", "content": ...}``) in, reply text out."""
+
+_BEFORE_CHAT = ("topic", "topic_sentiment")
+
+
+class BotReplyError(FlowError):
+    """The bot gave no reply; the worker's turn is stored and the reply still owed (HTTP 502)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 502)
+
+
+@dataclass(frozen=True)
+class ChatState:
+    """What the chat page shows of one slot: blind (speakers are ``worker`` and ``bot``)."""
+
+    unit_id: int
+    conversation_id: str
+    turns: list[dict[str, Any]]
+    bot_owes_reply: bool
+    inputs: int
+    min_inputs: int
+    can_rate: bool
+    topic_changes: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form for the page."""
+        return asdict(self)
+
+
+# Lookups ------------------------------------------------------------------------------------------
+def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int, *, writable: bool) -> tuple[Assignment, Unit]:
+    if ctx.config.task != "live_chat":
+        raise HitkitError(f"study '{ctx.name}' runs task '{ctx.config.task}', which has no live chat")
+    assignment = flow.assignment_for(session, ctx, token)
+    if writable and assignment.status != "accepted":
+        raise FlowError(f"this assignment is {assignment.status}; its chats can no longer change", 409)
+    unit = next((hu.unit for hu in assignment.hit.units if hu.unit.id == unit_id), None)
+    if unit is None:
+        raise AnswerError(f"unit {unit_id} is not part of this HIT")
+    return assignment, unit
+
+
+def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, *,
+                  create: bool) -> Conversation | None:
+    """The slot's conversation, row-locked so that two requests on one chat take turns."""
+    query = (select(Conversation).where(Conversation.study_id == ctx.study_id,
+                                        Conversation.key == conversation_key(assignment.id, unit.id))
+             .with_for_update())
+    conversation = session.scalar(query)
+    if conversation is None and create:
+        try:
+            with session.begin_nested():
+                conversation = Conversation(
+                    study_id=ctx.study_id, key=conversation_key(assignment.id, unit.id), kind="human_bot",
+                    meta={"assignment_id": assignment.id, "unit_id": unit.id, "system": unit.payload["system"],
+                          "is_control": bool(unit.payload["is_control"]), "topic_changes": []})
+                session.add(conversation)
+        except IntegrityError:  # the same chat's first message arrived twice at once
+            conversation = session.scalar(query)
+    return conversation
+
+
+def _turns(session: Session, conversation: Conversation | None) -> list[Turn]:
+    if conversation is None:
+        return []
+    return list(session.scalars(select(Turn).where(Turn.conversation_id == conversation.id).order_by(Turn.index)))
+
+
+def _answered(session: Session, assignment: Assignment, unit: Unit) -> set[str]:
+    return set(session.scalars(select(Response.question).where(Response.assignment_id == assignment.id,
+                                                               Response.unit_id == unit.id)))
+
+
+def _inputs(turns: Sequence[Turn]) -> int:
+    return sum(t.speaker == "worker" for t in turns)
+
+
+def _message(ctx: StudyContext, text: Any, what: str) -> str:
+    text = str(text).strip()
+    if not text:
+        raise AnswerError(f"the {what} is empty; type something first")
+    limit = ctx.config.hit.max_answer_chars
+    if len(text) > limit:
+        raise AnswerError(f"the {what} is {len(text)} characters; the limit is {limit}")
+    return text
+
+
+def _state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: Conversation | None,
+           turns: Sequence[Turn]) -> ChatState:
+    inputs, least = _inputs(turns), ctx.config.live_chat.min_inputs
+    return ChatState(
+        unit_id=unit.id, conversation_id=conversation_key(assignment.id, unit.id),
+        turns=[{"index": t.index, "speaker": t.speaker, "text": t.text, "time": t.created_at.isoformat()}
+               for t in turns],
+        bot_owes_reply=bool(turns) and turns[-1].speaker == "worker",
+        inputs=inputs, min_inputs=least, can_rate=inputs >= least,
+        topic_changes=list((conversation.meta if conversation else {}).get("topic_changes", [])),
+    )
+
+
+# The database steps (caller commits) ---------------------------------------------------------------
+def conversation_state(session: Session, ctx: StudyContext, token: str, unit_id: int) -> ChatState:
+    """The slot's turns, whether the bot owes a reply, inputs typed and whether it may be rated."""
+    assignment, unit = _slot(session, ctx, token, unit_id, writable=False)
+    conversation = session.scalar(select(Conversation).where(
+        Conversation.study_id == ctx.study_id, Conversation.key == conversation_key(assignment.id, unit.id)))
+    return _state(ctx, assignment, unit, conversation, _turns(session, conversation))
+
+
+def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, text: str) -> Turn:
+    """Store the worker's message; refused while the bot owes a reply, or before the topic is given."""
+    assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
+    text = _message(ctx, text, "message")
+    answered = _answered(session, assignment, unit)
+    if any(q.startswith(SCORE_PREFIX) for q in answered):
+        raise FlowError("this conversation is over (it has been rated); go on to the next chatbot", 409)
+    missing = [q for q in _BEFORE_CHAT if q not in answered]
+    if missing:
+        raise FlowError(f"before chatting, answer {' and '.join(missing)} for this chatbot", 409)
+    conversation = _conversation(session, ctx, assignment, unit, create=True)
+    turns = _turns(session, conversation)
+    if turns and turns[-1].speaker == "worker":
+        raise FlowError("the chatbot has not replied to your last message yet; wait for its reply", 409)
+    turn = Turn(conversation_id=conversation.id, index=len(turns), speaker="worker", text=text,
+                created_at=utcnow())
+    session.add(turn)
+    session.flush()
+    return turn
+
+
+def add_bot_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, text: str,
+                 reply_to: int) -> Turn | None:
+    """Store the bot's reply to the worker turn ``reply_to``; None if that turn is no longer owed one.
+
+    Stored whatever the assignment's status by now: a reply asked for while it was open is part of
+    the conversation's record.
+    """
+    assignment, unit = _slot(session, ctx, token, unit_id, writable=False)
+    conversation = _conversation(session, ctx, assignment, unit, create=False)
+    turns = _turns(session, conversation)
+    if not turns or turns[-1].speaker != "worker" or turns[-1].index != reply_to:
+        return None
+    system = session.scalar(select(System).where(System.study_id == ctx.study_id,
+                                                 System.name == unit.payload["system"]))
+    turn = Turn(conversation_id=conversation.id, index=len(turns), speaker="bot",
+                system_id=system.id if system else None, text=str(text), created_at=utcnow())
+    session.add(turn)
+    session.flush()
+    return turn
+
+
+def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int,
+                 by: Literal["worker", "bot"], topic: str | None = None) -> dict[str, Any]:
+    """Record that ``by`` changed the topic now (after the turns so far), with the new topic if given."""
+    if by not in ("worker", "bot"):
+        raise AnswerError(f"a topic change is made by 'worker' or 'bot', not {by!r}")
+    assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
+    conversation = _conversation(session, ctx, assignment, unit, create=True)
+    change = {"by": by, "at_turn": len(_turns(session, conversation)),
+              "topic": _message(ctx, topic, "topic") if topic is not None else None,
+              "time": utcnow().isoformat()}
+    # A new dict, not an in-place append: the JSON column only notices assignment.
+    conversation.meta = {**conversation.meta,
+                         "topic_changes": [*conversation.meta.get("topic_changes", []), change]}
+    session.flush()
+    return change
+
+
+def save_chat_answer(session: Session, ctx: StudyContext, token: str, unit_id: int, question: str, value: Any,
+                     elapsed_s: float | None = None) -> Response:
+    """:func:`hitkit.flow.save_answer` for live chat: ratings only after ``min_inputs`` worker turns."""
+    if question not in _BEFORE_CHAT:
+        state = conversation_state(session, ctx, token, unit_id)
+        if not state.can_rate:
+            raise FlowError(f"chat a little longer before rating this chatbot: {state.inputs} of "
+                            f"{state.min_inputs} messages so far", 409)
+    return flow.save_answer(session, ctx, token, unit_id, question, value, elapsed_s)
+
+
+def submit(session: Session, ctx: StudyContext, token: str) -> tuple[Assignment, Completion]:
+    """:func:`hitkit.flow.submit` for live chat: refused while any chat has fewer than ``min_inputs`` inputs."""
+    assignment = flow.assignment_for(session, ctx, token)
+    if assignment.status == "accepted":
+        short = [u.id for u in (hu.unit for hu in assignment.hit.units)
+                 if not conversation_state(session, ctx, token, u.id).can_rate]
+        if short:
+            raise FlowError(f"{len(short)} chat(s) have fewer than {ctx.config.live_chat.min_inputs} of your "
+                            "messages; finish them, then submit", 400)
+    return flow.submit(session, ctx, token)
+
+
+# One exchange, each step in its own transaction --------------------------------------------------
+def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int,
+              reply: Reply | Mapping[str, Reply]) -> ChatState:
+    """Ask the bot for the reply it owes, if any, and store it; BotReplyError if it gives none."""
+    with session_scope(database_url) as session:
+        assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
+        turns = _turns(session, _conversation(session, ctx, assignment, unit, create=False))
+        if not turns or turns[-1].speaker != "worker":
+            return conversation_state(session, ctx, token, unit_id)
+        history = [{"role": "user" if t.speaker == "worker" else "assistant", "content": t.text} for t in turns]
+        system, reply_to = unit.payload["system"], turns[-1].index
+    if isinstance(reply, Mapping):
+        if system not in reply:
+            raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
+        reply = reply[system]
+    try:
+        text = reply(history)
+    except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
+        raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
+                            "please wait a moment and try again") from exc
+    if not isinstance(text, str):
+        raise BotReplyError(f"the chatbot's reply was {type(text).__name__}, not text; your message is saved — "
+                            "try again")
+    with session_scope(database_url) as session:
+        add_bot_turn(session, ctx, token, unit_id, text, reply_to)
+        return conversation_state(session, ctx, token, unit_id)
+
+
+def send(database_url: str, ctx: StudyContext, token: str, unit_id: int, text: str,
+         reply: Reply | Mapping[str, Reply]) -> ChatState:
+    """The worker's message, committed first, then the bot's reply to it (see the module docstring)."""
+    with session_scope(database_url) as session:
+        add_worker_turn(session, ctx, token, unit_id, text)
+    return bot_reply(database_url, ctx, token, unit_id, reply)

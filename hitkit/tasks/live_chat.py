@@ -1,0 +1,246 @@
+"""Live chat + Direct Assessment (Ji et al. 2022; METHODS.md §1): six blind chats per HIT, rated.
+
+A unit is one chat slot: one conversation a worker will hold with one system. Its payload is
+``system``, ``is_control`` and ``slot`` (the system's n-th chat slot in the study, 0-based; the
+position a worker sees it at is the assignment's, below). :func:`balanced_hits` packs the slots
+into HITs of ``slots_per_hit``: ``slots_per_hit`` − 1 distinct real systems and one control slot,
+every real system the same number of times across the study. A HIT is taken by one worker (each
+HIT's conversations are created live, so a second worker would hold different conversations). Each
+assignment shows its slots in its own shuffled order, recorded in its layout as ``order`` (unit
+ids); ``ratings.csv``'s ``slot`` is the 0-based position in that order.
+
+Questions per slot, by name:
+
+- ``topic`` (free text, not empty): the topic the worker chose; with ``icebreaker`` the topic is
+  prescribed, recorded as an automatic answer and not asked.
+- ``topic_sentiment``: like / ambivalent / dislike.
+- ``score_<criterion>`` for each configured criterion: an integer 0–100, as the slider gave it.
+- ``feedback`` (free text) when enabled: *optional*. :meth:`TaskType.questions` lists what a worker
+  must answer, which is what :func:`hitkit.flow.missing_answers` checks before submission, so
+  ``feedback`` is not among them; :meth:`LiveChatTask.optional_questions` names it, ``view`` shows it
+  under ``optional``, and :meth:`LiveChatTask.validate` accepts it (an empty comment included).
+
+Chatting itself — turns, the bot's replies, topic changes, the ``min_inputs`` rule before a slot
+may be rated — lives in :mod:`hitkit.chat`.
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections import defaultdict
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hitkit.analysis.live_chat import RATING_COLUMNS
+from hitkit.db.models import DONE_STATUSES, Assignment, Hit, Response, Study, Unit, Worker
+from hitkit.errors import AnswerError, ConfigError
+from hitkit.tasks.base import HitSpec, Material, Question, TaskType, UnitSpec
+
+SCORE_PREFIX = "score_"
+"""Question name of a criterion's slider: ``score_`` + criterion name."""
+SENTIMENTS = ("like", "ambivalent", "dislike")
+
+# How a simulated worker sees the control bot when simulated.quality does not name it.
+_CONTROL_QUALITY = 0.1
+# Standard deviation of a simulated worker's slider noise, in slider points.
+_NOISE = {"diligent": 10.0, "noisy": 30.0}
+_SIMULATED_TOPICS = ("cooking", "football", "travelling in Japan", "my dog", "films", "the weather",
+                     "learning to play the guitar", "video games")
+_INTEGER = re.compile(r"^\s*[0-9]{1,3}\s*$")
+
+
+def conversation_key(assignment_id: int, unit_id: int) -> str:
+    """The study-unique key of the conversation one assignment holds in one chat slot."""
+    return f"chat:a{assignment_id}:u{unit_id}"
+
+
+def balanced_hits(systems: Sequence[str], hits: int, per_hit: int, rng: random.Random) -> list[tuple[str, ...]]:
+    """``hits`` tuples of ``per_hit`` distinct systems, each system in exactly hits × per_hit / len(systems).
+
+    Each HIT takes the ``per_hit`` systems with the most conversations still to place, ties broken
+    at random. That never gets stuck: a system still owed as many conversations as there are HITs
+    left is always among those taken, so no system ends up owed more than the HITs that remain.
+    """
+    if len(set(systems)) != len(systems):
+        raise ConfigError(f"systems repeat in {list(systems)}; name each system once")
+    if per_hit < 1 or hits < 0:
+        raise ConfigError(f"cannot pack {hits} HITs of {per_hit} systems; both must be positive")
+    if len(systems) < per_hit:
+        raise ConfigError(f"a HIT of {per_hit} distinct systems needs at least {per_hit} systems; "
+                          f"there are {len(systems)}")
+    if hits * per_hit % len(systems):
+        raise ConfigError(f"{hits} HITs × {per_hit} systems = {hits * per_hit} conversations cannot be "
+                          f"shared equally by {len(systems)} systems; change the number of HITs")
+    owed = {s: hits * per_hit // len(systems) for s in systems}
+    plan = []
+    for _ in range(hits):
+        chosen = sorted(systems, key=lambda s: (-owed[s], rng.random()))[:per_hit]
+        for s in chosen:
+            owed[s] -= 1
+        plan.append(tuple(chosen))
+    return plan
+
+
+class LiveChatTask(TaskType):
+    name = "live_chat"
+    template = "live_chat.html"
+    instructions_template = "live_chat_instructions.html"
+
+    @property
+    def _cfg(self):
+        return self.config.live_chat
+
+    def _real_systems(self) -> list[str]:
+        return [s.name for s in self.config.systems if s.name != self._cfg.control]
+
+    # Material ---------------------------------------------------------------------------------
+    def build(self) -> Material:
+        cfg = self._cfg
+        real = self._real_systems()
+        hits = cfg.hit_count(len(real))
+        per_system = {s: hits * (cfg.slots_per_hit - 1) // len(real) for s in real} | {cfg.control: hits}
+        units = []
+        for system, count in per_system.items():
+            for n in range(count):
+                payload: dict[str, Any] = {"system": system, "is_control": system == cfg.control, "slot": n}
+                if cfg.icebreaker:
+                    # Seeded per slot, so rebuilding the study draws the same prescribed topics.
+                    pick = random.Random(f"{self.config.seed}:icebreaker:{system}:{n}")
+                    payload["icebreaker"] = pick.choice(cfg.personas[system])
+                units.append(UnitSpec(key=f"{system}#{n}", payload=payload, required_answers=1))
+        return Material(units=units)
+
+    def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
+        cfg = self._cfg
+        by_system: dict[str, list[UnitSpec]] = defaultdict(list)
+        for unit in units:
+            by_system[unit.payload["system"]].append(unit)
+        controls = by_system.pop(cfg.control, [])
+        real = sorted(by_system)
+        per_hit = cfg.slots_per_hit - 1
+        expected = len(controls) * per_hit // max(len(real), 1)
+        uneven = {s: len(u) for s, u in by_system.items() if len(u) != expected}
+        if uneven:
+            raise ConfigError(f"live chat slots per system must be equal ({expected} for {len(controls)} HITs); "
+                              f"got {uneven}")
+        queues = {s: list(u) for s, u in by_system.items()}
+        specs = []
+        for systems, control in zip(balanced_hits(real, len(controls), per_hit, rng), controls):
+            keys = [queues[s].pop(0).key for s in systems]
+            keys.insert(rng.randrange(len(keys) + 1), control.key)
+            specs.append(HitSpec(tuple(keys), max_assignments=1))
+        return specs
+
+    # Questions ---------------------------------------------------------------------------------
+    def criterion_questions(self) -> list[Question]:
+        """One slider question per configured criterion, in the configured order."""
+        return [Question(SCORE_PREFIX + c.name) for c in self._cfg.criteria]
+
+    def questions(self, unit: Unit) -> list[Question]:
+        asked = [] if "icebreaker" in unit.payload else [Question("topic")]
+        return asked + [Question("topic_sentiment", SENTIMENTS)] + self.criterion_questions()
+
+    def optional_questions(self, unit: Unit) -> list[Question]:
+        """Questions a worker may answer or leave out (they do not block submission)."""
+        return [Question("feedback")] if self._cfg.feedback else []
+
+    def auto_answers(self, unit: Unit) -> dict[str, str]:
+        if "icebreaker" in unit.payload:
+            return {"topic": unit.payload["icebreaker"]}
+        return {}
+
+    def validate(self, unit: Unit, question: str, value: str) -> str:
+        if question in {q.name for q in self.optional_questions(unit)}:
+            value = str(value)
+            limit = self.config.hit.max_answer_chars
+            if len(value) > limit:
+                raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")
+            return value
+        value = super().validate(unit, question, value)
+        if question.startswith(SCORE_PREFIX):
+            if not _INTEGER.match(value) or int(value) > 100:
+                raise AnswerError(f"'{value}' is not a rating for '{question}'; give a whole number from 0 to 100")
+            return str(int(value))
+        if question == "topic":
+            if not value.strip():
+                raise AnswerError("the topic is empty; type what you would like to talk about")
+            return value.strip()
+        return value
+
+    # What a worker sees ------------------------------------------------------------------------
+    def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
+        order = [u.id for u in units]
+        rng.shuffle(order)
+        return {"order": order}
+
+    def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
+        order = list(layout.get("order", []))
+        position = order.index(unit.id) if unit.id in order else None
+        return {
+            "unit_id": unit.id,
+            "position": position,
+            "label": f"Chatbot {position + 1}" if position is not None else "Chatbot",
+            "topic": unit.payload.get("icebreaker"),
+            "min_inputs": self._cfg.min_inputs,
+            "sentiments": list(SENTIMENTS),
+            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement}
+                         for c in self._cfg.criteria],
+            "optional": [q.name for q in self.optional_questions(unit)],
+        }
+
+    # Simulated workers -------------------------------------------------------------------------
+    def simulation_context(self, session: Session, study: Study) -> dict[int, float]:
+        """Each unit's quality as the simulated crowd perceives it (unit id → quality in [0, 1])."""
+        quality = ({s.name: 0.5 for s in self.config.systems} | {self._cfg.control: _CONTROL_QUALITY}
+                   | dict(self.config.simulated.quality))
+        units = session.scalars(select(Unit).where(Unit.study_id == study.id))
+        return {u.id: quality[u.payload["system"]] for u in units}
+
+    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any) -> dict[str, str]:
+        answers = {} if view["topic"] is not None else {"topic": rng.choice(_SIMULATED_TOPICS)}
+        answers["topic_sentiment"] = rng.choice(SENTIMENTS)
+        criteria = self._cfg.criteria
+        if profile == "always_tie":
+            scores = {c.name: 50 for c in criteria}
+        elif profile == "spammer":
+            if rng.random() < 0.5:
+                constant = rng.choice((0, 50, 100))
+                scores = {c.name: constant for c in criteria}
+            else:
+                scores = {c.name: rng.randint(0, 100) for c in criteria}
+        else:
+            quality = context[view["unit_id"]]
+            scores = {}
+            for c in criteria:
+                agree = min(100.0, max(0.0, 100 * quality + rng.gauss(0, _NOISE[profile])))
+                scores[c.name] = round(agree if c.polarity == "positive" else 100 - agree)
+        answers.update({SCORE_PREFIX + name: str(score) for name, score in scores.items()})
+        return answers
+
+    # Export ------------------------------------------------------------------------------------
+    def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
+        rows = session.execute(
+            select(Response, Assignment, Hit, Worker, Unit)
+            .join(Assignment, Response.assignment_id == Assignment.id)
+            .join(Hit, Assignment.hit_id == Hit.id)
+            .join(Worker, Assignment.worker_id == Worker.id)
+            .join(Unit, Response.unit_id == Unit.id)
+            .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES),
+                   Response.question.startswith(SCORE_PREFIX, autoescape=True))
+        ).all()
+        rank = {SCORE_PREFIX + c.name: i for i, c in enumerate(self._cfg.criteria)}
+        keyed = []
+        for resp, asg, hit, worker, unit in rows:
+            slot = asg.layout["order"].index(unit.id)
+            keyed.append(((hit.index, asg.id, slot, rank.get(resp.question, len(rank))), {
+                "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
+                "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
+                "conversation_id": conversation_key(asg.id, unit.id), "slot": slot,
+                "system": unit.payload["system"], "is_control": int(bool(unit.payload["is_control"])),
+                "criterion": resp.question[len(SCORE_PREFIX):], "score": int(resp.value),
+            }))
+        ratings = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
+        return {"ratings": pd.DataFrame(ratings, columns=list(RATING_COLUMNS))}
