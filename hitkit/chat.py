@@ -20,9 +20,8 @@ callable ``reply(history) -> str`` over OpenAI-style messages (``BotClient.reply
 mapping from system name to such callables. Any failure of the call raises :class:`BotReplyError`
 and leaves the worker's turn stored and the reply owed; calling :func:`bot_reply` again resumes.
 
-A slot may be rated ("Next chatbot") only after ``live_chat.min_inputs`` worker turns:
-:func:`save_chat_answer` (use it instead of :func:`hitkit.flow.save_answer` for live chat) and
-:func:`submit` enforce it. Before the first message the slot's ``topic`` and ``topic_sentiment``
+A slot may be rated ("Next chatbot") only after ``live_chat.min_inputs`` worker turns; the task
+type enforces that in the shared answer and submit flow. Before the first message the slot's ``topic`` and ``topic_sentiment``
 must be answered, as the protocol asks; once the slot has a rating, its chat is closed.
 
 Topic changes are kept in ``Conversation.meta["topic_changes"]``: a list of
@@ -43,7 +42,6 @@ from hitkit import flow
 from hitkit.db.models import Assignment, Conversation, Response, System, Turn, Unit, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
-from hitkit.providers.base import Completion
 from hitkit.study import StudyContext
 from hitkit.tasks.live_chat import SCORE_PREFIX, conversation_key
 
@@ -217,29 +215,6 @@ def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int,
     return change
 
 
-def save_chat_answer(session: Session, ctx: StudyContext, token: str, unit_id: int, question: str, value: Any,
-                     elapsed_s: float | None = None) -> Response:
-    """:func:`hitkit.flow.save_answer` for live chat: ratings only after ``min_inputs`` worker turns."""
-    if question not in _BEFORE_CHAT:
-        state = conversation_state(session, ctx, token, unit_id)
-        if not state.can_rate:
-            raise FlowError(f"chat a little longer before rating this chatbot: {state.inputs} of "
-                            f"{state.min_inputs} messages so far", 409)
-    return flow.save_answer(session, ctx, token, unit_id, question, value, elapsed_s)
-
-
-def submit(session: Session, ctx: StudyContext, token: str) -> tuple[Assignment, Completion]:
-    """:func:`hitkit.flow.submit` for live chat: refused while any chat has fewer than ``min_inputs`` inputs."""
-    assignment = flow.assignment_for(session, ctx, token)
-    if assignment.status == "accepted":
-        short = [u.id for u in (hu.unit for hu in assignment.hit.units)
-                 if not conversation_state(session, ctx, token, u.id).can_rate]
-        if short:
-            raise FlowError(f"{len(short)} chat(s) have fewer than {ctx.config.live_chat.min_inputs} of your "
-                            "messages; finish them, then submit", 400)
-    return flow.submit(session, ctx, token)
-
-
 # One exchange, each step in its own transaction --------------------------------------------------
 def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int,
               reply: Reply | Mapping[str, Reply]) -> ChatState:
@@ -274,3 +249,10 @@ def send(database_url: str, ctx: StudyContext, token: str, unit_id: int, text: s
     with session_scope(database_url) as session:
         add_worker_turn(session, ctx, token, unit_id, text)
     return bot_reply(database_url, ctx, token, unit_id, reply)
+
+
+def bot_clients(ctx: StudyContext) -> dict[str, Reply]:
+    """One shared client per system of a live-chat study, keyed by system name."""
+    from hitkit.bots.client import BotClient
+
+    return {system.name: BotClient(system.bot_config()).reply for system in ctx.config.systems}

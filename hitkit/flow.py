@@ -39,6 +39,7 @@ from hitkit.db.models import (
 from hitkit.errors import AnswerError, FlowError
 from hitkit.providers.base import Completion
 from hitkit.study import StudyContext
+from hitkit.tasks.base import TaskType
 
 CAP_STATUSES = ACTIVE_STATUSES + ("rejected",)
 """Assignments that count against a worker's cap (returned or expired ones do not)."""
@@ -72,15 +73,29 @@ def _worker(session: Session, provider: str, external_id: str) -> Worker:
     return worker
 
 
-def next_open_hit(session: Session, study_id: int, worker: Worker | None, now: dt.datetime) -> Hit | None:
-    """The first posted, unexpired HIT of the study with a free place that ``worker`` has not taken."""
+def open_hits(session: Session, study_id: int, worker: Worker | None, now: dt.datetime,
+              task: TaskType | None = None) -> list[Hit]:
+    """The posted, unexpired HITs of the study with a free place that ``worker`` has not taken, in order.
+
+    With ``task``, HITs the task type refuses to ``worker`` (:meth:`TaskType.refuses`) are left out.
+    """
     active = (select(func.count()).select_from(Assignment)
               .where(Assignment.hit_id == Hit.id, Assignment.status.in_(ACTIVE_STATUSES)).scalar_subquery())
     query = select(Hit).where(Hit.study_id == study_id, Hit.status == "posted", active < Hit.max_assignments,
                               (Hit.expires_at.is_(None)) | (Hit.expires_at > now))
     if worker is not None:
         query = query.where(Hit.id.not_in(select(Assignment.hit_id).where(Assignment.worker_id == worker.id)))
-    return session.scalar(query.order_by(Hit.index).limit(1))
+    hits = list(session.scalars(query.order_by(Hit.index)))
+    if task is not None and worker is not None:
+        hits = [h for h in hits if task.refuses(session, h, worker) is None]
+    return hits
+
+
+def next_open_hit(session: Session, study_id: int, worker: Worker | None, now: dt.datetime,
+                  task: TaskType | None = None) -> Hit | None:
+    """The first of :func:`open_hits`, or None."""
+    hits = open_hits(session, study_id, worker, now, task)
+    return hits[0] if hits else None
 
 
 def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping[str, str]) -> Entry:
@@ -109,7 +124,7 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
         existing = session.scalar(
             select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
                                                Assignment.status == "accepted"))
-        hit = existing.hit if existing else next_open_hit(session, ctx.study_id, worker, now)
+        hit = existing.hit if existing else next_open_hit(session, ctx.study_id, worker, now, ctx.task)
         if hit is None:
             raise FlowError("there is no work left for you in this study right now — thank you!", 409)
     # Lock the HIT row: its places are counted and taken in one step.
@@ -136,6 +151,9 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
                            .where(Assignment.hit_id == hit.id, Assignment.status.in_(ACTIVE_STATUSES)))
     if taken >= hit.max_assignments:
         raise FlowError("every place on this HIT is taken", 409)
+    refusal = ctx.task.refuses(session, hit, worker)
+    if refusal is not None:
+        raise FlowError(refusal, 409)
 
     units = [hu.unit for hu in hit.units]
     rng = random.Random(f"{ctx.config.seed}:{hit.id}:{worker.external_id}")
@@ -181,6 +199,7 @@ def _units(assignment: Assignment) -> dict[int, Unit]:
 def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, question: str,
            value: Any, elapsed_s: float | None) -> Response:
     value = ctx.task.validate(unit, question, value)
+    ctx.task.check_answer(session, assignment, unit, question)
     now = utcnow()
     row = session.scalar(select(Response).where(Response.assignment_id == assignment.id,
                                                 Response.unit_id == unit.id, Response.question == question))
@@ -233,6 +252,7 @@ def submit(session: Session, ctx: StudyContext, token: str,
     missing = missing_answers(ctx, assignment)
     if missing:
         raise FlowError(f"{len(missing)} question(s) are not answered yet; answer them all, then submit", 400)
+    ctx.task.check_submit(session, assignment)
     now = utcnow()
     assignment.status = "submitted"
     assignment.submitted_at = now

@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from sqlalchemy import select
 
@@ -44,13 +45,23 @@ class WebServer:
         self._server = create_server(create_app(database_url, secret), host=host, port=port, threads=threads,
                                      connection_limit=max(100, threads * 8), channel_timeout=60)
         self.url = f"http://{host}:{self._server.effective_port}"
-        self._thread = threading.Thread(target=self._server.run, name="hitkit-web", daemon=True)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="hitkit-web", daemon=True)
+
+    def _serve(self) -> None:
+        try:
+            self._server.run()
+        except OSError:
+            # Closing the listening socket from stop() wakes the select loop on a dead descriptor.
+            if not self._stopping.is_set():
+                raise
 
     def start(self) -> "WebServer":
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.close()
         self._thread.join(5)
 
@@ -63,7 +74,7 @@ def progress(database_url: str, study_id: int) -> tuple[int, int]:
     return sum(min(n, counts.get(uid, 0)) for uid, n in required.items()), sum(required.values())
 
 
-RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server")
+RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots")
 """Study-file fields that may change between launches; the rest define the study and may not."""
 
 
@@ -120,18 +131,46 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
            confirm: Callable[[str], bool] | None = None, echo: Callable[[str], None] = print,
            timeout_s: float | None = None, analyse: bool = True) -> LaunchResult:
     """Run a study from its file to its exports and analysis; see the module docstring."""
+    config_path = Path(config_path)
+    config = load_study(config_path)
+    confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
+    with study_bots(config, echo):
+        if config.generation is not None:
+            from hitkit.generation import generate
+
+            report = generate(config, show_progress=show_progress)
+            echo(f"Bot-bot conversations: {report.planned} planned, {report.already_done} already done, "
+                 f"{report.generated} generated ({config.bot_bot_path})")
+        ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
+        return _run(config, config_path, ctx, show_progress, echo, timeout_s, analyse)
+
+
+@contextmanager
+def study_bots(config: StudyConfig, echo: Callable[[str], None] = print) -> Iterator[None]:
+    """Serve the study's own bots (``bots.serve``) for the duration of the block, if it asks for any."""
+    if config.bots is None or config.bots.serve is None:
+        yield
+        return
+    from hitkit.bots.process import BotServerProcess
+
+    echo("Starting the study's bot server (loading models)…")
+    server = BotServerProcess(config.bots.serve, config.seed, config.out_dir / "bots.log").start()
+    echo(f"Bots served at {server.url}")
+    try:
+        yield
+    finally:
+        server.stop()
+
+
+def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progress: bool,
+         echo: Callable[[str], None], timeout_s: float | None, analyse: bool) -> LaunchResult:
     from tqdm import tqdm
 
     from hitkit.crowd import SimulatedCrowd
     from hitkit.scheduler import budget_blocked, make_scheduler, schedule_study
 
-    config_path = Path(config_path)
-    config = load_study(config_path)
-    confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
-    ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
     url = config.database_url
     out_dir = config.out_dir
-
     web = WebServer(url, config.server.host, config.server.port, config.server.threads, ctx.secret).start()
     base_url = config.server.public_url or web.url
     echo(f"Worker pages at {base_url}")
@@ -164,7 +203,7 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
                     f"the budget ({config.budget} {config.provider.currency}) is committed with {done} of {total} "
                     f"answers collected and {blocked} HIT(s) unposted; raise 'budget:' in {config_path} "
                     f"and continue with `hitkit launch --resume`")
-            if crowd is not None and crowd.finished:
+            if crowd is not None and crowd.finished and done < total:
                 raise HitkitError(
                     f"the simulated crowd ran out of workers with {done} of {total} answers collected; "
                     f"add workers under simulated.workers or raise schedule.per_worker_cap, then `launch --resume`")
@@ -186,9 +225,10 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
     if analyse:
         from hitkit.analysis import run_analysis
 
-        analysis = run_analysis(config.task, out_dir / "export", seed=config.seed)
+        analysis = run_analysis(config.task, out_dir / "export", seed=config.seed, config=config)
         result.analysis = analysis.write(out_dir / "analysis")
         echo(f"Analysis written to {out_dir / 'analysis'}")
-        if "ranking" in analysis.tables:
-            echo(analysis.tables["ranking"].to_string(index=False))
+        for name in ("ranking", "systems"):
+            if name in analysis.tables:
+                echo(analysis.tables[name].to_string(index=False))
     return result

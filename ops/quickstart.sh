@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Quickstart, first command: install hitkit into .venv and run the example A/B study
-# (3 systems × 30 prompts) with the simulated crowd on the embedded default (SQLite, local server).
-# Results: runs/ab-demo/export/*.csv and runs/ab-demo/analysis/*.csv. Running it again re-exports.
+# Quickstart, first command: install hitkit (with the bots extra: torch pinned to the CPU wheel) into
+# .venv and run the live-chat study of examples/live_chat.yaml on the embedded default: SQLite, the
+# simulated crowd, and SmolLM2-135M-Instruct served on CPU by `hitkit bots serve` as five systems plus
+# the degraded quality-control bot. Ends with the ranked table of systems.
+# Results: runs/live-chat-demo/export/*.csv and runs/live-chat-demo/analysis/*. Running it again re-exports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e .
+.venv/bin/python -m pip install --quiet -e '.[bots]'
 resume=()
-[ -f runs/ab-demo/hitkit.db ] && resume=(--resume)
-exec .venv/bin/hitkit launch examples/pairwise.yaml --yes "${resume[@]}"
+[ -f runs/live-chat-demo/hitkit.db ] && resume=(--resume)
+exec .venv/bin/hitkit launch examples/live_chat.yaml --yes "${resume[@]}"

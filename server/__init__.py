@@ -23,7 +23,9 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
         HITKIT_SECRET=secret or resolve_secret(database_url),
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
     )
+    from server.chat import bp as chat_bp
     from server.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
+    app.register_blueprint(chat_bp)
     return app

@@ -41,14 +41,14 @@ def _wants_json() -> bool:
     return request.is_json or request.accept_mimetypes.best == "application/json"
 
 
-@bp.errorhandler(FlowError)
+@bp.app_errorhandler(FlowError)
 def _flow_error(exc: FlowError):
     if _wants_json():
         return jsonify(error=str(exc)), exc.status
     return render_template("error.html", message=str(exc)), exc.status
 
 
-@bp.errorhandler(AnswerError)
+@bp.app_errorhandler(AnswerError)
 def _answer_error(exc: AnswerError):
     if _wants_json():
         return jsonify(error=str(exc)), 400

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
+import pytest
 import requests
 from click.testing import CliRunner
 from sqlalchemy import func, select
@@ -78,3 +80,15 @@ def test_db_upgrade_command_reports_the_head_revision(tmp_path):
     run = subprocess.run([sys.executable, "-m", "hitkit.cli", "db", "upgrade", "--db", url],
                          capture_output=True, text=True, cwd=REPO, env=os.environ.copy())
     assert run.returncode == 0 and "revision 0001" in run.stdout
+
+
+def test_analyze_live_chat_with_replicate_adds_run_to_run_correlations(tmp_path):
+    data = REPO.parent / "shared" / "data" / "ji2022-run1"
+    if not data.is_dir():
+        pytest.skip(f"{data} is not here")
+    run = CliRunner().invoke(main, ["analyze", "live_chat", str(data), "--out", str(tmp_path), "--replicate", str(data)])
+    assert run.exit_code == 0, run.output
+    replication = pd.read_csv(tmp_path / "replication.csv").set_index("criterion")
+    assert replication.loc["overall", "pearson"] == pytest.approx(1.0)
+    refused = CliRunner().invoke(main, ["analyze", "pairwise", str(data), "--out", str(tmp_path), "--replicate", str(data)])
+    assert refused.exit_code == 1 and "live_chat` only" in refused.output

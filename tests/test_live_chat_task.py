@@ -28,9 +28,14 @@ REAL = ["bot-anna", "bot-bert", "bot-cleo", "bot-dora", "bot-emil"]
 QUALITY = {"bot-anna": 0.9, "bot-bert": 0.75, "bot-cleo": 0.6, "bot-dora": 0.45, "bot-emil": 0.3, "qc": 0.05}
 
 
+def bot(name: str, **extra) -> dict:
+    """A system entry with an (unused) endpoint, as live chat requires."""
+    return {"name": name, "url": "http://127.0.0.1:9", "model": name, **extra}
+
+
 def config(database_url: str | None = None, systems=REAL, **live_chat) -> StudyConfig:
     data = {"study": "chat-test", "task": "live_chat", "seed": 3, "budget": "100.00",
-            "systems": [{"name": s} for s in [*systems, "qc"]],
+            "systems": [{"name": s, "url": "http://127.0.0.1:9", "model": s} for s in [*systems, "qc"]],
             "live_chat": {"hits": 2, "min_inputs": 2, **live_chat},
             "simulated": {"quality": {s: q for s, q in QUALITY.items() if s in [*systems, "qc"]}}}
     if database_url:
@@ -41,7 +46,7 @@ def config(database_url: str | None = None, systems=REAL, **live_chat) -> StudyC
 # ------------------------------------------------------------------------- config
 
 def test_the_study_file_needs_a_live_chat_section_that_can_be_balanced():
-    base = {"study": "x", "task": "live_chat", "budget": "1", "systems": [{"name": s} for s in [*REAL, "qc"]]}
+    base = {"study": "x", "task": "live_chat", "budget": "1", "systems": [bot(s) for s in [*REAL, "qc"]]}
     cases = [({}, "needs a 'live_chat:' section"),
              ({"live_chat": {"hits": 2, "conversations_per_system": 2}}, "exactly one of"),
              ({"live_chat": {"hits": 2, "control": "judge"}}, "not in 'systems'"),
@@ -50,7 +55,7 @@ def test_the_study_file_needs_a_live_chat_section_that_can_be_balanced():
     for extra, message in cases:
         with pytest.raises(ConfigError, match=message):
             parse_study({**base, **extra})
-    seven = {**base, "systems": [{"name": f"s{i}"} for i in range(7)] + [{"name": "qc"}]}
+    seven = {**base, "systems": [bot(f"s{i}") for i in range(7)] + [bot("qc")]}
     with pytest.raises(ConfigError, match="use a multiple of 7"):
         parse_study({**seven, "live_chat": {"hits": 3}})
     assert parse_study({**seven, "live_chat": {"conversations_per_system": 5}}).live_chat.hit_count(7) == 7
@@ -59,6 +64,11 @@ def test_the_study_file_needs_a_live_chat_section_that_can_be_balanced():
                                                   "repetitive", "topic"]
     assert (default.slots_per_hit, default.min_inputs, default.control) == (6, 10, "qc")
     assert default.criterion_list() == DEFAULT_CRITERIA  # what the analysis takes
+    with pytest.raises(ConfigError, match=r"systems.0 \('bot-anna'\): a live-chat system needs 'url'"):
+        parse_study({**base, "live_chat": {"hits": 1}, "systems": [{"name": "bot-anna"}] + base["systems"][1:]})
+    with pytest.raises(ConfigError, match=r"systems.1 \('bot-bert'\) options: temperature"):
+        parse_study({**base, "live_chat": {"hits": 1},
+                     "systems": [base["systems"][0], bot("bot-bert", options={"temperature": 9})] + base["systems"][2:]})
 
 
 # ------------------------------------------------------------------------- packing
@@ -185,6 +195,16 @@ def test_simulated_profiles_rate_as_described():
     for _ in range(20):
         answers = task.simulate("spammer", views[1], rng, context)
         assert all(task.validate(_unit(task), q, v) == v for q, v in answers.items())
+    # A spammer keeps one kind across slots: constant everywhere, or random everywhere.
+    kinds = set()
+    for worker in (f"sim-spammer-{i:03d}" for i in range(12)):
+        scores = [{v for q, v in task.simulate("spammer", views[u], rng, context, worker).items()
+                   if q.startswith(SCORE_PREFIX)} for u in (1, 2, 1, 2)]
+        constant = all(len(s) == 1 for s in scores) and len(set.union(*scores)) == 1
+        kinds.add(constant)
+        if not constant:
+            assert all(len(s) > 1 for s in scores)
+    assert kinds == {True, False}
 
 
 # ------------------------------------------------------------------------- on the database
@@ -216,8 +236,8 @@ def assignment_of(url, token: str, ctx) -> int:
 
 def start_chat(url, ctx, token, unit_id, topic="gardening"):
     with session_scope(url) as s:
-        chat.save_chat_answer(s, ctx, token, unit_id, "topic", topic)
-        chat.save_chat_answer(s, ctx, token, unit_id, "topic_sentiment", "like")
+        flow.save_answer(s, ctx, token, unit_id, "topic", topic)
+        flow.save_answer(s, ctx, token, unit_id, "topic_sentiment", "like")
 
 
 def echo(history):
@@ -305,14 +325,14 @@ def test_chatting_needs_a_topic_first_and_rating_needs_min_inputs(study):
     chat.send(url, ctx, token, slot, "one", echo)
     with session_scope(url) as s:
         with pytest.raises(FlowError, match="1 of 2 messages so far"):
-            chat.save_chat_answer(s, ctx, token, slot, "score_fun", "80")
+            flow.save_answer(s, ctx, token, slot, "score_fun", "80")
         with pytest.raises(FlowError, match="1 of 2 messages so far"):
-            chat.save_chat_answer(s, ctx, token, slot, "feedback", "nice")
+            flow.save_answer(s, ctx, token, slot, "feedback", "nice")
     assert chat.send(url, ctx, token, slot, "two", echo).can_rate
     with session_scope(url) as s:
-        assert chat.save_chat_answer(s, ctx, token, slot, "score_fun", "80").value == "80"
+        assert flow.save_answer(s, ctx, token, slot, "score_fun", "80").value == "80"
         with pytest.raises(AnswerError, match="whole number"):
-            chat.save_chat_answer(s, ctx, token, slot, "score_fun", "80.5")
+            flow.save_answer(s, ctx, token, slot, "score_fun", "80.5")
     # Once rated, the chat is closed.
     with pytest.raises(FlowError, match="has been rated"):
         chat.send(url, ctx, token, slot, "three", echo)
@@ -327,7 +347,7 @@ def test_chatting_needs_a_topic_first_and_rating_needs_min_inputs(study):
                                    value="like" if q.name == "topic_sentiment" else "50"))
     with session_scope(url) as s:
         with pytest.raises(FlowError, match="5 chat\\(s\\) have fewer than 2"):
-            chat.submit(s, ctx, token)
+            flow.submit(s, ctx, token)
         assert s.scalar(select(Assignment.status)) == "accepted"
 
 
@@ -372,10 +392,10 @@ def test_exported_ratings_are_the_methods_table_and_the_analysis_accepts_them(tm
             chat.send(database_url, ctx, token, unit_id, "hello there", echo)
             with session_scope(database_url) as s:
                 for question, value in answers.items():
-                    chat.save_chat_answer(s, ctx, token, unit_id, question, value)
+                    flow.save_answer(s, ctx, token, unit_id, question, value)
                     entered[(chat.conversation_key(assignment_id, unit_id), question)] = value
         with session_scope(database_url) as s:
-            chat.submit(s, ctx, token)
+            flow.submit(s, ctx, token)
     out = tmp_path / "export"
     with session_scope(database_url) as s:
         export_study(s, ctx, out)

@@ -7,8 +7,9 @@ from hitkit.analysis.base import AnalysisResult
 from hitkit.errors import HitkitError
 
 
-def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0) -> AnalysisResult:
-    """The analysis of ``task`` on the exported tables in ``in_dir``."""
+def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
+                 replicate_dir: str | Path | None = None) -> AnalysisResult:
+    """The analysis of ``task`` on the exported tables in ``in_dir`` (``config``: the study's, if known)."""
     if task == "pairwise":
         from hitkit.analysis.pairwise import analyze_pairwise
 
@@ -16,7 +17,9 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0) -> AnalysisRes
     if task == "live_chat":
         from hitkit.analysis.live_chat import analyze_live_chat
 
-        return analyze_live_chat(in_dir)
+        if config is not None and config.live_chat is not None:
+            return analyze_live_chat(in_dir, criteria=config.live_chat.criterion_list(), replicate_dir=replicate_dir)
+        return analyze_live_chat(in_dir, replicate_dir=replicate_dir)
     if task == "spot_the_bot":
         from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
 

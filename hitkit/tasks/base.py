@@ -81,6 +81,10 @@ class TaskType(ABC):
     """Jinja2 template (in hit_templates/) of the task page."""
     instructions_template: ClassVar[str]
     """Jinja2 template of the instructions and consent page."""
+    has_chat: ClassVar[bool] = False
+    """True when a worker chats with a bot in each unit before answering its remaining questions."""
+    chat_opening: ClassVar[tuple[str, ...]] = ()
+    """Questions a chat unit needs answered before its chat starts."""
 
     def __init__(self, config: StudyConfig):
         self.config = config
@@ -105,6 +109,16 @@ class TaskType(ABC):
         """Answers recorded without asking (e.g. a tie between identical responses)."""
         return {}
 
+    def check_answer(self, session: Session, assignment: Any, unit: Unit, question: str) -> None:
+        """Raise FlowError if the protocol does not allow this answer yet (most tasks allow any)."""
+
+    def check_submit(self, session: Session, assignment: Any) -> None:
+        """Raise FlowError if the protocol does not allow submitting yet, beyond answering every question."""
+
+    def refuses(self, session: Session, hit: Any, worker: Any) -> str | None:
+        """Why the protocol bars ``worker`` from taking ``hit`` (beyond places and caps), or None if it does not."""
+        return None
+
     @abstractmethod
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
         """How one assignment presents its units (order, sides); stored with the assignment."""
@@ -118,8 +132,13 @@ class TaskType(ABC):
         """What the simulated crowd may know about the material (e.g. which text came from which system)."""
 
     @abstractmethod
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any) -> dict[str, str]:
-        """A simulated worker's answers to one unit's questions."""
+    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
+                 worker: str = "") -> dict[str, str]:
+        """A simulated worker's answers to one unit's questions; ``worker`` seeds traits a worker keeps."""
+
+    def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
+        """A simulated worker's ``turn``-th message in a chat unit (chat task types only)."""
+        raise TypeError(f"task '{self.name}' has no chat")
 
     @abstractmethod
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:

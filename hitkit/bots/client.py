@@ -1,0 +1,249 @@
+"""The client every part of hitkit uses to get a reply from a bot under evaluation.
+
+One :class:`BotConfig` per system says where the bot is and how to ask it; :class:`BotClient` turns
+a chat history into one reply over the OpenAI chat-completions protocol, so hitkit's own bot
+server, vLLM, TGI, llama.cpp or a hosted API are interchangeable. The client is synchronous
+(``requests``) because the web tier is. It is deliberately small: trim the history to the bot's
+context, cap concurrent calls per system, retry transient failures a bounded number of times, and
+otherwise raise :class:`BotUnavailable`, so a page can say "the bot is taking longer, please wait"
+and retry without losing the worker's turn, which the caller saved before asking.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import requests
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from requests.adapters import HTTPAdapter
+
+from hitkit.bots.protocol import ChatMessage
+
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+_MAX_BACKOFF_S = 10.0
+_MESSAGE_OVERHEAD_TOKENS = 4  # role markers and separators a chat template adds per message
+
+
+class BotConfig(BaseModel):
+    """How to reach and prompt one system under evaluation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    name: str = Field(min_length=1, description="the system's name in the study")
+    url: str = Field(description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    model: str = Field(min_length=1, description="model name the server knows the bot by")
+    system_prompt: str = Field(default="", validation_alias=AliasChoices("system_prompt", "persona"),
+                               description="system message (a persona) sent before the history")
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(default=64, ge=1, description="longest reply, in tokens")
+    stop: list[str] = Field(default_factory=list, max_length=8)
+    context_tokens: int = Field(default=1024, ge=16,
+                                description="approximate token budget of system prompt + history")
+    timeout_s: float = Field(default=30.0, gt=0, description="wait for one attempt's reply")
+    retries: int = Field(default=2, ge=0, le=10, description="further attempts after the first")
+    backoff_s: float = Field(default=0.5, ge=0, description="first retry delay; doubles each retry")
+    max_concurrency: int = Field(default=8, ge=1, description="calls in flight to this system")
+    api_key_env: str | None = Field(default=None,
+                                    description="environment variable holding a bearer API key")
+
+    @field_validator("url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"bot url must start with http:// or https://, got {value!r}")
+        # Accept the .../v1 form that OpenAI SDK users write; the client appends /v1 itself.
+        return value.rstrip("/").removesuffix("/v1")
+
+
+class BotError(Exception):
+    """Base of every error raised when asking a bot."""
+
+
+class BotRequestError(BotError):
+    """The bot refused the request itself (HTTP 4xx); retrying cannot help, the config is wrong."""
+
+
+class BotUnavailable(BotError):
+    """No reply after every attempt; show "the bot is taking longer, please wait" and retry later."""
+
+    def __init__(self, system: str, attempts: int, reason: str) -> None:
+        super().__init__(f"bot {system!r} did not reply after {attempts} attempt(s): {reason}. "
+                         "The worker's turn is kept; ask them to wait and try again.")
+        self.system = system
+        self.attempts = attempts
+        self.reason = reason
+
+
+def approx_tokens(text: str) -> int:
+    """Rough token count (~4 characters per token for English), without loading a tokenizer."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _as_message(turn: ChatMessage | Mapping[str, Any]) -> ChatMessage:
+    return turn if isinstance(turn, ChatMessage) else ChatMessage.model_validate(dict(turn))
+
+
+def truncate_history(history: Sequence[ChatMessage | Mapping[str, Any]], system_prompt: str,
+                     budget_tokens: int) -> list[ChatMessage]:
+    """System prompt plus the newest turns that fit in ``budget_tokens`` (approximate).
+
+    The newest turn is always kept, whatever its length. If older turns were dropped, leading
+    assistant turns are dropped too, because many chat templates require the first non-system
+    turn to be the user's.
+    """
+    turns = [_as_message(t) for t in history]
+    used = approx_tokens(system_prompt) + _MESSAGE_OVERHEAD_TOKENS if system_prompt else 0
+    kept: list[ChatMessage] = []
+    for turn in reversed(turns):
+        cost = approx_tokens(turn.content) + _MESSAGE_OVERHEAD_TOKENS
+        if kept and used + cost > budget_tokens:
+            break
+        kept.append(turn)
+        used += cost
+    kept.reverse()
+    if len(kept) < len(turns):
+        while len(kept) > 1 and kept[0].role == "assistant":
+            kept.pop(0)
+    head = [ChatMessage(role="system", content=system_prompt)] if system_prompt else []
+    return head + kept
+
+
+_semaphores: dict[tuple[str, str, str, int], threading.BoundedSemaphore] = {}
+_semaphores_lock = threading.Lock()
+
+
+def _semaphore(config: BotConfig) -> threading.BoundedSemaphore:
+    # Shared by every client of the same system in this process, so a web tier that builds a
+    # client per request still caps what it sends to one bot.
+    key = (config.name, config.url, config.model, config.max_concurrency)
+    with _semaphores_lock:
+        if key not in _semaphores:
+            _semaphores[key] = threading.BoundedSemaphore(config.max_concurrency)
+        return _semaphores[key]
+
+
+class BotClient:
+    """Asks one system for replies; thread-safe; share one per system."""
+
+    def __init__(self, config: BotConfig, session: requests.Session | None = None) -> None:
+        """Prepare a pooled HTTP session sized to ``config.max_concurrency``."""
+        self.config = config
+        self.endpoint = f"{config.url}/v1/chat/completions"
+        self._semaphore = _semaphore(config)
+        self._session = session or requests.Session()
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=config.max_concurrency)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
+        self._headers = {"Content-Type": "application/json"}
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                raise BotRequestError(f"bot {config.name!r}: environment variable "
+                                      f"{config.api_key_env} (api_key_env) is not set")
+            self._headers["Authorization"] = f"Bearer {key}"
+
+    def messages(self, history: Sequence[ChatMessage | Mapping[str, Any]]) -> list[ChatMessage]:
+        """The messages actually sent: system prompt + history trimmed to ``context_tokens``."""
+        return truncate_history(history, self.config.system_prompt, self.config.context_tokens)
+
+    def payload(self, history: Sequence[ChatMessage | Mapping[str, Any]]) -> dict[str, Any]:
+        """The JSON body of the chat-completions request for ``history``."""
+        c = self.config
+        body: dict[str, Any] = {
+            "model": c.model,
+            "messages": [m.model_dump() for m in self.messages(history)],
+            "max_tokens": c.max_tokens, "temperature": c.temperature, "top_p": c.top_p,
+            "stream": False,
+        }
+        if c.stop:
+            body["stop"] = list(c.stop)
+        return body
+
+    def reply(self, history: Sequence[ChatMessage | Mapping[str, Any]]) -> str:
+        """Return the bot's next turn after ``history`` (user/assistant messages, oldest first).
+
+        Raises :class:`BotUnavailable` once every attempt failed or timed out (also when
+        ``max_concurrency`` calls stay busy for ``timeout_s``) and :class:`BotRequestError` when
+        the bot rejects the request as invalid.
+        """
+        c = self.config
+        body = self.payload(history)
+        if not self._semaphore.acquire(timeout=c.timeout_s):
+            raise BotUnavailable(c.name, 0, f"{c.max_concurrency} calls to it stayed busy for "
+                                            f"{c.timeout_s:g} s")
+        try:
+            return self._post_with_retries(body)
+        finally:
+            self._semaphore.release()
+
+    def _post_with_retries(self, body: dict[str, Any]) -> str:
+        c = self.config
+        reason = "no attempt made"
+        for attempt in range(c.retries + 1):
+            wait_hint = 0.0
+            try:
+                response = self._session.post(self.endpoint, json=body, headers=self._headers,
+                                              timeout=(min(c.timeout_s, 10.0), c.timeout_s))
+            except requests.Timeout:
+                reason = f"no reply within {c.timeout_s:g} s"
+            except requests.ConnectionError as exc:
+                reason = f"cannot connect to {self.endpoint} ({type(exc).__name__})"
+            else:
+                if response.status_code == 200:
+                    text = _reply_text(response)
+                    if text is not None:
+                        return text
+                    reason = "the server answered 200 without choices[0].message.content"
+                elif response.status_code in _RETRYABLE_STATUS or response.status_code >= 500:
+                    reason = f"HTTP {response.status_code}: {_error_message(response)}"
+                    wait_hint = _retry_after(response)
+                else:
+                    raise BotRequestError(f"bot {c.name!r} refused the request (HTTP "
+                                          f"{response.status_code}): {_error_message(response)}")
+            if attempt < c.retries:
+                delay = min(c.backoff_s * 2 ** attempt, _MAX_BACKOFF_S)
+                # Jitter spreads the retries of many chats that failed at the same moment.
+                time.sleep(max(delay * random.uniform(0.8, 1.2), min(wait_hint, _MAX_BACKOFF_S)))
+        raise BotUnavailable(c.name, c.retries + 1, reason)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._session.close()
+
+    def __enter__(self) -> BotClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _reply_text(response: requests.Response) -> str | None:
+    try:
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) else None
+
+
+def _error_message(response: requests.Response) -> str:
+    try:
+        error = response.json().get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if message:
+            return str(message)
+    except (ValueError, AttributeError):
+        pass
+    return response.text[:200] or response.reason or "no message"
+
+
+def _retry_after(response: requests.Response) -> float:
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", 0)))
+    except ValueError:
+        return 0.0

@@ -1,0 +1,269 @@
+"""hitkit's OpenAI-compatible bot server: several chat models behind one threaded HTTP server.
+
+Routes: ``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models``, ``GET /health`` and
+``GET /metrics`` (per-model batching counters). Each hosted model is a
+:class:`~hitkit.bots.base.Backend`; Hugging Face models batch concurrent chats on their own worker
+thread, so the HTTP layer is a plain thread per connection (stdlib ``ThreadingHTTPServer``) that
+parses, waits and answers. torch and transformers are imported only when a Hugging Face model is
+actually served, so the web tier can import this package without them.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded
+from hitkit.bots.protocol import ProtocolError, completion_body, parse_chat_request
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 4 * 1024 * 1024
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A Hugging Face model to serve: a directory, or a GGUF file inside a directory."""
+
+    name: str
+    path: Path
+    gguf_file: str | None = None
+
+
+@dataclass(frozen=True)
+class DegradedSpec:
+    """A degraded QC bot to serve; ``corpus`` None means the chatterbot-corpus default."""
+
+    name: str
+    corpus: Path | None = None
+
+
+def _split_name(text: str, what: str) -> tuple[str, str | None]:
+    name, sep, rest = text.partition("=")
+    if not _NAME.match(name):
+        raise ValueError(f"{what} {text!r}: the model name {name!r} must be letters, digits, '.', "
+                         "'_' or '-' (e.g. smollm=/models/smollm)")
+    return name, (rest if sep else None)
+
+
+def parse_model_spec(text: str) -> ModelSpec:
+    """Parse ``NAME=PATH`` or ``NAME=DIR:FILE.gguf`` or ``NAME=DIR/FILE.gguf``."""
+    name, rest = _split_name(text, "--model")
+    if not rest:
+        raise ValueError(f"--model {text!r}: expected NAME=PATH or NAME=DIR:FILE.gguf")
+    head, sep, tail = rest.rpartition(":")
+    if sep and tail.endswith(".gguf") and head:
+        return ModelSpec(name, Path(head), tail)
+    path = Path(rest)
+    if path.suffix == ".gguf":
+        return ModelSpec(name, path.parent, path.name)
+    return ModelSpec(name, path)
+
+
+def parse_degraded_spec(text: str) -> DegradedSpec:
+    """Parse ``NAME`` (default corpus) or ``NAME=CORPUS.jsonl``."""
+    name, rest = _split_name(text, "--degraded")
+    return DegradedSpec(name, Path(rest) if rest else None)
+
+
+def build_backends(models: Sequence[ModelSpec] = (), degraded: Sequence[DegradedSpec] = (), *,
+                   device: str = "auto", max_batch: int = 32, batch_window_ms: float = 5.0,
+                   seed: int = 0) -> dict[str, Backend]:
+    """Load every requested model and QC bot; names must be unique."""
+    names = [m.name for m in models] + [d.name for d in degraded]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"model names must be unique; repeated: {', '.join(duplicates)}")
+    backends: dict[str, Backend] = {}
+    if degraded:
+        from hitkit.bots.degraded import DegradedBackend, DegradedBot
+
+        for qc in degraded:
+            bot = DegradedBot.from_jsonl(qc.corpus, seed) if qc.corpus else DegradedBot(seed=seed)
+            backends[qc.name] = DegradedBackend(qc.name, bot)
+    if models:
+        from hitkit.bots.engine import HFBackend  # torch/transformers only when a model is served
+
+        for spec in models:
+            backends[spec.name] = HFBackend.load(spec.name, spec.path, spec.gguf_file, device,
+                                                 max_batch=max_batch,
+                                                 batch_window_ms=batch_window_ms, seed=seed)
+    return backends
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse one connection per thread
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _send(self, status: int, body: Mapping[str, Any],
+              headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(body).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            log.info("client %s left before its reply was sent", self.address_string())
+
+    def _error(self, error: ProtocolError, headers: Mapping[str, str] | None = None) -> None:
+        self._send(error.status, error.body(), headers)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        """Serve /health, /v1/models and /metrics."""
+        app = self.server.app
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/health":
+            ok = not app.closing.is_set()
+            self._send(200 if ok else 503, {"status": "ok" if ok else "shutting down",
+                                            "models": sorted(app.backends)})
+        elif path == "/v1/models":
+            self._send(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": app.started, "owned_by": "hitkit"}
+                for name in sorted(app.backends)]})
+        elif path == "/metrics":
+            self._send(200, {name: b.stats() for name, b in sorted(app.backends.items())})
+        elif path == "/v1/chat/completions":
+            self._error(ProtocolError("use POST for /v1/chat/completions", status=405))
+        else:
+            self._error(ProtocolError(f"no route {self.path}; try /v1/chat/completions, "
+                                      "/v1/models or /health", status=404))
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        """Serve /v1/chat/completions."""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        try:
+            raw = self._read_body()
+        except ProtocolError as exc:
+            # The unread body would be parsed as the next request on this connection: close it.
+            self.close_connection = True
+            self._error(exc)
+            return
+        if path != "/v1/chat/completions":
+            self._error(ProtocolError(f"no route POST {self.path}; use /v1/chat/completions",
+                                      status=404))
+            return
+        self._chat(raw)
+
+    def _read_body(self) -> bytes:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            raise ProtocolError("a Content-Length header is required", status=411)
+        try:
+            size = int(length)
+        except ValueError:
+            raise ProtocolError(f"bad Content-Length {length!r}") from None
+        if size < 0 or size > MAX_BODY_BYTES:
+            raise ProtocolError(f"request body of {size} bytes exceeds the {MAX_BODY_BYTES}-byte limit",
+                                status=413)
+        return self.rfile.read(size)
+
+    def _chat(self, raw: bytes) -> None:
+        app = self.server.app
+        try:
+            request = parse_chat_request(raw)
+            backend = app.backends.get(request.model)
+            if backend is None:
+                raise ProtocolError(f"model {request.model!r} is not served here; available: "
+                                    f"{', '.join(sorted(app.backends)) or 'none'}",
+                                    status=404, param="model", kind="not_found_error")
+            if app.closing.is_set():
+                raise BackendClosed("the bot server is shutting down")
+            completion = backend.complete(request)
+        except ProtocolError as exc:
+            self._error(exc)
+        except BackendOverloaded as exc:
+            self._error(ProtocolError(str(exc), status=503, kind="overloaded_error"),
+                        {"Retry-After": "1"})
+        except BackendClosed as exc:
+            self._error(ProtocolError(str(exc), status=503, kind="unavailable_error"))
+        except Exception as exc:  # noqa: BLE001 - report, never crash the connection thread
+            log.exception("chat completion failed")
+            self._error(ProtocolError(f"generation failed: {exc}", status=500, kind="server_error"))
+        else:
+            self._send(200, completion_body(request.model, completion))
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver's default listen backlog is 5: a burst of chats connecting at once overflows it
+    # and the kernel makes the extra clients retry their SYN a full second later.
+    request_queue_size = socket.SOMAXCONN
+    app: BotServer
+
+
+class BotServer:
+    """Hosts named backends over HTTP; start in the background or serve until SIGTERM/SIGINT."""
+
+    def __init__(self, backends: Mapping[str, Backend], host: str = "127.0.0.1",
+                 port: int = 8000) -> None:
+        """Bind ``host:port`` (port 0 picks a free port) for ``backends`` keyed by model name."""
+        if not backends:
+            raise ValueError("the bot server needs at least one model (--model or --degraded)")
+        self.backends = dict(backends)
+        self.closing = threading.Event()
+        self.started = int(time.time())
+        self._http = _HTTPServer((host, port), _Handler)
+        self._http.app = self
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL clients use, e.g. ``http://127.0.0.1:8000``."""
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> BotServer:
+        """Serve on a background thread and return at once."""
+        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="hitkit-bot-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Refuse new chats, stop accepting connections, stop every backend."""
+        self.closing.set()
+        if self._thread is not None:
+            self._http.shutdown()
+            self._thread.join()
+            self._thread = None
+        for backend in self.backends.values():
+            backend.close()
+        self._http.server_close()
+
+    def serve_until_signal(self) -> None:
+        """Serve in the foreground until SIGTERM or SIGINT, then shut down cleanly."""
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            # A timed wait keeps the main thread returning to the interpreter, where signals run.
+            while not stop.wait(0.5):
+                pass
+            log.info("signal received, shutting down")
+        finally:
+            self.shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def __enter__(self) -> BotServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -1,0 +1,394 @@
+"""Spot The Bot (Deriu et al. 2020; METHODS.md §2): label the two speakers of conversation segments.
+
+A unit is one *segment*: the first k exchanges of one conversation, for each k in
+``segment_lengths``. Conversations are bot–bot (generated, :class:`~hitkit.config.GenerationConfig`'s
+JSONL) or human–human (mixed in so that workers do not conclude everyone is a bot); both are stored
+with the study. A unit's payload holds the conversation key, its kind, k, the two entities' systems
+(``human`` for people) and the first 2k turns.
+
+**Packing** (:func:`pack_segments`, pure). The conversations are split into groups of at most
+``segments_per_hit``, each with human–human and bot–bot material; a group of g conversations and
+L segment lengths becomes a *block* of L HITs, a Latin square: HIT j of the block holds segment
+``lengths[(i + j + offset) % L]`` of the group's i-th conversation. So every HIT holds each of its
+group's conversations once (never two segments of one conversation), every length about g / L
+times, and human–human and bot–bot material; each conversation's L segments lie in the L HITs of
+its own block, and nowhere else. Each HIT is taken by ``annotations_per_segment`` workers.
+
+**Worker exclusion** (:meth:`SpotTheBotTask.refuses`, checked at entry and when the simulated crowd
+looks for work). A worker may not take a HIT holding a conversation of which they were shown a
+segment in another HIT — in any assignment, returned and expired ones included, since they have
+read it. With the block design that means at most one HIT per block per worker, so a block's
+segments are each annotated by distinct workers and no worker sees two segments of one
+conversation. Any new worker can take any HIT, so work never gets stuck in an open crowd; a
+returned or expired place re-opens for everyone who has not seen the block.
+
+**Questions** per segment: ``label_0`` and ``label_1`` (human / bot / unsure), then ``fluency``,
+``sensibleness`` and ``specificity`` (``0`` / ``1`` = that entity did better, ``neither``).
+Each assignment shows its segments in its own shuffled order, recorded as ``order`` (unit ids).
+``annotations.csv`` (METHODS §4) has two rows per segment annotation; a segment's ``elapsed_s`` is
+the largest ``elapsed_s`` sent with its answers (the page sends seconds since the segment appeared).
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
+
+from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS
+from hitkit.db.models import DONE_STATUSES, Assignment, Hit, HitUnit, Response, Study, Unit, Worker
+from hitkit.errors import ConfigError, InputError
+from hitkit.tasks.base import ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
+
+HUMAN = "human"
+LABELS = ("human", "bot", "unsure")
+PREFERENCES = ("0", "1", "neither")
+"""Answers to a preference question: entity 0 did better, entity 1 did, or neither."""
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A preference question: its name, how it is asked and what the quality means (after Appendix A)."""
+
+    name: str
+    question: str
+    definition: str
+
+
+FEATURES = (
+    Feature("fluency", "Whose messages read more fluently?",
+            "Fluent messages are well formed and grammatical and read naturally, as a competent speaker of "
+            "the language would write them. Ignore whether they make sense; look only at the language."),
+    Feature("sensibleness", "Whose messages make more sense?",
+            "A sensible message fits the conversation so far: it follows logically from what was said, does "
+            "not contradict the speaker's earlier messages or common sense, and replies to what it answers."),
+    Feature("specificity", "Whose messages are more specific to this conversation?",
+            "A specific message takes up what this particular conversation is about. A generic message, such "
+            "as \"I don't know\" or \"That's nice\", could follow almost anything and is not specific."),
+)
+LABEL_QUESTIONS = ("label_0", "label_1")
+
+# Simulated annotators. A human speaker is labelled (human, unsure, bot) with these chances; a bot
+# with human-likeness q survives each exchange unspotted with chance (1 + q) / 2 for a diligent
+# annotator, so the chance of spotting it grows with k and with 1 − q. Noisy annotators see less.
+_HUMAN_LABELS = {"diligent": (0.85, 0.10, 0.05), "noisy": (0.6, 0.2, 0.2)}
+_UNSURE_WHEN_MISSED = 0.25
+_NOISY_SPOT = (0.5, 0.2)  # noisy P(spot) = 0.5 × diligent P(spot) + 0.2
+_PREFERENCE = {"diligent": (6.0, 0.15), "noisy": (2.0, 0.3)}  # (sharpness, share of "neither")
+_HUMAN_QUALITY = 1.0
+
+
+@dataclass(frozen=True)
+class SourceConversation:
+    """What packing needs to know of a conversation: its key and whether it is human–human."""
+
+    key: str
+    human_human: bool
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The first ``k`` exchanges of conversation ``conversation``."""
+
+    conversation: str
+    k: int
+
+
+def unit_key(conversation: str, k: int) -> str:
+    """The study-unique key of one segment unit."""
+    return f"{conversation}#{k}"
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def pack_segments(conversations: Sequence[SourceConversation], lengths: Sequence[int], per_hit: int,
+                  rng: random.Random) -> list[list[Segment]]:
+    """HITs of at most ``per_hit`` segments in blocks of Latin squares (see the module docstring).
+
+    Raises ConfigError when the material cannot give every HIT all segment lengths and both kinds
+    of material. HITs are ordered round-robin over blocks, so HITs posted together rarely conflict.
+    """
+    lengths = list(lengths)
+    n_len = len(lengths)
+    keys = [c.key for c in conversations]
+    if len(set(keys)) != len(keys) or len(set(lengths)) != n_len or n_len == 0:
+        raise ConfigError("conversations must have distinct keys and segment lengths must be distinct and given")
+    humans = [c for c in conversations if c.human_human]
+    bots = [c for c in conversations if not c.human_human]
+    total = len(conversations)
+    groups = max(1, math.ceil(total / per_hit))
+    if not humans or not bots or len(humans) < groups or len(bots) < groups:
+        raise ConfigError(f"{len(bots)} bot–bot and {len(humans)} human–human conversations make {groups} group(s) "
+                          f"of at most {per_hit}; every group needs both kinds, so each kind needs at least "
+                          f"{groups} conversations — raise spot_the_bot.human_count or add bot–bot conversations")
+    smallest = len(humans) // groups + len(bots) // groups
+    if smallest < max(n_len, 2):
+        raise ConfigError(f"{total} conversations in {groups} group(s) leave a group of {smallest}, fewer than the "
+                          f"{n_len} segment lengths each HIT must mix; add conversations")
+    humans, bots = list(humans), list(bots)
+    rng.shuffle(humans)
+    rng.shuffle(bots)
+    # More humans to the first groups, more bots to the last: group sizes differ by at most one.
+    human_counts = _split(len(humans), groups)
+    bot_counts = _split(len(bots), groups)[::-1]
+    blocks: list[list[list[Segment]]] = []
+    for h, b in zip(human_counts, bot_counts, strict=True):
+        group = [humans.pop() for _ in range(h)] + [bots.pop() for _ in range(b)]
+        rng.shuffle(group)
+        offset = rng.randrange(n_len)
+        blocks.append([[Segment(c.key, lengths[(i + j + offset) % n_len]) for i, c in enumerate(group)]
+                       for j in range(n_len)])
+    return [block[j] for j in range(n_len) for block in blocks]
+
+
+def conflicts(hit_conversations: Iterable[str], seen: Iterable[str]) -> set[str]:
+    """The conversations of a HIT that a worker has already been shown a segment of (the refusal rule)."""
+    return set(hit_conversations) & set(seen)
+
+
+# Reading material --------------------------------------------------------------------------------
+def read_bot_bot(path: Path, systems: Sequence[str], min_exchanges: int) -> list[dict]:
+    """Read generated bot–bot conversations (GenerationConfig's JSONL); InputError names file and line."""
+    if not path.is_file():
+        raise InputError(path, "bot–bot conversations not found — generate them (generation:) or set "
+                               "spot_the_bot.bot_conversations")
+    out, seen = [], {}
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, f"not valid JSON ({exc.msg} at column {exc.colno})", lineno) from None
+            if not isinstance(row, dict) or not isinstance(row.get("turns"), list):
+                raise InputError(path, 'each line must be {"id", "systems": [a, b], "turns": [{"speaker", '
+                                       '"system", "text"}]}', lineno)
+            pair = row.get("systems")
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+                raise InputError(path, "'systems' must name the two systems, speaker 0's first", lineno)
+            unknown = [s for s in pair if s not in systems]
+            if unknown:
+                raise InputError(path, f"system(s) {', '.join(unknown)} are not in the study's 'systems'", lineno)
+            ident = str(row.get("id", lineno))
+            if ident in seen:
+                raise InputError(path, f"conversation id '{ident}' already used on line {seen[ident]}", lineno)
+            seen[ident] = lineno
+            texts = []
+            for i, turn in enumerate(row["turns"]):
+                if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
+                    raise InputError(path, f"turn {i} must be an object with a string 'text'", lineno)
+                if turn.get("speaker") != i % 2:
+                    raise InputError(path, f"turn {i} has speaker {turn.get('speaker')!r}; speakers must "
+                                           f"alternate 0, 1, 0, … starting with 0", lineno)
+                texts.append(turn["text"])
+            if len(texts) // 2 < min_exchanges:
+                raise InputError(path, f"conversation '{ident}' has {len(texts) // 2} exchanges; the segment "
+                                       f"lengths need {min_exchanges} — generate longer conversations or "
+                                       f"shorten spot_the_bot.segment_lengths", lineno)
+            out.append({"id": ident, "systems": list(pair), "turns": texts,
+                        "seed_dialogue": row.get("seed_dialogue")})
+    if not out:
+        raise InputError(path, "holds no bot–bot conversations")
+    return out
+
+
+class SpotTheBotTask(TaskType):
+    name = "spot_the_bot"
+    template = "spot_the_bot.html"
+    instructions_template = "spot_the_bot_instructions.html"
+
+    @property
+    def _cfg(self):
+        from hitkit.config import SpotTheBotConfig
+
+        return self.config.spot_the_bot or SpotTheBotConfig()
+
+    # Material ---------------------------------------------------------------------------------
+    def _human_dialogues(self, needed_exchanges: int, count: int | None, bots_per_pair: float) -> list:
+        from hitkit.bots.corpus import CorpusError, load_chatterbot_english, load_jsonl
+
+        cfg = self._cfg
+        source = self.config.path(cfg.human_conversations) if cfg.human_conversations else "chatterbot-corpus"
+        try:
+            dialogues = load_jsonl(source) if cfg.human_conversations else load_chatterbot_english()
+        except CorpusError as exc:
+            raise InputError(source, str(exc)) from None
+        long_enough = [d for d in dialogues if len(d.turns) // 2 >= needed_exchanges]
+        count = count if count is not None else max(1, round(bots_per_pair))
+        if len(long_enough) < count:
+            raise ConfigError(f"spot_the_bot needs {count} human–human conversations of at least {needed_exchanges} "
+                              f"exchanges; {source} has {len(long_enough)} — give spot_the_bot.human_conversations, "
+                              f"lower spot_the_bot.human_count or shorten spot_the_bot.segment_lengths")
+        # Seeded apart from packing, so the same study file draws the same human material.
+        return random.Random(f"{self.config.seed}:human-human").sample(long_enough, count)
+
+    def build(self) -> Material:
+        cfg = self._cfg
+        systems = [s.name for s in self.config.systems]
+        longest = max(cfg.segment_lengths)
+        path = self.config.path(cfg.bot_conversations) if cfg.bot_conversations else self.config.bot_bot_path
+        bot_bot = read_bot_bot(path, systems, longest)
+        pairs = {tuple(sorted(c["systems"])) for c in bot_bot}
+        humans = self._human_dialogues(longest, cfg.human_count, len(bot_bot) / len(pairs))
+        conversations, units = [], []
+
+        def add(key: str, kind: str, pair: list[str], texts: Sequence[str], meta: dict) -> None:
+            turns = tuple(TurnSpec(str(i % 2), text, system=None if pair[i % 2] == HUMAN else pair[i % 2])
+                          for i, text in enumerate(texts))
+            conversations.append(ConversationSpec(key, kind, turns, {"systems": pair, **meta}))
+            for k in cfg.segment_lengths:
+                units.append(UnitSpec(
+                    key=unit_key(key, k),
+                    payload={"conversation": key, "kind": kind, "k": k, "systems": pair,
+                             "turns": [{"entity": i % 2, "text": t} for i, t in enumerate(texts[:2 * k])]},
+                    required_answers=cfg.annotations_per_segment, conversation_key=key))
+
+        for c in bot_bot:
+            add(f"bb:{c['id']}", "bot_bot", c["systems"], c["turns"],
+                {"source_id": c["id"], "seed_dialogue": c["seed_dialogue"]})
+        for d in humans:
+            add(f"hh:{d.id}", "human_human", [HUMAN, HUMAN], d.turns, {"source_id": d.id})
+        return Material(units=units, conversations=conversations)
+
+    def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
+        cfg = self._cfg
+        kinds: dict[str, bool] = {}
+        keys: dict[tuple[str, int], str] = {}
+        for u in units:
+            kinds[u.payload["conversation"]] = u.payload["kind"] == "human_human"
+            keys[(u.payload["conversation"], u.payload["k"])] = u.key
+        hits = pack_segments([SourceConversation(c, hh) for c, hh in kinds.items()], cfg.segment_lengths,
+                             cfg.segments_per_hit, rng)
+        return [HitSpec(tuple(keys[(s.conversation, s.k)] for s in hit), cfg.annotations_per_segment)
+                for hit in hits]
+
+    # The refusal rule ----------------------------------------------------------------------------
+    def refuses(self, session: Session, hit: Any, worker: Any) -> str | None:
+        this, other = aliased(HitUnit), aliased(HitUnit)
+        this_unit, other_unit = aliased(Unit), aliased(Unit)
+        hit_conversations = (select(this_unit.conversation_id).join(this, this.unit_id == this_unit.id)
+                             .where(this.hit_id == hit.id))
+        shown = session.scalar(
+            select(func.count(func.distinct(other_unit.conversation_id)))
+            .select_from(Assignment)
+            .join(other, other.hit_id == Assignment.hit_id)
+            .join(other_unit, other_unit.id == other.unit_id)
+            .where(Assignment.worker_id == worker.id, Assignment.hit_id != hit.id,
+                   other_unit.conversation_id.in_(hit_conversations)))
+        if shown:
+            return (f"you have already seen part of {shown} of this HIT's conversations in another HIT, and each "
+                    f"conversation may be shown to you only once — please choose another HIT")
+        return None
+
+    # Questions ----------------------------------------------------------------------------------
+    def questions(self, unit: Unit) -> list[Question]:
+        return ([Question(q, LABELS) for q in LABEL_QUESTIONS]
+                + [Question(f.name, PREFERENCES) for f in FEATURES])
+
+    def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
+        order = [u.id for u in units]
+        rng.shuffle(order)
+        return {"order": order}
+
+    def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
+        order = list(layout.get("order", []))
+        return {
+            "unit_id": unit.id,
+            "position": order.index(unit.id) if unit.id in order else None,
+            "k": unit.payload["k"],
+            "turns": [{"entity": t["entity"], "text": t["text"]} for t in unit.payload["turns"]],
+            "features": [{"question": f.name, "title": f.question, "definition": f.definition} for f in FEATURES],
+        }
+
+    # Simulated workers -------------------------------------------------------------------------
+    def simulation_context(self, session: Session, study: Study) -> dict[int, tuple[tuple[bool, float], ...]]:
+        """Per unit id, each entity's (is human, human-likeness in [0, 1]) as the simulated crowd sees it."""
+        quality = {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+        units = session.scalars(select(Unit).where(Unit.study_id == study.id))
+        return {u.id: tuple((s == HUMAN, _HUMAN_QUALITY if s == HUMAN else quality[s]) for s in u.payload["systems"])
+                for u in units}
+
+    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
+                 worker: str = "") -> dict[str, str]:
+        if profile == "always_tie":
+            return {**{q: "unsure" for q in LABEL_QUESTIONS}, **{f.name: "neither" for f in FEATURES}}
+        if profile == "spammer":
+            return {**{q: rng.choice(LABELS) for q in LABEL_QUESTIONS},
+                    **{f.name: rng.choice(PREFERENCES) for f in FEATURES}}
+        entities = context[view["unit_id"]]
+        k = view["k"]
+        answers = {}
+        for question, (is_human, quality) in zip(LABEL_QUESTIONS, entities, strict=True):
+            if is_human:
+                answers[question] = rng.choices(("human", "unsure", "bot"), _HUMAN_LABELS[profile])[0]
+                continue
+            spot = 1.0 - ((1.0 + quality) / 2.0) ** k
+            if profile == "noisy":
+                spot = _NOISY_SPOT[0] * spot + _NOISY_SPOT[1]
+            if rng.random() < spot:
+                answers[question] = "bot"
+            else:
+                answers[question] = "unsure" if rng.random() < _UNSURE_WHEN_MISSED else "human"
+        sharpness, neither = _PREFERENCE[profile]
+        diff = entities[0][1] - entities[1][1]
+        for f in FEATURES:
+            if rng.random() < neither:
+                answers[f.name] = "neither"
+            else:
+                answers[f.name] = "0" if rng.random() < 1.0 / (1.0 + math.exp(-sharpness * diff)) else "1"
+        return answers
+
+    # Export ------------------------------------------------------------------------------------
+    def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
+        rows = session.execute(
+            select(Response, Assignment, Hit, Worker, Unit)
+            .join(Assignment, Response.assignment_id == Assignment.id)
+            .join(Hit, Assignment.hit_id == Hit.id)
+            .join(Worker, Assignment.worker_id == Worker.id)
+            .join(Unit, Response.unit_id == Unit.id)
+            .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES))
+        ).all()
+        segments: dict[tuple[int, int], dict] = defaultdict(dict)
+        context: dict[tuple[int, int], tuple] = {}
+        for resp, asg, hit, worker, unit in rows:
+            key = (asg.id, unit.id)
+            segments[key][resp.question] = resp
+            context[key] = (asg, hit, worker, unit)
+        keyed = []
+        for key, answers in segments.items():
+            asg, hit, worker, unit = context[key]
+            elapsed = [r.elapsed_s for r in answers.values() if r.elapsed_s is not None]
+            position = asg.layout["order"].index(unit.id)
+            for entity in (0, 1):
+                row = {
+                    "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
+                    "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
+                    "conversation_id": unit.payload["conversation"], "segment_exchanges": unit.payload["k"],
+                    "entity": entity, "system": unit.payload["systems"][entity],
+                    "label": answers[LABEL_QUESTIONS[entity]].value,
+                    "elapsed_s": round(max(elapsed), 3) if elapsed else None,
+                }
+                for f in FEATURES:
+                    row[f.name] = preference_score(answers[f.name].value, entity)
+                keyed.append(((hit.index, asg.id, position, entity), row))
+        table = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
+        return {"annotations": pd.DataFrame(table, columns=list(ANNOTATION_COLUMNS))}
+
+
+def preference_score(answer: str, entity: int) -> str:
+    """A preference answer from ``entity``'s side: ``+1`` it did better, ``-1`` the other did, ``0`` neither."""
+    if answer == str(entity):
+        return "+1"
+    if answer == str(1 - entity):
+        return "-1"
+    return "0"

@@ -1,0 +1,72 @@
+"""Live-chat routes: a chat slot's state, the worker's message with the bot's reply, retry, topic."""
+from __future__ import annotations
+
+import threading
+
+from flask import Blueprint, current_app, jsonify, request
+
+from hitkit import chat
+from hitkit.chat import BotReplyError, Reply
+from hitkit.study import StudyContext
+from server.worker import context, db
+
+bp = Blueprint("chat", __name__)
+_clients: dict[tuple[str, str], dict[str, Reply]] = {}
+_clients_lock = threading.Lock()
+
+
+def _bots(ctx: StudyContext) -> dict[str, Reply]:
+    """The study's bot clients, made once per process and shared by every request (they pool)."""
+    key = (current_app.config["HITKIT_DATABASE_URL"], ctx.name)
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = chat.bot_clients(ctx)
+        return _clients[key]
+
+
+def _ctx(study: str) -> StudyContext:
+    with db() as session:
+        return context(session, study)
+
+
+def _reply_or_wait(run):
+    """Run one chat step; a bot that gives no reply yields 502 with the saved state to resume from."""
+    try:
+        return jsonify(run().as_dict())
+    except BotReplyError as exc:
+        return jsonify(error=str(exc), waiting=True), 502
+
+
+@bp.get("/a/<study>/<token>/chat/<int:unit_id>")
+def state(study: str, token: str, unit_id: int):
+    with db() as session:
+        return jsonify(chat.conversation_state(session, context(session, study), token, unit_id).as_dict())
+
+
+@bp.post("/a/<study>/<token>/chat/<int:unit_id>/message")
+def message(study: str, token: str, unit_id: int):
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+        return jsonify(error="send JSON with the message as 'text'"), 400
+    ctx = _ctx(study)
+    url = current_app.config["HITKIT_DATABASE_URL"]
+    return _reply_or_wait(lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx)))
+
+
+@bp.post("/a/<study>/<token>/chat/<int:unit_id>/retry")
+def retry(study: str, token: str, unit_id: int):
+    ctx = _ctx(study)
+    url = current_app.config["HITKIT_DATABASE_URL"]
+    return _reply_or_wait(lambda: chat.bot_reply(url, ctx, token, unit_id, _bots(ctx)))
+
+
+@bp.post("/a/<study>/<token>/chat/<int:unit_id>/topic")
+def topic(study: str, token: str, unit_id: int):
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or body.get("by") not in ("worker", "bot"):
+        return jsonify(error="send JSON with 'by' (worker or bot) and optionally the new 'topic'"), 400
+    new_topic = body.get("topic")
+    with db() as session:
+        change = chat.change_topic(session, context(session, study), token, unit_id, body["by"],
+                                   new_topic if isinstance(new_topic, str) and new_topic.strip() else None)
+    return jsonify(change)
