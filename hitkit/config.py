@@ -232,6 +232,8 @@ class GenerationConfig(_Model):
     test_dialogues: Optional[Path] = Field(None, description="JSONL dialogues whose first exchange seeds "
                                                             "each conversation (default: chatterbot-corpus)")
     parallel: int = Field(4, gt=0, le=256, description="conversations generated at once")
+    timeout_s: float = Field(600, gt=0, description=(
+        "how long one bot reply may take here; generation is offline, so far longer than a live chat waits"))
 
 
 class SpotTheBotConfig(_Model):

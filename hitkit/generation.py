@@ -121,14 +121,22 @@ def load_test_dialogues(config: StudyConfig):
 
 
 def bots_for(config: StudyConfig, names: Sequence[str]) -> dict[str, Reply]:
-    """A shared bot client per generating system."""
+    """A shared bot client per generating system, patient as offline work can afford to be."""
     from hitkit.bots.client import BotClient
 
     by_name = {s.name: s for s in config.systems}
     missing = [n for n in names if not (by_name[n].url and by_name[n].model)]
     if missing:
         raise ConfigError(f"generation needs 'url' and 'model' for system(s) {', '.join(missing)}")
-    return {n: BotClient(by_name[n].bot_config()).reply for n in names}
+    gen = config.generation
+    clients = {}
+    for n in names:
+        bot = by_name[n].bot_config()
+        # Every conversation in flight may be waiting on the same system: give it that many slots.
+        bot = bot.model_copy(update={"timeout_s": max(bot.timeout_s, gen.timeout_s),
+                                     "max_concurrency": max(bot.max_concurrency, gen.parallel)})
+        clients[n] = BotClient(bot).reply
+    return clients
 
 
 def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, show_progress: bool = True,

@@ -223,3 +223,39 @@ def test_human_material_defaults_to_one_pairs_share_and_says_when_the_corpus_is_
     config = load_study(stb_study(tmp_path, "sqlite://", human_file=False, human_count=50))
     with pytest.raises(ConfigError, match="chatterbot-corpus has 4 .*human_conversations"):
         task_for(config).build()
+
+
+def test_from_bot_bot_generation_to_annotations_in_one_launch(tmp_path, database_url):
+    """launch generates the bot–bot material over the OpenAI protocol, then runs the labelling study."""
+    from hitkit.bots.server import BotServer, DegradedSpec, build_backends
+
+    server = BotServer(build_backends(degraded=[DegradedSpec(n) for n in QUALITY], seed=4), port=0).start()
+    try:
+        write_human_human(tmp_path / "human.jsonl")
+        data = {
+            "study": "stb-gen", "task": "spot_the_bot", "seed": 8, "budget": "100.00",
+            "out": str(tmp_path / "runs"), "database": database_url,
+            "systems": [{"name": n, "url": server.url, "model": n} for n in QUALITY],
+            "generation": {"conversations_per_pair": 2, "exchanges": 5, "parallel": 4},
+            "spot_the_bot": {"human_conversations": "human.jsonl", "segment_lengths": LENGTHS,
+                             "segments_per_hit": 8, "human_count": 3},
+            "schedule": {"per_worker_cap": 3, "interval_s": 0.3, "wave_size": 10, "max_concurrent": 10},
+            "simulated": {"workers": [{"profile": "diligent", "count": 8}], "quality": QUALITY, "concurrency": 6},
+        }
+        study_file = tmp_path / "study.yaml"
+        study_file.write_text(yaml.safe_dump(data, sort_keys=False))
+        result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=300)
+    finally:
+        server.shutdown()
+    assert result.crowd_errors == []
+    out = tmp_path / "runs" / "stb-gen"
+    generated = [json.loads(line) for line in (out / "bot_bot.jsonl").read_text().splitlines()]
+    assert len(generated) == 12  # 3 pairs + 3 self-chats, 2 each
+    annotations = read_annotations(out / "export")
+    with session_scope(database_url) as s:
+        kinds = Counter(c.kind for c in s.scalars(select(Conversation)))
+        assert kinds["bot_bot"] == 12 and kinds["human_human"] == 3
+        required = {u.id: u.required_answers for u in s.scalars(select(Unit))}
+    # Two annotations (two rows each: entity 0 and 1) per segment.
+    assert len(annotations) == 2 * 2 * len(required)
+    assert set(annotations["conversation_id"]) >= {f"bb:{c['id']}" for c in generated}

@@ -54,7 +54,26 @@ class BotServerProcess:
         self.url = f"http://{serve.host}:{serve.port}"
         self._proc: subprocess.Popen | None = None
 
+    @property
+    def pid_path(self) -> Path:
+        return self.log_path.with_suffix(".pid")
+
+    def _reclaim_orphan(self) -> None:
+        """Stop this study's bot server left running by a launch that was killed (``kill -9``)."""
+        try:
+            pid = int(self.pid_path.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError):
+            return
+        if b"bots serve" in cmdline and f"--port {self.serve.port}".encode() in cmdline:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(60):
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                time.sleep(0.5)
+
     def start(self) -> "BotServerProcess":
+        self._reclaim_orphan()
         try:
             if requests.get(f"{self.url}/health", timeout=2).ok:
                 raise HitkitError(f"something already answers at {self.url}; stop it or change bots.serve.port")
@@ -63,8 +82,10 @@ class BotServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        # Its own session: Ctrl-C in the terminal reaches the launch, which stops the server cleanly.
         self._proc = subprocess.Popen(serve_command(self.serve, self.seed), stdout=log, stderr=subprocess.STDOUT,
                                       env=env, start_new_session=True)
+        self.pid_path.write_text(f"{self._proc.pid}\n")
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -79,6 +100,7 @@ class BotServerProcess:
         raise HitkitError(f"the bot server did not become ready in {self.ready_timeout_s:.0f} s; see {self.log_path}")
 
     def stop(self) -> None:
+        self.pid_path.unlink(missing_ok=True)
         if self._proc is None or self._proc.poll() is not None:
             return
         self._proc.send_signal(signal.SIGTERM)
