@@ -73,6 +73,39 @@ class Question:
     choices: tuple[str, ...] | None = None
 
 
+def done_responses(session: Session, study: Study, *conditions) -> list:
+    """(response, assignment, hit, worker, unit) rows of the study's submitted or approved work.
+
+    The one query behind every task's export; ``conditions`` narrow it (e.g. to some questions).
+    """
+    from sqlalchemy import select
+
+    from hitkit.db.models import DONE_STATUSES, Assignment, Hit, Response, Worker
+
+    return session.execute(
+        select(Response, Assignment, Hit, Worker, Unit)
+        .join(Assignment, Response.assignment_id == Assignment.id)
+        .join(Hit, Assignment.hit_id == Hit.id)
+        .join(Worker, Assignment.worker_id == Worker.id)
+        .join(Unit, Response.unit_id == Unit.id)
+        .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), *conditions)
+        .order_by(Hit.index, Assignment.id, Unit.id)
+    ).all()
+
+
+def shuffled_order(units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
+    """A layout that shows ``units`` in a random order, recorded as ``{"order": [unit ids]}``."""
+    order = [u.id for u in units]
+    rng.shuffle(order)
+    return {"order": order}
+
+
+def position(unit: Unit, layout: Mapping[str, Any]) -> int | None:
+    """Where ``unit`` stands in a :func:`shuffled_order` layout (0-based), or None outside one."""
+    order = list(layout.get("order", []))
+    return order.index(unit.id) if unit.id in order else None
+
+
 class TaskType(ABC):
     """Base class of the three protocols; one instance per study configuration."""
 

@@ -37,9 +37,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hitkit.analysis.live_chat import RATING_COLUMNS
-from hitkit.db.models import DONE_STATUSES, Assignment, Conversation, Hit, Response, Study, Turn, Unit, Worker
+from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
-from hitkit.tasks.base import HitSpec, Material, Question, TaskType, UnitSpec
+from hitkit.tasks.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
 
 SCORE_PREFIX = "score_"
 """Question name of a criterion's slider: ``score_`` + criterion name."""
@@ -208,17 +208,14 @@ class LiveChatTask(TaskType):
 
     # What a worker sees ------------------------------------------------------------------------
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
-        order = [u.id for u in units]
-        rng.shuffle(order)
-        return {"order": order}
+        return shuffled_order(units, rng)
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
-        order = list(layout.get("order", []))
-        position = order.index(unit.id) if unit.id in order else None
+        at = position(unit, layout)
         return {
             "unit_id": unit.id,
-            "position": position,
-            "label": f"Chatbot {position + 1}" if position is not None else "Chatbot",
+            "position": at,
+            "label": f"Chatbot {at + 1}" if at is not None else "Chatbot",
             "topic": unit.payload.get("icebreaker"),
             "min_inputs": self._cfg.min_inputs,
             "sentiments": list(SENTIMENTS),
@@ -268,15 +265,7 @@ class LiveChatTask(TaskType):
 
     # Export ------------------------------------------------------------------------------------
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
-        rows = session.execute(
-            select(Response, Assignment, Hit, Worker, Unit)
-            .join(Assignment, Response.assignment_id == Assignment.id)
-            .join(Hit, Assignment.hit_id == Hit.id)
-            .join(Worker, Assignment.worker_id == Worker.id)
-            .join(Unit, Response.unit_id == Unit.id)
-            .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES),
-                   Response.question.startswith(SCORE_PREFIX, autoescape=True))
-        ).all()
+        rows = done_responses(session, study, Response.question.startswith(SCORE_PREFIX, autoescape=True))
         rank = {SCORE_PREFIX + c.name: i for i, c in enumerate(self._cfg.criteria)}
         keyed = []
         for resp, asg, hit, worker, unit in rows:

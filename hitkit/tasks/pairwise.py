@@ -8,7 +8,6 @@ where the material allows; each HIT is taken by ``votes_per_prompt`` workers.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import random
 from typing import Any, Mapping, Sequence
@@ -17,9 +16,10 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import DONE_STATUSES, Assignment, Hit, Response, Study, Unit, Worker
+from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import InputError
-from hitkit.tasks.base import ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
+from hitkit.jsonl import iter_jsonl
+from hitkit.tasks.base import done_responses, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
 VOTE = Question("vote", ("a", "b", "tie"))
 
@@ -30,33 +30,21 @@ _PROFILE = {"diligent": (10.0, 0.05), "noisy": (3.0, 0.15)}
 
 def read_responses(path, systems: Sequence[str]) -> list[dict]:
     """Read a prompts-and-responses JSONL: ``{"id", "prompt", "responses": {system: text}}`` a line."""
-    from pathlib import Path
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(path, "responses file not found — set pairwise.responses in the study file")
     items, seen = [], set()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, f"not valid JSON ({exc.msg} at column {exc.colno})", lineno) from None
-            if not isinstance(row, dict) or not isinstance(row.get("responses"), dict):
-                raise InputError(path, 'each line must be {"id": ..., "prompt": ..., "responses": {system: text}}', lineno)
-            item_id = str(row.get("id", lineno))
-            if item_id in seen:
-                raise InputError(path, f"prompt id '{item_id}' appears twice", lineno)
-            seen.add(item_id)
-            missing = [s for s in systems if not isinstance(row["responses"].get(s), str)]
-            if missing:
-                raise InputError(path, f"no response text for system(s) {', '.join(missing)}", lineno)
-            prompt = row.get("prompt", "")
-            if not isinstance(prompt, str):
-                raise InputError(path, "'prompt' must be text", lineno)
-            items.append({"id": item_id, "prompt": prompt, "responses": {s: row["responses"][s] for s in systems}})
+    for lineno, row in iter_jsonl(path, "responses file not found — set pairwise.responses in the study file"):
+        if not isinstance(row, dict) or not isinstance(row.get("responses"), dict):
+            raise InputError(path, 'each line must be {"id": ..., "prompt": ..., "responses": {system: text}}', lineno)
+        item_id = str(row.get("id", lineno))
+        if item_id in seen:
+            raise InputError(path, f"prompt id '{item_id}' appears twice", lineno)
+        seen.add(item_id)
+        missing = [s for s in systems if not isinstance(row["responses"].get(s), str)]
+        if missing:
+            raise InputError(path, f"no response text for system(s) {', '.join(missing)}", lineno)
+        prompt = row.get("prompt", "")
+        if not isinstance(prompt, str):
+            raise InputError(path, "'prompt' must be text", lineno)
+        items.append({"id": item_id, "prompt": prompt, "responses": {s: row["responses"][s] for s in systems}})
     if not items:
         raise InputError(path, "the responses file holds no prompts")
     return items
@@ -149,15 +137,7 @@ class PairwiseTask(TaskType):
         return {"vote": "a" if rng.random() < p_a else "b"}
 
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
-        rows = session.execute(
-            select(Response, Assignment, Hit, Worker, Unit)
-            .join(Assignment, Response.assignment_id == Assignment.id)
-            .join(Hit, Assignment.hit_id == Hit.id)
-            .join(Worker, Assignment.worker_id == Worker.id)
-            .join(Unit, Response.unit_id == Unit.id)
-            .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Response.question == "vote")
-            .order_by(Hit.index, Assignment.id, Unit.id)
-        ).all()
+        rows = done_responses(session, study, Response.question == "vote")
         votes = []
         for resp, asg, hit, worker, unit in rows:
             first, second = unit.payload["systems"]

@@ -30,7 +30,6 @@ the largest ``elapsed_s`` sent with its answers (the page sends seconds since th
 """
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections import defaultdict
@@ -43,9 +42,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS
-from hitkit.db.models import DONE_STATUSES, Assignment, Hit, HitUnit, Response, Study, Unit, Worker
+from hitkit.db.models import Assignment, HitUnit, Study, Unit
+from hitkit.jsonl import iter_jsonl
 from hitkit.errors import ConfigError, InputError
-from hitkit.tasks.base import ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
+from hitkit.tasks.base import done_responses, position, shuffled_order, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
 HUMAN = "human"
 LABELS = ("human", "bot", "unsure")
@@ -158,45 +158,36 @@ def conflicts(hit_conversations: Iterable[str], seen: Iterable[str]) -> set[str]
 # Reading material --------------------------------------------------------------------------------
 def read_bot_bot(path: Path, systems: Sequence[str], min_exchanges: int) -> list[dict]:
     """Read generated bot–bot conversations (GenerationConfig's JSONL); InputError names file and line."""
-    if not path.is_file():
-        raise InputError(path, "bot–bot conversations not found — generate them (generation:) or set "
-                               "spot_the_bot.bot_conversations")
     out, seen = [], {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, f"not valid JSON ({exc.msg} at column {exc.colno})", lineno) from None
-            if not isinstance(row, dict) or not isinstance(row.get("turns"), list):
-                raise InputError(path, 'each line must be {"id", "systems": [a, b], "turns": [{"speaker", '
-                                       '"system", "text"}]}', lineno)
-            pair = row.get("systems")
-            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
-                raise InputError(path, "'systems' must name the two systems, speaker 0's first", lineno)
-            unknown = [s for s in pair if s not in systems]
-            if unknown:
-                raise InputError(path, f"system(s) {', '.join(unknown)} are not in the study's 'systems'", lineno)
-            ident = str(row.get("id", lineno))
-            if ident in seen:
-                raise InputError(path, f"conversation id '{ident}' already used on line {seen[ident]}", lineno)
-            seen[ident] = lineno
-            texts = []
-            for i, turn in enumerate(row["turns"]):
-                if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
-                    raise InputError(path, f"turn {i} must be an object with a string 'text'", lineno)
-                if turn.get("speaker") != i % 2:
-                    raise InputError(path, f"turn {i} has speaker {turn.get('speaker')!r}; speakers must "
-                                           f"alternate 0, 1, 0, … starting with 0", lineno)
-                texts.append(turn["text"])
-            if len(texts) // 2 < min_exchanges:
-                raise InputError(path, f"conversation '{ident}' has {len(texts) // 2} exchanges; the segment "
-                                       f"lengths need {min_exchanges} — generate longer conversations or "
-                                       f"shorten spot_the_bot.segment_lengths", lineno)
-            out.append({"id": ident, "systems": list(pair), "turns": texts,
-                        "seed_dialogue": row.get("seed_dialogue")})
+    missing = "bot–bot conversations not found — generate them (generation:) or set spot_the_bot.bot_conversations"
+    for lineno, row in iter_jsonl(path, missing):
+        if not isinstance(row, dict) or not isinstance(row.get("turns"), list):
+            raise InputError(path, 'each line must be {"id", "systems": [a, b], "turns": [{"speaker", '
+                                   '"system", "text"}]}', lineno)
+        pair = row.get("systems")
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+            raise InputError(path, "'systems' must name the two systems, speaker 0's first", lineno)
+        unknown = [s for s in pair if s not in systems]
+        if unknown:
+            raise InputError(path, f"system(s) {', '.join(unknown)} are not in the study's 'systems'", lineno)
+        ident = str(row.get("id", lineno))
+        if ident in seen:
+            raise InputError(path, f"conversation id '{ident}' already used on line {seen[ident]}", lineno)
+        seen[ident] = lineno
+        texts = []
+        for i, turn in enumerate(row["turns"]):
+            if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
+                raise InputError(path, f"turn {i} must be an object with a string 'text'", lineno)
+            if turn.get("speaker") != i % 2:
+                raise InputError(path, f"turn {i} has speaker {turn.get('speaker')!r}; speakers must "
+                                       f"alternate 0, 1, 0, … starting with 0", lineno)
+            texts.append(turn["text"])
+        if len(texts) // 2 < min_exchanges:
+            raise InputError(path, f"conversation '{ident}' has {len(texts) // 2} exchanges; the segment "
+                                   f"lengths need {min_exchanges} — generate longer conversations or "
+                                   f"shorten spot_the_bot.segment_lengths", lineno)
+        out.append({"id": ident, "systems": list(pair), "turns": texts,
+                    "seed_dialogue": row.get("seed_dialogue")})
     if not out:
         raise InputError(path, "holds no bot–bot conversations")
     return out
@@ -296,15 +287,12 @@ class SpotTheBotTask(TaskType):
                 + [Question(f.name, PREFERENCES) for f in FEATURES])
 
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
-        order = [u.id for u in units]
-        rng.shuffle(order)
-        return {"order": order}
+        return shuffled_order(units, rng)
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
-        order = list(layout.get("order", []))
         return {
             "unit_id": unit.id,
-            "position": order.index(unit.id) if unit.id in order else None,
+            "position": position(unit, layout),
             "k": unit.payload["k"],
             "turns": [{"entity": t["entity"], "text": t["text"]} for t in unit.payload["turns"]],
             "features": [{"question": f.name, "title": f.question, "definition": f.definition} for f in FEATURES],
@@ -350,14 +338,7 @@ class SpotTheBotTask(TaskType):
 
     # Export ------------------------------------------------------------------------------------
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
-        rows = session.execute(
-            select(Response, Assignment, Hit, Worker, Unit)
-            .join(Assignment, Response.assignment_id == Assignment.id)
-            .join(Hit, Assignment.hit_id == Hit.id)
-            .join(Worker, Assignment.worker_id == Worker.id)
-            .join(Unit, Response.unit_id == Unit.id)
-            .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES))
-        ).all()
+        rows = done_responses(session, study)
         segments: dict[tuple[int, int], dict] = defaultdict(dict)
         context: dict[tuple[int, int], tuple] = {}
         for resp, asg, hit, worker, unit in rows:
