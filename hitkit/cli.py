@@ -116,13 +116,21 @@ def export(study_file: Path, out: Path | None) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every resampling.")
 @click.option("--replicate", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="live_chat: a second run's tables; adds run-to-run correlations (replication.csv).")
-def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | None) -> None:
+@click.option("--stability", is_flag=True,
+              help="spot_the_bot: add the ranking stability over 3-45 conversations per pair, "
+                   "1000 subsamples each, and without each system (stability.csv, "
+                   "stability.png; ~5 minutes per variant for 6 pairs of 45 conversations).")
+def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | None,
+            stability: bool) -> None:
     """Analyse exported tables in DIRECTORY (e.g. votes.csv and assignments.csv) into OUT."""
     from hitkit.analysis import run_analysis
 
     if replicate is not None and task != "live_chat":
         raise HitkitError("--replicate compares two live-chat runs; it applies to `analyze live_chat` only")
-    result = run_analysis(task, directory, seed=seed, replicate_dir=replicate)
+    if stability and task != "spot_the_bot":
+        raise HitkitError("--stability subsamples Spot The Bot conversations; it applies to "
+                          "`analyze spot_the_bot` only")
+    result = run_analysis(task, directory, seed=seed, replicate_dir=replicate, stability=stability)
     for path in result.write(out):
         click.echo(f"wrote {path}")
     if "ranking" in result.tables:

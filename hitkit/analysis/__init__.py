@@ -8,8 +8,12 @@ from hitkit.errors import HitkitError
 
 
 def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
-                 replicate_dir: str | Path | None = None) -> AnalysisResult:
-    """The analysis of ``task`` on the exported tables in ``in_dir`` (``config``: the study's, if known)."""
+                 replicate_dir: str | Path | None = None, stability: bool = False) -> AnalysisResult:
+    """The analysis of ``task`` on the exported tables in ``in_dir`` (``config``: the study's, if known).
+
+    ``replicate_dir`` adds live chat's run-to-run correlations; ``stability`` adds Spot The Bot's
+    ranking stability (minutes of computing).
+    """
     if task == "pairwise":
         from hitkit.analysis.pairwise import analyze_pairwise
 
@@ -23,5 +27,5 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
     if task == "spot_the_bot":
         from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
 
-        return analyze_spot_the_bot(in_dir, seed=seed)
+        return analyze_spot_the_bot(in_dir, seed=seed, survival=True, stability=stability)
     raise HitkitError(f"no analysis for task '{task}' in this version of hitkit")

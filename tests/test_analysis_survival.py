@@ -1,0 +1,257 @@
+"""Spot The Bot survival (METHODS §2): interval data, Turnbull, generalized log-rank, Holm."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lifelines import KaplanMeierFitter
+from lifelines.statistics import logrank_test
+
+from hitkit.analysis.survival import (cox_by_system, cox_interval, generalized_logrank,
+                                      imputed_logrank, holm, survival_curve, survival_curves,
+                                      survival_data, survival_figure, survival_tests, turnbull,
+                                      turnbull_intervals)
+from tests.test_analysis_spot_the_bot import frame, segment, simulate
+
+INF = np.inf
+
+
+# --- interval data ------------------------------------------------------------------------------
+
+def test_survival_data_hand_worked():
+    ann = frame(segment("w1", "c1", "A", "B", "bot", "human", k=3, features=(1, 0, -1)),
+                segment("w2", "c1", "A", "B", "unsure", "bot", k=2),
+                segment("w3", "c2", "human", "B", "bot", "unsure", k=1))
+    data = survival_data(ann)
+    assert list(data.columns) == ["system", "left", "right", "fluency", "sensibleness",
+                                  "specificity"]
+    rows = {tuple(r) for r in data[["system", "left", "right"]].itertuples(index=False)}
+    assert rows == {("A", 0.0, 3.0), ("B", 3.0, INF), ("A", 2.0, INF), ("B", 0.0, 2.0),
+                    ("B", 1.0, INF)}
+    assert len(data) == 5  # the human speaker is no bot
+    first_a = data[(data["system"] == "A") & (data["right"] == 3.0)].iloc[0]
+    first_b = data[(data["system"] == "B") & (data["left"] == 3.0)].iloc[0]
+    assert tuple(first_a[["fluency", "sensibleness", "specificity"]]) == (1, 0, -1)
+    assert tuple(first_b[["fluency", "sensibleness", "specificity"]]) == (-1, 0, 1)
+
+
+# --- Turnbull -----------------------------------------------------------------------------------
+
+def test_turnbull_intervals_textbook_example():
+    # (1,3], (2,4], (5,6]: innermost intervals (2,3] and (5,6], masses 2/3 and 1/3.
+    fit = turnbull(np.array([1.0, 2, 5]), np.array([3.0, 4, 6]))
+    assert list(zip(fit["left"], fit["right"])) == [(2.0, 3.0), (5.0, 6.0)]
+    np.testing.assert_allclose(fit["mass"], [2 / 3, 1 / 3], atol=1e-9)
+
+
+def test_turnbull_spot_the_bot_shape_hand_worked():
+    # Spotted within 1 or within 2, survived 1 or 2, spotted within 3. The likelihood
+    # a(a+b)(b+c)c with a+b+c=1 is largest at a = c = 1/2, b = 0 (a mass on the boundary).
+    fit = turnbull(np.array([0.0, 0, 1, 2, 0]), np.array([1.0, 2, INF, INF, 3]))
+    assert list(zip(fit["left"], fit["right"])) == [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]
+    np.testing.assert_allclose(fit["mass"], [0.5, 0.0, 0.5], atol=1e-9)
+    # Spotted within 1 twice, survived 1 once, spotted within 2 once. Innermost intervals (0,1]
+    # and (1,2] (the survivor's (1,inf) holds only the second); likelihood a²·b·(a+b) = a²(1−a)
+    # is largest at a = 2/3.
+    fit = turnbull(np.array([0.0, 0, 1, 0]), np.array([1.0, 1, INF, 2]))
+    intervals, alpha = turnbull_intervals(np.array([0.0, 0, 1, 0]), np.array([1.0, 1, INF, 2]))
+    assert list(zip(intervals["left"], intervals["right"])) == [(0.0, 1.0), (1.0, 2.0)]
+    assert alpha.tolist() == [[True, False], [True, False], [False, True], [True, True]]
+    np.testing.assert_allclose(fit["mass"], [2 / 3, 1 / 3], atol=1e-9)
+
+
+def censored_sample(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    t, c = rng.integers(1, 8, n).astype(float), rng.integers(1, 8, n).astype(float)
+    observed = t <= c
+    return np.minimum(t, c), observed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_turnbull_is_kaplan_meier_on_exact_and_right_censored_data(seed):
+    time, observed = censored_sample(seed, 80)
+    curve = survival_curve(time, np.where(observed, time, INF))
+    km = KaplanMeierFitter().fit(time, observed).survival_function_["KM_estimate"]
+    km = km[km.index.isin(curve["time"])]
+    np.testing.assert_allclose(curve.set_index("time")["survival"].loc[km.index], km, atol=1e-8)
+    # Every event time of Kaplan–Meier is a point of the curve.
+    assert set(time[observed]) <= set(curve["time"])
+
+
+intervals_strategy = st.lists(
+    st.tuples(st.integers(0, 6), st.integers(0, 4), st.booleans()), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(intervals_strategy)
+def test_turnbull_gives_a_valid_survival_function(rows):
+    left = np.array([float(a) for a, _, _ in rows])
+    right = np.array([INF if censored else float(max(a + w, 1)) for a, w, censored in rows])
+    fit = turnbull(left, right)
+    assert (fit["mass"] >= -1e-12).all()
+    assert fit["mass"].sum() == pytest.approx(1.0)
+    curve = survival_curve(left, right)
+    assert curve["survival"].iloc[0] == 1.0 and curve["time"].iloc[0] == 0.0
+    assert (np.diff(curve["survival"]) <= 1e-12).all() and (curve["survival"] >= 0).all()
+    assert curve["time"].is_monotonic_increasing
+    # The masses maximise the likelihood: no small move towards another distribution helps.
+    _, alpha = turnbull_intervals(left, right)
+    mass = fit["mass"].to_numpy()
+
+    def loglik(m):
+        return np.log(alpha.astype(float) @ m).sum()
+
+    rng = np.random.default_rng(len(rows))
+    for _ in range(5):
+        other = rng.dirichlet(np.ones(len(mass)))
+        assert loglik(0.99 * mass + 0.01 * other) <= loglik(mass) + 1e-7
+
+
+def test_turnbull_rejects_bad_intervals():
+    with pytest.raises(ValueError, match="interval 1"):
+        turnbull(np.array([0.0, 3.0]), np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="left finite"):
+        turnbull(np.array([INF]), np.array([INF]))
+    with pytest.raises(ValueError, match="right > 0"):
+        turnbull(np.array([0.0]), np.array([0.0]))
+
+
+def test_survival_curves_per_system_and_figure(tmp_path):
+    study = simulate({"easy": 0.85, "hard": 0.15}, n_conv=30, seed=1)
+    curves = survival_curves(survival_data(study))
+    assert list(curves.columns) == ["system", "time", "survival"]
+    assert set(curves["system"]) == {"easy", "hard"}
+    at_3 = curves[curves["time"] == 3.0].set_index("system")["survival"]
+    assert at_3["easy"] < at_3["hard"]
+    survival_figure(curves)(tmp_path / "survival.png")
+    assert (tmp_path / "survival.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# --- generalized log-rank and Holm --------------------------------------------------------------
+
+def spotting(rng, hazard: float, n: int):
+    """Geometric spotting time per exchange; each annotation sees 1, 2 or 3 exchanges."""
+    t = rng.geometric(hazard, n).astype(float)
+    k = rng.choice([1.0, 2.0, 3.0], n)
+    spotted = t <= k
+    return np.where(spotted, 0.0, k), np.where(spotted, k, INF)
+
+
+def two_groups(rng, hazard_a, hazard_b, n=150):
+    la, ra = spotting(rng, hazard_a, n)
+    lb, rb = spotting(rng, hazard_b, n)
+    return np.r_[la, lb], np.r_[ra, rb], np.r_[np.ones(n, bool), np.zeros(n, bool)]
+
+
+def test_logrank_size_under_the_null():
+    rng = np.random.default_rng(11)
+    p = np.array([generalized_logrank(*two_groups(rng, 0.3, 0.3), seed=r)[1] for r in range(100)])
+    assert (p < 0.05).mean() <= 0.1
+    assert p.max() > 0.5  # not degenerate
+
+
+def test_logrank_detects_a_clear_difference():
+    rng = np.random.default_rng(12)
+    chi2, p = generalized_logrank(*two_groups(rng, 0.5, 0.15), seed=0)
+    assert p < 0.01 and chi2 > 6.6
+
+
+def test_logrank_is_the_log_rank_test_on_exact_data():
+    # Without interval censoring there is nothing to impute: the statistic is the log-rank test's.
+    time_a, seen_a = censored_sample(5, 60)
+    time_b, seen_b = censored_sample(6, 60)
+    time_b = np.minimum(time_b + seen_b, 8)
+    left = np.r_[time_a, time_b]
+    right = np.where(np.r_[seen_a, seen_b], left, INF)
+    chi2, p = generalized_logrank(left, right, np.r_[np.ones(60, bool), np.zeros(60, bool)])
+    want = logrank_test(time_a, time_b, event_observed_A=seen_a, event_observed_B=seen_b)
+    assert chi2 == pytest.approx(want.test_statistic, rel=1e-6)
+    assert p == pytest.approx(want.p_value, rel=1e-5)
+
+
+def test_logrank_score_is_the_expected_imputed_score_and_variance_combines_both_parts():
+    left, right, group = two_groups(np.random.default_rng(8), 0.3, 0.45)
+    u, u_imp, v_imp = imputed_logrank(left, right, group, 4000, seed=1)
+    # Sun's U (expected counts under the pooled Turnbull fit) is close to the mean score of
+    # data sets imputed from that fit.
+    assert u == pytest.approx(u_imp.mean(), abs=0.1 * u_imp.std())
+    assert u_imp.std() > 0 and (v_imp > 0).all()
+    # Zhao & Sun's variance: within- plus (1 + 1/M) × between-imputation variance.
+    _, small_u, small_v = imputed_logrank(left, right, group, 20, seed=2)
+    chi2, _ = generalized_logrank(left, right, group, n_imputations=20, seed=2)
+    variance = small_v.mean() + (1 + 1 / 20) * small_u.var(ddof=1)
+    assert chi2 == pytest.approx(u ** 2 / variance, rel=1e-12)
+
+
+def test_logrank_is_seeded_and_checks_imputations():
+    data = two_groups(np.random.default_rng(3), 0.3, 0.4)
+    assert generalized_logrank(*data, seed=4) == generalized_logrank(*data, seed=4)
+    with pytest.raises(ValueError, match="n_imputations"):
+        generalized_logrank(*data, n_imputations=1)
+
+
+def test_holm_hand_worked():
+    np.testing.assert_allclose(holm(np.array([0.01, 0.04, 0.03, 0.5])),
+                               [0.04, 0.09, 0.09, 0.5])
+    assert list(holm(np.array([0.3, 0.3]))) == [0.6, 0.6]
+
+
+def test_survival_tests_every_pair():
+    study = simulate({"easy": 0.85, "twin1": 0.4, "twin2": 0.4}, n_conv=40, seed=2)
+    table = survival_tests(survival_data(study), n_imputations=20, seed=1)
+    assert list(table.columns) == ["system_a", "system_b", "statistic", "p_value", "p_holm"]
+    assert [tuple(r) for r in table[["system_a", "system_b"]].itertuples(index=False)] == [
+        ("easy", "twin1"), ("easy", "twin2"), ("twin1", "twin2")]
+    by = table.set_index(["system_a", "system_b"])
+    assert by.loc[("easy", "twin1"), "p_holm"] < 0.01
+    assert by.loc[("twin1", "twin2"), "p_value"] > 0.01
+    assert (table["p_holm"] >= table["p_value"]).all()
+    pd.testing.assert_frame_equal(table, survival_tests(survival_data(study), n_imputations=20,
+                                                        seed=1))
+
+
+# --- Cox proportional hazards -------------------------------------------------------------------
+
+def ph_sample(rng, beta, n, base=0.4):
+    """Exponential spotting times with hazard base · exp(x β), seen in segments of 1–3."""
+    x = rng.integers(-1, 2, size=(n, len(beta))).astype(float)
+    t = rng.exponential(1 / (base * np.exp(x @ np.asarray(beta))))
+    k = rng.choice([1.0, 2.0, 3.0], n)
+    spotted = t <= k
+    return np.where(spotted, 0.0, k), np.where(spotted, k, INF), x
+
+
+def test_cox_recovers_a_known_effect():
+    left, right, x = ph_sample(np.random.default_rng(21), [0.8, 0.0, -0.5], 3000)
+    table = cox_interval(left, right, x, ["fluency", "sensibleness", "specificity"])
+    by = table.set_index("feature")
+    assert by.loc["fluency", "coef"] == pytest.approx(0.8, abs=0.12)
+    assert by.loc["specificity", "coef"] == pytest.approx(-0.5, abs=0.12)
+    assert abs(by.loc["sensibleness", "coef"]) < 0.12
+    assert by.loc["fluency", "p_value"] < 1e-6 and by.loc["specificity", "p_value"] < 1e-6
+    assert by.loc["sensibleness", "p_value"] > 0.01
+    np.testing.assert_allclose(by["hazard_ratio"], np.exp(by["coef"]))
+
+
+def test_cox_standard_errors_match_the_spread_of_estimates():
+    rng = np.random.default_rng(22)
+    fits = [cox_interval(*ph_sample(rng, [0.5], 500)) for _ in range(30)]
+    coefs = np.array([f["coef"].iloc[0] for f in fits])
+    ses = np.array([f["se"].iloc[0] for f in fits])
+    assert abs(coefs.mean() - 0.5) < 0.05
+    assert 0.7 < coefs.std(ddof=1) / ses.mean() < 1.4
+
+
+def test_cox_by_system_and_constant_features():
+    rng = np.random.default_rng(23)
+    left, right, x = ph_sample(rng, [0.7, 0.0, 0.0], 800)
+    x[:, 2] = 0  # never varies: no estimate
+    data = pd.DataFrame({"system": "A", "left": left, "right": right, "fluency": x[:, 0],
+                         "sensibleness": x[:, 1], "specificity": x[:, 2]})
+    table = cox_by_system(data)
+    assert list(table.columns) == ["system", "feature", "coef", "se", "hazard_ratio", "p_value"]
+    assert list(table["feature"]) == ["fluency", "sensibleness", "specificity"]
+    assert table["coef"].iloc[0] > 0.4 and table["p_value"].iloc[0] < 1e-4
+    assert table.iloc[2][["coef", "p_value"]].isna().all()
