@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session, selectinload
 from hitkit.db.models import Assignment, Conversation, Hit, Study, System, Worker
 from hitkit.study import StudyContext
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: feedback.csv
 COLUMNS = {
     "assignments": ["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"],
     "votes": ["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"],
+    "feedback": ["study", "hit_id", "assignment_id", "worker_id", "feedback"],
 }
 
 
@@ -34,6 +35,19 @@ def assignments_table(session: Session, study: Study) -> pd.DataFrame:
              "status": a.status, "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None}
             for a, hit, w in rows]
     return pd.DataFrame(data, columns=COLUMNS["assignments"])
+
+
+def feedback_table(session: Session, study: Study) -> pd.DataFrame:
+    """The workers' comments on whole HITs, one row per assignment that left one."""
+    rows = session.execute(
+        select(Assignment, Hit, Worker).join(Hit, Assignment.hit_id == Hit.id)
+        .join(Worker, Assignment.worker_id == Worker.id)
+        .where(Hit.study_id == study.id, Assignment.feedback.is_not(None)).order_by(Hit.index, Assignment.id)
+    ).all()
+    data = [{"study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
+             "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
+             "feedback": a.feedback} for a, hit, w in rows]
+    return pd.DataFrame(data, columns=COLUMNS["feedback"])
 
 
 def write_conversations(session: Session, study: Study, path: Path) -> int:
@@ -56,7 +70,8 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path) -> li
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     study = session.get(Study, ctx.study_id)
-    tables = {"assignments": assignments_table(session, study), **ctx.task.export(session, study)}
+    tables = {"assignments": assignments_table(session, study), **ctx.task.export(session, study),
+              "feedback": feedback_table(session, study)}
     written = []
     for name, table in tables.items():
         path = out / f"{name}.csv"

@@ -234,10 +234,12 @@ def missing_answers(ctx: StudyContext, assignment: Assignment) -> list[tuple[int
 
 
 def submit(session: Session, ctx: StudyContext, token: str,
-           answers: Mapping[tuple[int, str], Any] | None = None) -> tuple[Assignment, Completion]:
+           answers: Mapping[tuple[int, str], Any] | None = None,
+           feedback: str | None = None) -> tuple[Assignment, Completion]:
     """Store any answers sent with the submission, check completeness, mark the assignment submitted.
 
-    Submitting an already submitted assignment changes nothing and returns the same hand-back.
+    ``feedback`` is the worker's optional comment on the whole HIT. Submitting an already submitted
+    assignment changes nothing and returns the same hand-back.
     """
     assignment = assignment_for(session, ctx, token)
     if assignment.status in DONE_STATUSES:
@@ -253,6 +255,11 @@ def submit(session: Session, ctx: StudyContext, token: str,
     if missing:
         raise FlowError(f"{len(missing)} question(s) are not answered yet; answer them all, then submit", 400)
     ctx.task.check_submit(session, assignment)
+    if feedback is not None and feedback.strip():
+        limit = ctx.config.hit.max_answer_chars
+        if len(feedback) > limit:
+            raise AnswerError(f"the comment is {len(feedback)} characters; the limit is {limit}")
+        assignment.feedback = feedback.strip()
     now = utcnow()
     assignment.status = "submitted"
     assignment.submitted_at = now

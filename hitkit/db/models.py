@@ -202,6 +202,8 @@ class Assignment(Base):
     submitted_at: Mapped[Optional[dt.datetime]]
     decided_at: Mapped[Optional[dt.datetime]]
     work_time_s: Mapped[Optional[float]]
+    feedback: Mapped[Optional[str]] = mapped_column(Text)
+    """The worker's optional comment on the whole HIT, given with the submission."""
 
     hit: Mapped[Hit] = relationship(back_populates="assignments")
     worker: Mapped[Worker] = relationship()
