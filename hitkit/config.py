@@ -80,12 +80,40 @@ class ServerConfig(_Model):
     threads: int = Field(16, gt=0)
 
 
+class ProlificConfig(_Model):
+    """Prolific (REST API v1). The API token is read from the environment, never from the study file."""
+
+    api_url: str = "https://api.prolific.com/api/v1"
+    token_env: str = Field("PROLIFIC_TOKEN", description="environment variable holding the API token")
+    project: Optional[str] = Field(None, description="Prolific project id the study is created in")
+    estimated_minutes: int = Field(10, gt=0, le=600)
+    device_compatibility: list[str] = Field(default_factory=lambda: ["desktop"])
+    filters: list[dict[str, Any]] = Field(default_factory=list, description="eligibility filters, passed through")
+    blocklist_group: Optional[str] = Field(None, description="participant group used as a blocklist for the cap")
+
+
+class MTurkConfig(_Model):
+    """Amazon Mechanical Turk (boto3). Credentials come from the usual AWS environment/config."""
+
+    sandbox: bool = True
+    region: str = "us-east-1"
+    endpoint_url: Optional[str] = Field(None, description="override the endpoint (e.g. a local fake in tests)")
+    frame_height: int = Field(800, ge=0, le=10_000)
+    locales: list[str] = Field(default_factory=list, description="worker countries, e.g. [US, GB]")
+    min_approval_rate: Optional[int] = Field(None, ge=0, le=100)
+    min_approved_hits: Optional[int] = Field(None, ge=0)
+    masters: bool = False
+    auto_approval_delay_s: int = Field(3 * 24 * 3600, ge=0, le=30 * 24 * 3600)
+
+
 class ProviderConfig(_Model):
     """Which crowd does the work."""
 
     kind: Literal["simulated", "local", "prolific", "mturk"] = "simulated"
     currency: str = "USD"
     fee_rate: Decimal = Field(Decimal("0"), ge=0, le=1, description="provider fee on rewards")
+    prolific: ProlificConfig = Field(default_factory=ProlificConfig)
+    mturk: MTurkConfig = Field(default_factory=MTurkConfig)
 
 
 class CrowdGroup(_Model):
