@@ -219,6 +219,22 @@ def test_trueskill_replicates_are_independent(case):
         np.testing.assert_allclose(sigma[r], single_sigma, rtol=0, atol=1e-12)
 
 
+def test_win_v_and_w_hold_in_both_tails():
+    from scipy import special
+
+    from hitkit.analysis.trueskill_vec import _v_w_win
+
+    # v = pdf / cdf: the pdf / ndtr route in the middle, the erfcx route far in the lower tail
+    # (where both underflow), 0 for a certain win.
+    x = np.array([-45.0, -35.0, -29.0, 0.0, 3.0, 40.0])
+    v, w = _v_w_win(x)
+    want = np.exp(-0.5 * x * x - 0.5 * math.log(2 * math.pi) - special.log_ndtr(x))
+    np.testing.assert_allclose(v, want, rtol=1e-12)
+    assert v[3] == pytest.approx(math.sqrt(2 / math.pi)) and v[-1] == 0.0
+    np.testing.assert_allclose(w, v * (v + x), rtol=0, atol=0)
+    assert ((w >= 0) & (w < 1)).all()  # a win never grows a variance (w ≥ 0) nor zeroes it
+
+
 def test_trueskill_rejects_self_play_and_bad_env():
     with pytest.raises(ValueError, match="itself"):
         rate_sequences(np.array([0]), np.array([0]), np.array([False]), 2)

@@ -156,3 +156,22 @@ def test_a_variant_with_nothing_left_is_skipped():
     study = study[~study["conversation_id"].isin(with_x & with_y)]
     table = stability(study, sizes=[3], n_sub=5, n_boot=5)
     assert set(table["left_out"]) == {ALL_SYSTEMS, "x", "y"}
+
+
+def test_resamples_are_sorted_draws_counted_not_sorted():
+    from hitkit.analysis.stability import _resample_codes
+
+    # Two subsamples of 5 and 3 games (codes 10…14 and 20…22, padded with 0), 4 resamples each.
+    codes_of_sub = np.array([[10, 11, 12, 13, 14], [20, 21, 22, 0, 0]], dtype=np.uint8)
+    lengths = np.array([5, 3])
+    out = _resample_codes(codes_of_sub, lengths, 4, np.random.default_rng(7))
+    assert out.shape == (10, 5)
+    # Row 0 and row 5 replay each subsample as it is (the point estimates).
+    assert out[0].tolist() == [10, 11, 12, 13, 14] and out[5].tolist() == [20, 21, 22, 0, 0]
+    # The resamples: the same uniform draws, sorted by hand, games of their own subsample only.
+    u = np.random.default_rng(7).random((8, 5))
+    for r in range(8):
+        s, n = r // 4, lengths[r // 4]
+        want = sorted(codes_of_sub[s, np.floor(u[r, :n] * n).astype(int)])
+        assert out[s * 5 + 1 + r % 4, :n].tolist() == want
+    assert (out[6:, 3:] == 0).all()  # padding stays padding

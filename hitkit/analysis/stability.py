@@ -20,9 +20,15 @@ Choices METHODS leaves open, made here:
   in the same clusters at the same positions (order inside a cluster does not count), written
   like ``(1,1) hard | (2,3) twin1 twin2 | (4,4) easy``.
 
-All subsamples and their resamples are played together as replicates of
-:func:`hitkit.analysis.trueskill_vec.play`, longest first, so a step only touches the replicates
-that still have games.
+All subsamples of one n and their resamples are played together, in batches of up to
+``_CELLS`` replicate × game cells (at n = 45 with 6 systems, ~16 000 replicates a batch), as
+replicates of :func:`hitkit.analysis.trueskill_vec.play_flat`: games stay sequential within a
+replicate, but each game is one numpy step over all replicates of the batch. Each game is stored
+as one small code (winner, loser, drawn) in a game-major matrix, so a step reads one contiguous
+column; replicates are ordered longest first, so a step only touches those that still have games.
+With 6 systems and 45 conversations per pair, sizes 3–45 × 1000 subsamples take about 4 CPU
+minutes on one core (6 minutes' wall time on a shared, busy 2-core machine;
+``benchmarks/ranking_speed.py``).
 """
 from __future__ import annotations
 
@@ -36,14 +42,17 @@ import pandas as pd
 
 from hitkit.analysis.spot_the_bot import (_TAIL, RankBy, _ranks, clusters,
                                           segment_annotations)
-from hitkit.analysis.trueskill_vec import DEFAULT_ENV, TrueSkillEnv, play
+from hitkit.analysis.trueskill_vec import DEFAULT_ENV, TrueSkillEnv, play_flat
 
 STABILITY_COLUMNS = ["left_out", "conversations_per_pair", "subsamples", "n_boot",
                      "with_replacement", "rankings", "top_ranking", "top_share"]
 ALL_SYSTEMS = "none"
 """``left_out`` of the rows that keep every system."""
-# Replicate × game cells per chunk of subsamples (a few 8-byte arrays of this size, ~200 MB).
-_CELLS = 8_000_000
+# Replicate × game cells per batch of subsamples played together (2 bytes a cell, ~130 MB):
+# large batches keep numpy's per-step overhead small against the work of a step.
+_CELLS = 64_000_000
+# Cells built at a time while resampling a batch (several 8-byte arrays of this size, ~200 MB).
+_BUILD_CELLS = 4_000_000
 
 
 def conversation_games(annotations: pd.DataFrame) -> pd.DataFrame:
@@ -87,48 +96,88 @@ def _subsample_counts(conv_of_pair: list[np.ndarray], n_conv: int, size: int, n_
     return counts
 
 
-def _clustered_rankings(games_of_sub: list[np.ndarray], winner: np.ndarray, loser: np.ndarray,
-                        drawn: np.ndarray, systems: list[str], n_boot: int,
-                        rng: np.random.Generator, by: RankBy, env: TrueSkillEnv) -> list[str]:
-    """The clustered TrueSkill ranking of each subsample (game index lists), as labels."""
+def _resample_codes(codes_of_sub: np.ndarray, lengths: np.ndarray, n_boot: int,
+                    rng: np.random.Generator) -> np.ndarray:
+    """The game codes each row plays: [n_sub * (n_boot + 1), longest], padded with 0.
+
+    ``codes_of_sub`` is [n_sub, longest]: each subsample's games in the data's order, padded.
+    Row r belongs to subsample r // (n_boot + 1): first that subsample's own order (the point
+    estimate), then ``n_boot`` resamples with replacement, each played in the data's order, as
+    in rank_with_bootstrap. The order is had by counting rather than sorting: a resample is the
+    subsample's games, each repeated as often as it was drawn.
+    """
+    n_sub, longest = codes_of_sub.shape
+    column = np.arange(longest)
+    boot_len = np.repeat(lengths, n_boot)
+    n_boot_rows = n_sub * n_boot
+    cell = np.floor(rng.random((n_boot_rows, longest)) * boot_len[:, None]).astype(np.int64)
+    cell += np.arange(n_boot_rows)[:, None] * longest
+    full = bool((lengths == longest).all())
+    valid = None if full else column[None] < boot_len[:, None]
+    counts = np.bincount(cell.ravel() if full else cell[valid], minlength=n_boot_rows * longest)
+    del cell
+    played = np.repeat(np.repeat(codes_of_sub, n_boot, axis=0).ravel(), counts)
+    out = np.zeros((n_sub, n_boot + 1, longest), dtype=codes_of_sub.dtype)
+    out[:, 0] = codes_of_sub
+    if full:
+        out[:, 1:] = played.reshape(n_sub, n_boot, longest)
+    else:
+        boot = np.zeros((n_boot_rows, longest), dtype=codes_of_sub.dtype)
+        boot[valid] = played
+        out[:, 1:] = boot.reshape(n_sub, n_boot, longest)
+    return out.reshape(-1, longest)
+
+
+def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, systems: list[str],
+                        n_boot: int, rng: np.random.Generator, by: RankBy,
+                        env: TrueSkillEnv) -> list[str]:
+    """The clustered TrueSkill ranking of each subsample (game index lists), as labels.
+
+    ``code`` is each game's code, (winner · k + loser) · 2 + drawn.
+    """
     k = len(systems)
-    lengths = np.array([len(g) for g in games_of_sub])
-    n_rows = len(lengths) * (n_boot + 1)
-    longest = int(lengths.max())
-    # Row r plays subsample r // (n_boot + 1): first in order (point estimate), then resamples.
-    sub_of_row = np.repeat(np.arange(len(lengths)), n_boot + 1)
-    row_len = lengths[sub_of_row]
-    padded = np.zeros((len(lengths), longest), dtype=np.int64)
-    for s, g in enumerate(games_of_sub):
-        padded[s, :len(g)] = g
-    column = np.arange(longest)[None]
-    draw = np.floor(rng.random((n_rows, longest)) * row_len[:, None]).astype(np.int64)
-    draw[np.arange(n_rows) % (n_boot + 1) == 0] = column  # the point estimate's own order
-    draw = np.where(column < row_len[:, None], draw, longest)
-    draw.sort(axis=1)  # resampled games keep the data's order, as in rank_with_bootstrap
-    by_length = np.argsort(-row_len, kind="stable")
-    draw, sub_of_row, row_len = draw[by_length], sub_of_row[by_length], row_len[by_length]
-    game = padded[sub_of_row[:, None], np.minimum(draw, longest - 1)]
-    mu = np.full((n_rows, k), float(env.mu))
-    var = np.full((n_rows, k), float(env.sigma) ** 2)
-    # Rows are longest first, so the rows with a game t are a prefix: those longer than t.
-    active = np.searchsorted(-row_len, -np.arange(longest), side="left")
+    rows_per_sub = n_boot + 1
+    # Subsamples longest first, so the rows that still have a game t are a prefix.
+    by_length = np.argsort([-len(g) for g in games_of_sub], kind="stable")
+    lengths = np.array([len(games_of_sub[i]) for i in by_length])
+    n_sub, longest = len(lengths), int(lengths.max())
+    n_rows = n_sub * rows_per_sub
+    codes_of_sub = np.zeros((n_sub, longest), dtype=code.dtype)
+    for s, i in enumerate(by_length):
+        codes_of_sub[s, :lengths[s]] = code[games_of_sub[i]]
+    # Stored game-major ([longest, n_rows], 1–2 bytes a cell): step t reads one contiguous
+    # column. Built a few subsamples at a time to bound the resampling's temporary arrays.
+    codes = np.empty((longest, n_rows), dtype=code.dtype)
+    part = max(1, _BUILD_CELLS // (longest * rows_per_sub))
+    for a in range(0, n_sub, part):
+        b = min(n_sub, a + part)
+        codes[:, a * rows_per_sub:b * rows_per_sub] = _resample_codes(
+            codes_of_sub[a:b], lengths[a:b], n_boot, rng).T
+    active = np.searchsorted(-np.repeat(lengths, rows_per_sub), -np.arange(longest), side="left")
+    base = np.arange(n_rows) * k
+    pair_code, drawn_of = np.divmod(np.arange(2 * k * k), 2)
+    first_of, second_of = np.divmod(pair_code, k)
+    drawn_of = drawn_of.astype(bool)
+    any_drawn = np.zeros(longest, dtype=bool)
+    for a in range(0, n_rows, 1 << 16):  # which steps have a draw at all, in bounded pieces
+        any_drawn |= drawn_of[codes[:, a:a + (1 << 16)]].any(axis=1)
+    mu = np.full(n_rows * k, float(env.mu))
+    var = np.full(n_rows * k, float(env.sigma) ** 2)
     for t in range(longest):
         stop = int(active[t])
-        g = game[:stop, t]
-        play(mu[:stop], var[:stop], winner[g], loser[g], drawn[g], env)
+        c = codes[t, :stop]
+        play_flat(mu, var, base[:stop] + first_of[c], base[:stop] + second_of[c],
+                  drawn_of[c] if any_drawn[t] else None, env)
+    mu, var = mu.reshape(n_sub, rows_per_sub, k), var.reshape(n_sub, rows_per_sub, k)
     score = mu if by == "mu" else mu - 3 * np.sqrt(var)
-    back = np.empty(n_rows, dtype=np.int64)
-    back[by_length] = np.arange(n_rows)
-    score = score[back].reshape(len(lengths), n_boot + 1, k)
     ranks = _ranks(score[:, 1:])
     drop = math.floor(_TAIL * n_boot)
     ordered = np.sort(ranks, axis=1)
     low, high = ordered[:, drop], ordered[:, n_boot - 1 - drop]
-    out = []
-    for s in range(len(lengths)):
+    out = [""] * n_sub
+    for s in range(n_sub):
         order, labels = clusters(low[s], high[s], score[s, 0])
-        out.append(_ranking_label(systems, labels, order))
+        out[by_length[s]] = _ranking_label(systems, labels, order)
     return out
 
 
@@ -139,6 +188,9 @@ def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boo
     winner = games["winner"].map(index).to_numpy()
     loser = games["loser"].map(index).to_numpy()
     drawn = games["drawn"].to_numpy().astype(bool)
+    n_codes = 2 * len(systems) ** 2
+    code = ((winner * len(systems) + loser) * 2 + drawn).astype(
+        np.uint8 if n_codes <= 256 else np.uint16 if n_codes <= 65536 else np.int64)
     conv_codes, conv_of_game = np.unique(games["conversation"].to_numpy(), return_inverse=True)
     pair_of_conv = pd.Series(games["pair"].to_numpy()).groupby(conv_of_game).first()
     conv_of_pair = [np.array(ix, dtype=np.int64)
@@ -150,11 +202,11 @@ def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boo
         counts = _subsample_counts(conv_of_pair, len(conv_codes), size, n_sub, rng)
         per_sub = counts[:, conv_of_game]
         games_of_sub = [np.repeat(np.arange(len(winner)), c) for c in per_sub]
-        per_row = max(1, _CELLS // (max(len(g) for g in games_of_sub) * (n_boot + 1)))
+        per_batch = max(1, _CELLS // (max(len(g) for g in games_of_sub) * (n_boot + 1)))
         labels: list[str] = []
-        for start in range(0, n_sub, per_row):
-            labels += _clustered_rankings(games_of_sub[start:start + per_row], winner, loser,
-                                          drawn, systems, n_boot, rng, by, env)
+        for start in range(0, n_sub, per_batch):
+            labels += _clustered_rankings(games_of_sub[start:start + per_batch], code, systems,
+                                          n_boot, rng, by, env)
         top, count = Counter(labels).most_common(1)[0]
         rows.append({"conversations_per_pair": size, "subsamples": n_sub, "n_boot": n_boot,
                      "with_replacement": size > fewest, "rankings": len(set(labels)),

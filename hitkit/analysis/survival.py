@@ -287,13 +287,17 @@ def generalized_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray, 
     observed intervals, so Var(U) = Var(complete-data score) − E[Var(score | intervals)]; the
     first term is estimated by the mean V^(l), the second by the spread of the U^(l) across
     imputations. Adding the spread instead (Rubin's rule) counts it twice and makes the test
-    conservative. This is the estimator of Huang, Lee & Yu (2008, Stat Med 27:3217–3226), the
-    correction of Zhao & Sun's multiple-imputation variance, in the form that the ``interval`` R
-    package (Fay & Shaw 2010) implements as ``method="wsr.HLY"`` (mean within-imputation
-    variance minus the ddof-1 sample variance of the imputed scores, no (1 + 1/M) factor). The
-    text of Zhao & Sun (2004) could not be checked here; the statistic U is theirs (Sun 1996).
-    With 1000 simulated null data sets of Spot-The-Bot shape (``benchmarks/
-    logrank_validation.py``) the test rejects at about the nominal 5 %.
+    conservative. This is the variance estimator attributed to Huang, Lee & Yu (2008, Stat Med
+    27:3217–3226), who discuss Zhao & Sun's multiple-imputation variance, in the form that the
+    ``interval`` R package (Fay & Shaw 2010) implements as ``method="wsr.HLY"``: mean
+    within-imputation variance minus the ddof-1 sample variance of the imputed scores, no
+    (1 + 1/M) factor. (That package tests Ū, the mean imputed score; here U is Sun's
+    expected-count score of step 2, which Ū approximates.) Neither paper's text could be
+    checked here, nor the variance code of Zhao & Sun's own ``glrt`` package; the formula and
+    its check below are what this rests on. On 1000 simulated null data sets of Spot-The-Bot
+    shape (``benchmarks/logrank_validation.py``: 200 annotations per system, segments of 1, 2,
+    3, 5 exchanges, M = 50) the test rejected 5.2 % at α = 0.05 (Rubin's rule, in a comparable
+    run: 3.2 %); power 88 % for a per-exchange spotting hazard of 0.30 against 0.42.
 
     Fallback: with few imputations or little censoring the difference can come out ≤ 0. Then
     the mean within-imputation variance alone is used: it bounds Var(U) from above, so the

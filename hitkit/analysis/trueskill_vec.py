@@ -2,15 +2,17 @@
 
 A two-player game needs none of TrueSkill's factor-graph iteration: the posterior is the
 truncated-Gaussian update with the ``v`` and ``w`` functions. Here it is written for arrays of
-shape ``[n_replicates, n_systems]``, so 1000 bootstrap resamples play their game ``t`` in one numpy
-step. The defaults and every formula follow the ``trueskill`` package (0.4.5): ``tau`` is added
-to each player's variance before the game, and the draw margin is
+shape ``[n_replicates, n_systems]`` (:func:`play_flat` plays one game on the flattened state),
+so 1000 bootstrap resamples play their game ``t`` in one numpy step. The defaults and every
+formula follow the ``trueskill`` package (0.4.5): ``tau`` is added to each player's variance
+before the game, and the draw margin is
 ``ppf((draw_probability + 1) / 2) · √2 · beta``. With ``TrueSkill(backend="scipy")`` the package
 gives the same ratings to ~1e-12; its default backend approximates ``erfc`` (~1e-7 relative), which
 drifts from this by about 1e-6 over a few dozen games.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -18,6 +20,10 @@ import numpy as np
 from scipy import special
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+# Below this, pdf / cdf loses precision (both near underflow); see _v_w_win.
+_TAIL_X = -30.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,7 @@ class TrueSkillEnv:
         if not 0 <= self.draw_probability < 1:
             raise ValueError(f"draw_probability={self.draw_probability!r}; use 0 <= p < 1")
 
-    @property
+    @functools.cached_property  # read once per game by play_flat: computed once per env
     def draw_margin(self) -> float:
         """The performance difference below which a one-versus-one game is a draw."""
         return float(special.ndtri((self.draw_probability + 1) / 2)) * math.sqrt(2) * self.beta
@@ -52,8 +58,13 @@ def _pdf(x: np.ndarray) -> np.ndarray:
 
 def _v_w_win(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """v and w of a win at ``x`` = (mean difference − draw margin) / c."""
-    # pdf / cdf through logs: stays finite for a surprising win (cdf underflows near x = −38).
-    v = np.exp(-0.5 * x * x - _LOG_SQRT_2PI - special.log_ndtr(x))
+    with np.errstate(divide="ignore", invalid="ignore"):  # fixed just below
+        v = _pdf(x) / special.ndtr(x)
+    # Far in the lower tail pdf and cdf underflow: there v = √(2/π) / erfcx(−x/√2) (the same
+    # ratio with the exp(−x²/2) cancelled), which is slower, so only where it is needed.
+    tail = np.flatnonzero(x < _TAIL_X)
+    if len(tail):
+        v[tail] = _SQRT_2_OVER_PI / special.erfcx(x[tail] * -_SQRT_HALF)
     return v, v * (v + x)
 
 
@@ -68,31 +79,38 @@ def _v_w_draw(t: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.where(t < 0, -v, v), w
 
 
-def play(mu: np.ndarray, var: np.ndarray, first: np.ndarray, second: np.ndarray,
-         drawn: np.ndarray, env: TrueSkillEnv) -> None:
-    """Play one game in every replicate, updating ``mu`` and ``var`` (σ²) in place.
+def play_flat(mu: np.ndarray, var: np.ndarray, first: np.ndarray, second: np.ndarray,
+              drawn: np.ndarray | None, env: TrueSkillEnv) -> None:
+    """Play one game per replicate on flat state, updating ``mu`` and ``var`` (σ²) in place.
 
-    ``mu`` and ``var`` are ``[n_replicates, n_systems]``; ``first``, ``second`` and ``drawn`` are
-    ``[n_replicates]``: in replicate r, system ``first[r]`` beat ``second[r]``, or they drew.
+    ``mu`` and ``var`` are 1-D (replicate r's system s at ``r * n_systems + s``); ``first`` and
+    ``second`` are flat positions into them, one pair per replicate, no position twice;
+    ``drawn`` (or None: no draws) marks the drawn games. One numpy step per operation for all
+    replicates: this is the inner loop of every bootstrap and of the stability analysis.
     """
-    rows = np.arange(mu.shape[0])
-    var_1 = var[rows, first] + env.tau ** 2
-    var_2 = var[rows, second] + env.tau ** 2
-    c2 = 2 * env.beta ** 2 + var_1 + var_2
+    tau2 = env.tau * env.tau
+    mu_1, mu_2 = mu.take(first), mu.take(second)
+    var_1 = var.take(first)
+    var_1 += tau2
+    var_2 = var.take(second)
+    var_2 += tau2
+    c2 = var_1 + var_2
+    c2 += 2 * env.beta * env.beta
     c = np.sqrt(c2)
-    t = (mu[rows, first] - mu[rows, second]) / c
+    t = mu_1 - mu_2
+    t /= c
     margin = env.draw_margin / c
-    v_win, w_win = _v_w_win(t - margin)
-    if drawn.any():
-        v_draw, w_draw = _v_w_draw(t, margin)
-        v = np.where(drawn, v_draw, v_win)
-        w = np.where(drawn, w_draw, w_win)
-    else:
-        v, w = v_win, w_win
-    mu[rows, first] += var_1 / c * v
-    mu[rows, second] -= var_2 / c * v
-    var[rows, first] = var_1 * (1 - var_1 / c2 * w)
-    var[rows, second] = var_2 * (1 - var_2 / c2 * w)
+    v, w = _v_w_win(t - margin)
+    if drawn is not None:
+        at = np.flatnonzero(drawn)
+        if len(at):
+            v[at], w[at] = _v_w_draw(t[at], margin[at])
+    v /= c
+    w /= c2
+    mu[first] = mu_1 + var_1 * v
+    mu[second] = mu_2 - var_2 * v
+    var[first] = var_1 * (1 - var_1 * w)
+    var[second] = var_2 * (1 - var_2 * w)
 
 
 def rate_sequences(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_systems: int,
@@ -116,9 +134,14 @@ def rate_sequences(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_s
         raise ValueError("a game is drawn but draw_probability is 0; give the environment a "
                          "draw probability > 0")
     n_replicates, n_games = first.shape
-    mu = np.full((n_replicates, n_systems), float(env.mu))
-    var = np.full((n_replicates, n_systems), float(env.sigma) ** 2)
+    mu = np.full(n_replicates * n_systems, float(env.mu))
+    var = np.full(n_replicates * n_systems, float(env.sigma) ** 2)
+    base = np.arange(n_replicates) * n_systems
+    # Column-major copies so that game t of every replicate is one contiguous read.
+    first_t, second_t = np.asfortranarray(first), np.asfortranarray(second)
+    any_drawn = drawn.any(axis=0)
     for game in range(n_games):
-        play(mu, var, first[:, game], second[:, game], drawn[:, game], env)
-    sigma = np.sqrt(var)
+        play_flat(mu, var, base + first_t[:, game], base + second_t[:, game],
+                  drawn[:, game] if any_drawn[game] else None, env)
+    mu, sigma = mu.reshape(n_replicates, n_systems), np.sqrt(var).reshape(n_replicates, n_systems)
     return (mu[0], sigma[0]) if one else (mu, sigma)
