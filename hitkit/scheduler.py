@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import DONE_STATUSES, Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.money import hit_cost
+from hitkit.errors import BudgetError
 from hitkit.study import StudyContext, resolve_secret
 
 log = logging.getLogger(__name__)
@@ -131,9 +132,19 @@ def post_wave(session: Session, ctx: StudyContext, now: dt.datetime, base_url: s
     costs = [hit_cost(h.reward, h.max_assignments, ctx.fee(h.reward, h.max_assignments)) for h in pending]
     n = hits_to_post(costs, committed_spend(session, ctx), ctx.config.budget, open_hits,
                      sched.max_concurrent, sched.wave_size)
+    posted_now = 0
     for hit in pending[:n]:
         entry = f"{base_url.rstrip('/')}/s/{ctx.name}/hit/{hit.id}"
-        posted = ctx.provider.post_hit(f"{ctx.name}-{hit.index}", entry, hit.reward, hit.max_assignments, hit.lifetime_s)
+        try:
+            posted = ctx.provider.post_hit(f"{ctx.name}-{hit.index}", entry, hit.reward, hit.max_assignments,
+                                           hit.lifetime_s)
+        except BudgetError as exc:
+            # The provider's own account cannot cover it (e.g. the MTurk balance): stop this wave,
+            # keep what was posted, and say why; the next tick tries again.
+            session.add(Event(study_id=ctx.study_id, kind="provider_refused_post", actor="scheduler",
+                              data={"hit": hit.id, "reason": str(exc)}))
+            return posted_now
+        posted_now += 1
         hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
         hit.posted_at, hit.expires_at = now, now + dt.timedelta(seconds=hit.lifetime_s)
         session.add(Event(study_id=ctx.study_id, kind="hit_posted", actor="scheduler",

@@ -1,0 +1,378 @@
+"""The ``mturk`` provider: Amazon Mechanical Turk through boto3's ``mturk`` client.
+
+MTurk's documentation states that it closes permanently on 30 September 2026; this provider stays
+complete (sandbox and production, ExternalQuestion) for accounts that still have access.
+
+Posting: one HIT type per study (title, reward, time limits, qualification requirements — the
+configured locale / approval rate / approved HITs / Masters, plus the study's private *cap*
+qualification, which workers must NOT hold), then each HIT with that type and an ExternalQuestion
+that frames hitkit's entry URL. Every create carries a ``UniqueRequestToken`` derived from the
+database key of the HIT, so a retried post (after a timeout or a crash) finds the HIT it already
+made instead of making a second one. Posting refuses (BudgetError) when the account balance cannot
+cover the HIT's worst case.
+
+Arrival: MTurk opens the entry URL with ``workerId``, ``assignmentId``, ``hitId`` and
+``turkSubmitTo``; ``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE`` is a preview.
+
+Completion: the worker's browser posts ``assignmentId`` to ``{turkSubmitTo}/mturk/externalSubmit``.
+hitkit does not store ``turkSubmitTo``: a HIT lives on exactly one marketplace, the one
+``provider.mturk.sandbox`` chose when it was posted, so the submit host is derived from that flag
+(``workersandbox.mturk.com`` or ``www.mturk.com``). An arrival whose ``turkSubmitTo`` names any other
+host is refused, so a forged parameter can never send the worker's form elsewhere.
+
+Calls are retried twice over: botocore's *standard* retry mode handles throttling, and
+:meth:`MTurkProvider._call` retries MTurk's ``ServiceFault`` a bounded number of times.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Mapping
+from xml.sax.saxutils import escape
+
+from hitkit.config import StudyConfig
+from hitkit.errors import BudgetError, ConfigError, FlowError, HitkitError
+from hitkit.money import cents, hit_cost, mturk_bonus_fee, mturk_reward_fee
+from hitkit.providers.base import (
+    Arrival,
+    Completion,
+    CompletionKind,
+    CrowdProvider,
+    PostedHit,
+)
+
+log = logging.getLogger(__name__)
+
+ENDPOINTS = {True: "https://mturk-requester-sandbox.us-east-1.amazonaws.com",
+             False: "https://mturk-requester.us-east-1.amazonaws.com"}
+SUBMIT_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://www.mturk.com"}
+PREVIEW_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://worker.mturk.com"}
+PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+
+LOCALE_QUALIFICATION = "00000000000000000071"
+APPROVAL_RATE_QUALIFICATION = "000000000000000000L0"
+APPROVED_HITS_QUALIFICATION = "00000000000000000040"
+MASTERS_QUALIFICATION = {True: "2ARFPLSP75KLA8M8DH1HTEQVJT3SY6", False: "2F1QJWKUDD8XADTFD2Q0G6UTO95ALH"}
+
+EXTERNAL_QUESTION_SCHEMA = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
+                            "2006-07-14/ExternalQuestion.xsd")
+
+
+class MTurkError(HitkitError):
+    """An MTurk call that failed for good; ``code`` is MTurk's error type (RequestError, ServiceFault…)."""
+
+    def __init__(self, operation: str, code: str, message: str):
+        self.operation, self.code, self.mturk_message = operation, code, message
+        super().__init__(f"MTurk {operation} failed: {code}: {message}")
+
+    @property
+    def already_processed(self) -> bool:
+        """MTurk saw this UniqueRequestToken before: the earlier request already did the work."""
+        text = self.mturk_message.lower()
+        return self.code == "RequestError" and "idempotency token" in text and "already been processed" in text
+
+
+@dataclass(frozen=True)
+class SubmittedWork:
+    """One assignment as MTurk lists it (:meth:`MTurkProvider.sync_submissions`)."""
+
+    provider_assignment_id: str
+    worker_id: str
+    status: str  # Submitted, Approved, Rejected
+    accepted_at: dt.datetime | None
+    submitted_at: dt.datetime | None
+    answer: str | None
+
+
+def external_question(url: str, frame_height: int) -> str:
+    """The ExternalQuestion XML that frames ``url`` (which MTurk requires to be HTTPS)."""
+    return (f'<ExternalQuestion xmlns="{EXTERNAL_QUESTION_SCHEMA}">'
+            f"<ExternalURL>{escape(url)}</ExternalURL><FrameHeight>{frame_height}</FrameHeight>"
+            f"</ExternalQuestion>")
+
+
+class MTurkProvider(CrowdProvider):
+    """Amazon Mechanical Turk, sandbox or production (``provider.mturk.sandbox``)."""
+
+    name = "mturk"
+    service_fault_attempts = 4
+    """Attempts at a call MTurk answers with ServiceFault (its transient internal error)."""
+    service_fault_backoff_s = 0.5
+
+    def __init__(self, config: StudyConfig, secret: str):
+        super().__init__(config, secret)
+        self.settings = config.provider.mturk
+        self.sandbox = self.settings.sandbox
+        self._client = None
+        self._client_lock = threading.Lock()
+        self._hit_type_ids: dict[Decimal, str] = {}
+        self._cap_qualification_id: str | None = None
+
+    # The client and its calls ---------------------------------------------------------------
+    @property
+    def client(self):
+        """boto3's ``mturk`` client for the configured endpoint (made on first use)."""
+        # One provider serves all of a web process's threads; boto3 clients are thread-safe once
+        # made, but making one from the shared default session is not, hence a session of our own.
+        with self._client_lock:
+            if self._client is None:
+                import boto3
+                from botocore.config import Config
+
+                self._client = boto3.session.Session().client(
+                    "mturk", region_name=self.settings.region,
+                    endpoint_url=self.settings.endpoint_url or ENDPOINTS[self.sandbox],
+                    config=Config(retries={"mode": "standard", "max_attempts": 5}))
+            return self._client
+
+    def _call(self, operation: str, **params) -> dict[str, Any]:
+        """Call ``operation`` (MTurk's name, e.g. ``CreateHITType``), retrying ServiceFault a few times."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        method = getattr(self.client, _snake(operation))
+        for attempt in range(self.service_fault_attempts):
+            try:
+                return method(**params)
+            except ClientError as exc:
+                error = exc.response.get("Error", {})
+                code, message = error.get("Code", "Unknown"), error.get("Message", str(exc))
+                if code == "ServiceFault" and attempt + 1 < self.service_fault_attempts:
+                    log.warning("MTurk %s: ServiceFault (attempt %d), retrying", operation, attempt + 1)
+                    time.sleep(self.service_fault_backoff_s * 2 ** attempt)
+                    continue
+                raise MTurkError(operation, code, message) from None
+            except BotoCoreError as exc:
+                # No credentials, no connection after botocore's own retries: say so, plainly.
+                raise MTurkError(operation, type(exc).__name__,
+                                 f"{exc} (check the AWS credentials and provider.mturk.endpoint_url)") from None
+        raise AssertionError("unreachable")
+
+    def token(self, purpose: str, key: str) -> str:
+        """A UniqueRequestToken for ``key``: stable across processes sharing the secret, ≤ 64 characters.
+
+        Keyed by the server secret so two hitkit installations with the same study name never
+        collide on one account's tokens.
+        """
+        digest = hmac.new(self.secret.encode(), f"{purpose}:{key}".encode(), hashlib.sha256).hexdigest()
+        return f"hk-{digest[:48]}"
+
+    # Money ----------------------------------------------------------------------------------
+    def fee(self, reward: Decimal, max_assignments: int) -> Decimal:
+        """MTurk's fee on one assignment's reward (METHODS.md §5)."""
+        return mturk_reward_fee(reward, max_assignments)
+
+    def bonus_fee(self, bonus: Decimal) -> Decimal:
+        """MTurk's fee on a bonus (METHODS.md §5)."""
+        return mturk_bonus_fee(bonus)
+
+    def balance(self) -> Decimal:
+        """The account's available balance (the sandbox always reports 10,000.00)."""
+        return Decimal(self._call("GetAccountBalance")["AvailableBalance"])
+
+    # Posting --------------------------------------------------------------------------------
+    def qualification_requirements(self) -> list[dict[str, Any]]:
+        """The HIT type's requirements: the configured ones, then the study's cap (must NOT be held)."""
+        s = self.settings
+        guard = {"ActionsGuarded": "DiscoverPreviewAndAccept"}
+        reqs: list[dict[str, Any]] = []
+        if s.locales:
+            reqs.append({"QualificationTypeId": LOCALE_QUALIFICATION, "Comparator": "In",
+                         "LocaleValues": [{"Country": c.upper()} for c in s.locales], **guard})
+        if s.min_approval_rate is not None:
+            reqs.append({"QualificationTypeId": APPROVAL_RATE_QUALIFICATION, "Comparator": "GreaterThanOrEqualTo",
+                         "IntegerValues": [s.min_approval_rate], **guard})
+        if s.min_approved_hits is not None:
+            reqs.append({"QualificationTypeId": APPROVED_HITS_QUALIFICATION, "Comparator": "GreaterThanOrEqualTo",
+                         "IntegerValues": [s.min_approved_hits], **guard})
+        if s.masters:
+            reqs.append({"QualificationTypeId": MASTERS_QUALIFICATION[self.sandbox], "Comparator": "Exists", **guard})
+        reqs.append({"QualificationTypeId": self.cap_qualification_id(), "Comparator": "DoesNotExist", **guard})
+        return reqs
+
+    def cap_qualification_id(self) -> str:
+        """The study's private qualification for workers at the per-worker cap (created once)."""
+        if self._cap_qualification_id is None:
+            name = f"hitkit cap {self.config.study} {self.token('cap', self.config.study)[3:15]}"
+            try:
+                made = self._call("CreateQualificationType", Name=name, QualificationTypeStatus="Active",
+                                  Description=f"Workers who have done the most HITs allowed in the study "
+                                              f"'{self.config.study}'.")
+                self._cap_qualification_id = made["QualificationType"]["QualificationTypeId"]
+            except MTurkError as exc:
+                if exc.code != "RequestError":
+                    raise
+                # Made by an earlier process: names are unique per account, so look it up.
+                found = self._call("ListQualificationTypes", Query=name, MustBeRequestable=False,
+                                   MustBeOwnedByCaller=True)["QualificationTypes"]
+                match = [q for q in found if q["Name"] == name]
+                if not match:
+                    raise
+                self._cap_qualification_id = match[0]["QualificationTypeId"]
+        return self._cap_qualification_id
+
+    def hit_type_id(self, reward: Decimal) -> str:
+        """The study's HIT type at this reward (MTurk gives the same properties the same id, so no duplicates)."""
+        reward = cents(reward)
+        if reward not in self._hit_type_ids:
+            hit = self.config.hit
+            made = self._call(
+                "CreateHITType", Title=hit.title, Description=hit.description, Keywords=hit.keywords,
+                Reward=f"{reward:.2f}", AssignmentDurationInSeconds=int(hit.assignment_minutes * 60),
+                AutoApprovalDelayInSeconds=self.settings.auto_approval_delay_s,
+                QualificationRequirements=self.qualification_requirements())
+            self._hit_type_ids[reward] = made["HITTypeId"]
+        return self._hit_type_ids[reward]
+
+    def post_hit(self, hit_key: str, entry_url: str, reward: Decimal, max_assignments: int,
+                 lifetime_s: float) -> PostedHit:
+        """Create the HIT once per ``hit_key``; BudgetError if the balance cannot cover its worst case."""
+        if not entry_url.startswith("https://"):
+            raise ConfigError(f"MTurk frames only HTTPS pages, and the entry URL is {entry_url}; set "
+                              f"server.public_url to the https:// address workers reach this server at")
+        worst = hit_cost(reward, max_assignments, self.fee(reward, max_assignments))
+        available = self.balance()
+        if worst > available:
+            raise BudgetError(f"the MTurk account balance is ${available}, but HIT {hit_key} may cost ${worst} "
+                              f"({max_assignments} × (${reward} + ${self.fee(reward, max_assignments)} fee)); "
+                              f"add funds to the requester account, then resume the study")
+        token = self.token("hit", hit_key)
+        try:
+            hit = self._call("CreateHITWithHITType", HITTypeId=self.hit_type_id(reward),
+                             MaxAssignments=max_assignments, LifetimeInSeconds=max(30, int(lifetime_s)),
+                             Question=external_question(entry_url, self.settings.frame_height),
+                             RequesterAnnotation=f"{hit_key} {token}"[:255], UniqueRequestToken=token)["HIT"]
+        except MTurkError as exc:
+            if not exc.already_processed:
+                raise
+            hit = self._find_hit(token)
+            if hit is None:
+                raise MTurkError("CreateHITWithHITType", exc.code,
+                                 f"MTurk says HIT {hit_key} was created already, but no HIT of this account "
+                                 f"carries its annotation; look for it in the requester site") from None
+        return PostedHit(provider_hit_id=hit["HITId"],
+                         url=f"{PREVIEW_HOSTS[self.sandbox]}/mturk/preview?groupId={hit['HITGroupId']}")
+
+    def _find_hit(self, token: str) -> dict[str, Any] | None:
+        """The account's HIT whose annotation ends with ``token`` (the one a lost create made)."""
+        params: dict[str, Any] = {"MaxResults": 100}
+        while True:
+            page = self._call("ListHITs", **params)
+            for hit in page.get("HITs", []):
+                if hit.get("RequesterAnnotation", "").endswith(token):
+                    return hit
+            if not page.get("NextToken"):
+                return None
+            params["NextToken"] = page["NextToken"]
+
+    def expire_hit(self, provider_hit_id: str) -> None:
+        """Expire now: an expiry in the past closes the HIT to new workers at once."""
+        self._call("UpdateExpirationForHIT", HITId=provider_hit_id,
+                   ExpireAt=dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc))
+
+    def extend_hit(self, provider_hit_id: str, extra_assignments: int, lifetime_s: float,
+                   request_key: str | None = None) -> None:
+        """More places (once per ``request_key``) and a fresh lifetime from now.
+
+        Without ``request_key`` the token is keyed by the HIT and the number of places, so a retry
+        never adds places twice; a caller that means to add the same number again within MTurk's
+        24-hour token window passes a new ``request_key``.
+        """
+        if extra_assignments > 0:
+            token = self.token("extend", f"{provider_hit_id}:{request_key or extra_assignments}")
+            try:
+                self._call("CreateAdditionalAssignmentsForHIT", HITId=provider_hit_id,
+                           NumberOfAdditionalAssignments=extra_assignments, UniqueRequestToken=token)
+            except MTurkError as exc:
+                if not exc.already_processed:
+                    raise
+        self._call("UpdateExpirationForHIT", HITId=provider_hit_id,
+                   ExpireAt=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=lifetime_s))
+
+    # Arrival and completion -----------------------------------------------------------------
+    def arrival(self, args: Mapping[str, str]) -> Arrival:
+        submit_to = args.get("turkSubmitTo")
+        if submit_to and submit_to.rstrip("/") != SUBMIT_HOSTS[self.sandbox]:
+            raise FlowError(f"this HIT belongs to {SUBMIT_HOSTS[self.sandbox]}, not {submit_to}; "
+                            f"open it from that MTurk site", 400)
+        assignment = args.get("assignmentId")
+        if assignment in (None, "", PREVIEW_ASSIGNMENT):
+            return Arrival(preview=True, provider_hit_id=args.get("hitId"))
+        if not args.get("workerId") or not args.get("hitId"):
+            raise FlowError("MTurk did not say who you are (workerId and hitId are missing); "
+                            "open the HIT again from MTurk", 400)
+        return Arrival(preview=False, worker_id=args["workerId"], provider_assignment_id=assignment,
+                       provider_hit_id=args["hitId"], extra={"turkSubmitTo": SUBMIT_HOSTS[self.sandbox]})
+
+    def completion(self, provider_assignment_id: str | None, args: Mapping[str, str]) -> Completion:
+        """Post ``assignmentId`` back to the marketplace the HIT lives on (MTurk needs one more field)."""
+        url = f"{SUBMIT_HOSTS[self.sandbox]}/mturk/externalSubmit"
+        return Completion(CompletionKind.POST_FORM, url=url,
+                          fields={"assignmentId": provider_assignment_id or "", "submitted": "hitkit"})
+
+    # Deciding and paying --------------------------------------------------------------------
+    def _decide(self, operation: str, provider_assignment_id: str, status: str, feedback: str) -> None:
+        params: dict[str, Any] = {"AssignmentId": provider_assignment_id}
+        if feedback:
+            params["RequesterFeedback"] = feedback[:1024]
+        try:
+            self._call(operation, **params)
+        except MTurkError as exc:
+            # A retry after a lost answer finds the work already decided; that is success.
+            if exc.code != "RequestError":
+                raise
+            current = self._call("GetAssignment", AssignmentId=provider_assignment_id)["Assignment"]
+            if current["AssignmentStatus"] != status:
+                raise
+
+    def approve(self, provider_assignment_id: str, feedback: str = "") -> None:
+        self._decide("ApproveAssignment", provider_assignment_id, "Approved", feedback)
+
+    def reject(self, provider_assignment_id: str, reason: str) -> None:
+        if not reason.strip():
+            raise ValueError("MTurk shows the worker why their work was rejected; give a reason")
+        self._decide("RejectAssignment", provider_assignment_id, "Rejected", reason)
+
+    def pay_bonus(self, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
+                  idempotency_key: str) -> str:
+        """SendBonus with the ledger key as UniqueRequestToken, so a retried payment pays once."""
+        token = idempotency_key if len(idempotency_key) <= 64 else self.token("bonus", idempotency_key)
+        try:
+            self._call("SendBonus", WorkerId=worker_id, AssignmentId=provider_assignment_id,
+                       BonusAmount=f"{cents(amount):.2f}", Reason=reason, UniqueRequestToken=token)
+        except MTurkError as exc:
+            if not exc.already_processed:
+                raise
+        return f"mturk-bonus-{token}"
+
+    # Keeping in step ------------------------------------------------------------------------
+    def sync_submissions(self, provider_hit_id: str) -> list[SubmittedWork]:
+        """Every submitted, approved or rejected assignment MTurk holds for the HIT."""
+        params: dict[str, Any] = {"HITId": provider_hit_id, "MaxResults": 100,
+                                  "AssignmentStatuses": ["Submitted", "Approved", "Rejected"]}
+        out: list[SubmittedWork] = []
+        while True:
+            page = self._call("ListAssignmentsForHIT", **params)
+            for a in page.get("Assignments", []):
+                out.append(SubmittedWork(a["AssignmentId"], a["WorkerId"], a["AssignmentStatus"],
+                                         a.get("AcceptTime"), a.get("SubmitTime"), a.get("Answer")))
+            if not page.get("NextToken"):
+                return out
+            params["NextToken"] = page["NextToken"]
+
+    def cap_worker(self, worker_id: str) -> None:
+        """Give the worker the study's cap qualification (silently), so no more of its HITs reach them."""
+        self._call("AssociateQualificationWithWorker", QualificationTypeId=self.cap_qualification_id(),
+                   WorkerId=worker_id, IntegerValue=1, SendNotification=False)
+
+
+def _snake(operation: str) -> str:
+    """boto3's method name of an MTurk operation: ``CreateHITType`` → ``create_hit_type``."""
+    from botocore import xform_name
+
+    return xform_name(operation)

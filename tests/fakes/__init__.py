@@ -1,0 +1,1 @@
+"""Local fakes of the crowd providers' wire protocols, for tests (never imported by hitkit/)."""

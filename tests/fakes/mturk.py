@@ -1,0 +1,291 @@
+"""A local fake of MTurk's requester API, speaking its JSON 1.1 wire protocol on 127.0.0.1.
+
+boto3 is pointed at it with ``endpoint_url`` and dummy credentials, so the real client serialises
+every call and parses every answer. The fake reads ``X-Amz-Target:
+MTurkRequesterServiceV20170117.<Operation>``, keeps its marketplace in memory, answers JSON as
+MTurk does, and reports errors as ``{"__type": ..., "Message": ...}`` with HTTP 400.
+
+What tests steer: :meth:`FakeMTurk.inject` makes the next calls of an operation fail (before the
+operation runs, or — with ``after=True`` — after it ran, as a response lost on the way back);
+:meth:`FakeMTurk.submit_assignment` plays a worker who accepted and submitted. ``requests`` records
+every call as ``(operation, body)``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import threading
+import uuid
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TARGET_PREFIX = "MTurkRequesterServiceV20170117."
+
+
+class _Fault(Exception):
+    def __init__(self, kind: str, message: str):
+        self.kind, self.message = kind, message
+        super().__init__(message)
+
+
+def _now() -> float:
+    return dt.datetime.now(dt.timezone.utc).timestamp()
+
+
+class FakeMTurk:
+    """MTurk's requester API in memory, served over HTTP until :meth:`stop`."""
+
+    def __init__(self, balance: str = "10000.00"):
+        self.balance = Decimal(balance)
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.hit_types: dict[str, dict[str, Any]] = {}
+        self.hits: dict[str, dict[str, Any]] = {}
+        self.assignments: dict[str, dict[str, Any]] = {}
+        self.bonuses: list[dict[str, Any]] = []
+        self.qualification_types: dict[str, dict[str, Any]] = {}
+        self.worker_qualifications: list[dict[str, Any]] = []
+        self._tokens: set[tuple[str, str]] = set()
+        self._faults: dict[str, list[tuple[str, bool]]] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # Running ------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "FakeMTurk":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # Steering -----------------------------------------------------------------------------
+    def inject(self, operation: str, kind: str = "ServiceFault", times: int = 1, after: bool = False) -> None:
+        """Fail the next ``times`` calls of ``operation`` with error ``kind``; ``after``: once it has run."""
+        with self._lock:
+            self._faults.setdefault(operation, []).extend([(kind, after)] * times)
+
+    def calls(self, operation: str) -> list[dict[str, Any]]:
+        """The bodies of every ``operation`` call received, in order."""
+        return [body for op, body in self.requests if op == operation]
+
+    def submit_assignment(self, hit_id: str, worker_id: str, answer: str = "<QuestionFormAnswers/>") -> str:
+        """A worker accepts and submits one assignment of ``hit_id``; return its id."""
+        with self._lock:
+            hit = self.hits[hit_id]
+            assignment_id = self._new_id("A")
+            now = _now()
+            self.assignments[assignment_id] = {
+                "AssignmentId": assignment_id, "WorkerId": worker_id, "HITId": hit_id,
+                "AssignmentStatus": "Submitted", "AcceptTime": now - 60, "SubmitTime": now,
+                "AutoApprovalTime": now + 3 * 86400, "Answer": answer}
+            hit["NumberOfAssignmentsCompleted"] += 1
+            hit["NumberOfAssignmentsAvailable"] -= 1
+            return assignment_id
+
+    # The protocol -------------------------------------------------------------------------
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                target = self.headers.get("X-Amz-Target", "")
+                status, payload = fake._dispatch(target, body, self.headers.get("Content-Type", ""))
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-amz-json-1.1")
+                self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+    def _dispatch(self, target: str, body: dict[str, Any], content_type: str) -> tuple[int, dict[str, Any]]:
+        if not target.startswith(TARGET_PREFIX) or not content_type.startswith("application/x-amz-json-1.1"):
+            return 400, {"__type": "UnknownOperationException", "Message": f"bad target {target!r}"}
+        operation = target[len(TARGET_PREFIX):]
+        with self._lock:
+            self.requests.append((operation, body))
+            pending = self._faults.get(operation) or []
+            fault = pending.pop(0) if pending else None
+            if fault is not None and not fault[1]:
+                return 400, {"__type": fault[0], "Message": f"injected {fault[0]}"}
+            method = getattr(self, "_op_" + operation, None)
+            if method is None:
+                return 400, {"__type": "UnknownOperationException", "Message": operation}
+            try:
+                result = method(body)
+            except _Fault as exc:
+                return 400, {"__type": exc.kind, "Message": exc.message}
+            if fault is not None:  # the work is done, but the answer never arrives
+                return 400, {"__type": fault[0], "Message": f"injected {fault[0]}"}
+            return 200, result
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids):029d}"
+
+    def _once(self, operation: str, body: dict[str, Any]) -> None:
+        """MTurk refuses a second request with the same UniqueRequestToken."""
+        token = body.get("UniqueRequestToken")
+        if token is None:
+            return
+        if len(token) > 64:
+            raise _Fault("ValidationException", "UniqueRequestToken is longer than 64 characters")
+        if (operation, token) in self._tokens:
+            raise _Fault("RequestError", f'The idempotency token "{token}" has already been processed. '
+                                         f'({int(_now() * 1000)})')
+        self._tokens.add((operation, token))
+
+    def _hit(self, hit_id: str) -> dict[str, Any]:
+        if hit_id not in self.hits:
+            raise _Fault("RequestError", f"Hit {hit_id} does not exist. ({int(_now() * 1000)})")
+        return self.hits[hit_id]
+
+    def _assignment(self, assignment_id: str) -> dict[str, Any]:
+        if assignment_id not in self.assignments:
+            raise _Fault("RequestError", f"Assignment {assignment_id} does not exist.")
+        return self.assignments[assignment_id]
+
+    # Operations ---------------------------------------------------------------------------
+    def _op_GetAccountBalance(self, body):
+        return {"AvailableBalance": f"{self.balance:.2f}"}
+
+    def _op_CreateHITType(self, body):
+        for key in ("Title", "Description", "Reward", "AssignmentDurationInSeconds"):
+            if key not in body:
+                raise _Fault("ValidationException", f"{key} is required")
+        # MTurk gives identical HIT type properties the same HITTypeId.
+        signature = json.dumps(body, sort_keys=True)
+        if signature not in self.hit_types:
+            self.hit_types[signature] = {"HITTypeId": self._new_id("T"), **body}
+        return {"HITTypeId": self.hit_types[signature]["HITTypeId"]}
+
+    def _op_CreateHITWithHITType(self, body):
+        types = {t["HITTypeId"]: t for t in self.hit_types.values()}
+        if body.get("HITTypeId") not in types:
+            raise _Fault("RequestError", f"HIT type {body.get('HITTypeId')} does not exist.")
+        self._once("CreateHITWithHITType", body)
+        hit_type = types[body["HITTypeId"]]
+        hit_id = self._new_id("H")
+        now = _now()
+        self.hits[hit_id] = {
+            "HITId": hit_id, "HITTypeId": body["HITTypeId"], "HITGroupId": "G" + body["HITTypeId"][1:],
+            "CreationTime": now, "Title": hit_type["Title"], "Description": hit_type["Description"],
+            "Question": body["Question"], "HITStatus": "Assignable", "MaxAssignments": body["MaxAssignments"],
+            "Reward": hit_type["Reward"], "Expiration": now + body["LifetimeInSeconds"],
+            "RequesterAnnotation": body.get("RequesterAnnotation", ""),
+            "QualificationRequirements": hit_type.get("QualificationRequirements", []),
+            "NumberOfAssignmentsPending": 0, "NumberOfAssignmentsAvailable": body["MaxAssignments"],
+            "NumberOfAssignmentsCompleted": 0}
+        return {"HIT": self.hits[hit_id]}
+
+    def _op_GetHIT(self, body):
+        return {"HIT": self._hit(body["HITId"])}
+
+    def _op_ListHITs(self, body):
+        hits = sorted(self.hits.values(), key=lambda h: h["HITId"])
+        start = int(body.get("NextToken") or 0)
+        size = int(body.get("MaxResults") or 10)
+        page = hits[start:start + size]
+        out: dict[str, Any] = {"NumResults": len(page), "HITs": page}
+        if start + size < len(hits):
+            out["NextToken"] = str(start + size)
+        return out
+
+    def _op_UpdateExpirationForHIT(self, body):
+        hit = self._hit(body["HITId"])
+        hit["Expiration"] = body["ExpireAt"]
+        hit["HITStatus"] = "Unassignable" if body["ExpireAt"] <= _now() else "Assignable"
+        return {}
+
+    def _op_CreateAdditionalAssignmentsForHIT(self, body):
+        hit = self._hit(body["HITId"])
+        extra = body["NumberOfAdditionalAssignments"]
+        if hit["MaxAssignments"] < 10 <= hit["MaxAssignments"] + extra:
+            raise _Fault("RequestError", "HITs created with fewer than 10 assignments cannot be extended "
+                                         "to have 10 or more assignments.")
+        self._once("CreateAdditionalAssignmentsForHIT", body)
+        hit["MaxAssignments"] += extra
+        hit["NumberOfAssignmentsAvailable"] += extra
+        return {}
+
+    def _op_ListAssignmentsForHIT(self, body):
+        self._hit(body["HITId"])
+        statuses = body.get("AssignmentStatuses") or ["Submitted", "Approved", "Rejected"]
+        rows = sorted((a for a in self.assignments.values()
+                       if a["HITId"] == body["HITId"] and a["AssignmentStatus"] in statuses),
+                      key=lambda a: a["AssignmentId"])
+        start = int(body.get("NextToken") or 0)
+        size = int(body.get("MaxResults") or 10)
+        page = rows[start:start + size]
+        out: dict[str, Any] = {"NumResults": len(page), "Assignments": page}
+        if start + size < len(rows):
+            out["NextToken"] = str(start + size)
+        return out
+
+    def _op_GetAssignment(self, body):
+        a = self._assignment(body["AssignmentId"])
+        return {"Assignment": a, "HIT": self.hits[a["HITId"]]}
+
+    def _decide(self, body, status: str):
+        a = self._assignment(body["AssignmentId"])
+        if a["AssignmentStatus"] != "Submitted":
+            raise _Fault("RequestError", f"This operation can be called with a status of: Submitted "
+                                         f"(assignment {a['AssignmentId']} is {a['AssignmentStatus']})")
+        a["AssignmentStatus"] = status
+        if body.get("RequesterFeedback"):
+            a["RequesterFeedback"] = body["RequesterFeedback"]
+        if status == "Approved":
+            self.balance -= Decimal(self.hits[a["HITId"]]["Reward"])
+        return {}
+
+    def _op_ApproveAssignment(self, body):
+        return self._decide(body, "Approved")
+
+    def _op_RejectAssignment(self, body):
+        if not body.get("RequesterFeedback"):
+            raise _Fault("ValidationException", "RequesterFeedback is required")
+        return self._decide(body, "Rejected")
+
+    def _op_SendBonus(self, body):
+        a = self._assignment(body["AssignmentId"])
+        if a["WorkerId"] != body["WorkerId"]:
+            raise _Fault("RequestError", "the worker did not work on this assignment")
+        if not body.get("Reason"):
+            raise _Fault("ValidationException", "Reason is required")
+        self._once("SendBonus", body)
+        self.bonuses.append(dict(body))
+        self.balance -= Decimal(body["BonusAmount"])
+        return {}
+
+    def _op_CreateQualificationType(self, body):
+        if any(q["Name"] == body["Name"] for q in self.qualification_types.values()):
+            raise _Fault("RequestError", f"You have already created a QualificationType with this name: "
+                                         f"{body['Name']}")
+        qid = self._new_id("Q")
+        self.qualification_types[qid] = {"QualificationTypeId": qid, "CreationTime": _now(), **body}
+        return {"QualificationType": self.qualification_types[qid]}
+
+    def _op_ListQualificationTypes(self, body):
+        query = (body.get("Query") or "").lower()
+        found = [q for q in self.qualification_types.values() if query in q["Name"].lower()]
+        return {"NumResults": len(found), "QualificationTypes": found}
+
+    def _op_AssociateQualificationWithWorker(self, body):
+        if body["QualificationTypeId"] not in self.qualification_types:
+            raise _Fault("RequestError", f"QualificationType {body['QualificationTypeId']} does not exist.")
+        self.worker_qualifications.append(dict(body))
+        return {}

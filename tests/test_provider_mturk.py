@@ -1,0 +1,348 @@
+"""The MTurk provider through boto3, against a local fake of MTurk's JSON 1.1 wire protocol."""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from decimal import Decimal
+from html import unescape
+
+import pytest
+import requests
+from sqlalchemy import select
+
+from hitkit.config import load_study
+from hitkit.db.models import Assignment, Payment, Study, Worker
+from hitkit.db.session import session_scope
+from hitkit.errors import BudgetError, ConfigError, FlowError
+from hitkit.money import mturk_bonus_fee, mturk_reward_fee
+from hitkit.providers import make_provider
+from hitkit.providers.base import CompletionKind
+from hitkit.providers.mturk import (
+    APPROVAL_RATE_QUALIFICATION,
+    APPROVED_HITS_QUALIFICATION,
+    LOCALE_QUALIFICATION,
+    MASTERS_QUALIFICATION,
+    MTurkError,
+    MTurkProvider,
+)
+from tests.fakes.mturk import FakeMTurk
+from tests.studies import pairwise_study
+
+ENTRY = "https://tasks.example.org/s/ab-demo/hit/1?a=1&b=2"
+SANDBOX_SUBMIT = "https://workersandbox.mturk.com/mturk/externalSubmit"
+PRODUCTION_SUBMIT = "https://www.mturk.com/mturk/externalSubmit"
+
+
+@pytest.fixture(autouse=True)
+def _dummy_aws(monkeypatch, tmp_path):
+    """Dummy credentials, and no AWS config of the machine running the tests."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+
+
+@pytest.fixture
+def fake():
+    server = FakeMTurk().start()
+    yield server
+    server.stop()
+
+
+def study_file(tmp_path, fake: FakeMTurk, database_url: str | None = None, **mturk):
+    """The example A/B study on MTurk, its requester endpoint pointed at ``fake``."""
+    return pairwise_study(tmp_path, database_url or f"sqlite:///{tmp_path / 'unused.db'}",
+                          provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url, **mturk}})
+
+
+def provider_for(tmp_path, fake: FakeMTurk, **mturk) -> MTurkProvider:
+    provider = make_provider(load_study(study_file(tmp_path, fake, **mturk)), "test-secret")
+    assert isinstance(provider, MTurkProvider)
+    provider.service_fault_backoff_s = 0
+    return provider
+
+
+# Posting ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_create_sends_the_external_question_and_the_qualifications(tmp_path, fake, sandbox):
+    p = provider_for(tmp_path, fake, sandbox=sandbox, locales=["US", "gb"], min_approval_rate=95,
+                     min_approved_hits=500, masters=True, frame_height=700, auto_approval_delay_s=3600)
+    posted = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 7200)
+
+    [hit_type] = fake.calls("CreateHITType")
+    assert hit_type["Reward"] == "0.50"
+    assert hit_type["Title"] == "Which chatbot reply is better?"
+    assert hit_type["AssignmentDurationInSeconds"] == 600
+    assert hit_type["AutoApprovalDelayInSeconds"] == 3600
+    [cap] = fake.qualification_types
+    reqs = {r["QualificationTypeId"]: r for r in hit_type["QualificationRequirements"]}
+    assert reqs[LOCALE_QUALIFICATION]["Comparator"] == "In"
+    assert reqs[LOCALE_QUALIFICATION]["LocaleValues"] == [{"Country": "US"}, {"Country": "GB"}]
+    assert (reqs[APPROVAL_RATE_QUALIFICATION]["Comparator"], reqs[APPROVAL_RATE_QUALIFICATION]["IntegerValues"]) \
+        == ("GreaterThanOrEqualTo", [95])
+    assert reqs[APPROVED_HITS_QUALIFICATION]["IntegerValues"] == [500]
+    assert reqs[MASTERS_QUALIFICATION[sandbox]]["Comparator"] == "Exists"
+    assert MASTERS_QUALIFICATION[not sandbox] not in reqs
+    assert reqs[cap]["Comparator"] == "DoesNotExist"  # the cap qualification excludes its holders
+
+    [create] = fake.calls("CreateHITWithHITType")
+    question = ET.fromstring(create["Question"])
+    ns = "{http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd}"
+    assert question.tag == ns + "ExternalQuestion"
+    assert question.find(ns + "ExternalURL").text == ENTRY
+    assert question.find(ns + "FrameHeight").text == "700"
+    assert (create["MaxAssignments"], create["LifetimeInSeconds"]) == (3, 7200)
+    assert create["UniqueRequestToken"] == p.token("hit", "ab-demo-0") and len(create["UniqueRequestToken"]) <= 64
+    assert posted.provider_hit_id in fake.hits
+    assert fake.hits[posted.provider_hit_id]["HITTypeId"] == hit_type_id(fake)
+
+
+def hit_type_id(fake: FakeMTurk) -> str:
+    [t] = fake.hit_types.values()
+    return t["HITTypeId"]
+
+
+def test_the_hit_type_and_cap_are_made_once_per_study_across_processes(tmp_path, fake):
+    first = provider_for(tmp_path, fake)
+    first.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+    first.post_hit("ab-demo-1", ENTRY, Decimal("0.50"), 3, 3600)
+    assert len(fake.calls("CreateHITType")) == 1 and len(fake.calls("CreateQualificationType")) == 1
+    second = provider_for(tmp_path, fake)  # another process: finds the cap made by the first
+    second.post_hit("ab-demo-2", ENTRY, Decimal("0.50"), 3, 3600)
+    assert len(fake.qualification_types) == 1 and len(fake.hit_types) == 1 and len(fake.hits) == 3
+
+
+def test_a_retried_create_with_the_same_token_does_not_duplicate(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    # MTurk creates the HIT but the answer is lost: the retry carries the same token.
+    fake.inject("CreateHITWithHITType", "ServiceFault", after=True)
+    posted = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+    creates = fake.calls("CreateHITWithHITType")
+    assert len(creates) == 2 and creates[0]["UniqueRequestToken"] == creates[1]["UniqueRequestToken"]
+    assert list(fake.hits) == [posted.provider_hit_id]
+    # A crash before the database recorded the HIT: a new process posts the same key again.
+    again = provider_for(tmp_path, fake).post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+    assert again.provider_hit_id == posted.provider_hit_id and len(fake.hits) == 1
+    # A different key is a different HIT.
+    assert p.post_hit("ab-demo-1", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id != posted.provider_hit_id
+
+
+def test_a_service_fault_is_retried_a_bounded_number_of_times(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    fake.inject("GetAccountBalance", "ServiceFault", times=2)
+    assert p.balance() == Decimal("10000.00")
+    assert len(fake.calls("GetAccountBalance")) == 3
+    fake.inject("GetAccountBalance", "ServiceFault", times=p.service_fault_attempts)
+    with pytest.raises(MTurkError) as err:
+        p.balance()
+    assert err.value.code == "ServiceFault"
+    assert len(fake.calls("GetAccountBalance")) == 3 + p.service_fault_attempts
+
+
+def test_throttling_is_retried_by_botocore(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    fake.inject("GetAccountBalance", "ThrottlingException")
+    assert p.balance() == Decimal("10000.00")
+    assert len(fake.calls("GetAccountBalance")) == 2
+
+
+def test_posting_is_refused_beyond_the_account_balance(tmp_path):
+    fake = FakeMTurk(balance="1.79").start()
+    try:
+        p = provider_for(tmp_path, fake)
+        # 3 × (0.50 + 20 % fee 0.10) = 1.80 worst case
+        with pytest.raises(BudgetError, match=r"1\.79.*1\.80"):
+            p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+        assert fake.calls("CreateHITWithHITType") == []
+        fake.balance = Decimal("1.80")
+        assert p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id in fake.hits
+    finally:
+        fake.stop()
+
+
+def test_posting_needs_an_https_entry_url(tmp_path, fake):
+    with pytest.raises(ConfigError, match="HTTPS"):
+        provider_for(tmp_path, fake).post_hit("ab-demo-0", "http://127.0.0.1:5000/s/x/hit/1", Decimal("0.50"), 3, 60)
+    assert fake.calls("CreateHITWithHITType") == []
+
+
+def test_fees_are_mturks(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    for reward, n in ((Decimal("0.50"), 3), (Decimal("0.50"), 10), (Decimal("0.01"), 1), (Decimal("1.25"), 9)):
+        assert p.fee(reward, n) == mturk_reward_fee(reward, n)
+    assert p.fee(Decimal("1.00"), 9) == Decimal("0.20") and p.fee(Decimal("1.00"), 10) == Decimal("0.40")
+    assert p.fee(Decimal("0.01"), 1) == Decimal("0.01")
+    assert p.bonus_fee(Decimal("2.00")) == mturk_bonus_fee(Decimal("2.00")) == Decimal("0.40")
+
+
+# Keeping the HIT open or closed -------------------------------------------------------------
+def test_expire_and_extend(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    hit_id = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id
+    p.expire_hit(hit_id)
+    assert fake.hits[hit_id]["HITStatus"] == "Unassignable"
+    p.extend_hit(hit_id, 2, 3600)
+    p.extend_hit(hit_id, 2, 3600)  # a retry: same token, places added once
+    assert fake.hits[hit_id]["MaxAssignments"] == 5 and fake.hits[hit_id]["HITStatus"] == "Assignable"
+    p.extend_hit(hit_id, 2, 3600, request_key="second round")
+    assert fake.hits[hit_id]["MaxAssignments"] == 7
+    p.extend_hit(hit_id, 0, 60)  # more time only
+    assert len(fake.calls("CreateAdditionalAssignmentsForHIT")) == 3
+    with pytest.raises(MTurkError, match="10 or more"):  # MTurk's fee rule: no crossing 10 by extension
+        p.extend_hit(hit_id, 3, 3600)
+
+
+# Arrival and hand-back ----------------------------------------------------------------------
+def test_arrival_reads_mturks_parameters(tmp_path, fake):
+    p = provider_for(tmp_path, fake, sandbox=True)
+    preview = p.arrival({"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "H1"})
+    assert preview.preview and preview.worker_id is None and preview.provider_hit_id == "H1"
+    worker = p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "W1",
+                        "turkSubmitTo": "https://workersandbox.mturk.com"})
+    assert (worker.preview, worker.worker_id, worker.provider_assignment_id) == (False, "W1", "A1")
+    with pytest.raises(FlowError):  # a production host on a sandbox study: never post the form there
+        p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "W1", "turkSubmitTo": "https://www.mturk.com"})
+    with pytest.raises(FlowError):
+        p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "W1", "turkSubmitTo": "https://evil.example"})
+    with pytest.raises(FlowError):
+        p.arrival({"assignmentId": "A1", "hitId": "H1"})
+    assert fake.requests == []  # arriving calls nothing at MTurk
+    done = p.completion("A1", {})
+    assert done.kind is CompletionKind.POST_FORM and done.url == SANDBOX_SUBMIT
+    assert done.fields["assignmentId"] == "A1" and len(done.fields) >= 2
+
+
+@pytest.fixture
+def mturk_live(request, tmp_path, database_url, fake):
+    """An MTurk study (sandbox or production, by ``request.param``) with its first wave posted to the fake."""
+    from hitkit.launch import WebServer
+    from hitkit.scheduler import tick
+    from hitkit.study import create_study, resolve_secret
+
+    config = load_study(study_file(tmp_path, fake, database_url, sandbox=request.param))
+    secret = resolve_secret(database_url)
+    with session_scope(database_url) as s:
+        ctx = create_study(s, config, tmp_path / "study.yaml", secret)
+        s.get(Study, ctx.study_id).status = "running"
+    web = WebServer(database_url, "127.0.0.1", 0, 4, secret).start()
+    tick(database_url, config.study, "https://tasks.example.org")
+    yield web.url, database_url, request.param
+    web.stop()
+
+
+def _hit_row(database_url: str, index: int = 0):
+    from hitkit.db.models import Hit
+
+    with session_scope(database_url) as s:
+        hit = s.scalar(select(Hit).where(Hit.index == index))
+        return hit.id, hit.provider_hit_id, hit.reward, hit.max_assignments
+
+
+def _do_the_hit(base: str, hit_id: int, params: dict) -> requests.Response:
+    http = requests.Session()
+    page = http.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params)
+    assert page.status_code == 200, page.text
+    task = page.url.split("?")[0]
+    assert http.post(task + "consent").status_code == 200
+    state = http.get(task + "state").json()
+    for unit in state["units"]:
+        for q in unit["questions"]:
+            assert http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
+                                                    "value": "a"}).status_code == 200
+    return http.post(task + "submit")
+
+
+@pytest.mark.parametrize("mturk_live", [True, False], indirect=True, ids=["sandbox", "production"])
+def test_the_hand_back_form_posts_to_the_marketplaces_external_submit(mturk_live, fake):
+    from hitkit.scheduler import tick
+
+    base, database_url, sandbox = mturk_live
+    host = "https://workersandbox.mturk.com" if sandbox else "https://www.mturk.com"
+    hit_id, provider_hit_id, reward, places = _hit_row(database_url)
+    assert provider_hit_id in fake.hits
+    assignment_id = fake.submit_assignment(provider_hit_id, "W-ONE")
+    done = _do_the_hit(base, hit_id, {"workerId": "W-ONE", "assignmentId": assignment_id, "hitId": provider_hit_id,
+                                      "turkSubmitTo": host})
+    assert done.status_code == 200, done.text
+    [action] = re.findall(r'<form id="handback" method="post" action="([^"]+)"', done.text)
+    assert unescape(action) == (SANDBOX_SUBMIT if sandbox else PRODUCTION_SUBMIT)
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', done.text))
+    assert fields["assignmentId"] == assignment_id and len(fields) >= 2
+
+    # The scheduler approves through MTurk and books MTurk's fee (METHODS.md §5) in the ledger.
+    tick(database_url, "ab-demo", "https://tasks.example.org")
+    assert fake.assignments[assignment_id]["AssignmentStatus"] == "Approved"
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Assignment.status)) == "approved"
+        paid = {p.kind: p.amount for p in s.scalars(select(Payment))}
+    assert paid == {"reward": reward, "fee": mturk_reward_fee(reward, places)}
+    assert paid["fee"] > 0  # the study's flat fee_rate is 0: the provider's own fee was used
+
+
+@pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
+def test_a_preview_is_read_only(mturk_live, fake):
+    base, database_url, _ = mturk_live
+    hit_id, provider_hit_id, _, _ = _hit_row(database_url)
+    calls = len(fake.requests)
+    page = requests.get(f"{base}/s/ab-demo/hit/{hit_id}",
+                        params={"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": provider_hit_id})
+    assert page.status_code == 200 and "disabled" in page.text and 'id="submit"' not in page.text
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Assignment.id)) is None and s.scalar(select(Worker.id)) is None
+    assert len(fake.requests) == calls
+    wrong = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={
+        "assignmentId": "A1", "hitId": provider_hit_id, "workerId": "W1", "turkSubmitTo": "https://www.mturk.com"})
+    assert wrong.status_code == 400
+
+
+# Deciding and paying ------------------------------------------------------------------------
+def test_approve_and_reject_once_each(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    hit_id = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id
+    good, bad = fake.submit_assignment(hit_id, "W1"), fake.submit_assignment(hit_id, "W2")
+    balance = fake.balance
+    p.approve(good)
+    p.approve(good)  # a retry after a lost answer is not an error, and pays nothing more
+    assert fake.assignments[good]["AssignmentStatus"] == "Approved" and fake.balance == balance - Decimal("0.50")
+    p.reject(bad, "Every answer was the same.")
+    assert fake.assignments[bad]["AssignmentStatus"] == "Rejected"
+    assert fake.calls("RejectAssignment")[0]["RequesterFeedback"] == "Every answer was the same."
+    with pytest.raises(MTurkError):  # approved work cannot be rejected
+        p.reject(good, "changed my mind")
+    assert {(w.provider_assignment_id, w.worker_id, w.status) for w in p.sync_submissions(hit_id)} == {
+        (good, "W1", "Approved"), (bad, "W2", "Rejected")}
+
+
+def test_a_retried_bonus_pays_once(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    hit_id = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id
+    a = fake.submit_assignment(hit_id, "W1")
+    fake.inject("SendBonus", "ServiceFault", after=True)  # paid, but the answer is lost
+    ref = p.pay_bonus("W1", a, Decimal("0.75"), "Thank you for careful work", "bonus:1:7")
+    ref_again = p.pay_bonus("W1", a, Decimal("0.75"), "Thank you for careful work", "bonus:1:7")
+    sends = fake.calls("SendBonus")
+    assert len(sends) == 3 and {s["UniqueRequestToken"] for s in sends} == {"bonus:1:7"}
+    assert [b["BonusAmount"] for b in fake.bonuses] == ["0.75"] and ref == ref_again
+    p.pay_bonus("W1", a, Decimal("0.25"), "Second bonus", "bonus:1:8")
+    assert [b["BonusAmount"] for b in fake.bonuses] == ["0.75", "0.25"]
+
+
+def test_the_cap_qualification_is_granted_without_notification(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+    p.cap_worker("W1")
+    [grant] = fake.calls("AssociateQualificationWithWorker")
+    assert grant["WorkerId"] == "W1" and grant["SendNotification"] is False
+    [hit_type] = fake.calls("CreateHITType")
+    excluded = [r["QualificationTypeId"] for r in hit_type["QualificationRequirements"]
+                if r["Comparator"] == "DoesNotExist"]
+    assert excluded == [grant["QualificationTypeId"]]
+
+
+def test_an_unreachable_endpoint_is_an_error_a_coordinator_can_act_on(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    fake.stop()
+    with pytest.raises(MTurkError, match="endpoint_url"):
+        p.balance()
