@@ -12,11 +12,16 @@ def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:
     from hitkit.providers.simulated import SimulatedProvider
 
     kinds: dict[str, type[CrowdProvider]] = {"simulated": SimulatedProvider, "local": LocalProvider}
+    # The live providers are imported only when asked for: boto3 is slow to import, and the
+    # Prolific provider tracks the thread's open transaction with session listeners of its own.
     if config.provider.kind == "mturk":
-        # Imported only when asked for: boto3 is slow to import and only MTurk studies need it.
         from hitkit.providers.mturk import MTurkProvider
 
         kinds["mturk"] = MTurkProvider
+    if config.provider.kind == "prolific":
+        from hitkit.providers.prolific import ProlificProvider
+
+        kinds["prolific"] = ProlificProvider
     if config.provider.kind not in kinds:
         raise ConfigError(f"provider.kind '{config.provider.kind}' is not available in this version of hitkit; "
                           f"available: {', '.join(sorted(kinds))}")
