@@ -1,6 +1,7 @@
 """Engines and sessions for SQLite (the embedded default, in WAL mode) and PostgreSQL."""
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,7 +52,10 @@ def create_db_engine(url: str) -> Engine:
 
         return engine
     # pool_pre_ping lets a web process survive a PostgreSQL restart: dead connections are replaced.
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # A modest pool per process: PostgreSQL's default max_connections (100) is shared by every web
+    # worker, the scheduler and the CLI; raise HITKIT_DB_POOL_SIZE where the server allows more.
+    size = int(os.environ.get("HITKIT_DB_POOL_SIZE", "5"))
+    return create_engine(url, pool_pre_ping=True, pool_size=size, max_overflow=2 * size, pool_timeout=60)
 
 
 def get_engine(url: str) -> Engine:
