@@ -109,7 +109,7 @@ class RateLimit:
     burst: float
 
     @classmethod
-    def parse(cls, text: str | None, default: "RateLimit", name: str) -> "RateLimit":
+    def parse(cls, text: str | None, default: RateLimit, name: str) -> RateLimit:
         """``"RATE/BURST"`` (e.g. ``"20/200"``) from the environment variable ``name``; ``default`` if unset."""
         if text is None or not text.strip():
             return default

@@ -6,13 +6,32 @@ gunicorn worker must share both (a worker with another secret would refuse the o
 import multiprocessing
 import os
 
+from gunicorn.glogging import Logger
+
+from hitkit.security import redact_path
+
 bind = os.environ.get("HITKIT_BIND", "127.0.0.1:8000")
-workers = int(os.environ.get("HITKIT_WEB_WORKERS", multiprocessing.cpu_count() * 2 + 1))
+workers = int(os.environ.get("HITKIT_WEB_WORKERS", str(multiprocessing.cpu_count() * 2 + 1)))
 worker_class = "gthread"
-threads = int(os.environ.get("HITKIT_WEB_THREADS", 8))
+threads = int(os.environ.get("HITKIT_WEB_THREADS", "8"))
 timeout = 60
 graceful_timeout = 20
 keepalive = 5
-accesslog = "-"
-# Query strings carry provider ids, never secrets; tokens sit in the path, so log only the path's route.
+accesslog = os.environ.get("HITKIT_ACCESS_LOG", "-")
+
+
+class RedactingLogger(Logger):
+    """gunicorn's logger with assignment tokens and query strings (invites, provider ids) redacted
+    from every atom that can hold them: the path, the request line, the query and the referer."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        for key in ("U", "r", "f", "{referer}i"):
+            if isinstance(atoms.get(key), str):
+                atoms[key] = redact_path(atoms[key])
+        atoms["q"] = "-"
+        return atoms
+
+
+logger_class = RedactingLogger
 access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms'

@@ -1,23 +1,41 @@
 """hitkit's web application: worker pages and the JSON API they use. No business logic lives here:
-routes read the request, call :mod:`hitkit.flow`, and render or serialise what it returns."""
+routes read the request, call :mod:`hitkit.flow`, and render or serialise what it returns; the
+security policy applied to every request is :mod:`hitkit.security` (see docs/THREAT_MODEL.md)."""
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 
-from flask import Flask
+from flask import Flask, jsonify, make_response, render_template, request
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 import hit_templates
+from hitkit import security, tokens
+from hitkit.errors import ConfigError
 from hitkit.study import resolve_secret
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body a worker page may send (an answer, a chat turn, a submission)."""
 
 
+class _App(Flask):
+    def log_exception(self, exc_info) -> None:
+        # Flask's own message names request.path, which holds the worker's token.
+        self.logger.error("Exception on %s [%s]", security.redact_path(request.path), request.method,
+                          exc_info=exc_info)
+
+
 def create_app(database_url: str, secret: str | None = None) -> Flask:
-    """The Flask app serving every study in the database at ``database_url``."""
+    """The Flask app serving every study in the database at ``database_url``.
+
+    Reads HITKIT_FRAME_ANCESTORS, HITKIT_RATE_LIMIT (per worker token), HITKIT_ENTRY_RATE_LIMIT
+    (per client address) and HITKIT_PROXY_HOPS (reverse proxies to trust for the client's address)
+    from the environment; see :mod:`hitkit.security` and docs/THREAT_MODEL.md.
+    """
     templates = Path(hit_templates.__file__).parent
-    app = Flask(__name__, template_folder=str(templates), static_folder=str(templates / "static"),
-                static_url_path="/static")
+    app = _App(__name__, template_folder=str(templates), static_folder=str(templates / "static"),
+               static_url_path="/static")
     app.config.update(
         HITKIT_DATABASE_URL=database_url,
         HITKIT_SECRET=secret or resolve_secret(database_url),
@@ -28,4 +46,61 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
 
     app.register_blueprint(worker_bp)
     app.register_blueprint(chat_bp)
+    _guard(app)
+    hops = os.environ.get("HITKIT_PROXY_HOPS", "0").strip() or "0"
+    if not hops.isdigit():
+        raise ConfigError(f"HITKIT_PROXY_HOPS is {hops!r}; give the number of reverse proxies in front, e.g. 1")
+    hops = int(hops)
+    if hops:
+        # Behind nginx every request comes from nginx: trust its X-Forwarded-For for the client's
+        # address (the per-address rate limit), and only as many hops as there are proxies.
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)
     return app
+
+
+def _guard(app: Flask) -> None:
+    """Rate limits and the CSRF rule before every request; security headers on every response."""
+    secret = app.config["HITKIT_SECRET"]
+    headers = security.security_headers(security.frame_ancestors(os.environ.get("HITKIT_FRAME_ANCESTORS")))
+    per_token = security.TokenBuckets(security.RateLimit.parse(
+        os.environ.get("HITKIT_RATE_LIMIT"), security.TOKEN_LIMIT, "HITKIT_RATE_LIMIT"))
+    per_address = security.TokenBuckets(security.RateLimit.parse(
+        os.environ.get("HITKIT_ENTRY_RATE_LIMIT"), security.ENTRY_LIMIT, "HITKIT_ENTRY_RATE_LIMIT"))
+    app.jinja_env.globals["csrf_value"] = lambda token: security.csrf_value(secret, token)
+    app.jinja_env.globals["CSRF_FIELD"] = security.CSRF_FIELD
+
+    @app.before_request
+    def _limit_and_check():
+        token = (request.view_args or {}).get("token")
+        if token is not None and tokens.read_assignment_token(secret, token) is not None:
+            wait = per_token.take("t:" + token)
+        elif token is not None or request.path.startswith("/s/"):
+            wait = per_address.take("a:" + (request.remote_addr or ""))  # arrivals and forged tokens
+        else:
+            wait = 0.0
+        if wait:
+            return _refusal("too many requests; please wait a moment and try again", 429,
+                            {"Retry-After": str(math.ceil(wait))})
+        if request.method == "POST" and request.url_rule is not None:  # else Flask answers 404/405
+            form_value = (request.form.get(security.CSRF_FIELD) if request.mimetype in security.FORM_CONTENT_TYPES
+                          else None)
+            why = security.csrf_refusal(secret, token, request.content_type, request.headers.get("Origin"),
+                                        request.headers.get("Sec-Fetch-Site"), form_value)
+            if why:
+                return _refusal(why, 403)
+        return None
+
+    @app.after_request
+    def _headers(response):
+        response.headers.update(headers)
+        return response
+
+
+def _refusal(message: str, status: int, extra: dict[str, str] | None = None):
+    if request.is_json or request.accept_mimetypes.best == "application/json":
+        response = jsonify(error=message)
+    else:
+        response = make_response(render_template("error.html", message=message, study=None))
+    response.status_code = status
+    response.headers.update(extra or {})
+    return response
