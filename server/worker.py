@@ -154,7 +154,10 @@ def _form_answers() -> dict[tuple[int, str], str]:
 def submit(study: str, token: str):
     with db() as session:
         ctx = context(session, study)
-        _, completion = flow.submit(session, ctx, token, _form_answers())
+        body = request.get_json(silent=True) if request.is_json else None
+        feedback = (body or {}).get("feedback") if body is not None else request.form.get("feedback")
+        _, completion = flow.submit(session, ctx, token, _form_answers(),
+                                    feedback=feedback if isinstance(feedback, str) else None)
     if _wants_json():
         return jsonify(submitted=True, completion=completion.kind.value, url=completion.url, code=completion.code)
     if completion.kind is CompletionKind.REDIRECT:

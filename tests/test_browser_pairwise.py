@@ -42,9 +42,11 @@ def test_a_worker_labels_a_whole_ab_hit_in_chromium_and_a_reload_keeps_answers(l
                 unit.locator(".saved", has_text="saved").wait_for()
         assert page.locator("#answered").inner_text() == str(n)
         page.screenshot(path=str(artifact("pairwise-task.png")), full_page=True)
+        page.locator("#hit-feedback").fill("Clear instructions, thanks.")
         page.get_by_role("button", name="Submit").click()
         page.get_by_text("your work is submitted").wait_for()
         browser.close()
     with session_scope(url) as s:
         assert s.scalar(select(Assignment.status)) == "submitted"
+        assert s.scalar(select(Assignment.feedback)) == "Clear instructions, thanks."
         assert s.scalar(select(func.count()).select_from(Response)) == n

@@ -187,3 +187,23 @@ def test_a_returned_assignment_frees_its_place_and_its_answers_do_not_count(live
     with session_scope(url) as s:
         statuses = sorted(s.scalars(select(Assignment.status)))
         assert statuses == ["accepted", "accepted", "accepted", "returned"]
+
+
+def test_a_comment_on_the_whole_hit_is_stored_with_the_submission_and_exported(live, tmp_path):
+    import pandas as pd
+
+    from hitkit.export import export_study
+    from hitkit.study import StudyContext
+
+    base, url, secret = live
+    http, task = accept(base, "W-fb")
+    answer_all(http, task)
+    done = http.post(task + "submit", json={"feedback": "The B answers were cut off."},
+                     headers={"Accept": "application/json"})
+    assert done.status_code == 200
+    with session_scope(url) as s:
+        assert s.scalar(select(Assignment.feedback)) == "The B answers were cut off."
+        export_study(s, StudyContext.load(s, "ab-demo", secret), tmp_path / "export")
+    feedback = pd.read_csv(tmp_path / "export" / "feedback.csv")
+    assert list(feedback["feedback"]) == ["The B answers were cut off."]
+    assert list(feedback["worker_id"]) == ["W-fb"]
