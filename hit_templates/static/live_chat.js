@@ -13,22 +13,7 @@
   let current = null;
   let waiting = false;
 
-  async function api(path, body) {
-    const options = { headers: { "Accept": "application/json" } };
-    if (body !== undefined) {
-      options.method = "POST";
-      options.headers["Content-Type"] = "application/json";
-      options.body = JSON.stringify(body);
-    }
-    try {
-      const reply = await fetch(base + path, options);
-      let data = {};
-      try { data = await reply.json(); } catch (e) { data = {}; }
-      return { ok: reply.ok, status: reply.status, body: data };
-    } catch (err) {
-      return { ok: false, status: 0, body: { error: "connection problem — please try again" } };
-    }
-  }
+  const api = window.hitkitApi(base);
 
   function show(step) {
     steps.forEach((s) => { $(s).hidden = s !== step; });

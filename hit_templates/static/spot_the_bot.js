@@ -17,22 +17,7 @@
   let shownAt = Date.now();
   const pending = new Set();  // saves under way: Continue waits for them
 
-  async function api(path, body) {
-    const options = { headers: { "Accept": "application/json" } };
-    if (body !== undefined) {
-      options.method = "POST";
-      options.headers["Content-Type"] = "application/json";
-      options.body = JSON.stringify(body);
-    }
-    try {
-      const reply = await fetch(base + path, options);
-      let data = {};
-      try { data = await reply.json(); } catch (e) { data = {}; }
-      return { ok: reply.ok, body: data };
-    } catch (err) {
-      return { ok: false, body: { error: "connection problem — please try again" } };
-    }
-  }
+  const api = window.hitkitApi(base);
 
   const given = (unit, question) => (answers[unit.unit_id] || {})[question];
   const complete = (unit) => unit.questions.every((q) => given(unit, q.name) !== undefined);

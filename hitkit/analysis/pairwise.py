@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.tables import COUNTED_STATUSES, read_assignments, read_table
+from hitkit.analysis.tables import keep_counted, read_table
 from hitkit.errors import InputError
 
 Ties = Literal["half", "drop"]
@@ -73,17 +73,7 @@ def read_votes(in_dir: str | Path) -> pd.DataFrame:
                          "vote compares two different systems", line=int(i) + 2)
     table["vote"] = vote
 
-    assignments_path = in_dir / "assignments.csv"
-    if assignments_path.exists():
-        assignments = read_assignments(in_dir)
-        orphans = table.index[~table["assignment_id"].isin(set(assignments["assignment_id"]))]
-        if len(orphans):
-            i = orphans[0]
-            raise InputError(path, f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
-                             f"{assignments_path.name}; export both tables from the same study",
-                             line=int(i) + 2)
-        kept = set(assignments.loc[assignments["status"].isin(COUNTED_STATUSES), "assignment_id"])
-        table = table[table["assignment_id"].isin(kept)]
+    table = keep_counted(table, in_dir, path)
     extra = [c for c in table.columns if c not in VOTE_COLUMNS]
     return table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)
 

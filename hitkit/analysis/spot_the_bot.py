@@ -44,7 +44,7 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.tables import counted, read_assignments, read_table
+from hitkit.analysis.tables import keep_counted, read_table
 from hitkit.analysis.trueskill_vec import DEFAULT_ENV, TrueSkillEnv, rate_sequences
 from hitkit.errors import InputError
 
@@ -168,16 +168,7 @@ def read_annotations(in_dir: str | Path) -> pd.DataFrame:
     path = in_dir / "annotations.csv"
     table = _check_values(read_table(path, ANNOTATION_COLUMNS), path)
     _check_pairs(table, path)
-    assignments_path = in_dir / "assignments.csv"
-    if assignments_path.exists():
-        assignments = read_assignments(in_dir)
-        orphans = table.index[~table["assignment_id"].isin(set(assignments["assignment_id"]))]
-        if len(orphans):
-            i = orphans[0]
-            raise InputError(path, f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
-                             f"{assignments_path.name}; export both tables from the same study",
-                             line=int(i) + 2)
-        table = table[table["assignment_id"].isin(set(counted(assignments)["assignment_id"]))]
+    table = keep_counted(table, in_dir, path)
     extra = [c for c in table.columns if c not in ANNOTATION_COLUMNS]
     return table[list(ANNOTATION_COLUMNS) + extra].reset_index(drop=True)
 

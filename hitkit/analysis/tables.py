@@ -47,3 +47,21 @@ def read_assignments(in_dir: str | Path) -> pd.DataFrame:
 def counted(assignments: pd.DataFrame, statuses: frozenset[str] = COUNTED_STATUSES) -> pd.DataFrame:
     """The assignments that count: status submitted or approved (returned/rejected do not)."""
     return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
+
+
+def keep_counted(table: pd.DataFrame, in_dir: str | Path, path: Path) -> pd.DataFrame:
+    """Rows of ``table`` (read from ``path``) whose assignment counts, if ``assignments.csv`` is there.
+
+    A row naming an assignment that ``assignments.csv`` lacks is an InputError naming its line:
+    the two tables must come from the same export.
+    """
+    assignments_path = Path(in_dir) / "assignments.csv"
+    if not assignments_path.exists():
+        return table
+    assignments = read_assignments(in_dir)
+    orphans = table.index[~table["assignment_id"].isin(set(assignments["assignment_id"]))]
+    if len(orphans):
+        i = orphans[0]
+        raise InputError(path, f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
+                         f"{assignments_path.name}; export both tables from the same study", line=int(i) + 2)
+    return table[table["assignment_id"].isin(set(counted(assignments)["assignment_id"]))]
