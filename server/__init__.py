@@ -42,10 +42,12 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
     )
     from server.chat import bp as chat_bp
+    from server.dashboard import bp as dashboard_bp
     from server.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
     app.register_blueprint(chat_bp)
+    app.register_blueprint(dashboard_bp)
     _guard(app)
     hops = os.environ.get("HITKIT_PROXY_HOPS", "0").strip() or "0"
     if not hops.isdigit():
@@ -62,6 +64,7 @@ def _guard(app: Flask) -> None:
     """Rate limits and the CSRF rule before every request; security headers on every response."""
     secret = app.config["HITKIT_SECRET"]
     headers = security.security_headers(security.frame_ancestors(os.environ.get("HITKIT_FRAME_ANCESTORS")))
+    dashboard_headers = security.security_headers(("'none'",))  # coordinator pages are never framed
     per_token = security.TokenBuckets(security.RateLimit.parse(
         os.environ.get("HITKIT_RATE_LIMIT"), security.TOKEN_LIMIT, "HITKIT_RATE_LIMIT"))
     per_address = security.TokenBuckets(security.RateLimit.parse(
@@ -81,7 +84,8 @@ def _guard(app: Flask) -> None:
         if wait:
             return _refusal("too many requests; please wait a moment and try again", 429,
                             {"Retry-After": str(math.ceil(wait))})
-        if request.method == "POST" and request.url_rule is not None:  # else Flask answers 404/405
+        # The dashboard checks its own CSRF field, bound to the coordinator's session (server/dashboard.py).
+        if request.method == "POST" and request.url_rule is not None and request.blueprint != "dashboard":
             form_value = (request.form.get(security.CSRF_FIELD) if request.mimetype in security.FORM_CONTENT_TYPES
                           else None)
             why = security.csrf_refusal(secret, token, request.content_type, request.headers.get("Origin"),
@@ -92,12 +96,14 @@ def _guard(app: Flask) -> None:
 
     @app.after_request
     def _headers(response):
-        response.headers.update(headers)
+        response.headers.update(dashboard_headers if request.blueprint == "dashboard" else headers)
         return response
 
 
 def _refusal(message: str, status: int, extra: dict[str, str] | None = None):
-    if request.is_json or request.accept_mimetypes.best == "application/json":
+    from server.worker import JSON_ENDPOINTS
+
+    if request.is_json or request.accept_mimetypes.best == "application/json" or request.endpoint in JSON_ENDPOINTS:
         response = jsonify(error=message)
     else:
         response = make_response(render_template("error.html", message=message, study=None))

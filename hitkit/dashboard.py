@@ -1,0 +1,899 @@
+"""The coordinator dashboard's logic as plain functions: who may log in, what a study's progress is,
+and the coordinator's actions on workers, each through the provider and the ledger.
+
+``server/dashboard.py`` is the thin HTTP layer over this module; nothing here knows about Flask.
+
+Login is one coordinator account from the environment (HITKIT_DASHBOARD_USER and
+HITKIT_DASHBOARD_PASSWORD, or HITKIT_DASHBOARD_PASSWORD_HASH made by werkzeug's
+``generate_password_hash``); with none configured the dashboard is off. The session is a signed,
+expiring cookie bound to the configured credentials, so changing the password logs everyone out.
+
+Actions write the ledger row and commit it *before* the provider is called, then record the
+outcome: a crash in between leaves a ``pending`` row whose idempotency key stops a retry from
+paying twice (the scheduler's rule for rewards, applied to the coordinator's clicks).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import re
+import secrets
+import statistics
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from hitkit import tokens
+from hitkit.db.models import (
+    DONE_STATUSES,
+    Assignment,
+    Conversation,
+    Event,
+    Hit,
+    HitUnit,
+    Payment,
+    Response,
+    Study,
+    System,
+    Turn,
+    Unit,
+    Worker,
+    utcnow,
+)
+from hitkit.db.session import session_scope
+from hitkit.errors import ConfigError, HitkitError
+from hitkit.money import cents, flat_fee
+from hitkit.study import StudyContext, unit_answer_counts
+
+ACTOR = "dashboard"
+SESSION_HOURS = 12
+IN_FLIGHT = dt.timedelta(seconds=60)
+"""A pending bonus younger than this is being paid by another request; an older one is retried."""
+
+
+class ActionError(HitkitError):
+    """A coordinator's action that cannot be done as asked; the message says why and what to do."""
+
+
+# Login -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Credentials:
+    """The coordinator's account: a user name and a password, or a werkzeug password hash."""
+
+    username: str
+    password: str | None = None
+    password_hash: str | None = None
+
+    def check(self, username: str, password: str) -> bool:
+        """True when both match; every comparison is constant-time and always runs."""
+        from werkzeug.security import check_password_hash
+
+        user_ok = hmac.compare_digest(username.encode(), self.username.encode())
+        if self.password_hash is not None:
+            try:
+                password_ok = check_password_hash(self.password_hash, password)
+            except (ValueError, TypeError):
+                password_ok = False
+        else:
+            password_ok = hmac.compare_digest(password.encode(), (self.password or "").encode())
+        return user_ok and password_ok
+
+    @property
+    def fingerprint(self) -> str:
+        """Binds sessions to these credentials: a new password invalidates every old session."""
+        material = f"{self.username}\0{self.password_hash or self.password}"
+        return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def credentials_from_env(environ: Mapping[str, str]) -> Credentials | None:
+    """The dashboard's account from the environment, or None (dashboard disabled) when none is set."""
+    user = (environ.get("HITKIT_DASHBOARD_USER") or "").strip()
+    password = environ.get("HITKIT_DASHBOARD_PASSWORD") or None
+    hashed = (environ.get("HITKIT_DASHBOARD_PASSWORD_HASH") or "").strip() or None
+    if not user and not password and not hashed:
+        return None
+    if not user:
+        raise ConfigError("HITKIT_DASHBOARD_PASSWORD(_HASH) is set but HITKIT_DASHBOARD_USER is not; "
+                          "set the coordinator's user name too, or unset both to disable the dashboard")
+    if password and hashed:
+        raise ConfigError("both HITKIT_DASHBOARD_PASSWORD and HITKIT_DASHBOARD_PASSWORD_HASH are set; keep one "
+                          "(the hash, made with werkzeug.security.generate_password_hash, keeps the password "
+                          "out of the environment)")
+    if not password and not hashed:
+        raise ConfigError("HITKIT_DASHBOARD_USER is set without a password; set HITKIT_DASHBOARD_PASSWORD or "
+                          "HITKIT_DASHBOARD_PASSWORD_HASH")
+    if password is not None and len(password) < 8:
+        raise ConfigError(f"HITKIT_DASHBOARD_PASSWORD has {len(password)} characters; use at least 8")
+    return Credentials(user, password, hashed)
+
+
+def session_token(secret: str, creds: Credentials, now: float | None = None) -> str:
+    """A signed session for the coordinator that expires after :data:`SESSION_HOURS`."""
+    expires = int((now if now is not None else time.time()) + SESSION_HOURS * 3600)
+    return tokens.sign(secret, f"dashboard:{creds.fingerprint}", f"{expires}:{secrets.token_hex(8)}")
+
+
+def session_valid(secret: str, creds: Credentials, token: str | None, now: float | None = None) -> bool:
+    """True for a genuine, unexpired session made for the current credentials."""
+    if not token:
+        return False
+    payload = tokens.verify(secret, f"dashboard:{creds.fingerprint}", token)
+    if payload is None:
+        return False
+    expires, _, _ = payload.partition(":")
+    return expires.isdigit() and int(expires) > (now if now is not None else time.time())
+
+
+def csrf_token(secret: str, bound_to: str) -> str:
+    """The form field a dashboard POST must carry: only a page rendered for this cookie knows it."""
+    return hmac.new(secret.encode(), f"dashboard-csrf:{bound_to}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def csrf_ok(secret: str, bound_to: str | None, given: str | None) -> bool:
+    """Constant-time check of a POST's CSRF field against the cookie it is bound to."""
+    if not bound_to or not given:
+        return False
+    return hmac.compare_digest(given.encode(), csrf_token(secret, bound_to).encode())
+
+
+# Static shape of a study, cached: units and HITs never change once a study is created ------------
+@dataclass(frozen=True)
+class StudyShape:
+    unit_systems: dict[int, tuple[str, ...]]
+    unit_required: dict[int, int]
+    hit_systems: dict[int, frozenset[str]]
+
+
+_shapes: dict[tuple[str, int], StudyShape] = {}
+_lock = threading.Lock()
+
+
+def unit_systems(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    """The systems one unit involves: pairwise and Spot The Bot name two, a live-chat slot one."""
+    if isinstance(payload.get("systems"), list):
+        return tuple(dict.fromkeys(str(s) for s in payload["systems"]))
+    if payload.get("system") is not None:
+        return (str(payload["system"]),)
+    return ()
+
+
+def study_shape(session: Session, key: str, study_id: int) -> StudyShape:
+    """Which systems each unit and HIT involves (computed once per process and study)."""
+    with _lock:
+        if (key, study_id) in _shapes:
+            return _shapes[(key, study_id)]
+    units = session.execute(select(Unit.id, Unit.payload, Unit.required_answers)
+                            .where(Unit.study_id == study_id)).all()
+    systems = {uid: unit_systems(payload) for uid, payload, _ in units}
+    hits: dict[int, set[str]] = defaultdict(set)
+    for hit_id, unit_id in session.execute(select(HitUnit.hit_id, HitUnit.unit_id).join(Hit)
+                                           .where(Hit.study_id == study_id)):
+        hits[hit_id].update(systems.get(unit_id, ()))
+    shape = StudyShape(systems, {uid: req for uid, _, req in units}, {h: frozenset(s) for h, s in hits.items()})
+    with _lock:
+        _shapes[(key, study_id)] = shape
+    return shape
+
+
+# Progress --------------------------------------------------------------------------------------
+@dataclass
+class SystemProgress:
+    name: str
+    is_control: bool
+    units: int = 0
+    units_done: int = 0
+    answers: int = 0
+    answers_needed: int = 0
+    hits_posted: int = 0
+    accepted: int = 0
+    submitted: int = 0
+    approved: int = 0
+    conversations: int = 0
+
+
+@dataclass
+class QcSummary:
+    """How many of the workers with counted work pass the task's quality check so far."""
+
+    method: str
+    workers: int
+    passed: int
+    by_worker: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float | None:
+        return self.passed / self.workers if self.workers else None
+
+
+@dataclass
+class StudyProgress:
+    name: str
+    task: str
+    provider: str
+    status: str
+    currency: str
+    budget: Decimal
+    spent: Decimal
+    committed: Decimal
+    hits_total: int
+    hits: dict[str, int]
+    assignments: dict[str, int]
+    workers: int
+    answers_done: int
+    answers_needed: int
+    work_time_median_s: float | None
+    work_time_mean_s: float | None
+    qc: QcSummary | None
+    systems: list[SystemProgress]
+
+    @property
+    def hits_posted(self) -> int:
+        return sum(n for status, n in self.hits.items() if status != "pending")
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON for the dashboard's live refresh."""
+        qc = None
+        if self.qc is not None:
+            qc = {"method": self.qc.method, "workers": self.qc.workers, "passed": self.qc.passed,
+                  "rate": self.qc.rate}
+        return {
+            "name": self.name, "task": self.task, "provider": self.provider, "status": self.status,
+            "currency": self.currency, "budget": str(self.budget), "spent": str(self.spent),
+            "committed": str(self.committed), "hits_total": self.hits_total, "hits_posted": self.hits_posted,
+            "hits": self.hits, "assignments": self.assignments, "accepted": self.assignments.get("accepted", 0),
+            "submitted": self.assignments.get("submitted", 0), "approved": self.assignments.get("approved", 0),
+            "rejected": self.assignments.get("rejected", 0), "workers": self.workers,
+            "answers_done": self.answers_done, "answers_needed": self.answers_needed,
+            "work_time_median_s": self.work_time_median_s, "work_time_mean_s": self.work_time_mean_s,
+            "qc": qc, "systems": [asdict(s) for s in self.systems], "display": self.display(),
+        }
+
+    def display(self) -> dict[str, str]:
+        """The figures as the dashboard writes them, so the page and its live refresh agree."""
+        qc = "–"
+        if self.qc is not None and self.qc.rate is not None:
+            qc = f"{100 * self.qc.rate:.0f} % of {self.qc.workers}"
+        share = f"{100 * self.answers_done / self.answers_needed:.0f} %" if self.answers_needed else "–"
+        return {"qc": qc, "work_time": fmt_seconds(self.work_time_median_s),
+                "spent": f"{self.spent} {self.currency}", "committed": f"{self.committed} {self.currency}",
+                "budget": f"{self.budget} {self.currency}", "answers": f"{self.answers_done} / {self.answers_needed}",
+                "share": share}
+
+
+def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> StudyProgress:
+    """Everything the dashboard shows live about one study, read from its rows."""
+    from hitkit.scheduler import committed_spend
+
+    study = session.get(Study, ctx.study_id)
+    shape = study_shape(session, cache_key, study.id)
+    hit_status = dict(session.execute(select(Hit.id, Hit.status).where(Hit.study_id == study.id)).all())
+    per_hit = session.execute(select(Assignment.hit_id, Assignment.status, func.count()).join(Hit)
+                              .where(Hit.study_id == study.id)
+                              .group_by(Assignment.hit_id, Assignment.status)).all()
+    counts = unit_answer_counts(session, study.id)
+    times = [t for (t,) in session.execute(select(Assignment.work_time_s).join(Hit).where(
+        Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.work_time_s.is_not(None)))]
+    workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)
+                             .where(Hit.study_id == study.id)) or 0
+    spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
+                           .where(Payment.study_id == study.id, Payment.status == "paid"))
+    turns_by_system = dict(session.execute(
+        select(Turn.system_id, func.count(func.distinct(Turn.conversation_id))).join(Conversation)
+        .where(Conversation.study_id == study.id, Turn.system_id.is_not(None)).group_by(Turn.system_id)).all())
+
+    rows = {s.name: SystemProgress(s.name, s.is_control, conversations=turns_by_system.get(s.id, 0))
+            for s in session.scalars(select(System).where(System.study_id == study.id).order_by(System.id))}
+    for names in shape.unit_systems.values():
+        for name in names:
+            rows.setdefault(name, SystemProgress(name, False))
+    for uid, names in shape.unit_systems.items():
+        need = shape.unit_required.get(uid, 0)
+        got = min(need, counts.get(uid, 0))
+        for name in names:
+            r = rows[name]
+            r.units += 1
+            r.units_done += got >= need
+            r.answers += got
+            r.answers_needed += need
+    for hit_id, status in hit_status.items():
+        if status != "pending":
+            for name in shape.hit_systems.get(hit_id, ()):
+                rows[name].hits_posted += 1
+    assignments: Counter[str] = Counter()
+    for hit_id, status, n in per_hit:
+        assignments[status] += n
+        if status in ("accepted", "submitted", "approved"):
+            for name in shape.hit_systems.get(hit_id, ()):
+                setattr(rows[name], status, getattr(rows[name], status) + n)
+
+    need_total = sum(shape.unit_required.values())
+    done_total = sum(min(n, counts.get(uid, 0)) for uid, n in shape.unit_required.items())
+    return StudyProgress(
+        name=study.name, task=study.task_type, provider=study.provider, status=study.status,
+        currency=study.currency, budget=study.budget, spent=cents(Decimal(spent)),
+        committed=cents(committed_spend(session, ctx)), hits_total=len(hit_status),
+        hits=dict(Counter(hit_status.values())), assignments=dict(assignments), workers=workers,
+        answers_done=done_total, answers_needed=need_total,
+        work_time_median_s=round(statistics.median(times), 1) if times else None,
+        work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
+        qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()))
+
+
+# Quality control as it develops ------------------------------------------------------------------
+_qc_cache: dict[tuple[str, int], tuple[int, QcSummary | None]] = {}
+
+
+def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSummary | None:
+    """The task's quality check over the work counted so far, recomputed only when that work grows."""
+    done = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
+        Hit.study_id == ctx.study_id, Assignment.status.in_(DONE_STATUSES)))
+    with _lock:
+        cached = _qc_cache.get((cache_key, ctx.study_id))
+    if cached is not None and cached[0] == done:
+        return cached[1]
+    result = _compute_qc(session, ctx) if done else None
+    with _lock:
+        _qc_cache[(cache_key, ctx.study_id)] = (done, result)
+    return result
+
+
+def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
+    study = session.get(Study, ctx.study_id)
+    tables = ctx.task.export(session, study)
+    if ctx.config.task == "live_chat":
+        from hitkit.analysis import live_chat as lc
+
+        ratings = tables["ratings"].copy()
+        if ratings.empty:
+            return None
+        criteria = ctx.config.live_chat.criterion_list()
+        ratings["score"] = ratings["score"].astype(float)
+        ratings["is_control"] = ratings["is_control"].astype(bool)
+        z = lc.standardise_per_worker(lc.reverse_negative(ratings, criteria))
+        qc = lc.wilcoxon_qc(z, criteria)
+        by_worker = {str(w): bool(p) for w, p in zip(qc["worker_id"], qc["passed"])}
+        return QcSummary("QC bot rated below the real bots (Wilcoxon, p < 0.05)", len(by_worker),
+                         sum(by_worker.values()), by_worker)
+    if ctx.config.task == "pairwise":
+        from hitkit.analysis.pairwise import worker_agreement
+
+        votes = tables["votes"]
+        if votes.empty:
+            return None
+        agreement = worker_agreement(votes)
+        by_worker = {str(w): not bool(f) for w, f in zip(agreement["worker_id"], agreement["flagged"])}
+        return QcSummary("agrees with the other workers' majority (not flagged, p ≥ 0.05)", len(by_worker),
+                         sum(by_worker.values()), by_worker)
+    if ctx.config.task == "spot_the_bot":
+        from hitkit.analysis.spot_the_bot import annotator_correctness
+
+        annotations = tables["annotations"]
+        if annotations.empty:
+            return None
+        table = annotator_correctness(annotations)
+        by_worker = {str(w): bool(c >= 0.5) for w, c in zip(table["worker_id"], table["correctness"])}
+        return QcSummary("labels at least half the speakers right (human as human, bot as bot)",
+                         len(by_worker), sum(by_worker.values()), by_worker)
+    return None
+
+
+# Workers ------------------------------------------------------------------------------------------
+@dataclass
+class WorkerRow:
+    id: int
+    external_id: str
+    provider: str
+    blocked: bool
+    statuses: dict[str, int]
+    paid: Decimal
+    bonuses: Decimal
+    median_work_s: float | None
+    qc_passed: bool | None
+    feedback: list[str]
+    submitted: list[int]
+    """Ids of the worker's submitted (undecided) assignments, for approve / reject."""
+    bonus_assignment: int | None
+    """The assignment a bonus is paid against: the worker's latest counted one."""
+
+
+def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> list[WorkerRow]:
+    """Every worker who took a HIT of the study, with what they did and what they were paid."""
+    rows = session.execute(select(Assignment, Worker).join(Hit, Assignment.hit_id == Hit.id)
+                           .join(Worker, Assignment.worker_id == Worker.id)
+                           .where(Hit.study_id == ctx.study_id).order_by(Worker.id, Assignment.id)).all()
+    pay = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    for worker_id, kind, amount in session.execute(
+            select(Payment.worker_id, Payment.kind, func.sum(Payment.amount))
+            .where(Payment.study_id == ctx.study_id, Payment.status == "paid", Payment.kind.in_(("reward", "bonus")))
+            .group_by(Payment.worker_id, Payment.kind)):
+        pay[worker_id][0] += Decimal(amount)
+        if kind == "bonus":
+            pay[worker_id][1] += Decimal(amount)
+    out: dict[int, WorkerRow] = {}
+    times: dict[int, list[float]] = defaultdict(list)
+    for a, w in rows:
+        row = out.get(w.id)
+        if row is None:
+            row = out[w.id] = WorkerRow(w.id, w.external_id, w.provider, w.blocked, {}, cents(pay[w.id][0]),
+                                        cents(pay[w.id][1]), None,
+                                        qc.by_worker.get(w.external_id) if qc else None, [], [], None)
+        row.statuses[a.status] = row.statuses.get(a.status, 0) + 1
+        if a.feedback:
+            row.feedback.append(a.feedback)
+        if a.status == "submitted":
+            row.submitted.append(a.id)
+        if a.status in DONE_STATUSES:
+            row.bonus_assignment = a.id
+            if a.work_time_s is not None:
+                times[w.id].append(a.work_time_s)
+    for wid, ts in times.items():
+        out[wid].median_work_s = round(statistics.median(ts), 1)
+    return list(out.values())
+
+
+# Actions: through the provider and the ledger ------------------------------------------------------
+def _assignment_in_study(session: Session, ctx: StudyContext, assignment_id: int) -> Assignment:
+    a = session.scalar(select(Assignment).where(Assignment.id == assignment_id).with_for_update())
+    if a is None or a.hit.study_id != ctx.study_id:
+        raise ActionError(f"assignment {assignment_id} is not part of study '{ctx.name}'")
+    return a
+
+
+def _worker_in_study(session: Session, ctx: StudyContext, worker_id: int) -> Worker:
+    worker = session.get(Worker, worker_id)
+    took = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
+        Assignment.worker_id == worker_id, Hit.study_id == ctx.study_id)) if worker else 0
+    if not took:
+        raise ActionError(f"worker {worker_id} has no assignment in study '{ctx.name}'")
+    return worker
+
+
+def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int) -> str:
+    """Approve submitted work now: reward and fee into the ledger, the provider's approve, then paid."""
+    from hitkit.scheduler import book_reward
+
+    with session_scope(database_url) as session:
+        a = _assignment_in_study(session, ctx, assignment_id)
+        if a.status == "approved":
+            return f"assignment {assignment_id} was already approved"
+        if a.status != "submitted":
+            raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be approved")
+        book_reward(session, ctx, a)  # the scheduler's keys: the two never both pay one reward
+        provider_id = a.provider_assignment_id
+    ctx.provider.approve(provider_id)
+    with session_scope(database_url) as session:
+        a = session.get(Assignment, assignment_id)
+        for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending",
+                                                       Payment.kind.in_(("reward", "fee")))):
+            p.status = "paid"
+        a.status, a.decided_at = "approved", utcnow()
+        session.add(Event(study_id=ctx.study_id, kind="assignment_approved", actor=ACTOR,
+                          data={"assignment": a.id}))
+    return f"assignment {assignment_id} approved"
+
+
+def reject_assignment(database_url: str, ctx: StudyContext, assignment_id: int, reason: str) -> str:
+    """Reject submitted work through the provider, with the reason the worker will read."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ActionError("give the worker a reason for the rejection")
+    with session_scope(database_url) as session:
+        a = _assignment_in_study(session, ctx, assignment_id)
+        if a.status == "rejected":
+            return f"assignment {assignment_id} was already rejected"
+        if a.status != "submitted":
+            raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be rejected")
+        provider_id = a.provider_assignment_id
+    ctx.provider.reject(provider_id, reason)
+    with session_scope(database_url) as session:
+        a = session.get(Assignment, assignment_id)
+        a.status, a.decided_at = "rejected", utcnow()
+        session.add(Event(study_id=ctx.study_id, kind="assignment_rejected", actor=ACTOR,
+                          data={"assignment": a.id, "reason": reason}))
+    return f"assignment {assignment_id} rejected"
+
+
+_AMOUNT = re.compile(r"^\s*\d{1,6}(\.\d{1,2})?\s*$")
+
+
+def parse_amount(text: str | None) -> Decimal:
+    """A bonus amount typed by the coordinator: a positive number of at most two decimals."""
+    if text is None or not _AMOUNT.match(text):
+        raise ActionError(f"the bonus {text!r} is not an amount; write it like 0.50")
+    try:
+        amount = Decimal(text.strip())
+    except InvalidOperation:
+        raise ActionError(f"the bonus {text!r} is not an amount; write it like 0.50") from None
+    if amount <= 0:
+        raise ActionError("the bonus must be more than 0")
+    return amount
+
+
+def bonus_fee(ctx: StudyContext, amount: Decimal) -> Decimal:
+    """The provider's fee on a bonus: MTurk's own schedule where it has one, else the flat rate."""
+    own = getattr(ctx.provider, "bonus_fee", None)
+    return own(amount) if callable(own) else flat_fee(amount, ctx.config.provider.fee_rate)
+
+
+def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str,
+                 key: str) -> str:
+    """Pay ``worker_id`` a bonus once per ``key`` (the form's nonce): a second click pays nothing more."""
+    reason = (reason or "").strip() or "Thank you for your careful work."
+    ledger_key = f"bonus:{ctx.study_id}:{worker_id}:{key}"
+    if not re.fullmatch(r"[A-Za-z0-9_-]{8,64}", key or ""):
+        raise ActionError("this bonus form has no valid key; reload the page and try again")
+    try:
+        prepared = _prepare_bonus(database_url, ctx, worker_id, amount, ledger_key)
+    except IntegrityError:  # the same form, clicked twice at once: the other click pays it
+        return "this bonus is being paid"
+    if isinstance(prepared, str):
+        return prepared
+    external_id, provider_assignment, amount = prepared
+    # The ledger rows are committed: only now does the provider hear of the bonus.
+    try:
+        ref = ctx.provider.pay_bonus(external_id, provider_assignment, amount, reason, ledger_key)
+    except Exception as exc:
+        with session_scope(database_url) as session:
+            session.add(Event(study_id=ctx.study_id, kind="bonus_failed", actor=ACTOR,
+                              data={"worker": external_id, "amount": str(amount), "error": str(exc)[:500]}))
+        raise ActionError(f"the provider did not pay the bonus ({exc}); the ledger keeps it pending under its key, "
+                          f"so sending the same form again in a minute retries it without paying twice") from exc
+    with session_scope(database_url) as session:
+        for k in (ledger_key, f"{ledger_key}:fee"):
+            row = session.scalar(select(Payment).where(Payment.idempotency_key == k))
+            row.status = "paid"
+            if k == ledger_key:
+                row.provider_ref = ref
+        session.add(Event(study_id=ctx.study_id, kind="bonus_paid", actor=ACTOR,
+                          data={"worker": external_id, "amount": str(amount), "reason": reason, "key": ledger_key}))
+    return f"bonus of {amount} {ctx.config.provider.currency} paid to {external_id}"
+
+
+def _prepare_bonus(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal,
+                   ledger_key: str) -> tuple[str, str, Decimal] | str:
+    """Write (and commit) the pending bonus and fee rows; a message instead when nothing is left to do."""
+    from hitkit.scheduler import committed_spend
+
+    with session_scope(database_url) as session:
+        # One coordinator action at a time per worker: the worker row is the lock.
+        session.execute(select(Worker.id).where(Worker.id == worker_id).with_for_update())
+        existing = session.scalar(select(Payment).where(Payment.idempotency_key == ledger_key))
+        if existing is not None and existing.status == "paid":
+            return f"this bonus of {existing.amount} {existing.currency} was already paid"
+        worker = _worker_in_study(session, ctx, worker_id)
+        assignment = session.scalar(select(Assignment).join(Hit).where(
+            Hit.study_id == ctx.study_id, Assignment.worker_id == worker_id,
+            Assignment.status.in_(DONE_STATUSES)).order_by(Assignment.id.desc()).limit(1))
+        if assignment is None:
+            raise ActionError(f"worker {worker.external_id} has no submitted or approved work to pay a bonus on")
+        fee = bonus_fee(ctx, amount)
+        if existing is None:
+            committed = committed_spend(session, ctx)
+            if committed + amount + fee > ctx.config.budget:
+                raise ActionError(f"a bonus of {amount} (+ {fee} fee) would take the committed spend {committed} "
+                                  f"past the budget {ctx.config.budget} {ctx.config.provider.currency}; raise "
+                                  f"'budget:' and resume the study, or pay less")
+            common = {"study_id": ctx.study_id, "assignment_id": assignment.id, "worker_id": worker_id,
+                      "currency": ctx.config.provider.currency, "status": "pending"}
+            session.add(Payment(kind="bonus", amount=amount, idempotency_key=ledger_key, **common))
+            session.add(Payment(kind="bonus_fee", amount=fee, idempotency_key=f"{ledger_key}:fee", **common))
+        elif existing.amount != amount:
+            raise ActionError(f"this form already started a bonus of {existing.amount}; reload the page for a new one")
+        elif utcnow() - existing.created_at < IN_FLIGHT:
+            # Another click of the same form is paying it right now; a second provider call is not needed.
+            return f"this bonus of {existing.amount} {existing.currency} is being paid"
+        return worker.external_id, assignment.provider_assignment_id, amount
+
+
+def block_worker(database_url: str, ctx: StudyContext, worker_id: int, reason: str) -> str:
+    """Refuse the worker in hitkit (every study on this provider) and at the provider where it can."""
+    with session_scope(database_url) as session:
+        worker = _worker_in_study(session, ctx, worker_id)
+        external_id = worker.external_id
+        already = worker.blocked
+        worker.blocked = True
+    provider_block = getattr(ctx.provider, "block_worker", None)
+    cap = getattr(ctx.provider, "cap_worker", None)
+    if callable(provider_block):
+        provider_block(external_id, reason)
+        where = "hitkit and the provider"
+    elif callable(cap):
+        # MTurk: the study's cap qualification keeps the worker from finding its HITs at all.
+        cap(external_id)
+        where = "hitkit and the provider (the study's cap qualification)"
+    else:
+        where = "hitkit"
+    with session_scope(database_url) as session:
+        session.add(Event(study_id=ctx.study_id, kind="worker_blocked", actor=ACTOR,
+                          data={"worker": external_id, "reason": (reason or "").strip(), "where": where}))
+    return f"worker {external_id} {'was already' if already else 'is now'} blocked in {where}"
+
+
+def unblock_worker(database_url: str, ctx: StudyContext, worker_id: int) -> str:
+    """Let a blocked worker take HITs in hitkit again (a provider-side block is lifted there)."""
+    with session_scope(database_url) as session:
+        worker = _worker_in_study(session, ctx, worker_id)
+        worker.blocked = False
+        session.add(Event(study_id=ctx.study_id, kind="worker_unblocked", actor=ACTOR,
+                          data={"worker": worker.external_id}))
+        return f"worker {worker.external_id} is no longer blocked in hitkit"
+
+
+# Conversations ---------------------------------------------------------------------------------------
+@dataclass
+class Page:
+    items: list
+    page: int
+    pages: int
+    total: int
+
+
+def _paginate(total: int, page: int, per_page: int) -> tuple[int, int]:
+    pages = max(1, -(-total // per_page))
+    return min(max(1, page), pages), pages
+
+
+def conversations(session: Session, study_id: int, system: str | None = None, page: int = 1,
+                  per_page: int = 50) -> Page:
+    """The study's conversations, newest first, optionally only those where ``system`` speaks."""
+    query = select(Conversation).where(Conversation.study_id == study_id)
+    if system:
+        sys_id = session.scalar(select(System.id).where(System.study_id == study_id, System.name == system))
+        query = query.where(Conversation.id.in_(select(Turn.conversation_id).where(Turn.system_id == sys_id)))
+    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    page, pages = _paginate(total, page, per_page)
+    rows = session.scalars(query.order_by(Conversation.id.desc()).offset((page - 1) * per_page).limit(per_page)).all()
+    ids = [c.id for c in rows]
+    names = dict(session.execute(select(System.id, System.name).where(System.study_id == study_id)).all())
+    speakers: dict[int, set[str]] = defaultdict(set)
+    turns: Counter[int] = Counter()
+    for conv_id, sys_id in session.execute(select(Turn.conversation_id, Turn.system_id)
+                                           .where(Turn.conversation_id.in_(ids))):
+        turns[conv_id] += 1
+        if sys_id is not None:
+            speakers[conv_id].add(names.get(sys_id, "?"))
+    items = [{"id": c.id, "key": c.key, "kind": c.kind, "systems": sorted(speakers[c.id]), "turns": turns[c.id],
+              "created_at": c.created_at, "topic": _topic_of(c)} for c in rows]
+    return Page(items, page, pages, total)
+
+
+def _topic_of(conv: Conversation) -> str | None:
+    return (conv.meta or {}).get("topic") if isinstance(conv.meta, dict) else None
+
+
+def _answers_by_assignment(session: Session, unit_ids: list[int]) -> list[dict]:
+    """Every assignment's answers to these units: worker, status, and question → value."""
+    rows = session.execute(select(Response, Assignment, Worker).join(Assignment, Response.assignment_id == Assignment.id)
+                           .join(Worker, Assignment.worker_id == Worker.id)
+                           .where(Response.unit_id.in_(unit_ids)).order_by(Assignment.id, Response.id)).all()
+    out: dict[tuple[int, int], dict] = {}
+    for r, a, w in rows:
+        entry = out.setdefault((r.unit_id, a.id), {"unit_id": r.unit_id, "assignment": a.id, "worker": w.external_id,
+                                                   "worker_id": w.id, "status": a.status, "feedback": a.feedback,
+                                                   "layout": a.layout, "answers": {}})
+        entry["answers"][r.question] = r.value
+    return list(out.values())
+
+
+def conversation_detail(session: Session, ctx: StudyContext, conversation_id: int) -> dict[str, Any]:
+    """One conversation with its turns and every rating, label or vote given on it."""
+    conv = session.get(Conversation, conversation_id)
+    if conv is None or conv.study_id != ctx.study_id:
+        raise ActionError(f"conversation {conversation_id} is not part of study '{ctx.name}'")
+    names = dict(session.execute(select(System.id, System.name).where(System.study_id == ctx.study_id)).all())
+    turns = [{"index": t.index, "speaker": t.speaker, "system": names.get(t.system_id), "text": t.text,
+              "time": t.created_at} for t in conv.turns]
+    meta = conv.meta or {}
+    if conv.kind == "human_bot" and meta.get("unit_id") is not None:
+        units = [session.get(Unit, meta["unit_id"])]
+        answers = [x for x in _answers_by_assignment(session, [meta["unit_id"]])
+                   if x["assignment"] == meta.get("assignment_id")]
+    else:
+        units = list(session.scalars(select(Unit).where(Unit.conversation_id == conv.id).order_by(Unit.id)))
+        answers = _answers_by_assignment(session, [u.id for u in units])
+    by_unit = {u.id: u for u in units if u is not None}
+    for entry in answers:
+        unit = by_unit.get(entry["unit_id"])
+        entry["unit"] = _describe_unit(ctx.config.task, unit.payload) if unit else ""
+        entry["answers"] = _readable_answers(ctx.config.task, unit.payload if unit else {}, entry)
+    return {"conversation": conv, "meta": meta, "turns": turns, "answers": answers}
+
+
+def _describe_unit(task: str, payload: Mapping[str, Any]) -> str:
+    if task == "pairwise":
+        return " vs ".join(payload.get("systems", []))
+    if task == "spot_the_bot":
+        return f"first {payload.get('k')} exchanges: speaker 0 = {payload['systems'][0]}, 1 = {payload['systems'][1]}"
+    if task == "live_chat":
+        return str(payload.get("system", ""))
+    return ""
+
+
+def _readable_answers(task: str, payload: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, str]:
+    """Answers with the worker's A/B or speaker 0/1 turned into system names."""
+    answers = dict(entry["answers"])
+    if task == "pairwise" and "vote" in answers:
+        first, second = payload["systems"]
+        swapped = (entry.get("layout") or {}).get("swapped", {}).get(str(entry["unit_id"]), False)
+        shown = {"a": second if swapped else first, "b": first if swapped else second}
+        answers["vote"] = shown.get(answers["vote"], answers["vote"])
+    if task == "spot_the_bot":
+        systems = payload.get("systems", ["0", "1"])
+        for q, v in list(answers.items()):
+            if q.startswith("label_") and q[6:].isdigit():
+                answers[q] = f"{systems[int(q[6:])]} → {v}"
+            elif v in ("0", "1"):
+                answers[q] = systems[int(v)]
+    return answers
+
+
+# A system's profile -----------------------------------------------------------------------------------
+def automatic_metrics(texts: list[str]) -> dict[str, float | int | None]:
+    """Length and lexical diversity of a system's turns (distinct-n: unique n-grams / all n-grams)."""
+    words = [t.lower().split() for t in texts]
+    unigrams = [w for ws in words for w in ws]
+    bigrams = [tuple(ws[i:i + 2]) for ws in words for i in range(len(ws) - 1)]
+    return {
+        "turns": len(texts),
+        "mean_words": round(statistics.fmean(len(ws) for ws in words), 2) if words else None,
+        "distinct_1": round(len(set(unigrams)) / len(unigrams), 3) if unigrams else None,
+        "distinct_2": round(len(set(bigrams)) / len(bigrams), 3) if bigrams else None,
+    }
+
+
+def system_profile(session: Session, ctx: StudyContext, name: str) -> dict[str, Any]:
+    """A system's conversations, its scores so far, and automatic metrics of what it said."""
+    system = session.scalar(select(System).where(System.study_id == ctx.study_id, System.name == name))
+    if system is None:
+        raise ActionError(f"study '{ctx.name}' has no system called '{name}'")
+    texts = list(session.scalars(select(Turn.text).join(Conversation).where(
+        Conversation.study_id == ctx.study_id, Turn.system_id == system.id)))
+    study = session.get(Study, ctx.study_id)
+    scores: list[dict[str, Any]] = []
+    score_note = ""
+    tables = ctx.task.export(session, study)
+    if ctx.config.task == "live_chat" and not tables["ratings"].empty:
+        r = tables["ratings"]
+        own = r[r["system"] == name]
+        crit = {c.name: c for c in ctx.config.live_chat.criterion_list()}
+        for criterion, group in own.groupby("criterion", sort=False):
+            oriented = group["score"] if crit[criterion].polarity == "positive" else 100 - group["score"]
+            scores.append({"measure": criterion, "value": round(float(group["score"].mean()), 1),
+                           "detail": f"{len(group)} ratings; oriented (higher = better) {oriented.mean():.1f}"})
+        score_note = "Mean 0–100 slider ratings from all submitted work so far (before QC filtering)."
+    elif ctx.config.task == "pairwise" and not tables["votes"].empty:
+        v = tables["votes"]
+        for other in sorted(set(v["system_a"]) | set(v["system_b"]) - {name}):
+            mine = v[((v["system_a"] == name) & (v["system_b"] == other)) | ((v["system_a"] == other)
+                                                                              & (v["system_b"] == name))]
+            if mine.empty:
+                continue
+            won = int((((mine["system_a"] == name) & (mine["vote"] == "a"))
+                       | ((mine["system_b"] == name) & (mine["vote"] == "b"))).sum())
+            ties = int((mine["vote"] == "tie").sum())
+            lost = len(mine) - won - ties
+            scores.append({"measure": f"vs {other}", "value": f"{won} / {ties} / {lost}",
+                           "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote"})
+        score_note = "Wins / ties / losses in the votes so far."
+    elif ctx.config.task == "spot_the_bot" and not tables["annotations"].empty:
+        a = tables["annotations"]
+        own = a[a["system"] == name]
+        for k, group in own.groupby("segment_exchanges"):
+            human = float((group["label"] == "human").mean())
+            scores.append({"measure": f"{k} exchanges", "value": f"{human:.2f}",
+                           "detail": f"{len(group)} labels; spotted as bot {float((group['label'] == 'bot').mean()):.2f}"})
+        score_note = "Share of its speakers labelled human, by segment length."
+    convs = conversations(session, ctx.study_id, system=name, per_page=20)
+    return {"system": system, "metrics": automatic_metrics(texts), "scores": scores, "score_note": score_note,
+            "conversations": convs}
+
+
+# Side by side -------------------------------------------------------------------------------------------
+def side_by_side(session: Session, ctx: StudyContext, a: str, b: str, limit: int = 30) -> dict[str, Any]:
+    """Two systems' responses to the same prompts: pairwise prompts, bot–bot conversations from the same
+    seed dialogue, or the same worker's chats with both in one live-chat HIT."""
+    names = dict(session.execute(select(System.name, System.id).where(System.study_id == ctx.study_id)).all())
+    for n in (a, b):
+        if n not in names:
+            raise ActionError(f"study '{ctx.name}' has no system called '{n}'")
+    by_id = {v: k for k, v in names.items()}
+    rows: list[dict[str, Any]] = []
+    convs = session.scalars(select(Conversation).where(Conversation.study_id == ctx.study_id)
+                            .order_by(Conversation.id)).all()
+
+    def turns_of(conv: Conversation) -> list[dict[str, Any]]:
+        return [{"speaker": by_id.get(t.system_id) or t.speaker, "text": t.text,
+                 "own": t.system_id in (names[a], names[b])} for t in conv.turns]
+
+    if ctx.config.task == "pairwise":
+        for conv in convs:
+            if conv.kind != "prompt":
+                continue
+            texts = {by_id.get(t.system_id): t.text for t in conv.turns if t.system_id is not None}
+            if a in texts and b in texts:
+                prompt = next((t.text for t in conv.turns if t.system_id is None), "")
+                rows.append({"title": conv.key.removeprefix("prompt:"), "prompt": prompt, "conversation": conv.id,
+                             "left": [{"speaker": a, "text": texts[a], "own": True}],
+                             "right": [{"speaker": b, "text": texts[b], "own": True}]})
+            if len(rows) >= limit:
+                break
+    elif ctx.config.task == "live_chat":
+        by_assignment: dict[Any, dict[str, Conversation]] = defaultdict(dict)
+        for conv in convs:
+            meta = conv.meta or {}
+            if conv.kind == "human_bot" and meta.get("system") in (a, b):
+                by_assignment[meta.get("assignment_id")][meta["system"]] = conv
+        for assignment, pair in by_assignment.items():
+            if a in pair and b in pair:
+                topic = next((t.text for t in pair[a].turns[:1]), "")
+                rows.append({"title": f"assignment {assignment}", "prompt": topic, "conversation": pair[a].id,
+                             "right_conversation": pair[b].id,
+                             "left": turns_of(pair[a]), "right": turns_of(pair[b])})
+            if len(rows) >= limit:
+                break
+    else:
+        by_seed: dict[str, dict[str, Conversation]] = defaultdict(dict)
+        for conv in convs:
+            meta = conv.meta or {}
+            systems = meta.get("systems") or []
+            seed = meta.get("seed_dialogue")
+            if seed is None:
+                continue
+            seed = str(seed)
+            for n in (a, b):
+                # Prefer the system's self-chat, else its first conversation from this seed.
+                if n in systems and (n not in by_seed[seed] or systems == [n, n]):
+                    by_seed[seed][n] = conv
+        for seed, pair in by_seed.items():
+            if a in pair and b in pair:
+                rows.append({"title": f"seed {seed}", "prompt": "", "conversation": pair[a].id,
+                             "right_conversation": pair[b].id, "left": turns_of(pair[a]),
+                             "right": turns_of(pair[b])})
+            if len(rows) >= limit:
+                break
+    return {"a": a, "b": b, "rows": rows}
+
+
+# Event log --------------------------------------------------------------------------------------------
+def events(session: Session, study_id: int | None = None, page: int = 1, per_page: int = 50) -> Page:
+    """Event rows, newest first."""
+    query = select(Event)
+    if study_id is not None:
+        query = query.where(Event.study_id == study_id)
+    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    page, pages = _paginate(total, page, per_page)
+    rows = session.scalars(query.order_by(Event.id.desc()).offset((page - 1) * per_page).limit(per_page)).all()
+    studies = dict(session.execute(select(Study.id, Study.name)).all())
+    items = [{"id": e.id, "time": e.created_at, "study": studies.get(e.study_id), "kind": e.kind, "actor": e.actor,
+              "data": e.data} for e in rows]
+    return Page(items, page, pages, total)
+
+
+def event_json(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One event of :func:`events` as the live refresh sends it (values as text)."""
+    data = item["data"] if isinstance(item["data"], dict) else {"data": item["data"]}
+    return {"time": item["time"].strftime("%Y-%m-%d %H:%M:%S") if item["time"] else "–", "study": item["study"],
+            "kind": item["kind"], "actor": item["actor"], "data": {str(k): str(v) for k, v in data.items()}}
+
+
+def studies(session: Session) -> list[Study]:
+    """Every study in the database, newest first."""
+    return list(session.scalars(select(Study).order_by(Study.id.desc())))
+
+
+def fmt_seconds(value: float | None) -> str:
+    """A duration as the dashboard shows it: ``2 min 05 s``."""
+    if value is None:
+        return "–"
+    delta = dt.timedelta(seconds=round(value))
+    minutes, seconds = divmod(int(delta.total_seconds()), 60)
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
