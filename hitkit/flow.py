@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload, object_session
 
 from hitkit import tokens
 from hitkit.db.models import (
@@ -30,6 +30,7 @@ from hitkit.db.models import (
     Assignment,
     Event,
     Hit,
+    HitUnit,
     Response,
     Study,
     Unit,
@@ -43,6 +44,27 @@ from hitkit.tasks.base import TaskType
 
 CAP_STATUSES = ACTIVE_STATUSES + ("rejected",)
 """Assignments that count against a worker's cap (returned or expired ones do not)."""
+
+MAX_ID_CHARS = 128
+"""Longest worker or assignment id a provider may hand over (the width of those columns)."""
+MAX_ROW_ID = 2**31 - 1
+"""Largest id a row can have; a larger one in a URL names nothing (and would overflow the driver)."""
+
+
+def storable_text(text: str, what: str) -> str:
+    """``text`` unchanged, or AnswerError if it holds a character no database can store.
+
+    NUL is refused by PostgreSQL and a lone UTF-16 surrogate (JSON allows ``"\\ud800"``) by every
+    UTF-8 encoder; both would otherwise fail deep in the driver as a server error.
+    """
+    if "\x00" in text:
+        raise AnswerError(f"the {what} contains a NUL character (position {text.index(chr(0))}); remove it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise AnswerError(f"the {what} contains an unpaired surrogate character (position {exc.start}); "
+                          "send proper UTF-8 text") from None
+    return text
 
 
 @dataclass(frozen=True)
@@ -104,7 +126,7 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
     study = _study(session, ctx)
     hit = None
     if hit_id is not None:
-        hit = session.get(Hit, hit_id)
+        hit = session.get(Hit, hit_id) if 0 < hit_id <= MAX_ROW_ID else None
         if hit is None or hit.study_id != ctx.study_id:
             raise FlowError("this HIT does not exist in this study", 404)
     if arrival.preview:
@@ -113,6 +135,10 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
         return Entry(preview=True, hit=hit)
     if study.status != "running":
         raise FlowError("this study is not accepting work at the moment", 410)
+    for what, ident in (("worker id", arrival.worker_id), ("assignment id", arrival.provider_assignment_id)):
+        if ident is not None and (len(ident) > MAX_ID_CHARS or "\x00" in ident):
+            raise FlowError(f"the {what} in this link is not valid (over {MAX_ID_CHARS} characters or with a NUL "
+                            "character); open the task again from the crowd site", 400)
 
     worker = _worker(session, ctx.provider.name, arrival.worker_id)
     # Lock the worker row: one worker opening two HITs at once must not slip past the cap.
@@ -134,6 +160,7 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
                                                          Assignment.worker_id == worker.id))
     if assignment is not None:
         if assignment.status in ("accepted", "submitted", "approved"):
+            _check_same_assignment(ctx, assignment, worker, arrival)
             return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce),
                          assignment)
         raise FlowError(f"you already took this HIT (it is {assignment.status}); it cannot be taken again", 409)
@@ -174,12 +201,39 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
     return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce), assignment)
 
 
+def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Worker, arrival) -> None:
+    """Refuse a return visit whose provider assignment id is not the one this worker's assignment holds.
+
+    A worker id alone is no proof of identity on MTurk (it travels unsigned in the URL), so whoever
+    knows it must not open the work it holds by arriving with an assignment id of their own. The
+    provider's word settles the one honest mismatch: a worker who returned the HIT on the provider
+    and accepted it again holds a new assignment id, which the provider shows as theirs. Providers
+    without a marketplace of their own (``work_of`` gives None) keep the old behaviour.
+    """
+    given, stored = arrival.provider_assignment_id, assignment.provider_assignment_id
+    synthesized = f"{ctx.provider.name}-a{assignment.id}"  # the provider gave none at the first arrival
+    if given is None or stored in (None, given, synthesized):
+        return
+    try:
+        work = ctx.provider.work_of(given)
+    except Exception as exc:  # noqa: BLE001 - the check failed: refuse now, the worker may come back
+        raise FlowError("the crowd site could not confirm this assignment just now; please reload in a moment",
+                        503) from exc
+    if work is None:  # a provider with no marketplace of its own (simulated, local): its ids prove nothing
+        return
+    if work.worker_id == worker.external_id and assignment.status == "accepted" and work.status.value == "working":
+        assignment.provider_assignment_id = given
+        return
+    raise FlowError("this link's assignment id is not the one you accepted; open the task again from the "
+                    "crowd site", 403)
+
+
 def assignment_for(session: Session, ctx: StudyContext, token: str) -> Assignment:
     """The assignment a token is bound to; FlowError(403) for a forged, stale or foreign token."""
     parsed = tokens.read_assignment_token(ctx.secret, token)
     if parsed is None:
         raise FlowError("this link is not valid; please return to the task from the crowd site", 403)
-    assignment = session.get(Assignment, parsed[0])
+    assignment = session.get(Assignment, parsed[0], options=[joinedload(Assignment.hit)])  # one query, not two
     if assignment is None or assignment.token_nonce != parsed[1] or assignment.hit.study_id != ctx.study_id:
         raise FlowError("this link is not valid for this study", 403)
     return assignment
@@ -193,12 +247,16 @@ def _writable(assignment: Assignment) -> None:
 
 
 def _units(assignment: Assignment) -> dict[int, Unit]:
-    return {hu.unit.id: hu.unit for hu in assignment.hit.units}
+    """The HIT's units by id, in HIT order: one query (answers and submits run it on every request)."""
+    session = object_session(assignment)
+    rows = session.scalars(select(Unit).join(HitUnit, HitUnit.unit_id == Unit.id)
+                           .where(HitUnit.hit_id == assignment.hit_id).order_by(HitUnit.position))
+    return {unit.id: unit for unit in rows}
 
 
 def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, question: str,
            value: Any, elapsed_s: float | None) -> Response:
-    value = ctx.task.validate(unit, question, value)
+    value = storable_text(ctx.task.validate(unit, question, value), f"answer to '{question}'")
     ctx.task.check_answer(session, assignment, unit, question)
     now = utcnow()
     row = session.scalar(select(Response).where(Response.assignment_id == assignment.id,
@@ -259,7 +317,7 @@ def submit(session: Session, ctx: StudyContext, token: str,
         limit = ctx.config.hit.max_answer_chars
         if len(feedback) > limit:
             raise AnswerError(f"the comment is {len(feedback)} characters; the limit is {limit}")
-        assignment.feedback = feedback.strip()
+        assignment.feedback = storable_text(feedback.strip(), "comment")
     now = utcnow()
     assignment.status = "submitted"
     assignment.submitted_at = now

@@ -111,14 +111,14 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
             if existing.status in ("draft", "stopped"):
                 existing.status = "running"
             session.add(Event(study_id=ctx.study_id, kind="study_resumed", actor="cli", data={}))
-            echo(f"Resuming study '{config.study}' ({existing.status}).")
+            echo(f"Resuming study '{config.study}' ({existing.status}). {estimate_cost(session, ctx).describe()}.")
             return ctx
         ctx = create_study(session, config, config_path, secret)
         estimate = estimate_cost(session, ctx)
         echo(f"Study '{config.study}': {config.task} on {config.provider.kind}. {estimate.describe()}.")
         if not estimate.within_budget:
-            echo(f"The budget covers part of the study; the scheduler posts HITs only while the worst-case "
-                 f"spend stays within {estimate.budget} {estimate.currency}.")
+            echo(f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs; the scheduler posts HITs only "
+                 f"while the worst-case spend stays within {estimate.budget} {estimate.currency}.")
         if not confirm("Post this study?"):
             session.rollback()
             raise HitkitError("launch cancelled; nothing was saved")

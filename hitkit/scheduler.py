@@ -2,25 +2,37 @@
 
 Each tick reads the truth from the database and moves the study one step: expire assignments held
 too long (their places open again), re-open HITs whose listing ran out while work is left, approve
-and pay submitted work, post the next wave within the budget and the concurrency cap, and mark the
-study complete at its target. Because every step is decided from rows, a tick after ``kill -9``
-simply continues; nothing is remembered in memory between ticks.
+and pay submitted work (each assignment on its own: one the provider fails on waits for the next
+tick), tell the provider about workers at the per-worker cap, post the next wave within the budget
+and the concurrency cap, and mark the study complete at its target. Because every step is decided
+from rows, a tick after ``kill -9`` simply continues; nothing is remembered in memory between ticks.
 """
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Sequence
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import DONE_STATUSES, Assignment, Event, Hit, Payment, Study, utcnow
+from hitkit.db.models import (
+    DONE_STATUSES,
+    Assignment,
+    Event,
+    Hit,
+    Payment,
+    Study,
+    Worker,
+    utcnow,
+)
 from hitkit.db.session import session_scope
-from hitkit.money import hit_cost
-from hitkit.errors import BudgetError
+from hitkit.errors import BudgetError, HitkitError
+from hitkit.money import cents, hit_cost
+from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.study import StudyContext, resolve_secret
 
 log = logging.getLogger(__name__)
@@ -48,6 +60,8 @@ class TickReport:
     expired: int = 0
     reopened: int = 0
     approved: int = 0
+    approve_failed: int = 0
+    capped: int = 0
     posted: int = 0
     completed_hits: int = 0
     study_completed: bool = False
@@ -55,7 +69,7 @@ class TickReport:
 
 def committed_spend(session: Session, ctx: StudyContext) -> Decimal:
     """Worst-case spend of every posted HIT plus every bonus in the ledger."""
-    total = Decimal("0")
+    total = Decimal(0)
     for hit in session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status != "pending")):
         total += hit_cost(hit.reward, hit.max_assignments, ctx.fee(hit.reward, hit.max_assignments))
     bonuses = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
@@ -86,28 +100,124 @@ def reopen_lapsed_hits(session: Session, ctx: StudyContext, now: dt.datetime) ->
     return n
 
 
-def approve_submitted(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
-    """Approve submitted work after the configured delay and record the reward and fee, once each."""
+def record_once(session: Session, study_id: int, kind: str, data: dict) -> bool:
+    """Add an Event unless one of this kind with the same data exists: a state that lasts is logged once."""
+    seen = session.scalars(select(Event.data).where(Event.study_id == study_id, Event.kind == kind))
+    if any(d == data for d in seen):
+        return False
+    session.add(Event(study_id=study_id, kind=kind, actor="scheduler", data=data))
+    return True
+
+
+def book_reward(session: Session, ctx: StudyContext, a: Assignment) -> None:
+    """The assignment's reward and fee as pending ledger rows, each once (keyed by study and assignment).
+
+    Written before the provider is asked to approve: a call that fails or whose answer is lost
+    leaves pending rows whose keys stop any retry (next tick, `hitkit sync`, the dashboard) booking
+    twice. Every path that approves uses these keys.
+    """
+    fee = ctx.fee(a.hit.reward, a.hit.max_assignments)
+    for kind, amount in (("reward", a.hit.reward), ("fee", fee)):
+        key = f"{kind}:{ctx.study_id}:{a.id}"
+        if session.scalar(select(Payment.id).where(Payment.idempotency_key == key)) is None:
+            session.add(Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
+                                amount=amount, currency=ctx.config.provider.currency, idempotency_key=key,
+                                status="pending"))
+    session.flush()
+
+
+def approve_one(session: Session, ctx: StudyContext, a: Assignment, now: dt.datetime) -> None:
+    """Approve one assignment on the provider and book its reward and fee, each once."""
+    book_reward(session, ctx, a)
+    ctx.provider.approve(a.provider_assignment_id)
+    mark_decided(session, ctx, a, "approved", now)
+
+
+def mark_decided(session: Session, ctx: StudyContext, a: Assignment, status: str, now: dt.datetime) -> None:
+    """Record a decision the provider holds: the assignment's status, and its reward rows paid or failed."""
+    for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending",
+                                                   Payment.kind.in_(("reward", "fee")))):
+        p.status = "paid" if status == "approved" else "failed"
+    a.status, a.decided_at = status, now
+    session.add(Event(study_id=ctx.study_id, kind=f"assignment_{status}", actor="scheduler",
+                      data={"assignment": a.id}))
+
+
+def provider_agrees(work: ProviderWork | None, worker_external_id: str) -> bool | None:
+    """Whether the provider's view lets hitkit approve: True yes, False never (another worker), None not yet.
+
+    MTurk's arrival parameters are not signed, so a worker id in a URL proves nothing; the
+    provider's own record of who holds the assignment decides.
+    """
+    if work is None:
+        return True
+    if work.worker_id and work.worker_id != worker_external_id:
+        return False
+    return True if work.status in (WorkStatus.SUBMITTED, WorkStatus.APPROVED) else None
+
+
+def approve_submitted(session: Session, ctx: StudyContext, now: dt.datetime,
+                      report: TickReport | None = None) -> int:
+    """Approve submitted work after the configured delay and record the reward and fee, once each.
+
+    Each assignment stands alone: one the provider refuses or fails on is logged and left
+    submitted for the next tick, and the others go ahead.
+    """
     delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
     rows = session.scalars(select(Assignment).join(Hit).where(
-        Hit.study_id == ctx.study_id, Assignment.status == "submitted", Assignment.submitted_at <= now - delay)).all()
-    currency = ctx.config.provider.currency
+        Hit.study_id == ctx.study_id, Assignment.status == "submitted", Assignment.submitted_at <= now - delay)
+        .order_by(Assignment.id)).all()
+    approved = 0
     for a in rows:
-        fee = ctx.fee(a.hit.reward, a.hit.max_assignments)
-        # The ledger row is written before the provider is called: a crash in between leaves a
-        # pending row whose key stops the retry from paying again.
-        for kind, amount in (("reward", a.hit.reward), ("fee", fee)):
-            key = f"{kind}:{ctx.study_id}:{a.id}"
-            if session.scalar(select(Payment.id).where(Payment.idempotency_key == key)) is None:
-                session.add(Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
-                                    amount=amount, currency=currency, idempotency_key=key, status="pending"))
-        session.flush()
-        ctx.provider.approve(a.provider_assignment_id)
-        for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending")):
-            p.status = "paid"
-        a.status, a.decided_at = "approved", now
-        session.add(Event(study_id=ctx.study_id, kind="assignment_approved", actor="scheduler", data={"assignment": a.id}))
-    return len(rows)
+        try:
+            agrees = provider_agrees(ctx.provider.work_of(a.provider_assignment_id), a.worker.external_id)
+            if agrees is False:
+                record_once(session, ctx.study_id, "approve_held",
+                            {"assignment": a.id, "reason": "the provider records another worker on this assignment"})
+                continue
+            if agrees is None:
+                continue  # not handed in on the provider yet; the next tick looks again
+            approve_one(session, ctx, a, now)
+            approved += 1
+        except SQLAlchemyError:
+            raise  # the database itself failed: the tick cannot go on
+        except Exception as exc:  # noqa: BLE001 - a provider failure is this assignment's, not the tick's
+            log.warning("approving assignment %s failed (retried next tick): %s", a.id, exc)
+            session.add(Event(study_id=ctx.study_id, kind="approve_failed", actor="scheduler",
+                              data={"assignment": a.id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+            if report is not None:
+                report.approve_failed += 1
+    return approved
+
+
+def cap_full_workers(session: Session, ctx: StudyContext) -> int:
+    """Tell the provider about workers who reached the per-worker cap, once each (retried if it fails)."""
+    from hitkit.flow import CAP_STATUSES
+
+    taken = func.count(Assignment.id)
+    full = session.execute(
+        select(Worker.external_id, taken).join(Assignment, Assignment.worker_id == Worker.id).join(Hit)
+        .where(Hit.study_id == ctx.study_id, Assignment.status.in_(CAP_STATUSES))
+        .group_by(Worker.external_id).having(taken >= ctx.config.schedule.per_worker_cap)).all()
+    done = {d.get("worker") for d in session.scalars(
+        select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_capped"))}
+    n = 0
+    for external_id, count in full:
+        if external_id in done:
+            continue
+        try:
+            ctx.provider.cap_worker(external_id)
+        except SQLAlchemyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the next tick retries this worker
+            log.warning("capping worker %s failed (retried next tick): %s", external_id, exc)
+            session.add(Event(study_id=ctx.study_id, kind="cap_failed", actor="scheduler",
+                              data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+            continue
+        session.add(Event(study_id=ctx.study_id, kind="worker_capped", actor="scheduler",
+                          data={"worker": external_id, "taken": count}))
+        n += 1
+    return n
 
 
 def complete_full_hits(session: Session, ctx: StudyContext) -> int:
@@ -179,7 +289,8 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
         now = utcnow()
         report.expired = expire_stale_assignments(session, ctx, now)
         report.reopened = reopen_lapsed_hits(session, ctx, now)
-        report.approved = approve_submitted(session, ctx, now)
+        report.approved = approve_submitted(session, ctx, now, report)
+        report.capped = cap_full_workers(session, ctx)
         report.completed_hits = complete_full_hits(session, ctx)
         report.posted = post_wave(session, ctx, now, base_url)
         remaining = session.scalar(select(func.count()).select_from(Hit)
@@ -191,6 +302,69 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True
     return report
+
+
+def bonus_key(study_id: int, assignment_id: int, n: int = 1) -> str:
+    """The ledger key of an assignment's ``n``-th bonus (short enough to be MTurk's request token)."""
+    return f"bonus:{study_id}:{assignment_id}:{n}"
+
+
+def grant_bonus(database_url: str, study_name: str, assignment_id: int, amount: Decimal, reason: str,
+                key: str | None = None) -> str:
+    """Pay a bonus on an assignment exactly once per ``key``; return the provider's reference.
+
+    The bonus and its fee are committed to the ledger as ``pending`` before the provider is called,
+    so a crash or a lost answer leaves a row that ``hitkit sync`` settles without paying twice.
+    The budget is a hard ceiling: a bonus that would pass it is refused (BudgetError).
+    """
+    amount = cents(amount)
+    if amount <= 0:
+        raise HitkitError(f"a bonus must be positive; got {amount}")
+    with session_scope(database_url) as session:
+        ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
+        a = session.get(Assignment, assignment_id)
+        if a is None or a.hit.study_id != ctx.study_id or a.status not in DONE_STATUSES:
+            raise HitkitError(f"assignment {assignment_id} is not submitted or approved work of study "
+                              f"'{study_name}'; bonuses go to work that was handed in")
+        key = key or bonus_key(ctx.study_id, a.id)
+        row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
+        if row is not None and (row.amount != amount or row.assignment_id != a.id):
+            raise HitkitError(f"bonus key {key} was already used for {row.amount} on assignment {row.assignment_id}; "
+                              f"give every distinct bonus its own key")
+        if row is None:
+            fee = ctx.provider.bonus_fee(amount)
+            committed = committed_spend(session, ctx)
+            if committed + amount + fee > ctx.config.budget:
+                raise BudgetError(f"a bonus of {amount} (+ {fee} fee) would take the committed spend from {committed} "
+                                  f"past the budget of {ctx.config.budget} {ctx.config.provider.currency}; raise "
+                                  f"'budget:' in the study file first")
+            common = {"study_id": ctx.study_id, "assignment_id": a.id, "worker_id": a.worker_id,
+                      "currency": ctx.config.provider.currency, "status": "pending"}
+            session.add(Payment(kind="bonus", amount=amount, idempotency_key=key, **common))
+            session.add(Payment(kind="bonus_fee", amount=fee, idempotency_key=f"{key}:fee", **common))
+            session.add(Event(study_id=ctx.study_id, kind="bonus_recorded", actor="scheduler",
+                              data={"key": key, "assignment": a.id, "amount": str(amount), "reason": reason}))
+    return pay_recorded_bonus(database_url, ctx, key)
+
+
+def pay_recorded_bonus(database_url: str, ctx: StudyContext, key: str) -> str:
+    """Pay the ledger's bonus ``key`` through the provider (outside any open transaction) and mark it paid."""
+    with session_scope(database_url) as session:
+        row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
+        if row.status == "paid":
+            return row.provider_ref or ""
+        a = session.get(Assignment, row.assignment_id)
+        worker, provider_assignment_id, amount = a.worker.external_id, a.provider_assignment_id, row.amount
+        reason = next((d.get("reason") for d in session.scalars(
+            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "bonus_recorded"))
+            if d.get("key") == key), None) or "Bonus for your work"
+    # No transaction is open here: Prolific's bonus commits its own steps, and SQLite has one writer.
+    ref = ctx.provider.pay_bonus(worker, provider_assignment_id, amount, reason, key)
+    with session_scope(database_url) as session:
+        for p in session.scalars(select(Payment).where(Payment.idempotency_key.in_((key, f"{key}:fee")))):
+            p.status, p.provider_ref = "paid", p.provider_ref or ref
+        session.add(Event(study_id=ctx.study_id, kind="bonus_paid", actor="scheduler", data={"key": key, "ref": ref}))
+    return ref
 
 
 def job_id(study_name: str) -> str:
@@ -210,10 +384,10 @@ def make_scheduler(database_url: str, blocking: bool = False):
     return cls(jobstores={"default": SQLAlchemyJobStore(engine=get_engine(database_url))},
                executors={"default": ThreadPoolExecutor(2)},
                job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-               timezone=dt.timezone.utc)
+               timezone=dt.UTC)
 
 
 def schedule_study(scheduler, database_url: str, study_name: str, base_url: str, interval_s: float) -> None:
     """Add (or replace) the study's tick job."""
     scheduler.add_job(tick, "interval", seconds=interval_s, id=job_id(study_name), replace_existing=True,
-                      args=[database_url, study_name, base_url], next_run_time=dt.datetime.now(dt.timezone.utc))
+                      args=[database_url, study_name, base_url], next_run_time=dt.datetime.now(dt.UTC))

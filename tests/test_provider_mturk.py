@@ -346,3 +346,136 @@ def test_an_unreachable_endpoint_is_an_error_a_coordinator_can_act_on(tmp_path, 
     fake.stop()
     with pytest.raises(MTurkError, match="endpoint_url"):
         p.balance()
+
+
+# The cap and forged arrivals through the scheduler -------------------------------------------------
+def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_grant(tmp_path, database_url, fake,
+                                                                                    monkeypatch):
+    from hitkit.db.models import Event, Hit
+    from hitkit.launch import WebServer
+    from hitkit.scheduler import tick
+    from hitkit.study import create_study, resolve_secret
+
+    monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
+    config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1},
+                                       provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}))
+    secret = resolve_secret(database_url)
+    with session_scope(database_url) as s:
+        ctx = create_study(s, config, tmp_path / "study.yaml", secret)
+        s.get(Study, ctx.study_id).status = "running"
+    web = WebServer(database_url, "127.0.0.1", 0, 4, secret).start()
+    try:
+        tick(database_url, config.study, "https://tasks.example.org")
+        hit_id, provider_hit_id, _, _ = _hit_row(database_url)
+        aid = fake.accept_assignment(provider_hit_id, "W-cap")
+        done = _do_the_hit(web.url, hit_id, {"workerId": "W-cap", "assignmentId": aid, "hitId": provider_hit_id,
+                                             "turkSubmitTo": "https://workersandbox.mturk.com"})
+        assert done.status_code == 200
+        fake.external_submit(aid)
+        fake.inject("AssociateQualificationWithWorker", "ServiceFault", times=MTurkProvider.service_fault_attempts)
+        assert tick(database_url, config.study, "https://tasks.example.org").capped == 0
+        assert fake.worker_qualifications == []
+        assert tick(database_url, config.study, "https://tasks.example.org").capped == 1  # retried
+        tick(database_url, config.study, "https://tasks.example.org")
+    finally:
+        web.stop()
+    [grant] = fake.worker_qualifications
+    assert (grant["WorkerId"], grant["IntegerValue"], grant["SendNotification"]) == ("W-cap", 1, False)
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Event.data).where(Event.kind == "cap_failed"))["worker"] == "W-cap"
+        other = s.scalar(select(Hit.provider_hit_id).where(Hit.index == 1))
+    with pytest.raises(PermissionError):  # MTurk no longer shows the study's HITs to W-cap
+        fake.accept_assignment(other, "W-cap")
+
+
+@pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
+def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_live, fake):
+    from hitkit.db.models import Event
+    from hitkit.scheduler import tick
+
+    base, database_url, _ = mturk_live
+    hit_id, provider_hit_id, _, _ = _hit_row(database_url)
+    victim = fake.accept_assignment(provider_hit_id, "W-victim")
+    fake.external_submit(victim)  # the victim did the work on MTurk
+    # Someone who learnt the victim's assignment id arrives with it under their own worker id.
+    forged = _do_the_hit(base, hit_id, {"workerId": "W-forger", "assignmentId": victim, "hitId": provider_hit_id,
+                                        "turkSubmitTo": "https://workersandbox.mturk.com"})
+    assert forged.status_code == 200
+    for _ in range(2):
+        assert tick(database_url, "ab-demo", "https://tasks.example.org").approved == 0
+    assert fake.assignments[victim]["AssignmentStatus"] == "Submitted" and fake.calls("ApproveAssignment") == []
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Assignment.status)) == "submitted" and s.scalar(select(Payment.id)) is None
+        [held] = s.scalars(select(Event).where(Event.kind == "approve_held")).all()
+        assert "another worker" in held.data["reason"]
+
+
+def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_the_budget_is_a_ceiling(
+        tmp_path, database_url, fake):
+    from hitkit.db.models import Hit
+    from hitkit.scheduler import grant_bonus, tick
+    from hitkit.study import create_study, estimate_cost, resolve_secret
+
+    config = load_study(pairwise_study(tmp_path, database_url, budget="10.00",
+                                       provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}))
+    with session_scope(database_url) as s:
+        ctx = create_study(s, config, None, resolve_secret(database_url))
+        estimate = estimate_cost(s, ctx)
+    # 10 HITs × 3 places × ($0.50 + MTurk's 20 % = $0.10)
+    assert (estimate.rewards, estimate.fees, estimate.bonuses, estimate.total) == (
+        Decimal("15.00"), Decimal("3.00"), Decimal(0), Decimal("18.00"))
+    assert not estimate.within_budget and estimate.hits_covered == 5
+    text = estimate.describe()
+    assert "rewards 15.00 + fees 3.00 + bonuses 0" in text and "first 5 of 10 HITs" in text
+    with session_scope(database_url) as s:
+        s.get(Study, ctx.study_id).status = "running"
+    assert tick(database_url, "ab-demo", "https://tasks.example.org").posted == 4  # the wave; 5 would fit
+    with session_scope(database_url) as s:
+        a_worker = Worker(provider="mturk", external_id="W1")
+        s.add(a_worker)
+        s.flush()
+        hit = s.scalar(select(Hit).where(Hit.index == 0))
+        fake.submit_assignment(hit.provider_hit_id, "W1")
+        a = Assignment(hit_id=hit.id, worker_id=a_worker.id, provider_assignment_id="A-x", status="submitted",
+                       token_nonce="n")
+        s.add(a)
+        s.flush()
+        a_id = a.id
+    # 4 HITs committed = 7.20; a bonus of 2.50 + 0.50 fee would pass 10.00: refused before anything is paid.
+    with pytest.raises(BudgetError, match="past the budget"):
+        grant_bonus(database_url, "ab-demo", a_id, Decimal("2.50"), "thanks")
+    assert fake.calls("SendBonus") == []
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Payment.id)) is None
+
+
+@pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
+def test_a_forged_worker_id_cannot_open_someone_elses_assignment(mturk_live, fake):
+    base, database_url, _ = mturk_live
+    hit_id, provider_hit_id, _, _ = _hit_row(database_url)
+    victim = fake.accept_assignment(provider_hit_id, "W-victim")
+    params = {"workerId": "W-victim", "assignmentId": victim, "hitId": provider_hit_id,
+              "turkSubmitTo": "https://workersandbox.mturk.com"}
+    assert requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params).status_code == 200
+    # Someone who knows only the victim's worker id arrives with an assignment id of their own.
+    forged = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": "A-other"},
+                          allow_redirects=False)
+    assert forged.status_code in (403, 409), "a worker id alone must not open the assignment it holds"
+
+
+@pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
+def test_a_worker_who_accepted_the_hit_again_on_mturk_comes_back_to_their_work(mturk_live, fake):
+    base, database_url, _ = mturk_live
+    hit_id, provider_hit_id, _, _ = _hit_row(database_url)
+    first = fake.accept_assignment(provider_hit_id, "W-again")
+    params = {"workerId": "W-again", "assignmentId": first, "hitId": provider_hit_id,
+              "turkSubmitTo": "https://workersandbox.mturk.com"}
+    opened = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params)
+    assert opened.status_code == 200
+    # Returned on MTurk and accepted again: MTurk shows the new assignment id as this worker's.
+    second = fake.accept_assignment(provider_hit_id, "W-again")
+    assert second != first
+    again = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": second})
+    assert again.status_code == 200 and again.url == opened.url  # the same hitkit assignment, same token
+    with session_scope(database_url) as s:
+        assert s.scalars(select(Assignment.provider_assignment_id)).all() == [second]

@@ -387,3 +387,45 @@ def test_a_whole_study_runs_end_to_end_with_participants_arriving_from_prolific(
         assert rewards == Decimal("0.50") * n
     assert fake.studies[sid]["status"] == "COMPLETED"
     assert {status for _, status in provider(config, secret).sync_submissions()} == {"APPROVED"}
+
+
+def test_a_failed_blocklist_call_does_not_fail_the_hand_back_and_the_scheduler_retries_it(
+        tmp_path, database_url, fake, monkeypatch):
+    monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
+    prolific = {"api_url": fake.url, "blocklist_group": GROUP}
+    config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1},
+                                       provider={"kind": "prolific", "prolific": prolific}))
+    secret = resolve_secret(database_url)
+    with session_scope(database_url) as s:
+        ctx = create_study(s, config, tmp_path / "study.yaml", secret)
+        s.get(Study, ctx.study_id).status = "running"
+    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
+    try:
+        tick(database_url, config.study, web.url)
+        [sid] = fake.studies
+        fake.fail_next(rf"POST /participant-groups/{GROUP}/participants/", 503)
+        submitted = take_and_submit(web.url, "PID-cap", sid, fake.start_session("PID-cap", sid))
+        assert submitted.status_code == 302  # handed back to Prolific all the same
+        assert fake.groups == {}
+        assert tick(database_url, config.study, web.url).capped == 1
+        tick(database_url, config.study, web.url)
+    finally:
+        web.stop()
+    assert fake.groups == {GROUP: ["PID-cap"]}
+    assert len(fake.calls("POST", f"/participant-groups/{GROUP}/participants/")) == 2  # the failure, the retry
+
+
+def test_work_still_active_on_prolific_waits_quietly_and_is_approved_once_it_awaits_review(study, fake):
+    base, url, secret, config = study
+    [sid] = fake.studies
+    session_id = fake.start_session("PID-wait", sid)
+    take_and_submit(base, "PID-wait", sid, session_id)  # the participant never reached Prolific's page yet
+    for _ in range(2):
+        report = tick(url, "ab-demo", base)
+        assert (report.approved, report.approve_failed) == (0, 0)
+    assert fake.calls("POST", f"/submissions/{session_id}/transition/") == []
+    fake.complete(session_id, provider(config, secret).completion_code())
+    assert tick(url, "ab-demo", base).approved == 1
+    assert fake.submissions[session_id]["status"] == "APPROVED"
+    with session_scope(url) as s:
+        assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "approve_failed")) == 0

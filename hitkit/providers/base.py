@@ -13,10 +13,11 @@ hitkit's own page).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
 from hitkit.config import StudyConfig
 
@@ -54,6 +55,51 @@ class PostedHit:
 
     provider_hit_id: str
     url: str | None = None
+
+
+class WorkStatus(str, Enum):
+    """Where a provider says one worker's assignment stands, in hitkit's words."""
+
+    WORKING = "working"      # accepted, not yet handed in on the provider
+    SUBMITTED = "submitted"  # handed in, waiting for a decision
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    RETURNED = "returned"    # given back, timed out or screened out: no decision to make
+
+
+@dataclass(frozen=True)
+class ProviderWork:
+    """One assignment (MTurk) or submission (Prolific) as the provider lists it."""
+
+    provider_assignment_id: str
+    worker_id: str
+    status: WorkStatus
+    provider_hit_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PendingBonus:
+    """A bonus the ledger holds as not (known to be) paid, with what a provider needs to settle it.
+
+    ``paid_alike`` counts the ledger's *paid* bonuses of the same amount on the same assignment,
+    so a provider that can only list amounts tells this payment from its twins.
+    """
+
+    idempotency_key: str
+    worker_id: str
+    provider_assignment_id: str
+    amount: Decimal
+    status: str
+    provider_ref: str | None
+    paid_alike: int = 0
+
+
+class BonusOutcome(str, Enum):
+    """What the provider says happened to a bonus whose pay call may or may not have gone out."""
+
+    PAID = "paid"        # the worker has it: mark the ledger paid, pay nothing
+    UNPAID = "unpaid"    # the worker does not have it: paying (again, with the same key) is safe
+    UNKNOWN = "unknown"  # cannot be told: a coordinator checks by hand; hitkit pays nothing
 
 
 class CrowdProvider(ABC):
@@ -106,3 +152,36 @@ class CrowdProvider(ABC):
         from hitkit.money import flat_fee
 
         return flat_fee(reward, self.config.provider.fee_rate)
+
+    def bonus_fee(self, bonus: Decimal) -> Decimal:
+        """The provider's fee on a bonus."""
+        from hitkit.money import flat_fee
+
+        return flat_fee(bonus, self.config.provider.fee_rate)
+
+    def cap_worker(self, worker_id: str) -> None:
+        """Keep a worker at the study's per-worker cap from being offered more of its work.
+
+        The server refuses such a worker anyway; this spares them a HIT they cannot take. The
+        default does nothing, because hitkit's own pages are the marketplace.
+        """
+
+    def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork] | None:
+        """Every assignment the provider holds for these HITs, for ``hitkit sync``.
+
+        None means the provider keeps no state of its own (hitkit's database is the marketplace),
+        so there is nothing to reconcile.
+        """
+        return None
+
+    def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
+        """The provider's view of one assignment before it is approved; None when it has none to give."""
+        return None
+
+    def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
+        """Whether a pending bonus reached the worker.
+
+        The default answers UNPAID: a provider whose :meth:`pay_bonus` is idempotent by key can
+        simply be asked to pay again. Providers whose pay call is not idempotent must override.
+        """
+        return BonusOutcome.UNPAID

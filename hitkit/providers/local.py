@@ -4,7 +4,7 @@ Annotators arrive at ``/s/STUDY/enter?invite=TOKEN``; hitkit picks each next HIT
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from hitkit import tokens
 from hitkit.errors import FlowError

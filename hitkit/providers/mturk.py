@@ -31,9 +31,10 @@ import hmac
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any
 from xml.sax.saxutils import escape
 
 from hitkit.config import StudyConfig
@@ -41,10 +42,14 @@ from hitkit.errors import BudgetError, ConfigError, FlowError, HitkitError
 from hitkit.money import cents, hit_cost, mturk_bonus_fee, mturk_reward_fee
 from hitkit.providers.base import (
     Arrival,
+    BonusOutcome,
     Completion,
     CompletionKind,
     CrowdProvider,
+    PendingBonus,
     PostedHit,
+    ProviderWork,
+    WorkStatus,
 )
 
 log = logging.getLogger(__name__)
@@ -59,6 +64,9 @@ LOCALE_QUALIFICATION = "00000000000000000071"
 APPROVAL_RATE_QUALIFICATION = "000000000000000000L0"
 APPROVED_HITS_QUALIFICATION = "00000000000000000040"
 MASTERS_QUALIFICATION = {True: "2ARFPLSP75KLA8M8DH1HTEQVJT3SY6", False: "2F1QJWKUDD8XADTFD2Q0G6UTO95ALH"}
+
+WORK_STATUSES = {"Submitted": WorkStatus.SUBMITTED, "Approved": WorkStatus.APPROVED,
+                 "Rejected": WorkStatus.REJECTED}
 
 EXTERNAL_QUESTION_SCHEMA = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
                             "2006-07-14/ExternalQuestion.xsd")
@@ -104,6 +112,8 @@ class MTurkProvider(CrowdProvider):
     service_fault_attempts = 4
     """Attempts at a call MTurk answers with ServiceFault (its transient internal error)."""
     service_fault_backoff_s = 0.5
+    read_timeout_s = 60.0
+    """Seconds to wait for MTurk's answer before botocore retries the call (with the same request token)."""
 
     def __init__(self, config: StudyConfig, secret: str):
         super().__init__(config, secret)
@@ -128,7 +138,8 @@ class MTurkProvider(CrowdProvider):
                 self._client = boto3.session.Session().client(
                     "mturk", region_name=self.settings.region,
                     endpoint_url=self.settings.endpoint_url or ENDPOINTS[self.sandbox],
-                    config=Config(retries={"mode": "standard", "max_attempts": 5}))
+                    config=Config(retries={"mode": "standard", "max_attempts": 5},
+                                  read_timeout=self.read_timeout_s, connect_timeout=10))
             return self._client
 
     def _call(self, operation: str, **params) -> dict[str, Any]:
@@ -273,7 +284,7 @@ class MTurkProvider(CrowdProvider):
     def expire_hit(self, provider_hit_id: str) -> None:
         """Expire now: an expiry in the past closes the HIT to new workers at once."""
         self._call("UpdateExpirationForHIT", HITId=provider_hit_id,
-                   ExpireAt=dt.datetime(2015, 1, 1, tzinfo=dt.timezone.utc))
+                   ExpireAt=dt.datetime(2015, 1, 1, tzinfo=dt.UTC))
 
     def extend_hit(self, provider_hit_id: str, extra_assignments: int, lifetime_s: float,
                    request_key: str | None = None) -> None:
@@ -292,7 +303,7 @@ class MTurkProvider(CrowdProvider):
                 if not exc.already_processed:
                     raise
         self._call("UpdateExpirationForHIT", HITId=provider_hit_id,
-                   ExpireAt=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=lifetime_s))
+                   ExpireAt=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lifetime_s))
 
     # Arrival and completion -----------------------------------------------------------------
     def arrival(self, args: Mapping[str, str]) -> Arrival:
@@ -364,6 +375,39 @@ class MTurkProvider(CrowdProvider):
             if not page.get("NextToken"):
                 return out
             params["NextToken"] = page["NextToken"]
+
+    def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork]:
+        """ListAssignmentsForHIT, every page, for each HIT: what ``hitkit sync`` compares with the database."""
+        return [ProviderWork(w.provider_assignment_id, w.worker_id, WORK_STATUSES[w.status], hit_id)
+                for hit_id in provider_hit_ids for w in self.sync_submissions(hit_id)]
+
+    def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
+        """GetAssignment: MTurk's arrival parameters are unsigned, so who did the work is checked here."""
+        try:
+            a = self._call("GetAssignment", AssignmentId=provider_assignment_id)["Assignment"]
+        except MTurkError as exc:
+            if exc.code != "RequestError":
+                raise
+            return ProviderWork(provider_assignment_id, "", WorkStatus.RETURNED)  # MTurk has no such assignment
+        return ProviderWork(a["AssignmentId"], a["WorkerId"], WORK_STATUSES.get(a["AssignmentStatus"], WorkStatus.WORKING),
+                            a.get("HITId"))
+
+    def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
+        """PAID when MTurk lists more bonuses of this amount on the assignment than the ledger has paid.
+
+        SendBonus's UniqueRequestToken stops a second payment only for 24 hours, so a late retry
+        looks first at what MTurk actually paid.
+        """
+        params: dict[str, Any] = {"AssignmentId": bonus.provider_assignment_id, "MaxResults": 100}
+        alike = 0
+        while True:
+            page = self._call("ListBonusPayments", **params)
+            alike += sum(1 for b in page.get("BonusPayments", [])
+                         if b.get("WorkerId") == bonus.worker_id and Decimal(b["BonusAmount"]) == cents(bonus.amount))
+            if not page.get("NextToken"):
+                break
+            params["NextToken"] = page["NextToken"]
+        return BonusOutcome.PAID if alike > bonus.paid_alike else BonusOutcome.UNPAID
 
     def cap_worker(self, worker_id: str) -> None:
         """Give the worker the study's cap qualification (silently), so no more of its HITs reach them."""

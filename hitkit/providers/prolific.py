@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
@@ -43,11 +44,17 @@ from hitkit.errors import ConfigError, FlowError, HitkitError
 from hitkit.money import cents, flat_fee
 from hitkit.providers.base import (
     Arrival,
+    BonusOutcome,
     Completion,
     CompletionKind,
     CrowdProvider,
+    PendingBonus,
     PostedHit,
+    ProviderWork,
+    WorkStatus,
 )
+
+log = logging.getLogger(__name__)
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 URL_PARAMS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
@@ -55,11 +62,30 @@ REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INC
                         "FAILED_CHECK", "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA",
                         "UNSUPP_DEVICE", "OTHER")
 MAX_RETRIES = 5
+WORK_STATUSES = {"ACTIVE": WorkStatus.WORKING, "AWAITING REVIEW": WorkStatus.SUBMITTED,
+                 "APPROVED": WorkStatus.APPROVED, "REJECTED": WorkStatus.REJECTED}
+"""Prolific's submission statuses; any other (RETURNED, TIMED-OUT, SCREENED OUT…) needs no decision."""
 MAX_WAIT_S = 60.0
 
 
+UNCERTAIN_STATUSES = (500, 502, 504)
+"""Server and gateway errors that may come after Prolific did the work: the outcome is unknown."""
+
+
 class ProlificError(HitkitError):
-    """Prolific refused or failed a call; the message names the call and Prolific's answer."""
+    """Prolific refused or failed a call; the message names the call and Prolific's answer.
+
+    ``status`` is Prolific's HTTP status, None when no answer came at all.
+    """
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """True when the call may have done its work: no answer, or a server error after the fact."""
+        return self.__cause__ is not None or self.status in UNCERTAIN_STATUSES
 
 
 # -- the transaction the current thread is in ------------------------------------------------------
@@ -107,6 +133,8 @@ class ProlificProvider(CrowdProvider):
 
     name = "prolific"
     chooses_hit = True
+    timeout_s = 30.0
+    """Seconds to wait for Prolific's answer to one call."""
 
     def __init__(self, config, secret: str):
         super().__init__(config, secret)
@@ -153,7 +181,7 @@ class ProlificProvider(CrowdProvider):
         headers = {"Authorization": f"Token {self._token()}"}
         for attempt in range(MAX_RETRIES + 1):
             try:
-                resp = self._http.request(method, url, json=body, headers=headers, timeout=30)
+                resp = self._http.request(method, url, json=body, headers=headers, timeout=self.timeout_s)
             except requests.RequestException as exc:
                 self._log_call(session, method, path, body, None, attempt, str(exc))
                 raise ProlificError(f"Prolific did not answer {method} {path}: {exc}") from exc
@@ -166,7 +194,7 @@ class ProlificProvider(CrowdProvider):
         self._log_call(session, method, path, body, resp.status_code, attempt, None)
         if resp.status_code >= 400:
             raise ProlificError(f"Prolific refused {method} {path} with HTTP {resp.status_code}: "
-                                f"{resp.text[:500]}") from None
+                                f"{resp.text[:500]}", resp.status_code) from None
         if not resp.content:
             return None
         return resp.json()
@@ -352,8 +380,7 @@ class ProlificProvider(CrowdProvider):
     def _block_if_capped(self, provider_assignment_id: str) -> None:
         from hitkit.flow import CAP_STATUSES
 
-        group = self.settings.blocklist_group
-        if not group:
+        if not self.settings.blocklist_group:
             return
         with self._session() as session:
             worker = session.scalar(select(Worker).join(Assignment, Assignment.worker_id == Worker.id).where(
@@ -364,14 +391,30 @@ class ProlificProvider(CrowdProvider):
                 Assignment.worker_id == worker.id, Assignment.status.in_(CAP_STATUSES)))
             if taken < self.config.schedule.per_worker_cap:
                 return
-            done = session.scalar(select(func.count()).select_from(Event).where(
-                Event.kind == "prolific_blocklisted", Event.data["participant_id"].as_string() == worker.external_id))
-            if done:
-                return
-            self._call("POST", f"/participant-groups/{group}/participants/",
-                       {"participant_ids": [worker.external_id]}, session=session)
-            self._record(session, "prolific_blocklisted", {"participant_id": worker.external_id, "group": group,
-                                                           "taken": taken})
+            try:
+                self._blocklist(session, worker.external_id, taken)
+            except ProlificError as exc:
+                # The participant's hand-back must not fail on it: the scheduler's cap step retries.
+                log.warning("Prolific blocklist for %s failed (the scheduler retries): %s", worker.external_id, exc)
+
+    def _blocklist(self, session: Session, participant_id: str, taken: int | None = None) -> None:
+        """Add the participant to the blocklist group once (the Event row remembers it across processes)."""
+        group = self.settings.blocklist_group
+        done = session.scalar(select(func.count()).select_from(Event).where(
+            Event.kind == "prolific_blocklisted", Event.data["participant_id"].as_string() == participant_id))
+        if done:
+            return
+        self._call("POST", f"/participant-groups/{group}/participants/",
+                   {"participant_ids": [participant_id]}, session=session)
+        self._record(session, "prolific_blocklisted", {"participant_id": participant_id, "group": group,
+                                                       "taken": taken})
+
+    def cap_worker(self, worker_id: str) -> None:
+        """Prolific's cap: the participant joins the blocklist group (``provider.prolific.blocklist_group``)."""
+        if not self.settings.blocklist_group:
+            return
+        with self._session() as session:
+            self._blocklist(session, worker_id)
 
     # decisions
 
@@ -410,25 +453,50 @@ class ProlificProvider(CrowdProvider):
         self._decide(provider_assignment_id, {"action": "REJECT", "message": reason, "rejection_category": category},
                      "REJECTED")
 
-    def sync_submissions(self) -> list[tuple[str, str]]:
-        """Every submission of the study on Prolific as (submission id, Prolific status), for reconciliation."""
+    def _submissions(self) -> list[dict[str, Any]]:
         with self._session() as session:
             path = f"/studies/{self._require_study(session)}/submissions/"
-            out: list[tuple[str, str]] = []
+            out: list[dict[str, Any]] = []
             while path:
                 page = self._call("GET", path, session=session) or {}
-                out += [(s["id"], s["status"]) for s in page.get("results", [])]
+                out += page.get("results", [])
                 nxt = (page.get("_links") or {}).get("next") or {}
                 path = nxt.get("href") if isinstance(nxt, dict) else None
             return out
+
+    def sync_submissions(self) -> list[tuple[str, str]]:
+        """Every submission of the study on Prolific as (submission id, Prolific status), for reconciliation."""
+        return [(s["id"], s["status"]) for s in self._submissions()]
+
+    def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork]:
+        """The study's submissions: hitkit's HITs are packages inside one Prolific study, so one listing."""
+        if self.prolific_study_id() is None:
+            return []
+        return [ProviderWork(s["id"], s.get("participant_id", ""), WORK_STATUSES.get(s["status"], WorkStatus.RETURNED))
+                for s in self._submissions()]
+
+    def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
+        """The submission as Prolific holds it: work is approved only once it is AWAITING REVIEW there."""
+        sub = self._call("GET", f"/submissions/{provider_assignment_id}/")
+        return ProviderWork(sub["id"], sub.get("participant_id", ""),
+                            WORK_STATUSES.get(sub.get("status"), WorkStatus.RETURNED))
+
+    def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
+        """A bonus whose pay call went out without an answer cannot be told apart, so it is UNKNOWN.
+
+        Prolific's pay call is not idempotent and its API shows no bulk bonus's payment state, so
+        only a ``pending`` row (pay never sent, or refused with an answer) is safe to pay.
+        """
+        return BonusOutcome.UNKNOWN if bonus.status == "paying" else BonusOutcome.UNPAID
 
     # bonuses
 
     def pay_bonus(self, worker_id, provider_assignment_id, amount: Decimal, reason, idempotency_key) -> str:
         """Create-then-pay a bulk bonus once per key, each step committed to the ledger before the next.
 
-        Prolific's pay call is not idempotent, so a bonus whose pay call got no answer at all is left
-        ``paying`` and a retry refuses rather than risk paying twice.
+        Prolific's pay call is not idempotent, so a bonus whose pay call got no answer (or a server
+        error that may have come after paying) is left ``paying`` and a retry refuses rather than risk
+        paying twice.
         """
         amount = cents(amount)
         url = normalise_url(self.config.database_url)
@@ -458,10 +526,9 @@ class ProlificProvider(CrowdProvider):
             with session_scope(url) as session:
                 self._call("POST", f"/bulk-bonus-payments/{ref}/pay/", session=session)
         except ProlificError as exc:
-            # An error answer means Prolific did not pay; no answer at all leaves the outcome unknown.
-            answered = exc.__cause__ is None
+            # A refusal means Prolific did not pay; no answer, or a 500/502/504, leaves it unknown.
             with session_scope(url) as session:
-                self._ledger(session, idempotency_key).status = "pending" if answered else "paying"
+                self._ledger(session, idempotency_key).status = "paying" if exc.outcome_unknown else "pending"
             raise
         with session_scope(url) as session:
             for key in (idempotency_key, f"{idempotency_key}:fee"):

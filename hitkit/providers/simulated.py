@@ -6,7 +6,7 @@ real crowd takes.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from hitkit.providers.base import Arrival
 from hitkit.providers.internal import InternalProvider

@@ -6,7 +6,11 @@ MTurkRequesterServiceV20170117.<Operation>``, keeps its marketplace in memory, a
 MTurk does, and reports errors as ``{"__type": ..., "Message": ...}`` with HTTP 400.
 
 What tests steer: :meth:`FakeMTurk.inject` makes the next calls of an operation fail (before the
-operation runs, or — with ``after=True`` — after it ran, as a response lost on the way back);
+operation runs, or — with ``after=True`` — after it ran, as a response lost on the way back). A
+fault is an MTurk error type (``ServiceFault``, ``ThrottlingException``…) answered with ``status``
+(400 by default, 500 for a server error), or ``"Timeout"``: the answer is held back ``hold_s``
+seconds, longer than the client waits. ``page_limit`` caps every listing's page size, so clients
+must follow ``NextToken``;
 :meth:`FakeMTurk.submit_assignment` plays a worker who accepted and submitted. ``requests`` records
 every call as ``(operation, body)``.
 """
@@ -16,12 +20,23 @@ import datetime as dt
 import itertools
 import json
 import threading
+import time
 import uuid
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 TARGET_PREFIX = "MTurkRequesterServiceV20170117."
+
+
+def dummy_aws(monkeypatch, tmp_path) -> None:
+    """Dummy credentials, and no AWS config of the machine running the tests."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
 
 
 class _Fault(Exception):
@@ -31,7 +46,7 @@ class _Fault(Exception):
 
 
 def _now() -> float:
-    return dt.datetime.now(dt.timezone.utc).timestamp()
+    return dt.datetime.now(dt.UTC).timestamp()
 
 
 class FakeMTurk:
@@ -47,7 +62,9 @@ class FakeMTurk:
         self.qualification_types: dict[str, dict[str, Any]] = {}
         self.worker_qualifications: list[dict[str, Any]] = []
         self._tokens: set[tuple[str, str]] = set()
-        self._faults: dict[str, list[tuple[str, bool]]] = {}
+        self._faults: dict[str, list[tuple[str, bool, int]]] = {}
+        self.page_limit = 100
+        self.hold_s = 3.0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -59,7 +76,7 @@ class FakeMTurk:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> "FakeMTurk":
+    def start(self) -> FakeMTurk:
         self._thread.start()
         return self
 
@@ -68,10 +85,11 @@ class FakeMTurk:
         self._server.server_close()
 
     # Steering -----------------------------------------------------------------------------
-    def inject(self, operation: str, kind: str = "ServiceFault", times: int = 1, after: bool = False) -> None:
+    def inject(self, operation: str, kind: str = "ServiceFault", times: int = 1, after: bool = False,
+               status: int = 400) -> None:
         """Fail the next ``times`` calls of ``operation`` with error ``kind``; ``after``: once it has run."""
         with self._lock:
-            self._faults.setdefault(operation, []).extend([(kind, after)] * times)
+            self._faults.setdefault(operation, []).extend([(kind, after, status)] * times)
 
     def calls(self, operation: str) -> list[dict[str, Any]]:
         """The bodies of every ``operation`` call received, in order."""
@@ -91,6 +109,34 @@ class FakeMTurk:
             hit["NumberOfAssignmentsAvailable"] -= 1
             return assignment_id
 
+    def accept_assignment(self, hit_id: str, worker_id: str) -> str:
+        """A worker accepts one assignment of ``hit_id`` on MTurk (not yet submitted); return its id."""
+        with self._lock:
+            hit = self.hits[hit_id]
+            if hit["NumberOfAssignmentsAvailable"] <= 0:
+                raise ValueError(f"HIT {hit_id} has no place left")
+            held = {q["QualificationTypeId"] for q in self.worker_qualifications if q["WorkerId"] == worker_id}
+            for req in hit["QualificationRequirements"]:
+                if req["Comparator"] == "DoesNotExist" and req["QualificationTypeId"] in held:
+                    raise PermissionError(f"worker {worker_id} holds {req['QualificationTypeId']}; MTurk hides the HIT")
+            assignment_id = self._new_id("A")
+            self.assignments[assignment_id] = {
+                "AssignmentId": assignment_id, "WorkerId": worker_id, "HITId": hit_id,
+                "AssignmentStatus": "Assigned", "AcceptTime": _now()}
+            hit["NumberOfAssignmentsAvailable"] -= 1
+            hit["NumberOfAssignmentsPending"] += 1
+            return assignment_id
+
+    def external_submit(self, assignment_id: str) -> None:
+        """The worker's browser posts the hand-back form: the assignment is Submitted."""
+        with self._lock:
+            a = self.assignments[assignment_id]
+            a.update(AssignmentStatus="Submitted", SubmitTime=_now(), AutoApprovalTime=_now() + 3 * 86400,
+                     Answer="<QuestionFormAnswers/>")
+            hit = self.hits[a["HITId"]]
+            hit["NumberOfAssignmentsPending"] -= 1
+            hit["NumberOfAssignmentsCompleted"] += 1
+
     # The protocol -------------------------------------------------------------------------
     def _handler(self):
         fake = self
@@ -103,6 +149,10 @@ class FakeMTurk:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 target = self.headers.get("X-Amz-Target", "")
                 status, payload = fake._dispatch(target, body, self.headers.get("Content-Type", ""))
+                if status == 0:  # a timeout: the client gives up before the answer comes
+                    time.sleep(fake.hold_s)
+                    self.close_connection = True
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/x-amz-json-1.1")
@@ -122,7 +172,7 @@ class FakeMTurk:
             pending = self._faults.get(operation) or []
             fault = pending.pop(0) if pending else None
             if fault is not None and not fault[1]:
-                return 400, {"__type": fault[0], "Message": f"injected {fault[0]}"}
+                return self._fault_answer(fault)
             method = getattr(self, "_op_" + operation, None)
             if method is None:
                 return 400, {"__type": "UnknownOperationException", "Message": operation}
@@ -131,8 +181,15 @@ class FakeMTurk:
             except _Fault as exc:
                 return 400, {"__type": exc.kind, "Message": exc.message}
             if fault is not None:  # the work is done, but the answer never arrives
-                return 400, {"__type": fault[0], "Message": f"injected {fault[0]}"}
+                return self._fault_answer(fault)
             return 200, result
+
+    @staticmethod
+    def _fault_answer(fault: tuple[str, bool, int]) -> tuple[int, dict[str, Any]]:
+        kind, _, status = fault
+        if kind == "Timeout":
+            return 0, {}
+        return status, {"__type": kind, "Message": f"injected {kind}"}
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):029d}"
@@ -229,7 +286,7 @@ class FakeMTurk:
                        if a["HITId"] == body["HITId"] and a["AssignmentStatus"] in statuses),
                       key=lambda a: a["AssignmentId"])
         start = int(body.get("NextToken") or 0)
-        size = int(body.get("MaxResults") or 10)
+        size = min(int(body.get("MaxResults") or 10), self.page_limit)
         page = rows[start:start + size]
         out: dict[str, Any] = {"NumResults": len(page), "Assignments": page}
         if start + size < len(rows):
@@ -267,9 +324,23 @@ class FakeMTurk:
         if not body.get("Reason"):
             raise _Fault("ValidationException", "Reason is required")
         self._once("SendBonus", body)
-        self.bonuses.append(dict(body))
+        self.bonuses.append({**body, "GrantTime": _now()})
         self.balance -= Decimal(body["BonusAmount"])
         return {}
+
+    def _op_ListBonusPayments(self, body):
+        if bool(body.get("HITId")) == bool(body.get("AssignmentId")):
+            raise _Fault("ValidationException", "Either the HITId or the AssignmentId parameter must be specified")
+        rows = [{"WorkerId": b["WorkerId"], "BonusAmount": b["BonusAmount"], "AssignmentId": b["AssignmentId"],
+                 "Reason": b["Reason"], "GrantTime": b["GrantTime"]} for b in self.bonuses
+                if b["AssignmentId"] == body.get("AssignmentId")
+                or self.assignments[b["AssignmentId"]]["HITId"] == body.get("HITId")]
+        start = int(body.get("NextToken") or 0)
+        size = min(int(body.get("MaxResults") or 10), self.page_limit)
+        out: dict[str, Any] = {"NumResults": len(rows[start:start + size]), "BonusPayments": rows[start:start + size]}
+        if start + size < len(rows):
+            out["NextToken"] = str(start + size)
+        return out
 
     def _op_CreateQualificationType(self, body):
         if any(q["Name"] == body["Name"] for q in self.qualification_types.values()):

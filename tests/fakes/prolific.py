@@ -3,7 +3,9 @@
 It answers like Prolific (JSON bodies, 201/202/204/400/401/404/429) from state kept in memory, and
 records every request so tests can assert on what hitkit sent. Tests steer it: ``start_session``
 is a participant starting the study, ``throttle`` answers the next calls with 429, ``fail_next``
-answers one call to a path with an error.
+answers one call to a path with an error (with ``after=True`` once the call has done its work, as an
+answer lost on the way back), and ``hold_next`` holds one answer back longer than the client waits
+(a timeout; the call's work is done).
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ class FakeProlific:
     paid: list[str] = field(default_factory=list)
     url: str = ""
     _throttle: list[str] = field(default_factory=list)
-    _fail: dict[str, list[int]] = field(default_factory=dict)
+    _fail: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
+    _hold: dict[str, list[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # steering
@@ -49,9 +52,13 @@ class FakeProlific:
         """Answer the next ``times`` calls with 429 and this Retry-After header."""
         self._throttle += [retry_after] * times
 
-    def fail_next(self, pattern: str, status: int = 503) -> None:
+    def fail_next(self, pattern: str, status: int = 503, after: bool = False) -> None:
         """Answer the next call whose ``METHOD path`` matches the regex ``pattern`` with ``status``."""
-        self._fail.setdefault(pattern, []).append(status)
+        self._fail.setdefault(pattern, []).append((status, after))
+
+    def hold_next(self, pattern: str, seconds: float = 3.0) -> None:
+        """Do the next matching call's work, then hold its answer back ``seconds`` (the client times out)."""
+        self._hold.setdefault(pattern, []).append(seconds)
 
     def start_session(self, participant_id: str, study_id: str) -> str:
         """A participant starts the study on Prolific: a new ACTIVE submission (the SESSION_ID)."""
@@ -74,6 +81,11 @@ class FakeProlific:
         request = Request(environ)
         with self._lock:
             response = self._answer(request)
+            hold = next((waits.pop(0) for pattern, waits in self._hold.items()
+                         if waits and re.fullmatch(pattern, f"{request.method} {request.path.removeprefix('/api/v1')}")),
+                        0.0)
+        if hold:
+            threading.Event().wait(hold)  # not time.sleep, which tests stub out for Prolific's back-off
         return response(environ, start_response)
 
     def _answer(self, request: Request) -> Response:
@@ -85,13 +97,20 @@ class FakeProlific:
         if self._throttle:
             return _json({"error": {"detail": "Request was throttled."}}, 429,
                          {"Retry-After": self._throttle.pop(0)})
+        fault = None
         for pattern, statuses in list(self._fail.items()):
             if statuses and re.fullmatch(pattern, f"{request.method} {path}"):
-                return _json({"error": {"detail": "Service unavailable."}}, statuses.pop(0))
+                fault = statuses.pop(0)
+                break
+        if fault is not None and not fault[1]:
+            return _json({"error": {"detail": "Service unavailable."}}, fault[0])
         for method, regex, handler in ROUTES:
             match = re.fullmatch(regex, path)
             if match and method == request.method:
-                return handler(self, body or {}, *match.groups())
+                answer = handler(self, body or {}, *match.groups())
+                if fault is not None:  # the work is done, the answer is lost
+                    return _json({"error": {"detail": "Bad gateway."}}, fault[0])
+                return answer
         return _json({"error": {"detail": "Not found."}}, 404)
 
     # handlers
