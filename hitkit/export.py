@@ -1,26 +1,44 @@
 """Tidy exports (METHODS.md §4): ``assignments.csv``, the task's tables and ``conversations.jsonl``.
 
-Column names are a contract: :data:`COLUMNS` lists them per table, and ``EXPORT_VERSION`` changes
-whenever one does.
+Every table is written as CSV, as Parquet, or both (``formats``); ``payments`` is the money ledger
+and ``study.json`` says which study, task, budget and export version the folder holds, so a report
+or :func:`hitkit.load` can work from the folder alone. Column names are a contract: :data:`COLUMNS`
+lists them per table, ``docs/COLUMNS.md`` documents each, and ``EXPORT_VERSION`` changes whenever
+one does.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from hitkit.db.models import Assignment, Conversation, Hit, Study, System, Worker
+from hitkit.db.models import (
+    Assignment,
+    Conversation,
+    Hit,
+    Payment,
+    Study,
+    System,
+    Worker,
+)
+from hitkit.errors import HitkitError
+from hitkit.progress import progress
 from hitkit.study import StudyContext
 
-EXPORT_VERSION = 2  # 2: feedback.csv
+EXPORT_VERSION = 3  # 2: feedback.csv; 3: payments.csv, study.json, Parquet beside every CSV
 COLUMNS = {
     "assignments": ["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"],
     "votes": ["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"],
     "feedback": ["study", "hit_id", "assignment_id", "worker_id", "feedback"],
+    "payments": ["study", "payment_id", "assignment_id", "worker_id", "kind", "amount", "currency", "status",
+                 "created_at"],
 }
+FORMATS = ("csv", "parquet")
+"""The table formats :func:`export_study` can write; ``"both"`` means all of them."""
 
 
 def assignments_table(session: Session, study: Study) -> pd.DataFrame:
@@ -50,6 +68,57 @@ def feedback_table(session: Session, study: Study) -> pd.DataFrame:
     return pd.DataFrame(data, columns=COLUMNS["feedback"])
 
 
+def payments_table(session: Session, study: Study) -> pd.DataFrame:
+    """The payment ledger: one row per reward, bonus or fee, amount as text (exact decimal)."""
+    rows = session.execute(
+        select(Payment, Assignment, Worker).outerjoin(Assignment, Payment.assignment_id == Assignment.id)
+        .outerjoin(Worker, Payment.worker_id == Worker.id)
+        .where(Payment.study_id == study.id).order_by(Payment.id)
+    ).all()
+    data = [{"study": study.name, "payment_id": str(p.id),
+             "assignment_id": (a.provider_assignment_id or str(a.id)) if a is not None else "",
+             "worker_id": w.external_id if w is not None else "", "kind": p.kind, "amount": str(p.amount),
+             "currency": p.currency, "status": p.status, "created_at": p.created_at.isoformat()}
+            for p, a, w in rows]
+    return pd.DataFrame(data, columns=COLUMNS["payments"])
+
+
+def study_info(study: Study) -> dict:
+    """What ``study.json`` holds: the study's identity, budget, seed and the export's version."""
+    from hitkit.loading import software_versions
+
+    return {"study": study.name, "task": study.task_type, "provider": study.provider, "status": study.status,
+            "budget": str(study.budget), "currency": study.currency, "seed": study.seed,
+            "export_version": EXPORT_VERSION, "software": software_versions()}
+
+
+def resolve_formats(fmt: str | Iterable[str]) -> tuple[str, ...]:
+    """``"csv"``, ``"parquet"``, ``"both"`` or a list of them, as a tuple of FORMATS."""
+    names = FORMATS if fmt == "both" else (fmt,) if isinstance(fmt, str) else tuple(fmt)
+    bad = [f for f in names if f not in FORMATS]
+    if bad or not names:
+        raise HitkitError(f"export format {bad[0] if bad else fmt!r} is unknown; use csv, parquet or both")
+    return tuple(names)
+
+
+def write_table(table: pd.DataFrame, out: Path, name: str, formats: Iterable[str]) -> list[Path]:
+    """Write ``table`` as ``NAME.csv`` and/or ``NAME.parquet`` in ``out``; return the paths."""
+    written = []
+    for fmt in formats:
+        path = out / f"{name}.{fmt}"
+        if fmt == "csv":
+            table.to_csv(path, index=False)
+        else:
+            # Mixed object columns (text with None) are stored as text; Parquet keeps the other types.
+            fixed = table.copy()
+            for column in fixed.columns:
+                if fixed[column].dtype == object:
+                    fixed[column] = fixed[column].map(lambda v: None if v is None else str(v))
+            fixed.to_parquet(path, index=False, engine="pyarrow")
+        written.append(path)
+    return written
+
+
 def write_conversations(session: Session, study: Study, path: Path) -> int:
     """One JSON line per conversation with its turns, speakers, systems and times."""
     systems = {s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))}
@@ -65,19 +134,27 @@ def write_conversations(session: Session, study: Study, path: Path) -> int:
     return len(convs)
 
 
-def export_study(session: Session, ctx: StudyContext, out_dir: str | Path) -> list[Path]:
-    """Write every tidy table of the study into ``out_dir``; return the files written."""
+def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
+                 formats: str | Iterable[str] = "both") -> list[Path]:
+    """Write every tidy table of the study into ``out_dir`` as CSV and/or Parquet (``formats``:
+    csv, parquet or both), plus ``conversations.jsonl`` and ``study.json``; return the files written."""
+    formats = resolve_formats(formats)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     study = session.get(Study, ctx.study_id)
-    tables = {"assignments": assignments_table(session, study), **ctx.task.export(session, study),
-              "feedback": feedback_table(session, study)}
+    steps = {"assignments": lambda: assignments_table(session, study),
+             ctx.task.name: lambda: ctx.task.export(session, study),
+             "feedback": lambda: feedback_table(session, study),
+             "payments": lambda: payments_table(session, study)}
     written = []
-    for name, table in tables.items():
-        path = out / f"{name}.csv"
-        table.to_csv(path, index=False)
-        written.append(path)
+    for name, build in progress(steps.items(), "export", total=len(steps), unit="table"):
+        tables = build()
+        for table_name, table in (tables.items() if isinstance(tables, dict) else [(name, tables)]):
+            written += write_table(table, out, table_name, formats)
     path = out / "conversations.jsonl"
     write_conversations(session, study, path)
+    written.append(path)
+    path = out / "study.json"
+    path.write_text(json.dumps(study_info(study), indent=2) + "\n")
     written.append(path)
     return written

@@ -12,8 +12,18 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
     """The analysis of ``task`` on the exported tables in ``in_dir`` (``config``: the study's, if known).
 
     ``replicate_dir`` adds live chat's run-to-run correlations; ``stability`` adds Spot The Bot's
-    ranking stability (minutes of computing).
+    ranking stability (minutes of computing). The summary also records the task and the software
+    versions (``software``) the numbers were computed with, for the report's methods paragraph.
     """
+    result = _run(task, in_dir, seed=seed, config=config, replicate_dir=replicate_dir, stability=stability)
+    from hitkit.loading import software_versions
+
+    result.summary.setdefault("task", task)
+    result.summary.setdefault("software", software_versions())
+    return result
+
+
+def _run(task: str, in_dir: str | Path, *, seed: int, config, replicate_dir, stability: bool) -> AnalysisResult:
     if task == "pairwise":
         from hitkit.analysis.pairwise import analyze_pairwise
 

@@ -43,6 +43,7 @@ import pandas as pd
 from hitkit.analysis.spot_the_bot import (_TAIL, RankBy, _ranks, clusters,
                                           segment_annotations)
 from hitkit.analysis.trueskill_vec import DEFAULT_ENV, TrueSkillEnv, play_flat
+from hitkit.progress import progress
 
 STABILITY_COLUMNS = ["left_out", "conversations_per_pair", "subsamples", "n_boot",
                      "with_replacement", "rankings", "top_ranking", "top_share"]
@@ -182,7 +183,7 @@ def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, system
 
 
 def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boot: int,
-                    seed_key: list[int], by: RankBy, env: TrueSkillEnv) -> list[dict]:
+                    seed_key: list[int], by: RankBy, env: TrueSkillEnv, label: str = "") -> list[dict]:
     systems = sorted(set(games["winner"]) | set(games["loser"]))
     index = {s: i for i, s in enumerate(systems)}
     winner = games["winner"].map(index).to_numpy()
@@ -197,7 +198,8 @@ def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boo
                     for _, ix in pair_of_conv.groupby(pair_of_conv.to_numpy()).groups.items()]
     fewest = min(len(c) for c in conv_of_pair)
     rows = []
-    for size in sizes:
+    sizes = list(sizes)
+    for size in progress(sizes, f"stability {label}", total=len(sizes), unit="size"):
         rng = np.random.default_rng([*seed_key, size])
         counts = _subsample_counts(conv_of_pair, len(conv_codes), size, n_sub, rng)
         per_sub = counts[:, conv_of_game]
@@ -244,7 +246,8 @@ def stability(annotations: pd.DataFrame, sizes: Iterable[int] = range(3, 46), *,
         if subset.empty:  # the left-out system was in every pair: nothing left to rank
             continue
         rows += [{"left_out": left_out, **row} for row in
-                 _stability_rows(subset, sizes, n_sub, n_boot, [seed, v], by, env)]
+                 _stability_rows(subset, sizes, n_sub, n_boot, [seed, v], by, env,
+                                 label=f"{v + 1}/{len(variants)}")]
     return pd.DataFrame(rows, columns=STABILITY_COLUMNS)
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.spot_the_bot import FEATURES, HUMAN, segment_annotations
+from hitkit.progress import progress
 
 SURVIVAL_DATA_COLUMNS = ["system", "left", "right", *FEATURES]
 CURVE_COLUMNS = ["system", "time", "survival"]
@@ -343,15 +344,16 @@ def survival_tests(data: pd.DataFrame, *, n_imputations: int = 50, seed: int = 0
     imputes with its own generator, seeded from (``seed``, positions of the two systems).
     """
     systems = sorted(set(data["system"]))
+    pairs = [(i, a, j, b) for i, a in enumerate(systems)
+             for j, b in enumerate(systems[i + 1:], start=i + 1)]
     rows = []
-    for i, a in enumerate(systems):
-        for j, b in enumerate(systems[i + 1:], start=i + 1):
-            pair = data[data["system"].isin([a, b])]
-            chi2, p = generalized_logrank(pair["left"].to_numpy(), pair["right"].to_numpy(),
-                                          (pair["system"] == a).to_numpy(),
-                                          n_imputations=n_imputations,
-                                          seed=_pair_seed(seed, i, j))
-            rows.append({"system_a": a, "system_b": b, "statistic": chi2, "p_value": p})
+    for i, a, j, b in progress(pairs, "log-rank tests", total=len(pairs), unit="pair"):
+        pair = data[data["system"].isin([a, b])]
+        chi2, p = generalized_logrank(pair["left"].to_numpy(), pair["right"].to_numpy(),
+                                      (pair["system"] == a).to_numpy(),
+                                      n_imputations=n_imputations,
+                                      seed=_pair_seed(seed, i, j))
+        rows.append({"system_a": a, "system_b": b, "statistic": chi2, "p_value": p})
     table = pd.DataFrame(rows, columns=TEST_COLUMNS[:-1])
     table["p_holm"] = holm(table["p_value"].to_numpy()) if len(table) else []
     return table[TEST_COLUMNS]

@@ -1,12 +1,15 @@
 """Reading the tidy interchange tables (METHODS.md §4) with errors that name the file and line.
 
 Shared by every analysis: ``assignments.csv`` means the same thing to all of them, and a table
-with a missing column or an unreadable file fails the same way everywhere.
+with a missing column or an unreadable file fails the same way everywhere. Where a folder has
+``NAME.parquet`` but no ``NAME.csv``, the Parquet file is read instead, through the same text
+parsing as the CSV, so both give the same table and the same numbers.
 """
 from __future__ import annotations
 
+import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -17,12 +20,38 @@ COUNTED_STATUSES = frozenset({"submitted", "approved"})
 """Assignment statuses whose answers an analysis counts."""
 
 
+def table_path(path: Path) -> Path:
+    """``path`` (a .csv), or the .parquet beside it when only that exists."""
+    path = Path(path)
+    parquet = path.with_suffix(".parquet")
+    if not path.is_file() and path.suffix == ".csv" and parquet.is_file():
+        return parquet
+    return path
+
+
+def table_exists(path: Path) -> bool:
+    """Whether ``path`` (a .csv) or the .parquet beside it exists."""
+    return table_path(path).is_file()
+
+
+def _parquet_as_csv(path: Path) -> io.StringIO:
+    """The Parquet table as CSV text, so that it parses exactly as an exported CSV does."""
+    try:
+        table = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds for a damaged file
+        raise InputError(path, f"is not a readable Parquet file ({exc}); export it again") from None
+    return io.StringIO(table.to_csv(index=False))
+
+
 def read_table(path: Path, columns: Sequence[str], dtypes: Mapping[str, type] | type = str) -> pd.DataFrame:
-    """Read a CSV that must have ``columns``; ids stay text (a worker called "NA" or "001" survives)."""
+    """Read a CSV (or the Parquet beside it) that must have ``columns``; ids stay text (a worker
+    called "NA" or "001" survives)."""
+    path = table_path(path)
     if not path.is_file():
         raise InputError(path, f"not found; export the study's tables (METHODS §4) into {path.parent} first")
     try:
-        table = pd.read_csv(path, dtype=dtypes, keep_default_na=False)
+        source = _parquet_as_csv(path) if path.suffix == ".parquet" else path
+        table = pd.read_csv(source, dtype=dtypes, keep_default_na=False)
     except pd.errors.EmptyDataError:
         raise InputError(path, f"is empty; it needs a header row with columns {list(columns)}") from None
     missing = [c for c in columns if c not in table.columns]
@@ -55,7 +84,7 @@ def keep_counted(table: pd.DataFrame, in_dir: str | Path, path: Path) -> pd.Data
     A row naming an assignment that ``assignments.csv`` lacks is an InputError naming its line:
     the two tables must come from the same export.
     """
-    assignments_path = Path(in_dir) / "assignments.csv"
+    assignments_path = table_path(Path(in_dir) / "assignments.csv")
     if not assignments_path.exists():
         return table
     assignments = read_assignments(in_dir)

@@ -1,0 +1,288 @@
+"""The report's figures: each function takes the analysis tables and returns one PNG as bytes.
+
+matplotlib's object API only (no pyplot): no global state, the Agg renderer, safe in threads and
+on headless machines. Figures grow with the number of systems so labels never overlap.
+"""
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+DPI = 110
+BLUE, ORANGE, GREY, RED, GREEN = "#3b6ea8", "#e08a2c", "#888888", "#c0392b", "#2e8b57"
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _integer_ticks(axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def to_png(fig) -> bytes:
+    """Render ``fig`` as PNG bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def _message(text: str) -> bytes:
+    fig = _figure(5, 1.2)
+    ax = fig.subplots()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=10, color=GREY, wrap=True)
+    ax.set_axis_off()
+    return to_png(fig)
+
+
+def interval_ranking(systems: Sequence[str], score: Sequence[float], low: Sequence[float] | None,
+                     high: Sequence[float] | None, *, xlabel: str, title: str, zero_line: bool = True,
+                     labels: Sequence[str] | None = None) -> bytes:
+    """Systems best at the top: a point per score, with its interval where there is one."""
+    n = len(systems)
+    if not n:
+        return _message("nothing to rank")
+    score = np.asarray(score, dtype=float)
+    y = np.arange(n)[::-1]
+    fig = _figure(6.5, 1.3 + 0.42 * n)
+    ax = fig.subplots()
+    if low is not None and high is not None:
+        low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+        ok = ~(np.isnan(low) | np.isnan(high))
+        ax.hlines(y[ok], low[ok], high[ok], color=BLUE, linewidth=2.2, alpha=0.55)
+    ax.plot(score, y, "o", color=BLUE, markersize=7, zorder=3)
+    for yi, s in zip(y, score):
+        if not math.isnan(s):
+            ax.annotate(f"{s:.2f}", (s, yi), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=8)
+    if zero_line:
+        ax.axvline(0, color=GREY, linewidth=0.8, linestyle=":")
+    ax.set_yticks(y, list(labels) if labels is not None else list(systems))
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return to_png(fig)
+
+
+def rank_ranges(ranking: pd.DataFrame, *, low: str = "rank_low", high: str = "rank_high",
+                cluster: str = "cluster", title: str) -> bytes:
+    """Each system's 95 % bootstrap rank range as a bar on the rank axis, its cluster written beside."""
+    n = len(ranking)
+    if not n:
+        return _message("nothing to rank")
+    y = np.arange(n)[::-1]
+    fig = _figure(6.5, 1.3 + 0.42 * n)
+    ax = fig.subplots()
+    clusters = list(dict.fromkeys(ranking[cluster]))
+    colours = [BLUE, ORANGE, GREEN, RED, "#8e44ad", "#16a085"]
+    for yi, row in zip(y, ranking.itertuples(index=False)):
+        lo, hi, label = getattr(row, low), getattr(row, high), getattr(row, cluster)
+        colour = colours[clusters.index(label) % len(colours)]
+        ax.barh(yi, hi - lo + 0.6, left=lo - 0.3, height=0.5, color=colour, alpha=0.75)
+        ax.text(hi + 0.45, yi, f"cluster {label}", va="center", fontsize=8)
+    ax.set_yticks(y, list(ranking["system"]))
+    ax.set_xticks(range(1, n + 1))
+    ax.set_xlim(0.4, n + 1.6)
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_xlabel("rank (1 = best): 95 % bootstrap range")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return to_png(fig)
+
+
+def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, title: str, colorbar: str,
+                cmap: str = "RdBu", vmin: float = -1.0, vmax: float = 1.0, fmt=None,
+                mark_note: str = "", row_label: str = "row", col_label: str = "column") -> bytes:
+    """A square heatmap of ``values`` (rows and columns are systems), each cell written out with
+    ``fmt`` (a function of the value); cells where ``marks`` is true get a star. Systems without
+    any value are left out."""
+    from matplotlib import colormaps
+
+    # A system that met no other system (human–human material: only self-chat) has an empty row.
+    keep = [name for name in values.index if values.loc[name].notna().any() or values[name].notna().any()]
+    values = values.loc[keep, keep]
+    marks = marks.loc[keep, keep] if marks is not None else None
+    names = list(values.index)
+    n = len(names)
+    if not n:
+        return _message("no pairs to compare")
+    grid = values.to_numpy(dtype=float)
+    size = 2.2 + 0.62 * n
+    fig = _figure(size + 1.4, size)
+    ax = fig.subplots()
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=colormaps[cmap].with_extremes(bad="0.9"),
+                      vmin=vmin, vmax=vmax)
+    norm = image.norm
+    for (i, j), value in np.ndenumerate(grid):
+        if math.isnan(value):
+            continue
+        star = "*" if marks is not None and bool(marks.iat[i, j]) else ""
+        shade = colormaps[cmap](norm(value))
+        dark = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] < 0.5
+        text = fmt(value) if fmt is not None else f"{value:.2f}"
+        ax.text(j, i, text + star, ha="center", va="center",
+                fontsize=8 if n <= 8 else 6, color="white" if dark else "black")
+    ax.set_xticks(range(n), names, rotation=45 if n > 3 else 0, ha="right" if n > 3 else "center")
+    ax.set_yticks(range(n), names)
+    ax.set_xlabel(col_label)
+    ax.set_ylabel(row_label)
+    ax.set_title(title + (f"\n{mark_note}" if mark_note else ""), fontsize=9)
+    fig.colorbar(image, ax=ax, label=colorbar, shrink=0.85)
+    return to_png(fig)
+
+
+def criterion_bars(systems: pd.DataFrame, criteria: Sequence[str]) -> bytes:
+    """Grouped bars: mean z per criterion (groups) for each system (bars), best system first."""
+    criteria = [c for c in criteria if c in systems.columns]
+    if systems.empty or not criteria:
+        return _message("no criterion scores")
+    from matplotlib import colormaps
+
+    n_sys = len(systems)
+    width = 0.8 / n_sys
+    x = np.arange(len(criteria))
+    fig = _figure(min(10.0, max(6.5, 0.5 + len(criteria) * (0.45 + 0.18 * n_sys))), 4.2)
+    ax = fig.subplots()
+    cmap = colormaps["viridis"]
+    for k, row in enumerate(systems.itertuples(index=False)):
+        values = [getattr(row, c) for c in criteria]
+        ax.bar(x - 0.4 + width * (k + 0.5), values, width=width * 0.95, label=row.system,
+               color=cmap(k / max(n_sys - 1, 1) * 0.9))
+    ax.axhline(0, color="black", linewidth=0.7)
+    ax.set_xticks(x, criteria)
+    ax.set_ylabel("mean z (per-worker standardised; higher = better)")
+    ax.set_title("Per-criterion scores of the workers who passed QC (negative criteria reversed)",
+                 fontsize=10)
+    ax.legend(fontsize=8, ncol=min(n_sys, 5), loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    return to_png(fig)
+
+
+def qc_pass(workers: pd.DataFrame, alpha: float) -> bytes:
+    """Left: workers passed / failed QC. Right: the distribution of the workers' QC p-values."""
+    fig = _figure(8, 3.4)
+    left, right = fig.subplots(1, 2, width_ratios=[1, 2])
+    passed = int(workers["passed"].astype(bool).sum())
+    failed = len(workers) - passed
+    bars = left.bar(["passed", "failed"], [passed, failed], color=[GREEN, RED], width=0.6)
+    for bar, count in zip(bars, [passed, failed]):
+        share = count / len(workers) if len(workers) else 0
+        left.annotate(f"{count} ({share:.0%})", (bar.get_x() + bar.get_width() / 2, count),
+                      xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
+    left.set_ylabel("workers")
+    left.set_ylim(0, max(passed, failed, 1) * 1.2)
+    left.set_title("QC outcome", fontsize=10)
+    p = pd.to_numeric(workers["p_value"], errors="coerce")
+    missing = int(p.isna().sum())
+    p = p.dropna().clip(lower=1e-12)
+    if len(p):
+        edges = np.logspace(np.floor(np.log10(p.min())), 0, 25)
+        right.hist(p, bins=edges, color=BLUE, alpha=0.8)
+        right.set_xscale("log")
+    right.axvline(alpha, color=RED, linestyle="--", linewidth=1.2, label=f"pass if p < {alpha}")
+    right.set_xlabel("one-sided Mann–Whitney p (QC bot rated lower than real systems)")
+    right.set_ylabel("workers")
+    _integer_ticks(left.yaxis)
+    _integer_ticks(right.yaxis)
+    note = f"; {missing} without a p-value (fail)" if missing else ""
+    right.set_title(f"QC test p-values{note}", fontsize=10)
+    right.legend(fontsize=8)
+    return to_png(fig)
+
+
+def agreement_histogram(workers: pd.DataFrame) -> bytes:
+    """Pairwise: each worker's agreement with the other workers' majority, flagged workers in red."""
+    rate = pd.to_numeric(workers["agree_with_majority"], errors="coerce")
+    flagged = workers["flagged"].astype(str).str.lower().isin(["true", "1"])
+    fig = _figure(6.5, 3.2)
+    ax = fig.subplots()
+    bins = np.linspace(0, 1, 21)
+    ax.hist([rate[~flagged].dropna(), rate[flagged].dropna()], bins=bins, stacked=True,
+            color=[BLUE, RED], label=["not flagged", "flagged (p < 0.05)"])
+    ax.set_xlabel("share of votes agreeing with the other workers' majority")
+    ax.set_ylabel("workers")
+    _integer_ticks(ax.yaxis)
+    ax.set_title("Worker agreement", fontsize=10)
+    ax.legend(fontsize=8)
+    return to_png(fig)
+
+
+def step_curves(curves: pd.DataFrame) -> bytes:
+    """Spot The Bot: Turnbull survival curve per system, S(k) = share still not spotted after k."""
+    if curves.empty:
+        return _message("no bot annotations: no survival curves")
+    fig = _figure(6.5, 4)
+    ax = fig.subplots()
+    for system, curve in curves.groupby("system", sort=True):
+        time = np.concatenate([[0.0], curve["time"].to_numpy(dtype=float)])
+        surv = np.concatenate([[1.0], curve["survival"].to_numpy(dtype=float)])
+        line, = ax.step(time, surv, where="post", label=system, linewidth=1.8)
+        ax.plot(time[1:], surv[1:], "o", color=line.get_color(), markersize=4)
+    _integer_ticks(ax.xaxis)
+    ax.set_xlabel("exchanges")
+    ax.set_ylabel("survival: share of the bot not yet spotted")
+    ax.set_ylim(0, 1.03)
+    ax.set_xlim(left=0)
+    ax.set_title("Turnbull estimate of time until spotted", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return to_png(fig)
+
+
+def stability_curve(table: pd.DataFrame, level: float = 0.95) -> bytes:
+    """Spot The Bot: share of the most frequent clustered ranking against conversations per pair."""
+    if table.empty:
+        return _message("no stability rows")
+    fig = _figure(6.5, 4)
+    ax = fig.subplots()
+    for left_out, rows in table.groupby("left_out", sort=False):
+        everyone = left_out == "none"
+        ax.plot(rows["conversations_per_pair"], rows["top_share"], marker="." if everyone else None,
+                label="all systems" if everyone else f"without {left_out}",
+                linewidth=2.2 if everyone else 1, color="black" if everyone else None,
+                alpha=1 if everyone else 0.7)
+    ax.axhline(level, color=GREY, linestyle="--", linewidth=1, label=f"{level:.0%}")
+    _integer_ticks(ax.xaxis)
+    ax.set_xlabel("conversations per pair")
+    ax.set_ylabel("share of the most frequent ranking")
+    ax.set_ylim(0, 1.03)
+    ax.set_title("Ranking stability", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return to_png(fig)
+
+
+def cost_bar(paid: dict[str, float], pending: float, budget: float | None, currency: str) -> bytes:
+    """One stacked bar of what was paid (rewards, bonuses, fees) and still pending, against the budget."""
+    fig = _figure(7.5, 2.4)
+    ax = fig.subplots()
+    left = 0.0
+    colours = {"reward": BLUE, "bonus": GREEN, "fee": ORANGE}
+    for kind in ("reward", "bonus", "fee"):
+        amount = paid.get(kind, 0.0)
+        if amount > 0:
+            ax.barh(0, amount, left=left, color=colours[kind], label=f"{kind}s {amount:.2f}", height=0.5)
+            left += amount
+    if pending > 0:
+        ax.barh(0, pending, left=left, color=GREY, alpha=0.5, hatch="//", label=f"pending {pending:.2f}",
+                height=0.5)
+        left += pending
+    if budget:
+        ax.axvline(budget, color=RED, linewidth=2, label=f"budget {budget:.2f}")
+        ax.annotate(f"{left / budget:.0%} of budget", (left, 0), xytext=(6, 0), textcoords="offset points",
+                    va="center", fontsize=9)
+    ax.set_xlim(0, max(left, budget or 0, 0.01) * 1.12)
+    ax.set_ylim(-0.6, 0.6)
+    ax.set_yticks([])
+    ax.set_xlabel(currency)
+    fig.legend(fontsize=8, ncol=5, loc="outside lower center", frameon=False)
+    ax.set_title("Spend against budget", fontsize=10)
+    return to_png(fig)

@@ -1,0 +1,172 @@
+"""`hitkit report` on a finished simulated study of each task type: one self-contained HTML file whose
+figures are real PNG images, a Markdown summary, and a methods paragraph naming the tests and seed.
+
+With HITKIT_REPORT_ARTIFACTS=1 the reports and their figures are also copied to test-artifacts/
+(report-TASK.html, report-TASK-N.png) for a look by eye.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import struct
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from hitkit.cli import main
+from hitkit.report import (
+    ReportInput,
+    Section,
+    build_sections,
+    input_from_result,
+    report,
+    write_report,
+)
+from tests.test_export_roundtrip import run_study, start_bots
+
+REPO = Path(__file__).resolve().parents[1]
+IMG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk (fails unless it is a PNG)."""
+    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def embedded_pngs(html: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in IMG.findall(html)]
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    """One finished simulated study of each task type, on SQLite: task → (study file, run folder)."""
+    server = start_bots()
+    runs = {}
+    try:
+        for task in ("pairwise", "live_chat", "spot_the_bot"):
+            tmp = tmp_path_factory.mktemp(task)
+            runs[task] = run_study(task, tmp, f"sqlite:///{tmp / 'hitkit.db'}", server.url)
+    finally:
+        server.shutdown()
+    return runs
+
+
+def _save_artifacts(task: str, html_path: Path) -> None:
+    if os.environ.get("HITKIT_REPORT_ARTIFACTS") != "1":
+        return
+    target = REPO / "test-artifacts"
+    target.mkdir(exist_ok=True)
+    shutil.copy(html_path, target / f"report-{task}.html")
+    for i, png in enumerate(embedded_pngs(html_path.read_text()), start=1):
+        (target / f"report-{task}-{i}.png").write_bytes(png)
+
+
+EXPECTED = {
+    # task: (least number of figures, words the methods paragraph must name)
+    "pairwise": (4, ["sign test", "Bradley–Terry", "bootstrap", "kappa", "binomial"]),
+    "live_chat": (5, ["Mann–Whitney", "z-scores", "passed", "workers before"]),
+    "spot_the_bot": (4, ["chi-square", "TrueSkill", "Turnbull", "log-rank", "Holm", "bootstrap"]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["pairwise", "live_chat", "spot_the_bot"])
+def test_report_of_a_finished_study_is_one_html_file_with_real_figures(task, studies, tmp_path):
+    study_file, run_dir = studies[task]
+    out = tmp_path / "report"
+    run = CliRunner().invoke(main, ["report", str(study_file), "--out", str(out), "--json", "--no-progress"])
+    assert run.exit_code == 0, run.output
+    files = json.loads(run.output)
+    html = Path(files["html"]).read_text(encoding="utf-8")
+    pngs = embedded_pngs(html)
+    least, words = EXPECTED[task]
+    assert len(pngs) >= least
+    for png in pngs:
+        width, height = png_size(png)
+        assert 300 <= width <= 2000 and 100 <= height <= 2000
+        assert len(png) > 3000  # something is drawn, not an empty canvas
+    # Self-contained: nothing loaded from elsewhere.
+    assert "src=\"http" not in html and "<link" not in html and "<script" not in html
+    for section in ("Ranking", "Cost", "Methods"):
+        assert f">{section}</h2>" in html
+
+    seed = int(json.loads((run_dir / "export" / "study.json").read_text())["seed"])
+    methods = files["methods"]
+    for word in words:
+        assert word in methods, word
+    assert "hitkit " in methods and "numpy " in methods and "scipy " in methods
+    if task != "live_chat":
+        assert f"seed {seed}" in methods
+
+    markdown = Path(files["markdown"]).read_text(encoding="utf-8")
+    assert markdown.startswith("# hitkit report") and "## Methods" in markdown
+    for link in re.findall(r"\]\((figures/[^)]+\.png)\)", markdown):
+        assert png_size((out / link).read_bytes())
+    assert len(files["figures"]) == len(pngs)
+    _save_artifacts(task, Path(files["html"]))
+
+
+@pytest.mark.slow
+def test_live_chat_report_has_the_protocol_sections(studies, tmp_path):
+    _, run_dir = studies["live_chat"]
+    files = report(run_dir, tmp_path)
+    html = files.html.read_text()
+    for section in ("Significance", "Criteria", "Quality control"):
+        assert f">{section}</h2>" in html
+    workers = pd.read_csv(run_dir / "analysis" / "workers.csv")
+    assert f"{int(workers['passed'].sum())} of {len(workers)} workers passed QC" in html
+
+
+@pytest.mark.slow
+def test_spot_the_bot_report_from_the_analysis_folder_and_with_stability(studies, tmp_path):
+    from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
+
+    _, run_dir = studies["spot_the_bot"]
+    files = report(run_dir / "analysis", tmp_path / "plain")
+    html = files.html.read_text()
+    for section in ("Win rates", "Survival", "Stability", "Annotators", "Cost"):
+        assert f">{section}</h2>" in html
+    assert "was not computed" in html
+
+    # Stability with few subsamples (the default takes minutes) through the library API.
+    result = analyze_spot_the_bot(run_dir / "export", seed=3, survival=True, stability=True,
+                                  stability_sizes=range(1, 5), n_sub=40, stability_boot=10)
+    inp = input_from_result("spot_the_bot", result, run_dir / "export", source="test")
+    files = write_report(inp, tmp_path / "stable")
+    html = files.html.read_text()
+    assert "was not computed" not in html and "ranking stability" in files.methods
+    assert len(embedded_pngs(html)) == 5
+    _save_artifacts("spot_the_bot-stability", files.html)
+
+
+def test_text_from_the_data_is_escaped_and_extra_sections_come_before_cost(tmp_path):
+    from hitkit.analysis.pairwise import analyze_pairwise
+
+    evil = "<script>alert('x')</script>"
+    rows = []
+    for i in range(12):
+        for w, vote in enumerate(["a", "a", "b"]):
+            rows.append({"study": "s", "hit_id": "h", "assignment_id": f"a{i}-{w}", "worker_id": f"w{w}",
+                         "item_id": f"i{i}", "system_a": evil, "system_b": "plain", "vote": vote})
+    pd.DataFrame(rows).to_csv(tmp_path / "votes.csv", index=False)
+    result = analyze_pairwise(tmp_path, n_boot=50)
+    inp = ReportInput("pairwise", result.tables, result.summary, source=evil)
+    extra = Section("Pre-screen", text=["automatic metrics & <more>"])
+    names = [s.title for s in build_sections(inp, [extra, lambda _inp: None])]
+    assert names.index("Pre-screen") == names.index("Cost") - 1
+    raw = Section("Ready-made", html='<section id="ready"><h2>Ready-made</h2><p>as is</p></section>',
+                  markdown="## Ready-made\n\nas is", raw=True, id="ready")
+    files = write_report(inp, tmp_path / "report", extra_sections=[extra, raw])
+    html = files.html.read_text()
+    assert html.count("<h2>Ready-made</h2>") == 1 and '<a href="#ready">Ready-made</a>' in html
+    assert files.markdown.read_text().count("## Ready-made") == 1
+    assert evil not in html and "&lt;script&gt;" in html
+    assert "automatic metrics &amp; &lt;more&gt;" in html
+    assert "No payment ledger" in html  # no export folder: cost is said to be missing, not invented
