@@ -50,9 +50,11 @@ def init(directory: Path) -> None:
 def launch(study_file: Path, yes: bool, resume: bool, no_progress: bool, timeout: float | None) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
     from hitkit.launch import launch as run
+    from hitkit.progress import showing_progress
 
-    run(study_file, yes=yes, resume=resume, show_progress=not no_progress, timeout_s=timeout,
-        confirm=lambda q: click.confirm(q, default=False))
+    with showing_progress(not no_progress):  # the export's and analysis' bars after the answers' bar
+        run(study_file, yes=yes, resume=resume, show_progress=not no_progress, timeout_s=timeout,
+            confirm=lambda q: click.confirm(q, default=False))
 
 
 @main.command()
@@ -69,6 +71,40 @@ def generate(study_file: Path, no_progress: bool) -> None:
         report = run(config, show_progress=not no_progress)
     click.echo(f"{report.planned} conversations planned: {report.already_done} were already done, "
                f"{report.generated} generated now; in {config.bot_bot_path}")
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--human-ranking", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="CSV with 'system' and 'rank' (1 = best) or 'score': the human ranking to compare with.")
+@click.option("--study-analysis", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A finished study's analysis folder (ranking.csv or systems.csv) to compare with.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output: the summary.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
+def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path | None, as_json: bool,
+              no_progress: bool) -> None:
+    """Automatic pre-screening: a ChatMatch bot-bot tournament and ChatEval metrics (OUT/STUDY/prescreen)."""
+    from hitkit.config import load_study
+    from hitkit.launch import study_bots
+    from hitkit.prescreen import agreement
+    from hitkit.prescreen.run import prescreen as run
+    from hitkit.prescreen.run import ranking_text
+
+    if human_ranking and study_analysis:
+        raise HitkitError("give --human-ranking or --study-analysis, not both")
+    human, source = None, ""
+    if human_ranking:
+        human, source = agreement.human_ranking_from_csv(human_ranking), str(human_ranking)
+    elif study_analysis:
+        human, source = agreement.human_ranking_from_analysis(study_analysis), str(study_analysis)
+    config = load_study(study_file)
+    with study_bots(config, lambda line: None if as_json else click.echo(line)):
+        result = run(config, human=human, human_source=source, show_progress=not no_progress and not as_json)
+    if as_json:
+        click.echo(json.dumps(result.summary, indent=2, default=str))
+        return
+    click.echo(ranking_text(result))
+    click.echo(f"Tables and report section in {config.out_dir / 'prescreen'}")
 
 
 @main.command()
@@ -93,19 +129,41 @@ def status(study_file: Path, as_json: bool) -> None:
 
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def sync(study_file: Path, as_json: bool) -> None:
+    """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
+    from hitkit.config import load_study
+    from hitkit.sync import describe, sync_study
+
+    config = load_study(study_file)
+    report = sync_study(config.database_url, config.study)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2, default=str))
+    else:
+        click.echo(describe(report))
+    if report.errors:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for the CSVs (default: OUT/STUDY/export).")
-def export(study_file: Path, out: Path | None) -> None:
-    """Write the study's tidy tables (CSV) and conversations.jsonl."""
+              help="Folder for the tables (default: OUT/STUDY/export).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "both"]), default="both", show_default=True,
+              help="Table format(s); docs/COLUMNS.md documents every column.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
+def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> None:
+    """Write the study's tidy tables (CSV and/or Parquet), conversations.jsonl and study.json."""
     from hitkit.config import load_study
     from hitkit.db.session import session_scope
     from hitkit.export import export_study
+    from hitkit.progress import showing_progress
     from hitkit.study import StudyContext, resolve_secret
 
     config = load_study(study_file)
-    with session_scope(config.database_url) as session:
+    with session_scope(config.database_url) as session, showing_progress(not no_progress):
         ctx = StudyContext.load(session, config.study, resolve_secret(config.database_url))
-        for path in export_study(session, ctx, out or config.out_dir / "export"):
+        for path in export_study(session, ctx, out or config.out_dir / "export", fmt):
             click.echo(f"wrote {path}")
 
 
@@ -120,21 +178,73 @@ def export(study_file: Path, out: Path | None) -> None:
               help="spot_the_bot: add the ranking stability over 3-45 conversations per pair, "
                    "1000 subsamples each, and without each system (stability.csv, "
                    "stability.png; ~5 minutes per variant for 6 pairs of 45 conversations).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | None,
-            stability: bool) -> None:
-    """Analyse exported tables in DIRECTORY (e.g. votes.csv and assignments.csv) into OUT."""
+            stability: bool, as_json: bool, no_progress: bool) -> None:
+    """Analyse exported tables in DIRECTORY (CSV, or Parquet where there is no CSV) into OUT."""
     from hitkit.analysis import run_analysis
+    from hitkit.progress import showing_progress
 
     if replicate is not None and task != "live_chat":
         raise HitkitError("--replicate compares two live-chat runs; it applies to `analyze live_chat` only")
     if stability and task != "spot_the_bot":
         raise HitkitError("--stability subsamples Spot The Bot conversations; it applies to "
                           "`analyze spot_the_bot` only")
-    result = run_analysis(task, directory, seed=seed, replicate_dir=replicate, stability=stability)
-    for path in result.write(out):
+    from hitkit.loading import check_task_folder
+
+    check_task_folder(task, directory)
+    with showing_progress(not no_progress and not as_json):
+        result = run_analysis(task, directory, seed=seed, replicate_dir=replicate, stability=stability)
+        written = result.write(out)
+    ranking = next((result.tables[n] for n in ("ranking", "systems") if n in result.tables), None)
+    if as_json:
+        click.echo(json.dumps({"task": task, "files": [str(p) for p in written], "summary": result.summary,
+                               "ranking": None if ranking is None else json.loads(ranking.to_json(orient="records"))},
+                              indent=2, default=str))
+        return
+    for path in written:
         click.echo(f"wrote {path}")
-    if "ranking" in result.tables:
-        click.echo(result.tables["ranking"].to_string(index=False))
+    if ranking is not None:
+        click.echo(ranking.to_string(index=False))
+
+
+@main.command()
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for report.html, report.md and figures/ (default: OUT/STUDY/report).")
+@click.option("--seed", type=int, default=None, help="Seed of every resampling (default: the study's).")
+@click.option("--stability", is_flag=True, help="spot_the_bot: add the ranking stability curve (minutes).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output: the files and methods paragraph.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
+def report(source: Path, out: Path | None, seed: int | None, stability: bool, as_json: bool,
+           no_progress: bool) -> None:
+    """Write an HTML report (one file) and a Markdown summary of SOURCE.
+
+    SOURCE is a study file (exported and analysed afresh from its database), a run folder OUT/STUDY,
+    an export folder (analysed here) or an analysis folder.
+    """
+    from hitkit.progress import showing_progress
+    from hitkit.report import report as make_report
+    from hitkit.report import summary_json
+
+    with showing_progress(not no_progress and not as_json):
+        files = make_report(source, out, seed=seed, stability=stability)
+    if as_json:
+        click.echo(summary_json(files))
+        return
+    click.echo(f"wrote {files.html}")
+    click.echo(f"wrote {files.markdown} (figures in {files.markdown.parent / 'figures'})")
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]), default="bash")
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(hitkit completion bash)" (or zsh, fish)."""
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    click.echo(cls(main, {}, "hitkit", "_HITKIT_COMPLETE").source())
 
 
 def _database_option(f):

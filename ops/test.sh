@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quickstart, second command: install hitkit with its test and bots extras (torch is pinned to the CPU wheel) into .venv and run the
+# Quickstart, second command: install hitkit with its test, bots and prescreen extras (torch is pinned to the CPU wheel) into .venv and run the
 # whole test suite, on SQLite and on PostgreSQL. PostgreSQL is taken from HITKIT_TEST_PG (default
 # postgres@127.0.0.1:5432/test); without one the PostgreSQL runs are skipped, except under CI=true,
 # where this script installs and starts one if needed and a skipped PostgreSQL run fails.
@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,bots]'
+.venv/bin/python -m pip install --quiet -e '.[test,bots,prescreen]'
 
 if [ "${CI:-}" = "true" ] || [ "${HITKIT_REQUIRE_POSTGRES:-}" = "1" ]; then
   export HITKIT_REQUIRE_POSTGRES=1

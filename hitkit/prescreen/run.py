@@ -1,0 +1,508 @@
+"""``hitkit prescreen``: a ChatMatch tournament and ChatEval metrics, before any human is paid.
+
+1. **Play.** Every ordered pair of the tournament's systems (:func:`~.tournament.double_round_robin`)
+   plays one game over the bot protocol, with :mod:`hitkit.generation`'s clients and history
+   mapping: the starting utterance is turn 0, the starter answers it, and the two bots alternate
+   for ``exchanges`` exchanges. Finished games are appended to ``OUT/STUDY/prescreen/games.jsonl``
+   with :class:`hitkit.generation.ConversationFile`, so a rerun replays only what is missing; a
+   game's id carries a digest of its settings, so changing them plays the games again.
+2. **Score.** Each turn on the seven dimensions (:mod:`.dimensions`), each game per dimension and
+   in game points (:mod:`.tournament`).
+3. **Rank.** Win/tie/loss points and TrueSkill averaged over shuffled game orders.
+4. **ChatEval** (with ``prescreen.prompts``): each system's responses to the prompts, taken from
+   the file or asked of the system's bot, scored against the reference responses.
+5. **Agree.** Kendall τ of the automatic rankings with a human one, when there is one.
+
+Everything is written to ``OUT/STUDY/prescreen/``; :func:`prescreen_section` turns that folder
+into a report section (Markdown and an HTML fragment with the plot inline).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hitkit.analysis.base import AnalysisResult
+from hitkit.config import GenerationConfig, PrescreenConfig, StudyConfig
+from hitkit.errors import ConfigError, HitkitError
+from hitkit.generation import ConversationFile, Reply, bots_for, history_for
+from hitkit.prescreen import agreement, chateval
+from hitkit.prescreen.dimensions import fluency as fluency_scores
+from hitkit.prescreen.dimensions import score_turns
+from hitkit.prescreen.models import NONE, SMOLLM2
+from hitkit.prescreen.tournament import (
+    DIMENSIONS,
+    LOWER_IS_BETTER,
+    GameResult,
+    double_round_robin,
+    game_points,
+    game_totals,
+    standings,
+)
+
+PerplexityFn = Callable[..., list[float]]
+EmbedFn = Callable[[list[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Game:
+    """One tournament game: ``starter`` answers the starting utterance, then the two alternate."""
+
+    id: str
+    starter: str
+    opponent: str
+    start: str
+
+
+def settings(config: StudyConfig) -> PrescreenConfig:
+    """The study's ``prescreen`` section, or its defaults when the file has none."""
+    return config.prescreen or PrescreenConfig()
+
+
+def tournament_systems(config: StudyConfig) -> list[str]:
+    """``prescreen.systems``, or every system with ``url`` and ``model`` but the live-chat control bot."""
+    pre = settings(config)
+    by_name = {s.name: s for s in config.systems}
+    if pre.systems is not None:
+        unknown = sorted(set(pre.systems) - set(by_name))
+        if unknown:
+            raise ConfigError(f"prescreen.systems names systems that are not in 'systems': {', '.join(unknown)}")
+        names = list(pre.systems)
+    else:
+        control = config.live_chat.control if config.live_chat is not None else None
+        names = [s.name for s in config.systems if s.url and s.model and s.name != control]
+    if len(names) < 2:
+        raise ConfigError(f"a tournament needs at least two systems with 'url' and 'model'; found "
+                          f"{len(names)} ({', '.join(names) or 'none'}); list them under prescreen.systems")
+    return names
+
+
+def game_plan(config: StudyConfig, systems: Sequence[str]) -> list[Game]:
+    """The double round-robin's games; an id's digest changes with anything that changes the game."""
+    pre = settings(config)
+    by_name = {s.name: s for s in config.systems}
+    games = []
+    for starter, opponent in double_round_robin(systems):
+        key = json.dumps([pre.starting_utterance, pre.exchanges, by_name[starter].model_dump(mode="json"),
+                          by_name[opponent].model_dump(mode="json")], sort_keys=True)
+        digest = hashlib.sha1(key.encode()).hexdigest()[:8]
+        games.append(Game(f"{starter}~{opponent}#{digest}", starter, opponent, pre.starting_utterance))
+    return games
+
+
+def play(game: Game, bots: Mapping[str, Reply], exchanges: int) -> list[dict]:
+    """The game's turns: the starting utterance, then ``exchanges`` exchanges, starter first.
+
+    The starting utterance is given to the opponent (speaker 1), so the starter reads it as the
+    other side's opening line; each bot sees the conversation as :func:`hitkit.generation.history_for`
+    shows it (its own turns as the assistant's).
+    """
+    systems = (game.starter, game.opponent)
+    turns = [{"speaker": 1, "system": game.opponent, "text": game.start, "start": True}]
+    while len(turns) < 1 + 2 * exchanges:
+        speaker = (len(turns) - 1) % 2
+        text = bots[systems[speaker]](history_for(speaker, turns)).strip()
+        turns.append({"speaker": speaker, "system": systems[speaker], "text": text})
+    return turns
+
+
+def _read_games(path: Path) -> dict[str, dict]:
+    if not path.exists():
+        return {}
+    return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
+def play_games(games: Sequence[Game], bots: Mapping[str, Reply], exchanges: int, path: Path, *,
+               parallel: int = 4, show_progress: bool = True) -> list[dict]:
+    """Play the games not yet in ``path`` (in parallel), append each when done; return all records."""
+    from tqdm import tqdm
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = ConversationFile(path)
+    done = out.done_ids()
+    todo = [g for g in games if g.id not in done]
+    stop = threading.Event()
+    failed: list[str] = []
+
+    def run(game: Game) -> None:
+        if stop.is_set():
+            raise InterruptedError("prescreen stopped")
+        turns = play(game, bots, exchanges)
+        out.append({"id": game.id, "systems": [game.starter, game.opponent], "starter": game.starter,
+                    "opponent": game.opponent, "exchanges": exchanges, "turns": turns})
+
+    if todo:
+        with tqdm(total=len(games), initial=len(games) - len(todo), desc="tournament games", unit="game",
+                  disable=not show_progress) as bar, ThreadPoolExecutor(parallel) as pool:
+            futures = {pool.submit(run, g): g for g in todo}
+            try:
+                for future in as_completed(futures):
+                    try:
+                        future.result()
+                    except Exception as exc:  # noqa: BLE001 - one failed game is reported; the rest go on
+                        failed.append(f"{futures[future].id}: {exc}")
+                    bar.update(1)
+            except BaseException:
+                stop.set()  # Ctrl-C: start nothing new, keep what is written
+                raise
+    if failed:
+        raise HitkitError(f"{len(failed)} of {len(todo)} games failed (first: {failed[0]}); the finished "
+                          f"ones are kept in {path} — run again to resume")
+    records = _read_games(path)
+    return [records[g.id] for g in games]
+
+
+def score_games(records: Sequence[dict], perplexity: PerplexityFn | None, pre: PrescreenConfig, *,
+                show_progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[GameResult]]:
+    """Score every game: the per-turn table, the per-game table, the per-game-dimension table, results.
+
+    Without a ``perplexity`` scorer every turn's fluency is NaN and nobody wins fluency.
+    """
+    from tqdm import tqdm
+
+    turn_rows, game_rows, dim_rows, results = [], [], [], []
+    for record in tqdm(records, desc="scoring games", unit="game", disable=not show_progress):
+        turns = record["turns"]
+        texts = [t["text"] for t in turns]
+        speakers = [t["speaker"] for t in turns]
+        if perplexity is None:
+            flu = [float("nan")] * len(texts)
+        else:
+            flu = fluency_scores(texts, perplexity, pre.fluency_cap)
+        scores = score_turns(texts, speakers, flu, repetition_threshold=pre.repetition_threshold,
+                             consistency_threshold=pre.consistency_threshold,
+                             concept_share=pre.concept_share, concept_gap=pre.concept_gap)
+        for i, t in enumerate(turns):
+            turn_rows.append({"game_id": record["id"], "turn": i, "speaker": t["speaker"], "system": t["system"],
+                              "start": bool(t.get("start", False)), "text": t["text"],
+                              "perplexity": scores.fluency[i], "entities": scores.knowledge[i],
+                              "question": scores.proactivity[i], "specificity": scores.specificity[i],
+                              "repetition": scores.repetition[i], "contradiction": scores.contradiction[i],
+                              "relevance_bonus": scores.relevance[i]})
+        totals = game_totals(scores, speakers)
+        points = game_points(totals[0], totals[1])
+        systems = (record["starter"], record["opponent"])
+        for side in (0, 1):
+            for dim in DIMENSIONS:
+                dim_rows.append({"game_id": record["id"], "system": systems[side], "opponent": systems[1 - side],
+                                 "role": ("starter", "opponent")[side], "dimension": dim,
+                                 "value": totals[side][dim], "point": points[side][dim]})
+        result = GameResult(record["id"], systems[0], systems[1], sum(points[0].values()), sum(points[1].values()))
+        results.append(result)
+        winner = {"starter": systems[0], "opponent": systems[1], "draw": ""}[result.outcome]
+        game_rows.append({"game_id": record["id"], "starter": systems[0], "opponent": systems[1],
+                          "starter_points": result.starter_points, "opponent_points": result.opponent_points,
+                          "winner": winner, "turns": len(turns)})
+    return pd.DataFrame(turn_rows), pd.DataFrame(game_rows), pd.DataFrame(dim_rows), results
+
+
+def dimension_table(game_dimensions: pd.DataFrame) -> pd.DataFrame:
+    """Per system and dimension: the mean game value, game points won, and whether lower is better."""
+    if game_dimensions.empty:
+        return pd.DataFrame(columns=["system", "dimension", "mean_value", "points", "better"])
+    table = (game_dimensions.groupby(["system", "dimension"], sort=False)
+             .agg(mean_value=("value", "mean"), points=("point", "sum")).reset_index())
+    table["better"] = ["lower" if d in LOWER_IS_BETTER else "higher" for d in table["dimension"]]
+    return table
+
+
+# ---------------------------------------------------------------- ChatEval
+
+def read_prompts(path: Path) -> list[dict]:
+    """The prompts file: JSONL ``{"id", "prompt", "responses"?: {system: text}, "reference"?}``."""
+    if not path.is_file():
+        raise ConfigError(f"prescreen.prompts: {path} does not exist")
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{n}: not JSON ({exc})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str):
+            raise ConfigError(f"{path}:{n}: each line needs a string 'prompt' (and 'reference', 'responses')")
+        items.append({"id": str(obj.get("id", n)), "prompt": obj["prompt"],
+                      "responses": dict(obj.get("responses") or {}), "reference": obj.get("reference")})
+    return items
+
+
+def chateval_responses(items: Sequence[dict], systems: Sequence[str], bots: Mapping[str, Reply] | None, *,
+                       parallel: int = 4, show_progress: bool = True) -> dict[str, list[str]]:
+    """Each system's response to every prompt: from the file where given, else asked of its bot."""
+    from tqdm import tqdm
+
+    missing = [(s, i) for s in systems for i, item in enumerate(items) if s not in item["responses"]]
+    asked: dict[tuple[str, int], str] = {}
+    if missing:
+        if bots is None or any(s not in bots for s, _ in missing):
+            lacking = sorted({s for s, _ in missing if bots is None or s not in bots})
+            raise ConfigError(f"prescreen.prompts has no responses for {', '.join(lacking)} and hitkit cannot "
+                              f"ask those bots; add their responses to the file or give them 'url' and 'model'")
+        with ThreadPoolExecutor(parallel) as pool:
+            futures = {pool.submit(bots[s], [{"role": "user", "content": items[i]["prompt"]}]): (s, i)
+                       for s, i in missing}
+            for future in tqdm(as_completed(futures), total=len(futures), desc="ChatEval responses",
+                               unit="reply", disable=not show_progress):
+                asked[futures[future]] = future.result().strip()
+    return {s: [item["responses"].get(s, asked.get((s, i), "")) for i, item in enumerate(items)]
+            for s in systems}
+
+
+def chateval_table(items: Sequence[dict], responses: Mapping[str, list[str]], *,
+                   embed: EmbedFn | None, perplexity: PerplexityFn | None) -> pd.DataFrame:
+    """One row per system: ChatEval's metrics (:func:`hitkit.prescreen.chateval.system_metrics`)."""
+    prompts = [item["prompt"] for item in items]
+    references = [item["reference"] for item in items]
+    rows = [{"system": s, **chateval.system_metrics(prompts, texts, references, embed=embed, perplexity=perplexity)}
+            for s, texts in responses.items()]
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- agreement and figure
+
+def agreement_table(table: pd.DataFrame, human: Mapping[str, float] | None, source: str) -> pd.DataFrame:
+    """Kendall τ of the TrueSkill and the points rankings with ``human`` (empty without one)."""
+    columns = ["automatic", "human", "tau", "p_value", "systems"]
+    if not human:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for name, column in (("trueskill", "rank_trueskill"), ("points", "rank_points")):
+        found = agreement.kendall_tau(dict(zip(table["system"], table[column])), human)
+        rows.append({"automatic": name, "human": source, "tau": found.tau, "p_value": found.p_value,
+                     "systems": found.n})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def ranking_figure(table: pd.DataFrame):
+    """A figure drawer: TrueSkill mu ± sigma per system, and its wins, ties and losses."""
+    def draw(path: Path) -> None:
+        from matplotlib.figure import Figure  # no pyplot: no global state
+
+        y = np.arange(len(table))[::-1]
+        fig = Figure(figsize=(8, 1.4 + 0.45 * len(table)))
+        left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
+        left.errorbar(table["trueskill_mu"], y, xerr=table["trueskill_sigma"], fmt="o", capsize=3)
+        left.set_yticks(y, [f"{s} ({r})" for s, r in zip(table["system"], table["rank_trueskill"])])
+        left.set_xlabel("TrueSkill μ ± σ (mean over shuffled game orders)")
+        start = np.zeros(len(table))
+        for column, colour in (("wins", "#4c9a2a"), ("ties", "#bbbbbb"), ("losses", "#c0392b")):
+            right.barh(y, table[column], left=start, color=colour, label=column)
+            start = start + table[column].to_numpy()
+        right.set_xlabel("games")
+        right.legend(loc="lower right", fontsize="small")
+        fig.tight_layout()
+        fig.savefig(path, format="png", dpi=110)
+    return draw
+
+
+# ---------------------------------------------------------------- the whole run
+
+def default_fluency_model(config: StudyConfig) -> str:
+    """``prescreen.fluency_model``, else the first model the study serves, else ``smollm2``."""
+    pre = settings(config)
+    if pre.fluency_model:
+        return pre.fluency_model
+    served = config.bots.serve.models if config.bots and config.bots.serve else {}
+    if served:
+        value = next(iter(served.values()))
+        return value if value == SMOLLM2 else str(config.path(Path(value)))
+    return SMOLLM2
+
+
+def load_scorers(config: StudyConfig, *, need_embedder: bool,
+                 show_progress: bool = True) -> tuple[PerplexityFn | None, EmbedFn | None]:
+    """The fluency LM and the sentence embedder the study asks for (``none`` turns one off)."""
+    from hitkit.prescreen.models import Perplexity, SentenceEmbedder
+
+    if not show_progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # transformers' own loading bars, on stderr
+    pre = settings(config)
+    spec = default_fluency_model(config)
+    lm = None if spec == NONE else Perplexity.load(spec if spec == SMOLLM2 else str(config.path(Path(spec))))
+    embed = None
+    if need_embedder and pre.embedding_model != NONE:
+        model = pre.embedding_model
+        embed = SentenceEmbedder.load(model if model == "minilm" else str(config.path(Path(model))))
+    return lm, embed
+
+
+def prescreen(config: StudyConfig, *, bots: Mapping[str, Reply] | None = None,
+              perplexity: PerplexityFn | None = None, embed: EmbedFn | None = None,
+              load_models: bool = True, human: Mapping[str, float] | None = None,
+              human_source: str = "", show_progress: bool = True) -> AnalysisResult:
+    """Run the whole pre-screen of ``config`` and write it to ``OUT/STUDY/prescreen/``.
+
+    ``bots`` (system → reply function) default to clients of the systems' endpoints; ``perplexity``
+    and ``embed`` default to the models the study names (``load_models=False`` leaves the missing
+    ones out). ``human`` (system → rank) adds the Kendall τ table; without it, a study on the
+    simulated crowd with ``simulated.quality`` is compared with that quality order.
+    """
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.monotonic()
+        timings[name] = round(now - since, 1)
+        return now
+
+    pre = settings(config)
+    systems = tournament_systems(config)
+    games = game_plan(config, systems)
+    items = read_prompts(config.path(pre.prompts)) if pre.prompts else []
+    out_dir = config.out_dir / "prescreen"
+    if bots is None:
+        gen = config.generation or GenerationConfig()
+        patient = config.model_copy(update={"generation": gen.model_copy(
+            update={"parallel": pre.parallel, "timeout_s": pre.timeout_s})})
+        askable = [s.name for s in config.systems if s.url and s.model]
+        bots = bots_for(patient, sorted(set(systems) | set(askable)))
+    if load_models and (perplexity is None or (embed is None and items)):
+        lm, embedder = load_scorers(config, need_embedder=bool(items) and embed is None,
+                                    show_progress=show_progress)
+        perplexity = perplexity or lm
+        embed = embed or embedder
+    mark = lap("load_models_s", started)
+    records = play_games(games, bots, pre.exchanges, out_dir / "games.jsonl", parallel=pre.parallel,
+                         show_progress=show_progress)
+    mark = lap("play_games_s", mark)
+    turns, game_table, game_dims, results = score_games(records, perplexity, pre, show_progress=show_progress)
+    mark = lap("score_games_s", mark)
+    table = standings(results, systems, shuffles=pre.shuffles, seed=random.Random(f"{config.seed}:prescreen")
+                      .randrange(2**32), win_points=pre.win_points, tie_points=pre.tie_points)
+    tables = {"standings": table, "games": game_table, "game_dimensions": game_dims,
+              "dimensions": dimension_table(game_dims), "turns": turns}
+    if items:
+        chat_systems = sorted({s for item in items for s in item["responses"]} | set(systems))
+        responses = chateval_responses(items, chat_systems, bots, parallel=pre.parallel,
+                                       show_progress=show_progress)
+        tables["chateval"] = chateval_table(items, responses, embed=embed, perplexity=perplexity)
+        lap("chateval_s", mark)
+    if human is None and config.provider.kind == "simulated" and config.simulated.quality:
+        human = agreement.simulated_ranking(config.simulated.quality, systems)
+        human_source = "simulated crowd quality"
+    tables["agreement"] = agreement_table(table, human, human_source or "human")
+    summary = {
+        "study": config.study, "systems": systems, "games": len(results),
+        "starting_utterance": pre.starting_utterance, "exchanges": pre.exchanges, "shuffles": pre.shuffles,
+        "fluency_model": default_fluency_model(config) if perplexity is not None else None,
+        "embedding_model": pre.embedding_model if embed is not None else None,
+        "ranking_trueskill": list(table["system"]),
+        "ranking_points": list(table.sort_values(["rank_points", "system"])["system"]),
+        "agreement": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+                      for row in tables["agreement"].to_dict("records")],
+        "human_ranking": dict(human) if human else None, "seconds": round(time.monotonic() - started, 1),
+        "timings": timings,
+    }
+    result = AnalysisResult(tables=tables, summary=summary, figures={"ranking": ranking_figure(table)})
+    result.write(out_dir)
+    markdown, fragment = prescreen_section(out_dir)
+    (out_dir / "report.md").write_text(markdown, encoding="utf-8")
+    (out_dir / "report.html").write_text(fragment, encoding="utf-8")
+    return result
+
+
+def ranking_text(result: AnalysisResult) -> str:
+    """The standings, the ChatEval table and the τ lines as plain text, for a terminal."""
+    table = result.tables["standings"]
+    shown = table[["rank_trueskill", "system", "trueskill_mu", "trueskill_sigma", "wins", "ties", "losses",
+                   "points", "rank_points"]]
+    lines = ["ChatMatch tournament standings:", shown.to_string(index=False, float_format=lambda v: f"{v:.2f}")]
+    if "chateval" in result.tables:
+        lines += ["ChatEval metrics:", result.tables["chateval"].to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+    for row in result.tables["agreement"].itertuples():
+        found = agreement.Agreement(row.tau, row.p_value, int(row.systems))
+        lines.append(f"Kendall {row.automatic} ranking vs {row.human}: {agreement.describe(found)}")
+    if result.tables["agreement"].empty:
+        lines.append("No human ranking to compare with (give --human-ranking or --study-analysis).")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the report section
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return "–" if math.isnan(value) else f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def _markdown_table(table: pd.DataFrame) -> str:
+    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    rows = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def _html_table(table: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
+                   for row in table.itertuples(index=False))
+    return f'<table class="prescreen"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def prescreen_section(prescreen_dir: str | Path) -> tuple[str, str]:
+    """The report section of a finished pre-screen: ``(markdown, html_fragment)``.
+
+    Reads the folder :func:`prescreen` wrote (``standings.csv``, ``dimensions.csv``,
+    ``agreement.csv``, ``chateval.csv``, ``summary.json``, ``ranking.png``); the HTML fragment is one
+    ``<section>`` with the plot inlined as a PNG data URL, ready to drop into a report page.
+    """
+    folder = Path(prescreen_dir)
+    if not (folder / "standings.csv").is_file():
+        raise HitkitError(f"{folder}: no standings.csv; run `hitkit prescreen STUDY.yaml` first")
+    summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
+    table = pd.read_csv(folder / "standings.csv")
+    shown = table[["system", "rank_trueskill", "trueskill_mu", "trueskill_sigma", "wins", "ties", "losses",
+                   "points", "rank_points", "dimension_points"]]
+    intro = (f"ChatMatch tournament (Yang et al., ACL 2022): a double round-robin of {summary.get('games', '?')} "
+             f"bot–bot games among {len(table)} systems, each {summary.get('exchanges', '?')} exchanges from "
+             f"“{summary.get('starting_utterance', '')}”. A game point per dimension won; TrueSkill averaged over "
+             f"{summary.get('shuffles', '?')} shuffled game orders. Automatic scores are a first look, "
+             f"not a substitute for the human evaluation.")
+    md = ["## Automatic pre-screening", "", intro, "", "### Tournament standings", "", _markdown_table(shown), ""]
+    parts = ["<section id=\"prescreen\"><h2>Automatic pre-screening</h2>", f"<p>{html.escape(intro)}</p>",
+             "<h3>Tournament standings</h3>", _html_table(shown)]
+    if (folder / "dimensions.csv").is_file():
+        dims = pd.read_csv(folder / "dimensions.csv")
+        if not dims.empty:
+            wide = dims.pivot(index="system", columns="dimension", values="points").reindex(
+                columns=[d for d in DIMENSIONS if d in set(dims["dimension"])]).reset_index()
+            note = ("Dimension points (games won on each dimension); fluency = perplexity, diversity = "
+                    "repetitions and consistency = contradictions are costs, lower wins.")
+            md += ["### Dimensions", "", note, "", _markdown_table(wide), ""]
+            parts += ["<h3>Dimensions</h3>", f"<p>{html.escape(note)}</p>", _html_table(wide)]
+    if (folder / "agreement.csv").is_file():
+        agree = pd.read_csv(folder / "agreement.csv")
+        if not agree.empty:
+            lines = [f"- {row.automatic} ranking vs {row.human}: "
+                     f"{agreement.describe(agreement.Agreement(row.tau, row.p_value, int(row.systems)))}"
+                     for row in agree.itertuples()]
+            md += ["### Agreement with the human ranking (Kendall τ)", "", *lines, ""]
+            parts += ["<h3>Agreement with the human ranking (Kendall τ)</h3><ul>",
+                      *(f"<li>{html.escape(line[2:])}</li>" for line in lines), "</ul>"]
+    if (folder / "chateval.csv").is_file():
+        chat = pd.read_csv(folder / "chateval.csv")
+        note = ("ChatEval metrics on the prompts: corpus distinct-n, mean embedding cosine and sentence BLEU-2 "
+                "against the reference, mean response perplexity given the prompt.")
+        md += ["### ChatEval automatic metrics", "", note, "", _markdown_table(chat), ""]
+        parts += ["<h3>ChatEval automatic metrics</h3>", f"<p>{html.escape(note)}</p>", _html_table(chat)]
+    if (folder / "ranking.png").is_file():
+        data = base64.b64encode((folder / "ranking.png").read_bytes()).decode()
+        md += ["![TrueSkill ranking and game results](ranking.png)", ""]
+        parts.append(f'<img alt="TrueSkill ranking and game results" src="data:image/png;base64,{data}">')
+    parts.append("</section>")
+    return "\n".join(md), "\n".join(parts)
