@@ -31,15 +31,25 @@ times; the meta also travels with the conversation into ``conversations.jsonl``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hitkit import flow
-from hitkit.db.models import Assignment, Conversation, Response, System, Turn, Unit, utcnow
+from hitkit.db.models import (
+    Assignment,
+    Conversation,
+    HitUnit,
+    Response,
+    System,
+    Turn,
+    Unit,
+    utcnow,
+)
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.study import StudyContext
@@ -79,11 +89,13 @@ class ChatState:
 # Lookups ------------------------------------------------------------------------------------------
 def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int, *, writable: bool) -> tuple[Assignment, Unit]:
     if ctx.config.task != "live_chat":
-        raise HitkitError(f"study '{ctx.name}' runs task '{ctx.config.task}', which has no live chat")
+        raise FlowError(f"study '{ctx.name}' runs task '{ctx.config.task}', which has no live chat", 404)
     assignment = flow.assignment_for(session, ctx, token)
     if writable and assignment.status != "accepted":
         raise FlowError(f"this assignment is {assignment.status}; its chats can no longer change", 409)
-    unit = next((hu.unit for hu in assignment.hit.units if hu.unit.id == unit_id), None)
+    # One query for the one unit, not the HIT's whole unit list: this runs on every chat turn.
+    unit = session.scalar(select(Unit).join(HitUnit, HitUnit.unit_id == Unit.id)
+                          .where(HitUnit.hit_id == assignment.hit_id, Unit.id == unit_id))
     if unit is None:
         raise AnswerError(f"unit {unit_id} is not part of this HIT")
     return assignment, unit
@@ -125,7 +137,7 @@ def _inputs(turns: Sequence[Turn]) -> int:
 
 
 def _message(ctx: StudyContext, text: Any, what: str) -> str:
-    text = str(text).strip()
+    text = flow.storable_text(str(text).strip(), what)
     if not text:
         raise AnswerError(f"the {what} is empty; type something first")
     limit = ctx.config.hit.max_answer_chars
@@ -136,9 +148,14 @@ def _message(ctx: StudyContext, text: Any, what: str) -> str:
 
 def _state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: Conversation | None,
            turns: Sequence[Turn]) -> ChatState:
+    return _state_of(ctx, assignment.id, unit.id, conversation, turns)
+
+
+def _state_of(ctx: StudyContext, assignment_id: int, unit_id: int, conversation: Conversation | None,
+              turns: Sequence[Turn]) -> ChatState:
     inputs, least = _inputs(turns), ctx.config.live_chat.min_inputs
     return ChatState(
-        unit_id=unit.id, conversation_id=conversation_key(assignment.id, unit.id),
+        unit_id=unit_id, conversation_id=conversation_key(assignment_id, unit_id),
         turns=[{"index": t.index, "speaker": t.speaker, "text": t.text, "time": t.created_at.isoformat()}
                for t in turns],
         bot_owes_reply=bool(turns) and turns[-1].speaker == "worker",
@@ -158,6 +175,12 @@ def conversation_state(session: Session, ctx: StudyContext, token: str, unit_id:
 
 def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, text: str) -> Turn:
     """Store the worker's message; refused while the bot owes a reply, or before the topic is given."""
+    return _store_worker_turn(session, ctx, token, unit_id, text)[0]
+
+
+def _store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int,
+                       text: str) -> tuple[Turn, _Owed]:
+    """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
     assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
     text = _message(ctx, text, "message")
     answered = _answered(session, assignment, unit)
@@ -174,7 +197,11 @@ def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: in
                 created_at=utcnow())
     session.add(turn)
     session.flush()
-    return turn
+    return turn, _owed(assignment, unit, conversation, [*turns, turn])
+
+
+def _history(turns: Sequence[Turn]) -> list[dict[str, str]]:
+    return [{"role": "user" if t.speaker == "worker" else "assistant", "content": t.text} for t in turns]
 
 
 def add_bot_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, text: str,
@@ -186,16 +213,48 @@ def add_bot_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, 
     """
     assignment, unit = _slot(session, ctx, token, unit_id, writable=False)
     conversation = _conversation(session, ctx, assignment, unit, create=False)
-    turns = _turns(session, conversation)
-    if not turns or turns[-1].speaker != "worker" or turns[-1].index != reply_to:
+    if conversation is None:
         return None
-    system = session.scalar(select(System).where(System.study_id == ctx.study_id,
-                                                 System.name == unit.payload["system"]))
+    owed = _Owed(conversation.id, assignment.id, unit.id, unit.payload["system"], [], reply_to)
+    return _store_reply(session, ctx, owed, text)[0]
+
+
+@dataclass(frozen=True)
+class _Owed:
+    """A reply the bot owes, as read by the transaction that found it owed: all the next one needs.
+
+    The second transaction of an exchange locks the conversation by id and stores the reply if that
+    turn is still owed one; it need not check the worker's token again (the first one did, and a
+    reply asked for while the assignment was open is part of the record whatever happens next).
+    """
+
+    conversation_id: int
+    assignment_id: int
+    unit_id: int
+    system: str
+    history: list[dict[str, str]]
+    reply_to: int
+
+
+def _owed(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[Turn]) -> _Owed:
+    return _Owed(conversation.id, assignment.id, unit.id, unit.payload["system"], _history(turns),
+                 turns[-1].index)
+
+
+def _store_reply(session: Session, ctx: StudyContext, owed: _Owed, text: str) -> tuple[Turn | None, ChatState]:
+    """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it."""
+    conversation = session.scalar(select(Conversation).where(Conversation.id == owed.conversation_id)
+                                  .with_for_update())
+    turns = _turns(session, conversation)
+    if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
+        return None, _state_of(ctx, owed.assignment_id, owed.unit_id, conversation, turns)
+    system_id = session.scalar(select(System.id).where(System.study_id == ctx.study_id,
+                                                       System.name == owed.system))
     turn = Turn(conversation_id=conversation.id, index=len(turns), speaker="bot",
-                system_id=system.id if system else None, text=str(text), created_at=utcnow())
+                system_id=system_id, text=str(text), created_at=utcnow())
     session.add(turn)
     session.flush()
-    return turn
+    return turn, _state_of(ctx, owed.assignment_id, owed.unit_id, conversation, [*turns, turn])
 
 
 def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int,
@@ -221,17 +280,23 @@ def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int,
     """Ask the bot for the reply it owes, if any, and store it; BotReplyError if it gives none."""
     with session_scope(database_url) as session:
         assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
-        turns = _turns(session, _conversation(session, ctx, assignment, unit, create=False))
+        conversation = _conversation(session, ctx, assignment, unit, create=False)
+        turns = _turns(session, conversation)
         if not turns or turns[-1].speaker != "worker":
-            return conversation_state(session, ctx, token, unit_id)
-        history = [{"role": "user" if t.speaker == "worker" else "assistant", "content": t.text} for t in turns]
-        system, reply_to = unit.payload["system"], turns[-1].index
+            return _state(ctx, assignment, unit, conversation, turns)
+        owed = _owed(assignment, unit, conversation, turns)
+    return _ask(database_url, ctx, reply, owed)
+
+
+def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply], owed: _Owed) -> ChatState:
+    """Ask the bot for the reply it owes with no transaction open, then store it if still owed."""
+    system = owed.system
     if isinstance(reply, Mapping):
         if system not in reply:
             raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
         reply = reply[system]
     try:
-        text = reply(history)
+        text = reply(owed.history)
     except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
         raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
                             "please wait a moment and try again") from exc
@@ -239,16 +304,15 @@ def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int,
         raise BotReplyError(f"the chatbot's reply was {type(text).__name__}, not text; your message is saved — "
                             "try again")
     with session_scope(database_url) as session:
-        add_bot_turn(session, ctx, token, unit_id, text, reply_to)
-        return conversation_state(session, ctx, token, unit_id)
+        return _store_reply(session, ctx, owed, text)[1]
 
 
 def send(database_url: str, ctx: StudyContext, token: str, unit_id: int, text: str,
          reply: Reply | Mapping[str, Reply]) -> ChatState:
     """The worker's message, committed first, then the bot's reply to it (see the module docstring)."""
     with session_scope(database_url) as session:
-        add_worker_turn(session, ctx, token, unit_id, text)
-    return bot_reply(database_url, ctx, token, unit_id, reply)
+        owed = _store_worker_turn(session, ctx, token, unit_id, text)[1]
+    return _ask(database_url, ctx, reply, owed)
 
 
 def bot_clients(ctx: StudyContext) -> dict[str, Reply]:

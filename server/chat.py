@@ -7,6 +7,7 @@ from flask import Blueprint, current_app, jsonify, request
 
 from hitkit import chat
 from hitkit.chat import BotReplyError, Reply
+from hitkit.errors import FlowError
 from hitkit.study import StudyContext
 from server.worker import context, db
 
@@ -26,7 +27,10 @@ def _bots(ctx: StudyContext) -> dict[str, Reply]:
 
 def _ctx(study: str) -> StudyContext:
     with db() as session:
-        return context(session, study)
+        ctx = context(session, study)
+    if ctx.config.task != "live_chat":  # before any bot client is made: other tasks' systems have no url
+        raise FlowError(f"study '{study}' runs task '{ctx.config.task}', which has no live chat", 404)
+    return ctx
 
 
 def _reply_or_wait(run):

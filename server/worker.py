@@ -1,11 +1,14 @@
 """Worker-facing routes: arrive, read instructions, answer, submit, be handed back."""
 from __future__ import annotations
 
+import math
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from flask import Blueprint, abort, current_app, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, jsonify, redirect, render_template, request, url_for
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from hitkit import flow
@@ -17,6 +20,10 @@ from hitkit.study import StudyContext
 bp = Blueprint("worker", __name__)
 _contexts: dict[tuple[str, str], StudyContext] = {}
 _contexts_lock = threading.Lock()
+DB_RETRY_AFTER_S = 2
+"""What a worker page is told to wait (Retry-After) while the database cannot be reached."""
+JSON_ENDPOINTS = {"worker.state", "worker.answer", "chat.state", "chat.message", "chat.retry", "chat.topic"}
+"""Routes the page calls with fetch: their errors are JSON whatever the request's Accept header."""
 
 
 @contextmanager
@@ -33,12 +40,13 @@ def context(session: Session, study: str) -> StudyContext:
             try:
                 _contexts[key] = StudyContext.load(session, study, current_app.config["HITKIT_SECRET"])
             except HitkitError:
-                abort(404)
+                raise FlowError(f"there is no study '{study}' on this server; check the link", 404) from None
         return _contexts[key]
 
 
 def _wants_json() -> bool:
-    return request.is_json or request.accept_mimetypes.best == "application/json"
+    return (request.is_json or request.accept_mimetypes.best == "application/json"
+            or request.endpoint in JSON_ENDPOINTS)
 
 
 @bp.app_errorhandler(FlowError)
@@ -53,6 +61,27 @@ def _answer_error(exc: AnswerError):
     if _wants_json():
         return jsonify(error=str(exc)), 400
     return render_template("error.html", message=str(exc)), 400
+
+
+@bp.app_errorhandler(OperationalError)
+@bp.app_errorhandler(PoolTimeout)
+@bp.app_errorhandler(InterfaceError)
+def _database_unavailable(exc: Exception):
+    """The database is down, restarting or saturated: the request's transaction was rolled back and
+    nothing it carried was stored or acknowledged, so the page may send it again (503, Retry-After)."""
+    if isinstance(exc, InterfaceError) and not exc.connection_invalidated:
+        raise exc  # a driver misuse, not an outage: let it be the logged 500 it is
+    current_app.logger.warning("database unavailable on %s: %s (%s)", request.endpoint, type(exc).__name__,
+                               type(getattr(exc, "orig", None)).__name__)
+    message = ("the study's database is briefly unavailable; please try again in a moment "
+               "(everything the page already confirmed is saved)")
+    if _wants_json():
+        response = jsonify(error=message, retry=True)
+    else:
+        response = current_app.make_response(render_template("error.html", message=message))
+    response.status_code = 503
+    response.headers["Retry-After"] = str(DB_RETRY_AFTER_S)
+    return response
 
 
 @bp.get("/health")
@@ -122,8 +151,10 @@ def answer(study: str, token: str):
     try:
         unit_id = int(body["unit_id"])
         elapsed = float(body["elapsed_s"]) if body.get("elapsed_s") is not None else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return jsonify(error="unit_id must be a number and elapsed_s a number of seconds"), 400
+    if elapsed is not None and not math.isfinite(elapsed):
+        return jsonify(error=f"elapsed_s must be a finite number of seconds, not {body['elapsed_s']!r}"), 400
     with db() as session:
         flow.save_answer(session, context(session, study), token, unit_id, str(body["question"]),
                          body["value"], elapsed)
@@ -145,7 +176,7 @@ def _form_answers() -> dict[tuple[int, str], str]:
     answers = {}
     for key, value in request.form.items():
         parts = key.split("-", 2)
-        if len(parts) == 3 and parts[0] == "answer" and parts[1].isdigit():
+        if len(parts) == 3 and parts[0] == "answer" and parts[1].isascii() and parts[1].isdigit():
             answers[(int(parts[1]), parts[2])] = value
     return answers
 
@@ -155,7 +186,9 @@ def submit(study: str, token: str):
     with db() as session:
         ctx = context(session, study)
         body = request.get_json(silent=True) if request.is_json else None
-        feedback = (body or {}).get("feedback") if body is not None else request.form.get("feedback")
+        if request.is_json and not isinstance(body, dict):
+            body = {}  # a JSON submit needs no body; a malformed or non-object one carries no comment
+        feedback = body.get("feedback") if body is not None else request.form.get("feedback")
         _, completion = flow.submit(session, ctx, token, _form_answers(),
                                     feedback=feedback if isinstance(feedback, str) else None)
     if _wants_json():
