@@ -23,6 +23,7 @@ Usage: ``python benchmarks/load.py`` (300 workers, 5 minutes); a smoke run:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import random
@@ -39,6 +40,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 import requests
 import yaml
@@ -54,17 +56,45 @@ class StubBot(ThreadingHTTPServer):
     """An OpenAI-compatible /v1/chat/completions that answers after a fixed latency, on loopback."""
 
     daemon_threads = True
+    request_queue_size = 1024  # the default (5) drops bursts of new connections, and a dropped SYN costs 1 s
 
-    def __init__(self, latency_s: float):
+    def __init__(self, latency_s: float, port: int = 0):
         self.latency_s = latency_s
         self.held: dict[str, float] = {}  # message marker -> seconds the stub held that request
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _StubHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        super().__init__(("127.0.0.1", port), _StubHandler)
+
+
+class StubBotProcess:
+    """The stub bot in its own process, so its threads take no time from the measuring client."""
+
+    def __init__(self, latency_s: float):
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve-stub-bot", str(latency_s),
+                                      "--stub-port", str(self.port)], cwd=REPO)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                requests.get(f"{self.url}/v1/models", timeout=2)
+                return
+            except requests.RequestException:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("the stub bot did not start within 30 s")
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
+
+    def held(self) -> dict[str, float]:
+        return requests.get(f"{self.url}/held", timeout=30).json()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
 class _StubHandler(BaseHTTPRequestHandler):
@@ -91,8 +121,12 @@ class _StubHandler(BaseHTTPRequestHandler):
             with self.server.lock:
                 self.server.held[mark.group(1)] = time.perf_counter() - started
 
-    def do_GET(self):  # /v1/models, for clients that probe
-        reply = json.dumps({"object": "list", "data": [{"id": s, "object": "model"} for s in SYSTEMS]}).encode()
+    def do_GET(self):  # /v1/models, for clients that probe; /held, for the benchmark
+        if self.path == "/held":
+            with self.server.lock:
+                reply = json.dumps(self.server.held).encode()
+        else:
+            reply = json.dumps({"object": "list", "data": [{"id": s, "object": "model"} for s in SYSTEMS]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
@@ -185,96 +219,195 @@ def start_gunicorn(database_url: str, secret: str, port: int, web_workers: int, 
     raise RuntimeError("gunicorn did not answer /health within 60 s")
 
 
+# A small HTTP/1.1 client -----------------------------------------------------------------------------
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class Http:
+    """One worker's browser connection: HTTP/1.1 keep-alive over asyncio streams, loopback only.
+
+    It is all a worker page needs (GET, form and JSON POSTs, Content-Length or chunked replies,
+    redirects) and costs far less CPU than a thread per worker, so the client does not steal the
+    2 cores from the server it measures. Like a browser, it resends a request once on a fresh
+    connection when a *reused* idle connection turns out to have been closed before any byte of
+    the reply came back (the server never read it); those resends are counted.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float, tally: Tally):
+        self.host, self.port, self.timeout, self.tally = host, port, timeout, tally
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.reader = self.writer = None
+
+    async def request(self, method: str, path: str, *, json_body=None, form: dict | None = None) -> Reply:
+        body, kind = b"", None
+        if json_body is not None:
+            body, kind = json.dumps(json_body).encode(), "application/json"
+        elif form is not None:
+            body, kind = urlencode(form).encode(), "application/x-www-form-urlencoded"
+        head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Accept: */*",
+                f"Content-Length: {len(body)}"]
+        if kind:
+            head.append(f"Content-Type: {kind}")
+        raw = ("\r\n".join(head) + "\r\n\r\n").encode() + body
+        self.tally.requests += 1
+        reused = self.writer is not None
+        try:
+            return await asyncio.wait_for(self._exchange(raw), self.timeout)
+        except _Stale:
+            if not reused:
+                raise ConnectionError("the server closed a new connection without replying") from None
+            self.tally.resends += 1
+            await self.close()
+            return await asyncio.wait_for(self._exchange(raw), self.timeout)
+
+    async def _exchange(self, raw: bytes) -> Reply:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            self.writer.write(raw)
+            await self.writer.drain()
+            status_line = await self.reader.readline()
+        except (ConnectionResetError, BrokenPipeError):
+            raise _Stale() from None
+        if not status_line:
+            raise _Stale()
+        status = int(status_line.split()[1])
+        headers: dict[str, str] = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            chunks = []
+            while (size := int((await self.reader.readline()).split(b";")[0], 16)):
+                chunks.append(await self.reader.readexactly(size))
+                await self.reader.readline()
+            await self.reader.readline()
+            data = b"".join(chunks)
+        else:
+            data = await self.reader.readexactly(int(headers.get("content-length", "0")))
+        if headers.get("connection", "").lower() == "close":
+            await self.close()
+        return Reply(status, headers, data)
+
+
+class _Stale(Exception):
+    """The connection was closed before the reply began."""
+
+
 # One simulated worker ------------------------------------------------------------------------------
 @dataclass
 class Tally:
-    """What all workers saw, under one lock."""
+    """What all workers saw (one event loop, so no lock)."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
     turns: list[tuple[str, float]] = field(default_factory=list)  # (marker, round trip s) of acknowledged turns
     errors: list[str] = field(default_factory=list)
     requests: int = 0
-
-    def error(self, what: str) -> None:
-        with self.lock:
-            self.errors.append(what)
+    resends: int = 0
+    sent_at: dict[str, float] = field(default_factory=dict)  # marker -> perf_counter when sent
 
 
-class Worker(threading.Thread):
-    def __init__(self, index: int, base: str, args, deadline: float, tally: Tally):
-        super().__init__(name=f"worker-{index}", daemon=True)
-        self.index, self.base, self.args, self.deadline, self.tally = index, base, args, deadline, tally
-        self.http = requests.Session()
+class Worker:
+    def __init__(self, index: int, port: int, args, deadline: float, tally: Tally):
+        self.index, self.args, self.deadline, self.tally = index, args, deadline, tally
+        self.http = Http("127.0.0.1", port, args.request_timeout, tally)
         self.rng = random.Random(index)
 
-    def call(self, method: str, url: str, **kw) -> requests.Response:
-        with self.tally.lock:
-            self.tally.requests += 1
-        return self.http.request(method, url, timeout=self.args.request_timeout, **kw)
-
-    def pause(self, seconds: float) -> bool:
+    async def pause(self, seconds: float) -> bool:
         """Sleep, unless the deadline comes first; False once it has passed."""
         left = self.deadline - time.monotonic()
-        time.sleep(max(0.0, min(seconds, left)))
+        await asyncio.sleep(max(0.0, min(seconds, left)))
         return time.monotonic() < self.deadline
 
-    def run(self) -> None:
+    async def run(self) -> None:
         try:
-            self.work()
+            await self.work()
         except Exception as exc:  # noqa: BLE001 - a worker's failure is counted, never fatal to the run
-            self.tally.error(f"worker {self.index}: {type(exc).__name__}: {exc}")
+            self.tally.errors.append(f"worker {self.index}: {type(exc).__name__}: {exc}")
+        finally:
+            await self.http.close()
 
-    def work(self) -> None:
+    async def work(self) -> None:
         hit = self.index + 1
-        if not self.pause(self.rng.uniform(0, self.args.max_gap)):  # people do not all arrive at once
+        if not await self.pause(self.rng.uniform(0, self.args.max_gap)):  # people do not all arrive at once
             return
-        page = self.call("GET", f"{self.base}/s/load/hit/{hit}",
-                         params={"workerId": f"W{hit}", "assignmentId": f"A{hit}", "hitId": f"h{hit}"})
-        if page.status_code != 200:
-            return self.tally.error(f"arrival {hit}: {page.status_code}")
-        task = page.url.split("?")[0]
+        page = await self.http.request("GET", f"/s/load/hit/{hit}?workerId=W{hit}&assignmentId=A{hit}&hitId=h{hit}")
+        while page.status in (301, 302, 303) and "location" in page.headers:
+            task = urlsplit(page.headers["location"]).path
+            page = await self.http.request("GET", task)
+        if page.status != 200:
+            return self.tally.errors.append(f"arrival {hit}: {page.status}")
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
-        if self.call("POST", task + "consent", data={"csrf": csrf}).status_code != 200:
-            return self.tally.error(f"consent {hit}")
-        state = self.call("GET", task + "state").json()
+        consent = await self.http.request("POST", task + "consent", form={"csrf": csrf})
+        if consent.status not in (200, 302, 303):
+            return self.tally.errors.append(f"consent {hit}: {consent.status}")
+        state = (await self.http.request("GET", task + "state")).json()
         for unit in sorted(state["units"], key=lambda u: u["position"]):
-            if not self.slot(task, unit):
+            if not await self.slot(task, unit):
                 return
 
-    def answer(self, task: str, unit: dict, question: str, value: str) -> bool:
-        reply = self.call("POST", task + "answer", json={"unit_id": unit["unit_id"], "question": question,
-                                                         "value": value})
-        if reply.status_code != 200:
-            self.tally.error(f"answer {question}: {reply.status_code} {reply.text[:100]}")
-        return reply.status_code == 200
+    async def answer(self, task: str, unit: dict, question: str, value: str) -> bool:
+        reply = await self.http.request("POST", task + "answer", json_body={
+            "unit_id": unit["unit_id"], "question": question, "value": value})
+        if reply.status != 200:
+            self.tally.errors.append(f"answer {question}: {reply.status} {reply.text[:100]}")
+        return reply.status == 200
 
-    def slot(self, task: str, unit: dict) -> bool:
+    async def slot(self, task: str, unit: dict) -> bool:
         """One chatbot: topic, the turns, the ratings; False when the deadline has come."""
-        if not (self.answer(task, unit, "topic", "travel") and self.answer(task, unit, "topic_sentiment", "like")):
+        if not (await self.answer(task, unit, "topic", "travel")
+                and await self.answer(task, unit, "topic_sentiment", "like")):
             return False
         uid = unit["unit_id"]
         for _ in range(self.args.turns_per_slot):
-            if not self.pause(self.rng.uniform(self.args.min_gap, self.args.max_gap)):
+            if not await self.pause(self.rng.uniform(self.args.min_gap, self.args.max_gap)):
                 return False
             mark = f"m-{secrets.token_hex(6)}"
             sent = time.perf_counter()
             try:
-                reply = self.call("POST", f"{task}chat/{uid}/message",
-                                  json={"text": f"I went somewhere nice last summer [{mark}]"})
-            except requests.RequestException as exc:
-                self.tally.error(f"message: {type(exc).__name__}")
+                reply = await self.http.request("POST", f"{task}chat/{uid}/message",
+                                                json_body={"text": f"I went somewhere nice last summer [{mark}]"})
+            except (TimeoutError, OSError, ValueError) as exc:
+                self.tally.errors.append(f"message: {type(exc).__name__}")
                 return False
             took = time.perf_counter() - sent
-            if reply.status_code != 200:
-                self.tally.error(f"message: {reply.status_code} {reply.text[:100]}")
+            if reply.status != 200:
+                self.tally.errors.append(f"message: {reply.status} {reply.text[:100]}")
                 return False
             turns = reply.json()["turns"]
             if not any(mark in t["text"] for t in turns) or turns[-1]["speaker"] != "bot":
-                self.tally.error("message: acknowledged without the turn and its reply")
+                self.tally.errors.append("message: acknowledged without the turn and its reply")
                 return False
-            with self.tally.lock:
-                self.tally.turns.append((mark, took))
-        return all(self.answer(task, unit, c["question"], str(self.rng.randint(0, 100))) for c in unit["criteria"])
+            self.tally.turns.append((mark, took))
+            self.tally.sent_at[mark] = sent
+        for c in unit["criteria"]:
+            if not await self.answer(task, unit, c["question"], str(self.rng.randint(0, 100))):
+                return False
+        return True
+
+
+async def crowd(workers: list[Worker], deadline: float, grace: float) -> int:
+    """Run every worker; those still running ``grace`` seconds after the deadline are cancelled and counted."""
+    tasks = [asyncio.ensure_future(w.run()) for w in workers]
+    _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline + grace - time.monotonic()))
+    for t in pending:
+        t.cancel()
+    return len(pending)
 
 
 # The run ---------------------------------------------------------------------------------------------
@@ -299,6 +432,36 @@ def bot_replies(database_url: str) -> int:
         return s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "bot"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its live children (Linux /proc), 0 if unknown."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    total = 0.0
+    for p in [str(pid), *children]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU seconds of every PostgreSQL server process on this machine (Linux /proc), for the cores' budget."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if "(postgres)" in text:
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -316,18 +479,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns-per-slot", type=int, default=10, help="messages per chatbot before rating it")
     parser.add_argument("--bot-latency", type=float, default=0.5, help="the stub bot's fixed reply time (s)")
     parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes")
-    # Each request thread may hold a PostgreSQL connection: web workers x threads must stay well under the
-    # server's max_connections (100 by default), shared with whatever else uses that server.
-    parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn worker")
+    # A chat turn holds its thread for the bot's latency but a database connection only for its two short
+    # transactions, so threads may well outnumber each process's pool (HITKIT_DB_POOL_SIZE, 5 + 10 overflow).
+    parser.add_argument("--threads", type=int, default=24, help="threads per gunicorn worker")
     parser.add_argument("--request-timeout", type=float, default=60.0, help="client timeout of one request (s)")
     parser.add_argument("--grace", type=float, default=90.0, help="seconds after the deadline before giving up")
     parser.add_argument("--postgres", default=os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
                         help="a PostgreSQL server URL; the run's own database is created and dropped there")
+    parser.add_argument("--serve-stub-bot", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--stub-port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve_stub_bot is not None:  # the stub bot's own process (see StubBotProcess)
+        StubBot(args.serve_stub_bot, args.stub_port).serve_forever()
+        return 0
 
     secret = secrets.token_hex(16)
     os.environ["HITKIT_SECRET"] = secret
-    bot = StubBot(args.bot_latency)
+    bot = StubBotProcess(args.bot_latency)
     database_url, dbname = fresh_database(args.postgres)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -342,34 +510,43 @@ def main(argv: list[str] | None = None) -> int:
                   f"bot latency {args.bot_latency * 1000:.0f} ms, gunicorn {args.web_workers}x{args.threads} "
                   f"on PostgreSQL", flush=True)
             tally = Tally()
+            cpu_before = cpu_seconds(proc.pid)
+            pg_before, client_before, stub_before = postgres_cpu_seconds(), sum(os.times()[:2]), cpu_seconds(bot.proc.pid)
             started = time.monotonic()
             deadline = started + args.duration
-            workers = [Worker(i, base, args, deadline, tally) for i in range(args.workers)]
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join(max(0.0, deadline + args.grace - time.monotonic()))
+            workers = [Worker(i, port, args, deadline, tally) for i in range(args.workers)]
+            hung = asyncio.run(crowd(workers, deadline, args.grace))
             elapsed = time.monotonic() - started
-            hung = sum(w.is_alive() for w in workers)
+            server_cpu = cpu_seconds(proc.pid) - cpu_before
+            pg_cpu, client_cpu = postgres_cpu_seconds() - pg_before, sum(os.times()[:2]) - client_before
+            stub_cpu = cpu_seconds(bot.proc.pid) - stub_before
             for _ in range(hung):
-                tally.error("worker still running after the grace period")
-            with tally.lock:
-                turns = list(tally.turns)
-                errors = list(tally.errors)
-                total_requests = tally.requests
+                tally.errors.append("worker still running after the grace period")
+            turns, errors, total_requests = list(tally.turns), list(tally.errors), tally.requests
             stored = stored_worker_turns(database_url)
             lost = [mark for mark, _ in turns if mark not in stored]
-            with bot.lock:
-                held = dict(bot.held)
+            held = bot.held()
             overhead_ms = [(took - held[mark]) * 1000 for mark, took in turns if mark in held]
             missing_hold = sum(mark not in held for mark, _ in turns)
-            print(f"elapsed {elapsed:.1f} s; requests {total_requests} ({total_requests / elapsed:.1f}/s); "
+            print(f"elapsed {elapsed:.1f} s; requests {total_requests} ({total_requests / elapsed:.1f}/s), "
+                  f"{tally.resends} resent on a fresh connection; "
                   f"chat turns acknowledged {len(turns)} ({len(turns) / elapsed:.2f}/s); "
-                  f"bot replies stored {bot_replies(database_url)}")
+                  f"bot replies stored {bot_replies(database_url)}; gunicorn CPU {server_cpu:.1f} s "
+                  f"({server_cpu / max(1, total_requests) * 1000:.1f} ms a request, "
+                  f"{server_cpu / elapsed:.2f} cores); load average {os.getloadavg()[0]:.1f}")
+            print(f"cores used: gunicorn {server_cpu / elapsed:.2f}, PostgreSQL (all sessions) {pg_cpu / elapsed:.2f}, "
+                  f"this client {client_cpu / elapsed:.2f}, stub bot {stub_cpu / elapsed:.2f}")
             if overhead_ms:
                 print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms): "
                       f"p50 {percentile(overhead_ms, 50):.1f} ms, p99 {percentile(overhead_ms, 99):.1f} ms, "
                       f"max {max(overhead_ms):.1f} ms, mean {statistics.fmean(overhead_ms):.1f} ms")
+            if overhead_ms:  # when the slow turns happened: spread out, or in bursts (a stall somewhere)
+                first = min(tally.sent_at.values())
+                slow = sorted(int((tally.sent_at[mark] - first) // 30) for mark, took in turns
+                              if mark in held and (took - held[mark]) * 1000 > 50)
+                windows = {w: slow.count(w) for w in sorted(set(slow))}
+                print("turns over 50 ms overhead per 30 s window: "
+                      + (", ".join(f"{w * 30}-{w * 30 + 30}s: {n}" for w, n in windows.items()) or "none"))
             if missing_hold:
                 errors.append(f"{missing_hold} acknowledged turns never reached the bot")
             print(f"errors {len(errors)}; lost turns {len(lost)}")
@@ -386,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        bot.shutdown()
+        bot.stop()
         drop_database(args.postgres, dbname)
     p99 = percentile(overhead_ms, 99) if overhead_ms else float("nan")
     print(f"RESULT workers={args.workers} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)}")

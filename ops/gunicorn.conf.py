@@ -13,10 +13,15 @@ from hitkit.security import redact_path
 bind = os.environ.get("HITKIT_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("HITKIT_WEB_WORKERS", str(multiprocessing.cpu_count() * 2 + 1)))
 worker_class = "gthread"
-threads = int(os.environ.get("HITKIT_WEB_THREADS", "8"))
+# A live-chat turn holds its thread while the bot answers (with no database connection held), so
+# threads, not cores, bound how many chats are served at once: 300 workers typing every 3-8 s to
+# bots answering in 0.5 s keep about 30 turns in flight. Threads are cheap while they wait.
+threads = int(os.environ.get("HITKIT_WEB_THREADS", "32"))
 timeout = 60
 graceful_timeout = 20
-keepalive = 5
+# Workers type a message every few seconds: an idle keep-alive connection must outlive that pause, or
+# the browser's next message races the server's close. 75 s is nginx's default keepalive_timeout.
+keepalive = int(os.environ.get("HITKIT_KEEPALIVE_S", "75"))
 accesslog = os.environ.get("HITKIT_ACCESS_LOG", "-")
 
 
@@ -35,3 +40,10 @@ class RedactingLogger(Logger):
 
 logger_class = RedactingLogger
 access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms'
+
+
+def post_worker_init(worker):
+    """Keep garbage collection pauses out of chat turns (see server.wsgi.settle_worker)."""
+    from server.wsgi import settle_worker
+
+    settle_worker()
