@@ -1,15 +1,17 @@
 """Live chat under load: simulated workers chatting through gunicorn + PostgreSQL with a stub bot.
 
-Each of ``--workers`` threads is one worker: it arrives on its own HIT, consents (the form post
-with its CSRF field), and goes through its chat slots as a person would — topic, sentiment, a
-message every ``--min-gap``…``--max-gap`` seconds, the ratings after ``--turns-per-slot``
-messages — until ``--duration`` seconds have passed. The bots are one stub OpenAI-compatible
-server on loopback that answers after exactly ``--bot-latency`` seconds and records, per
+Each of ``--workers`` coroutines (one asyncio loop, one keep-alive connection each) is one
+worker: it arrives on its own HIT at a random moment of the first ``--ramp`` seconds, consents
+(the form post with its CSRF field), and goes through its chat slots as a person would — topic
+and sentiment, a message every ``--min-gap``…``--max-gap`` seconds, after ``--turns-per-slot``
+messages the seven sliders one at a time (``--click-gap`` seconds before each click) — until
+``--duration`` seconds have passed. The bots are one stub OpenAI-compatible server on loopback,
+in its own process, that answers after exactly ``--bot-latency`` seconds and records, per
 message, how long it held the request; the *server overhead* of a chat turn is the worker's
 round trip minus that time. Afterwards every turn the server acknowledged (HTTP 200 with the
 turn in it) is looked up in the database: a missing one is a *lost turn*.
 
-Everything runs on loopback and is bounded: worker threads stop at the deadline, every HTTP call
+Everything runs on loopback and is bounded: workers stop at the deadline, every HTTP call
 has a timeout, and the run is abandoned ``--grace`` seconds after the deadline. The PostgreSQL
 database is created for the run from ``--postgres`` (default: the test server) and dropped after.
 
@@ -99,6 +101,14 @@ class StubBotProcess:
 
 class _StubHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Like any real bot server: no Nagle delay, and the reply in one write. (Headers and body in two
+    # writes with Nagle on waited for the client's delayed ACK: 20-40 ms that are no one's overhead.)
+    disable_nagle_algorithm = True
+
+    def _reply(self, body: bytes) -> None:
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                f"Date: {self.date_time_string()}\r\n\r\n").encode()
+        self.wfile.write(head + body)
 
     def do_POST(self):
         started = time.perf_counter()
@@ -111,11 +121,7 @@ class _StubHandler(BaseHTTPRequestHandler):
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 5, "total_tokens": 6},
         }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
+        self._reply(reply)
         mark = MARK.search(last)
         if mark:
             with self.server.lock:
@@ -127,11 +133,7 @@ class _StubHandler(BaseHTTPRequestHandler):
                 reply = json.dumps(self.server.held).encode()
         else:
             reply = json.dumps({"object": "list", "data": [{"id": s, "object": "model"} for s in SYSTEMS]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
+        self._reply(reply)
 
     def log_message(self, *args):
         pass
@@ -344,7 +346,7 @@ class Worker:
 
     async def work(self) -> None:
         hit = self.index + 1
-        if not await self.pause(self.rng.uniform(0, self.args.max_gap)):  # people do not all arrive at once
+        if not await self.pause(self.rng.uniform(0, self.args.ramp)):  # people do not all arrive at once
             return
         page = await self.http.request("GET", f"/s/load/hit/{hit}?workerId=W{hit}&assignmentId=A{hit}&hitId=h{hit}")
         while page.status in (301, 302, 303) and "location" in page.headers:
@@ -370,9 +372,10 @@ class Worker:
 
     async def slot(self, task: str, unit: dict) -> bool:
         """One chatbot: topic, the turns, the ratings; False when the deadline has come."""
-        if not (await self.answer(task, unit, "topic", "travel")
-                and await self.answer(task, unit, "topic_sentiment", "like")):
-            return False
+        for question, value in (("topic", "travel"), ("topic_sentiment", "like")):
+            if not (await self.pause(self.rng.uniform(*self.args.click_gap))
+                    and await self.answer(task, unit, question, value)):
+                return False
         uid = unit["unit_id"]
         for _ in range(self.args.turns_per_slot):
             if not await self.pause(self.rng.uniform(self.args.min_gap, self.args.max_gap)):
@@ -395,8 +398,9 @@ class Worker:
                 return False
             self.tally.turns.append((mark, took))
             self.tally.sent_at[mark] = sent
-        for c in unit["criteria"]:
-            if not await self.answer(task, unit, c["question"], str(self.rng.randint(0, 100))):
+        for c in unit["criteria"]:  # one slider at a time, as a person moves them
+            if not (await self.pause(self.rng.uniform(*self.args.click_gap))
+                    and await self.answer(task, unit, c["question"], str(self.rng.randint(0, 100)))):
                 return False
         return True
 
@@ -477,6 +481,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-gap", type=float, default=3.0, help="shortest pause between a worker's turns (s)")
     parser.add_argument("--max-gap", type=float, default=8.0, help="longest pause between a worker's turns (s)")
     parser.add_argument("--turns-per-slot", type=int, default=10, help="messages per chatbot before rating it")
+    parser.add_argument("--click-gap", type=float, nargs=2, default=(1.0, 3.0), metavar=("MIN", "MAX"),
+                        help="pause before each topic choice and each slider (s): a person reads, then clicks")
+    parser.add_argument("--ramp", type=float, default=30.0,
+                        help="workers arrive at random times over this many seconds at the start")
     parser.add_argument("--bot-latency", type=float, default=0.5, help="the stub bot's fixed reply time (s)")
     parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes")
     # A chat turn holds its thread for the bot's latency but a database connection only for its two short

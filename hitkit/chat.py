@@ -248,8 +248,9 @@ def _store_reply(session: Session, ctx: StudyContext, owed: _Owed, text: str) ->
     turns = _turns(session, conversation)
     if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
         return None, _state_of(ctx, owed.assignment_id, owed.unit_id, conversation, turns)
-    system_id = session.scalar(select(System.id).where(System.study_id == ctx.study_id,
-                                                       System.name == owed.system))
+    # The system's id as a subquery of the INSERT: one statement, not a lookup and an insert.
+    system_id = (select(System.id).where(System.study_id == ctx.study_id, System.name == owed.system)
+                 .scalar_subquery())
     turn = Turn(conversation_id=conversation.id, index=len(turns), speaker="bot",
                 system_id=system_id, text=str(text), created_at=utcnow())
     session.add(turn)

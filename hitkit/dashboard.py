@@ -601,15 +601,13 @@ def block_worker(database_url: str, ctx: StudyContext, worker_id: int, reason: s
         external_id = worker.external_id
         already = worker.blocked
         worker.blocked = True
-    provider_block = getattr(ctx.provider, "block_worker", None)
-    cap = getattr(ctx.provider, "cap_worker", None)
-    if callable(provider_block):
-        provider_block(external_id, reason)
-        where = "hitkit and the provider"
-    elif callable(cap):
-        # MTurk: the study's cap qualification keeps the worker from finding its HITs at all.
-        cap(external_id)
-        where = "hitkit and the provider (the study's cap qualification)"
+    from hitkit.providers.base import CrowdProvider
+
+    if type(ctx.provider).cap_worker is not CrowdProvider.cap_worker:
+        # The provider's own cap (MTurk: the study's cap qualification; Prolific: the blocklist
+        # group) keeps the worker from being offered the study's work at all.
+        ctx.provider.cap_worker(external_id)
+        where = "hitkit and the provider (the study's cap)"
     else:
         where = "hitkit"
     with session_scope(database_url) as session:

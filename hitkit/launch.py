@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from hitkit.config import StudyConfig, load_study
 from hitkit.db.migrate import upgrade
-from hitkit.db.models import Event, Study, Unit
+from hitkit.db.models import Conversation, Event, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.export import export_study
@@ -72,6 +73,12 @@ def progress(database_url: str, study_id: int) -> tuple[int, int]:
         required = dict(session.execute(select(Unit.id, Unit.required_answers).where(Unit.study_id == study_id)).all())
         counts = unit_answer_counts(session, study_id)
     return sum(min(n, counts.get(uid, 0)) for uid, n in required.items()), sum(required.values())
+
+
+def chat_turns(session: Session, study_id: int) -> int:
+    """Messages workers have typed in the study's live chats so far."""
+    return session.scalar(select(func.count()).select_from(Turn).join(Conversation)
+                          .where(Conversation.study_id == study_id, Turn.speaker == "worker"))
 
 
 RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots")
@@ -196,6 +203,8 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
             with session_scope(url) as session:
                 status = session.get(Study, ctx.study_id).status
                 blocked = budget_blocked(session, ctx) if status == "running" else 0
+                if config.task == "live_chat":  # answers count once a HIT is in; the chat shows sooner
+                    bar.set_postfix_str(f"{chat_turns(session, ctx.study_id)} chat messages", refresh=False)
             if status == "completed":
                 break
             if blocked:

@@ -1,6 +1,7 @@
 """WSGI entry point for gunicorn: ``gunicorn -c ops/gunicorn.conf.py server.wsgi:app``."""
 import gc
 import os
+import sys
 
 from server import create_app
 
@@ -28,3 +29,4 @@ def settle_worker() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)
+    sys.setswitchinterval(float(os.environ.get("HITKIT_SWITCH_INTERVAL_S", "0.0005")))

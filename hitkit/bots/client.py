@@ -140,6 +140,13 @@ class BotClient:
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=config.max_concurrency)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+        # The environment's proxies and CA bundle are read once here, not on every reply: requests'
+        # trust_env walks os.environ and looks for ~/.netrc on each call (about 1 ms of a chat turn).
+        if session is None:
+            self._session.proxies.update(requests.utils.get_environ_proxies(self.endpoint))
+            self._session.verify = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+                                    or True)
+            self._session.trust_env = False
         self._headers = {"Content-Type": "application/json"}
         if config.api_key_env:
             key = os.environ.get(config.api_key_env)

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 _engines: dict[str, Engine] = {}
@@ -51,11 +53,41 @@ def create_db_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    # pool_pre_ping lets a web process survive a PostgreSQL restart: dead connections are replaced.
     # A modest pool per process: PostgreSQL's default max_connections (100) is shared by every web
     # worker, the scheduler and the CLI; raise HITKIT_DB_POOL_SIZE where the server allows more.
+    # LIFO keeps the few connections a process needs warm, and only those left idle are pinged.
     size = int(os.environ.get("HITKIT_DB_POOL_SIZE", "5"))
-    return create_engine(url, pool_pre_ping=True, pool_size=size, max_overflow=2 * size, pool_timeout=60)
+    engine = create_engine(url, pool_size=size, max_overflow=2 * size, pool_timeout=60, pool_use_lifo=True)
+    _ping_when_idle(engine, float(os.environ.get("HITKIT_DB_PING_AFTER_S", "0.25")))
+    return engine
+
+
+def _ping_when_idle(engine: Engine, after_s: float) -> None:
+    """Survive a PostgreSQL restart: a pooled connection idle for ``after_s`` is pinged before use.
+
+    A dead one (the server restarted) is replaced at once, so the request never sees it. This is
+    SQLAlchemy's ``pool_pre_ping`` for idle connections only: pinging every checkout cost two round
+    trips a chat turn under load, while a busy connection that died is caught anyway, on its first
+    statement, as a disconnect that makes SQLAlchemy discard the whole pool (that one request
+    answers 503, and the page may send it again).
+    """
+
+    @event.listens_for(engine, "connect")
+    def _connected(_dbapi_conn, record):
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_conn, record):
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_conn, record, _proxy):
+        if time.monotonic() - record.info.get("idle_since", 0.0) < after_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # any failure: let the pool replace the connection and try again
+            raise DisconnectionError(f"a pooled connection was dead ({type(exc).__name__})") from exc
 
 
 def get_engine(url: str) -> Engine:
