@@ -281,7 +281,10 @@ def test_a_missing_token_is_a_clear_error(study, monkeypatch):
         provider(config, secret).sync_submissions()
 
 
-def test_a_participant_at_the_cap_joins_the_blocklist_group_once(tmp_path, database_url, fake, monkeypatch):
+@pytest.fixture
+def capped(tmp_path, database_url, fake, monkeypatch):
+    """An A/B study on Prolific with a cap of one HIT and a blocklist group, its first wave posted:
+    (config, secret, web server, Prolific study id)."""
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
     prolific = {"api_url": fake.url, "blocklist_group": GROUP}
     config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1},
@@ -294,17 +297,22 @@ def test_a_participant_at_the_cap_joins_the_blocklist_group_once(tmp_path, datab
     try:
         tick(database_url, config.study, web.url)
         [sid] = fake.studies
-        take_and_submit(web.url, "PID-cap", sid, fake.start_session("PID-cap", sid))
-        assert fake.groups == {GROUP: ["PID-cap"]}
-        assert fake.calls("POST", f"/participant-groups/{GROUP}/participants/")[0].body == {
-            "participant_ids": ["PID-cap"]}
-        # Handing back the same submission again does not add the participant again.
-        with session_scope(database_url) as s:
-            session_id = s.scalar(select(Assignment.provider_assignment_id))
-        ProlificProvider(config, secret).completion(session_id, {})
-        assert len(fake.calls("POST", f"/participant-groups/{GROUP}/participants/")) == 1
+        yield config, secret, web, sid
     finally:
         web.stop()
+
+
+def test_a_participant_at_the_cap_joins_the_blocklist_group_once(database_url, fake, capped):
+    config, secret, web, sid = capped
+    take_and_submit(web.url, "PID-cap", sid, fake.start_session("PID-cap", sid))
+    assert fake.groups == {GROUP: ["PID-cap"]}
+    assert fake.calls("POST", f"/participant-groups/{GROUP}/participants/")[0].body == {
+        "participant_ids": ["PID-cap"]}
+    # Handing back the same submission again does not add the participant again.
+    with session_scope(database_url) as s:
+        session_id = s.scalar(select(Assignment.provider_assignment_id))
+    ProlificProvider(config, secret).completion(session_id, {})
+    assert len(fake.calls("POST", f"/participant-groups/{GROUP}/participants/")) == 1
 
 
 def test_a_wave_posted_before_a_lost_commit_is_not_posted_twice(tmp_path, database_url, fake, monkeypatch):
@@ -390,27 +398,14 @@ def test_a_whole_study_runs_end_to_end_with_participants_arriving_from_prolific(
 
 
 def test_a_failed_blocklist_call_does_not_fail_the_hand_back_and_the_scheduler_retries_it(
-        tmp_path, database_url, fake, monkeypatch):
-    monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
-    prolific = {"api_url": fake.url, "blocklist_group": GROUP}
-    config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1},
-                                       provider={"kind": "prolific", "prolific": prolific}))
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
-        ctx = create_study(s, config, tmp_path / "study.yaml", secret)
-        s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
-    try:
-        tick(database_url, config.study, web.url)
-        [sid] = fake.studies
-        fake.fail_next(rf"POST /participant-groups/{GROUP}/participants/", 503)
-        submitted = take_and_submit(web.url, "PID-cap", sid, fake.start_session("PID-cap", sid))
-        assert submitted.status_code == 302  # handed back to Prolific all the same
-        assert fake.groups == {}
-        assert tick(database_url, config.study, web.url).capped == 1
-        tick(database_url, config.study, web.url)
-    finally:
-        web.stop()
+        database_url, fake, capped):
+    config, _, web, sid = capped
+    fake.fail_next(rf"POST /participant-groups/{GROUP}/participants/", 503)
+    submitted = take_and_submit(web.url, "PID-cap", sid, fake.start_session("PID-cap", sid))
+    assert submitted.status_code == 302  # handed back to Prolific all the same
+    assert fake.groups == {}
+    assert tick(database_url, config.study, web.url).capped == 1
+    tick(database_url, config.study, web.url)
     assert fake.groups == {GROUP: ["PID-cap"]}
     assert len(fake.calls("POST", f"/participant-groups/{GROUP}/participants/")) == 2  # the failure, the retry
 
