@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import Row, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -121,10 +121,34 @@ def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, u
     return conversation
 
 
-def _turns(session: Session, conversation: Conversation | None) -> list[Turn]:
+TurnLike = Turn | Row
+"""A turn as read (a row of :data:`_TURN_COLUMNS`) or as just stored (a detached Turn)."""
+_TURN_COLUMNS = (Turn.id, Turn.index, Turn.speaker, Turn.text, Turn.created_at)
+
+
+def _turns(session: Session, conversation: Conversation | None) -> list[Row]:
+    """The conversation's turns in order, as plain rows (``.index``, ``.speaker``, ``.text``, ...).
+
+    Rows, not Turn entities: every chat turn reads the whole conversation twice, and the ORM's
+    identity map and instance state are work that nothing here needs.
+    """
     if conversation is None:
         return []
-    return list(session.scalars(select(Turn).where(Turn.conversation_id == conversation.id).order_by(Turn.index)))
+    return list(session.execute(select(*_TURN_COLUMNS).where(Turn.conversation_id == conversation.id)
+                                .order_by(Turn.index)))
+
+
+def _insert_turn(session: Session, conversation_id: int, index: int, speaker: str, text: str,
+                 system_id: Any = None) -> Turn:
+    """Insert one turn with a single statement (no unit-of-work flush); the stored turn, detached."""
+    now = utcnow()
+    values = {"conversation_id": conversation_id, "index": index, "speaker": speaker, "text": text,
+              "created_at": now}
+    if system_id is not None:
+        values["system_id"] = system_id
+    turn_id = session.execute(insert(Turn).values(values).returning(Turn.id)).scalar_one()
+    return Turn(id=turn_id, conversation_id=conversation_id, index=index, speaker=speaker, text=text,
+                created_at=now)
 
 
 def _answered(session: Session, assignment: Assignment, unit: Unit) -> set[str]:
@@ -132,7 +156,7 @@ def _answered(session: Session, assignment: Assignment, unit: Unit) -> set[str]:
                                                                Response.unit_id == unit.id)))
 
 
-def _inputs(turns: Sequence[Turn]) -> int:
+def _inputs(turns: Sequence[TurnLike]) -> int:
     return sum(t.speaker == "worker" for t in turns)
 
 
@@ -147,12 +171,12 @@ def _message(ctx: StudyContext, text: Any, what: str) -> str:
 
 
 def _state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: Conversation | None,
-           turns: Sequence[Turn]) -> ChatState:
+           turns: Sequence[TurnLike]) -> ChatState:
     return _state_of(ctx, assignment.id, unit.id, conversation, turns)
 
 
 def _state_of(ctx: StudyContext, assignment_id: int, unit_id: int, conversation: Conversation | None,
-              turns: Sequence[Turn]) -> ChatState:
+              turns: Sequence[TurnLike]) -> ChatState:
     inputs, least = _inputs(turns), ctx.config.live_chat.min_inputs
     return ChatState(
         unit_id=unit_id, conversation_id=conversation_key(assignment_id, unit_id),
@@ -193,14 +217,11 @@ def _store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id:
     turns = _turns(session, conversation)
     if turns and turns[-1].speaker == "worker":
         raise FlowError("the chatbot has not replied to your last message yet; wait for its reply", 409)
-    turn = Turn(conversation_id=conversation.id, index=len(turns), speaker="worker", text=text,
-                created_at=utcnow())
-    session.add(turn)
-    session.flush()
+    turn = _insert_turn(session, conversation.id, len(turns), "worker", text)
     return turn, _owed(assignment, unit, conversation, [*turns, turn])
 
 
-def _history(turns: Sequence[Turn]) -> list[dict[str, str]]:
+def _history(turns: Sequence[TurnLike]) -> list[dict[str, str]]:
     return [{"role": "user" if t.speaker == "worker" else "assistant", "content": t.text} for t in turns]
 
 
@@ -236,7 +257,7 @@ class _Owed:
     reply_to: int
 
 
-def _owed(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[Turn]) -> _Owed:
+def _owed(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[TurnLike]) -> _Owed:
     return _Owed(conversation.id, assignment.id, unit.id, unit.payload["system"], _history(turns),
                  turns[-1].index)
 
@@ -251,10 +272,7 @@ def _store_reply(session: Session, ctx: StudyContext, owed: _Owed, text: str) ->
     # The system's id as a subquery of the INSERT: one statement, not a lookup and an insert.
     system_id = (select(System.id).where(System.study_id == ctx.study_id, System.name == owed.system)
                  .scalar_subquery())
-    turn = Turn(conversation_id=conversation.id, index=len(turns), speaker="bot",
-                system_id=system_id, text=str(text), created_at=utcnow())
-    session.add(turn)
-    session.flush()
+    turn = _insert_turn(session, conversation.id, len(turns), "bot", str(text), system_id)
     return turn, _state_of(ctx, owed.assignment_id, owed.unit_id, conversation, [*turns, turn])
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
@@ -14,6 +14,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 _engines: dict[str, Engine] = {}
+_factories: dict[str, sessionmaker[Session]] = {}
 _lock = threading.Lock()
 
 
@@ -105,11 +106,23 @@ def dispose_engines() -> None:
         for engine in _engines.values():
             engine.dispose()
         _engines.clear()
+        _factories.clear()
 
 
 def session_factory(url: str) -> sessionmaker[Session]:
-    """A sessionmaker bound to the shared engine of ``url``."""
-    return sessionmaker(get_engine(url), expire_on_commit=False)
+    """The process-wide sessionmaker bound to the shared engine of ``url``.
+
+    Made once per database: each ``sessionmaker`` defines a new Session subclass, with its own
+    event dispatch, and one per request cost every chat turn that and left the classes as cyclic
+    garbage for the collector.
+    """
+    engine = get_engine(url)
+    url = normalise_url(url)
+    with _lock:
+        factory = _factories.get(url)
+        if factory is None or factory.kw["bind"] is not engine:
+            factory = _factories[url] = sessionmaker(engine, expire_on_commit=False)
+        return factory
 
 
 @contextmanager
