@@ -64,10 +64,14 @@ def generate(study_file: Path, no_progress: bool) -> None:
     """Generate the study's bot-bot conversations (resumable: finished ones are kept and skipped)."""
     from hitkit.config import load_study
     from hitkit.generation import generate as run
+    from hitkit.generation import pending
     from hitkit.launch import study_bots
 
     config = load_study(study_file)
-    with study_bots(config, click.echo):
+    if pending(config):
+        with study_bots(config, click.echo):
+            report = run(config, show_progress=not no_progress)
+    else:  # everything is written: no bot server to start (and no models to load)
         report = run(config, show_progress=not no_progress)
     click.echo(f"{report.planned} conversations planned: {report.already_done} were already done, "
                f"{report.generated} generated now; in {config.bot_bot_path}")

@@ -139,11 +139,8 @@ def bots_for(config: StudyConfig, names: Sequence[str]) -> dict[str, Reply]:
     return clients
 
 
-def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, show_progress: bool = True,
-             stop: threading.Event | None = None) -> GenerationReport:
-    """Generate the study's missing bot–bot conversations into ``config.bot_bot_path``."""
-    from tqdm import tqdm
-
+def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], ConversationFile]:
+    """The systems that converse, every planned job, those not yet written, and the output file."""
     gen = config.generation
     if gen is None:
         raise ConfigError("the study file has no 'generation:' section; add one to generate bot–bot conversations")
@@ -158,6 +155,21 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
     out = ConversationFile(config.bot_bot_path)
     done = out.done_ids()
     todo = [j for j in jobs if j.id not in done]
+    return systems, jobs, todo, out
+
+
+def pending(config: StudyConfig) -> int:
+    """How many of the study's bot–bot conversations are still to generate (0: no bot is needed)."""
+    return len(_plan_for(config)[2])
+
+
+def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, show_progress: bool = True,
+             stop: threading.Event | None = None) -> GenerationReport:
+    """Generate the study's missing bot–bot conversations into ``config.bot_bot_path``."""
+    from tqdm import tqdm
+
+    gen = config.generation
+    systems, jobs, todo, out = _plan_for(config)
     report = GenerationReport(planned=len(jobs), already_done=len(jobs) - len(todo))
     if not todo:
         return report

@@ -109,6 +109,22 @@ def record_once(session: Session, study_id: int, kind: str, data: dict) -> bool:
     return True
 
 
+def note_approve_failure(session: Session, study_id: int, assignment_id: int, error: str,
+                         now: dt.datetime) -> None:
+    """One ``approve_failed`` event per assignment and error, counting its attempts.
+
+    A provider that is down for hours fails the same approval on every tick: that is one event
+    whose ``attempts`` and ``last_at`` grow, not one event a tick. A different error is a new event.
+    """
+    for event in session.scalars(select(Event).where(Event.study_id == study_id, Event.kind == "approve_failed")):
+        if event.data.get("assignment") == assignment_id and event.data.get("error") == error:
+            # A new dict, not an in-place change: the JSON column only notices assignment.
+            event.data = {**event.data, "attempts": event.data.get("attempts", 1) + 1, "last_at": now.isoformat()}
+            return
+    session.add(Event(study_id=study_id, kind="approve_failed", actor="scheduler",
+                      data={"assignment": assignment_id, "error": error, "attempts": 1, "last_at": now.isoformat()}))
+
+
 def book_reward(session: Session, ctx: StudyContext, a: Assignment) -> None:
     """The assignment's reward and fee as pending ledger rows, each once (keyed by study and assignment).
 
@@ -183,8 +199,7 @@ def approve_submitted(session: Session, ctx: StudyContext, now: dt.datetime,
             raise  # the database itself failed: the tick cannot go on
         except Exception as exc:  # noqa: BLE001 - a provider failure is this assignment's, not the tick's
             log.warning("approving assignment %s failed (retried next tick): %s", a.id, exc)
-            session.add(Event(study_id=ctx.study_id, kind="approve_failed", actor="scheduler",
-                              data={"assignment": a.id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+            note_approve_failure(session, ctx.study_id, a.id, f"{type(exc).__name__}: {exc}"[:1000], now)
             if report is not None:
                 report.approve_failed += 1
     return approved

@@ -120,6 +120,20 @@ def test_kill_minus_nine_mid_generation_then_resume(tmp_path, degraded_server):
     assert len(ids) == 180 and len(set(ids)) == 180
 
 
+def test_generate_with_nothing_left_to_do_starts_no_bot_server(tmp_path, degraded_server):
+    path = study(tmp_path, degraded_server, conversations_per_pair=1, exchanges=2)
+    generate(load_study(path), show_progress=False)
+    written = load_study(path).bot_bot_path.read_text()
+    # Now ask for a bot server that could never start: a model folder that does not exist.
+    data = yaml.safe_load(path.read_text())
+    data["bots"] = {"serve": {"models": {"ava": str(tmp_path / "no-such-model")}, "port": 1}}
+    path.write_text(yaml.safe_dump(data))
+    done = subprocess.run([sys.executable, "-m", "hitkit.cli", "generate", str(path), "--no-progress"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert load_study(path).bot_bot_path.read_text() == written
+
+
 @pytest.mark.model
 def test_smollm2_systems_generate_bot_bot_conversations_and_resume(tmp_path):
     pytest.importorskip("transformers")

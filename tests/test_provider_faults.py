@@ -212,15 +212,18 @@ def test_prolific_throttling_and_server_errors_on_approval_are_isolated_and_retr
     assert (report.approved, report.approve_failed) == (1, 1)
     assert prolific.submissions[first]["status"] == "AWAITING REVIEW"
     assert prolific.submissions[second]["status"] == "APPROVED"
-    prolific.fail_next(rf"POST /submissions/{first}/transition/", 503)  # the approval itself is refused
-    assert (tick(database_url, "ab-demo", "http://unused.example").approve_failed) == 1
+    for _ in range(2):  # the approval itself is refused, twice: one event that counts its attempts
+        prolific.fail_next(rf"POST /submissions/{first}/transition/", 503)
+        assert (tick(database_url, "ab-demo", "http://unused.example").approve_failed) == 1
     prolific.fail_next(rf"POST /submissions/{first}/transition/", 502, after=True)  # approved, answer lost
     assert tick(database_url, "ab-demo", "http://unused.example").approved == 1
     assert prolific.submissions[first]["status"] == "APPROVED"
     assert ledger(database_url) == {("reward", "paid"): 2, ("fee", "paid"): 2}
     with session_scope(database_url) as s:
         assert {a.status for a in s.scalars(select(Assignment))} == {"approved"}
-        assert len(s.scalars(select(Event).where(Event.kind == "approve_failed")).all()) == 2
+        failures = s.scalars(select(Event).where(Event.kind == "approve_failed").order_by(Event.id)).all()
+        assert [f.data["attempts"] for f in failures] == [1, 2]
+        assert "503" in failures[1].data["error"]
 
 
 def test_prolific_a_crash_between_bonus_recorded_and_paid_is_paid_by_sync_once(tmp_path, database_url, prolific,
