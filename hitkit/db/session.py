@@ -112,9 +112,9 @@ def dispose_engines() -> None:
 def session_factory(url: str) -> sessionmaker[Session]:
     """The process-wide sessionmaker bound to the shared engine of ``url``.
 
-    Made once per database: each ``sessionmaker`` defines a new Session subclass, with its own
-    event dispatch, and one per request cost every chat turn that and left the classes as cyclic
-    garbage for the collector.
+    Made once per database: each ``sessionmaker`` defines a new Session subclass with its own
+    event dispatch. Making one per request cost every request that work, and left the classes as
+    cyclic garbage for the collector to pause the process over.
     """
     engine = get_engine(url)
     url = normalise_url(url)
