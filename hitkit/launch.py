@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -141,7 +141,7 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
     config_path = Path(config_path)
     config = load_study(config_path)
     confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
-    with study_bots(config, echo):
+    with study_bots(config, echo) if needs_bot_server(config) else nullcontext():
         if config.generation is not None:
             from hitkit.generation import generate
 
@@ -150,6 +150,20 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
                  f"{report.generated} generated ({config.bot_bot_path})")
         ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
         return _run(config, config_path, ctx, show_progress, echo, timeout_s, analyse)
+
+
+def needs_bot_server(config: StudyConfig) -> bool:
+    """Whether a launch uses the study's bots: live chat talks to them, other tasks only generate with them.
+
+    A resumed study whose bot–bot conversations are all written starts no bot server (and loads no model).
+    """
+    if config.task == "live_chat":
+        return True
+    if config.generation is None:
+        return False
+    from hitkit.generation import pending
+
+    return pending(config) > 0
 
 
 @contextmanager

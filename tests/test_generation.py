@@ -134,6 +134,20 @@ def test_generate_with_nothing_left_to_do_starts_no_bot_server(tmp_path, degrade
     assert load_study(path).bot_bot_path.read_text() == written
 
 
+def test_a_launch_needs_the_bot_server_only_to_chat_or_to_generate(tmp_path, degraded_server):
+    from hitkit.launch import needs_bot_server
+
+    assert needs_bot_server(load_study(REPO / "examples" / "live_chat.yaml"))
+    path = study(tmp_path, degraded_server, conversations_per_pair=1, exchanges=2)
+    assert needs_bot_server(load_study(path))  # conversations still to generate
+    generate(load_study(path), show_progress=False)
+    assert not needs_bot_server(load_study(path))  # all written: a resumed launch loads no model
+    data = yaml.safe_load(path.read_text())
+    del data["generation"]
+    path.write_text(yaml.safe_dump(data))
+    assert not needs_bot_server(load_study(path))
+
+
 @pytest.mark.model
 def test_smollm2_systems_generate_bot_bot_conversations_and_resume(tmp_path):
     pytest.importorskip("transformers")
