@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -68,10 +69,8 @@ def generate(study_file: Path, no_progress: bool) -> None:
     from hitkit.launch import study_bots
 
     config = load_study(study_file)
-    if pending(config):
-        with study_bots(config, click.echo):
-            report = run(config, show_progress=not no_progress)
-    else:  # everything is written: no bot server to start (and no models to load)
+    # With everything written there is no bot server to start, and no model to load.
+    with study_bots(config, click.echo) if pending(config) else nullcontext():
         report = run(config, show_progress=not no_progress)
     click.echo(f"{report.planned} conversations planned: {report.already_done} were already done, "
                f"{report.generated} generated now; in {config.bot_bot_path}")

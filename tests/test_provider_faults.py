@@ -50,6 +50,17 @@ def prolific():
         yield fake
 
 
+def grant_bonus_then_crash(provider_class, database_url: str, assignment_id: int, amount: Decimal) -> None:
+    """grant_bonus dying as if killed with -9 just after its ledger row was committed: the provider is never asked."""
+    def crashing(self, *args, **kwargs):
+        raise RuntimeError("kill -9 after the ledger row was committed")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(provider_class, "pay_bonus", crashing)
+        with pytest.raises(RuntimeError):
+            grant_bonus(database_url, "ab-demo", assignment_id, amount, REASON)
+
+
 def do_hit(web_url: str, hit_id: int | None, params: dict) -> requests.Response:
     http = requests.Session()
     entry = f"{web_url}/s/ab-demo/hit/{hit_id}" if hit_id else f"{web_url}/s/ab-demo/enter"
@@ -135,7 +146,7 @@ def test_mturk_throttling_server_errors_and_timeouts_are_retried_without_duplica
 
 @pytest.mark.parametrize("crash", ["before the call", "after MTurk paid"])
 def test_mturk_a_crash_between_bonus_recorded_and_paid_is_settled_by_sync_once(tmp_path, database_url, mturk,
-                                                                                monkeypatch, crash):
+                                                                                crash):
     web, _, _ = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}})
     try:
         tick(database_url, "ab-demo", PUBLIC)
@@ -145,15 +156,7 @@ def test_mturk_a_crash_between_bonus_recorded_and_paid_is_settled_by_sync_once(t
         web.stop()
     [a] = assignment_ids(database_url)
     if crash == "before the call":
-        real = MTurkProvider.pay_bonus
-
-        def crashing(self, *args, **kwargs):
-            raise RuntimeError("kill -9 after the ledger row was committed")
-
-        monkeypatch.setattr(MTurkProvider, "pay_bonus", crashing)
-        with pytest.raises(RuntimeError):
-            grant_bonus(database_url, "ab-demo", a, Decimal("0.75"), REASON)
-        monkeypatch.setattr(MTurkProvider, "pay_bonus", real)
+        grant_bonus_then_crash(MTurkProvider, database_url, a, Decimal("0.75"))
         assert mturk.bonuses == []
     else:
         # MTurk pays, then every answer (and every retry's) is lost: hitkit cannot know it paid.
@@ -226,8 +229,7 @@ def test_prolific_throttling_and_server_errors_on_approval_are_isolated_and_retr
         assert "503" in failures[1].data["error"]
 
 
-def test_prolific_a_crash_between_bonus_recorded_and_paid_is_paid_by_sync_once(tmp_path, database_url, prolific,
-                                                                               monkeypatch):
+def test_prolific_a_crash_between_bonus_recorded_and_paid_is_paid_by_sync_once(tmp_path, database_url, prolific):
     web, config, secret = start(tmp_path, database_url, {"kind": "prolific", "prolific": {"api_url": prolific.url}})
     try:
         tick(database_url, "ab-demo", web.url)
@@ -236,15 +238,7 @@ def test_prolific_a_crash_between_bonus_recorded_and_paid_is_paid_by_sync_once(t
     finally:
         web.stop()
     [a] = assignment_ids(database_url)
-    real = ProlificProvider.pay_bonus
-
-    def crashing(self, *args, **kwargs):
-        raise RuntimeError("kill -9 after the ledger row was committed")
-
-    monkeypatch.setattr(ProlificProvider, "pay_bonus", crashing)
-    with pytest.raises(RuntimeError):
-        grant_bonus(database_url, "ab-demo", a, Decimal("1.25"), REASON)
-    monkeypatch.setattr(ProlificProvider, "pay_bonus", real)
+    grant_bonus_then_crash(ProlificProvider, database_url, a, Decimal("1.25"))
     assert prolific.paid == [] and ledger(database_url)[("bonus", "pending")] == 1
     report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)
     assert len(report.bonuses_paid) == 1 and len(prolific.paid) == 1
