@@ -7,16 +7,14 @@ from decimal import Decimal
 from pathlib import Path
 
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from hitkit import tokens
 from hitkit.config import StudyConfig
 from hitkit.db.models import Conversation, Event, Hit, HitUnit, Study, System, Turn, Unit
-from hitkit.db.session import normalise_url
 from hitkit.errors import HitkitError
 from hitkit.money import hit_cost
 from hitkit.providers import CrowdProvider, make_provider
+from hitkit.secret import resolve_secret as deployment_secret
 from hitkit.tasks import task_for
 from hitkit.tasks.base import Material, TaskType
 
@@ -51,13 +49,8 @@ class StudyContext:
 
 
 def resolve_secret(db_url: str) -> str:
-    """The server secret: HITKIT_SECRET, else a file kept beside the SQLite database or in ~/.config."""
-    url = make_url(normalise_url(db_url))
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        path = Path(url.database).with_name("hitkit.secret")
-    else:
-        path = Path.home() / ".config" / "hitkit" / "secret"
-    return tokens.load_or_create_secret(path)
+    """The server secret: HITKIT_SECRET, else the one kept in the database (see :mod:`hitkit.secret`)."""
+    return deployment_secret(db_url)
 
 
 @dataclass(frozen=True)

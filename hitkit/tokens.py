@@ -9,9 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import secrets
-from pathlib import Path
 
 
 def _b64(data: bytes) -> str:
@@ -58,18 +56,3 @@ def read_assignment_token(secret: str, token: str) -> tuple[int, str] | None:
 def new_nonce() -> str:
     """A fresh random nonce for an assignment token."""
     return secrets.token_hex(8)
-
-
-def load_or_create_secret(path: Path) -> str:
-    """HITKIT_SECRET if set, else a secret kept in ``path`` (created once, readable by owner only)."""
-    env = os.environ.get("HITKIT_SECRET")
-    if env:
-        return env
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    value = secrets.token_hex(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value + "\n")
-    return value

@@ -38,7 +38,7 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
                static_url_path="/static")
     app.config.update(
         HITKIT_DATABASE_URL=database_url,
-        HITKIT_SECRET=secret or resolve_secret(database_url),
+        HITKIT_SECRET=security.check_secret(secret) if secret is not None else resolve_secret(database_url),
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
     )
     from server.chat import bp as chat_bp

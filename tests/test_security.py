@@ -479,13 +479,14 @@ def test_no_hitkit_module_imports_flask():
 def test_an_exception_is_logged_with_the_token_redacted(tmp_path, caplog):
     from server import create_app
 
-    app = create_app(f"sqlite:///{tmp_path / 'none.db'}", "secret")
+    secret = "an-exception-test-secret-0123456789abcdef"
+    app = create_app(f"sqlite:///{tmp_path / 'none.db'}", secret)
 
     @app.get("/a/<study>/<token>/boom")
     def boom(study: str, token: str):
         raise RuntimeError("boom")
 
-    token = tokens.assignment_token("secret", 7, "abcdef0123456789")
+    token = tokens.assignment_token(secret, 7, "abcdef0123456789")
     with caplog.at_level("ERROR"):
         assert app.test_client().get(f"/a/s/{token}/boom").status_code == 500
     logged = "\n".join(r.getMessage() for r in caplog.records)

@@ -258,3 +258,16 @@ class Event(Base):
     actor: Mapped[str] = mapped_column(String(32))  # server, scheduler, cli, provider
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Setting(Base):
+    """A deployment-wide value every process and host must agree on, written once and then read.
+
+    Holds the embedded default's signing secret (``secret``, created by the first process to start,
+    see :mod:`hitkit.secret`) and the dashboard's session generation (bumped by logout).
+    """
+
+    __tablename__ = "setting"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
