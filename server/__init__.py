@@ -75,8 +75,10 @@ def _guard(app: Flask) -> None:
     @app.before_request
     def _limit_and_check():
         token = (request.view_args or {}).get("token")
-        if token is not None and tokens.read_assignment_token(secret, token) is not None:
-            wait = per_token.take("t:" + token)
+        genuine = tokens.read_assignment_token(secret, token) if token is not None else None
+        if genuine is not None:
+            # Keyed by what the token means, not how it is spelt (decoding is canonical anyway).
+            wait = per_token.take("t:%d:%s" % genuine)
         elif token is not None or request.path.startswith("/s/"):
             wait = per_address.take("a:" + (request.remote_addr or ""))  # arrivals and forged tokens
         else:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -379,6 +380,43 @@ def test_a_flood_from_one_worker_gets_429_then_recovers_without_slowing_others(t
         web.stop()
     with session_scope(database_url) as s:
         assert s.scalar(select(func.count()).select_from(Assignment)) == 2
+
+
+def spellings(token: str) -> list[str]:
+    """Other spellings of ``token`` that a lenient base64 decoder reads as the same bytes."""
+    body, mac = token.split(".")
+    flipped = mac[:-1] + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[
+        ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".index(mac[-1]) ^ 1)]
+    return [token + "==", token + "=", f"{body}.~~{mac}", f"{body}=.{mac}", f"{body}.{mac}~", f"{body}..{mac}",
+            f"{body}.{mac}".replace("-", "+").replace("_", "/"), f"{body}.{mac}\n", f"{body}.{mac[:-2]}",
+            f"{body}.{flipped}"]
+
+
+def test_a_token_has_one_spelling_and_every_other_is_refused():
+    secret = "canonical-token-test-secret-0123456789"
+    token = tokens.assignment_token(secret, 42, "0123456789abcdef")
+    assert tokens.read_assignment_token(secret, token) == (42, "0123456789abcdef")
+    variants = [v for v in spellings(token) if v != token]
+    assert variants and all(tokens.read_assignment_token(secret, v) is None for v in variants)
+    invite = tokens.sign(secret, "invite", "annotator-001")
+    assert tokens.verify(secret, "invite", invite + "=") is None and tokens.verify(secret, "invite", invite)
+
+
+def test_variants_of_a_rate_limited_token_get_no_fresh_bucket(tmp_path, database_url, monkeypatch):
+    monkeypatch.setenv("HITKIT_RATE_LIMIT", "0.5/4")
+    web, _ = serve(tmp_path, database_url, pairwise_study(tmp_path, database_url))
+    try:
+        task = arrive(web.url, "ab-demo", "W-variants", consent=False)
+        token = token_of(task)
+        codes = [requests.get(task + "state").status_code for _ in range(6)]
+        assert codes[-1] == 429
+        base = task[: -len(token) - 1]
+        variant_codes = [requests.get(f"{base}/{quote(v, safe='')}/state").status_code for v in spellings(token)]
+        assert 200 not in variant_codes and all(c < 500 for c in variant_codes), variant_codes
+    finally:
+        web.stop()
+    with session_scope(database_url) as s:
+        assert s.scalar(select(func.count()).select_from(Response)) == 0
 
 
 def test_behind_a_trusted_proxy_each_client_address_has_its_own_entry_bucket(tmp_path, database_url,
