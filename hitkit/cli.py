@@ -262,12 +262,12 @@ def _database_option(f):
 @click.option("--threads", default=16, show_default=True, type=int)
 def serve(database_url: str, host: str, port: int, threads: int) -> None:
     """Serve the worker pages of every study in the database (waitress; use gunicorn in production)."""
-    from waitress import serve as waitress_serve
-
     from server import create_app
+    from server.embedded import make_server
 
-    click.echo(f"Serving on http://{host}:{port}")
-    waitress_serve(create_app(database_url), host=host, port=port, threads=threads)
+    web = make_server(create_app(database_url), host, port, threads)
+    click.echo(f"Serving on http://{host}:{getattr(web, 'effective_port', port)}")
+    web.run()
 
 
 @main.command()

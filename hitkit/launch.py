@@ -39,12 +39,10 @@ class WebServer:
     """hitkit's worker pages on a waitress server in a background thread (the embedded default)."""
 
     def __init__(self, database_url: str, host: str, port: int, threads: int, secret: str):
-        from waitress import create_server
-
         from server import create_app
+        from server.embedded import make_server
 
-        self._server = create_server(create_app(database_url, secret), host=host, port=port, threads=threads,
-                                     connection_limit=max(100, threads * 8), channel_timeout=60)
+        self._server = make_server(create_app(database_url, secret), host, port, threads)
         self.url = f"http://{host}:{self._server.effective_port}"
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="hitkit-web", daemon=True)

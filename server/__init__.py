@@ -49,15 +49,21 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
     app.register_blueprint(chat_bp)
     app.register_blueprint(dashboard_bp)
     _guard(app)
-    hops = os.environ.get("HITKIT_PROXY_HOPS", "0").strip() or "0"
-    if not hops.isdigit():
-        raise ConfigError(f"HITKIT_PROXY_HOPS is {hops!r}; give the number of reverse proxies in front, e.g. 1")
-    hops = int(hops)
+    hops = proxy_hops()
     if hops:
         # Behind nginx every request comes from nginx: trust its X-Forwarded-For for the client's
         # address (the per-address rate limit), and only as many hops as there are proxies.
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)
     return app
+
+
+def proxy_hops() -> int:
+    """HITKIT_PROXY_HOPS: how many reverse proxies stand in front (ops/nginx: 1), 0 when unset."""
+    hops = os.environ.get("HITKIT_PROXY_HOPS", "0").strip() or "0"
+    if not (hops.isascii() and hops.isdigit()) or int(hops) > 5:
+        raise ConfigError(f"HITKIT_PROXY_HOPS is {hops!r}; give the number of reverse proxies in front, "
+                          "e.g. 1 behind ops/nginx/hitkit.conf, 0 without a proxy")
+    return int(hops)
 
 
 def _guard(app: Flask) -> None:

@@ -1,0 +1,102 @@
+"""The embedded server (waitress, as `hitkit serve` and `hitkit launch` run it) stays up while one
+client holds hundreds of idle or half-sent connections (slowloris); loopback only, bounded loops."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from contextlib import ExitStack
+
+import pytest
+import requests
+
+from server.embedded import CONNECTION_LIMIT, PER_ADDRESS_CONNECTIONS, make_server
+from tests.studies import pairwise_study
+from tests.test_security import arrive, serve
+
+
+def open_idle(host: str, port: int, count: int, stack: ExitStack) -> list[socket.socket]:
+    """``count`` connections that never finish a request: half send nothing, half stop mid-headers."""
+    socks = []
+    for i in range(count):
+        sock = stack.enter_context(socket.create_connection((host, port), timeout=5))
+        if i % 2:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        socks.append(sock)
+    return socks
+
+
+def timed_get(url: str, **kwargs) -> tuple[int, float]:
+    start = time.monotonic()
+    response = requests.get(url, timeout=10, **kwargs)
+    return response.status_code, time.monotonic() - start
+
+
+def test_200_idle_connections_from_one_client_do_not_stop_real_requests(tmp_path, database_url):
+    web, _ = serve(tmp_path, database_url, pairwise_study(tmp_path, database_url))
+    host, port = "127.0.0.1", int(web.url.rsplit(":", 1)[1])
+    try:
+        with ExitStack() as stack:
+            open_idle(host, port, 200, stack)
+            time.sleep(0.5)  # let the server accept (and, over the per-address cap, shed) them
+            results = [timed_get(f"{web.url}/health") for _ in range(10)]
+            task = arrive(web.url, "ab-demo", "W-during-slowloris")
+            state = requests.get(task + "state", timeout=10)
+        assert [code for code, _ in results] == [200] * 10
+        assert max(seconds for _, seconds in results) < 3, results
+        assert state.status_code == 200 and state.json()["units"]
+    finally:
+        web.stop()
+
+
+def test_a_client_over_its_connection_cap_loses_its_own_idle_connections_first(tmp_path):
+    """With a cap of 20 per address, 200 idle sockets leave the server holding about 20 of them;
+    the others are closed by the server (the client reads end-of-file), and requests still pass."""
+    from flask import Flask
+
+    app = Flask("probe")
+    app.get("/health")(lambda: "ok")
+    server = make_server(app, "127.0.0.1", 0, 4, per_address=20)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    port = server.effective_port
+    try:
+        with ExitStack() as stack:
+            socks = open_idle("127.0.0.1", port, 200, stack)
+            status, seconds = timed_get(f"http://127.0.0.1:{port}/health")
+            assert status == 200 and seconds < 3
+            deadline = time.monotonic() + 10
+            while len(server.active_channels) > 21 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(server.active_channels) <= 21
+            closed = 0
+            for sock in socks:
+                sock.settimeout(0.05)
+                try:
+                    closed += sock.recv(1) == b""
+                except (TimeoutError, socket.timeout):
+                    pass
+                except OSError:
+                    closed += 1
+            assert closed >= 170
+    finally:
+        server.close()
+        thread.join(5)
+
+
+def test_the_embedded_server_settings_are_deliberate():
+    from server.embedded import waitress_options
+
+    options = waitress_options(16)
+    assert options["connection_limit"] == CONNECTION_LIMIT >= 5 * PER_ADDRESS_CONNECTIONS
+    assert options["asyncore_use_poll"] is True  # select() cannot watch descriptors above 1023
+    assert options["channel_timeout"] <= 60 and options["cleanup_interval"] <= 10
+    assert options["max_request_body_size"] == 64 * 1024
+
+
+@pytest.mark.parametrize("hops, cleared", [("0", True), ("1", False)])
+def test_waitress_leaves_forwarded_headers_to_the_app_only_behind_a_proxy(monkeypatch, hops, cleared):
+    from server.embedded import waitress_options
+
+    monkeypatch.setenv("HITKIT_PROXY_HOPS", hops)
+    assert waitress_options(4)["clear_untrusted_proxy_headers"] is cleared
