@@ -17,8 +17,19 @@ worker_class = "gthread"
 # threads, not cores, bound how many chats are served at once: 300 workers typing every 3-8 s to
 # bots answering in 0.5 s keep about 30 turns in flight. Threads are cheap while they wait.
 threads = int(os.environ.get("HITKIT_WEB_THREADS", "32"))
-timeout = 60
+timeout = 60  # a worker process whose main loop stops answering for 60 s is replaced
 graceful_timeout = 20
+# Slow and idle clients (slowloris): the gthread worker lends each new connection a thread for up to
+# 5 s while it waits for the first bytes, then parks it; but a client that stops half-way through its
+# headers or body keeps its thread, and gunicorn has no per-read timeout. So gunicorn never faces
+# clients: it binds loopback (HITKIT_BIND) behind ops/nginx/hitkit.conf, which times out slow
+# clients (client_header_timeout, client_body_timeout, send_timeout), caps connections per address
+# and passes on only complete requests (proxy_request_buffering). The caps below bound what gets through.
+worker_connections = int(os.environ.get("HITKIT_WEB_CONNECTIONS", "1000"))  # open connections per worker
+backlog = 2048
+limit_request_line = 8190       # request line, bytes (gunicorn's default, kept explicit)
+limit_request_fields = 100      # header fields per request
+limit_request_field_size = 8190  # bytes per header field
 # Workers type a message every few seconds: an idle keep-alive connection must outlive that pause, or
 # the browser's next message races the server's close. 75 s is nginx's default keepalive_timeout.
 keepalive = int(os.environ.get("HITKIT_KEEPALIVE_S", "75"))

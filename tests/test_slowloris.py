@@ -100,3 +100,19 @@ def test_waitress_leaves_forwarded_headers_to_the_app_only_behind_a_proxy(monkey
 
     monkeypatch.setenv("HITKIT_PROXY_HOPS", hops)
     assert waitress_options(4)["clear_untrusted_proxy_headers"] is cleared
+
+
+def test_gunicorn_binds_loopback_behind_nginx_which_times_out_slow_clients():
+    import re
+    import runpy
+
+    from tests.studies import REPO
+
+    config = runpy.run_path(str(REPO / "ops/gunicorn.conf.py"))
+    assert config["bind"].startswith("127.0.0.1:") and config["worker_connections"] >= config["threads"]
+    nginx = (REPO / "ops/nginx/hitkit.conf").read_text()
+    for directive, most in (("client_header_timeout", 30), ("client_body_timeout", 30), ("send_timeout", 60)):
+        seconds = re.search(rf"^\s*{directive} (\d+)s;", nginx, re.MULTILINE)
+        assert seconds and int(seconds.group(1)) <= most, directive
+    assert re.search(r"^\s*limit_conn hitkit_per_client \d+;", nginx, re.MULTILINE)
+    assert re.search(r"^\s*proxy_request_buffering on;", nginx, re.MULTILINE)
