@@ -27,6 +27,7 @@ from hitkit.db.models import (
 )
 from hitkit.errors import HitkitError
 from hitkit.progress import progress
+from hitkit.security import neutralise_formula
 from hitkit.study import StudyContext
 
 EXPORT_VERSION = 3  # 2: feedback.csv; 3: payments.csv, study.json, Parquet beside every CSV
@@ -101,8 +102,22 @@ def resolve_formats(fmt: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def neutralise_formulas(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every text cell passed through :func:`hitkit.security.neutralise_formula`;
+    numeric columns are untouched and keep their type."""
+    fixed = table.copy()
+    for column in fixed.columns:
+        if fixed[column].dtype == object or pd.api.types.is_string_dtype(fixed[column].dtype):
+            fixed[column] = fixed[column].map(neutralise_formula)
+    return fixed
+
+
 def write_table(table: pd.DataFrame, out: Path, name: str, formats: Iterable[str]) -> list[Path]:
-    """Write ``table`` as ``NAME.csv`` and/or ``NAME.parquet`` in ``out``; return the paths."""
+    """Write ``table`` as ``NAME.csv`` and/or ``NAME.parquet`` in ``out``; return the paths.
+
+    Both formats carry the same, formula-neutralised text (a worker's ``=HYPERLINK(…)`` arrives as
+    ``'=HYPERLINK(…)``), so whichever a coordinator opens in a spreadsheet runs nothing."""
+    table = neutralise_formulas(table)
     written = []
     for fmt in formats:
         path = out / f"{name}.{fmt}"
