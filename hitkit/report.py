@@ -620,8 +620,27 @@ def render_html(inp: ReportInput, sections: Sequence[Section], methods: str) -> 
     return "\n".join(parts)
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]|!~#])")
+_MD_BLOCK_START = re.compile(r"^(\s*)([+\-=])|^(\s*\d{1,9})([.)])(?=\s|$)")
+
+
+def md_text(value: object, paragraph: bool = False) -> str:
+    """``value`` as Markdown that renders as the same plain text: no raw HTML (``<``, ``>``, ``&`` become
+    entities), no links, images, emphasis or code (their punctuation is backslash-escaped), no list,
+    quote or heading from its first character (``paragraph``: text that starts a line), and on one
+    line. Worker ids, comments and every other string from the data go through it; CommonMark shows
+    the escaped characters as themselves."""
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = " ".join(text.splitlines()) if ("\n" in text or "\r" in text) else text
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    if not paragraph:
+        return text
+    return _MD_BLOCK_START.sub(lambda m: f"{m.group(1)}\\{m.group(2)}" if m.group(2) else f"{m.group(3)}\\{m.group(4)}",
+                               text, count=1)
+
+
 def _md_cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ")
+    return md_text(value)
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -636,20 +655,20 @@ def markdown_table(table: pd.DataFrame) -> str:
 def render_markdown(inp: ReportInput, sections: Sequence[Section], methods: str,
                     figure_links: dict[str, str]) -> str:
     """The Markdown summary: every section's text and tables (long ones cut), figures linked."""
-    lines = [f"# hitkit report: {inp.study}", "", f"{TASK_TITLES.get(inp.task, inp.task)}", ""]
+    lines = [f"# hitkit report: {md_text(inp.study)}", "", f"{md_text(TASK_TITLES.get(inp.task, inp.task))}", ""]
     for section in sections:
         if section.raw:
             lines += [section.markdown, ""]
             continue
-        lines += [f"## {section.title}", ""]
+        lines += [f"## {md_text(section.title)}", ""]
         for text in section.text:
-            lines += [text, ""]
+            lines += [md_text(text, paragraph=True), ""]
         for fig in section.figures:
             if fig.name in figure_links:
                 lines += [f"![{_md_cell(fig.caption)}]({figure_links[fig.name]})", ""]
         for caption, table in section.tables:
             if caption:
-                lines += [f"**{caption}**", ""]
+                lines += [f"**{md_text(caption)}**", ""]
             shown = table.head(_LONG_TABLE)
             lines += [markdown_table(shown), ""]
             if len(table) > _LONG_TABLE:

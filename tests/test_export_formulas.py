@@ -75,3 +75,25 @@ def test_no_exported_text_cell_starts_a_formula_and_numbers_stay_numbers(tmp_pat
 def test_the_neutraliser_on_plain_values(value, expected):
     assert security.neutralise_formula(value) == expected
     assert security.neutralise_formula(security.neutralise_formula(value)) == expected
+
+
+HOSTILE_TEXT = ['<img src=x onerror=alert(1)>', '<script>alert("x")</script>', '[prize](http://evil.example/)',
+                '![t](http://evil.example/t.png)', '# Approve me', '- fake | row', '**bold** `code`', 'A & B']
+
+
+def test_the_markdown_report_shows_worker_text_as_text_never_as_html_or_links(tmp_path):
+    from markdown_it import MarkdownIt
+
+    from hitkit.report import ReportInput, Section, render_markdown
+
+    workers = pd.DataFrame({"worker_id": HOSTILE_TEXT, "answers": range(len(HOSTILE_TEXT))})
+    section = Section("Workers " + HOSTILE_TEXT[0], text=HOSTILE_TEXT, tables=[(HOSTILE_TEXT[2], workers)])
+    markdown = render_markdown(ReportInput("pairwise", {}, {}, info={"study": HOSTILE_TEXT[1]}), [section],
+                               "methods", {})
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    for tag in ("<img", "<script", "<a ", "<h1>Approve", "<strong>bold", "<code>", "<li>fake"):
+        assert tag not in rendered, tag
+    for text in HOSTILE_TEXT:  # each is shown, as the very text the worker typed
+        shown = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+        assert shown in rendered, text
+    assert rendered.count("<td>") >= 2 * len(HOSTILE_TEXT)  # still one table, one row per worker
