@@ -54,6 +54,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.study import StudyContext
 from hitkit.tasks.live_chat import SCORE_PREFIX, conversation_key
+from hitkit.validation import check_topic_change
 
 Reply = Callable[[list[dict[str, str]]], str]
 """A bot: OpenAI-style history (``{"role": "user" | "assistant", "content": ...}``) in, reply text out."""
@@ -283,6 +284,7 @@ def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int,
         raise AnswerError(f"a topic change is made by 'worker' or 'bot', not {by!r}")
     assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
     conversation = _conversation(session, ctx, assignment, unit, create=True)
+    check_topic_change(conversation.meta, topic)
     change = {"by": by, "at_turn": len(_turns(session, conversation)),
               "topic": _message(ctx, topic, "topic") if topic is not None else None,
               "time": utcnow().isoformat()}

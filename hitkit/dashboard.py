@@ -49,7 +49,8 @@ from hitkit.db.models import (
     Worker,
     utcnow,
 )
-from hitkit.db.session import session_scope
+from hitkit.db import settings
+from hitkit.db.session import get_engine, session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.money import cents, flat_fee
 from hitkit.study import StudyContext, unit_answer_counts
@@ -116,21 +117,44 @@ def credentials_from_env(environ: Mapping[str, str]) -> Credentials | None:
     return Credentials(user, password, hashed)
 
 
-def session_token(secret: str, creds: Credentials, now: float | None = None) -> str:
-    """A signed session for the coordinator that expires after :data:`SESSION_HOURS`."""
+def session_token(secret: str, creds: Credentials, generation: int = 0, now: float | None = None) -> str:
+    """A signed session for the coordinator that expires after :data:`SESSION_HOURS`, or sooner when
+    the coordinator logs out (``generation``: :func:`session_generation` when it was made)."""
     expires = int((now if now is not None else time.time()) + SESSION_HOURS * 3600)
-    return tokens.sign(secret, f"dashboard:{creds.fingerprint}", f"{expires}:{secrets.token_hex(8)}")
+    return tokens.sign(secret, f"dashboard:{creds.fingerprint}", f"{expires}:{generation}:{secrets.token_hex(8)}")
 
 
-def session_valid(secret: str, creds: Credentials, token: str | None, now: float | None = None) -> bool:
-    """True for a genuine, unexpired session made for the current credentials."""
+def session_valid(secret: str, creds: Credentials, token: str | None, generation: int = 0,
+                  now: float | None = None) -> bool:
+    """True for a genuine, unexpired session made for the current credentials since the last logout
+    (its generation is the current ``generation``)."""
     if not token:
         return False
     payload = tokens.verify(secret, f"dashboard:{creds.fingerprint}", token)
     if payload is None:
         return False
-    expires, _, _ = payload.partition(":")
-    return expires.isdigit() and int(expires) > (now if now is not None else time.time())
+    expires, made_in, _ = (payload.split(":") + ["", ""])[:3]
+    return (expires.isdigit() and int(expires) > (now if now is not None else time.time())
+            and made_in == str(generation))
+
+
+def _generation_key(creds: Credentials) -> str:
+    return f"dashboard_sessions:{creds.fingerprint}"
+
+
+def session_generation(database_url: str, creds: Credentials) -> int:
+    """The coordinator's current session generation (0 until the first logout), kept in the database so
+    that every web worker and host agrees on which sessions a logout ended."""
+    with get_engine(database_url).connect() as conn:
+        value = settings.read(conn, _generation_key(creds))
+    return int(value) if value is not None else 0
+
+
+def revoke_sessions(database_url: str, creds: Credentials) -> int:
+    """Log the coordinator out everywhere: every session made so far stops being valid at once, in
+    every process (the server-side half of logout; the cookie is deleted too). The new generation."""
+    with get_engine(database_url).begin() as conn:
+        return settings.increment(conn, _generation_key(creds))
 
 
 def csrf_token(secret: str, bound_to: str) -> str:

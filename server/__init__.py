@@ -9,14 +9,27 @@ from pathlib import Path
 
 from flask import Flask, jsonify, make_response, render_template, request
 from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.routing import IntegerConverter
 
 import hit_templates
-from hitkit import security, tokens
+from hitkit import security, tokens, validation
 from hitkit.errors import ConfigError
 from hitkit.study import resolve_secret
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body a worker page may send (an answer, a chat turn, a submission)."""
+
+
+class BoundedIntConverter(IntegerConverter):
+    """``<int:…>`` in every route: 0..2^31-1 written with at most 10 ASCII digits, else the route does
+    not match (404). A larger id is no row on any backend, and reaching the database with one made
+    PostgreSQL (integer) and SQLite (64-bit) fail with a 500; a 5000-digit one failed in ``int()``."""
+
+    regex = r"[0-9]{1,10}"  # ASCII only: \d would also match other scripts' digits
+
+    def __init__(self, map, **kwargs):
+        kwargs.setdefault("max", validation.MAX_DB_ID)
+        super().__init__(map, **kwargs)
 
 
 class _App(Flask):
@@ -36,6 +49,7 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
     templates = Path(hit_templates.__file__).parent
     app = _App(__name__, template_folder=str(templates), static_folder=str(templates / "static"),
                static_url_path="/static")
+    app.url_map.converters["int"] = BoundedIntConverter  # before any route is registered
     app.config.update(
         HITKIT_DATABASE_URL=database_url,
         HITKIT_SECRET=security.check_secret(secret) if secret is not None else resolve_secret(database_url),

@@ -70,7 +70,7 @@ def _gate():
         g.bound_to = request.cookies.get(LOGIN_COOKIE)
     else:
         token = request.cookies.get(SESSION_COOKIE)
-        if not dash.session_valid(_secret(), creds, token):
+        if not token or not dash.session_valid(_secret(), creds, token, dash.session_generation(_url(), creds)):
             if _wants_json() or request.method != "GET":
                 return jsonify(error="log in to the dashboard first"), 401
             return redirect(url_for("dashboard.login", next=request.full_path if request.args else request.path))
@@ -129,21 +129,30 @@ def login_post():
         return make_response(render_template("dashboard/login.html", next=_safe_next(request.form.get("next")),
                                              error="wrong user name or password"), 401)
     response = redirect(_safe_next(request.form.get("next")) or url_for("dashboard.overview"))
-    _cookie(response, SESSION_COOKIE, dash.session_token(_secret(), creds), dash.SESSION_HOURS * 3600)
+    _cookie(response, SESSION_COOKIE, dash.session_token(_secret(), creds, dash.session_generation(_url(), creds)),
+            dash.SESSION_HOURS * 3600)
     response.delete_cookie(LOGIN_COOKIE, path="/dashboard")
     return response
 
 
 @bp.post("/logout")
 def logout():
+    # Server-side: every session made so far ends now, in every process, so a copied or stolen
+    # cookie is useless after the coordinator logs out (deleting the cookie alone would not do that).
+    dash.revoke_sessions(_url(), _creds())
     response = redirect(url_for("dashboard.login"))
     response.delete_cookie(SESSION_COOKIE, path="/dashboard")
     return response
 
 
+MAX_NEXT_CHARS = 2000
+
+
 def _safe_next(target: str | None) -> str | None:
-    """Only a path inside the dashboard: never an open redirect to another site."""
-    if target and target.startswith("/dashboard") and not target.startswith("//") and "\\" not in target:
+    """Only a path inside the dashboard: never an open redirect to another site, and only printable
+    ASCII (a CR/LF would split the Location header; werkzeug refuses it with a 500)."""
+    if (target and len(target) <= MAX_NEXT_CHARS and target.startswith("/dashboard") and "\\" not in target
+            and not target.startswith("//") and all("!" <= ch <= "~" for ch in target)):
         return target.rstrip("?")
     return None
 
@@ -257,7 +266,7 @@ def _url() -> str:
 # Conversations, systems, side by side ---------------------------------------------------------------
 def _page() -> int:
     value = request.args.get("page", "1")
-    return int(value) if value.isdigit() else 1
+    return int(value) if value.isascii() and value.isdigit() and 0 < len(value) <= 6 else 1
 
 
 @bp.get("/study/<study>/conversations")

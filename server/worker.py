@@ -1,7 +1,6 @@
 """Worker-facing routes: arrive, read instructions, answer, submit, be handed back."""
 from __future__ import annotations
 
-import math
 import threading
 from contextlib import contextmanager
 from typing import Iterator
@@ -11,7 +10,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
-from hitkit import flow
+from hitkit import flow, validation
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
@@ -148,13 +147,8 @@ def answer(study: str, token: str):
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not {"unit_id", "question", "value"} <= body.keys():
         return jsonify(error="send JSON with unit_id, question and value"), 400
-    try:
-        unit_id = int(body["unit_id"])
-        elapsed = float(body["elapsed_s"]) if body.get("elapsed_s") is not None else None
-    except (TypeError, ValueError, OverflowError):
-        return jsonify(error="unit_id must be a number and elapsed_s a number of seconds"), 400
-    if elapsed is not None and not math.isfinite(elapsed):
-        return jsonify(error=f"elapsed_s must be a finite number of seconds, not {body['elapsed_s']!r}"), 400
+    unit_id = validation.record_id(body["unit_id"], "unit_id")  # bounded: AnswerError (400), never a 500
+    elapsed = validation.elapsed_seconds(body.get("elapsed_s"))
     with db() as session:
         flow.save_answer(session, context(session, study), token, unit_id, str(body["question"]),
                          body["value"], elapsed)
@@ -177,7 +171,7 @@ def _form_answers() -> dict[tuple[int, str], str]:
     for key, value in request.form.items():
         parts = key.split("-", 2)
         if len(parts) == 3 and parts[0] == "answer" and parts[1].isascii() and parts[1].isdigit():
-            answers[(int(parts[1]), parts[2])] = value
+            answers[(validation.record_id(parts[1], "the unit in " + key[:40]), parts[2])] = value
     return answers
 
 

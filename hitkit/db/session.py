@@ -32,8 +32,8 @@ def create_db_engine(url: str) -> Engine:
     url = normalise_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
+            _create_private(Path(parsed.database))
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(engine, "connect")
@@ -61,6 +61,24 @@ def create_db_engine(url: str) -> Engine:
     engine = create_engine(url, pool_size=size, max_overflow=2 * size, pool_timeout=60, pool_use_lifo=True)
     _ping_when_idle(engine, float(os.environ.get("HITKIT_DB_PING_AFTER_S", "0.25")))
     return engine
+
+
+DB_FILE_MODE = 0o600
+"""A SQLite database holds worker ids, answers, payments (and the embedded default's secret): owner only."""
+
+
+def _create_private(path: Path) -> None:
+    """Create the SQLite file ``path`` readable by its owner only, before SQLite opens it.
+
+    SQLite gives the ``-wal`` and ``-shm`` files it makes the main file's permissions, so those are
+    0600 too. The file is created here (O_EXCL, so two processes starting together are both fine)
+    rather than by SQLite, which would use the process umask (typically 0644).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
+    except FileExistsError:
+        pass
 
 
 def _ping_when_idle(engine: Engine, after_s: float) -> None:

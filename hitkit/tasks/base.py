@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.config import StudyConfig
 from hitkit.db.models import Study, Unit
+from hitkit.validation import answer_text
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ class TaskType(ABC):
         asked = {q.name: q for q in self.questions(unit)}
         if question not in asked:
             raise AnswerError(f"unit {unit.id} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}")
-        value = str(value)
+        value = answer_text(value)  # JSON for objects and numbers, never Python's repr
         limit = self.config.hit.max_answer_chars
         if len(value) > limit:
             raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")

@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 from hitkit.analysis.live_chat import RATING_COLUMNS
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.validation import answer_text
 from hitkit.tasks.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
 
 SCORE_PREFIX = "score_"
@@ -166,7 +167,7 @@ class LiveChatTask(TaskType):
 
     def validate(self, unit: Unit, question: str, value: str) -> str:
         if question in {q.name for q in self.optional_questions(unit)}:
-            value = str(value)
+            value = answer_text(value)
             limit = self.config.hit.max_answer_chars
             if len(value) > limit:
                 raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")
