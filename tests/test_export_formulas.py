@@ -58,7 +58,8 @@ def test_no_exported_text_cell_starts_a_formula_and_numbers_stay_numbers(tmp_pat
             for value in values:
                 assert not (isinstance(value, str) and security.neutralise_formula(value) != value), (path.name, value)
     feedback = pd.read_parquet(tmp_path / "export" / "feedback.parquet")
-    assert sorted(feedback["feedback"]) == sorted("'" + text.strip() for text in HOSTILE_FEEDBACK)  # comments are stripped
+    # Comments are stored stripped, so "\t=1+1" arrives as "'=1+1".
+    assert sorted(feedback["feedback"]) == sorted("'" + text.strip() for text in HOSTILE_FEEDBACK)
     assert "'" + HOSTILE_WORKER in set(feedback["worker_id"])
     votes = pd.read_csv(tmp_path / "export" / "votes.csv", dtype=str)
     assert "'" + HOSTILE_WORKER in set(votes["worker_id"])  # the same id in every table: joins still work
