@@ -39,8 +39,8 @@ from sqlalchemy.orm import Session
 from hitkit.analysis.live_chat import RATING_COLUMNS
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
-from hitkit.validation import answer_text
 from hitkit.tasks.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
+from hitkit.validation import answer_text
 
 SCORE_PREFIX = "score_"
 """Question name of a criterion's slider: ``score_`` + criterion name."""
