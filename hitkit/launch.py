@@ -140,6 +140,9 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
     """Run a study from its file to its exports and analysis; see the module docstring."""
     config_path = Path(config_path)
     config = load_study(config_path)
+    from hitkit.providers import make_provider
+
+    make_provider(config, "").check_posting()  # e.g. MTurk's closure: refused before anything is saved or posted
     confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
     with study_bots(config, echo) if needs_bot_server(config) else nullcontext():
         if config.generation is not None:

@@ -193,6 +193,10 @@ def approve_submitted(session: Session, ctx: StudyContext, now: dt.datetime,
                 continue
             if agrees is None:
                 continue  # not handed in on the provider yet; the next tick looks again
+            if ctx.provider.confirmation == "platform":
+                a.confirmed_at = a.confirmed_at or now  # the platform shows this work as this worker's
+            elif a.confirmed_at is None:
+                continue  # a panel's work is approved once `hitkit confirm` has confirmed it
             approve_one(session, ctx, a, now)
             approved += 1
         except SQLAlchemyError:

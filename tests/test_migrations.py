@@ -31,11 +31,16 @@ def test_upgrading_from_the_first_revision_keeps_every_row(tmp_path, database_ur
                           "VALUES (1, 1, 1, 'submitted', 'n', '{}', :t)"), {"t": now})
     engine.dispose()
     upgrade(database_url)
-    assert current(database_url) == "0002"
+    from alembic.script import ScriptDirectory
+
+    assert current(database_url) == ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
     engine = create_engine(normalise_url(database_url))
     with engine.connect() as conn:
         assert "feedback" in {c["name"] for c in inspect(conn).get_columns("assignment")}
         row = conn.execute(text("SELECT status, token_nonce, feedback FROM assignment WHERE id = 1")).one()
         assert tuple(row) == ("submitted", "n", None)
         assert conn.execute(text("SELECT name FROM study")).scalar_one() == "old"
+        # 0003: the old simulated study's submitted work stays counted, and the study gets its random uid.
+        assert conn.execute(text("SELECT confirmed_at FROM assignment WHERE id = 1")).scalar_one() is not None
+        assert len(conn.execute(text("SELECT uid FROM study")).scalar_one()) == 32
     engine.dispose()
