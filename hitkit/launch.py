@@ -206,6 +206,9 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
         ack_log = out_dir / "acks.jsonl" if config.simulated.ack_log else None
         out_dir.mkdir(parents=True, exist_ok=True)
         crowd = SimulatedCrowd(url, ctx, web.url, ack_log=ack_log).start()
+    elif config.provider.kind == "panel":
+        echo(f"Give {config.provider.panel.name} this study link: {ctx.provider.entry_link(base_url)}; confirm "
+             f"who completed with `hitkit confirm {config_path} --completed FILE.csv`")
     elif config.provider.kind == "local":
         echo(f"Give annotators links from `hitkit invites {config_path} -n N`; entry: {base_url}/s/{config.study}/enter")
 
