@@ -189,6 +189,18 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
     assert summary["votes"] == asked
     assert summary["workers"] == len(sessions) - len(rejected)
 
+    # The coordinator approving one of the left-out sessions in the dashboard confirms it too.
+    from hitkit.dashboard import approve_assignment
+
+    with session_scope(database_url) as s:
+        ctx = StudyContext.load(s, "ab-demo", secret)
+        one = s.scalar(select(Assignment.id).where(Assignment.provider_assignment_id == left_out[0]))
+    approve_assignment(database_url, ctx, one)
+    last = export(database_url, tmp_path / "last")
+    exported = dict(zip(last["assignments"]["assignment_id"], last["assignments"]["status"]))
+    assert exported[left_out[0]] == "approved" and left_out[0] in set(last["votes"]["assignment_id"])
+    assert {exported[sid] for sid in left_out[1:]} == {"unconfirmed"}
+
 
 def _study_status(database_url: str) -> str:
     with session_scope(database_url) as s:

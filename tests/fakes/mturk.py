@@ -267,14 +267,15 @@ class FakeMTurk:
         return self.assignments[assignment_id]
 
     # Operations ---------------------------------------------------------------------------
-    def _op_GetAccountBalance(self, body):
+    def _op_GetAccountBalance(self, body):  # service-2.json GetAccountBalance: AvailableBalance as text
         return {"AvailableBalance": f"{self.balance:.2f}"}
 
     def _op_CreateHITType(self, body):
         for key in ("Title", "Description", "Reward", "AssignmentDurationInSeconds"):
             if key not in body:
                 raise _Fault("ValidationException", f"{key} is required")
-        # MTurk gives identical HIT type properties the same HITTypeId.
+        # service-2.json CreateHITType: "If you register a HIT type with values that match an existing HIT
+        # type, the HIT type ID of the existing type will be returned."
         signature = json.dumps(body, sort_keys=True)
         if signature not in self.hit_types:
             self.hit_types[signature] = {"HITTypeId": self._new_id("T"), **body}
@@ -284,7 +285,7 @@ class FakeMTurk:
         types = {t["HITTypeId"]: t for t in self.hit_types.values()}
         if body.get("HITTypeId") not in types:
             raise _Fault("RequestError", f"HIT type {body.get('HITTypeId')} does not exist.")
-        self._once("CreateHITWithHITType", body)
+        self._once("CreateHITWithHITType", body)  # service-2.json: UniqueRequestToken, no duplicate HITs
         hit_type = types[body["HITTypeId"]]
         hit_id = self._new_id("H")
         now = _now()
@@ -324,6 +325,7 @@ class FakeMTurk:
     def _op_CreateAdditionalAssignmentsForHIT(self, body):
         hit = self._hit(body["HITId"])
         extra = body["NumberOfAdditionalAssignments"]
+        # service-2.json CreateAdditionalAssignmentsForHIT: fewer than 10 may not be extended to 10 or more.
         if hit["MaxAssignments"] < 10 <= hit["MaxAssignments"] + extra:
             raise _Fault("RequestError", "HITs created with fewer than 10 assignments cannot be extended "
                                          "to have 10 or more assignments.")
@@ -352,36 +354,50 @@ class FakeMTurk:
 
     def _decide(self, body, status: str):
         a = self._assignment(body["AssignmentId"])
-        if a["AssignmentStatus"] != "Submitted":
+        # service-2.json ApproveAssignment: a rejected assignment is approved only with OverrideRejection.
+        overriding = status == "Approved" and a["AssignmentStatus"] == "Rejected" and body.get("OverrideRejection")
+        if a["AssignmentStatus"] != "Submitted" and not overriding:
             raise _Fault("RequestError", f"This operation can be called with a status of: Submitted "
                                          f"(assignment {a['AssignmentId']} is {a['AssignmentStatus']})")
+        if status == "Approved":
+            # service-2.json ApproveAssignment: without funds for the reward and fees, "the call ...
+            # returns an exception, and the approval is not processed".
+            reward = Decimal(self.hits[a["HITId"]]["Reward"])
+            if self.balance < reward:
+                raise _Fault("RequestError", "Your account balance is insufficient to approve this assignment.")
+            self.balance -= reward
         a["AssignmentStatus"] = status
         if body.get("RequesterFeedback"):
             a["RequesterFeedback"] = body["RequesterFeedback"]
-        if status == "Approved":
-            self.balance -= Decimal(self.hits[a["HITId"]]["Reward"])
         return {}
 
     def _op_ApproveAssignment(self, body):
         return self._decide(body, "Approved")
 
     def _op_RejectAssignment(self, body):
+        # service-2.json RejectAssignment: RequesterFeedback is a required member.
         if not body.get("RequesterFeedback"):
             raise _Fault("ValidationException", "RequesterFeedback is required")
         return self._decide(body, "Rejected")
 
     def _op_SendBonus(self, body):
         a = self._assignment(body["AssignmentId"])
+        # service-2.json SendBonus: "requires the Worker's ID and the assignment ID" of their work.
         if a["WorkerId"] != body["WorkerId"]:
             raise _Fault("RequestError", "the worker did not work on this assignment")
         if not body.get("Reason"):
             raise _Fault("ValidationException", "Reason is required")
-        self._once("SendBonus", body)
+        # service-2.json SendBonus: "fails if your account does not have enough funds".
+        if self.balance < Decimal(body["BonusAmount"]):
+            raise _Fault("RequestError", "Your account balance is insufficient to send this bonus.")
+        self._once("SendBonus", body)  # service-2.json: UniqueRequestToken, no duplicate bonuses
         self.bonuses.append({**body, "GrantTime": _now()})
         self.balance -= Decimal(body["BonusAmount"])
         return {}
 
     def _op_ListBonusPayments(self, body):
+        # service-2.json ListBonusPayments.HITId: "Either the HITId parameter or the AssignmentId
+        # parameter must be specified".
         if bool(body.get("HITId")) == bool(body.get("AssignmentId")):
             raise _Fault("ValidationException", "Either the HITId or the AssignmentId parameter must be specified")
         rows = [{"WorkerId": b["WorkerId"], "BonusAmount": b["BonusAmount"], "AssignmentId": b["AssignmentId"],
@@ -396,6 +412,7 @@ class FakeMTurk:
         return out
 
     def _op_CreateQualificationType(self, body):
+        # A requester's Qualification type names are unique (MTurk answers RequestError on a repeat).
         if any(q["Name"] == body["Name"] for q in self.qualification_types.values()):
             raise _Fault("RequestError", f"You have already created a QualificationType with this name: "
                                          f"{body['Name']}")
@@ -409,6 +426,7 @@ class FakeMTurk:
         return {"NumResults": len(found), "QualificationTypes": found}
 
     def _op_AssociateQualificationWithWorker(self, body):
+        # service-2.json: "You can only assign a Qualification of a Qualification type that you created".
         if body["QualificationTypeId"] not in self.qualification_types:
             raise _Fault("RequestError", f"QualificationType {body['QualificationTypeId']} does not exist.")
         self.worker_qualifications.append(dict(body))
