@@ -380,6 +380,10 @@ def test_the_hand_back_form_posts_to_the_marketplaces_external_submit(mturk_live
         paid = {p.kind: p.amount for p in s.scalars(select(Payment))}
     assert paid == {"reward": reward, "fee": mturk_reward_fee(reward, places)}
     assert paid["fee"] > 0  # the study's flat fee_rate is 0: the provider's own fee was used
+    # MTurk showed the assignment as this worker's before approval: confirmed, exported and counted.
+    tables = export_tables(database_url, "ab-demo")
+    assert list(tables["assignments"]["status"]) == ["approved"]
+    assert set(tables["votes"]["assignment_id"]) == {assignment_id}
 
 
 @pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
