@@ -1,7 +1,9 @@
 """``hitkit import mturk``: MTurk batch-results archives into hitkit's tidy tables, through a mapping."""
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,7 +14,7 @@ from hitkit.cli import main
 from hitkit.errors import ConfigError, InputError
 from hitkit.imports.mturk import import_mturk, load_mapping, pseudonym
 
-REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]
 MAPPING = REPO / "examples" / "ji2022_mturk_mapping.yaml"
 
 
@@ -52,7 +54,7 @@ def test_the_raw_ji_batch_imports_to_the_papers_figures_and_the_released_tidy_ta
 
 
 def test_worker_ids_are_pseudonymised_once():
-    assert pseudonym("A1B2C3D4E5F6G7") == "w" + __import__("hashlib").sha256(b"A1B2C3D4E5F6G7").hexdigest()[:12]
+    assert pseudonym("A1B2C3D4E5F6G7") == "w" + hashlib.sha256(b"A1B2C3D4E5F6G7").hexdigest()[:12]
     assert pseudonym(pseudonym("A1B2C3D4E5F6G7")) == pseudonym("A1B2C3D4E5F6G7")  # idempotent
     assert pseudonym("w449cea8393e3") == "w449cea8393e3"  # the release's ids stay as they are
 

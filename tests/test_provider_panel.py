@@ -8,14 +8,13 @@ from collections import Counter
 
 import pandas as pd
 import pytest
-import requests
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from hitkit.cli import main
 from hitkit.config import load_study
 from hitkit.crowd import crowd_from_config
-from hitkit.db.models import Assignment, Event, Payment, Study, Worker
+from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError, InputError
 from hitkit.providers import make_provider
