@@ -328,6 +328,66 @@ def db_current(database_url: str) -> None:
     click.echo(current(database_url) or "empty (run `hitkit db upgrade`)")
 
 
+# --- MTurk archives and panel confirmations (branch mturk-panel) -------------------------------
+@main.group("import")
+def import_group() -> None:
+    """Bring archives from other platforms into hitkit's tidy tables."""
+
+
+@import_group.command("mturk")
+@click.argument("batch", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--mapping", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="YAML mapping of answers to ratings/votes (e.g. examples/ji2022_mturk_mapping.yaml).")
+@click.option("--study", required=True, help="Study name written in every row.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the tables (default: ./STUDY/export).")
+def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None) -> None:
+    """Turn an MTurk batch-results CSV (BATCH) into assignments.csv and the task's tidy table."""
+    from hitkit.imports.mturk import import_mturk
+
+    out = out or Path(study) / "export"
+    result = import_mturk(batch, mapping, study, out)
+    counted = result.assignments["status"].isin(("submitted", "approved")).sum()
+    workers = result.assignments["worker_id"].nunique()
+    for path in result.files:
+        click.echo(f"wrote {path}")
+    click.echo(f"{len(result.assignments)} assignments ({counted} counted) by {workers} workers; "
+               f"{len(result.table)} rows in {result.table_name}.csv. Next: hitkit analyze "
+               f"{_task_of(mapping)} {out} --out {out.parent / 'analysis'}")
+
+
+def _task_of(mapping: Path) -> str:
+    from hitkit.imports.mturk import load_mapping
+
+    return load_mapping(mapping).task
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--completed", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="CSV from the panel listing who completed (worker or session ids).")
+@click.option("--column", default=None, help="Column of the ids (default: the panel's parameter names, "
+                                             "then worker_id, participant_id, session_id, id).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool) -> None:
+    """Confirm the work of the workers or sessions the platform lists as completed (panels, MTurk-style)."""
+    from hitkit.config import load_study
+    from hitkit.db.session import session_scope
+    from hitkit.providers.panel import confirm_completed, read_completed
+    from hitkit.study import StudyContext, resolve_secret
+
+    config = load_study(study_file)
+    ids = read_completed(completed, column, config)
+    with session_scope(config.database_url) as session:
+        ctx = StudyContext.load(session, config.study, resolve_secret(config.database_url))
+        outcome = confirm_completed(session, ctx, ids, source=completed.name)
+    if as_json:
+        click.echo(json.dumps(outcome.as_dict(), indent=2))
+        return
+    click.echo(outcome.describe())
+# --- end of branch mturk-panel's commands ------------------------------------------------------
+
+
 def _add_bots_group() -> None:
     try:
         from hitkit.bots.cli import bots

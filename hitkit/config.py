@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hitkit.errors import ConfigError
 
 TASK_TYPES = ("pairwise", "live_chat", "spot_the_bot")
-PROVIDERS = ("simulated", "local", "prolific", "mturk")
+PROVIDERS = ("simulated", "local", "prolific", "mturk", "panel")
 PROFILES = ("diligent", "noisy", "spammer", "always_tie")
 
 Money = Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
@@ -97,7 +97,8 @@ class MTurkConfig(_Model):
 
     sandbox: bool = True
     region: str = "us-east-1"
-    endpoint_url: Optional[str] = Field(None, description="override the endpoint (e.g. a local fake in tests)")
+    endpoint_url: Optional[str] = Field(None, description=(
+        "a service that speaks MTurk's API (MTurk itself closed on 2026-09-30; without this, posting is refused)"))
     frame_height: int = Field(800, ge=0, le=10_000)
     locales: list[str] = Field(default_factory=list, description="worker countries, e.g. [US, GB]")
     min_approval_rate: Optional[int] = Field(None, ge=0, le=100)
@@ -106,14 +107,69 @@ class MTurkConfig(_Model):
     auto_approval_delay_s: int = Field(3 * 24 * 3600, ge=0, le=30 * 24 * 3600)
 
 
+PANEL_PLACEHOLDERS = ("code", "session_id")
+"""What a panel's completion URL template may name: ``{code}`` and ``{session_id}``."""
+
+
+class PanelConfig(_Model):
+    """A panel that sends participants to a URL with their id in query parameters and takes them back
+    with a completion code or redirect (CloudResearch Connect, SONA, a university pool, generic).
+
+    Participants arrive at ``/s/STUDY/enter?WORKER_PARAM=ID[&SESSION_PARAM=ID]``; hitkit chooses the
+    HIT. Their work counts once the coordinator confirms it with the panel's completion list
+    (``hitkit confirm STUDY_FILE --completed FILE.csv``); until then it is exported as
+    ``unconfirmed`` and neither approved nor analysed. The panel pays; hitkit keeps the ledger.
+    """
+
+    name: str = Field("panel", min_length=1, max_length=64,
+                      description="the panel's name, shown to coordinators (e.g. CloudResearch Connect)")
+    worker_param: str = Field("participantId", pattern=r"^[A-Za-z0-9_.\-]{1,64}$",
+                              description="query parameter carrying the participant's id")
+    session_param: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description=(
+        "query parameter carrying the panel's id of this visit (assignment/session), when it sends one"))
+    completion_url: Optional[str] = Field(None, description=(
+        "where a participant who submitted is sent; may contain {code} and {session_id}"))
+    completion_code: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_\-]{1,64}$",
+                                           description="code shown (or put into {code}) on completion")
+
+    @model_validator(mode="after")
+    def _hand_back(self) -> "PanelConfig":
+        if self.completion_url is None and self.completion_code is None:
+            raise ValueError("a panel needs completion_url, completion_code or both, so participants can show "
+                             "the panel they finished; copy them from the panel's study settings")
+        if self.session_param is not None and self.session_param == self.worker_param:
+            raise ValueError("session_param must differ from worker_param")
+        if self.completion_url is not None:
+            if not re.match(r"^https?://[^\s/]+", self.completion_url):
+                raise ValueError(f"completion_url {self.completion_url!r} must be an http(s):// address")
+            names = re.findall(r"{([^{}]*)}", self.completion_url)
+            unknown = [n for n in names if n not in PANEL_PLACEHOLDERS]
+            if unknown:
+                raise ValueError(f"completion_url names {{{unknown[0]}}}; it may name only "
+                                 f"{', '.join('{' + n + '}' for n in PANEL_PLACEHOLDERS)}")
+            if "code" in names and self.completion_code is None:
+                raise ValueError("completion_url names {code} but completion_code is not set")
+            if "session_id" in names and self.session_param is None:
+                raise ValueError("completion_url names {session_id} but session_param is not set")
+        return self
+
+
 class ProviderConfig(_Model):
     """Which crowd does the work."""
 
-    kind: Literal["simulated", "local", "prolific", "mturk"] = "simulated"
+    kind: Literal["simulated", "local", "prolific", "mturk", "panel"] = "simulated"
     currency: str = "USD"
     fee_rate: Decimal = Field(Decimal("0"), ge=0, le=1, description="provider fee on rewards")
     prolific: ProlificConfig = Field(default_factory=ProlificConfig)
     mturk: MTurkConfig = Field(default_factory=MTurkConfig)
+    panel: Optional[PanelConfig] = None
+
+    @model_validator(mode="after")
+    def _panel_section(self) -> "ProviderConfig":
+        if self.kind == "panel" and self.panel is None:
+            raise ValueError("provider.kind 'panel' needs a provider.panel section: worker_param and "
+                             "completion_url and/or completion_code (see README, 'Providers')")
+        return self
 
 
 class CrowdGroup(_Model):

@@ -500,6 +500,8 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int)
                                                        Payment.kind.in_(("reward", "fee")))):
             p.status = "paid"
         a.status, a.decided_at = "approved", utcnow()
+        if a.confirmed_at is None and ctx.provider.confirmation == "coordinator":
+            a.confirmed_at = a.decided_at  # the coordinator approving a panel's work confirms it
         session.add(Event(study_id=ctx.study_id, kind="assignment_approved", actor=ACTOR,
                           data={"assignment": a.id}))
     return f"assignment {assignment_id} approved"

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from hitkit.db.models import (
+    DONE_STATUSES,
     Assignment,
     Conversation,
     Hit,
@@ -51,9 +52,21 @@ def assignments_table(session: Session, study: Study) -> pd.DataFrame:
     ).all()
     data = [{"study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
              "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
-             "status": a.status, "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None}
+             "status": exported_status(a), "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None}
             for a, hit, w in rows]
     return pd.DataFrame(data, columns=COLUMNS["assignments"])
+
+
+def exported_status(a: Assignment) -> str:
+    """The assignment's status as exported: finished work that no platform has confirmed is ``unconfirmed``.
+
+    Analyses count only ``submitted`` and ``approved`` (METHODS.md §4), so unconfirmed work — a
+    panel's before ``hitkit confirm``, MTurk's before MTurk showed it as the worker's — is listed
+    but never counted, by hitkit or by anyone reading the CSV with the same rule.
+    """
+    if a.status in DONE_STATUSES and a.confirmed_at is None:
+        return "unconfirmed"
+    return a.status
 
 
 def feedback_table(session: Session, study: Study) -> pd.DataFrame:
@@ -61,7 +74,8 @@ def feedback_table(session: Session, study: Study) -> pd.DataFrame:
     rows = session.execute(
         select(Assignment, Hit, Worker).join(Hit, Assignment.hit_id == Hit.id)
         .join(Worker, Assignment.worker_id == Worker.id)
-        .where(Hit.study_id == study.id, Assignment.feedback.is_not(None)).order_by(Hit.index, Assignment.id)
+        .where(Hit.study_id == study.id, Assignment.feedback.is_not(None), Assignment.confirmed_at.is_not(None))
+        .order_by(Hit.index, Assignment.id)
     ).all()
     data = [{"study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
              "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,

@@ -186,7 +186,9 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
     rng = random.Random(f"{ctx.config.seed}:{hit.id}:{worker.external_id}")
     assignment = Assignment(hit_id=hit.id, worker_id=worker.id, provider_assignment_id=arrival.provider_assignment_id,
                             status="accepted", token_nonce=tokens.new_nonce(), layout=ctx.task.layout(units, rng),
-                            accepted_at=now)
+                            accepted_at=now,
+                            # A verified arrival confirms the worker; otherwise the platform or coordinator must.
+                            confirmed_at=now if ctx.provider.confirmation == "arrival" else None)
     session.add(assignment)
     session.flush()
     if assignment.provider_assignment_id is None:

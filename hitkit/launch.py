@@ -138,6 +138,9 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
     """Run a study from its file to its exports and analysis; see the module docstring."""
     config_path = Path(config_path)
     config = load_study(config_path)
+    from hitkit.providers import make_provider
+
+    make_provider(config, "").check_posting()  # e.g. MTurk's closure: refused before anything is saved or posted
     confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
     with study_bots(config, echo) if needs_bot_server(config) else nullcontext():
         if config.generation is not None:
@@ -201,6 +204,9 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
         ack_log = out_dir / "acks.jsonl" if config.simulated.ack_log else None
         out_dir.mkdir(parents=True, exist_ok=True)
         crowd = SimulatedCrowd(url, ctx, web.url, ack_log=ack_log).start()
+    elif config.provider.kind == "panel":
+        echo(f"Give {config.provider.panel.name} this study link: {ctx.provider.entry_link(base_url)}; confirm "
+             f"who completed with `hitkit confirm {config_path} --completed FILE.csv`")
     elif config.provider.kind == "local":
         echo(f"Give annotators links from `hitkit invites {config_path} -n N`; entry: {base_url}/s/{config.study}/enter")
 

@@ -155,6 +155,8 @@ def mark_decided(session: Session, ctx: StudyContext, a: Assignment, status: str
                                                    Payment.kind.in_(("reward", "fee")))):
         p.status = "paid" if status == "approved" else "failed"
     a.status, a.decided_at = status, now
+    if status == "approved" and ctx.provider.confirmation == "platform" and a.confirmed_at is None:
+        a.confirmed_at = now  # every caller approves only work the platform shows as this worker's
     session.add(Event(study_id=ctx.study_id, kind=f"assignment_{status}", actor="scheduler",
                       data={"assignment": a.id}))
 
@@ -193,6 +195,8 @@ def approve_submitted(session: Session, ctx: StudyContext, now: dt.datetime,
                 continue
             if agrees is None:
                 continue  # not handed in on the provider yet; the next tick looks again
+            if ctx.provider.confirmation == "coordinator" and a.confirmed_at is None:
+                continue  # a panel's work is approved once `hitkit confirm` has confirmed it
             approve_one(session, ctx, a, now)
             approved += 1
         except SQLAlchemyError:

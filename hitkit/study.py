@@ -42,7 +42,9 @@ class StudyContext:
     def of(cls, study: Study, secret: str) -> StudyContext:
         base_dir = Path(study.config_path).parent if study.config_path else Path(".")
         config = StudyConfig.model_validate({**study.config, "base_dir": base_dir})
-        return cls(study.id, study.name, config, task_for(config), make_provider(config, secret), secret)
+        provider = make_provider(config, secret)
+        provider.study_uid = study.uid  # per-database: what provider request tokens derive from
+        return cls(study.id, study.name, config, task_for(config), provider, secret)
 
     def fee(self, reward: Decimal, max_assignments: int) -> Decimal:
         return self.provider.fee(reward, max_assignments)

@@ -41,4 +41,7 @@ def test_upgrading_from_the_first_revision_keeps_every_row(tmp_path, database_ur
         row = conn.execute(text("SELECT status, token_nonce, feedback FROM assignment WHERE id = 1")).one()
         assert tuple(row) == ("submitted", "n", None)
         assert conn.execute(text("SELECT name FROM study")).scalar_one() == "old"
+        # 0003: the old simulated study's submitted work stays counted, and the study gets its random uid.
+        assert conn.execute(text("SELECT confirmed_at FROM assignment WHERE id = 1")).scalar_one() is not None
+        assert len(conn.execute(text("SELECT uid FROM study")).scalar_one()) == 32
     engine.dispose()

@@ -114,7 +114,7 @@ def test_mturk_throttling_server_errors_and_timeouts_are_retried_without_duplica
             posted = [h.provider_hit_id for h in s.scalars(select(Hit).where(Hit.status == "posted"))]
         assert len(mturk.hits) == 4 and sorted(posted) == sorted(mturk.hits)
 
-        first, second = mturk_workers_submit(web.url, database_url, mturk, ["W1", "W2"])
+        first, second = mturk_workers_submit(web.url, database_url, mturk, ["AW1", "AW2"])
         balance = mturk.balance
         mturk.inject("ApproveAssignment", "ServiceFault", times=MTurkProvider.service_fault_attempts)
         report = tick(database_url, "ab-demo", PUBLIC)
@@ -150,7 +150,7 @@ def test_mturk_a_crash_between_bonus_recorded_and_paid_is_settled_by_sync_once(t
     web, _, _ = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}})
     try:
         tick(database_url, "ab-demo", PUBLIC)
-        [aid] = mturk_workers_submit(web.url, database_url, mturk, ["W1"])
+        [aid] = mturk_workers_submit(web.url, database_url, mturk, ["AW1"])
         tick(database_url, "ab-demo", PUBLIC)
     finally:
         web.stop()

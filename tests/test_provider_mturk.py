@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 import xml.etree.ElementTree as ET
 from decimal import Decimal
 from html import unescape
@@ -22,6 +23,7 @@ from hitkit.providers.mturk import (
     APPROVED_HITS_QUALIFICATION,
     LOCALE_QUALIFICATION,
     MASTERS_QUALIFICATION,
+    MTurkClosedError,
     MTurkError,
     MTurkProvider,
 )
@@ -51,16 +53,56 @@ def fake():
     server.stop()
 
 
-def study_file(tmp_path, fake: FakeMTurk, database_url: str | None = None, **mturk):
-    """The example A/B study on MTurk, its requester endpoint pointed at ``fake``."""
+def study_file(tmp_path, fake: FakeMTurk | None, database_url: str | None = None, **mturk):
+    """The example A/B study on MTurk, its requester endpoint pointed at ``fake`` (None: MTurk's own)."""
+    endpoint = {"endpoint_url": fake.url} if fake is not None else {}
     return pairwise_study(tmp_path, database_url or f"sqlite:///{tmp_path / 'unused.db'}",
-                          provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url, **mturk}})
+                          provider={"kind": "mturk", "mturk": {**endpoint, **mturk}})
 
 
-def provider_for(tmp_path, fake: FakeMTurk, **mturk) -> MTurkProvider:
+# MTurk's closure ----------------------------------------------------------------------------
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "production"])
+def test_posting_to_mturks_own_endpoints_is_refused_naming_the_closure(tmp_path, sandbox, monkeypatch):
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a refused post must not reach the network")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    p = provider_for(tmp_path, None, sandbox=sandbox)
+    for attempt in (lambda: p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600), p.check_posting, p.balance,
+                    lambda: p.approve("A1")):
+        with pytest.raises(MTurkClosedError) as err:
+            attempt()
+        text = str(err.value)
+        assert "closed permanently on 2026-09-30" in text
+        assert "provider.kind: prolific" in text and "provider.kind: panel" in text and "hitkit import mturk" in text
+        assert ("sandbox" if sandbox else "production") in text
+    assert p._client is None  # boto3 was never asked for a client
+
+
+def test_the_closure_is_a_clear_cli_message_before_anything_is_posted(tmp_path, database_url):
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    path = study_file(tmp_path, None, database_url)
+    result = CliRunner().invoke(main, ["launch", str(path), "--yes", "--no-progress"])
+    assert result.exit_code != 0
+    assert "closed permanently on 2026-09-30" in result.output and "Traceback" not in result.output
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Payment.id)) is None
+
+
+UID = "5f1c0d3e9a7b4c2d8e6f0a1b2c3d4e5f"
+"""A study uid as the database makes them (Study.uid): one database, every process."""
+
+
+def provider_for(tmp_path, fake: FakeMTurk | None, uid: str = UID, **mturk) -> MTurkProvider:
     provider = make_provider(load_study(study_file(tmp_path, fake, **mturk)), "test-secret")
     assert isinstance(provider, MTurkProvider)
     provider.service_fault_backoff_s = 0
+    provider.study_uid = uid
     return provider
 
 
@@ -168,6 +210,44 @@ def test_posting_needs_an_https_entry_url(tmp_path, fake):
     assert fake.calls("CreateHITWithHITType") == []
 
 
+def test_request_tokens_are_unique_to_each_database_on_one_account(tmp_path, fake):
+    # Two databases (each study row has its own random uid) with the same study name and HIT keys,
+    # posting to one requester account: neither takes the other's HIT or bonus for its own.
+    ours, theirs = provider_for(tmp_path, fake), provider_for(tmp_path, fake, uid="0" * 32)
+    first = ours.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+    second = theirs.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+    assert first.provider_hit_id != second.provider_hit_id and len(fake.hits) == 2
+    tokens = [c["UniqueRequestToken"] for c in fake.calls("CreateHITWithHITType")]
+    assert len(set(tokens)) == 2 and all(len(t) <= 64 for t in tokens)
+    a = fake.submit_assignment(first.provider_hit_id, "AW1")
+    b = fake.submit_assignment(second.provider_hit_id, "AW1")
+    ours.pay_bonus("AW1", a, Decimal("0.30"), "thanks", "bonus:1:1")
+    theirs.pay_bonus("AW1", b, Decimal("0.30"), "thanks", "bonus:1:1")  # the same ledger key in the other database
+    assert len(fake.bonuses) == 2
+    assert ours.cap_qualification_id() != theirs.cap_qualification_id()
+
+
+def test_a_provider_without_the_studys_uid_refuses_to_make_tokens(tmp_path, fake):
+    from hitkit.errors import HitkitError
+
+    p = provider_for(tmp_path, fake, uid=None)
+    with pytest.raises(HitkitError, match="uid"):
+        p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
+    assert fake.calls("CreateHITWithHITType") == []
+
+
+def test_the_fake_refuses_what_botocores_service_model_refuses(tmp_path, fake):
+    p = provider_for(tmp_path, fake)
+    hit_id = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id
+    a = fake.submit_assignment(hit_id, "AW1")
+    with pytest.raises(MTurkError) as err:  # WorkerId must match ^A[A-Z0-9]+$
+        p.pay_bonus("not-a-worker", a, Decimal("0.10"), "thanks", "bonus:9:9")
+    assert err.value.code == "ValidationException" and fake.bonuses == []
+    accepted = fake.accept_assignment(hit_id, "AW2")
+    assert p.work_of(accepted).status.value == "returned"  # accepted, unsubmitted work is invisible
+    assert p.work_of("not/an/id").worker_id == "" and fake.calls("GetAssignment") == [{"AssignmentId": accepted}]
+
+
 def test_fees_are_mturks(tmp_path, fake):
     p = provider_for(tmp_path, fake)
     for reward, n in ((Decimal("0.50"), 3), (Decimal("0.50"), 10), (Decimal("0.01"), 1), (Decimal("1.25"), 9)):
@@ -175,6 +255,10 @@ def test_fees_are_mturks(tmp_path, fake):
     assert p.fee(Decimal("1.00"), 9) == Decimal("0.20") and p.fee(Decimal("1.00"), 10) == Decimal("0.40")
     assert p.fee(Decimal("0.01"), 1) == Decimal("0.01")
     assert p.bonus_fee(Decimal("2.00")) == mturk_bonus_fee(Decimal("2.00")) == Decimal("0.40")
+    masters = provider_for(tmp_path, fake, masters=True)  # Masters: 5 % more on the reward (PLATFORMS.md)
+    assert masters.fee(Decimal("1.00"), 9) == Decimal("0.25") and masters.fee(Decimal("1.00"), 10) == Decimal("0.45")
+    assert masters.fee(Decimal("0.01"), 1) == Decimal("0.01") and masters.fee(Decimal("0.50"), 3) == Decimal("0.13")
+    assert masters.bonus_fee(Decimal("2.00")) == Decimal("0.40")  # bonuses: 20 %, Masters or not
 
 
 # Keeping the HIT open or closed -------------------------------------------------------------
@@ -182,7 +266,9 @@ def test_expire_and_extend(tmp_path, fake):
     p = provider_for(tmp_path, fake)
     hit_id = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id
     p.expire_hit(hit_id)
+    p.expire_hit(hit_id)  # a repeat: MTurk refuses the same HIT and time as a duplicate; still expired, no error
     assert fake.hits[hit_id]["HITStatus"] == "Unassignable"
+    assert len(fake.calls("UpdateExpirationForHIT")) == 2
     p.extend_hit(hit_id, 2, 3600)
     p.extend_hit(hit_id, 2, 3600)  # a retry: same token, places added once
     assert fake.hits[hit_id]["MaxAssignments"] == 5 and fake.hits[hit_id]["HITStatus"] == "Assignable"
@@ -199,13 +285,13 @@ def test_arrival_reads_mturks_parameters(tmp_path, fake):
     p = provider_for(tmp_path, fake, sandbox=True)
     preview = p.arrival({"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "H1"})
     assert preview.preview and preview.worker_id is None and preview.provider_hit_id == "H1"
-    worker = p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "W1",
+    worker = p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "AW1",
                         "turkSubmitTo": "https://workersandbox.mturk.com"})
-    assert (worker.preview, worker.worker_id, worker.provider_assignment_id) == (False, "W1", "A1")
+    assert (worker.preview, worker.worker_id, worker.provider_assignment_id) == (False, "AW1", "A1")
     with pytest.raises(FlowError):  # a production host on a sandbox study: never post the form there
-        p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "W1", "turkSubmitTo": "https://www.mturk.com"})
+        p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "AW1", "turkSubmitTo": "https://www.mturk.com"})
     with pytest.raises(FlowError):
-        p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "W1", "turkSubmitTo": "https://evil.example"})
+        p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "AW1", "turkSubmitTo": "https://evil.example"})
     with pytest.raises(FlowError):
         p.arrival({"assignmentId": "A1", "hitId": "H1"})
     assert fake.requests == []  # arriving calls nothing at MTurk
@@ -230,6 +316,21 @@ def mturk_live(request, tmp_path, database_url, fake):
     tick(database_url, config.study, "https://tasks.example.org")
     yield web.url, database_url, request.param
     web.stop()
+
+
+def export_tables(database_url: str, study: str) -> dict:
+    """The study's export tables as ``hitkit export`` writes them (CSV, read back as text)."""
+    import tempfile
+
+    import pandas as pd
+
+    from hitkit.export import export_study
+    from hitkit.study import StudyContext, resolve_secret
+
+    out = Path(tempfile.mkdtemp())
+    with session_scope(database_url) as s:
+        export_study(s, StudyContext.load(s, study, resolve_secret(database_url)), out, "csv")
+    return {p.stem: pd.read_csv(p, dtype=str, keep_default_na=False) for p in out.glob("*.csv")}
 
 
 def _hit_row(database_url: str, index: int = 0):
@@ -262,8 +363,8 @@ def test_the_hand_back_form_posts_to_the_marketplaces_external_submit(mturk_live
     host = "https://workersandbox.mturk.com" if sandbox else "https://www.mturk.com"
     hit_id, provider_hit_id, reward, places = _hit_row(database_url)
     assert provider_hit_id in fake.hits
-    assignment_id = fake.submit_assignment(provider_hit_id, "W-ONE")
-    done = _do_the_hit(base, hit_id, {"workerId": "W-ONE", "assignmentId": assignment_id, "hitId": provider_hit_id,
+    assignment_id = fake.submit_assignment(provider_hit_id, "AWONE")
+    done = _do_the_hit(base, hit_id, {"workerId": "AWONE", "assignmentId": assignment_id, "hitId": provider_hit_id,
                                       "turkSubmitTo": host})
     assert done.status_code == 200, done.text
     [action] = re.findall(r'<form id="handback" method="post" action="([^"]+)"', done.text)
@@ -279,6 +380,10 @@ def test_the_hand_back_form_posts_to_the_marketplaces_external_submit(mturk_live
         paid = {p.kind: p.amount for p in s.scalars(select(Payment))}
     assert paid == {"reward": reward, "fee": mturk_reward_fee(reward, places)}
     assert paid["fee"] > 0  # the study's flat fee_rate is 0: the provider's own fee was used
+    # MTurk showed the assignment as this worker's before approval: confirmed, exported and counted.
+    tables = export_tables(database_url, "ab-demo")
+    assert list(tables["assignments"]["status"]) == ["approved"]
+    assert set(tables["votes"]["assignment_id"]) == {assignment_id}
 
 
 @pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
@@ -293,7 +398,7 @@ def test_a_preview_is_read_only(mturk_live, fake):
         assert s.scalar(select(Assignment.id)) is None and s.scalar(select(Worker.id)) is None
     assert len(fake.requests) == calls
     wrong = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={
-        "assignmentId": "A1", "hitId": provider_hit_id, "workerId": "W1", "turkSubmitTo": "https://www.mturk.com"})
+        "assignmentId": "A1", "hitId": provider_hit_id, "workerId": "AW1", "turkSubmitTo": "https://www.mturk.com"})
     assert wrong.status_code == 400
 
 
@@ -301,7 +406,7 @@ def test_a_preview_is_read_only(mturk_live, fake):
 def test_approve_and_reject_once_each(tmp_path, fake):
     p = provider_for(tmp_path, fake)
     hit_id = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id
-    good, bad = fake.submit_assignment(hit_id, "W1"), fake.submit_assignment(hit_id, "W2")
+    good, bad = fake.submit_assignment(hit_id, "AW1"), fake.submit_assignment(hit_id, "AW2")
     balance = fake.balance
     p.approve(good)
     p.approve(good)  # a retry after a lost answer is not an error, and pays nothing more
@@ -312,29 +417,29 @@ def test_approve_and_reject_once_each(tmp_path, fake):
     with pytest.raises(MTurkError):  # approved work cannot be rejected
         p.reject(good, "changed my mind")
     assert {(w.provider_assignment_id, w.worker_id, w.status) for w in p.sync_submissions(hit_id)} == {
-        (good, "W1", "Approved"), (bad, "W2", "Rejected")}
+        (good, "AW1", "Approved"), (bad, "AW2", "Rejected")}
 
 
 def test_a_retried_bonus_pays_once(tmp_path, fake):
     p = provider_for(tmp_path, fake)
     hit_id = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600).provider_hit_id
-    a = fake.submit_assignment(hit_id, "W1")
+    a = fake.submit_assignment(hit_id, "AW1")
     fake.inject("SendBonus", "ServiceFault", after=True)  # paid, but the answer is lost
-    ref = p.pay_bonus("W1", a, Decimal("0.75"), "Thank you for careful work", "bonus:1:7")
-    ref_again = p.pay_bonus("W1", a, Decimal("0.75"), "Thank you for careful work", "bonus:1:7")
+    ref = p.pay_bonus("AW1", a, Decimal("0.75"), "Thank you for careful work", "bonus:1:7")
+    ref_again = p.pay_bonus("AW1", a, Decimal("0.75"), "Thank you for careful work", "bonus:1:7")
     sends = fake.calls("SendBonus")
-    assert len(sends) == 3 and {s["UniqueRequestToken"] for s in sends} == {"bonus:1:7"}
+    assert len(sends) == 3 and {s["UniqueRequestToken"] for s in sends} == {p.token("bonus", "bonus:1:7")}
     assert [b["BonusAmount"] for b in fake.bonuses] == ["0.75"] and ref == ref_again
-    p.pay_bonus("W1", a, Decimal("0.25"), "Second bonus", "bonus:1:8")
+    p.pay_bonus("AW1", a, Decimal("0.25"), "Second bonus", "bonus:1:8")
     assert [b["BonusAmount"] for b in fake.bonuses] == ["0.75", "0.25"]
 
 
 def test_the_cap_qualification_is_granted_without_notification(tmp_path, fake):
     p = provider_for(tmp_path, fake)
     p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600)
-    p.cap_worker("W1")
+    p.cap_worker("AW1")
     [grant] = fake.calls("AssociateQualificationWithWorker")
-    assert grant["WorkerId"] == "W1" and grant["SendNotification"] is False
+    assert grant["WorkerId"] == "AW1" and grant["SendNotification"] is False
     [hit_type] = fake.calls("CreateHITType")
     excluded = [r["QualificationTypeId"] for r in hit_type["QualificationRequirements"]
                 if r["Comparator"] == "DoesNotExist"]
@@ -367,8 +472,8 @@ def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_gr
     try:
         tick(database_url, config.study, "https://tasks.example.org")
         hit_id, provider_hit_id, _, _ = _hit_row(database_url)
-        aid = fake.accept_assignment(provider_hit_id, "W-cap")
-        done = _do_the_hit(web.url, hit_id, {"workerId": "W-cap", "assignmentId": aid, "hitId": provider_hit_id,
+        aid = fake.accept_assignment(provider_hit_id, "AWCAP")
+        done = _do_the_hit(web.url, hit_id, {"workerId": "AWCAP", "assignmentId": aid, "hitId": provider_hit_id,
                                              "turkSubmitTo": "https://workersandbox.mturk.com"})
         assert done.status_code == 200
         fake.external_submit(aid)
@@ -380,12 +485,12 @@ def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_gr
     finally:
         web.stop()
     [grant] = fake.worker_qualifications
-    assert (grant["WorkerId"], grant["IntegerValue"], grant["SendNotification"]) == ("W-cap", 1, False)
+    assert (grant["WorkerId"], grant["IntegerValue"], grant["SendNotification"]) == ("AWCAP", 1, False)
     with session_scope(database_url) as s:
-        assert s.scalar(select(Event.data).where(Event.kind == "cap_failed"))["worker"] == "W-cap"
+        assert s.scalar(select(Event.data).where(Event.kind == "cap_failed"))["worker"] == "AWCAP"
         other = s.scalar(select(Hit.provider_hit_id).where(Hit.index == 1))
     with pytest.raises(PermissionError):  # MTurk no longer shows the study's HITs to W-cap
-        fake.accept_assignment(other, "W-cap")
+        fake.accept_assignment(other, "AWCAP")
 
 
 @pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
@@ -395,10 +500,10 @@ def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_
 
     base, database_url, _ = mturk_live
     hit_id, provider_hit_id, _, _ = _hit_row(database_url)
-    victim = fake.accept_assignment(provider_hit_id, "W-victim")
+    victim = fake.accept_assignment(provider_hit_id, "AWVICTIM")
     fake.external_submit(victim)  # the victim did the work on MTurk
     # Someone who learnt the victim's assignment id arrives with it under their own worker id.
-    forged = _do_the_hit(base, hit_id, {"workerId": "W-forger", "assignmentId": victim, "hitId": provider_hit_id,
+    forged = _do_the_hit(base, hit_id, {"workerId": "AWFORGER", "assignmentId": victim, "hitId": provider_hit_id,
                                         "turkSubmitTo": "https://workersandbox.mturk.com"})
     assert forged.status_code == 200
     for _ in range(2):
@@ -408,6 +513,11 @@ def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_
         assert s.scalar(select(Assignment.status)) == "submitted" and s.scalar(select(Payment.id)) is None
         [held] = s.scalars(select(Event).where(Event.kind == "approve_held")).all()
         assert "another worker" in held.data["reason"]
+        assert s.scalar(select(Assignment.confirmed_at)) is None
+    # The forged submission is never exported as counted work (issue 20: URL-parameter identities).
+    tables = export_tables(database_url, "ab-demo")
+    assert list(tables["assignments"]["status"]) == ["unconfirmed"]
+    assert tables["votes"].empty
 
 
 def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_the_budget_is_a_ceiling(
@@ -431,11 +541,11 @@ def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_t
         s.get(Study, ctx.study_id).status = "running"
     assert tick(database_url, "ab-demo", "https://tasks.example.org").posted == 4  # the wave; 5 would fit
     with session_scope(database_url) as s:
-        a_worker = Worker(provider="mturk", external_id="W1")
+        a_worker = Worker(provider="mturk", external_id="AW1")
         s.add(a_worker)
         s.flush()
         hit = s.scalar(select(Hit).where(Hit.index == 0))
-        fake.submit_assignment(hit.provider_hit_id, "W1")
+        fake.submit_assignment(hit.provider_hit_id, "AW1")
         a = Assignment(hit_id=hit.id, worker_id=a_worker.id, provider_assignment_id="A-x", status="submitted",
                        token_nonce="n")
         s.add(a)
@@ -453,8 +563,8 @@ def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_t
 def test_a_forged_worker_id_cannot_open_someone_elses_assignment(mturk_live, fake):
     base, database_url, _ = mturk_live
     hit_id, provider_hit_id, _, _ = _hit_row(database_url)
-    victim = fake.accept_assignment(provider_hit_id, "W-victim")
-    params = {"workerId": "W-victim", "assignmentId": victim, "hitId": provider_hit_id,
+    victim = fake.accept_assignment(provider_hit_id, "AWVICTIM")
+    params = {"workerId": "AWVICTIM", "assignmentId": victim, "hitId": provider_hit_id,
               "turkSubmitTo": "https://workersandbox.mturk.com"}
     assert requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params).status_code == 200
     # Someone who knows only the victim's worker id arrives with an assignment id of their own.
@@ -464,18 +574,19 @@ def test_a_forged_worker_id_cannot_open_someone_elses_assignment(mturk_live, fak
 
 
 @pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
-def test_a_worker_who_accepted_the_hit_again_on_mturk_comes_back_to_their_work(mturk_live, fake):
+def test_a_new_assignment_id_mturk_cannot_vouch_for_is_refused(mturk_live, fake):
     base, database_url, _ = mturk_live
     hit_id, provider_hit_id, _, _ = _hit_row(database_url)
-    first = fake.accept_assignment(provider_hit_id, "W-again")
-    params = {"workerId": "W-again", "assignmentId": first, "hitId": provider_hit_id,
+    first = fake.accept_assignment(provider_hit_id, "AWAGAIN")
+    params = {"workerId": "AWAGAIN", "assignmentId": first, "hitId": provider_hit_id,
               "turkSubmitTo": "https://workersandbox.mturk.com"}
-    opened = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params)
-    assert opened.status_code == 200
-    # Returned on MTurk and accepted again: MTurk shows the new assignment id as this worker's.
-    second = fake.accept_assignment(provider_hit_id, "W-again")
-    assert second != first
-    again = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": second})
-    assert again.status_code == 200 and again.url == opened.url  # the same hitkit assignment, same token
+    assert requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params).status_code == 200
+    # Returned on MTurk and accepted again: MTurk's requester API shows no unsubmitted assignment
+    # (AssignmentStatus is Submitted/Approved/Rejected only), so the new id cannot be told from a
+    # stranger's, and the hitkit assignment stays with the first id.
+    second = fake.accept_assignment(provider_hit_id, "AWAGAIN")
+    again = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": second},
+                         allow_redirects=False)
+    assert again.status_code == 403
     with session_scope(database_url) as s:
-        assert s.scalars(select(Assignment.provider_assignment_id)).all() == [second]
+        assert s.scalars(select(Assignment.provider_assignment_id)).all() == [first]

@@ -8,6 +8,7 @@ no worker does more than the cap, on the provider's own books as much as in the 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from decimal import Decimal
 
@@ -18,7 +19,7 @@ from sqlalchemy import func, select
 
 from hitkit.cli import main
 from hitkit.config import load_study
-from hitkit.crowd import crowd_from_config
+from hitkit.crowd import SimWorker, crowd_from_config
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.flow import open_hits
@@ -117,7 +118,9 @@ def test_a_whole_study_on_mturk_pays_every_reward_and_bonus_once_and_holds_the_c
     web, config, secret = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}})
     try:
         ctx, sim = context(database_url, secret)
-        workers = crowd_from_config(config)
+        # MTurk worker ids have MTurk's shape (botocore: ^A[A-Z0-9]+$), which the fake enforces.
+        workers = [SimWorker("A" + re.sub(r"[^A-Z0-9]", "", w.worker_id.upper()), w.profile)
+                   for w in crowd_from_config(config)]
         refused_by_mturk: set[str] = set()
 
         def one_round() -> int:

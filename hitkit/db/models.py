@@ -7,6 +7,7 @@ assignment × unit × question, one payment per idempotency key.
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 from decimal import Decimal
 from typing import Any, Optional
 
@@ -71,6 +72,9 @@ class Study(Base):
     seed: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[Optional[dt.datetime]]
+    uid: Mapped[Optional[str]] = mapped_column(String(32), default=lambda: secrets.token_hex(16))
+    """A random id made with the study, unique to this database: what a provider's request tokens derive
+    from, so several databases on one provider account never collide."""
 
     systems: Mapped[list["System"]] = relationship(back_populates="study", order_by="System.id")
     hits: Mapped[list["Hit"]] = relationship(back_populates="study", order_by="Hit.index")
@@ -204,6 +208,12 @@ class Assignment(Base):
     work_time_s: Mapped[Optional[float]]
     feedback: Mapped[Optional[str]] = mapped_column(Text)
     """The worker's optional comment on the whole HIT, given with the submission."""
+    confirmed_at: Mapped[Optional[dt.datetime]]
+    """When a platform (or the coordinator, for a panel) confirmed that this worker did this work.
+
+    Set at arrival by providers that verify who arrives (simulated, local, Prolific), by the
+    scheduler when MTurk shows the assignment as the worker's, and by ``hitkit confirm`` for a
+    panel. Submitted work without it is never exported or analysed as valid (docs/COLUMNS.md)."""
 
     hit: Mapped[Hit] = relationship(back_populates="assignments")
     worker: Mapped[Worker] = relationship()

@@ -18,6 +18,10 @@ def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:
         from hitkit.providers.mturk import MTurkProvider
 
         kinds["mturk"] = MTurkProvider
+    if config.provider.kind == "panel":
+        from hitkit.providers.panel import PanelProvider
+
+        kinds["panel"] = PanelProvider
     if config.provider.kind == "prolific":
         from hitkit.providers.prolific import ProlificProvider
 

@@ -108,6 +108,12 @@ class CrowdProvider(ABC):
     name: ClassVar[str]
     chooses_hit: ClassVar[bool] = False
     """True when workers arrive at the study, not at a HIT, and hitkit picks the HIT for them."""
+    confirmation: ClassVar[str] = "platform"
+    """Who confirms that a worker did the work (``Assignment.confirmed_at``): ``arrival`` — the
+    arrival itself is verified (signed invite, the platform's own check, hitkit's own crowd);
+    ``platform`` — the platform shows the work as the worker's before it is approved (MTurk);
+    ``coordinator`` — only ``hitkit confirm`` with the platform's completion list (panels).
+    Unconfirmed work is never exported or analysed as valid."""
 
     def __init__(self, config: StudyConfig, secret: str):
         self.config = config
@@ -146,6 +152,9 @@ class CrowdProvider(ABC):
     def pay_bonus(self, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
                   idempotency_key: str) -> str:
         """Pay a bonus once per ``idempotency_key``; return the provider's reference."""
+
+    def check_posting(self) -> None:
+        """Raise a HitkitError saying why and what to do if this provider cannot take work now."""
 
     def fee(self, reward: Decimal, max_assignments: int) -> Decimal:
         """The provider's fee on one assignment's reward."""

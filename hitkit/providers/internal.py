@@ -13,6 +13,8 @@ from hitkit.providers.base import Completion, CompletionKind, CrowdProvider, Pos
 class InternalProvider(CrowdProvider):
     """Provider calls that are no-ops because hitkit's own tables are the marketplace."""
 
+    confirmation = "arrival"  # hitkit's own crowd, or annotators with signed invites
+
     def post_hit(self, hit_key, entry_url, reward, max_assignments, lifetime_s) -> PostedHit:
         return PostedHit(provider_hit_id=f"{self.name}-{hit_key}", url=entry_url)
 

@@ -1,14 +1,21 @@
 """The ``mturk`` provider: Amazon Mechanical Turk through boto3's ``mturk`` client.
 
-MTurk's documentation states that it closes permanently on 30 September 2026; this provider stays
-complete (sandbox and production, ExternalQuestion) for accounts that still have access.
+**Amazon Mechanical Turk closed permanently on 2026-09-30** (AWS's MTurk API reference says so on
+every page). Every call to MTurk's own requester endpoints (sandbox or production) is refused
+before it is made, with :class:`MTurkClosedError` saying where to go instead: Prolific
+(``provider.kind: prolific``), a panel (``provider.kind: panel``), and ``hitkit import mturk`` for
+the batch-results archives coordinators keep. ``provider.mturk.endpoint_url`` still points the
+provider at a service that speaks MTurk's API (and at the tests' fake), so the code below stays
+correct for those: request tokens unique per database, expiry safe to repeat, MTurk's fees.
 
 Posting: one HIT type per study (title, reward, time limits, qualification requirements — the
 configured locale / approval rate / approved HITs / Masters, plus the study's private *cap*
 qualification, which workers must NOT hold), then each HIT with that type and an ExternalQuestion
 that frames hitkit's entry URL. Every create carries a ``UniqueRequestToken`` derived from the
-database key of the HIT, so a retried post (after a timeout or a crash) finds the HIT it already
-made instead of making a second one. Posting refuses (BudgetError) when the account balance cannot
+study's random ``uid`` (stored in the database, so unique across every database sharing one
+requester account) and the key of the HIT, so a retried post (after a timeout or a crash) finds
+the HIT it already made instead of making a second one, and no other database's post is mistaken
+for it. Posting refuses (BudgetError) when the account balance cannot
 cover the HIT's worst case.
 
 Arrival: MTurk opens the entry URL with ``workerId``, ``assignmentId``, ``hitId`` and
@@ -27,8 +34,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import hmac
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -68,6 +75,13 @@ MASTERS_QUALIFICATION = {True: "2ARFPLSP75KLA8M8DH1HTEQVJT3SY6", False: "2F1QJWK
 WORK_STATUSES = {"Submitted": WorkStatus.SUBMITTED, "Approved": WorkStatus.APPROVED,
                  "Rejected": WorkStatus.REJECTED}
 
+CLOSED_ON = dt.date(2026, 9, 30)
+"""The day Amazon Mechanical Turk closed permanently (PLATFORMS.md)."""
+MASTERS_FEE_RATE = Decimal("0.05")
+"""MTurk's extra fee on the reward of a HIT that requires Masters (PLATFORMS.md)."""
+ID_PATTERN = re.compile(r"^[A-Z0-9]{1,64}$")
+"""botocore's pattern of MTurk's HIT and assignment ids."""
+
 EXTERNAL_QUESTION_SCHEMA = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
                             "2006-07-14/ExternalQuestion.xsd")
 
@@ -84,6 +98,19 @@ class MTurkError(HitkitError):
         """MTurk saw this UniqueRequestToken before: the earlier request already did the work."""
         text = self.mturk_message.lower()
         return self.code == "RequestError" and "idempotency token" in text and "already been processed" in text
+
+
+class MTurkClosedError(ConfigError):
+    """A call to Amazon Mechanical Turk's own endpoints, which closed on 2026-09-30."""
+
+    def __init__(self, sandbox: bool):
+        where = "sandbox" if sandbox else "production"
+        super().__init__(
+            f"Amazon Mechanical Turk closed permanently on {CLOSED_ON:%Y-%m-%d}, so hitkit cannot post to or call "
+            f"its {where} endpoint ({ENDPOINTS[sandbox]}). Run the study on Prolific (provider.kind: prolific) "
+            f"or on a panel such as CloudResearch Connect or SONA (provider.kind: panel; see README, 'Providers'), "
+            f"and bring old MTurk batch results in with `hitkit import mturk BATCH.csv --mapping MAPPING.yaml "
+            f"--study NAME`. provider.mturk.endpoint_url is only for services that speak MTurk's API.")
 
 
 @dataclass(frozen=True)
@@ -115,6 +142,11 @@ class MTurkProvider(CrowdProvider):
     read_timeout_s = 60.0
     """Seconds to wait for MTurk's answer before botocore retries the call (with the same request token)."""
 
+    study_uid: str | None = None
+    """The study's random id from the database (:attr:`hitkit.db.models.Study.uid`); set by
+    :meth:`hitkit.study.StudyContext.of`. Request tokens and the cap qualification's name derive
+    from it, so two databases on one requester account never share a token."""
+
     def __init__(self, config: StudyConfig, secret: str):
         super().__init__(config, secret)
         self.settings = config.provider.mturk
@@ -130,6 +162,8 @@ class MTurkProvider(CrowdProvider):
         """boto3's ``mturk`` client for the configured endpoint (made on first use)."""
         # One provider serves all of a web process's threads; boto3 clients are thread-safe once
         # made, but making one from the shared default session is not, hence a session of our own.
+        if not self.settings.endpoint_url:
+            raise MTurkClosedError(self.sandbox)  # refused before botocore is even loaded
         with self._client_lock:
             if self._client is None:
                 import boto3
@@ -137,7 +171,7 @@ class MTurkProvider(CrowdProvider):
 
                 self._client = boto3.session.Session().client(
                     "mturk", region_name=self.settings.region,
-                    endpoint_url=self.settings.endpoint_url or ENDPOINTS[self.sandbox],
+                    endpoint_url=self.settings.endpoint_url,
                     config=Config(retries={"mode": "standard", "max_attempts": 5},
                                   read_timeout=self.read_timeout_s, connect_timeout=10))
             return self._client
@@ -165,18 +199,27 @@ class MTurkProvider(CrowdProvider):
         raise AssertionError("unreachable")
 
     def token(self, purpose: str, key: str) -> str:
-        """A UniqueRequestToken for ``key``: stable across processes sharing the secret, ≤ 64 characters.
+        """A UniqueRequestToken for ``key``: the same in every process of this database, ≤ 64 characters.
 
-        Keyed by the server secret so two hitkit installations with the same study name never
-        collide on one account's tokens.
+        MTurk keeps tokens per requester account for 24 hours, and several databases (a re-run, a
+        colleague's install, a test database) may share one account and produce the same study
+        name, HIT keys and ledger keys. The study's random ``uid``, stored in its database, makes
+        the token unique to that database; the server secret is not enough (one deployment may
+        hold many databases, and a secret from the environment is shared by all of them).
         """
-        digest = hmac.new(self.secret.encode(), f"{purpose}:{key}".encode(), hashlib.sha256).hexdigest()
+        if not self.study_uid:
+            raise HitkitError("the MTurk provider has no study uid, so its request tokens would not be unique to "
+                              "this database; load the study with StudyContext (hitkit.study) before posting")
+        digest = hashlib.sha256(f"{self.study_uid}:{purpose}:{key}".encode()).hexdigest()
         return f"hk-{digest[:48]}"
 
     # Money ----------------------------------------------------------------------------------
     def fee(self, reward: Decimal, max_assignments: int) -> Decimal:
-        """MTurk's fee on one assignment's reward (METHODS.md §5)."""
-        return mturk_reward_fee(reward, max_assignments)
+        """MTurk's fee on one assignment's reward (METHODS.md §5), plus 5 % of it when Masters are required."""
+        fee = mturk_reward_fee(reward, max_assignments)
+        if self.settings.masters:
+            fee = max(cents(reward * (_reward_rate(max_assignments) + MASTERS_FEE_RATE)), fee)
+        return fee
 
     def bonus_fee(self, bonus: Decimal) -> Decimal:
         """MTurk's fee on a bonus (METHODS.md §5)."""
@@ -242,7 +285,11 @@ class MTurkProvider(CrowdProvider):
 
     def post_hit(self, hit_key: str, entry_url: str, reward: Decimal, max_assignments: int,
                  lifetime_s: float) -> PostedHit:
-        """Create the HIT once per ``hit_key``; BudgetError if the balance cannot cover its worst case."""
+        """Create the HIT once per ``hit_key``; BudgetError if the balance cannot cover its worst case.
+
+        MTurkClosedError, before any call, when no ``endpoint_url`` names a compatible service.
+        """
+        self.check_posting()
         if not entry_url.startswith("https://"):
             raise ConfigError(f"MTurk frames only HTTPS pages, and the entry URL is {entry_url}; set "
                               f"server.public_url to the https:// address workers reach this server at")
@@ -269,6 +316,11 @@ class MTurkProvider(CrowdProvider):
         return PostedHit(provider_hit_id=hit["HITId"],
                          url=f"{PREVIEW_HOSTS[self.sandbox]}/mturk/preview?groupId={hit['HITGroupId']}")
 
+    def check_posting(self) -> None:
+        """Refuse, before any call, to post to MTurk's own endpoints: MTurk closed on 2026-09-30."""
+        if not self.settings.endpoint_url:
+            raise MTurkClosedError(self.sandbox)
+
     def _find_hit(self, token: str) -> dict[str, Any] | None:
         """The account's HIT whose annotation ends with ``token`` (the one a lost create made)."""
         params: dict[str, Any] = {"MaxResults": 100}
@@ -282,9 +334,20 @@ class MTurkProvider(CrowdProvider):
             params["NextToken"] = page["NextToken"]
 
     def expire_hit(self, provider_hit_id: str) -> None:
-        """Expire now: an expiry in the past closes the HIT to new workers at once."""
-        self._call("UpdateExpirationForHIT", HITId=provider_hit_id,
-                   ExpireAt=dt.datetime(2015, 1, 1, tzinfo=dt.UTC))
+        """Expire now: an expiry in the past closes the HIT to new workers at once. Safe to repeat.
+
+        MTurk keys UpdateExpirationForHIT by HIT and time (a repeat is refused as "idempotency
+        token ... already been processed"), so a second expiry — a retried tick, ``hitkit sync``
+        after the scheduler — finds the HIT expired already, which is what was asked.
+        """
+        self._update_expiration(provider_hit_id, EXPIRED_AT)
+
+    def _update_expiration(self, provider_hit_id: str, expire_at: dt.datetime) -> None:
+        try:
+            self._call("UpdateExpirationForHIT", HITId=provider_hit_id, ExpireAt=expire_at)
+        except MTurkError as exc:
+            if not exc.already_processed:
+                raise
 
     def extend_hit(self, provider_hit_id: str, extra_assignments: int, lifetime_s: float,
                    request_key: str | None = None) -> None:
@@ -302,8 +365,9 @@ class MTurkProvider(CrowdProvider):
             except MTurkError as exc:
                 if not exc.already_processed:
                     raise
-        self._call("UpdateExpirationForHIT", HITId=provider_hit_id,
-                   ExpireAt=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lifetime_s))
+        # Whole seconds: MTurk's duplicate key is the time as it prints it, to the second.
+        self._update_expiration(provider_hit_id, dt.datetime.now(dt.UTC).replace(microsecond=0)
+                                + dt.timedelta(seconds=lifetime_s))
 
     # Arrival and completion -----------------------------------------------------------------
     def arrival(self, args: Mapping[str, str]) -> Arrival:
@@ -351,8 +415,12 @@ class MTurkProvider(CrowdProvider):
 
     def pay_bonus(self, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
                   idempotency_key: str) -> str:
-        """SendBonus with the ledger key as UniqueRequestToken, so a retried payment pays once."""
-        token = idempotency_key if len(idempotency_key) <= 64 else self.token("bonus", idempotency_key)
+        """SendBonus with a token made from the ledger key, so a retried payment pays once.
+
+        The ledger key holds only this database's row ids; the token adds the study's ``uid`` so a
+        bonus of another database with the same key is never taken for this one.
+        """
+        token = self.token("bonus", idempotency_key)
         try:
             self._call("SendBonus", WorkerId=worker_id, AssignmentId=provider_assignment_id,
                        BonusAmount=f"{cents(amount):.2f}", Reason=reason, UniqueRequestToken=token)
@@ -382,15 +450,21 @@ class MTurkProvider(CrowdProvider):
                 for hit_id in provider_hit_ids for w in self.sync_submissions(hit_id)]
 
     def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
-        """GetAssignment: MTurk's arrival parameters are unsigned, so who did the work is checked here."""
+        """GetAssignment: MTurk's arrival parameters are unsigned, so who did the work is checked here.
+
+        MTurk lists only Submitted, Approved and Rejected assignments (botocore's AssignmentStatus),
+        so work accepted but not yet handed in is not shown to anyone, and an id that is not
+        MTurk's shape is never sent.
+        """
+        if not ID_PATTERN.match(provider_assignment_id or ""):
+            return ProviderWork(provider_assignment_id or "", "", WorkStatus.RETURNED)
         try:
             a = self._call("GetAssignment", AssignmentId=provider_assignment_id)["Assignment"]
         except MTurkError as exc:
             if exc.code != "RequestError":
                 raise
             return ProviderWork(provider_assignment_id, "", WorkStatus.RETURNED)  # MTurk has no such assignment
-        return ProviderWork(a["AssignmentId"], a["WorkerId"], WORK_STATUSES.get(a["AssignmentStatus"], WorkStatus.WORKING),
-                            a.get("HITId"))
+        return ProviderWork(a["AssignmentId"], a["WorkerId"], WORK_STATUSES[a["AssignmentStatus"]], a.get("HITId"))
 
     def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
         """PAID when MTurk lists more bonuses of this amount on the assignment than the ledger has paid.
@@ -413,6 +487,15 @@ class MTurkProvider(CrowdProvider):
         """Give the worker the study's cap qualification (silently), so no more of its HITs reach them."""
         self._call("AssociateQualificationWithWorker", QualificationTypeId=self.cap_qualification_id(),
                    WorkerId=worker_id, IntegerValue=1, SendNotification=False)
+
+
+EXPIRED_AT = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
+"""The past time an expiry is set to (any past time closes the HIT at once)."""
+
+
+def _reward_rate(max_assignments: int) -> Decimal:
+    """MTurk's fee rate on rewards: 20 %, 40 % for HITs of 10 or more assignments (METHODS.md §5)."""
+    return Decimal("0.40") if max_assignments >= 10 else Decimal("0.20")
 
 
 def _snake(operation: str) -> str:

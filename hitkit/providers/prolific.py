@@ -133,6 +133,7 @@ class ProlificProvider(CrowdProvider):
 
     name = "prolific"
     chooses_hit = True
+    confirmation = "arrival"  # the arrival is accepted only once Prolific confirms the submission
     timeout_s = 30.0
     """Seconds to wait for Prolific's answer to one call."""
 

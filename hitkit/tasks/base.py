@@ -75,7 +75,7 @@ class Question:
 
 
 def done_responses(session: Session, study: Study, *conditions) -> list:
-    """(response, assignment, hit, worker, unit) rows of the study's submitted or approved work.
+    """(response, assignment, hit, worker, unit) rows of the study's confirmed submitted or approved work.
 
     The one query behind every task's export; ``conditions`` narrow it (e.g. to some questions).
     """
@@ -89,7 +89,9 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
         .join(Hit, Assignment.hit_id == Hit.id)
         .join(Worker, Assignment.worker_id == Worker.id)
         .join(Unit, Response.unit_id == Unit.id)
-        .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), *conditions)
+        # Only confirmed work: what no platform has confirmed is never exported as answers.
+        .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.confirmed_at.is_not(None),
+               *conditions)
         .order_by(Hit.index, Assignment.id, Unit.id)
     ).all()
 

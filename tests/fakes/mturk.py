@@ -5,6 +5,12 @@ every call and parses every answer. The fake reads ``X-Amz-Target:
 MTurkRequesterServiceV20170117.<Operation>``, keeps its marketplace in memory, answers JSON as
 MTurk does, and reports errors as ``{"__type": ..., "Message": ...}`` with HTTP 400.
 
+Faithful to botocore's service model (``botocore/data/mturk/2017-01-17/service-2.json``), which
+PLATFORMS.md names as the contract: every request is checked against the operation's input shape
+(required members, string lengths and patterns, integer ranges, enums) and refused with
+``ValidationException`` as the service would; assignment statuses are only the model's
+Submitted / Approved / Rejected, so work accepted but not submitted is invisible.
+
 What tests steer: :meth:`FakeMTurk.inject` makes the next calls of an operation fail (before the
 operation runs, or — with ``after=True`` — after it ran, as a response lost on the way back). A
 fault is an MTurk error type (``ServiceFault``, ``ThrottlingException``…) answered with ``status``
@@ -19,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
 import threading
 import time
 import uuid
@@ -27,6 +34,45 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 TARGET_PREFIX = "MTurkRequesterServiceV20170117."
+TOKEN_LIFETIME_S = 24 * 3600
+"""UniqueRequestToken: "valid for 24 hours" (service-2.json, CreateHITWithHITType.UniqueRequestToken)."""
+
+
+def _service_model():
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("mturk")
+
+
+def validate(shape, value, where: str) -> None:
+    """Raise _Fault(ValidationException) where ``value`` breaks ``shape`` (botocore's service model)."""
+    meta = shape.metadata
+    if shape.type_name == "structure":
+        if not isinstance(value, dict):
+            raise _Fault("ValidationException", f"{where} must be a structure")
+        for name in shape.required_members:  # service-2.json "required"
+            if name not in value:
+                raise _Fault("ValidationException", f"{where}.{name} is required")
+        for name, item in value.items():
+            if name not in shape.members:
+                raise _Fault("ValidationException", f"{where}.{name} is not a member of {shape.name}")
+            validate(shape.members[name], item, f"{where}.{name}")
+    elif shape.type_name == "list":
+        for i, item in enumerate(value):
+            validate(shape.member, item, f"{where}[{i}]")
+    elif shape.type_name == "string":
+        if not isinstance(value, str):
+            raise _Fault("ValidationException", f"{where} must be a string")
+        if not meta.get("min", 0) <= len(value) <= meta.get("max", 1 << 30):  # service-2.json "min"/"max"
+            raise _Fault("ValidationException", f"{where} must be {meta.get('min', 0)} to {meta.get('max')} "
+                                                f"characters long")
+        if "pattern" in meta and not re.search(meta["pattern"], value):  # service-2.json "pattern"
+            raise _Fault("ValidationException", f"{where} {value!r} does not match {meta['pattern']}")
+        if shape.enum and value not in shape.enum:  # service-2.json "enum"
+            raise _Fault("ValidationException", f"{where} {value!r} is not one of {shape.enum}")
+    elif shape.type_name in ("integer", "long"):
+        if not meta.get("min", -(1 << 63)) <= value <= meta.get("max", 1 << 63):
+            raise _Fault("ValidationException", f"{where} {value} is out of range")
 
 
 def dummy_aws(monkeypatch, tmp_path) -> None:
@@ -61,7 +107,8 @@ class FakeMTurk:
         self.bonuses: list[dict[str, Any]] = []
         self.qualification_types: dict[str, dict[str, Any]] = {}
         self.worker_qualifications: list[dict[str, Any]] = []
-        self._tokens: set[tuple[str, str]] = set()
+        self._tokens: dict[tuple[str, str], float] = {}
+        self.model = _service_model()
         self._faults: dict[str, list[tuple[str, bool, int]]] = {}
         self.page_limit = 100
         self.hold_s = 3.0
@@ -120,9 +167,10 @@ class FakeMTurk:
                 if req["Comparator"] == "DoesNotExist" and req["QualificationTypeId"] in held:
                     raise PermissionError(f"worker {worker_id} holds {req['QualificationTypeId']}; MTurk hides the HIT")
             assignment_id = self._new_id("A")
+            # Not a status of botocore's AssignmentStatus enum: the requester API never shows it.
             self.assignments[assignment_id] = {
                 "AssignmentId": assignment_id, "WorkerId": worker_id, "HITId": hit_id,
-                "AssignmentStatus": "Assigned", "AcceptTime": _now()}
+                "AssignmentStatus": "Accepted", "AcceptTime": _now()}
             hit["NumberOfAssignmentsAvailable"] -= 1
             hit["NumberOfAssignmentsPending"] += 1
             return assignment_id
@@ -174,9 +222,10 @@ class FakeMTurk:
             if fault is not None and not fault[1]:
                 return self._fault_answer(fault)
             method = getattr(self, "_op_" + operation, None)
-            if method is None:
+            if method is None or operation not in self.model.operation_names:
                 return 400, {"__type": "UnknownOperationException", "Message": operation}
             try:
+                validate(self.model.operation_model(operation).input_shape, body, operation)
                 result = method(body)
             except _Fault as exc:
                 return 400, {"__type": exc.kind, "Message": exc.message}
@@ -194,17 +243,17 @@ class FakeMTurk:
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):029d}"
 
-    def _once(self, operation: str, body: dict[str, Any]) -> None:
-        """MTurk refuses a second request with the same UniqueRequestToken."""
-        token = body.get("UniqueRequestToken")
+    def _once(self, operation: str, body: dict[str, Any], token: str | None = None) -> None:
+        """A second request with the same token within 24 hours is refused (service-2.json,
+        UniqueRequestToken); tokens are per requester account, i.e. per fake."""
+        token = token if token is not None else body.get("UniqueRequestToken")
         if token is None:
             return
-        if len(token) > 64:
-            raise _Fault("ValidationException", "UniqueRequestToken is longer than 64 characters")
-        if (operation, token) in self._tokens:
+        seen = self._tokens.get((operation, token))
+        if seen is not None and _now() - seen < TOKEN_LIFETIME_S:
             raise _Fault("RequestError", f'The idempotency token "{token}" has already been processed. '
                                          f'({int(_now() * 1000)})')
-        self._tokens.add((operation, token))
+        self._tokens[(operation, token)] = _now()
 
     def _hit(self, hit_id: str) -> dict[str, Any]:
         if hit_id not in self.hits:
@@ -212,19 +261,21 @@ class FakeMTurk:
         return self.hits[hit_id]
 
     def _assignment(self, assignment_id: str) -> dict[str, Any]:
-        if assignment_id not in self.assignments:
+        # Accepted but unsubmitted work is not the requester's to see (AssignmentStatus enum).
+        if assignment_id not in self.assignments or self.assignments[assignment_id]["AssignmentStatus"] == "Accepted":
             raise _Fault("RequestError", f"Assignment {assignment_id} does not exist.")
         return self.assignments[assignment_id]
 
     # Operations ---------------------------------------------------------------------------
-    def _op_GetAccountBalance(self, body):
+    def _op_GetAccountBalance(self, body):  # service-2.json GetAccountBalance: AvailableBalance as text
         return {"AvailableBalance": f"{self.balance:.2f}"}
 
     def _op_CreateHITType(self, body):
         for key in ("Title", "Description", "Reward", "AssignmentDurationInSeconds"):
             if key not in body:
                 raise _Fault("ValidationException", f"{key} is required")
-        # MTurk gives identical HIT type properties the same HITTypeId.
+        # service-2.json CreateHITType: "If you register a HIT type with values that match an existing HIT
+        # type, the HIT type ID of the existing type will be returned."
         signature = json.dumps(body, sort_keys=True)
         if signature not in self.hit_types:
             self.hit_types[signature] = {"HITTypeId": self._new_id("T"), **body}
@@ -234,7 +285,7 @@ class FakeMTurk:
         types = {t["HITTypeId"]: t for t in self.hit_types.values()}
         if body.get("HITTypeId") not in types:
             raise _Fault("RequestError", f"HIT type {body.get('HITTypeId')} does not exist.")
-        self._once("CreateHITWithHITType", body)
+        self._once("CreateHITWithHITType", body)  # service-2.json: UniqueRequestToken, no duplicate HITs
         hit_type = types[body["HITTypeId"]]
         hit_id = self._new_id("H")
         now = _now()
@@ -264,6 +315,9 @@ class FakeMTurk:
 
     def _op_UpdateExpirationForHIT(self, body):
         hit = self._hit(body["HITId"])
+        # MTurk keys this call by HIT and time: the same pair again is "already been processed"
+        # (the token in the error is HITId + the time; Dallinger/Dallinger#3109).
+        self._once("UpdateExpirationForHIT", body, f"{body['HITId']}{body['ExpireAt']}")
         hit["Expiration"] = body["ExpireAt"]
         hit["HITStatus"] = "Unassignable" if body["ExpireAt"] <= _now() else "Assignable"
         return {}
@@ -271,6 +325,7 @@ class FakeMTurk:
     def _op_CreateAdditionalAssignmentsForHIT(self, body):
         hit = self._hit(body["HITId"])
         extra = body["NumberOfAdditionalAssignments"]
+        # service-2.json CreateAdditionalAssignmentsForHIT: fewer than 10 may not be extended to 10 or more.
         if hit["MaxAssignments"] < 10 <= hit["MaxAssignments"] + extra:
             raise _Fault("RequestError", "HITs created with fewer than 10 assignments cannot be extended "
                                          "to have 10 or more assignments.")
@@ -299,36 +354,50 @@ class FakeMTurk:
 
     def _decide(self, body, status: str):
         a = self._assignment(body["AssignmentId"])
-        if a["AssignmentStatus"] != "Submitted":
+        # service-2.json ApproveAssignment: a rejected assignment is approved only with OverrideRejection.
+        overriding = status == "Approved" and a["AssignmentStatus"] == "Rejected" and body.get("OverrideRejection")
+        if a["AssignmentStatus"] != "Submitted" and not overriding:
             raise _Fault("RequestError", f"This operation can be called with a status of: Submitted "
                                          f"(assignment {a['AssignmentId']} is {a['AssignmentStatus']})")
+        if status == "Approved":
+            # service-2.json ApproveAssignment: without funds for the reward and fees, "the call ...
+            # returns an exception, and the approval is not processed".
+            reward = Decimal(self.hits[a["HITId"]]["Reward"])
+            if self.balance < reward:
+                raise _Fault("RequestError", "Your account balance is insufficient to approve this assignment.")
+            self.balance -= reward
         a["AssignmentStatus"] = status
         if body.get("RequesterFeedback"):
             a["RequesterFeedback"] = body["RequesterFeedback"]
-        if status == "Approved":
-            self.balance -= Decimal(self.hits[a["HITId"]]["Reward"])
         return {}
 
     def _op_ApproveAssignment(self, body):
         return self._decide(body, "Approved")
 
     def _op_RejectAssignment(self, body):
+        # service-2.json RejectAssignment: RequesterFeedback is a required member.
         if not body.get("RequesterFeedback"):
             raise _Fault("ValidationException", "RequesterFeedback is required")
         return self._decide(body, "Rejected")
 
     def _op_SendBonus(self, body):
         a = self._assignment(body["AssignmentId"])
+        # service-2.json SendBonus: "requires the Worker's ID and the assignment ID" of their work.
         if a["WorkerId"] != body["WorkerId"]:
             raise _Fault("RequestError", "the worker did not work on this assignment")
         if not body.get("Reason"):
             raise _Fault("ValidationException", "Reason is required")
-        self._once("SendBonus", body)
+        # service-2.json SendBonus: "fails if your account does not have enough funds".
+        if self.balance < Decimal(body["BonusAmount"]):
+            raise _Fault("RequestError", "Your account balance is insufficient to send this bonus.")
+        self._once("SendBonus", body)  # service-2.json: UniqueRequestToken, no duplicate bonuses
         self.bonuses.append({**body, "GrantTime": _now()})
         self.balance -= Decimal(body["BonusAmount"])
         return {}
 
     def _op_ListBonusPayments(self, body):
+        # service-2.json ListBonusPayments.HITId: "Either the HITId parameter or the AssignmentId
+        # parameter must be specified".
         if bool(body.get("HITId")) == bool(body.get("AssignmentId")):
             raise _Fault("ValidationException", "Either the HITId or the AssignmentId parameter must be specified")
         rows = [{"WorkerId": b["WorkerId"], "BonusAmount": b["BonusAmount"], "AssignmentId": b["AssignmentId"],
@@ -343,6 +412,7 @@ class FakeMTurk:
         return out
 
     def _op_CreateQualificationType(self, body):
+        # A requester's Qualification type names are unique (MTurk answers RequestError on a repeat).
         if any(q["Name"] == body["Name"] for q in self.qualification_types.values()):
             raise _Fault("RequestError", f"You have already created a QualificationType with this name: "
                                          f"{body['Name']}")
@@ -356,6 +426,7 @@ class FakeMTurk:
         return {"NumResults": len(found), "QualificationTypes": found}
 
     def _op_AssociateQualificationWithWorker(self, body):
+        # service-2.json: "You can only assign a Qualification of a Qualification type that you created".
         if body["QualificationTypeId"] not in self.qualification_types:
             raise _Fault("RequestError", f"QualificationType {body['QualificationTypeId']} does not exist.")
         self.worker_qualifications.append(dict(body))

@@ -1,0 +1,457 @@
+"""``hitkit import mturk``: an MTurk batch-results archive into hitkit's tidy tables (METHODS.md §4).
+
+Amazon Mechanical Turk closed on 2026-09-30; what coordinators keep are its *batch results* CSVs:
+one row per assignment with ``HITId, AssignmentId, WorkerId, AssignmentStatus, WorkTimeInSeconds``,
+the HIT's inputs as ``Input.*`` and the worker's answers as ``Answer.*``. This module turns such a
+file into ``assignments.csv`` plus the protocol's table (``ratings.csv`` for live chat,
+``votes.csv`` for pairwise, ``annotations.csv`` for Spot The Bot), so ``hitkit analyze`` and
+``hitkit report`` work on years-old runs exactly as on new ones.
+
+How answers become ratings or votes is the coordinator's to say, in a small YAML *mapping*
+(:class:`MTurkMapping`, validated here; see docs/COLUMNS.md "Importing MTurk archives"), or, for
+rules a mapping cannot say, a Python function named ``module:function`` in it.
+
+Answers: a column named in ``flatten`` (default ``Answer.taskAnswers``, what crowd-html forms
+submit) holds JSON; it is flattened into ``Answer.<key>`` fields, so a mapping reads
+``Answer.score0`` whether the HIT sent a JSON blob or classic form fields. A list of one object
+is that object; a longer list gives ``Answer.<n>.<key>``; nested objects give dotted keys.
+
+Workers: ``WorkerId`` is pseudonymised as ``w`` + the first 12 hex digits of its SHA-256, and an
+id already in that form is kept, so importing an already pseudonymised file (the Ji et al.
+release) or re-importing an output gives the same ids. MTurk's results list only work MTurk
+holds as submitted, approved or rejected, so every imported assignment is confirmed work.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hitkit.errors import ConfigError, InputError
+
+REQUIRED_COLUMNS = ("HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "WorkTimeInSeconds")
+ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
+ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id")
+PSEUDONYM = re.compile(r"^w[0-9a-f]{12}$")
+TASK_TABLES = {"live_chat": "ratings", "pairwise": "votes", "spot_the_bot": "annotations"}
+DEFAULT_STATUSES = {"Submitted": "submitted", "Approved": "approved", "Rejected": "rejected"}
+
+
+def task_columns(task: str) -> tuple[str, ...]:
+    """The column contract of the task's tidy table (the analysis' own constants)."""
+    if task == "live_chat":
+        from hitkit.analysis.live_chat import RATING_COLUMNS
+
+        return RATING_COLUMNS
+    if task == "pairwise":
+        from hitkit.analysis.pairwise import VOTE_COLUMNS
+
+        return VOTE_COLUMNS
+    from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS
+
+    return ANNOTATION_COLUMNS
+
+
+def pseudonym(worker_id: str) -> str:
+    """``w`` + the first 12 hex digits of the id's SHA-256; an id already in that form is kept."""
+    worker_id = worker_id.strip()
+    if PSEUDONYM.match(worker_id):
+        return worker_id
+    return "w" + hashlib.sha256(worker_id.encode("utf-8")).hexdigest()[:12]
+
+
+# The mapping ---------------------------------------------------------------------------------
+class _Strict(BaseModel):
+    # A misspelt key in a mapping must be an error, not a silently ignored rule.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VariantRule(_Strict):
+    """Add ``suffix`` to a (non-control) system when its ``field`` is ≤ ``at_most`` / ≥ ``at_least``
+    / equal to ``equals`` — e.g. Ji et al.'s persona variant, ``seed{i}`` ≤ 500 → ``_p``."""
+
+    field: str = Field(description="field template, e.g. Answer.seed{i}")
+    suffix: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    at_most: Optional[float] = None
+    at_least: Optional[float] = None
+    equals: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _one_test(self) -> "VariantRule":
+        if sum(x is not None for x in (self.at_most, self.at_least, self.equals)) != 1:
+            raise ValueError("give exactly one of at_most, at_least and equals")
+        return self
+
+
+class LiveChatMapping(_Strict):
+    """Ratings: each row holds ``slots`` conversations; slot ``i`` names its system in ``system``
+    and its criterion scores, in ``criteria`` order, ``separator``-joined in ``scores``."""
+
+    slots: int = Field(gt=0, le=100)
+    system: str = Field(description="field template naming slot i's system, e.g. Answer.task{i} or Input.u{i}")
+    scores: str = Field(description="field template of slot i's scores, e.g. Answer.score{i}")
+    separator: str = Field(",", min_length=1)
+    criteria: list[str] = Field(min_length=1)
+    systems: dict[str, str] = Field(default_factory=dict, description="archive name -> hitkit name (default: kept)")
+    control: list[str] = Field(default_factory=list, description="hitkit names of the quality-control bot(s)")
+    variant: Optional[VariantRule] = None
+
+    @field_validator("criteria")
+    @classmethod
+    def _criteria(cls, criteria: list[str]) -> list[str]:
+        bad = [c for c in criteria if not re.match(r"^[a-z][a-z0-9_]{0,39}$", c)]
+        if bad or len(set(criteria)) != len(criteria):
+            raise ValueError(f"criteria must be distinct lower-case names (a-z, 0-9, _); got {criteria}")
+        return criteria
+
+
+class PairwiseMapping(_Strict):
+    """Votes: each row holds ``items`` comparisons; comparison ``i`` has an item id, the system shown
+    first (``system_a``), second (``system_b``) and the worker's answer, mapped by ``votes``."""
+
+    items: int = Field(1, gt=0, le=1000)
+    item_id: str
+    system_a: str
+    system_b: str
+    vote: str
+    votes: dict[str, Literal["a", "b", "tie"]] = Field(
+        default_factory=lambda: {"a": "a", "b": "b", "tie": "tie"},
+        description="answer value in the archive -> a, b or tie")
+    systems: dict[str, str] = Field(default_factory=dict, description="archive name -> hitkit name (default: kept)")
+
+
+class MTurkMapping(_Strict):
+    """How one MTurk batch-results file becomes hitkit's tables (``--mapping MAPPING.yaml``)."""
+
+    task: Literal["live_chat", "pairwise", "spot_the_bot"]
+    flatten: list[str] = Field(default_factory=lambda: ["Answer.taskAnswers"],
+                               description="columns holding JSON answers, flattened into Answer.<key>")
+    statuses: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_STATUSES),
+                                     description="AssignmentStatus -> hitkit status")
+    live_chat: Optional[LiveChatMapping] = None
+    pairwise: Optional[PairwiseMapping] = None
+    function: Optional[str] = Field(None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "module:function or path/file.py:function, called with each row's fields; returns the task "
+        "table's rows without study, hit_id, assignment_id and worker_id"))
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "MTurkMapping":
+        section = getattr(self, self.task, None) if self.task != "spot_the_bot" else None
+        other = [name for name in ("live_chat", "pairwise") if name != self.task and getattr(self, name) is not None]
+        if other:
+            raise ValueError(f"task is {self.task}, but the mapping has a '{other[0]}:' section; remove it")
+        if (section is None) == (self.function is None):
+            if self.task == "spot_the_bot":
+                raise ValueError("Spot The Bot archives are imported with a function: add "
+                                 "'function: module:function' (see docs/COLUMNS.md)")
+            raise ValueError(f"give exactly one of a '{self.task}:' section and 'function:'")
+        return self
+
+
+def load_mapping(path: str | Path) -> MTurkMapping:
+    """Read and validate a mapping file; ConfigError names the file, the key and the fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such mapping file; see examples/ji2022_mturk_mapping.yaml for one")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc}); "
+                          f"fix the syntax there") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a mapping file is a YAML mapping of keys (task:, live_chat:, ...)")
+    try:
+        return MTurkMapping.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+            fix = {"extra_forbidden": " — fix: remove it or check its spelling", "missing": " — fix: add it",
+                   "literal_error": " — fix: use one of the allowed values"}.get(e["type"], "")
+            lines.append(f"  {where}: {e['msg']}{fix}")
+        raise ConfigError(f"{path}: the mapping is not valid:\n" + "\n".join(lines)) from None
+
+
+# Reading the archive -------------------------------------------------------------------------
+def flatten_answers(value: Any, prefix: str = "Answer") -> dict[str, str]:
+    """A JSON answer blob as ``{prefix.key: text}``: one-object lists unwrapped, nesting dotted."""
+    out: dict[str, str] = {}
+    if isinstance(value, list):
+        if len(value) == 1:
+            return flatten_answers(value[0], prefix)
+        for n, item in enumerate(value):
+            out.update(flatten_answers(item, f"{prefix}.{n}"))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.update(flatten_answers(item, f"{prefix}.{key}"))
+    elif value is not None:
+        out[prefix] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+def read_batch(path: str | Path, flatten: list[str]) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+    """The batch file and, per row, its fields (``Input.*``, ``Answer.*``, JSON answers flattened)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "not found; give the batch-results CSV downloaded from MTurk's requester site")
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(path, f"is not a readable CSV ({exc}); give MTurk's batch-results file") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(path, f"missing column(s) {missing}; an MTurk batch-results file has {list(REQUIRED_COLUMNS)}")
+    rows = []
+    for i, record in enumerate(table.to_dict("records")):
+        fields = dict(record)
+        for column in flatten:
+            text = record.get(column, "")
+            if not text.strip():
+                continue
+            try:
+                blob = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, f"column {column} is not JSON ({exc.msg}); remove it from the mapping's "
+                                       f"'flatten' if it holds plain text", line=i + 2) from None
+            prefix = "Answer" if column.startswith("Answer.") else column
+            fields.update(flatten_answers(blob, prefix))
+        rows.append(fields)
+    return table, rows
+
+
+# From fields to rows -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Where:
+    path: Path
+    line: int
+
+
+def _field(fields: Mapping[str, str], template: str, i: int) -> str | None:
+    value = fields.get(template.replace("{i}", str(i)))
+    return None if value is None else str(value).strip()
+
+
+def _number(text: str, what: str, where: _Where) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(where.path, f"{what} is {text!r}, not a number", line=where.line) from None
+
+
+def _variant(rule: VariantRule, fields: Mapping[str, str], i: int, where: _Where) -> bool:
+    name = rule.field.replace("{i}", str(i))
+    value = _field(fields, rule.field, i)
+    if value is None or value == "":
+        raise InputError(where.path, f"{name} is missing, and the mapping's variant rule reads it", line=where.line)
+    if rule.equals is not None:
+        return value == rule.equals
+    number = _number(value, name, where)
+    return number <= rule.at_most if rule.at_most is not None else number >= rule.at_least
+
+
+def live_chat_rows(m: LiveChatMapping, fields: Mapping[str, str], where: _Where) -> list[dict[str, Any]]:
+    """One row's ratings: every slot with scores gives one rating per criterion (an empty slot none)."""
+    out = []
+    for i in range(m.slots):
+        scores = _field(fields, m.scores, i)
+        if not scores or not scores.strip(m.separator + " "):
+            continue  # an empty submission: the assignment stays, with nothing to rate
+        raw = _field(fields, m.system, i)
+        if not raw:
+            raise InputError(where.path, f"{m.system.replace('{i}', str(i))} (slot {i}'s system) is empty but the "
+                                         f"slot has scores", line=where.line)
+        system = m.systems.get(raw, raw)
+        if m.systems and raw not in m.systems:
+            raise InputError(where.path, f"system {raw!r} (slot {i}) is not in the mapping's 'systems'; add it "
+                                         f"there (known: {', '.join(sorted(m.systems))})", line=where.line)
+        control = system in m.control
+        if m.variant is not None and not control and _variant(m.variant, fields, i, where):
+            system += m.variant.suffix
+        values = scores.strip(m.separator + " ").split(m.separator)
+        if len(values) != len(m.criteria):
+            raise InputError(where.path, f"{m.scores.replace('{i}', str(i))} has {len(values)} values "
+                                         f"({scores!r}) but the mapping names {len(m.criteria)} criteria",
+                             line=where.line)
+        for criterion, value in zip(m.criteria, values):
+            score = _number(value.strip(), f"slot {i}'s {criterion} score", where)
+            if not 0 <= score <= 100 or score != int(score):
+                raise InputError(where.path, f"slot {i}'s {criterion} score is {value!r}; ratings are whole "
+                                             f"numbers 0–100", line=where.line)
+            out.append({"conversation_id": f"{fields['AssignmentId']}-{i}", "slot": i, "system": system,
+                        "is_control": int(control), "criterion": criterion, "score": int(score)})
+    return out
+
+
+def pairwise_rows(m: PairwiseMapping, fields: Mapping[str, str], where: _Where) -> list[dict[str, Any]]:
+    """One row's votes: each comparison with an answer gives one vote."""
+    out = []
+    for i in range(m.items):
+        answer = _field(fields, m.vote, i)
+        if not answer:
+            continue
+        if answer not in m.votes:
+            raise InputError(where.path, f"{m.vote.replace('{i}', str(i))} is {answer!r}, which the mapping's "
+                                         f"'votes' does not name; add it (known: {', '.join(m.votes)})",
+                             line=where.line)
+        row = {}
+        for column in ("item_id", "system_a", "system_b"):
+            value = _field(fields, getattr(m, column), i)
+            if not value:
+                raise InputError(where.path, f"{getattr(m, column).replace('{i}', str(i))} ({column}) is missing",
+                                 line=where.line)
+            row[column] = m.systems.get(value, value) if column != "item_id" else value
+        out.append({**row, "vote": m.votes[answer]})
+    return out
+
+
+def load_function(spec: str, base_dir: Path) -> Callable[[dict[str, str]], list[dict[str, Any]]]:
+    """The mapping's ``module:function`` (or ``path/file.py:function``, relative to the mapping file)."""
+    module_name, _, name = spec.rpartition(":")
+    try:
+        if module_name.endswith(".py"):
+            path = (base_dir / module_name).resolve()
+            if not path.is_file():
+                raise ConfigError(f"function: {path} does not exist; give a path relative to the mapping file")
+            loader_spec = importlib.util.spec_from_file_location(f"hitkit_mapping_{path.stem}", path)
+            module = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"function: cannot import {module_name!r} ({exc}); install it, or give a .py file "
+                          f"path relative to the mapping file") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ConfigError(f"function: {module_name!r} has no function {name!r}")
+    return function
+
+
+def function_rows(function: Callable, spec: str, columns: tuple[str, ...], fields: dict[str, str],
+                  where: _Where) -> list[dict[str, Any]]:
+    """Call the mapping's function on one row; check that it returned the table's columns."""
+    try:
+        produced = function(dict(fields))
+    except Exception as exc:  # noqa: BLE001 - the coordinator's code: say where it failed
+        raise InputError(where.path, f"the mapping's function {spec} failed on this row: "
+                                     f"{type(exc).__name__}: {exc}", line=where.line) from exc
+    if produced is None:
+        return []
+    rows = list(produced)
+    wanted = [c for c in columns if c not in ID_COLUMNS]
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise InputError(where.path, f"the mapping's function {spec} returned {type(row).__name__}, not a "
+                                         f"dict per table row", line=where.line)
+        missing = [c for c in wanted if c not in row]
+        if missing:
+            raise InputError(where.path, f"the mapping's function {spec} returned a row without {missing}; each "
+                                         f"row needs {wanted}", line=where.line)
+    return [{c: row[c] for c in wanted} for row in rows]
+
+
+# The import ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ImportResult:
+    """What an import wrote: the tables, and where."""
+
+    assignments: pd.DataFrame
+    table_name: str
+    table: pd.DataFrame
+    files: list[Path]
+
+
+def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: str,
+                 out_dir: str | Path | None = None) -> ImportResult:
+    """Turn ``batch`` (MTurk batch results) into ``assignments`` and the task's table; write them to
+    ``out_dir`` as CSV with a ``study.json`` when it is given."""
+    base_dir = Path(mapping).resolve().parent if not isinstance(mapping, MTurkMapping) else Path.cwd()
+    m = mapping if isinstance(mapping, MTurkMapping) else load_mapping(mapping)
+    batch = Path(batch)
+    table, rows = read_batch(batch, m.flatten)
+    columns = task_columns(m.task)
+    function = load_function(m.function, base_dir) if m.function else None
+    _check_fields_exist(m, rows, batch)
+
+    assignments, task_rows = [], []
+    for n, fields in enumerate(rows):
+        where = _Where(batch, n + 2)
+        status = fields["AssignmentStatus"].strip()
+        if status not in m.statuses:
+            raise InputError(batch, f"AssignmentStatus {status!r} is not in the mapping's 'statuses' "
+                                    f"({', '.join(m.statuses)}); add it there", line=where.line)
+        ids = {"study": study, "hit_id": fields["HITId"].strip(), "assignment_id": fields["AssignmentId"].strip(),
+               "worker_id": pseudonym(fields["WorkerId"])}
+        if not all(ids.values()):
+            raise InputError(batch, "HITId, AssignmentId and WorkerId must not be empty", line=where.line)
+        work = fields["WorkTimeInSeconds"].strip()
+        seconds = _number(work, "WorkTimeInSeconds", where) if work else None
+        assignments.append({**ids, "status": m.statuses[status],
+                            "work_time_s": int(seconds) if seconds is not None and seconds.is_integer() else seconds})
+        if function is not None:
+            produced = function_rows(function, m.function, columns, fields, where)
+        elif m.task == "live_chat":
+            produced = live_chat_rows(m.live_chat, fields, where)
+        else:
+            produced = pairwise_rows(m.pairwise, fields, where)
+        task_rows += [{**ids, **row} for row in produced]
+
+    assignment_table = pd.DataFrame(assignments, columns=list(ASSIGNMENT_COLUMNS))
+    dup = assignment_table["assignment_id"][assignment_table["assignment_id"].duplicated()]
+    if len(dup):
+        raise InputError(batch, f"AssignmentId {dup.iloc[0]!r} appears more than once; give each batch file once")
+    name = TASK_TABLES[m.task]
+    task_table = pd.DataFrame(task_rows, columns=list(columns))
+    files: list[Path] = []
+    if out_dir is not None:
+        files = write_import(Path(out_dir), study, m.task, batch, assignment_table, name, task_table)
+    return ImportResult(assignment_table, name, task_table, files)
+
+
+def _check_fields_exist(m: MTurkMapping, rows: list[dict[str, str]], batch: Path) -> None:
+    """A template that matches no field in any row is a mapping mistake, not an empty submission."""
+    section = m.live_chat or m.pairwise
+    if section is None or not rows:
+        return
+    templates = [getattr(section, name) for name in ("system", "scores", "item_id", "system_a", "system_b", "vote")
+                 if hasattr(section, name)]
+    if getattr(section, "variant", None) is not None:
+        templates.append(section.variant.field)
+    present = set().union(*(r.keys() for r in rows))
+    for template in templates:
+        if template.replace("{i}", "0") not in present:
+            known = sorted(k for k in present if k.startswith(("Answer.", "Input.")))
+            raise ConfigError(f"the mapping reads {template!r}, but no row of {batch} has "
+                              f"{template.replace('{i}', '0')!r}; fields there: {', '.join(known[:40])}"
+                              f"{' …' if len(known) > 40 else ''}")
+
+
+def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.DataFrame, name: str,
+                 table: pd.DataFrame) -> list[Path]:
+    """Write ``assignments.csv``, the task's table and ``study.json`` into ``out``."""
+    from hitkit.export import EXPORT_VERSION
+    from hitkit.loading import software_versions
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for table_name, frame in (("assignments", assignments), (name, table)):
+        path = out / f"{table_name}.csv"
+        frame.to_csv(path, index=False)
+        files.append(path)
+    info = {"study": study, "task": task, "provider": "mturk", "status": "completed",
+            "imported_from": batch.name, "export_version": EXPORT_VERSION, "software": software_versions()}
+    path = out / "study.json"
+    path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    files.append(path)
+    return files
