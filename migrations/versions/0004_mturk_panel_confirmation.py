@@ -11,7 +11,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision = "0003_mturk_panel"
-down_revision = "0002"
+down_revision = "0003_hardening"
 branch_labels = None
 depends_on = None
 
