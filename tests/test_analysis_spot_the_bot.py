@@ -647,3 +647,41 @@ def test_implausible_times_are_flagged_counted_and_left_out(tmp_path):
     times = result.tables["annotation_time"].iloc[0]
     assert (times["implausible"], times["timed"], times["median_elapsed_s"]) == (3, 2, 30.0)
     assert any("implausible" in w for w in result.summary["warnings"])
+
+
+def test_cli_takes_every_ranking_setting_and_records_it(tmp_path):
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"),
+                segment("w1", "c1", "A", "B", "human", "bot"),  # a repeat: counted, kept once
+                segment("w2", "c1", "A", "B", "human", "human"),
+                segment("w3", "c2", "B", "C", "human", "bot"),
+                segment("w4", "c3", "A", "C", "unsure", "bot"))
+    write_study(tmp_path, ann)
+    out = tmp_path / "out"
+    run = CliRunner().invoke(main, [
+        "analyze", "spot_the_bot", str(tmp_path), "--out", str(out), "--no-progress",
+        "--trueskill-tau", "0.1", "--draw-probability", "0.2", "--trueskill-mu", "30",
+        "--correction", "holm", "--cluster", "worker", "--resample", "conversation",
+        "--n-boot", "30", "--rank-by", "conservative"])
+    assert run.exit_code == 0, run.output
+    assert "warning: 1 segment annotation" in run.output and "removed 2 row(s)" in run.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trueskill"] == {"mu": 30.0, "sigma": 10.0, "beta": 5.0, "tau": 0.1,
+                                    "draw_probability": 0.2, "draw_probability_source": "given"}
+    assert (summary["multiple_comparisons"], summary["interval_unit"],
+            summary["ranking_resampled"], summary["ranked_by"], summary["n_boot"]) == (
+        "holm", "worker", "conversation", "conservative", 30)
+    tests = pd.read_csv(out / "survival_tests.csv")
+    assert set(tests["correction"]) == {"holm"} and set(tests["variance"]) == {"robust (worker)"}
+    for args, match in [(["--trueskill-tau", "-1"], "tau"), (["--draw-probability", "1.5"],
+                                                             "draw_probability"),
+                        (["--cluster", "rating"], "does not apply")]:
+        bad_run = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(tmp_path), "--out",
+                                            str(out), "--no-progress", *args])
+        assert bad_run.exit_code != 0 and match in bad_run.output, bad_run.output
+    refused = CliRunner().invoke(main, ["analyze", "pairwise", str(tmp_path), "--out", str(out),
+                                        "--trueskill-tau", "0"])
+    assert refused.exit_code != 0 and "spot_the_bot` only" in refused.output

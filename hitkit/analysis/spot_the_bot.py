@@ -99,6 +99,18 @@ class TrueSkillSettings:
     tau: float = 0.0
     draw_probability: float | None = None
 
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.mu):
+            raise ValueError(f"mu={self.mu!r}; give a finite prior mean")
+        for name in ("sigma", "beta"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name}={value!r}; it must be > 0")
+        if not self.tau >= 0:
+            raise ValueError(f"tau={self.tau!r}; it must be >= 0 (0 = no dynamics)")
+        if self.draw_probability is not None and not 0 <= self.draw_probability < 1:
+            raise ValueError(f"draw_probability={self.draw_probability!r}; use 0 <= p < 1")
+
     def env_for(self, games: pd.DataFrame) -> TrueSkillEnv:
         """The environment for ``games`` (winner, loser, drawn): fills in the derived settings."""
         sigma = self.sigma if self.sigma is not None else self.mu / 3
