@@ -265,8 +265,9 @@ def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | 
         except ValueError as exc:  # an option the analysis refused
             raise HitkitError(str(exc)) from None
         written = result.write(out)
-    for line in result.summary.get("warnings", []):
-        click.echo(f"warning: {line}", err=True)
+    if not as_json:  # with --json they are in the summary's "warnings"
+        for line in result.summary.get("warnings", []):
+            click.echo(f"warning: {line}", err=True)
     ranking = next((result.tables[n] for n in ("ranking", "systems") if n in result.tables), None)
     if as_json:
         click.echo(json.dumps({"task": task, "files": [str(p) for p in written], "summary": result.summary,

@@ -129,8 +129,12 @@ def apply_duplicate_policy(table: pd.DataFrame, key: Sequence[str], policy: Dupl
 
 
 def cluster_codes(labels: Sequence | np.ndarray) -> tuple[np.ndarray, int]:
-    """Integer cluster index per row (0 … C−1) and the number of clusters C."""
-    codes, uniques = pd.factorize(pd.Series(np.asarray(labels)), sort=False)
+    """Integer cluster index per row (0 … C−1, in sorted label order) and the number of clusters.
+
+    Sorted, so that a seeded bootstrap draws the same clusters whatever the order of the rows (a
+    table read from CSV, Parquet or the database gives the same intervals).
+    """
+    codes, uniques = pd.factorize(pd.Series(np.asarray(labels)), sort=True)
     return codes.astype(np.int64), len(uniques)
 
 
