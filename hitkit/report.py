@@ -477,7 +477,8 @@ def _versions(summary: dict) -> str:
     from hitkit.loading import software_versions
 
     versions = summary.get("software") or software_versions()
-    names = ["hitkit", "numpy", "scipy", "pandas", "trueskill", "lifelines"]
+    # trueskill and lifelines are test-only references: no number hitkit computes depends on them.
+    names = ["hitkit", "numpy", "scipy", "pandas"]
     return ", ".join(f"{n} {versions[n]}" for n in names if n in versions and versions[n] != "not installed")
 
 
