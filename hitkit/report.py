@@ -297,7 +297,7 @@ def pairwise_sections(inp: ReportInput) -> list[Section]:
                     f"left out; * marks a two-sided exact sign test p < 0.05 ({_correction(s)}).")
     sig.figures.append(ReportFigure("significance", "Gain of row over column; * two-sided sign test p < 0.05.",
                                     plots.pair_matrix(gains, marks=marks, title="Gain of row over column",
-                                                      colorbar="gain", mark_note="* sign test p < 0.05",
+                                                      colorbar="gain", mark_note=f"* sign test p < 0.05, {_correction(s)}",
                                                       row_label="system", col_label="opponent")))
     sig.tables.append(("Pairs", pairs))
 
@@ -352,7 +352,7 @@ def live_chat_sections(inp: ReportInput) -> list[Section]:
     sig.figures.append(ReportFigure("significance", f"p that row beats column; * p < {alpha}.",
                                     plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided "
                                                       "Mann–Whitney p", colorbar="p", cmap="Greens_r", vmin=0,
-                                                      vmax=1, fmt=_p, mark_note=f"* p < {alpha}",
+                                                      vmax=1, fmt=_p, mark_note=f"* p < {alpha}, {_correction(s)}",
                                                       row_label="system (wins)", col_label="system (beaten)")))
 
     criteria = [c[0] for c in _criteria(inp)]
@@ -394,7 +394,7 @@ def spot_the_bot_sections(inp: ReportInput) -> list[Section]:
     wins.figures.append(ReportFigure("win_rates", "Win rate of row over column; * chi-square p < 0.05.",
                                      plots.pair_matrix(values, marks=marks, title="Win rate of row over column",
                                                        colorbar="win rate", vmin=0, vmax=1,
-                                                       mark_note="* chi-square p < 0.05", row_label="system",
+                                                       mark_note=f"* chi-square p < 0.05, {_correction(s)}", row_label="system",
                                                        col_label="opponent")))
     wins.tables.append(("Win rates", t["win_rates"]))
     if "feature_win_rates" in t:
