@@ -9,6 +9,19 @@ right-censored at k. Two systems, ``N_PER_SYSTEM`` annotations each:
   lie between 3 % and 7 %;
 - alternative: h = 0.30 against h = 0.42, 1000 data sets; the rejection rate is the power.
 
+Why the variance is within − between (moved here from the test's docstring): U is (close to)
+the conditional expectation of the complete-data score given the observed intervals, so
+Var(U) = Var(complete-data score) − E[Var(score | intervals)]; the first term is estimated by the
+mean V^(l), the second by the spread of the U^(l) across imputations. Adding the spread instead
+(Rubin's rule) counts it twice and makes the test conservative. This is the estimator attributed
+to Huang, Lee & Yu (2008, Stat Med 27:3217–3226), in the form the ``interval`` R package (Fay &
+Shaw 2010) implements as ``method="wsr.HLY"``: mean within-imputation variance minus the ddof-1
+sample variance of the imputed scores, no (1 + 1/M) factor (that package tests Ū, the mean imputed
+score; hitkit tests Sun's expected-count score U, which Ū approximates). On 1000 null data sets of
+this shape the test rejected 5.2 % at α = 0.05 (Rubin's rule, in a comparable run: 3.2 %); power
+88 % for 0.30 against 0.42. These data are independent; for clustered data (several annotations
+per conversation) see ``benchmarks/clustered_type1.py`` and ``clustered_logrank``.
+
 Run: ``.venv/bin/python benchmarks/logrank_validation.py``. The last line is
 ``RESULT type1_rate=… power=…``.
 """

@@ -181,11 +181,45 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
               help="spot_the_bot: add the ranking stability over 3-45 conversations per pair, "
                    "1000 subsamples each, and without each system (stability.csv, "
                    "stability.png; ~5 minutes per variant for 6 pairs of 45 conversations).")
+@click.option("--correction", type=click.Choice(["bonferroni", "holm", "none"]), default="bonferroni",
+              show_default=True, help="Multiple-comparison correction of every table of p-values (p_adjusted).")
+@click.option("--duplicates", type=click.Choice(["first", "last", "drop", "error"]), default="first",
+              show_default=True, help="Repeated annotations/ratings/votes: keep the first or last, drop all "
+                                      "copies, or stop with an error. The count is reported either way.")
+@click.option("--cluster", default=None,
+              help="Unit a clustered bootstrap resamples (and, spot_the_bot, the robust log-rank/Cox "
+                   "variances cluster on): spot_the_bot conversation (default) | worker | annotation "
+                   "(none); live_chat worker (default) | conversation | rating; pairwise worker (default) "
+                   "| item | vote.")
+@click.option("--n-boot", type=click.IntRange(min=0), default=None,
+              help="Bootstrap resamples of every interval and rank range (default 1000).")
+@click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
+              help="spot_the_bot: unit the ranking bootstrap resamples (default game, as Dušek et al.).")
+@click.option("--rank-by", type=click.Choice(["mu", "conservative"]), default=None,
+              help="spot_the_bot: rank by TrueSkill mu (default) or mu - 3 sigma.")
+@click.option("--trueskill-mu", type=float, default=None, help="spot_the_bot: TrueSkill prior mean (default 25).")
+@click.option("--trueskill-sigma", type=float, default=None,
+              help="spot_the_bot: TrueSkill prior sigma (default mu / 3).")
+@click.option("--trueskill-beta", type=float, default=None,
+              help="spot_the_bot: TrueSkill performance spread beta (default sigma / 2).")
+@click.option("--trueskill-tau", type=float, default=None,
+              help="spot_the_bot: TrueSkill dynamics tau (default 0, as the original Spot The Bot code; "
+                   "the trueskill package's default is 25/300).")
+@click.option("--draw-probability", default=None,
+              help="spot_the_bot: TrueSkill draw probability, a number in [0, 1) or 'observed' (default: "
+                   "the observed tie rate of the games).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | None,
-            stability: bool, as_json: bool, no_progress: bool) -> None:
-    """Analyse exported tables in DIRECTORY (CSV, or Parquet where there is no CSV) into OUT."""
+            stability: bool, correction: str, duplicates: str, cluster: str | None, n_boot: int | None,
+            resample: str | None, rank_by: str | None, trueskill_mu: float | None,
+            trueskill_sigma: float | None, trueskill_beta: float | None, trueskill_tau: float | None,
+            draw_probability: str | None, as_json: bool, no_progress: bool) -> None:
+    """Analyse exported tables in DIRECTORY (CSV, or Parquet where there is no CSV) into OUT.
+
+    Every setting used is recorded in OUT/summary.json; warnings about the data (repeated rows,
+    implausible times, a dominant worker ...) are printed and kept there under "warnings".
+    """
     from hitkit.analysis import run_analysis
     from hitkit.progress import showing_progress
 
@@ -194,12 +228,46 @@ def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | 
     if stability and task != "spot_the_bot":
         raise HitkitError("--stability subsamples Spot The Bot conversations; it applies to "
                           "`analyze spot_the_bot` only")
+    ranking_options = {"--resample": resample, "--rank-by": rank_by, "--trueskill-mu": trueskill_mu,
+                       "--trueskill-sigma": trueskill_sigma, "--trueskill-beta": trueskill_beta,
+                       "--trueskill-tau": trueskill_tau, "--draw-probability": draw_probability}
+    given = [name for name, value in ranking_options.items() if value is not None]
+    if given and task != "spot_the_bot":
+        raise HitkitError(f"{', '.join(given)} set the Spot The Bot ranking; they apply to "
+                          "`analyze spot_the_bot` only")
+    options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot}
+    if task == "spot_the_bot":
+        from hitkit.analysis.spot_the_bot import TrueSkillSettings
+
+        try:
+            p = None if draw_probability in (None, "observed") else float(draw_probability)
+            trueskill = TrueSkillSettings(mu=25.0 if trueskill_mu is None else trueskill_mu, sigma=trueskill_sigma,
+                                          beta=trueskill_beta, tau=0.0 if trueskill_tau is None else trueskill_tau,
+                                          draw_probability=p)
+        except ValueError as exc:
+            raise HitkitError(f"TrueSkill settings: {exc}; e.g. --trueskill-tau 0 --draw-probability "
+                              "observed") from None
+        options.update(resample=resample, rank_by=rank_by, trueskill=trueskill)
     from hitkit.loading import check_task_folder
 
     check_task_folder(task, directory)
     with showing_progress(not no_progress and not as_json):
-        result = run_analysis(task, directory, seed=seed, replicate_dir=replicate, stability=stability)
+        import warnings
+
+        from hitkit.analysis.inference import DuplicateRowsWarning
+
+        try:
+            with warnings.catch_warnings():
+                # Counted in the summary's warnings and printed below, once.
+                warnings.simplefilter("ignore", DuplicateRowsWarning)
+                result = run_analysis(task, directory, seed=seed, replicate_dir=replicate, stability=stability,
+                                      options=options)
+        except ValueError as exc:  # an option the analysis refused
+            raise HitkitError(str(exc)) from None
         written = result.write(out)
+    if not as_json:  # with --json they are in the summary's "warnings"
+        for line in result.summary.get("warnings", []):
+            click.echo(f"warning: {line}", err=True)
     ranking = next((result.tables[n] for n in ("ranking", "systems") if n in result.tables), None)
     if as_json:
         click.echo(json.dumps({"task": task, "files": [str(p) for p in written], "summary": result.summary,
@@ -208,6 +276,9 @@ def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | 
         return
     for path in written:
         click.echo(f"wrote {path}")
+    if task == "live_chat":
+        s = result.summary
+        click.echo(f"{s.get('passed')} of {s.get('workers')} workers passed quality control")
     if ranking is not None:
         click.echo(ranking.to_string(index=False))
 

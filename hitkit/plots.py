@@ -31,7 +31,8 @@ def _integer_ticks(axis) -> None:
 def to_png(fig) -> bytes:
     """Render ``fig`` as PNG bytes."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI)
+    # "tight" keeps a colour-bar label or a long tick label from being cut off at the edge.
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.08)
     return buffer.getvalue()
 
 
@@ -115,7 +116,12 @@ def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, titl
     if not n:
         return _message("no pairs to compare")
     grid = values.to_numpy(dtype=float)
-    size = 2.2 + 0.62 * n
+    texts = [(fmt(v) if fmt is not None else f"{v:.2f}") + "*" for v in grid.ravel() if not math.isnan(v)]
+    # Cells wide enough for their text at a readable 8 pt (about 0.075 in a character), so that
+    # neighbouring values never overprint; long system names get room below and to the left.
+    cell = max(0.6, 0.075 * max(map(len, texts), default=4) + 0.2)
+    label = 0.08 * max(map(len, map(str, names)))
+    size = 1.6 + label + cell * n
     fig = _figure(size + 1.4, size)
     ax = fig.subplots()
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=colormaps[cmap].with_extremes(bad="0.9"),
@@ -128,8 +134,8 @@ def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, titl
         shade = colormaps[cmap](norm(value))
         dark = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] < 0.5
         text = fmt(value) if fmt is not None else f"{value:.2f}"
-        ax.text(j, i, text + star, ha="center", va="center",
-                fontsize=8 if n <= 8 else 6, color="white" if dark else "black")
+        ax.text(j, i, text + star, ha="center", va="center", fontsize=8,
+                color="white" if dark else "black")
     ax.set_xticks(range(n), names, rotation=45 if n > 3 else 0, ha="right" if n > 3 else "center")
     ax.set_yticks(range(n), names)
     ax.set_xlabel(col_label)

@@ -166,6 +166,18 @@ def _matrix(table: pd.DataFrame, value: str, order: Sequence[str], *, mark: str 
     return values, marks
 
 
+def _correction(summary: dict) -> str:
+    """How the analysis corrected its p-values, in words (older analyses did not say: none)."""
+    from hitkit.analysis.inference import correction_label
+
+    return correction_label(summary.get("multiple_comparisons", "none"))
+
+
+def _p_column(table: pd.DataFrame) -> str:
+    """The p-value column a mark is read from: the corrected one where the table has it."""
+    return "p_adjusted" if "p_adjusted" in table.columns else "p_value"
+
+
 def _int(value) -> int | None:
     try:
         return int(value)
@@ -265,7 +277,8 @@ def pairwise_sections(inp: ReportInput) -> list[Section]:
     ranking = t["ranking"]
     rank = Section("Ranking")
     rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % percentile bootstrap intervals "
-                     f"from {s.get('n_boot', '?')} resamples of the votes; rank 1 is best.")
+                     f"from {s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'vote')}s (each "
+                     "with all its votes); rank 1 is best.")
     rank.figures.append(ReportFigure(
         "ranking", "Bradley–Terry score of each system with its 95 % bootstrap interval, best at the top.",
         plots.interval_ranking(list(ranking["system"]), ranking["score"], ranking["ci_low"], ranking["ci_high"],
@@ -278,14 +291,13 @@ def pairwise_sections(inp: ReportInput) -> list[Section]:
     mirrored = pd.concat([pairs, pairs.rename(columns={"system_a": "system_b", "system_b": "system_a",
                                                        "wins_a": "wins_b", "wins_b": "wins_a"})
                           .assign(gain=-pairs["gain"])], ignore_index=True)
-    gains, marks = _matrix(mirrored, "gain", list(ranking["system"]), mark="p_value")
+    gains, marks = _matrix(mirrored, "gain", list(ranking["system"]), mark=_p_column(pairs))
     sig = Section("Pairwise comparisons")
     sig.text.append("Gain of the row system over the column system, (wins − losses) / (wins + losses), ties "
-                    "left out; * marks a two-sided exact sign test p < 0.05 (not corrected for multiple "
-                    "comparisons).")
+                    f"left out; * marks a two-sided exact sign test p < 0.05 ({_correction(s)}).")
     sig.figures.append(ReportFigure("significance", "Gain of row over column; * two-sided sign test p < 0.05.",
                                     plots.pair_matrix(gains, marks=marks, title="Gain of row over column",
-                                                      colorbar="gain", mark_note="* sign test p < 0.05",
+                                                      colorbar="gain", mark_note=f"* sign test p < 0.05, {_correction(s)}",
                                                       row_label="system", col_label="opponent")))
     sig.tables.append(("Pairs", pairs))
 
@@ -331,14 +343,16 @@ def live_chat_sections(inp: ReportInput) -> list[Section]:
     rank.tables.append(("Systems", systems))
 
     significance = t["significance"]
-    values, marks = _matrix(significance, "p_value", list(systems["system"]), mark="p_value", alpha=alpha)
+    values, marks = _matrix(significance, "p_value", list(systems["system"]), mark=_p_column(significance),
+                            alpha=alpha)
     sig = Section("Significance")
     sig.text.append(f"One-sided Mann–Whitney U (Wilcoxon rank-sum) p that the row system's z exceed the column "
-                    f"system's, over single ratings; * p < {alpha}, not corrected for multiple comparisons.")
+                    f"system's, over single {s.get('significance_unit', 'rating')}s; * p < {alpha}, "
+                    f"{_correction(s)}.")
     sig.figures.append(ReportFigure("significance", f"p that row beats column; * p < {alpha}.",
                                     plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided "
                                                       "Mann–Whitney p", colorbar="p", cmap="Greens_r", vmin=0,
-                                                      vmax=1, fmt=_p, mark_note=f"* p < {alpha}",
+                                                      vmax=1, fmt=_p, mark_note=f"* p < {alpha}, {_correction(s)}",
                                                       row_label="system (wins)", col_label="system (beaten)")))
 
     criteria = [c[0] for c in _criteria(inp)]
@@ -373,14 +387,14 @@ def spot_the_bot_sections(inp: ReportInput) -> list[Section]:
     ranking = t["ranking"]
     order = list(ranking["system"])
     wins = Section("Win rates")
-    values, marks = _matrix(t["win_rates"], "win_rate", order, mark="p_value")
+    values, marks = _matrix(t["win_rates"], "win_rate", order, mark=_p_column(t["win_rates"]))
     wins.text.append("Win rate of the row system over the column system: of the annotations where one speaker got "
                      "the higher label (human > unsure > bot), the share the row system won; * chi-square test "
-                     "p < 0.05 that wins and losses split evenly (not corrected for multiple comparisons).")
+                     f"p < 0.05 that wins and losses split evenly ({_correction(s)}).")
     wins.figures.append(ReportFigure("win_rates", "Win rate of row over column; * chi-square p < 0.05.",
                                      plots.pair_matrix(values, marks=marks, title="Win rate of row over column",
                                                        colorbar="win rate", vmin=0, vmax=1,
-                                                       mark_note="* chi-square p < 0.05", row_label="system",
+                                                       mark_note=f"* chi-square p < 0.05, {_correction(s)}", row_label="system",
                                                        col_label="opponent")))
     wins.tables.append(("Win rates", t["win_rates"]))
     if "feature_win_rates" in t:
@@ -397,8 +411,12 @@ def spot_the_bot_sections(inp: ReportInput) -> list[Section]:
 
     if "survival" in t:
         surv = Section("Survival")
+        unit = s.get("survival", {}).get("cluster")
+        variance = (f" with a cluster-robust variance (clusters: {unit}s)" if unit not in (None, "annotation")
+                    else "")
         surv.text.append("Share of each bot's speakers not yet spotted after k exchanges (Turnbull estimate on "
-                         "interval-censored data); pairwise generalized log-rank tests, Holm-corrected.")
+                         f"interval-censored data); pairwise generalized log-rank tests{variance}, "
+                         f"{_correction(s)}.")
         surv.figures.append(ReportFigure("survival", "Turnbull survival curve per system.",
                                          plots.step_curves(t["survival"])))
         if "survival_tests" in t:
@@ -425,8 +443,9 @@ def spot_the_bot_sections(inp: ReportInput) -> list[Section]:
     ann = Section("Annotators")
     ann.text.append(f"Mean annotator correctness {_num(s.get('correctness_mean'))} "
                     f"({_num(s.get('correctness_mean_human_human'))} on human–human material); share of "
-                    f"annotators below 50 %: {_num(s.get('correctness_share_below_half'))}. Mean time per "
-                    f"segment annotation: {_num(s.get('mean_elapsed_s'), 1)} s.")
+                    f"annotators below 50 %: {_num(s.get('correctness_share_below_half'))}. Median time per "
+                    f"segment annotation: {_num(s.get('median_elapsed_s', s.get('mean_elapsed_s')), 1)} s"
+                    f" ({s.get('implausible_elapsed', 0)} implausible times left out).")
     for name, caption in [("agreement", "Agreement per system and label (chance 0.33)"),
                           ("segment_lengths", "Per segment length"), ("annotation_time", "Annotation time")]:
         if name in t:
@@ -458,7 +477,8 @@ def _versions(summary: dict) -> str:
     from hitkit.loading import software_versions
 
     versions = summary.get("software") or software_versions()
-    names = ["hitkit", "numpy", "scipy", "pandas", "trueskill", "lifelines"]
+    # trueskill and lifelines are test-only references: no number hitkit computes depends on them.
+    names = ["hitkit", "numpy", "scipy", "pandas"]
     return ", ".join(f"{n} {versions[n]}" for n in names if n in versions and versions[n] != "not installed")
 
 
@@ -472,10 +492,11 @@ def methods_paragraph(inp: ReportInput) -> str:
                    f"{s.get('systems', '?')} systems, counting only submitted or approved assignments.")
         out.append("For every pair of systems we report the gain (wins − losses) / (wins + losses), ties "
                    "excluded, with a two-sided exact sign test (binomial test, p = 0.5; scipy.stats.binomtest); "
-                   "p-values are not corrected for multiple comparisons.")
+                   f"p-values are {_correction(s)} over the pairs.")
         out.append("Systems were ranked with a Bradley–Terry model fitted by Hunter's (2004) MM algorithm (ties "
                    "counted as half a win to each side, a prior of one virtual tied game per pair); 95 % "
-                   f"percentile intervals come from {s.get('n_boot', '?')} bootstrap resamples of the votes "
+                   f"percentile intervals come from {s.get('n_boot', '?')} bootstrap resamples of the "
+                   f"{s.get('interval_unit', 'vote')}s, each with all its votes "
                    f"(numpy default_rng, seed {s.get('seed', '?')}).")
         flagged = None
         if "workers" in t and len(t["workers"]):
@@ -506,11 +527,13 @@ def methods_paragraph(inp: ReportInput) -> str:
         out.append("A system's score is the mean z of all its criterion ratings, per criterion and overall. For "
                    "every ordered pair of systems a one-sided Mann–Whitney U test "
                    f"(unit: one {s.get('significance_unit', 'rating')}) asks whether the first system's z exceed "
-                   "the second's; p-values are not corrected for multiple comparisons. No random resampling is "
-                   "involved, so no seed affects these numbers.")
+                   f"the second's; p-values are {_correction(s)} over the ordered pairs. 95 % intervals of "
+                   f"every system score come from {s.get('n_boot', '?')} bootstrap resamples of the "
+                   f"{s.get('interval_unit', 'worker')}s, each with all its ratings (numpy default_rng, seed "
+                   f"{s.get('seed', '?')}).")
         if "replication" in t:
             out.append("Self-replication is the Pearson, Spearman and Kendall correlation of system scores between "
-                       "two runs.")
+                       "two runs, with a Fisher-z 95 % interval for Pearson's r.")
     elif inp.task == "spot_the_bot":
         env = s.get("trueskill", {})
         out.append(f"Following Deriu et al. (2020), {s.get('workers', '?')} annotators labelled each speaker of "
@@ -519,21 +542,28 @@ def methods_paragraph(inp: ReportInput) -> str:
                    "conversations; submitted or approved assignments only, no annotator excluded).")
         out.append("Per annotation, a system wins when its label ranks higher (human > unsure > bot); the win "
                    "rate is wins / (wins + losses), tested with a chi-square test of an even split "
-                   "(scipy.stats.chisquare; not corrected for multiple comparisons).")
+                   f"(scipy.stats.chisquare; {_correction(s)} over the pairs), with 95 % intervals from "
+                   f"{s.get('n_boot', '?')} bootstrap resamples of the {s.get('interval_unit', 'annotation')}s.")
         out.append(f"Systems were ranked with TrueSkill (μ = {env.get('mu', '?')}, σ = {_num(env.get('sigma'))}, "
                    f"β = {_num(env.get('beta'))}, τ = {_num(env.get('tau'))}, draw probability "
-                   f"{env.get('draw_probability', '?')}; ranked by {s.get('ranked_by', 'mu')}) on "
+                   f"{_num(env.get('draw_probability'))}"
+                   f"{' (the observed tie rate)' if env.get('draw_probability_source') == 'observed tie rate' else ''}"
+                   f"; ranked by {s.get('ranked_by', 'mu')}) on "
                    f"{s.get('games', '?')} one-versus-one games, ties as draws; {s.get('n_boot', '?')} bootstrap "
-                   f"resamples of the games (numpy default_rng, seed {s.get('seed', '?')}) give each system's 95 % "
+                   f"resamples of the {s.get('ranking_resampled', 'game')}s (numpy default_rng, seed "
+                   f"{s.get('seed', '?')}) give each system's 95 % "
                    "rank range, and systems with overlapping ranges form clusters (Dušek et al. 2018).")
         if "survival" in s or "survival" in t:
             n_imp = s.get("survival", {}).get("n_imputations", "?")
+            unit = s.get("survival", {}).get("cluster")
+            robust = (f", with cluster-robust (sandwich) variances over {unit}s for the log-rank statistic and the "
+                      "Cox coefficients" if unit not in (None, "annotation") else "")
             out.append("Survival of each bot until spotted was estimated with Turnbull's non-parametric estimator "
                        "on interval-censored data; pairs of systems were compared with the generalized log-rank "
                        f"test for interval-censored data (Zhao & Sun 2004; {n_imp} imputations, seed "
-                       f"{s.get('seed', '?')}) with Holm's correction for multiple comparisons, and feature effects "
+                       f"{s.get('seed', '?')}), and feature effects "
                        "with a Cox proportional-hazards model per system (fluency, sensibleness, specificity coded "
-                       "+1 / 0 / −1).")
+                       f"+1 / 0 / −1){robust}; p-values are {_correction(s)}.")
         if "stability" in s:
             st = s["stability"]
             sizes = st.get("sizes") or []

@@ -16,6 +16,7 @@ from hitkit.analysis.live_chat import (
     DEFAULT_CRITERIA, Criterion, analyze_live_chat, pairwise_significance, read_ratings,
     replication, reverse_negative, standardise_per_worker, system_scores, wilcoxon_qc,
 )
+from hitkit.analysis.inference import DuplicateRowsWarning
 from hitkit.errors import ConfigError, InputError
 
 SHARED_RUN = Path(__file__).resolve().parents[2] / "shared" / "data" / "ji2022-run1"
@@ -125,6 +126,31 @@ def test_paper_significance_and_self_replication(paper_run, tmp_path):
             "significance.png"} <= written
     assert (tmp_path / "significance.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "summary.json").read_text())["passed"] == 173
+    # Fisher-z interval of r: degenerate at r = 1.
+    assert np.allclose(rep[["pearson_low", "pearson_high"]], 1.0)
+
+
+def test_paper_run_intervals_and_corrected_significance(paper_run):
+    intervals = paper_run.tables["score_intervals"]
+    assert len(intervals) == 10 * 8 and (intervals["unit"] == "worker").all()
+    overall = intervals[intervals["criterion"] == "overall"].set_index("system")
+    systems = paper_run.tables["systems"].set_index("system")
+    np.testing.assert_allclose(overall["score"], systems.loc[overall.index, "z"])
+    assert ((overall["low"] < overall["score"]) & (overall["score"] < overall["high"])).all()
+    # A (0.534) and D (−0.087) are far apart; A and B (0.419) overlap.
+    assert overall.loc["A", "low"] > overall.loc["D", "high"]
+    assert overall.loc["A", "low"] < overall.loc["B", "high"]
+    sig = paper_run.tables["significance"]
+    np.testing.assert_allclose(sig["p_adjusted"], np.minimum(1, 90 * sig["p_value"]))
+    assert paper_run.summary["multiple_comparisons"] == "bonferroni"
+    # Resampling single ratings pretends the 7 ratings of a chat and a worker's many chats are
+    # independent: narrower intervals than resampling workers.
+    naive = analyze_live_chat(SHARED_RUN, interval_unit="rating", n_boot=300)
+    def width(t):
+        t = t[t["criterion"] == "overall"]
+        return float((t["high"] - t["low"]).mean())
+
+    assert width(naive.tables["score_intervals"]) < 0.8 * width(intervals)
 
 
 # ---------------------------------------------------------------- steps, by hand
@@ -321,7 +347,6 @@ def test_unknown_criterion_names_file_value_and_configured(tmp_path):
      "line 5: score '101.0' is not a number within 0–100"),
     (lambda r: r.assign(score=r["score"].astype(object).where(r.index != 0, "high")), "'high'"),
     (lambda r: r.assign(is_control=r["is_control"].where(r.index != 0, 2)), "is_control"),
-    (lambda r: pd.concat([r, r.iloc[[0]]]), "second rating"),
     (lambda r: r.assign(assignment_id=r["assignment_id"].where(r.index != 0, "ghost")),
      "'ghost' is not in assignments.csv"),
 ])
@@ -331,6 +356,26 @@ def test_bad_ratings_are_reported(tmp_path, breakage, match):
     breakage(ratings).to_csv(study / "ratings.csv", index=False)
     with pytest.raises(InputError, match=match):
         analyze_live_chat(study)
+
+
+def test_repeated_ratings_follow_the_duplicate_policy(tmp_path):
+    study = write_study(tmp_path, diligent("a1", "w1", LEVELS))
+    ratings = pd.read_csv(study / "ratings.csv")
+    again = ratings.iloc[[8]].assign(score=0.0)  # a second, different rating of one criterion
+    pd.concat([ratings, again]).to_csv(study / "ratings.csv", index=False)
+    with pytest.warns(DuplicateRowsWarning, match="removed 1 row"):
+        first = analyze_live_chat(study, n_boot=10)
+    assert first.summary["duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
+    assert "removed 1 row(s)" in first.summary["warnings"][0]
+    clean = write_study(tmp_path / "clean", diligent("a1", "w1", LEVELS))
+    pd.testing.assert_frame_equal(first.tables["systems"],
+                                  analyze_live_chat(clean, n_boot=10).tables["systems"])
+    with pytest.warns(DuplicateRowsWarning):
+        last = analyze_live_chat(study, n_boot=10, duplicates="last")
+    assert not last.tables["systems"].equals(first.tables["systems"])
+    with pytest.raises(InputError, match="repeats") as info:
+        analyze_live_chat(study, duplicates="error")
+    assert info.value.line == len(ratings) + 2
 
 
 def test_missing_files_and_duplicate_assignments(tmp_path):

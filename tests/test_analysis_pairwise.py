@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hitkit.analysis.inference import DuplicateRowsWarning
 from hitkit.analysis.pairwise import (analyze_pairwise, bradley_terry, cohen_weighted_kappa,
-                                      pair_table, read_votes, worker_agreement)
+                                      data_warnings, pair_table, read_votes, worker_agreement)
 from hitkit.errors import InputError
 
 VOTE_HEADER = "study,hit_id,assignment_id,worker_id,item_id,system_a,system_b,vote\n"
@@ -107,7 +108,8 @@ def test_pair_table_has_one_row_per_unordered_pair_in_sorted_order():
                          ("w1", "i3", "a", "c", "tie"), ("w1", "i4", "c", "b", "b")])
     table = pair_table(votes)
     assert list(table.columns) == ["system_a", "system_b", "wins_a", "wins_b", "ties", "gain",
-                                   "p_value"]
+                                   "p_value", "p_adjusted", "correction", "gain_low",
+                                   "gain_high", "interval_unit"]
     assert list(zip(table["system_a"], table["system_b"])) == [("a", "b"), ("a", "c"), ("b", "c")]
     # c beat a once, tied once; a beat b once; b beat c once.
     assert table[["wins_a", "wins_b", "ties"]].to_numpy().tolist() == [[1, 0, 0], [0, 1, 1],
@@ -413,3 +415,73 @@ def test_analyze_pairwise_refuses_a_study_without_counted_votes(tmp_path):
     write_study(tmp_path, "s,h,a1,w1,i1,X,Y,a\n", "s,h,a1,w1,rejected,30\n")
     with pytest.raises(InputError, match="no votes"):
         analyze_pairwise(tmp_path, n_boot=10)
+
+
+# --- issue 19: corrections, clustered intervals, warnings --------------------------------------
+
+def test_sign_tests_are_corrected_over_the_pairs():
+    votes = simulate({"a": 1.0, "b": 0.5, "c": 0.0, "d": -0.5}, 600, seed=4)
+    table = pair_table(votes, n_boot=0)
+    np.testing.assert_allclose(table["p_adjusted"], np.minimum(1, 6 * table["p_value"]))
+    holm = pair_table(votes, n_boot=0, correction="holm")
+    assert (holm["p_adjusted"] <= table["p_adjusted"] + 1e-15).all()
+    assert (pair_table(votes, n_boot=0, correction="none")["p_adjusted"] == table["p_value"]).all()
+    with pytest.raises(ValueError, match="correction"):
+        pair_table(votes, correction="sidak")
+
+
+def worker_effect_votes(seed: int) -> pd.DataFrame:
+    """Two systems of equal strength; each of 10 workers has a strong taste of their own."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w in range(10):
+        taste = rng.normal(0, 1.5)
+        for i in range(60):
+            prefer_x = rng.random() < 1 / (1 + np.exp(-taste))
+            rows.append((f"w{w}", f"it{w}-{i}", "X", "Y", "a" if prefer_x else "b"))
+    return votes_frame(rows)
+
+
+def test_worker_clustered_intervals_are_wider_when_workers_differ():
+    votes = worker_effect_votes(1)
+    by_vote = bradley_terry(votes, n_boot=400, seed=0, resample="vote")
+    by_worker = bradley_terry(votes, n_boot=400, seed=0, resample="worker")
+    pd.testing.assert_series_equal(by_vote["score"], by_worker["score"])
+    width = lambda t: float((t["ci_high"] - t["ci_low"]).mean())  # noqa: E731
+    assert width(by_worker) > 1.5 * width(by_vote)
+    pairs = pair_table(votes, n_boot=400, seed=0)
+    naive = pair_table(votes, n_boot=400, seed=0, resample="vote")
+    assert pairs["interval_unit"].iloc[0] == "worker"
+    assert (pairs["gain_high"] - pairs["gain_low"]).iloc[0] > 1.5 * (
+        naive["gain_high"] - naive["gain_low"]).iloc[0]
+    assert pairs["gain_low"].iloc[0] <= pairs["gain"].iloc[0] <= pairs["gain_high"].iloc[0]
+    items = bradley_terry(votes, n_boot=50, seed=0, resample="item")
+    assert items["ci_low"].notna().all()
+    with pytest.raises(ValueError, match="resample"):
+        bradley_terry(votes, resample="hit")
+
+
+def test_referee_warnings_repeated_votes_dominant_worker_and_chance_agreement():
+    rows = [("w1", "i1", "X", "Y", "a"), ("w1", "i2", "X", "Y", "b"), ("w2", "i1", "Y", "X", "a"),
+            ("w1", "i3", "X", "Y", "a")]
+    votes = votes_frame(rows)
+    votes.loc[3, ["item_id", "assignment_id"]] = ["i1", "as-w1-again"]  # w1 votes i1 again
+    counts, lines = data_warnings(votes, kappa=0.05)
+    assert counts == {"repeated_votes": 1, "top_worker_share": 0.75}
+    assert len(lines) == 3
+    assert "1 vote(s) repeat" in lines[0] and "75%" in lines[1] and "chance" in lines[2]
+    assert data_warnings(votes_frame(rows[:3]), kappa=0.6)[1] == [
+        "one worker cast 67% of the votes; the results mostly say what that worker thinks "
+        "(the worker-clustered intervals account for it)"]
+
+
+def test_repeated_rows_of_one_assignment_follow_the_policy(tmp_path):
+    write_study(tmp_path, "s1,h1,as1,w1,i1,X,Y,a\ns1,h1,as1,w1,i1,Y,X,a\ns1,h1,as2,w2,i1,X,Y,b\n")
+    with pytest.warns(DuplicateRowsWarning, match="removed 1 row"):
+        result = analyze_pairwise(tmp_path, n_boot=20)
+    assert result.summary["duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
+    assert result.tables["pairs"][["wins_a", "wins_b"]].iloc[0].tolist() == [1, 1]
+    assert result.summary["multiple_comparisons"] == "bonferroni"
+    assert result.summary["interval_unit"] == "worker"
+    with pytest.raises(InputError, match="repeats"):
+        read_votes(tmp_path, duplicates="error")

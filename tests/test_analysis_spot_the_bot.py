@@ -16,7 +16,10 @@ from hitkit.analysis.spot_the_bot import (ANNOTATION_COLUMNS, agreement, analyze
                                           feature_win_rates, games, rank_with_bootstrap,
                                           ranking, read_annotations, segment_annotations,
                                           segment_lengths, win_rates)
-from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_sequences
+from hitkit.analysis.inference import DuplicateRowsWarning
+from hitkit.analysis.spot_the_bot import (TrueSkillSettings, implausible_times, load_annotations,
+                                          system_feature_win_rates)
+from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_repeated, rate_sequences
 from hitkit.errors import InputError
 
 ASSIGNMENT_HEADER = "study,hit_id,assignment_id,worker_id,status,work_time_s\n"
@@ -375,7 +378,20 @@ def test_analyze_writes_tables_summary_and_figure(tmp_path, study):
     names = sorted(p.name for p in written)
     assert names == ["agreement.csv", "annotation_time.csv", "annotators.csv",
                      "feature_win_rates.csv", "ranking.csv", "segment_lengths.csv",
-                     "summary.json", "win_rates.csv", "win_rates.png"]
+                     "summary.json", "system_feature_win_rates.csv", "win_rates.csv",
+                     "win_rates.png"]
+    summary = result.summary
+    # The settings that decide the numbers are recorded: TrueSkill without dynamics and with the
+    # observed tie rate as draw probability, the correction, the resampled units, the policy.
+    g = games(sub)
+    assert summary["trueskill"]["tau"] == 0.0
+    assert summary["trueskill"]["draw_probability"] == pytest.approx(g["drawn"].mean())
+    assert summary["trueskill"]["draw_probability_source"] == "observed tie rate"
+    assert summary["multiple_comparisons"] == "bonferroni"
+    assert summary["ranking_resampled"] == "game" and summary["interval_unit"] == "conversation"
+    assert summary["duplicates"] == {"policy": "first", "keys": 0, "rows_removed": 0}
+    assert summary["warnings"] == []
+    assert summary["median_elapsed_s"] is not None
     assert 0 < result.summary["correctness_mean"] < 1
     assert result.summary["correctness_mean_human_human"] > 0.8  # humans: labelled bot 5 %
     assert (tmp_path / "out" / "win_rates.png").read_bytes()[:4] == b"\x89PNG"
@@ -426,8 +442,7 @@ def good_rows():
     ("segment_exchanges", 0, "segment_exchanges"),
     ("segment_exchanges", "two", "segment_exchanges"),
     ("worker_id", "", "worker_id is empty"),
-    ("elapsed_s", "-3", "elapsed_s"),
-    ("elapsed_s", "inf", "elapsed_s"),
+    ("elapsed_s", "soon", "elapsed_s"),
     ("specificity", 2, "specificity '2'"),
 ])
 def test_bad_values_name_the_line(tmp_path, column, value, match):
@@ -440,7 +455,9 @@ def test_segment_needs_both_entities(tmp_path):
     bad(tmp_path, good_rows()[:3], "no row for the other entity", line=4)
     rows = good_rows()
     rows[3] = {**rows[3], "entity": 0}
-    bad(tmp_path, rows, "appears twice", line=5)
+    # Entity 0 twice: the second is a repeat (dropped by the default policy), entity 1 is missing.
+    with pytest.warns(DuplicateRowsWarning):
+        bad(tmp_path, rows, "no row for the other entity", line=4)
 
 
 def test_preferences_must_mirror(tmp_path):
@@ -478,3 +495,193 @@ def test_frames_passed_directly_are_checked_too():
         win_rates(table)
     with pytest.raises(InputError, match="missing column"):
         win_rates(frame(good_rows()).drop(columns="system"))
+
+
+# --- issue 19: real data's warts, settings, corrections and clustered intervals ----------------
+
+def test_repeated_annotations_follow_the_policy_and_are_counted(tmp_path):
+    # w1 annotated c1 twice (the released files' wart): once human/bot, then bot/human.
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"),
+                segment("w1", "c1", "A", "B", "bot", "human"),
+                segment("w2", "c1", "A", "B", "human", "bot"))
+    write_study(tmp_path, ann)
+    with pytest.warns(DuplicateRowsWarning, match="1 segment annotation .*removed 2 row"):
+        first, report = load_annotations(tmp_path)
+    assert report == {"policy": "first", "keys": 1, "rows_removed": 2}
+    assert pair(win_rates(first, n_boot=0), "A", "B")[["wins", "losses"]].tolist() == [2, 0]
+    with pytest.warns(DuplicateRowsWarning):
+        last, _ = load_annotations(tmp_path, duplicates="last")
+    assert pair(win_rates(last, n_boot=0), "A", "B")[["wins", "losses"]].tolist() == [1, 1]
+    with pytest.warns(DuplicateRowsWarning):
+        dropped, report = load_annotations(tmp_path, duplicates="drop")
+    assert report["rows_removed"] == 4 and set(dropped["worker_id"]) == {"w2"}
+    with pytest.raises(InputError, match="repeats.*--duplicates") as info:
+        load_annotations(tmp_path, duplicates="error")
+    assert info.value.line == 4
+    with pytest.warns(DuplicateRowsWarning):
+        result = analyze_spot_the_bot(tmp_path, n_boot=20)
+    assert result.summary["duplicates"]["rows_removed"] == 2
+    assert "removed 2 row(s)" in result.summary["warnings"][0]
+
+
+def test_trueskill_defaults_are_no_dynamics_and_the_observed_tie_rate(study):
+    g = games(study)
+    env = TrueSkillSettings().env_for(g)
+    assert env.tau == 0.0 and env.draw_probability == pytest.approx(g["drawn"].mean())
+    assert (env.mu, env.sigma, env.beta) == (25.0, 25 / 3, 25 / 6)
+    given = TrueSkillSettings(tau=0.5, draw_probability=0.2, mu=10.0).env_for(g)
+    assert (given.tau, given.draw_probability, given.sigma) == (0.5, 0.2, 10 / 3)
+    # The ranking's default environment is this one.
+    pd.testing.assert_frame_equal(rank_with_bootstrap(g, n_boot=20, seed=1),
+                                  rank_with_bootstrap(g, n_boot=20, seed=1, env=env))
+
+
+def test_no_dynamics_makes_the_ranking_depend_less_on_game_order():
+    # Five close systems; 200 random orders of the same games. With the package's tau = 25/300
+    # late games outweigh early ones and the point ranking changes with the order (issue 19:
+    # 10 rankings from 200 orders of one domain); without dynamics far fewer orders disagree.
+    sim = simulate({"a": 0.5, "b": 0.47, "c": 0.44, "d": 0.41, "e": 0.38}, n_conv=10, seed=5)
+    g = games(sim)
+    systems = sorted(set(g["winner"]) | set(g["loser"]))
+    index = {s: i for i, s in enumerate(systems)}
+    w, l, d = g["winner"].map(index).to_numpy(), g["loser"].map(index).to_numpy(), g["drawn"].to_numpy()
+    rng = np.random.default_rng(0)
+    orders = np.stack([rng.permutation(len(w)) for _ in range(200)])
+
+    def rankings(env):
+        mu, _ = rate_sequences(w[orders], l[orders], d[orders], len(systems), env)
+        return len({tuple(np.argsort(-m)) for m in mu})
+
+    package = rankings(TrueSkillEnv(draw_probability=float(d.mean())))
+    no_dynamics = rankings(TrueSkillSettings().env_for(g))
+    assert no_dynamics * 2 < package
+
+
+def test_rate_repeated_plays_each_game_as_often_as_weighted():
+    first, second, drawn = np.array([0, 1, 2, 0]), np.array([1, 2, 0, 2]), np.array(
+        [False, True, False, False])
+    env = TrueSkillEnv(tau=0.0, draw_probability=0.2)
+    weights = np.array([[1, 1, 1, 1], [2, 0, 1, 0], [0, 0, 0, 3]])
+    mu, sigma = rate_repeated(first, second, drawn, weights, 3, env)
+    for r, w in enumerate(weights):
+        idx = np.repeat(np.arange(4), w)
+        want_mu, want_sigma = rate_sequences(first[idx], second[idx], drawn[idx], 3, env)
+        np.testing.assert_allclose(mu[r], want_mu, atol=1e-12)
+        np.testing.assert_allclose(sigma[r], want_sigma, atol=1e-12)
+
+
+def test_win_rates_carry_corrected_p_and_conversation_clustered_intervals(study):
+    table = win_rates(study, n_boot=300, seed=1)
+    cross = table[table["system_a"] != table["system_b"]]
+    m = len(cross) // 2  # unordered pairs: the family
+    np.testing.assert_allclose(cross["p_adjusted"], np.minimum(1, m * cross["p_value"]))
+    assert (table["correction"] == "bonferroni").all()
+    assert (table["interval_unit"] == "conversation").all()
+    assert ((cross["win_rate_low"] <= cross["win_rate"])
+            & (cross["win_rate"] <= cross["win_rate_high"])).all()
+    holm_table = win_rates(study, n_boot=0, correction="holm")
+    assert (holm_table["p_adjusted"] <= table["p_adjusted"] + 1e-12).all()
+    # Every annotation three times over, as if three more workers agreed with each one: the
+    # per-annotation bootstrap believes it; the conversation bootstrap does not.
+    copies = pd.concat([study.assign(worker_id=study["worker_id"] + f"x{i}",
+                                     assignment_id=study["assignment_id"] + f"x{i}")
+                        for i in range(3)], ignore_index=True)
+
+    def width(t):
+        t = t[t["system_a"] != t["system_b"]]
+        return float((t["win_rate_high"] - t["win_rate_low"]).mean())
+
+    naive = win_rates(copies, n_boot=300, seed=1, cluster="annotation")
+    clustered = win_rates(copies, n_boot=300, seed=1)
+    assert width(naive) < 0.7 * width(clustered)
+    assert width(clustered) == pytest.approx(width(table), rel=0.2)
+
+
+def test_ranking_can_resample_conversations_or_workers(study):
+    g = games(study)
+    by_game = rank_with_bootstrap(g, n_boot=100, seed=3)
+    by_conv = rank_with_bootstrap(g, n_boot=100, seed=3, resample="conversation")
+    by_worker = rank_with_bootstrap(g, n_boot=100, seed=3, resample="worker")
+    for t in (by_conv, by_worker):
+        pd.testing.assert_series_equal(t["trueskill_mu"], by_game["trueskill_mu"])
+        assert list(t["cluster"]) == ["(1,1)", "(2,3)", "(2,3)", "(4,4)"]
+    with pytest.raises(ValueError, match="resample"):
+        rank_with_bootstrap(g, resample="segment")
+    # Mean of pairwise win rates (the paper's aggregate) beside the pooled one.
+    assert by_game["mean_pairwise_win_rate"].between(0, 1).all()
+
+
+def test_system_feature_win_rates_pool_opponents():
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot", features=(1, 0, -1)),
+                segment("w2", "c2", "A", "C", "human", "bot", features=(1, 1, 0)))
+    table = system_feature_win_rates(ann).set_index(["feature", "system"])
+    assert table.loc[("fluency", "A"), ["wins", "losses"]].tolist() == [2, 0]
+    assert table.loc[("specificity", "A"), ["wins", "losses", "ties"]].tolist() == [0, 1, 1]
+    assert table.loc[("fluency", "B"), "win_rate"] == 0.0
+
+
+def test_paper_agreement_share_hand_worked():
+    # A in c1 labelled human, human, bot by three annotators: human given 2 times with 2
+    # co-annotators each (4 co-labels), 2 of them human: 0.5. bot: given once, 0 of 2 match.
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"),
+                segment("w2", "c1", "A", "B", "human", "bot"),
+                segment("w3", "c1", "A", "B", "bot", "bot"))
+    table = agreement(ann).set_index(["system", "label"])
+    assert table.loc[("A", "human"), "agreement_paper"] == pytest.approx(0.5)
+    assert table.loc[("A", "bot"), "agreement_paper"] == 0.0
+    assert table.loc[("B", "bot"), "agreement_paper"] == 1.0
+
+
+def test_implausible_times_are_flagged_counted_and_left_out(tmp_path):
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot", elapsed=20.0, assignment="a1"),
+                segment("w2", "c1", "A", "B", "bot", "bot", elapsed=-4.0, assignment="a2"),
+                segment("w3", "c1", "A", "B", "bot", "bot", elapsed=1.6e9, assignment="a3"),
+                segment("w4", "c1", "A", "B", "bot", "bot", elapsed=900.0, assignment="a4"),
+                segment("w5", "c1", "A", "B", "bot", "human", elapsed=40.0, assignment="a5"))
+    write_study(tmp_path, ann, {f"a{i}": "approved" for i in range(1, 6)})
+    (tmp_path / "assignments.csv").write_text(ASSIGNMENT_HEADER + "".join(
+        f"s1,h1,a{i},w{i},approved,600\n" for i in range(1, 6)))
+    result = analyze_spot_the_bot(tmp_path, n_boot=10)
+    assert result.summary["implausible_elapsed"] == 3  # negative, timestamp, over the assignment
+    assert result.summary["median_elapsed_s"] == 30.0
+    times = result.tables["annotation_time"].iloc[0]
+    assert (times["implausible"], times["timed"], times["median_elapsed_s"]) == (3, 2, 30.0)
+    assert any("implausible" in w for w in result.summary["warnings"])
+
+
+def test_cli_takes_every_ranking_setting_and_records_it(tmp_path):
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"),
+                segment("w1", "c1", "A", "B", "human", "bot"),  # a repeat: counted, kept once
+                segment("w2", "c1", "A", "B", "human", "human"),
+                segment("w3", "c2", "B", "C", "human", "bot"),
+                segment("w4", "c3", "A", "C", "unsure", "bot"))
+    write_study(tmp_path, ann)
+    out = tmp_path / "out"
+    run = CliRunner().invoke(main, [
+        "analyze", "spot_the_bot", str(tmp_path), "--out", str(out), "--no-progress",
+        "--trueskill-tau", "0.1", "--draw-probability", "0.2", "--trueskill-mu", "30",
+        "--correction", "holm", "--cluster", "worker", "--resample", "conversation",
+        "--n-boot", "30", "--rank-by", "conservative"])
+    assert run.exit_code == 0, run.output
+    assert "warning: 1 segment annotation" in run.output and "removed 2 row(s)" in run.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trueskill"] == {"mu": 30.0, "sigma": 10.0, "beta": 5.0, "tau": 0.1,
+                                    "draw_probability": 0.2, "draw_probability_source": "given"}
+    assert (summary["multiple_comparisons"], summary["interval_unit"],
+            summary["ranking_resampled"], summary["ranked_by"], summary["n_boot"]) == (
+        "holm", "worker", "conversation", "conservative", 30)
+    tests = pd.read_csv(out / "survival_tests.csv")
+    assert set(tests["correction"]) == {"holm"} and set(tests["variance"]) == {"robust (worker)"}
+    for args, match in [(["--trueskill-tau", "-1"], "tau"), (["--draw-probability", "1.5"],
+                                                             "draw_probability"),
+                        (["--cluster", "rating"], "does not apply")]:
+        bad_run = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(tmp_path), "--out",
+                                            str(out), "--no-progress", *args])
+        assert bad_run.exit_code != 0 and match in bad_run.output, bad_run.output
+    refused = CliRunner().invoke(main, ["analyze", "pairwise", str(tmp_path), "--out", str(out),
+                                        "--trueskill-tau", "0"])
+    assert refused.exit_code != 0 and "spot_the_bot` only" in refused.output

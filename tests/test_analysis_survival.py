@@ -10,8 +10,9 @@ from lifelines import KaplanMeierFitter
 from lifelines.statistics import logrank_test
 from scipy import stats
 
-from hitkit.analysis.survival import (cox_by_system, cox_interval, generalized_logrank,
-                                      imputed_logrank, holm, survival_curve, survival_curves,
+from hitkit.analysis.survival import (clustered_logrank, cox_by_system, cox_interval,
+                                      generalized_logrank, imputed_logrank, holm,
+                                      logrank_residuals, robust_score_variance, survival_curve, survival_curves,
                                       survival_data, survival_figure, survival_tests, turnbull,
                                       turnbull_intervals)
 from tests.test_analysis_spot_the_bot import frame, segment, simulate
@@ -27,7 +28,8 @@ def test_survival_data_hand_worked():
                 segment("w3", "c2", "human", "B", "bot", "unsure", k=1))
     data = survival_data(ann)
     assert list(data.columns) == ["system", "left", "right", "fluency", "sensibleness",
-                                  "specificity"]
+                                  "specificity", "conversation", "worker"]
+    assert set(data["conversation"]) == {"s1/c1", "s1/c2"}
     rows = {tuple(r) for r in data[["system", "left", "right"]].itertuples(index=False)}
     assert rows == {("A", 0.0, 3.0), ("B", 3.0, INF), ("A", 2.0, INF), ("B", 0.0, 2.0),
                     ("B", 1.0, INF)}
@@ -233,7 +235,9 @@ def test_two_systems_solved_by_hand():
     row = table.iloc[0]
     assert (row["system_a"], row["system_b"]) == ("A", "B")
     assert row["statistic"] == pytest.approx(3.0)
-    assert row["p_value"] == pytest.approx(stats.chi2.sf(3.0, 1)) == pytest.approx(row["p_holm"])
+    # One pair: nothing to correct, whichever correction.
+    assert row["p_value"] == pytest.approx(stats.chi2.sf(3.0, 1)) == pytest.approx(row["p_adjusted"])
+    assert row["correction"] == "bonferroni" and row["variance"] == "model (imputation)"
 
 
 def test_holm_hand_worked():
@@ -245,15 +249,70 @@ def test_holm_hand_worked():
 def test_survival_tests_every_pair():
     study = simulate({"easy": 0.85, "twin1": 0.4, "twin2": 0.4}, n_conv=40, seed=2)
     table = survival_tests(survival_data(study), n_imputations=20, seed=1)
-    assert list(table.columns) == ["system_a", "system_b", "statistic", "p_value", "p_holm"]
+    assert list(table.columns) == ["system_a", "system_b", "statistic", "p_value", "p_adjusted",
+                                   "correction", "variance", "statistic_model", "p_model"]
     assert [tuple(r) for r in table[["system_a", "system_b"]].itertuples(index=False)] == [
         ("easy", "twin1"), ("easy", "twin2"), ("twin1", "twin2")]
     by = table.set_index(["system_a", "system_b"])
-    assert by.loc[("easy", "twin1"), "p_holm"] < 0.01
+    assert by.loc[("easy", "twin1"), "p_adjusted"] < 0.01
     assert by.loc[("twin1", "twin2"), "p_value"] > 0.01
-    assert (table["p_holm"] >= table["p_value"]).all()
+    # Bonferroni (the default, the paper's): three pairs, p × 3 capped at 1.
+    np.testing.assert_allclose(table["p_adjusted"], np.minimum(1, 3 * table["p_value"]))
+    holm_table = survival_tests(survival_data(study), n_imputations=20, seed=1, correction="holm")
+    np.testing.assert_allclose(holm_table["p_adjusted"], holm(table["p_value"].to_numpy()))
+    assert (holm_table["p_adjusted"] <= table["p_adjusted"]).all()
     pd.testing.assert_frame_equal(table, survival_tests(survival_data(study), n_imputations=20,
                                                         seed=1))
+
+
+def test_logrank_residuals_sum_to_the_score_and_give_the_usual_variance():
+    rng = np.random.default_rng(5)
+    n = 400
+    k = rng.choice([1.0, 2.0, 3.0], n)
+    spotted = rng.random(n) < 0.5
+    left, right = np.where(spotted, 0.0, k), np.where(spotted, k, INF)
+    group = rng.random(n) < 0.5
+    u = logrank_residuals(left, right, group)
+    score, _, v_imp = imputed_logrank(left, right, group, 20, seed=0)
+    assert u.sum() == pytest.approx(score, abs=1e-9)
+    # One observation per cluster: the sandwich estimates the same variance as the model.
+    robust = robust_score_variance(u, np.arange(n))
+    assert 0.8 < robust / v_imp.mean() < 1.25
+
+
+def test_clustered_logrank_is_unmoved_by_copies_the_naive_one_is_fooled_by():
+    rng = np.random.default_rng(6)
+    n = 120
+    k = rng.choice([2.0, 3.0, 5.0], n)
+    spotted = rng.random(n) < np.where(np.arange(n) < n // 2, 0.45, 0.6)
+    left, right = np.where(spotted, 0.0, k), np.where(spotted, k, INF)
+    group = np.arange(n) < n // 2
+    chi2, _ = clustered_logrank(left, right, group, np.arange(n))
+    # Every annotation three times, in one conversation: no new information.
+    rep = np.repeat(np.arange(n), 3)
+    chi2_copies, _ = clustered_logrank(left[rep], right[rep], group[rep], rep)
+    assert chi2_copies == pytest.approx(chi2, rel=1e-9)
+    naive, _ = generalized_logrank(left, right, group, n_imputations=30, seed=0)
+    naive_copies, _ = generalized_logrank(left[rep], right[rep], group[rep], n_imputations=30,
+                                          seed=0)
+    assert naive_copies > 2.5 * naive
+
+
+def test_survival_tests_with_a_cluster_use_the_robust_variance():
+    study = simulate({"easy": 0.85, "twin1": 0.4}, n_conv=30, seed=4)
+    data = survival_data(study)
+    table = survival_tests(data, n_imputations=20, seed=1, cluster="conversation")
+    row = table.iloc[0]
+    assert row["variance"] == "robust (conversation)"
+    pair = data[data["system"].isin(["easy", "twin1"])]
+    want, _ = clustered_logrank(pair["left"].to_numpy(), pair["right"].to_numpy(),
+                                (pair["system"] == "easy").to_numpy(),
+                                pair["conversation"].to_numpy())
+    assert row["statistic"] == pytest.approx(want)
+    naive = survival_tests(data, n_imputations=20, seed=1)
+    assert row["statistic_model"] == pytest.approx(naive.iloc[0]["statistic"])
+    with pytest.raises(ValueError, match="cluster"):
+        survival_tests(data, cluster="segment")
 
 
 # --- Cox proportional hazards -------------------------------------------------------------------
@@ -295,7 +354,27 @@ def test_cox_by_system_and_constant_features():
     data = pd.DataFrame({"system": "A", "left": left, "right": right, "fluency": x[:, 0],
                          "sensibleness": x[:, 1], "specificity": x[:, 2]})
     table = cox_by_system(data)
-    assert list(table.columns) == ["system", "feature", "coef", "se", "hazard_ratio", "p_value"]
+    assert list(table.columns) == ["system", "feature", "coef", "se", "hazard_ratio", "p_value",
+                                   "p_adjusted", "correction", "variance", "se_model", "p_model"]
+    assert (table["variance"] == "model").all()
+    np.testing.assert_allclose(table["p_adjusted"].iloc[:2],
+                               np.minimum(1, 2 * table["p_value"].iloc[:2]))  # 2 real tests
     assert list(table["feature"]) == ["fluency", "sensibleness", "specificity"]
     assert table["coef"].iloc[0] > 0.4 and table["p_value"].iloc[0] < 1e-4
     assert table.iloc[2][["coef", "p_value"]].isna().all()
+
+
+def test_cox_robust_se_matches_model_se_without_clustering_and_sees_copies():
+    rng = np.random.default_rng(24)
+    left, right, x = ph_sample(rng, [0.5, -0.3], 1500)
+    table = cox_interval(left, right, x, cluster=np.arange(len(left)))
+    ratio = table["se"] / table["se_model"]
+    assert ((ratio > 0.85) & (ratio < 1.15)).all()
+    # Each observation four times within its own cluster: the model-based SE halves (it thinks
+    # there is 4× the data), the cluster-robust SE does not move.
+    rep = np.repeat(np.arange(len(left)), 4)
+    copies = cox_interval(left[rep], right[rep], x[rep], cluster=rep)
+    np.testing.assert_allclose(copies["coef"], table["coef"], atol=1e-4)
+    np.testing.assert_allclose(copies["se_model"], table["se_model"] / 2, rtol=0.02)
+    np.testing.assert_allclose(copies["se"], table["se"], rtol=0.02)
+    assert (copies["variance"] == "robust").all()

@@ -97,7 +97,8 @@ def numbers_from_database(task, tables, seed):
         from hitkit.analysis.pairwise import bradley_terry, pair_table
 
         votes = tables["votes"][tables["votes"]["assignment_id"].isin(counted)]
-        return {"pairs": pair_table(votes), "ranking": bradley_terry(votes, n_boot=1000, seed=seed)}
+        return {"pairs": pair_table(votes, seed=seed),
+                "ranking": bradley_terry(votes, n_boot=1000, seed=seed, resample="worker")}
     if task == "live_chat":
         from hitkit.analysis import live_chat as lc
 
@@ -112,7 +113,7 @@ def numbers_from_database(task, tables, seed):
 
     annotations = tables["annotations"][tables["annotations"]["assignment_id"].isin(counted)].copy()
     annotations["elapsed_s"] = annotations["elapsed_s"].astype(float)
-    return {"win_rates": win_rates(annotations)}
+    return {"win_rates": win_rates(annotations, seed=seed)}
 
 
 def assert_same(a: pd.DataFrame, b: pd.DataFrame, sort: list[str]):

@@ -156,10 +156,12 @@ def test_fluency_caps_perplexity_and_gives_empty_turns_the_cap():
 # ---------------------------------------------------------------- ChatEval metrics
 
 def test_corpus_distinct_n_by_hand():
-    # unigrams a a b a b → 2 distinct of 5; bigrams (a a) (a b) | (a b) → 2 of 3.
+    # 5 tokens a a b | a b: 2 distinct unigrams / 5 tokens; bigrams (a a) (a b) | (a b): 2
+    # distinct / 5 tokens (Li et al. 2016 and ChatEval divide by tokens, not by the 3 bigrams).
     assert chateval.corpus_distinct_n(["a a b", "a b"], 1) == pytest.approx(2 / 5)
-    assert chateval.corpus_distinct_n(["a a b", "a b"], 2) == pytest.approx(2 / 3)
-    assert chateval.corpus_distinct_n([""], 1) == 0.0
+    assert chateval.corpus_distinct_n(["a a b", "a b"], 2) == pytest.approx(2 / 5)
+    assert chateval.corpus_distinct_n(["a b c d"], 2) == pytest.approx(3 / 4)
+    assert chateval.corpus_distinct_n([""], 1) == 0.0 and chateval.corpus_distinct_n(["a"], 2) == 0.0
 
 
 def test_sentence_bleu2_by_hand():

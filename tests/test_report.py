@@ -72,7 +72,7 @@ EXPECTED = {
     # task: (least number of figures, words the methods paragraph must name)
     "pairwise": (4, ["sign test", "Bradley–Terry", "bootstrap", "kappa", "binomial"]),
     "live_chat": (5, ["Mann–Whitney", "z-scores", "passed", "workers before"]),
-    "spot_the_bot": (4, ["chi-square", "TrueSkill", "Turnbull", "log-rank", "Holm", "bootstrap"]),
+    "spot_the_bot": (4, ["chi-square", "TrueSkill", "Turnbull", "log-rank", "Bonferroni", "bootstrap"]),
 }
 
 

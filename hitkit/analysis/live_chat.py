@@ -9,10 +9,14 @@ returns an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (colu
 - ``systems``: system, n, z, one column per criterion (mean z), raw, rank: real systems only,
   passed workers only. ``z`` is the mean of all the system's criterion ratings, ``n`` their count,
   ``raw`` the mean reversed 0–100 score (higher = better, like z), rank 1 = highest z.
-- ``significance``: system_a, system_b, p_value: one-sided Mann–Whitney U that a's z exceed b's,
-  for every ordered pair of real systems.
+- ``significance``: system_a, system_b, p_value, p_adjusted, correction: one-sided Mann–Whitney
+  U that a's z exceed b's, for every ordered pair of real systems; p_adjusted is corrected over
+  all the ordered pairs (Bonferroni by default; Holm or none).
+- ``score_intervals``: system, criterion, score, low, high, unit: 95 % intervals of every system
+  score (overall and per criterion) from a bootstrap that resamples workers (default).
 - ``replication`` (only with ``replicate_dir``): criterion ("overall" and each criterion),
-  pearson, spearman, kendall, n_systems: system scores of this run against the other run's.
+  pearson, spearman, kendall, pearson_low, pearson_high, n_systems: system scores of this run
+  against the other run's, with the Fisher-z interval of r.
 
 The summary holds workers, passed, pass_rate, hits (counted assignments: one worker's HIT each),
 hits_passed (those done by workers who passed QC), minutes_per_conversation_passed / _failed, and
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -33,12 +38,18 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, Correction,
+                                       DuplicatePolicy, adjust, apply_duplicate_policy,
+                                       check_correction, cluster_codes, cluster_weights,
+                                       fisher_interval)
 from hitkit.analysis.tables import counted, read_assignments, read_table
 from hitkit.errors import ConfigError, InputError
 
 Polarity = Literal["positive", "negative"]
 QcMethod = Literal["asymptotic", "exact", "auto"]
 SignificanceUnit = Literal["rating", "conversation"]
+IntervalUnit = Literal["worker", "conversation", "rating"]
+INTERVAL_UNITS: tuple[str, ...] = ("worker", "conversation", "rating")
 
 RATING_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "slot",
                   "system", "is_control", "criterion", "score")
@@ -97,9 +108,14 @@ def _unknown_criteria(ratings: pd.DataFrame, criteria: Sequence[Criterion]) -> l
     return sorted(set(ratings["criterion"].unique()) - known)
 
 
-def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
-                 ) -> pd.DataFrame:
-    """Read and check ``ratings.csv``: known criteria, scores within 0–100, is_control 0/1."""
+def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
+                 duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
+    """Read and check ``ratings.csv``: known criteria, scores within 0–100, is_control 0/1.
+
+    A second rating of one criterion in one conversation of one assignment is resolved by the
+    ``duplicates`` policy (first by default; last, drop or error), with a warning that counts
+    it; the report is in ``table.attrs["duplicates"]``.
+    """
     _check_criteria(criteria)
     path = Path(in_dir) / "ratings.csv"
     text_ids = {c: str for c in _ID_COLUMNS if c in RATING_COLUMNS}
@@ -122,15 +138,13 @@ def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRI
         i = bad[0]
         raise InputError(path, f"is_control '{table.at[i, 'is_control']}' is not 0 or 1",
                          line=int(i) + 2)
-    key = ["assignment_id", "conversation_id", "criterion"]
-    dup = table.index[table.duplicated(key)]
-    if len(dup):
-        i = dup[0]
-        raise InputError(path, f"second rating of criterion {table.at[i, 'criterion']!r} in "
-                         f"conversation {table.at[i, 'conversation_id']!r}; keep one",
-                         line=int(i) + 2)
     table["score"] = score.astype(float)
     table["is_control"] = control.isin(["1", "true"])
+    key = ["assignment_id", "conversation_id", "criterion"]
+    table, report = apply_duplicate_policy(table, key, duplicates, what="rating (same assignment, "
+                                           "conversation, criterion)", source=path)
+    table = table.copy()
+    table.attrs["duplicates"] = report
     return table
 
 
@@ -222,19 +236,73 @@ def _observations(kept: pd.DataFrame, unit: SignificanceUnit) -> pd.DataFrame:
 
 
 def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = "rating",
-                          order: Sequence[str] | None = None) -> pd.DataFrame:
+                          order: Sequence[str] | None = None,
+                          correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
     """Step 6: for every ordered pair (a, b), one-sided Mann–Whitney p that a's z exceed b's.
 
     ``unit="rating"`` (default, the paper's: A's n = 798 criterion ratings) takes each criterion
-    rating as one observation; ``"conversation"`` takes each conversation's mean z over criteria.
+    rating as one observation; ``"conversation"`` takes each conversation's mean z over criteria
+    (the ratings of one conversation are not independent: the clustered choice). Columns
+    system_a, system_b, p_value (as the paper), p_adjusted (``correction`` over all ordered
+    pairs: Bonferroni by default, Holm, or none), correction.
     """
+    check_correction(correction)
     obs = _observations(kept, unit)
     samples = {s: g["z"].to_numpy() for s, g in obs.groupby("system")}
     systems = list(order) if order is not None else sorted(samples)
     rows = [(a, b, float(stats.mannwhitneyu(samples[a], samples[b], alternative="greater",
                                             method="asymptotic").pvalue))
             for a, b in itertools.permutations(systems, 2)]
-    return pd.DataFrame(rows, columns=["system_a", "system_b", "p_value"])
+    table = pd.DataFrame(rows, columns=["system_a", "system_b", "p_value"])
+    table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
+    table["correction"] = correction
+    return table
+
+
+def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
+                    unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0
+                    ) -> pd.DataFrame:
+    """Percentile 95 % intervals of every system score, overall and per criterion.
+
+    A bootstrap that resamples ``unit``: ``worker`` (default: a worker's ratings, their
+    standardisation and QC verdict move together), ``conversation`` or ``rating`` (the naive
+    one). Each resample's score is the mean z of the resampled ratings, as
+    :func:`system_scores`. Columns system, criterion ("overall" or a criterion), score, low,
+    high, unit.
+    """
+    if unit not in INTERVAL_UNITS:
+        raise ValueError(f"unit={unit!r}; use one of {', '.join(INTERVAL_UNITS)}")
+    columns = ["system", "criterion", "score", "low", "high", "unit"]
+    if kept.empty:
+        return pd.DataFrame(columns=columns)
+    systems = sorted(kept["system"].unique())
+    names = ["overall"] + [c.name for c in criteria]
+    cells, z = [], kept["z"].to_numpy(dtype=float)
+    for system in systems:
+        own = (kept["system"] == system).to_numpy()
+        for name in names:
+            cells.append(own if name == "overall" else own & (kept["criterion"] == name).to_numpy())
+    member = np.stack(cells, axis=1).astype(float)           # [n_ratings, cells]
+    count = member.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        score = (z @ member) / count
+    low = high = np.full(len(cells), math.nan)
+    if n_boot > 0:
+        labels = {"worker": kept["worker_id"].to_numpy(),
+                  "conversation": (kept["assignment_id"].astype(str) + "/"
+                                   + kept["conversation_id"].astype(str)).to_numpy(),
+                  "rating": np.arange(len(kept))}[unit]
+        codes, n_clusters = cluster_codes(labels)
+        weights = cluster_weights(codes, n_clusters, n_boot, np.random.default_rng([seed, 1]))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot = (weights @ (member * z[:, None])) / (weights @ member)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+    rows = [(system, name) for system in systems for name in names]
+    table = pd.DataFrame(rows, columns=["system", "criterion"])
+    table["score"], table["low"], table["high"], table["unit"] = score, low, high, unit
+    return table[columns]
 
 
 def _correlate(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
@@ -248,6 +316,9 @@ def replication(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> pd.DataFrame:
     """Step 7: Pearson, Spearman and Kendall of two runs' system scores, overall and per criterion.
 
     Correlates over the systems both runs scored; criteria are the columns both tables share.
+    pearson_low / pearson_high: the Fisher-z 95 % interval of r over the n_systems points (it
+    treats each system score as exact: with ~10 systems the number of systems, not the ratings
+    behind each score, dominates its width).
     """
     both = scores_a.merge(scores_b, on="system", suffixes=("_a", "_b"))
     fixed = {"system", "n", "z", "raw", "rank"}
@@ -256,8 +327,10 @@ def replication(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> pd.DataFrame:
     for name, column in [("overall", "z"), *[(c, c) for c in shared]]:
         pair = both[[f"{column}_a", f"{column}_b"]].dropna()
         x, y = pair.iloc[:, 0].to_numpy(float), pair.iloc[:, 1].to_numpy(float)
-        rows.append((name, *_correlate(x, y), len(pair)))
-    return pd.DataFrame(rows, columns=["criterion", "pearson", "spearman", "kendall", "n_systems"])
+        r = _correlate(x, y)
+        rows.append((name, *r, *fisher_interval(r[0], len(pair)), len(pair)))
+    return pd.DataFrame(rows, columns=["criterion", "pearson", "spearman", "kendall",
+                                       "pearson_low", "pearson_high", "n_systems"])
 
 
 def _mean_or_none(values: pd.Series) -> float | None:
@@ -291,15 +364,20 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
 
 
 def significance_figure(significance: pd.DataFrame, order: Sequence[str], alpha: float = 0.05):
-    """A figure drawer: heatmap of p (row beats column), darker = smaller p, ● where p < alpha."""
+    """A figure drawer: heatmap of p (row beats column), darker = smaller p, ● where the adjusted
+    p (p_adjusted, when the table has it) is below alpha."""
     def draw(path: Path) -> None:
         from matplotlib import colormaps
         from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
 
         index = {s: i for i, s in enumerate(order)}
         matrix = np.full((len(order), len(order)), np.nan)
-        for a, b, p in significance[["system_a", "system_b", "p_value"]].itertuples(index=False):
+        marked = np.zeros_like(matrix, dtype=bool)
+        adjusted = "p_adjusted" if "p_adjusted" in significance.columns else "p_value"
+        for a, b, p, q in significance[["system_a", "system_b", "p_value", adjusted]].itertuples(
+                index=False):
             matrix[index[a], index[b]] = p
+            marked[index[a], index[b]] = q < alpha
         size = 1.2 + 0.45 * len(order)
         fig = Figure(figsize=(size + 1.2, size))
         ax = fig.subplots()
@@ -312,13 +390,14 @@ def significance_figure(significance: pd.DataFrame, order: Sequence[str], alpha:
         cmap = colormaps["Greens_r"].with_extremes(bad="0.8")
         image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=1)
         for (i, j), p in np.ndenumerate(matrix):
-            if p < alpha:
+            if marked[i, j]:
                 ax.text(j, i, "●", ha="center", va="center", color="white", fontsize=8)
         ax.set_xticks(range(len(order)), order, rotation=90)
         ax.set_yticks(range(len(order)), order)
         ax.set_xlabel("column (beaten)")
         ax.set_ylabel("row (wins)")
-        ax.set_title(f"Row beats column: one-sided Mann–Whitney p (● p < {alpha})", fontsize=9)
+        ax.set_title(f"Row beats column: one-sided Mann–Whitney p (● adjusted p < {alpha})",
+                     fontsize=9)
         fig.colorbar(image, ax=ax, label="p")
         fig.tight_layout()
         fig.savefig(path, format="png", dpi=120)
@@ -326,10 +405,13 @@ def significance_figure(significance: pd.DataFrame, order: Sequence[str], alpha:
 
 
 def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: QcMethod,
-         significance_unit: SignificanceUnit, ddof: int) -> AnalysisResult:
+         significance_unit: SignificanceUnit, ddof: int, correction: Correction,
+         interval_unit: IntervalUnit, n_boot: int, seed: int,
+         duplicates: DuplicatePolicy) -> AnalysisResult:
     every_assignment = read_assignments(in_dir)
     assignments = counted(every_assignment)
-    ratings = read_ratings(in_dir, criteria)
+    ratings = read_ratings(in_dir, criteria, duplicates=duplicates)
+    duplicate_report = ratings.attrs.get("duplicates", {})
     orphans = set(ratings["assignment_id"]) - set(every_assignment["assignment_id"])
     if orphans:
         raise InputError(Path(in_dir) / "ratings.csv", f"assignment_id {sorted(orphans)[0]!r} is "
@@ -341,11 +423,21 @@ def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: Q
     kept = passed_ratings(z, workers)
     systems = system_scores(kept, criteria)
     order = list(systems["system"])
-    significance = pairwise_significance(kept, unit=significance_unit, order=order)
+    significance = pairwise_significance(kept, unit=significance_unit, order=order,
+                                         correction=correction)
     summary = summarise(assignments, ratings, workers)
-    summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit)
+    warnings_out = []
+    if duplicate_report.get("rows_removed"):
+        warnings_out.append(f"{duplicate_report['keys']} rating key(s) (assignment, conversation, "
+                            f"criterion) repeat; duplicate policy '{duplicate_report['policy']}' "
+                            f"removed {duplicate_report['rows_removed']} row(s)")
+    summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit,
+                   multiple_comparisons=correction, interval_unit=interval_unit, n_boot=n_boot,
+                   seed=seed, duplicates=duplicate_report, warnings=warnings_out)
     return AnalysisResult(
-        tables={"workers": workers, "systems": systems, "significance": significance},
+        tables={"workers": workers, "systems": systems, "significance": significance,
+                "score_intervals": score_intervals(kept, criteria, unit=interval_unit,
+                                                   n_boot=n_boot, seed=seed)},
         summary=summary,
         figures={"significance": significance_figure(significance, order, alpha)})
 
@@ -354,15 +446,23 @@ def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEF
                       alpha: float = 0.05, replicate_dir: str | Path | None = None,
                       qc_method: QcMethod = "asymptotic",
                       significance_unit: SignificanceUnit = "rating",
-                      ddof: int = 1) -> AnalysisResult:
+                      ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
+                      interval_unit: IntervalUnit = "worker", n_boot: int = 1000,
+                      seed: int = 0,
+                      duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> AnalysisResult:
     """Run METHODS §1 steps 1–8 on ``in_dir``; with ``replicate_dir``, also correlate the two runs.
 
-    ``qc_method`` → :func:`wilcoxon_qc`, ``significance_unit`` → :func:`pairwise_significance`,
-    ``ddof`` → :func:`standardise_per_worker` (METHODS fixes 1; 0 is there to compare).
+    ``qc_method`` → :func:`wilcoxon_qc`, ``significance_unit`` and ``correction`` →
+    :func:`pairwise_significance`, ``ddof`` → :func:`standardise_per_worker` (METHODS fixes 1; 0
+    is there to compare), ``interval_unit``, ``n_boot`` and ``seed`` → :func:`score_intervals`
+    (table ``score_intervals``), ``duplicates`` → :func:`read_ratings`. Every choice is
+    recorded in the summary.
     """
     _check_criteria(criteria)
+    check_correction(correction)
     options = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
-                   significance_unit=significance_unit, ddof=ddof)
+                   significance_unit=significance_unit, ddof=ddof, correction=correction,
+                   interval_unit=interval_unit, n_boot=n_boot, seed=seed, duplicates=duplicates)
     result = _run(Path(in_dir), **options)
     if replicate_dir is not None:
         other = _run(Path(replicate_dir), **options)

@@ -3,10 +3,12 @@
 Reads ``votes.csv`` (and ``assignments.csv`` when present) from one folder (METHODS §4) and returns
 an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1):
 
-- ``pairs``: system_a, system_b, wins_a, wins_b, ties, gain, p_value: one row per unordered pair,
-  system_a < system_b; gain = (wins_a − wins_b) / (wins_a + wins_b); two-sided exact sign test.
+- ``pairs``: system_a, system_b, wins_a, wins_b, ties, gain, p_value, p_adjusted, correction,
+  gain_low, gain_high, interval_unit: one row per unordered pair, system_a < system_b; gain =
+  (wins_a − wins_b) / (wins_a + wins_b); two-sided exact sign test, corrected over the pairs
+  (Bonferroni by default); gain interval from a bootstrap of workers (default).
 - ``ranking``: system, score, ci_low, ci_high, rank: Bradley–Terry log-strength centred to mean 0,
-  percentile 95 % bootstrap interval, rank 1 = best.
+  percentile 95 % bootstrap interval (resampling workers in the analysis), rank 1 = best.
 - ``workers``: worker_id, votes, compared, agree_with_majority, expected_by_chance, p_value,
   flagged: agreement with the other workers' majority and the test that flags a worker.
 
@@ -27,10 +29,19 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, Correction,
+                                       DuplicatePolicy, adjust, apply_duplicate_policy,
+                                       check_correction, cluster_codes, cluster_weights)
 from hitkit.analysis.tables import keep_counted, read_table
 from hitkit.errors import InputError
 
 Ties = Literal["half", "drop"]
+Resample = Literal["vote", "worker", "item"]
+RESAMPLE_UNITS: tuple[str, ...] = ("vote", "worker", "item")
+# A worker who cast more than this share of a run's votes dominates it (a warning).
+DOMINANT_SHARE = 0.5
+# Kappa below this reads as agreement near chance (a warning).
+NEAR_CHANCE_KAPPA = 0.2
 
 VOTE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a",
                 "system_b", "vote")
@@ -44,8 +55,14 @@ _CI = (2.5, 97.5)
 _RANK_DECIMALS = 9
 
 
-def read_votes(in_dir: str | Path) -> pd.DataFrame:
+def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
+               ) -> pd.DataFrame:
     """Read and check ``votes.csv``; keep only votes of submitted or approved assignments.
+
+    Two votes of one assignment on the same item and pair are an export's repeat, resolved by
+    ``duplicates`` (first by default; last, drop, error) with a warning that counts them; the
+    report is in ``table.attrs["duplicates"]``. (One worker voting on the same item in two
+    assignments is kept, and counted by :func:`data_warnings`.)
 
     Without ``assignments.csv`` every vote counts. ``vote`` is normalised to lower case. Raises
     :class:`~hitkit.errors.InputError` naming the file (and line) for a missing file or column,
@@ -72,10 +89,18 @@ def read_votes(in_dir: str | Path) -> pd.DataFrame:
         raise InputError(path, f"system_a and system_b are both {table.at[i, 'system_a']!r}; a "
                          "vote compares two different systems", line=int(i) + 2)
     table["vote"] = vote
-
-    table = keep_counted(table, in_dir, path)
+    pair_key = np.where(table["system_a"] < table["system_b"],
+                        table["system_a"] + "\x00" + table["system_b"],
+                        table["system_b"] + "\x00" + table["system_a"])
+    table["_pair"] = pair_key
+    table, report = apply_duplicate_policy(table, ["study", "assignment_id", "item_id", "_pair"],
+                                           duplicates, what="vote (same assignment, item, pair)",
+                                           source=path)
+    table = keep_counted(table.drop(columns="_pair"), in_dir, path)
     extra = [c for c in table.columns if c not in VOTE_COLUMNS]
-    return table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)
+    out = table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)
+    out.attrs["duplicates"] = report
+    return out
 
 
 def _canonical(votes: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -110,13 +135,19 @@ def _item_columns(votes: pd.DataFrame) -> tuple[str, ...]:
     return ("study", "item_id") if "study" in votes.columns else ("item_id",)
 
 
-def pair_table(votes: pd.DataFrame) -> pd.DataFrame:
-    """Wins, ties, gain and two-sided exact sign-test p per unordered pair (system_a < system_b).
+def pair_table(votes: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTION,
+               resample: Resample = "worker", n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Wins, ties, gain, its interval and two-sided exact sign-test p per unordered pair.
 
     gain = (wins_a − wins_b) / (wins_a + wins_b), ties excluded, NaN without decisive votes;
-    p_value = ``scipy.stats.binomtest(wins_a, wins_a + wins_b, 0.5)``, 1.0 without decisive votes.
+    p_value = ``scipy.stats.binomtest(wins_a, wins_a + wins_b, 0.5)``, 1.0 without decisive
+    votes; p_adjusted = p corrected over all pairs (``correction``: Bonferroni by default, Holm,
+    none). gain_low / gain_high: percentile 95 % interval from ``n_boot`` resamples of
+    ``resample`` units (``worker`` default, ``item``, or ``vote`` = the naive bootstrap).
     """
-    canon = _canonical(votes)
+    check_correction(correction)
+    keys = [c for c in ("study", "item_id", "worker_id") if c in votes.columns]
+    canon = _canonical(votes, *keys)
     counts = (pd.crosstab([canon["first"], canon["second"]], canon["outcome"])
               .reindex(columns=[FIRST, SECOND, TIE], fill_value=0))
     rows = []
@@ -129,8 +160,41 @@ def pair_table(votes: pd.DataFrame) -> pd.DataFrame:
             "p_value": stats.binomtest(int(wins_a), decisive, 0.5).pvalue if decisive else 1.0,
         })
     columns = ["system_a", "system_b", "wins_a", "wins_b", "ties", "gain", "p_value"]
-    return pd.DataFrame(rows, columns=columns).sort_values(["system_a", "system_b"],
-                                                           ignore_index=True)
+    table = pd.DataFrame(rows, columns=columns).sort_values(["system_a", "system_b"],
+                                                            ignore_index=True)
+    table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
+    table["correction"] = correction
+    table["gain_low"], table["gain_high"] = math.nan, math.nan
+    table["interval_unit"] = resample
+    if n_boot > 0 and len(table) and len(canon):
+        weights = _resample_weights(canon, resample, n_boot, np.random.default_rng([seed, 3]))
+        for i, (a, b) in enumerate(zip(table["system_a"], table["system_b"])):
+            here = ((canon["first"] == a) & (canon["second"] == b)).to_numpy()
+            won = weights @ (here & (canon["outcome"] == FIRST).to_numpy())
+            lost = weights @ (here & (canon["outcome"] == SECOND).to_numpy())
+            with np.errstate(invalid="ignore", divide="ignore"):
+                gain = (won - lost) / (won + lost)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                table.loc[i, ["gain_low", "gain_high"]] = np.nanpercentile(gain, [2.5, 97.5])
+    return table
+
+
+def _resample_weights(canon: pd.DataFrame, resample: str, n_boot: int,
+                      rng: np.random.Generator) -> np.ndarray:
+    """[n_boot, n_votes] counts of each vote in each resample of ``resample`` units."""
+    if resample not in RESAMPLE_UNITS:
+        raise ValueError(f"resample={resample!r}; use one of {', '.join(RESAMPLE_UNITS)}")
+    if resample == "vote":
+        labels = np.arange(len(canon))
+    elif resample == "worker":
+        labels = canon["worker_id"].astype(str).to_numpy()
+    else:
+        item = canon["item_id"].astype(str)
+        labels = ((canon["study"].astype(str) + "/" + item) if "study" in canon.columns
+                  else item).to_numpy()
+    codes, n_clusters = cluster_codes(labels)
+    return cluster_weights(codes, n_clusters, n_boot, rng)
 
 
 def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
@@ -162,7 +226,7 @@ def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
 
 
 def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: Ties = "half",
-                  prior: float = 1.0) -> pd.DataFrame:
+                  prior: float = 1.0, resample: Resample = "vote") -> pd.DataFrame:
     """Bradley–Terry scores with percentile 95 % bootstrap intervals, one row per system by rank.
 
     score = natural log-strength centred to mean 0, so P(i beats j) = 1 / (1 + e^(s_j − s_i)).
@@ -172,16 +236,21 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
     win to each side, ``ties="drop"`` leaves ties out. The bootstrap resamples the (remaining) vote
     rows with replacement ``n_boot`` times with ``numpy.random.default_rng(seed)``, drawn as
     multinomial counts over the distinct (pair, outcome) cells, which has exactly the distribution
-    of resampled rows. rank 1 = highest score; equal scores share the lower rank (method "min").
-    With ``n_boot=0`` the interval is NaN.
+    of resampled rows (``resample="vote"``). ``resample="worker"`` or ``"item"`` resamples whole
+    workers or items with all their votes instead (the clustered bootstrap of METHODS §2b; the
+    analysis defaults to workers). rank 1 = highest score; equal scores share the lower rank
+    (method "min"). With ``n_boot=0`` the interval is NaN.
     """
+    if resample not in RESAMPLE_UNITS:
+        raise ValueError(f"resample={resample!r}; use one of {', '.join(RESAMPLE_UNITS)}")
     if ties not in ("half", "drop"):
         raise ValueError(f"ties={ties!r}; use 'half' or 'drop'")
     if not prior > 0:
         raise ValueError(f"prior={prior!r}; it must be > 0 so that every score is finite")
     if n_boot < 0:
         raise ValueError(f"n_boot={n_boot!r}; use 0 (no intervals) or more")
-    canon = _canonical(votes)
+    keys = [c for c in ("study", "item_id", "worker_id") if c in votes.columns]
+    canon = _canonical(votes, *keys)
     systems = sorted(set(canon["first"]) | set(canon["second"]))
     if not systems:
         raise InputError("votes", "no votes to rank; check that some assignments count")
@@ -205,7 +274,15 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
     n = int(counts.sum())
     if n_boot > 0 and n > 0:
         rng = np.random.default_rng(seed)
-        resampled = rng.multinomial(n, counts / n, size=n_boot).astype(float)
+        if resample == "vote":
+            resampled = rng.multinomial(n, counts / n, size=n_boot).astype(float)
+        else:
+            # Each vote's cell, then each resample's cell counts from its cluster weights.
+            cell_of = pd.Series(np.arange(len(cells)), index=cells.index)
+            cell = cell_of.loc[list(zip(canon["first"], canon["second"], canon["outcome"]))]
+            onehot = np.zeros((len(canon), len(cells)))
+            onehot[np.arange(len(canon)), cell.to_numpy()] = 1.0
+            resampled = _resample_weights(canon, resample, n_boot, rng) @ onehot
         boot = _fit_bradley_terry((resampled @ effect).reshape(n_boot, k, k), prior)
         ci_low, ci_high = np.percentile(boot, _CI, axis=0)
     elif n_boot > 0:
@@ -333,14 +410,56 @@ def _json_float(value: float) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0) -> AnalysisResult:
-    """Run METHODS §3 on ``in_dir``: pair table, Bradley–Terry ranking, kappa and worker flags."""
-    votes = read_votes(in_dir)
+def data_warnings(votes: pd.DataFrame, kappa: float) -> tuple[dict, list[str]]:
+    """What a referee would want to know about the votes: (counts, warning lines).
+
+    Counts: repeated_votes (votes by a worker on an item and pair they had already voted on, in
+    another assignment), top_worker_share (the share of all votes cast by the most active
+    worker). Warnings for any repeated vote, a worker casting more than
+    :data:`DOMINANT_SHARE` of the votes, and kappa below :data:`NEAR_CHANCE_KAPPA` (agreement
+    near chance).
+    """
+    keys = list(_item_columns(votes)) + ["worker_id"]
+    canon = _canonical(votes, *keys)
+    repeated = int(canon.duplicated(keys + ["first", "second"]).sum())
+    share = float(votes["worker_id"].value_counts(normalize=True).iloc[0]) if len(votes) else 0.0
+    lines = []
+    if repeated:
+        lines.append(f"{repeated} vote(s) repeat a worker's earlier vote on the same item and "
+                     "pair (in another assignment); they are counted, but they are not "
+                     "independent judgements")
+    if share > DOMINANT_SHARE:
+        lines.append(f"one worker cast {share:.0%} of the votes; the results mostly say what "
+                     "that worker thinks (the worker-clustered intervals account for it)")
+    if not math.isnan(kappa) and kappa < NEAR_CHANCE_KAPPA:
+        lines.append(f"agreement is near chance (weighted kappa {kappa:.2f} < "
+                     f"{NEAR_CHANCE_KAPPA})")
+    return {"repeated_votes": repeated, "top_worker_share": share}, lines
+
+
+def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
+                     correction: Correction = DEFAULT_CORRECTION, resample: Resample = "worker",
+                     duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> AnalysisResult:
+    """Run METHODS §3 on ``in_dir``: pair table, Bradley–Terry ranking, kappa and worker flags.
+
+    ``correction`` applies to the sign tests, ``resample`` is the unit the bootstrap of the
+    Bradley–Terry intervals and the gain intervals resamples (workers by default), ``duplicates``
+    the policy for repeated rows (:func:`read_votes`); all recorded in the summary, with the
+    warnings of :func:`data_warnings`.
+    """
+    check_correction(correction)
+    votes = read_votes(in_dir, duplicates=duplicates)
+    duplicate_report = votes.attrs.get("duplicates", {})
     if votes.empty:
         raise InputError(Path(in_dir) / "votes.csv", "no votes from submitted or approved "
                          "assignments; nothing to analyse")
-    ranking = bradley_terry(votes, n_boot=n_boot, seed=seed)
+    ranking = bradley_terry(votes, n_boot=n_boot, seed=seed, resample=resample)
     kappa = cohen_weighted_kappa(votes)
+    counts, lines = data_warnings(votes, kappa)
+    if duplicate_report.get("rows_removed"):
+        lines.insert(0, f"{duplicate_report['keys']} vote key(s) (assignment, item, pair) repeat; "
+                        f"duplicate policy '{duplicate_report['policy']}' removed "
+                        f"{duplicate_report['rows_removed']} row(s)")
     summary = {
         "votes": len(votes),
         "ties": int((votes["vote"] == "tie").sum()),
@@ -350,9 +469,15 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0) -
         "kappa": _json_float(kappa),
         "seed": seed,
         "n_boot": n_boot,
+        "multiple_comparisons": correction,
+        "interval_unit": resample,
+        "duplicates": duplicate_report,
+        **counts,
+        "warnings": lines,
     }
     return AnalysisResult(
-        tables={"pairs": pair_table(votes), "ranking": ranking,
-                "workers": worker_agreement(votes)},
+        tables={"pairs": pair_table(votes, correction=correction, resample=resample,
+                                    n_boot=n_boot, seed=seed),
+                "ranking": ranking, "workers": worker_agreement(votes)},
         summary=summary,
         figures={"ranking": ranking_figure(ranking)})

@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.spot_the_bot import (_TAIL, RankBy, _ranks, clusters,
+from hitkit.analysis.spot_the_bot import (_TAIL, DEFAULT_TRUESKILL, RankBy, _ranks, clusters,
                                           segment_annotations)
-from hitkit.analysis.trueskill_vec import DEFAULT_ENV, TrueSkillEnv, play_flat
+from hitkit.analysis.trueskill_vec import TrueSkillEnv, play_flat
 from hitkit.progress import progress
 
 STABILITY_COLUMNS = ["left_out", "conversations_per_pair", "subsamples", "n_boot",
@@ -218,14 +218,16 @@ def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boo
 
 def stability(annotations: pd.DataFrame, sizes: Iterable[int] = range(3, 46), *,
               n_sub: int = 1000, n_boot: int = 40, seed: int = 0, leave_one_out: bool = True,
-              by: RankBy = "mu", env: TrueSkillEnv = DEFAULT_ENV) -> pd.DataFrame:
+              by: RankBy = "mu", env: TrueSkillEnv | None = None) -> pd.DataFrame:
     """Share of the most frequent clustered ranking per number of conversations per pair.
 
     Columns: left_out (``none``, or the system left out), conversations_per_pair, subsamples,
     n_boot, with_replacement, rankings (distinct clustered rankings seen), top_ranking,
     top_share. ``leave_one_out`` adds the rows without each system (needs 3 or more systems).
     Seeded: each (variant, size) draws from ``numpy.random.default_rng([seed, variant, size])``.
-    See the module docstring for the sampling and bootstrap choices.
+    ``env`` None = the ranking's default, :data:`~hitkit.analysis.spot_the_bot.DEFAULT_TRUESKILL`
+    on all the games (τ = 0, draw probability = observed tie rate), the same for every
+    subsample. See the module docstring for the sampling and bootstrap choices.
     """
     sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 1:
@@ -235,6 +237,8 @@ def stability(annotations: pd.DataFrame, sizes: Iterable[int] = range(3, 46), *,
     if by not in ("mu", "conservative"):
         raise ValueError(f"by={by!r}; use 'mu' or 'conservative'")
     games = conversation_games(annotations)
+    if env is None:
+        env = DEFAULT_TRUESKILL.env_for(games)
     systems = sorted(set(games["winner"]) | set(games["loser"]))
     if len(systems) < 2:
         return pd.DataFrame(columns=STABILITY_COLUMNS)

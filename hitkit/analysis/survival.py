@@ -7,9 +7,15 @@ unsure → T > k (right-censored at k). :func:`survival_data` builds these inter
 (Turnbull 1976), :func:`survival_curves` gives one survival curve per system, and
 :func:`survival_tests` compares every pair of systems with the generalized log-rank test for
 interval-censored data (Zhao & Sun 2004; variance as corrected by Huang, Lee & Yu 2008),
-Holm-corrected. :func:`cox_by_system` fits a
-proportional-hazards model per system with the fluency, sensibleness and specificity answers as
-covariates (Finkelstein 1986).
+corrected for multiple comparisons (Bonferroni, the paper's, by default; Holm or none as options).
+:func:`cox_by_system` fits a proportional-hazards model per system with the fluency, sensibleness
+and specificity answers as covariates (Finkelstein 1986).
+
+**Clustering** (METHODS §2b). One conversation gives several annotations of each bot, and one
+annotator labels many segments; treated as independent, the log-rank test rejects too often.
+Given a cluster per observation (conversation by default in the analysis), the log-rank test
+uses a cluster-robust (sandwich) variance of its score, and the Cox model a cluster-robust
+sandwich covariance; the model-based figures stay beside them (``*_model`` columns).
 
 Intervals are half-open, (left, right]; right = inf is right-censored at left; left == right is
 an exact time (not produced by Spot The Bot, accepted so that the estimator can be checked against
@@ -24,12 +30,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hitkit.analysis.inference import (DEFAULT_CORRECTION, Correction, adjust, check_correction,
+                                       cluster_codes)
 from hitkit.analysis.spot_the_bot import FEATURES, HUMAN, segment_annotations
 from hitkit.progress import progress
 
-SURVIVAL_DATA_COLUMNS = ["system", "left", "right", *FEATURES]
+SURVIVAL_DATA_COLUMNS = ["system", "left", "right", *FEATURES, "conversation", "worker"]
 CURVE_COLUMNS = ["system", "time", "survival"]
-TEST_COLUMNS = ["system_a", "system_b", "statistic", "p_value", "p_holm"]
+TEST_COLUMNS = ["system_a", "system_b", "statistic", "p_value", "p_adjusted", "correction",
+                "variance", "statistic_model", "p_model"]
 
 # Endpoint kinds, in the order they sort at one value t: an exact time's left end stands for
 # t − ε, every right end for t, an open left end (left < right) for t + ε. So (0, t] and (t, inf)
@@ -42,7 +51,7 @@ _PRUNE_BELOW = 1e-4
 
 def survival_data(annotations: pd.DataFrame) -> pd.DataFrame:
     """One row per annotation of a bot speaker: system, left, right, fluency, sensibleness,
-    specificity.
+    specificity, conversation (study/conversation_id), worker.
 
     Labelled bot in a segment of k exchanges → (0, k]; human or unsure → (k, inf). Speakers of
     system ``human`` are left out. The features are as this speaker's annotator answered them
@@ -58,6 +67,9 @@ def survival_data(annotations: pd.DataFrame) -> pd.DataFrame:
             "left": np.where(spotted, 0.0, k),
             "right": np.where(spotted, k, np.inf),
             **{f: sign * seg[f].to_numpy() for f in FEATURES},
+            "conversation": (seg["study"].astype(str) + "/"
+                             + seg["conversation_id"].astype(str)).to_numpy(),
+            "worker": seg["worker_id"].astype(str).to_numpy(),
         }))
     data = pd.concat(sides, ignore_index=True)
     return data[data["system"] != HUMAN].reset_index(drop=True)[SURVIVAL_DATA_COLUMNS]
@@ -265,49 +277,66 @@ def imputed_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray,
     return statistic_u, u_imp, v_imp
 
 
+def logrank_residuals(left: np.ndarray, right: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Each observation's share u_i of the expected-count log-rank score U (Σ u_i = U).
+
+    u_i = Σ_j (g_i − ā_j)(ρ_ij − r_ij d_j / n_j), with ρ_ij the probability that i fails in
+    innermost interval j, r_ij that it is at risk there (both under the pooled Turnbull fit),
+    g_i = 1 in group a, ā_j = n_aj / n_j: the log-rank score residual (the Cox score residual at
+    β = 0; Lin & Wei 1989) with counts replaced by their conditional expectations.
+    """
+    left, right = _check_intervals(left, right)
+    g = np.asarray(group, dtype=bool).astype(float)
+    _, prob = _conditional_masses(left, right)
+    at_risk = np.cumsum(prob[:, ::-1], axis=1)[:, ::-1]
+    d, n, n_a = prob.sum(axis=0), at_risk.sum(axis=0), g @ at_risk
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hazard = np.where(n > 0, d / n, 0.0)
+        share = np.where(n > 0, n_a / n, 0.0)
+    return ((g[:, None] - share[None]) * (prob - at_risk * hazard[None])).sum(axis=1)
+
+
+def robust_score_variance(residuals: np.ndarray, cluster: np.ndarray) -> float:
+    """Cluster-robust variance of a score Σ u_i: C/(C − 1) · Σ_c (Σ_{i in c} u_i)²."""
+    codes, n_clusters = cluster_codes(cluster)
+    if n_clusters < 2:
+        return 0.0
+    sums = np.bincount(codes, residuals, minlength=n_clusters)
+    return float(n_clusters / (n_clusters - 1) * np.sum(sums * sums))
+
+
+def clustered_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray,
+                      cluster: np.ndarray) -> tuple[float, float]:
+    """Generalized log-rank test with a cluster-robust variance; returns (chi², p).
+
+    The score U is Sun's expected-count score of :func:`generalized_logrank`; its variance is
+    the sandwich :func:`robust_score_variance` of the score residuals
+    (:func:`logrank_residuals`) summed within clusters (conversations, workers), which stays
+    valid when observations of one cluster are dependent. χ² = U² / V on 1 df.
+    ``benchmarks/clustered_type1.py`` checks its level under conversation-level clustering.
+    """
+    u = logrank_residuals(left, right, group)
+    variance = robust_score_variance(u, np.asarray(cluster))
+    if variance <= 0:
+        return 0.0, 1.0
+    chi2 = float(u.sum()) ** 2 / variance
+    return chi2, float(stats.chi2.sf(chi2, 1))
+
+
 def generalized_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray, *,
                         n_imputations: int = 50, seed: int = 0) -> tuple[float, float]:
     """Two-sample generalized log-rank test for interval-censored data; returns (chi², p).
 
-    Zhao & Sun (2004), as implemented here:
-
-    1. Ŝ = Turnbull estimate on the pooled sample, innermost intervals I_1 < … < I_m, masses θ.
-    2. Statistic U = Σ_j (d_aj − n_aj d_j / n_j): observed minus expected failures in group a,
-       with the failure and at-risk counts replaced by their conditional expectations under Ŝ:
-       subject i fails in I_j with probability ρ_ij = α_ij θ_j / Σ_r α_ir θ_r and is at risk at
-       I_j with probability Σ_{r ≥ j} ρ_ir; d and n sum these over the group (a) or all.
-    3. Variance by multiple imputation: M times, draw for every subject with a finite right end
-       one exact time, the right end of I_j with probability ρ_ij (right-censored subjects stay
-       censored at their left end), compute the ordinary log-rank score U^(l) and its
-       hypergeometric variance V^(l) on that right-censored data set; then
-       V = (1/M) Σ_l V^(l) − Σ_l (U^(l) − Ū)² / (M − 1)
-       (within-imputation variance minus between-imputation variance).
-    4. χ² = U² / V on 1 degree of freedom.
-
-    Why minus: U is (close to) the conditional expectation of the complete-data score given the
-    observed intervals, so Var(U) = Var(complete-data score) − E[Var(score | intervals)]; the
-    first term is estimated by the mean V^(l), the second by the spread of the U^(l) across
-    imputations. Adding the spread instead (Rubin's rule) counts it twice and makes the test
-    conservative. This is the variance estimator attributed to Huang, Lee & Yu (2008, Stat Med
-    27:3217–3226), who discuss Zhao & Sun's multiple-imputation variance, in the form that the
-    ``interval`` R package (Fay & Shaw 2010) implements as ``method="wsr.HLY"``: mean
-    within-imputation variance minus the ddof-1 sample variance of the imputed scores, no
-    (1 + 1/M) factor. (That package tests Ū, the mean imputed score; here U is Sun's
-    expected-count score of step 2, which Ū approximates.) Neither paper's text could be
-    checked here, nor the variance code of Zhao & Sun's own ``glrt`` package; the formula and
-    its check below are what this rests on. On 1000 simulated null data sets of Spot-The-Bot
-    shape (``benchmarks/logrank_validation.py``: 200 annotations per system, segments of 1, 2,
-    3, 5 exchanges, M = 50) the test rejected 5.2 % at α = 0.05 (Rubin's rule, in a comparable
-    run: 3.2 %); power 88 % for a per-exchange spotting hazard of 0.30 against 0.42.
-
-    Fallback: with few imputations or little censoring the difference can come out ≤ 0. Then
-    the mean within-imputation variance alone is used: it bounds Var(U) from above, so the
-    test stays valid but conservative for that data set. If that is 0 too (nothing to compare),
-    the result is χ² = 0, p = 1.
-
-    ``group`` is True for group a. Seeded (``numpy.random.default_rng(seed)``). On exact and
-    right-censored data nothing is imputed (the between part is 0) and this is the ordinary
-    log-rank test (tested).
+    Zhao & Sun (2004): U = Σ_j (d_aj − n_aj d_j / n_j) with failure and at-risk counts replaced by
+    their conditional expectations under the pooled Turnbull fit; its variance by multiple
+    imputation (``n_imputations`` right-censored data sets drawn from the conditional masses),
+    V = mean within-imputation hypergeometric variance − between-imputation variance of the
+    imputed scores (Huang, Lee & Yu 2008; the ``interval`` R package's ``wsr.HLY``); χ² = U²/V on
+    1 df. If V ≤ 0, the within part alone (conservative); if that is 0, χ² = 0, p = 1. On exact
+    and right-censored data this is the ordinary log-rank test. ``group`` is True for group a;
+    seeded with ``numpy.random.default_rng(seed)``. Its validation (level and power on simulated
+    Spot The Bot data) is ``benchmarks/logrank_validation.py``; for clustered data use
+    :func:`clustered_logrank`.
     """
     if n_imputations < 2:
         raise ValueError(f"n_imputations={n_imputations!r}; the between-imputation variance "
@@ -325,43 +354,58 @@ def generalized_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray, 
 
 def holm(p_values: np.ndarray) -> np.ndarray:
     """Holm's step-down adjusted p-values (family-wise error), in the input order."""
-    p = np.asarray(p_values, dtype=float)
-    order = np.argsort(p, kind="stable")
-    scaled = (len(p) - np.arange(len(p))) * p[order]
-    adjusted = np.empty_like(p)
-    adjusted[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
-    return adjusted
+    return adjust(p_values, "holm")
 
 
 def _pair_seed(seed: int, i: int, j: int) -> int:
     return int(np.random.SeedSequence([seed, i, j]).generate_state(1)[0])
 
 
-def survival_tests(data: pd.DataFrame, *, n_imputations: int = 50, seed: int = 0) -> pd.DataFrame:
-    """:func:`generalized_logrank` for every pair of systems in :func:`survival_data`, Holm-corrected.
+def survival_tests(data: pd.DataFrame, *, n_imputations: int = 50, seed: int = 0,
+                   correction: Correction = DEFAULT_CORRECTION,
+                   cluster: str | None = None) -> pd.DataFrame:
+    """:func:`generalized_logrank` for every pair of systems in :func:`survival_data`, corrected.
 
-    Columns system_a, system_b (alphabetical), statistic (χ², 1 df), p_value, p_holm. Each pair
-    imputes with its own generator, seeded from (``seed``, positions of the two systems).
+    Columns system_a, system_b (alphabetical), statistic (χ², 1 df), p_value, p_adjusted
+    (``correction`` over all pairs: Bonferroni by default, as the paper; Holm; none),
+    correction, variance, statistic_model, p_model. With ``cluster`` (a column of ``data``:
+    ``conversation`` or ``worker``) statistic and p_value are :func:`clustered_logrank`'s and
+    variance says ``robust (<cluster>)``; the model-based (imputation) test stays in the
+    ``*_model`` columns. Without it both are the model-based test. Each pair imputes with its
+    own generator, seeded from (``seed``, positions of the two systems).
     """
+    check_correction(correction)
+    if cluster is not None and cluster not in data.columns:
+        raise ValueError(f"cluster={cluster!r} is not a column of the survival data; use "
+                         "'conversation' or 'worker'")
     systems = sorted(set(data["system"]))
     pairs = [(i, a, j, b) for i, a in enumerate(systems)
              for j, b in enumerate(systems[i + 1:], start=i + 1)]
     rows = []
     for i, a, j, b in progress(pairs, "log-rank tests", total=len(pairs), unit="pair"):
         pair = data[data["system"].isin([a, b])]
-        chi2, p = generalized_logrank(pair["left"].to_numpy(), pair["right"].to_numpy(),
-                                      (pair["system"] == a).to_numpy(),
-                                      n_imputations=n_imputations,
+        left, right = pair["left"].to_numpy(), pair["right"].to_numpy()
+        group = (pair["system"] == a).to_numpy()
+        chi2, p = generalized_logrank(left, right, group, n_imputations=n_imputations,
                                       seed=_pair_seed(seed, i, j))
-        rows.append({"system_a": a, "system_b": b, "statistic": chi2, "p_value": p})
-    table = pd.DataFrame(rows, columns=TEST_COLUMNS[:-1])
-    table["p_holm"] = holm(table["p_value"].to_numpy()) if len(table) else []
+        row = {"system_a": a, "system_b": b, "statistic_model": chi2, "p_model": p,
+               "statistic": chi2, "p_value": p, "variance": "model (imputation)"}
+        if cluster is not None:
+            row["statistic"], row["p_value"] = clustered_logrank(left, right, group,
+                                                                 pair[cluster].to_numpy())
+            row["variance"] = f"robust ({cluster})"
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=[c for c in TEST_COLUMNS
+                                        if c not in ("p_adjusted", "correction")])
+    table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction) if len(table) else []
+    table["correction"] = correction
     return table[TEST_COLUMNS]
 
 
 # --- Cox proportional hazards on interval-censored data ----------------------------------------
 
-COX_COLUMNS = ["system", "feature", "coef", "se", "hazard_ratio", "p_value"]
+COX_COLUMNS = ["system", "feature", "coef", "se", "hazard_ratio", "p_value", "p_adjusted",
+               "correction", "variance", "se_model", "p_model"]
 
 
 def _cox_parts(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -401,10 +445,31 @@ def _cox_loglik(params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right
     return loglik, np.concatenate([d_gamma, x.T @ d_eta])
 
 
+def _cox_scores(params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right: np.ndarray,
+                n_grid: int) -> np.ndarray:
+    """Each observation's gradient of its log-likelihood term: [n, n_grid + n_features]."""
+    gamma, beta = params[:n_grid], params[n_grid:]
+    cum = np.concatenate([[0.0], np.cumsum(np.exp(gamma)), [np.inf]])
+    a_left, a_right = cum[at_left + 1], cum[at_right + 1]
+    risk = np.exp(x @ beta)
+    censored = ~np.isfinite(a_right)
+    gap = np.where(censored, 1.0, a_right - a_left) * risk
+    log_one_minus_r = np.where(censored, 0.0, np.log(-np.expm1(-gap)))
+    ratio = np.where(censored, 0.0, np.exp(-np.where(censored, 0.0, gap) - log_one_minus_r))
+    d_left = -risk * (1 + ratio)
+    d_right = np.where(censored, 0.0, risk * ratio)
+    d_eta = risk * (-a_left * (1 + ratio) + np.where(censored, 0.0, a_right) * ratio)
+    levels = np.arange(n_grid)[None]
+    d_gamma = np.exp(gamma)[None] * (d_left[:, None] * (at_left[:, None] >= levels)
+                                     + d_right[:, None] * (at_right[:, None] >= levels))
+    return np.concatenate([d_gamma, x * d_eta[:, None]], axis=1)
+
+
 def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
-                 features: list[str] | None = None) -> pd.DataFrame:
+                 features: list[str] | None = None,
+                 cluster: np.ndarray | None = None) -> pd.DataFrame:
     """Cox proportional hazards on interval-censored data; columns feature, coef, se,
-    hazard_ratio, p_value.
+    hazard_ratio, p_value, variance, se_model, p_model.
 
     The semiparametric model of Finkelstein (1986): the baseline cumulative hazard Λ0 is free
     at the distinct finite interval endpoints (a piecewise-constant baseline hazard between
@@ -413,6 +478,11 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
     likelihood (``scipy.optimize.minimize``, BFGS, analytic gradient); standard errors come from
     the observed information (the negative Hessian, by central differences of the gradient,
     inverted as a whole) and p-values from Wald tests. Features that do not vary get NaN.
+
+    With ``cluster`` (one label per observation: its conversation or annotator), se and p_value
+    come from the cluster-robust sandwich H⁻¹ B H⁻¹, B = C/(C − 1) Σ_c s_c s_cᵀ over the clusters'
+    summed score vectors s_c (all parameters, baseline included), and variance says "robust";
+    se_model and p_model keep the observed-information figures.
     """
     from scipy import optimize
 
@@ -421,7 +491,8 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
     names = features or [f"x{i}" for i in range(x.shape[1])]
     varies = np.ptp(x, axis=0) > 0 if len(x) else np.zeros(x.shape[1], dtype=bool)
     out = pd.DataFrame({"feature": names, "coef": np.nan, "se": np.nan, "hazard_ratio": np.nan,
-                        "p_value": np.nan})
+                        "p_value": np.nan, "variance": "model" if cluster is None else "robust",
+                        "se_model": np.nan, "p_model": np.nan})
     grid, at_left, at_right = _cox_parts(left, right)
     if not varies.any() or len(grid) == 0:
         return out
@@ -443,25 +514,49 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
     hessian = (hessian + hessian.T) / 2
     covariance = np.linalg.pinv(hessian)
     beta = fit.x[n_grid:]
-    se = np.sqrt(np.clip(np.diag(covariance)[n_grid:], 0, None))
+    se_model = np.sqrt(np.clip(np.diag(covariance)[n_grid:], 0, None))
+    se = se_model
+    if cluster is not None:
+        codes, n_clusters = cluster_codes(np.asarray(cluster))
+        scores = _cox_scores(fit.x, xv, at_left, at_right, n_grid)
+        summed = np.stack([np.bincount(codes, scores[:, c], minlength=n_clusters)
+                           for c in range(scores.shape[1])], axis=1)
+        meat = summed.T @ summed * (n_clusters / max(n_clusters - 1, 1))
+        robust = covariance @ meat @ covariance
+        se = np.sqrt(np.clip(np.diag(robust)[n_grid:], 0, None))
     out.loc[varies, "coef"] = beta
     out.loc[varies, "se"] = se
+    out.loc[varies, "se_model"] = se_model
     out.loc[varies, "hazard_ratio"] = np.exp(beta)
     with np.errstate(invalid="ignore", divide="ignore"):
         out.loc[varies, "p_value"] = 2 * stats.norm.sf(np.abs(beta / se))
+        out.loc[varies, "p_model"] = 2 * stats.norm.sf(np.abs(beta / se_model))
     return out
 
 
-def cox_by_system(data: pd.DataFrame) -> pd.DataFrame:
+def cox_by_system(data: pd.DataFrame, *, cluster: str | None = None,
+                  correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
     """:func:`cox_interval` per system of :func:`survival_data` with covariates fluency,
-    sensibleness, specificity (+1 / 0 / −1): system, feature, coef, se, hazard_ratio, p_value.
+    sensibleness, specificity (+1 / 0 / −1): COX_COLUMNS.
 
     A hazard ratio above 1 means the bot is spotted sooner when annotators rated that feature
-    better than the other speaker's.
+    better than the other speaker's. ``cluster`` (``conversation`` or ``worker``, a column of
+    ``data``) gives cluster-robust standard errors (variance names it); p_adjusted corrects the
+    Wald p-values over every system × feature test (``correction``).
     """
+    check_correction(correction)
+    if cluster is not None and cluster not in data.columns:
+        raise ValueError(f"cluster={cluster!r} is not a column of the survival data")
     tables = [cox_interval(group["left"].to_numpy(), group["right"].to_numpy(),
-                           group[list(FEATURES)].to_numpy(), list(FEATURES)).assign(system=system)
+                           group[list(FEATURES)].to_numpy(), list(FEATURES),
+                           cluster=None if cluster is None else group[cluster].to_numpy())
+              .assign(system=system)
               for system, group in data.groupby("system", sort=True)]
     if not tables:
         return pd.DataFrame(columns=COX_COLUMNS)
-    return pd.concat(tables, ignore_index=True)[COX_COLUMNS]
+    table = pd.concat(tables, ignore_index=True)
+    table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
+    table["correction"] = correction
+    if cluster is not None:
+        table["variance"] = f"robust ({cluster})"
+    return table[COX_COLUMNS]

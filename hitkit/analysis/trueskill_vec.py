@@ -145,3 +145,45 @@ def rate_sequences(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_s
                   drawn[:, game] if any_drawn[game] else None, env)
     mu, sigma = mu.reshape(n_replicates, n_systems), np.sqrt(var).reshape(n_replicates, n_systems)
     return (mu[0], sigma[0]) if one else (mu, sigma)
+
+
+def rate_repeated(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, weights: np.ndarray,
+                  n_systems: int, env: TrueSkillEnv = DEFAULT_ENV) -> tuple[np.ndarray, np.ndarray]:
+    """Ratings when replicate r plays game g ``weights[r, g]`` times, games in their order.
+
+    ``first``, ``second``, ``drawn`` describe one sequence of n games (1-D); ``weights`` is
+    [n_replicates, n] whole numbers (a cluster bootstrap: each game as often as its cluster was
+    drawn). Replicates differ in length, so they are played longest first and step t only
+    touches the replicates that still have a game t. Returns ``(mu, sigma)``, [n_replicates,
+    n_systems].
+    """
+    first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    drawn = np.asarray(drawn, dtype=bool)
+    weights = np.asarray(weights, dtype=np.int64)
+    if np.any(first == second):
+        raise ValueError("a system cannot play itself: first and second must differ")
+    if env.draw_probability == 0 and drawn[weights.sum(axis=0) > 0].any():
+        raise ValueError("a game is drawn but draw_probability is 0; give the environment a "
+                         "draw probability > 0")
+    n_replicates = weights.shape[0]
+    lengths = weights.sum(axis=1)
+    order = np.argsort(-lengths, kind="stable")
+    longest = int(lengths.max()) if n_replicates else 0
+    games = np.zeros((longest, n_replicates), dtype=np.int64)  # game-major: step t is one row
+    every = np.arange(len(first))
+    for rank, r in enumerate(order):
+        games[:lengths[r], rank] = np.repeat(every, weights[r])
+    active = (lengths[order][None, :] > np.arange(longest)[:, None]).sum(axis=1)
+    mu = np.full(n_replicates * n_systems, float(env.mu))
+    var = np.full(n_replicates * n_systems, float(env.sigma) ** 2)
+    base = np.arange(n_replicates) * n_systems
+    for t in range(longest):
+        stop = int(active[t])
+        g = games[t, :stop]
+        d = drawn[g]
+        play_flat(mu, var, base[:stop] + first[g], base[:stop] + second[g],
+                  d if d.any() else None, env)
+    mu, sigma = mu.reshape(n_replicates, n_systems), np.sqrt(var).reshape(n_replicates, n_systems)
+    back = np.empty_like(order)
+    back[order] = np.arange(n_replicates)
+    return mu[back], sigma[back]

@@ -2,8 +2,10 @@
 
 For one system's responses to a set of prompts, each with a human reference response:
 
-- distinct-1 and distinct-2 (Li et al. 2016): distinct n-grams over all n-grams of all the
-  system's responses together (corpus level), on lower-cased word tokens;
+- distinct-1 and distinct-2 (Li et al. 2016; ChatEval): the number of distinct n-grams of all
+  the system's responses together (corpus level) divided by the total number of generated
+  tokens, on lower-cased word tokens (METHODS §3; not by the number of n-grams, which for
+  distinct-2 gives a larger figure: 0.283 where the paper's definition gives 0.246);
 - embedding cosine: the mean cosine between each response's sentence embedding and its
   reference's (all-MiniLM-L6-v2 by default, see :mod:`hitkit.prescreen.models`);
 - sentence BLEU-2 (Papineni et al. 2002 at the sentence level): geometric mean of the clipped
@@ -25,13 +27,15 @@ SMOOTHING_EPSILON = 0.1
 
 
 def corpus_distinct_n(responses: Sequence[str], n: int) -> float:
-    """Distinct n-grams over all n-grams of all ``responses`` (each tokenised apart); 0 if none."""
-    grams: Counter = Counter()
+    """Distinct n-grams of all ``responses`` (each tokenised apart, n-grams never span two
+    responses) divided by the total number of tokens (Li et al. 2016); 0 without tokens."""
+    grams: set = set()
+    total_tokens = 0
     for text in responses:
         words = tokens(text)
+        total_tokens += len(words)
         grams.update(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
-    total = sum(grams.values())
-    return len(grams) / total if total else 0.0
+    return len(grams) / total_tokens if total_tokens else 0.0
 
 
 def _ngrams(words: Sequence[str], n: int) -> Counter:

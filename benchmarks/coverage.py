@@ -1,0 +1,156 @@
+"""Coverage of hitkit's 95 % intervals on simulated crowds with worker (or conversation) effects.
+
+Three estimators, each with its clustered bootstrap and with the naive one that resamples single
+votes / ratings / annotations:
+
+- **Bradley–Terry strengths** (pairwise): 4 systems; each of 24 workers has their own taste, the
+  system strengths plus N(0, 0.8²) per system, and casts 40 votes on random pairs. The truth is
+  the fit on a crowd of 1500 such workers (what the estimator converges to). Clustered unit:
+  worker.
+- **Live-chat system scores**: 5 systems; 40 workers each rate every system in 2 chats of 7
+  criteria; z = system effect + worker × system effect N(0, 0.4²) + chat effect N(0, 0.3²) +
+  noise N(0, 0.6²). The truth is the system effect. Clustered unit: worker.
+- **Spot The Bot win rates**: 3 bots, 45 conversations per pair (the paper's |S_ij|), 6
+  annotations per bot per conversation (segments of 2/3/5, 2 annotators each); a bot is labelled bot with probability
+  logistic(base + conversation effect N(0, 1.5²)). The truth is the win rate on 3000
+  conversations per pair. Clustered unit: conversation.
+
+Coverage = share of (replicate, parameter) intervals that contain the truth; the target is ≥ 93 %
+for the clustered intervals. Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/coverage.py
+[replicates]`` (default 40 per estimator, about three minutes on a shared 2-core machine). Last
+line: ``RESULT coverage_clustered=… coverage_naive=…`` (the mean over the three estimators),
+each estimator's figures printed above it.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from hitkit.analysis.live_chat import DEFAULT_CRITERIA, score_intervals
+from hitkit.analysis.pairwise import bradley_terry
+from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS, win_rates
+
+N_BOOT = 300
+STRENGTHS = np.array([0.6, 0.2, -0.2, -0.6])
+
+
+def pairwise_votes(rng: np.random.Generator, n_workers: int, votes_each: int) -> pd.DataFrame:
+    names = [f"s{i}" for i in range(len(STRENGTHS))]
+    rows = []
+    for w in range(n_workers):
+        taste = STRENGTHS + rng.normal(0, 0.8, len(STRENGTHS))
+        i = rng.integers(0, len(names), votes_each)
+        j = (i + rng.integers(1, len(names), votes_each)) % len(names)
+        a_wins = rng.random(votes_each) < 1 / (1 + np.exp(taste[j] - taste[i]))
+        for n, (x, y, won) in enumerate(zip(i, j, a_wins)):
+            rows.append(("s", "h", f"as{w}", f"w{w}", f"it{w}-{n}", names[x], names[y],
+                         "a" if won else "b"))
+    return pd.DataFrame(rows, columns=["study", "hit_id", "assignment_id", "worker_id", "item_id",
+                                       "system_a", "system_b", "vote"])
+
+
+def bt_coverage(replicates: int, rng: np.random.Generator) -> tuple[float, float]:
+    truth = bradley_terry(pairwise_votes(rng, 1500, 40), n_boot=0).set_index("system")["score"]
+    hits = {"worker": [], "vote": []}
+    for r in range(replicates):
+        votes = pairwise_votes(rng, 24, 40)
+        for unit in hits:
+            t = bradley_terry(votes, n_boot=N_BOOT, seed=r, resample=unit).set_index("system")
+            hits[unit] += list((t["ci_low"] <= truth[t.index]) & (truth[t.index] <= t["ci_high"]))
+    return float(np.mean(hits["worker"])), float(np.mean(hits["vote"]))
+
+
+def live_chat_kept(rng: np.random.Generator, effects: np.ndarray) -> pd.DataFrame:
+    names = [c.name for c in DEFAULT_CRITERIA]
+    rows = []
+    for w in range(40):
+        taste = rng.normal(0, 0.4, len(effects))
+        for s, effect in enumerate(effects):
+            for chat in range(2):
+                chat_effect = rng.normal(0, 0.3)
+                for c in names:
+                    rows.append((f"w{w}", f"a{w}", f"c{w}-{s}-{chat}", f"sys{s}", c,
+                                 effect + taste[s] + chat_effect + rng.normal(0, 0.6)))
+    return pd.DataFrame(rows, columns=["worker_id", "assignment_id", "conversation_id", "system",
+                                       "criterion", "z"])
+
+
+def live_chat_coverage(replicates: int, rng: np.random.Generator) -> tuple[float, float]:
+    effects = np.array([0.5, 0.25, 0.0, -0.25, -0.5])
+    truth = {f"sys{s}": e for s, e in enumerate(effects)}
+    hits = {"worker": [], "rating": []}
+    for r in range(replicates):
+        kept = live_chat_kept(rng, effects)
+        for unit in hits:
+            t = score_intervals(kept, unit=unit, n_boot=N_BOOT, seed=r)
+            t = t[t["criterion"] == "overall"]
+            want = t["system"].map(truth)
+            hits[unit] += list((t["low"] <= want) & (want <= t["high"]))
+    return float(np.mean(hits["worker"])), float(np.mean(hits["rating"]))
+
+
+BOTS = {"x": 0.3, "y": 0.0, "z": -0.3}
+
+
+def annotations(rng: np.random.Generator, per_pair: int) -> pd.DataFrame:
+    names = list(BOTS)
+    rows = []
+    c = 0
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for _ in range(per_pair):
+                c += 1
+                effect = {a: rng.normal(0, 1.5), b: rng.normal(0, 1.5)}
+                for k in (2, 3, 5):
+                    for annotator in range(2):
+                        labels = ["bot" if rng.random() < 1 / (1 + np.exp(-(BOTS[s] + effect[s])))
+                                  else "human" for s in (a, b)]
+                        base = dict(study="s", hit_id="h", assignment_id=f"a{c}-{k}-{annotator}",
+                                    worker_id=f"w{(c + annotator) % 50}", conversation_id=f"c{c}",
+                                    segment_exchanges=k, fluency=0, sensibleness=0, specificity=0,
+                                    elapsed_s=20.0)
+                        rows.append({**base, "entity": 0, "system": a, "label": labels[0]})
+                        rows.append({**base, "entity": 1, "system": b, "label": labels[1]})
+    return pd.DataFrame(rows, columns=list(ANNOTATION_COLUMNS))
+
+
+def win_rate_coverage(replicates: int, rng: np.random.Generator) -> tuple[float, float]:
+    big = win_rates(annotations(rng, 3000), n_boot=0)
+    truth = big.set_index(["system_a", "system_b"])["win_rate"]
+    hits = {"conversation": [], "annotation": []}
+    for r in range(replicates):
+        ann = annotations(rng, 45)
+        for unit in hits:
+            t = win_rates(ann, n_boot=N_BOOT, seed=r, cluster=unit)
+            t = t[t["system_a"] < t["system_b"]]
+            want = truth.loc[list(zip(t["system_a"], t["system_b"]))].to_numpy()
+            hits[unit] += list((t["win_rate_low"].to_numpy() <= want)
+                               & (want <= t["win_rate_high"].to_numpy()))
+    return float(np.mean(hits["conversation"])), float(np.mean(hits["annotation"]))
+
+
+def main() -> None:
+    replicates = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    rng = np.random.default_rng(2019)
+    start = time.perf_counter()
+    results = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for name, run in (("bradley_terry", bt_coverage), ("live_chat_scores", live_chat_coverage),
+                          ("win_rates", win_rate_coverage)):
+            results[name] = run(replicates, rng)
+            print(f"{name:18s} clustered {results[name][0]:.3f}  naive {results[name][1]:.3f}  "
+                  f"({replicates} replicates, {N_BOOT} resamples each)")
+    print(f"{time.perf_counter() - start:.0f} s")
+    clustered = np.mean([v[0] for v in results.values()])
+    naive = np.mean([v[1] for v in results.values()])
+    print(f"RESULT coverage_clustered={clustered:.3f} coverage_naive={naive:.3f} "
+          + " ".join(f"{k}_clustered={v[0]:.3f} {k}_naive={v[1]:.3f}" for k, v in results.items()))
+
+
+if __name__ == "__main__":
+    main()
