@@ -183,7 +183,7 @@ class TaskType(ABC):
 
         asked = {q.name: q for q in self.questions(unit)}
         if question not in asked:
-            raise AnswerError(f"unit {unit.id} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}")
+            raise AnswerError(f"unit {unit.public_key} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}")
         value = str(value)
         limit = self.config.hit.max_answer_chars
         if len(value) > limit:
