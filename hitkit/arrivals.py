@@ -9,7 +9,8 @@ a slow or throttled platform costs the arriving visitor a wait and nobody else a
   A check that finishes late still fills the cache, so the reload is answered at once.
 - **Cached and shared:** the same link (provider, study, query parameters) is checked once per
   ``CACHE_S`` seconds; identical arrivals in flight at the same time share one check.
-- **Bounded for strangers:** a client address whose arrivals the platform refused
+- **Bounded for strangers:** for a provider whose check calls its platform
+  (``arrival_calls_platform``), a client address whose arrivals the platform refused
   ``FAILURE_BURST`` times is refused without asking the platform (429) until its budget refills
   (one per ``FAILURE_REFILL_S``), so a stream of made-up links cannot each cost a platform call
   and an audit row.
@@ -33,10 +34,10 @@ CACHE_S = 30.0
 """How long one link's confirmed arrival is reused without asking the platform again."""
 REFUSED_CACHE_S = 10.0
 """How long a refused arrival is remembered (short: the visitor may have just started on the platform)."""
-FAILURE_BURST = 5
+FAILURE_BURST = 10
 """Refused arrivals one client address may cause before it must wait for its budget to refill."""
-FAILURE_REFILL_S = 12.0
-"""Seconds for one refused arrival of a client address's budget to come back (5 a minute)."""
+FAILURE_REFILL_S = 6.0
+"""Seconds for one refused arrival of a client address's budget to come back (10 a minute)."""
 MAX_ENTRIES = 10_000
 """Cached links and client budgets kept per process; the oldest go first."""
 
@@ -88,11 +89,12 @@ class ArrivalChecks:
         self._running: dict[tuple, Future] = {}
         self.budget = _Budget()
 
-    def check(self, key: tuple, ask: Callable[[], T], client: str = "") -> T:
+    def check(self, key: tuple, ask: Callable[[], T], client: str = "", charge: bool = True) -> T:
         """The result of ``ask()`` for ``key``: from the cache, a check in flight, or a new bounded one.
 
-        FlowError from ``ask`` (the platform refused the visitor) is cached briefly, re-raised and
-        charged to ``client``; any other failure is not cached and reads as a 503 to retry.
+        FlowError from ``ask`` (the platform refused the visitor) is cached briefly, re-raised and,
+        with ``charge``, counted against ``client``'s budget; any other failure is not cached and
+        reads as a 503 to retry.
         """
         now = time.monotonic()
         with self._lock:
@@ -104,7 +106,7 @@ class ArrivalChecks:
             future = self._running.get(key)
             started = future is None
             if started:
-                wait = self.budget.wait_s(client)
+                wait = self.budget.wait_s(client) if charge else 0.0
                 if wait:
                     raise FlowError("too many links from your connection could not be confirmed by the crowd "
                                     f"site; please wait {wait:.0f} s and open the study from the crowd site again",
@@ -113,7 +115,7 @@ class ArrivalChecks:
                 self._running[key] = future
         if started:
             # Outside the lock: a future already done runs its callback at once, in this thread.
-            future.add_done_callback(lambda f, key=key, client=client: self._finished(key, client, f))
+            future.add_done_callback(lambda f, key=key: self._finished(key, client if charge else None, f))
         try:
             return future.result(timeout=timeout_s())
         except FutureTimeout:
@@ -125,7 +127,7 @@ class ArrivalChecks:
             raise FlowError("the crowd site could not confirm who you are just now; please reload this page in "
                             "a moment", 503) from exc
 
-    def _finished(self, key: tuple, client: str, future: Future) -> None:
+    def _finished(self, key: tuple, client: str | None, future: Future) -> None:
         exc = future.exception()
         with self._lock:
             self._running.pop(key, None)
@@ -139,8 +141,18 @@ class ArrivalChecks:
             self._done.move_to_end(key)
             while len(self._done) > MAX_ENTRIES:
                 self._done.popitem(last=False)
-        if exc is not None and isinstance(exc, FlowError) and exc.status < 500:
+        if client is not None and exc is not None and isinstance(exc, FlowError) and exc.status < 500:
             self.budget.spend(client)
+
+    def forget(self, provider_assignment_id: str | None) -> None:
+        """Drop cached arrivals of one provider assignment (its work was submitted or returned here)."""
+        if provider_assignment_id is None:
+            return
+        with self._lock:
+            stale = [key for key, (_, value, _) in self._done.items()
+                     if getattr(value, "provider_assignment_id", None) == provider_assignment_id]
+            for key in stale:
+                del self._done[key]
 
     def clear(self) -> None:
         """Forget every cached result (tests, and a study relaunched in the same process)."""

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, case, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -125,19 +125,29 @@ def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int | str, *
 
 
 def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, *,
-                  create: bool) -> Conversation | None:
-    """The slot's conversation, row-locked so that two requests on one chat take turns."""
-    query = (select(Conversation).where(Conversation.study_id == ctx.study_id,
-                                        Conversation.key == conversation_key(assignment.id, unit.id))
-             .with_for_update())
-    conversation = session.scalar(query)
+                  create: bool, claim: str | None = None) -> Conversation | None:
+    """The slot's conversation, row-locked so that two requests on one chat take turns.
+
+    With ``claim``, the reply the conversation is about to owe is claimed in the same statement
+    that locks the row (an UPDATE … RETURNING, not a SELECT … FOR UPDATE and an UPDATE): a chat
+    turn stays at the round trips it had. If the turn is then refused, the rollback undoes it.
+    """
+    named = (Conversation.study_id == ctx.study_id, Conversation.key == conversation_key(assignment.id, unit.id))
+    query = select(Conversation).where(*named).with_for_update()
+    if claim is not None:
+        claiming = (update(Conversation).where(*named).values(reply_claim=claim, reply_claimed_at=utcnow())
+                    .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True))
+        conversation = session.scalars(claiming).first()
+    else:
+        conversation = session.scalar(query)
     if conversation is None and create:
         try:
             with session.begin_nested():
                 conversation = Conversation(
                     study_id=ctx.study_id, key=conversation_key(assignment.id, unit.id), kind="human_bot",
                     meta={"assignment_id": assignment.id, "unit_id": unit.id, "system": unit.payload["system"],
-                          "is_control": bool(unit.payload["is_control"]), "topic_changes": []})
+                          "is_control": bool(unit.payload["is_control"]), "topic_changes": []},
+                    reply_claim=claim, reply_claimed_at=utcnow() if claim else None)
                 session.add(conversation)
         except IntegrityError:  # the same chat's first message arrived twice at once
             conversation = session.scalar(query)
@@ -236,13 +246,14 @@ def _store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id:
     missing = [q for q in _BEFORE_CHAT if q not in answered]
     if missing:
         raise FlowError(f"before chatting, answer {' and '.join(missing)} for this chatbot", 409)
-    conversation = _conversation(session, ctx, assignment, unit, create=True)
+    # The reply this turn will make owed is this request's to ask the bot for: claimed as the row is locked.
+    claim = secrets.token_hex(8)
+    conversation = _conversation(session, ctx, assignment, unit, create=True, claim=claim)
     turns = _turns(session, conversation)
     if turns and turns[-1].speaker == "worker":
         raise FlowError("the chatbot has not replied to your last message yet; wait for its reply", 409)
     turn = _insert_turn(session, conversation.id, len(turns), "worker", text)
-    # The reply this turn makes owed is this request's to ask for: claimed now, with the row locked.
-    return turn, _owed(assignment, unit, conversation, [*turns, turn], _claim(conversation))
+    return turn, _owed(assignment, unit, conversation, [*turns, turn], claim)
 
 
 def _history(turns: Sequence[TurnLike]) -> list[dict[str, str]]:
@@ -308,8 +319,14 @@ def claim_lease_s(ctx: StudyContext, system: str) -> float:
 
 def _store_reply(session: Session, ctx: StudyContext, owed: _Owed, text: str) -> tuple[Turn | None, ChatState]:
     """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it."""
-    conversation = session.scalar(select(Conversation).where(Conversation.id == owed.conversation_id)
-                                  .with_for_update().execution_options(populate_existing=True))
+    # Lock the row and let go of this request's claim in one statement (a claim held by another
+    # request, for a later turn, stays as it is).
+    mine = Conversation.reply_claim == owed.claim if owed.claim is not None else Conversation.id.is_(None)
+    conversation = session.scalars(
+        update(Conversation).where(Conversation.id == owed.conversation_id)
+        .values(reply_claim=case((mine, None), else_=Conversation.reply_claim),
+                reply_claimed_at=case((mine, None), else_=Conversation.reply_claimed_at))
+        .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True)).first()
     turns = _turns(session, conversation)
     if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
         return None, _state_of(ctx, owed.unit_key, conversation, turns)
@@ -317,8 +334,6 @@ def _store_reply(session: Session, ctx: StudyContext, owed: _Owed, text: str) ->
     system_id = (select(System.id).where(System.study_id == ctx.study_id, System.name == owed.system)
                  .scalar_subquery())
     turn = _insert_turn(session, conversation.id, len(turns), "bot", str(text), system_id)
-    if conversation.reply_claim is not None:
-        conversation.reply_claim, conversation.reply_claimed_at = None, None
     return turn, _state_of(ctx, owed.unit_key, conversation, [*turns, turn])
 
 

@@ -148,12 +148,14 @@ class _Confirm(Exception):
 
 def arrive(ctx: StudyContext, args: Mapping[str, str], client: str = "") -> Arrival:
     """Who arrived, by the provider's word (bounded, cached; call it with no transaction open)."""
-    key = arrivals.link_key("arrival", ctx.provider.name, ctx.name, args)
-    return arrivals.CHECKS.check(key, lambda: ctx.provider.arrival(args), client)
+    key = arrivals.link_key("arrival", ctx.provider.name, f"{ctx.config.database_url}#{ctx.name}", args)
+    remote = bool(getattr(ctx.provider, "arrival_calls_platform", False))
+    return arrivals.CHECKS.check(key, lambda: ctx.provider.arrival(args), client, charge=remote)
 
 
 def _confirmed_work(ctx: StudyContext, given: str, client: str) -> ProviderWork | None:
-    key = arrivals.link_key("work_of", ctx.provider.name, ctx.name, {"assignment": given})
+    key = arrivals.link_key("work_of", ctx.provider.name, f"{ctx.config.database_url}#{ctx.name}",
+                            {"assignment": given})
     try:
         return arrivals.CHECKS.check(key, lambda: ctx.provider.work_of(given), client)
     except FlowError as exc:
@@ -452,6 +454,7 @@ def submit(session: Session, ctx: StudyContext, token: str,
     now = utcnow()
     assignment.status = "submitted"
     assignment.submitted_at = now
+    arrivals.CHECKS.forget(assignment.provider_assignment_id)  # a new arrival must see the work as done
     assignment.work_time_s = (now - assignment.accepted_at).total_seconds()
     session.add(Event(study_id=ctx.study_id, kind="assignment_submitted", actor="server",
                       data={"assignment": assignment.id}))
@@ -474,6 +477,7 @@ def return_assignment(session: Session, ctx: StudyContext, token: str) -> Assign
         return assignment
     writable(ctx, assignment, consented=False)
     assignment.status = "returned"
+    arrivals.CHECKS.forget(assignment.provider_assignment_id)
     session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="server",
                       data={"assignment": assignment.id}))
     return assignment

@@ -138,6 +138,8 @@ class ProlificProvider(CrowdProvider):
 
     name = "prolific"
     chooses_hit = True
+    arrival_calls_platform = True
+    """Each arrival is checked against the participant's live submission (hitkit.arrivals bounds it)."""
     timeout_s = 30.0
     """Seconds to wait for Prolific's answer to one call."""
 
