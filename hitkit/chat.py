@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Row, case, insert, select, update
+from sqlalchemy import Row, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -135,7 +135,14 @@ def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, u
     named = (Conversation.study_id == ctx.study_id, Conversation.key == conversation_key(assignment.id, unit.id))
     query = select(Conversation).where(*named).with_for_update()
     if claim is not None:
-        claiming = (update(Conversation).where(*named).values(reply_claim=claim, reply_claimed_at=utcnow())
+        # Claimed only if no reply is owed now (the last turn is not the worker's): otherwise the
+        # turn is refused below and another request's claim must stand, whoever commits this.
+        last = (select(Turn.speaker).where(Turn.conversation_id == Conversation.id).order_by(Turn.index.desc())
+                .limit(1).scalar_subquery())
+        owed_now = func.coalesce(last, "") == "worker"
+        claiming = (update(Conversation).where(*named)
+                    .values(reply_claim=case((owed_now, Conversation.reply_claim), else_=claim),
+                            reply_claimed_at=case((owed_now, Conversation.reply_claimed_at), else_=utcnow()))
                     .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True))
         conversation = session.scalars(claiming).first()
     else:

@@ -352,7 +352,8 @@ def test_consent_and_the_time_limit_are_enforced_at_the_request(tmp_path, databa
                                                     "value": "a"}).status_code == 200
         # Three hours pass with the scheduler paused (nothing expires the assignment).
         with session_scope(database_url) as s:
-            s.execute(update(Assignment).values(accepted_at=Assignment.accepted_at - dt.timedelta(hours=3)))
+            late = s.scalar(select(Assignment))
+            late.accepted_at -= dt.timedelta(hours=3)
         late_submit = http.post(task + "submit", headers=JSON)
         late_answer = http.post(task + "answer", json={"unit_id": units[0]["unit_id"], "question": "vote",
                                                        "value": "b"})
@@ -362,3 +363,52 @@ def test_consent_and_the_time_limit_are_enforced_at_the_request(tmp_path, databa
         assert s.scalar(select(Assignment.status)) == "accepted"
         assert set(s.scalars(select(Response.value))) == {"a"}
     assert events(database_url, "assignment_submitted") == 0
+
+
+def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_does(tmp_path, database_url,
+                                                                                   monkeypatch):
+    import uuid
+
+    from hitkit.arrivals import FAILURE_BURST
+    from hitkit.providers.prolific import ProlificProvider
+    from tests.fakes.prolific import TOKEN, FakeProlificServer
+
+    monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
+    secret = resolve_secret(database_url)
+    processes = 1 if database_url.startswith("sqlite") else 2
+    with FakeProlificServer() as fake, serving(database_url, secret, tmp_path / "web.log") as base:
+        config, _ = running_study(tmp_path, database_url, base, provider={
+            "kind": "prolific", "currency": "GBP", "fee_rate": "0.333",
+            "prolific": {"api_url": fake.url, "project": "proj42", "estimated_minutes": 12}})
+        sid = ProlificProvider(config, secret).prolific_study_id()
+
+        def checks() -> int:
+            return sum(r.method == "GET" and "/submissions/" in r.path for r in fake.requests)
+
+        logged_before = events(database_url, "prolific_call")
+
+        def bogus(i: int, session_id: str | None = None) -> requests.Response:
+            return requests.get(f"{base}/s/ab-demo/enter", timeout=60, params={
+                "PROLIFIC_PID": f"P{uuid.uuid4().hex[:23]}", "STUDY_ID": sid,
+                "SESSION_ID": session_id or uuid.uuid4().hex[:24]})
+
+        # The same made-up link, 10 times at once: one question to Prolific.
+        same = uuid.uuid4().hex[:24]
+        pid = f"P{uuid.uuid4().hex[:23]}"
+        repeated = all_at_once(10, lambda i: requests.get(f"{base}/s/ab-demo/enter", timeout=60, params={
+            "PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": same}))
+        assert {r.status_code for r in repeated} == {403}
+        assert checks() <= processes  # one per web process at most (each keeps its own cache)
+        traversal = requests.get(f"{base}/s/ab-demo/enter", timeout=60, params={
+            "PROLIFIC_PID": "P1", "STUDY_ID": sid, "SESSION_ID": "../../studies/x/"})
+        # 40 different made-up links from one address: the platform hears of the first few only.
+        replies = [bogus(i) for i in range(40)]
+        calls = checks()
+    assert {r.status_code for r in replies} <= {403, 429} and 429 in {r.status_code for r in replies}
+    assert calls <= processes * (1 + FAILURE_BURST), calls
+    assert traversal.status_code == 403
+    assert not any(".." in r.path for r in fake.requests)
+    with session_scope(database_url) as s:
+        assert s.scalar(select(func.count()).select_from(Assignment)) == 0
+    # One audit row per platform call, and no more calls than above: no row per bogus arrival.
+    assert events(database_url, "prolific_call") - logged_before == calls
