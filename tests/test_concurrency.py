@@ -241,7 +241,8 @@ def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_worker
         arriving.join(60)
     assert during < 10, f"the answers took {during:.1f} s: they waited for the slow platform"
     p99_calm, p99_busy = calm[int(0.99 * (len(calm) - 1))], busy[int(0.99 * (len(busy) - 1))]
-    assert p99_busy < max(3 * p99_calm, p99_calm + 0.25), (p99_calm, p99_busy)
+    # Unchanged within the noise of a shared machine; an answer that waited for the check would take 10 s.
+    assert p99_busy < max(3 * p99_calm, p99_calm + 1.0), (p99_calm, p99_busy)
     assert slow["page"].status_code == 200, slow["page"].text[:300]  # the slow arrival itself got its place
     with session_scope(database_url) as s:
         assert s.scalar(select(func.count()).select_from(Assignment)) == 2
