@@ -119,3 +119,31 @@ def test_no_worker_visible_id_or_position_predicts_human_human_material(tmp_path
         auc = _auc(*scores[name])
         assert 0.35 <= auc <= 0.65, f"the {name} of a segment predicts human–human material (AUC {auc:.2f})"
     assert _auc(*scores["id"]) > 0.9  # created last, the human–human segments' row ids would tell
+
+
+def test_upgrading_gives_every_existing_unit_its_own_random_key(database_url):
+    import datetime as dt
+
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from hitkit.db.migrate import alembic_config, upgrade
+    from hitkit.db.session import dispose_engines, normalise_url
+
+    command.downgrade(alembic_config(database_url), "0002")
+    dispose_engines()
+    engine = create_engine(normalise_url(database_url))
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO study (id, name, task_type, provider, status, config, budget, currency, seed, "
+                          "created_at) VALUES (1, 'old', 'pairwise', 'simulated', 'running', '{}', 5, 'USD', 0, :t)"),
+                     {"t": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)})
+        for n in range(1, 6):
+            conn.execute(text("INSERT INTO unit (id, study_id, key, payload, required_answers) "
+                              "VALUES (:n, 1, :k, '{}', 1)"), {"n": n, "k": f"u{n}"})
+    engine.dispose()
+    upgrade(database_url)
+    engine = create_engine(normalise_url(database_url))
+    with engine.connect() as conn:
+        keys = list(conn.execute(text("SELECT public_key FROM unit ORDER BY id")).scalars())
+    engine.dispose()
+    assert len(set(keys)) == 5 and all(re.fullmatch(r"[0-9a-f]{16}", k) for k in keys)
