@@ -479,6 +479,83 @@ def postgres_cpu_seconds() -> float:
     return total
 
 
+# The host ----------------------------------------------------------------------------------------------
+_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_ticks() -> dict[str, int]:
+    """The host's CPU time so far, in clock ticks, by kind (the first line of /proc/stat); empty off Linux."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()[1:1 + len(_STAT_FIELDS)]
+    except OSError:
+        return {}
+    return dict(zip(_STAT_FIELDS, map(int, fields)))
+
+
+def host_share(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+    """Per cent of the host's CPU time between two :func:`cpu_ticks` readings: busy, iowait and steal.
+
+    Steal is time the hypervisor gave this machine's virtual CPUs to someone else: a turn that
+    waited for it is a slow turn no code here caused.
+    """
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in _STAT_FIELDS}
+    total = sum(delta.values()) or 1
+    idle = delta["idle"] + delta["iowait"]
+    return {"busy": 100 * (total - idle - delta["steal"]) / total, "iowait": 100 * delta["iowait"] / total,
+            "steal": 100 * delta["steal"] / total}
+
+
+class HostMonitor:
+    """Samples the host's load average and /proc/stat every few seconds while the benchmark runs.
+
+    Printed beside the figures, so that a run on a noisy host (other work, CPU steal) shows as one.
+    """
+
+    def __init__(self, every_s: float = 5.0):
+        self.every_s = every_s
+        self.samples: list[tuple[float, tuple[float, float, float], dict[str, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="host-monitor", daemon=True)
+
+    def _sample(self) -> None:
+        self.samples.append((time.monotonic(), os.getloadavg(), cpu_ticks()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def start(self) -> HostMonitor:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(self.every_s + 1)
+        self._sample()
+
+    def summary(self) -> dict[str, float]:
+        """Load average (1 min) at the start, its peak and end, and the CPU shares over the whole run."""
+        first, last = self.samples[0], self.samples[-1]
+        share = host_share(first[2], last[2])
+        return {"load_start": first[1][0], "load_max": max(s[1][0] for s in self.samples), "load_end": last[1][0],
+                "cores": float(os.cpu_count() or 1), **share}
+
+    def windows(self, start: float, width_s: float = 30.0) -> dict[int, dict[str, float]]:
+        """CPU shares and the peak load average per ``width_s`` window after ``start`` (monotonic time)."""
+        out: dict[int, dict[str, float]] = {}
+        by_window: dict[int, list] = {}
+        for sample in self.samples:
+            by_window.setdefault(int(max(0.0, sample[0] - start) // width_s), []).append(sample)
+        previous = self.samples[0]
+        for window in sorted(by_window):
+            group = by_window[window]
+            out[window] = {**host_share(previous[2], group[-1][2]), "load": max(s[1][0] for s in group)}
+            previous = group[-1]
+        return out
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -531,6 +608,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"bot latency {args.bot_latency * 1000:.0f} ms, gunicorn {args.web_workers}x{args.threads} "
                   f"on PostgreSQL", flush=True)
             tally = Tally()
+            host = HostMonitor().start()
             cpu_before = cpu_seconds(proc.pid)
             pg_before, client_before, stub_before = postgres_cpu_seconds(), sum(os.times()[:2]), cpu_seconds(bot.proc.pid)
             started = time.monotonic()
@@ -547,6 +625,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 gc.enable()
             elapsed = time.monotonic() - started
+            host.stop()
             server_cpu = cpu_seconds(proc.pid) - cpu_before
             pg_cpu, client_cpu = postgres_cpu_seconds() - pg_before, sum(os.times()[:2]) - client_before
             stub_cpu = cpu_seconds(bot.proc.pid) - stub_before
@@ -563,7 +642,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"chat turns acknowledged {len(turns)} ({len(turns) / elapsed:.2f}/s); "
                   f"bot replies stored {bot_replies(database_url)}; gunicorn CPU {server_cpu:.1f} s "
                   f"({server_cpu / max(1, total_requests) * 1000:.1f} ms a request, "
-                  f"{server_cpu / elapsed:.2f} cores); load average {os.getloadavg()[0]:.1f}")
+                  f"{server_cpu / elapsed:.2f} cores)")
+            machine = host.summary()
+            print(f"host: {machine['cores']:.0f} cores; load average {machine['load_start']:.1f} at the start, "
+                  f"{machine['load_max']:.1f} at most, {machine['load_end']:.1f} at the end; CPU busy "
+                  f"{machine['busy']:.0f}%, iowait {machine['iowait']:.1f}%, steal {machine['steal']:.1f}% "
+                  f"(/proc/stat){' — a noisy host: figures are not comparable' if machine['steal'] > 2 or machine['load_start'] > 1 else ''}")
             print(f"cores used: gunicorn {server_cpu / elapsed:.2f}, PostgreSQL (all sessions) {pg_cpu / elapsed:.2f}, "
                   f"this client {client_cpu / elapsed:.2f}, stub bot {stub_cpu / elapsed:.2f}")
             if overhead_ms:
@@ -580,6 +664,9 @@ def main(argv: list[str] | None = None) -> int:
                 windows = {w: slow.count(w) for w in sorted(set(slow))}
                 print("turns over 50 ms overhead per 30 s window: "
                       + (", ".join(f"{w * 30}-{w * 30 + 30}s: {n}" for w, n in windows.items()) or "none"))
+                print("host per 30 s window (peak load, steal %): "
+                      + ", ".join(f"{w * 30}-{w * 30 + 30}s: {h['load']:.1f}, {h['steal']:.1f}%"
+                                  for w, h in host.windows(started).items()))
             if missing_hold:
                 errors.append(f"{missing_hold} acknowledged turns never reached the bot")
             print(f"errors {len(errors)}; lost turns {len(lost)}")
@@ -599,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
         bot.stop()
         drop_database(args.postgres, dbname)
     p99 = percentile(overhead_ms, 99) if overhead_ms else float("nan")
-    print(f"RESULT workers={args.workers} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)}")
+    print(f"RESULT workers={args.workers} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)} "
+          f"load_start={machine['load_start']:.2f} load_max={machine['load_max']:.2f} steal_pct={machine['steal']:.1f}")
     return 0 if not errors and not lost else 1
 
 

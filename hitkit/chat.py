@@ -14,6 +14,15 @@ The order of one exchange, and why:
    (``BEGIN IMMEDIATE``), so holding one across a bot call of seconds would stall every worker.
 3. :func:`add_bot_turn` stores the reply if it is still owed (a retry may have raced it).
 
+One owed reply is generated once, however many retries arrive at once: the request that owes
+the bot's call *claims* it (``Conversation.reply_claim``, set with the conversation's row locked)
+before calling the bot, and the others wait for the reply it stores. A claim is released when
+the bot fails, and abandoned once older than the bot's whole time budget (a web process killed
+mid-call), so a conversation is never stuck.
+
+A chat slot is named by its unit's public key (:attr:`~hitkit.db.models.Unit.public_key`), never by
+its row id: the order of ids would tell the control slot from the others.
+
 :func:`send` and :func:`bot_reply` do these steps with their own short transactions, taking the
 database URL rather than a session for that reason. The bot itself is injected as ``reply``, a
 callable ``reply(history) -> str`` over OpenAI-style messages (``BotClient.reply`` fits), or a
@@ -31,11 +40,14 @@ times; the meta also travels with the conversation into ``conversations.jsonl``.
 """
 from __future__ import annotations
 
+import datetime as dt
+import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Row, insert, select
+from sqlalchemy import Row, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -73,8 +85,10 @@ class BotReplyError(FlowError):
 class ChatState:
     """What the chat page shows of one slot: blind (speakers are ``worker`` and ``bot``)."""
 
-    unit_id: int
+    unit_id: str
+    """The slot's public key."""
     conversation_id: str
+    """The slot's conversation as the page names it (the public key again: no row id leaves the server)."""
     turns: list[dict[str, Any]]
     bot_owes_reply: bool
     inputs: int
@@ -88,34 +102,60 @@ class ChatState:
 
 
 # Lookups ------------------------------------------------------------------------------------------
-def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int, *, writable: bool) -> tuple[Assignment, Unit]:
+def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int | str, *,
+          writable: bool) -> tuple[Assignment, Unit]:
+    """The assignment and chat unit a request names; ``unit_id`` is the public key (or, from Python, the row id).
+
+    ``writable`` locks the assignment's row first (a chat turn and a submit of one assignment take
+    turns) and refuses a chat that is closed, past its time limit or not consented to.
+    """
     if ctx.config.task != "live_chat":
         raise FlowError(f"study '{ctx.name}' runs task '{ctx.config.task}', which has no live chat", 404)
-    assignment = flow.assignment_for(session, ctx, token)
-    if writable and assignment.status != "accepted":
-        raise FlowError(f"this assignment is {assignment.status}; its chats can no longer change", 409)
+    assignment = flow.assignment_for(session, ctx, token, lock=writable)
+    if writable:
+        if assignment.status != "accepted":
+            raise FlowError(f"this assignment is {assignment.status}; its chats can no longer change", 409)
+        flow.writable(ctx, assignment)
     # One query for the one unit, not the HIT's whole unit list: this runs on every chat turn.
+    named = Unit.public_key == unit_id if isinstance(unit_id, str) else Unit.id == unit_id
     unit = session.scalar(select(Unit).join(HitUnit, HitUnit.unit_id == Unit.id)
-                          .where(HitUnit.hit_id == assignment.hit_id, Unit.id == unit_id))
+                          .where(HitUnit.hit_id == assignment.hit_id, named))
     if unit is None:
-        raise AnswerError(f"unit {unit_id} is not part of this HIT")
+        raise AnswerError(f"unit {str(unit_id)[:40]!r} is not part of this HIT; reload the page")
     return assignment, unit
 
 
 def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, *,
-                  create: bool) -> Conversation | None:
-    """The slot's conversation, row-locked so that two requests on one chat take turns."""
-    query = (select(Conversation).where(Conversation.study_id == ctx.study_id,
-                                        Conversation.key == conversation_key(assignment.id, unit.id))
-             .with_for_update())
-    conversation = session.scalar(query)
+                  create: bool, claim: str | None = None) -> Conversation | None:
+    """The slot's conversation, row-locked so that two requests on one chat take turns.
+
+    With ``claim``, the reply the conversation is about to owe is claimed in the same statement
+    that locks the row (an UPDATE … RETURNING, not a SELECT … FOR UPDATE and an UPDATE): a chat
+    turn stays at the round trips it had. If the turn is then refused, the rollback undoes it.
+    """
+    named = (Conversation.study_id == ctx.study_id, Conversation.key == conversation_key(assignment.id, unit.id))
+    query = select(Conversation).where(*named).with_for_update()
+    if claim is not None:
+        # Claimed only if no reply is owed now (the last turn is not the worker's): otherwise the
+        # turn is refused below and another request's claim must stand, whoever commits this.
+        last = (select(Turn.speaker).where(Turn.conversation_id == Conversation.id).order_by(Turn.index.desc())
+                .limit(1).scalar_subquery())
+        owed_now = func.coalesce(last, "") == "worker"
+        claiming = (update(Conversation).where(*named)
+                    .values(reply_claim=case((owed_now, Conversation.reply_claim), else_=claim),
+                            reply_claimed_at=case((owed_now, Conversation.reply_claimed_at), else_=utcnow()))
+                    .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True))
+        conversation = session.scalars(claiming).first()
+    else:
+        conversation = session.scalar(query)
     if conversation is None and create:
         try:
             with session.begin_nested():
                 conversation = Conversation(
                     study_id=ctx.study_id, key=conversation_key(assignment.id, unit.id), kind="human_bot",
                     meta={"assignment_id": assignment.id, "unit_id": unit.id, "system": unit.payload["system"],
-                          "is_control": bool(unit.payload["is_control"]), "topic_changes": []})
+                          "is_control": bool(unit.payload["is_control"]), "topic_changes": []},
+                    reply_claim=claim, reply_claimed_at=utcnow() if claim else None)
                 session.add(conversation)
         except IntegrityError:  # the same chat's first message arrived twice at once
             conversation = session.scalar(query)
@@ -173,14 +213,14 @@ def _message(ctx: StudyContext, text: Any, what: str) -> str:
 
 def _state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: Conversation | None,
            turns: Sequence[TurnLike]) -> ChatState:
-    return _state_of(ctx, assignment.id, unit.id, conversation, turns)
+    return _state_of(ctx, unit.public_key, conversation, turns)
 
 
-def _state_of(ctx: StudyContext, assignment_id: int, unit_id: int, conversation: Conversation | None,
+def _state_of(ctx: StudyContext, unit_key: str, conversation: Conversation | None,
               turns: Sequence[TurnLike]) -> ChatState:
     inputs, least = _inputs(turns), ctx.config.live_chat.min_inputs
     return ChatState(
-        unit_id=unit_id, conversation_id=conversation_key(assignment_id, unit_id),
+        unit_id=unit_key, conversation_id=unit_key,
         turns=[{"index": t.index, "speaker": t.speaker, "text": t.text, "time": t.created_at.isoformat()}
                for t in turns],
         bot_owes_reply=bool(turns) and turns[-1].speaker == "worker",
@@ -190,7 +230,7 @@ def _state_of(ctx: StudyContext, assignment_id: int, unit_id: int, conversation:
 
 
 # The database steps (caller commits) ---------------------------------------------------------------
-def conversation_state(session: Session, ctx: StudyContext, token: str, unit_id: int) -> ChatState:
+def conversation_state(session: Session, ctx: StudyContext, token: str, unit_id: int | str) -> ChatState:
     """The slot's turns, whether the bot owes a reply, inputs typed and whether it may be rated."""
     assignment, unit = _slot(session, ctx, token, unit_id, writable=False)
     conversation = session.scalar(select(Conversation).where(
@@ -198,12 +238,12 @@ def conversation_state(session: Session, ctx: StudyContext, token: str, unit_id:
     return _state(ctx, assignment, unit, conversation, _turns(session, conversation))
 
 
-def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, text: str) -> Turn:
+def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str, text: str) -> Turn:
     """Store the worker's message; refused while the bot owes a reply, or before the topic is given."""
     return _store_worker_turn(session, ctx, token, unit_id, text)[0]
 
 
-def _store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int,
+def _store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str,
                        text: str) -> tuple[Turn, _Owed]:
     """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
     assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
@@ -214,19 +254,21 @@ def _store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id:
     missing = [q for q in _BEFORE_CHAT if q not in answered]
     if missing:
         raise FlowError(f"before chatting, answer {' and '.join(missing)} for this chatbot", 409)
-    conversation = _conversation(session, ctx, assignment, unit, create=True)
+    # The reply this turn will make owed is this request's to ask the bot for: claimed as the row is locked.
+    claim = secrets.token_hex(8)
+    conversation = _conversation(session, ctx, assignment, unit, create=True, claim=claim)
     turns = _turns(session, conversation)
     if turns and turns[-1].speaker == "worker":
         raise FlowError("the chatbot has not replied to your last message yet; wait for its reply", 409)
     turn = _insert_turn(session, conversation.id, len(turns), "worker", text)
-    return turn, _owed(assignment, unit, conversation, [*turns, turn])
+    return turn, _owed(assignment, unit, conversation, [*turns, turn], claim)
 
 
 def _history(turns: Sequence[TurnLike]) -> list[dict[str, str]]:
     return [{"role": "user" if t.speaker == "worker" else "assistant", "content": t.text} for t in turns]
 
 
-def add_bot_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, text: str,
+def add_bot_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str, text: str,
                  reply_to: int) -> Turn | None:
     """Store the bot's reply to the worker turn ``reply_to``; None if that turn is no longer owed one.
 
@@ -237,7 +279,7 @@ def add_bot_turn(session: Session, ctx: StudyContext, token: str, unit_id: int, 
     conversation = _conversation(session, ctx, assignment, unit, create=False)
     if conversation is None:
         return None
-    owed = _Owed(conversation.id, assignment.id, unit.id, unit.payload["system"], [], reply_to)
+    owed = _Owed(conversation.id, unit.public_key, unit.payload["system"], [], reply_to, None)
     return _store_reply(session, ctx, owed, text)[0]
 
 
@@ -251,33 +293,59 @@ class _Owed:
     """
 
     conversation_id: int
-    assignment_id: int
-    unit_id: int
+    unit_key: str
     system: str
     history: list[dict[str, str]]
     reply_to: int
+    claim: str | None
+    """The nonce this request holds in ``Conversation.reply_claim`` (None: it claimed nothing)."""
 
 
-def _owed(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[TurnLike]) -> _Owed:
-    return _Owed(conversation.id, assignment.id, unit.id, unit.payload["system"], _history(turns),
-                 turns[-1].index)
+def _owed(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[TurnLike],
+          claim: str | None) -> _Owed:
+    return _Owed(conversation.id, unit.public_key, unit.payload["system"], _history(turns), turns[-1].index, claim)
+
+
+def _claim(conversation: Conversation) -> str:
+    """Claim the conversation's owed reply for this request (the caller holds the row lock)."""
+    nonce = secrets.token_hex(8)
+    conversation.reply_claim, conversation.reply_claimed_at = nonce, utcnow()
+    return nonce
+
+
+def claim_lease_s(ctx: StudyContext, system: str) -> float:
+    """How long a claim on a reply of ``system`` stands: its bot's whole time budget, plus a margin.
+
+    The claimant gives up by then (every attempt timed out), so an older claim belongs to a
+    request that died, and another may take it over.
+    """
+    options = next((s.options for s in ctx.config.systems if s.name == system), {}) or {}
+    timeout, retries = float(options.get("timeout_s", 30.0)), int(options.get("retries", 2))
+    backoff = float(options.get("backoff_s", 0.5))
+    return timeout * (retries + 1) + backoff * (2 ** retries - 1) + 2.0
 
 
 def _store_reply(session: Session, ctx: StudyContext, owed: _Owed, text: str) -> tuple[Turn | None, ChatState]:
     """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it."""
-    conversation = session.scalar(select(Conversation).where(Conversation.id == owed.conversation_id)
-                                  .with_for_update())
+    # Lock the row and let go of this request's claim in one statement (a claim held by another
+    # request, for a later turn, stays as it is).
+    mine = Conversation.reply_claim == owed.claim if owed.claim is not None else Conversation.id.is_(None)
+    conversation = session.scalars(
+        update(Conversation).where(Conversation.id == owed.conversation_id)
+        .values(reply_claim=case((mine, None), else_=Conversation.reply_claim),
+                reply_claimed_at=case((mine, None), else_=Conversation.reply_claimed_at))
+        .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True)).first()
     turns = _turns(session, conversation)
     if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
-        return None, _state_of(ctx, owed.assignment_id, owed.unit_id, conversation, turns)
+        return None, _state_of(ctx, owed.unit_key, conversation, turns)
     # The system's id as a subquery of the INSERT: one statement, not a lookup and an insert.
     system_id = (select(System.id).where(System.study_id == ctx.study_id, System.name == owed.system)
                  .scalar_subquery())
     turn = _insert_turn(session, conversation.id, len(turns), "bot", str(text), system_id)
-    return turn, _state_of(ctx, owed.assignment_id, owed.unit_id, conversation, [*turns, turn])
+    return turn, _state_of(ctx, owed.unit_key, conversation, [*turns, turn])
 
 
-def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int,
+def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int | str,
                  by: Literal["worker", "bot"], topic: str | None = None) -> dict[str, Any]:
     """Record that ``by`` changed the topic now (after the turns so far), with the new topic if given."""
     if by not in ("worker", "bot"):
@@ -296,39 +364,86 @@ def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int,
 
 
 # One exchange, each step in its own transaction --------------------------------------------------
-def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int,
+def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int | str,
               reply: Reply | Mapping[str, Reply]) -> ChatState:
-    """Ask the bot for the reply it owes, if any, and store it; BotReplyError if it gives none."""
+    """Ask the bot for the reply it owes, if any, and store it; BotReplyError if it gives none.
+
+    If another request is already asking the bot for this reply, wait for the reply it stores
+    (no transaction open) rather than ask again: one generation per owed reply.
+    """
     with session_scope(database_url) as session:
         assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
         conversation = _conversation(session, ctx, assignment, unit, create=False)
         turns = _turns(session, conversation)
         if not turns or turns[-1].speaker != "worker":
             return _state(ctx, assignment, unit, conversation, turns)
-        owed = _owed(assignment, unit, conversation, turns)
+        lease = claim_lease_s(ctx, unit.payload["system"])
+        claimed_at = conversation.reply_claimed_at
+        free = (conversation.reply_claim is None or claimed_at is None
+                or utcnow() - claimed_at > dt.timedelta(seconds=lease))
+        owed = _owed(assignment, unit, conversation, turns, _claim(conversation) if free else None)
+    if owed.claim is None:
+        return _await_reply(database_url, ctx, owed, min(lease, WAIT_FOR_CLAIM_S))
     return _ask(database_url, ctx, reply, owed)
+
+
+WAIT_FOR_CLAIM_S = 20.0
+"""Longest a retry waits for the reply another request is generating before it answers "still waiting"."""
+
+
+def _await_reply(database_url: str, ctx: StudyContext, owed: _Owed, wait_s: float) -> ChatState:
+    """Poll, with no transaction open, until the reply another request claimed is stored; 502 if it is not yet."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.05
+    while True:
+        with session_scope(database_url) as session:
+            conversation = session.get(Conversation, owed.conversation_id)
+            turns = _turns(session, conversation)
+            if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
+                return _state_of(ctx, owed.unit_key, conversation, turns)
+            if conversation.reply_claim is None:  # the claimant failed and let go: the page may retry now
+                raise BotReplyError("the chatbot did not reply; your message is saved — please try again")
+        if time.monotonic() >= deadline:
+            raise BotReplyError("the chatbot is still writing its reply; your message is saved — please wait "
+                                "a moment")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+def _release(database_url: str, owed: _Owed) -> None:
+    """Give up this request's claim (the bot failed), so that the next retry asks again at once."""
+    if owed.claim is None:
+        return
+    with session_scope(database_url) as session:
+        session.execute(update(Conversation).where(Conversation.id == owed.conversation_id,
+                                                   Conversation.reply_claim == owed.claim)
+                        .values(reply_claim=None, reply_claimed_at=None))
 
 
 def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply], owed: _Owed) -> ChatState:
     """Ask the bot for the reply it owes with no transaction open, then store it if still owed."""
     system = owed.system
-    if isinstance(reply, Mapping):
-        if system not in reply:
-            raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
-        reply = reply[system]
     try:
-        text = reply(owed.history)
-    except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
-        raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
-                            "please wait a moment and try again") from exc
-    if not isinstance(text, str):
-        raise BotReplyError(f"the chatbot's reply was {type(text).__name__}, not text; your message is saved — "
-                            "try again")
+        if isinstance(reply, Mapping):
+            if system not in reply:
+                raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
+            reply = reply[system]
+        try:
+            text = reply(owed.history)
+        except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
+            raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
+                                "please wait a moment and try again") from exc
+        if not isinstance(text, str):
+            raise BotReplyError(f"the chatbot's reply was {type(text).__name__}, not text; your message is saved — "
+                                "try again")
+    except BaseException:
+        _release(database_url, owed)
+        raise
     with session_scope(database_url) as session:
         return _store_reply(session, ctx, owed, text)[1]
 
 
-def send(database_url: str, ctx: StudyContext, token: str, unit_id: int, text: str,
+def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
          reply: Reply | Mapping[str, Reply]) -> ChatState:
     """The worker's message, committed first, then the bot's reply to it (see the module docstring)."""
     with session_scope(database_url) as session:

@@ -1,29 +1,44 @@
 """The worker's path through a HIT, shared by every task type and provider.
 
-1. **Arrive** (:func:`enter`): the provider reads its query parameters. A preview gets the task
-   read-only and no token. A worker gets an assignment (new, or the one they already hold on that
-   HIT) and an HMAC token bound to it; the cap on HITs per worker and the HIT's places are checked
-   under a row lock, so two workers racing for the last place cannot both get it.
-2. **Answer** (:func:`save_answer`): every answer is stored as it is given; answering again
+1. **Arrive** (:func:`admit`): the provider reads its query parameters, asking its platform if it
+   must (:mod:`hitkit.arrivals`: bounded, cached, and before any transaction is open). A preview
+   gets the task read-only and no token. A worker gets an assignment (new, or the one they already
+   hold on that HIT) and an HMAC token bound to it (:func:`enter`). A place is chosen with the
+   study's row locked, so simultaneous arrivals fill different HITs and two workers racing for the
+   last place cannot both get it; the worker's row is locked too, for the cap on HITs per worker.
+2. **Consent** (:func:`consent`): nothing is answered or chatted before it.
+3. **Answer** (:func:`save_answer`): every answer is stored as it is given; answering again
    replaces the answer, never adds a second row.
-3. **Submit** (:func:`submit`): all questions must be answered; submitting twice stores once and
-   hands the worker back the same way both times.
+4. **Submit** (:func:`submit`): all questions must be answered; submitting twice stores once and
+   hands the worker back the same way both times (:func:`handback`, called after the commit: it
+   may ask the platform).
 
-Every function takes an open session and leaves committing to the caller (one request, one
-transaction). None of them knows about HTTP.
+Every step that changes an assignment (consent, answer, chat turn, return, submit) locks the
+assignment's row *before* it checks anything, and the scheduler's expiry is a conditional update
+of the same row; so each is one serialised, idempotent step on SQLite and PostgreSQL alike, and a
+lost race reads as the state the winner left. The time limit (``hit.assignment_minutes``) is
+enforced here, at the request, not only by the scheduler.
+
+Workers never see a unit's row id (made in creation order, it would tell the QC slot and the
+human–human material apart): they see :attr:`Unit.public_key`, random. Functions taking a unit
+from a request take that key (a str); Python callers may pass the row id (an int).
+
+Every function taking a session leaves committing to the caller (one request, one transaction).
+None of them knows about HTTP.
 """
 from __future__ import annotations
 
 import datetime as dt
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload, object_session
 
-from hitkit import tokens
+from hitkit import arrivals, tokens
 from hitkit.db.models import (
     ACTIVE_STATUSES,
     DONE_STATUSES,
@@ -38,7 +53,8 @@ from hitkit.db.models import (
     utcnow,
 )
 from hitkit.errors import AnswerError, FlowError
-from hitkit.providers.base import Completion
+from hitkit.db.session import session_scope
+from hitkit.providers.base import Arrival, Completion, ProviderWork
 from hitkit.study import StudyContext
 from hitkit.tasks.base import TaskType
 
@@ -75,6 +91,8 @@ class Entry:
     hit: Hit | None
     token: str | None = None
     assignment: Assignment | None = None
+    views: list[dict[str, Any]] = field(default_factory=list)
+    """For a preview made by :func:`admit`: what the page shows of each unit (no answers, no ids to act on)."""
 
 
 def _study(session: Session, ctx: StudyContext) -> Study:
@@ -120,9 +138,77 @@ def next_open_hit(session: Session, study_id: int, worker: Worker | None, now: d
     return hits[0] if hits else None
 
 
-def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping[str, str]) -> Entry:
-    """Handle one arrival; raise FlowError with the reason a worker cannot take the HIT."""
-    arrival = ctx.provider.arrival(args)
+class _Confirm(Exception):
+    """Raised inside :func:`enter` when the platform must confirm an assignment id: asked outside the transaction."""
+
+    def __init__(self, given: str):
+        super().__init__(given)
+        self.given = given
+
+
+def arrive(ctx: StudyContext, args: Mapping[str, str], client: str = "") -> Arrival:
+    """Who arrived, by the provider's word (bounded, cached; call it with no transaction open)."""
+    key = arrivals.link_key("arrival", ctx.provider.name, f"{ctx.config.database_url}#{ctx.name}", args)
+    remote = bool(getattr(ctx.provider, "arrival_calls_platform", False))
+    return arrivals.CHECKS.check(key, lambda: ctx.provider.arrival(args), client, charge=remote)
+
+
+def _confirmed_work(ctx: StudyContext, given: str, client: str) -> ProviderWork | None:
+    key = arrivals.link_key("work_of", ctx.provider.name, f"{ctx.config.database_url}#{ctx.name}",
+                            {"assignment": given})
+    try:
+        return arrivals.CHECKS.check(key, lambda: ctx.provider.work_of(given), client)
+    except FlowError as exc:
+        if exc.status >= 500:
+            raise FlowError("the crowd site could not confirm this assignment just now; please reload in a "
+                            "moment", 503) from exc
+        raise
+
+
+def admit(database_url: str, ctx: StudyContext, hit_id: int | None, args: Mapping[str, str],
+          client: str = "") -> Entry:
+    """One arrival, end to end: the provider's checks with no transaction open, then :func:`enter` in one.
+
+    Each platform call (the arrival check, and the confirmation of a changed assignment id) is made
+    before the transaction that uses its answer, so a slow platform holds no lock and no connection.
+    """
+    arrival = arrive(ctx, args, client)
+    works: dict[str, ProviderWork | None] = {}
+
+    def work_of(given: str) -> ProviderWork | None:
+        if given not in works:
+            raise _Confirm(given)
+        return works[given]
+
+    for _ in range(3):
+        try:
+            with session_scope(database_url) as session:
+                entry = enter(session, ctx, hit_id, arrival, work_of=work_of)
+                views = ([ctx.task.view(hu.unit, {}) for hu in _preview_units(entry.hit)]
+                         if entry.preview and entry.hit is not None else [])
+            return Entry(entry.preview, entry.hit, entry.token, entry.assignment, views)
+        except _Confirm as need:
+            works[need.given] = _confirmed_work(ctx, need.given, client)
+    raise FlowError("this arrival could not be confirmed; open the task again from the crowd site", 409)
+
+
+def _preview_units(hit: Hit) -> list[HitUnit]:
+    # Ordered by the random public key, not by creation or packing: nothing in a preview's order
+    # tells one unit from another.
+    return sorted(hit.units, key=lambda hu: hu.unit.public_key)
+
+
+def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arrival | Mapping[str, str],
+          work_of: Callable[[str], ProviderWork | None] | None = None) -> Entry:
+    """Handle one arrival; raise FlowError with the reason a worker cannot take the HIT.
+
+    ``arrival`` is the provider's verdict (:func:`arrive`); given the raw query parameters instead,
+    the provider is asked here, inside the caller's transaction (tests and the simulated crowd do
+    that; the web tier uses :func:`admit`). ``work_of`` answers the platform's view of an
+    assignment id (default: the provider, asked here).
+    """
+    if not isinstance(arrival, Arrival):
+        arrival = ctx.provider.arrival(arrival)
     study = _study(session, ctx)
     hit = None
     if hit_id is not None:
@@ -142,7 +228,8 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
 
     worker = _worker(session, ctx.provider.name, arrival.worker_id)
     # Lock the worker row: one worker opening two HITs at once must not slip past the cap.
-    session.execute(select(Worker.id).where(Worker.id == worker.id).with_for_update())
+    worker = session.scalar(select(Worker).where(Worker.id == worker.id).with_for_update()
+                            .execution_options(populate_existing=True))
     if worker.blocked:
         raise FlowError("you are not able to take part in this study", 403)
     now = utcnow()
@@ -150,17 +237,26 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
         existing = session.scalar(
             select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
                                                Assignment.status == "accepted"))
-        hit = existing.hit if existing else next_open_hit(session, ctx.study_id, worker, now, ctx.task)
+        if existing is not None:
+            hit = existing.hit
+        else:
+            # Lock the study row before choosing: every fresh arrival of the study chooses in turn,
+            # each seeing the places the ones before it took, so a burst fills different HITs
+            # instead of all picking the first open one and all but a few finding it full.
+            session.execute(select(Study.id).where(Study.id == ctx.study_id).with_for_update())
+            hit = next_open_hit(session, ctx.study_id, worker, now, ctx.task)
         if hit is None:
             raise FlowError("there is no work left for you in this study right now — thank you!", 409)
     # Lock the HIT row: its places are counted and taken in one step.
-    hit = session.scalar(select(Hit).where(Hit.id == hit.id).with_for_update())
+    hit = session.scalar(select(Hit).where(Hit.id == hit.id).with_for_update()
+                         .execution_options(populate_existing=True))
 
     assignment = session.scalar(select(Assignment).where(Assignment.hit_id == hit.id,
-                                                         Assignment.worker_id == worker.id))
+                                                         Assignment.worker_id == worker.id)
+                                .execution_options(populate_existing=True))
     if assignment is not None:
         if assignment.status in ("accepted", "submitted", "approved"):
-            _check_same_assignment(ctx, assignment, worker, arrival)
+            _check_same_assignment(ctx, assignment, worker, arrival, work_of or ctx.provider.work_of)
             return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce),
                          assignment)
         raise FlowError(f"you already took this HIT (it is {assignment.status}); it cannot be taken again", 409)
@@ -203,7 +299,8 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, args: Mapping
     return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce), assignment)
 
 
-def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Worker, arrival) -> None:
+def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Worker, arrival,
+                           work_of: Callable[[str], ProviderWork | None]) -> None:
     """Refuse a return visit whose provider assignment id is not the one this worker's assignment holds.
 
     A worker id alone is no proof of identity on MTurk (it travels unsigned in the URL), so whoever
@@ -217,7 +314,9 @@ def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Wo
     if given is None or stored in (None, given, synthesized):
         return
     try:
-        work = ctx.provider.work_of(given)
+        work = work_of(given)
+    except (_Confirm, FlowError):
+        raise
     except Exception as exc:  # noqa: BLE001 - the check failed: refuse now, the worker may come back
         raise FlowError("the crowd site could not confirm this assignment just now; please reload in a moment",
                         503) from exc
@@ -230,22 +329,45 @@ def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Wo
                     "crowd site", 403)
 
 
-def assignment_for(session: Session, ctx: StudyContext, token: str) -> Assignment:
-    """The assignment a token is bound to; FlowError(403) for a forged, stale or foreign token."""
+def assignment_for(session: Session, ctx: StudyContext, token: str, *, lock: bool = False) -> Assignment:
+    """The assignment a token is bound to; FlowError(403) for a forged, stale or foreign token.
+
+    With ``lock``, the assignment's row is locked for the rest of the transaction and read fresh:
+    every step that changes an assignment takes the lock before checking its status, so two
+    requests (or a request and the scheduler's expiry) on one assignment take turns.
+    """
     parsed = tokens.read_assignment_token(ctx.secret, token)
     if parsed is None:
         raise FlowError("this link is not valid; please return to the task from the crowd site", 403)
-    assignment = session.get(Assignment, parsed[0], options=[joinedload(Assignment.hit)])  # one query, not two
+    if not 0 < parsed[0] <= MAX_ROW_ID:
+        raise FlowError("this link is not valid for this study", 403)
+    # One query, not two (the HIT comes along); FOR UPDATE OF the assignment only.
+    query = (select(Assignment).options(joinedload(Assignment.hit, innerjoin=True))
+             .where(Assignment.id == parsed[0]))
+    if lock:
+        query = query.with_for_update(of=Assignment).execution_options(populate_existing=True)
+    assignment = session.scalar(query)
     if assignment is None or assignment.token_nonce != parsed[1] or assignment.hit.study_id != ctx.study_id:
         raise FlowError("this link is not valid for this study", 403)
     return assignment
 
 
-def _writable(assignment: Assignment) -> None:
+def deadline(ctx: StudyContext, assignment: Assignment) -> dt.datetime:
+    """When the assignment's time limit (``hit.assignment_minutes`` after acceptance) runs out."""
+    return assignment.accepted_at + dt.timedelta(minutes=ctx.config.hit.assignment_minutes)
+
+
+def writable(ctx: StudyContext, assignment: Assignment, *, consented: bool = True) -> None:
+    """FlowError unless the assignment takes answers now: open, within its time limit, and consented to."""
     if assignment.status in DONE_STATUSES:
         raise FlowError("this HIT is already submitted; answers can no longer change", 409)
     if assignment.status != "accepted":
         raise FlowError(f"this assignment is {assignment.status} and takes no more answers", 410)
+    if utcnow() >= deadline(ctx, assignment):
+        raise FlowError(f"the time limit of this HIT ({ctx.config.hit.assignment_minutes:g} minutes) has passed; "
+                        "your place has been given up and the HIT can no longer be answered or submitted", 410)
+    if consented and assignment.consented_at is None:
+        raise FlowError("read the instructions and agree to take part before answering", 409)
 
 
 def _units(assignment: Assignment) -> dict[int, Unit]:
@@ -256,11 +378,24 @@ def _units(assignment: Assignment) -> dict[int, Unit]:
     return {unit.id: unit for unit in rows}
 
 
+def find_unit(units: Mapping[int, Unit], ref: int | str) -> Unit:
+    """The unit ``ref`` names among ``units``: a public key (from a request) or a row id (from Python)."""
+    if isinstance(ref, str):
+        unit = next((u for u in units.values() if u.public_key == ref), None)
+    else:
+        unit = units.get(ref)
+    if unit is None:
+        raise AnswerError(f"unit {str(ref)[:40]!r} is not part of this HIT; reload the page")
+    return unit
+
+
 def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, question: str,
            value: Any, elapsed_s: float | None) -> Response:
     value = storable_text(ctx.task.validate(unit, question, value), f"answer to '{question}'")
     ctx.task.check_answer(session, assignment, unit, question)
     now = utcnow()
+    # The assignment's row is locked (assignment_for(lock=True)), so no other request of this
+    # assignment can insert the same answer between this read and the insert below.
     row = session.scalar(select(Response).where(Response.assignment_id == assignment.id,
                                                 Response.unit_id == unit.id, Response.question == question))
     if row is None:
@@ -275,14 +410,12 @@ def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Un
     return row
 
 
-def save_answer(session: Session, ctx: StudyContext, token: str, unit_id: int, question: str, value: Any,
+def save_answer(session: Session, ctx: StudyContext, token: str, unit_id: int | str, question: str, value: Any,
                 elapsed_s: float | None = None) -> Response:
-    """Store (or replace) one answer of the token's assignment."""
-    assignment = assignment_for(session, ctx, token)
-    _writable(assignment)
-    unit = _units(assignment).get(unit_id)
-    if unit is None:
-        raise AnswerError(f"unit {unit_id} is not part of this HIT")
+    """Store (or replace) one answer of the token's assignment; ``unit_id`` is the unit's public key or row id."""
+    assignment = assignment_for(session, ctx, token, lock=True)
+    writable(ctx, assignment)
+    unit = find_unit(_units(assignment), unit_id)
     return _store(session, ctx, assignment, unit, question, value, elapsed_s)
 
 
@@ -294,23 +427,23 @@ def missing_answers(ctx: StudyContext, assignment: Assignment) -> list[tuple[int
 
 
 def submit(session: Session, ctx: StudyContext, token: str,
-           answers: Mapping[tuple[int, str], Any] | None = None,
-           feedback: str | None = None) -> tuple[Assignment, Completion]:
+           answers: Mapping[tuple[int | str, str], Any] | None = None,
+           feedback: str | None = None) -> tuple[Assignment, Completion | None]:
     """Store any answers sent with the submission, check completeness, mark the assignment submitted.
 
-    ``feedback`` is the worker's optional comment on the whole HIT. Submitting an already submitted
-    assignment changes nothing and returns the same hand-back.
+    ``answers`` are keyed by (unit public key or row id, question). ``feedback`` is the worker's
+    optional comment on the whole HIT. Submitting an already submitted assignment changes nothing.
+    The second element is None: the hand-back may ask the platform, so the caller gets it from
+    :func:`handback` once the transaction is committed.
     """
-    assignment = assignment_for(session, ctx, token)
+    assignment = assignment_for(session, ctx, token, lock=True)
     if assignment.status in DONE_STATUSES:
-        return assignment, ctx.provider.completion(assignment.provider_assignment_id, {})
-    _writable(assignment)
+        return assignment, None
+    writable(ctx, assignment)
     units = _units(assignment)
-    for (unit_id, question), value in (answers or {}).items():
-        if unit_id not in units:
-            raise AnswerError(f"unit {unit_id} is not part of this HIT")
-        _store(session, ctx, assignment, units[unit_id], question, value, None)
-    session.refresh(assignment)
+    for (unit_ref, question), value in (answers or {}).items():
+        _store(session, ctx, assignment, find_unit(units, unit_ref), question, value, None)
+    session.refresh(assignment, ["responses"])
     missing = missing_answers(ctx, assignment)
     if missing:
         raise FlowError(f"{len(missing)} question(s) are not answered yet; answer them all, then submit", 400)
@@ -323,39 +456,59 @@ def submit(session: Session, ctx: StudyContext, token: str,
     now = utcnow()
     assignment.status = "submitted"
     assignment.submitted_at = now
+    arrivals.CHECKS.forget(assignment.provider_assignment_id)  # a new arrival must see the work as done
     assignment.work_time_s = (now - assignment.accepted_at).total_seconds()
     session.add(Event(study_id=ctx.study_id, kind="assignment_submitted", actor="server",
                       data={"assignment": assignment.id}))
     session.flush()
-    return assignment, ctx.provider.completion(assignment.provider_assignment_id, {})
+    return assignment, None
+
+
+def handback(ctx: StudyContext, assignment: Assignment) -> Completion:
+    """How the worker of a submitted assignment goes back to the platform (call with no transaction open)."""
+    return ctx.provider.completion(assignment.provider_assignment_id, {})
 
 
 def return_assignment(session: Session, ctx: StudyContext, token: str) -> Assignment:
-    """The worker gives the HIT back unfinished: its place opens for someone else, answers stay stored."""
-    assignment = assignment_for(session, ctx, token)
-    _writable(assignment)
+    """The worker gives the HIT back unfinished: its place opens for someone else, answers stay stored.
+
+    Returning twice returns once (one event); a submitted or expired assignment cannot be returned.
+    """
+    assignment = assignment_for(session, ctx, token, lock=True)
+    if assignment.status == "returned":
+        return assignment
+    writable(ctx, assignment, consented=False)
     assignment.status = "returned"
+    arrivals.CHECKS.forget(assignment.provider_assignment_id)
     session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="server",
                       data={"assignment": assignment.id}))
     return assignment
 
 
 def consent(session: Session, ctx: StudyContext, token: str) -> Assignment:
-    """Record that the worker read the instructions and agreed to take part."""
-    assignment = assignment_for(session, ctx, token)
-    _writable(assignment)
+    """Record that the worker read the instructions and agreed to take part (once, whatever the retries)."""
+    assignment = assignment_for(session, ctx, token, lock=True)
+    writable(ctx, assignment, consented=False)
     if assignment.consented_at is None:
         assignment.consented_at = utcnow()
     return assignment
 
 
 def state(session: Session, ctx: StudyContext, assignment: Assignment) -> dict[str, Any]:
-    """What the task page shows: every unit's view, the questions, and the answers given so far."""
+    """What the task page shows: every unit's view, the questions, and the answers given so far.
+
+    Units are keyed by their public key and listed in the order this assignment shows them (its
+    layout's ``order`` where it has one): nothing in an id or a position tells the units apart.
+    """
+    units_by_id = _units(assignment)
+    order = [uid for uid in assignment.layout.get("order", []) if uid in units_by_id]
+    ordered = [units_by_id[uid] for uid in order] + [u for uid, u in units_by_id.items() if uid not in order]
     answers: dict[str, dict[str, str]] = {}
     for r in assignment.responses:
-        answers.setdefault(str(r.unit_id), {})[r.question] = r.value
+        if r.unit_id in units_by_id:
+            answers.setdefault(units_by_id[r.unit_id].public_key, {})[r.question] = r.value
     units = []
-    for unit in _units(assignment).values():
+    for unit in ordered:
         view = ctx.task.view(unit, assignment.layout)
         view["questions"] = [{"name": q.name, "choices": list(q.choices) if q.choices else None}
                              for q in ctx.task.questions(unit)]

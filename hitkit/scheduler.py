@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -78,14 +78,26 @@ def committed_spend(session: Session, ctx: StudyContext) -> Decimal:
 
 
 def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
-    """Assignments accepted longer ago than the time limit lose their place."""
+    """Assignments accepted longer ago than the time limit lose their place.
+
+    One conditional UPDATE per stale assignment (``WHERE status = 'accepted'``): a submit in flight
+    holds the assignment's row lock, so the update waits for it and then finds the row no longer
+    accepted, and leaves it alone; only the updates that hit a row write an event.
+    """
     limit = dt.timedelta(minutes=ctx.config.hit.assignment_minutes)
-    stale = session.scalars(select(Assignment).join(Hit).where(
+    stale = session.scalars(select(Assignment.id).join(Hit).where(
         Hit.study_id == ctx.study_id, Assignment.status == "accepted", Assignment.accepted_at < now - limit)).all()
-    for a in stale:
-        a.status = "expired"
-        session.add(Event(study_id=ctx.study_id, kind="assignment_expired", actor="scheduler", data={"assignment": a.id}))
-    return len(stale)
+    expired = 0
+    for assignment_id in stale:
+        done = session.execute(update(Assignment)
+                               .where(Assignment.id == assignment_id, Assignment.status == "accepted",
+                                      Assignment.accepted_at < now - limit)
+                               .values(status="expired").execution_options(synchronize_session="fetch"))
+        if done.rowcount == 1:
+            expired += 1
+            session.add(Event(study_id=ctx.study_id, kind="assignment_expired", actor="scheduler",
+                              data={"assignment": assignment_id}))
+    return expired
 
 
 def reopen_lapsed_hits(session: Session, ctx: StudyContext, now: dt.datetime) -> int:

@@ -45,6 +45,14 @@ def record_id(value: Any, field: str) -> int:
     return value
 
 
+def unit_key(value: Any, field: str) -> str:
+    """A unit's opaque public key as the worker's page was given it (letters and digits, at most 64)."""
+    if not isinstance(value, str) or not 0 < len(value) <= 64 or not value.isascii() or not value.isalnum():
+        shown = value[:40] if isinstance(value, str) else value
+        raise AnswerError(f"{field} must be the unit's key as /state gives it, not {shown!r}")
+    return value
+
+
 def elapsed_seconds(value: Any) -> float | None:
     """``elapsed_s`` of an answer: None when absent, else a finite number of seconds 0..:data:`MAX_ELAPSED_S`."""
     if value is None:

@@ -41,14 +41,14 @@ def _reply_or_wait(run):
         return jsonify(error=str(exc), waiting=True), 502
 
 
-@bp.get("/a/<study>/<token>/chat/<int:unit_id>")
-def state(study: str, token: str, unit_id: int):
+@bp.get("/a/<study>/<token>/chat/<unit_id>")
+def state(study: str, token: str, unit_id: str):
     with db() as session:
         return jsonify(chat.conversation_state(session, context(session, study), token, unit_id).as_dict())
 
 
-@bp.post("/a/<study>/<token>/chat/<int:unit_id>/message")
-def message(study: str, token: str, unit_id: int):
+@bp.post("/a/<study>/<token>/chat/<unit_id>/message")
+def message(study: str, token: str, unit_id: str):
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not isinstance(body.get("text"), str):
         return jsonify(error="send JSON with the message as 'text'"), 400
@@ -57,15 +57,15 @@ def message(study: str, token: str, unit_id: int):
     return _reply_or_wait(lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx)))
 
 
-@bp.post("/a/<study>/<token>/chat/<int:unit_id>/retry")
-def retry(study: str, token: str, unit_id: int):
+@bp.post("/a/<study>/<token>/chat/<unit_id>/retry")
+def retry(study: str, token: str, unit_id: str):
     ctx = _ctx(study)
     url = current_app.config["HITKIT_DATABASE_URL"]
     return _reply_or_wait(lambda: chat.bot_reply(url, ctx, token, unit_id, _bots(ctx)))
 
 
-@bp.post("/a/<study>/<token>/chat/<int:unit_id>/topic")
-def topic(study: str, token: str, unit_id: int):
+@bp.post("/a/<study>/<token>/chat/<unit_id>/topic")
+def topic(study: str, token: str, unit_id: str):
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or body.get("by") not in ("worker", "bot"):
         return jsonify(error="send JSON with 'by' (worker or bot) and optionally the new 'topic'"), 400

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from flask import Blueprint, current_app, jsonify, redirect, render_template, request, url_for
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
@@ -83,6 +83,17 @@ def _database_unavailable(exc: Exception):
     return response
 
 
+@bp.app_errorhandler(IntegrityError)
+def _lost_race(exc: IntegrityError):
+    """Two requests raced to store the same row and this one lost: its transaction was rolled back,
+    nothing it carried is half-stored, and sending it again gives the idempotent answer (409, not 500)."""
+    current_app.logger.warning("lost a race on %s: %s", request.endpoint, type(getattr(exc, "orig", exc)).__name__)
+    message = "this was saved by another request at the same moment; reload the page to see it"
+    if _wants_json():
+        return jsonify(error=message, retry=True), 409
+    return render_template("error.html", message=message), 409
+
+
 @bp.get("/health")
 def health():
     return jsonify(status="ok")
@@ -101,15 +112,15 @@ def enter_study(study: str):
 def _enter(study: str, hit_id: int | None):
     with db() as session:
         ctx = context(session, study)
-        entry = flow.enter(session, ctx, hit_id, request.args)
-        if entry.preview:
-            if entry.hit is None:
-                raise FlowError("this study has no HITs yet", 404)
-            units = [ctx.task.view(hu.unit, {}) for hu in entry.hit.units]
-            return render_template(ctx.task.template, study=ctx.config, units=units, preview=True,
-                                   answers={}, token=None, instructions=ctx.task.instructions_template)
-        token = entry.token
-    return redirect(url_for("worker.page", study=study, token=token))
+    # The provider is asked who arrived with no transaction open (flow.admit; hitkit.arrivals).
+    entry = flow.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
+                       client=request.remote_addr or "")
+    if entry.preview:
+        if entry.hit is None:
+            raise FlowError("this study has no HITs yet", 404)
+        return render_template(ctx.task.template, study=ctx.config, units=entry.views, preview=True,
+                               answers={}, token=None, instructions=ctx.task.instructions_template)
+    return redirect(url_for("worker.page", study=study, token=entry.token))
 
 
 @bp.get("/a/<study>/<token>/")
@@ -147,7 +158,7 @@ def answer(study: str, token: str):
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not {"unit_id", "question", "value"} <= body.keys():
         return jsonify(error="send JSON with unit_id, question and value"), 400
-    unit_id = validation.record_id(body["unit_id"], "unit_id")  # bounded: AnswerError (400), never a 500
+    unit_id = validation.unit_key(body["unit_id"], "unit_id")  # an opaque key as /state gives it; 400 otherwise
     elapsed = validation.elapsed_seconds(body.get("elapsed_s"))
     with db() as session:
         flow.save_answer(session, context(session, study), token, unit_id, str(body["question"]),
@@ -165,13 +176,13 @@ def give_back(study: str, token: str):
     return render_template("returned.html", study=ctx.config)
 
 
-def _form_answers() -> dict[tuple[int, str], str]:
-    """Answers posted with the submit form: fields named ``answer-UNIT-QUESTION``."""
+def _form_answers() -> dict[tuple[str, str], str]:
+    """Answers posted with the submit form: fields named ``answer-UNITKEY-QUESTION`` (the unit's public key)."""
     answers = {}
     for key, value in request.form.items():
         parts = key.split("-", 2)
-        if len(parts) == 3 and parts[0] == "answer" and parts[1].isascii() and parts[1].isdigit():
-            answers[(validation.record_id(parts[1], "the unit in " + key[:40]), parts[2])] = value
+        if len(parts) == 3 and parts[0] == "answer" and parts[1]:
+            answers[(parts[1], parts[2])] = value
     return answers
 
 
@@ -183,8 +194,9 @@ def submit(study: str, token: str):
         if request.is_json and not isinstance(body, dict):
             body = {}  # a JSON submit needs no body; a malformed or non-object one carries no comment
         feedback = body.get("feedback") if body is not None else request.form.get("feedback")
-        _, completion = flow.submit(session, ctx, token, _form_answers(),
+        assignment, _ = flow.submit(session, ctx, token, _form_answers(),
                                     feedback=feedback if isinstance(feedback, str) else None)
+    completion = flow.handback(ctx, assignment)  # after the commit: it may ask the platform
     if _wants_json():
         return jsonify(submitted=True, completion=completion.kind.value, url=completion.url, code=completion.code)
     if completion.kind is CompletionKind.REDIRECT:

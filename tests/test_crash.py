@@ -39,7 +39,8 @@ def test_killed_launch_resumes_to_completion_without_lost_or_duplicated_votes(tm
 
     with session_scope(database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
-        stored = {(r.assignment.provider_assignment_id, r.unit_id): r.value
+        keys = dict(s.execute(select(Unit.id, Unit.public_key)).all())  # workers (and the acks) name units by key
+        stored = {(r.assignment.provider_assignment_id, keys[r.unit_id]): r.value
                   for r in s.scalars(select(Response).where(Response.source == "worker"))}
         for ack in acked_before:  # acknowledged before the kill, still there, unchanged
             assert stored[(ack["assignment"], ack["unit_id"])] == ack["value"]

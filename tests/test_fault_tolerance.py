@@ -39,6 +39,7 @@ from hitkit.db.models import (
     Response,
     Study,
     Turn,
+    Unit,
 )
 from hitkit.db.session import dispose_engines, session_scope
 from hitkit.launch import WebServer
@@ -293,8 +294,10 @@ class PatientWorker(threading.Thread):
 
 def assert_acknowledged_work_is_stored_once(url: str, acks: Acks) -> None:
     with session_scope(url) as s:
-        rows = s.execute(select(Assignment.provider_assignment_id, Response.unit_id, Response.question,
-                                Response.value).join(Assignment, Response.assignment_id == Assignment.id)).all()
+        # Workers (and so the acks) name units by their public key.
+        rows = s.execute(select(Assignment.provider_assignment_id, Unit.public_key, Response.question,
+                                Response.value).join(Assignment, Response.assignment_id == Assignment.id)
+                         .join(Unit, Response.unit_id == Unit.id)).all()
         stored = Counter((a, u, q) for a, u, q, _ in rows)
         values = {(a, u, q): v for a, u, q, v in rows}
         for assignment, uid, question, value in acks.answers:
@@ -576,7 +579,8 @@ def test_postgresql_restart_gives_clean_503s_then_recovers_without_losing_answer
         web.stop()
     assert "Exception on" not in (tmp_path / "web.log").read_text()  # Flask's line for a 500
     with session_scope(url) as s:
-        stored = Counter((u, q) for u, q in s.execute(select(Response.unit_id, Response.question)
+        stored = Counter((u, q) for u, q in s.execute(select(Unit.public_key, Response.question)
+                                                        .join(Unit, Response.unit_id == Unit.id)
                                                         .where(Response.source == "worker")))
         assert all(stored[item] == 1 for item in acked) and set(stored) == set(asked)
         assert s.scalar(select(Assignment.status)) == "submitted"

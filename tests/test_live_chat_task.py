@@ -128,7 +128,7 @@ def test_packed_hits_hold_one_control_slot_and_distinct_systems(size):
 # ------------------------------------------------------------------------- questions, validation, view
 
 def _unit(task: LiveChatTask, unit_id: int = 1, system: str = "bot-anna", **extra) -> Unit:
-    return Unit(id=unit_id, study_id=1, key=f"{system}#0", required_answers=1,
+    return Unit(id=unit_id, public_key=f"k{unit_id}", study_id=1, key=f"{system}#0", required_answers=1,
                 payload={"system": system, "is_control": system == "qc", "slot": 0, **extra})
 
 
@@ -176,13 +176,13 @@ def test_icebreaker_prescribes_the_topic_from_the_bots_persona():
     assert "topic" not in [q.name for q in task.questions(unit)]
     assert task.auto_answers(unit) == {"topic": "bot-anna persona 1"}
     assert task.view(unit, {"order": [1]})["topic"] == "bot-anna persona 1"
-    assert "topic" not in task.simulate("diligent", task.view(unit, {"order": [1]}), random.Random(0), {1: 0.5})
+    assert "topic" not in task.simulate("diligent", task.view(unit, {"order": [1]}), random.Random(0), {"k1": 0.5})
 
 
 def test_simulated_profiles_rate_as_described():
     task = task_for(config())
     views = {u: task.view(_unit(task, u), {"order": [1, 2]}) for u in (1, 2)}
-    context = {1: 0.9, 2: 0.05}
+    context = {"k1": 0.9, "k2": 0.05}  # keyed as views name units: by public key
     rng = random.Random(1)
 
     def positive_mean(profile, unit):
@@ -226,6 +226,7 @@ def take(url, ctx, worker: str) -> tuple[str, list[int]]:
     """Worker ``worker`` takes the next open HIT: their token and unit ids in the order they see them."""
     with session_scope(url) as s:
         entry = flow.enter(s, ctx, None, {"workerId": worker, "assignmentId": f"{worker}-A", "hitId": "h"})
+        flow.consent(s, ctx, entry.token)  # nothing is answered or chatted before consent
         return entry.token, list(entry.assignment.layout["order"])
 
 
@@ -257,8 +258,9 @@ def test_layout_shuffles_the_slots_per_assignment_records_them_and_stays_blind(s
         assignment = s.scalar(select(Assignment))
         assert assignment.layout == {"order": order}  # recorded with the assignment
         state = flow.state(s, ctx, assignment)
+        keys = {u.id: u.public_key for u in s.scalars(select(Unit))}
     by_position = sorted(state["units"], key=lambda v: v["position"])
-    assert [v["unit_id"] for v in by_position] == order
+    assert [v["unit_id"] for v in by_position] == [keys[i] for i in order]  # workers see public keys
     assert [v["label"] for v in by_position] == [f"Chatbot {i}" for i in range(1, 7)]
     shown = json.dumps(state)
     assert not any(name in shown for name in [*REAL, "qc", "is_control"])
@@ -282,7 +284,7 @@ def test_the_worker_turn_is_stored_before_the_bot_is_asked(study):
     assert (state.bot_owes_reply, state.inputs, state.can_rate) == (False, 1, False)
     with session_scope(url) as s:
         conv = s.scalar(select(Conversation))
-        assert conv.kind == "human_bot" and conv.key == state.conversation_id
+        assert conv.kind == "human_bot" and state.conversation_id == s.get(Unit, order[0]).public_key
         bot_turn = s.scalar(select(Turn).where(Turn.speaker == "bot"))
         unit = s.get(Unit, order[0])
         assert bot_turn.system_id is not None and conv.meta["system"] == unit.payload["system"]

@@ -27,7 +27,8 @@ def test_simulated_ab_study_stores_every_acknowledged_vote_once_within_budget_an
     with session_scope(database_url) as s:
         study = s.scalar(select(Study))
         assert study.status == "completed"
-        stored = {(r.assignment.provider_assignment_id, r.unit_id): r.value
+        keys = dict(s.execute(select(Unit.id, Unit.public_key)).all())  # workers (and the acks) name units by key
+        stored = {(r.assignment.provider_assignment_id, keys[r.unit_id]): r.value
                   for r in s.scalars(select(Response).where(Response.question == "vote", Response.source == "worker"))}
         # Every acknowledged vote is in the database with the value the worker gave.
         for ack in acks:

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from hitkit import security, tokens
 from hitkit.config import load_study
-from hitkit.db.models import Assignment, Event, Response, Study, Turn
+from hitkit.db.models import Assignment, Event, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.launch import WebServer
@@ -213,7 +213,8 @@ def test_forged_and_foreign_tokens_and_another_workers_units_are_refused_and_sto
     assert requests.get(f"{base}/a/other-study/{token_a}/state").status_code == 404
     assert requests.post(task_a + "answer", json={"unit_id": unit_a, "question": "vote", "value": "b"}).ok
     with session_scope(url) as s:
-        rows = s.execute(select(Response.assignment_id, Response.unit_id)).all()
+        rows = s.execute(select(Response.assignment_id, Unit.public_key)  # workers name units by key
+                         .join(Unit, Response.unit_id == Unit.id)).all()
         assert len(rows) == 1 and rows[0][1] == unit_a and rows[0][0] != b_id
         assert sorted(s.scalars(select(Assignment.status))) == ["accepted", "accepted"]
 

@@ -14,7 +14,7 @@
 
   form.addEventListener("change", async (event) => {
     const input = event.target;
-    const match = /^answer-(\d+)-(.+)$/.exec(input.name || "");
+    const match = /^answer-([0-9a-f]+)-(.+)$/.exec(input.name || "");
     if (!match) return;
     const status = input.closest("fieldset").querySelector(".saved");
     status.textContent = "saving…";
@@ -22,7 +22,7 @@
       const reply = await fetch(form.dataset.answerUrl, {
         method: "POST",
         headers: { "Content-Type": "application/json", "Accept": "application/json" },
-        body: JSON.stringify({ unit_id: Number(match[1]), question: match[2], value: input.value,
+        body: JSON.stringify({ unit_id: match[1], question: match[2], value: input.value,
                                elapsed_s: (Date.now() - shownAt) / 1000 }),
       });
       const body = await reply.json();

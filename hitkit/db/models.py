@@ -104,6 +104,11 @@ class Conversation(Base):
     kind: Mapped[str] = mapped_column(String(16))  # prompt, bot_bot, human_bot, human_human
     meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    reply_claim: Mapped[Optional[str]] = mapped_column(String(32))
+    """Who is asking the bot for the reply this live chat owes (a random nonce), so that one owed
+    reply is generated once however many retries arrive; cleared when the reply is stored."""
+    reply_claimed_at: Mapped[Optional[dt.datetime]]
+    """When :attr:`reply_claim` was taken; a claim older than the bot's timeout is abandoned."""
 
     turns: Mapped[list["Turn"]] = relationship(back_populates="conversation", order_by="Turn.index")
 
@@ -123,15 +128,27 @@ class Turn(Base):
     conversation: Mapped[Conversation] = relationship(back_populates="turns")
 
 
+def new_public_key() -> str:
+    """A fresh unit key for workers to see: 16 hex characters from the OS's random source.
+
+    Not seeded on purpose: it must not be predictable from the study file, and nothing measured
+    depends on it. Hex, so it fits a URL path and the ``answer-KEY-question`` form fields.
+    """
+    return secrets.token_hex(8)
+
+
 class Unit(Base):
     """The smallest piece of work: one pair to compare, one chat slot, one segment to label."""
 
     __tablename__ = "unit"
-    __table_args__ = (UniqueConstraint("study_id", "key"),)
+    __table_args__ = (UniqueConstraint("study_id", "key"), UniqueConstraint("public_key", name="uq_unit_public_key"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
     key: Mapped[str] = mapped_column(String(200))
+    public_key: Mapped[str] = mapped_column(String(32), default=lambda: new_public_key())
+    """What a worker sees instead of ``id``: random, so it carries no order (ids are made in creation
+    order, and the QC slot and human–human material are created last)."""
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     conversation_id: Mapped[Optional[int]] = mapped_column(ForeignKey("conversation.id"))
     required_answers: Mapped[int] = mapped_column(Integer)

@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -128,12 +129,18 @@ def _thread_session(url: str) -> Session | None:
 
 # -- the provider ----------------------------------------------------------------------------------
 
+_PROLIFIC_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""Prolific's participant and session ids: 24 hex characters today; here letters, digits, - and _ (no path)."""
+
+
 class ProlificProvider(CrowdProvider):
     """Prolific: one study per hitkit study, participants verified against their live submission."""
 
     name = "prolific"
     chooses_hit = True
     confirmation = "arrival"  # the arrival is accepted only once Prolific confirms the submission
+    arrival_calls_platform = True
+    """Each arrival is checked against the participant's live submission (hitkit.arrivals bounds it)."""
     timeout_s = 30.0
     """Seconds to wait for Prolific's answer to one call."""
 
@@ -349,16 +356,22 @@ class ProlificProvider(CrowdProvider):
         if not (pid and study and session_id):
             raise FlowError("this link is missing Prolific's PROLIFIC_PID, STUDY_ID or SESSION_ID; "
                             "please open the study from Prolific again", 403)
+        if not (_PROLIFIC_ID.fullmatch(pid) and _PROLIFIC_ID.fullmatch(session_id)):
+            # Checked before either reaches a URL: SESSION_ID=../../studies/x/ must not name another resource.
+            raise FlowError("this link's PROLIFIC_PID or SESSION_ID is not a Prolific id; please open the study "
+                            "from Prolific again", 403)
         with self._session() as session:
             ours = self.prolific_study_id(session)
-            if ours is None or study != ours:
-                raise FlowError("this Prolific study is not the one this link belongs to", 403)
-            try:
-                sub = self._call("GET", f"/submissions/{session_id}/", session=session)
-            except ProlificError:
-                sub = None
             # One Prolific session is one HIT: a session whose work is done cannot open another HIT.
             held = session.scalar(select(Assignment.status).where(Assignment.provider_assignment_id == session_id))
+        if ours is None or study != ours:
+            raise FlowError("this Prolific study is not the one this link belongs to", 403)
+        try:
+            # Asked once the session above is closed: no transaction (on SQLite, the write lock) is
+            # held while Prolific answers.
+            sub = self._call("GET", f"/submissions/{session_id}/")
+        except ProlificError:
+            sub = None
         if (not sub or sub.get("participant_id") != pid or sub.get("study_id") != study
                 or sub.get("status") != "ACTIVE"):
             raise FlowError("Prolific has no active session of yours for this study; please open the study "

@@ -186,7 +186,7 @@ class TaskType(ABC):
 
         asked = {q.name: q for q in self.questions(unit)}
         if question not in asked:
-            raise AnswerError(f"unit {unit.id} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}")
+            raise AnswerError(f"unit {unit.public_key} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}")
         value = answer_text(value)  # JSON for objects and numbers, never Python's repr
         limit = self.config.hit.max_answer_chars
         if len(value) > limit:

@@ -214,7 +214,7 @@ class LiveChatTask(TaskType):
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
         at = position(unit, layout)
         return {
-            "unit_id": unit.id,
+            "unit_id": unit.public_key,
             "position": at,
             "label": f"Chatbot {at + 1}" if at is not None else "Chatbot",
             "topic": unit.payload.get("icebreaker"),
@@ -227,11 +227,11 @@ class LiveChatTask(TaskType):
 
     # Simulated workers -------------------------------------------------------------------------
     def simulation_context(self, session: Session, study: Study) -> dict[int, float]:
-        """Each unit's quality as the simulated crowd perceives it (unit id → quality in [0, 1])."""
+        """Each unit's quality as the simulated crowd perceives it (unit public key → quality in [0, 1])."""
         quality = ({s.name: 0.5 for s in self.config.systems} | {self._cfg.control: _CONTROL_QUALITY}
                    | dict(self.config.simulated.quality))
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
-        return {u.id: quality[u.payload["system"]] for u in units}
+        return {u.public_key: quality[u.payload["system"]] for u in units}
 
     def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
                  worker: str = "") -> dict[str, str]:

@@ -109,7 +109,7 @@ class PairwiseTask(TaskType):
         first, second = unit.payload["responses"]
         swapped = layout.get("swapped", {}).get(str(unit.id), False)
         a, b = (second, first) if swapped else (first, second)
-        return {"unit_id": unit.id, "prompt": unit.payload["prompt"], "a": a, "b": b,
+        return {"unit_id": unit.public_key, "prompt": unit.payload["prompt"], "a": a, "b": b,
                 "identical": self._identical(unit), "question": self.config.pairwise.question}
 
     def simulation_context(self, session: Session, study: Study) -> dict[str, str]:

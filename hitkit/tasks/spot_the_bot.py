@@ -291,7 +291,7 @@ class SpotTheBotTask(TaskType):
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
         return {
-            "unit_id": unit.id,
+            "unit_id": unit.public_key,
             "position": position(unit, layout),
             "k": unit.payload["k"],
             "turns": [{"entity": t["entity"], "text": t["text"]} for t in unit.payload["turns"]],
@@ -300,10 +300,10 @@ class SpotTheBotTask(TaskType):
 
     # Simulated workers -------------------------------------------------------------------------
     def simulation_context(self, session: Session, study: Study) -> dict[int, tuple[tuple[bool, float], ...]]:
-        """Per unit id, each entity's (is human, human-likeness in [0, 1]) as the simulated crowd sees it."""
+        """Per unit public key, each entity's (is human, human-likeness in [0, 1]) as the simulated crowd sees it."""
         quality = {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
-        return {u.id: tuple((s == HUMAN, _HUMAN_QUALITY if s == HUMAN else quality[s]) for s in u.payload["systems"])
+        return {u.public_key: tuple((s == HUMAN, _HUMAN_QUALITY if s == HUMAN else quality[s]) for s in u.payload["systems"])
                 for u in units}
 
     def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
