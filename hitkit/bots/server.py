@@ -298,7 +298,8 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("chat completion failed")
             self._error(ProtocolError(f"generation failed: {exc}", status=500, kind="server_error"))
         else:
-            latency = time.monotonic() - arrived
+            # From the generation's start, not this attempt's: a retry that joined it waited less.
+            latency = time.monotonic() - min(arrived, job.created)
             app.stats.reply(latency, completion.completion_tokens)
             headers = {}
             rate = app.stats.tokens_per_s()
