@@ -1,9 +1,12 @@
 """Throughput and time-to-reply of hitkit's bot server at 1, 8, 32 and 64 concurrent chats.
 
-Three ways of serving the same model, same prompts, same greedy decoding and reply budget, in one
+Four ways of serving the same model, same prompts, same greedy decoding and reply budget, in one
 run:
 
-* ``hitkit``      — hitkit's bot server over real HTTP, step-level dynamic batching;
+* ``hitkit``      — hitkit's bot server over real HTTP, transformers engine, step-level dynamic
+                    batching;
+* ``llamacpp``    — the same server with the llama.cpp engine (GGUF models only; continuous
+                    batching, one llama.cpp sequence per chat), the default engine for GGUF files;
 * ``sequential``  — the same server and model with ``max_batch=1``: one request at a time;
 * ``transformers``— transformers' own continuous batching (``model.init_continuous_batching``, the
                     engine behind ``model.generate_batch``), fed by the same concurrent chats.
@@ -14,13 +17,16 @@ stay up throughout, so drifting load on a shared machine hits them alike; ``--bu
 the run by skipping whatever would start after the budget is spent. Throughput is generated tokens (without EOS) per
 wall-clock second; time-to-reply is per request, from send to full reply. The last line is::
 
-    RESULT device=cpu|cuda speedup_32=… vs_transformers_32=… p99_ms_32=…
+    RESULT device=cpu|cuda speedup_32=… vs_transformers_32=… p99_ms_32=… vs_llamacpp_32=…
+           llamacpp_tps_1=… llamacpp_tps_32=… hitkit_tps_1=… hitkit_tps_32=…
 
 ``speedup_32`` = hitkit tokens/s ÷ sequential tokens/s at 32 chats; ``vs_transformers_32`` =
-hitkit tokens/s ÷ transformers tokens/s at 32 chats.
+hitkit tokens/s ÷ transformers tokens/s at 32 chats; ``vs_llamacpp_32`` = llama.cpp engine
+tokens/s ÷ hitkit (transformers engine) tokens/s at 32 chats, so above 1 means the llama.cpp engine
+is the faster choice; ``*_tps_1`` / ``*_tps_32`` are tokens/s at 1 and 32 chats.
 
 Usage: ``python benchmarks/bot_serving.py [--model DIR|FILE.gguf] [--max-tokens 32]
-[--levels 1,8,32,64] [--rounds 1] [--budget-s 420]``.
+[--levels 1,8,32,64] [--rounds 1] [--budget-s 420] [--skip-llamacpp] [--threads N]``.
 """
 from __future__ import annotations
 
@@ -230,6 +236,8 @@ def main() -> None:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--skip-sequential", action="store_true")
     parser.add_argument("--skip-transformers", action="store_true")
+    parser.add_argument("--skip-llamacpp", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     logging.basicConfig(level=logging.WARNING)
@@ -242,7 +250,8 @@ def main() -> None:
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     t0 = time.perf_counter()
-    model, tokenizer = load_model(args.model or default_model(), device=args.device)
+    model_path = args.model or default_model()
+    model, tokenizer = load_model(model_path, device=args.device)
     device = next(model.parameters()).device.type
     print(f"model {args.model or 'SmolLM2-135M-Instruct Q4_1 GGUF'} on {device} loaded in "
           f"{time.perf_counter() - t0:.1f} s; max_tokens={args.max_tokens}; "
@@ -257,6 +266,19 @@ def main() -> None:
         servers[system] = BotServer({system: HFBackend(system, model, tokenizer,
                                                        max_batch=max_batch)}, port=0).start()
         senders[system] = http_sender(servers[system].url, system, args.max_tokens)
+    if not args.skip_llamacpp and model_path.endswith(".gguf"):
+        from hitkit.bots.llamacpp import LlamaCppBackend
+        from hitkit.bots.llamacpp_lib import LlamaCppUnavailable
+
+        try:
+            backend = LlamaCppBackend("llamacpp", model_path, max_batch=args.max_batch,
+                                      ctx_tokens=1024, threads=args.threads)
+        except LlamaCppUnavailable as exc:
+            print(f"llamacpp: skipped ({exc})", flush=True)
+        else:
+            servers["llamacpp"] = BotServer({"llamacpp": backend}, port=0).start()
+            senders["llamacpp"] = http_sender(servers["llamacpp"].url, "llamacpp", args.max_tokens)
+            print(f"llamacpp engine: {backend.threads} threads", flush=True)
     cb = None
     if not args.skip_transformers:
         # A private copy: the manager swaps in paged attention, which hitkit's loop must not see.
@@ -295,7 +317,16 @@ def main() -> None:
     speedup = f"{mine.tokens_per_s / seq.tokens_per_s:.2f}" if mine and seq else "n/a"
     vs_hf = f"{mine.tokens_per_s / hf.tokens_per_s:.2f}" if mine and hf else "n/a"
     p99 = f"{mine.pct_ms(0.99):.0f}" if mine else "n/a"
-    print(f"RESULT device={device} speedup_32={speedup} vs_transformers_32={vs_hf} p99_ms_32={p99}")
+    llama = at("llamacpp", ref)
+    vs_llama = f"{llama.tokens_per_s / mine.tokens_per_s:.2f}" if mine and llama else "n/a"
+
+    def tps(system: str, c: int) -> str:
+        r = at(system, c)
+        return f"{r.tokens_per_s:.1f}" if r else "n/a"
+
+    print(f"RESULT device={device} speedup_32={speedup} vs_transformers_32={vs_hf} p99_ms_32={p99} "
+          f"vs_llamacpp_32={vs_llama} llamacpp_tps_1={tps('llamacpp', 1)} llamacpp_tps_32={tps('llamacpp', ref)} "
+          f"hitkit_tps_1={tps('hitkit', 1)} hitkit_tps_32={tps('hitkit', ref)}")
 
 
 if __name__ == "__main__":

@@ -423,13 +423,16 @@ def _release(database_url: str, owed: _Owed) -> None:
 def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply], owed: _Owed) -> ChatState:
     """Ask the bot for the reply it owes with no transaction open, then store it if still owed."""
     system = owed.system
+    from hitkit.bots.health import watch
+
     try:
         if isinstance(reply, Mapping):
             if system not in reply:
                 raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
             reply = reply[system]
         try:
-            text = reply(owed.history)
+            with watch(database_url, ctx.study_id, system):  # bot_slow/bot_timeout/bot_unavailable events
+                text = reply(owed.history)
         except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
             raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
                                 "please wait a moment and try again") from exc

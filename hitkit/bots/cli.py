@@ -5,7 +5,7 @@ import logging
 
 import click
 
-from hitkit.bots.server import BotServer, build_backends, parse_degraded_spec, parse_model_spec
+from hitkit.bots.server import ENGINES, BotServer, build_backends, parse_degraded_spec, parse_model_spec
 
 
 def _specs(parse, values: tuple[str, ...], param: str) -> list:  # type: ignore[no-untyped-def]
@@ -35,11 +35,17 @@ def bots() -> None:
               help="How long an idle model waits for more chats before starting a batch.")
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "cuda"]), help="auto: CUDA when present, else CPU.")
+@click.option("--engine", default="auto", show_default=True, type=click.Choice(ENGINES),
+              help="auto: llama.cpp for .gguf files (falls back to transformers if it cannot load), "
+                   "transformers for model folders.")
+@click.option("--threads", default=None, type=click.IntRange(min=1),
+              help="CPU threads of the llama.cpp engine (default: all cores).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of sampling and of the QC bot's draws.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every request.")
 def serve(models: tuple[str, ...], degraded: tuple[str, ...], host: str, port: int, max_batch: int,
-          batch_window_ms: float, device: str, seed: int, verbose: bool) -> None:
+          batch_window_ms: float, device: str, engine: str, threads: int | None, seed: int,
+          verbose: bool) -> None:
     """Serve local models and QC bots at /v1/chat/completions until SIGTERM or Ctrl-C."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -49,7 +55,8 @@ def serve(models: tuple[str, ...], degraded: tuple[str, ...], host: str, port: i
         raise click.UsageError("nothing to serve: give at least one --model or --degraded")
     try:
         backends = build_backends(model_specs, degraded_specs, device=device, max_batch=max_batch,
-                                  batch_window_ms=batch_window_ms, seed=seed)
+                                  batch_window_ms=batch_window_ms, seed=seed, engine=engine,
+                                  threads=threads)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except ImportError as exc:

@@ -7,6 +7,14 @@ server, vLLM, TGI, llama.cpp or a hosted API are interchangeable. The client is 
 context, cap concurrent calls per system, retry transient failures a bounded number of times, and
 otherwise raise :class:`BotUnavailable`, so a page can say "the bot is taking longer, please wait"
 and retry without losing the worker's turn, which the caller saved before asking.
+
+Retries never stack generations: every attempt for one reply carries the same ``Idempotency-Key``,
+so hitkit's bot server re-attaches a retry to the generation already running (other servers
+ignore the header), and ``X-Hitkit-Deadline-S`` tells it when the client will stop waiting, after
+which it drops the generation. Timeouts on slow local models: one attempt waits ``timeout_s``
+(30 s) or, once the server has reported its per-chat decode rate (``X-Hitkit-Tokens-Per-S``),
+long enough for ``max_tokens`` at twice that pace, whichever is longer; with the default two
+retries a reply may take three attempts' time before the bot counts as unavailable.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import os
 import random
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,12 +81,15 @@ class BotRequestError(BotError):
 class BotUnavailable(BotError):
     """No reply after every attempt; show "the bot is taking longer, please wait" and retry later."""
 
-    def __init__(self, system: str, attempts: int, reason: str) -> None:
+    def __init__(self, system: str, attempts: int, reason: str, timed_out: bool = False,
+                 waited_s: float | None = None) -> None:
         super().__init__(f"bot {system!r} did not reply after {attempts} attempt(s): {reason}. "
                          "The worker's turn is kept; ask them to wait and try again.")
         self.system = system
         self.attempts = attempts
         self.reason = reason
+        self.timed_out = timed_out
+        self.waited_s = waited_s
 
 
 def approx_tokens(text: str) -> int:
@@ -148,6 +160,7 @@ class BotClient:
                                     or True)
             self._session.trust_env = False
         self._headers = {"Content-Type": "application/json"}
+        self._tokens_per_s: float | None = None  # the server's recent per-chat decode rate
         if config.api_key_env:
             key = os.environ.get(config.api_key_env)
             if not key:
@@ -183,32 +196,51 @@ class BotClient:
         body = self.payload(history)
         if not self._semaphore.acquire(timeout=c.timeout_s):
             raise BotUnavailable(c.name, 0, f"{c.max_concurrency} calls to it stayed busy for "
-                                            f"{c.timeout_s:g} s")
+                                            f"{c.timeout_s:g} s", timed_out=True, waited_s=c.timeout_s)
         try:
             return self._post_with_retries(body)
         finally:
             self._semaphore.release()
 
+    def attempt_timeout(self) -> float:
+        """Seconds one attempt waits: ``timeout_s``, or ``max_tokens`` at half the server's reported
+        per-chat decode rate if that is longer (capped at ten times ``timeout_s``)."""
+        c = self.config
+        rate = self._tokens_per_s
+        if not rate:
+            return c.timeout_s
+        return max(c.timeout_s, min(2.0 * c.max_tokens / rate + 2.0, 10.0 * c.timeout_s))
+
     def _post_with_retries(self, body: dict[str, Any]) -> str:
         c = self.config
         reason = "no attempt made"
+        timed_out = False
+        timeout = self.attempt_timeout()
+        started = time.monotonic()
+        budget = timeout * (c.retries + 1)
+        key = uuid.uuid4().hex  # one per reply: the server joins retries to the same generation
         for attempt in range(c.retries + 1):
             wait_hint = 0.0
+            left = max(1.0, budget - (time.monotonic() - started))
+            headers = {**self._headers, "Idempotency-Key": key, "X-Hitkit-Deadline-S": f"{left:.1f}"}
             try:
-                response = self._session.post(self.endpoint, json=body, headers=self._headers,
-                                              timeout=(min(c.timeout_s, 10.0), c.timeout_s))
+                response = self._session.post(self.endpoint, json=body, headers=headers,
+                                              timeout=(min(timeout, 10.0), timeout))
             except requests.Timeout:
-                reason = f"no reply within {c.timeout_s:g} s"
+                reason = f"no reply within {timeout:g} s"
+                timed_out = True
             except requests.ConnectionError as exc:
                 reason = f"cannot connect to {self.endpoint} ({type(exc).__name__})"
             else:
                 if response.status_code == 200:
+                    self._note_rate(response)
                     text = _reply_text(response)
                     if text is not None:
                         return text
                     reason = "the server answered 200 without choices[0].message.content"
                 elif response.status_code in _RETRYABLE_STATUS or response.status_code >= 500:
                     reason = f"HTTP {response.status_code}: {_error_message(response)}"
+                    timed_out = response.status_code in (408, 504)
                     wait_hint = _retry_after(response)
                 else:
                     raise BotRequestError(f"bot {c.name!r} refused the request (HTTP "
@@ -217,7 +249,16 @@ class BotClient:
                 delay = min(c.backoff_s * 2 ** attempt, _MAX_BACKOFF_S)
                 # Jitter spreads the retries of many chats that failed at the same moment.
                 time.sleep(max(delay * random.uniform(0.8, 1.2), min(wait_hint, _MAX_BACKOFF_S)))
-        raise BotUnavailable(c.name, c.retries + 1, reason)
+        raise BotUnavailable(c.name, c.retries + 1, reason, timed_out=timed_out,
+                             waited_s=time.monotonic() - started)
+
+    def _note_rate(self, response: requests.Response) -> None:
+        try:
+            rate = float(response.headers.get("X-Hitkit-Tokens-Per-S", ""))
+        except ValueError:
+            return
+        if rate > 0:
+            self._tokens_per_s = rate
 
     def close(self) -> None:
         """Close the pooled connections."""

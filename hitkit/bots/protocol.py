@@ -1,8 +1,9 @@
 """The OpenAI chat-completions wire format, validated once at the edge.
 
 Only what a chat evaluation needs is modelled: non-streaming ``/v1/chat/completions`` with one
-choice. Fields that OpenAI clients send routinely but that do not change a single greedy or sampled
-reply (``user``, ``seed``, penalties …) are accepted and ignored; fields that would change the
+choice. ``seed`` makes a sampled reply repeatable (same seed, same prompt, same engine: same
+reply). Fields that OpenAI clients send routinely but that hitkit's engines do not implement
+(``user``, penalties …) are accepted and ignored; fields that would change the
 shape of the answer (``stream``, ``n`` > 1) are refused with a 400 rather than silently dropped.
 """
 from __future__ import annotations
@@ -74,6 +75,7 @@ class ChatCompletionRequest(BaseModel):
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     stop: list[str] = Field(default_factory=list)
+    seed: int | None = Field(default=None, ge=0, lt=2**32)
     stream: bool = False
     n: int = 1
 

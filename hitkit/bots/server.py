@@ -1,10 +1,18 @@
 """hitkit's OpenAI-compatible bot server: several chat models behind one threaded HTTP server.
 
-Routes: ``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models``, ``GET /health`` and
-``GET /metrics`` (per-model batching counters). Each hosted model is a
-:class:`~hitkit.bots.base.Backend`; Hugging Face models batch concurrent chats on their own worker
-thread, so the HTTP layer is a plain thread per connection (stdlib ``ThreadingHTTPServer``) that
-parses, waits and answers. torch and transformers are imported only when a Hugging Face model is
+Routes: ``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models``, ``GET /health`` (status
+plus the health counters), ``GET /v1/hitkit/stats`` (health counters and per-model engine counters)
+and ``GET /metrics`` (per-model engine counters). Each hosted model is a
+:class:`~hitkit.bots.base.Backend`; local models batch concurrent chats on their own worker thread
+(llama.cpp for GGUF files by default, :mod:`hitkit.bots.llamacpp`; or transformers,
+:mod:`hitkit.bots.engine`), so the HTTP layer is a plain thread per connection (stdlib
+``ThreadingHTTPServer``) that parses, waits and answers.
+
+While it waits, the handler watches its client: a client that disconnected or whose deadline
+(``X-Hitkit-Deadline-S``) passed no longer gets a generation, which is cancelled at the engine's
+next step; a retry carrying the same ``Idempotency-Key`` re-attaches to the running generation
+(:mod:`hitkit.bots.jobs`). Successful replies carry ``X-Hitkit-Tokens-Per-S``, the recent per-chat
+decode rate, from which clients size their timeouts. The engines are imported only when a model is
 actually served, so the web tier can import this package without them.
 """
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import select
 import signal
 import socket
 import threading
@@ -22,12 +31,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded
+from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded, Cancelled
+from hitkit.bots.jobs import DEADLINE_HEADER, IDEMPOTENCY_HEADER, JobRegistry, ServerStats
 from hitkit.bots.protocol import ProtocolError, completion_body, parse_chat_request
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ENGINES = ("auto", "llamacpp", "transformers")
+_POLL_S = 0.05  # how often a waiting handler checks its client and deadline
 
 
 @dataclass(frozen=True)
@@ -75,10 +87,34 @@ def parse_degraded_spec(text: str) -> DegradedSpec:
     return DegradedSpec(name, Path(rest) if rest else None)
 
 
+def pick_engine(spec: ModelSpec, engine: str = "auto", device: str = "auto") -> str:
+    """The engine that serves ``spec``: ``auto`` is llama.cpp for a GGUF file when it loads, else
+    transformers (the reason is logged); a model folder is always served by transformers."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    if spec.gguf_file is None:
+        if engine == "llamacpp":
+            raise ValueError(f"--model {spec.name}: the llama.cpp engine serves .gguf files, and "
+                             f"{spec.path} is a folder; use --engine transformers")
+        return "transformers"
+    if engine != "auto":
+        return engine
+    if device == "cuda":
+        return "transformers"  # the llama.cpp wheel hitkit installs is CPU-only
+    from hitkit.bots.llamacpp_lib import LlamaCppUnavailable, load
+
+    try:
+        load()
+    except LlamaCppUnavailable as exc:
+        log.warning("model %s: serving with transformers, because %s", spec.name, exc)
+        return "transformers"
+    return "llamacpp"
+
+
 def build_backends(models: Sequence[ModelSpec] = (), degraded: Sequence[DegradedSpec] = (), *,
                    device: str = "auto", max_batch: int = 32, batch_window_ms: float = 5.0,
-                   seed: int = 0) -> dict[str, Backend]:
-    """Load every requested model and QC bot; names must be unique."""
+                   seed: int = 0, engine: str = "auto", threads: int | None = None) -> dict[str, Backend]:
+    """Load every requested model (on ``engine``, see :func:`pick_engine`) and QC bot; names must be unique."""
     names = [m.name for m in models] + [d.name for d in degraded]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -90,13 +126,21 @@ def build_backends(models: Sequence[ModelSpec] = (), degraded: Sequence[Degraded
         for qc in degraded:
             bot = DegradedBot.from_jsonl(qc.corpus, seed) if qc.corpus else DegradedBot(seed=seed)
             backends[qc.name] = DegradedBackend(qc.name, bot)
-    if models:
-        from hitkit.bots.engine import HFBackend  # torch/transformers only when a model is served
+    for spec in models:
+        chosen = pick_engine(spec, engine, device)
+        if chosen == "llamacpp":
+            from hitkit.bots.llamacpp import LlamaCppBackend
 
-        for spec in models:
+            assert spec.gguf_file is not None
+            backends[spec.name] = LlamaCppBackend(spec.name, spec.path / spec.gguf_file, max_batch=max_batch,
+                                                  batch_window_ms=batch_window_ms, seed=seed, threads=threads)
+        else:
+            from hitkit.bots.engine import HFBackend  # torch/transformers only when a model is served
+
             backends[spec.name] = HFBackend.load(spec.name, spec.path, spec.gguf_file, device,
                                                  max_batch=max_batch,
                                                  batch_window_ms=batch_window_ms, seed=seed)
+        log.info("model %s: %s engine", spec.name, chosen)
     return backends
 
 
@@ -136,7 +180,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/health":
             ok = not app.closing.is_set()
             self._send(200 if ok else 503, {"status": "ok" if ok else "shutting down",
-                                            "models": sorted(app.backends)})
+                                            "models": sorted(app.backends), **app.health()})
+        elif path == "/v1/hitkit/stats":
+            self._send(200, {**app.health(),
+                             "models": {name: b.stats() for name, b in sorted(app.backends.items())}})
         elif path == "/v1/models":
             self._send(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": app.started, "owned_by": "hitkit"}
@@ -147,7 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(ProtocolError("use POST for /v1/chat/completions", status=405))
         else:
             self._error(ProtocolError(f"no route {self.path}; try /v1/chat/completions, "
-                                      "/v1/models or /health", status=404))
+                                      "/v1/models, /health or /v1/hitkit/stats", status=404))
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         """Serve /v1/chat/completions."""
@@ -178,8 +225,32 @@ class _Handler(BaseHTTPRequestHandler):
                                 status=413)
         return self.rfile.read(size)
 
+    def _client_gone(self) -> bool:
+        """True once the client closed its end of the connection (it gave up on this reply)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _deadline(self, arrived: float) -> float | None:
+        value = self.headers.get(DEADLINE_HEADER)
+        if value is None:
+            return None
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise ProtocolError(f"{DEADLINE_HEADER} must be a number of seconds, got {value!r}") from None
+        if not seconds > 0:
+            raise ProtocolError(f"{DEADLINE_HEADER} must be positive, got {value!r}")
+        return arrived + seconds
+
     def _chat(self, raw: bytes) -> None:
         app = self.server.app
+        arrived = time.monotonic()
+        app.stats.count("requests")
         try:
             request = parse_chat_request(raw)
             backend = app.backends.get(request.model)
@@ -189,19 +260,52 @@ class _Handler(BaseHTTPRequestHandler):
                                     status=404, param="model", kind="not_found_error")
             if app.closing.is_set():
                 raise BackendClosed("the bot server is shutting down")
-            completion = backend.complete(request)
+            deadline = self._deadline(arrived)
+            key = (self.headers.get(IDEMPOTENCY_HEADER) or "").strip()[:200] or None
+            job = app.jobs.attach(key, request.model, deadline, lambda: backend.submit(request))
+            left: str | None = None
+            try:
+                while not job.ticket.wait(_POLL_S):
+                    if job.deadline is not None and time.monotonic() > job.deadline:
+                        left = "deadline"
+                    elif self._client_gone():
+                        left = "disconnected"
+                    if left:
+                        break
+            finally:
+                app.jobs.detach(job, left)
+            if left == "disconnected":
+                self.close_connection = True
+                return
+            if left == "deadline":
+                app.stats.count("timeouts")
+                raise ProtocolError(f"no reply within the client's deadline ({DEADLINE_HEADER}); "
+                                    "the generation was cancelled", status=504, kind="timeout_error")
+            completion = job.ticket.outcome()
         except ProtocolError as exc:
+            if exc.status >= 500:
+                app.stats.count("failed")
             self._error(exc)
         except BackendOverloaded as exc:
+            app.stats.count("failed")
             self._error(ProtocolError(str(exc), status=503, kind="overloaded_error"),
                         {"Retry-After": "1"})
-        except BackendClosed as exc:
+        except (BackendClosed, Cancelled) as exc:
+            app.stats.count("failed")
             self._error(ProtocolError(str(exc), status=503, kind="unavailable_error"))
         except Exception as exc:  # noqa: BLE001 - report, never crash the connection thread
+            app.stats.count("failed")
             log.exception("chat completion failed")
             self._error(ProtocolError(f"generation failed: {exc}", status=500, kind="server_error"))
         else:
-            self._send(200, completion_body(request.model, completion))
+            # From the generation's start, not this attempt's: a retry that joined it waited less.
+            latency = time.monotonic() - min(arrived, job.created)
+            app.stats.reply(latency, completion.completion_tokens)
+            headers = {}
+            rate = app.stats.tokens_per_s()
+            if rate is not None:
+                headers["X-Hitkit-Tokens-Per-S"] = f"{rate:.2f}"
+            self._send(200, completion_body(request.model, completion), headers)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -221,11 +325,24 @@ class BotServer:
         if not backends:
             raise ValueError("the bot server needs at least one model (--model or --degraded)")
         self.backends = dict(backends)
+        self.stats = ServerStats()
+        self.jobs = JobRegistry(self.stats)
         self.closing = threading.Event()
         self.started = int(time.time())
         self._http = _HTTPServer((host, port), _Handler)
         self._http.app = self
         self._thread: threading.Thread | None = None
+
+    def health(self) -> dict[str, Any]:
+        """Queue depth, requests in flight and running, cancellations, timeouts, latency, decode rate."""
+        queued = running = 0
+        for backend in self.backends.values():
+            stats = backend.stats()
+            queued += int(stats.get("queued", 0))
+            running += int(stats.get("running", 0))
+        rate = self.stats.tokens_per_s()
+        return {"queue_depth": queued, "running": running, **self.stats.snapshot(self.jobs.in_flight()),
+                "tokens_per_s": round(rate, 2) if rate is not None else None}
 
     @property
     def url(self) -> str:
