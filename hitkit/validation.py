@@ -47,6 +47,8 @@ def record_id(value: Any, field: str) -> int:
 
 def unit_key(value: Any, field: str) -> str:
     """A unit's opaque public key as the worker's page was given it (letters and digits, at most 64)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**20:
+        value = str(value)  # names no unit (keys are not row ids), but the assignment's own state answers first
     if not isinstance(value, str) or not 0 < len(value) <= 64 or not value.isascii() or not value.isalnum():
         shown = value[:40] if isinstance(value, str) else value
         raise AnswerError(f"{field} must be the unit's key as /state gives it, not {shown!r}")
