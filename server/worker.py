@@ -102,7 +102,14 @@ def enter_study(study: str):
 def _enter(study: str, hit_id: int | None):
     with db() as session:
         ctx = context(session, study)
-        entry = flow.enter(session, ctx, hit_id, request.args)
+        try:
+            entry = flow.enter(session, ctx, hit_id, request.args)
+        except FlowError as exc:
+            # A participant the marketplace let in but hitkit cannot use holds a place there: say how to free it.
+            hint = getattr(ctx.provider, "refusal_hint", None)
+            if exc.status == 409 and hint and "handed in" not in str(exc):
+                raise FlowError(f"{exc} — {hint}", 409) from None
+            raise
         if entry.preview:
             if entry.hit is None:
                 raise FlowError("this study has no HITs yet", 404)
