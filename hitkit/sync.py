@@ -86,6 +86,8 @@ def decide(ours_status: str | None, ours_worker: str | None, theirs: ProviderWor
         if ours_status in COMPLETED:
             return "approve"
         return f"mismatch:submitted on the provider but {ours_status} in hitkit"
+    if ours_status == "submitted" and theirs.status is WorkStatus.WORKING:
+        return "none"  # not handed in on the provider yet: the scheduler hands it in (or lists it) in time
     if ours_status in COMPLETED:
         return f"mismatch:completed in hitkit but {theirs.status.value} on the provider"
     if ours_status == "accepted" and theirs.status is WorkStatus.RETURNED:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import json
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
@@ -36,7 +37,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
-from hitkit.db.session import normalise_url, session_scope
+from hitkit.db.session import get_engine, normalise_url, session_scope
 from hitkit.errors import FlowError
 from hitkit.money import cents, flat_fee
 from hitkit.providers.base import (
@@ -154,6 +155,37 @@ class ProlificProvider(CrowdProvider):
         """The Prolific study this hitkit study posted to, or None before the first post."""
         return self._study_id or self.state().study_id
 
+    def _read_outside(self, statement) -> list[tuple]:
+        """Rows of a SELECT read on a connection of its own outside any transaction.
+
+        Arrivals read here: a worker request may already hold the database (on SQLite every
+        transaction takes the write lock at BEGIN), and a read in autocommit mode never waits for it.
+        """
+        engine = get_engine(self._url())
+        compiled = statement.compile(dialect=engine.dialect)
+        args = (tuple(compiled.params[k] for k in compiled.positiontup) if compiled.positional
+                else compiled.params)
+        raw = engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(str(compiled), args)
+            rows = cursor.fetchall()
+            cursor.close()
+            raw.rollback()  # PostgreSQL began a read-only snapshot; nothing to keep
+        finally:
+            raw.close()
+        return rows
+
+    def _arrival_study_id(self) -> str | None:
+        if self._study_id is None:
+            study_row = select(Study.id).where(Study.name == self.config.study).scalar_subquery()
+            rows = self._read_outside(select(Event.data).where(
+                Event.study_id == study_row, Event.kind == "prolific_study_created").order_by(Event.id).limit(1))
+            if rows:
+                data = rows[0][0]
+                self._study_id = (json.loads(data) if isinstance(data, str) else data)["study_id"]
+        return self._study_id
+
     def _require_study(self) -> str:
         study_id = self.prolific_study_id()
         if study_id is None:
@@ -163,8 +195,9 @@ class ProlificProvider(CrowdProvider):
     # -- money -------------------------------------------------------------------------------------
 
     def fee_rate(self) -> Decimal:
-        """Prolific's fee as one rate: ``provider.fee_rate`` when the study file sets it, else service fee + VAT."""
-        if "fee_rate" in self.config.provider.model_fields_set:
+        """Prolific's fee as one rate: ``provider.fee_rate`` when the study file sets one above 0, else
+        ``provider.prolific.service_fee_rate`` plus ``vat_rate`` on it (Prolific charges no study without a fee)."""
+        if self.config.provider.fee_rate > 0:
             return self.config.provider.fee_rate
         return fee_rate(self.settings.service_fee_rate, self.settings.vat_rate)
 
@@ -365,7 +398,7 @@ class ProlificProvider(CrowdProvider):
         if not all(is_prolific_id(x) for x in (pid, study, session_id)):
             raise FlowError("this link's PROLIFIC_PID, STUDY_ID or SESSION_ID is not a Prolific id; please open the "
                             "study from Prolific again", 400)
-        ours = self.prolific_study_id()
+        ours = self._arrival_study_id()
         if ours is None or study != ours:
             raise FlowError("this Prolific study is not the one this link belongs to", 403)
         try:
@@ -392,8 +425,8 @@ class ProlificProvider(CrowdProvider):
 
     def _held_status(self, session_id: str) -> str | None:
         # One Prolific session is one HIT: a session whose work is done cannot open another HIT.
-        with session_scope(self._url()) as session:
-            return session.scalar(select(Assignment.status).where(Assignment.provider_assignment_id == session_id))
+        rows = self._read_outside(select(Assignment.status).where(Assignment.provider_assignment_id == session_id))
+        return rows[0][0] if rows else None
 
     refusal_hint = REFUSE_FULL
     """Added to a refusal of a participant who holds a Prolific place hitkit cannot use (no HIT for them)."""
