@@ -107,7 +107,7 @@ def _enter(study: str, hit_id: int | None):
         except FlowError as exc:
             # A participant the marketplace let in but hitkit cannot use holds a place there: say how to free it.
             hint = getattr(ctx.provider, "refusal_hint", None)
-            if exc.status == 409 and hint and "handed in" not in str(exc):
+            if exc.status == 409 and hint and "no work left" in str(exc):
                 raise FlowError(f"{exc} — {hint}", 409) from None
             raise
         if entry.preview:
