@@ -144,7 +144,9 @@ def test_first_post_creates_checks_and_publishes_the_study_as_documented(study, 
     # A Prolific study has one reward: a HIT paying another amount cannot join it.
     with pytest.raises(ProlificError, match="same hit.reward"):
         ProlificProvider(config, secret).post_hit("ab-demo-99", f"{base}/s/ab-demo/hit/99", Decimal("0.75"), 3, 3600)
-    # The API token never reaches the database.
+    # Every call that changed something is in the audit log; the API token never reaches the database.
+    changes = [r for r in fake.requests if r.method != "GET"]
+    assert len(events(url, "prolific_call")) == len(changes)
     with session_scope(url) as s:
         assert TOKEN not in repr([e.data for e in s.scalars(select(Event))])
 

@@ -108,12 +108,24 @@ class ProlificProvider(CrowdProvider):
     def __init__(self, config, secret: str):
         super().__init__(config, secret)
         self.settings = config.provider.prolific
-        self.api = ProlificClient(self.settings.api_url, self.settings.token_env)
+        self.api = ProlificClient(self.settings.api_url, self.settings.token_env, on_call=self._audit)
         self.api.timeout_s = self.timeout_s
         self._study_id: str | None = None  # cached once known: a hitkit study's Prolific study never changes
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         return self.api.call(method, path, body)
+
+    def _audit(self, method: str, path: str, status: int | None, attempt: int) -> None:
+        """Every call that changes something on Prolific goes into the audit log (never the token).
+
+        Reads are only logged: arrivals read, and a worker's page must never wait on a database write.
+        """
+        if method == "GET":
+            return
+        try:
+            self._record("prolific_call", {"method": method, "path": path, "status": status, "attempt": attempt})
+        except Exception as exc:  # noqa: BLE001 - the audit row must not turn a done call into a failed one
+            log.warning("could not log Prolific call %s %s: %s", method, path, exc)
 
     # -- what this database remembers (short transactions of its own) ------------------------------
 
@@ -294,11 +306,13 @@ class ProlificProvider(CrowdProvider):
     def post_hit(self, hit_key, entry_url, reward, max_assignments, lifetime_s) -> PostedHit:
         """Create, check and publish the study for the first HIT; later HITs set its places to the new total."""
         state = self.state()
+        study_id = state.study_id
+        if study_id is not None:
+            self._check_reward(study_id, hit_key, reward)  # before this HIT's places are counted
         if hit_key not in state.places:
             self._record("prolific_places", {"hit_key": hit_key, "places": max_assignments})
             state.places[hit_key] = max_assignments
         total = sum(state.places.values())
-        study_id = state.study_id
         if study_id is None:
             self._check_pay_rules(reward)
             internal_name = state.internal_name
@@ -315,10 +329,6 @@ class ProlificProvider(CrowdProvider):
             self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
             self._study_id = study_id
         remote = self._call("GET", f"/studies/{study_id}/")
-        if remote.get("reward") not in (None, int(cents(reward) * 100)):
-            raise ProlificError(f"a Prolific study pays every participant one reward ({remote['reward']} minor "
-                                f"units); HIT {hit_key} asks {reward}: give every HIT of the study the same "
-                                f"hit.reward", permanent=True)
         status, places = remote.get("status"), int(remote.get("total_available_places") or 0)
         if status == "UNPUBLISHED":
             self._check_currency(remote)
@@ -335,6 +345,13 @@ class ProlificProvider(CrowdProvider):
             # Only ever raise: after a crash Prolific may already hold more places than recorded.
             self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
         return PostedHit(provider_hit_id=f"{study_id}:{hit_key}", url=None)
+
+    def _check_reward(self, study_id: str, hit_key: str, reward: Decimal) -> None:
+        remote = self._call("GET", f"/studies/{study_id}/")
+        if remote.get("reward") not in (None, int(cents(reward) * 100)):
+            raise ProlificError(f"a Prolific study pays every participant one reward ({remote['reward']} minor "
+                                f"units); HIT {hit_key} asks {reward}: give every HIT of the study the same "
+                                f"hit.reward", permanent=True)
 
     def _transition(self, study_id: str, action: str) -> dict[str, Any]:
         return self._call("POST", f"/studies/{study_id}/transition/", {"action": action}) or {}
