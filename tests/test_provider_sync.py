@@ -257,7 +257,9 @@ def work(status: WorkStatus, worker: str = "W1") -> ProviderWork:
     (("submitted", "W1"), work(WorkStatus.REJECTED), "mark_rejected"),
     (("accepted", "W1"), work(WorkStatus.APPROVED), "mismatch:approved on the provider but accepted in hitkit"),
     (("accepted", "W1"), work(WorkStatus.WORKING), "none"),
-    (("submitted", "W1"), work(WorkStatus.WORKING), "mismatch:completed in hitkit but working on the provider"),
+    (("submitted", "W1"), work(WorkStatus.WORKING), "none"),  # not handed in yet: the scheduler does it in time
+    (("accepted", "W1"), work(WorkStatus.RETURNED), "mark_returned"),  # returned or timed out: the place is free
+    (("submitted", "W1"), work(WorkStatus.RETURNED), "mismatch:completed in hitkit but returned on the provider"),
     (("expired", "W1"), None, "none"),
 ])
 def test_sync_approves_only_work_both_sides_agree_on(ours, theirs, action):
