@@ -49,6 +49,7 @@ def mturk():
 def prolific():
     with FakeProlificServer() as fake:
         yield fake
+        assert fake.violations == []  # every request and answer matched Prolific's OpenAPI document
 
 
 def grant_bonus_then_crash(provider_class, database_url: str, assignment_id: int, amount: Decimal) -> None:

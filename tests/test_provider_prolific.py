@@ -651,3 +651,22 @@ def test_refusing_to_post_is_reported_by_launch_with_the_fix(tmp_path, database_
     assert result.exit_code != 0
     assert "prolific refused to post the study" in result.output and "set provider.currency to USD" in result.output
     assert "hitkit resume" in result.output and "Traceback" not in result.output
+
+
+def test_pause_and_resume_work_for_every_provider_including_the_simulated_crowd(tmp_path, database_url):
+    config = load_study(pairwise_study(tmp_path, database_url, schedule={"wave_size": 2}))
+    secret = resolve_secret(database_url)
+    with session_scope(database_url) as s:
+        ctx = create_study(s, config, tmp_path / "study.yaml", secret)
+        s.get(Study, ctx.study_id).status = "running"
+    assert tick(database_url, config.study, "http://workers.example").posted == 2
+    pause_study(database_url, config.study)
+    assert tick(database_url, config.study, "http://workers.example").posted == 0  # no new work while paused
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "paused"
+    resume_study(database_url, config.study)
+    assert tick(database_url, config.study, "http://workers.example").posted == 2  # the next wave goes out
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "running"
+        kinds = [e.kind for e in s.scalars(select(Event).where(Event.actor == "cli").order_by(Event.id))]
+        assert kinds[-3:] == ["study_paused", "study_resumed", "posting_resumed"]
