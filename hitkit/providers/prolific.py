@@ -52,7 +52,6 @@ from hitkit.providers.base import (
     WorkStatus,
 )
 from hitkit.providers.prolific_api import (
-    MAX_RETRIES,  # noqa: F401 - re-exported for callers that tune back-off
     ProlificClient,
     ProlificError,
     fee_rate,
