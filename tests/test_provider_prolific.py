@@ -319,24 +319,27 @@ def test_a_burst_of_participants_arriving_at_once_each_get_one_place_and_none_is
     sessions = [(pid(f"burst-{i}"), fake.start_session(pid(f"burst-{i}"), sid)) for i in range(places)]
     with pytest.raises(Refused, match="AWAITING REVIEW"):  # full: Prolific itself lets no more in
         fake.start_session(pid("burst-late"), sid)
-    gate, answers = threading.Barrier(len(sessions)), {}
+    gate, answers, texts = threading.Barrier(len(sessions)), {}, {}
 
     def arrive(participant, session_id):
         gate.wait()
-        for _ in range(3):
+        for attempt in range(10):
+            threading.Event().wait(0.05 * attempt)
             # Two arrivals can pick the same package at once; the one that finds it full reloads
             # (hitkit's flow picks the HIT before locking it: a race reported to the flow's owner).
-            status = enter(base, participant, sid, session_id, allow_redirects=False).status_code
+            reply = enter(base, participant, sid, session_id, allow_redirects=False)
+            status = reply.status_code
             if status != 409:
                 break
         answers[participant] = status
+        texts[participant] = reply.text[reply.text.find("<main"):][:400]
 
     threads = [threading.Thread(target=arrive, args=s) for s in sessions]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
-    assert sorted(set(answers.values())) == [302] and len(answers) == places
+    assert sorted(set(answers.values())) == [302] and len(answers) == places, [t for p, t in texts.items() if answers[p] != 302]
     with session_scope(url) as s:
         rows = s.scalars(select(Assignment)).all()
         assert len(rows) == places and {a.provider_assignment_id for a in rows} == {x for _, x in sessions}
@@ -610,9 +613,13 @@ def test_provider_calls_are_never_made_while_the_scheduler_or_sync_hold_a_write_
     upgrade(url)
     probe = create_engine(url, connect_args={"timeout": 0.2})
     locked: list[str] = []
+    probing = threading.Event()
+    probing.set()
     answer = fake._answer
 
     def answer_and_probe(request):
+        if not probing.is_set():
+            return answer(request)
         try:
             with probe.begin() as conn:
                 conn.execute(text("CREATE TABLE IF NOT EXISTS probe (x INTEGER)"))
@@ -625,10 +632,12 @@ def test_provider_calls_are_never_made_while_the_scheduler_or_sync_hold_a_write_
     web, config, secret = launch_on(tmp_path, url, fake, prolific={"complete_after_s": 0})
     try:
         [sid] = fake.studies
+        probing.clear()  # the worker pages' own transactions are the flow's, not the scheduler's or sync's
         for name in ("lock-a", "lock-b"):
             session_id = fake.start_session(pid(name), sid)
             take_and_submit(web.url, pid(name), sid, session_id)
             fake.complete(session_id, code_of(config, secret))
+        probing.set()
         tick(url, config.study, web.url)
         from hitkit.scheduler import grant_bonus
 
