@@ -459,6 +459,55 @@ def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool
 # --- end of branch mturk-panel's commands ------------------------------------------------------
 
 
+# -- study control: pause, resume, stop, settle (every provider) --------------------------------------
+
+def _control(study_file: Path, action) -> None:
+    from hitkit.config import load_study
+
+    config = load_study(study_file)
+    click.echo(action(config.database_url, config.study))
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+def pause(study_file: Path) -> None:
+    """Stop recruiting (hitkit's pages and the provider's listing) until `hitkit resume`."""
+    from hitkit.control import pause_study
+
+    _control(study_file, pause_study)
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+def resume(study_file: Path) -> None:
+    """Recruit again after `hitkit pause`, or after fixing what made the provider refuse to post."""
+    from hitkit.control import resume_study
+
+    _control(study_file, resume_study)
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+def stop(study_file: Path) -> None:
+    """Stop recruiting for good; submitted work is still reviewed and paid."""
+    from hitkit.control import stop_study
+
+    _control(study_file, stop_study)
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("assignment", type=int)
+@click.option("--pay/--drop", required=True, help="Pay its reward as a bonus, or drop its answers.")
+def settle(study_file: Path, assignment: int, pay: bool) -> None:
+    """Settle work submitted in hitkit that the provider shows returned or timed out (`hitkit sync` lists it)."""
+    from hitkit.control import settle_assignment
+
+    _control(study_file, lambda url, study: settle_assignment(url, study, assignment, pay))
+
+# -- end of study control ------------------------------------------------------------------------------
+
+
 def _add_bots_group() -> None:
     try:
         from hitkit.bots.cli import bots

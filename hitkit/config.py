@@ -20,6 +20,8 @@ from hitkit.errors import ConfigError
 
 TASK_TYPES = ("pairwise", "live_chat", "spot_the_bot")
 PROVIDERS = ("simulated", "local", "prolific", "mturk", "panel")
+REVIEW_WINDOW_S = 24 * 3600.0
+"""Default ``schedule.approve_after_s`` on a real crowd: a day for the coordinator to review work."""
 PROFILES = ("diligent", "noisy", "spammer", "always_tie")
 
 Money = Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
@@ -68,7 +70,9 @@ class ScheduleConfig(_Model):
     max_concurrent: int = Field(20, gt=0, description="HITs open at once")
     per_worker_cap: int = Field(3, gt=0, description="HITs one worker may take in this study")
     interval_s: float = Field(2.0, gt=0, description="seconds between scheduler ticks")
-    approve_after_s: float = Field(0, ge=0, description="auto-approve submitted work after this delay")
+    approve_after_s: float = Field(
+        0, ge=0, description="auto-approve submitted work after this delay; default: 0 on the simulated and "
+        "local crowds, a review window of REVIEW_WINDOW_S on a real provider")
 
 
 class ServerConfig(_Model):
@@ -86,10 +90,18 @@ class ProlificConfig(_Model):
     api_url: str = "https://api.prolific.com/api/v1"
     token_env: str = Field("PROLIFIC_TOKEN", description="environment variable holding the API token")
     project: Optional[str] = Field(None, description="Prolific project id the study is created in")
+    workspace: Optional[str] = Field(None, description="workspace whose balance pays (default: your only one)")
     estimated_minutes: int = Field(10, gt=0, le=600)
     device_compatibility: list[str] = Field(default_factory=lambda: ["desktop"])
     filters: list[dict[str, Any]] = Field(default_factory=list, description="eligibility filters, passed through")
     blocklist_group: Optional[str] = Field(None, description="participant group used as a blocklist for the cap")
+    # Prolific's service fee is about 33.3 % of rewards and bonuses, plus VAT on that fee where it applies
+    # (help centre, "Bonus payments"; PLATFORMS.md). Set vat_rate 0 where no VAT is charged.
+    service_fee_rate: Decimal = Field(Decimal("0.333"), ge=0, le=1, description="Prolific's fee on rewards/bonuses")
+    vat_rate: Decimal = Field(Decimal("0.20"), ge=0, le=1, description="VAT charged on Prolific's fee")
+    complete_after_s: float = Field(
+        600, ge=0, description="work submitted in hitkit but still ACTIVE on Prolific this long is completed "
+        "through Prolific's COMPLETE transition")
 
 
 class MTurkConfig(_Model):
@@ -468,6 +480,31 @@ class StudyConfig(_Model):
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
             raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _review_window(cls, data: Any) -> Any:
+        # A real crowd's work waits for the coordinator's review before it is approved (and paid).
+        if not isinstance(data, dict):
+            return data
+        schedule = data.get("schedule") or {}
+        if isinstance(schedule, dict) and schedule.get("approve_after_s") is None:
+            provider = data.get("provider") or {}
+            kind = provider.get("kind", "simulated") if isinstance(provider, dict) else "simulated"
+            window = 0.0 if kind in ("simulated", "local") else REVIEW_WINDOW_S
+            data = {**data, "schedule": {**schedule, "approve_after_s": window}}
+        return data
+
+    @model_validator(mode="after")
+    def _provider_rules(self) -> "StudyConfig":
+        if self.provider.kind == "prolific":
+            from hitkit.providers.prolific_api import pay_rule_problems
+
+            problems = pay_rule_problems(self.hit.reward, self.provider.currency,
+                                         self.provider.prolific.estimated_minutes, self.hit.assignment_minutes)
+            if problems:
+                raise ValueError("Prolific would refuse this study: " + "; ".join(problems))
         return self
 
     # Resolved locations -------------------------------------------------------------------

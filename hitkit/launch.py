@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.config import StudyConfig, load_study
 from hitkit.db.migrate import upgrade
-from hitkit.db.models import Conversation, Event, Study, Turn, Unit
+from hitkit.db.models import Conversation, Event, Hit, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.export import export_study
@@ -189,7 +189,7 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
     from tqdm import tqdm
 
     from hitkit.crowd import SimulatedCrowd
-    from hitkit.scheduler import budget_blocked, make_scheduler, schedule_study
+    from hitkit.scheduler import budget_blocked, make_scheduler, posting_blocked, schedule_study
 
     url = config.database_url
     out_dir = config.out_dir
@@ -221,10 +221,17 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
             with session_scope(url) as session:
                 status = session.get(Study, ctx.study_id).status
                 blocked = budget_blocked(session, ctx) if status == "running" else 0
+                refused = posting_blocked(session, ctx.study_id) if status == "running" else None
+                nothing_posted = refused and not session.scalar(select(Hit.id).where(
+                    Hit.study_id == ctx.study_id, Hit.status != "pending").limit(1))
                 if config.task == "live_chat":  # answers count once a HIT is in; the chat shows sooner
                     bar.set_postfix_str(f"{chat_turns(session, ctx.study_id)} chat messages", refresh=False)
             if status == "completed":
                 break
+            if nothing_posted:
+                raise HitkitError(f"{config.provider.kind} refused to post the study: {refused}. Nothing was "
+                                  f"posted; fix it in {config_path}, then `hitkit resume {config_path}` and "
+                                  f"`hitkit launch --resume {config_path}`")
             if blocked:
                 raise HitkitError(
                     f"the budget ({config.budget} {config.provider.currency}) is committed with {done} of {total} "

@@ -30,7 +30,7 @@ from hitkit.db.models import (
     utcnow,
 )
 from hitkit.db.session import session_scope
-from hitkit.errors import BudgetError, HitkitError
+from hitkit.errors import BudgetError, ConfigError, HitkitError
 from hitkit.money import cents, hit_cost
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.study import StudyContext, resolve_secret
@@ -61,6 +61,8 @@ class TickReport:
     reopened: int = 0
     approved: int = 0
     approve_failed: int = 0
+    released: int = 0
+    handed_in: int = 0
     capped: int = 0
     posted: int = 0
     completed_hits: int = 0
@@ -100,15 +102,59 @@ def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.dateti
     return expired
 
 
-def reopen_lapsed_hits(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
+def reopen_lapsed_hits(database_url: str, ctx: StudyContext, now: dt.datetime) -> int:
     """Posted HITs whose listing lapsed while places are still unfilled get a fresh lifetime."""
+    with session_scope(database_url) as session:
+        lapsed = [(h.id, h.provider_hit_id, h.lifetime_s) for h in session.scalars(select(Hit).where(
+            Hit.study_id == ctx.study_id, Hit.status == "posted", Hit.expires_at <= now))]
     n = 0
-    for hit in session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted",
-                                                 Hit.expires_at <= now)):
-        ctx.provider.extend_hit(hit.provider_hit_id, 0, hit.lifetime_s)
-        hit.expires_at = now + dt.timedelta(seconds=hit.lifetime_s)
-        session.add(Event(study_id=ctx.study_id, kind="hit_reopened", actor="scheduler", data={"hit": hit.id}))
+    for hit_id, provider_hit_id, lifetime_s in lapsed:
+        ctx.provider.extend_hit(provider_hit_id, 0, lifetime_s)  # no transaction open: the provider may be slow
+        with session_scope(database_url) as session:
+            hit = session.get(Hit, hit_id)
+            hit.expires_at = now + dt.timedelta(seconds=lifetime_s)
+            session.add(Event(study_id=ctx.study_id, kind="hit_reopened", actor="scheduler", data={"hit": hit_id}))
         n += 1
+    return n
+
+
+RETURNS_EVERY_S = 30.0
+"""Seconds between two listings of the provider's returned and timed-out work (a throttle, per process)."""
+_returns_checked: dict[tuple[str, int], float] = {}
+
+
+def release_returned(database_url: str, ctx: StudyContext) -> int:
+    """Assignments the worker gave back on the provider (returned, timed out) free their place in hitkit.
+
+    Only providers that list such work (``lists_returns``) are asked, at most every
+    :data:`RETURNS_EVERY_S`, and only while hitkit holds accepted work that could be affected.
+    """
+    if not getattr(ctx.provider, "lists_returns", False):
+        return 0
+    import time
+
+    key = (database_url, ctx.study_id)
+    if time.monotonic() - _returns_checked.get(key, -1e18) < RETURNS_EVERY_S:
+        return 0
+    with session_scope(database_url) as session:
+        accepted = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
+            Hit.study_id == ctx.study_id, Assignment.status == "accepted"))
+    if not accepted:
+        return 0
+    listed = ctx.provider.list_work([])  # no transaction open while the provider answers
+    _returns_checked[key] = time.monotonic()
+    gone = {w.provider_assignment_id for w in listed or [] if w.status is WorkStatus.RETURNED}
+    if not gone:
+        return 0
+    n = 0
+    with session_scope(database_url) as session:
+        for a in session.scalars(select(Assignment).join(Hit).where(
+                Hit.study_id == ctx.study_id, Assignment.status == "accepted",
+                Assignment.provider_assignment_id.in_(gone))):
+            a.status = "returned"
+            session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="scheduler",
+                              data={"assignment": a.id, "provider_assignment_id": a.provider_assignment_id}))
+            n += 1
     return n
 
 
@@ -155,10 +201,34 @@ def book_reward(session: Session, ctx: StudyContext, a: Assignment) -> None:
 
 
 def approve_one(session: Session, ctx: StudyContext, a: Assignment, now: dt.datetime) -> None:
-    """Approve one assignment on the provider and book its reward and fee, each once."""
+    """Approve one assignment inside ``session`` (for providers with no marketplace of their own).
+
+    Where the provider is a remote service use :func:`approve_outside`, which holds no transaction
+    while the provider answers.
+    """
     book_reward(session, ctx, a)
     ctx.provider.approve(a.provider_assignment_id)
     mark_decided(session, ctx, a, "approved", now)
+
+
+def approve_outside(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.datetime) -> bool:
+    """Book the reward (committed), ask the provider to approve with no transaction open, then record it.
+
+    Safe to repeat: the reward rows are keyed, the provider's approve is idempotent, and an
+    assignment already decided is left as it is. False when the assignment is no longer submitted.
+    """
+    with session_scope(database_url) as session:
+        a = session.get(Assignment, assignment_id)
+        if a is None or a.status != "submitted":
+            return False
+        book_reward(session, ctx, a)
+        provider_assignment_id = a.provider_assignment_id
+    ctx.provider.approve(provider_assignment_id)
+    with session_scope(database_url) as session:
+        a = session.get(Assignment, assignment_id)
+        if a.status == "submitted":
+            mark_decided(session, ctx, a, "approved", now)
+    return True
 
 
 def mark_decided(session: Session, ctx: StudyContext, a: Assignment, status: str, now: dt.datetime) -> None:
@@ -186,114 +256,207 @@ def provider_agrees(work: ProviderWork | None, worker_external_id: str) -> bool 
     return True if work.status in (WorkStatus.SUBMITTED, WorkStatus.APPROVED) else None
 
 
-def approve_submitted(session: Session, ctx: StudyContext, now: dt.datetime,
+def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
                       report: TickReport | None = None) -> int:
     """Approve submitted work after the configured delay and record the reward and fee, once each.
 
     Each assignment stands alone: one the provider refuses or fails on is logged and left
-    submitted for the next tick, and the others go ahead.
+    submitted for the next tick, and the others go ahead. No transaction is open while the
+    provider is asked (a slow provider must not hold the database).
     """
     delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
-    rows = session.scalars(select(Assignment).join(Hit).where(
-        Hit.study_id == ctx.study_id, Assignment.status == "submitted", Assignment.submitted_at <= now - delay)
-        .order_by(Assignment.id)).all()
+    with session_scope(database_url) as session:
+        rows = [(a.id, a.provider_assignment_id, a.worker.external_id, a.confirmed_at) for a in session.scalars(
+            select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.status == "submitted",
+                                               Assignment.submitted_at <= now - delay).order_by(Assignment.id))]
     approved = 0
-    for a in rows:
+    for assignment_id, provider_assignment_id, external_id, confirmed_at in rows:
         try:
-            agrees = provider_agrees(ctx.provider.work_of(a.provider_assignment_id), a.worker.external_id)
+            agrees = provider_agrees(ctx.provider.work_of(provider_assignment_id), external_id)
             if agrees is False:
-                record_once(session, ctx.study_id, "approve_held",
-                            {"assignment": a.id, "reason": "the provider records another worker on this assignment"})
+                with session_scope(database_url) as session:
+                    record_once(session, ctx.study_id, "approve_held",
+                                {"assignment": assignment_id,
+                                 "reason": "the provider records another worker on this assignment"})
                 continue
             if agrees is None:
                 continue  # not handed in on the provider yet; the next tick looks again
-            if ctx.provider.confirmation == "coordinator" and a.confirmed_at is None:
+            if ctx.provider.confirmation == "coordinator" and confirmed_at is None:
                 continue  # a panel's work is approved once `hitkit confirm` has confirmed it
-            approve_one(session, ctx, a, now)
-            approved += 1
+            if approve_outside(database_url, ctx, assignment_id, now):
+                approved += 1
         except SQLAlchemyError:
             raise  # the database itself failed: the tick cannot go on
         except Exception as exc:  # noqa: BLE001 - a provider failure is this assignment's, not the tick's
-            log.warning("approving assignment %s failed (retried next tick): %s", a.id, exc)
-            note_approve_failure(session, ctx.study_id, a.id, f"{type(exc).__name__}: {exc}"[:1000], now)
+            log.warning("approving assignment %s failed (retried next tick): %s", assignment_id, exc)
+            with session_scope(database_url) as session:
+                note_approve_failure(session, ctx.study_id, assignment_id, f"{type(exc).__name__}: {exc}"[:1000], now)
             if report is not None:
                 report.approve_failed += 1
     return approved
 
 
-def cap_full_workers(session: Session, ctx: StudyContext) -> int:
+def hand_in_unfinished(database_url: str, ctx: StudyContext, now: dt.datetime) -> int:
+    """Work submitted in hitkit but never handed in on the provider is handed in there, or listed.
+
+    A worker who closed the tab before the provider's completion page leaves work the provider
+    still shows in progress: after ``complete_after_s`` hitkit hands it in through the provider's
+    documented completion (Prolific's COMPLETE transition). Work the provider shows returned or
+    timed out cannot be handed in: it is listed once (``work_not_handed_in``) for the coordinator,
+    whom ``hitkit sync`` tells how to settle it. Each assignment is checked until it is settled.
+    """
+    complete = getattr(ctx.provider, "complete_submission", None)
+    if complete is None:
+        return 0
+    after = dt.timedelta(seconds=getattr(ctx.provider.settings, "complete_after_s", 600))
+    with session_scope(database_url) as session:
+        settled = {d.get("assignment") for d in session.scalars(select(Event.data).where(
+            Event.study_id == ctx.study_id, Event.kind.in_(("work_handed_in", "work_not_handed_in"))))}
+        rows = [(a.id, a.provider_assignment_id) for a in session.scalars(
+            select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.status == "submitted",
+                                               Assignment.submitted_at <= now - after).order_by(Assignment.id))
+                if a.id not in settled]
+    n = 0
+    for assignment_id, provider_assignment_id in rows:
+        try:
+            work = ctx.provider.work_of(provider_assignment_id)
+            if work is None:
+                continue
+            if work.status is WorkStatus.WORKING:
+                complete(provider_assignment_id)
+                kind, data = "work_handed_in", {"assignment": assignment_id, "by": "hitkit"}
+                n += 1
+            elif work.status is WorkStatus.RETURNED:
+                kind, data = "work_not_handed_in", {"assignment": assignment_id,
+                                                    "provider_assignment_id": provider_assignment_id}
+            else:
+                kind, data = "work_handed_in", {"assignment": assignment_id, "by": "worker"}
+        except SQLAlchemyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - retried next tick
+            log.warning("handing in assignment %s on the provider failed (retried next tick): %s", assignment_id, exc)
+            continue
+        with session_scope(database_url) as session:
+            record_once(session, ctx.study_id, kind, data)
+    return n
+
+
+def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
     """Tell the provider about workers who reached the per-worker cap, once each (retried if it fails)."""
     from hitkit.flow import CAP_STATUSES
 
     taken = func.count(Assignment.id)
-    full = session.execute(
-        select(Worker.external_id, taken).join(Assignment, Assignment.worker_id == Worker.id).join(Hit)
-        .where(Hit.study_id == ctx.study_id, Assignment.status.in_(CAP_STATUSES))
-        .group_by(Worker.external_id).having(taken >= ctx.config.schedule.per_worker_cap)).all()
-    done = {d.get("worker") for d in session.scalars(
-        select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_capped"))}
+    with session_scope(database_url) as session:
+        full = session.execute(
+            select(Worker.external_id, taken).join(Assignment, Assignment.worker_id == Worker.id).join(Hit)
+            .where(Hit.study_id == ctx.study_id, Assignment.status.in_(CAP_STATUSES))
+            .group_by(Worker.external_id).having(taken >= ctx.config.schedule.per_worker_cap)).all()
+        done = {d.get("worker") for d in session.scalars(
+            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_capped"))}
     n = 0
     for external_id, count in full:
         if external_id in done:
             continue
         try:
-            ctx.provider.cap_worker(external_id)
+            ctx.provider.cap_worker(external_id)  # no transaction open while the provider answers
         except SQLAlchemyError:
             raise
         except Exception as exc:  # noqa: BLE001 - the next tick retries this worker
             log.warning("capping worker %s failed (retried next tick): %s", external_id, exc)
-            session.add(Event(study_id=ctx.study_id, kind="cap_failed", actor="scheduler",
-                              data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+            with session_scope(database_url) as session:
+                session.add(Event(study_id=ctx.study_id, kind="cap_failed", actor="scheduler",
+                                  data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
             continue
-        session.add(Event(study_id=ctx.study_id, kind="worker_capped", actor="scheduler",
-                          data={"worker": external_id, "taken": count}))
+        with session_scope(database_url) as session:
+            session.add(Event(study_id=ctx.study_id, kind="worker_capped", actor="scheduler",
+                              data={"worker": external_id, "taken": count}))
         n += 1
     return n
 
 
-def complete_full_hits(session: Session, ctx: StudyContext) -> int:
-    """Posted HITs whose every place holds finished work are complete."""
+def complete_full_hits(database_url: str, ctx: StudyContext) -> int:
+    """Posted HITs whose every place holds finished work are complete (then the provider hears of it)."""
     done = (select(func.count()).select_from(Assignment)
             .where(Assignment.hit_id == Hit.id, Assignment.status.in_(DONE_STATUSES)).scalar_subquery())
-    hits = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted",
-                                             done >= Hit.max_assignments)).all()
-    for hit in hits:
-        hit.status = "completed"
-        ctx.provider.expire_hit(hit.provider_hit_id)
-    return len(hits)
-
-
-def post_wave(session: Session, ctx: StudyContext, now: dt.datetime, base_url: str) -> int:
-    """Post the next HITs the budget and the concurrency cap allow."""
-    sched = ctx.config.schedule
-    open_hits = session.scalar(select(func.count()).select_from(Hit)
-                               .where(Hit.study_id == ctx.study_id, Hit.status == "posted"))
-    pending = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "pending")
-                              .order_by(Hit.index).limit(sched.wave_size)).all()
-    costs = [hit_cost(h.reward, h.max_assignments, ctx.fee(h.reward, h.max_assignments)) for h in pending]
-    n = hits_to_post(costs, committed_spend(session, ctx), ctx.config.budget, open_hits,
-                     sched.max_concurrent, sched.wave_size)
-    posted_now = 0
-    for hit in pending[:n]:
-        entry = f"{base_url.rstrip('/')}/s/{ctx.name}/hit/{hit.id}"
+    with session_scope(database_url) as session:
+        hits = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted",
+                                                 done >= Hit.max_assignments)).all()
+        finished = [h.provider_hit_id for h in hits]
+        for hit in hits:
+            hit.status = "completed"
+    for provider_hit_id in finished:
         try:
-            posted = ctx.provider.post_hit(f"{ctx.name}-{hit.index}", entry, hit.reward, hit.max_assignments,
-                                           hit.lifetime_s)
-        except BudgetError as exc:
-            # The provider's own account cannot cover it (e.g. the MTurk balance): stop this wave,
-            # keep what was posted, and say why; the next tick tries again.
-            session.add(Event(study_id=ctx.study_id, kind="provider_refused_post", actor="scheduler",
-                              data={"hit": hit.id, "reason": str(exc)}))
+            ctx.provider.expire_hit(provider_hit_id)
+        except SQLAlchemyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a listing left open costs nothing: its places are full
+            log.warning("expiring HIT %s on the provider failed: %s", provider_hit_id, exc)
+            with session_scope(database_url) as session:
+                session.add(Event(study_id=ctx.study_id, kind="expire_failed", actor="scheduler",
+                                  data={"provider_hit_id": provider_hit_id, "error": str(exc)[:1000]}))
+    return len(finished)
+
+
+def posting_blocked(session: Session, study_id: int) -> str | None:
+    """The reason of a provider's lasting refusal to post, unless the coordinator resumed since; else None."""
+    last = session.scalar(select(Event).where(
+        Event.study_id == study_id, Event.kind.in_(("provider_refused_post", "posting_resumed")))
+        .order_by(Event.id.desc()).limit(1))
+    if last is not None and last.kind == "provider_refused_post" and last.data.get("permanent"):
+        return last.data.get("reason")
+    return None
+
+
+def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: str) -> int:
+    """Post the next HITs the budget and the concurrency cap allow.
+
+    The wave is chosen in one transaction, each HIT is posted with none open, and each posting is
+    recorded in its own (the provider's post is keyed by the HIT, so a crash in between re-posts
+    nothing). A provider's refusal is an event, not an error: a lasting one (a rule the study
+    breaks, a currency mismatch, an empty balance) stops posting until ``hitkit resume``.
+    """
+    sched = ctx.config.schedule
+    with session_scope(database_url) as session:
+        if posting_blocked(session, ctx.study_id) is not None:
+            return 0
+        open_hits = session.scalar(select(func.count()).select_from(Hit)
+                                   .where(Hit.study_id == ctx.study_id, Hit.status == "posted"))
+        pending = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "pending")
+                                  .order_by(Hit.index).limit(sched.wave_size)).all()
+        costs = [hit_cost(h.reward, h.max_assignments, ctx.fee(h.reward, h.max_assignments)) for h in pending]
+        n = hits_to_post(costs, committed_spend(session, ctx), ctx.config.budget, open_hits,
+                         sched.max_concurrent, sched.wave_size)
+        wave = [(h.id, h.index, h.reward, h.max_assignments, h.lifetime_s) for h in pending[:n]]
+        if pending and n == 0 and open_hits == 0:
+            session.add(Event(study_id=ctx.study_id, kind="budget_exhausted", actor="scheduler",
+                              data={"pending": len(pending)}))
+    posted_now = 0
+    for hit_id, index, reward, max_assignments, lifetime_s in wave:
+        entry = f"{base_url.rstrip('/')}/s/{ctx.name}/hit/{hit_id}"
+        try:
+            posted = ctx.provider.post_hit(f"{ctx.name}-{index}", entry, reward, max_assignments, lifetime_s)
+        except SQLAlchemyError:
+            raise
+        except HitkitError as exc:
+            # The provider's own account or rules refuse it (MTurk's balance, Prolific's pay rules...):
+            # stop this wave, keep what was posted, and say why once.
+            permanent = bool(getattr(exc, "permanent", False)) or isinstance(exc, ConfigError)
+            with session_scope(database_url) as session:
+                record_once(session, ctx.study_id, "provider_refused_post",
+                            {"hit": hit_id, "reason": str(exc), "permanent": permanent})
+            log.warning("the provider refused to post HIT %s%s: %s", hit_id,
+                        "" if permanent else " (retried next tick)", exc)
             return posted_now
+        with session_scope(database_url) as session:
+            hit = session.get(Hit, hit_id)
+            if hit.status != "pending":
+                continue
+            hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
+            hit.posted_at, hit.expires_at = now, now + dt.timedelta(seconds=lifetime_s)
+            session.add(Event(study_id=ctx.study_id, kind="hit_posted", actor="scheduler",
+                              data={"hit": hit_id, "provider_hit_id": posted.provider_hit_id}))
         posted_now += 1
-        hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
-        hit.posted_at, hit.expires_at = now, now + dt.timedelta(seconds=hit.lifetime_s)
-        session.add(Event(study_id=ctx.study_id, kind="hit_posted", actor="scheduler",
-                          data={"hit": hit.id, "provider_hit_id": posted.provider_hit_id}))
-    if pending and n == 0 and open_hits == 0:
-        session.add(Event(study_id=ctx.study_id, kind="budget_exhausted", actor="scheduler",
-                          data={"pending": len(pending)}))
-    return n
+    return posted_now
 
 
 def budget_blocked(session: Session, ctx: StudyContext) -> int:
@@ -310,25 +473,37 @@ def budget_blocked(session: Session, ctx: StudyContext) -> int:
 
 
 def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
-    """One scheduler step for one study (the APScheduler job; safe to run again at any time)."""
+    """One scheduler step for one study (the APScheduler job; safe to run again at any time).
+
+    Each step reads in a short transaction, calls the provider with no transaction open, and
+    records the outcome in another, so a slow or throttling provider never holds the database
+    that workers' answers are written to. A paused or stopped study is still tended (returns,
+    approvals) but gets no new work.
+    """
     report = TickReport()
     with session_scope(database_url) as session:
         ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
-        study = session.get(Study, ctx.study_id)
-        if study.status != "running":
+        status = session.get(Study, ctx.study_id).status
+        if status not in ("running", "paused", "stopped"):
             return report
         now = utcnow()
         report.expired = expire_stale_assignments(session, ctx, now)
-        report.reopened = reopen_lapsed_hits(session, ctx, now)
-        report.approved = approve_submitted(session, ctx, now, report)
-        report.capped = cap_full_workers(session, ctx)
-        report.completed_hits = complete_full_hits(session, ctx)
-        report.posted = post_wave(session, ctx, now, base_url)
+    report.released = release_returned(database_url, ctx)
+    if status == "running":
+        report.reopened = reopen_lapsed_hits(database_url, ctx, now)
+    report.handed_in = hand_in_unfinished(database_url, ctx, now)
+    report.approved = approve_submitted(database_url, ctx, now, report)
+    report.capped = cap_full_workers(database_url, ctx)
+    report.completed_hits = complete_full_hits(database_url, ctx)
+    if status == "running":
+        report.posted = post_wave(database_url, ctx, now, base_url)
+    with session_scope(database_url) as session:
+        study = session.get(Study, ctx.study_id)
         remaining = session.scalar(select(func.count()).select_from(Hit)
                                    .where(Hit.study_id == ctx.study_id, Hit.status.in_(("pending", "posted"))))
         undecided = session.scalar(select(func.count()).select_from(Assignment).join(Hit)
                                    .where(Hit.study_id == ctx.study_id, Assignment.status == "submitted"))
-        if remaining == 0 and undecided == 0:
+        if study.status == "running" and remaining == 0 and undecided == 0:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.providers.base import BonusOutcome, PendingBonus, ProviderWork, WorkStatus
-from hitkit.scheduler import approve_one, mark_decided, pay_recorded_bonus, record_once
+from hitkit.scheduler import approve_outside, mark_decided, pay_recorded_bonus, record_once
 from hitkit.study import StudyContext, resolve_secret
 
 COMPLETED = ("submitted", "approved")
@@ -50,6 +50,8 @@ class SyncReport:
     needs_review: list[str] = field(default_factory=list)
     bonuses_waiting: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    not_handed_in: list[dict[str, Any]] = field(default_factory=list)
+    """Work submitted in hitkit that the provider shows returned or timed out: the coordinator settles it."""
     reconciled: bool = True
     """False for providers whose marketplace is hitkit's own database (nothing to compare with)."""
 
@@ -58,7 +60,7 @@ class SyncReport:
 
 
 def decide(ours_status: str | None, ours_worker: str | None, theirs: ProviderWork | None) -> str:
-    """The action for one assignment: approve, mark_approved, mark_rejected, none, or ``mismatch:why``.
+    """The action for one assignment: approve, mark_approved, mark_rejected, mark_returned, none, or ``mismatch:why``.
 
     ``ours_*`` describe hitkit's row (None when it has none); ``theirs`` the provider's (None when it
     lists none). Money follows the provider; approval needs both sides to agree on worker and work.
@@ -84,78 +86,102 @@ def decide(ours_status: str | None, ours_worker: str | None, theirs: ProviderWor
         if ours_status in COMPLETED:
             return "approve"
         return f"mismatch:submitted on the provider but {ours_status} in hitkit"
+    if ours_status == "submitted" and theirs.status is WorkStatus.WORKING:
+        return "none"  # not handed in on the provider yet: the scheduler hands it in (or lists it) in time
     if ours_status in COMPLETED:
         return f"mismatch:completed in hitkit but {theirs.status.value} on the provider"
+    if ours_status == "accepted" and theirs.status is WorkStatus.RETURNED:
+        return "mark_returned"  # given back or timed out on the provider: its place is free again
     return "none"
 
 
 def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONUS_MIN_AGE_S) -> SyncReport:
     """Reconcile one study with its provider, then settle its pending bonuses (see the module docstring).
 
-    Bonuses recorded less than ``bonus_min_age_s`` ago are left alone: another process (a dashboard
-    request, a ``grant_bonus`` call) may be paying them right now.
+    The provider is only ever called with no transaction open: sync reads, closes its transaction,
+    asks the provider, and records each outcome in a short transaction of its own, so running it
+    again (or alongside the scheduler) repeats nothing. Bonuses recorded less than
+    ``bonus_min_age_s`` ago are left alone: another process may be paying them right now.
     """
     secret = resolve_secret(database_url)
     with session_scope(database_url) as session:
         ctx = StudyContext.load(session, study_name, secret)
-        report = SyncReport(study_name)
-        _reconcile(session, ctx, report)
-        if report.reconciled:
+        hit_ids = list(session.scalars(select(Hit.provider_hit_id).where(
+            Hit.study_id == ctx.study_id, Hit.provider_hit_id.is_not(None), Hit.status != "pending")
+            .order_by(Hit.index)))
+    report = SyncReport(study_name)
+    listed = ctx.provider.list_work(hit_ids)
+    if listed is None:
+        report.reconciled = False
+    else:
+        to_approve = _reconcile(database_url, ctx, listed, report)
+        now = utcnow()
+        for assignment_id in to_approve:
+            try:
+                if approve_outside(database_url, ctx, assignment_id, now):
+                    report.approved.append(assignment_id)
+            except SQLAlchemyError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one failure must not stop the others; sync runs again
+                report.errors.append(f"assignment {assignment_id}: {type(exc).__name__}: {exc}")
+                with session_scope(database_url) as session:
+                    session.add(Event(study_id=ctx.study_id, kind="sync_failed", actor="cli",
+                                      data={"assignment": assignment_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+        with session_scope(database_url) as session:
             session.add(Event(study_id=ctx.study_id, kind="sync", actor="cli",
                               data={"checked": report.checked, "approved": len(report.approved),
                                     "mismatches": len(report.mismatches)}))
+    with session_scope(database_url) as session:
+        report.not_handed_in = [d for d in session.scalars(select(Event.data).where(
+            Event.study_id == ctx.study_id, Event.kind == "work_not_handed_in"))
+            if session.scalar(select(Assignment.status).where(Assignment.id == d.get("assignment"))) == "submitted"]
     _settle_bonuses(database_url, ctx, report, utcnow() - dt.timedelta(seconds=bonus_min_age_s))
     return report
 
 
-def _reconcile(session: Session, ctx: StudyContext, report: SyncReport) -> None:
-    hit_ids = list(session.scalars(select(Hit.provider_hit_id).where(
-        Hit.study_id == ctx.study_id, Hit.provider_hit_id.is_not(None), Hit.status != "pending").order_by(Hit.index)))
-    listed = ctx.provider.list_work(hit_ids)
-    if listed is None:
-        report.reconciled = False
-        return
+def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork], report: SyncReport) -> list[int]:
+    """Record what the provider's listing settles; return the assignments to approve on the provider."""
     theirs = {w.provider_assignment_id: w for w in listed}
-    # A forged arrival can put a second row on someone's assignment id, so rows are not keyed by it.
-    ours = list(session.scalars(select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id)
-                                .order_by(Assignment.id)))
-    known = {a.provider_assignment_id for a in ours}
-    pairs = [(a.provider_assignment_id, a, theirs.get(a.provider_assignment_id)) for a in ours]
-    pairs += [(pid, None, work) for pid, work in theirs.items() if pid not in known]
-    now = utcnow()
-    for pid, a, work in pairs:
-        action = decide(a.status if a else None, a.worker.external_id if a else None, work)
-        report.checked += 1
-        if action == "none":
-            continue
-        if action.startswith("mismatch:"):
-            data = {"provider_assignment_id": pid, "reason": action.split(":", 1)[1],
-                    "assignment": a.id if a else None, "hitkit_status": a.status if a else None,
-                    "hitkit_worker": a.worker.external_id if a else None,
-                    "provider_status": work.status.value if work else None,
-                    "provider_worker": work.worker_id if work else None}
-            record_once(session, ctx.study_id, "sync_mismatch", data)
-            report.mismatches.append(data)
-            if a is not None and work is not None and work.status is WorkStatus.APPROVED \
-                    and work.worker_id == a.worker.external_id:
-                _book_reward(session, ctx, a, paid=True)  # the money left the account all the same
-            continue
-        try:
+    to_approve: list[int] = []
+    with session_scope(database_url) as session:
+        # A forged arrival can put a second row on someone's assignment id, so rows are not keyed by it.
+        ours = list(session.scalars(select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id)
+                                    .order_by(Assignment.id)))
+        known = {a.provider_assignment_id for a in ours}
+        pairs = [(a.provider_assignment_id, a, theirs.get(a.provider_assignment_id)) for a in ours]
+        pairs += [(pid, None, work) for pid, work in theirs.items() if pid not in known]
+        now = utcnow()
+        for pid, a, work in pairs:
+            action = decide(a.status if a else None, a.worker.external_id if a else None, work)
+            report.checked += 1
+            if action == "none":
+                continue
+            if action.startswith("mismatch:"):
+                data = {"provider_assignment_id": pid, "reason": action.split(":", 1)[1],
+                        "assignment": a.id if a else None, "hitkit_status": a.status if a else None,
+                        "hitkit_worker": a.worker.external_id if a else None,
+                        "provider_status": work.status.value if work else None,
+                        "provider_worker": work.worker_id if work else None}
+                record_once(session, ctx.study_id, "sync_mismatch", data)
+                report.mismatches.append(data)
+                if a is not None and work is not None and work.status is WorkStatus.APPROVED \
+                        and work.worker_id == a.worker.external_id:
+                    _book_reward(session, ctx, a, paid=True)  # the money left the account all the same
+                continue
             if action == "approve":
-                approve_one(session, ctx, a, now)
-                report.approved.append(a.id)
+                to_approve.append(a.id)
+            elif action == "mark_returned":
+                a.status = "returned"
+                session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="cli",
+                                  data={"assignment": a.id, "provider_assignment_id": pid}))
+                report.marked.append({"assignment": a.id, "status": "returned"})
             else:
                 status = "approved" if action == "mark_approved" else "rejected"
                 if status == "approved":
                     _book_reward(session, ctx, a)
                 mark_decided(session, ctx, a, status, now)
                 report.marked.append({"assignment": a.id, "status": status})
-        except SQLAlchemyError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one failure must not stop the others; sync runs again
-            report.errors.append(f"assignment {a.id}: {type(exc).__name__}: {exc}")
-            session.add(Event(study_id=ctx.study_id, kind="sync_failed", actor="cli",
-                              data={"assignment": a.id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+    return to_approve
 
 
 def _book_reward(session: Session, ctx: StudyContext, a: Assignment, paid: bool = False) -> None:
@@ -237,6 +263,11 @@ def describe(report: SyncReport) -> str:
     for key in report.needs_review:
         lines.append(f"  bonus {key}: its pay call got no answer and the provider cannot say whether it was paid; "
                      f"check it on the provider's site, then set its ledger row to paid (or pending to pay it)")
+    for item in report.not_handed_in:
+        lines.append(f"  assignment {item['assignment']} ({item.get('provider_assignment_id')}): submitted in hitkit "
+                     f"but returned or timed out on the provider, which can no longer approve it; settle it with "
+                     f"`hitkit settle STUDY_FILE {item['assignment']} --pay` (its reward as a bonus) or `--drop` "
+                     f"(its answers are not counted)")
     for err in report.errors:
         lines.append(f"  error: {err} (run `hitkit sync` again)")
     return "\n".join(lines)

@@ -113,8 +113,15 @@ def _enter(study: str, hit_id: int | None):
     with db() as session:
         ctx = context(session, study)
     # The provider is asked who arrived with no transaction open (flow.admit; hitkit.arrivals).
-    entry = flow.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
-                       client=request.remote_addr or "")
+    try:
+        entry = flow.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
+                           client=request.remote_addr or "")
+    except FlowError as exc:
+        # A participant the marketplace let in but hitkit cannot use holds a place there: say how to free it.
+        hint = getattr(ctx.provider, "refusal_hint", None)
+        if exc.status == 409 and hint and "no work left" in str(exc):
+            raise FlowError(f"{exc} — {hint}", 409) from None
+        raise
     if entry.preview:
         if entry.hit is None:
             raise FlowError("this study has no HITs yet", 404)

@@ -15,13 +15,14 @@ from sqlalchemy import select
 from hitkit.db.models import Assignment, Event, Hit, Payment
 from hitkit.db.session import session_scope
 from hitkit.providers import prolific as prolific_module
+from hitkit.providers import prolific_api
 from hitkit.providers.mturk import MTurkError, MTurkProvider
 from hitkit.providers.prolific import ProlificError, ProlificProvider
 from hitkit.scheduler import grant_bonus, tick
 from hitkit.sync import sync_study
 from tests.fakes.mturk import FakeMTurk, dummy_aws
 from tests.fakes.prolific import TOKEN, FakeProlificServer
-from tests.test_provider_sync import PUBLIC, SANDBOX, start
+from tests.test_provider_sync import PUBLIC, SANDBOX, on_prolific, prolific_pid, start
 
 REASON = "Thank you for careful answers"
 
@@ -32,7 +33,7 @@ def _quick(monkeypatch, tmp_path):
     monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
     monkeypatch.setattr(MTurkProvider, "read_timeout_s", 1.0)
     monkeypatch.setattr(ProlificProvider, "timeout_s", 1.0)
-    monkeypatch.setattr(prolific_module.time, "sleep", lambda s: None)
+    monkeypatch.setattr(prolific_api.time, "sleep", lambda s: None)
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
 
 
@@ -48,6 +49,7 @@ def mturk():
 def prolific():
     with FakeProlificServer() as fake:
         yield fake
+        assert fake.violations == []  # every request and answer matched Prolific's OpenAPI document
 
 
 def grant_bonus_then_crash(provider_class, database_url: str, assignment_id: int, amount: Decimal) -> None:
@@ -187,7 +189,8 @@ def prolific_submit(web_url: str, fake, pids: list[str], config, secret) -> list
     [sid] = fake.studies
     code = ProlificProvider(config, secret).completion_code()
     sessions = []
-    for pid in pids:
+    for name in pids:
+        pid = prolific_pid(name)
         session_id = fake.start_session(pid, sid)
         do_hit(web_url, None, {"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": session_id})
         fake.complete(session_id, code)
@@ -197,7 +200,7 @@ def prolific_submit(web_url: str, fake, pids: list[str], config, secret) -> list
 
 def test_prolific_throttling_and_server_errors_on_approval_are_isolated_and_retried(tmp_path, database_url,
                                                                                    prolific):
-    web, config, secret = start(tmp_path, database_url, {"kind": "prolific", "prolific": {"api_url": prolific.url}},
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific),
                                 approve_after_s=3600)
     try:
         tick(database_url, "ab-demo", web.url)
@@ -230,7 +233,7 @@ def test_prolific_throttling_and_server_errors_on_approval_are_isolated_and_retr
 
 
 def test_prolific_a_crash_between_bonus_recorded_and_paid_is_paid_by_sync_once(tmp_path, database_url, prolific):
-    web, config, secret = start(tmp_path, database_url, {"kind": "prolific", "prolific": {"api_url": prolific.url}})
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
     try:
         tick(database_url, "ab-demo", web.url)
         prolific_submit(web.url, prolific, ["P1"], config, secret)
@@ -249,12 +252,12 @@ def test_prolific_a_crash_between_bonus_recorded_and_paid_is_paid_by_sync_once(t
 
 
 @pytest.mark.parametrize("fault", ["502 after paying", "timeout"])
-def test_prolific_a_pay_call_whose_outcome_is_unknown_is_flagged_and_never_paid_again(tmp_path, database_url,
-                                                                                     prolific, fault):
-    web, config, secret = start(tmp_path, database_url, {"kind": "prolific", "prolific": {"api_url": prolific.url}})
+def test_prolific_a_pay_call_whose_outcome_is_unknown_is_settled_from_bonus_payments_and_never_paid_twice(
+        tmp_path, database_url, prolific, fault):
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
     try:
         tick(database_url, "ab-demo", web.url)
-        prolific_submit(web.url, prolific, ["P1"], config, secret)
+        [session_id] = prolific_submit(web.url, prolific, ["P1"], config, secret)
         tick(database_url, "ab-demo", web.url)
     finally:
         web.stop()
@@ -265,14 +268,40 @@ def test_prolific_a_pay_call_whose_outcome_is_unknown_is_flagged_and_never_paid_
         prolific.fail_next(r"POST /bulk-bonus-payments/.*/pay/", 502, after=True)
     with pytest.raises(ProlificError):
         grant_bonus(database_url, "ab-demo", a, Decimal("1.25"), REASON)
-    assert len(prolific.paid) == 1  # Prolific paid; hitkit cannot know
-    for _ in range(2):
-        report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)
-        assert len(report.needs_review) == 1 and report.bonuses_paid == []
+    assert len(prolific.paid) == 1  # Prolific paid; hitkit heard nothing
     with pytest.raises(ProlificError, match="will not risk paying twice"):
         grant_bonus(database_url, "ab-demo", a, Decimal("1.25"), REASON)
-    assert len(prolific.paid) == 1
-    with session_scope(database_url) as s:
-        assert s.scalar(select(Payment.status).where(Payment.kind == "bonus")) == "paying"
-        flagged = s.scalars(select(Event).where(Event.kind == "bonus_needs_review")).all()
-        assert len(flagged) == 1  # a lasting state is logged once, however often sync runs
+    # The submission's bonus_payments shows it: sync marks it paid and pays nothing.
+    report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)
+    assert len(report.bonuses_confirmed) == 1 and report.bonuses_paid == [] and report.needs_review == []
+    assert prolific.submissions[session_id]["bonus_payments"] == [125]
+    for _ in range(2):
+        assert sync_study(database_url, "ab-demo", bonus_min_age_s=0).bonuses_confirmed == []
+        grant_bonus(database_url, "ab-demo", a, Decimal("1.25"), REASON)
+    assert len(prolific.paid) == 1 and len(prolific.bonuses) == 1
+    assert ledger(database_url)[("bonus", "paid")] == 1 and ledger(database_url)[("bonus_fee", "paid")] == 1
+
+
+def test_prolific_a_pay_call_lost_before_prolific_is_paid_once_after_the_settling_window(
+        tmp_path, database_url, prolific, monkeypatch):
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
+    try:
+        tick(database_url, "ab-demo", web.url)
+        [session_id] = prolific_submit(web.url, prolific, ["P1"], config, secret)
+        tick(database_url, "ab-demo", web.url)
+    finally:
+        web.stop()
+    [a] = assignment_ids(database_url)
+    prolific.fail_next(r"POST /bulk-bonus-payments/.*/pay/", 502)  # a gateway error before Prolific paid
+    with pytest.raises(ProlificError):
+        grant_bonus(database_url, "ab-demo", a, Decimal("1.25"), REASON)
+    assert prolific.paid == []
+    # Within the settling window the bonus is not shown and not known: flagged, nothing paid.
+    report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)
+    assert len(report.needs_review) == 1 and prolific.paid == []
+    # Past it, a payment Prolific never shows was never made: sync pays it, once.
+    monkeypatch.setattr(prolific_module, "BONUS_SETTLE_S", 0)
+    assert len(sync_study(database_url, "ab-demo", bonus_min_age_s=0).bonuses_paid) == 1
+    assert sync_study(database_url, "ab-demo", bonus_min_age_s=0).bonuses_paid == []
+    assert len(prolific.paid) == 1 and prolific.submissions[session_id]["bonus_payments"] == [125]
+    assert ledger(database_url)[("bonus", "paid")] == 1

@@ -57,7 +57,8 @@ def study_file(tmp_path, fake: FakeMTurk | None, database_url: str | None = None
     """The example A/B study on MTurk, its requester endpoint pointed at ``fake`` (None: MTurk's own)."""
     endpoint = {"endpoint_url": fake.url} if fake is not None else {}
     return pairwise_study(tmp_path, database_url or f"sqlite:///{tmp_path / 'unused.db'}",
-                          provider={"kind": "mturk", "mturk": {**endpoint, **mturk}})
+                          provider={"kind": "mturk", "mturk": {**endpoint, **mturk}},
+                          schedule={"approve_after_s": 0})  # a real provider's default is a review window
 
 
 # MTurk's closure ----------------------------------------------------------------------------
@@ -462,7 +463,7 @@ def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_gr
     from hitkit.study import create_study, resolve_secret
 
     monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
-    config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1},
+    config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1, "approve_after_s": 0},
                                        provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}))
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:

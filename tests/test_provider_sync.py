@@ -24,7 +24,7 @@ from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker, utc
 from hitkit.db.session import session_scope
 from hitkit.flow import open_hits
 from hitkit.launch import WebServer
-from hitkit.providers import prolific as prolific_module
+from hitkit.providers import prolific_api
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.mturk import MTurkProvider
 from hitkit.providers.prolific import ProlificProvider
@@ -33,7 +33,7 @@ from hitkit.study import StudyContext, create_study, resolve_secret
 from hitkit.sync import decide, sync_study
 from tests.fakes.crowd import run_rounds, take_hit
 from tests.fakes.mturk import FakeMTurk, dummy_aws
-from tests.fakes.prolific import TOKEN, FakeProlificServer
+from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused
 from tests.studies import pairwise_study
 
 PUBLIC = "https://tasks.example.org"
@@ -46,7 +46,7 @@ BONUS = Decimal("0.10")
 def _quick(monkeypatch, tmp_path):
     dummy_aws(monkeypatch, tmp_path)
     monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
-    monkeypatch.setattr(prolific_module.time, "sleep", lambda s: None)
+    monkeypatch.setattr(prolific_api.time, "sleep", lambda s: None)
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
 
 
@@ -61,6 +61,19 @@ def mturk():
 def prolific():
     with FakeProlificServer() as fake:
         yield fake
+
+
+def on_prolific(fake, **settings) -> dict:
+    """``provider:`` for the fake Prolific: its workspace pays in GBP; 0.50 for 2 minutes meets the hourly minimum."""
+    return {"kind": "prolific", "currency": "GBP",
+            "prolific": {"api_url": fake.url, "estimated_minutes": 2, **settings}}
+
+
+def prolific_pid(name: str) -> str:
+    """A Prolific-shaped participant id (24 hex characters) for a simulated worker's name."""
+    import hashlib
+
+    return hashlib.sha256(name.encode()).hexdigest()[:24]
 
 
 def start(tmp_path, database_url, provider: dict, approve_after_s: float = 0):
@@ -173,8 +186,8 @@ def test_a_whole_study_on_mturk_pays_every_reward_and_bonus_once_and_holds_the_c
 
 def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_the_cap(tmp_path, database_url,
                                                                                     prolific):
-    web, config, secret = start(tmp_path, database_url, {
-        "kind": "prolific", "currency": "GBP", "prolific": {"api_url": prolific.url, "blocklist_group": GROUP}})
+    group = prolific.make_group()
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific, blocklist_group=group))
     try:
         ctx, sim = context(database_url, secret)
         code = ProlificProvider(config, secret).completion_code()
@@ -186,16 +199,15 @@ def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_th
             [sid] = prolific.studies
             n = 0
             for w in workers:
-                busy = sum(1 for s in prolific.submissions.values() if s["status"] not in ("RETURNED",))
-                if busy >= prolific.studies[sid]["total_available_places"]:
-                    break
-                if w.worker_id in prolific.groups.get(GROUP, []):
-                    continue  # Prolific does not show the study to blocklisted participants
-                session_id = prolific.start_session(w.worker_id, sid)
+                participant = prolific_pid(w.worker_id)
+                try:  # Prolific decides who may start: places, the blocklist, one live session each
+                    session_id = prolific.start_session(participant, sid)
+                except Refused:
+                    continue
                 done = take_hit(ctx, sim, w, f"{web.url}/s/ab-demo/enter",
-                                {"PROLIFIC_PID": w.worker_id, "STUDY_ID": sid, "SESSION_ID": session_id})
+                                {"PROLIFIC_PID": participant, "STUDY_ID": sid, "SESSION_ID": session_id})
                 if done is None:  # no package left for this participant right now: they return the place
-                    prolific.submissions[session_id]["status"] = "RETURNED"
+                    prolific.return_session(session_id)
                     continue
                 assert done.headers["Location"].endswith(f"cc={code}")
                 prolific.complete(session_id, code)
@@ -215,16 +227,20 @@ def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_th
     approvals = Counter(r.path for r in prolific.requests if r.method == "POST" and r.path.endswith("/transition/")
                         and r.path.startswith("/submissions/"))
     assert set(approvals.values()) == {1} and len(approvals) == places
-    # Prolific's own record of payments: one paid bulk bonus per approved assignment.
+    # Prolific's own record of payments: one paid bulk bonus per approved submission, keyed by submission.
     assert len(prolific.paid) == len(set(prolific.paid)) == places
     paid_to = Counter(prolific.bonuses[b]["rows"][0][0] for b in prolific.paid)
-    assert sum(paid_to.values()) == places
+    assert set(paid_to) == {s["id"] for s in done} and set(paid_to.values()) == {1}
     assert_ledger_once(database_url, places)
     at_cap = assert_cap(database_url, config.schedule.per_worker_cap)
-    assert set(prolific.groups.get(GROUP, [])) == at_cap
-    assert len(prolific.calls("POST", f"/participant-groups/{GROUP}/participants/")) == len(at_cap)
+    assert set(prolific.groups[group]) == at_cap
+    assert len(prolific.calls("POST", f"/participant-groups/{group}/participants/")) == len(at_cap)
+    # Prolific's own books: no participant has more submissions than max_submissions_per_participant.
+    per_participant = Counter(s["participant"] for s in done)
+    assert max(per_participant.values()) <= config.schedule.per_worker_cap
     report = sync_study(database_url, "ab-demo")
     assert (report.approved, report.marked, report.mismatches, report.bonuses_paid) == ([], [], [], [])
+    assert prolific.violations == []
 
 
 # The reconciliation policy ------------------------------------------------------------------------
@@ -244,7 +260,9 @@ def work(status: WorkStatus, worker: str = "W1") -> ProviderWork:
     (("submitted", "W1"), work(WorkStatus.REJECTED), "mark_rejected"),
     (("accepted", "W1"), work(WorkStatus.APPROVED), "mismatch:approved on the provider but accepted in hitkit"),
     (("accepted", "W1"), work(WorkStatus.WORKING), "none"),
-    (("submitted", "W1"), work(WorkStatus.WORKING), "mismatch:completed in hitkit but working on the provider"),
+    (("submitted", "W1"), work(WorkStatus.WORKING), "none"),  # not handed in yet: the scheduler does it in time
+    (("accepted", "W1"), work(WorkStatus.RETURNED), "mark_returned"),  # returned or timed out: the place is free
+    (("submitted", "W1"), work(WorkStatus.RETURNED), "mismatch:completed in hitkit but returned on the provider"),
     (("expired", "W1"), None, "none"),
 ])
 def test_sync_approves_only_work_both_sides_agree_on(ours, theirs, action):
@@ -328,19 +346,21 @@ def test_sync_on_mturk_approves_what_both_agree_on_takes_over_decisions_and_repo
 
 def test_sync_on_prolific_approves_awaiting_review_work_and_takes_over_prolifics_decisions(
         tmp_path, database_url, prolific):
-    web, config, secret = start(tmp_path, database_url, {"kind": "prolific", "prolific": {"api_url": prolific.url}},
-                                approve_after_s=3600)
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific), approve_after_s=3600)
+    names = {name: prolific_pid(name) for name in ("P-good", "P-approved", "P-active", "P-returned")}
     try:
         tick(database_url, "ab-demo", web.url)
         [sid] = prolific.studies
         code = ProlificProvider(config, secret).completion_code()
         sessions = {}
-        for pid in ("P-good", "P-approved", "P-active"):
-            sessions[pid] = prolific.start_session(pid, sid)
+        for name, pid in names.items():
+            sessions[name] = prolific.start_session(pid, sid)
             http = requests.Session()
             page = http.get(f"{web.url}/s/ab-demo/enter",
-                            params={"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": sessions[pid]})
+                            params={"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": sessions[name]})
             assert page.status_code == 200
+            if name == "P-returned":
+                continue  # opened the task, then returned the study on Prolific
             task = page.url.split("?")[0]
             http.post(task + "consent").raise_for_status()
             for unit in http.get(task + "state").json()["units"]:
@@ -351,16 +371,41 @@ def test_sync_on_prolific_approves_awaiting_review_work_and_takes_over_prolifics
         prolific.complete(sessions["P-good"], code)
         prolific.complete(sessions["P-approved"], code)
         prolific.submissions[sessions["P-approved"]]["status"] = "APPROVED"  # approved on Prolific's site
+        prolific.return_session(sessions["P-returned"])
         report = sync_study(database_url, "ab-demo")
     finally:
         web.stop()
     assert prolific.submissions[sessions["P-good"]]["status"] == "APPROVED"
     assert prolific.submissions[sessions["P-active"]]["status"] == "ACTIVE"
-    assert len(report.approved) == 1 and report.marked[0]["status"] == "approved"
-    assert [m["reason"] for m in report.mismatches] == ["completed in hitkit but working on the provider"]
+    assert len(report.approved) == 1
+    assert sorted(m["status"] for m in report.marked) == ["approved", "returned"]
+    assert report.mismatches == []  # still ACTIVE on Prolific: the scheduler hands it in in time
     with session_scope(database_url) as s:
         status = {a.worker.external_id: a.status for a in s.scalars(select(Assignment))}
-    assert status == {"P-good": "approved", "P-approved": "approved", "P-active": "submitted"}
+    assert status == {names["P-good"]: "approved", names["P-approved"]: "approved", names["P-active"]: "submitted",
+                      names["P-returned"]: "returned"}
+    assert sync_study(database_url, "ab-demo").marked == []  # a second sync repeats nothing
+    assert prolific.violations == []
+
+
+def test_hitkit_sync_on_a_prolific_study_on_sqlite_finishes_without_waiting_on_its_own_lock(
+        tmp_path, prolific):
+    """The old provider registered session listeners inside an open session: `hitkit sync` waited 30 s, then failed."""
+    import time
+
+    url = f"sqlite:///{tmp_path / 'sync.db'}"
+    from hitkit.db.migrate import upgrade
+
+    upgrade(url)
+    web, config, secret = start(tmp_path, url, on_prolific(prolific))
+    try:
+        tick(url, "ab-demo", web.url)
+    finally:
+        web.stop()
+    started = time.monotonic()
+    result = CliRunner().invoke(main, ["sync", str(tmp_path / "study.yaml")])
+    assert result.exit_code == 0, result.output
+    assert time.monotonic() - started < 10 and "0 assignment(s) checked" in result.output
 
 
 def test_sync_on_the_simulated_provider_has_nothing_to_reconcile(tmp_path, database_url):

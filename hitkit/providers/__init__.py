@@ -12,8 +12,7 @@ def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:
     from hitkit.providers.simulated import SimulatedProvider
 
     kinds: dict[str, type[CrowdProvider]] = {"simulated": SimulatedProvider, "local": LocalProvider}
-    # The live providers are imported only when asked for: boto3 is slow to import, and the
-    # Prolific provider tracks the thread's open transaction with session listeners of its own.
+    # The live providers are imported only when asked for: boto3 is slow to import.
     if config.provider.kind == "mturk":
         from hitkit.providers.mturk import MTurkProvider
 

@@ -1,47 +1,44 @@
-"""The ``prolific`` provider: Prolific's REST API v1 (``Authorization: Token <token>``).
+"""The ``prolific`` provider: one hitkit study is one Prolific study, spoken to through :mod:`prolific_api`.
 
-One hitkit study is one Prolific study (one listing); hitkit's HITs are packages inside it, so
-``chooses_hit`` is true and participants arrive at ``/s/STUDY/enter`` with ``PROLIFIC_PID``,
-``STUDY_ID`` and ``SESSION_ID``. The first posted HIT creates and publishes the Prolific study; each
-later one raises its places. Places are *set* to the sum recorded for every posted HIT key (never
-incremented, never lowered), so a post retried after a lost commit adds nothing: a study created
-before the crash is found again by its ``internal_name``, and its places already cover the retry.
+hitkit's HITs are packages inside the one Prolific study, so ``chooses_hit`` is true and participants
+arrive at ``/s/STUDY/enter`` with ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_ID`` (the submission id).
+The first posted HIT creates the Prolific study, checks its currency and the workspace balance, and
+publishes it; each later HIT raises its places. Places are *set* to the sum recorded for every posted
+HIT key (never incremented, never lowered: Prolific only lets a published study's places go up), so a
+post retried after a crash adds nothing.
 
-Arrival: Prolific has no preview, but its researcher preview and coordinators open the link without
-``PROLIFIC_PID``; such a visit is a read-only preview that stores nothing and gets no token. A visit
-with the ids is accepted only when Prolific confirms that the submission (``SESSION_ID``) exists,
-belongs to that participant and study, and is ``ACTIVE``. Completion redirects to Prolific's
-completion URL with the study's code.
+The Prolific study's ``internal_name`` carries a token drawn once per database, so only the database
+that created a study ever adopts it again; a rerun with a fresh database creates a new study.
 
-State lives in the database as Event rows (``prolific_*`` kinds) and, for bonuses, the Payment
-ledger. Calls made while the current thread holds a database transaction (a scheduler tick, a
-worker request) write their rows into that transaction, since SQLite allows one writer and a second
-connection would wait on the caller's own lock. :meth:`ProlificProvider.pay_bonus` commits its own
-ledger steps and must be called outside an open write transaction.
+State: the provider remembers what it did on Prolific (the study it created, the places per HIT key,
+each bonus's two steps) as ``prolific_*`` Event rows, each written in a short transaction of its own.
+Its callers (scheduler, ``hitkit sync``, the dashboard, the CLI) call it with no transaction open, so
+this never waits on a caller's lock; it never writes ledger rows. :meth:`arrival`, :meth:`completion`,
+:meth:`work_of` and :meth:`list_work` only read.
+
+Arrival: a visit without ``PROLIFIC_PID`` and ``SESSION_ID`` is a read-only preview (Prolific's
+researcher preview). A visit with them is accepted only when Prolific's single-submission view
+(``GET /submissions/{id}/``, whose participant field is ``participant``) shows that submission ACTIVE,
+of that participant, in this study.
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
+import json
 import logging
-import os
-import re
-import threading
-import time
-import weakref
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import requests
-from sqlalchemy import event as sa_event
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker
-from hitkit.db.session import normalise_url, session_scope
-from hitkit.errors import ConfigError, FlowError, HitkitError
+from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
+from hitkit.db.session import get_engine, normalise_url, session_scope
+from hitkit.errors import FlowError
 from hitkit.money import cents, flat_fee
 from hitkit.providers.base import (
     Arrival,
@@ -54,83 +51,47 @@ from hitkit.providers.base import (
     ProviderWork,
     WorkStatus,
 )
+from hitkit.providers.prolific_api import (
+    ProlificClient,
+    ProlificError,
+    fee_rate,
+    is_prolific_id,
+    pay_rule_problems,
+)
 
 log = logging.getLogger(__name__)
+
+__all__ = ["ProlificProvider", "ProlificError", "COMPLETE_URL"]
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 URL_PARAMS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL",
                         "FAILED_CHECK", "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA",
                         "UNSUPP_DEVICE", "OTHER")
-MAX_RETRIES = 5
-WORK_STATUSES = {"ACTIVE": WorkStatus.WORKING, "AWAITING REVIEW": WorkStatus.SUBMITTED,
-                 "APPROVED": WorkStatus.APPROVED, "REJECTED": WorkStatus.REJECTED}
-"""Prolific's submission statuses; any other (RETURNED, TIMED-OUT, SCREENED OUT…) needs no decision."""
-MAX_WAIT_S = 60.0
+WORK_STATUSES = {"RESERVED": WorkStatus.WORKING, "ACTIVE": WorkStatus.WORKING,
+                 "AWAITING REVIEW": WorkStatus.SUBMITTED, "APPROVED": WorkStatus.APPROVED,
+                 "REJECTED": WorkStatus.REJECTED}
+"""Prolific's submission statuses in hitkit's words; RETURNED, TIMED-OUT, SCREENED OUT need no decision."""
+RELEASED = ("RETURNED", "TIMED-OUT", "SCREENED OUT")
+"""Submissions that gave their place back (PLATFORMS.md: RETURNED / TIMED-OUT free the place)."""
+BONUS_SETTLE_S = 3600.0
+"""A bonus pay call without an answer that the submission still does not show this long after is unpaid.
+
+Prolific pays bulk bonuses asynchronously; an hour is far beyond its processing time, so a payment not
+shown by then was never made and paying it again cannot pay twice."""
+REFUSE_FULL = ("please return this study on Prolific (\"Stop without completing\") so that your place goes "
+               "to someone else; you will not be penalised for it")
 
 
-UNCERTAIN_STATUSES = (500, 502, 504)
-"""Server and gateway errors that may come after Prolific did the work: the outcome is unknown."""
+@dataclass
+class ProlificState:
+    """What this database remembers doing on Prolific, read from its ``prolific_*`` events."""
 
-
-class ProlificError(HitkitError):
-    """Prolific refused or failed a call; the message names the call and Prolific's answer.
-
-    ``status`` is Prolific's HTTP status, None when no answer came at all.
-    """
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-    @property
-    def outcome_unknown(self) -> bool:
-        """True when the call may have done its work: no answer, or a server error after the fact."""
-        return self.__cause__ is not None or self.status in UNCERTAIN_STATUSES
-
-
-# -- the transaction the current thread is in ------------------------------------------------------
-
-_open = threading.local()
-
-
-def _stack() -> list[weakref.ref]:
-    if not hasattr(_open, "sessions"):
-        _open.sessions = []
-    return _open.sessions
-
-
-@sa_event.listens_for(Session, "after_begin")
-def _track_begin(session, transaction, connection):
-    # Weak references: a session dropped without being closed must not be kept alive here.
-    stack = _stack()
-    stack[:] = [r for r in stack if r() is not None and r() is not session] + [weakref.ref(session)]
-
-
-@sa_event.listens_for(Session, "after_transaction_end")
-def _track_end(session, transaction):
-    if transaction.parent is None:
-        stack = _stack()
-        stack[:] = [r for r in stack if r() is not None and r() is not session]
-
-
-def _thread_session(url: str) -> Session | None:
-    """The innermost session of this thread with an open transaction on database ``url``."""
-    for ref in reversed(_stack()):
-        session = ref()
-        try:
-            bound = session is not None and session.get_bind().url.render_as_string(hide_password=False) == url
-        except Exception:  # noqa: BLE001 - an unbound session is simply not ours
-            bound = False
-        if bound:
-            return session
-    return None
-
-
-# -- the provider ----------------------------------------------------------------------------------
-
-_PROLIFIC_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""Prolific's participant and session ids: 24 hex characters today; here letters, digits, - and _ (no path)."""
+    study_id: str | None = None
+    internal_name: str | None = None
+    places: dict[str, int] = field(default_factory=dict)
+    bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per ledger key: ``bonus_id``, ``submission``, ``amount``, and ``sent_at``/``paid`` once those happen."""
 
 
 class ProlificProvider(CrowdProvider):
@@ -141,111 +102,144 @@ class ProlificProvider(CrowdProvider):
     confirmation = "arrival"  # the arrival is accepted only once Prolific confirms the submission
     arrival_calls_platform = True
     """Each arrival is checked against the participant's live submission (hitkit.arrivals bounds it)."""
+    lists_returns = True
+    """:meth:`list_work` shows returned and timed-out submissions, so the scheduler frees their places."""
     timeout_s = 30.0
     """Seconds to wait for Prolific's answer to one call."""
 
     def __init__(self, config, secret: str):
         super().__init__(config, secret)
         self.settings = config.provider.prolific
-        self._http = requests.Session()
+        self.api = ProlificClient(self.settings.api_url, self.settings.token_env, on_call=self._audit)
+        self.api.timeout_s = self.timeout_s
+        self._study_id: str | None = None  # cached once known: a hitkit study's Prolific study never changes
 
-    # database plumbing
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        return self.api.call(method, path, body)
 
-    @contextmanager
-    def _session(self) -> Iterator[Session]:
-        url = normalise_url(self.config.database_url)
-        session = _thread_session(url)
-        if session is not None:
-            yield session
+    def _audit(self, method: str, path: str, status: int | None, attempt: int) -> None:
+        """Every call that changes something on Prolific goes into the audit log (never the token).
+
+        Reads are only logged: arrivals read, and a worker's page must never wait on a database write.
+        """
+        if method == "GET":
             return
-        with session_scope(url) as own:
-            yield own
+        try:
+            self._record("prolific_call", {"method": method, "path": path, "status": status, "attempt": attempt})
+        except Exception as exc:  # noqa: BLE001 - the audit row must not turn a done call into a failed one
+            log.warning("could not log Prolific call %s %s: %s", method, path, exc)
 
-    def _study_row_id(self, session: Session) -> int | None:
-        return session.scalar(select(Study.id).where(Study.name == self.config.study))
+    # -- what this database remembers (short transactions of its own) ------------------------------
 
-    def _record(self, session: Session, kind: str, data: dict[str, Any]) -> None:
-        session.add(Event(study_id=self._study_row_id(session), kind=kind, actor="provider", data=data))
-        session.flush()
+    def _url(self) -> str:
+        return normalise_url(self.config.database_url)
 
-    def _events(self, session: Session, kind: str) -> list[dict[str, Any]]:
-        study_id = self._study_row_id(session)
-        return list(session.scalars(select(Event.data).where(Event.study_id == study_id, Event.kind == kind)
-                                    .order_by(Event.id)))
+    def _record(self, kind: str, data: dict[str, Any]) -> None:
+        with session_scope(self._url()) as session:
+            study_row = session.scalar(select(Study.id).where(Study.name == self.config.study))
+            session.add(Event(study_id=study_row, kind=kind, actor="provider", data=data))
 
-    # HTTP
+    def state(self) -> ProlificState:
+        """Read this study's ``prolific_*`` events into a :class:`ProlificState`."""
+        out = ProlificState()
+        with session_scope(self._url()) as session:
+            study_row = session.scalar(select(Study.id).where(Study.name == self.config.study))
+            rows = session.execute(select(Event.kind, Event.data, Event.created_at).where(
+                Event.study_id == study_row, Event.kind.like("prolific_%")).order_by(Event.id)).all()
+        for kind, data, at in rows:
+            if kind == "prolific_study_named":
+                out.internal_name = out.internal_name or data["internal_name"]
+            elif kind == "prolific_study_created":
+                out.study_id = out.study_id or data["study_id"]
+            elif kind == "prolific_places":
+                out.places.setdefault(data["hit_key"], int(data["places"]))
+            elif kind == "prolific_bonus_created":
+                out.bonuses.setdefault(data["key"], dict(data))
+            elif kind == "prolific_bonus_sent":
+                out.bonuses.get(data["key"], {}).update(sent_at=at)
+            elif kind == "prolific_bonus_unpaid":
+                out.bonuses.get(data["key"], {}).pop("sent_at", None)
+            elif kind == "prolific_bonus_paid":
+                out.bonuses.get(data["key"], {}).update(paid=True)
+        if out.study_id:
+            self._study_id = out.study_id
+        return out
 
-    def _token(self) -> str:
-        token = os.environ.get(self.settings.token_env)
-        if not token:
-            raise ConfigError(f"the Prolific API token is read from the environment variable "
-                              f"{self.settings.token_env}, which is not set; export it (or set "
-                              f"provider.prolific.token_env to the variable that holds the token)")
-        return token
+    def prolific_study_id(self) -> str | None:
+        """The Prolific study this hitkit study posted to, or None before the first post."""
+        return self._study_id or self.state().study_id
 
-    def _call(self, method: str, path: str, body: Any = None, session: Session | None = None) -> Any:
-        """One API call with bounded back-off on 429, logged as an Event (never with the token)."""
-        url = path if path.startswith(("http://", "https://")) else self.settings.api_url.rstrip("/") + path
-        headers = {"Authorization": f"Token {self._token()}"}
-        for attempt in range(MAX_RETRIES + 1):
-            try:
-                resp = self._http.request(method, url, json=body, headers=headers, timeout=self.timeout_s)
-            except requests.RequestException as exc:
-                self._log_call(session, method, path, body, None, attempt, str(exc))
-                raise ProlificError(f"Prolific did not answer {method} {path}: {exc}") from exc
-            if resp.status_code == 429 and attempt < MAX_RETRIES:
-                wait = _retry_after(resp.headers.get("Retry-After"), attempt)
-                self._log_call(session, method, path, body, 429, attempt, f"throttled; waiting {wait:.1f}s")
-                time.sleep(wait)
-                continue
-            break
-        self._log_call(session, method, path, body, resp.status_code, attempt, None)
-        if resp.status_code >= 400:
-            raise ProlificError(f"Prolific refused {method} {path} with HTTP {resp.status_code}: "
-                                f"{resp.text[:500]}", resp.status_code) from None
-        if not resp.content:
-            return None
-        return resp.json()
+    def _read_outside(self, statement) -> list[tuple]:
+        """Rows of a SELECT read on a connection of its own outside any transaction.
 
-    def _log_call(self, session, method, path, body, status, attempt, note) -> None:
-        data = {"method": method, "path": path, "status": status, "attempt": attempt}
-        if isinstance(body, dict):
-            data["fields"] = sorted(body)
-        if note:
-            data["note"] = note
-        if session is not None:
-            self._record(session, "prolific_call", data)
-        else:
-            with self._session() as s:
-                self._record(s, "prolific_call", data)
+        Arrivals read here: a worker request may already hold the database (on SQLite every
+        transaction takes the write lock at BEGIN), and a read in autocommit mode never waits for it.
+        """
+        engine = get_engine(self._url())
+        compiled = statement.compile(dialect=engine.dialect)
+        args = (tuple(compiled.params[k] for k in compiled.positiontup) if compiled.positional
+                else compiled.params)
+        raw = engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(str(compiled), args)
+            rows = cursor.fetchall()
+            cursor.close()
+            raw.rollback()  # PostgreSQL began a read-only snapshot; nothing to keep
+        finally:
+            raw.close()
+        return rows
 
-    # the study
+    def _arrival_study_id(self) -> str | None:
+        if self._study_id is None:
+            study_row = select(Study.id).where(Study.name == self.config.study).scalar_subquery()
+            rows = self._read_outside(select(Event.data).where(
+                Event.study_id == study_row, Event.kind == "prolific_study_created").order_by(Event.id).limit(1))
+            if rows:
+                data = rows[0][0]
+                self._study_id = (json.loads(data) if isinstance(data, str) else data)["study_id"]
+        return self._study_id
+
+    def _require_study(self) -> str:
+        study_id = self.prolific_study_id()
+        if study_id is None:
+            raise ProlificError(f"study '{self.config.study}' has not been posted to Prolific yet", permanent=True)
+        return study_id
+
+    # -- money -------------------------------------------------------------------------------------
+
+    def fee_rate(self) -> Decimal:
+        """Prolific's fee as one rate: ``provider.fee_rate`` when the study file sets one above 0, else
+        ``provider.prolific.service_fee_rate`` plus ``vat_rate`` on it (Prolific charges no study without a fee)."""
+        if self.config.provider.fee_rate > 0:
+            return self.config.provider.fee_rate
+        return fee_rate(self.settings.service_fee_rate, self.settings.vat_rate)
+
+    def fee(self, reward: Decimal, max_assignments: int) -> Decimal:
+        """Prolific's fee on one participant's reward (about 33.3 % + VAT by default)."""
+        return flat_fee(reward, self.fee_rate())
+
+    def bonus_fee(self, bonus: Decimal) -> Decimal:
+        """Prolific charges the same fee on bonuses as on rewards (help centre, "Bonus payments")."""
+        return flat_fee(bonus, self.fee_rate())
+
+    # -- the study ---------------------------------------------------------------------------------
 
     def completion_code(self) -> str:
         """The study's completion code, derived from the server secret so every process agrees."""
         digest = hmac.new(self.secret.encode(), f"prolific-cc:{self.config.study}".encode(), hashlib.sha256)
         return digest.hexdigest()[:8].upper()
 
-    def _internal_name(self) -> str:
-        return f"hitkit:{self.config.study}"
-
-    def prolific_study_id(self, session: Session | None = None) -> str | None:
-        """The Prolific study this hitkit study posted to, or None before the first post."""
-        if session is None:
-            with self._session() as s:
-                return self.prolific_study_id(s)
-        created = self._events(session, "prolific_study_created")
-        return created[0]["study_id"] if created else None
-
-    def _study_body(self, entry_url: str, reward: Decimal, places: int) -> dict[str, Any]:
+    def _study_body(self, internal_name: str, entry_url: str, reward: Decimal, places: int) -> dict[str, Any]:
         s, hit = self.settings, self.config.hit
         filters = list(s.filters)
         if s.blocklist_group:
             filters.append({"filter_id": "participant_group_blocklist", "selected_values": [s.blocklist_group]})
         sep = "&" if "?" in entry_url else "?"
+        # No currency field: Prolific pays in the workspace's currency (PLATFORMS.md, create study).
         body = {
             "name": hit.title,
-            "internal_name": self._internal_name(),
+            "internal_name": internal_name,
             "description": hit.description,
             "external_study_url": f"{entry_url}{sep}{URL_PARAMS}",
             "prolific_id_option": "url_parameters",
@@ -255,327 +249,351 @@ class ProlificProvider(CrowdProvider):
             "estimated_completion_time": s.estimated_minutes,
             "maximum_allowed_time": int(hit.assignment_minutes),
             "reward": int(cents(reward) * 100),
-            "currency": self.config.provider.currency,
             "device_compatibility": list(s.device_compatibility),
             "filters": filters,
+            "submissions_config": {"max_submissions_per_participant": self.config.schedule.per_worker_cap},
         }
         if s.project:
             body["project"] = s.project
         return body
 
-    def _find_remote_study(self, session: Session) -> str | None:
-        """A study created before a crash lost its Event row, found by its internal name."""
+    def _find_remote_study(self, internal_name: str) -> str | None:
+        """The study this database created before a crash lost its record, found by its unique internal name."""
         path = f"/projects/{self.settings.project}/studies/" if self.settings.project else "/studies/"
-        listing = self._call("GET", path, session=session) or {}
-        for study in listing.get("results", []):
-            if study.get("internal_name") == self._internal_name():
+        for study in self.api.pages(path):
+            if study.get("internal_name") == internal_name:
                 return study["id"]
         return None
 
+    def _check_pay_rules(self, reward: Decimal) -> None:
+        problems = pay_rule_problems(reward, self.config.provider.currency, self.settings.estimated_minutes,
+                                     self.config.hit.assignment_minutes)
+        if problems:
+            raise ProlificError("Prolific would refuse this study: " + "; ".join(problems), permanent=True)
+
+    def _workspace(self) -> str:
+        if self.settings.workspace:
+            return self.settings.workspace
+        found = [w["id"] for w in self.api.pages("/workspaces/")]
+        if len(found) != 1:
+            raise ProlificError(f"your Prolific account has {len(found)} workspaces; set provider.prolific.workspace "
+                                f"to the id of the one that pays for this study", permanent=True)
+        return found[0]
+
+    def _check_balance(self, reward: Decimal, new_places: int) -> None:
+        """Refuse to publish (or add places) that the workspace's available balance cannot cover."""
+        if new_places <= 0:
+            return
+        balance = self._call("GET", f"/workspaces/{self._workspace()}/balance/") or {}
+        available = balance.get("available_balance")
+        if available is None:
+            return
+        per_place = cents(reward) + self.fee(reward, 1)
+        needed = int(per_place * 100) * new_places
+        if available < needed:
+            have = Decimal(available) / 100
+            raise ProlificError(
+                f"your Prolific workspace's available balance is {have} {balance.get('currency_code', '')}, but "
+                f"{new_places} more place(s) at {per_place} each (reward + fee) need {Decimal(needed) / 100}; top up "
+                f"the workspace on Prolific, then `hitkit resume` the study", permanent=True)
+
+    def _check_currency(self, remote: Mapping[str, Any]) -> None:
+        theirs = remote.get("currency_code")
+        if theirs and theirs.upper() != self.config.provider.currency.upper():
+            raise ProlificError(
+                f"your Prolific workspace pays in {theirs} but the study file says provider.currency: "
+                f"{self.config.provider.currency}; set provider.currency to {theirs} (and check hit.reward and "
+                f"budget in that currency), then launch again — the draft study was not published", permanent=True)
+
     def post_hit(self, hit_key, entry_url, reward, max_assignments, lifetime_s) -> PostedHit:
-        """Create and publish the study for the first HIT; later HITs set its places to the new total."""
-        with self._session() as session:
-            places = {e["hit_key"]: e["places"] for e in self._events(session, "prolific_places")}
-            study_id = self.prolific_study_id(session)
-            if hit_key not in places:
-                self._record(session, "prolific_places", {"hit_key": hit_key, "places": max_assignments})
-                places[hit_key] = max_assignments
-            total = sum(places.values())
+        """Create, check and publish the study for the first HIT; later HITs set its places to the new total."""
+        state = self.state()
+        study_id = state.study_id
+        if study_id is not None:
+            self._check_reward(study_id, hit_key, reward)  # before this HIT's places are counted
+        if hit_key not in state.places:
+            self._record("prolific_places", {"hit_key": hit_key, "places": max_assignments})
+            state.places[hit_key] = max_assignments
+        total = sum(state.places.values())
+        if study_id is None:
+            self._check_pay_rules(reward)
+            internal_name = state.internal_name
+            if internal_name is None:
+                # Drawn once per database and remembered before the study exists, so a retry finds it.
+                internal_name = f"hitkit:{self.config.study}:{secrets.token_hex(6)}"
+                self._record("prolific_study_named", {"internal_name": internal_name})
+            study_id = self._find_remote_study(internal_name)
             if study_id is None:
-                study_id = self._find_remote_study(session)
-                if study_id is None:
-                    # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
-                    study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
-                    created = self._call("POST", "/studies/", self._study_body(study_entry, reward, total),
-                                         session=session)
-                    study_id = created["id"]
-                self._record(session, "prolific_study_created", {"study_id": study_id})
-            remote = self._call("GET", f"/studies/{study_id}/", session=session)
-            if remote.get("reward") not in (None, int(cents(reward) * 100)):
-                raise ProlificError(f"a Prolific study pays every participant one reward ({remote['reward']} minor "
-                                    f"units); HIT {hit_key} asks {reward}: give every HIT of the study the same "
-                                    f"hit.reward")
-            # Only ever raise: after a lost commit Prolific may already hold more places than recorded.
-            if remote.get("total_available_places", 0) < total:
-                self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total}, session=session)
-            if remote.get("status") == "UNPUBLISHED":
-                self._transition(session, study_id, "PUBLISH")
-            elif remote.get("status") == "PAUSED":
-                self._transition(session, study_id, "START")
+                # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
+                study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
+                created = self._call("POST", "/studies/", self._study_body(internal_name, study_entry, reward, total))
+                study_id = created["id"]
+            self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
+            self._study_id = study_id
+        remote = self._call("GET", f"/studies/{study_id}/")
+        status, places = remote.get("status"), int(remote.get("total_available_places") or 0)
+        if status == "UNPUBLISHED":
+            self._check_currency(remote)
+            if places != total:
+                self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
+            self._check_balance(reward, total)
+            self._transition(study_id, "PUBLISH")
+        elif places < total:
+            if status == "PAUSED":
+                # The coordinator paused it; hitkit never restarts it, and adds no places meanwhile.
+                raise ProlificError(f"the Prolific study {study_id} is paused; resume it with `hitkit resume "
+                                    f"STUDY_FILE` (or on Prolific) to post more work", permanent=False)
+            self._check_balance(reward, total - places)
+            # Only ever raise: after a crash Prolific may already hold more places than recorded.
+            self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
         return PostedHit(provider_hit_id=f"{study_id}:{hit_key}", url=None)
 
-    def _transition(self, session: Session, study_id: str, action: str) -> None:
-        self._call("POST", f"/studies/{study_id}/transition/", {"action": action}, session=session)
+    def _check_reward(self, study_id: str, hit_key: str, reward: Decimal) -> None:
+        remote = self._call("GET", f"/studies/{study_id}/")
+        if remote.get("reward") not in (None, int(cents(reward) * 100)):
+            raise ProlificError(f"a Prolific study pays every participant one reward ({remote['reward']} minor "
+                                f"units); HIT {hit_key} asks {reward}: give every HIT of the study the same "
+                                f"hit.reward", permanent=True)
+
+    def _transition(self, study_id: str, action: str) -> dict[str, Any]:
+        return self._call("POST", f"/studies/{study_id}/transition/", {"action": action}) or {}
+
+    def study_status(self) -> str | None:
+        """The Prolific study's status (ACTIVE, PAUSED, AWAITING REVIEW, …), None before the first post."""
+        study_id = self.prolific_study_id()
+        return None if study_id is None else self._call("GET", f"/studies/{study_id}/").get("status")
 
     def pause(self) -> None:
         """Pause the Prolific study: no new participants until it is started again."""
-        with self._session() as session:
-            self._transition(session, self._require_study(session), "PAUSE")
+        study_id = self._require_study()
+        if self._call("GET", f"/studies/{study_id}/").get("status") == "ACTIVE":
+            self._transition(study_id, "PAUSE")
+
+    def resume(self) -> None:
+        """Start a paused Prolific study again (only ever on the coordinator's command)."""
+        study_id = self._require_study()
+        if self._call("GET", f"/studies/{study_id}/").get("status") == "PAUSED":
+            self._transition(study_id, "START")
 
     def stop(self) -> None:
-        """Stop the Prolific study for good (work in progress can still be submitted)."""
-        with self._session() as session:
-            self._transition(session, self._require_study(session), "STOP")
-
-    def _require_study(self, session: Session) -> str:
-        study_id = self.prolific_study_id(session)
-        if study_id is None:
-            raise ProlificError(f"study '{self.config.study}' has not been posted to Prolific yet")
-        return study_id
+        """Stop the Prolific study for good; work in progress can still be submitted (then AWAITING REVIEW)."""
+        study_id = self._require_study()
+        if self._call("GET", f"/studies/{study_id}/").get("status") in ("ACTIVE", "PAUSED"):
+            self._transition(study_id, "STOP")
 
     def expire_hit(self, provider_hit_id: str) -> None:
         """A finished package needs nothing on Prolific; when no package is left open, the study stops."""
-        with self._session() as session:
-            study_row = self._study_row_id(session)
+        with session_scope(self._url()) as session:
+            study_row = session.scalar(select(Study.id).where(Study.name == self.config.study))
             left = session.scalar(select(func.count()).select_from(Hit).where(
                 Hit.study_id == study_row, Hit.status.in_(("pending", "posted"))))
-            if left == 0:
-                study_id = self._require_study(session)
-                if self._call("GET", f"/studies/{study_id}/", session=session).get("status") != "COMPLETED":
-                    self._transition(session, study_id, "STOP")
+        if left == 0:
+            self.stop()
 
     def extend_hit(self, provider_hit_id: str, extra_assignments: int, lifetime_s: float) -> None:
-        """Prolific listings do not lapse: restart a paused study and add any extra places."""
-        with self._session() as session:
-            study_id = self._require_study(session)
-            if extra_assignments > 0:
-                hit_key = provider_hit_id.split(":", 1)[1]
-                n = len(self._events(session, "prolific_places"))
-                self._record(session, "prolific_places", {"hit_key": f"{hit_key}+{n}", "places": extra_assignments})
-                total = sum(e["places"] for e in self._events(session, "prolific_places"))
-                self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total}, session=session)
-            if self._call("GET", f"/studies/{study_id}/", session=session).get("status") == "PAUSED":
-                self._transition(session, study_id, "START")
+        """Prolific listings do not lapse: add any extra places (a paused study stays paused)."""
+        if extra_assignments <= 0:
+            return
+        hit_key = provider_hit_id.split(":", 1)[1]
+        state = self.state()
+        n = sum(1 for k in state.places if k.startswith(f"{hit_key}+"))
+        self._record("prolific_places", {"hit_key": f"{hit_key}+{n}", "places": extra_assignments})
+        study_id = self._require_study()
+        total = sum(state.places.values()) + extra_assignments
+        if int(self._call("GET", f"/studies/{study_id}/").get("total_available_places") or 0) < total:
+            self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
 
-    # arrival and completion
+    # -- arrival and completion (read only) --------------------------------------------------------
 
     def arrival(self, args: Mapping[str, str]) -> Arrival:
+        """Accept a participant whose submission Prolific shows ACTIVE, theirs, in this study; no database writes."""
         pid, study, session_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID"), args.get("SESSION_ID")
         if not pid and not session_id:
             return Arrival(preview=True)
         if not (pid and study and session_id):
             raise FlowError("this link is missing Prolific's PROLIFIC_PID, STUDY_ID or SESSION_ID; "
                             "please open the study from Prolific again", 403)
-        if not (_PROLIFIC_ID.fullmatch(pid) and _PROLIFIC_ID.fullmatch(session_id)):
-            # Checked before either reaches a URL: SESSION_ID=../../studies/x/ must not name another resource.
-            raise FlowError("this link's PROLIFIC_PID or SESSION_ID is not a Prolific id; please open the study "
-                            "from Prolific again", 403)
-        with self._session() as session:
-            ours = self.prolific_study_id(session)
-            # One Prolific session is one HIT: a session whose work is done cannot open another HIT.
-            held = session.scalar(select(Assignment.status).where(Assignment.provider_assignment_id == session_id))
+        # Checked before any id reaches a URL path: Prolific ids are 24 hexadecimal characters.
+        if not all(is_prolific_id(x) for x in (pid, study, session_id)):
+            raise FlowError("this link's PROLIFIC_PID, STUDY_ID or SESSION_ID is not a Prolific id; please open the "
+                            "study from Prolific again", 400)
+        ours = self._arrival_study_id()
         if ours is None or study != ours:
             raise FlowError("this Prolific study is not the one this link belongs to", 403)
         try:
-            # Asked once the session above is closed: no transaction (on SQLite, the write lock) is
-            # held while Prolific answers.
             sub = self._call("GET", f"/submissions/{session_id}/")
-        except ProlificError:
-            sub = None
-        if (not sub or sub.get("participant_id") != pid or sub.get("study_id") != study
-                or sub.get("status") != "ACTIVE"):
-            raise FlowError("Prolific has no active session of yours for this study; please open the study "
-                            "from Prolific again", 403)
-        if held is not None and held != "accepted":
-            raise FlowError(f"the work of this Prolific session is already {held}; to finish on Prolific go to "
-                            f"{COMPLETE_URL.format(code=self.completion_code())}", 409)
-        return Arrival(preview=False, worker_id=pid, provider_assignment_id=session_id,
-                       extra={"study_id": study})
+        except ProlificError as exc:
+            if exc.status in (400, 403, 404):
+                sub = None
+            else:  # Prolific is slow or down: the participant may simply try again
+                raise FlowError("Prolific could not confirm your session just now; please reload this page in a "
+                                "moment", 503) from exc
+        # The single-submission view names the participant ``participant`` (API reference, SubmissionDetail).
+        if not sub or sub.get("participant") != pid or sub.get("study_id") != study:
+            raise FlowError("Prolific has no session of yours for this study; please open the study from Prolific "
+                            "again", 403)
+        done_url = COMPLETE_URL.format(code=self.completion_code())
+        held = self._held_status(session_id)
+        if held in ("submitted", "approved") or sub.get("status") in ("AWAITING REVIEW", "APPROVED"):
+            raise FlowError(f"the work of this Prolific session is already handed in; to finish on Prolific go to "
+                            f"{done_url}", 409)
+        if sub.get("status") != "ACTIVE":
+            raise FlowError(f"Prolific shows this session as {sub.get('status')}; please open the study from "
+                            f"Prolific again", 403)
+        return Arrival(preview=False, worker_id=pid, provider_assignment_id=session_id, extra={"study_id": study})
+
+    def _held_status(self, session_id: str) -> str | None:
+        # One Prolific session is one HIT: a session whose work is done cannot open another HIT.
+        rows = self._read_outside(select(Assignment.status).where(Assignment.provider_assignment_id == session_id))
+        return rows[0][0] if rows else None
+
+    refusal_hint = REFUSE_FULL
+    """Added to a refusal of a participant who holds a Prolific place hitkit cannot use (no HIT for them)."""
 
     def completion(self, provider_assignment_id, args) -> Completion:
-        """Redirect to Prolific's completion URL; a participant now at the cap joins the blocklist."""
-        if provider_assignment_id:
-            self._block_if_capped(provider_assignment_id)
+        """Redirect to Prolific's completion URL with the study's code (the cap is the scheduler's job)."""
         code = self.completion_code()
         return Completion(CompletionKind.REDIRECT, url=COMPLETE_URL.format(code=code), code=code)
 
-    # the cap across studies
-
-    def _block_if_capped(self, provider_assignment_id: str) -> None:
-        from hitkit.flow import CAP_STATUSES
-
-        if not self.settings.blocklist_group:
-            return
-        with self._session() as session:
-            worker = session.scalar(select(Worker).join(Assignment, Assignment.worker_id == Worker.id).where(
-                Worker.provider == self.name, Assignment.provider_assignment_id == provider_assignment_id))
-            if worker is None:
-                return
-            taken = session.scalar(select(func.count()).select_from(Assignment).where(
-                Assignment.worker_id == worker.id, Assignment.status.in_(CAP_STATUSES)))
-            if taken < self.config.schedule.per_worker_cap:
-                return
-            try:
-                self._blocklist(session, worker.external_id, taken)
-            except ProlificError as exc:
-                # The participant's hand-back must not fail on it: the scheduler's cap step retries.
-                log.warning("Prolific blocklist for %s failed (the scheduler retries): %s", worker.external_id, exc)
-
-    def _blocklist(self, session: Session, participant_id: str, taken: int | None = None) -> None:
-        """Add the participant to the blocklist group once (the Event row remembers it across processes)."""
-        group = self.settings.blocklist_group
-        done = session.scalar(select(func.count()).select_from(Event).where(
-            Event.kind == "prolific_blocklisted", Event.data["participant_id"].as_string() == participant_id))
-        if done:
-            return
-        self._call("POST", f"/participant-groups/{group}/participants/",
-                   {"participant_ids": [participant_id]}, session=session)
-        self._record(session, "prolific_blocklisted", {"participant_id": participant_id, "group": group,
-                                                       "taken": taken})
-
     def cap_worker(self, worker_id: str) -> None:
-        """Prolific's cap: the participant joins the blocklist group (``provider.prolific.blocklist_group``)."""
+        """Prolific's cap across studies: the participant joins the blocklist group (``blocklist_group``)."""
         if not self.settings.blocklist_group:
             return
-        with self._session() as session:
-            self._blocklist(session, worker_id)
+        self._call("POST", f"/participant-groups/{self.settings.blocklist_group}/participants/",
+                   {"participant_ids": [worker_id]})
 
-    # decisions
+    # -- decisions ---------------------------------------------------------------------------------
 
     def _decide(self, submission_id: str, body: dict[str, Any], done: str) -> None:
-        """Move a submission on; one already in ``done`` (a retry after a lost commit) is left as it is."""
+        """Move a submission on; one already in ``done`` (a retry after a lost answer) is left as it is."""
         try:
             self._call("POST", f"/submissions/{submission_id}/transition/", body)
         except ProlificError as refused:
-            if refused.__cause__ is not None:  # no answer at all: the outcome is unknown
+            if refused.status is None:  # no answer at all: the outcome is unknown
                 raise
             try:
                 status = self._call("GET", f"/submissions/{submission_id}/").get("status")
             except ProlificError:
                 raise refused from None
             if status != done:
-                raise ProlificError(f"{refused} (the submission is {status})") from None
+                raise ProlificError(f"{refused} (the submission is {status})", refused.status) from None
 
     def approve(self, provider_assignment_id: str, feedback: str = "") -> None:
+        """APPROVE the submission (documented idempotent)."""
         self._decide(provider_assignment_id, {"action": "APPROVE"}, "APPROVED")
 
     def approve_many(self, provider_assignment_ids: list[str]) -> None:
-        """Approve many submissions of the study in one bulk call."""
-        with self._session() as session:
-            self._call("POST", "/submissions/bulk-approve/",
-                       {"study_id": self._require_study(session), "submission_ids": list(provider_assignment_ids)},
-                       session=session)
+        """Approve many submissions in one bulk call; Prolific does it asynchronously."""
+        self._call("POST", "/submissions/bulk-approve/", {"submission_ids": list(provider_assignment_ids)})
 
     def reject(self, provider_assignment_id: str, reason: str, category: str = "LOW_EFFORT") -> None:
         """Reject with Prolific's category; Prolific requires a message of at least 100 characters."""
         if category not in REJECTION_CATEGORIES:
             raise ProlificError(f"rejection category '{category}' is not one of Prolific's: "
-                                f"{', '.join(REJECTION_CATEGORIES)}")
+                                f"{', '.join(REJECTION_CATEGORIES)}", permanent=True)
         if len(reason) < 100:
             raise ProlificError(f"Prolific needs a rejection message of at least 100 characters to show the "
-                                f"participant; this one has {len(reason)}: explain what was wrong in more detail")
+                                f"participant; this one has {len(reason)}: explain what was wrong in more detail",
+                                permanent=True)
         self._decide(provider_assignment_id, {"action": "REJECT", "message": reason, "rejection_category": category},
                      "REJECTED")
 
-    def _submissions(self) -> list[dict[str, Any]]:
-        with self._session() as session:
-            path = f"/studies/{self._require_study(session)}/submissions/"
-            out: list[dict[str, Any]] = []
-            while path:
-                page = self._call("GET", path, session=session) or {}
-                out += page.get("results", [])
-                nxt = (page.get("_links") or {}).get("next") or {}
-                path = nxt.get("href") if isinstance(nxt, dict) else None
-            return out
+    def complete_submission(self, provider_assignment_id: str) -> None:
+        """Hand in on Prolific work the participant submitted in hitkit but never brought back (COMPLETE)."""
+        self._decide(provider_assignment_id, {"action": "COMPLETE", "completion_code": self.completion_code()},
+                     "AWAITING REVIEW")
+
+    def submissions(self) -> list[dict[str, Any]]:
+        """Every submission of the study, as Prolific lists them (``participant_id``), all pages."""
+        study_id = self.prolific_study_id()
+        if study_id is None:
+            return []
+        return list(self.api.pages(f"/studies/{study_id}/submissions/"))
 
     def sync_submissions(self) -> list[tuple[str, str]]:
         """Every submission of the study on Prolific as (submission id, Prolific status), for reconciliation."""
-        return [(s["id"], s["status"]) for s in self._submissions()]
+        return [(s["id"], s["status"]) for s in self.submissions()]
 
     def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork]:
         """The study's submissions: hitkit's HITs are packages inside one Prolific study, so one listing."""
-        if self.prolific_study_id() is None:
-            return []
         return [ProviderWork(s["id"], s.get("participant_id", ""), WORK_STATUSES.get(s["status"], WorkStatus.RETURNED))
-                for s in self._submissions()]
+                for s in self.submissions()]
 
     def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
-        """The submission as Prolific holds it: work is approved only once it is AWAITING REVIEW there."""
+        """The submission as Prolific holds it (single view: the participant is ``participant``)."""
         sub = self._call("GET", f"/submissions/{provider_assignment_id}/")
-        return ProviderWork(sub["id"], sub.get("participant_id", ""),
+        return ProviderWork(sub["id"], sub.get("participant", ""),
                             WORK_STATUSES.get(sub.get("status"), WorkStatus.RETURNED))
 
-    def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
-        """A bonus whose pay call went out without an answer cannot be told apart, so it is UNKNOWN.
-
-        Prolific's pay call is not idempotent and its API shows no bulk bonus's payment state, so
-        only a ``pending`` row (pay never sent, or refused with an answer) is safe to pay.
-        """
-        return BonusOutcome.UNKNOWN if bonus.status == "paying" else BonusOutcome.UNPAID
-
-    # bonuses
+    # -- bonuses -----------------------------------------------------------------------------------
 
     def pay_bonus(self, worker_id, provider_assignment_id, amount: Decimal, reason, idempotency_key) -> str:
-        """Create-then-pay a bulk bonus once per key, each step committed to the ledger before the next.
+        """Create then pay a bonus once per key, each step remembered before the next.
 
-        Prolific's pay call is not idempotent, so a bonus whose pay call got no answer (or a server
-        error that may have come after paying) is left ``paying`` and a retry refuses rather than risk
-        paying twice.
+        Prolific's pay call is not idempotent. A pay call that got no answer is settled from the
+        submission's ``bonus_payments`` (:meth:`settle_bonus`), never simply sent again.
         """
         amount = cents(amount)
-        url = normalise_url(self.config.database_url)
-        with session_scope(url) as session:
-            row = self._bonus_row(session, worker_id, provider_assignment_id, amount, idempotency_key)
-            if row.amount != amount or row.worker_id is not None and row.worker_id != self._worker_row_id(
-                    session, worker_id):
-                raise ProlificError(f"bonus key {idempotency_key} was already used for {row.amount} to another "
-                                    f"payment; give every distinct bonus its own idempotency key")
-            if row.status == "paid":
-                return row.provider_ref
-            if row.status == "paying":
-                raise ProlificError(f"the bonus {idempotency_key} ({row.provider_ref}) was sent to Prolific's pay "
-                                    f"call without an answer; check it on Prolific, then mark the ledger row "
-                                    f"paid or pending by hand — hitkit will not risk paying twice")
-            ref, study_id = row.provider_ref, self._require_study(session)
-        if ref is None:
-            with session_scope(url) as session:
-                created = self._call("POST", "/submissions/bonus-payments/",
-                                     {"study_id": study_id, "csv_bonuses": f"{worker_id},{amount}\n"},
-                                     session=session)
-                ref = created["id"]
-                self._ledger(session, idempotency_key).provider_ref = ref
-        with session_scope(url) as session:
-            self._ledger(session, idempotency_key).status = "paying"
+        state = self.state()
+        mine = state.bonuses.get(idempotency_key)
+        if mine is not None and Decimal(mine["amount"]) != amount:
+            raise ProlificError(f"bonus key {idempotency_key} was already used for {mine['amount']}; give every "
+                                f"distinct bonus its own idempotency key", permanent=True)
+        if mine is not None and mine.get("paid"):
+            return mine["bonus_id"]
+        if mine is not None and mine.get("sent_at") is not None:
+            raise ProlificError(f"the bonus {idempotency_key} ({mine['bonus_id']}) was sent to Prolific's pay call "
+                                f"without an answer; `hitkit sync` settles it from the submission's bonus payments "
+                                f"— hitkit will not risk paying twice", permanent=False)
+        if mine is None:
+            # Keyed by submission id (PLATFORMS.md: "<submission or participant id>,<amount>").
+            created = self._call("POST", "/submissions/bonus-payments/",
+                                 {"study_id": self._require_study(),
+                                  "csv_bonuses": f"{provider_assignment_id},{amount}\n"})
+            mine = {"key": idempotency_key, "bonus_id": created["id"], "submission": provider_assignment_id,
+                    "amount": str(amount), "fees": created.get("fees"), "vat": created.get("vat")}
+            self._record("prolific_bonus_created", mine)
+        self._record("prolific_bonus_sent", {"key": idempotency_key, "bonus_id": mine["bonus_id"]})
         try:
-            with session_scope(url) as session:
-                self._call("POST", f"/bulk-bonus-payments/{ref}/pay/", session=session)
+            self._call("POST", f"/bulk-bonus-payments/{mine['bonus_id']}/pay/")
         except ProlificError as exc:
-            # A refusal means Prolific did not pay; no answer, or a 500/502/504, leaves it unknown.
-            with session_scope(url) as session:
-                self._ledger(session, idempotency_key).status = "paying" if exc.outcome_unknown else "pending"
+            if not exc.outcome_unknown:  # refused with an answer: nothing was paid
+                self._record("prolific_bonus_unpaid", {"key": idempotency_key, "why": str(exc)[:300]})
             raise
-        with session_scope(url) as session:
-            for key in (idempotency_key, f"{idempotency_key}:fee"):
-                self._ledger(session, key).status = "paid"
-        return ref
+        self._record("prolific_bonus_paid", {"key": idempotency_key, "bonus_id": mine["bonus_id"]})
+        return mine["bonus_id"]
 
-    def _worker_row_id(self, session: Session, worker_id: str) -> int | None:
-        return session.scalar(select(Worker.id).where(Worker.provider == self.name, Worker.external_id == worker_id))
+    def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
+        """Whether a pending bonus reached the participant, from the submission's ``bonus_payments``.
 
-    def _ledger(self, session: Session, key: str) -> Payment:
-        return session.scalar(select(Payment).where(Payment.idempotency_key == key))
+        A bonus whose pay call was never sent (or was refused) is UNPAID. One sent without an answer
+        is PAID when the submission shows more payments of its amount than the ledger already counts
+        as paid; UNPAID when it still does not after :data:`BONUS_SETTLE_S`; UNKNOWN before then.
+        """
+        mine = self.state().bonuses.get(bonus.idempotency_key)
+        if mine is None or (mine.get("sent_at") is None and not mine.get("paid")):
+            return BonusOutcome.UNPAID
+        if mine.get("paid"):
+            return BonusOutcome.PAID
+        sub = self._call("GET", f"/submissions/{bonus.provider_assignment_id}/") or {}
+        shown = sum(1 for paid in sub.get("bonus_payments") or [] if _same_amount(paid, bonus.amount))
+        if shown > bonus.paid_alike:
+            self._record("prolific_bonus_paid", {"key": bonus.idempotency_key, "bonus_id": mine["bonus_id"],
+                                                 "settled_from": "bonus_payments"})
+            return BonusOutcome.PAID
+        sent_at = mine["sent_at"]
+        if sent_at.tzinfo is None:
+            sent_at = sent_at.replace(tzinfo=dt.UTC)
+        if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
+            self._record("prolific_bonus_unpaid", {"key": bonus.idempotency_key, "why": "not in bonus_payments"})
+            return BonusOutcome.UNPAID
+        return BonusOutcome.UNKNOWN
 
-    def _bonus_row(self, session, worker_id, provider_assignment_id, amount, key) -> Payment:
-        row = self._ledger(session, key)
-        if row is not None:
-            return row
-        study_id = self._study_row_id(session)
-        assignment = session.scalar(select(Assignment).where(Assignment.provider_assignment_id == provider_assignment_id))
-        common = {"study_id": study_id, "assignment_id": assignment.id if assignment else None,
-                  "worker_id": self._worker_row_id(session, worker_id), "currency": self.config.provider.currency,
-                  "status": "pending"}
-        row = Payment(kind="bonus", amount=amount, idempotency_key=key, **common)
-        session.add(row)
-        session.add(Payment(kind="bonus_fee", amount=flat_fee(amount, self.config.provider.fee_rate),
-                            idempotency_key=f"{key}:fee", **common))
-        session.flush()
-        return row
 
-
-def _retry_after(header: str | None, attempt: int) -> float:
-    """Seconds to wait after a 429: Prolific's Retry-After when given, else exponential, capped."""
+def _same_amount(shown: Any, amount: Decimal) -> bool:
+    """Whether a ``bonus_payments`` entry is this amount; the reference gives no unit, so cents or major units."""
     try:
-        wait = float(header) if header is not None else 2.0 ** attempt
-    except ValueError:
-        wait = 2.0 ** attempt
-    return max(0.0, min(wait, MAX_WAIT_S))
+        value = Decimal(str(shown))
+    except ArithmeticError:
+        return False
+    return value == cents(amount) * 100 or value == cents(amount)
