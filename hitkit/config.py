@@ -69,6 +69,12 @@ class ScheduleConfig(_Model):
     per_worker_cap: int = Field(3, gt=0, description="HITs one worker may take in this study")
     interval_s: float = Field(2.0, gt=0, description="seconds between scheduler ticks")
     approve_after_s: float = Field(0, ge=0, description="auto-approve submitted work after this delay")
+    qc_failures: Optional[Literal["hold", "pay", "reject"]] = Field(None, description=(
+        "what the approval step does with work from a worker who fails the task's quality check so far: "
+        "'hold' it for the coordinator (dashboard or `hitkit held`), 'pay' it anyway, or 'reject' it with "
+        "qc_reject_reason (default: hold on prolific and mturk, pay on simulated and local)"))
+    qc_reject_reason: Optional[str] = Field(None, max_length=2000, description=(
+        "the message a worker reads when qc_failures is 'reject' (Prolific needs at least 100 characters)"))
 
 
 class ServerConfig(_Model):
@@ -407,10 +413,26 @@ class StudyConfig(_Model):
                 except ValidationError as exc:
                     problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
                     raise ValueError(f"systems.{i} ('{system.name}') options: {problems}") from None
+        if self.schedule.qc_failures == "reject":
+            reason = (self.schedule.qc_reject_reason or "").strip()
+            need = 100 if self.provider.kind == "prolific" else 1
+            if len(reason) < need:
+                raise ValueError(f"schedule.qc_failures is 'reject', so workers must be told why: write "
+                                 f"schedule.qc_reject_reason ({need}+ characters"
+                                 f"{', as Prolific requires' if need > 1 else ''}; it has {len(reason)}), "
+                                 f"or use qc_failures: hold to decide each case yourself")
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
             raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}")
         return self
+
+    @property
+    def qc_failures(self) -> str:
+        """The QC outcome policy in force: the configured one, else hold on real crowds and pay on
+        the simulated crowd and in-house annotators (whose work is not paid through a platform)."""
+        if self.schedule.qc_failures is not None:
+            return self.schedule.qc_failures
+        return "hold" if self.provider.kind in ("prolific", "mturk") else "pay"
 
     # Resolved locations -------------------------------------------------------------------
     def path(self, p: Path) -> Path:
@@ -441,18 +463,47 @@ _FIX_HINTS = {
     "string_pattern_mismatch": "use lower-case letters, digits, '-' and '_'",
     "greater_than": "use a larger number",
     "greater_than_equal": "use a larger number",
+    "less_than": "use a smaller number",
     "less_than_equal": "use a smaller number",
+    "int_parsing": "write a whole number such as 5, without quotes or units",
+    "int_from_float": "write a whole number such as 5 (no decimals)",
+    "int_type": "write a whole number such as 5",
+    "float_parsing": "write a number such as 2.5, without quotes or units",
+    "float_type": "write a number such as 2.5",
+    "bool_parsing": "write true or false",
+    "bool_type": "write true or false",
+    "string_type": "write text (quote it if YAML reads it as a number or a list)",
+    "list_type": "write a YAML list (lines starting with '- ', or [a, b])",
+    "dict_type": "write a YAML mapping (indented 'key: value' lines)",
+    "model_type": "write a YAML mapping (indented 'key: value' lines)",
+    "model_attributes_type": "write a YAML mapping (indented 'key: value' lines)",
     "decimal_parsing": "write an amount such as 12.50",
+    "decimal_type": "write an amount such as 12.50",
     "decimal_max_places": "use at most two decimal places",
+    "decimal_max_digits": "use a smaller amount",
     "too_short": "add more entries",
+    "too_long": "shorten it",
+    "string_too_short": "write some text",
+    "string_too_long": "shorten it",
+    "path_type": "write a file path (relative to the study file)",
+    "enum": "use one of the allowed values",
 }
+_GENERIC_FIX = "see the field table under 'The study file' in the README"
+_VALUE_ERROR = re.compile(r"^(Value|Assertion) error, ")
 
 
 def _describe(error: dict) -> str:
-    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-    fix = _FIX_HINTS.get(error["type"], "")
-    line = f"  {where}: {error['msg']}"
-    if error["type"] not in ("missing",) and "input" in error and not isinstance(error["input"], (dict, list)):
+    """One line per validation failure: where, what, what was given, and how to fix it."""
+    where = ".".join(str(p) for p in error["loc"])
+    msg = _VALUE_ERROR.sub("", error["msg"])
+    if error["type"] in ("value_error", "assertion_error"):
+        # hitkit's own checks already say what to do; their message is the whole line.
+        fix = "" if " — " in msg or ";" in msg or "add " in msg or "use " in msg else _GENERIC_FIX
+    else:
+        fix = _FIX_HINTS.get(error["type"], _GENERIC_FIX)
+    line = f"  {where}: {msg}" if where else f"  {msg}"
+    if error["type"] not in ("missing",) and "input" in error and not isinstance(error["input"], (dict, list)) \
+            and error["type"] not in ("value_error", "assertion_error"):
         line += f" (got {error['input']!r})"
     return line + (f" — fix: {fix}" if fix else "")
 

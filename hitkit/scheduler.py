@@ -29,6 +29,7 @@ from hitkit.db.models import (
     Worker,
     utcnow,
 )
+from hitkit import qc_policy
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.money import cents, hit_cost
@@ -193,6 +194,8 @@ def approve_submitted(session: Session, ctx: StudyContext, now: dt.datetime,
                 continue
             if agrees is None:
                 continue  # not handed in on the provider yet; the next tick looks again
+            if qc_policy.gate(session, ctx, a, now):
+                continue  # schedule.qc_failures: held for the coordinator, or rejected with the study's reason
             approve_one(session, ctx, a, now)
             approved += 1
         except SQLAlchemyError:
