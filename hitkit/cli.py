@@ -442,6 +442,50 @@ def db_current(database_url: str) -> None:
     click.echo(current(database_url) or "empty (run `hitkit db upgrade`)")
 
 
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--approve", "approve_ids", type=int, multiple=True, help="Approve (and pay) this held assignment.")
+@click.option("--reject", "reject_ids", type=int, multiple=True, help="Reject this held assignment (needs --reason).")
+@click.option("--reason", default=None, help="The message the worker reads (Prolific: at least 100 characters; "
+              "default: schedule.qc_reject_reason).")
+def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, ...], reason: str | None) -> None:
+    """List the work held for review because its worker fails QC, or approve / reject it."""
+    from hitkit import dashboard as dash
+    from hitkit.config import load_study
+    from hitkit.db.session import session_scope
+    from hitkit.launch import require_launched
+    from hitkit.qc_policy import held_work
+    from hitkit.study import StudyContext, resolve_secret
+
+    config = load_study(study_file)
+    require_launched(config, study_file)
+    url = config.database_url
+    with session_scope(url) as session:
+        ctx = StudyContext.load(session, config.study, resolve_secret(url))
+        rows = held_work(session, ctx)
+    if not approve_ids and not reject_ids:
+        if not rows:
+            click.echo(f"No work held for review in '{config.study}' (schedule.qc_failures: {config.qc_failures}).")
+            return
+        for row in rows:
+            click.echo(f"assignment {row['assignment']}  worker {row['worker']}  held since "
+                       f"{row['since']:%Y-%m-%d %H:%M} UTC")
+        click.echo(f"Decide with `hitkit held {study_file} --approve ID` or `--reject ID --reason TEXT`.")
+        return
+    held_ids = {row["assignment"] for row in rows}
+    for aid in approve_ids + reject_ids:
+        if aid not in held_ids:
+            raise HitkitError(f"assignment {aid} is not held for review in '{config.study}'; "
+                              f"`hitkit held {study_file}` lists those that are")
+    text = (reason or config.schedule.qc_reject_reason or "").strip()
+    if reject_ids and not text:
+        raise HitkitError("give the worker a reason: --reason TEXT (Prolific needs at least 100 characters)")
+    for aid in approve_ids:
+        click.echo(dash.approve_assignment(url, ctx, aid))
+    for aid in reject_ids:
+        click.echo(dash.reject_assignment(url, ctx, aid, text))
+
+
 def _add_bots_group() -> None:
     try:
         from hitkit.bots.cli import bots
