@@ -159,6 +159,15 @@ def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], Con
     return systems, jobs, todo, out
 
 
+def planned_pairs(config: StudyConfig) -> tuple[int, int]:
+    """(bot–bot conversations the generation plans, pairs of systems), computed without any bot."""
+    gen = config.generation
+    systems = gen.systems or [s.name for s in config.systems]
+    n = len(systems)
+    pairs = n * (n - 1) // 2 + (n if gen.self_chat else 0)
+    return pairs * gen.conversations_per_pair, pairs
+
+
 def pending(config: StudyConfig) -> int:
     """How many of the study's bot–bot conversations are still to generate (0: no bot is needed)."""
     return len(_plan_for(config)[2])

@@ -172,6 +172,7 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
     config_path = Path(config_path)
     config = load_study(config_path)
     confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
+    check_material_before_generating(config)
     with sigterm_stops(), (study_bots(config, echo) if needs_bot_server(config) else nullcontext()):
         if config.generation is not None:
             from hitkit.generation import generate
@@ -181,6 +182,20 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
                  f"{report.generated} generated ({config.bot_bot_path})")
         ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
         return _run(config, config_path, ctx, show_progress, echo, timeout_s, analyse, lines_every_s)
+
+
+def check_material_before_generating(config: StudyConfig) -> None:
+    """Spot The Bot: refuse, before minutes of generation, a plan whose bot–bot conversations the
+    human–human material cannot pack with (ConfigError with every fix)."""
+    if config.task != "spot_the_bot" or config.generation is None:
+        return
+    if config.spot_the_bot is not None and config.spot_the_bot.bot_conversations is not None:
+        return  # the study packs a file of its own, not what generation writes
+    from hitkit.generation import planned_pairs
+    from hitkit.tasks import task_for
+
+    jobs, pairs = planned_pairs(config)
+    task_for(config).human_plan(jobs, pairs)
 
 
 def needs_bot_server(config: StudyConfig) -> bool:
@@ -259,46 +274,6 @@ def dashboard_hint(base_url: str) -> str:
             f"HITKIT_DASHBOARD_PASSWORD are set")
 
 
-BOT_TROUBLE = ("bot_timeout", "bot_unavailable", "bot_slow")
-"""Event kinds of a bot that does not answer in time, cannot be reached, or answers slowly."""
-
-
-def bot_health(session: Session, study_id: int, window_s: float = 60.0) -> dict:
-    """Recent bot trouble of a study: ``{"timeouts", "unavailable", "slow", "window_s", "text"}``.
-
-    Uses :func:`hitkit.bots.health.summary` where the bots layer provides it; otherwise counts the
-    ``bot_*`` events of the last ``window_s`` seconds. ``text`` is "" when all is well.
-    """
-    try:
-        from hitkit.bots.health import summary
-    except ImportError:
-        summary = None
-    if summary is not None:
-        data = dict(summary(session, study_id))
-        data.setdefault("text", _health_text(data))
-        return data
-    from hitkit.db.models import utcnow
-    import datetime as dt
-
-    since = utcnow() - dt.timedelta(seconds=window_s)
-    counts = dict(session.execute(select(Event.kind, func.count()).where(
-        Event.study_id == study_id, Event.kind.in_(BOT_TROUBLE), Event.created_at >= since)
-        .group_by(Event.kind)).all())
-    data = {"timeouts": counts.get("bot_timeout", 0), "unavailable": counts.get("bot_unavailable", 0),
-            "slow": counts.get("bot_slow", 0), "window_s": window_s}
-    data["text"] = _health_text(data)
-    return data
-
-
-def _health_text(data: dict) -> str:
-    parts = [f"{data[k]} {label}" for k, label in (("timeouts", "timed out"), ("unavailable", "unreachable"),
-                                                    ("slow", "slow"))
-             if isinstance(data.get(k), (int, float)) and data.get(k)]
-    if not parts:
-        return ""
-    return "bots: " + ", ".join(parts) + f" in the last {data.get('window_s', 60):.0f} s"
-
-
 def eta_text(fraction: float, elapsed_s: float) -> str:
     """'ETA 3 min' from the share of the work done and the time it took (pure; '' until it can tell)."""
     if fraction <= 0.01 or elapsed_s < 5:
@@ -346,11 +321,13 @@ class Snapshot:
         return " · ".join(parts)
 
 
-def snapshot(session: Session, config: StudyConfig, study_id: int, done: int, total: int) -> Snapshot:
-    """The progress figures of a running study."""
+def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snapshot:
+    """The progress figures of a running study (bot health as the dashboard shows it)."""
+    from hitkit.dashboard import bot_health
     from hitkit.qc_policy import held_assignment_ids
 
-    snap = Snapshot(done, total, health=bot_health(session, study_id)["text"],
+    config, study_id = ctx.config, ctx.study_id
+    snap = Snapshot(done, total, health=bot_health(session, ctx)["summary"],
                     held=len(held_assignment_ids(session, study_id)))
     if config.task == "live_chat":
         snap.turns = chat_turns(session, study_id)
@@ -456,7 +433,7 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
             with session_scope(url) as session:
                 status = session.get(Study, ctx.study_id).status
                 blocked = budget_blocked(session, ctx) if status == "running" else 0
-                snap = snapshot(session, config, ctx.study_id, done, total)
+                snap = snapshot(session, ctx, done, total)
                 held_only = only_held_left(session, ctx.study_id) if status == "running" else 0
             status_line.show(snap.line(time.monotonic() - started))
             if status == "completed":
@@ -571,13 +548,35 @@ class Plan:
     total: str
 
 
+def _with_placeholder_bot_bot(config: StudyConfig, path: Path) -> StudyConfig:
+    """The config packing placeholder bot–bot conversations (the generation plan's ids, pairs and length)
+    from ``path``: packing depends on how many conversations there are, not on their text."""
+    import itertools
+    import json
+
+    from hitkit.config import SpotTheBotConfig
+
+    gen = config.generation
+    systems = gen.systems or [s.name for s in config.systems]
+    pairs = list(itertools.combinations(systems, 2)) + ([(s, s) for s in systems] if gen.self_chat else [])
+    with path.open("w", encoding="utf-8") as fh:
+        for a, b in pairs:
+            for k in range(gen.conversations_per_pair):
+                turns = [{"speaker": i % 2, "system": (a, b)[i % 2], "text": "(to be generated)"}
+                         for i in range(2 * gen.exchanges)]
+                fh.write(json.dumps({"id": f"{a}~{b}#{k:03d}", "systems": [a, b], "turns": turns}) + "\n")
+    spot = (config.spot_the_bot or SpotTheBotConfig()).model_copy(update={"bot_conversations": path})
+    return config.model_copy(update={"spot_the_bot": spot})
+
+
 def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Plan:
     """Validate the study and its material, pack the HITs and price them — in a throwaway database.
 
     Posts nothing, starts no server, writes nothing a later real launch would trip over: the
     study's own database and output folder are not touched (the packing runs in a temporary
-    SQLite file that is deleted afterwards). Bot–bot conversations that are not generated yet
-    cannot be packed; the plan says how many would be generated and packs what exists.
+    SQLite file that is deleted afterwards). Bot–bot conversations not generated yet are packed
+    as placeholders of the planned number and length, so the HITs and the cost are those of the
+    real launch.
     """
     import tempfile
     from collections import Counter
@@ -588,22 +587,23 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
     config = load_study(config_path)
     lines = [f"Study '{config.study}': {config.task} on {config.provider.kind}, {len(config.systems)} systems "
              f"({', '.join(s.name for s in config.systems)}); valid."]
+    check_material_before_generating(config)
+    tmp = tempfile.TemporaryDirectory(prefix="hitkit-dry-run-")
     if config.generation is not None:
-        from hitkit.generation import pending
+        from hitkit.generation import pending, planned_pairs
 
-        left = pending(config)
+        # Without a file yet, everything is pending; pending() would create the output folder.
+        left = pending(config) if config.bot_bot_path.exists() else planned_pairs(config)[0]
         if left:
-            lines.append(f"Bot–bot conversations: {left} still to generate into {config.bot_bot_path} "
-                         f"(`hitkit generate {config_path}`); packing needs them, so the plan below cannot be made "
-                         f"until they exist.")
-            for line in lines:
-                echo(line)
-            return Plan(lines, 0, 0, "unknown")
+            lines.append(f"Bot–bot conversations: {left} still to generate into {config.bot_bot_path} (launch does it "
+                         f"first, or `hitkit generate {config_path}`); the plan below packs placeholders of the "
+                         f"same number and length.")
+            config = _with_placeholder_bot_bot(config, Path(tmp.name) / "bot_bot.jsonl")
     names = launched_studies(config.database_url)
     if names is not None and config.study in names:
         lines.append(f"Note: '{config.study}' is already in {config.database_url}; a real launch needs --resume.")
-    with tempfile.TemporaryDirectory(prefix="hitkit-dry-run-") as tmp:
-        url = f"sqlite:///{Path(tmp) / 'dry-run.db'}"
+    with tmp:
+        url = f"sqlite:///{Path(tmp.name) / 'dry-run.db'}"
         upgrade(url)
         with session_scope(url) as session:
             ctx = create_study(session, config, config_path.resolve(), "dry-run-secret")
