@@ -423,7 +423,8 @@ class StudyConfig(_Model):
                                  f"or use qc_failures: hold to decide each case yourself")
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
-            raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}")
+            raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}; "
+                             f"remove them there or add them to 'systems'")
         return self
 
     @property

@@ -237,3 +237,16 @@ def test_sigterm_stops_the_launch_and_its_bot_server_quietly_and_says_how_to_res
     assert not _alive(bot_pid), "the bot server outlived the launch"
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0  # its port is free again
+
+
+def test_a_malformed_jsonl_line_is_reported_at_the_column_of_the_fault(tmp_path, database_url):
+    good = '{"id": "p1", "prompt": "Any tips?", "responses": {"alpha": "Keep a start", "gamma": "no", "beta": "ok"}}'
+    bad = good.replace('"ok"', "'ok'")  # single quotes, as a hand edit leaves them
+    column = bad.index("'ok'") + 1
+    data = tmp_path / "responses.jsonl"
+    data.write_text("\ufeff" + good.replace("p1", "p0") + "\n" + bad + "\n", encoding="utf-8")  # BOM: accepted
+    study = pairwise_study(tmp_path, database_url, pairwise={"responses": str(data)})
+    run = CliRunner().invoke(main, ["launch", str(study), "--dry-run"])
+    assert run.exit_code == 1
+    assert f"responses.jsonl line 2: not valid JSON at column {column} (Expecting value" in run.output
+    assert "near: " in run.output and "'ok'" in run.output
