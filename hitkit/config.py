@@ -230,7 +230,8 @@ class LiveChatConfig(_Model):
         per_hit = self.slots_per_hit - 1
         if real < per_hit:
             raise ValueError(f"live_chat.slots_per_hit = {self.slots_per_hit} needs {per_hit} real systems "
-                             f"besides '{self.control}' (each at most once per HIT); there are {real}")
+                             f"besides '{self.control}' (each at most once per HIT); there are {real} — list more systems or "
+                             f"lower live_chat.slots_per_hit to {real + 1}")
         if self.hits is not None and self.hits * per_hit % real:
             step = real // math.gcd(real, per_hit)
             raise ValueError(f"live_chat.hits = {self.hits} gives {self.hits * per_hit} conversations, which "
@@ -243,10 +244,11 @@ class LiveChatConfig(_Model):
             missing = [s for s in systems if not self.personas.get(s)]
             if missing:
                 raise ValueError(f"live_chat.icebreaker needs persona statements for every system; "
-                                 f"none for {', '.join(missing)} in live_chat.personas")
+                                 f"none for {', '.join(missing)} in live_chat.personas; add them, or turn icebreaker off")
         unknown = sorted(set(self.personas) - set(systems))
         if unknown:
-            raise ValueError(f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}")
+            raise ValueError(f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}; "
+                             f"remove them from live_chat.personas or add them to 'systems'")
 
 
 class GenerationConfig(_Model):
@@ -295,7 +297,8 @@ class SpotTheBotConfig(_Model):
     @classmethod
     def _valid_lengths(cls, lengths: list[int]) -> list[int]:
         if any(k < 1 for k in lengths) or len(set(lengths)) != len(lengths):
-            raise ValueError(f"segment lengths must be distinct whole numbers of exchanges >= 1; got {lengths}")
+            raise ValueError(f"segment lengths must be distinct whole numbers of exchanges >= 1; got {lengths} — "
+                             f"write e.g. [2, 3, 5]")
         return sorted(lengths)
 
 
@@ -381,7 +384,7 @@ class StudyConfig(_Model):
         names = [s.name for s in systems]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"system names must be unique; repeated: {', '.join(dupes)}")
+            raise ValueError(f"system names must be unique; repeated: {', '.join(dupes)} — rename or remove the copies")
         return systems
 
     @model_validator(mode="after")
@@ -407,12 +410,13 @@ class StudyConfig(_Model):
             for i, system in enumerate(self.systems):
                 if not system.url or not system.model:
                     raise ValueError(f"systems.{i} ('{system.name}'): a live-chat system needs 'url' (an "
-                                     f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'")
+                                     f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it")
                 try:
                     system.bot_config()
                 except ValidationError as exc:
                     problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-                    raise ValueError(f"systems.{i} ('{system.name}') options: {problems}") from None
+                    raise ValueError(f"systems.{i} ('{system.name}') options: {problems} — use the bot client "
+                                     f"settings listed for 'systems' in the README") from None
         if self.schedule.qc_failures == "reject":
             reason = (self.schedule.qc_reject_reason or "").strip()
             need = 100 if self.provider.kind == "prolific" else 1
@@ -491,6 +495,7 @@ _FIX_HINTS = {
 }
 _GENERIC_FIX = "see the field table under 'The study file' in the README"
 _VALUE_ERROR = re.compile(r"^(Value|Assertion) error, ")
+_SAYS_FIX = re.compile(r"\b(add|use|give|remove|rename|write|raise|lower|restore|generate|set|name it|list|turn)\b")
 
 
 def _describe(error: dict) -> str:
@@ -499,7 +504,7 @@ def _describe(error: dict) -> str:
     msg = _VALUE_ERROR.sub("", error["msg"])
     if error["type"] in ("value_error", "assertion_error"):
         # hitkit's own checks already say what to do; their message is the whole line.
-        fix = "" if " — " in msg or ";" in msg or "add " in msg or "use " in msg else _GENERIC_FIX
+        fix = "" if _SAYS_FIX.search(msg) else _GENERIC_FIX
     else:
         fix = _FIX_HINTS.get(error["type"], _GENERIC_FIX)
     line = f"  {where}: {msg}" if where else f"  {msg}"
