@@ -298,8 +298,8 @@ def _database_option(f):
 
 @main.command()
 @click.option("--db", "databases", envvar="HITKIT_DATABASE_URL", multiple=True, required=True,
-              help="Database URL or SQLite file path (or HITKIT_DATABASE_URL), or a runs folder holding one "
-                   "STUDY/hitkit.db.")
+              help="Database URL or SQLite file path (or HITKIT_DATABASE_URL); repeat it, or give a runs folder "
+                   "(every STUDY/hitkit.db in it), to serve several studies' databases under one dashboard.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--threads", default=16, show_default=True, type=int)
@@ -361,14 +361,14 @@ def _expand_databases(values: tuple[str, ...]) -> list[str]:
 
 
 def _serve_app(urls: list[str]):
-    """The WSGI app for the database (one per server in this release)."""
-    if len(urls) > 1:
-        raise HitkitError(f"{len(urls)} databases given; one server serves one database in this release — start "
-                          f"one `hitkit serve --db FILE --port P` per study, or keep the studies in one PostgreSQL "
-                          f"database (`database:` in each study file) and serve that")
-    from server import create_app
+    """One WSGI app for one database, or the dispatcher that serves several under one dashboard."""
+    if len(urls) == 1:
+        from server import create_app
 
-    return create_app(urls[0])
+        return create_app(urls[0])
+    from server.multi import create_multi_app
+
+    return create_multi_app(urls)
 
 
 @main.command()

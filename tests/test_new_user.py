@@ -250,3 +250,46 @@ def test_a_malformed_jsonl_line_is_reported_at_the_column_of_the_fault(tmp_path,
     assert run.exit_code == 1
     assert f"responses.jsonl line 2: not valid JSON at column {column} (Expecting value" in run.output
     assert "near: " in run.output and "'ok'" in run.output
+
+
+def test_one_dashboard_serves_the_studies_of_several_sqlite_files(tmp_path, monkeypatch):
+    """Two studies launched into their own SQLite files: one server, one login, both studies, and each
+    request reaches the database that holds its study."""
+    import re
+
+    from werkzeug.test import Client
+
+    from hitkit.cli import _expand_databases
+    from hitkit.study import create_study, resolve_secret
+    from server.multi import create_multi_app
+
+    monkeypatch.setenv("HITKIT_DASHBOARD_USER", "coordinator")
+    monkeypatch.setenv("HITKIT_DASHBOARD_PASSWORD", "a long test password")
+    runs = tmp_path / "runs"
+    for name in ("first-study", "second-study"):
+        folder = tmp_path / name
+        folder.mkdir()
+        path = pairwise_study(folder, f"sqlite:///{runs / name / 'hitkit.db'}", study=name)
+        config = load_study(path)
+        from hitkit.db.migrate import upgrade
+
+        upgrade(config.database_url)
+        with session_scope(config.database_url) as s:
+            create_study(s, config, path, resolve_secret(config.database_url))
+    urls = _expand_databases((str(runs),))  # a runs folder: every STUDY/hitkit.db in it
+    assert len(urls) == 2
+    client = Client(create_multi_app(urls))
+    page = client.get("/dashboard/login").get_data(as_text=True)
+    csrf = re.search(r'name="csrf" value="([0-9a-f]{32})"', page).group(1)
+    client.post("/dashboard/login", data={"username": "coordinator", "password": "a long test password",
+                                          "csrf": csrf})
+    overview = client.get("/dashboard/").get_data(as_text=True)
+    assert "first-study" in overview and "second-study" in overview
+    listed = client.get("/dashboard/api/progress").get_json()
+    assert sorted(s["name"] for s in listed["studies"]) == ["first-study", "second-study"]
+    # The login holds for the second database's pages too, and each study page is its own database's.
+    second = client.get("/dashboard/study/second-study")
+    assert second.status_code == 200 and "second-study" in second.get_data(as_text=True)
+    assert client.get("/dashboard/api/progress?study=first-study").get_json()["studies"][0]["name"] == "first-study"
+    assert client.get("/s/second-study/enter").status_code != 404
+    assert client.get("/dashboard/study/no-such-study").status_code == 404
