@@ -226,27 +226,33 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
     if not tty and lines_every_s is not None:
         sys.stderr.write(f"Generating {len(todo)} bot-bot conversations ({replies_needed} bot replies); "
                          f"a progress line every {lines_every_s:.0f} s\n")
-    with ThreadPoolExecutor(gen.parallel) as pool:
+    # Not a `with` block: on Ctrl-C its exit would wait for every reply in flight (minutes for a slow
+    # model); here the queued conversations are cancelled and the launch goes on to stop the bot server,
+    # which ends the replies in flight.
+    pool = ThreadPoolExecutor(gen.parallel)
+    interrupted = False
+    try:
         futures = {pool.submit(run, job): job for job in todo}
         pending = set(futures)
-        try:
-            while pending:
-                finished = {f for f in pending if f.done()}
-                for future in finished:
-                    try:
-                        future.result()
-                        report.generated += 1
-                    except Exception as exc:  # one failed conversation is reported; the rest go on
-                        report.failed.append(f"{futures[future].id}: {exc}")
-                pending -= finished
-                show()
-                if pending:
-                    wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-        except BaseException:
-            stop.set()  # Ctrl-C: finish nothing new, keep what is written
-            raise
-        finally:
-            line.close()
+        while pending:
+            finished = {f for f in pending if f.done()}
+            for future in finished:
+                try:
+                    future.result()
+                    report.generated += 1
+                except Exception as exc:  # one failed conversation is reported; the rest go on
+                    report.failed.append(f"{futures[future].id}: {exc}")
+            pending -= finished
+            show()
+            if pending:
+                wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+    except BaseException:
+        interrupted = True
+        stop.set()  # Ctrl-C: finish nothing new, keep what is written
+        raise
+    finally:
+        line.close()
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
     if report.failed:
         raise HitkitError(f"{len(report.failed)} of {len(todo)} conversations failed (first: {report.failed[0]}); "
                           f"the {report.generated} finished ones are kept — run again to resume")

@@ -400,6 +400,20 @@ def _quiet_shutdown() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _stop_scheduler(scheduler, wait: bool) -> None:
+    """Stop the in-process scheduler without the traceback APScheduler logs when a tick comes due while
+    its executor shuts down ("cannot schedule new futures after shutdown"): nothing is lost by it."""
+    aps = logging.getLogger("apscheduler")
+    level = aps.level
+    aps.setLevel(logging.CRITICAL)
+    try:
+        if scheduler.running:
+            scheduler.pause()
+            scheduler.shutdown(wait=wait)
+    finally:
+        aps.setLevel(level)
+
+
 def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progress: bool,
          echo: Callable[[str], None], timeout_s: float | None, analyse: bool,
          lines_every_s: float | None = None) -> LaunchResult:
@@ -464,7 +478,7 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
             _quiet_shutdown()
         if crowd is not None:
             crowd._stop.set()  # every simulated worker stops at its next step, while the rest shuts down
-        scheduler.shutdown(wait=not stopped)
+        _stop_scheduler(scheduler, wait=not stopped)
         web.stop()
         if crowd is not None:
             crowd.stop(join_timeout=1.0 if stopped else 10.0)
