@@ -116,7 +116,7 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
               no_progress: bool) -> None:
     """Automatic pre-screening: a ChatMatch bot-bot tournament and ChatEval metrics (OUT/STUDY/prescreen)."""
     from hitkit.config import load_study
-    from hitkit.launch import study_bots
+    from hitkit.launch import sigterm_stops, study_bots
     from hitkit.prescreen import agreement
     from hitkit.prescreen.run import prescreen as run
     from hitkit.prescreen.run import ranking_text
@@ -129,7 +129,7 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
     elif study_analysis:
         human, source = agreement.human_ranking_from_analysis(study_analysis), str(study_analysis)
     config = load_study(study_file)
-    with study_bots(config, lambda line: None if as_json else click.echo(line)):
+    with sigterm_stops(), study_bots(config, lambda line: None if as_json else click.echo(line)):
         result = run(config, human=human, human_source=source,
                      show_progress=not no_progress and not as_json and _on_terminal())
     if as_json:

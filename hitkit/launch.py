@@ -221,9 +221,10 @@ def study_bots(config: StudyConfig, echo: Callable[[str], None] = print) -> Iter
     from hitkit.bots.process import BotServerProcess
 
     echo("Starting the study's bot server (loading models)…")
-    server = BotServerProcess(config.bots.serve, config.seed, config.out_dir / "bots.log").start()
-    echo(f"Bots served at {server.url}")
-    try:
+    server = BotServerProcess(config.bots.serve, config.seed, config.out_dir / "bots.log")
+    try:  # start() inside: Ctrl-C or SIGTERM while the models load must not orphan the server either
+        server.start()
+        echo(f"Bots served at {server.url}")
         yield
     finally:
         server.stop()
