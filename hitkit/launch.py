@@ -277,7 +277,7 @@ def dashboard_hint(base_url: str) -> str:
 
 def eta_text(fraction: float, elapsed_s: float) -> str:
     """'ETA 3 min' from the share of the work done and the time it took (pure; '' until it can tell)."""
-    if fraction <= 0.01 or elapsed_s < 5:
+    if fraction <= 0.01 or fraction >= 1 or elapsed_s < 5:
         return ""
     left = elapsed_s * (1 - fraction) / fraction
     if left < 90:
@@ -391,7 +391,7 @@ def qc_outcome_line(session: Session, ctx: StudyContext) -> str:
     if not failed:
         return f"QC: all {qc.workers} workers passed ({qc.method})"
     shown = ", ".join(failed[:8]) + (f" and {len(failed) - 8} more" if len(failed) > 8 else "")
-    return f"{len(failed)} of {qc.workers} workers failed QC ({qc.method}): {shown}"
+    return f"{len(failed)} of {qc.workers} workers failed QC: {shown} (check: {qc.method})"
 
 
 def _quiet_shutdown() -> None:
@@ -428,6 +428,10 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
     record_served(url, [ctx.study_id], base_url)
     echo(f"Worker pages at {base_url}; {dashboard_hint(base_url)}")
     scheduler = make_scheduler(url)
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:
+        # "tick skipped: maximum number of running instances reached" only says a tick outlasted its
+        # interval on a busy machine; the next one catches up. Not worth a line per tick in a log.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
     crowd = None
     status_line = StatusLine(show_progress, lines_every_s)
     held_noted = False
