@@ -236,6 +236,9 @@ SERVED_EVENT = "served"
 
 def served_url(database_url: str, study: str) -> str | None:
     """The address the study's pages were last served at, as recorded by ``launch`` or ``serve``."""
+    names = launched_studies(database_url)
+    if not names or study not in names:
+        return None
     with session_scope(database_url) as session:
         study_id = session.scalar(select(Study.id).where(Study.name == study))
         if study_id is None:

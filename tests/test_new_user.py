@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.cli import main
@@ -293,3 +293,59 @@ def test_one_dashboard_serves_the_studies_of_several_sqlite_files(tmp_path, monk
     assert client.get("/dashboard/api/progress?study=first-study").get_json()["studies"][0]["name"] == "first-study"
     assert client.get("/s/second-study/enter").status_code != 404
     assert client.get("/dashboard/study/no-such-study").status_code == 404
+
+
+def test_invite_links_work_as_printed_and_keep_their_port_on_resume(tmp_path):
+    """provider local, server.port left at its default: invites print the address the launch serves,
+    a printed link enters the study, and a resumed launch serves on the same port again."""
+    import threading
+
+    import requests
+
+    from hitkit.errors import HitkitError
+    from hitkit.launch import served_url
+
+    study = _sqlite_study(tmp_path, provider={"kind": "local"})
+    config = load_study(study)
+    before = CliRunner().invoke(main, ["invites", str(study), "-n", "1"])
+    assert before.exit_code == 1 and "has not been launched yet" in before.output
+    outcome: list[object] = []
+
+    def run(resume: bool) -> None:
+        try:
+            launch(study, yes=True, resume=resume, show_progress=False, echo=lambda _m: None, timeout_s=15)
+        except HitkitError as exc:  # stopped after the timeout: the annotators are not here
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, args=(False,))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and served_url(config.database_url, config.study) is None:
+        time.sleep(0.3)
+    first = served_url(config.database_url, config.study)
+    assert first is not None
+    printed = CliRunner().invoke(main, ["invites", str(study), "-n", "2"])
+    assert printed.exit_code == 0, printed.output
+    links = printed.output.split()
+    assert len(links) == 2 and all(link.startswith(f"{first}/s/ab-demo/enter?invite=") for link in links)
+    while time.monotonic() < deadline:  # the scheduler's first wave
+        with session_scope(config.database_url) as session:
+            if session.scalar(select(Event.id).where(Event.kind == "hit_posted").limit(1)):
+                break
+        time.sleep(0.3)
+    entered = requests.get(links[0], timeout=30, allow_redirects=False)
+    assert entered.status_code == 302 and "/a/ab-demo/" in entered.headers["Location"]
+    thread.join(60)
+    assert len(outcome) == 1
+    thread = threading.Thread(target=run, args=(True,))
+    thread.start()
+    deadline = time.monotonic() + 60
+    with session_scope(config.database_url) as session:
+        served_before = session.scalar(select(func.count()).select_from(Event).where(Event.kind == "served"))
+    while time.monotonic() < deadline:
+        with session_scope(config.database_url) as session:
+            if session.scalar(select(func.count()).select_from(Event).where(Event.kind == "served")) > served_before:
+                break
+        time.sleep(0.3)
+    assert served_url(config.database_url, config.study) == first  # the links handed out still work
+    thread.join(60)
