@@ -349,3 +349,33 @@ def test_invite_links_work_as_printed_and_keep_their_port_on_resume(tmp_path):
         time.sleep(0.3)
     assert served_url(config.database_url, config.study) == first  # the links handed out still work
     thread.join(60)
+
+
+def _stb_from_readme(tmp_path: Path, per_pair: int) -> Path:
+    """A Spot The Bot study written from the README's field table: systems, generation, defaults."""
+    data = {"study": "stb-readme", "task": "spot_the_bot", "budget": "100.00", "out": str(tmp_path / "runs"),
+            "systems": [{"name": n, "url": "http://127.0.0.1:9/v1", "model": n} for n in ("a", "b", "c")],
+            "generation": {"conversations_per_pair": per_pair}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_spot_the_bot_defaults_pack_with_the_shipped_material_before_anything_is_generated(tmp_path):
+    run = CliRunner().invoke(main, ["launch", str(_stb_from_readme(tmp_path, 10)), "--dry-run"])
+    assert run.exit_code == 0, run.output
+    assert "60 still to generate" in run.output and "HITs" in run.output and "Cost:" in run.output
+    assert not (tmp_path / "runs" / "stb-readme").exists()
+
+
+def test_spot_the_bot_material_too_short_is_one_error_with_every_fix(tmp_path):
+    run = CliRunner().invoke(main, ["launch", str(_stb_from_readme(tmp_path, 45)), "--dry-run"])
+    assert run.exit_code == 1
+    assert len(run.output.strip().splitlines()) <= 3  # the plan's first line, then one error
+    for fix in ("spot_the_bot.human_conversations", '{"id": "d1", "turns"', "segment_lengths",
+                "segments_per_hit to 69", "at most 12 per pair"):
+        assert fix in run.output, fix
+    # launch itself refuses before starting a bot server or generating anything
+    refused = CliRunner().invoke(main, ["launch", str(tmp_path / "study.yaml"), "--yes"])
+    assert refused.exit_code == 1 and "cannot pack 270 bot–bot conversations" in refused.output
+    assert not (tmp_path / "runs" / "stb-readme" / "bot_bot.jsonl").exists()
