@@ -450,13 +450,17 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
             echo(f"Give annotators links from `hitkit invites {config_path} -n N`; entry: "
                  f"{base_url}/s/{config.study}/enter")
         started = time.monotonic()
+        snap, snapped = None, 0.0
         while True:
             done, total = progress(url, ctx.study_id)
             with session_scope(url) as session:
                 status = session.get(Study, ctx.study_id).status
                 blocked = budget_blocked(session, ctx) if status == "running" else 0
-                snap = snapshot(session, ctx, done, total)
-                held_only = only_held_left(session, ctx.study_id) if status == "running" else 0
+                if snap is None or time.monotonic() - snapped >= 1.0 or status != "running":
+                    # Bot health and held work once a second: the loop itself looks every 0.3 s.
+                    snap, snapped = snapshot(session, ctx, done, total), time.monotonic()
+                    held_only = only_held_left(session, ctx.study_id) if status == "running" else 0
+                snap.done, snap.total = done, total
             status_line.show(snap.line(time.monotonic() - started))
             if status == "completed":
                 break
@@ -509,8 +513,8 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
     echo(result.qc_line)
     if held_noted:
         echo(f"{held_only} assignment(s) from workers who fail QC are held for your review (schedule.qc_failures: "
-             f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard; "
-             f"the study completes once they are decided.")
+             f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard, "
+             f"then `hitkit launch {config_path} --resume` completes the study.")
     return result
 
 
