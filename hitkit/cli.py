@@ -308,28 +308,31 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
     in production)."""
     from waitress import create_server
 
-    from hitkit.launch import dashboard_hint, database_url_of, launched_studies, record_served
+    from hitkit.launch import dashboard_hint, launched_studies, record_served
+
+    from sqlalchemy import select
+
+    from hitkit.db.models import Study
+    from hitkit.db.session import session_scope
 
     urls = _expand_databases(databases)
     names: dict[str, list[str]] = {}
     for url in urls:
         found = launched_studies(url)
-        if not found:
-            raise HitkitError(f"no launched study in {url}; launch one with `hitkit launch STUDY.yaml` "
-                              f"(or check it first with --dry-run)")
+        if found is None:  # no hitkit tables: nothing was ever launched into it
+            raise HitkitError(f"no study has been launched into {url}; launch one with `hitkit launch STUDY.yaml` "
+                              f"(check it first with --dry-run)")
         names[url] = found
     app = _serve_app(urls)
     server = create_server(app, host=host, port=port, threads=threads)
     base = f"http://{host}:{server.effective_port}"
-    for url in urls:
-        from hitkit.db.session import session_scope
-        from hitkit.db.models import Study
-        from sqlalchemy import select
-
-        with session_scope(url) as session:
-            ids = list(session.scalars(select(Study.id).where(Study.name.in_(names[url]))))
-        record_served(url, ids, base)
-    studies = ", ".join(n for found in names.values() for n in found)
+    if host not in ("0.0.0.0", "::", ""):
+        # Where invites point; on all interfaces the address workers use is the study's public_url.
+        for url in urls:
+            with session_scope(url) as session:
+                ids = list(session.scalars(select(Study.id).where(Study.name.in_(names[url]))))
+            record_served(url, ids, base)
+    studies = ", ".join(n for found in names.values() for n in found) or "no study yet"
     click.echo(f"Serving {studies} on {base} (worker pages under /s/STUDY/); {dashboard_hint(base)}")
     try:
         server.run()
