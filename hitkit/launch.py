@@ -472,7 +472,8 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
                     f"the budget ({config.budget} {config.provider.currency}) is committed with {done} of {total} "
                     f"answers collected and {blocked} HIT(s) unposted; raise 'budget:' in {config_path} "
                     f"and continue with `hitkit launch {config_path} --resume`")
-            if crowd is not None and crowd.finished and done < total:
+            if crowd is not None and crowd.finished and progress(url, ctx.study_id)[0] < total:
+                # Counted again: the last workers may have submitted after `done` was read above.
                 raise HitkitError(
                     f"the simulated crowd ran out of workers with {done} of {total} answers collected; "
                     f"add workers under simulated.workers or raise schedule.per_worker_cap, then "
