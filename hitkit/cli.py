@@ -75,9 +75,23 @@ def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress
                 confirm=lambda q: click.confirm(q, default=False))
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM: the launch has stopped its bot server, web server and scheduler.
-        click.echo(f"\nStopped; everything acknowledged is saved. Continue with "
-                   f"`hitkit launch {study_file} --resume`.", err=True)
+        click.echo("\n" + _stopped_message(study_file), err=True)
         sys.exit(130)
+
+
+def _stopped_message(study_file: Path) -> str:
+    """What to do after Ctrl-C: resume a study the database holds, or launch one that never got there."""
+    from hitkit.config import load_study
+    from hitkit.launch import launched_studies
+
+    try:
+        config = load_study(study_file)
+        launched = config.study in (launched_studies(config.database_url) or [])
+    except (HitkitError, KeyboardInterrupt):
+        launched = True
+    if launched:
+        return f"Stopped; everything acknowledged is saved. Continue with `hitkit launch {study_file} --resume`."
+    return f"Stopped before the study was saved; nothing was posted. Start again with `hitkit launch {study_file}`."
 
 
 @main.command()
