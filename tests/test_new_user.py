@@ -379,3 +379,20 @@ def test_spot_the_bot_material_too_short_is_one_error_with_every_fix(tmp_path):
     refused = CliRunner().invoke(main, ["launch", str(tmp_path / "study.yaml"), "--yes"])
     assert refused.exit_code == 1 and "cannot pack 270 bot–bot conversations" in refused.output
     assert not (tmp_path / "runs" / "stb-readme" / "bot_bot.jsonl").exists()
+
+
+def test_generation_progress_counts_bot_replies_in_plain_lines_without_a_terminal(tmp_path, bot_server, capfd):
+    from hitkit.generation import generate
+
+    data = {"study": "gen-progress", "task": "pairwise", "budget": "1", "out": str(tmp_path / "runs"),
+            "systems": [{"name": n, "url": bot_server, "model": n} for n in REAL],
+            "pairwise": {"responses": "unused.jsonl"},
+            "generation": {"conversations_per_pair": 2, "exchanges": 3, "parallel": 2}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    report = generate(load_study(path), show_progress=True, lines_every_s=0)  # stderr is no terminal here
+    assert report.generated == 6
+    err = capfd.readouterr().err
+    assert "\r" not in err  # no bar redrawn into a log
+    lines = [line for line in err.splitlines() if "bot replies" in line]
+    assert lines and "bot replies 24/24 (100 %)" in lines[-1]  # 6 conversations × 4 replies after the seed
