@@ -113,8 +113,11 @@ def test_qc_policy_is_a_pure_decision():
 
 
 def test_qc_policy_defaults_to_hold_on_real_crowds_and_pay_on_simulated(tmp_path):
-    assert load_study(_sqlite_study(tmp_path)).qc_failures == "pay"
-    assert load_study(_sqlite_study(tmp_path, provider={"kind": "prolific"})).qc_failures == "hold"
+    default = {"qc_failures": None}  # as a study file that does not mention it
+    assert load_study(_sqlite_study(tmp_path, schedule=default)).qc_failures == "pay"
+    assert load_study(_sqlite_study(tmp_path, schedule=default, provider={"kind": "local"})).qc_failures == "pay"
+    for kind in ("prolific", "mturk"):
+        assert load_study(_sqlite_study(tmp_path, schedule=default, provider={"kind": kind})).qc_failures == "hold"
 
 
 REAL = {"anna": 0.9, "bert": 0.6}
