@@ -42,20 +42,56 @@ def init(directory: Path) -> None:
     click.echo(f"Try it: hitkit launch {directory / 'study.yaml'} --yes")
 
 
+PLAIN_LINE_EVERY_S = 30.0
+"""Seconds between the plain progress lines written where there is no terminal (logs) or with --no-progress."""
+
+
+def _on_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--yes", is_flag=True, help="Post without asking for confirmation.")
 @click.option("--resume", is_flag=True, help="Continue a study this database already holds.")
-@click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
+@click.option("--dry-run", is_flag=True, help="Validate, pack and price the study; post and save nothing.")
+@click.option("--no-progress", is_flag=True, help="No redrawn status line; a plain line every 30 s instead.")
 @click.option("--timeout", type=float, default=None, help="Stop watching after this many seconds.")
-def launch(study_file: Path, yes: bool, resume: bool, no_progress: bool, timeout: float | None) -> None:
+def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress: bool,
+           timeout: float | None) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
+    from hitkit.launch import dry_run as plan
     from hitkit.launch import launch as run
     from hitkit.progress import showing_progress
 
-    with showing_progress(not no_progress):  # the export's and analysis' bars after the answers' bar
-        run(study_file, yes=yes, resume=resume, show_progress=not no_progress, timeout_s=timeout,
-            confirm=lambda q: click.confirm(q, default=False))
+    if dry_run:
+        plan(study_file, echo=click.echo)
+        return
+    bar = not no_progress and _on_terminal()
+    try:
+        with showing_progress(bar):  # the export's and analysis' bars, on a terminal only
+            run(study_file, yes=yes, resume=resume, show_progress=bar, timeout_s=timeout,
+                lines_every_s=None if bar else PLAIN_LINE_EVERY_S,
+                confirm=lambda q: click.confirm(q, default=False))
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: the launch has stopped its bot server, web server and scheduler.
+        click.echo("\n" + _stopped_message(study_file), err=True)
+        sys.exit(130)
+
+
+def _stopped_message(study_file: Path) -> str:
+    """What to do after Ctrl-C: resume a study the database holds, or launch one that never got there."""
+    from hitkit.config import load_study
+    from hitkit.launch import launched_studies
+
+    try:
+        config = load_study(study_file)
+        launched = config.study in (launched_studies(config.database_url) or [])
+    except (HitkitError, KeyboardInterrupt):
+        launched = True
+    if launched:
+        return f"Stopped; everything acknowledged is saved. Continue with `hitkit launch {study_file} --resume`."
+    return f"Stopped before the study was saved; nothing was posted. Start again with `hitkit launch {study_file}`."
 
 
 @main.command()
@@ -66,12 +102,18 @@ def generate(study_file: Path, no_progress: bool) -> None:
     from hitkit.config import load_study
     from hitkit.generation import generate as run
     from hitkit.generation import pending
-    from hitkit.launch import study_bots
+    from hitkit.launch import sigterm_stops, study_bots
 
     config = load_study(study_file)
+    bar = not no_progress and _on_terminal()
     # With everything written there is no bot server to start, and no model to load.
-    with study_bots(config, click.echo) if pending(config) else nullcontext():
-        report = run(config, show_progress=not no_progress)
+    try:
+        with sigterm_stops(), (study_bots(config, click.echo) if pending(config) else nullcontext()):
+            report = run(config, show_progress=bar, lines_every_s=None if bar else PLAIN_LINE_EVERY_S)
+    except KeyboardInterrupt:
+        click.echo(f"\nStopped; finished conversations are kept. Continue with `hitkit generate {study_file}`.",
+                   err=True)
+        sys.exit(130)
     click.echo(f"{report.planned} conversations planned: {report.already_done} were already done, "
                f"{report.generated} generated now; in {config.bot_bot_path}")
 
@@ -88,7 +130,7 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
               no_progress: bool) -> None:
     """Automatic pre-screening: a ChatMatch bot-bot tournament and ChatEval metrics (OUT/STUDY/prescreen)."""
     from hitkit.config import load_study
-    from hitkit.launch import study_bots
+    from hitkit.launch import sigterm_stops, study_bots
     from hitkit.prescreen import agreement
     from hitkit.prescreen.run import prescreen as run
     from hitkit.prescreen.run import ranking_text
@@ -101,8 +143,9 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
     elif study_analysis:
         human, source = agreement.human_ranking_from_analysis(study_analysis), str(study_analysis)
     config = load_study(study_file)
-    with study_bots(config, lambda line: None if as_json else click.echo(line)):
-        result = run(config, human=human, human_source=source, show_progress=not no_progress and not as_json)
+    with sigterm_stops(), study_bots(config, lambda line: None if as_json else click.echo(line)):
+        result = run(config, human=human, human_source=source,
+                     show_progress=not no_progress and not as_json and _on_terminal())
     if as_json:
         click.echo(json.dumps(result.summary, indent=2, default=str))
         return
@@ -116,9 +159,11 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
 def status(study_file: Path, as_json: bool) -> None:
     """Show a study's progress, HITs, assignments and spend."""
     from hitkit.config import load_study
+    from hitkit.launch import require_launched
     from hitkit.status import study_status
 
     config = load_study(study_file)
+    require_launched(config, study_file)
     info = study_status(config.database_url, config.study)
     if as_json:
         click.echo(json.dumps(info, indent=2, default=str))
@@ -136,9 +181,11 @@ def status(study_file: Path, as_json: bool) -> None:
 def sync(study_file: Path, as_json: bool) -> None:
     """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
     from hitkit.config import load_study
+    from hitkit.launch import require_launched
     from hitkit.sync import describe, sync_study
 
     config = load_study(study_file)
+    require_launched(config, study_file)
     report = sync_study(config.database_url, config.study)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2, default=str))
@@ -161,10 +208,12 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
     from hitkit.db.session import session_scope
     from hitkit.export import export_study
     from hitkit.progress import showing_progress
+    from hitkit.launch import require_launched
     from hitkit.study import StudyContext, resolve_secret
 
     config = load_study(study_file)
-    with session_scope(config.database_url) as session, showing_progress(not no_progress):
+    require_launched(config, study_file)
+    with session_scope(config.database_url) as session, showing_progress(not no_progress and _on_terminal()):
         ctx = StudyContext.load(session, config.study, resolve_secret(config.database_url))
         for path in export_study(session, ctx, out or config.out_dir / "export", fmt):
             click.echo(f"wrote {path}")
@@ -251,7 +300,7 @@ def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | 
     from hitkit.loading import check_task_folder
 
     check_task_folder(task, directory)
-    with showing_progress(not no_progress and not as_json):
+    with showing_progress(not no_progress and not as_json and _on_terminal()):
         import warnings
 
         from hitkit.analysis.inference import DuplicateRowsWarning
@@ -302,7 +351,12 @@ def report(source: Path, out: Path | None, seed: int | None, stability: bool, as
     from hitkit.report import report as make_report
     from hitkit.report import summary_json
 
-    with showing_progress(not no_progress and not as_json):
+    if source.is_file():  # a study file: its database must hold the study
+        from hitkit.config import load_study
+        from hitkit.launch import require_launched
+
+        require_launched(load_study(source), source)
+    with showing_progress(not no_progress and not as_json and _on_terminal()):
         files = make_report(source, out, seed=seed, stability=stability)
     if as_json:
         click.echo(summary_json(files))
@@ -323,22 +377,84 @@ def completion(shell: str) -> None:
 
 def _database_option(f):
     return click.option("--db", "database_url", envvar="HITKIT_DATABASE_URL", required=True,
-                        help="Database URL (or HITKIT_DATABASE_URL), e.g. postgresql://user@host/db.")(f)
+                        help="Database URL (or HITKIT_DATABASE_URL), e.g. postgresql://user@host/db, "
+                             "or the path of a study's SQLite file, e.g. runs/STUDY/hitkit.db.")(f)
 
 
 @main.command()
-@_database_option
+@click.option("--db", "databases", envvar="HITKIT_DATABASE_URL", multiple=True, required=True,
+              help="Database URL or SQLite file path (or HITKIT_DATABASE_URL); repeat it, or give a runs folder "
+                   "(every STUDY/hitkit.db in it), to serve several studies' databases under one dashboard.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--threads", default=16, show_default=True, type=int)
-def serve(database_url: str, host: str, port: int, threads: int) -> None:
-    """Serve the worker pages of every study in the database (waitress; use gunicorn in production)."""
-    from server import create_app
+def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> None:
+    """Serve the worker pages and the dashboard of every study in the database(s) (waitress; use gunicorn
+    in production)."""
+    from sqlalchemy import select
+
+    from hitkit.db.models import Study
+    from hitkit.db.session import session_scope
+    from hitkit.launch import dashboard_hint, launched_studies, record_served
     from server.embedded import make_server
 
-    web = make_server(create_app(database_url), host, port, threads)
-    click.echo(f"Serving on http://{host}:{getattr(web, 'effective_port', port)}")
-    web.run()
+    urls = _expand_databases(databases)
+    names: dict[str, list[str]] = {}
+    for url in urls:
+        found = launched_studies(url)
+        if found is None:  # no hitkit tables: nothing was ever launched into it
+            raise HitkitError(f"no study has been launched into {url}; launch one with `hitkit launch STUDY.yaml` "
+                              f"(check it first with --dry-run)")
+        names[url] = found
+    app = _serve_app(urls)
+    server = make_server(app, host, port, threads)
+    base = f"http://{host}:{server.effective_port}"
+    if host not in ("0.0.0.0", "::", ""):
+        # Where invites point; on all interfaces the address workers use is the study's public_url.
+        for url in urls:
+            with session_scope(url) as session:
+                ids = list(session.scalars(select(Study.id).where(Study.name.in_(names[url]))))
+            record_served(url, ids, base)
+    studies = ", ".join(n for found in names.values() for n in found) or "no study yet"
+    click.echo(f"Serving {studies} on {base} (worker pages under /s/STUDY/); {dashboard_hint(base)}")
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        logging.getLogger("waitress").setLevel(logging.CRITICAL)
+        server.close()
+        click.echo("Stopped.", err=True)
+
+
+def _expand_databases(values: tuple[str, ...]) -> list[str]:
+    """Database URLs from --db values: URLs, SQLite files, or a runs folder (every OUT/STUDY/hitkit.db in it)."""
+    from hitkit.launch import database_url_of
+
+    urls: list[str] = []
+    for value in values:
+        path = Path(value)
+        if "://" not in value and path.is_dir():
+            found = sorted(path.glob("*/hitkit.db")) or sorted(path.glob("hitkit.db"))
+            if not found:
+                raise HitkitError(f"{value} is a folder without any STUDY/hitkit.db in it; give a study's "
+                                  f"database file or a database URL")
+            urls += [database_url_of(str(p)) for p in found]
+        else:
+            if "://" not in value and not path.is_file():
+                raise HitkitError(f"{value}: no such database file; give runs/STUDY/hitkit.db of a launched study "
+                                  f"or a database URL")
+            urls.append(database_url_of(value))
+    return list(dict.fromkeys(urls))
+
+
+def _serve_app(urls: list[str]):
+    """One WSGI app for one database, or the dispatcher that serves several under one dashboard."""
+    if len(urls) == 1:
+        from server import create_app
+
+        return create_app(urls[0])
+    from server.multi import create_multi_app
+
+    return create_multi_app(urls)
 
 
 @main.command()
@@ -347,6 +463,9 @@ def scheduler(database_url: str) -> None:
     """Run the scheduler for every running study whose jobs are in the database."""
     from hitkit.scheduler import make_scheduler
 
+    from hitkit.launch import database_url_of
+
+    database_url = database_url_of(database_url)
     sched = make_scheduler(database_url, blocking=True)
     click.echo("Scheduler running; Ctrl-C stops it (jobs stay in the database).")
     try:
@@ -358,18 +477,28 @@ def scheduler(database_url: str) -> None:
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-n", "count", type=int, default=5, show_default=True, help="How many links.")
-@click.option("--base-url", default=None, help="Address the annotators reach the server at.")
+@click.option("--base-url", default=None, help="Address the annotators reach the server at "
+              "(default: server.public_url, else where launch or serve last served the study).")
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
     from hitkit.config import load_study
+    from hitkit.launch import require_launched, served_url
     from hitkit.providers.local import LocalProvider
     from hitkit.study import resolve_secret
 
     config = load_study(study_file)
     if config.provider.kind != "local":
         raise HitkitError(f"{study_file}: invites are for provider.kind 'local'; this study uses '{config.provider.kind}'")
+    require_launched(config, study_file)
+    served = served_url(config.database_url, config.study)
+    base = base_url or config.server.public_url or served
+    if base is None and config.server.port:
+        base = f"http://{config.server.host}:{config.server.port}"
+    if base is None:
+        raise HitkitError(f"'{config.study}' has not been served yet, so its address is not known: run "
+                          f"`hitkit launch {study_file} --resume` (or `hitkit serve`) first, or give --base-url")
+    base = base.rstrip("/")
     provider = LocalProvider(config, resolve_secret(config.database_url))
-    base = (base_url or config.server.public_url or f"http://{config.server.host}:{config.server.port or 8000}").rstrip("/")
     for i in range(1, count + 1):
         click.echo(f"{base}/s/{config.study}/enter?invite={provider.invite_token(f'annotator-{i:03d}')}")
 
@@ -506,6 +635,50 @@ def settle(study_file: Path, assignment: int, pay: bool) -> None:
     _control(study_file, lambda url, study: settle_assignment(url, study, assignment, pay))
 
 # -- end of study control ------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--approve", "approve_ids", type=int, multiple=True, help="Approve (and pay) this held assignment.")
+@click.option("--reject", "reject_ids", type=int, multiple=True, help="Reject this held assignment (needs --reason).")
+@click.option("--reason", default=None, help="The message the worker reads (Prolific: at least 100 characters; "
+              "default: schedule.qc_reject_reason).")
+def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, ...], reason: str | None) -> None:
+    """List the work held for review because its worker fails QC, or approve / reject it."""
+    from hitkit import dashboard as dash
+    from hitkit.config import load_study
+    from hitkit.db.session import session_scope
+    from hitkit.launch import require_launched
+    from hitkit.qc_policy import held_work
+    from hitkit.study import StudyContext, resolve_secret
+
+    config = load_study(study_file)
+    require_launched(config, study_file)
+    url = config.database_url
+    with session_scope(url) as session:
+        ctx = StudyContext.load(session, config.study, resolve_secret(url))
+        rows = held_work(session, ctx)
+    if not approve_ids and not reject_ids:
+        if not rows:
+            click.echo(f"No work held for review in '{config.study}' (schedule.qc_failures: {config.qc_failures}).")
+            return
+        for row in rows:
+            click.echo(f"assignment {row['assignment']}  worker {row['worker']}  held since "
+                       f"{row['since']:%Y-%m-%d %H:%M} UTC")
+        click.echo(f"Decide with `hitkit held {study_file} --approve ID` or `--reject ID --reason TEXT`.")
+        return
+    held_ids = {row["assignment"] for row in rows}
+    for aid in approve_ids + reject_ids:
+        if aid not in held_ids:
+            raise HitkitError(f"assignment {aid} is not held for review in '{config.study}'; "
+                              f"`hitkit held {study_file}` lists those that are")
+    text = (reason or config.schedule.qc_reject_reason or "").strip()
+    if reject_ids and not text:
+        raise HitkitError("give the worker a reason: --reason TEXT (Prolific needs at least 100 characters)")
+    for aid in approve_ids:
+        click.echo(dash.approve_assignment(url, ctx, aid))
+    for aid in reject_ids:
+        click.echo(dash.reject_assignment(url, ctx, aid, text))
 
 
 def _add_bots_group() -> None:

@@ -73,6 +73,12 @@ class ScheduleConfig(_Model):
     approve_after_s: float = Field(
         0, ge=0, description="auto-approve submitted work after this delay; default: 0 on the simulated and "
         "local crowds, a review window of REVIEW_WINDOW_S on a real provider")
+    qc_failures: Optional[Literal["hold", "pay", "reject"]] = Field(None, description=(
+        "what the approval step does with work from a worker who fails the task's quality check so far: "
+        "'hold' it for the coordinator (dashboard or `hitkit held`), 'pay' it anyway, or 'reject' it with "
+        "qc_reject_reason (default: hold on prolific, panel and mturk, pay on simulated and local)"))
+    qc_reject_reason: Optional[str] = Field(None, max_length=2000, description=(
+        "the message a worker reads when qc_failures is 'reject' (Prolific needs at least 100 characters)"))
 
 
 class ServerConfig(_Model):
@@ -292,7 +298,8 @@ class LiveChatConfig(_Model):
         per_hit = self.slots_per_hit - 1
         if real < per_hit:
             raise ValueError(f"live_chat.slots_per_hit = {self.slots_per_hit} needs {per_hit} real systems "
-                             f"besides '{self.control}' (each at most once per HIT); there are {real}")
+                             f"besides '{self.control}' (each at most once per HIT); there are {real} — list more systems or "
+                             f"lower live_chat.slots_per_hit to {real + 1}")
         if self.hits is not None and self.hits * per_hit % real:
             step = real // math.gcd(real, per_hit)
             raise ValueError(f"live_chat.hits = {self.hits} gives {self.hits * per_hit} conversations, which "
@@ -305,10 +312,11 @@ class LiveChatConfig(_Model):
             missing = [s for s in systems if not self.personas.get(s)]
             if missing:
                 raise ValueError(f"live_chat.icebreaker needs persona statements for every system; "
-                                 f"none for {', '.join(missing)} in live_chat.personas")
+                                 f"none for {', '.join(missing)} in live_chat.personas; add them, or turn icebreaker off")
         unknown = sorted(set(self.personas) - set(systems))
         if unknown:
-            raise ValueError(f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}")
+            raise ValueError(f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}; "
+                             f"remove them from live_chat.personas or add them to 'systems'")
 
 
 class GenerationConfig(_Model):
@@ -357,7 +365,8 @@ class SpotTheBotConfig(_Model):
     @classmethod
     def _valid_lengths(cls, lengths: list[int]) -> list[int]:
         if any(k < 1 for k in lengths) or len(set(lengths)) != len(lengths):
-            raise ValueError(f"segment lengths must be distinct whole numbers of exchanges >= 1; got {lengths}")
+            raise ValueError(f"segment lengths must be distinct whole numbers of exchanges >= 1; got {lengths} — "
+                             f"write e.g. [2, 3, 5]")
         return sorted(lengths)
 
 
@@ -445,7 +454,7 @@ class StudyConfig(_Model):
         names = [s.name for s in systems]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"system names must be unique; repeated: {', '.join(dupes)}")
+            raise ValueError(f"system names must be unique; repeated: {', '.join(dupes)} — rename or remove the copies")
         return systems
 
     @model_validator(mode="after")
@@ -471,15 +480,25 @@ class StudyConfig(_Model):
             for i, system in enumerate(self.systems):
                 if not system.url or not system.model:
                     raise ValueError(f"systems.{i} ('{system.name}'): a live-chat system needs 'url' (an "
-                                     f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'")
+                                     f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it")
                 try:
                     system.bot_config()
                 except ValidationError as exc:
                     problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-                    raise ValueError(f"systems.{i} ('{system.name}') options: {problems}") from None
+                    raise ValueError(f"systems.{i} ('{system.name}') options: {problems} — use the bot client "
+                                     f"settings listed for 'systems' in the README") from None
+        if self.schedule.qc_failures == "reject":
+            reason = (self.schedule.qc_reject_reason or "").strip()
+            need = 100 if self.provider.kind == "prolific" else 1
+            if len(reason) < need:
+                raise ValueError(f"schedule.qc_failures is 'reject', so workers must be told why: write "
+                                 f"schedule.qc_reject_reason ({need}+ characters"
+                                 f"{', as Prolific requires' if need > 1 else ''}; it has {len(reason)}), "
+                                 f"or use qc_failures: hold to decide each case yourself")
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
-            raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}")
+            raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}; "
+                             f"remove them there or add them to 'systems'")
         return self
 
     @model_validator(mode="before")
@@ -506,6 +525,14 @@ class StudyConfig(_Model):
             if problems:
                 raise ValueError("Prolific would refuse this study: " + "; ".join(problems))
         return self
+
+    @property
+    def qc_failures(self) -> str:
+        """The QC outcome policy in force: the configured one, else hold on real crowds and pay on
+        the simulated crowd and in-house annotators (whose work is not paid through a platform)."""
+        if self.schedule.qc_failures is not None:
+            return self.schedule.qc_failures
+        return "hold" if self.provider.kind in ("prolific", "mturk", "panel") else "pay"
 
     # Resolved locations -------------------------------------------------------------------
     def path(self, p: Path) -> Path:
@@ -536,18 +563,48 @@ _FIX_HINTS = {
     "string_pattern_mismatch": "use lower-case letters, digits, '-' and '_'",
     "greater_than": "use a larger number",
     "greater_than_equal": "use a larger number",
+    "less_than": "use a smaller number",
     "less_than_equal": "use a smaller number",
+    "int_parsing": "write a whole number such as 5, without quotes or units",
+    "int_from_float": "write a whole number such as 5 (no decimals)",
+    "int_type": "write a whole number such as 5",
+    "float_parsing": "write a number such as 2.5, without quotes or units",
+    "float_type": "write a number such as 2.5",
+    "bool_parsing": "write true or false",
+    "bool_type": "write true or false",
+    "string_type": "write text (quote it if YAML reads it as a number or a list)",
+    "list_type": "write a YAML list (lines starting with '- ', or [a, b])",
+    "dict_type": "write a YAML mapping (indented 'key: value' lines)",
+    "model_type": "write a YAML mapping (indented 'key: value' lines)",
+    "model_attributes_type": "write a YAML mapping (indented 'key: value' lines)",
     "decimal_parsing": "write an amount such as 12.50",
+    "decimal_type": "write an amount such as 12.50",
     "decimal_max_places": "use at most two decimal places",
+    "decimal_max_digits": "use a smaller amount",
     "too_short": "add more entries",
+    "too_long": "shorten it",
+    "string_too_short": "write some text",
+    "string_too_long": "shorten it",
+    "path_type": "write a file path (relative to the study file)",
+    "enum": "use one of the allowed values",
 }
+_GENERIC_FIX = "see the field table under 'The study file' in the README"
+_VALUE_ERROR = re.compile(r"^(Value|Assertion) error, ")
+_SAYS_FIX = re.compile(r"\b(add|use|give|remove|rename|write|raise|lower|restore|generate|set|name it|list|turn)\b")
 
 
 def _describe(error: dict) -> str:
-    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-    fix = _FIX_HINTS.get(error["type"], "")
-    line = f"  {where}: {error['msg']}"
-    if error["type"] not in ("missing",) and "input" in error and not isinstance(error["input"], (dict, list)):
+    """One line per validation failure: where, what, what was given, and how to fix it."""
+    where = ".".join(str(p) for p in error["loc"])
+    msg = _VALUE_ERROR.sub("", error["msg"])
+    if error["type"] in ("value_error", "assertion_error"):
+        # hitkit's own checks already say what to do; their message is the whole line.
+        fix = "" if _SAYS_FIX.search(msg) else _GENERIC_FIX
+    else:
+        fix = _FIX_HINTS.get(error["type"], _GENERIC_FIX)
+    line = f"  {where}: {msg}" if where else f"  {msg}"
+    if error["type"] not in ("missing",) and "input" in error and not isinstance(error["input"], (dict, list)) \
+            and error["type"] not in ("value_error", "assertion_error"):
         line += f" (got {error['input']!r})"
     return line + (f" — fix: {fix}" if fix else "")
 

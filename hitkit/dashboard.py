@@ -53,6 +53,7 @@ from hitkit.db import settings
 from hitkit.db.session import get_engine, session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.money import cents, flat_fee
+from hitkit.qc_policy import held_assignment_ids
 from hitkit.study import StudyContext, unit_answer_counts
 
 ACTOR = "dashboard"
@@ -258,6 +259,8 @@ class StudyProgress:
     work_time_mean_s: float | None
     qc: QcSummary | None
     systems: list[SystemProgress]
+    bots: dict[str, Any] = field(default_factory=dict)
+    held: int = 0
 
     @property
     def hits_posted(self) -> int:
@@ -279,6 +282,9 @@ class StudyProgress:
             "answers_done": self.answers_done, "answers_needed": self.answers_needed,
             "work_time_median_s": self.work_time_median_s, "work_time_mean_s": self.work_time_mean_s,
             "qc": qc, "systems": [asdict(s) for s in self.systems], "display": self.display(),
+            "bots": [{"name": r.name, "state": r.state, "owed": r.owed, "text": r.describe(),
+                      "recent": r.recent, "total": r.total} for r in self.bots.get("rows", [])],
+            "bots_failing": self.bots.get("failing", []), "held": self.held,
         }
 
     def display(self) -> dict[str, str]:
@@ -290,7 +296,8 @@ class StudyProgress:
         return {"qc": qc, "work_time": fmt_seconds(self.work_time_median_s),
                 "spent": f"{self.spent} {self.currency}", "committed": f"{self.committed} {self.currency}",
                 "budget": f"{self.budget} {self.currency}", "answers": f"{self.answers_done} / {self.answers_needed}",
-                "share": share}
+                "share": share, "bots": self.bots.get("summary") or ("ok" if self.bots.get("rows") else "–"),
+                "held": str(self.held)}
 
 
 def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> StudyProgress:
@@ -349,7 +356,8 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         answers_done=done_total, answers_needed=need_total,
         work_time_median_s=round(statistics.median(times), 1) if times else None,
         work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
-        qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()))
+        qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()), bots=bot_health(session, ctx),
+        held=len(held_assignment_ids(session, study.id)))
 
 
 # Quality control as it develops ------------------------------------------------------------------
@@ -427,6 +435,8 @@ class WorkerRow:
     """Ids of the worker's submitted (undecided) assignments, for approve / reject."""
     bonus_assignment: int | None
     """The assignment a bonus is paid against: the worker's latest counted one."""
+    held: list[int] = field(default_factory=list)
+    """Ids of the worker's assignments held for review by the QC outcome policy (schedule.qc_failures)."""
 
 
 def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> list[WorkerRow]:
@@ -444,6 +454,7 @@ def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> li
             pay[worker_id][1] += Decimal(amount)
     out: dict[int, WorkerRow] = {}
     times: dict[int, list[float]] = defaultdict(list)
+    held = held_assignment_ids(session, ctx.study_id)
     for a, w in rows:
         row = out.get(w.id)
         if row is None:
@@ -455,6 +466,8 @@ def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> li
             row.feedback.append(a.feedback)
         if a.status == "submitted":
             row.submitted.append(a.id)
+            if a.id in held:
+                row.held.append(a.id)
         if a.status in DONE_STATUSES:
             row.bonus_assignment = a.id
             if a.work_time_s is not None:
@@ -685,9 +698,17 @@ def conversations(session: Session, study_id: int, system: str | None = None, pa
         turns[conv_id] += 1
         if sys_id is not None:
             speakers[conv_id].add(names.get(sys_id, "?"))
-    items = [{"id": c.id, "key": c.key, "kind": c.kind, "systems": sorted(speakers[c.id]), "turns": turns[c.id],
-              "created_at": c.created_at, "topic": _topic_of(c)} for c in rows]
+    items = [{"id": c.id, "key": c.key, "kind": c.kind, "systems": sorted(speakers[c.id]) or _meta_systems(c),
+              "turns": turns[c.id], "created_at": c.created_at, "topic": _topic_of(c)} for c in rows]
     return Page(items, page, pages, total)
+
+
+def _meta_systems(conv: Conversation) -> list[str]:
+    """The systems a conversation is with before any of them has spoken (a chat whose bot has not replied)."""
+    meta = conv.meta if isinstance(conv.meta, dict) else {}
+    if meta.get("system"):
+        return [str(meta["system"])]
+    return sorted({str(n) for n in meta.get("systems") or [] if n != "human"})
 
 
 def _topic_of(conv: Conversation) -> str | None:
@@ -885,6 +906,100 @@ def side_by_side(session: Session, ctx: StudyContext, a: str, b: str, limit: int
             if len(rows) >= limit:
                 break
     return {"a": a, "b": b, "rows": rows}
+
+
+# Bot health ----------------------------------------------------------------------------------------------
+BOT_TROUBLE = {"bot_timeout": "timed out", "bot_unavailable": "unreachable", "bot_slow": "slow"}
+"""Event kinds the bots layer records for a reply that timed out, a bot that could not be reached, a slow reply."""
+OWED_FAILING_S = 30.0
+"""A chat whose bot reply has been owed this long counts against its bot: the worker is left waiting."""
+RECENT_S = 600.0
+"""The window of "recent" bot trouble on the dashboard and in the launch's status line."""
+
+
+@dataclass
+class BotRow:
+    """One system's health in a live-chat study: replies owed now, and timeouts / failures recorded."""
+
+    name: str
+    is_control: bool
+    owed: int = 0
+    oldest_wait_s: float | None = None
+    recent: dict[str, int] = field(default_factory=dict)
+    total: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        """failing (workers are left waiting, or recent timeouts/failures), slow, or ok."""
+        waiting = self.oldest_wait_s is not None and self.oldest_wait_s >= OWED_FAILING_S
+        if waiting or self.recent.get("bot_timeout") or self.recent.get("bot_unavailable"):
+            return "failing"
+        return "slow" if self.recent.get("bot_slow") else "ok"
+
+    def describe(self) -> str:
+        """'2 timed out, 1 unreachable in the last 10 min; 1 reply owed for 45 s' (or 'ok')."""
+        parts = [f"{n} {BOT_TROUBLE[k]}" for k, n in self.recent.items() if n]
+        text = ", ".join(parts) + f" in the last {RECENT_S / 60:.0f} min" if parts else ""
+        if self.owed:
+            wait = f" for {fmt_seconds(self.oldest_wait_s)}" if self.oldest_wait_s is not None else ""
+            text += ("; " if text else "") + f"{self.owed} repl{'y' if self.owed == 1 else 'ies'} owed{wait}"
+        return text or "ok"
+
+
+def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Every bot of a live-chat study: replies owed (a worker's message waiting for its answer) and the
+    ``bot_*`` events, recent and in total; ``failing`` names the bots in trouble, ``summary`` says it in a line.
+
+    Other tasks chat with no bot while workers wait, so they get no rows.
+    """
+    from hitkit.db.models import utcnow
+
+    now = now or utcnow()
+    if ctx.config.task != "live_chat":
+        return {"rows": [], "failing": [], "summary": "", "window_s": RECENT_S, "owed_failing_s": OWED_FAILING_S}
+    systems = list(session.scalars(select(System).where(System.study_id == ctx.study_id).order_by(System.id)))
+    rows = {s.name: BotRow(s.name, s.is_control) for s in systems}
+    last = (select(Turn.conversation_id, func.max(Turn.index).label("last"))
+            .join(Conversation).where(Conversation.study_id == ctx.study_id, Conversation.kind == "human_bot")
+            .group_by(Turn.conversation_id).subquery())
+    owed = session.execute(
+        select(Conversation.meta, Turn.created_at).join(Turn, Turn.conversation_id == Conversation.id)
+        .join(last, (last.c.conversation_id == Turn.conversation_id) & (last.c.last == Turn.index))
+        .where(Turn.speaker == "worker")).all()
+    for meta, since in owed:
+        row = rows.get((meta or {}).get("system"))
+        if row is None:
+            continue
+        row.owed += 1
+        if since is not None:
+            since = since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)
+            wait = max(0.0, (now - since).total_seconds())
+            row.oldest_wait_s = max(row.oldest_wait_s or 0.0, wait)
+    recent_since = now - dt.timedelta(seconds=RECENT_S)
+    for kind, data, created in session.execute(select(Event.kind, Event.data, Event.created_at).where(
+            Event.study_id == ctx.study_id, Event.kind.in_(tuple(BOT_TROUBLE)))):
+        data = data or {}
+        row = rows.get(data.get("system") or data.get("bot") or data.get("model"))
+        if row is None:
+            continue
+        row.total[kind] = row.total.get(kind, 0) + 1
+        created = created if created is None or created.tzinfo else created.replace(tzinfo=dt.timezone.utc)
+        if created is not None and created >= recent_since:
+            row.recent[kind] = row.recent.get(kind, 0) + 1
+    failing = [r.name for r in rows.values() if r.state == "failing"]
+    summary = ""
+    if failing:
+        summary = "bots failing: " + "; ".join(f"{r.name} ({r.describe()})" for r in rows.values()
+                                               if r.name in failing)
+    elif any(r.state == "slow" for r in rows.values()):
+        summary = "bots slow: " + ", ".join(r.name for r in rows.values() if r.state == "slow")
+    try:  # the bots layer's own summary (latency, queue depth), where it provides one
+        from hitkit.bots.health import summary as bots_summary
+    except ImportError:
+        bots_summary = None
+    extra = bots_summary(session, ctx.study_id) if bots_summary is not None else None
+    return {"rows": list(rows.values()), "failing": failing, "summary": summary, "window_s": RECENT_S,
+            "owed_failing_s": OWED_FAILING_S, "bots": extra}
 
 
 # Event log --------------------------------------------------------------------------------------------

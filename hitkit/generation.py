@@ -17,8 +17,9 @@ import itertools
 import json
 import os
 import random
+import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -158,15 +159,31 @@ def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], Con
     return systems, jobs, todo, out
 
 
+def planned_pairs(config: StudyConfig) -> tuple[int, int]:
+    """(bot–bot conversations the generation plans, pairs of systems), computed without any bot."""
+    gen = config.generation
+    systems = gen.systems or [s.name for s in config.systems]
+    n = len(systems)
+    pairs = n * (n - 1) // 2 + (n if gen.self_chat else 0)
+    return pairs * gen.conversations_per_pair, pairs
+
+
 def pending(config: StudyConfig) -> int:
     """How many of the study's bot–bot conversations are still to generate (0: no bot is needed)."""
     return len(_plan_for(config)[2])
 
 
 def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, show_progress: bool = True,
-             stop: threading.Event | None = None) -> GenerationReport:
-    """Generate the study's missing bot–bot conversations into ``config.bot_bot_path``."""
-    from tqdm import tqdm
+             stop: threading.Event | None = None, lines_every_s: float | None = 30.0) -> GenerationReport:
+    """Generate the study's missing bot–bot conversations into ``config.bot_bot_path``.
+
+    Progress counts bot replies, so it moves from the first reply of a slow local model: one line
+    redrawn on a terminal (``show_progress`` and stderr a TTY), else a plain line every
+    ``lines_every_s`` seconds (None: silent).
+    """
+    import time
+
+    from hitkit.launch import StatusLine, eta_text
 
     gen = config.generation
     systems, jobs, todo, out = _plan_for(config)
@@ -175,28 +192,67 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
         return report
     bots = bots if bots is not None else bots_for(config, systems)
     stop = stop or threading.Event()
+    replies_needed = len(todo) * max(0, 2 * gen.exchanges - 2)
+    counter = {"replies": 0}
+    lock = threading.Lock()
+
+    def counted(reply: Reply) -> Reply:
+        def wrapped(history):
+            text = reply(history)
+            with lock:
+                counter["replies"] += 1
+            return text
+        return wrapped
+
+    counting = {name: counted(bot) for name, bot in bots.items()}
 
     def run(job: Job) -> Job:
         if stop.is_set():
             raise InterruptedError("generation stopped")
-        turns = converse(job, bots, gen.exchanges)
+        turns = converse(job, counting, gen.exchanges)
         out.append({"id": job.id, "systems": list(job.systems), "seed_dialogue": job.seed_dialogue, "turns": turns})
         return job
 
-    with tqdm(total=len(jobs), initial=report.already_done, desc="bot-bot conversations", unit="conv",
-              disable=not show_progress) as bar, ThreadPoolExecutor(gen.parallel) as pool:
+    tty = show_progress and sys.stderr.isatty()
+    line = StatusLine(tty, None if tty else lines_every_s)
+    started = time.monotonic()
+
+    def show() -> None:
+        fraction = counter["replies"] / replies_needed if replies_needed else 1.0
+        eta = eta_text(fraction, time.monotonic() - started)
+        line.show(f"bot-bot conversations {report.already_done + report.generated}/{len(jobs)} · bot replies "
+                  f"{counter['replies']}/{replies_needed} ({100 * fraction:.0f} %)" + (f" · {eta}" if eta else ""))
+
+    if not tty and lines_every_s is not None:
+        sys.stderr.write(f"Generating {len(todo)} bot-bot conversations ({replies_needed} bot replies); "
+                         f"a progress line every {lines_every_s:.0f} s\n")
+    # Not a `with` block: on Ctrl-C its exit would wait for every reply in flight (minutes for a slow
+    # model); here the queued conversations are cancelled and the launch goes on to stop the bot server,
+    # which ends the replies in flight.
+    pool = ThreadPoolExecutor(gen.parallel)
+    interrupted = False
+    try:
         futures = {pool.submit(run, job): job for job in todo}
-        try:
-            for future in as_completed(futures):
+        pending = set(futures)
+        while pending:
+            finished = {f for f in pending if f.done()}
+            for future in finished:
                 try:
                     future.result()
                     report.generated += 1
-                    bar.update(1)
                 except Exception as exc:  # one failed conversation is reported; the rest go on
                     report.failed.append(f"{futures[future].id}: {exc}")
-        except BaseException:
-            stop.set()  # Ctrl-C: finish nothing new, keep what is written
-            raise
+            pending -= finished
+            show()
+            if pending:
+                wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+    except BaseException:
+        interrupted = True
+        stop.set()  # Ctrl-C: finish nothing new, keep what is written
+        raise
+    finally:
+        line.close()
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
     if report.failed:
         raise HitkitError(f"{len(report.failed)} of {len(todo)} conversations failed (first: {report.failed[0]}); "
                           f"the {report.generated} finished ones are kept — run again to resume")

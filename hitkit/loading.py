@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hitkit.errors import HitkitError
+from hitkit.errors import HitkitError, InputError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,15 +73,15 @@ def read_conversations(path: Path) -> pd.DataFrame:
     system, text, time."""
     import pandas as pd
 
+    from hitkit.jsonl import iter_jsonl
+
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            conv = json.loads(line)
-            for turn in conv.get("turns", []):
-                rows.append({"study": conv.get("study"), "conversation_id": conv.get("conversation_id"),
-                             "kind": conv.get("kind"), **turn})
+    for lineno, conv in iter_jsonl(path, "conversations.jsonl not found — run `hitkit export` first"):
+        if not isinstance(conv, dict):
+            raise InputError(path, "each line must be one conversation object with 'turns'", lineno)
+        for turn in conv.get("turns", []):
+            rows.append({"study": conv.get("study"), "conversation_id": conv.get("conversation_id"),
+                         "kind": conv.get("kind"), **turn})
     columns = ["study", "conversation_id", "kind", "index", "speaker", "system", "text", "time"]
     table = pd.DataFrame(rows, columns=columns)
     table["time"] = pd.to_datetime(table["time"], utc=True, errors="coerce")

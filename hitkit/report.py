@@ -240,15 +240,19 @@ def cost_summary(inp: ReportInput) -> dict | None:
             "workers_paid": int(ledger.loc[status == "paid", "worker_id"].replace("", None).dropna().nunique())}
 
 
+LEDGER_LABELS = {"reward": "rewards", "bonus": "bonuses", "fee": "fees", "bonus_fee": "bonus fees"}
+"""How the report names each kind of ledger row (plural, in words)."""
+
+
 def cost_section(inp: ReportInput) -> Section:
     """Rewards, bonuses and fees paid, pending payments, and the budget, from the Payment ledger."""
     section = Section("Cost")
     cost = cost_summary(inp)
     if cost is None:
-        section.text.append("No payment ledger here (payments.csv comes with `hitkit export`); cost not shown.")
+        section.text.append("No payment ledger here (payments.csv is written by hitkit export); cost not shown.")
         return section
     q = Decimal("0.01")
-    rows = [(f"{k}s", str(v.quantize(q))) for k, v in cost["paid"].items()]
+    rows = [(LEDGER_LABELS.get(k, k.replace("_", " ")), str(v.quantize(q))) for k, v in cost["paid"].items()]
     rows += [("total paid", str(cost["total"].quantize(q))), ("pending", str(cost["pending"].quantize(q)))]
     if cost["budget"] is not None:
         rows.append(("budget", str(cost["budget"].quantize(q))))
@@ -437,7 +441,7 @@ def spot_the_bot_sections(inp: ReportInput) -> list[Section]:
             stab.tables.append(("Smallest number of conversations per pair reaching 95 %", t["stability_smallest"]))
     else:
         stab.text.append("Ranking stability was not computed (minutes of computing): "
-                         "`hitkit report --stability` adds it.")
+                         "hitkit report --stability adds it.")
     sections.append(stab)
 
     ann = Section("Annotators")

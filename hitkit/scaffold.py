@@ -7,8 +7,8 @@ from pathlib import Path
 from hitkit.errors import HitkitError
 
 STUDY_YAML = """\
-# A pairwise A/B study (ChatEval style). Every field is documented in the README's Configuration
-# section; paths are relative to this file.
+# A pairwise A/B study (ChatEval style). Every field is documented in the README, section "The study
+# file"; paths are relative to this file. Check it with `hitkit launch study.yaml --dry-run`.
 study: my-ab-study          # unique name: lower-case letters, digits, '-' and '_'
 task: pairwise              # pairwise | live_chat | spot_the_bot
 seed: 1                     # seeds packing, A/B order and every resampling in the analysis
@@ -39,10 +39,13 @@ schedule:
   max_concurrent: 10          # HITs open at once
   per_worker_cap: 3           # HITs one worker may take
   interval_s: 1               # scheduler tick
+  # qc_failures: hold         # work of workers who fail QC: hold (for your review) | pay | reject
+  #                           # (default: hold on prolific and mturk, pay on simulated and local)
 
 provider:
-  kind: simulated             # simulated | local (prolific and mturk come in a later release)
+  kind: simulated             # simulated | local | prolific | mturk (see the README: Providers)
   currency: USD
+  # fee_rate: "0.333"         # Prolific's fee on rewards; settings under provider.prolific
 
 simulated:                    # the dry-run crowd; ignored by other providers
   workers:

@@ -29,6 +29,7 @@ from hitkit.db.models import (
     Worker,
     utcnow,
 )
+from hitkit import qc_policy
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, ConfigError, HitkitError
 from hitkit.money import cents, hit_cost
@@ -283,6 +284,17 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
                 continue  # not handed in on the provider yet; the next tick looks again
             if ctx.provider.confirmation == "coordinator" and confirmed_at is None:
                 continue  # a panel's work is approved once `hitkit confirm` has confirmed it
+            with session_scope(database_url) as session:
+                outcome = qc_policy.gate(session, ctx, session.get(Assignment, assignment_id))
+            if outcome == "reject":  # schedule.qc_failures: rejected with the study's reason
+                ctx.provider.reject(provider_assignment_id, ctx.config.schedule.qc_reject_reason or "")
+                with session_scope(database_url) as session:
+                    a = session.get(Assignment, assignment_id)
+                    if a.status == "submitted":
+                        qc_policy.record_rejected(session, ctx, a, now)
+                continue
+            if outcome == "hold":
+                continue  # held for the coordinator (dashboard or `hitkit held`)
             if approve_outside(database_url, ctx, assignment_id, now):
                 approved += 1
         except SQLAlchemyError:

@@ -50,7 +50,26 @@ def _configure(state) -> None:
 
 
 def _secret() -> str:
-    return current_app.config["HITKIT_SECRET"]
+    # Several databases under one dashboard (server/multi.py) share one secret for its login.
+    return current_app.config.get("HITKIT_DASHBOARD_SECRET") or current_app.config["HITKIT_SECRET"]
+
+
+def _all_progress() -> list[dash.StudyProgress]:
+    """Every study of every database this dashboard shows (one, or several under ``hitkit serve``)."""
+    from hitkit.db.session import session_scope
+    from hitkit.study import StudyContext, resolve_secret
+
+    own = current_app.config["HITKIT_DATABASE_URL"]
+    out = []
+    for url in current_app.config.get("HITKIT_DASHBOARD_DATABASES") or [own]:
+        if url == own:
+            with db() as session:
+                out += [_progress(session, s.name) for s in dash.studies(session)]
+            continue
+        with session_scope(url) as session:
+            secret = resolve_secret(url)
+            out += [dash.study_progress(session, StudyContext.of(s, secret), url) for s in dash.studies(session)]
+    return out
 
 
 def _creds() -> dash.Credentials | None:
@@ -164,17 +183,16 @@ def _progress(session, name: str) -> dash.StudyProgress:
 
 @bp.get("/")
 def overview():
-    with db() as session:
-        progress = [_progress(session, s.name) for s in dash.studies(session)]
-        return render_template("dashboard/overview.html", studies=progress)
+    return render_template("dashboard/overview.html", studies=_all_progress())
 
 
 @bp.get("/api/progress")
 def api_progress():
     only = request.args.get("study")
+    if not only:
+        return jsonify({"studies": [p.to_json() for p in _all_progress()]})
     with db() as session:
-        names = [only] if only else [s.name for s in dash.studies(session)]
-        payload = {"studies": [_progress(session, n).to_json() for n in names]}
+        payload = {"studies": [_progress(session, only).to_json()]}
         if only:
             recent = dash.events(session, context(session, only).study_id, per_page=8)
             payload["events"] = [dash.event_json(e) for e in recent.items]

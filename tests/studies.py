@@ -26,6 +26,9 @@ def pairwise_study(tmp_path: Path, database_url: str, **changes) -> Path:
     data["pairwise"]["responses"] = str(REPO / "examples" / "data" / "ab_responses.jsonl")
     data.update(out=str(tmp_path / "runs"), database=database_url)
     data["simulated"]["seconds_per_answer"] = 0
+    # The example crowd has spammers, and tests of a provider's mechanics expect every submission paid;
+    # the QC outcome policy (hold by default on real providers) has its own tests in test_new_user.py.
+    data["schedule"]["qc_failures"] = "pay"
     data = merge(data, changes)
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -88,9 +88,7 @@ def test_db_upgrade_command_reports_the_head_revision(tmp_path):
 
 
 def test_analyze_live_chat_with_replicate_adds_run_to_run_correlations(tmp_path):
-    data = REPO.parent / "shared" / "data" / "ji2022-run1"
-    if not data.is_dir():
-        pytest.skip(f"{data} is not here")
+    data = REPO / "tests" / "data" / "ji2022-run1"
     run = CliRunner().invoke(main, ["analyze", "live_chat", str(data), "--out", str(tmp_path), "--replicate", str(data)])
     assert run.exit_code == 0, run.output
     replication = pd.read_csv(tmp_path / "replication.csv").set_index("criterion")

@@ -155,6 +155,54 @@ def conflicts(hit_conversations: Iterable[str], seen: Iterable[str]) -> set[str]
     return set(hit_conversations) & set(seen)
 
 
+def human_count_for(bot_bot: int, pairs: int, configured: int | None, available: int, per_hit: int,
+                    lengths: Sequence[int], source: str, reaching: dict[int, int]) -> int:
+    """The number of human–human conversations to mix in (pure; see :meth:`SpotTheBotTask.human_plan`).
+
+    Packing puts every conversation in one group of at most ``per_hit`` (a block of HITs), and every
+    group needs one human–human conversation at least, so ``h >= ceil((bot_bot + h) / per_hit)``. The
+    default is the mean number of bot–bot conversations per pair (the paper's balance), lowered to
+    what ``available`` allows as long as every group still gets one. ``reaching[k]`` is how many
+    dialogues of the material reach k exchanges, for the advice on shorter segments.
+    """
+    longest = max(lengths)
+    minimum = max(1, math.ceil(bot_bot / (per_hit - 1)))  # smallest h with h >= ceil((bot_bot + h) / per_hit)
+    wanted = configured if configured is not None else max(minimum, min(round(bot_bot / max(1, pairs)), available))
+    groups = max(1, math.ceil((bot_bot + wanted) / per_hit))
+    if wanted <= available and wanted >= groups:
+        return wanted
+    if wanted > available and configured is not None and available >= minimum:
+        raise ConfigError(f"spot_the_bot.human_count is {configured}, but {source} has {available} human–human "
+                          f"conversations of at least {longest} exchanges; lower human_count to between {minimum} "
+                          f"and {available}, or give more material in spot_the_bot.human_conversations")
+    if wanted < groups and available >= minimum:
+        raise ConfigError(f"spot_the_bot.human_count is {configured}: too few for {bot_bot} bot–bot conversations in "
+                          f"HITs of at most {per_hit} segments (each block of HITs needs a human–human conversation); "
+                          f"use at least {minimum}, or leave human_count out")
+    fixes = [f"give your own human–human dialogues in spot_the_bot.human_conversations (JSONL, one dialogue a line, "
+             f'e.g. {{"id": "d1", "turns": ["Hi!", "Hello, how are you?", ...]}}; at least {minimum} reaching '
+             f"{longest} exchanges)"]
+    shorter = [k for k in sorted(reaching) if reaching[k] >= minimum]
+    if shorter:
+        usable = [k for k in lengths if k <= max(shorter)] or [max(shorter)]
+        if len(usable) < 2:
+            usable = sorted({*range(1, max(shorter) + 1)})[-3:]
+        fixes.append(f"use shorter segments, e.g. spot_the_bot.segment_lengths: {usable} ({source} has "
+                     f"{reaching[max(shorter)]} dialogues of at least {max(shorter)} exchanges)")
+    if available:
+        need_per_hit = math.ceil((bot_bot + available) / available)
+        if need_per_hit <= 200:
+            fixes.append(f"raise spot_the_bot.segments_per_hit to {need_per_hit}")
+        per_pair = available * (per_hit - 1) // max(1, pairs)
+        if per_pair:
+            fixes.append(f"generate fewer bot–bot conversations: at most {per_pair} per pair "
+                         f"(generation.conversations_per_pair)")
+    raise ConfigError(f"Spot The Bot cannot pack {bot_bot} bot–bot conversations with the human–human material: "
+                      f"each block of HITs (at most {per_hit} segments each) needs one human–human conversation "
+                      f"reaching {longest} exchanges, so at least {minimum} are needed, and {source} has {available}. "
+                      f"Fix it with one of: " + "; or ".join(fixes))
+
+
 # Reading material --------------------------------------------------------------------------------
 def read_bot_bot(path: Path, systems: Sequence[str], min_exchanges: int) -> list[dict]:
     """Read generated bot–bot conversations (GenerationConfig's JSONL); InputError names file and line."""
@@ -205,7 +253,8 @@ class SpotTheBotTask(TaskType):
         return self.config.spot_the_bot or SpotTheBotConfig()
 
     # Material ---------------------------------------------------------------------------------
-    def _human_dialogues(self, needed_exchanges: int, count: int | None, bots_per_pair: float) -> list:
+    def _human_source(self) -> tuple[str, list]:
+        """(name of the human–human material, its dialogues): the study's file, or chatterbot-corpus."""
         from hitkit.bots.corpus import CorpusError, load_chatterbot_english, load_jsonl
 
         cfg = self._cfg
@@ -214,12 +263,24 @@ class SpotTheBotTask(TaskType):
             dialogues = load_jsonl(source) if cfg.human_conversations else load_chatterbot_english()
         except CorpusError as exc:
             raise InputError(source, str(exc)) from None
+        return str(source), dialogues
+
+    def human_plan(self, bot_bot: int, pairs: int) -> int:
+        """How many human–human conversations to mix in with ``bot_bot`` bot–bot conversations over
+        ``pairs`` pairs of systems; ConfigError (one message, every fix with its numbers) when the
+        material cannot pack. Needs no bot: ``launch --dry-run`` and ``launch`` check it before generating."""
+        cfg = self._cfg
+        source, dialogues = self._human_source()
+        longest = max(cfg.segment_lengths)
+        available = sum(1 for d in dialogues if len(d.turns) // 2 >= longest)
+        return human_count_for(bot_bot, pairs, cfg.human_count, available, cfg.segments_per_hit,
+                               cfg.segment_lengths, source,
+                               {k: sum(1 for d in dialogues if len(d.turns) // 2 >= k)
+                                for k in range(1, longest + 1)})
+
+    def _human_dialogues(self, needed_exchanges: int, count: int) -> list:
+        _source, dialogues = self._human_source()
         long_enough = [d for d in dialogues if len(d.turns) // 2 >= needed_exchanges]
-        count = count if count is not None else max(1, round(bots_per_pair))
-        if len(long_enough) < count:
-            raise ConfigError(f"spot_the_bot needs {count} human–human conversations of at least {needed_exchanges} "
-                              f"exchanges; {source} has {len(long_enough)} — give spot_the_bot.human_conversations, "
-                              f"lower spot_the_bot.human_count or shorten spot_the_bot.segment_lengths")
         # Seeded apart from packing, so the same study file draws the same human material.
         return random.Random(f"{self.config.seed}:human-human").sample(long_enough, count)
 
@@ -230,7 +291,7 @@ class SpotTheBotTask(TaskType):
         path = self.config.path(cfg.bot_conversations) if cfg.bot_conversations else self.config.bot_bot_path
         bot_bot = read_bot_bot(path, systems, longest)
         pairs = {tuple(sorted(c["systems"])) for c in bot_bot}
-        humans = self._human_dialogues(longest, cfg.human_count, len(bot_bot) / len(pairs))
+        humans = self._human_dialogues(longest, self.human_plan(len(bot_bot), len(pairs)))
         conversations, units = [], []
 
         def add(key: str, kind: str, pair: list[str], texts: Sequence[str], meta: dict) -> None:
