@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from hitkit.db.models import Assignment, Event, Hit, Study
+from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.study import StudyContext, resolve_secret
@@ -76,12 +76,14 @@ def settle_assignment(database_url: str, study_name: str, assignment_id: int, pa
         reward = session.scalar(select(Hit.reward).where(Hit.id == a.hit_id))
     if pay:
         grant_bonus(database_url, study_name, assignment_id, reward,
-                    "Payment for the work you submitted, which Prolific could no longer approve",
+                    f"Payment for the work you submitted, which {ctx.provider.name} could no longer approve",
                     key=f"settle:{ctx.study_id}:{assignment_id}")
     with session_scope(database_url) as session:
         a = session.get(Assignment, assignment_id)
         if a.status == "submitted":
             a.status = "approved" if pay else "returned"
+            if pay and a.confirmed_at is None:
+                a.confirmed_at = utcnow()  # the coordinator paying for it vouches for it
             session.add(Event(study_id=ctx.study_id, kind="assignment_settled", actor=ACTOR,
                               data={"assignment": assignment_id, "paid": pay}))
     return (f"assignment {assignment_id}: its reward of {reward} was paid as a bonus" if pay

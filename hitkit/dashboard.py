@@ -361,18 +361,20 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
 
 
 # Quality control as it develops ------------------------------------------------------------------
-_qc_cache: dict[tuple[str, int], tuple[int, QcSummary | None]] = {}
+_qc_cache: dict[tuple[str, int], tuple[tuple[int, int], QcSummary | None]] = {}
 
 
 def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSummary | None:
-    """The task's quality check over the work counted so far, recomputed only when that work grows."""
-    done = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
-        Hit.study_id == ctx.study_id, Assignment.status.in_(DONE_STATUSES)))
+    """The task's quality check over the work counted so far, recomputed only when that work grows
+    or more of it is confirmed (``hitkit confirm`` changes what counts without finishing anything)."""
+    done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
+                                 .join(Hit).where(Hit.study_id == ctx.study_id,
+                                                  Assignment.status.in_(DONE_STATUSES))).one())
     with _lock:
         cached = _qc_cache.get((cache_key, ctx.study_id))
     if cached is not None and cached[0] == done:
         return cached[1]
-    result = _compute_qc(session, ctx) if done else None
+    result = _compute_qc(session, ctx) if done[0] else None
     with _lock:
         _qc_cache[(cache_key, ctx.study_id)] = (done, result)
     return result
@@ -496,7 +498,7 @@ def _worker_in_study(session: Session, ctx: StudyContext, worker_id: int) -> Wor
 
 def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int) -> str:
     """Approve submitted work now: reward and fee into the ledger, the provider's approve, then paid."""
-    from hitkit.scheduler import book_reward
+    from hitkit.scheduler import book_reward, provider_agrees
 
     with session_scope(database_url) as session:
         a = _assignment_in_study(session, ctx, assignment_id)
@@ -504,8 +506,22 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int)
             return f"assignment {assignment_id} was already approved"
         if a.status != "submitted":
             raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be approved")
+        provider_id, worker = a.provider_assignment_id, a.worker.external_id
+    if ctx.provider.confirmation == "platform":
+        # The same check as the scheduler's: the platform must show this work as this worker's (asked
+        # with no transaction open), and then it counts as confirmed.
+        agrees = provider_agrees(ctx.provider.work_of(provider_id), worker)
+        if agrees is False:
+            raise ActionError(f"the {ctx.provider.name} platform records another worker on assignment "
+                              f"{assignment_id}; it cannot be approved for {worker}")
+        if agrees is None:
+            raise ActionError(f"assignment {assignment_id} is not handed in on {ctx.provider.name} yet; approve "
+                              f"it once it is")
+    with session_scope(database_url) as session:
+        a = session.get(Assignment, assignment_id)
+        if a.status != "submitted":
+            return f"assignment {assignment_id} is {a.status} now; nothing done"
         book_reward(session, ctx, a)  # the scheduler's keys: the two never both pay one reward
-        provider_id = a.provider_assignment_id
     ctx.provider.approve(provider_id)
     with session_scope(database_url) as session:
         a = session.get(Assignment, assignment_id)
@@ -513,8 +529,10 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int)
                                                        Payment.kind.in_(("reward", "fee")))):
             p.status = "paid"
         a.status, a.decided_at = "approved", utcnow()
-        if a.confirmed_at is None and ctx.provider.confirmation == "coordinator":
-            a.confirmed_at = a.decided_at  # the coordinator approving a panel's work confirms it
+        if a.confirmed_at is None and ctx.provider.confirmation in ("coordinator", "platform"):
+            # A panel's work is confirmed by the coordinator approving it; MTurk-style work was
+            # shown as this worker's by the platform just above.
+            a.confirmed_at = a.decided_at
         session.add(Event(study_id=ctx.study_id, kind="assignment_approved", actor=ACTOR,
                           data={"assignment": a.id}))
     return f"assignment {assignment_id} approved"

@@ -99,6 +99,11 @@ def _study(session: Session, ctx: StudyContext) -> Study:
     return session.get(Study, ctx.study_id)
 
 
+def _accepting(study: Study) -> None:
+    if study.status != "running":
+        raise FlowError("this study is not accepting new work at the moment", 410)
+
+
 def _worker(session: Session, provider: str, external_id: str) -> Worker:
     """The worker row, created on first arrival (safe against two first arrivals at once)."""
     query = select(Worker).where(Worker.provider == provider, Worker.external_id == external_id)
@@ -219,8 +224,6 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
         if hit is None:
             hit = session.scalar(select(Hit).where(Hit.study_id == ctx.study_id).order_by(Hit.index).limit(1))
         return Entry(preview=True, hit=hit)
-    if study.status != "running":
-        raise FlowError("this study is not accepting work at the moment", 410)
     for what, ident in (("worker id", arrival.worker_id), ("assignment id", arrival.provider_assignment_id)):
         if ident is not None and (len(ident) > MAX_ID_CHARS or "\x00" in ident):
             raise FlowError(f"the {what} in this link is not valid (over {MAX_ID_CHARS} characters or with a NUL "
@@ -240,6 +243,7 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
         if existing is not None:
             hit = existing.hit
         else:
+            _accepting(study)
             # Lock the study row before choosing: every fresh arrival of the study chooses in turn,
             # each seeing the places the ones before it took, so a burst fills different HITs
             # instead of all picking the first open one and all but a few finding it full.
@@ -260,6 +264,9 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
             return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce),
                          assignment)
         raise FlowError(f"you already took this HIT (it is {assignment.status}); it cannot be taken again", 409)
+    # A paused or stopped study takes no one new; those already at work may come back and finish
+    # (Prolific: participants who started a paused study can still complete it).
+    _accepting(study)
 
     if hit.status != "posted" or (hit.expires_at is not None and hit.expires_at <= now):
         raise FlowError("this HIT is no longer available", 410)

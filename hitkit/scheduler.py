@@ -201,17 +201,6 @@ def book_reward(session: Session, ctx: StudyContext, a: Assignment) -> None:
     session.flush()
 
 
-def approve_one(session: Session, ctx: StudyContext, a: Assignment, now: dt.datetime) -> None:
-    """Approve one assignment inside ``session`` (for providers with no marketplace of their own).
-
-    Where the provider is a remote service use :func:`approve_outside`, which holds no transaction
-    while the provider answers.
-    """
-    book_reward(session, ctx, a)
-    ctx.provider.approve(a.provider_assignment_id)
-    mark_decided(session, ctx, a, "approved", now)
-
-
 def approve_outside(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.datetime) -> bool:
     """Book the reward (committed), ask the provider to approve with no transaction open, then record it.
 
@@ -257,21 +246,62 @@ def provider_agrees(work: ProviderWork | None, worker_external_id: str) -> bool 
     return True if work.status in (WorkStatus.SUBMITTED, WorkStatus.APPROVED) else None
 
 
+def approve_if_ready(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.datetime,
+                     platform_agrees: bool = False) -> str:
+    """Approve one submitted assignment if every guard lets it through; the one approve path of the
+    scheduler and ``hitkit sync``.
+
+    The guards, in order: the review window (``schedule.approve_after_s``), the platform's or the
+    coordinator's confirmation of who did the work, and the QC outcome policy
+    (``schedule.qc_failures``). ``platform_agrees`` says the caller has just seen the platform list
+    this work as this worker's, which confirms it. Returns ``approved``, ``waiting`` (not yet),
+    ``held``, ``rejected`` or ``gone`` (no longer submitted). No transaction is open while the
+    platform is asked.
+    """
+    delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
+    with session_scope(database_url) as session:
+        a = session.scalar(select(Assignment).where(Assignment.id == assignment_id, Assignment.status == "submitted",
+                                                    Assignment.submitted_at <= now - delay))
+        if a is None:
+            gone = session.scalar(select(Assignment.status).where(Assignment.id == assignment_id)) != "submitted"
+            return "gone" if gone else "waiting"
+        if platform_agrees and ctx.provider.confirmation == "platform" and a.confirmed_at is None:
+            a.confirmed_at = now  # the platform lists this work as this worker's: it counts from here
+            session.flush()
+        if ctx.provider.confirmation == "coordinator" and a.confirmed_at is None:
+            return "waiting"  # a panel's work is approved once `hitkit confirm` has confirmed it
+        outcome = qc_policy.gate(session, ctx, a)
+        provider_assignment_id = a.provider_assignment_id
+    if outcome == "hold":
+        return "held"  # for the coordinator (dashboard or `hitkit held`)
+    if outcome == "reject":  # schedule.qc_failures: rejected with the study's reason
+        ctx.provider.reject(provider_assignment_id, ctx.config.schedule.qc_reject_reason or "")
+        with session_scope(database_url) as session:
+            a = session.get(Assignment, assignment_id)
+            if a.status == "submitted":
+                qc_policy.record_rejected(session, ctx, a, now)
+        return "rejected"
+    return "approved" if approve_outside(database_url, ctx, assignment_id, now) else "gone"
+
+
 def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
                       report: TickReport | None = None) -> int:
     """Approve submitted work after the configured delay and record the reward and fee, once each.
 
     Each assignment stands alone: one the provider refuses or fails on is logged and left
     submitted for the next tick, and the others go ahead. No transaction is open while the
-    provider is asked (a slow provider must not hold the database).
+    provider is asked (a slow provider must not hold the database). Work held for QC review is not
+    looked at again (nor asked about on the platform) until the coordinator decides it.
     """
     delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
     with session_scope(database_url) as session:
-        rows = [(a.id, a.provider_assignment_id, a.worker.external_id, a.confirmed_at) for a in session.scalars(
+        held = qc_policy.held_assignment_ids(session, ctx.study_id)
+        rows = [(a.id, a.provider_assignment_id, a.worker.external_id) for a in session.scalars(
             select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.status == "submitted",
-                                               Assignment.submitted_at <= now - delay).order_by(Assignment.id))]
+                                               Assignment.submitted_at <= now - delay).order_by(Assignment.id))
+                if a.id not in held]
     approved = 0
-    for assignment_id, provider_assignment_id, external_id, confirmed_at in rows:
+    for assignment_id, provider_assignment_id, external_id in rows:
         try:
             agrees = provider_agrees(ctx.provider.work_of(provider_assignment_id), external_id)
             if agrees is False:
@@ -282,20 +312,7 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
                 continue
             if agrees is None:
                 continue  # not handed in on the provider yet; the next tick looks again
-            if ctx.provider.confirmation == "coordinator" and confirmed_at is None:
-                continue  # a panel's work is approved once `hitkit confirm` has confirmed it
-            with session_scope(database_url) as session:
-                outcome = qc_policy.gate(session, ctx, session.get(Assignment, assignment_id))
-            if outcome == "reject":  # schedule.qc_failures: rejected with the study's reason
-                ctx.provider.reject(provider_assignment_id, ctx.config.schedule.qc_reject_reason or "")
-                with session_scope(database_url) as session:
-                    a = session.get(Assignment, assignment_id)
-                    if a.status == "submitted":
-                        qc_policy.record_rejected(session, ctx, a, now)
-                continue
-            if outcome == "hold":
-                continue  # held for the coordinator (dashboard or `hitkit held`)
-            if approve_outside(database_url, ctx, assignment_id, now):
+            if approve_if_ready(database_url, ctx, assignment_id, now, platform_agrees=True) == "approved":
                 approved += 1
         except SQLAlchemyError:
             raise  # the database itself failed: the tick cannot go on

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.providers.base import BonusOutcome, PendingBonus, ProviderWork, WorkStatus
-from hitkit.scheduler import approve_outside, mark_decided, pay_recorded_bonus, record_once
+from hitkit.scheduler import approve_if_ready, mark_decided, pay_recorded_bonus, record_once
 from hitkit.study import StudyContext, resolve_secret
 
 COMPLETED = ("submitted", "approved")
@@ -118,7 +118,9 @@ def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONU
         now = utcnow()
         for assignment_id in to_approve:
             try:
-                if approve_outside(database_url, ctx, assignment_id, now):
+                # The platform lists it as this worker's: the same guards as the scheduler's (review
+                # window, confirmation, QC outcome policy) decide whether it is approved now.
+                if approve_if_ready(database_url, ctx, assignment_id, now, platform_agrees=True) == "approved":
                     report.approved.append(assignment_id)
             except SQLAlchemyError:
                 raise

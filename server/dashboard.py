@@ -89,7 +89,7 @@ def _gate():
         g.bound_to = request.cookies.get(LOGIN_COOKIE)
     else:
         token = request.cookies.get(SESSION_COOKIE)
-        if not token or not dash.session_valid(_secret(), creds, token, dash.session_generation(_url(), creds)):
+        if not token or not dash.session_valid(_secret(), creds, token, dash.session_generation(_login_url(), creds)):
             if _wants_json() or request.method != "GET":
                 return jsonify(error="log in to the dashboard first"), 401
             return redirect(url_for("dashboard.login", next=request.full_path if request.args else request.path))
@@ -148,7 +148,7 @@ def login_post():
         return make_response(render_template("dashboard/login.html", next=_safe_next(request.form.get("next")),
                                              error="wrong user name or password"), 401)
     response = redirect(_safe_next(request.form.get("next")) or url_for("dashboard.overview"))
-    _cookie(response, SESSION_COOKIE, dash.session_token(_secret(), creds, dash.session_generation(_url(), creds)),
+    _cookie(response, SESSION_COOKIE, dash.session_token(_secret(), creds, dash.session_generation(_login_url(), creds)),
             dash.SESSION_HOURS * 3600)
     response.delete_cookie(LOGIN_COOKIE, path="/dashboard")
     return response
@@ -158,7 +158,7 @@ def login_post():
 def logout():
     # Server-side: every session made so far ends now, in every process, so a copied or stolen
     # cookie is useless after the coordinator logs out (deleting the cookie alone would not do that).
-    dash.revoke_sessions(_url(), _creds())
+    dash.revoke_sessions(_login_url(), _creds())
     response = redirect(url_for("dashboard.login"))
     response.delete_cookie(SESSION_COOKIE, path="/dashboard")
     return response
@@ -279,6 +279,12 @@ def reject(ctx, assignment_id: int):
 
 def _url() -> str:
     return current_app.config["HITKIT_DATABASE_URL"]
+
+
+def _login_url() -> str:
+    # The database that keeps the coordinator's session generation: the first one when several
+    # databases share one dashboard (server/multi.py), so a logout ends the session everywhere.
+    return current_app.config.get("HITKIT_DASHBOARD_DATABASE") or _url()
 
 
 # Conversations, systems, side by side ---------------------------------------------------------------

@@ -62,4 +62,5 @@ def create_multi_app(urls: list[str]):
     for app in apps.values():
         app.config["HITKIT_DASHBOARD_SECRET"] = shared
         app.config["HITKIT_DASHBOARD_DATABASES"] = list(urls)
+        app.config["HITKIT_DASHBOARD_DATABASE"] = urls[0]  # one login, one logout, for every database
     return StudyDispatcher(apps, urls)

@@ -285,9 +285,9 @@ def _arrive_and_submit(web_url: str, hit_id: int, params: dict) -> None:
 
 def test_sync_on_mturk_approves_what_both_agree_on_takes_over_decisions_and_reports_the_rest(
         tmp_path, database_url, mturk):
-    # approve_after_s keeps the scheduler's hands off: sync alone decides here.
+    # The scheduler ticks once, before any work is in: sync alone decides here (no review window).
     web, _, _ = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}},
-                      approve_after_s=3600)
+                      approve_after_s=0)
     try:
         tick(database_url, "ab-demo", PUBLIC)
         mturk.page_limit = 1  # every listing comes one assignment a page: sync must follow NextToken
@@ -346,7 +346,8 @@ def test_sync_on_mturk_approves_what_both_agree_on_takes_over_decisions_and_repo
 
 def test_sync_on_prolific_approves_awaiting_review_work_and_takes_over_prolifics_decisions(
         tmp_path, database_url, prolific):
-    web, config, secret = start(tmp_path, database_url, on_prolific(prolific), approve_after_s=3600)
+    # No review window, so sync may approve at once (the scheduler's tick below runs before any work is in).
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific), approve_after_s=0)
     names = {name: prolific_pid(name) for name in ("P-good", "P-approved", "P-active", "P-returned")}
     try:
         tick(database_url, "ab-demo", web.url)

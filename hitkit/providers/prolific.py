@@ -70,10 +70,19 @@ REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INC
                         "UNSUPP_DEVICE", "OTHER")
 WORK_STATUSES = {"RESERVED": WorkStatus.WORKING, "ACTIVE": WorkStatus.WORKING,
                  "AWAITING REVIEW": WorkStatus.SUBMITTED, "APPROVED": WorkStatus.APPROVED,
-                 "REJECTED": WorkStatus.REJECTED}
-"""Prolific's submission statuses in hitkit's words; RETURNED, TIMED-OUT, SCREENED OUT need no decision."""
-RELEASED = ("RETURNED", "TIMED-OUT", "SCREENED OUT")
-"""Submissions that gave their place back (PLATFORMS.md: RETURNED / TIMED-OUT free the place)."""
+                 "REJECTED": WorkStatus.REJECTED, "PARTIALLY APPROVED": WorkStatus.APPROVED}
+"""Prolific's submission statuses in hitkit's words (API reference, SubmissionStatus); RETURNED, TIMED-OUT and
+SCREENED OUT gave their place back and need no decision. A partial approval was paid, so it counts as approved."""
+RELEASED_STATUSES = ("RETURNED", "TIMED-OUT", "SCREENED OUT", "SCREENED_OUT")
+
+
+def work_status(status: str | None) -> WorkStatus:
+    """hitkit's word for a Prolific submission status; an unknown one is logged and treated as given back."""
+    if status in WORK_STATUSES:
+        return WORK_STATUSES[status]
+    if status not in RELEASED_STATUSES:
+        log.warning("Prolific sent a submission status hitkit does not know: %r (treated as returned)", status)
+    return WorkStatus.RETURNED
 BONUS_SETTLE_S = 3600.0
 """A bonus pay call without an answer that the submission still does not show this long after is unpaid.
 
@@ -516,14 +525,14 @@ class ProlificProvider(CrowdProvider):
 
     def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork]:
         """The study's submissions: hitkit's HITs are packages inside one Prolific study, so one listing."""
-        return [ProviderWork(s["id"], s.get("participant_id", ""), WORK_STATUSES.get(s["status"], WorkStatus.RETURNED))
+        return [ProviderWork(s["id"], s.get("participant_id", ""), work_status(s["status"]))
                 for s in self.submissions()]
 
     def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
         """The submission as Prolific holds it (single view: the participant is ``participant``)."""
         sub = self._call("GET", f"/submissions/{provider_assignment_id}/")
         return ProviderWork(sub["id"], sub.get("participant", ""),
-                            WORK_STATUSES.get(sub.get("status"), WorkStatus.RETURNED))
+                            work_status(sub.get("status")))
 
     # -- bonuses -----------------------------------------------------------------------------------
 

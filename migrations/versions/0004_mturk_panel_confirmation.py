@@ -1,7 +1,7 @@
 """assignment.confirmed_at (work a platform confirmed) and study.uid (a random id per study and database)
 
 Revision ID: 0003_mturk_panel
-Revises: 0002
+Revises: 0003_hardening
 Create Date: 2026-11-25
 """
 import datetime as dt

@@ -7,7 +7,7 @@ conversation.reply_claim and reply_claimed_at: who is generating the reply a liv
 that concurrent retries make one bot call.
 
 Revision ID: 0003_concurrency
-Revises: 0002
+Revises: 0003_mturk_panel
 Create Date: 2026-11-25
 """
 import secrets
