@@ -155,9 +155,11 @@ class ArrivalChecks:
                 del self._done[key]
 
     def clear(self) -> None:
-        """Forget every cached result (tests, and a study relaunched in the same process)."""
+        """Forget every cached result and every address's spent budget (tests, and a study relaunched in
+        the same process)."""
         with self._lock:
             self._done.clear()
+            self.budget = _Budget()
 
 
 CHECKS = ArrivalChecks()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -398,6 +399,10 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
     from hitkit.launch import dashboard_hint, launched_studies, record_served
     from server.embedded import make_server
 
+    if os.environ.get("HITKIT_SECRET") is not None:  # a weak secret is refused before anything is opened
+        from hitkit.security import check_secret
+
+        check_secret(os.environ["HITKIT_SECRET"])
     urls = _expand_databases(databases)
     names: dict[str, list[str]] = {}
     for url in urls:

@@ -72,7 +72,8 @@ class ScheduleConfig(_Model):
     interval_s: float = Field(2.0, gt=0, description="seconds between scheduler ticks")
     approve_after_s: float = Field(
         0, ge=0, description="auto-approve submitted work after this delay; default: 0 on the simulated and "
-        "local crowds, a review window of REVIEW_WINDOW_S on a real provider")
+        "local crowds and on a panel (whose work waits for `hitkit confirm`), a review window of REVIEW_WINDOW_S on "
+        "Prolific and MTurk")
     qc_failures: Optional[Literal["hold", "pay", "reject"]] = Field(None, description=(
         "what the approval step does with work from a worker who fails the task's quality check so far: "
         "'hold' it for the coordinator (dashboard or `hitkit held`), 'pay' it anyway, or 'reject' it with "
@@ -511,7 +512,8 @@ class StudyConfig(_Model):
         if isinstance(schedule, dict) and schedule.get("approve_after_s") is None:
             provider = data.get("provider") or {}
             kind = provider.get("kind", "simulated") if isinstance(provider, dict) else "simulated"
-            window = 0.0 if kind in ("simulated", "local") else REVIEW_WINDOW_S
+            # A panel's work waits for `hitkit confirm`, which is the coordinator's review.
+            window = 0.0 if kind in ("simulated", "local", "panel") else REVIEW_WINDOW_S
             data = {**data, "schedule": {**schedule, "approve_after_s": window}}
         return data
 

@@ -106,3 +106,14 @@ def pytest_sessionfinish(session, exitstatus):
 def _isolated_secret(monkeypatch):
     monkeypatch.setenv("HITKIT_SECRET", "test-secret-" + uuid.uuid4().hex)
     monkeypatch.delenv("HITKIT_DATABASE_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_arrival_checks():
+    """Each test starts with no cached arrival checks and full per-address budgets: one test's refused
+    arrivals (all from 127.0.0.1) must not throttle the next test's."""
+    from hitkit.arrivals import CHECKS
+
+    CHECKS.clear()
+    yield
+    CHECKS.clear()

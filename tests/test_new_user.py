@@ -116,8 +116,10 @@ def test_qc_policy_defaults_to_hold_on_real_crowds_and_pay_on_simulated(tmp_path
     default = {"qc_failures": None}  # as a study file that does not mention it
     assert load_study(_sqlite_study(tmp_path, schedule=default)).qc_failures == "pay"
     assert load_study(_sqlite_study(tmp_path, schedule=default, provider={"kind": "local"})).qc_failures == "pay"
-    for kind in ("prolific", "mturk"):
-        assert load_study(_sqlite_study(tmp_path, schedule=default, provider={"kind": kind})).qc_failures == "hold"
+    # Two-minute tasks, so the example's reward meets Prolific's minimum hourly rate.
+    for provider in ({"kind": "prolific", "prolific": {"estimated_minutes": 2}}, {"kind": "mturk"},
+                     {"kind": "panel", "panel": {"worker_param": "pid", "completion_code": "DONE1"}}):
+        assert load_study(_sqlite_study(tmp_path, schedule=default, provider=provider)).qc_failures == "hold"
 
 
 REAL = {"anna": 0.9, "bert": 0.6}

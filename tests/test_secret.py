@@ -3,6 +3,7 @@ same one, created once in the database when HITKIT_SECRET is unset; weak values 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -92,10 +93,11 @@ def test_processes_starting_together_on_different_hosts_share_one_secret(tmp_pat
         assert tokens.read_assignment_token(later.stdout.strip(), token) == (i, "nonce")
 
 
-def test_a_secret_file_from_an_earlier_release_is_adopted_once(tmp_path, database_url):
-    if not database_url.startswith("sqlite"):
-        pytest.skip("earlier releases kept a file only beside a SQLite database")
-    db_path = database_url.removeprefix("sqlite:///")
+def test_a_secret_file_from_an_earlier_release_is_adopted_once(tmp_path, sqlite_template):
+    # SQLite only: earlier releases kept the file beside a SQLite database and nowhere else.
+    db_path = str(tmp_path / "hitkit.db")
+    shutil.copy(sqlite_template, db_path)
+    database_url = f"sqlite:///{db_path}"
     old = "f" + "0123456789abcdef" * 4
     (tmp_path / "hitkit.secret").write_text(old + "\n")
     assert os.path.dirname(db_path) == str(tmp_path)
