@@ -116,3 +116,24 @@ class BatchStats:
                 "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
                 "prefill_sizes": {str(k): v for k, v in sorted(self.prefill_sizes.items())},
             }
+
+
+def enqueue(source: queue.Queue, item, name: str) -> None:
+    """Queue one request for a batching engine, or refuse it when the queue is full (429 upstream)."""
+    from hitkit.bots.base import BackendOverloaded
+
+    try:
+        source.put_nowait(item)
+    except queue.Full:
+        raise BackendOverloaded(f"model {name!r} has {source.maxsize} requests queued; retry shortly") from None
+
+
+def await_ticket(ticket, worker: threading.Thread, name: str):
+    """Block until ``ticket`` has its outcome; a timed wait, so a request that slipped in while the
+    engine's worker thread was stopping cannot hang."""
+    from hitkit.bots.base import BackendClosed
+
+    while not ticket.wait(0.5):
+        if not worker.is_alive():
+            raise BackendClosed(f"model {name!r} shut down before replying")
+    return ticket.outcome()

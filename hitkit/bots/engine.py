@@ -24,8 +24,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
 
 from hitkit.bots import kvcache
-from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded, Cancelled, Completion, FinishReason, Ticket
-from hitkit.bots.batching import BatchStats, collect, first_stop
+from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, FinishReason, Ticket
+from hitkit.bots.batching import BatchStats, await_ticket, collect, enqueue, first_stop
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -213,21 +213,12 @@ class HFBackend(Backend):
         if request.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(request.seed)
         pending = _Pending(prompt, max_new, request.temperature, request.top_p, list(request.stop), generator)
-        try:
-            self._queue.put_nowait(pending)
-        except queue.Full:
-            raise BackendOverloaded(f"model {self.name!r} has {self._queue.maxsize} requests "
-                                    "queued; retry shortly") from None
+        enqueue(self._queue, pending, self.name)
         return pending.ticket
 
     def complete(self, request: ChatCompletionRequest) -> Completion:
         """Queue the request for the next batch and wait for its reply."""
-        ticket = self.submit(request)
-        # A timed wait, so a request that slipped in while the worker was stopping cannot hang.
-        while not ticket.wait(0.5):
-            if not self._thread.is_alive():
-                raise BackendClosed(f"model {self.name!r} shut down before replying")
-        return ticket.outcome()
+        return await_ticket(self.submit(request), self._thread, self.name)
 
     def stats(self) -> dict[str, Any]:
         """Batching counters plus what is queued and running now."""

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded, Cancelled, Completion, FinishReason, Ticket
-from hitkit.bots.batching import BatchStats, collect, first_stop
+from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, FinishReason, Ticket
+from hitkit.bots.batching import BatchStats, await_ticket, collect, enqueue, first_stop
 from hitkit.bots.llamacpp_lib import load
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 
@@ -208,21 +208,12 @@ class LlamaCppBackend(Backend):
         seed = request.seed if request.seed is not None else self._rng.getrandbits(32)
         seq = _Seq(prompt, min(request.reply_budget, room), request.temperature, request.top_p, seed,
                    list(request.stop))
-        try:
-            self._queue.put_nowait(seq)
-        except queue.Full:
-            raise BackendOverloaded(f"model {self.name!r} has {self._queue.maxsize} requests "
-                                    "queued; retry shortly") from None
+        enqueue(self._queue, seq, self.name)
         return seq.ticket
 
     def complete(self, request: ChatCompletionRequest) -> Completion:
         """Generate one reply, blocking until it is ready."""
-        ticket = self.submit(request)
-        # A timed wait, so a request that slipped in while the worker was stopping cannot hang.
-        while not ticket.wait(0.5):
-            if not self._thread.is_alive():
-                raise BackendClosed(f"model {self.name!r} shut down before replying")
-        return ticket.outcome()
+        return await_ticket(self.submit(request), self._thread, self.name)
 
     def stats(self) -> dict[str, Any]:
         """Batching counters plus what is queued and running now."""

