@@ -94,12 +94,25 @@ def database_url(request, tmp_path, sqlite_template, pg_template):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    # CI must not go green on a run where PostgreSQL silently did not take part.
-    if REQUIRE_PG and exitstatus == 0 and _state["pg_ran"] == 0 and session.testscollected:
-        selected = [i for i in session.items if i.get_closest_marker("postgres")]
-        if selected:
-            print("\nHITKIT_REQUIRE_POSTGRES=1 but no PostgreSQL test ran")
-            session.exitstatus = 1
+    # CI must not go green on a run where PostgreSQL silently did not take part. Under pytest-xdist
+    # each worker reports its counts to the controller (pytest_testnodedown), which decides.
+    selected = sum(1 for i in session.items if i.get_closest_marker("postgres"))
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput.update(pg_ran=_state["pg_ran"], pg_selected=selected)
+        return
+    selected += _state.get("pg_selected", 0)
+    if REQUIRE_PG and exitstatus == 0 and _state["pg_ran"] == 0 and selected:
+        print("\nHITKIT_REQUIRE_POSTGRES=1 but no PostgreSQL test ran")
+        session.exitstatus = 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist controller: add up what each worker ran on PostgreSQL (see pytest_sessionfinish)."""
+    output = getattr(node, "workeroutput", {})
+    _state["pg_ran"] += output.get("pg_ran", 0)
+    _state["pg_selected"] = _state.get("pg_selected", 0) + output.get("pg_selected", 0)
 
 
 @pytest.fixture(autouse=True)
