@@ -205,7 +205,7 @@ def free_port() -> int:
 def start_gunicorn(database_url: str, secret: str, port: int, web_workers: int, threads: int,
                    error_log: Path) -> subprocess.Popen:
     env = {**os.environ, "HITKIT_DATABASE_URL": database_url, "HITKIT_SECRET": secret,
-           "HITKIT_BIND": f"127.0.0.1:{port}", "HITKIT_WEB_WORKERS": str(web_workers),
+           "HITKIT_BIND": f"127.0.0.1:{port}", "HITKIT_SERVER_TIMING": "1", "HITKIT_WEB_WORKERS": str(web_workers),
            "HITKIT_WEB_THREADS": str(threads), "HITKIT_ACCESS_LOG": os.devnull,
            # Every simulated worker arrives from loopback: one address, so the arrival limit is lifted.
            "HITKIT_ENTRY_RATE_LIMIT": "10000/10000"}
@@ -309,6 +309,33 @@ class Http:
         return Reply(status, headers, data)
 
 
+def server_timing(value: str) -> dict[str, float]:
+    """``store;dur=3.1, bot;dur=501.0`` -> ``{"store": 3.1, "bot": 501.0}`` (hitkit.timing's header)."""
+    phases = {}
+    for item in value.split(","):
+        name, _, dur = item.strip().partition(";dur=")
+        if name and dur:
+            phases[name] = float(dur)
+    return phases
+
+
+def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, float]]) -> dict[str, list[float]]:
+    """Each turn's overhead in its parts (ms): the server's two transactions, the bot client's own time
+    beyond the stub's hold, and *outside*: the round trip minus the application's whole time (waiting
+    for a gunicorn thread, the network, this client)."""
+    parts: dict[str, list[float]] = {"store": [], "reply": [], "bot_client": [], "outside": [], "other_app": []}
+    for mark, took in turns:
+        p = phases.get(mark)
+        if mark not in held or not p or "app" not in p:
+            continue
+        parts["store"].append(p.get("store", 0.0))
+        parts["reply"].append(p.get("reply", 0.0))
+        parts["bot_client"].append(p.get("bot", 0.0) - held[mark] * 1000)
+        parts["other_app"].append(p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0))
+        parts["outside"].append(took * 1000 - p["app"])
+    return parts
+
+
 class _Stale(Exception):
     """The connection was closed before the reply began."""
 
@@ -323,6 +350,7 @@ class Tally:
     requests: int = 0
     resends: int = 0
     sent_at: dict[str, float] = field(default_factory=dict)  # marker -> perf_counter when sent
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)  # marker -> Server-Timing phases (ms)
 
 
 class Worker:
@@ -399,6 +427,7 @@ class Worker:
                 return False
             self.tally.turns.append((mark, took))
             self.tally.sent_at[mark] = sent
+            self.tally.phases[mark] = server_timing(reply.headers.get("server-timing", ""))
         for c in unit["criteria"]:  # one slider at a time, as a person moves them
             if not (await self.pause(self.rng.uniform(*self.args.click_gap))
                     and await self.answer(task, unit, c["question"], str(self.rng.randint(0, 100)))):
@@ -654,6 +683,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms): "
                       f"p50 {percentile(overhead_ms, 50):.1f} ms, p99 {percentile(overhead_ms, 99):.1f} ms, "
                       f"max {max(overhead_ms):.1f} ms, mean {statistics.fmean(overhead_ms):.1f} ms")
+            parts = split_overhead(turns, held, tally.phases)
+            if parts["outside"]:
+                total = [sum(v) for v in zip(*parts.values())]
+                slow = [i for i, t in enumerate(total) if t > 50]
+                print(f"where the overhead went, ms (p50 / p99 / mean over the {len(slow)} turns over 50 ms): "
+                      + "; ".join(f"{name} {percentile(v, 50):.1f} / {percentile(v, 99):.1f} / "
+                                  f"{statistics.fmean([v[i] for i in slow]) if slow else 0:.1f}"
+                                  for name, v in parts.items()))
             if lag_ms:
                 print(f"this client's own event-loop lag: p99 {percentile(lag_ms, 99):.1f} ms, "
                       f"max {max(lag_ms):.1f} ms")

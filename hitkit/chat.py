@@ -51,7 +51,7 @@ from sqlalchemy import Row, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hitkit import flow
+from hitkit import flow, timing
 from hitkit.db.models import (
     Assignment,
     Conversation,
@@ -431,7 +431,7 @@ def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply
                 raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
             reply = reply[system]
         try:
-            with watch(database_url, ctx.study_id, system):  # bot_slow/bot_timeout/bot_unavailable events
+            with watch(database_url, ctx.study_id, system), timing.phase("bot"):  # bot_* health events
                 text = reply(owed.history)
         except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
             raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
@@ -442,14 +442,14 @@ def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply
     except BaseException:
         _release(database_url, owed)
         raise
-    with session_scope(database_url) as session:
+    with timing.phase("reply"), session_scope(database_url) as session:
         return _store_reply(session, ctx, owed, text)[1]
 
 
 def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
          reply: Reply | Mapping[str, Reply]) -> ChatState:
     """The worker's message, committed first, then the bot's reply to it (see the module docstring)."""
-    with session_scope(database_url) as session:
+    with timing.phase("store"), session_scope(database_url) as session:
         owed = _store_worker_turn(session, ctx, token, unit_id, text)[1]
     return _ask(database_url, ctx, reply, owed)
 

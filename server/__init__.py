@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
-from flask import Flask, jsonify, make_response, render_template, request
+from flask import Flask, g, jsonify, make_response, render_template, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
 
 import hit_templates
-from hitkit import security, tokens, validation
+from hitkit import security, timing, tokens, validation
 from hitkit.errors import ConfigError
 from hitkit.study import resolve_secret
 
@@ -94,6 +95,9 @@ def _guard(app: Flask) -> None:
 
     @app.before_request
     def _limit_and_check():
+        if timing.enabled():
+            g.timing_began = time.perf_counter()
+            timing.start()
         token = (request.view_args or {}).get("token")
         genuine = tokens.read_assignment_token(secret, token) if token is not None else None
         if genuine is not None:
@@ -119,6 +123,10 @@ def _guard(app: Flask) -> None:
     @app.after_request
     def _headers(response):
         response.headers.update(dashboard_headers if request.blueprint == "dashboard" else headers)
+        if "timing_began" in g:  # HITKIT_SERVER_TIMING=1 (benchmarks/load.py): where the request's time went
+            value = timing.header((time.perf_counter() - g.timing_began) * 1000)
+            if value:
+                response.headers["Server-Timing"] = value
         return response
 
 
