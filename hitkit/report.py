@@ -84,11 +84,16 @@ class ReportInput:
 
     @property
     def study(self) -> str:
-        if self.info.get("study"):
-            return str(self.info["study"])
+        """The study's name: the export's study.json, the analysis' summary.json, the tables'
+        study column, else the run folder's name (``OUT/STUDY``)."""
+        for known in (self.info, self.summary):
+            if known.get("study"):
+                return str(known["study"])
         for table in self.export.values():
             if "study" in table.columns and len(table):
                 return str(table["study"].iloc[0])
+        if self.run_dir is not None and self.run_dir.name:
+            return self.run_dir.name
         return "study"
 
 

@@ -170,3 +170,38 @@ def test_text_from_the_data_is_escaped_and_extra_sections_come_before_cost(tmp_p
     assert evil not in html and "&lt;script&gt;" in html
     assert "automatic metrics &amp; &lt;more&gt;" in html
     assert "No payment ledger" in html  # no export folder: cost is said to be missing, not invented
+
+
+def _pairwise_votes(folder: Path, study: str = "chateval-pilot") -> Path:
+    """A small pairwise export (votes.csv) of ``study`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"study": study, "hit_id": "h", "assignment_id": f"a{i}-{w}", "worker_id": f"w{w}", "item_id": f"i{i}",
+             "system_a": "x", "system_b": "y", "vote": vote}
+            for i in range(8) for w, vote in enumerate(["a", "a", "b"])]
+    pd.DataFrame(rows).to_csv(folder / "votes.csv", index=False)
+    return folder
+
+
+def test_a_report_from_the_analysis_folder_alone_is_titled_with_the_studys_name(tmp_path):
+    from hitkit.analysis import run_analysis
+
+    export = _pairwise_votes(tmp_path / "export")
+    result = run_analysis("pairwise", export, options={"n_boot": 20})
+    assert result.summary["study"] == "chateval-pilot"
+    analysis = tmp_path / "elsewhere" / "analysis"
+    result.write(analysis)
+    files = report(analysis, tmp_path / "report")
+    html = files.html.read_text()
+    assert "<title>hitkit report: chateval-pilot</title>" in html
+    assert files.markdown.read_text().startswith("# hitkit report: chateval-pilot")
+    assert "hitkit report: study<" not in html
+
+
+def test_an_older_analysis_without_the_study_in_its_summary_takes_the_run_folders_name(tmp_path):
+    from hitkit.analysis import run_analysis
+
+    result = run_analysis("pairwise", _pairwise_votes(tmp_path / "export"), options={"n_boot": 20})
+    del result.summary["study"]
+    result.write(tmp_path / "runs" / "ab-test-3" / "analysis")
+    files = report(tmp_path / "runs" / "ab-test-3" / "analysis", tmp_path / "report")
+    assert "<h1>hitkit report: ab-test-3</h1>" in files.html.read_text()

@@ -22,9 +22,10 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
     ranking stability (minutes of computing). ``options`` (keys as ``hitkit analyze``'s options:
     correction, duplicates, cluster, n_boot; for spot_the_bot also resample, rank_by and
     trueskill, a :class:`~hitkit.analysis.spot_the_bot.TrueSkillSettings`) override the
-    defaults; every option used is recorded in the summary. The summary also records the task
-    and the software versions (``software``) the numbers were computed with, for the report's
-    methods paragraph.
+    defaults; every option used is recorded in the summary. The summary also records the task,
+    the study's name (``study``, so that a report made from the analysis folder alone is titled
+    with it) and the software versions (``software``) the numbers were computed with, for the
+    report's methods paragraph.
     """
     options = {k: v for k, v in (options or {}).items() if v is not None}
     cluster = options.get("cluster")
@@ -33,9 +34,10 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
                           f"{', '.join(CLUSTER_UNITS[task])}")
     result = _run(task, in_dir, seed=seed, config=config, replicate_dir=replicate_dir, stability=stability,
                   options=options)
-    from hitkit.loading import software_versions
+    from hitkit.loading import software_versions, study_name
 
     result.summary.setdefault("task", task)
+    result.summary.setdefault("study", study_name(Path(in_dir)))
     result.summary.setdefault("software", software_versions())
     return result
 
