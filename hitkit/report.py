@@ -178,6 +178,14 @@ def _correction(summary: dict) -> str:
     return correction_label(summary.get("multiple_comparisons", "none"))
 
 
+def _interval_method(summary: dict) -> str:
+    """How the analysis read its bootstrap intervals, in words (older analyses: plain percentiles)."""
+    if summary.get("interval_method") == "expanded percentile":
+        return ("expanded percentile intervals (Hesterberg 2015: widened by √(C/(C − 1))·t/z for the C units "
+                "resampled)")
+    return "percentile intervals"
+
+
 def _p_column(table: pd.DataFrame) -> str:
     """The p-value column a mark is read from: the corrected one where the table has it."""
     return "p_adjusted" if "p_adjusted" in table.columns else "p_value"
@@ -285,7 +293,7 @@ def pairwise_sections(inp: ReportInput) -> list[Section]:
     t, s = inp.tables, inp.summary
     ranking = t["ranking"]
     rank = Section("Ranking")
-    rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % percentile bootstrap intervals "
+    rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % bootstrap {_interval_method(s)} "
                      f"from {s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'vote')}s (each "
                      "with all its votes); rank 1 is best.")
     rank.figures.append(ReportFigure(
@@ -504,7 +512,7 @@ def methods_paragraph(inp: ReportInput) -> str:
                    f"p-values are {_correction(s)} over the pairs.")
         out.append("Systems were ranked with a Bradley–Terry model fitted by Hunter's (2004) MM algorithm (ties "
                    "counted as half a win to each side, a prior of one virtual tied game per pair); 95 % "
-                   f"percentile intervals come from {s.get('n_boot', '?')} bootstrap resamples of the "
+                   f"{_interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
                    f"{s.get('interval_unit', 'vote')}s, each with all its votes "
                    f"(numpy default_rng, seed {s.get('seed', '?')}).")
         flagged = None
@@ -536,9 +544,10 @@ def methods_paragraph(inp: ReportInput) -> str:
         out.append("A system's score is the mean z of all its criterion ratings, per criterion and overall. For "
                    "every ordered pair of systems a one-sided Mann–Whitney U test "
                    f"(unit: one {s.get('significance_unit', 'rating')}) asks whether the first system's z exceed "
-                   f"the second's; p-values are {_correction(s)} over the ordered pairs. 95 % intervals of "
-                   f"every system score come from {s.get('n_boot', '?')} bootstrap resamples of the "
-                   f"{s.get('interval_unit', 'worker')}s, each with all its ratings (numpy default_rng, seed "
+                   f"the second's; p-values are {_correction(s)} over the ordered pairs. 95 % "
+                   f"{_interval_method(s)} of every system score come from {s.get('n_boot', '?')} bootstrap "
+                   f"resamples of the {s.get('interval_unit', 'worker')}s, each with all its ratings (numpy "
+                   "default_rng, seed "
                    f"{s.get('seed', '?')}).")
         if "replication" in t:
             out.append("Self-replication is the Pearson, Spearman and Kendall correlation of system scores between "
@@ -551,7 +560,7 @@ def methods_paragraph(inp: ReportInput) -> str:
                    "conversations; submitted or approved assignments only, no annotator excluded).")
         out.append("Per annotation, a system wins when its label ranks higher (human > unsure > bot); the win "
                    "rate is wins / (wins + losses), tested with a chi-square test of an even split "
-                   f"(scipy.stats.chisquare; {_correction(s)} over the pairs), with 95 % intervals from "
+                   f"(scipy.stats.chisquare; {_correction(s)} over the pairs), with 95 % {_interval_method(s)} from "
                    f"{s.get('n_boot', '?')} bootstrap resamples of the {s.get('interval_unit', 'annotation')}s.")
         out.append(f"Systems were ranked with TrueSkill (μ = {env.get('mu', '?')}, σ = {_num(env.get('sigma'))}, "
                    f"β = {_num(env.get('beta'))}, τ = {_num(env.get('tau'))}, draw probability "

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -38,10 +37,10 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, Correction,
-                                       DuplicatePolicy, adjust, apply_duplicate_policy,
-                                       check_correction, cluster_codes, cluster_weights,
-                                       fisher_interval)
+from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
+                                       Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
+                                       bootstrap_interval, check_correction, cluster_codes,
+                                       cluster_weights, clusters_per_column, fisher_interval)
 from hitkit.analysis.tables import counted, read_assignments, read_table
 from hitkit.errors import ConfigError, InputError
 
@@ -262,12 +261,14 @@ def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = "ratin
 def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
                     unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0
                     ) -> pd.DataFrame:
-    """Percentile 95 % intervals of every system score, overall and per criterion.
+    """Expanded percentile 95 % intervals of every system score, overall and per criterion.
 
     A bootstrap that resamples ``unit``: ``worker`` (default: a worker's ratings, their
     standardisation and QC verdict move together), ``conversation`` or ``rating`` (the naive
     one). Each resample's score is the mean z of the resampled ratings, as
-    :func:`system_scores`. Columns system, criterion ("overall" or a criterion), score, low,
+    :func:`system_scores`. The interval is
+    :func:`~hitkit.analysis.inference.bootstrap_interval`'s, expanded for the number of units
+    that rated the system. Columns system, criterion ("overall" or a criterion), score, low,
     high, unit.
     """
     if unit not in INTERVAL_UNITS:
@@ -296,9 +297,7 @@ def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_
         weights = cluster_weights(codes, n_clusters, n_boot, np.random.default_rng([seed, 1]))
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = (weights @ (member * z[:, None])) / (weights @ member)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+        low, high = bootstrap_interval(boot, clusters_per_column(codes, member))
     rows = [(system, name) for system in systems for name in names]
     table = pd.DataFrame(rows, columns=["system", "criterion"])
     table["score"], table["low"], table["high"], table["unit"] = score, low, high, unit
@@ -432,7 +431,8 @@ def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: Q
                             f"criterion) repeat; duplicate policy '{duplicate_report['policy']}' "
                             f"removed {duplicate_report['rows_removed']} row(s)")
     summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit,
-                   multiple_comparisons=correction, interval_unit=interval_unit, n_boot=n_boot,
+                   multiple_comparisons=correction, interval_unit=interval_unit,
+                   interval_method=INTERVAL_METHOD, n_boot=n_boot,
                    seed=seed, duplicates=duplicate_report, warnings=warnings_out)
     return AnalysisResult(
         tables={"workers": workers, "systems": systems, "significance": significance,
