@@ -499,6 +499,26 @@ def _versions(summary: dict) -> str:
     return ", ".join(f"{n} {versions[n]}" for n in names if n in versions and versions[n] != "not installed")
 
 
+def _hit_systems(inp: ReportInput) -> str:
+    """How many systems each live-chat HIT held, in words, counted from the data (the summary's
+    :func:`~hitkit.analysis.live_chat.hit_design`, or the exported ratings for an older analysis)."""
+    design = inp.summary
+    ratings = inp.export.get("ratings")
+    if "systems_per_hit" not in design and ratings is not None and len(ratings):
+        from hitkit.analysis.live_chat import hit_design
+
+        control = ratings["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])
+        design = hit_design(ratings.assign(is_control=control))
+    per, total = design.get("systems_per_hit"), design.get("systems")
+    if not per or not total:
+        return "each worker chatted with several systems"
+    if per["min"] == per["max"]:
+        held = f"all {total}" if per["max"] == total else f"{per['max']} of the {total}"
+        return f"each HIT held conversations with {held} systems"
+    return (f"each HIT held conversations with a median of {_num(float(per['median']), 1)} (from {per['min']} "
+            f"to {per['max']}) of the {total} systems")
+
+
 def methods_paragraph(inp: ReportInput) -> str:
     """A paragraph an author can paste into a paper: what was computed, with which settings and versions."""
     s, t = inp.summary, inp.tables
@@ -529,11 +549,12 @@ def methods_paragraph(inp: ReportInput) -> str:
         negative = [c[0] for c in criteria if c[1] == "negative"]
         qc_names = [c[0] for c in criteria if c[2]]
         alpha = s.get("alpha", 0.05)
-        out.append(f"Following Ji et al. (2022), each worker chatted with every system and a degraded "
-                   f"quality-control bot and rated {len(criteria)} criteria ({', '.join(c[0] for c in criteria)}) "
-                   f"on a 0–100 scale. Negative criteria ({', '.join(negative) or 'none'}) were reversed "
-                   "(100 − x), and each worker's ratings were standardised to z-scores with that worker's mean and "
-                   "standard deviation (ddof = 1) over all their ratings.")
+        out.append(f"Following Ji et al. (2022), {_hit_systems(inp)} and a degraded quality-control bot, "
+                   f"in blind, shuffled order; after each conversation the worker rated {len(criteria)} criteria "
+                   f"({', '.join(c[0] for c in criteria)}) on a 0–100 scale. Negative criteria "
+                   f"({', '.join(negative) or 'none'}) were reversed (100 − x), and each worker's ratings were "
+                   "standardised to z-scores with that worker's mean and standard deviation (ddof = 1) over all "
+                   "their ratings.")
         out.append(f"Quality control: per worker, a one-sided Mann–Whitney U (Wilcoxon rank-sum) test "
                    f"(scipy.stats.mannwhitneyu, {s.get('qc_method', 'asymptotic')} method) that the z-scores of the "
                    f"QC bot are lower than those of the real systems on the criteria {', '.join(qc_names)}; a "

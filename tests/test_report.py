@@ -205,3 +205,32 @@ def test_an_older_analysis_without_the_study_in_its_summary_takes_the_run_folder
     result.write(tmp_path / "runs" / "ab-test-3" / "analysis")
     files = report(tmp_path / "runs" / "ab-test-3" / "analysis", tmp_path / "report")
     assert "<h1>hitkit report: ab-test-3</h1>" in files.html.read_text()
+
+
+JI_RUN = REPO / "tests" / "data" / "ji2022-run1"
+
+
+@pytest.fixture(scope="module")
+def ji_report_input():
+    """The paper's Free run 1 (tests/data/ji2022-run1) analysed as `hitkit report` would, fewer resamples."""
+    from hitkit.analysis import run_analysis
+
+    result = run_analysis("live_chat", JI_RUN, options={"n_boot": 200})
+    return input_from_result("live_chat", result, JI_RUN, source="test")
+
+
+def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_report_input):
+    from hitkit.report import methods_paragraph
+
+    # Ji et al.: each HIT holds 5 of the 10 systems and the QC bot.
+    assert ji_report_input.summary["systems"] == 10
+    assert ji_report_input.summary["systems_per_hit"] == {"median": 5.0, "min": 5, "max": 5}
+    methods = methods_paragraph(ji_report_input)
+    assert "each HIT held conversations with 5 of the 10 systems and a degraded quality-control bot" in methods
+    assert "chatted with every system" not in methods
+    # An older analysis without the count: read from the exported ratings.
+    older = ReportInput("live_chat", ji_report_input.tables,
+                        {k: v for k, v in ji_report_input.summary.items() if k not in ("systems_per_hit", "systems")},
+                        export=ji_report_input.export)
+    assert "5 of the 10 systems" in methods_paragraph(older)
+

@@ -19,8 +19,9 @@ returns an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (colu
   against the other run's, with the Fisher-z interval of r.
 
 The summary holds workers, passed, pass_rate, hits (counted assignments: one worker's HIT each),
-hits_passed (those done by workers who passed QC), minutes_per_conversation_passed / _failed, and
-the options used. The figure ``significance`` is the p-value matrix, row beats column.
+hits_passed (those done by workers who passed QC), minutes_per_conversation_passed / _failed,
+systems, systems_per_hit and control_per_hit (:func:`hit_design`), and the options used. The
+figure ``significance`` is the p-value matrix, row beats column.
 
 Each step is a small pure function, so a notebook can rerun one with another choice.
 """
@@ -337,8 +338,24 @@ def _mean_or_none(values: pd.Series) -> float | None:
     return float(values.mean()) if len(values) else None
 
 
+def hit_design(ratings: pd.DataFrame) -> dict:
+    """How many real systems a HIT held, from the ratings: ``systems`` (real systems rated at
+    all), ``systems_per_hit`` {median, min, max} of the distinct real systems per assignment and
+    ``control_per_hit`` (median QC-bot conversations per assignment). Ji et al.'s HIT holds 5 of
+    their 10 systems and the QC bot, so "every worker chatted with every system" is not a given."""
+    real = ratings[~ratings["is_control"]]
+    per_hit = real.groupby("assignment_id")["system"].nunique()
+    control = (ratings[ratings["is_control"]].groupby("assignment_id")["conversation_id"].nunique()
+               .reindex(per_hit.index, fill_value=0))
+    return {"systems": int(real["system"].nunique()),
+            "systems_per_hit": ({"median": float(per_hit.median()), "min": int(per_hit.min()),
+                                 "max": int(per_hit.max())} if len(per_hit) else None),
+            "control_per_hit": float(control.median()) if len(control) else None}
+
+
 def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.DataFrame) -> dict:
-    """Step 8: workers and HITs total/passed, pass rate, mean minutes per conversation.
+    """Step 8: workers and HITs total/passed, pass rate, mean minutes per conversation, and the
+    systems per HIT (:func:`hit_design`).
 
     ``hits`` counts counted assignments (one worker's HIT each); ``hits_passed`` those done by
     workers who passed QC. Minutes per conversation = work_time_s / 60 / the assignment's number
@@ -352,6 +369,7 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
     minutes = with_conv["work_time_s"] / 60 / with_conv["conversations"]
     n_workers, n_passed = len(workers), int(workers["passed"].sum())
     return {
+        **hit_design(ratings),
         "workers": n_workers,
         "passed": n_passed,
         "pass_rate": n_passed / n_workers if n_workers else None,
