@@ -344,20 +344,39 @@ def _criteria(inp: ReportInput) -> list[tuple[str, str, bool]]:
     return [known.get(c, (c, "positive", True)) for c in inp.tables["systems"].columns if c not in fixed]
 
 
+def _overall_intervals(tables: dict[str, pd.DataFrame], systems: pd.DataFrame):
+    """(low, high) of each system's overall score, in the order of ``systems``, from the analysis'
+    clustered bootstrap (``score_intervals``); (None, None) for an analysis without them."""
+    intervals = tables.get("score_intervals")
+    if intervals is None or intervals.empty:
+        return None, None
+    overall = intervals[intervals["criterion"] == "overall"].set_index("system")
+    return (systems["system"].map(overall["low"]).to_numpy(dtype=float),
+            systems["system"].map(overall["high"]).to_numpy(dtype=float))
+
+
 def live_chat_sections(inp: ReportInput) -> list[Section]:
     """z-score ranking, significance matrix, per-criterion bars, QC pass rate, replication."""
     t, s = inp.tables, inp.summary
     systems = t["systems"]
     alpha = float(s.get("alpha", 0.05))
     rank = Section("Ranking")
+    low, high = _overall_intervals(t, systems)
+    unit = s.get("interval_unit", "worker")
+    interval_words = (f" with its 95 % interval from {s.get('n_boot', '?')} bootstrap resamples of the {unit}s"
+                      if low is not None else "")
     rank.text.append("Mean per-worker z-score of every criterion rating of each system by the workers who passed "
-                     "quality control (negative criteria reversed); n = number of criterion ratings.")
+                     f"quality control (negative criteria reversed){interval_words}; n = number of criterion "
+                     "ratings.")
     rank.figures.append(ReportFigure(
-        "ranking", "Overall mean z of each system, best at the top (n ratings in brackets).",
-        plots.interval_ranking(list(systems["system"]), systems["z"], None, None,
-                               xlabel="overall mean z (higher = better)", title="Ranking by overall z",
+        "ranking", f"Overall mean z of each system{interval_words}, best at the top (n ratings in brackets).",
+        plots.interval_ranking(list(systems["system"]), systems["z"], low, high,
+                               xlabel="overall mean z (higher = better)",
+                               title="Ranking by overall z" + (" with 95 % intervals" if low is not None else ""),
                                labels=[f"{sy} (n={n})" for sy, n in zip(systems["system"], systems["n"])])))
     rank.tables.append(("Systems", systems))
+    if "score_intervals" in t:
+        rank.tables.append((f"95 % intervals of every score (bootstrap of {unit}s)", t["score_intervals"]))
 
     significance = t["significance"]
     values, marks = _matrix(significance, "p_value", list(systems["system"]), mark=_p_column(significance),

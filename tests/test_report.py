@@ -234,3 +234,22 @@ def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_repor
                         export=ji_report_input.export)
     assert "5 of the 10 systems" in methods_paragraph(older)
 
+
+def test_live_chat_ranking_figure_draws_the_clustered_intervals(ji_report_input, monkeypatch):
+    from hitkit import plots
+    from hitkit.report import live_chat_sections
+
+    drawn = {}
+
+    def spy(systems, score, low, high, **kwargs):
+        drawn.update(systems=list(systems), low=low, high=high)
+        return b"png"
+
+    monkeypatch.setattr(plots, "interval_ranking", spy)
+    ranking = live_chat_sections(ji_report_input)[0]
+    intervals = ji_report_input.tables["score_intervals"]
+    overall = intervals[intervals["criterion"] == "overall"].set_index("system")
+    assert drawn["low"] is not None and drawn["high"] is not None
+    assert list(drawn["low"]) == list(overall.loc[drawn["systems"], "low"])
+    assert list(drawn["high"]) == list(overall.loc[drawn["systems"], "high"])
+    assert "bootstrap resamples of the workers" in ranking.text[0]
