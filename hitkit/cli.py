@@ -560,12 +560,22 @@ def import_group() -> None:
 @click.option("--study", required=True, help="Study name written in every row.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the tables (default: ./STUDY/export).")
-def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None) -> None:
+@click.option("--duplicates", type=click.Choice(["first", "last", "drop", "error"]), default="first",
+              show_default=True, help="A repeated AssignmentId (batch files pasted together): keep the first or "
+                                      "last row, drop all copies, or stop with an error. The count is reported.")
+def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None, duplicates: str) -> None:
     """Turn an MTurk batch-results CSV (BATCH) into assignments.csv and the task's tidy table."""
+    import warnings
+
+    from hitkit.analysis.inference import DuplicateRowsWarning, duplicate_warnings
     from hitkit.imports.mturk import import_mturk
 
     out = out or Path(study) / "export"
-    result = import_mturk(batch, mapping, study, out)
+    with warnings.catch_warnings():  # printed below, once
+        warnings.simplefilter("ignore", DuplicateRowsWarning)
+        result = import_mturk(batch, mapping, study, out, duplicates=duplicates)
+    for line in duplicate_warnings([("AssignmentId(s) of the batch", result.duplicates)]):
+        click.echo(f"warning: {line}", err=True)
     counted = result.assignments["status"].isin(("submitted", "approved")).sum()
     workers = result.assignments["worker_id"].nunique()
     for path in result.files:

@@ -524,6 +524,20 @@ def test_repeated_annotations_follow_the_policy_and_are_counted(tmp_path):
     assert "removed 2 row(s)" in result.summary["warnings"][0]
 
 
+def test_a_repeated_assignment_id_in_assignments_csv_is_counted_not_refused(tmp_path):
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"), segment("w2", "c1", "A", "B", "human", "bot"))
+    write_study(tmp_path, ann, {"as-w1": "approved", "as-w2": "approved"})
+    with (tmp_path / "assignments.csv").open("a") as f:
+        f.write("s1,h1,as-w2,w,approved,60\n")
+    with pytest.warns(DuplicateRowsWarning, match="assignment"):
+        result = analyze_spot_the_bot(tmp_path, n_boot=10)
+    assert result.summary["assignment_duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
+    assert result.summary["segment_annotations"] == 2
+    assert any("1 assignment_id(s) of assignments.csv repeat" in w for w in result.summary["warnings"])
+    with pytest.raises(InputError, match="repeats"):
+        analyze_spot_the_bot(tmp_path, n_boot=10, duplicates="error")
+
+
 def test_trueskill_defaults_are_no_dynamics_and_the_observed_tie_rate(study):
     g = games(study)
     env = TrueSkillSettings().env_for(g)

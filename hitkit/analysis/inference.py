@@ -132,6 +132,14 @@ def apply_duplicate_policy(table: pd.DataFrame, key: Sequence[str], policy: Dupl
     return table[keep], report
 
 
+def duplicate_warnings(reports: Sequence[tuple[str, dict | None]]) -> list[str]:
+    """One warning line per duplicate report that removed rows: ``(what repeated, report)`` pairs,
+    e.g. ``("rating key(s) (assignment, conversation, criterion)", report)``."""
+    return [f"{report['keys']} {what} repeat; duplicate policy '{report['policy']}' removed "
+            f"{report['rows_removed']} row(s)"
+            for what, report in reports if report and report.get("rows_removed")]
+
+
 def cluster_codes(labels: Sequence | np.ndarray) -> tuple[np.ndarray, int]:
     """Integer cluster index per row (0 … C−1, in sorted label order) and the number of clusters.
 

@@ -41,8 +41,9 @@ from hitkit.analysis.base import AnalysisResult
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
                                        Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
                                        bootstrap_interval, check_correction, cluster_codes,
-                                       cluster_weights, clusters_per_column, fisher_interval)
-from hitkit.analysis.tables import counted, read_assignments, read_table
+                                       cluster_weights, clusters_per_column, duplicate_warnings,
+                                       fisher_interval)
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, read_assignments, read_table
 from hitkit.errors import ConfigError, InputError
 
 Polarity = Literal["positive", "negative"]
@@ -425,7 +426,7 @@ def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: Q
          significance_unit: SignificanceUnit, ddof: int, correction: Correction,
          interval_unit: IntervalUnit, n_boot: int, seed: int,
          duplicates: DuplicatePolicy) -> AnalysisResult:
-    every_assignment = read_assignments(in_dir)
+    every_assignment = read_assignments(in_dir, duplicates=duplicates)
     assignments = counted(every_assignment)
     ratings = read_ratings(in_dir, criteria, duplicates=duplicates)
     duplicate_report = ratings.attrs.get("duplicates", {})
@@ -443,15 +444,15 @@ def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: Q
     significance = pairwise_significance(kept, unit=significance_unit, order=order,
                                          correction=correction)
     summary = summarise(assignments, ratings, workers)
-    warnings_out = []
-    if duplicate_report.get("rows_removed"):
-        warnings_out.append(f"{duplicate_report['keys']} rating key(s) (assignment, conversation, "
-                            f"criterion) repeat; duplicate policy '{duplicate_report['policy']}' "
-                            f"removed {duplicate_report['rows_removed']} row(s)")
+    assignment_report = every_assignment.attrs["duplicates"]
+    warnings_out = duplicate_warnings([
+        ("rating key(s) (assignment, conversation, criterion)", duplicate_report),
+        (ASSIGNMENT_DUPLICATES, assignment_report)])
     summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit,
                    multiple_comparisons=correction, interval_unit=interval_unit,
                    interval_method=INTERVAL_METHOD, n_boot=n_boot,
-                   seed=seed, duplicates=duplicate_report, warnings=warnings_out)
+                   seed=seed, duplicates=duplicate_report,
+                   assignment_duplicates=assignment_report, warnings=warnings_out)
     return AnalysisResult(
         tables={"workers": workers, "systems": systems, "significance": significance,
                 "score_intervals": score_intervals(kept, criteria, unit=interval_unit,

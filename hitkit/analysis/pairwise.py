@@ -32,8 +32,8 @@ from hitkit.analysis.base import AnalysisResult
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
                                        Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
                                        bootstrap_interval, check_correction, cluster_codes,
-                                       cluster_weights, clusters_per_column)
-from hitkit.analysis.tables import keep_counted, read_table
+                                       cluster_weights, clusters_per_column, duplicate_warnings)
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, keep_counted, read_table
 from hitkit.errors import InputError
 
 Ties = Literal["half", "drop"]
@@ -60,7 +60,8 @@ def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPL
 
     Two votes of one assignment on the same item and pair are an export's repeat, resolved by
     ``duplicates`` (first by default; last, drop, error) with a warning that counts them; the
-    report is in ``table.attrs["duplicates"]``. (One worker voting on the same item in two
+    report is in ``table.attrs["duplicates"]``; repeated rows of ``assignments.csv`` get the same
+    policy (``table.attrs["assignment_duplicates"]``). (One worker voting on the same item in two
     assignments is kept, and counted by :func:`data_warnings`.)
 
     Without ``assignments.csv`` every vote counts. ``vote`` is normalised to lower case. Raises
@@ -95,10 +96,11 @@ def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPL
     table, report = apply_duplicate_policy(table, ["study", "assignment_id", "item_id", "_pair"],
                                            duplicates, what="vote (same assignment, item, pair)",
                                            source=path)
-    table = keep_counted(table.drop(columns="_pair"), in_dir, path)
+    table = keep_counted(table.drop(columns="_pair"), in_dir, path, duplicates=duplicates)
     extra = [c for c in table.columns if c not in VOTE_COLUMNS]
     out = table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)
     out.attrs["duplicates"] = report
+    out.attrs["assignment_duplicates"] = table.attrs["assignment_duplicates"]
     return out
 
 
@@ -461,10 +463,9 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
     ranking = bradley_terry(votes, n_boot=n_boot, seed=seed, resample=resample)
     kappa = cohen_weighted_kappa(votes)
     counts, lines = data_warnings(votes, kappa)
-    if duplicate_report.get("rows_removed"):
-        lines.insert(0, f"{duplicate_report['keys']} vote key(s) (assignment, item, pair) repeat; "
-                        f"duplicate policy '{duplicate_report['policy']}' removed "
-                        f"{duplicate_report['rows_removed']} row(s)")
+    assignment_report = votes.attrs.get("assignment_duplicates")
+    lines[:0] = duplicate_warnings([("vote key(s) (assignment, item, pair)", duplicate_report),
+                                    (ASSIGNMENT_DUPLICATES, assignment_report)])
     summary = {
         "votes": len(votes),
         "ties": int((votes["vote"] == "tie").sum()),
@@ -478,6 +479,7 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
         "interval_unit": resample,
         "interval_method": INTERVAL_METHOD,
         "duplicates": duplicate_report,
+        "assignment_duplicates": assignment_report,
         **counts,
         "warnings": lines,
     }

@@ -47,10 +47,11 @@ from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
-                                       Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
-                                       bootstrap_interval, check_correction, cluster_codes,
-                                       cluster_weights, clusters_per_column)
-from hitkit.analysis.tables import keep_counted, read_table
+                                       Correction, DuplicatePolicy, DuplicateRowsWarning, adjust,
+                                       apply_duplicate_policy, bootstrap_interval, check_correction,
+                                       cluster_codes, cluster_weights, clusters_per_column,
+                                       duplicate_warnings)
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, keep_counted, read_table
 from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_repeated, rate_sequences
 from hitkit.errors import InputError
 
@@ -245,15 +246,19 @@ def resolve_duplicates(table: pd.DataFrame, source, policy: DuplicatePolicy = DE
 
 def load_annotations(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
                      ) -> tuple[pd.DataFrame, dict]:
-    """:func:`read_annotations` and the duplicate report of :func:`resolve_duplicates`."""
+    """:func:`read_annotations` and the duplicate report of :func:`resolve_duplicates`; the report
+    on repeated rows of ``assignments.csv`` (same policy) is in the table's
+    ``attrs["assignment_duplicates"]``."""
     in_dir = Path(in_dir)
     path = in_dir / "annotations.csv"
     table = _check_values(read_table(path, ANNOTATION_COLUMNS), path)
     table, report = resolve_duplicates(table, path, duplicates)
     _check_pairs(table, path)
-    table = keep_counted(table, in_dir, path)
+    table = keep_counted(table, in_dir, path, duplicates=duplicates)
     extra = [c for c in table.columns if c not in ANNOTATION_COLUMNS]
-    return table[list(ANNOTATION_COLUMNS) + extra].reset_index(drop=True), report
+    out = table[list(ANNOTATION_COLUMNS) + extra].reset_index(drop=True)
+    out.attrs["assignment_duplicates"] = table.attrs["assignment_duplicates"]
+    return out, report
 
 
 def read_annotations(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
@@ -847,16 +852,14 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
                                  resample=resample)
     annotators = annotator_correctness(annotations)
     seg = segment_annotations(annotations)
-    work_time = _work_times(in_dir)
+    work_time = _work_times(in_dir, duplicates)
     times = annotation_time(annotations, work_time)
     implausible = implausible_times(seg, work_time)
     plausible = seg["elapsed_s"].where(~implausible)
-    warnings_out: list[str] = []
-    if duplicate_report["rows_removed"]:
-        warnings_out.append(
-            f"{duplicate_report['keys']} segment annotation key(s) (same worker, segment) repeat; "
-            f"duplicate policy '{duplicate_report['policy']}' removed "
-            f"{duplicate_report['rows_removed']} row(s)")
+    assignment_report = annotations.attrs.get("assignment_duplicates")
+    warnings_out = duplicate_warnings([
+        ("segment annotation key(s) (same worker, segment)", duplicate_report),
+        (ASSIGNMENT_DUPLICATES, assignment_report)])
     if implausible.any():
         warnings_out.append(f"{int(implausible.sum())} annotation time(s) are implausible "
                             "(negative, a timestamp, or longer than the assignment) and were left "
@@ -881,6 +884,7 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
         "interval_method": INTERVAL_METHOD,
         "multiple_comparisons": correction,
         "duplicates": duplicate_report,
+        "assignment_duplicates": assignment_report,
         "warnings": warnings_out,
         "seed": seed,
         "n_boot": n_boot,
@@ -921,11 +925,13 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
     return result
 
 
-def _work_times(in_dir: Path) -> pd.Series | None:
+def _work_times(in_dir: Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.Series | None:
     """work_time_s by assignment_id from ``assignments.csv``, or None without that table."""
     from hitkit.analysis.tables import read_assignments, table_exists
 
     if not table_exists(in_dir / "assignments.csv"):
         return None
-    assignments = read_assignments(in_dir)
+    with warnings.catch_warnings():  # the same repeats were counted when the annotations were read
+        warnings.simplefilter("ignore", DuplicateRowsWarning)
+        assignments = read_assignments(in_dir, duplicates=duplicates)
     return assignments.set_index("assignment_id")["work_time_s"]
