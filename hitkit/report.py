@@ -140,6 +140,16 @@ def _p(value) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def _p_cell(value) -> str:
+    """A p-value short enough for a matrix cell: 3 decimals without the leading zero (".006"),
+    "<.001" below 0.001 (APA style), "1" for 1."""
+    if value is None or math.isnan(value):
+        return "–"
+    if value < 0.001:
+        return "<.001"
+    return "1" if value >= 0.9995 else f"{value:.3f}".lstrip("0")
+
+
 def _display(table: pd.DataFrame) -> pd.DataFrame:
     """A copy with numbers as short text: p-values to 3 decimals (< 0.001), other floats to 3."""
     out = table.copy()
@@ -388,7 +398,8 @@ def live_chat_sections(inp: ReportInput) -> list[Section]:
     sig.figures.append(ReportFigure("significance", f"p that row beats column; * p < {alpha}.",
                                     plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided "
                                                       "Mann–Whitney p", colorbar="p", cmap="Greens_r", vmin=0,
-                                                      vmax=1, fmt=_p, mark_note=f"* p < {alpha}, {_correction(s)}",
+                                                      vmax=1, fmt=_p_cell,
+                                                      mark_note=f"* p < {alpha}, {_correction(s)}",
                                                       row_label="system (wins)", col_label="system (beaten)")))
 
     criteria = [c[0] for c in _criteria(inp)]
@@ -655,7 +666,8 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;font-size:.85em;margin:.6em 0 1.2em}
+.table{max-width:100%;overflow-x:auto;margin:.6em 0 1.2em}
+table{border-collapse:collapse;font-size:.85em}
 th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}th{background:#f4f4f4}
 td:first-child,th:first-child{text-align:left}
 figure{margin:1em 0}figure img{max-width:100%;height:auto}figcaption{font-size:.85em;color:#555}
@@ -667,8 +679,16 @@ details{margin:.4em 0}summary{cursor:pointer;color:#345}
 _LONG_TABLE = 30
 
 
+def _breakable_headers(body: str) -> str:
+    """Column names may wrap after an underscore (``mean_pairwise_<wbr>win_rate``), so that a wide
+    table's headers do not set its width."""
+    return re.sub(r"<th>([^<]*)</th>", lambda m: "<th>" + m.group(1).replace("_", "_<wbr>") + "</th>", body)
+
+
 def _html_table(caption: str, table: pd.DataFrame) -> str:
-    body = _display(table).to_html(index=False, escape=True, border=0, na_rep="–")
+    """One table, inside a box that scrolls sideways when the table is wider than the column."""
+    body = _breakable_headers(_display(table).to_html(index=False, escape=True, border=0, na_rep="–"))
+    body = f'<div class="table">{body}</div>'
     title = f"<h3>{html.escape(caption)}</h3>" if caption else ""
     if len(table) > _LONG_TABLE:
         return (f"<details><summary>{html.escape(caption or 'table')} ({len(table)} rows)</summary>"

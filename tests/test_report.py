@@ -253,3 +253,41 @@ def test_live_chat_ranking_figure_draws_the_clustered_intervals(ji_report_input,
     assert list(drawn["low"]) == list(overall.loc[drawn["systems"], "low"])
     assert list(drawn["high"]) == list(overall.loc[drawn["systems"], "high"])
     assert "bootstrap resamples of the workers" in ranking.text[0]
+
+
+COLUMN_PX = 1000  # the report's body: max-width 1000px; a wider PNG is shrunk, and its text with it
+
+
+def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_text():
+    """Ji et al.'s 10 systems made a 1200-px matrix (8-point cells shrunk to about 6.5 points);
+    long system names are cut on the axes, not in the tables."""
+    from hitkit import plots
+    from hitkit.report import _p_cell
+
+    for names in (["A", "B", "A_p", "C", "C_p", "B_p", "D", "D_p", "E_p", "E"],
+                  [f"Huggingface-TransferTransfo-{i}" for i in range(10)]):
+        values = pd.DataFrame(0.0004, index=names, columns=names)
+        for name in names:
+            values.loc[name, name] = float("nan")
+        marks = values < 0.05
+        width, height = png_size(plots.pair_matrix(values, marks=marks, title="t", colorbar="p", fmt=_p_cell,
+                                                   vmin=0, vmax=1, cmap="Greens_r"))
+        assert width <= COLUMN_PX - 32 and height <= COLUMN_PX
+    assert plots.short_labels(["Huggingface-TransferTransfo", "KV-MemNN"]) == ["Huggingface-Transfe…", "KV-MemNN"]
+    # Cutting would make two labels alike: the names stay whole.
+    assert plots.short_labels(["a_very_long_system_name_1", "a_very_long_system_name_2"])[0].endswith("_1")
+    assert [_p_cell(p) for p in (0.0004, 0.0061, 0.5, 0.99996)] == ["<.001", ".006", ".500", "1"]
+    criteria = pd.DataFrame({"system": [f"s{i}" for i in range(10)], **{c: 0.1 for c in "abcdefg"}})
+    assert png_size(plots.criterion_bars(criteria, list("abcdefg")))[0] <= COLUMN_PX - 32
+
+
+def test_wide_tables_scroll_inside_the_column_and_their_headers_wrap():
+    from hitkit.report import _CSS, _html_table
+
+    table = pd.DataFrame([{"system": "Huggingface-TransferTransfo", "mean_pairwise_win_rate": 0.5,
+                           "win_rate_rank_low": 1, "label": "a_b"}])
+    html = _html_table("Ranking", table)
+    assert html.startswith('<h3>Ranking</h3><div class="table"><table')
+    assert "<th>mean_<wbr>pairwise_<wbr>win_<wbr>rate</th>" in html
+    assert "<td>a_b</td>" in html  # data cells are left as they are
+    assert ".table{max-width:100%;overflow-x:auto" in _CSS
