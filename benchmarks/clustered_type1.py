@@ -14,6 +14,9 @@ variance: it takes the 6 annotations of a conversation as independent) and the c
 (``clustered_logrank``: sandwich variance summed within conversations), at α = 0.05, under
 moderate and strong clustering, and under none (both must hold their level there).
 
+``benchmarks/logrank_validation.py`` imports :func:`rejection_rates` (and so :func:`dataset`) for
+its clustered checks: one simulator for both.
+
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/clustered_type1.py [n_datasets]`` (default
 400 per scenario, about a minute on a shared 2-core machine; 2000 for the figures in the docs).
 Last line: ``RESULT naive_type1=… clustered_type1=… naive_type1_strong=…

@@ -224,7 +224,10 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
 @click.argument("task", type=click.Choice(["pairwise", "live_chat", "spot_the_bot"]))
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the results.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every resampling.")
+@click.option("--study", "study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The study file the tables come from: its settings apply (live-chat criteria, Spot The Bot "
+                   "spot_the_bot.trueskill, the seed); the options below override them.")
+@click.option("--seed", type=int, default=None, help="Seed of every resampling (default: the study's, else 0).")
 @click.option("--replicate", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="live_chat: a second run's tables; adds run-to-run correlations (replication.csv).")
 @click.option("--stability", is_flag=True,
@@ -260,7 +263,7 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
                    "the observed tie rate of the games).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
-def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | None,
+def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed: int | None, replicate: Path | None,
             stability: bool, correction: str, duplicates: str, cluster: str | None, n_boot: int | None,
             resample: str | None, rank_by: str | None, trueskill_mu: float | None,
             trueskill_sigma: float | None, trueskill_beta: float | None, trueskill_tau: float | None,
@@ -270,9 +273,19 @@ def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | 
     Every setting used is recorded in OUT/summary.json; warnings about the data (repeated rows,
     implausible times, a dominant worker ...) are printed and kept there under "warnings".
     """
-    from hitkit.analysis import run_analysis
+    from hitkit.analysis import run_analysis, study_trueskill
     from hitkit.progress import showing_progress
 
+    config = None
+    if study_file is not None:
+        from hitkit.config import load_study
+
+        config = load_study(study_file)
+        if config.task != task:
+            raise HitkitError(f"{study_file} is a {config.task} study; run `hitkit analyze {config.task} …` "
+                              "or give this task's study file")
+    if seed is None:
+        seed = config.seed if config is not None else 0
     if replicate is not None and task != "live_chat":
         raise HitkitError("--replicate compares two live-chat runs; it applies to `analyze live_chat` only")
     if stability and task != "spot_the_bot":
@@ -287,13 +300,14 @@ def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | 
                           "`analyze spot_the_bot` only")
     options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot}
     if task == "spot_the_bot":
-        from hitkit.analysis.spot_the_bot import TrueSkillSettings
+        import dataclasses
 
+        given = {name: value for name, value in (("mu", trueskill_mu), ("sigma", trueskill_sigma),
+                                                 ("beta", trueskill_beta), ("tau", trueskill_tau)) if value is not None}
         try:
-            p = None if draw_probability in (None, "observed") else float(draw_probability)
-            trueskill = TrueSkillSettings(mu=25.0 if trueskill_mu is None else trueskill_mu, sigma=trueskill_sigma,
-                                          beta=trueskill_beta, tau=0.0 if trueskill_tau is None else trueskill_tau,
-                                          draw_probability=p)
+            if draw_probability is not None:
+                given["draw_probability"] = None if draw_probability == "observed" else float(draw_probability)
+            trueskill = dataclasses.replace(study_trueskill(config), **given)
         except ValueError as exc:
             raise HitkitError(f"TrueSkill settings: {exc}; e.g. --trueskill-tau 0 --draw-probability "
                               "observed") from None
@@ -310,8 +324,8 @@ def analyze(task: str, directory: Path, out: Path, seed: int, replicate: Path | 
             with warnings.catch_warnings():
                 # Counted in the summary's warnings and printed below, once.
                 warnings.simplefilter("ignore", DuplicateRowsWarning)
-                result = run_analysis(task, directory, seed=seed, replicate_dir=replicate, stability=stability,
-                                      options=options)
+                result = run_analysis(task, directory, seed=seed, config=config, replicate_dir=replicate,
+                                      stability=stability, options=options)
         except ValueError as exc:  # an option the analysis refused
             raise HitkitError(str(exc)) from None
         written = result.write(out)
@@ -546,12 +560,22 @@ def import_group() -> None:
 @click.option("--study", required=True, help="Study name written in every row.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the tables (default: ./STUDY/export).")
-def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None) -> None:
+@click.option("--duplicates", type=click.Choice(["first", "last", "drop", "error"]), default="first",
+              show_default=True, help="A repeated AssignmentId (batch files pasted together): keep the first or "
+                                      "last row, drop all copies, or stop with an error. The count is reported.")
+def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None, duplicates: str) -> None:
     """Turn an MTurk batch-results CSV (BATCH) into assignments.csv and the task's tidy table."""
+    import warnings
+
+    from hitkit.analysis.inference import DuplicateRowsWarning, duplicate_warnings
     from hitkit.imports.mturk import import_mturk
 
     out = out or Path(study) / "export"
-    result = import_mturk(batch, mapping, study, out)
+    with warnings.catch_warnings():  # printed below, once
+        warnings.simplefilter("ignore", DuplicateRowsWarning)
+        result = import_mturk(batch, mapping, study, out, duplicates=duplicates)
+    for line in duplicate_warnings([("AssignmentId(s) of the batch", result.duplicates)]):
+        click.echo(f"warning: {line}", err=True)
     counted = result.assignments["status"].isin(("submitted", "approved")).sum()
     workers = result.assignments["worker_id"].nunique()
     for path in result.files:

@@ -341,6 +341,40 @@ class GenerationConfig(_Model):
         "how long one bot reply may take here; generation is offline, so far longer than a live chat waits"))
 
 
+class TrueSkillConfig(_Model):
+    """TrueSkill settings of the Spot The Bot ranking (METHODS.md §2, docs/INFERENCE.md).
+
+    Used by every analysis of the study (the launch's, ``hitkit report STUDY.yaml``, ``hitkit
+    analyze --study STUDY.yaml``, where the ``--trueskill-*`` options override them one by one)
+    and recorded in summary.json and the report's methods paragraph. Defaults follow the original
+    Spot The Bot code and Dušek et al. (2018), not the ``trueskill`` package.
+    """
+
+    mu: float = Field(25.0, allow_inf_nan=False, description="prior mean")
+    sigma: Optional[float] = Field(None, gt=0, allow_inf_nan=False, description="prior sd (default mu / 3)")
+    beta: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+                                  description="performance spread (default sigma / 2)")
+    tau: float = Field(0.0, ge=0, allow_inf_nan=False, description=(
+        "dynamics: 0 = none, as the original code (the trueskill package's 25/300 lets late games "
+        "outweigh early ones)"))
+    draw_probability: float | Literal["observed"] = Field("observed", description=(
+        "prior probability of a draw in [0, 1), or 'observed': the tie rate of the games"))
+
+    @field_validator("draw_probability")
+    @classmethod
+    def _probability(cls, value: float | str) -> float | str:
+        if value != "observed" and not 0 <= value < 1:
+            raise ValueError(f"draw_probability is {value}; give a number in [0, 1) or 'observed' (the tie rate)")
+        return value
+
+    def settings(self):
+        """The settings as the analysis takes them (:class:`hitkit.analysis.spot_the_bot.TrueSkillSettings`)."""
+        from hitkit.analysis.spot_the_bot import TrueSkillSettings
+
+        p = None if self.draw_probability == "observed" else float(self.draw_probability)
+        return TrueSkillSettings(mu=self.mu, sigma=self.sigma, beta=self.beta, tau=self.tau, draw_probability=p)
+
+
 class SpotTheBotConfig(_Model):
     """Spot The Bot (Deriu et al. 2020; METHODS.md §2): label the speakers of conversation segments.
 
@@ -350,6 +384,7 @@ class SpotTheBotConfig(_Model):
     ``human_conversations`` (JSONL, :func:`hitkit.bots.corpus.load_jsonl`'s format; default:
     chatterbot-corpus). Every conversation must reach the longest segment length. A HIT holds up
     to ``segments_per_hit`` segments and is taken by ``annotations_per_segment`` workers.
+    ``trueskill`` sets the ranking's TrueSkill (:class:`TrueSkillConfig`).
     """
 
     bot_conversations: Optional[Path] = Field(None, description="bot–bot JSONL (default: OUT/STUDY/bot_bot.jsonl)")
@@ -361,6 +396,8 @@ class SpotTheBotConfig(_Model):
                                        description="segment lengths k, in exchanges")
     segments_per_hit: int = Field(20, gt=1, le=200)
     annotations_per_segment: int = Field(2, gt=0, le=20)
+    trueskill: TrueSkillConfig = Field(default_factory=TrueSkillConfig,
+                                       description="TrueSkill settings of the ranking")
 
     @field_validator("segment_lengths")
     @classmethod

@@ -53,6 +53,8 @@ from hitkit.db import settings
 from hitkit.db.session import get_engine, session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.money import cents, flat_fee
+from hitkit.prescreen.similarity import distinct_n
+from hitkit.prescreen.similarity import tokens as word_tokens
 from hitkit.qc_policy import held_assignment_ids
 from hitkit.study import StudyContext, unit_answer_counts
 
@@ -801,15 +803,16 @@ def _readable_answers(task: str, payload: Mapping[str, Any], entry: Mapping[str,
 
 # A system's profile -----------------------------------------------------------------------------------
 def automatic_metrics(texts: list[str]) -> dict[str, float | int | None]:
-    """Length and lexical diversity of a system's turns (distinct-n: unique n-grams / all n-grams)."""
-    words = [t.lower().split() for t in texts]
-    unigrams = [w for ws in words for w in ws]
-    bigrams = [tuple(ws[i:i + 2]) for ws in words for i in range(len(ws) - 1)]
+    """Length and lexical diversity of a system's turns: distinct-n as Li et al. (2016) and ChatEval
+    define it, distinct n-grams of all the turns over their number of tokens (the pre-screen's
+    :func:`~hitkit.prescreen.similarity.distinct_n`, so the two pages agree)."""
+    words = [word_tokens(t) for t in texts]
+    has_tokens = any(words)
     return {
         "turns": len(texts),
         "mean_words": round(statistics.fmean(len(ws) for ws in words), 2) if words else None,
-        "distinct_1": round(len(set(unigrams)) / len(unigrams), 3) if unigrams else None,
-        "distinct_2": round(len(set(bigrams)) / len(bigrams), 3) if bigrams else None,
+        "distinct_1": round(distinct_n(texts, 1), 3) if has_tokens else None,
+        "distinct_2": round(distinct_n(texts, 2), 3) if has_tokens else None,
     }
 
 

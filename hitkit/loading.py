@@ -68,6 +68,34 @@ def read_any(folder: Path, name: str) -> pd.DataFrame:
     raise HitkitError(f"no {name}.csv or {name}.parquet in {folder}")
 
 
+def study_name(folder: Path) -> str | None:
+    """The study an export folder holds: study.json's name, else the ``study`` column of its
+    assignments or task table (several studies joined by ", "); None when neither says."""
+    import pandas as pd
+
+    folder = Path(folder)
+    info = folder / "study.json"
+    if info.is_file():
+        name = json.loads(info.read_text()).get("study")
+        if name:
+            return str(name)
+    for table in ("assignments", *TASK_TABLES):
+        csv, parquet = folder / f"{table}.csv", folder / f"{table}.parquet"
+        try:
+            if csv.is_file():
+                column = pd.read_csv(csv, usecols=["study"], dtype=str, keep_default_na=False)["study"]
+            elif parquet.is_file():
+                column = pd.read_parquet(parquet, columns=["study"])["study"].astype(str)
+            else:
+                continue
+        except (ValueError, KeyError, pd.errors.EmptyDataError):  # no study column: ask the next table
+            continue
+        names = [n for n in dict.fromkeys(column.str.strip()) if n]
+        if names:
+            return ", ".join(names)
+    return None
+
+
 def read_conversations(path: Path) -> pd.DataFrame:
     """``conversations.jsonl`` as one row per turn: study, conversation_id, kind, index, speaker,
     system, text, time."""

@@ -13,6 +13,13 @@ import numpy as np
 import pandas as pd
 
 DPI = 110
+COLUMN_IN = 8.6
+"""Widest figure, in inches: the report's text column (1000 px less its padding) at :data:`DPI`. A
+wider PNG is shrunk to the column by the browser, and its 8-point text with it."""
+CELL_FONT = 9
+"""Points of the numbers written in a pair matrix's cells."""
+LABEL_CHARS = 20
+"""Longest system name written whole on an axis; longer ones are cut with an ellipsis."""
 BLUE, ORANGE, GREY, RED, GREEN = "#3b6ea8", "#e08a2c", "#888888", "#c0392b", "#2e8b57"
 
 
@@ -34,6 +41,18 @@ def to_png(fig) -> bytes:
     # "tight" keeps a colour-bar label or a long tick label from being cut off at the edge.
     fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.08)
     return buffer.getvalue()
+
+
+def text_inches(text: str, points: float) -> float:
+    """About how wide ``text`` is at ``points`` (DejaVu Sans averages 0.6 em a character)."""
+    return len(text) * points * 0.6 / 72
+
+
+def short_labels(names: Sequence[str], limit: int = LABEL_CHARS) -> list[str]:
+    """Axis labels: a name longer than ``limit`` is cut to ``limit`` characters ending in "…",
+    unless that would make two labels alike (then the names stay whole)."""
+    cut = [n if len(n) <= limit else n[:limit - 1] + "…" for n in map(str, names)]
+    return cut if len(set(cut)) == len(cut) else [str(n) for n in names]
 
 
 def _message(text: str) -> bytes:
@@ -117,15 +136,21 @@ def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, titl
         return _message("no pairs to compare")
     grid = values.to_numpy(dtype=float)
     texts = [(fmt(v) if fmt is not None else f"{v:.2f}") + "*" for v in grid.ravel() if not math.isnan(v)]
-    # Cells wide enough for their text at a readable 8 pt (about 0.075 in a character), so that
-    # neighbouring values never overprint; long system names get room below and to the left.
-    cell = max(0.6, 0.075 * max(map(len, texts), default=4) + 0.2)
-    label = 0.08 * max(map(len, map(str, names)))
-    size = 1.6 + label + cell * n
-    fig = _figure(size + 1.4, size)
+    labels = short_labels(names)
+    # Cells just wide enough for their longest text at CELL_FONT, so that neighbouring values never
+    # overprint, and the figure no wider than the report's column (a wider PNG is shrunk, text and
+    # all); with too many systems for that, cells of at least 0.45 in and a smaller font.
+    label = text_inches(max(labels, key=len), 10) + 0.4
+    bar = 1.2  # the colour bar, its ticks and its label
+    needed = text_inches(max(texts, key=len, default="0.00*"), CELL_FONT) + 0.15
+    cell = max(0.45, min(needed, (COLUMN_IN - label - bar) / n))
+    font = CELL_FONT * min(1.0, cell / needed)
+    width = label + cell * n + bar
+    height = 0.75 * label + cell * n + 0.9  # x labels at 45°, the title
+    fig = _figure(width, height)
     ax = fig.subplots()
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=colormaps[cmap].with_extremes(bad="0.9"),
-                      vmin=vmin, vmax=vmax)
+                      vmin=vmin, vmax=vmax, aspect="auto")
     norm = image.norm
     for (i, j), value in np.ndenumerate(grid):
         if math.isnan(value):
@@ -134,14 +159,16 @@ def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, titl
         shade = colormaps[cmap](norm(value))
         dark = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] < 0.5
         text = fmt(value) if fmt is not None else f"{value:.2f}"
-        ax.text(j, i, text + star, ha="center", va="center", fontsize=8,
+        ax.text(j, i, text + star, ha="center", va="center", fontsize=font,
                 color="white" if dark else "black")
-    ax.set_xticks(range(n), names, rotation=45 if n > 3 else 0, ha="right" if n > 3 else "center")
-    ax.set_yticks(range(n), names)
+    rotate = n > 3 or max(map(len, labels)) > 6
+    ax.set_xticks(range(n), labels, rotation=45 if rotate else 0, ha="right" if rotate else "center",
+                  rotation_mode="anchor")
+    ax.set_yticks(range(n), labels)
     ax.set_xlabel(col_label)
     ax.set_ylabel(row_label)
     ax.set_title(title + (f"\n{mark_note}" if mark_note else ""), fontsize=9)
-    fig.colorbar(image, ax=ax, label=colorbar, shrink=0.85)
+    fig.colorbar(image, ax=ax, label=colorbar, fraction=0.05, pad=0.02)
     return to_png(fig)
 
 
@@ -155,7 +182,7 @@ def criterion_bars(systems: pd.DataFrame, criteria: Sequence[str]) -> bytes:
     n_sys = len(systems)
     width = 0.8 / n_sys
     x = np.arange(len(criteria))
-    fig = _figure(min(10.0, max(6.5, 0.5 + len(criteria) * (0.45 + 0.18 * n_sys))), 4.2)
+    fig = _figure(min(COLUMN_IN, max(6.5, 0.5 + len(criteria) * (0.45 + 0.18 * n_sys))), 4.2)
     ax = fig.subplots()
     cmap = colormaps["viridis"]
     for k, row in enumerate(systems.itertuples(index=False)):
@@ -167,7 +194,9 @@ def criterion_bars(systems: pd.DataFrame, criteria: Sequence[str]) -> bytes:
     ax.set_ylabel("mean z (per-worker standardised; higher = better)")
     ax.set_title("Per-criterion scores of the workers who passed QC (negative criteria reversed)",
                  fontsize=10)
-    ax.legend(fontsize=8, ncol=min(n_sys, 5), loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    # One row of systems when they fit (read left to right, best first), else rows of 6.
+    ax.legend(fontsize=8, ncol=n_sys if n_sys <= 10 else 6, loc="upper center", bbox_to_anchor=(0.5, -0.1),
+              frameon=False)
     ax.grid(axis="y", alpha=0.3)
     return to_png(fig)
 

@@ -84,11 +84,16 @@ class ReportInput:
 
     @property
     def study(self) -> str:
-        if self.info.get("study"):
-            return str(self.info["study"])
+        """The study's name: the export's study.json, the analysis' summary.json, the tables'
+        study column, else the run folder's name (``OUT/STUDY``)."""
+        for known in (self.info, self.summary):
+            if known.get("study"):
+                return str(known["study"])
         for table in self.export.values():
             if "study" in table.columns and len(table):
                 return str(table["study"].iloc[0])
+        if self.run_dir is not None and self.run_dir.name:
+            return self.run_dir.name
         return "study"
 
 
@@ -135,6 +140,16 @@ def _p(value) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def _p_cell(value) -> str:
+    """A p-value short enough for a matrix cell: 3 decimals without the leading zero (".006"),
+    "<.001" below 0.001 (APA style), "1" for 1."""
+    if value is None or math.isnan(value):
+        return "–"
+    if value < 0.001:
+        return "<.001"
+    return "1" if value >= 0.9995 else f"{value:.3f}".lstrip("0")
+
+
 def _display(table: pd.DataFrame) -> pd.DataFrame:
     """A copy with numbers as short text: p-values to 3 decimals (< 0.001), other floats to 3."""
     out = table.copy()
@@ -171,6 +186,14 @@ def _correction(summary: dict) -> str:
     from hitkit.analysis.inference import correction_label
 
     return correction_label(summary.get("multiple_comparisons", "none"))
+
+
+def _interval_method(summary: dict) -> str:
+    """How the analysis read its bootstrap intervals, in words (older analyses: plain percentiles)."""
+    if summary.get("interval_method") == "expanded percentile":
+        return ("expanded percentile intervals (Hesterberg 2015: widened by √(C/(C − 1))·t/z for the C units "
+                "resampled)")
+    return "percentile intervals"
 
 
 def _p_column(table: pd.DataFrame) -> str:
@@ -280,7 +303,7 @@ def pairwise_sections(inp: ReportInput) -> list[Section]:
     t, s = inp.tables, inp.summary
     ranking = t["ranking"]
     rank = Section("Ranking")
-    rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % percentile bootstrap intervals "
+    rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % bootstrap {_interval_method(s)} "
                      f"from {s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'vote')}s (each "
                      "with all its votes); rank 1 is best.")
     rank.figures.append(ReportFigure(
@@ -331,20 +354,39 @@ def _criteria(inp: ReportInput) -> list[tuple[str, str, bool]]:
     return [known.get(c, (c, "positive", True)) for c in inp.tables["systems"].columns if c not in fixed]
 
 
+def _overall_intervals(tables: dict[str, pd.DataFrame], systems: pd.DataFrame):
+    """(low, high) of each system's overall score, in the order of ``systems``, from the analysis'
+    clustered bootstrap (``score_intervals``); (None, None) for an analysis without them."""
+    intervals = tables.get("score_intervals")
+    if intervals is None or intervals.empty:
+        return None, None
+    overall = intervals[intervals["criterion"] == "overall"].set_index("system")
+    return (systems["system"].map(overall["low"]).to_numpy(dtype=float),
+            systems["system"].map(overall["high"]).to_numpy(dtype=float))
+
+
 def live_chat_sections(inp: ReportInput) -> list[Section]:
     """z-score ranking, significance matrix, per-criterion bars, QC pass rate, replication."""
     t, s = inp.tables, inp.summary
     systems = t["systems"]
     alpha = float(s.get("alpha", 0.05))
     rank = Section("Ranking")
+    low, high = _overall_intervals(t, systems)
+    unit = s.get("interval_unit", "worker")
+    interval_words = (f" with its 95 % interval from {s.get('n_boot', '?')} bootstrap resamples of the {unit}s"
+                      if low is not None else "")
     rank.text.append("Mean per-worker z-score of every criterion rating of each system by the workers who passed "
-                     "quality control (negative criteria reversed); n = number of criterion ratings.")
+                     f"quality control (negative criteria reversed){interval_words}; n = number of criterion "
+                     "ratings.")
     rank.figures.append(ReportFigure(
-        "ranking", "Overall mean z of each system, best at the top (n ratings in brackets).",
-        plots.interval_ranking(list(systems["system"]), systems["z"], None, None,
-                               xlabel="overall mean z (higher = better)", title="Ranking by overall z",
+        "ranking", f"Overall mean z of each system{interval_words}, best at the top (n ratings in brackets).",
+        plots.interval_ranking(list(systems["system"]), systems["z"], low, high,
+                               xlabel="overall mean z (higher = better)",
+                               title="Ranking by overall z" + (" with 95 % intervals" if low is not None else ""),
                                labels=[f"{sy} (n={n})" for sy, n in zip(systems["system"], systems["n"])])))
     rank.tables.append(("Systems", systems))
+    if "score_intervals" in t:
+        rank.tables.append((f"95 % intervals of every score (bootstrap of {unit}s)", t["score_intervals"]))
 
     significance = t["significance"]
     values, marks = _matrix(significance, "p_value", list(systems["system"]), mark=_p_column(significance),
@@ -356,7 +398,8 @@ def live_chat_sections(inp: ReportInput) -> list[Section]:
     sig.figures.append(ReportFigure("significance", f"p that row beats column; * p < {alpha}.",
                                     plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided "
                                                       "Mann–Whitney p", colorbar="p", cmap="Greens_r", vmin=0,
-                                                      vmax=1, fmt=_p, mark_note=f"* p < {alpha}, {_correction(s)}",
+                                                      vmax=1, fmt=_p_cell,
+                                                      mark_note=f"* p < {alpha}, {_correction(s)}",
                                                       row_label="system (wins)", col_label="system (beaten)")))
 
     criteria = [c[0] for c in _criteria(inp)]
@@ -486,6 +529,26 @@ def _versions(summary: dict) -> str:
     return ", ".join(f"{n} {versions[n]}" for n in names if n in versions and versions[n] != "not installed")
 
 
+def _hit_systems(inp: ReportInput) -> str:
+    """How many systems each live-chat HIT held, in words, counted from the data (the summary's
+    :func:`~hitkit.analysis.live_chat.hit_design`, or the exported ratings for an older analysis)."""
+    design = inp.summary
+    ratings = inp.export.get("ratings")
+    if "systems_per_hit" not in design and ratings is not None and len(ratings):
+        from hitkit.analysis.live_chat import hit_design
+
+        control = ratings["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])
+        design = hit_design(ratings.assign(is_control=control))
+    per, total = design.get("systems_per_hit"), design.get("systems")
+    if not per or not total:
+        return "each worker chatted with several systems"
+    if per["min"] == per["max"]:
+        held = f"all {total}" if per["max"] == total else f"{per['max']} of the {total}"
+        return f"each HIT held conversations with {held} systems"
+    return (f"each HIT held conversations with a median of {_num(float(per['median']), 1)} (from {per['min']} "
+            f"to {per['max']}) of the {total} systems")
+
+
 def methods_paragraph(inp: ReportInput) -> str:
     """A paragraph an author can paste into a paper: what was computed, with which settings and versions."""
     s, t = inp.summary, inp.tables
@@ -499,7 +562,7 @@ def methods_paragraph(inp: ReportInput) -> str:
                    f"p-values are {_correction(s)} over the pairs.")
         out.append("Systems were ranked with a Bradley–Terry model fitted by Hunter's (2004) MM algorithm (ties "
                    "counted as half a win to each side, a prior of one virtual tied game per pair); 95 % "
-                   f"percentile intervals come from {s.get('n_boot', '?')} bootstrap resamples of the "
+                   f"{_interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
                    f"{s.get('interval_unit', 'vote')}s, each with all its votes "
                    f"(numpy default_rng, seed {s.get('seed', '?')}).")
         flagged = None
@@ -516,11 +579,12 @@ def methods_paragraph(inp: ReportInput) -> str:
         negative = [c[0] for c in criteria if c[1] == "negative"]
         qc_names = [c[0] for c in criteria if c[2]]
         alpha = s.get("alpha", 0.05)
-        out.append(f"Following Ji et al. (2022), each worker chatted with every system and a degraded "
-                   f"quality-control bot and rated {len(criteria)} criteria ({', '.join(c[0] for c in criteria)}) "
-                   f"on a 0–100 scale. Negative criteria ({', '.join(negative) or 'none'}) were reversed "
-                   "(100 − x), and each worker's ratings were standardised to z-scores with that worker's mean and "
-                   "standard deviation (ddof = 1) over all their ratings.")
+        out.append(f"Following Ji et al. (2022), {_hit_systems(inp)} and a degraded quality-control bot, "
+                   f"in blind, shuffled order; after each conversation the worker rated {len(criteria)} criteria "
+                   f"({', '.join(c[0] for c in criteria)}) on a 0–100 scale. Negative criteria "
+                   f"({', '.join(negative) or 'none'}) were reversed (100 − x), and each worker's ratings were "
+                   "standardised to z-scores with that worker's mean and standard deviation (ddof = 1) over all "
+                   "their ratings.")
         out.append(f"Quality control: per worker, a one-sided Mann–Whitney U (Wilcoxon rank-sum) test "
                    f"(scipy.stats.mannwhitneyu, {s.get('qc_method', 'asymptotic')} method) that the z-scores of the "
                    f"QC bot are lower than those of the real systems on the criteria {', '.join(qc_names)}; a "
@@ -531,9 +595,10 @@ def methods_paragraph(inp: ReportInput) -> str:
         out.append("A system's score is the mean z of all its criterion ratings, per criterion and overall. For "
                    "every ordered pair of systems a one-sided Mann–Whitney U test "
                    f"(unit: one {s.get('significance_unit', 'rating')}) asks whether the first system's z exceed "
-                   f"the second's; p-values are {_correction(s)} over the ordered pairs. 95 % intervals of "
-                   f"every system score come from {s.get('n_boot', '?')} bootstrap resamples of the "
-                   f"{s.get('interval_unit', 'worker')}s, each with all its ratings (numpy default_rng, seed "
+                   f"the second's; p-values are {_correction(s)} over the ordered pairs. 95 % "
+                   f"{_interval_method(s)} of every system score come from {s.get('n_boot', '?')} bootstrap "
+                   f"resamples of the {s.get('interval_unit', 'worker')}s, each with all its ratings (numpy "
+                   "default_rng, seed "
                    f"{s.get('seed', '?')}).")
         if "replication" in t:
             out.append("Self-replication is the Pearson, Spearman and Kendall correlation of system scores between "
@@ -546,7 +611,7 @@ def methods_paragraph(inp: ReportInput) -> str:
                    "conversations; submitted or approved assignments only, no annotator excluded).")
         out.append("Per annotation, a system wins when its label ranks higher (human > unsure > bot); the win "
                    "rate is wins / (wins + losses), tested with a chi-square test of an even split "
-                   f"(scipy.stats.chisquare; {_correction(s)} over the pairs), with 95 % intervals from "
+                   f"(scipy.stats.chisquare; {_correction(s)} over the pairs), with 95 % {_interval_method(s)} from "
                    f"{s.get('n_boot', '?')} bootstrap resamples of the {s.get('interval_unit', 'annotation')}s.")
         out.append(f"Systems were ranked with TrueSkill (μ = {env.get('mu', '?')}, σ = {_num(env.get('sigma'))}, "
                    f"β = {_num(env.get('beta'))}, τ = {_num(env.get('tau'))}, draw probability "
@@ -601,7 +666,8 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;font-size:.85em;margin:.6em 0 1.2em}
+.table{max-width:100%;overflow-x:auto;margin:.6em 0 1.2em}
+table{border-collapse:collapse;font-size:.85em}
 th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}th{background:#f4f4f4}
 td:first-child,th:first-child{text-align:left}
 figure{margin:1em 0}figure img{max-width:100%;height:auto}figcaption{font-size:.85em;color:#555}
@@ -613,8 +679,16 @@ details{margin:.4em 0}summary{cursor:pointer;color:#345}
 _LONG_TABLE = 30
 
 
+def _breakable_headers(body: str) -> str:
+    """Column names may wrap after an underscore (``mean_pairwise_<wbr>win_rate``), so that a wide
+    table's headers do not set its width."""
+    return re.sub(r"<th>([^<]*)</th>", lambda m: "<th>" + m.group(1).replace("_", "_<wbr>") + "</th>", body)
+
+
 def _html_table(caption: str, table: pd.DataFrame) -> str:
-    body = _display(table).to_html(index=False, escape=True, border=0, na_rep="–")
+    """One table, inside a box that scrolls sideways when the table is wider than the column."""
+    body = _breakable_headers(_display(table).to_html(index=False, escape=True, border=0, na_rep="–"))
+    body = f'<div class="table">{body}</div>'
     title = f"<h3>{html.escape(caption)}</h3>" if caption else ""
     if len(table) > _LONG_TABLE:
         return (f"<details><summary>{html.escape(caption or 'table')} ({len(table)} rows)</summary>"

@@ -375,11 +375,21 @@ def test_repeated_ratings_follow_the_duplicate_policy(tmp_path):
     assert info.value.line == len(ratings) + 2
 
 
-def test_missing_files_and_duplicate_assignments(tmp_path):
+def test_missing_files_are_named(tmp_path):
     with pytest.raises(InputError, match="assignments.csv: not found"):
         analyze_live_chat(tmp_path)
+
+
+def test_a_repeated_assignment_id_is_counted_and_resolved_not_refused(tmp_path):
     study = write_study(tmp_path / "dup", diligent("a1", "w1", LEVELS))
     table = pd.read_csv(study / "assignments.csv")
     pd.concat([table, table]).to_csv(study / "assignments.csv", index=False)
-    with pytest.raises(InputError, match="'a1' appears more than once"):
-        analyze_live_chat(study)
+    with pytest.warns(DuplicateRowsWarning, match="removed 1 row"):
+        result = analyze_live_chat(study, n_boot=10)
+    assert result.summary["assignment_duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
+    assert "1 assignment_id(s) of assignments.csv repeat; duplicate policy 'first' removed 1 row(s)" in \
+        result.summary["warnings"]
+    assert result.summary["hits"] == 1 and list(result.tables["workers"]["assignments"]) == [1]
+    with pytest.raises(InputError, match="repeats .*assignment_id='a1'") as info:
+        analyze_live_chat(study, duplicates="error")
+    assert info.value.line == 3

@@ -485,3 +485,20 @@ def test_repeated_rows_of_one_assignment_follow_the_policy(tmp_path):
     assert result.summary["interval_unit"] == "worker"
     with pytest.raises(InputError, match="repeats"):
         read_votes(tmp_path, duplicates="error")
+
+
+def test_a_repeated_assignment_id_in_assignments_csv_is_counted_not_refused(tmp_path):
+    # as1 twice in assignments.csv: first returned, then approved (two exports pasted together).
+    write_study(tmp_path, "s1,h1,as1,w1,i1,X,Y,a\ns1,h1,as2,w2,i1,X,Y,b\ns1,h1,as3,w3,i1,X,Y,a\n",
+                "s1,h1,as1,w1,returned,60\ns1,h1,as2,w2,approved,60\ns1,h1,as3,w3,approved,60\n"
+                "s1,h1,as1,w1,approved,60\n")
+    with pytest.warns(DuplicateRowsWarning, match="assignment .*removed 1 row"):
+        first = analyze_pairwise(tmp_path, n_boot=20)
+    assert first.summary["assignment_duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
+    assert first.summary["votes"] == 2  # the first row says returned: as1's vote does not count
+    assert any("assignment_id(s) of assignments.csv repeat" in w for w in first.summary["warnings"])
+    with pytest.warns(DuplicateRowsWarning):
+        assert analyze_pairwise(tmp_path, n_boot=20, duplicates="last").summary["votes"] == 3
+    with pytest.raises(InputError, match="assignments.csv.*repeats") as info:
+        read_votes(tmp_path, duplicates="error")
+    assert info.value.line == 5

@@ -17,7 +17,7 @@ from hitkit.analysis.spot_the_bot import (ANNOTATION_COLUMNS, agreement, analyze
                                           ranking, read_annotations, segment_annotations,
                                           segment_lengths, win_rates)
 from hitkit.analysis.inference import DuplicateRowsWarning
-from hitkit.analysis.spot_the_bot import (TrueSkillSettings, implausible_times, load_annotations,
+from hitkit.analysis.spot_the_bot import (TrueSkillSettings, load_annotations,
                                           system_feature_win_rates)
 from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_repeated, rate_sequences
 from hitkit.errors import InputError
@@ -524,6 +524,20 @@ def test_repeated_annotations_follow_the_policy_and_are_counted(tmp_path):
     assert "removed 2 row(s)" in result.summary["warnings"][0]
 
 
+def test_a_repeated_assignment_id_in_assignments_csv_is_counted_not_refused(tmp_path):
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"), segment("w2", "c1", "A", "B", "human", "bot"))
+    write_study(tmp_path, ann, {"as-w1": "approved", "as-w2": "approved"})
+    with (tmp_path / "assignments.csv").open("a") as f:
+        f.write("s1,h1,as-w2,w,approved,60\n")
+    with pytest.warns(DuplicateRowsWarning, match="assignment"):
+        result = analyze_spot_the_bot(tmp_path, n_boot=10)
+    assert result.summary["assignment_duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
+    assert result.summary["segment_annotations"] == 2
+    assert any("1 assignment_id(s) of assignments.csv repeat" in w for w in result.summary["warnings"])
+    with pytest.raises(InputError, match="repeats"):
+        analyze_spot_the_bot(tmp_path, n_boot=10, duplicates="error")
+
+
 def test_trueskill_defaults_are_no_dynamics_and_the_observed_tie_rate(study):
     g = games(study)
     env = TrueSkillSettings().env_for(g)
@@ -685,3 +699,54 @@ def test_cli_takes_every_ranking_setting_and_records_it(tmp_path):
     refused = CliRunner().invoke(main, ["analyze", "pairwise", str(tmp_path), "--out", str(out),
                                         "--trueskill-tau", "0"])
     assert refused.exit_code != 0 and "spot_the_bot` only" in refused.output
+
+
+def _study_file(tmp_path, trueskill: dict):
+    import yaml
+
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({"study": "stb", "task": "spot_the_bot", "seed": 7, "budget": "1.00",
+                                    "systems": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
+                                    "spot_the_bot": {"trueskill": trueskill}}))
+    return path
+
+
+def test_trueskill_settings_from_the_study_file_reach_analyze_the_summary_and_the_methods(tmp_path):
+    from click.testing import CliRunner
+
+    from hitkit.analysis import run_analysis
+    from hitkit.cli import main
+    from hitkit.config import load_study
+    from hitkit.report import ReportInput, methods_paragraph
+
+    ann = frame(segment("w1", "c1", "A", "B", "human", "bot"), segment("w2", "c1", "A", "B", "human", "human"),
+                segment("w3", "c2", "B", "C", "human", "bot"), segment("w4", "c3", "A", "C", "unsure", "bot"))
+    write_study(tmp_path, ann)
+    study = _study_file(tmp_path, {"mu": 30, "tau": 0.1, "draw_probability": 0.2})
+    config = load_study(study)
+    result = run_analysis("spot_the_bot", tmp_path, config=config, options={"n_boot": 20})
+    assert result.summary["trueskill"] == {"mu": 30.0, "sigma": 10.0, "beta": 5.0, "tau": 0.1,
+                                           "draw_probability": 0.2, "draw_probability_source": "given"}
+    methods = methods_paragraph(ReportInput("spot_the_bot", result.tables, result.summary))
+    assert "μ = 30.0, σ = 10.000, β = 5.000, τ = 0.100, draw probability 0.200" in methods
+
+    # `hitkit analyze --study`: the study's settings and seed, one setting overridden on the command line.
+    out = tmp_path / "out"
+    run = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(tmp_path), "--out", str(out), "--no-progress",
+                                    "--study", str(study), "--n-boot", "20", "--draw-probability", "observed"])
+    assert run.exit_code == 0, run.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["trueskill"]["mu"], summary["trueskill"]["tau"], summary["seed"]) == (30.0, 0.1, 7)
+    assert summary["trueskill"]["draw_probability_source"] == "observed tie rate"
+    # Without a study file nothing changes: the defaults (tau 0, observed tie rate).
+    assert run_analysis("spot_the_bot", tmp_path, options={"n_boot": 20}).summary["trueskill"]["mu"] == 25.0
+
+
+def test_a_bad_trueskill_setting_in_the_study_file_is_refused_with_the_field():
+    from hitkit.config import TrueSkillConfig
+
+    with pytest.raises(ValueError, match="draw_probability is 1.0"):
+        TrueSkillConfig(draw_probability=1.0)
+    with pytest.raises(ValueError, match="tau"):
+        TrueSkillConfig(tau=-0.5)
+    assert TrueSkillConfig().settings() == TrueSkillConfig(draw_probability="observed").settings()

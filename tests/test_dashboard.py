@@ -342,5 +342,17 @@ def test_answers_read_in_system_names_and_automatic_metrics():
     assert dash._readable_answers("spot_the_bot", {"systems": ["x", "human"]}, entry) == {
         "label_0": "x → bot", "label_1": "human → human", "fluency": "human"}
     assert dash.unit_systems({"systems": ["a", "a"]}) == ("a",) and dash.unit_systems({"system": "q"}) == ("q",)
+
+
+def test_profile_distinct_n_divides_by_tokens_as_li_et_al_and_the_prescreen():
+    # 4 tokens "a b a" | "c": 3 distinct unigrams / 4 tokens; bigrams (a b) (b a): 2 distinct / 4
+    # tokens (Li et al. 2016 and ChatEval), not / 2 bigrams (which would give 1.0).
     metrics = dash.automatic_metrics(["a b a", "c"])
-    assert metrics == {"turns": 2, "mean_words": 2.0, "distinct_1": 0.75, "distinct_2": 1.0}
+    assert metrics == {"turns": 2, "mean_words": 2.0, "distinct_1": 0.75, "distinct_2": 0.5}
+    from hitkit.prescreen.chateval import system_metrics
+
+    texts = ["Hello there, friend!", "hello there again", "Fine."]
+    chateval = system_metrics(["p"] * 3, texts, [None] * 3)
+    profile = dash.automatic_metrics(texts)
+    assert profile["distinct_2"] == round(chateval["distinct_2"], 3)
+    assert dash.automatic_metrics(["", "!"])["distinct_1"] is None

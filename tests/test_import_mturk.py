@@ -97,6 +97,32 @@ def test_a_pairwise_archive_of_classic_form_fields_becomes_votes(tmp_path):
     assert "AWORKER" not in (tmp_path / "out" / "votes.csv").read_text()  # no raw worker id is written
 
 
+def test_a_repeated_assignment_id_is_counted_and_resolved_by_the_policy_not_refused(tmp_path):
+    from hitkit.analysis.inference import DuplicateRowsWarning
+
+    one = {"AssignmentId": "A1", "WorkerId": "AW1", "Input.item0": "p1", "Input.left0": "bot1",
+           "Input.right0": "bot2", "Answer.choice0": "left"}
+    other = {**one, "AssignmentId": "A2", "WorkerId": "AW2", "Answer.choice0": "right"}
+    # A1 again, changed: the batch file was downloaded twice and pasted together.
+    batch = write_batch(tmp_path, [one, other, {**one, "Answer.choice0": "same"}])
+    mapping = write_mapping(tmp_path, {"task": "pairwise", "flatten": [], "pairwise": {
+        "items": 1, "item_id": "Input.item{i}", "system_a": "Input.left{i}", "system_b": "Input.right{i}",
+        "vote": "Answer.choice{i}", "votes": {"left": "a", "right": "b", "same": "tie"}}})
+    with pytest.warns(DuplicateRowsWarning, match="removed 1 row"):
+        first = import_mturk(batch, mapping, "old-ab", tmp_path / "out")
+    assert first.duplicates == {"policy": "first", "keys": 1, "rows_removed": 1}
+    assert list(first.assignments["assignment_id"]) == ["A1", "A2"] and list(first.table["vote"]) == ["a", "b"]
+    assert json.loads((tmp_path / "out" / "study.json").read_text())["import_duplicates"]["rows_removed"] == 1
+    with pytest.warns(DuplicateRowsWarning):
+        assert list(import_mturk(batch, mapping, "x", duplicates="last").table["vote"]) == ["b", "tie"]
+    with pytest.raises(InputError, match="line 4: batch row .*repeats"):
+        import_mturk(batch, mapping, "x", duplicates="error")
+    run = CliRunner().invoke(main, ["import", "mturk", batch, "--mapping", str(mapping), "--study", "x",
+                                    "--out", str(tmp_path / "cli")])
+    assert run.exit_code == 0, run.output
+    assert "warning: 1 AssignmentId(s) of the batch repeat; duplicate policy 'first' removed 1 row(s)" in run.output
+
+
 def test_a_python_function_says_what_a_mapping_cannot(tmp_path):
     (tmp_path / "rules.py").write_text(
         "def annotations(fields):\n"

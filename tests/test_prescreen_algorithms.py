@@ -12,7 +12,6 @@ from hitkit.prescreen import agreement, chateval
 from hitkit.prescreen.dimensions import (
     concepts,
     contradictions,
-    distinct_n,
     entities,
     fluency,
     new_entities,
@@ -23,7 +22,7 @@ from hitkit.prescreen.dimensions import (
     score_turns,
     specificity,
 )
-from hitkit.prescreen.similarity import stem, tfidf_cosine, tokens
+from hitkit.prescreen.similarity import distinct_n, stem, tfidf_cosine, tokens
 from hitkit.prescreen.tournament import (
     GameResult,
     double_round_robin,
@@ -137,8 +136,9 @@ def test_entities_questions_and_specificity():
         ["New York", "Harry Potter", "Beatles"]
     assert new_entities(["I love Paris.", "Paris and Rome!", "Yes, Rome."]) == [1, 1, 0]
     assert questions(["How are you?", "Fine.", "And you? Good."]) == [1, 0, 1]
-    # "the cat the cat": distinct-1 = 2/4, distinct-2 = 2/3 (the-cat, cat-the, the-cat).
-    assert specificity(["the cat the cat"]) == pytest.approx([(0.5 + 2 / 3) / 2])
+    # "the cat the cat": distinct-1 = 2/4, distinct-2 = 2/4 (the-cat, cat-the over 4 tokens, as
+    # Li et al., whom ChatMatch cites; not 2/3 bigrams).
+    assert specificity(["the cat the cat"]) == pytest.approx([(0.5 + 0.5) / 2])
     assert distinct_n(["a"], 2) == 0.0
 
 
@@ -155,13 +155,13 @@ def test_fluency_caps_perplexity_and_gives_empty_turns_the_cap():
 
 # ---------------------------------------------------------------- ChatEval metrics
 
-def test_corpus_distinct_n_by_hand():
+def test_distinct_n_divides_by_tokens_by_hand():
     # 5 tokens a a b | a b: 2 distinct unigrams / 5 tokens; bigrams (a a) (a b) | (a b): 2
     # distinct / 5 tokens (Li et al. 2016 and ChatEval divide by tokens, not by the 3 bigrams).
-    assert chateval.corpus_distinct_n(["a a b", "a b"], 1) == pytest.approx(2 / 5)
-    assert chateval.corpus_distinct_n(["a a b", "a b"], 2) == pytest.approx(2 / 5)
-    assert chateval.corpus_distinct_n(["a b c d"], 2) == pytest.approx(3 / 4)
-    assert chateval.corpus_distinct_n([""], 1) == 0.0 and chateval.corpus_distinct_n(["a"], 2) == 0.0
+    assert distinct_n(["a a b", "a b"], 1) == pytest.approx(2 / 5)
+    assert distinct_n(["a a b", "a b"], 2) == pytest.approx(2 / 5)
+    assert distinct_n(["a b c d"], 2) == pytest.approx(3 / 4)
+    assert distinct_n([""], 1) == 0.0 and distinct_n(["a"], 2) == 0.0
 
 
 def test_sentence_bleu2_by_hand():

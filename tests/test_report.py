@@ -170,3 +170,124 @@ def test_text_from_the_data_is_escaped_and_extra_sections_come_before_cost(tmp_p
     assert evil not in html and "&lt;script&gt;" in html
     assert "automatic metrics &amp; &lt;more&gt;" in html
     assert "No payment ledger" in html  # no export folder: cost is said to be missing, not invented
+
+
+def _pairwise_votes(folder: Path, study: str = "chateval-pilot") -> Path:
+    """A small pairwise export (votes.csv) of ``study`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"study": study, "hit_id": "h", "assignment_id": f"a{i}-{w}", "worker_id": f"w{w}", "item_id": f"i{i}",
+             "system_a": "x", "system_b": "y", "vote": vote}
+            for i in range(8) for w, vote in enumerate(["a", "a", "b"])]
+    pd.DataFrame(rows).to_csv(folder / "votes.csv", index=False)
+    return folder
+
+
+def test_a_report_from_the_analysis_folder_alone_is_titled_with_the_studys_name(tmp_path):
+    from hitkit.analysis import run_analysis
+
+    export = _pairwise_votes(tmp_path / "export")
+    result = run_analysis("pairwise", export, options={"n_boot": 20})
+    assert result.summary["study"] == "chateval-pilot"
+    analysis = tmp_path / "elsewhere" / "analysis"
+    result.write(analysis)
+    files = report(analysis, tmp_path / "report")
+    html = files.html.read_text()
+    assert "<title>hitkit report: chateval-pilot</title>" in html
+    assert files.markdown.read_text().startswith("# hitkit report: chateval-pilot")
+    assert "hitkit report: study<" not in html
+
+
+def test_an_older_analysis_without_the_study_in_its_summary_takes_the_run_folders_name(tmp_path):
+    from hitkit.analysis import run_analysis
+
+    result = run_analysis("pairwise", _pairwise_votes(tmp_path / "export"), options={"n_boot": 20})
+    del result.summary["study"]
+    result.write(tmp_path / "runs" / "ab-test-3" / "analysis")
+    files = report(tmp_path / "runs" / "ab-test-3" / "analysis", tmp_path / "report")
+    assert "<h1>hitkit report: ab-test-3</h1>" in files.html.read_text()
+
+
+JI_RUN = REPO / "tests" / "data" / "ji2022-run1"
+
+
+@pytest.fixture(scope="module")
+def ji_report_input():
+    """The paper's Free run 1 (tests/data/ji2022-run1) analysed as `hitkit report` would, fewer resamples."""
+    from hitkit.analysis import run_analysis
+
+    result = run_analysis("live_chat", JI_RUN, options={"n_boot": 200})
+    return input_from_result("live_chat", result, JI_RUN, source="test")
+
+
+def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_report_input):
+    from hitkit.report import methods_paragraph
+
+    # Ji et al.: each HIT holds 5 of the 10 systems and the QC bot.
+    assert ji_report_input.summary["systems"] == 10
+    assert ji_report_input.summary["systems_per_hit"] == {"median": 5.0, "min": 5, "max": 5}
+    methods = methods_paragraph(ji_report_input)
+    assert "each HIT held conversations with 5 of the 10 systems and a degraded quality-control bot" in methods
+    assert "chatted with every system" not in methods
+    # An older analysis without the count: read from the exported ratings.
+    older = ReportInput("live_chat", ji_report_input.tables,
+                        {k: v for k, v in ji_report_input.summary.items() if k not in ("systems_per_hit", "systems")},
+                        export=ji_report_input.export)
+    assert "5 of the 10 systems" in methods_paragraph(older)
+
+
+def test_live_chat_ranking_figure_draws_the_clustered_intervals(ji_report_input, monkeypatch):
+    from hitkit import plots
+    from hitkit.report import live_chat_sections
+
+    drawn = {}
+
+    def spy(systems, score, low, high, **kwargs):
+        drawn.update(systems=list(systems), low=low, high=high)
+        return b"png"
+
+    monkeypatch.setattr(plots, "interval_ranking", spy)
+    ranking = live_chat_sections(ji_report_input)[0]
+    intervals = ji_report_input.tables["score_intervals"]
+    overall = intervals[intervals["criterion"] == "overall"].set_index("system")
+    assert drawn["low"] is not None and drawn["high"] is not None
+    assert list(drawn["low"]) == list(overall.loc[drawn["systems"], "low"])
+    assert list(drawn["high"]) == list(overall.loc[drawn["systems"], "high"])
+    assert "bootstrap resamples of the workers" in ranking.text[0]
+
+
+COLUMN_PX = 1000  # the report's body: max-width 1000px; a wider PNG is shrunk, and its text with it
+
+
+def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_text():
+    """Ji et al.'s 10 systems made a 1200-px matrix (8-point cells shrunk to about 6.5 points);
+    long system names are cut on the axes, not in the tables."""
+    from hitkit import plots
+    from hitkit.report import _p_cell
+
+    for names in (["A", "B", "A_p", "C", "C_p", "B_p", "D", "D_p", "E_p", "E"],
+                  [f"Huggingface-TransferTransfo-{i}" for i in range(10)]):
+        values = pd.DataFrame(0.0004, index=names, columns=names)
+        for name in names:
+            values.loc[name, name] = float("nan")
+        marks = values < 0.05
+        width, height = png_size(plots.pair_matrix(values, marks=marks, title="t", colorbar="p", fmt=_p_cell,
+                                                   vmin=0, vmax=1, cmap="Greens_r"))
+        assert width <= COLUMN_PX - 32 and height <= COLUMN_PX
+    assert plots.short_labels(["Huggingface-TransferTransfo", "KV-MemNN"]) == ["Huggingface-Transfe…", "KV-MemNN"]
+    # Cutting would make two labels alike: the names stay whole.
+    assert plots.short_labels(["a_very_long_system_name_1", "a_very_long_system_name_2"])[0].endswith("_1")
+    assert [_p_cell(p) for p in (0.0004, 0.0061, 0.5, 0.99996)] == ["<.001", ".006", ".500", "1"]
+    criteria = pd.DataFrame({"system": [f"s{i}" for i in range(10)], **{c: 0.1 for c in "abcdefg"}})
+    assert png_size(plots.criterion_bars(criteria, list("abcdefg")))[0] <= COLUMN_PX - 32
+
+
+def test_wide_tables_scroll_inside_the_column_and_their_headers_wrap():
+    from hitkit.report import _CSS, _html_table
+
+    table = pd.DataFrame([{"system": "Huggingface-TransferTransfo", "mean_pairwise_win_rate": 0.5,
+                           "win_rate_rank_low": 1, "label": "a_b"}])
+    html = _html_table("Ranking", table)
+    assert html.startswith('<h3>Ranking</h3><div class="table"><table')
+    assert "<th>mean_<wbr>pairwise_<wbr>win_<wbr>rate</th>" in html
+    assert "<td>a_b</td>" in html  # data cells are left as they are
+    assert ".table{max-width:100%;overflow-x:auto" in _CSS

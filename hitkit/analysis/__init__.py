@@ -22,9 +22,11 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
     ranking stability (minutes of computing). ``options`` (keys as ``hitkit analyze``'s options:
     correction, duplicates, cluster, n_boot; for spot_the_bot also resample, rank_by and
     trueskill, a :class:`~hitkit.analysis.spot_the_bot.TrueSkillSettings`) override the
-    defaults; every option used is recorded in the summary. The summary also records the task
-    and the software versions (``software``) the numbers were computed with, for the report's
-    methods paragraph.
+    defaults; without ``trueskill`` the study file's ``spot_the_bot.trueskill`` applies
+    (:func:`study_trueskill`); every option used is recorded in the summary. The summary also records the task,
+    the study's name (``study``, so that a report made from the analysis folder alone is titled
+    with it) and the software versions (``software``) the numbers were computed with, for the
+    report's methods paragraph.
     """
     options = {k: v for k, v in (options or {}).items() if v is not None}
     cluster = options.get("cluster")
@@ -33,11 +35,21 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
                           f"{', '.join(CLUSTER_UNITS[task])}")
     result = _run(task, in_dir, seed=seed, config=config, replicate_dir=replicate_dir, stability=stability,
                   options=options)
-    from hitkit.loading import software_versions
+    from hitkit.loading import software_versions, study_name
 
     result.summary.setdefault("task", task)
+    result.summary.setdefault("study", study_name(Path(in_dir)))
     result.summary.setdefault("software", software_versions())
     return result
+
+
+def study_trueskill(config=None):
+    """The TrueSkill settings of the study file's ``spot_the_bot.trueskill`` section, or the
+    defaults (:data:`~hitkit.analysis.spot_the_bot.DEFAULT_TRUESKILL`) without a study file."""
+    from hitkit.analysis.spot_the_bot import DEFAULT_TRUESKILL
+
+    section = getattr(config, "spot_the_bot", None) if config is not None else None
+    return section.trueskill.settings() if section is not None else DEFAULT_TRUESKILL
 
 
 def _run(task: str, in_dir: str | Path, *, seed: int, config, replicate_dir, stability: bool,
@@ -56,11 +68,11 @@ def _run(task: str, in_dir: str | Path, *, seed: int, config, replicate_dir, sta
                                      replicate_dir=replicate_dir, **extra)
         return analyze_live_chat(in_dir, replicate_dir=replicate_dir, **extra)
     if task == "spot_the_bot":
-        from hitkit.analysis.spot_the_bot import DEFAULT_TRUESKILL, analyze_spot_the_bot
+        from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
 
         return analyze_spot_the_bot(in_dir, seed=seed, survival=True, stability=stability,
                                     cluster=options.get("cluster", "conversation"),
                                     resample=options.get("resample", "game"),
                                     by=options.get("rank_by", "mu"),
-                                    trueskill=options.get("trueskill", DEFAULT_TRUESKILL), **common)
+                                    trueskill=options.get("trueskill", study_trueskill(config)), **common)
     raise HitkitError(f"no analysis for task '{task}' in this version of hitkit")

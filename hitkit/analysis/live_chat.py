@@ -19,8 +19,9 @@ returns an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (colu
   against the other run's, with the Fisher-z interval of r.
 
 The summary holds workers, passed, pass_rate, hits (counted assignments: one worker's HIT each),
-hits_passed (those done by workers who passed QC), minutes_per_conversation_passed / _failed, and
-the options used. The figure ``significance`` is the p-value matrix, row beats column.
+hits_passed (those done by workers who passed QC), minutes_per_conversation_passed / _failed,
+systems, systems_per_hit and control_per_hit (:func:`hit_design`), and the options used. The
+figure ``significance`` is the p-value matrix, row beats column.
 
 Each step is a small pure function, so a notebook can rerun one with another choice.
 """
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -38,11 +38,12 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, Correction,
-                                       DuplicatePolicy, adjust, apply_duplicate_policy,
-                                       check_correction, cluster_codes, cluster_weights,
+from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
+                                       Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
+                                       bootstrap_interval, check_correction, cluster_codes,
+                                       cluster_weights, clusters_per_column, duplicate_warnings,
                                        fisher_interval)
-from hitkit.analysis.tables import counted, read_assignments, read_table
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, read_assignments, read_table
 from hitkit.errors import ConfigError, InputError
 
 Polarity = Literal["positive", "negative"]
@@ -262,12 +263,14 @@ def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = "ratin
 def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
                     unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0
                     ) -> pd.DataFrame:
-    """Percentile 95 % intervals of every system score, overall and per criterion.
+    """Expanded percentile 95 % intervals of every system score, overall and per criterion.
 
     A bootstrap that resamples ``unit``: ``worker`` (default: a worker's ratings, their
     standardisation and QC verdict move together), ``conversation`` or ``rating`` (the naive
     one). Each resample's score is the mean z of the resampled ratings, as
-    :func:`system_scores`. Columns system, criterion ("overall" or a criterion), score, low,
+    :func:`system_scores`. The interval is
+    :func:`~hitkit.analysis.inference.bootstrap_interval`'s, expanded for the number of units
+    that rated the system. Columns system, criterion ("overall" or a criterion), score, low,
     high, unit.
     """
     if unit not in INTERVAL_UNITS:
@@ -296,9 +299,7 @@ def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_
         weights = cluster_weights(codes, n_clusters, n_boot, np.random.default_rng([seed, 1]))
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = (weights @ (member * z[:, None])) / (weights @ member)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+        low, high = bootstrap_interval(boot, clusters_per_column(codes, member))
     rows = [(system, name) for system in systems for name in names]
     table = pd.DataFrame(rows, columns=["system", "criterion"])
     table["score"], table["low"], table["high"], table["unit"] = score, low, high, unit
@@ -338,8 +339,24 @@ def _mean_or_none(values: pd.Series) -> float | None:
     return float(values.mean()) if len(values) else None
 
 
+def hit_design(ratings: pd.DataFrame) -> dict:
+    """How many real systems a HIT held, from the ratings: ``systems`` (real systems rated at
+    all), ``systems_per_hit`` {median, min, max} of the distinct real systems per assignment and
+    ``control_per_hit`` (median QC-bot conversations per assignment). Ji et al.'s HIT holds 5 of
+    their 10 systems and the QC bot, so "every worker chatted with every system" is not a given."""
+    real = ratings[~ratings["is_control"]]
+    per_hit = real.groupby("assignment_id")["system"].nunique()
+    control = (ratings[ratings["is_control"]].groupby("assignment_id")["conversation_id"].nunique()
+               .reindex(per_hit.index, fill_value=0))
+    return {"systems": int(real["system"].nunique()),
+            "systems_per_hit": ({"median": float(per_hit.median()), "min": int(per_hit.min()),
+                                 "max": int(per_hit.max())} if len(per_hit) else None),
+            "control_per_hit": float(control.median()) if len(control) else None}
+
+
 def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.DataFrame) -> dict:
-    """Step 8: workers and HITs total/passed, pass rate, mean minutes per conversation.
+    """Step 8: workers and HITs total/passed, pass rate, mean minutes per conversation, and the
+    systems per HIT (:func:`hit_design`).
 
     ``hits`` counts counted assignments (one worker's HIT each); ``hits_passed`` those done by
     workers who passed QC. Minutes per conversation = work_time_s / 60 / the assignment's number
@@ -353,6 +370,7 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
     minutes = with_conv["work_time_s"] / 60 / with_conv["conversations"]
     n_workers, n_passed = len(workers), int(workers["passed"].sum())
     return {
+        **hit_design(ratings),
         "workers": n_workers,
         "passed": n_passed,
         "pass_rate": n_passed / n_workers if n_workers else None,
@@ -408,7 +426,7 @@ def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: Q
          significance_unit: SignificanceUnit, ddof: int, correction: Correction,
          interval_unit: IntervalUnit, n_boot: int, seed: int,
          duplicates: DuplicatePolicy) -> AnalysisResult:
-    every_assignment = read_assignments(in_dir)
+    every_assignment = read_assignments(in_dir, duplicates=duplicates)
     assignments = counted(every_assignment)
     ratings = read_ratings(in_dir, criteria, duplicates=duplicates)
     duplicate_report = ratings.attrs.get("duplicates", {})
@@ -426,14 +444,15 @@ def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: Q
     significance = pairwise_significance(kept, unit=significance_unit, order=order,
                                          correction=correction)
     summary = summarise(assignments, ratings, workers)
-    warnings_out = []
-    if duplicate_report.get("rows_removed"):
-        warnings_out.append(f"{duplicate_report['keys']} rating key(s) (assignment, conversation, "
-                            f"criterion) repeat; duplicate policy '{duplicate_report['policy']}' "
-                            f"removed {duplicate_report['rows_removed']} row(s)")
+    assignment_report = every_assignment.attrs["duplicates"]
+    warnings_out = duplicate_warnings([
+        ("rating key(s) (assignment, conversation, criterion)", duplicate_report),
+        (ASSIGNMENT_DUPLICATES, assignment_report)])
     summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit,
-                   multiple_comparisons=correction, interval_unit=interval_unit, n_boot=n_boot,
-                   seed=seed, duplicates=duplicate_report, warnings=warnings_out)
+                   multiple_comparisons=correction, interval_unit=interval_unit,
+                   interval_method=INTERVAL_METHOD, n_boot=n_boot,
+                   seed=seed, duplicates=duplicate_report,
+                   assignment_duplicates=assignment_report, warnings=warnings_out)
     return AnalysisResult(
         tables={"workers": workers, "systems": systems, "significance": significance,
                 "score_intervals": score_intervals(kept, criteria, unit=interval_unit,

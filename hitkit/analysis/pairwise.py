@@ -8,7 +8,7 @@ an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contr
   (wins_a − wins_b) / (wins_a + wins_b); two-sided exact sign test, corrected over the pairs
   (Bonferroni by default); gain interval from a bootstrap of workers (default).
 - ``ranking``: system, score, ci_low, ci_high, rank: Bradley–Terry log-strength centred to mean 0,
-  percentile 95 % bootstrap interval (resampling workers in the analysis), rank 1 = best.
+  expanded percentile 95 % bootstrap interval (resampling workers in the analysis), rank 1 = best.
 - ``workers``: worker_id, votes, compared, agree_with_majority, expected_by_chance, p_value,
   flagged: agreement with the other workers' majority and the test that flags a worker.
 
@@ -29,10 +29,11 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, Correction,
-                                       DuplicatePolicy, adjust, apply_duplicate_policy,
-                                       check_correction, cluster_codes, cluster_weights)
-from hitkit.analysis.tables import keep_counted, read_table
+from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
+                                       Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
+                                       bootstrap_interval, check_correction, cluster_codes,
+                                       cluster_weights, clusters_per_column, duplicate_warnings)
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, keep_counted, read_table
 from hitkit.errors import InputError
 
 Ties = Literal["half", "drop"]
@@ -48,8 +49,6 @@ VOTE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "item_id", "sys
 VOTES = ("a", "b", "tie")
 FIRST, TIE, SECOND = 0, 1, 2
 
-# Percentile bounds of the bootstrap interval (95 %).
-_CI = (2.5, 97.5)
 # Scores equal to this many decimals share a rank: symmetric data gives scores that differ only
 # by floating-point noise, and those should tie.
 _RANK_DECIMALS = 9
@@ -61,7 +60,8 @@ def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPL
 
     Two votes of one assignment on the same item and pair are an export's repeat, resolved by
     ``duplicates`` (first by default; last, drop, error) with a warning that counts them; the
-    report is in ``table.attrs["duplicates"]``. (One worker voting on the same item in two
+    report is in ``table.attrs["duplicates"]``; repeated rows of ``assignments.csv`` get the same
+    policy (``table.attrs["assignment_duplicates"]``). (One worker voting on the same item in two
     assignments is kept, and counted by :func:`data_warnings`.)
 
     Without ``assignments.csv`` every vote counts. ``vote`` is normalised to lower case. Raises
@@ -96,10 +96,11 @@ def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPL
     table, report = apply_duplicate_policy(table, ["study", "assignment_id", "item_id", "_pair"],
                                            duplicates, what="vote (same assignment, item, pair)",
                                            source=path)
-    table = keep_counted(table.drop(columns="_pair"), in_dir, path)
+    table = keep_counted(table.drop(columns="_pair"), in_dir, path, duplicates=duplicates)
     extra = [c for c in table.columns if c not in VOTE_COLUMNS]
     out = table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)
     out.attrs["duplicates"] = report
+    out.attrs["assignment_duplicates"] = table.attrs["assignment_duplicates"]
     return out
 
 
@@ -142,7 +143,7 @@ def pair_table(votes: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTI
     gain = (wins_a − wins_b) / (wins_a + wins_b), ties excluded, NaN without decisive votes;
     p_value = ``scipy.stats.binomtest(wins_a, wins_a + wins_b, 0.5)``, 1.0 without decisive
     votes; p_adjusted = p corrected over all pairs (``correction``: Bonferroni by default, Holm,
-    none). gain_low / gain_high: percentile 95 % interval from ``n_boot`` resamples of
+    none). gain_low / gain_high: expanded percentile 95 % interval from ``n_boot`` resamples of
     ``resample`` units (``worker`` default, ``item``, or ``vote`` = the naive bootstrap).
     """
     check_correction(correction)
@@ -167,22 +168,22 @@ def pair_table(votes: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTI
     table["gain_low"], table["gain_high"] = math.nan, math.nan
     table["interval_unit"] = resample
     if n_boot > 0 and len(table) and len(canon):
-        weights = _resample_weights(canon, resample, n_boot, np.random.default_rng([seed, 3]))
-        for i, (a, b) in enumerate(zip(table["system_a"], table["system_b"])):
-            here = ((canon["first"] == a) & (canon["second"] == b)).to_numpy()
-            won = weights @ (here & (canon["outcome"] == FIRST).to_numpy())
-            lost = weights @ (here & (canon["outcome"] == SECOND).to_numpy())
-            with np.errstate(invalid="ignore", divide="ignore"):
-                gain = (won - lost) / (won + lost)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                table.loc[i, ["gain_low", "gain_high"]] = np.nanpercentile(gain, [2.5, 97.5])
+        weights, codes = _resample_weights(canon, resample, n_boot, np.random.default_rng([seed, 3]))
+        first, second = canon["first"].to_numpy(), canon["second"].to_numpy()
+        here = np.stack([(first == a) & (second == b)
+                         for a, b in zip(table["system_a"], table["system_b"])], axis=1)
+        won = weights @ (here & (canon["outcome"] == FIRST).to_numpy()[:, None])
+        lost = weights @ (here & (canon["outcome"] == SECOND).to_numpy()[:, None])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gain = (won - lost) / (won + lost)
+        table["gain_low"], table["gain_high"] = bootstrap_interval(gain, clusters_per_column(codes, here))
     return table
 
 
 def _resample_weights(canon: pd.DataFrame, resample: str, n_boot: int,
-                      rng: np.random.Generator) -> np.ndarray:
-    """[n_boot, n_votes] counts of each vote in each resample of ``resample`` units."""
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """[n_boot, n_votes] counts of each vote in each resample of ``resample`` units, and each
+    vote's unit (cluster code)."""
     if resample not in RESAMPLE_UNITS:
         raise ValueError(f"resample={resample!r}; use one of {', '.join(RESAMPLE_UNITS)}")
     if resample == "vote":
@@ -194,7 +195,7 @@ def _resample_weights(canon: pd.DataFrame, resample: str, n_boot: int,
         labels = ((canon["study"].astype(str) + "/" + item) if "study" in canon.columns
                   else item).to_numpy()
     codes, n_clusters = cluster_codes(labels)
-    return cluster_weights(codes, n_clusters, n_boot, rng)
+    return cluster_weights(codes, n_clusters, n_boot, rng), codes
 
 
 def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
@@ -227,7 +228,7 @@ def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
 
 def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: Ties = "half",
                   prior: float = 1.0, resample: Resample = "vote") -> pd.DataFrame:
-    """Bradley–Terry scores with percentile 95 % bootstrap intervals, one row per system by rank.
+    """Bradley–Terry scores with 95 % bootstrap intervals, one row per system by rank.
 
     score = natural log-strength centred to mean 0, so P(i beats j) = 1 / (1 + e^(s_j − s_i)).
     Fitted by Hunter's MM algorithm with a symmetric prior: every pair of systems gets ``prior``
@@ -238,8 +239,10 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
     multinomial counts over the distinct (pair, outcome) cells, which has exactly the distribution
     of resampled rows (``resample="vote"``). ``resample="worker"`` or ``"item"`` resamples whole
     workers or items with all their votes instead (the clustered bootstrap of METHODS §2b; the
-    analysis defaults to workers). rank 1 = highest score; equal scores share the lower rank
-    (method "min"). With ``n_boot=0`` the interval is NaN.
+    analysis defaults to workers). The interval is the expanded percentile interval of
+    :func:`~hitkit.analysis.inference.bootstrap_interval` for the number of units resampled.
+    rank 1 = highest score; equal scores share the lower rank (method "min"). With ``n_boot=0``
+    the interval is NaN.
     """
     if resample not in RESAMPLE_UNITS:
         raise ValueError(f"resample={resample!r}; use one of {', '.join(RESAMPLE_UNITS)}")
@@ -276,15 +279,19 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
         rng = np.random.default_rng(seed)
         if resample == "vote":
             resampled = rng.multinomial(n, counts / n, size=n_boot).astype(float)
+            n_units = n
         else:
             # Each vote's cell, then each resample's cell counts from its cluster weights.
             cell_of = pd.Series(np.arange(len(cells)), index=cells.index)
             cell = cell_of.loc[list(zip(canon["first"], canon["second"], canon["outcome"]))]
             onehot = np.zeros((len(canon), len(cells)))
             onehot[np.arange(len(canon)), cell.to_numpy()] = 1.0
-            resampled = _resample_weights(canon, resample, n_boot, rng) @ onehot
+            weights, codes = _resample_weights(canon, resample, n_boot, rng)
+            resampled = weights @ onehot
+            n_units = int(codes.max()) + 1
         boot = _fit_bradley_terry((resampled @ effect).reshape(n_boot, k, k), prior)
-        ci_low, ci_high = np.percentile(boot, _CI, axis=0)
+        # Every unit informs every score (through the common scale), so all units count.
+        ci_low, ci_high = bootstrap_interval(boot, n_units)
     elif n_boot > 0:
         # No decisive votes left: every resample is the prior alone, all scores 0.
         ci_low = ci_high = np.zeros(k)
@@ -456,10 +463,9 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
     ranking = bradley_terry(votes, n_boot=n_boot, seed=seed, resample=resample)
     kappa = cohen_weighted_kappa(votes)
     counts, lines = data_warnings(votes, kappa)
-    if duplicate_report.get("rows_removed"):
-        lines.insert(0, f"{duplicate_report['keys']} vote key(s) (assignment, item, pair) repeat; "
-                        f"duplicate policy '{duplicate_report['policy']}' removed "
-                        f"{duplicate_report['rows_removed']} row(s)")
+    assignment_report = votes.attrs.get("assignment_duplicates")
+    lines[:0] = duplicate_warnings([("vote key(s) (assignment, item, pair)", duplicate_report),
+                                    (ASSIGNMENT_DUPLICATES, assignment_report)])
     summary = {
         "votes": len(votes),
         "ties": int((votes["vote"] == "tie").sum()),
@@ -471,7 +477,9 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
         "n_boot": n_boot,
         "multiple_comparisons": correction,
         "interval_unit": resample,
+        "interval_method": INTERVAL_METHOD,
         "duplicates": duplicate_report,
+        "assignment_duplicates": assignment_report,
         **counts,
         "warnings": lines,
     }

@@ -46,10 +46,12 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, Correction,
-                                       DuplicatePolicy, adjust, apply_duplicate_policy,
-                                       check_correction, cluster_codes, cluster_weights)
-from hitkit.analysis.tables import keep_counted, read_table
+from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
+                                       Correction, DuplicatePolicy, DuplicateRowsWarning, adjust,
+                                       apply_duplicate_policy, bootstrap_interval, check_correction,
+                                       cluster_codes, cluster_weights, clusters_per_column,
+                                       duplicate_warnings)
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, keep_counted, read_table
 from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_repeated, rate_sequences
 from hitkit.errors import InputError
 
@@ -244,15 +246,19 @@ def resolve_duplicates(table: pd.DataFrame, source, policy: DuplicatePolicy = DE
 
 def load_annotations(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
                      ) -> tuple[pd.DataFrame, dict]:
-    """:func:`read_annotations` and the duplicate report of :func:`resolve_duplicates`."""
+    """:func:`read_annotations` and the duplicate report of :func:`resolve_duplicates`; the report
+    on repeated rows of ``assignments.csv`` (same policy) is in the table's
+    ``attrs["assignment_duplicates"]``."""
     in_dir = Path(in_dir)
     path = in_dir / "annotations.csv"
     table = _check_values(read_table(path, ANNOTATION_COLUMNS), path)
     table, report = resolve_duplicates(table, path, duplicates)
     _check_pairs(table, path)
-    table = keep_counted(table, in_dir, path)
+    table = keep_counted(table, in_dir, path, duplicates=duplicates)
     extra = [c for c in table.columns if c not in ANNOTATION_COLUMNS]
-    return table[list(ANNOTATION_COLUMNS) + extra].reset_index(drop=True), report
+    out = table[list(ANNOTATION_COLUMNS) + extra].reset_index(drop=True)
+    out.attrs["assignment_duplicates"] = table.attrs["assignment_duplicates"]
+    return out, report
 
 
 def read_annotations(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
@@ -355,7 +361,9 @@ def _cluster_labels(seg: pd.DataFrame, unit: str) -> np.ndarray:
 
 def _add_win_intervals(table: pd.DataFrame, seg: pd.DataFrame, outcome: np.ndarray, unit: str,
                        n_boot: int, seed: int) -> pd.DataFrame:
-    """Percentile 95 % intervals of each win rate from a bootstrap that resamples ``unit``."""
+    """Expanded percentile 95 % intervals of each win rate from a bootstrap that resamples ``unit``
+    (:func:`~hitkit.analysis.inference.bootstrap_interval`, expanded for the number of units in
+    which the two systems met)."""
     table = table.copy()
     table["win_rate_low"] = math.nan
     table["win_rate_high"] = math.nan
@@ -365,22 +373,22 @@ def _add_win_intervals(table: pd.DataFrame, seg: pd.DataFrame, outcome: np.ndarr
     s0, s1 = seg["system_0"].to_numpy(), seg["system_1"].to_numpy()
     codes, n_clusters = cluster_codes(_cluster_labels(seg, unit))
     weights = cluster_weights(codes, n_clusters, n_boot, np.random.default_rng([seed, 19]))
-    won, lost = [], []
+    won, lost, met = [], [], []
     for a, b in zip(table["system_a"], table["system_b"]):
         if a == b:  # self-chat: 0.5 by construction (see the module docstring)
-            won.append(np.zeros(len(seg)))
-            lost.append(np.zeros(len(seg)))
+            won.append(np.zeros(len(seg), bool))
+            lost.append(np.zeros(len(seg), bool))
+            met.append(np.zeros(len(seg), bool))
             continue
         ab, ba = (s0 == a) & (s1 == b), (s0 == b) & (s1 == a)
         won.append((ab & (outcome > 0)) | (ba & (outcome < 0)))
         lost.append((ab & (outcome < 0)) | (ba & (outcome > 0)))
+        met.append(ab | ba)
     wins = weights @ np.stack(won, axis=1).astype(float)
     losses = weights @ np.stack(lost, axis=1).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = wins / (wins + losses)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a pair never decisive: NaN interval
-        low, high = np.nanpercentile(rate, [2.5, 97.5], axis=0)
+    low, high = bootstrap_interval(rate, clusters_per_column(codes, np.stack(met, axis=1)))
     same = (table["system_a"] == table["system_b"]).to_numpy()
     table["win_rate_low"] = np.where(same, table["win_rate"], low)
     table["win_rate_high"] = np.where(same, table["win_rate"], high)
@@ -397,7 +405,7 @@ def win_rates(annotations: pd.DataFrame, *, correction: Correction = DEFAULT_COR
     win_rate = wins / (wins + losses), NaN when all tied; p_value =
     ``scipy.stats.chisquare([wins, losses])`` (equal split expected), 1.0 when all tied;
     p_adjusted = p_value corrected (``correction``) over the unordered pairs of different systems.
-    win_rate_low / win_rate_high: percentile 95 % interval from ``n_boot`` resamples of
+    win_rate_low / win_rate_high: expanded percentile 95 % interval from ``n_boot`` resamples of
     ``cluster`` units (``conversation`` default: one conversation's annotations move together;
     ``worker``; ``annotation`` = the naive bootstrap), named in column interval_unit.
     """
@@ -844,16 +852,14 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
                                  resample=resample)
     annotators = annotator_correctness(annotations)
     seg = segment_annotations(annotations)
-    work_time = _work_times(in_dir)
+    work_time = _work_times(in_dir, duplicates)
     times = annotation_time(annotations, work_time)
     implausible = implausible_times(seg, work_time)
     plausible = seg["elapsed_s"].where(~implausible)
-    warnings_out: list[str] = []
-    if duplicate_report["rows_removed"]:
-        warnings_out.append(
-            f"{duplicate_report['keys']} segment annotation key(s) (same worker, segment) repeat; "
-            f"duplicate policy '{duplicate_report['policy']}' removed "
-            f"{duplicate_report['rows_removed']} row(s)")
+    assignment_report = annotations.attrs.get("assignment_duplicates")
+    warnings_out = duplicate_warnings([
+        ("segment annotation key(s) (same worker, segment)", duplicate_report),
+        (ASSIGNMENT_DUPLICATES, assignment_report)])
     if implausible.any():
         warnings_out.append(f"{int(implausible.sum())} annotation time(s) are implausible "
                             "(negative, a timestamp, or longer than the assignment) and were left "
@@ -875,8 +881,10 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
         "trueskill": trueskill.record(env),
         "ranking_resampled": resample,
         "interval_unit": cluster,
+        "interval_method": INTERVAL_METHOD,
         "multiple_comparisons": correction,
         "duplicates": duplicate_report,
+        "assignment_duplicates": assignment_report,
         "warnings": warnings_out,
         "seed": seed,
         "n_boot": n_boot,
@@ -917,11 +925,13 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
     return result
 
 
-def _work_times(in_dir: Path) -> pd.Series | None:
+def _work_times(in_dir: Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.Series | None:
     """work_time_s by assignment_id from ``assignments.csv``, or None without that table."""
     from hitkit.analysis.tables import read_assignments, table_exists
 
     if not table_exists(in_dir / "assignments.csv"):
         return None
-    assignments = read_assignments(in_dir)
+    with warnings.catch_warnings():  # the same repeats were counted when the annotations were read
+        warnings.simplefilter("ignore", DuplicateRowsWarning)
+        assignments = read_assignments(in_dir, duplicates=duplicates)
     return assignments.set_index("assignment_id")["work_time_s"]

@@ -313,7 +313,7 @@ def clustered_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray,
     the sandwich :func:`robust_score_variance` of the score residuals
     (:func:`logrank_residuals`) summed within clusters (conversations, workers), which stays
     valid when observations of one cluster are dependent. χ² = U² / V on 1 df.
-    ``benchmarks/clustered_type1.py`` checks its level under conversation-level clustering.
+    ``benchmarks/logrank_validation.py`` checks its level under conversation-level clustering.
     """
     u = logrank_residuals(left, right, group)
     variance = robust_score_variance(u, np.asarray(cluster))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
 from hitkit.errors import InputError
 
 ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
@@ -60,16 +61,26 @@ def read_table(path: Path, columns: Sequence[str], dtypes: Mapping[str, type] | 
     return table
 
 
-def read_assignments(in_dir: str | Path) -> pd.DataFrame:
-    """Read and check ``assignments.csv``, every status (:func:`counted` keeps those that count)."""
+ASSIGNMENT_DUPLICATES = "assignment_id(s) of assignments.csv"
+"""How a summary warning names repeated rows of ``assignments.csv``."""
+
+
+def read_assignments(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
+    """Read and check ``assignments.csv``, every status (:func:`counted` keeps those that count).
+
+    An assignment_id on more than one row (two exports pasted together, a re-downloaded batch) is
+    resolved by the ``duplicates`` policy (first by default; last, drop, error) with a warning that
+    counts it, not refused; the report is in ``table.attrs["duplicates"]``.
+    """
     path = Path(in_dir) / "assignments.csv"
     table = read_table(path, ASSIGNMENT_COLUMNS, {c: str for c in ASSIGNMENT_COLUMNS if c != "work_time_s"})
     table = table[list(ASSIGNMENT_COLUMNS)].copy()
     table["status"] = table["status"].str.strip().str.lower()
     table["work_time_s"] = pd.to_numeric(table["work_time_s"].replace("", None), errors="coerce")
-    dup = table["assignment_id"][table["assignment_id"].duplicated()]
-    if len(dup):
-        raise InputError(path, f"assignment_id {dup.iloc[0]!r} appears more than once; each assignment needs one row")
+    table, report = apply_duplicate_policy(table, ["assignment_id"], duplicates,
+                                           what="assignment (same assignment_id)", source=path)
+    table = table.reset_index(drop=True)
+    table.attrs["duplicates"] = report
     return table
 
 
@@ -78,19 +89,25 @@ def counted(assignments: pd.DataFrame, statuses: frozenset[str] = COUNTED_STATUS
     return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
 
 
-def keep_counted(table: pd.DataFrame, in_dir: str | Path, path: Path) -> pd.DataFrame:
+def keep_counted(table: pd.DataFrame, in_dir: str | Path, path: Path, *,
+                 duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
     """Rows of ``table`` (read from ``path``) whose assignment counts, if ``assignments.csv`` is there.
 
     A row naming an assignment that ``assignments.csv`` lacks is an InputError naming its line:
-    the two tables must come from the same export.
+    the two tables must come from the same export. ``duplicates`` applies to repeated rows of
+    ``assignments.csv`` (:func:`read_assignments`); its report is in the result's
+    ``attrs["assignment_duplicates"]`` (None without ``assignments.csv``).
     """
     assignments_path = table_path(Path(in_dir) / "assignments.csv")
     if not assignments_path.exists():
+        table.attrs["assignment_duplicates"] = None
         return table
-    assignments = read_assignments(in_dir)
+    assignments = read_assignments(in_dir, duplicates=duplicates)
     orphans = table.index[~table["assignment_id"].isin(set(assignments["assignment_id"]))]
     if len(orphans):
         i = orphans[0]
         raise InputError(path, f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
                          f"{assignments_path.name}; export both tables from the same study", line=int(i) + 2)
-    return table[table["assignment_id"].isin(set(counted(assignments)["assignment_id"]))]
+    kept = table[table["assignment_id"].isin(set(counted(assignments)["assignment_id"]))].copy()
+    kept.attrs["assignment_duplicates"] = assignments.attrs["duplicates"]
+    return kept

@@ -29,7 +29,7 @@ import importlib.util
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -37,6 +37,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
 from hitkit.errors import ConfigError, InputError
 
 REQUIRED_COLUMNS = ("HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "WorkTimeInSeconds")
@@ -370,22 +371,40 @@ class ImportResult:
     table_name: str
     table: pd.DataFrame
     files: list[Path]
+    duplicates: dict = field(default_factory=dict)
+    """What the duplicate policy did to repeated AssignmentIds: ``{"policy", "keys", "rows_removed"}``."""
+
+
+def unique_assignments(rows: list[dict[str, str]], batch: Path, policy: DuplicatePolicy
+                       ) -> tuple[list[int], dict]:
+    """Positions of the batch rows left after the duplicate ``policy`` for repeated AssignmentIds
+    (two batch files pasted together, a re-downloaded batch), and its report; a warning counts
+    them. ``error`` refuses the file, naming the line of the first repeat."""
+    ids = pd.DataFrame({"AssignmentId": [r["AssignmentId"].strip() for r in rows]})
+    kept, report = apply_duplicate_policy(ids, ["AssignmentId"], policy, what="batch row (same AssignmentId)",
+                                          source=batch)
+    return list(kept.index), report
 
 
 def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: str,
-                 out_dir: str | Path | None = None) -> ImportResult:
+                 out_dir: str | Path | None = None, *,
+                 duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> ImportResult:
     """Turn ``batch`` (MTurk batch results) into ``assignments`` and the task's table; write them to
-    ``out_dir`` as CSV with a ``study.json`` when it is given."""
+    ``out_dir`` as CSV with a ``study.json`` when it is given. A repeated AssignmentId is resolved
+    by ``duplicates`` (:func:`unique_assignments`: keep the first row by default; last, drop or
+    error), not refused."""
     base_dir = Path(mapping).resolve().parent if not isinstance(mapping, MTurkMapping) else Path.cwd()
     m = mapping if isinstance(mapping, MTurkMapping) else load_mapping(mapping)
     batch = Path(batch)
     table, rows = read_batch(batch, m.flatten)
+    kept, duplicate_report = unique_assignments(rows, batch, duplicates)
     columns = task_columns(m.task)
     function = load_function(m.function, base_dir) if m.function else None
     _check_fields_exist(m, rows, batch)
 
     assignments, task_rows = [], []
-    for n, fields in enumerate(rows):
+    for n in kept:
+        fields = rows[n]
         where = _Where(batch, n + 2)
         status = fields["AssignmentStatus"].strip()
         if status not in m.statuses:
@@ -408,15 +427,13 @@ def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: s
         task_rows += [{**ids, **row} for row in produced]
 
     assignment_table = pd.DataFrame(assignments, columns=list(ASSIGNMENT_COLUMNS))
-    dup = assignment_table["assignment_id"][assignment_table["assignment_id"].duplicated()]
-    if len(dup):
-        raise InputError(batch, f"AssignmentId {dup.iloc[0]!r} appears more than once; give each batch file once")
     name = TASK_TABLES[m.task]
     task_table = pd.DataFrame(task_rows, columns=list(columns))
     files: list[Path] = []
     if out_dir is not None:
-        files = write_import(Path(out_dir), study, m.task, batch, assignment_table, name, task_table)
-    return ImportResult(assignment_table, name, task_table, files)
+        files = write_import(Path(out_dir), study, m.task, batch, assignment_table, name, task_table,
+                             duplicates=duplicate_report)
+    return ImportResult(assignment_table, name, task_table, files, duplicate_report)
 
 
 def _check_fields_exist(m: MTurkMapping, rows: list[dict[str, str]], batch: Path) -> None:
@@ -438,8 +455,9 @@ def _check_fields_exist(m: MTurkMapping, rows: list[dict[str, str]], batch: Path
 
 
 def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.DataFrame, name: str,
-                 table: pd.DataFrame) -> list[Path]:
-    """Write ``assignments.csv``, the task's table and ``study.json`` into ``out``."""
+                 table: pd.DataFrame, *, duplicates: dict | None = None) -> list[Path]:
+    """Write ``assignments.csv``, the task's table and ``study.json`` (with the import's duplicate
+    report, ``import_duplicates``) into ``out``."""
     from hitkit.export import EXPORT_VERSION
     from hitkit.loading import software_versions
 
@@ -450,7 +468,8 @@ def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.
         frame.to_csv(path, index=False)
         files.append(path)
     info = {"study": study, "task": task, "provider": "mturk", "status": "completed",
-            "imported_from": batch.name, "export_version": EXPORT_VERSION, "software": software_versions()}
+            "imported_from": batch.name, "import_duplicates": duplicates, "export_version": EXPORT_VERSION,
+            "software": software_versions()}
     path = out / "study.json"
     path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     files.append(path)

@@ -5,7 +5,8 @@ For one system's responses to a set of prompts, each with a human reference resp
 - distinct-1 and distinct-2 (Li et al. 2016; ChatEval): the number of distinct n-grams of all
   the system's responses together (corpus level) divided by the total number of generated
   tokens, on lower-cased word tokens (METHODS §3; not by the number of n-grams, which for
-  distinct-2 gives a larger figure: 0.283 where the paper's definition gives 0.246);
+  distinct-2 gives a larger figure: 0.283 where the paper's definition gives 0.246):
+  :func:`hitkit.prescreen.similarity.distinct_n`;
 - embedding cosine: the mean cosine between each response's sentence embedding and its
   reference's (all-MiniLM-L6-v2 by default, see :mod:`hitkit.prescreen.models`);
 - sentence BLEU-2 (Papineni et al. 2002 at the sentence level): geometric mean of the clipped
@@ -21,21 +22,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from hitkit.prescreen.similarity import tokens
+from hitkit.prescreen.similarity import distinct_n, tokens
 
 SMOOTHING_EPSILON = 0.1
-
-
-def corpus_distinct_n(responses: Sequence[str], n: int) -> float:
-    """Distinct n-grams of all ``responses`` (each tokenised apart, n-grams never span two
-    responses) divided by the total number of tokens (Li et al. 2016); 0 without tokens."""
-    grams: set = set()
-    total_tokens = 0
-    for text in responses:
-        words = tokens(text)
-        total_tokens += len(words)
-        grams.update(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
-    return len(grams) / total_tokens if total_tokens else 0.0
 
 
 def _ngrams(words: Sequence[str], n: int) -> Counter:
@@ -89,7 +78,7 @@ def system_metrics(prompts: Sequence[str], responses: Sequence[str], references:
     """
     with_ref = [i for i, r in enumerate(references) if r]
     metrics = {"responses": len(responses), "with_reference": len(with_ref),
-               "distinct_1": corpus_distinct_n(responses, 1), "distinct_2": corpus_distinct_n(responses, 2),
+               "distinct_1": distinct_n(responses, 1), "distinct_2": distinct_n(responses, 2),
                "bleu_2": float(np.mean([sentence_bleu2(responses[i], references[i]) for i in with_ref]))
                if with_ref else float("nan"),
                "embedding_cosine": float("nan"), "perplexity": float("nan")}

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hitkit.prescreen.similarity import idf, stem, tfidf_cosine, tokens
+from hitkit.prescreen.similarity import distinct_n, idf, stem, tfidf_cosine, tokens
 
 _STOPWORD_TEXT = """
 a about above after again against all also am an and any are aren't as at be because been before
@@ -71,19 +71,10 @@ def questions(texts: Sequence[str]) -> list[int]:
     return [int(is_question(t)) for t in texts]
 
 
-def distinct_n(words: Sequence[str], n: int) -> float:
-    """Distinct n-grams over all n-grams of ``words``; 0 when there is no n-gram."""
-    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
-    return len(set(grams)) / len(grams) if grams else 0.0
-
-
 def specificity(texts: Sequence[str]) -> list[float]:
-    """Specificity of each turn: the mean of its distinct-1 and distinct-2 over word tokens."""
-    out = []
-    for text in texts:
-        words = tokens(text)
-        out.append((distinct_n(words, 1) + distinct_n(words, 2)) / 2)
-    return out
+    """Specificity of each turn: the mean of its distinct-1 and distinct-2 (Li et al. 2016, whom
+    ChatMatch cites: distinct n-grams over the turn's tokens)."""
+    return [(distinct_n([text], 1) + distinct_n([text], 2)) / 2 for text in texts]
 
 
 def entities(text: str) -> list[str]:

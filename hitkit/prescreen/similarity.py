@@ -24,6 +24,24 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
+def distinct_n(texts: Sequence[str], n: int) -> float:
+    """distinct-n of Li et al. (2016), as ChatEval computes it: the number of distinct n-grams of
+    all ``texts`` together divided by the total number of their tokens (not by the number of
+    n-grams, which makes distinct-2 larger); 0 without tokens.
+
+    Each text is tokenised apart (:func:`tokens`), so an n-gram never spans two texts. The one
+    definition behind the ChatEval metrics (a system's responses), ChatMatch's specificity (one
+    turn) and the dashboard's system profile (a system's turns).
+    """
+    grams: set = set()
+    total_tokens = 0
+    for text in texts:
+        words = tokens(text)
+        total_tokens += len(words)
+        grams.update(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+    return len(grams) / total_tokens if total_tokens else 0.0
+
+
 def stem(token: str) -> str:
     """A light English stemmer: strips a possessive, plural ``-s``/``-es``/``-ies``, ``-ing`` and ``-ed``."""
     t = token.removesuffix("'s")
