@@ -324,6 +324,7 @@ def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, fl
     beyond the stub's hold, and *outside*: the round trip minus the application's whole time (waiting
     for a gunicorn thread, the network, this client)."""
     parts: dict[str, list[float]] = {"store": [], "reply": [], "bot_client": [], "outside": [], "other_app": []}
+    commits: list[float] = []
     for mark, took in turns:
         p = phases.get(mark)
         if mark not in held or not p or "app" not in p:
@@ -333,7 +334,8 @@ def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, fl
         parts["bot_client"].append(p.get("bot", 0.0) - held[mark] * 1000)
         parts["other_app"].append(p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0))
         parts["outside"].append(took * 1000 - p["app"])
-    return parts
+        commits.append(p.get("commit", 0.0))
+    return parts, commits
 
 
 class _Stale(Exception):
@@ -535,6 +537,50 @@ def host_share(before: dict[str, int], after: dict[str, int]) -> dict[str, float
             "steal": 100 * delta["steal"] / total}
 
 
+class PgWaits:
+    """Samples what the run's PostgreSQL sessions are doing every ``every_s`` (pg_stat_activity).
+
+    A session in a transaction is either running a statement (``active``: on the CPU, or waiting on
+    a lock, the WAL fsync of a commit, a data file) or waiting for the web process to send the next
+    one (``idle in transaction``, ClientRead: the time went in Python). The tally says which.
+    """
+
+    def __init__(self, admin_url: str, dbname: str, every_s: float = 0.05):
+        self.admin_url, self.dbname, self.every_s = admin_url, dbname, every_s
+        self.counts: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pg-waits", daemon=True)
+
+    def _run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True, connect_timeout=5) as conn:
+            while not self._stop.wait(self.every_s):
+                rows = conn.execute(
+                    "SELECT state, coalesce(wait_event_type, 'CPU'), coalesce(wait_event, '') FROM pg_stat_activity "
+                    "WHERE datname = %s AND state IN ('active', 'idle in transaction') AND pid <> pg_backend_pid()",
+                    (self.dbname,)).fetchall()
+                self.samples += 1
+                for state, kind, event in rows:
+                    key = f"{state}: {kind}/{event}" if event else f"{state}: {kind}"
+                    self.counts[key] = self.counts.get(key, 0) + 1
+
+    def start(self) -> PgWaits:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def summary(self) -> str:
+        """Mean sessions per sample in each state, busiest first."""
+        n = max(1, self.samples)
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:8]
+        return ", ".join(f"{key} {count / n:.3f}" for key, count in top) or "none"
+
+
 class HostMonitor:
     """Samples the host's load average and /proc/stat every few seconds while the benchmark runs.
 
@@ -638,6 +684,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"on PostgreSQL", flush=True)
             tally = Tally()
             host = HostMonitor().start()
+            pg_waits = PgWaits(args.postgres, dbname).start()
             cpu_before = cpu_seconds(proc.pid)
             pg_before, client_before, stub_before = postgres_cpu_seconds(), sum(os.times()[:2]), cpu_seconds(bot.proc.pid)
             started = time.monotonic()
@@ -655,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
                 gc.enable()
             elapsed = time.monotonic() - started
             host.stop()
+            pg_waits.stop()
             server_cpu = cpu_seconds(proc.pid) - cpu_before
             pg_cpu, client_cpu = postgres_cpu_seconds() - pg_before, sum(os.times()[:2]) - client_before
             stub_cpu = cpu_seconds(bot.proc.pid) - stub_before
@@ -683,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms): "
                       f"p50 {percentile(overhead_ms, 50):.1f} ms, p99 {percentile(overhead_ms, 99):.1f} ms, "
                       f"max {max(overhead_ms):.1f} ms, mean {statistics.fmean(overhead_ms):.1f} ms")
-            parts = split_overhead(turns, held, tally.phases)
+            parts, commits = split_overhead(turns, held, tally.phases)
             if parts["outside"]:
                 total = [sum(v) for v in zip(*parts.values())]
                 slow = [i for i, t in enumerate(total) if t > 50]
@@ -691,6 +739,9 @@ def main(argv: list[str] | None = None) -> int:
                       + "; ".join(f"{name} {percentile(v, 50):.1f} / {percentile(v, 99):.1f} / "
                                   f"{statistics.fmean([v[i] for i in slow]) if slow else 0:.1f}"
                                   for name, v in parts.items()))
+                print(f"of which the two commits: {percentile(commits, 50):.1f} / {percentile(commits, 99):.1f} / "
+                      f"{statistics.fmean([commits[i] for i in slow]) if slow else 0:.1f}")
+            print(f"PostgreSQL sessions of the run, mean number in each state: {pg_waits.summary()}")
             if lag_ms:
                 print(f"this client's own event-loop lag: p99 {percentile(lag_ms, 99):.1f} ms, "
                       f"max {max(lag_ms):.1f} ms")

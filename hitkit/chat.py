@@ -41,13 +41,14 @@ times; the meta also travels with the conversation into ``conversations.jsonl``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Row, case, func, insert, select, update
+from sqlalchemy import Row, bindparam, case, exists, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -101,6 +102,91 @@ class ChatState:
         return asdict(self)
 
 
+# Statements of the chat turn, built once per process -----------------------------------------------
+# Every chat turn runs these. Their values are bound parameters, so each is built (and its cache key
+# computed) once instead of on every request: that construction was a fifth of a turn's CPU.
+@functools.cache
+def _unit_query(by_key: bool, progress: bool):
+    """A HIT's unit by public key (or row id); with ``progress``, whether it has a rating, a topic, a sentiment."""
+    named = Unit.public_key == bindparam("b_unit") if by_key else Unit.id == bindparam("b_unit")
+    flags = []
+    if progress:
+        given = select(Response.id).where(Response.assignment_id == bindparam("b_assignment_id"),
+                                          Response.unit_id == Unit.id)
+        flags = [exists(given.where(Response.question.startswith(SCORE_PREFIX, autoescape=True))),
+                 *(exists(given.where(Response.question == q)) for q in _BEFORE_CHAT)]
+    return (select(Unit, *flags).join(HitUnit, HitUnit.unit_id == Unit.id)
+            .where(HitUnit.hit_id == bindparam("b_hit_id"), named))
+
+
+def _named_conversation():
+    return (Conversation.study_id == bindparam("b_study_id"), Conversation.key == bindparam("b_key"))
+
+
+@functools.cache
+def _conversation_query():
+    return select(Conversation).where(*_named_conversation()).with_for_update()
+
+
+@functools.cache
+def _claiming_update():
+    """Lock the conversation and claim its next owed reply, unless one is owed now (then leave the claim)."""
+    last = (select(Turn.speaker).where(Turn.conversation_id == Conversation.id).order_by(Turn.index.desc())
+            .limit(1).scalar_subquery())
+    owed_now = func.coalesce(last, "") == "worker"
+    claimed_at = bindparam("b_now", type_=Conversation.reply_claimed_at.type)
+    return (update(Conversation).where(*_named_conversation())
+            .values(reply_claim=case((owed_now, Conversation.reply_claim), else_=bindparam("b_claim")),
+                    reply_claimed_at=case((owed_now, Conversation.reply_claimed_at), else_=claimed_at))
+            .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True))
+
+
+@functools.cache
+def _releasing_update(claimed: bool):
+    """Lock the conversation by id and let go of this request's claim (``claimed``), if it still holds it."""
+    mine = Conversation.reply_claim == bindparam("b_claim") if claimed else Conversation.id.is_(None)
+    return (update(Conversation).where(Conversation.id == bindparam("b_conversation_id"))
+            .values(reply_claim=case((mine, None), else_=Conversation.reply_claim),
+                    reply_claimed_at=case((mine, None), else_=Conversation.reply_claimed_at))
+            .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True))
+
+
+@functools.cache
+def _turns_query():
+    return select(*_TURN_COLUMNS).where(Turn.conversation_id == bindparam("b_conversation_id")).order_by(Turn.index)
+
+
+def _system_id():
+    """The study's system named ``:system``, as a subquery: one statement, not a lookup and an insert."""
+    return (select(System.id).where(System.study_id == bindparam("b_study_id"), System.name == bindparam("b_system"))
+            .scalar_subquery())
+
+
+@functools.cache
+def _turn_insert(by_system: bool):
+    """Insert one turn (``by_system``: a bot's, with the system's id) and return its id."""
+    table = Turn.__table__
+    statement = insert(table)
+    if by_system:
+        statement = statement.values(system_id=_system_id())
+    return statement.returning(table.c.id)
+
+
+@functools.cache
+def _reply_insert_if_owed():
+    """Insert the bot's reply only if turn ``:reply_to`` is the worker's and still the last."""
+    table = Turn.__table__
+    turns_of = select(table.c.id).where(table.c.conversation_id == bindparam("b_conversation_id"))
+    owed_now = (exists(turns_of.where(table.c.index == bindparam("b_reply_to"), table.c.speaker == "worker"))
+                & ~exists(turns_of.where(table.c.index > bindparam("b_reply_to"))))
+    row = select(bindparam("b_conversation_id", type_=table.c.conversation_id.type),
+                 bindparam("b_index", type_=table.c.index.type), literal("bot"),
+                 bindparam("b_text", type_=table.c.text.type), bindparam("b_now", type_=table.c.created_at.type),
+                 _system_id()).where(owed_now)
+    return (insert(table).from_select(["conversation_id", "index", "speaker", "text", "created_at", "system_id"], row)
+            .returning(table.c.id))
+
+
 # Lookups ------------------------------------------------------------------------------------------
 def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int | str, *,
           writable: bool) -> tuple[Assignment, Unit]:
@@ -109,6 +195,14 @@ def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int | str, *
     ``writable`` locks the assignment's row first (a chat turn and a submit of one assignment take
     turns) and refuses a chat that is closed, past its time limit or not consented to.
     """
+    assignment, unit, _ = _slot_and_progress(session, ctx, token, unit_id, writable=writable, progress=False)
+    return assignment, unit
+
+
+def _slot_and_progress(session: Session, ctx: StudyContext, token: str, unit_id: int | str, *, writable: bool,
+                       progress: bool) -> tuple[Assignment, Unit, set[str]]:
+    """:func:`_slot`, and with ``progress`` which of the answers a chat depends on are given (a rating,
+    the topic, its sentiment), read in the same statement as the unit: this runs on every chat turn."""
     if ctx.config.task != "live_chat":
         raise FlowError(f"study '{ctx.name}' runs task '{ctx.config.task}', which has no live chat", 404)
     assignment = flow.assignment_for(session, ctx, token, lock=writable)
@@ -116,13 +210,14 @@ def _slot(session: Session, ctx: StudyContext, token: str, unit_id: int | str, *
         if assignment.status != "accepted":
             raise FlowError(f"this assignment is {assignment.status}; its chats can no longer change", 409)
         flow.writable(ctx, assignment)
-    # One query for the one unit, not the HIT's whole unit list: this runs on every chat turn.
-    named = Unit.public_key == unit_id if isinstance(unit_id, str) else Unit.id == unit_id
-    unit = session.scalar(select(Unit).join(HitUnit, HitUnit.unit_id == Unit.id)
-                          .where(HitUnit.hit_id == assignment.hit_id, named))
-    if unit is None:
+    params = {"b_unit": unit_id, "b_hit_id": assignment.hit_id}
+    if progress:
+        params["b_assignment_id"] = assignment.id
+    row = session.execute(_unit_query(isinstance(unit_id, str), progress), params).first()
+    if row is None:
         raise AnswerError(f"unit {str(unit_id)[:40]!r} is not part of this HIT; reload the page")
-    return assignment, unit
+    answered = {name for name, given in zip((SCORE_PREFIX, *_BEFORE_CHAT), row[1:]) if given}
+    return assignment, row[0], answered
 
 
 def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, *,
@@ -133,21 +228,13 @@ def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, u
     that locks the row (an UPDATE … RETURNING, not a SELECT … FOR UPDATE and an UPDATE): a chat
     turn stays at the round trips it had. If the turn is then refused, the rollback undoes it.
     """
-    named = (Conversation.study_id == ctx.study_id, Conversation.key == conversation_key(assignment.id, unit.id))
-    query = select(Conversation).where(*named).with_for_update()
+    named = {"b_study_id": ctx.study_id, "b_key": conversation_key(assignment.id, unit.id)}
     if claim is not None:
         # Claimed only if no reply is owed now (the last turn is not the worker's): otherwise the
         # turn is refused below and another request's claim must stand, whoever commits this.
-        last = (select(Turn.speaker).where(Turn.conversation_id == Conversation.id).order_by(Turn.index.desc())
-                .limit(1).scalar_subquery())
-        owed_now = func.coalesce(last, "") == "worker"
-        claiming = (update(Conversation).where(*named)
-                    .values(reply_claim=case((owed_now, Conversation.reply_claim), else_=claim),
-                            reply_claimed_at=case((owed_now, Conversation.reply_claimed_at), else_=utcnow()))
-                    .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True))
-        conversation = session.scalars(claiming).first()
+        conversation = session.scalars(_claiming_update(), {**named, "b_claim": claim, "b_now": utcnow()}).first()
     else:
-        conversation = session.scalar(query)
+        conversation = session.scalar(_conversation_query(), named)
     if conversation is None and create:
         try:
             with session.begin_nested():
@@ -158,7 +245,7 @@ def _conversation(session: Session, ctx: StudyContext, assignment: Assignment, u
                     reply_claim=claim, reply_claimed_at=utcnow() if claim else None)
                 session.add(conversation)
         except IntegrityError:  # the same chat's first message arrived twice at once
-            conversation = session.scalar(query)
+            conversation = session.scalar(_conversation_query(), named)
     return conversation
 
 
@@ -175,26 +262,23 @@ def _turns(session: Session, conversation: Conversation | None) -> list[Row]:
     """
     if conversation is None:
         return []
-    return list(session.execute(select(*_TURN_COLUMNS).where(Turn.conversation_id == conversation.id)
-                                .order_by(Turn.index)))
+    return list(session.execute(_turns_query(), {"b_conversation_id": conversation.id}))
 
 
 def _insert_turn(session: Session, conversation_id: int, index: int, speaker: str, text: str,
-                 system_id: Any = None) -> Turn:
-    """Insert one turn with a single statement (no unit-of-work flush); the stored turn, detached."""
+                 system: tuple[int, str] | None = None) -> Turn:
+    """Insert one turn with a single statement (no unit-of-work flush); the stored turn, detached.
+
+    ``system`` is (study id, system name) for a bot's turn, whose system id the statement looks up.
+    """
     now = utcnow()
     values = {"conversation_id": conversation_id, "index": index, "speaker": speaker, "text": text,
               "created_at": now}
-    if system_id is not None:
-        values["system_id"] = system_id
-    turn_id = session.execute(insert(Turn).values(values).returning(Turn.id)).scalar_one()
+    if system is not None:
+        values.update(b_study_id=system[0], b_system=system[1])
+    turn_id = session.execute(_turn_insert(system is not None), values).scalar_one()
     return Turn(id=turn_id, conversation_id=conversation_id, index=index, speaker=speaker, text=text,
                 created_at=now)
-
-
-def _answered(session: Session, assignment: Assignment, unit: Unit) -> set[str]:
-    return set(session.scalars(select(Response.question).where(Response.assignment_id == assignment.id,
-                                                               Response.unit_id == unit.id)))
 
 
 def _inputs(turns: Sequence[TurnLike]) -> int:
@@ -246,10 +330,9 @@ def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: in
 def _store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str,
                        text: str) -> tuple[Turn, _Owed]:
     """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
-    assignment, unit = _slot(session, ctx, token, unit_id, writable=True)
+    assignment, unit, answered = _slot_and_progress(session, ctx, token, unit_id, writable=True, progress=True)
     text = _message(ctx, text, "message")
-    answered = _answered(session, assignment, unit)
-    if any(q.startswith(SCORE_PREFIX) for q in answered):
+    if SCORE_PREFIX in answered:
         raise FlowError("this conversation is over (it has been rated); go on to the next chatbot", 409)
     missing = [q for q in _BEFORE_CHAT if q not in answered]
     if missing:
@@ -299,11 +382,15 @@ class _Owed:
     reply_to: int
     claim: str | None
     """The nonce this request holds in ``Conversation.reply_claim`` (None: it claimed nothing)."""
+    turns: tuple[TurnLike, ...] | None = None
+    """The conversation up to and including turn ``reply_to``, as the first transaction read it (turns
+    are never changed or removed, so if that turn is still the last, these are still the turns)."""
 
 
 def _owed(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[TurnLike],
           claim: str | None) -> _Owed:
-    return _Owed(conversation.id, unit.public_key, unit.payload["system"], _history(turns), turns[-1].index, claim)
+    return _Owed(conversation.id, unit.public_key, unit.payload["system"], _history(turns), turns[-1].index, claim,
+                 tuple(turns))
 
 
 def _claim(conversation: Conversation) -> str:
@@ -329,20 +416,30 @@ def _store_reply(session: Session, ctx: StudyContext, owed: _Owed, text: str) ->
     """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it."""
     # Lock the row and let go of this request's claim in one statement (a claim held by another
     # request, for a later turn, stays as it is).
-    mine = Conversation.reply_claim == owed.claim if owed.claim is not None else Conversation.id.is_(None)
-    conversation = session.scalars(
-        update(Conversation).where(Conversation.id == owed.conversation_id)
-        .values(reply_claim=case((mine, None), else_=Conversation.reply_claim),
-                reply_claimed_at=case((mine, None), else_=Conversation.reply_claimed_at))
-        .returning(Conversation).execution_options(synchronize_session=False, populate_existing=True)).first()
+    params = {"b_conversation_id": owed.conversation_id, "b_claim": owed.claim}
+    conversation = session.scalars(_releasing_update(owed.claim is not None), params).first()
+    if owed.turns is not None:
+        turn = _insert_reply_if_owed(session, ctx, owed, text)
+        if turn is not None:
+            return turn, _state_of(ctx, owed.unit_key, conversation, [*owed.turns, turn])
     turns = _turns(session, conversation)
     if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
         return None, _state_of(ctx, owed.unit_key, conversation, turns)
-    # The system's id as a subquery of the INSERT: one statement, not a lookup and an insert.
-    system_id = (select(System.id).where(System.study_id == ctx.study_id, System.name == owed.system)
-                 .scalar_subquery())
-    turn = _insert_turn(session, conversation.id, len(turns), "bot", str(text), system_id)
+    turn = _insert_turn(session, conversation.id, len(turns), "bot", str(text), (ctx.study_id, owed.system))
     return turn, _state_of(ctx, owed.unit_key, conversation, [*turns, turn])
+
+
+def _insert_reply_if_owed(session: Session, ctx: StudyContext, owed: _Owed, text: str) -> Turn | None:
+    """Insert the bot's reply in one statement if turn ``owed.reply_to`` is the worker's and still the
+    last (INSERT … SELECT … WHERE); None if it is not, and nothing was stored."""
+    now, index, text = utcnow(), owed.reply_to + 1, str(text)
+    turn_id = session.execute(_reply_insert_if_owed(), {
+        "b_conversation_id": owed.conversation_id, "b_reply_to": owed.reply_to, "b_index": index, "b_text": text,
+        "b_now": now, "b_study_id": ctx.study_id, "b_system": owed.system}).scalar()
+    if turn_id is None:
+        return None
+    return Turn(id=turn_id, conversation_id=owed.conversation_id, index=index, speaker="bot", text=text,
+                created_at=now)
 
 
 def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int | str,

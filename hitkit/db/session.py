@@ -13,6 +13,8 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
+from hitkit import timing
+
 _engines: dict[str, Engine] = {}
 _factories: dict[str, sessionmaker[Session]] = {}
 _lock = threading.Lock()
@@ -149,7 +151,8 @@ def session_scope(url: str) -> Iterator[Session]:
     session = session_factory(url)()
     try:
         yield session
-        session.commit()
+        with timing.phase("commit"):
+            session.commit()
     except BaseException:
         session.rollback()
         raise
