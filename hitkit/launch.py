@@ -312,7 +312,7 @@ class Snapshot:
 
     def line(self, elapsed_s: float) -> str:
         """The one-line status: answers, chat messages, ETA, bot health, held work."""
-        parts = [f"answers {self.done}/{self.total}"]
+        parts = [f"answers in submitted HITs {self.done}/{self.total}"]
         if self.turns is not None:
             parts.append(f"chat messages {self.turns}/{self.turns_needed}")
         parts.append(f"{100 * self.fraction:.0f} %")
