@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 from collections import Counter
 
 import pandas as pd
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from hitkit import chat, flow
+from hitkit import chat, flow, timing
 from hitkit.analysis.live_chat import DEFAULT_CRITERIA, RATING_COLUMNS, analyze_live_chat
 from hitkit.config import StudyConfig, parse_study
 from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Turn, Unit
@@ -23,6 +24,7 @@ from hitkit.export import export_study
 from hitkit.study import create_study, resolve_secret
 from hitkit.tasks import task_for
 from hitkit.tasks.live_chat import SCORE_PREFIX, LiveChatTask, balanced_hits
+from server import create_app
 
 REAL = ["bot-anna", "bot-bert", "bot-cleo", "bot-dora", "bot-emil"]
 QUALITY = {"bot-anna": 0.9, "bot-bert": 0.75, "bot-cleo": 0.6, "bot-dora": 0.45, "bot-emil": 0.3, "qc": 0.05}
@@ -423,3 +425,26 @@ def test_exported_ratings_are_the_methods_table_and_the_analysis_accepts_them(tm
     assert workers.loc[["W-1", "W-2", "W-3"], "passed"].all() and not workers.loc["W-5", "passed"]
     systems = result.tables["systems"].sort_values("rank")
     assert list(systems["system"]) == REAL  # the simulated qualities' order
+
+
+def test_a_chat_turn_reports_where_its_time_went_only_when_timing_is_on(study, monkeypatch):
+    url, ctx = study
+    token, order = take(url, ctx, "W-timing")
+    start_chat(url, ctx, token, order[0])
+
+    def slow(history):
+        time.sleep(0.05)
+        return "a considered reply"
+
+    timing.start()  # off by default: nothing is recorded, and no header would be sent
+    chat.send(url, ctx, token, order[0], "first", slow)
+    assert timing.header(1.0) is None
+    assert create_app(url, ctx.secret).test_client().get("/health").headers.get("Server-Timing") is None
+
+    monkeypatch.setenv("HITKIT_SERVER_TIMING", "1")
+    timing.start()
+    chat.send(url, ctx, token, order[0], "second", slow)
+    phases = dict(item.split(";dur=") for item in timing.header(700.0).split(", "))
+    assert set(phases) == {"store", "commit", "bot", "reply", "app"}
+    assert float(phases["bot"]) >= 50 and float(phases["store"]) > 0 and float(phases["app"]) == 700.0
+    assert "app;dur=" in create_app(url, ctx.secret).test_client().get("/health").headers["Server-Timing"]
