@@ -39,9 +39,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.live_chat import DEFAULT_CRITERIA, score_intervals
-from hitkit.analysis.pairwise import bradley_terry
-from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS, win_rates
+from hitkit.protocols.live_chat.analysis import DEFAULT_CRITERIA, score_intervals
+from hitkit.protocols.pairwise.analysis import bradley_terry
+from hitkit.protocols.spot_the_bot.analysis import ANNOTATION_COLUMNS, win_rates
 
 N_BOOT = 1000
 BAR = 0.93

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import trueskill
 
-from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS, _ranks
-from hitkit.analysis.stability import smallest_stable_size, stability
+from hitkit.protocols.spot_the_bot.analysis import ANNOTATION_COLUMNS, _ranks
+from hitkit.protocols.spot_the_bot.stability import smallest_stable_size, stability
 from hitkit.analysis.trueskill_vec import DEFAULT_ENV, rate_sequences
 
 N_SYSTEMS = 6

@@ -2,7 +2,7 @@
 
 No HTTP here; the web tier calls these. One assignment's conversation in one chat slot is a
 :class:`~hitkit.db.models.Conversation` of kind ``human_bot`` whose key is
-:func:`~hitkit.tasks.live_chat.conversation_key` (assignment × unit), created at the first message
+:func:`~hitkit.protocols.live_chat.task.conversation_key` (assignment × unit), created at the first message
 or topic change. Turns alternate: after a worker turn the bot owes a reply, and the worker's next
 turn is refused until the reply is stored.
 
@@ -66,7 +66,7 @@ from hitkit.db.models import (
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.study import StudyContext
-from hitkit.tasks.live_chat import SCORE_PREFIX, conversation_key
+from hitkit.protocols.live_chat.task import SCORE_PREFIX, conversation_key
 from hitkit.validation import check_topic_change
 
 Reply = Callable[[list[dict[str, str]]], str]

@@ -221,7 +221,7 @@ class PairwiseConfig(_Model):
 
 def _default_criteria() -> list["CriterionConfig"]:
     # Imported here, not at the top: the analysis pulls in scipy, which most commands never need.
-    from hitkit.analysis.live_chat import DEFAULT_CRITERIA
+    from hitkit.protocols.live_chat.analysis import DEFAULT_CRITERIA
 
     return [CriterionConfig(name=c.name, statement=c.statement, polarity=c.polarity, qc=c.qc)
             for c in DEFAULT_CRITERIA]
@@ -264,7 +264,7 @@ class LiveChatConfig(_Model):
     @field_validator("criteria")
     @classmethod
     def _valid_criteria(cls, criteria: list[CriterionConfig]) -> list[CriterionConfig]:
-        from hitkit.analysis.live_chat import Criterion, _check_criteria
+        from hitkit.protocols.live_chat.analysis import Criterion, _check_criteria
 
         try:
             _check_criteria([Criterion(c.name, c.polarity, c.statement, c.qc) for c in criteria])
@@ -285,8 +285,8 @@ class LiveChatConfig(_Model):
         return self.conversations_per_system * real_systems // (self.slots_per_hit - 1)
 
     def criterion_list(self):
-        """The criteria as the analysis takes them (:class:`hitkit.analysis.live_chat.Criterion`)."""
-        from hitkit.analysis.live_chat import Criterion
+        """The criteria as the analysis takes them (:class:`hitkit.protocols.live_chat.analysis.Criterion`)."""
+        from hitkit.protocols.live_chat.analysis import Criterion
 
         return tuple(Criterion(c.name, c.polarity, c.statement, c.qc) for c in self.criteria)
 
@@ -368,8 +368,8 @@ class TrueSkillConfig(_Model):
         return value
 
     def settings(self):
-        """The settings as the analysis takes them (:class:`hitkit.analysis.spot_the_bot.TrueSkillSettings`)."""
-        from hitkit.analysis.spot_the_bot import TrueSkillSettings
+        """The settings as the analysis takes them (:class:`hitkit.protocols.spot_the_bot.analysis.TrueSkillSettings`)."""
+        from hitkit.protocols.spot_the_bot.analysis import TrueSkillSettings
 
         p = None if self.draw_probability == "observed" else float(self.draw_probability)
         return TrueSkillSettings(mu=self.mu, sigma=self.sigma, beta=self.beta, tau=self.tau, draw_probability=p)

@@ -386,7 +386,7 @@ def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
     study = session.get(Study, ctx.study_id)
     tables = ctx.task.export(session, study)
     if ctx.config.task == "live_chat":
-        from hitkit.analysis import live_chat as lc
+        from hitkit.protocols.live_chat import analysis as lc
 
         ratings = tables["ratings"].copy()
         if ratings.empty:
@@ -400,7 +400,7 @@ def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
         return QcSummary("QC bot rated below the real bots (Wilcoxon, p < 0.05)", len(by_worker),
                          sum(by_worker.values()), by_worker)
     if ctx.config.task == "pairwise":
-        from hitkit.analysis.pairwise import worker_agreement
+        from hitkit.protocols.pairwise.analysis import worker_agreement
 
         votes = tables["votes"]
         if votes.empty:
@@ -410,7 +410,7 @@ def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
         return QcSummary("agrees with the other workers' majority (not flagged, p ≥ 0.05)", len(by_worker),
                          sum(by_worker.values()), by_worker)
     if ctx.config.task == "spot_the_bot":
-        from hitkit.analysis.spot_the_bot import annotator_correctness
+        from hitkit.protocols.spot_the_bot.analysis import annotator_correctness
 
         annotations = tables["annotations"]
         if annotations.empty:

@@ -57,7 +57,7 @@ from hitkit.errors import AnswerError, FlowError
 from hitkit.db.session import session_scope
 from hitkit.providers.base import Arrival, Completion, ProviderWork
 from hitkit.study import StudyContext
-from hitkit.tasks.base import TaskType
+from hitkit.protocols.base import TaskType
 
 CAP_STATUSES = ACTIVE_STATUSES + ("rejected",)
 """Assignments that count against a worker's cap (returned or expired ones do not)."""

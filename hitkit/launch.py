@@ -193,7 +193,7 @@ def check_material_before_generating(config: StudyConfig) -> None:
     if config.spot_the_bot is not None and config.spot_the_bot.bot_conversations is not None:
         return  # the study packs a file of its own, not what generation writes
     from hitkit.generation import planned_pairs
-    from hitkit.tasks import task_for
+    from hitkit.protocols import task_for
 
     jobs, pairs = planned_pairs(config)
     task_for(config).human_plan(jobs, pairs)

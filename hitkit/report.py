@@ -347,7 +347,7 @@ def pairwise_sections(inp: ReportInput) -> list[Section]:
 def _criteria(inp: ReportInput) -> list[tuple[str, str, bool]]:
     if inp.criteria:
         return inp.criteria
-    from hitkit.analysis.live_chat import DEFAULT_CRITERIA
+    from hitkit.protocols.live_chat.analysis import DEFAULT_CRITERIA
 
     known = {c.name: (c.name, c.polarity, c.qc) for c in DEFAULT_CRITERIA}
     fixed = {"system", "n", "z", "raw", "rank"}
@@ -531,11 +531,11 @@ def _versions(summary: dict) -> str:
 
 def _hit_systems(inp: ReportInput) -> str:
     """How many systems each live-chat HIT held, in words, counted from the data (the summary's
-    :func:`~hitkit.analysis.live_chat.hit_design`, or the exported ratings for an older analysis)."""
+    :func:`~hitkit.protocols.live_chat.analysis.hit_design`, or the exported ratings for an older analysis)."""
     design = inp.summary
     ratings = inp.export.get("ratings")
     if "systems_per_hit" not in design and ratings is not None and len(ratings):
-        from hitkit.analysis.live_chat import hit_design
+        from hitkit.protocols.live_chat.analysis import hit_design
 
         control = ratings["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])
         design = hit_design(ratings.assign(is_control=control))

@@ -15,8 +15,8 @@ from hitkit.errors import HitkitError
 from hitkit.money import hit_cost
 from hitkit.providers import CrowdProvider, make_provider
 from hitkit.secret import resolve_secret as deployment_secret
-from hitkit.tasks import task_for
-from hitkit.tasks.base import Material, TaskType
+from hitkit.protocols import task_for
+from hitkit.protocols.base import Material, TaskType
 
 
 @dataclass

@@ -21,7 +21,9 @@ def settle_worker() -> None:
     """
     import hitkit.bots.client
     import hitkit.chat  # noqa: F401
-    from hitkit.tasks import live_chat, pairwise, spot_the_bot  # noqa: F401 - StudyContext.load imports one
+    import hitkit.protocols.live_chat.task  # noqa: F401 - StudyContext.load imports one of the three
+    import hitkit.protocols.pairwise.task  # noqa: F401
+    import hitkit.protocols.spot_the_bot.task  # noqa: F401
 
     with app.app_context():
         for name in ("live_chat.html", "pairwise.html", "spot_the_bot.html", "error.html", "done.html"):

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from hitkit.analysis.live_chat import (
+from hitkit.protocols.live_chat.analysis import (
     DEFAULT_CRITERIA, Criterion, analyze_live_chat, pairwise_significance, read_ratings,
     replication, reverse_negative, standardise_per_worker, system_scores, wilcoxon_qc,
 )

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hitkit.analysis.inference import DuplicateRowsWarning
-from hitkit.analysis.pairwise import (analyze_pairwise, bradley_terry, cohen_weighted_kappa,
+from hitkit.protocols.pairwise.analysis import (analyze_pairwise, bradley_terry, cohen_weighted_kappa,
                                       data_warnings, pair_table, read_votes, worker_agreement)
 from hitkit.errors import InputError
 

@@ -11,13 +11,13 @@ import trueskill
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hitkit.analysis.spot_the_bot import (ANNOTATION_COLUMNS, agreement, analyze_spot_the_bot,
+from hitkit.protocols.spot_the_bot.analysis import (ANNOTATION_COLUMNS, agreement, analyze_spot_the_bot,
                                           annotation_time, annotator_correctness, clusters,
                                           feature_win_rates, games, rank_with_bootstrap,
                                           ranking, read_annotations, segment_annotations,
                                           segment_lengths, win_rates)
 from hitkit.analysis.inference import DuplicateRowsWarning
-from hitkit.analysis.spot_the_bot import (TrueSkillSettings, load_annotations,
+from hitkit.protocols.spot_the_bot.analysis import (TrueSkillSettings, load_annotations,
                                           system_feature_win_rates)
 from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_repeated, rate_sequences
 from hitkit.errors import InputError

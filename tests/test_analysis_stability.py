@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hitkit.analysis.spot_the_bot import ranking
-from hitkit.analysis.stability import (ALL_SYSTEMS, conversation_games, smallest_stable_size,
+from hitkit.protocols.spot_the_bot.analysis import ranking
+from hitkit.protocols.spot_the_bot.stability import (ALL_SYSTEMS, conversation_games, smallest_stable_size,
                                        stability, stability_figure)
 from tests.test_analysis_spot_the_bot import simulate
 
@@ -112,7 +112,7 @@ def test_smallest_stable_size_hand_worked_and_figure(tmp_path):
 # --- wired into the analysis and the command line ----------------------------------------------
 
 def test_analyze_spot_the_bot_adds_survival_and_stability_on_request(tmp_path, separated):
-    from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
+    from hitkit.protocols.spot_the_bot.analysis import analyze_spot_the_bot
 
     separated.to_csv(tmp_path / "annotations.csv", index=False)
     plain = analyze_spot_the_bot(tmp_path, n_boot=20)
@@ -159,7 +159,7 @@ def test_a_variant_with_nothing_left_is_skipped():
 
 
 def test_resamples_are_sorted_draws_counted_not_sorted():
-    from hitkit.analysis.stability import _resample_codes
+    from hitkit.protocols.spot_the_bot.stability import _resample_codes
 
     # Two subsamples of 5 and 3 games (codes 10…14 and 20…22, padded with 0), 4 resamples each.
     codes_of_sub = np.array([[10, 11, 12, 13, 14], [20, 21, 22, 0, 0]], dtype=np.uint8)

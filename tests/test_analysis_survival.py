@@ -10,7 +10,7 @@ from lifelines import KaplanMeierFitter
 from lifelines.statistics import logrank_test
 from scipy import stats
 
-from hitkit.analysis.survival import (clustered_logrank, cox_by_system, cox_interval,
+from hitkit.protocols.spot_the_bot.survival import (clustered_logrank, cox_by_system, cox_interval,
                                       generalized_logrank, imputed_logrank, holm,
                                       logrank_residuals, robust_score_variance, survival_curve, survival_curves,
                                       survival_data, survival_figure, survival_tests, turnbull,

@@ -94,13 +94,13 @@ def numbers_from_database(task, tables, seed):
     assignments = tables["assignments"]
     counted = set(assignments.loc[assignments["status"].isin(["submitted", "approved"]), "assignment_id"])
     if task == "pairwise":
-        from hitkit.analysis.pairwise import bradley_terry, pair_table
+        from hitkit.protocols.pairwise.analysis import bradley_terry, pair_table
 
         votes = tables["votes"][tables["votes"]["assignment_id"].isin(counted)]
         return {"pairs": pair_table(votes, seed=seed),
                 "ranking": bradley_terry(votes, n_boot=1000, seed=seed, resample="worker")}
     if task == "live_chat":
-        from hitkit.analysis import live_chat as lc
+        from hitkit.protocols.live_chat import analysis as lc
 
         ratings = tables["ratings"][tables["ratings"]["assignment_id"].isin(counted)].copy()
         ratings["is_control"] = ratings["is_control"].astype(bool)
@@ -109,7 +109,7 @@ def numbers_from_database(task, tables, seed):
         qc = lc.wilcoxon_qc(z)
         workers = lc.worker_table(assignments[assignments["assignment_id"].isin(counted)], z, qc)
         return {"systems": lc.system_scores(lc.passed_ratings(z, workers))}
-    from hitkit.analysis.spot_the_bot import win_rates
+    from hitkit.protocols.spot_the_bot.analysis import win_rates
 
     annotations = tables["annotations"][tables["annotations"]["assignment_id"].isin(counted)].copy()
     annotations["elapsed_s"] = annotations["elapsed_s"].astype(float)

@@ -15,15 +15,15 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from hitkit import chat, flow, timing
-from hitkit.analysis.live_chat import DEFAULT_CRITERIA, RATING_COLUMNS, analyze_live_chat
+from hitkit.protocols.live_chat.analysis import DEFAULT_CRITERIA, RATING_COLUMNS, analyze_live_chat
 from hitkit.config import StudyConfig, parse_study
 from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.export import export_study
 from hitkit.study import create_study, resolve_secret
-from hitkit.tasks import task_for
-from hitkit.tasks.live_chat import SCORE_PREFIX, LiveChatTask, balanced_hits
+from hitkit.protocols import task_for
+from hitkit.protocols.live_chat.task import SCORE_PREFIX, LiveChatTask, balanced_hits
 from server import create_app
 
 REAL = ["bot-anna", "bot-bert", "bot-cleo", "bot-dora", "bot-emil"]

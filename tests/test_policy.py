@@ -11,7 +11,7 @@ from hitkit import tokens
 from hitkit.config import load_study
 from hitkit.money import hit_cost, mturk_bonus_fee, mturk_reward_fee
 from hitkit.scheduler import hits_to_post
-from hitkit.tasks.pairwise import PairwiseTask
+from hitkit.protocols.pairwise.task import PairwiseTask
 from tests.studies import EXAMPLE
 
 D = Decimal

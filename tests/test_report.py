@@ -126,7 +126,7 @@ def test_live_chat_report_has_the_protocol_sections(studies, tmp_path):
 
 @pytest.mark.slow
 def test_spot_the_bot_report_from_the_analysis_folder_and_with_stability(studies, tmp_path):
-    from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
+    from hitkit.protocols.spot_the_bot.analysis import analyze_spot_the_bot
 
     _, run_dir = studies["spot_the_bot"]
     files = report(run_dir / "analysis", tmp_path / "plain")
@@ -147,7 +147,7 @@ def test_spot_the_bot_report_from_the_analysis_folder_and_with_stability(studies
 
 
 def test_text_from_the_data_is_escaped_and_extra_sections_come_before_cost(tmp_path):
-    from hitkit.analysis.pairwise import analyze_pairwise
+    from hitkit.protocols.pairwise.analysis import analyze_pairwise
 
     evil = "<script>alert('x')</script>"
     rows = []

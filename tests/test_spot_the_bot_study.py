@@ -12,7 +12,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from hitkit.analysis.spot_the_bot import read_annotations
+from hitkit.protocols.spot_the_bot.analysis import read_annotations
 from hitkit.config import load_study, parse_study
 from hitkit.db.models import (ACTIVE_STATUSES, DONE_STATUSES, Assignment, Conversation, Hit, Response, Study, Unit,
                                Worker, utcnow)
@@ -22,7 +22,7 @@ from hitkit.flow import enter, open_hits, return_assignment
 from hitkit.launch import launch
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret
-from hitkit.tasks import task_for
+from hitkit.protocols import task_for
 
 QUALITY = {"alpha": 0.9, "beta": 0.6, "gamma": 0.2}
 LENGTHS = [2, 3, 5]

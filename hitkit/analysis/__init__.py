@@ -21,7 +21,7 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
     ``replicate_dir`` adds live chat's run-to-run correlations; ``stability`` adds Spot The Bot's
     ranking stability (minutes of computing). ``options`` (keys as ``hitkit analyze``'s options:
     correction, duplicates, cluster, n_boot; for spot_the_bot also resample, rank_by and
-    trueskill, a :class:`~hitkit.analysis.spot_the_bot.TrueSkillSettings`) override the
+    trueskill, a :class:`~hitkit.protocols.spot_the_bot.analysis.TrueSkillSettings`) override the
     defaults; without ``trueskill`` the study file's ``spot_the_bot.trueskill`` applies
     (:func:`study_trueskill`); every option used is recorded in the summary. The summary also records the task,
     the study's name (``study``, so that a report made from the analysis folder alone is titled
@@ -45,8 +45,8 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
 
 def study_trueskill(config=None):
     """The TrueSkill settings of the study file's ``spot_the_bot.trueskill`` section, or the
-    defaults (:data:`~hitkit.analysis.spot_the_bot.DEFAULT_TRUESKILL`) without a study file."""
-    from hitkit.analysis.spot_the_bot import DEFAULT_TRUESKILL
+    defaults (:data:`~hitkit.protocols.spot_the_bot.analysis.DEFAULT_TRUESKILL`) without a study file."""
+    from hitkit.protocols.spot_the_bot.analysis import DEFAULT_TRUESKILL
 
     section = getattr(config, "spot_the_bot", None) if config is not None else None
     return section.trueskill.settings() if section is not None else DEFAULT_TRUESKILL
@@ -56,11 +56,11 @@ def _run(task: str, in_dir: str | Path, *, seed: int, config, replicate_dir, sta
          options: dict) -> AnalysisResult:
     common = {k: options[k] for k in ("correction", "duplicates", "n_boot") if k in options}
     if task == "pairwise":
-        from hitkit.analysis.pairwise import analyze_pairwise
+        from hitkit.protocols.pairwise.analysis import analyze_pairwise
 
         return analyze_pairwise(in_dir, seed=seed, resample=options.get("cluster", "worker"), **common)
     if task == "live_chat":
-        from hitkit.analysis.live_chat import analyze_live_chat
+        from hitkit.protocols.live_chat.analysis import analyze_live_chat
 
         extra = dict(common, interval_unit=options.get("cluster", "worker"), seed=seed)
         if config is not None and config.live_chat is not None:
@@ -68,7 +68,7 @@ def _run(task: str, in_dir: str | Path, *, seed: int, config, replicate_dir, sta
                                      replicate_dir=replicate_dir, **extra)
         return analyze_live_chat(in_dir, replicate_dir=replicate_dir, **extra)
     if task == "spot_the_bot":
-        from hitkit.analysis.spot_the_bot import analyze_spot_the_bot
+        from hitkit.protocols.spot_the_bot.analysis import analyze_spot_the_bot
 
         return analyze_spot_the_bot(in_dir, seed=seed, survival=True, stability=stability,
                                     cluster=options.get("cluster", "conversation"),

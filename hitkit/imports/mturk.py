@@ -51,14 +51,14 @@ DEFAULT_STATUSES = {"Submitted": "submitted", "Approved": "approved", "Rejected"
 def task_columns(task: str) -> tuple[str, ...]:
     """The column contract of the task's tidy table (the analysis' own constants)."""
     if task == "live_chat":
-        from hitkit.analysis.live_chat import RATING_COLUMNS
+        from hitkit.protocols.live_chat.analysis import RATING_COLUMNS
 
         return RATING_COLUMNS
     if task == "pairwise":
-        from hitkit.analysis.pairwise import VOTE_COLUMNS
+        from hitkit.protocols.pairwise.analysis import VOTE_COLUMNS
 
         return VOTE_COLUMNS
-    from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS
+    from hitkit.protocols.spot_the_bot.analysis import ANNOTATION_COLUMNS
 
     return ANNOTATION_COLUMNS
 

@@ -41,11 +41,11 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from hitkit.analysis.spot_the_bot import ANNOTATION_COLUMNS
+from hitkit.protocols.spot_the_bot.analysis import ANNOTATION_COLUMNS
 from hitkit.db.models import Assignment, HitUnit, Study, Unit
 from hitkit.jsonl import iter_jsonl
 from hitkit.errors import ConfigError, InputError
-from hitkit.tasks.base import done_responses, position, shuffled_order, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
+from hitkit.protocols.base import done_responses, position, shuffled_order, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
 HUMAN = "human"
 LABELS = ("human", "bot", "unsure")

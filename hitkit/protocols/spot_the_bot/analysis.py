@@ -828,9 +828,9 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
 
     ``survival=True`` adds ``survival`` (Turnbull curve per system), ``survival_tests``
     (generalized log-rank per pair; ``n_imputations``), ``cox`` (proportional hazards per
-    system on the three features) and the ``survival`` figure (:mod:`hitkit.analysis.survival`).
+    system on the three features) and the ``survival`` figure (:mod:`hitkit.protocols.spot_the_bot.survival`).
     ``stability=True`` adds ``stability``, ``stability_smallest`` and the ``stability`` figure
-    (:mod:`hitkit.analysis.stability`; ``n_sub`` subsamples with ``stability_boot`` resamples
+    (:mod:`hitkit.protocols.spot_the_bot.stability`; ``n_sub`` subsamples with ``stability_boot`` resamples
     each per size in ``stability_sizes``: about 5 minutes per variant for 6 pairs of 45
     conversations with the defaults, one variant per system on top); it uses the same TrueSkill
     environment as the ranking."""
@@ -900,7 +900,7 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
         figures={"win_rates": win_rate_figure(pairs, list(ranked["system"]))})
     if survival:
         # Imported here: survival and stability build on this module.
-        from hitkit.analysis import survival as surv
+        from hitkit.protocols.spot_the_bot import survival as surv
 
         data = surv.survival_data(annotations)
         curves = surv.survival_curves(data)
@@ -913,7 +913,7 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
         summary["survival"] = {"n_imputations": n_imputations, "bot_annotations": len(data),
                                "cluster": cluster}
     if stability:
-        from hitkit.analysis import stability as stab
+        from hitkit.protocols.spot_the_bot import stability as stab
 
         table = stab.stability(annotations, stability_sizes, n_sub=n_sub, n_boot=stability_boot,
                                seed=seed, by=by, env=env)

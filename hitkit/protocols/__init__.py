@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from hitkit.config import StudyConfig
 from hitkit.errors import ConfigError
-from hitkit.tasks.base import TaskType
+from hitkit.protocols.base import TaskType
 
 
 def task_for(config: StudyConfig) -> TaskType:
     """The task type a study runs."""
-    from hitkit.tasks.live_chat import LiveChatTask
-    from hitkit.tasks.pairwise import PairwiseTask
-    from hitkit.tasks.spot_the_bot import SpotTheBotTask
+    from hitkit.protocols.live_chat.task import LiveChatTask
+    from hitkit.protocols.pairwise.task import PairwiseTask
+    from hitkit.protocols.spot_the_bot.task import SpotTheBotTask
 
     registry: dict[str, type[TaskType]] = {"pairwise": PairwiseTask, "live_chat": LiveChatTask,
                                           "spot_the_bot": SpotTheBotTask}

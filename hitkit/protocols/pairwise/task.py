@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import InputError
 from hitkit.jsonl import iter_jsonl
-from hitkit.tasks.base import done_responses, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
+from hitkit.protocols.base import done_responses, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
 VOTE = Question("vote", ("a", "b", "tie"))
 

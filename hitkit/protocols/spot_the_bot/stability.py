@@ -2,7 +2,7 @@
 
 For each number n of conversations per pair of systems, draw ``n_sub`` subsamples of n
 conversations from every pair, rank the systems of each subsample with the clustered TrueSkill
-ranking of :mod:`hitkit.analysis.spot_the_bot`, and report how often the most frequent clustered
+ranking of :mod:`hitkit.protocols.spot_the_bot.analysis`, and report how often the most frequent clustered
 ranking comes up. The smallest n at which that share reaches 95 % is how many conversations per
 pair the ranking needs. The leave-one-system-out variant repeats this without each system in turn.
 
@@ -14,7 +14,7 @@ Choices METHODS leaves open, made here:
 - **Bootstrap per subsample.** Each subsample's clustered ranking needs rank ranges, i.e. its own
   bootstrap; with 1000 subsamples per n, ``n_boot`` = 40 resamples per subsample (default) keeps a
   run to minutes. Ranges drop ``floor(2.5 % · n_boot)`` ranks at each end, as in
-  :func:`~hitkit.analysis.spot_the_bot.rank_with_bootstrap` (with 40: the 2nd to 39th of 40).
+  :func:`~hitkit.protocols.spot_the_bot.analysis.rank_with_bootstrap` (with 40: the 2nd to 39th of 40).
   The ranking is ``by`` TrueSkill mu (default) or mu − 3σ; games are played in annotation order.
 - **Identity of a ranking.** Two clustered rankings are the same when they put the same systems
   in the same clusters at the same positions (order inside a cluster does not count), written
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.spot_the_bot import (_TAIL, DEFAULT_TRUESKILL, RankBy, _ranks, clusters,
+from hitkit.protocols.spot_the_bot.analysis import (_TAIL, DEFAULT_TRUESKILL, RankBy, _ranks, clusters,
                                           segment_annotations)
 from hitkit.analysis.trueskill_vec import TrueSkillEnv, play_flat
 from hitkit.progress import progress
@@ -57,7 +57,7 @@ _BUILD_CELLS = 4_000_000
 
 
 def conversation_games(annotations: pd.DataFrame) -> pd.DataFrame:
-    """Ranking games (as :func:`~hitkit.analysis.spot_the_bot.games`) with their conversation.
+    """Ranking games (as :func:`~hitkit.protocols.spot_the_bot.analysis.games`) with their conversation.
 
     Columns winner, loser, drawn, conversation (study and conversation_id), pair (the two
     systems, alphabetical, joined by `` vs ``); in annotation order.
@@ -225,7 +225,7 @@ def stability(annotations: pd.DataFrame, sizes: Iterable[int] = range(3, 46), *,
     n_boot, with_replacement, rankings (distinct clustered rankings seen), top_ranking,
     top_share. ``leave_one_out`` adds the rows without each system (needs 3 or more systems).
     Seeded: each (variant, size) draws from ``numpy.random.default_rng([seed, variant, size])``.
-    ``env`` None = the ranking's default, :data:`~hitkit.analysis.spot_the_bot.DEFAULT_TRUESKILL`
+    ``env`` None = the ranking's default, :data:`~hitkit.protocols.spot_the_bot.analysis.DEFAULT_TRUESKILL`
     on all the games (τ = 0, draw probability = observed tie rate), the same for every
     subsample. See the module docstring for the sampling and bootstrap choices.
     """

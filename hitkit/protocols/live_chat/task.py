@@ -36,10 +36,10 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.analysis.live_chat import RATING_COLUMNS
+from hitkit.protocols.live_chat.analysis import RATING_COLUMNS
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
-from hitkit.tasks.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
+from hitkit.protocols.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
 from hitkit.validation import answer_text
 
 SCORE_PREFIX = "score_"
