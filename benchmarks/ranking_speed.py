@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import trueskill
 
-from hitkit.protocols.spot_the_bot.analysis import ANNOTATION_COLUMNS, _ranks
+from hitkit.analysis.ranking import ranks as rank_scores
+from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.stability import smallest_stable_size, stability
 from hitkit.analysis.trueskill_vec import DEFAULT_ENV, rate_sequences
 
@@ -60,7 +61,7 @@ def package_loop(winner, loser, drawn, idx: np.ndarray) -> tuple[np.ndarray, np.
             w, l = winner[g], loser[g]
             ratings[w], ratings[l] = env.rate_1vs1(ratings[w], ratings[l], drawn=bool(drawn[g]))
         mus[r] = [x.mu for x in ratings]
-    return mus, _ranks(mus)
+    return mus, rank_scores(mus)
 
 
 def speed_comparison() -> float:
@@ -70,7 +71,7 @@ def speed_comparison() -> float:
     idx = np.sort(rng.integers(0, N_GAMES, size=(N_BOOT, N_GAMES)), axis=1)
     start = time.perf_counter()
     mu, _ = rate_sequences(winner[idx], loser[idx], drawn[idx], N_SYSTEMS, DEFAULT_ENV)
-    ranks = _ranks(mu)
+    ranks = rank_scores(mu)
     vectorised_s = time.perf_counter() - start
     start = time.perf_counter()
     loop_mu, loop_ranks = package_loop(winner, loser, drawn, idx[:LOOP_RESAMPLES])

@@ -203,7 +203,7 @@ def _slot_and_progress(session: Session, ctx: StudyContext, token: str, unit_id:
                        progress: bool) -> tuple[Assignment, Unit, set[str]]:
     """:func:`_slot`, and with ``progress`` which of the answers a chat depends on are given (a rating,
     the topic, its sentiment), read in the same statement as the unit: this runs on every chat turn."""
-    if ctx.config.task != "live_chat":
+    if not ctx.task.has_chat:
         raise FlowError(f"study '{ctx.name}' runs task '{ctx.config.task}', which has no live chat", 404)
     assignment = flow.assignment_for(session, ctx, token, lock=writable)
     if writable:
@@ -302,7 +302,7 @@ def _state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: 
 
 def _state_of(ctx: StudyContext, unit_key: str, conversation: Conversation | None,
               turns: Sequence[TurnLike]) -> ChatState:
-    inputs, least = _inputs(turns), ctx.config.live_chat.min_inputs
+    inputs, least = _inputs(turns), ctx.task.chat_turns_needed(1)
     return ChatState(
         unit_id=unit_key, conversation_id=unit_key,
         turns=[{"index": t.index, "speaker": t.speaker, "text": t.text, "time": t.created_at.isoformat()}

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from hitkit.errors import HitkitError
+from hitkit.protocols import PROTOCOLS
 
 
 class _Group(click.Group):
@@ -220,8 +221,13 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
             click.echo(f"wrote {path}")
 
 
+def _analysis_option(name: str) -> str:
+    """The :attr:`~hitkit.protocols.base.Protocol.analysis_options` entry a ``hitkit analyze`` option belongs to."""
+    return "trueskill" if name.startswith("trueskill_") or name == "draw_probability" else name
+
+
 @main.command()
-@click.argument("task", type=click.Choice(["pairwise", "live_chat", "spot_the_bot"]))
+@click.argument("task", type=click.Choice(list(PROTOCOLS)))
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the results.")
 @click.option("--study", "study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -273,7 +279,7 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     Every setting used is recorded in OUT/summary.json; warnings about the data (repeated rows,
     implausible times, a dominant worker ...) are printed and kept there under "warnings".
     """
-    from hitkit.analysis import run_analysis, study_trueskill
+    from hitkit.analyze import run_analysis
     from hitkit.progress import showing_progress
 
     config = None
@@ -286,32 +292,20 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
                               "or give this task's study file")
     if seed is None:
         seed = config.seed if config is not None else 0
-    if replicate is not None and task != "live_chat":
-        raise HitkitError("--replicate compares two live-chat runs; it applies to `analyze live_chat` only")
-    if stability and task != "spot_the_bot":
-        raise HitkitError("--stability subsamples Spot The Bot conversations; it applies to "
-                          "`analyze spot_the_bot` only")
-    ranking_options = {"--resample": resample, "--rank-by": rank_by, "--trueskill-mu": trueskill_mu,
-                       "--trueskill-sigma": trueskill_sigma, "--trueskill-beta": trueskill_beta,
-                       "--trueskill-tau": trueskill_tau, "--draw-probability": draw_probability}
-    given = [name for name, value in ranking_options.items() if value is not None]
-    if given and task != "spot_the_bot":
-        raise HitkitError(f"{', '.join(given)} set the Spot The Bot ranking; they apply to "
-                          "`analyze spot_the_bot` only")
+    proto = PROTOCOLS[task]
+    own = {"replicate": replicate, "stability": stability or None, "resample": resample, "rank_by": rank_by,
+           "trueskill_mu": trueskill_mu, "trueskill_sigma": trueskill_sigma, "trueskill_beta": trueskill_beta,
+           "trueskill_tau": trueskill_tau, "draw_probability": draw_probability}
+    given = {name: value for name, value in own.items() if value is not None}
+    foreign = [name for name in given if _analysis_option(name) not in proto.analysis_options]
+    if foreign:
+        takers = [p.name for p in PROTOCOLS.values() if _analysis_option(foreign[0]) in p.analysis_options]
+        raise HitkitError(f"--{foreign[0].replace('_', '-')} applies to `analyze {' / '.join(takers)}` only, "
+                          f"not to {task}")
     options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot}
-    if task == "spot_the_bot":
-        import dataclasses
-
-        given = {name: value for name, value in (("mu", trueskill_mu), ("sigma", trueskill_sigma),
-                                                 ("beta", trueskill_beta), ("tau", trueskill_tau)) if value is not None}
-        try:
-            if draw_probability is not None:
-                given["draw_probability"] = None if draw_probability == "observed" else float(draw_probability)
-            trueskill = dataclasses.replace(study_trueskill(config), **given)
-        except ValueError as exc:
-            raise HitkitError(f"TrueSkill settings: {exc}; e.g. --trueskill-tau 0 --draw-probability "
-                              "observed") from None
-        options.update(resample=resample, rank_by=rank_by, trueskill=trueskill)
+    analysis = proto.module("analysis")
+    if hasattr(analysis, "cli_options"):
+        options.update(analysis.cli_options(config, given))
     from hitkit.loading import check_task_folder
 
     check_task_folder(task, directory)
@@ -340,7 +334,7 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
         return
     for path in written:
         click.echo(f"wrote {path}")
-    if task == "live_chat":
+    if "passed" in result.summary:  # the analysis applied a per-worker quality control
         s = result.summary
         click.echo(f"{s.get('passed')} of {s.get('workers')} workers passed quality control")
     if ranking is not None:

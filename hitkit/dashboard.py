@@ -54,6 +54,7 @@ from hitkit.db.session import get_engine, session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.money import cents, flat_fee
 from hitkit.prescreen.similarity import distinct_n
+from hitkit.protocols import PROTOCOLS
 from hitkit.prescreen.similarity import tokens as word_tokens
 from hitkit.qc_policy import held_assignment_ids
 from hitkit.study import StudyContext, unit_answer_counts
@@ -385,41 +386,11 @@ def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSu
 def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
     study = session.get(Study, ctx.study_id)
     tables = ctx.task.export(session, study)
-    if ctx.config.task == "live_chat":
-        from hitkit.protocols.live_chat import analysis as lc
-
-        ratings = tables["ratings"].copy()
-        if ratings.empty:
-            return None
-        criteria = ctx.config.live_chat.criterion_list()
-        ratings["score"] = ratings["score"].astype(float)
-        ratings["is_control"] = ratings["is_control"].astype(bool)
-        z = lc.standardise_per_worker(lc.reverse_negative(ratings, criteria))
-        qc = lc.wilcoxon_qc(z, criteria)
-        by_worker = {str(w): bool(p) for w, p in zip(qc["worker_id"], qc["passed"])}
-        return QcSummary("QC bot rated below the real bots (Wilcoxon, p < 0.05)", len(by_worker),
-                         sum(by_worker.values()), by_worker)
-    if ctx.config.task == "pairwise":
-        from hitkit.protocols.pairwise.analysis import worker_agreement
-
-        votes = tables["votes"]
-        if votes.empty:
-            return None
-        agreement = worker_agreement(votes)
-        by_worker = {str(w): not bool(f) for w, f in zip(agreement["worker_id"], agreement["flagged"])}
-        return QcSummary("agrees with the other workers' majority (not flagged, p ≥ 0.05)", len(by_worker),
-                         sum(by_worker.values()), by_worker)
-    if ctx.config.task == "spot_the_bot":
-        from hitkit.protocols.spot_the_bot.analysis import annotator_correctness
-
-        annotations = tables["annotations"]
-        if annotations.empty:
-            return None
-        table = annotator_correctness(annotations)
-        by_worker = {str(w): bool(c >= 0.5) for w, c in zip(table["worker_id"], table["correctness"])}
-        return QcSummary("labels at least half the speakers right (human as human, bot as bot)",
-                         len(by_worker), sum(by_worker.values()), by_worker)
-    return None
+    checked = PROTOCOLS[ctx.config.task].module("analysis").worker_qc(tables, ctx.config)
+    if checked is None:
+        return None
+    method, by_worker = checked
+    return QcSummary(method, len(by_worker), sum(by_worker.values()), by_worker)
 
 
 # Workers ------------------------------------------------------------------------------------------
@@ -766,39 +737,12 @@ def conversation_detail(session: Session, ctx: StudyContext, conversation_id: in
         units = list(session.scalars(select(Unit).where(Unit.conversation_id == conv.id).order_by(Unit.id)))
         answers = _answers_by_assignment(session, [u.id for u in units])
     by_unit = {u.id: u for u in units if u is not None}
+    views = PROTOCOLS[ctx.config.task].module("views")
     for entry in answers:
         unit = by_unit.get(entry["unit_id"])
-        entry["unit"] = _describe_unit(ctx.config.task, unit.payload) if unit else ""
-        entry["answers"] = _readable_answers(ctx.config.task, unit.payload if unit else {}, entry)
+        entry["unit"] = views.describe_unit(unit.payload) if unit else ""
+        entry["answers"] = views.readable_answers(unit.payload if unit else {}, entry)
     return {"conversation": conv, "meta": meta, "turns": turns, "answers": answers}
-
-
-def _describe_unit(task: str, payload: Mapping[str, Any]) -> str:
-    if task == "pairwise":
-        return " vs ".join(payload.get("systems", []))
-    if task == "spot_the_bot":
-        return f"first {payload.get('k')} exchanges: speaker 0 = {payload['systems'][0]}, 1 = {payload['systems'][1]}"
-    if task == "live_chat":
-        return str(payload.get("system", ""))
-    return ""
-
-
-def _readable_answers(task: str, payload: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, str]:
-    """Answers with the worker's A/B or speaker 0/1 turned into system names."""
-    answers = dict(entry["answers"])
-    if task == "pairwise" and "vote" in answers:
-        first, second = payload["systems"]
-        swapped = (entry.get("layout") or {}).get("swapped", {}).get(str(entry["unit_id"]), False)
-        shown = {"a": second if swapped else first, "b": first if swapped else second}
-        answers["vote"] = shown.get(answers["vote"], answers["vote"])
-    if task == "spot_the_bot":
-        systems = payload.get("systems", ["0", "1"])
-        for q, v in list(answers.items()):
-            if q.startswith("label_") and q[6:].isdigit():
-                answers[q] = f"{systems[int(q[6:])]} → {v}"
-            elif v in ("0", "1"):
-                answers[q] = systems[int(v)]
-    return answers
 
 
 # A system's profile -----------------------------------------------------------------------------------
@@ -824,40 +768,8 @@ def system_profile(session: Session, ctx: StudyContext, name: str) -> dict[str, 
     texts = list(session.scalars(select(Turn.text).join(Conversation).where(
         Conversation.study_id == ctx.study_id, Turn.system_id == system.id)))
     study = session.get(Study, ctx.study_id)
-    scores: list[dict[str, Any]] = []
-    score_note = ""
     tables = ctx.task.export(session, study)
-    if ctx.config.task == "live_chat" and not tables["ratings"].empty:
-        r = tables["ratings"]
-        own = r[r["system"] == name]
-        crit = {c.name: c for c in ctx.config.live_chat.criterion_list()}
-        for criterion, group in own.groupby("criterion", sort=False):
-            oriented = group["score"] if crit[criterion].polarity == "positive" else 100 - group["score"]
-            scores.append({"measure": criterion, "value": round(float(group["score"].mean()), 1),
-                           "detail": f"{len(group)} ratings; oriented (higher = better) {oriented.mean():.1f}"})
-        score_note = "Mean 0–100 slider ratings from all submitted work so far (before QC filtering)."
-    elif ctx.config.task == "pairwise" and not tables["votes"].empty:
-        v = tables["votes"]
-        for other in sorted(set(v["system_a"]) | set(v["system_b"]) - {name}):
-            mine = v[((v["system_a"] == name) & (v["system_b"] == other)) | ((v["system_a"] == other)
-                                                                              & (v["system_b"] == name))]
-            if mine.empty:
-                continue
-            won = int((((mine["system_a"] == name) & (mine["vote"] == "a"))
-                       | ((mine["system_b"] == name) & (mine["vote"] == "b"))).sum())
-            ties = int((mine["vote"] == "tie").sum())
-            lost = len(mine) - won - ties
-            scores.append({"measure": f"vs {other}", "value": f"{won} / {ties} / {lost}",
-                           "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote"})
-        score_note = "Wins / ties / losses in the votes so far."
-    elif ctx.config.task == "spot_the_bot" and not tables["annotations"].empty:
-        a = tables["annotations"]
-        own = a[a["system"] == name]
-        for k, group in own.groupby("segment_exchanges"):
-            human = float((group["label"] == "human").mean())
-            scores.append({"measure": f"{k} exchanges", "value": f"{human:.2f}",
-                           "detail": f"{len(group)} labels; spotted as bot {float((group['label'] == 'bot').mean()):.2f}"})
-        score_note = "Share of its speakers labelled human, by segment length."
+    scores, score_note = PROTOCOLS[ctx.config.task].module("views").system_scores(tables, ctx.config, name)
     convs = conversations(session, ctx.study_id, system=name, per_page=20)
     return {"system": system, "metrics": automatic_metrics(texts), "scores": scores, "score_note": score_note,
             "conversations": convs}
@@ -872,7 +784,6 @@ def side_by_side(session: Session, ctx: StudyContext, a: str, b: str, limit: int
         if n not in names:
             raise ActionError(f"study '{ctx.name}' has no system called '{n}'")
     by_id = {v: k for k, v in names.items()}
-    rows: list[dict[str, Any]] = []
     convs = session.scalars(select(Conversation).where(Conversation.study_id == ctx.study_id)
                             .order_by(Conversation.id)).all()
 
@@ -880,52 +791,8 @@ def side_by_side(session: Session, ctx: StudyContext, a: str, b: str, limit: int
         return [{"speaker": by_id.get(t.system_id) or t.speaker, "text": t.text,
                  "own": t.system_id in (names[a], names[b])} for t in conv.turns]
 
-    if ctx.config.task == "pairwise":
-        for conv in convs:
-            if conv.kind != "prompt":
-                continue
-            texts = {by_id.get(t.system_id): t.text for t in conv.turns if t.system_id is not None}
-            if a in texts and b in texts:
-                prompt = next((t.text for t in conv.turns if t.system_id is None), "")
-                rows.append({"title": conv.key.removeprefix("prompt:"), "prompt": prompt, "conversation": conv.id,
-                             "left": [{"speaker": a, "text": texts[a], "own": True}],
-                             "right": [{"speaker": b, "text": texts[b], "own": True}]})
-            if len(rows) >= limit:
-                break
-    elif ctx.config.task == "live_chat":
-        by_assignment: dict[Any, dict[str, Conversation]] = defaultdict(dict)
-        for conv in convs:
-            meta = conv.meta or {}
-            if conv.kind == "human_bot" and meta.get("system") in (a, b):
-                by_assignment[meta.get("assignment_id")][meta["system"]] = conv
-        for assignment, pair in by_assignment.items():
-            if a in pair and b in pair:
-                topic = next((t.text for t in pair[a].turns[:1]), "")
-                rows.append({"title": f"assignment {assignment}", "prompt": topic, "conversation": pair[a].id,
-                             "right_conversation": pair[b].id,
-                             "left": turns_of(pair[a]), "right": turns_of(pair[b])})
-            if len(rows) >= limit:
-                break
-    else:
-        by_seed: dict[str, dict[str, Conversation]] = defaultdict(dict)
-        for conv in convs:
-            meta = conv.meta or {}
-            systems = meta.get("systems") or []
-            seed = meta.get("seed_dialogue")
-            if seed is None:
-                continue
-            seed = str(seed)
-            for n in (a, b):
-                # Prefer the system's self-chat, else its first conversation from this seed.
-                if n in systems and (n not in by_seed[seed] or systems == [n, n]):
-                    by_seed[seed][n] = conv
-        for seed, pair in by_seed.items():
-            if a in pair and b in pair:
-                rows.append({"title": f"seed {seed}", "prompt": "", "conversation": pair[a].id,
-                             "right_conversation": pair[b].id, "left": turns_of(pair[a]),
-                             "right": turns_of(pair[b])})
-            if len(rows) >= limit:
-                break
+    views = PROTOCOLS[ctx.config.task].module("views")
+    rows = views.side_by_side(convs, a, b, {a: names[a], b: names[b]}, turns_of, limit)
     return {"a": a, "b": b, "rows": rows}
 
 
@@ -976,7 +843,7 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
     from hitkit.db.models import utcnow
 
     now = now or utcnow()
-    if ctx.config.task != "live_chat":
+    if not ctx.task.has_chat:
         return {"rows": [], "failing": [], "summary": "", "window_s": RECENT_S, "owed_failing_s": OWED_FAILING_S}
     systems = list(session.scalars(select(System).where(System.study_id == ctx.study_id).order_by(System.id)))
     rows = {s.name: BotRow(s.name, s.is_control) for s in systems}

@@ -23,6 +23,7 @@ from hitkit.db.models import Conversation, Event, Hit, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.export import export_study
+from hitkit.protocols import PROTOCOLS
 from hitkit.study import StudyContext, create_study, estimate_cost, resolve_secret, unit_answer_counts
 
 log = logging.getLogger(__name__)
@@ -186,17 +187,14 @@ def launch(config_path: str | Path, *, yes: bool = False, resume: bool = False, 
 
 
 def check_material_before_generating(config: StudyConfig) -> None:
-    """Spot The Bot: refuse, before minutes of generation, a plan whose bot–bot conversations the
-    human–human material cannot pack with (ConfigError with every fix)."""
-    if config.task != "spot_the_bot" or config.generation is None:
+    """Refuse, before minutes of generation, a plan whose generated material the protocol cannot pack
+    (ConfigError with every fix; :meth:`~hitkit.protocols.base.TaskType.check_generation_plan`)."""
+    if config.generation is None or not PROTOCOLS[config.task].uses_generation:
         return
-    if config.spot_the_bot is not None and config.spot_the_bot.bot_conversations is not None:
-        return  # the study packs a file of its own, not what generation writes
     from hitkit.generation import planned_pairs
     from hitkit.protocols import task_for
 
-    jobs, pairs = planned_pairs(config)
-    task_for(config).human_plan(jobs, pairs)
+    task_for(config).check_generation_plan(*planned_pairs(config))
 
 
 def needs_bot_server(config: StudyConfig) -> bool:
@@ -204,7 +202,7 @@ def needs_bot_server(config: StudyConfig) -> bool:
 
     A resumed study whose bot–bot conversations are all written starts no bot server (and loads no model).
     """
-    if config.task == "live_chat":
+    if PROTOCOLS[config.task].has_chat:
         return True
     if config.generation is None:
         return False
@@ -334,10 +332,9 @@ def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snap
     config, study_id = ctx.config, ctx.study_id
     snap = Snapshot(done, total, health=bot_health(session, ctx)["summary"],
                     held=len(held_assignment_ids(session, study_id)))
-    if config.task == "live_chat":
+    if PROTOCOLS[config.task].has_chat:
         snap.turns = chat_turns(session, study_id)
-        # Every chat slot to be rated needs min_inputs worker messages first.
-        snap.turns_needed = total * config.live_chat.min_inputs
+        snap.turns_needed = ctx.task.chat_turns_needed(total)
     return snap
 
 
@@ -514,7 +511,7 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, show_progres
         result.qc_line = qc_outcome_line(session, ctx)
     echo(f"Exported {', '.join(p.name for p in result.exported)} to {out_dir / 'export'}")
     if analyse:
-        from hitkit.analysis import run_analysis
+        from hitkit.analyze import run_analysis
 
         analysis = run_analysis(config.task, out_dir / "export", seed=config.seed, config=config)
         result.analysis = analysis.write(out_dir / "analysis")
@@ -586,27 +583,6 @@ class Plan:
     total: str
 
 
-def _with_placeholder_bot_bot(config: StudyConfig, path: Path) -> StudyConfig:
-    """The config packing placeholder bot–bot conversations (the generation plan's ids, pairs and length)
-    from ``path``: packing depends on how many conversations there are, not on their text."""
-    import itertools
-    import json
-
-    from hitkit.config import SpotTheBotConfig
-
-    gen = config.generation
-    systems = gen.systems or [s.name for s in config.systems]
-    pairs = list(itertools.combinations(systems, 2)) + ([(s, s) for s in systems] if gen.self_chat else [])
-    with path.open("w", encoding="utf-8") as fh:
-        for a, b in pairs:
-            for k in range(gen.conversations_per_pair):
-                turns = [{"speaker": i % 2, "system": (a, b)[i % 2], "text": "(to be generated)"}
-                         for i in range(2 * gen.exchanges)]
-                fh.write(json.dumps({"id": f"{a}~{b}#{k:03d}", "systems": [a, b], "turns": turns}) + "\n")
-    spot = (config.spot_the_bot or SpotTheBotConfig()).model_copy(update={"bot_conversations": path})
-    return config.model_copy(update={"spot_the_bot": spot})
-
-
 def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Plan:
     """Validate the study and its material, pack the HITs and price them — in a throwaway database.
 
@@ -636,7 +612,9 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
             lines.append(f"Bot–bot conversations: {left} still to generate into {config.bot_bot_path} (launch does it "
                          f"first, or `hitkit generate {config_path}`); the plan below packs placeholders of the "
                          f"same number and length.")
-            config = _with_placeholder_bot_bot(config, Path(tmp.name) / "bot_bot.jsonl")
+            from hitkit.protocols import task_for
+
+            config = task_for(config).with_placeholder_material(Path(tmp.name) / "bot_bot.jsonl")
     names = launched_studies(config.database_url)
     if names is not None and config.study in names:
         lines.append(f"Note: '{config.study}' is already in {config.database_url}; a real launch needs --resume.")

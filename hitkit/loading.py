@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hitkit.errors import HitkitError, InputError
+from hitkit.protocols import PROTOCOLS
 
 if TYPE_CHECKING:
     import pandas as pd
 
 TABLE_SUFFIXES = (".csv", ".parquet")
-TASK_TABLES = {"votes": "pairwise", "ratings": "live_chat", "annotations": "spot_the_bot"}
+TASK_TABLES = {p.table: p.name for p in PROTOCOLS.values()}
 """The export table that tells which task a folder holds."""
-ANALYSIS_MARKERS = {"pairs": "pairwise", "systems": "live_chat", "win_rates": "spot_the_bot"}
+ANALYSIS_MARKERS = {p.analysis_marker: p.name for p in PROTOCOLS.values()}
 """The analysis table that tells which task an analysis folder holds."""
 
 

@@ -127,8 +127,9 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
     session.add(study)
     session.flush()
     systems = {}
+    control = task_for(config).control_systems()
     for s in config.systems:
-        is_control = config.live_chat is not None and s.name == config.live_chat.control
+        is_control = s.name in control
         systems[s.name] = System(study_id=study.id, name=s.name, is_control=is_control,
                                  config=s.model_dump(mode="json"))
         session.add(systems[s.name])

@@ -28,7 +28,7 @@ def _bots(ctx: StudyContext) -> dict[str, Reply]:
 def _ctx(study: str) -> StudyContext:
     with db() as session:
         ctx = context(session, study)
-    if ctx.config.task != "live_chat":  # before any bot client is made: other tasks' systems have no url
+    if not ctx.task.has_chat:  # before any bot client is made: other tasks' systems have no url
         raise FlowError(f"study '{study}' runs task '{ctx.config.task}', which has no live chat", 404)
     return ctx
 

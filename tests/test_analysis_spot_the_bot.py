@@ -11,15 +11,15 @@ import trueskill
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hitkit.protocols.spot_the_bot.analysis import (ANNOTATION_COLUMNS, agreement, analyze_spot_the_bot,
-                                          annotation_time, annotator_correctness, clusters,
-                                          feature_win_rates, games, rank_with_bootstrap,
-                                          ranking, read_annotations, segment_annotations,
-                                          segment_lengths, win_rates)
 from hitkit.analysis.inference import DuplicateRowsWarning
-from hitkit.protocols.spot_the_bot.analysis import (TrueSkillSettings, load_annotations,
-                                          system_feature_win_rates)
-from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_repeated, rate_sequences
+from hitkit.analysis.ranking import clusters
+from hitkit.analysis.trueskill_vec import TrueSkillEnv, TrueSkillSettings, rate_repeated, rate_sequences
+from hitkit.protocols.spot_the_bot.analysis import (agreement, analyze_spot_the_bot, annotation_time,
+                                                    annotator_correctness, feature_win_rates, games,
+                                                    load_annotations, rank_with_bootstrap, ranking,
+                                                    read_annotations, segment_annotations, segment_lengths,
+                                                    system_feature_win_rates, win_rates)
+from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.errors import InputError
 
 ASSIGNMENT_HEADER = "study,hit_id,assignment_id,worker_id,status,work_time_s\n"
@@ -714,7 +714,7 @@ def _study_file(tmp_path, trueskill: dict):
 def test_trueskill_settings_from_the_study_file_reach_analyze_the_summary_and_the_methods(tmp_path):
     from click.testing import CliRunner
 
-    from hitkit.analysis import run_analysis
+    from hitkit.analyze import run_analysis
     from hitkit.cli import main
     from hitkit.config import load_study
     from hitkit.report import ReportInput, methods_paragraph
@@ -743,7 +743,7 @@ def test_trueskill_settings_from_the_study_file_reach_analyze_the_summary_and_th
 
 
 def test_a_bad_trueskill_setting_in_the_study_file_is_refused_with_the_field():
-    from hitkit.config import TrueSkillConfig
+    from hitkit.protocols.spot_the_bot.settings import TrueSkillConfig
 
     with pytest.raises(ValueError, match="draw_probability is 1.0"):
         TrueSkillConfig(draw_probability=1.0)

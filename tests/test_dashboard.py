@@ -336,10 +336,13 @@ def test_a_live_chat_study_shows_its_chats_ratings_qc_and_side_by_side(tmp_path,
 
 
 def test_answers_read_in_system_names_and_automatic_metrics():
+    from hitkit.protocols import PROTOCOLS
+
     entry = {"unit_id": 7, "layout": {"swapped": {"7": True}}, "answers": {"vote": "a"}}
-    assert dash._readable_answers("pairwise", {"systems": ["x", "y"]}, entry) == {"vote": "y"}
+    pairwise, spot_the_bot = (PROTOCOLS[name].module("views") for name in ("pairwise", "spot_the_bot"))
+    assert pairwise.readable_answers({"systems": ["x", "y"]}, entry) == {"vote": "y"}
     entry = {"unit_id": 1, "layout": {}, "answers": {"label_0": "bot", "label_1": "human", "fluency": "1"}}
-    assert dash._readable_answers("spot_the_bot", {"systems": ["x", "human"]}, entry) == {
+    assert spot_the_bot.readable_answers({"systems": ["x", "human"]}, entry) == {
         "label_0": "x → bot", "label_1": "human → human", "fluency": "human"}
     assert dash.unit_systems({"systems": ["a", "a"]}) == ("a",) and dash.unit_systems({"system": "q"}) == ("q",)
 

@@ -146,10 +146,11 @@ def test_a_python_function_says_what_a_mapping_cannot(tmp_path):
 # Mistakes say what and where ----------------------------------------------------------------------
 @pytest.mark.parametrize("change, message", [
     ({"live_chat": {"slot": 6}}, "live_chat.slot: Extra inputs are not permitted — fix: remove it"),
-    ({"task": "chat"}, "task: Input should be 'live_chat', 'pairwise' or 'spot_the_bot'"),
+    ({"task": "chat"}, "task: task 'chat' is not a protocol of this version of hitkit; use one of pairwise, "
+                       "live_chat, spot_the_bot"),
     ({"live_chat": None}, "give exactly one of a 'live_chat:' section and 'function:'"),
     ({"live_chat": {"variant": {"field": "Answer.seed{i}", "suffix": "_p"}}},
-     "live_chat.variant: Value error, give exactly one of at_most, at_least and equals"),
+     "live_chat.variant: give exactly one of at_most, at_least and equals"),
 ])
 def test_a_mapping_that_cannot_work_names_the_key_and_the_fix(tmp_path, change, message):
     data = yaml.safe_load(MAPPING.read_text())

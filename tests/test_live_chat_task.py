@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from hitkit import chat, flow, timing
-from hitkit.protocols.live_chat.analysis import DEFAULT_CRITERIA, RATING_COLUMNS, analyze_live_chat
+from hitkit.protocols.live_chat.analysis import analyze_live_chat
+from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, RATING_COLUMNS
 from hitkit.config import StudyConfig, parse_study
 from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope

@@ -133,7 +133,7 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
         assert s.scalar(select(Payment.id)) is None
     before = export(database_url, tmp_path / "before")
     assert set(before["assignments"]["status"]) == {"unconfirmed"} and before["votes"].empty
-    from hitkit.analysis import run_analysis
+    from hitkit.analyze import run_analysis
 
     with pytest.raises(InputError, match="no votes"):
         run_analysis("pairwise", tmp_path / "before")

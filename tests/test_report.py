@@ -183,7 +183,7 @@ def _pairwise_votes(folder: Path, study: str = "chateval-pilot") -> Path:
 
 
 def test_a_report_from_the_analysis_folder_alone_is_titled_with_the_studys_name(tmp_path):
-    from hitkit.analysis import run_analysis
+    from hitkit.analyze import run_analysis
 
     export = _pairwise_votes(tmp_path / "export")
     result = run_analysis("pairwise", export, options={"n_boot": 20})
@@ -198,7 +198,7 @@ def test_a_report_from_the_analysis_folder_alone_is_titled_with_the_studys_name(
 
 
 def test_an_older_analysis_without_the_study_in_its_summary_takes_the_run_folders_name(tmp_path):
-    from hitkit.analysis import run_analysis
+    from hitkit.analyze import run_analysis
 
     result = run_analysis("pairwise", _pairwise_votes(tmp_path / "export"), options={"n_boot": 20})
     del result.summary["study"]
@@ -213,7 +213,7 @@ JI_RUN = REPO / "tests" / "data" / "ji2022-run1"
 @pytest.fixture(scope="module")
 def ji_report_input():
     """The paper's Free run 1 (tests/data/ji2022-run1) analysed as `hitkit report` would, fewer resamples."""
-    from hitkit.analysis import run_analysis
+    from hitkit.analyze import run_analysis
 
     result = run_analysis("live_chat", JI_RUN, options={"n_boot": 200})
     return input_from_result("live_chat", result, JI_RUN, source="test")
@@ -237,7 +237,7 @@ def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_repor
 
 def test_live_chat_ranking_figure_draws_the_clustered_intervals(ji_report_input, monkeypatch):
     from hitkit import plots
-    from hitkit.report import live_chat_sections
+    from hitkit.protocols.live_chat.report import sections as live_chat_sections
 
     drawn = {}
 
@@ -262,7 +262,7 @@ def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_tex
     """Ji et al.'s 10 systems made a 1200-px matrix (8-point cells shrunk to about 6.5 points);
     long system names are cut on the axes, not in the tables."""
     from hitkit import plots
-    from hitkit.report import _p_cell
+    from hitkit.report.parts import p_cell
 
     for names in (["A", "B", "A_p", "C", "C_p", "B_p", "D", "D_p", "E_p", "E"],
                   [f"Huggingface-TransferTransfo-{i}" for i in range(10)]):
@@ -270,24 +270,25 @@ def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_tex
         for name in names:
             values.loc[name, name] = float("nan")
         marks = values < 0.05
-        width, height = png_size(plots.pair_matrix(values, marks=marks, title="t", colorbar="p", fmt=_p_cell,
+        width, height = png_size(plots.pair_matrix(values, marks=marks, title="t", colorbar="p", fmt=p_cell,
                                                    vmin=0, vmax=1, cmap="Greens_r"))
         assert width <= COLUMN_PX - 32 and height <= COLUMN_PX
     assert plots.short_labels(["Huggingface-TransferTransfo", "KV-MemNN"]) == ["Huggingface-Transfe…", "KV-MemNN"]
     # Cutting would make two labels alike: the names stay whole.
     assert plots.short_labels(["a_very_long_system_name_1", "a_very_long_system_name_2"])[0].endswith("_1")
-    assert [_p_cell(p) for p in (0.0004, 0.0061, 0.5, 0.99996)] == ["<.001", ".006", ".500", "1"]
+    assert [p_cell(p) for p in (0.0004, 0.0061, 0.5, 0.99996)] == ["<.001", ".006", ".500", "1"]
     criteria = pd.DataFrame({"system": [f"s{i}" for i in range(10)], **{c: 0.1 for c in "abcdefg"}})
     assert png_size(plots.criterion_bars(criteria, list("abcdefg")))[0] <= COLUMN_PX - 32
 
 
 def test_wide_tables_scroll_inside_the_column_and_their_headers_wrap():
-    from hitkit.report import _CSS, _html_table
+    from hitkit.report.render import CSS
+    from hitkit.report.render import html_table
 
     table = pd.DataFrame([{"system": "Huggingface-TransferTransfo", "mean_pairwise_win_rate": 0.5,
                            "win_rate_rank_low": 1, "label": "a_b"}])
-    html = _html_table("Ranking", table)
+    html = html_table("Ranking", table)
     assert html.startswith('<h3>Ranking</h3><div class="table"><table')
     assert "<th>mean_<wbr>pairwise_<wbr>win_<wbr>rate</th>" in html
     assert "<td>a_b</td>" in html  # data cells are left as they are
-    assert ".table{max-width:100%;overflow-x:auto" in _CSS
+    assert ".table{max-width:100%;overflow-x:auto" in CSS

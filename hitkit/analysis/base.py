@@ -44,3 +44,12 @@ class AnalysisResult:
             draw(path)
             written.append(path)
         return written
+
+
+COMMON_OPTIONS = ("correction", "duplicates", "n_boot")
+"""``hitkit analyze`` options every protocol's analysis takes under the same name."""
+
+
+def common_options(options: dict) -> dict:
+    """The :data:`COMMON_OPTIONS` among ``options``, for a protocol's ``analyze`` entry point."""
+    return {k: options[k] for k in COMMON_OPTIONS if k in options}

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import special
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -187,3 +188,57 @@ def rate_repeated(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, weig
     back = np.empty_like(order)
     back[order] = np.arange(n_replicates)
     return mu[back], sigma[back]
+
+
+# An observed tie rate of 1 cannot be a draw probability (the draw margin would be infinite).
+_MAX_DRAW_PROBABILITY = 0.999
+
+
+@dataclass(frozen=True)
+class TrueSkillSettings:
+    """The TrueSkill settings of a ranking; ``None`` means "derived", as documented per field.
+
+    Defaults follow the original Spot The Bot code and Dušek et al. (2018), not the ``trueskill``
+    package: ``tau`` = 0 (no dynamics: every game weighs the same whatever its place in the
+    order; the package's 25/300 makes late games outweigh early ones and, on the paper's data,
+    merges the clusters), ``draw_probability`` None = the observed tie rate of the games.
+    ``sigma`` None = mu / 3 and ``beta`` None = sigma / 2 (the package's relations).
+    """
+
+    mu: float = 25.0
+    sigma: float | None = None
+    beta: float | None = None
+    tau: float = 0.0
+    draw_probability: float | None = None
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.mu):
+            raise ValueError(f"mu={self.mu!r}; give a finite prior mean")
+        for name in ("sigma", "beta"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name}={value!r}; it must be > 0")
+        if not self.tau >= 0:
+            raise ValueError(f"tau={self.tau!r}; it must be >= 0 (0 = no dynamics)")
+        if self.draw_probability is not None and not 0 <= self.draw_probability < 1:
+            raise ValueError(f"draw_probability={self.draw_probability!r}; use 0 <= p < 1")
+
+    def env_for(self, games: pd.DataFrame) -> TrueSkillEnv:
+        """The environment for ``games`` (winner, loser, drawn): fills in the derived settings."""
+        sigma = self.sigma if self.sigma is not None else self.mu / 3
+        beta = self.beta if self.beta is not None else sigma / 2
+        p = self.draw_probability
+        if p is None:
+            drawn = np.asarray(games["drawn"], dtype=bool) if len(games) else np.zeros(0, bool)
+            p = min(float(drawn.mean()), _MAX_DRAW_PROBABILITY) if len(drawn) else 0.0
+        return TrueSkillEnv(mu=self.mu, sigma=sigma, beta=beta, tau=self.tau, draw_probability=p)
+
+    def record(self, env: TrueSkillEnv) -> dict:
+        """The settings as summary.json records them: values used and where each came from."""
+        return {"mu": env.mu, "sigma": env.sigma, "beta": env.beta, "tau": env.tau,
+                "draw_probability": env.draw_probability,
+                "draw_probability_source": ("observed tie rate" if self.draw_probability is None
+                                            else "given")}
+
+
+DEFAULT_TRUESKILL = TrueSkillSettings()

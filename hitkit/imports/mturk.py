@@ -31,36 +31,22 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
 from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
 from hitkit.errors import ConfigError, InputError
+from hitkit.imports.fields import Strict, Where, number
+from hitkit.protocols import PROTOCOLS, known_name
 
 REQUIRED_COLUMNS = ("HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "WorkTimeInSeconds")
 ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
 ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id")
 PSEUDONYM = re.compile(r"^w[0-9a-f]{12}$")
-TASK_TABLES = {"live_chat": "ratings", "pairwise": "votes", "spot_the_bot": "annotations"}
 DEFAULT_STATUSES = {"Submitted": "submitted", "Approved": "approved", "Rejected": "rejected"}
-
-
-def task_columns(task: str) -> tuple[str, ...]:
-    """The column contract of the task's tidy table (the analysis' own constants)."""
-    if task == "live_chat":
-        from hitkit.protocols.live_chat.analysis import RATING_COLUMNS
-
-        return RATING_COLUMNS
-    if task == "pairwise":
-        from hitkit.protocols.pairwise.analysis import VOTE_COLUMNS
-
-        return VOTE_COLUMNS
-    from hitkit.protocols.spot_the_bot.analysis import ANNOTATION_COLUMNS
-
-    return ANNOTATION_COLUMNS
 
 
 def pseudonym(worker_id: str) -> str:
@@ -72,91 +58,49 @@ def pseudonym(worker_id: str) -> str:
 
 
 # The mapping ---------------------------------------------------------------------------------
-class _Strict(BaseModel):
-    # A misspelt key in a mapping must be an error, not a silently ignored rule.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class VariantRule(_Strict):
-    """Add ``suffix`` to a (non-control) system when its ``field`` is ≤ ``at_most`` / ≥ ``at_least``
-    / equal to ``equals`` — e.g. Ji et al.'s persona variant, ``seed{i}`` ≤ 500 → ``_p``."""
-
-    field: str = Field(description="field template, e.g. Answer.seed{i}")
-    suffix: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
-    at_most: Optional[float] = None
-    at_least: Optional[float] = None
-    equals: Optional[str] = None
-
-    @model_validator(mode="after")
-    def _one_test(self) -> "VariantRule":
-        if sum(x is not None for x in (self.at_most, self.at_least, self.equals)) != 1:
-            raise ValueError("give exactly one of at_most, at_least and equals")
-        return self
-
-
-class LiveChatMapping(_Strict):
-    """Ratings: each row holds ``slots`` conversations; slot ``i`` names its system in ``system``
-    and its criterion scores, in ``criteria`` order, ``separator``-joined in ``scores``."""
-
-    slots: int = Field(gt=0, le=100)
-    system: str = Field(description="field template naming slot i's system, e.g. Answer.task{i} or Input.u{i}")
-    scores: str = Field(description="field template of slot i's scores, e.g. Answer.score{i}")
-    separator: str = Field(",", min_length=1)
-    criteria: list[str] = Field(min_length=1)
-    systems: dict[str, str] = Field(default_factory=dict, description="archive name -> hitkit name (default: kept)")
-    control: list[str] = Field(default_factory=list, description="hitkit names of the quality-control bot(s)")
-    variant: Optional[VariantRule] = None
-
-    @field_validator("criteria")
-    @classmethod
-    def _criteria(cls, criteria: list[str]) -> list[str]:
-        bad = [c for c in criteria if not re.match(r"^[a-z][a-z0-9_]{0,39}$", c)]
-        if bad or len(set(criteria)) != len(criteria):
-            raise ValueError(f"criteria must be distinct lower-case names (a-z, 0-9, _); got {criteria}")
-        return criteria
-
-
-class PairwiseMapping(_Strict):
-    """Votes: each row holds ``items`` comparisons; comparison ``i`` has an item id, the system shown
-    first (``system_a``), second (``system_b``) and the worker's answer, mapped by ``votes``."""
-
-    items: int = Field(1, gt=0, le=1000)
-    item_id: str
-    system_a: str
-    system_b: str
-    vote: str
-    votes: dict[str, Literal["a", "b", "tie"]] = Field(
-        default_factory=lambda: {"a": "a", "b": "b", "tie": "tie"},
-        description="answer value in the archive -> a, b or tie")
-    systems: dict[str, str] = Field(default_factory=dict, description="archive name -> hitkit name (default: kept)")
-
-
-class MTurkMapping(_Strict):
+class _MappingBase(Strict):
     """How one MTurk batch-results file becomes hitkit's tables (``--mapping MAPPING.yaml``)."""
 
-    task: Literal["live_chat", "pairwise", "spot_the_bot"]
+    task: str = Field(description="the protocol: " + ", ".join(PROTOCOLS))
     flatten: list[str] = Field(default_factory=lambda: ["Answer.taskAnswers"],
                                description="columns holding JSON answers, flattened into Answer.<key>")
     statuses: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_STATUSES),
                                      description="AssignmentStatus -> hitkit status")
-    live_chat: Optional[LiveChatMapping] = None
-    pairwise: Optional[PairwiseMapping] = None
     function: Optional[str] = Field(None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description=(
         "module:function or path/file.py:function, called with each row's fields; returns the task "
         "table's rows without study, hit_id, assignment_id and worker_id"))
 
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, task: str) -> str:
+        return known_name(task)
+
     @model_validator(mode="after")
     def _one_rule(self) -> "MTurkMapping":
-        section = getattr(self, self.task, None) if self.task != "spot_the_bot" else None
-        other = [name for name in ("live_chat", "pairwise") if name != self.task and getattr(self, name) is not None]
+        section = self.section
+        other = [name for name in _SECTIONS if name != self.task and getattr(self, name) is not None]
         if other:
             raise ValueError(f"task is {self.task}, but the mapping has a '{other[0]}:' section; remove it")
         if (section is None) == (self.function is None):
-            if self.task == "spot_the_bot":
-                raise ValueError("Spot The Bot archives are imported with a function: add "
+            if self.task not in _SECTIONS:
+                raise ValueError(f"{PROTOCOLS[self.task].title} archives are imported with a function: add "
                                  "'function: module:function' (see docs/COLUMNS.md)")
             raise ValueError(f"give exactly one of a '{self.task}:' section and 'function:'")
         return self
+
+    @property
+    def section(self):
+        """The protocol's own rules (its section of the mapping), or None when a function imports."""
+        return getattr(self, self.task, None) if self.task in _SECTIONS else None
+
+
+def _mapping_sections() -> dict[str, Any]:
+    """One optional section per protocol whose folder has MTurk import rules (``PACKAGE.mturk``)."""
+    return {p.name: (Optional[p.module("mturk").Rules], None) for p in PROTOCOLS.values() if p.mturk_rules}
+
+
+_SECTIONS = _mapping_sections()
+MTurkMapping = create_model("MTurkMapping", __base__=_MappingBase, __module__=__name__, **_SECTIONS)
 
 
 def load_mapping(path: str | Path) -> MTurkMapping:
@@ -181,7 +125,8 @@ def load_mapping(path: str | Path) -> MTurkMapping:
             where = ".".join(str(p) for p in e["loc"]) or "(top level)"
             fix = {"extra_forbidden": " — fix: remove it or check its spelling", "missing": " — fix: add it",
                    "literal_error": " — fix: use one of the allowed values"}.get(e["type"], "")
-            lines.append(f"  {where}: {e['msg']}{fix}")
+            message = re.sub(r"^(Value|Assertion) error, ", "", e["msg"])  # pydantic's prefix says nothing
+            lines.append(f"  {where}: {message}{fix}")
         raise ConfigError(f"{path}: the mapping is not valid:\n" + "\n".join(lines)) from None
 
 
@@ -233,90 +178,6 @@ def read_batch(path: str | Path, flatten: list[str]) -> tuple[pd.DataFrame, list
 
 
 # From fields to rows -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Where:
-    path: Path
-    line: int
-
-
-def _field(fields: Mapping[str, str], template: str, i: int) -> str | None:
-    value = fields.get(template.replace("{i}", str(i)))
-    return None if value is None else str(value).strip()
-
-
-def _number(text: str, what: str, where: _Where) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(where.path, f"{what} is {text!r}, not a number", line=where.line) from None
-
-
-def _variant(rule: VariantRule, fields: Mapping[str, str], i: int, where: _Where) -> bool:
-    name = rule.field.replace("{i}", str(i))
-    value = _field(fields, rule.field, i)
-    if value is None or value == "":
-        raise InputError(where.path, f"{name} is missing, and the mapping's variant rule reads it", line=where.line)
-    if rule.equals is not None:
-        return value == rule.equals
-    number = _number(value, name, where)
-    return number <= rule.at_most if rule.at_most is not None else number >= rule.at_least
-
-
-def live_chat_rows(m: LiveChatMapping, fields: Mapping[str, str], where: _Where) -> list[dict[str, Any]]:
-    """One row's ratings: every slot with scores gives one rating per criterion (an empty slot none)."""
-    out = []
-    for i in range(m.slots):
-        scores = _field(fields, m.scores, i)
-        if not scores or not scores.strip(m.separator + " "):
-            continue  # an empty submission: the assignment stays, with nothing to rate
-        raw = _field(fields, m.system, i)
-        if not raw:
-            raise InputError(where.path, f"{m.system.replace('{i}', str(i))} (slot {i}'s system) is empty but the "
-                                         f"slot has scores", line=where.line)
-        system = m.systems.get(raw, raw)
-        if m.systems and raw not in m.systems:
-            raise InputError(where.path, f"system {raw!r} (slot {i}) is not in the mapping's 'systems'; add it "
-                                         f"there (known: {', '.join(sorted(m.systems))})", line=where.line)
-        control = system in m.control
-        if m.variant is not None and not control and _variant(m.variant, fields, i, where):
-            system += m.variant.suffix
-        values = scores.strip(m.separator + " ").split(m.separator)
-        if len(values) != len(m.criteria):
-            raise InputError(where.path, f"{m.scores.replace('{i}', str(i))} has {len(values)} values "
-                                         f"({scores!r}) but the mapping names {len(m.criteria)} criteria",
-                             line=where.line)
-        for criterion, value in zip(m.criteria, values):
-            score = _number(value.strip(), f"slot {i}'s {criterion} score", where)
-            if not 0 <= score <= 100 or score != int(score):
-                raise InputError(where.path, f"slot {i}'s {criterion} score is {value!r}; ratings are whole "
-                                             f"numbers 0–100", line=where.line)
-            out.append({"conversation_id": f"{fields['AssignmentId']}-{i}", "slot": i, "system": system,
-                        "is_control": int(control), "criterion": criterion, "score": int(score)})
-    return out
-
-
-def pairwise_rows(m: PairwiseMapping, fields: Mapping[str, str], where: _Where) -> list[dict[str, Any]]:
-    """One row's votes: each comparison with an answer gives one vote."""
-    out = []
-    for i in range(m.items):
-        answer = _field(fields, m.vote, i)
-        if not answer:
-            continue
-        if answer not in m.votes:
-            raise InputError(where.path, f"{m.vote.replace('{i}', str(i))} is {answer!r}, which the mapping's "
-                                         f"'votes' does not name; add it (known: {', '.join(m.votes)})",
-                             line=where.line)
-        row = {}
-        for column in ("item_id", "system_a", "system_b"):
-            value = _field(fields, getattr(m, column), i)
-            if not value:
-                raise InputError(where.path, f"{getattr(m, column).replace('{i}', str(i))} ({column}) is missing",
-                                 line=where.line)
-            row[column] = m.systems.get(value, value) if column != "item_id" else value
-        out.append({**row, "vote": m.votes[answer]})
-    return out
-
-
 def load_function(spec: str, base_dir: Path) -> Callable[[dict[str, str]], list[dict[str, Any]]]:
     """The mapping's ``module:function`` (or ``path/file.py:function``, relative to the mapping file)."""
     module_name, _, name = spec.rpartition(":")
@@ -340,7 +201,7 @@ def load_function(spec: str, base_dir: Path) -> Callable[[dict[str, str]], list[
 
 
 def function_rows(function: Callable, spec: str, columns: tuple[str, ...], fields: dict[str, str],
-                  where: _Where) -> list[dict[str, Any]]:
+                  where: Where) -> list[dict[str, Any]]:
     """Call the mapping's function on one row; check that it returned the table's columns."""
     try:
         produced = function(dict(fields))
@@ -398,14 +259,14 @@ def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: s
     batch = Path(batch)
     table, rows = read_batch(batch, m.flatten)
     kept, duplicate_report = unique_assignments(rows, batch, duplicates)
-    columns = task_columns(m.task)
+    columns = PROTOCOLS[m.task].columns
     function = load_function(m.function, base_dir) if m.function else None
     _check_fields_exist(m, rows, batch)
 
     assignments, task_rows = [], []
     for n in kept:
         fields = rows[n]
-        where = _Where(batch, n + 2)
+        where = Where(batch, n + 2)
         status = fields["AssignmentStatus"].strip()
         if status not in m.statuses:
             raise InputError(batch, f"AssignmentStatus {status!r} is not in the mapping's 'statuses' "
@@ -415,19 +276,17 @@ def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: s
         if not all(ids.values()):
             raise InputError(batch, "HITId, AssignmentId and WorkerId must not be empty", line=where.line)
         work = fields["WorkTimeInSeconds"].strip()
-        seconds = _number(work, "WorkTimeInSeconds", where) if work else None
+        seconds = number(work, "WorkTimeInSeconds", where) if work else None
         assignments.append({**ids, "status": m.statuses[status],
                             "work_time_s": int(seconds) if seconds is not None and seconds.is_integer() else seconds})
         if function is not None:
             produced = function_rows(function, m.function, columns, fields, where)
-        elif m.task == "live_chat":
-            produced = live_chat_rows(m.live_chat, fields, where)
         else:
-            produced = pairwise_rows(m.pairwise, fields, where)
+            produced = PROTOCOLS[m.task].module("mturk").rows(m.section, fields, where)
         task_rows += [{**ids, **row} for row in produced]
 
     assignment_table = pd.DataFrame(assignments, columns=list(ASSIGNMENT_COLUMNS))
-    name = TASK_TABLES[m.task]
+    name = PROTOCOLS[m.task].table
     task_table = pd.DataFrame(task_rows, columns=list(columns))
     files: list[Path] = []
     if out_dir is not None:
@@ -438,13 +297,10 @@ def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: s
 
 def _check_fields_exist(m: MTurkMapping, rows: list[dict[str, str]], batch: Path) -> None:
     """A template that matches no field in any row is a mapping mistake, not an empty submission."""
-    section = m.live_chat or m.pairwise
+    section = m.section
     if section is None or not rows:
         return
-    templates = [getattr(section, name) for name in ("system", "scores", "item_id", "system_a", "system_b", "vote")
-                 if hasattr(section, name)]
-    if getattr(section, "variant", None) is not None:
-        templates.append(section.variant.field)
+    templates = section.templates()
     present = set().union(*(r.keys() for r in rows))
     for template in templates:
         if template.replace("{i}", "0") not in present:

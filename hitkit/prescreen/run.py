@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.config import GenerationConfig, PrescreenConfig, StudyConfig
+from hitkit.config import StudyConfig
+from hitkit.sections import GenerationConfig, PrescreenConfig
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.generation import ConversationFile, Reply, bots_for, history_for
 from hitkit.prescreen import agreement, chateval
@@ -81,8 +82,10 @@ def tournament_systems(config: StudyConfig) -> list[str]:
             raise ConfigError(f"prescreen.systems names systems that are not in 'systems': {', '.join(unknown)}")
         names = list(pre.systems)
     else:
-        control = config.live_chat.control if config.live_chat is not None else None
-        names = [s.name for s in config.systems if s.url and s.model and s.name != control]
+        from hitkit.protocols import task_for
+
+        control = task_for(config).control_systems()
+        names = [s.name for s in config.systems if s.url and s.model and s.name not in control]
     if len(names) < 2:
         raise ConfigError(f"a tournament needs at least two systems with 'url' and 'model'; found "
                           f"{len(names)} ({', '.join(names) or 'none'}); list them under prescreen.systems")

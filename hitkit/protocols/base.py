@@ -1,4 +1,8 @@
-"""The TaskType seam: what differs between Spot The Bot, live chat and pairwise A/B.
+"""The protocol seam: what differs between Spot The Bot, live chat, pairwise A/B and rating.
+
+A :class:`Protocol` is the registry's entry for one protocol: its names, its tables and the modules
+of its folder that the shared code calls (task type, analysis, report, dashboard views). Its
+:class:`TaskType` is the part that runs a study:
 
 A task type turns the study's data into units, packs units into HITs under its protocol's
 constraints, decides how each assignment sees its units (order, sides — recorded), says which
@@ -8,17 +12,73 @@ paying, scheduling — is shared and lives outside the task type.
 """
 from __future__ import annotations
 
+import importlib
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from hitkit.config import StudyConfig
 from hitkit.db.models import Study, Unit
 from hitkit.validation import answer_text
+
+if TYPE_CHECKING:
+    from hitkit.config import StudyConfig
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One protocol's entry in the registry (:mod:`hitkit.protocols`).
+
+    Shared code asks this object, never compares protocol names. The modules of the protocol's
+    folder are imported only when asked for, so that the web tier, which needs the task type and the
+    vocabulary, never loads the statistics (scipy) of an analysis.
+    """
+
+    name: str
+    """The study file's ``task:`` value and the ``hitkit analyze`` argument."""
+    title: str
+    """The protocol as a report's heading names it, with its source."""
+    package: str
+    """The protocol's folder as a module path: ``task``, ``analysis``, ``report`` and ``views`` live in it."""
+    task_class: str
+    """The :class:`TaskType` subclass in ``PACKAGE.task``."""
+    settings_class: str
+    """The pydantic model of its study-file section in ``PACKAGE.settings`` (the section is named as the protocol)."""
+    table: str
+    """The export table of its answers (``votes``, ``ratings`` ...): it tells which protocol a folder holds."""
+    columns: tuple[str, ...]
+    """The columns of that table, in order (the protocol's vocabulary module holds them)."""
+    analysis_marker: str
+    """A table only this protocol's analysis writes: it tells which protocol an analysis folder holds."""
+    cluster_units: tuple[str, ...]
+    """The units a clustered bootstrap can resample (``hitkit analyze --cluster``); the first is the default."""
+    analysis_options: frozenset[str] = frozenset()
+    """``hitkit analyze`` options beyond the shared ones that apply to this protocol only."""
+    needs_section: bool = True
+    """True when a study file of this protocol must have a section of its name."""
+    uses_generation: bool = False
+    """True when the study's ``generation:`` section makes its material (bot–bot conversations)."""
+    mturk_rules: bool = False
+    """True when ``PACKAGE.mturk`` holds rules (a ``Rules`` section and ``rows``) that import its table
+    from MTurk batch results; a protocol without them imports with a mapping's ``function:``."""
+
+    def module(self, name: str) -> ModuleType:
+        """The module ``name`` of the protocol's folder (``task``, ``analysis``, ``report``, ``views``)."""
+        return importlib.import_module(f"{self.package}.{name}")
+
+    def task_type(self) -> type["TaskType"]:
+        """The protocol's :class:`TaskType` subclass."""
+        return getattr(self.module("task"), self.task_class)
+
+    @property
+    def has_chat(self) -> bool:
+        """True when a worker chats with a bot in each unit (the study needs bot endpoints)."""
+        return self.task_type().has_chat
 
 
 @dataclass(frozen=True)
@@ -110,7 +170,7 @@ def position(unit: Unit, layout: Mapping[str, Any]) -> int | None:
 
 
 class TaskType(ABC):
-    """Base class of the three protocols; one instance per study configuration."""
+    """The part of a protocol that runs a study; one instance per study configuration."""
 
     name: ClassVar[str]
     template: ClassVar[str]
@@ -171,6 +231,23 @@ class TaskType(ABC):
     def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
                  worker: str = "") -> dict[str, str]:
         """A simulated worker's answers to one unit's questions; ``worker`` seeds traits a worker keeps."""
+
+    def chat_turns_needed(self, units: int) -> int:
+        """How many worker messages ``units`` chat units need before they can be answered (0 without chat)."""
+        return 0
+
+    def check_generation_plan(self, conversations: int, pairs: int) -> None:
+        """Raise ConfigError, before any bot is asked, when ``conversations`` generated over ``pairs``
+        pairs of systems would not pack under the study (protocols that use ``generation:`` only)."""
+
+    def with_placeholder_material(self, path: Path) -> "StudyConfig":
+        """The study's config for ``launch --dry-run`` before its generated material exists: one that
+        packs placeholders written to ``path`` (protocols that pack generated material only)."""
+        return self.config
+
+    def control_systems(self) -> frozenset[str]:
+        """The study's quality-control systems (a degraded bot), which no ranking includes."""
+        return frozenset()
 
     def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
         """A simulated worker's ``turn``-th message in a chat unit (chat task types only)."""

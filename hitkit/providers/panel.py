@@ -25,7 +25,8 @@ from urllib.parse import quote
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from hitkit.config import PanelConfig, StudyConfig
+from hitkit.config import StudyConfig
+from hitkit.sections import PanelConfig
 from hitkit.db.models import DONE_STATUSES, Assignment, Event, Hit, Worker, utcnow
 from hitkit.errors import FlowError, InputError
 from hitkit.providers.base import Arrival, Completion, CompletionKind

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -37,71 +36,23 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.base import AnalysisResult, common_options
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
                                        Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
                                        bootstrap_interval, check_correction, cluster_codes,
                                        cluster_weights, clusters_per_column, duplicate_warnings,
                                        fisher_interval)
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, read_assignments, read_table
-from hitkit.errors import ConfigError, InputError
+from hitkit.errors import InputError
+from hitkit.protocols.live_chat.criteria import (DEFAULT_CRITERIA, RATING_COLUMNS, Criterion, check_criteria)
 
-Polarity = Literal["positive", "negative"]
 QcMethod = Literal["asymptotic", "exact", "auto"]
 SignificanceUnit = Literal["rating", "conversation"]
 IntervalUnit = Literal["worker", "conversation", "rating"]
 INTERVAL_UNITS: tuple[str, ...] = ("worker", "conversation", "rating")
 
-RATING_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "slot",
-                  "system", "is_control", "criterion", "score")
 _ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system",
                "criterion", "status")
-# Names the systems table already uses for its own columns; a criterion may not shadow them.
-_RESERVED = frozenset({"system", "n", "z", "raw", "rank", "overall"})
-
-
-@dataclass(frozen=True)
-class Criterion:
-    """One Likert statement rated 0–100; ``qc`` marks the criteria the QC test compares on."""
-
-    name: str
-    polarity: Polarity
-    statement: str
-    qc: bool
-
-    def __post_init__(self) -> None:
-        if self.polarity not in ("positive", "negative"):
-            raise ConfigError(f"criterion {self.name!r}: polarity is {self.polarity!r}; "
-                              "use 'positive' or 'negative'")
-        if not self.name or self.name in _RESERVED:
-            raise ConfigError(f"criterion name {self.name!r} is empty or reserved "
-                              f"({', '.join(sorted(_RESERVED))}); rename it")
-
-
-DEFAULT_CRITERIA: tuple[Criterion, ...] = (
-    Criterion("robotic", "negative", "It was obvious that I was talking to a chatbot as opposed "
-              "to another human user.", qc=False),
-    Criterion("interesting", "positive", "The conversation with the chatbot was interesting.",
-              qc=True),
-    Criterion("fun", "positive", "The conversation with the chatbot was fun/enjoyable.", qc=True),
-    Criterion("consistent", "positive", "The chatbot was consistent throughout the conversation.",
-              qc=True),
-    Criterion("fluent", "positive", "The chatbot's English was fluent and natural throughout the "
-              "conversation.", qc=True),
-    Criterion("repetitive", "negative", "I felt that the chatbot kept being repetitive during the "
-              "conversation.", qc=False),
-    Criterion("topic", "positive", "The chatbot stays on topic.", qc=True),
-)
-
-
-def _check_criteria(criteria: Sequence[Criterion]) -> None:
-    names = [c.name for c in criteria]
-    if not names:
-        raise ConfigError("no criteria configured; give at least one Criterion")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"criterion names repeat: {names}; give each criterion once")
-    if not any(c.qc for c in criteria):
-        raise ConfigError(f"no criterion has qc=True among {names}; the QC test needs at least one")
 
 
 def _unknown_criteria(ratings: pd.DataFrame, criteria: Sequence[Criterion]) -> list[str]:
@@ -117,7 +68,7 @@ def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRI
     ``duplicates`` policy (first by default; last, drop or error), with a warning that counts
     it; the report is in ``table.attrs["duplicates"]``.
     """
-    _check_criteria(criteria)
+    check_criteria(criteria)
     path = Path(in_dir) / "ratings.csv"
     text_ids = {c: str for c in _ID_COLUMNS if c in RATING_COLUMNS}
     table = read_table(path, RATING_COLUMNS, text_ids)[list(RATING_COLUMNS)]
@@ -477,7 +428,7 @@ def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEF
     (table ``score_intervals``), ``duplicates`` → :func:`read_ratings`. Every choice is
     recorded in the summary.
     """
-    _check_criteria(criteria)
+    check_criteria(criteria)
     check_correction(correction)
     options = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
                    significance_unit=significance_unit, ddof=ddof, correction=correction,
@@ -488,3 +439,28 @@ def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEF
         result.tables["replication"] = replication(result.tables["systems"],
                                                    other.tables["systems"])
     return result
+
+
+def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
+            stability: bool = False) -> AnalysisResult:
+    """The registry's entry point: :func:`analyze_live_chat` with ``hitkit analyze``'s options and
+    the study file's criteria (the defaults without one)."""
+    extra = common_options(options)
+    if config is not None and config.live_chat is not None:
+        extra["criteria"] = config.live_chat.criterion_list()
+    return analyze_live_chat(in_dir, replicate_dir=replicate_dir, interval_unit=options.get("cluster", "worker"),
+                             seed=seed, **extra)
+
+
+def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
+    """Which workers pass quality control so far (the dashboard's and the QC policy's check), by
+    :func:`wilcoxon_qc` on the exported ratings; None before any rating."""
+    ratings = tables["ratings"].copy()
+    if ratings.empty:
+        return None
+    criteria = config.live_chat.criterion_list() if config is not None and config.live_chat else DEFAULT_CRITERIA
+    ratings["score"] = ratings["score"].astype(float)
+    ratings["is_control"] = ratings["is_control"].astype(bool)
+    qc = wilcoxon_qc(standardise_per_worker(reverse_negative(ratings, criteria)), criteria)
+    return ("QC bot rated below the real bots (Wilcoxon, p < 0.05)",
+            {str(w): bool(p) for w, p in zip(qc["worker_id"], qc["passed"])})

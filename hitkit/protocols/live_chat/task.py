@@ -36,7 +36,7 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.protocols.live_chat.analysis import RATING_COLUMNS
+from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.protocols.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
@@ -257,6 +257,13 @@ class LiveChatTask(TaskType):
                 scores[c.name] = round(agree if c.polarity == "positive" else 100 - agree)
         answers.update({SCORE_PREFIX + name: str(score) for name, score in scores.items()})
         return answers
+
+    def control_systems(self) -> frozenset[str]:
+        return frozenset({self._cfg.control})
+
+    def chat_turns_needed(self, units: int) -> int:
+        # Every chat slot to be rated needs min_inputs worker messages first.
+        return units * self._cfg.min_inputs
 
     def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
         # Spammers repeat themselves, the thing Ji et al.'s instructions ask workers not to do.

@@ -28,13 +28,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.base import AnalysisResult, common_options
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
                                        Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
                                        bootstrap_interval, check_correction, cluster_codes,
                                        cluster_weights, clusters_per_column, duplicate_warnings)
+from hitkit.analysis.ranking import RANK_DECIMALS
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, keep_counted, read_table
 from hitkit.errors import InputError
+from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
 
 Ties = Literal["half", "drop"]
 Resample = Literal["vote", "worker", "item"]
@@ -44,14 +46,8 @@ DOMINANT_SHARE = 0.5
 # Kappa below this reads as agreement near chance (a warning).
 NEAR_CHANCE_KAPPA = 0.2
 
-VOTE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a",
-                "system_b", "vote")
-VOTES = ("a", "b", "tie")
 FIRST, TIE, SECOND = 0, 1, 2
 
-# Scores equal to this many decimals share a rank: symmetric data gives scores that differ only
-# by floating-point noise, and those should tie.
-_RANK_DECIMALS = 9
 
 
 def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
@@ -297,7 +293,7 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
         ci_low = ci_high = np.zeros(k)
     table = pd.DataFrame({"system": systems, "score": score, "ci_low": ci_low,
                           "ci_high": ci_high})
-    table["rank"] = (-table["score"].round(_RANK_DECIMALS)).rank(method="min").astype(int)
+    table["rank"] = (-table["score"].round(RANK_DECIMALS)).rank(method="min").astype(int)
     return table.sort_values(["rank", "system"], ignore_index=True)
 
 
@@ -489,3 +485,21 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
                 "ranking": ranking, "workers": worker_agreement(votes)},
         summary=summary,
         figures={"ranking": ranking_figure(ranking)})
+
+
+def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
+            stability: bool = False) -> AnalysisResult:
+    """The registry's entry point: :func:`analyze_pairwise` with ``hitkit analyze``'s options."""
+    common = common_options(options)
+    return analyze_pairwise(in_dir, seed=seed, resample=options.get("cluster", "worker"), **common)
+
+
+def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
+    """Which workers pass quality control so far (the dashboard's and the QC policy's check): those
+    :func:`worker_agreement` does not flag; None before any vote."""
+    votes = tables["votes"]
+    if votes.empty:
+        return None
+    agreement = worker_agreement(votes)
+    return ("agrees with the other workers' majority (not flagged, p ≥ 0.05)",
+            {str(w): not bool(f) for w, f in zip(agreement["worker_id"], agreement["flagged"])})

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -45,15 +44,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.base import AnalysisResult, common_options
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
                                        Correction, DuplicatePolicy, DuplicateRowsWarning, adjust,
                                        apply_duplicate_policy, bootstrap_interval, check_correction,
                                        cluster_codes, cluster_weights, clusters_per_column,
                                        duplicate_warnings)
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, keep_counted, read_table
-from hitkit.analysis.trueskill_vec import TrueSkillEnv, rate_repeated, rate_sequences
+from hitkit.analysis.ranking import clusters, rank_range, ranks
+from hitkit.analysis.trueskill_vec import (DEFAULT_TRUESKILL, TrueSkillEnv, TrueSkillSettings, rate_repeated,
+                                          rate_sequences)
 from hitkit.errors import InputError
+from hitkit.protocols.spot_the_bot.annotations import (ANNOTATION_COLUMNS, FEATURES, HUMAN, LABEL_RANK, LABELS,
+                                                      SEGMENT_KEY)
 
 RankBy = Literal["mu", "conservative"]
 Resample = Literal["game", "conversation", "worker"]
@@ -61,77 +64,15 @@ RESAMPLE_UNITS: tuple[str, ...] = ("game", "conversation", "worker")
 ClusterUnit = Literal["annotation", "conversation", "worker"]
 CLUSTER_UNITS: tuple[str, ...] = ("annotation", "conversation", "worker")
 
-ANNOTATION_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id",
-                      "segment_exchanges", "entity", "system", "label", "fluency",
-                      "sensibleness", "specificity", "elapsed_s")
-LABELS = ("human", "unsure", "bot")
-LABEL_RANK = {"human": 2, "unsure": 1, "bot": 0}
-FEATURES = ("fluency", "sensibleness", "specificity")
-HUMAN = "human"
-SEGMENT_KEY = ["study", "assignment_id", "conversation_id", "segment_exchanges"]
 _FEATURE_VALUES = {"+1": 1, "1": 1, "0": 0, "-1": -1, "\u22121": -1}
 WIN_COLUMNS = ["system_a", "system_b", "wins", "losses", "ties", "win_rate", "p_value"]
 
-# Share of bootstrap ranks dropped at each end of a system's rank range (95 % range).
-_TAIL = 0.025
 # Bootstrap resamples are played in chunks of about this many games (all resamples together).
 _BOOT_CELLS = 2_000_000
-# Scores equal to this many decimals share a rank (symmetric data differs only by float noise).
-_RANK_DECIMALS = 9
-# An observed tie rate of 1 cannot be a draw probability (the draw margin would be infinite).
-_MAX_DRAW_PROBABILITY = 0.999
 # An elapsed_s above this (about 3 years) is a timestamp, not a duration.
 _TIMESTAMP_S = 1e8
 
 
-@dataclass(frozen=True)
-class TrueSkillSettings:
-    """The TrueSkill settings of a ranking; ``None`` means "derived", as documented per field.
-
-    Defaults follow the original Spot The Bot code and Dušek et al. (2018), not the ``trueskill``
-    package: ``tau`` = 0 (no dynamics: every game weighs the same whatever its place in the
-    order; the package's 25/300 makes late games outweigh early ones and, on the paper's data,
-    merges the clusters), ``draw_probability`` None = the observed tie rate of the games.
-    ``sigma`` None = mu / 3 and ``beta`` None = sigma / 2 (the package's relations).
-    """
-
-    mu: float = 25.0
-    sigma: float | None = None
-    beta: float | None = None
-    tau: float = 0.0
-    draw_probability: float | None = None
-
-    def __post_init__(self) -> None:
-        if not math.isfinite(self.mu):
-            raise ValueError(f"mu={self.mu!r}; give a finite prior mean")
-        for name in ("sigma", "beta"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name}={value!r}; it must be > 0")
-        if not self.tau >= 0:
-            raise ValueError(f"tau={self.tau!r}; it must be >= 0 (0 = no dynamics)")
-        if self.draw_probability is not None and not 0 <= self.draw_probability < 1:
-            raise ValueError(f"draw_probability={self.draw_probability!r}; use 0 <= p < 1")
-
-    def env_for(self, games: pd.DataFrame) -> TrueSkillEnv:
-        """The environment for ``games`` (winner, loser, drawn): fills in the derived settings."""
-        sigma = self.sigma if self.sigma is not None else self.mu / 3
-        beta = self.beta if self.beta is not None else sigma / 2
-        p = self.draw_probability
-        if p is None:
-            drawn = np.asarray(games["drawn"], dtype=bool) if len(games) else np.zeros(0, bool)
-            p = min(float(drawn.mean()), _MAX_DRAW_PROBABILITY) if len(drawn) else 0.0
-        return TrueSkillEnv(mu=self.mu, sigma=sigma, beta=beta, tau=self.tau, draw_probability=p)
-
-    def record(self, env: TrueSkillEnv) -> dict:
-        """The settings as summary.json records them: values used and where each came from."""
-        return {"mu": env.mu, "sigma": env.sigma, "beta": env.beta, "tau": env.tau,
-                "draw_probability": env.draw_probability,
-                "draw_probability_source": ("observed tie rate" if self.draw_probability is None
-                                            else "given")}
-
-
-DEFAULT_TRUESKILL = TrueSkillSettings()
 
 
 def _where(source, index) -> dict:
@@ -465,51 +406,6 @@ def games(annotations: pd.DataFrame) -> pd.DataFrame:
                          "worker": seg["worker_id"].astype(str).to_numpy()})
 
 
-def _ranks(score: np.ndarray) -> np.ndarray:
-    """Rank 1 = highest score along the last axis; equal scores share the lower rank."""
-    return stats.rankdata(-np.round(score, _RANK_DECIMALS), method="min", axis=-1).astype(int)
-
-
-def _rank_range(boot_ranks: np.ndarray, point_ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each system's 95 % rank range: drop ``floor(2.5 % · n_boot)`` bootstrap ranks at each end."""
-    n_boot = boot_ranks.shape[0]
-    if n_boot == 0:
-        return point_ranks, point_ranks
-    drop = math.floor(_TAIL * n_boot)
-    ordered = np.sort(boot_ranks, axis=0)
-    return ordered[drop], ordered[n_boot - 1 - drop]
-
-
-def clusters(low: np.ndarray, high: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Order of systems and cluster label per system: ranges that overlap merge, transitively.
-
-    Systems are grouped into connected components of overlapping (closed) rank ranges; the
-    components are ordered by their best rank, systems within one by score (highest first). The
-    label is the ``(first,last)`` position of the system's component in that order, e.g.
-    ``(2,3)``. Returns (order as indices into the inputs, labels in input order).
-    """
-    n = len(low)
-    by_low = sorted(range(n), key=lambda i: (low[i], high[i], -score[i]))
-    component = np.zeros(n, dtype=int)
-    current, reach = -1, -math.inf
-    for i in by_low:
-        if low[i] > reach:
-            current += 1
-            reach = high[i]
-        else:
-            reach = max(reach, high[i])
-        component[i] = current
-    order = sorted(range(n), key=lambda i: (component[i], -score[i]))
-    labels = [""] * n
-    position = 0
-    for c in range(current + 1):
-        members = [i for i in order if component[i] == c]
-        for i in members:
-            labels[i] = f"({position + 1},{position + len(members)})"
-        position += len(members)
-    return np.array(order, dtype=int), labels
-
-
 def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, *,
                         by: RankBy = "mu", env: TrueSkillEnv | None = None,
                         resample: Resample = "game") -> pd.DataFrame:
@@ -592,11 +488,11 @@ def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, 
             tile = np.broadcast_to
             boot_rate = win_rate(tile(winner, weight.shape), tile(loser, weight.shape),
                                  tile(drawn, weight.shape), weight.astype(float))
-        ts_ranks.append(_ranks(score_of(boot_mu, boot_sigma)))
-        wr_ranks.append(_ranks(boot_rate))
+        ts_ranks.append(ranks(score_of(boot_mu, boot_sigma)))
+        wr_ranks.append(ranks(boot_rate))
     empty = np.zeros((0, k), dtype=int)
-    ts_low, ts_high = _rank_range(np.concatenate(ts_ranks or [empty]), _ranks(score_of(mu, sigma)))
-    wr_low, wr_high = _rank_range(np.concatenate(wr_ranks or [empty]), _ranks(point_rate))
+    ts_low, ts_high = rank_range(np.concatenate(ts_ranks or [empty]), ranks(score_of(mu, sigma)))
+    wr_low, wr_high = rank_range(np.concatenate(wr_ranks or [empty]), ranks(point_rate))
     order, ts_cluster = clusters(ts_low, ts_high, score_of(mu, sigma))
     _, wr_cluster = clusters(wr_low, wr_high, point_rate)
     table = pd.DataFrame({
@@ -935,3 +831,51 @@ def _work_times(in_dir: Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) 
         warnings.simplefilter("ignore", DuplicateRowsWarning)
         assignments = read_assignments(in_dir, duplicates=duplicates)
     return assignments.set_index("assignment_id")["work_time_s"]
+
+
+def study_trueskill(config=None) -> TrueSkillSettings:
+    """The TrueSkill settings of the study file's ``spot_the_bot.trueskill`` section, or the
+    defaults (:data:`DEFAULT_TRUESKILL`) without a study file."""
+    section = getattr(config, "spot_the_bot", None) if config is not None else None
+    return section.trueskill.settings() if section is not None else DEFAULT_TRUESKILL
+
+
+def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
+            stability: bool = False) -> AnalysisResult:
+    """The registry's entry point: :func:`analyze_spot_the_bot` with ``hitkit analyze``'s options;
+    without a ``trueskill`` option the study file's ``spot_the_bot.trueskill`` applies."""
+    common = common_options(options)
+    return analyze_spot_the_bot(in_dir, seed=seed, survival=True, stability=stability,
+                                cluster=options.get("cluster", "conversation"),
+                                resample=options.get("resample", "game"), by=options.get("rank_by", "mu"),
+                                trueskill=options.get("trueskill", study_trueskill(config)), **common)
+
+
+def cli_options(config, given: dict) -> dict:
+    """``hitkit analyze``'s Spot The Bot options as :func:`analyze` takes them: the ``--trueskill-*`` and
+    ``--draw-probability`` values override the study file's settings (:func:`study_trueskill`) one by one."""
+    import dataclasses
+
+    from hitkit.errors import HitkitError
+
+    settings = {name: given[f"trueskill_{name}"] for name in ("mu", "sigma", "beta", "tau")
+                if given.get(f"trueskill_{name}") is not None}
+    try:
+        if given.get("draw_probability") is not None:
+            p = given["draw_probability"]
+            settings["draw_probability"] = None if p == "observed" else float(p)
+        trueskill = dataclasses.replace(study_trueskill(config), **settings)
+    except ValueError as exc:
+        raise HitkitError(f"TrueSkill settings: {exc}; e.g. --trueskill-tau 0 --draw-probability observed") from None
+    return {"resample": given.get("resample"), "rank_by": given.get("rank_by"), "trueskill": trueskill}
+
+
+def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
+    """Which workers pass quality control so far (the dashboard's and the QC policy's check): those whom
+    :func:`annotator_correctness` finds right on at least half the speakers; None before any annotation."""
+    annotations = tables["annotations"]
+    if annotations.empty:
+        return None
+    table = annotator_correctness(annotations)
+    return ("labels at least half the speakers right (human as human, bot as bot)",
+            {str(w): bool(c >= 0.5) for w, c in zip(table["worker_id"], table["correctness"])})

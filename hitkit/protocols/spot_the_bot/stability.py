@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.protocols.spot_the_bot.analysis import (_TAIL, DEFAULT_TRUESKILL, RankBy, _ranks, clusters,
-                                          segment_annotations)
-from hitkit.analysis.trueskill_vec import TrueSkillEnv, play_flat
+from hitkit.analysis.ranking import TAIL, clusters, ranks
+from hitkit.analysis.trueskill_vec import DEFAULT_TRUESKILL, TrueSkillEnv, play_flat
+from hitkit.protocols.spot_the_bot.analysis import RankBy, segment_annotations
 from hitkit.progress import progress
 
 STABILITY_COLUMNS = ["left_out", "conversations_per_pair", "subsamples", "n_boot",
@@ -171,9 +171,9 @@ def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, system
                   drawn_of[c] if any_drawn[t] else None, env)
     mu, var = mu.reshape(n_sub, rows_per_sub, k), var.reshape(n_sub, rows_per_sub, k)
     score = mu if by == "mu" else mu - 3 * np.sqrt(var)
-    ranks = _ranks(score[:, 1:])
-    drop = math.floor(_TAIL * n_boot)
-    ordered = np.sort(ranks, axis=1)
+    boot_ranks = ranks(score[:, 1:])
+    drop = math.floor(TAIL * n_boot)
+    ordered = np.sort(boot_ranks, axis=1)
     low, high = ordered[:, drop], ordered[:, n_boot - 1 - drop]
     out = [""] * n_sub
     for s in range(n_sub):

@@ -32,7 +32,8 @@ from scipy import stats
 
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, Correction, adjust, check_correction,
                                        cluster_codes)
-from hitkit.protocols.spot_the_bot.analysis import FEATURES, HUMAN, segment_annotations
+from hitkit.protocols.spot_the_bot.analysis import segment_annotations
+from hitkit.protocols.spot_the_bot.annotations import FEATURES, HUMAN
 from hitkit.progress import progress
 
 SURVIVAL_DATA_COLUMNS = ["system", "left", "right", *FEATURES, "conversation", "worker"]

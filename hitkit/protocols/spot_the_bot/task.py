@@ -1,7 +1,7 @@
 """Spot The Bot (Deriu et al. 2020; METHODS.md §2): label the two speakers of conversation segments.
 
 A unit is one *segment*: the first k exchanges of one conversation, for each k in
-``segment_lengths``. Conversations are bot–bot (generated, :class:`~hitkit.config.GenerationConfig`'s
+``segment_lengths``. Conversations are bot–bot (generated, :class:`~hitkit.sections.GenerationConfig`'s
 JSONL) or human–human (mixed in so that workers do not conclude everyone is a bot); both are stored
 with the study. A unit's payload holds the conversation key, its kind, k, the two entities' systems
 (``human`` for people) and the first 2k turns.
@@ -41,7 +41,8 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from hitkit.protocols.spot_the_bot.analysis import ANNOTATION_COLUMNS
+from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
+from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
 from hitkit.db.models import Assignment, HitUnit, Study, Unit
 from hitkit.jsonl import iter_jsonl
 from hitkit.errors import ConfigError, InputError
@@ -248,8 +249,6 @@ class SpotTheBotTask(TaskType):
 
     @property
     def _cfg(self):
-        from hitkit.config import SpotTheBotConfig
-
         return self.config.spot_the_bot or SpotTheBotConfig()
 
     # Material ---------------------------------------------------------------------------------
@@ -264,6 +263,29 @@ class SpotTheBotTask(TaskType):
         except CorpusError as exc:
             raise InputError(source, str(exc)) from None
         return str(source), dialogues
+
+    def with_placeholder_material(self, path: Path):
+        # Packing depends on how many conversations there are, not on their text: placeholders of the
+        # generation plan's ids, pairs and length stand in for what is not generated yet.
+        import itertools
+        import json
+
+        gen = self.config.generation
+        systems = gen.systems or [s.name for s in self.config.systems]
+        pairs = list(itertools.combinations(systems, 2)) + ([(s, s) for s in systems] if gen.self_chat else [])
+        with path.open("w", encoding="utf-8") as fh:
+            for a, b in pairs:
+                for k in range(gen.conversations_per_pair):
+                    turns = [{"speaker": i % 2, "system": (a, b)[i % 2], "text": "(to be generated)"}
+                             for i in range(2 * gen.exchanges)]
+                    fh.write(json.dumps({"id": f"{a}~{b}#{k:03d}", "systems": [a, b], "turns": turns}) + "\n")
+        spot = (self.config.spot_the_bot or SpotTheBotConfig()).model_copy(update={"bot_conversations": path})
+        return self.config.model_copy(update={"spot_the_bot": spot})
+
+    def check_generation_plan(self, conversations: int, pairs: int) -> None:
+        if self._cfg.bot_conversations is not None:
+            return  # the study packs a file of its own, not what generation writes
+        self.human_plan(conversations, pairs)
 
     def human_plan(self, bot_bot: int, pairs: int) -> int:
         """How many human–human conversations to mix in with ``bot_bot`` bot–bot conversations over

@@ -1,0 +1,80 @@
+"""Pairwise A/B in the report: ranking, pair gains with sign tests, worker agreement, and the methods."""
+from __future__ import annotations
+
+import pandas as pd
+
+from hitkit import plots
+from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, matrix, num, p_column
+
+
+def sections(inp: ReportInput) -> list[Section]:
+    """Bradley–Terry ranking with bootstrap intervals, pair gains with sign tests, worker agreement."""
+    t, s = inp.tables, inp.summary
+    ranking = t["ranking"]
+    rank = Section("Ranking")
+    rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % bootstrap {interval_method(s)} "
+                     f"from {s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'vote')}s (each "
+                     "with all its votes); rank 1 is best.")
+    rank.figures.append(ReportFigure(
+        "ranking", "Bradley–Terry score of each system with its 95 % bootstrap interval, best at the top.",
+        plots.interval_ranking(list(ranking["system"]), ranking["score"], ranking["ci_low"], ranking["ci_high"],
+                               xlabel="Bradley–Terry score (log-strength, mean 0)",
+                               title="Ranking with 95 % bootstrap intervals",
+                               labels=[f"{sy} (#{r})" for sy, r in zip(ranking["system"], ranking["rank"])])))
+    rank.tables.append(("Ranking", ranking))
+
+    pairs = t["pairs"]
+    mirrored = pd.concat([pairs, pairs.rename(columns={"system_a": "system_b", "system_b": "system_a",
+                                                       "wins_a": "wins_b", "wins_b": "wins_a"})
+                          .assign(gain=-pairs["gain"])], ignore_index=True)
+    gains, marks = matrix(mirrored, "gain", list(ranking["system"]), mark=p_column(pairs))
+    sig = Section("Pairwise comparisons")
+    sig.text.append("Gain of the row system over the column system, (wins − losses) / (wins + losses), ties "
+                    f"left out; * marks a two-sided exact sign test p < 0.05 ({correction(s)}).")
+    sig.figures.append(ReportFigure("significance", "Gain of row over column; * two-sided sign test p < 0.05.",
+                                    plots.pair_matrix(gains, marks=marks, title="Gain of row over column",
+                                                      colorbar="gain", mark_note=f"* sign test p < 0.05, {correction(s)}",
+                                                      row_label="system", col_label="opponent")))
+    sig.tables.append(("Pairs", pairs))
+
+    workers = t.get("workers")
+    quality = Section("Worker agreement")
+    kappa = s.get("kappa")
+    quality.text.append(f"Cohen's weighted kappa between workers on the same comparison (linear weights, ties "
+                        f"included): {num(kappa)}.")
+    if workers is not None and len(workers):
+        flagged = int(workers["flagged"].astype(str).str.lower().isin(["true", "1"]).sum())
+        quality.text.append(f"{flagged} of {len(workers)} workers flagged for agreeing with the other workers' "
+                            "majority less often than the rest (one-sided binomial test, p < 0.05); flagged "
+                            "workers are listed for a look, not removed.")
+        quality.figures.append(ReportFigure("agreement", "Each worker's agreement with the other workers' "
+                                            "majority; flagged workers in red.", plots.agreement_histogram(workers)))
+        quality.tables.append(("Workers", workers))
+    return [rank, sig, quality]
+
+
+def methods(inp: ReportInput) -> list[str]:
+    """The methods paragraph's sentences on pairwise votes, from what the analysis recorded."""
+    s, t = inp.summary, inp.tables
+    out: list[str] = []
+    out.append(f"We collected {s.get('votes', '?')} pairwise preference votes ({s.get('ties', '?')} ties) from "
+               f"{s.get('workers', '?')} crowdworkers on {s.get('items', '?')} items comparing "
+               f"{s.get('systems', '?')} systems, counting only submitted or approved assignments.")
+    out.append("For every pair of systems we report the gain (wins − losses) / (wins + losses), ties "
+               "excluded, with a two-sided exact sign test (binomial test, p = 0.5; scipy.stats.binomtest); "
+               f"p-values are {correction(s)} over the pairs.")
+    out.append("Systems were ranked with a Bradley–Terry model fitted by Hunter's (2004) MM algorithm (ties "
+               "counted as half a win to each side, a prior of one virtual tied game per pair); 95 % "
+               f"{interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
+               f"{s.get('interval_unit', 'vote')}s, each with all its votes "
+               f"(numpy default_rng, seed {s.get('seed', '?')}).")
+    flagged = None
+    if "workers" in t and len(t["workers"]):
+        flagged = int(t["workers"]["flagged"].astype(str).str.lower().isin(["true", "1"]).sum())
+    out.append(f"Inter-annotator agreement is Cohen's weighted kappa with linear weights, ties included "
+               f"(κ = {num(s.get('kappa'))}). Each worker's agreement with the other workers' majority was "
+               "tested against the other workers' pooled agreement rate (one-sided exact binomial test, "
+               f"α = 0.05); {flagged if flagged is not None else '?'} of {s.get('workers', '?')} workers were "
+               "flagged for review and none was excluded, so all "
+               f"{s.get('workers', '?')} workers' votes enter the analysis.")
+    return out

@@ -1,0 +1,183 @@
+"""The pieces every report is made of: sections, figures, the input, and the formatting of numbers,
+p-values and pair matrices that the protocols' report sections share."""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+
+@dataclass
+class ReportFigure:
+    """One figure: a file-safe ``name``, a caption (plain text) and the PNG bytes."""
+
+    name: str
+    caption: str
+    png: bytes
+
+
+@dataclass
+class Section:
+    """One section of the report. Text is plain (escaped when rendered); ``html`` and ``markdown``
+    are trusted extra bodies a producer has already escaped, appended after the tables."""
+
+    title: str
+    text: list[str] = field(default_factory=list)
+    figures: list[ReportFigure] = field(default_factory=list)
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    html: str = ""
+    markdown: str = ""
+    raw: bool = False
+    """A section whose ``html`` (one ``<section id=ID>`` with its own heading) and ``markdown`` (with its
+    own ``##`` heading) are complete: rendered as they are, without hitkit's heading and wrapper."""
+    id: str = ""
+
+    @property
+    def anchor(self) -> str:
+        return self.id or re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-") or "section"
+
+
+@dataclass
+class ReportInput:
+    """Everything a report is made from: the analysis (``tables``, ``summary``), the exported
+    tables (``export``, may be empty), the export's ``study.json`` (``info``) and the configured
+    live-chat criteria with their polarity, when known."""
+
+    task: str
+    tables: dict[str, pd.DataFrame]
+    summary: dict
+    export: dict[str, pd.DataFrame] = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+    source: str = ""
+    criteria: list[tuple[str, str, bool]] | None = None  # (name, polarity, qc)
+    run_dir: Path | None = None  # OUT/STUDY, where other parts of hitkit leave their results
+
+    @property
+    def study(self) -> str:
+        """The study's name: the export's study.json, the analysis' summary.json, the tables'
+        study column, else the run folder's name (``OUT/STUDY``)."""
+        for known in (self.info, self.summary):
+            if known.get("study"):
+                return str(known["study"])
+        for table in self.export.values():
+            if "study" in table.columns and len(table):
+                return str(table["study"].iloc[0])
+        if self.run_dir is not None and self.run_dir.name:
+            return self.run_dir.name
+        return "study"
+
+
+SectionSource = Section | Callable[[ReportInput], Section | None]
+SECTION_HOOKS: list[Callable[[ReportInput], Section | None]] = []
+"""Section makers added to every report, after the protocol's sections and before cost and methods
+(e.g. a pre-screen of automatic metrics). Add one with :func:`register_section`."""
+
+
+def register_section(maker: Callable[[ReportInput], Section | None]):
+    """Add ``maker`` (ReportInput → Section or None) to every report; usable as a decorator."""
+    SECTION_HOOKS.append(maker)
+    return maker
+
+
+@dataclass
+class ReportFiles:
+    """What :func:`write_report` wrote."""
+
+    html: Path
+    markdown: Path
+    figures: list[Path]
+    analysis_dir: Path | None = None
+    methods: str = ""
+
+    def as_json(self) -> dict:
+        return {"html": str(self.html), "markdown": str(self.markdown), "figures": [str(p) for p in self.figures],
+                "analysis_dir": str(self.analysis_dir) if self.analysis_dir else None, "methods": self.methods}
+
+
+def num(value, digits: int = 3) -> str:
+    """A number as short text: floats to ``digits`` decimals, a missing value as "–"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def p_text(value) -> str:
+    """A p-value as text: 3 decimals, "< 0.001" below, "–" when missing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def p_cell(value) -> str:
+    """A p-value short enough for a matrix cell: 3 decimals without the leading zero (".006"),
+    "<.001" below 0.001 (APA style), "1" for 1."""
+    if value is None or math.isnan(value):
+        return "–"
+    if value < 0.001:
+        return "<.001"
+    return "1" if value >= 0.9995 else f"{value:.3f}".lstrip("0")
+
+
+def display(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy with numbers as short text: p-values to 3 decimals (< 0.001), other floats to 3."""
+    out = table.copy()
+    for column in out.columns:
+        series = out[column]
+        if pd.api.types.is_bool_dtype(series):
+            out[column] = series.map({True: "yes", False: "no"})
+        elif pd.api.types.is_float_dtype(series):
+            is_p = column.startswith("p_") or column == "p_value"
+            out[column] = series.map(p_text if is_p else num)
+        else:
+            out[column] = series.map(lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+    return out
+
+
+def matrix(table: pd.DataFrame, value: str, order: Sequence[str], *, mark: str | None = None,
+            alpha: float = 0.05, a: str = "system_a", b: str = "system_b") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Square matrices (row = a, column = b) of ``value`` and of ``mark`` < alpha from a long table."""
+    names = list(order) + sorted((set(table[a]) | set(table[b])) - set(order))
+    values = pd.DataFrame(math.nan, index=names, columns=names)
+    marks = pd.DataFrame(False, index=names, columns=names)
+    for row in table.itertuples(index=False):
+        ra, rb = getattr(row, a), getattr(row, b)
+        if ra == rb:
+            continue
+        values.at[ra, rb] = getattr(row, value)
+        if mark is not None:
+            marks.at[ra, rb] = getattr(row, mark) < alpha
+    return values, marks
+
+
+def correction(summary: dict) -> str:
+    """How the analysis corrected its p-values, in words (older analyses did not say: none)."""
+    from hitkit.analysis.inference import correction_label
+
+    return correction_label(summary.get("multiple_comparisons", "none"))
+
+
+def interval_method(summary: dict) -> str:
+    """How the analysis read its bootstrap intervals, in words (older analyses: plain percentiles)."""
+    if summary.get("interval_method") == "expanded percentile":
+        return ("expanded percentile intervals (Hesterberg 2015: widened by √(C/(C − 1))·t/z for the C units "
+                "resampled)")
+    return "percentile intervals"
+
+
+def p_column(table: pd.DataFrame) -> str:
+    """The p-value column a mark is read from: the corrected one where the table has it."""
+    return "p_adjusted" if "p_adjusted" in table.columns else "p_value"
+
+
+def as_int(value) -> int | None:
+    """``value`` as an int, or None when it is not one."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
