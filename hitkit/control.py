@@ -64,7 +64,7 @@ def settle_assignment(database_url: str, study_name: str, assignment_id: int, pa
     ``pay`` pays its reward as a bonus (once: the bonus key is the assignment's) and counts it as
     approved; otherwise its answers are dropped (the assignment counts as returned).
     """
-    from hitkit.scheduler import grant_bonus
+    from hitkit.ledger import grant_bonus
 
     with session_scope(database_url) as session:
         ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
@@ -77,7 +77,7 @@ def settle_assignment(database_url: str, study_name: str, assignment_id: int, pa
     if pay:
         grant_bonus(database_url, study_name, assignment_id, reward,
                     f"Payment for the work you submitted, which {ctx.provider.name} could no longer approve",
-                    key=f"settle:{ctx.study_id}:{assignment_id}")
+                    tag="settle")
     with session_scope(database_url) as session:
         a = session.get(Assignment, assignment_id)
         if a.status == "submitted":

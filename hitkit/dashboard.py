@@ -51,8 +51,8 @@ from hitkit.db.models import (
 )
 from hitkit.db import settings
 from hitkit.db.session import get_engine, session_scope
-from hitkit.errors import ConfigError, HitkitError
-from hitkit.money import cents, flat_fee
+from hitkit.errors import BudgetError, ConfigError, HitkitError
+from hitkit.money import cents
 from hitkit.prescreen.similarity import distinct_n
 from hitkit.protocols import PROTOCOLS
 from hitkit.prescreen.similarity import tokens as word_tokens
@@ -305,7 +305,7 @@ class StudyProgress:
 
 def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> StudyProgress:
     """Everything the dashboard shows live about one study, read from its rows."""
-    from hitkit.scheduler import committed_spend
+    from hitkit.ledger import committed_spend
 
     study = session.get(Study, ctx.study_id)
     shape = study_shape(session, cache_key, study.id)
@@ -469,9 +469,16 @@ def _worker_in_study(session: Session, ctx: StudyContext, worker_id: int) -> Wor
     return worker
 
 
-def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int) -> str:
-    """Approve submitted work now: reward and fee into the ledger, the provider's approve, then paid."""
-    from hitkit.scheduler import book_reward, provider_agrees
+def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int,
+                       override_platform: str | None = None) -> str:
+    """Approve submitted work now, through the ledger's one approve path as the coordinator's decision.
+
+    The coordinator's approval replaces the review window, a panel's confirmation and the QC hold,
+    but not the platform check: the platform must show the work handed in by this worker, as for the
+    scheduler and ``hitkit sync``. ``override_platform``, the coordinator's reason, skips that check
+    explicitly and is logged as an ``approve_override`` event; nothing passes it by default.
+    """
+    from hitkit.ledger import approve
 
     with session_scope(database_url) as session:
         a = _assignment_in_study(session, ctx, assignment_id)
@@ -479,35 +486,19 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int)
             return f"assignment {assignment_id} was already approved"
         if a.status != "submitted":
             raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be approved")
-        provider_id, worker = a.provider_assignment_id, a.worker.external_id
-    if ctx.provider.confirmation == "platform":
-        # The same check as the scheduler's: the platform must show this work as this worker's (asked
-        # with no transaction open), and then it counts as confirmed.
-        agrees = provider_agrees(ctx.provider.work_of(provider_id), worker)
-        if agrees is False:
-            raise ActionError(f"the {ctx.provider.name} platform records another worker on assignment "
-                              f"{assignment_id}; it cannot be approved for {worker}")
-        if agrees is None:
-            raise ActionError(f"assignment {assignment_id} is not handed in on {ctx.provider.name} yet; approve "
-                              f"it once it is")
-    with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
-        if a.status != "submitted":
-            return f"assignment {assignment_id} is {a.status} now; nothing done"
-        book_reward(session, ctx, a)  # the scheduler's keys: the two never both pay one reward
-    ctx.provider.approve(provider_id)
-    with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
-        for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending",
-                                                       Payment.kind.in_(("reward", "fee")))):
-            p.status = "paid"
-        a.status, a.decided_at = "approved", utcnow()
-        if a.confirmed_at is None and ctx.provider.confirmation in ("coordinator", "platform"):
-            # A panel's work is confirmed by the coordinator approving it; MTurk-style work was
-            # shown as this worker's by the platform just above.
-            a.confirmed_at = a.decided_at
-        session.add(Event(study_id=ctx.study_id, kind="assignment_approved", actor=ACTOR,
-                          data={"assignment": a.id}))
+        worker = a.worker.external_id
+    outcome = approve(database_url, ctx, assignment_id, utcnow(), actor=ACTOR, coordinator=True,
+                      override_platform=override_platform)
+    if outcome == "refused":
+        raise ActionError(f"the {ctx.provider.name} platform records another worker on assignment "
+                          f"{assignment_id}; it cannot be approved for {worker}")
+    if outcome == "waiting":
+        raise ActionError(f"assignment {assignment_id} is not handed in on {ctx.provider.name} yet; approve "
+                          f"it once it is")
+    if outcome != "approved":
+        with session_scope(database_url) as session:
+            status = session.get(Assignment, assignment_id).status
+        return f"assignment {assignment_id} is {status} now; nothing done"
     return f"assignment {assignment_id} approved"
 
 
@@ -548,80 +539,69 @@ def parse_amount(text: str | None) -> Decimal:
     return amount
 
 
-def bonus_fee(ctx: StudyContext, amount: Decimal) -> Decimal:
-    """The provider's fee on a bonus: MTurk's own schedule where it has one, else the flat rate."""
-    own = getattr(ctx.provider, "bonus_fee", None)
-    return own(amount) if callable(own) else flat_fee(amount, ctx.config.provider.fee_rate)
-
-
 def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str,
                  key: str) -> str:
-    """Pay ``worker_id`` a bonus once per ``key`` (the form's nonce): a second click pays nothing more."""
+    """Pay ``worker_id`` a bonus once per ``key`` (the form's nonce): a second click pays nothing more.
+
+    The bonus is the ledger's (``hitkit.ledger.bonus_key`` with the nonce as its tag), on the
+    worker's latest handed-in assignment; a retry of the same form finds it by worker and nonce.
+    """
+    from hitkit.ledger import pay_bonus
+
     reason = (reason or "").strip() or "Thank you for your careful work."
-    ledger_key = f"bonus:{ctx.study_id}:{worker_id}:{key}"
     if not re.fullmatch(r"[A-Za-z0-9_-]{8,64}", key or ""):
         raise ActionError("this bonus form has no valid key; reload the page and try again")
     try:
-        prepared = _prepare_bonus(database_url, ctx, worker_id, amount, ledger_key)
+        prepared = _prepare_bonus(database_url, ctx, worker_id, amount, reason, key)
     except IntegrityError:  # the same form, clicked twice at once: the other click pays it
         return "this bonus is being paid"
     if isinstance(prepared, str):
         return prepared
-    external_id, provider_assignment, amount = prepared
+    external_id, ledger_key, amount = prepared
     # The ledger rows are committed: only now does the provider hear of the bonus.
     try:
-        ref = ctx.provider.pay_bonus(external_id, provider_assignment, amount, reason, ledger_key)
+        pay_bonus(database_url, ctx, ledger_key, actor=ACTOR,
+                  note={"worker": external_id, "amount": str(amount), "reason": reason})
     except Exception as exc:
         with session_scope(database_url) as session:
             session.add(Event(study_id=ctx.study_id, kind="bonus_failed", actor=ACTOR,
                               data={"worker": external_id, "amount": str(amount), "error": str(exc)[:500]}))
         raise ActionError(f"the provider did not pay the bonus ({exc}); the ledger keeps it pending under its key, "
                           f"so sending the same form again in a minute retries it without paying twice") from exc
-    with session_scope(database_url) as session:
-        for k in (ledger_key, f"{ledger_key}:fee"):
-            row = session.scalar(select(Payment).where(Payment.idempotency_key == k))
-            row.status = "paid"
-            if k == ledger_key:
-                row.provider_ref = ref
-        session.add(Event(study_id=ctx.study_id, kind="bonus_paid", actor=ACTOR,
-                          data={"worker": external_id, "amount": str(amount), "reason": reason, "key": ledger_key}))
     return f"bonus of {amount} {ctx.config.provider.currency} paid to {external_id}"
 
 
-def _prepare_bonus(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal,
-                   ledger_key: str) -> tuple[str, str, Decimal] | str:
-    """Write (and commit) the pending bonus and fee rows; a message instead when nothing is left to do."""
-    from hitkit.scheduler import committed_spend
+def _prepare_bonus(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str,
+                   nonce: str) -> tuple[str, str, Decimal] | str:
+    """Have the ledger write (and commit) the pending bonus and fee; a message instead when nothing is left to do."""
+    from hitkit.ledger import bonus_by_tag, bonus_key, record_bonus
 
     with session_scope(database_url) as session:
         # One coordinator action at a time per worker: the worker row is the lock.
         session.execute(select(Worker.id).where(Worker.id == worker_id).with_for_update())
-        existing = session.scalar(select(Payment).where(Payment.idempotency_key == ledger_key))
+        existing = bonus_by_tag(session, ctx.study_id, worker_id, nonce)
         if existing is not None and existing.status == "paid":
             return f"this bonus of {existing.amount} {existing.currency} was already paid"
         worker = _worker_in_study(session, ctx, worker_id)
+        if existing is not None:
+            if existing.amount != amount:
+                raise ActionError(f"this form already started a bonus of {existing.amount}; reload the page for a "
+                                  f"new one")
+            if utcnow() - existing.created_at < IN_FLIGHT:
+                # Another click of the same form is paying it right now; a second provider call is not needed.
+                return f"this bonus of {existing.amount} {existing.currency} is being paid"
+            return worker.external_id, existing.idempotency_key, amount
         assignment = session.scalar(select(Assignment).join(Hit).where(
             Hit.study_id == ctx.study_id, Assignment.worker_id == worker_id,
             Assignment.status.in_(DONE_STATUSES)).order_by(Assignment.id.desc()).limit(1))
         if assignment is None:
             raise ActionError(f"worker {worker.external_id} has no submitted or approved work to pay a bonus on")
-        fee = bonus_fee(ctx, amount)
-        if existing is None:
-            committed = committed_spend(session, ctx)
-            if committed + amount + fee > ctx.config.budget:
-                raise ActionError(f"a bonus of {amount} (+ {fee} fee) would take the committed spend {committed} "
-                                  f"past the budget {ctx.config.budget} {ctx.config.provider.currency}; raise "
-                                  f"'budget:' and resume the study, or pay less")
-            common = {"study_id": ctx.study_id, "assignment_id": assignment.id, "worker_id": worker_id,
-                      "currency": ctx.config.provider.currency, "status": "pending"}
-            session.add(Payment(kind="bonus", amount=amount, idempotency_key=ledger_key, **common))
-            session.add(Payment(kind="bonus_fee", amount=fee, idempotency_key=f"{ledger_key}:fee", **common))
-        elif existing.amount != amount:
-            raise ActionError(f"this form already started a bonus of {existing.amount}; reload the page for a new one")
-        elif utcnow() - existing.created_at < IN_FLIGHT:
-            # Another click of the same form is paying it right now; a second provider call is not needed.
-            return f"this bonus of {existing.amount} {existing.currency} is being paid"
-        return worker.external_id, assignment.provider_assignment_id, amount
+        try:
+            row = record_bonus(session, ctx, assignment, amount, bonus_key(ctx.study_id, assignment.id, nonce),
+                               reason, ACTOR)
+        except BudgetError as exc:
+            raise ActionError(str(exc)) from None
+        return worker.external_id, row.idempotency_key, amount
 
 
 def block_worker(database_url: str, ctx: StudyContext, worker_id: int, reason: str) -> str:

@@ -23,8 +23,9 @@ from hitkit.db.models import Conversation, Event, Hit, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.export import export_study
+from hitkit.ledger import estimate_cost
 from hitkit.protocols import PROTOCOLS
-from hitkit.study import StudyContext, create_study, estimate_cost, resolve_secret, unit_answer_counts
+from hitkit.study import StudyContext, create_study, resolve_secret, unit_answer_counts
 
 log = logging.getLogger(__name__)
 

@@ -81,9 +81,9 @@ def gate(session: Session, ctx, a: Assignment) -> str | None:
 
 def record_rejected(session: Session, ctx, a: Assignment, now: dt.datetime) -> None:
     """Record a QC rejection the platform has accepted."""
-    from hitkit.scheduler import mark_decided
+    from hitkit.ledger import record_decision
 
-    mark_decided(session, ctx, a, "rejected", now)
+    record_decision(session, ctx, a, "rejected", now)
     session.add(Event(study_id=ctx.study_id, kind="qc_rejected", actor="scheduler",
                       data={"assignment": a.id, "worker": a.worker.external_id,
                             "reason": ctx.config.schedule.qc_reject_reason or ""}))

@@ -24,16 +24,14 @@ from hitkit.db.models import (
     Assignment,
     Event,
     Hit,
-    Payment,
     Study,
     Worker,
     utcnow,
 )
-from hitkit import qc_policy
+from hitkit import ledger, qc_policy
 from hitkit.db.session import session_scope
-from hitkit.errors import BudgetError, ConfigError, HitkitError
-from hitkit.money import cents, hit_cost
-from hitkit.providers.base import ProviderWork, WorkStatus
+from hitkit.errors import ConfigError, HitkitError
+from hitkit.providers.base import WorkStatus
 from hitkit.study import StudyContext, resolve_secret
 
 log = logging.getLogger(__name__)
@@ -47,13 +45,7 @@ def hits_to_post(pending_costs: Sequence[Decimal], committed: Decimal, budget: D
     worst-case spend of everything posted could pass the budget.
     """
     room = max(0, min(wave_size, max_concurrent - open_hits))
-    n = 0
-    for cost in pending_costs[:room]:
-        if committed + cost > budget:
-            break
-        committed += cost
-        n += 1
-    return n
+    return ledger.hits_covered(pending_costs[:room], committed, budget)
 
 
 @dataclass
@@ -68,16 +60,6 @@ class TickReport:
     posted: int = 0
     completed_hits: int = 0
     study_completed: bool = False
-
-
-def committed_spend(session: Session, ctx: StudyContext) -> Decimal:
-    """Worst-case spend of every posted HIT plus every bonus in the ledger."""
-    total = Decimal(0)
-    for hit in session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status != "pending")):
-        total += hit_cost(hit.reward, hit.max_assignments, ctx.fee(hit.reward, hit.max_assignments))
-    bonuses = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
-                             .where(Payment.study_id == ctx.study_id, Payment.kind.in_(("bonus", "bonus_fee"))))
-    return total + Decimal(bonuses)
 
 
 def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
@@ -184,106 +166,6 @@ def note_approve_failure(session: Session, study_id: int, assignment_id: int, er
                       data={"assignment": assignment_id, "error": error, "attempts": 1, "last_at": now.isoformat()}))
 
 
-def book_reward(session: Session, ctx: StudyContext, a: Assignment) -> None:
-    """The assignment's reward and fee as pending ledger rows, each once (keyed by study and assignment).
-
-    Written before the provider is asked to approve: a call that fails or whose answer is lost
-    leaves pending rows whose keys stop any retry (next tick, `hitkit sync`, the dashboard) booking
-    twice. Every path that approves uses these keys.
-    """
-    fee = ctx.fee(a.hit.reward, a.hit.max_assignments)
-    for kind, amount in (("reward", a.hit.reward), ("fee", fee)):
-        key = f"{kind}:{ctx.study_id}:{a.id}"
-        if session.scalar(select(Payment.id).where(Payment.idempotency_key == key)) is None:
-            session.add(Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
-                                amount=amount, currency=ctx.config.provider.currency, idempotency_key=key,
-                                status="pending"))
-    session.flush()
-
-
-def approve_outside(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.datetime) -> bool:
-    """Book the reward (committed), ask the provider to approve with no transaction open, then record it.
-
-    Safe to repeat: the reward rows are keyed, the provider's approve is idempotent, and an
-    assignment already decided is left as it is. False when the assignment is no longer submitted.
-    """
-    with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
-        if a is None or a.status != "submitted":
-            return False
-        book_reward(session, ctx, a)
-        provider_assignment_id = a.provider_assignment_id
-    ctx.provider.approve(provider_assignment_id)
-    with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
-        if a.status == "submitted":
-            mark_decided(session, ctx, a, "approved", now)
-    return True
-
-
-def mark_decided(session: Session, ctx: StudyContext, a: Assignment, status: str, now: dt.datetime) -> None:
-    """Record a decision the provider holds: the assignment's status, and its reward rows paid or failed."""
-    for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending",
-                                                   Payment.kind.in_(("reward", "fee")))):
-        p.status = "paid" if status == "approved" else "failed"
-    a.status, a.decided_at = status, now
-    if status == "approved" and ctx.provider.confirmation == "platform" and a.confirmed_at is None:
-        a.confirmed_at = now  # every caller approves only work the platform shows as this worker's
-    session.add(Event(study_id=ctx.study_id, kind=f"assignment_{status}", actor="scheduler",
-                      data={"assignment": a.id}))
-
-
-def provider_agrees(work: ProviderWork | None, worker_external_id: str) -> bool | None:
-    """Whether the provider's view lets hitkit approve: True yes, False never (another worker), None not yet.
-
-    MTurk's arrival parameters are not signed, so a worker id in a URL proves nothing; the
-    provider's own record of who holds the assignment decides.
-    """
-    if work is None:
-        return True
-    if work.worker_id and work.worker_id != worker_external_id:
-        return False
-    return True if work.status in (WorkStatus.SUBMITTED, WorkStatus.APPROVED) else None
-
-
-def approve_if_ready(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.datetime,
-                     platform_agrees: bool = False) -> str:
-    """Approve one submitted assignment if every guard lets it through; the one approve path of the
-    scheduler and ``hitkit sync``.
-
-    The guards, in order: the review window (``schedule.approve_after_s``), the platform's or the
-    coordinator's confirmation of who did the work, and the QC outcome policy
-    (``schedule.qc_failures``). ``platform_agrees`` says the caller has just seen the platform list
-    this work as this worker's, which confirms it. Returns ``approved``, ``waiting`` (not yet),
-    ``held``, ``rejected`` or ``gone`` (no longer submitted). No transaction is open while the
-    platform is asked.
-    """
-    delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
-    with session_scope(database_url) as session:
-        a = session.scalar(select(Assignment).where(Assignment.id == assignment_id, Assignment.status == "submitted",
-                                                    Assignment.submitted_at <= now - delay))
-        if a is None:
-            gone = session.scalar(select(Assignment.status).where(Assignment.id == assignment_id)) != "submitted"
-            return "gone" if gone else "waiting"
-        if platform_agrees and ctx.provider.confirmation == "platform" and a.confirmed_at is None:
-            a.confirmed_at = now  # the platform lists this work as this worker's: it counts from here
-            session.flush()
-        if ctx.provider.confirmation == "coordinator" and a.confirmed_at is None:
-            return "waiting"  # a panel's work is approved once `hitkit confirm` has confirmed it
-        outcome = qc_policy.gate(session, ctx, a)
-        provider_assignment_id = a.provider_assignment_id
-    if outcome == "hold":
-        return "held"  # for the coordinator (dashboard or `hitkit held`)
-    if outcome == "reject":  # schedule.qc_failures: rejected with the study's reason
-        ctx.provider.reject(provider_assignment_id, ctx.config.schedule.qc_reject_reason or "")
-        with session_scope(database_url) as session:
-            a = session.get(Assignment, assignment_id)
-            if a.status == "submitted":
-                qc_policy.record_rejected(session, ctx, a, now)
-        return "rejected"
-    return "approved" if approve_outside(database_url, ctx, assignment_id, now) else "gone"
-
-
 def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
                       report: TickReport | None = None) -> int:
     """Approve submitted work after the configured delay and record the reward and fee, once each.
@@ -296,24 +178,14 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
     delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
     with session_scope(database_url) as session:
         held = qc_policy.held_assignment_ids(session, ctx.study_id)
-        rows = [(a.id, a.provider_assignment_id, a.worker.external_id) for a in session.scalars(
+        rows = [a.id for a in session.scalars(
             select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.status == "submitted",
                                                Assignment.submitted_at <= now - delay).order_by(Assignment.id))
                 if a.id not in held]
     approved = 0
-    for assignment_id, provider_assignment_id, external_id in rows:
+    for assignment_id in rows:
         try:
-            agrees = provider_agrees(ctx.provider.work_of(provider_assignment_id), external_id)
-            if agrees is False:
-                with session_scope(database_url) as session:
-                    record_once(session, ctx.study_id, "approve_held",
-                                {"assignment": assignment_id,
-                                 "reason": "the provider records another worker on this assignment"})
-                continue
-            if agrees is None:
-                continue  # not handed in on the provider yet; the next tick looks again
-            if approve_if_ready(database_url, ctx, assignment_id, now, platform_agrees=True) == "approved":
-                approved += 1
+            approved += ledger.approve(database_url, ctx, assignment_id, now) == "approved"
         except SQLAlchemyError:
             raise  # the database itself failed: the tick cannot go on
         except Exception as exc:  # noqa: BLE001 - a provider failure is this assignment's, not the tick's
@@ -452,9 +324,9 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
                                    .where(Hit.study_id == ctx.study_id, Hit.status == "posted"))
         pending = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "pending")
                                   .order_by(Hit.index).limit(sched.wave_size)).all()
-        costs = [hit_cost(h.reward, h.max_assignments, ctx.fee(h.reward, h.max_assignments)) for h in pending]
-        n = hits_to_post(costs, committed_spend(session, ctx), ctx.config.budget, open_hits,
-                         sched.max_concurrent, sched.wave_size)
+        costs = [ledger.worst_case(ctx, h) for h in pending]
+        n = hits_to_post(costs, ledger.committed_spend(session, ctx), ledger.budget_of(session, ctx.study_id),
+                         open_hits, sched.max_concurrent, sched.wave_size)
         wave = [(h.id, h.index, h.reward, h.max_assignments, h.lifetime_s) for h in pending[:n]]
         if pending and n == 0 and open_hits == 0:
             session.add(Event(study_id=ctx.study_id, kind="budget_exhausted", actor="scheduler",
@@ -496,9 +368,9 @@ def budget_blocked(session: Session, ctx: StudyContext) -> int:
                               .order_by(Hit.index)).all()
     if open_hits or not pending:
         return 0
-    first = pending[0]
-    cost = hit_cost(first.reward, first.max_assignments, ctx.fee(first.reward, first.max_assignments))
-    return len(pending) if committed_spend(session, ctx) + cost > ctx.config.budget else 0
+    fits = ledger.within_budget(ledger.committed_spend(session, ctx), ledger.worst_case(ctx, pending[0]),
+                                ledger.budget_of(session, ctx.study_id))
+    return 0 if fits else len(pending)
 
 
 def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
@@ -537,69 +409,6 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True
     return report
-
-
-def bonus_key(study_id: int, assignment_id: int, n: int = 1) -> str:
-    """The ledger key of an assignment's ``n``-th bonus (short enough to be MTurk's request token)."""
-    return f"bonus:{study_id}:{assignment_id}:{n}"
-
-
-def grant_bonus(database_url: str, study_name: str, assignment_id: int, amount: Decimal, reason: str,
-                key: str | None = None) -> str:
-    """Pay a bonus on an assignment exactly once per ``key``; return the provider's reference.
-
-    The bonus and its fee are committed to the ledger as ``pending`` before the provider is called,
-    so a crash or a lost answer leaves a row that ``hitkit sync`` settles without paying twice.
-    The budget is a hard ceiling: a bonus that would pass it is refused (BudgetError).
-    """
-    amount = cents(amount)
-    if amount <= 0:
-        raise HitkitError(f"a bonus must be positive; got {amount}")
-    with session_scope(database_url) as session:
-        ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
-        a = session.get(Assignment, assignment_id)
-        if a is None or a.hit.study_id != ctx.study_id or a.status not in DONE_STATUSES:
-            raise HitkitError(f"assignment {assignment_id} is not submitted or approved work of study "
-                              f"'{study_name}'; bonuses go to work that was handed in")
-        key = key or bonus_key(ctx.study_id, a.id)
-        row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
-        if row is not None and (row.amount != amount or row.assignment_id != a.id):
-            raise HitkitError(f"bonus key {key} was already used for {row.amount} on assignment {row.assignment_id}; "
-                              f"give every distinct bonus its own key")
-        if row is None:
-            fee = ctx.provider.bonus_fee(amount)
-            committed = committed_spend(session, ctx)
-            if committed + amount + fee > ctx.config.budget:
-                raise BudgetError(f"a bonus of {amount} (+ {fee} fee) would take the committed spend from {committed} "
-                                  f"past the budget of {ctx.config.budget} {ctx.config.provider.currency}; raise "
-                                  f"'budget:' in the study file first")
-            common = {"study_id": ctx.study_id, "assignment_id": a.id, "worker_id": a.worker_id,
-                      "currency": ctx.config.provider.currency, "status": "pending"}
-            session.add(Payment(kind="bonus", amount=amount, idempotency_key=key, **common))
-            session.add(Payment(kind="bonus_fee", amount=fee, idempotency_key=f"{key}:fee", **common))
-            session.add(Event(study_id=ctx.study_id, kind="bonus_recorded", actor="scheduler",
-                              data={"key": key, "assignment": a.id, "amount": str(amount), "reason": reason}))
-    return pay_recorded_bonus(database_url, ctx, key)
-
-
-def pay_recorded_bonus(database_url: str, ctx: StudyContext, key: str) -> str:
-    """Pay the ledger's bonus ``key`` through the provider (outside any open transaction) and mark it paid."""
-    with session_scope(database_url) as session:
-        row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
-        if row.status == "paid":
-            return row.provider_ref or ""
-        a = session.get(Assignment, row.assignment_id)
-        worker, provider_assignment_id, amount = a.worker.external_id, a.provider_assignment_id, row.amount
-        reason = next((d.get("reason") for d in session.scalars(
-            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "bonus_recorded"))
-            if d.get("key") == key), None) or "Bonus for your work"
-    # No transaction is open here: Prolific's bonus commits its own steps, and SQLite has one writer.
-    ref = ctx.provider.pay_bonus(worker, provider_assignment_id, amount, reason, key)
-    with session_scope(database_url) as session:
-        for p in session.scalars(select(Payment).where(Payment.idempotency_key.in_((key, f"{key}:fee")))):
-            p.status, p.provider_ref = "paid", p.provider_ref or ref
-        session.add(Event(study_id=ctx.study_id, kind="bonus_paid", actor="scheduler", data={"key": key, "ref": ref}))
-    return ref
 
 
 def job_id(study_name: str) -> str:

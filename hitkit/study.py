@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 from hitkit.config import StudyConfig
 from hitkit.db.models import Conversation, Event, Hit, HitUnit, Study, System, Turn, Unit
 from hitkit.errors import HitkitError
-from hitkit.money import hit_cost
 from hitkit.providers import CrowdProvider, make_provider
 from hitkit.secret import resolve_secret as deployment_secret
 from hitkit.protocols import task_for
@@ -53,58 +52,6 @@ class StudyContext:
 def resolve_secret(db_url: str) -> str:
     """The server secret: HITKIT_SECRET, else the one kept in the database (see :mod:`hitkit.secret`)."""
     return deployment_secret(db_url)
-
-
-@dataclass(frozen=True)
-class CostEstimate:
-    """The most the study can cost, in parts, against its budget (METHODS.md §5)."""
-
-    hits: int
-    assignments: int
-    rewards: Decimal
-    fees: Decimal
-    """The provider's fees on the rewards."""
-    total: Decimal
-    budget: Decimal
-    currency: str
-    bonuses: Decimal = Decimal(0)
-    """Bonuses already in the ledger; no bonus is planned ahead, and each one is checked against the budget."""
-    bonus_fees: Decimal = Decimal(0)
-    hits_covered: int = 0
-    """How many HITs, in posting order, the budget covers at their worst case."""
-
-    @property
-    def within_budget(self) -> bool:
-        return self.total <= self.budget
-
-    def describe(self) -> str:
-        text = (f"{self.hits} HITs × their places = {self.assignments} assignments; rewards {self.rewards} "
-                f"+ fees {self.fees} + bonuses {self.bonuses} (+ fees {self.bonus_fees}) = {self.total} "
-                f"{self.currency} at most (budget {self.budget})")
-        if not self.within_budget:
-            text += f"; the budget covers the first {self.hits_covered} of {self.hits} HITs"
-        return text
-
-
-def estimate_cost(session: Session, ctx: StudyContext) -> CostEstimate:
-    """What the whole study costs if every place of every HIT is taken and paid, plus the ledger's bonuses."""
-    from hitkit.db.models import Payment
-
-    hits = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id).order_by(Hit.index)).all()
-    costs = [hit_cost(h.reward, h.max_assignments, ctx.fee(h.reward, h.max_assignments)) for h in hits]
-    rewards = sum((h.reward * h.max_assignments for h in hits), Decimal(0))
-    booked = dict(session.execute(select(Payment.kind, func.sum(Payment.amount)).where(
-        Payment.study_id == ctx.study_id, Payment.kind.in_(("bonus", "bonus_fee"))).group_by(Payment.kind)).all())
-    bonuses, bonus_fees = Decimal(booked.get("bonus") or 0), Decimal(booked.get("bonus_fee") or 0)
-    hit_total = sum(costs, Decimal(0))
-    running, covered = bonuses + bonus_fees, 0
-    for cost in costs:
-        if running + cost > ctx.config.budget:
-            break
-        running, covered = running + cost, covered + 1
-    return CostEstimate(len(hits), sum(h.max_assignments for h in hits), rewards, hit_total - rewards,
-                        hit_total + bonuses + bonus_fees, ctx.config.budget, ctx.config.provider.currency,
-                        bonuses, bonus_fees, covered)
 
 
 def create_study(session: Session, config: StudyConfig, config_path: Path | None, secret: str) -> StudyContext:

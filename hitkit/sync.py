@@ -24,10 +24,11 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from hitkit import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.providers.base import BonusOutcome, PendingBonus, ProviderWork, WorkStatus
-from hitkit.scheduler import approve_if_ready, mark_decided, pay_recorded_bonus, record_once
+from hitkit.scheduler import record_once
 from hitkit.study import StudyContext, resolve_secret
 
 COMPLETED = ("submitted", "approved")
@@ -116,11 +117,11 @@ def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONU
     else:
         to_approve = _reconcile(database_url, ctx, listed, report)
         now = utcnow()
-        for assignment_id in to_approve:
+        for assignment_id, work in to_approve:
             try:
                 # The platform lists it as this worker's: the same guards as the scheduler's (review
                 # window, confirmation, QC outcome policy) decide whether it is approved now.
-                if approve_if_ready(database_url, ctx, assignment_id, now, platform_agrees=True) == "approved":
+                if ledger.approve(database_url, ctx, assignment_id, now, seen=work) == "approved":
                     report.approved.append(assignment_id)
             except SQLAlchemyError:
                 raise
@@ -141,10 +142,11 @@ def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONU
     return report
 
 
-def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork], report: SyncReport) -> list[int]:
-    """Record what the provider's listing settles; return the assignments to approve on the provider."""
+def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork],
+               report: SyncReport) -> list[tuple[int, ProviderWork]]:
+    """Record what the provider's listing settles; return the assignments to approve, each with its listing."""
     theirs = {w.provider_assignment_id: w for w in listed}
-    to_approve: list[int] = []
+    to_approve: list[tuple[int, ProviderWork]] = []
     with session_scope(database_url) as session:
         # A forged arrival can put a second row on someone's assignment id, so rows are not keyed by it.
         ours = list(session.scalars(select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id)
@@ -168,10 +170,10 @@ def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork],
                 report.mismatches.append(data)
                 if a is not None and work is not None and work.status is WorkStatus.APPROVED \
                         and work.worker_id == a.worker.external_id:
-                    _book_reward(session, ctx, a, paid=True)  # the money left the account all the same
+                    ledger.book_reward(session, ctx, a, paid=True)  # the money left the account all the same
                 continue
             if action == "approve":
-                to_approve.append(a.id)
+                to_approve.append((a.id, work))
             elif action == "mark_returned":
                 a.status = "returned"
                 session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="cli",
@@ -180,25 +182,10 @@ def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork],
             else:
                 status = "approved" if action == "mark_approved" else "rejected"
                 if status == "approved":
-                    _book_reward(session, ctx, a)
-                mark_decided(session, ctx, a, status, now)
+                    ledger.book_reward(session, ctx, a)
+                ledger.record_decision(session, ctx, a, status, now)
                 report.marked.append({"assignment": a.id, "status": status})
     return to_approve
-
-
-def _book_reward(session: Session, ctx: StudyContext, a: Assignment, paid: bool = False) -> None:
-    """The provider paid this reward already: make sure the ledger holds it (``paid``, or pending to be marked)."""
-    fee = ctx.fee(a.hit.reward, a.hit.max_assignments)
-    for kind, amount in (("reward", a.hit.reward), ("fee", fee)):
-        key = f"{kind}:{ctx.study_id}:{a.id}"
-        row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
-        if row is None:
-            row = Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind, amount=amount,
-                          currency=ctx.config.provider.currency, idempotency_key=key, status="pending")
-            session.add(row)
-        if paid:
-            row.status = "paid"
-    session.flush()
 
 
 def _pending_bonuses(session: Session, ctx: StudyContext, recorded_before: dt.datetime,
@@ -228,12 +215,11 @@ def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, re
             outcome = ctx.provider.settle_bonus(bonus)
             if outcome is BonusOutcome.PAID:
                 with session_scope(database_url) as session:
-                    for p in session.scalars(select(Payment).where(Payment.idempotency_key.in_((key, f"{key}:fee")))):
-                        p.status = "paid"
+                    ledger.mark_bonus_paid(session, key)
                     session.add(Event(study_id=ctx.study_id, kind="bonus_confirmed", actor="cli", data={"key": key}))
                 report.bonuses_confirmed.append(key)
             elif outcome is BonusOutcome.UNPAID:
-                pay_recorded_bonus(database_url, ctx, key)
+                ledger.pay_bonus(database_url, ctx, key)
                 report.bonuses_paid.append(key)
             else:
                 with session_scope(database_url) as session:

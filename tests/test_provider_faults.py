@@ -18,7 +18,8 @@ from hitkit.providers import prolific as prolific_module
 from hitkit.providers import prolific_api
 from hitkit.providers.mturk import MTurkError, MTurkProvider
 from hitkit.providers.prolific import ProlificError, ProlificProvider
-from hitkit.scheduler import grant_bonus, tick
+from hitkit.ledger import grant_bonus
+from hitkit.scheduler import tick
 from hitkit.sync import sync_study
 from tests.fakes.mturk import FakeMTurk, dummy_aws
 from tests.fakes.prolific import TOKEN, FakeProlificServer

@@ -524,8 +524,10 @@ def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_
 def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_the_budget_is_a_ceiling(
         tmp_path, database_url, fake):
     from hitkit.db.models import Hit
-    from hitkit.scheduler import grant_bonus, tick
-    from hitkit.study import create_study, estimate_cost, resolve_secret
+    from hitkit.ledger import grant_bonus
+    from hitkit.scheduler import tick
+    from hitkit.ledger import estimate_cost
+    from hitkit.study import create_study, resolve_secret
 
     config = load_study(pairwise_study(tmp_path, database_url, budget="10.00",
                                        provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}))

@@ -152,7 +152,7 @@ def test_first_post_creates_checks_and_publishes_the_study_as_documented(study, 
 
 
 def test_fees_default_to_prolifics_rate_plus_vat_in_estimate_and_ledger(tmp_path, database_url, fake):
-    from hitkit.study import estimate_cost
+    from hitkit.ledger import estimate_cost
 
     web, config, secret = launch_on(tmp_path, database_url, fake)
     try:
@@ -639,7 +639,7 @@ def test_provider_calls_are_never_made_while_the_scheduler_or_sync_hold_a_write_
             fake.complete(session_id, code_of(config, secret))
         probing.set()
         tick(url, config.study, web.url)
-        from hitkit.scheduler import grant_bonus
+        from hitkit.ledger import grant_bonus
 
         with session_scope(url) as s:
             first = s.scalar(select(Assignment.id).order_by(Assignment.id).limit(1))

@@ -28,7 +28,8 @@ from hitkit.providers import prolific_api
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.mturk import MTurkProvider
 from hitkit.providers.prolific import ProlificProvider
-from hitkit.scheduler import grant_bonus, tick
+from hitkit.ledger import grant_bonus
+from hitkit.scheduler import tick
 from hitkit.study import StudyContext, create_study, resolve_secret
 from hitkit.sync import decide, sync_study
 from tests.fakes.crowd import run_rounds, take_hit

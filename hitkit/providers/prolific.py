@@ -11,7 +11,8 @@ The Prolific study's ``internal_name`` carries a token drawn once per database, 
 that created a study ever adopts it again; a rerun with a fresh database creates a new study.
 
 State: the provider remembers what it did on Prolific (the study it created, the places per HIT key,
-each bonus's two steps) as ``prolific_*`` Event rows, each written in a short transaction of its own.
+each bonus's two steps) as ``prolific_*`` Event rows (:mod:`prolific_state`, whose functions take the
+session they work in); the provider opens a short transaction of its own for each step.
 Its callers (scheduler, ``hitkit sync``, the dashboard, the CLI) call it with no transaction open, so
 this never waits on a caller's lock; it never writes ledger rows. :meth:`arrival`, :meth:`completion`,
 :meth:`work_of` and :meth:`list_work` only read.
@@ -26,18 +27,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-import json
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, select
 
-from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
-from hitkit.db.session import get_engine, normalise_url, session_scope
+from hitkit.db.models import Hit, Study, utcnow
+from hitkit.db.session import normalise_url, session_scope
 from hitkit.errors import FlowError
 from hitkit.money import cents, flat_fee
 from hitkit.providers.base import (
@@ -51,6 +50,8 @@ from hitkit.providers.base import (
     ProviderWork,
     WorkStatus,
 )
+from hitkit.providers import prolific_state as store
+from hitkit.providers.prolific_state import ProlificState
 from hitkit.providers.prolific_api import (
     ProlificClient,
     ProlificError,
@@ -90,17 +91,6 @@ Prolific pays bulk bonuses asynchronously; an hour is far beyond its processing 
 shown by then was never made and paying it again cannot pay twice."""
 REFUSE_FULL = ("please return this study on Prolific (\"Stop without completing\") so that your place goes "
                "to someone else; you will not be penalised for it")
-
-
-@dataclass
-class ProlificState:
-    """What this database remembers doing on Prolific, read from its ``prolific_*`` events."""
-
-    study_id: str | None = None
-    internal_name: str | None = None
-    places: dict[str, int] = field(default_factory=dict)
-    bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per ledger key: ``bonus_id``, ``submission``, ``amount``, and ``sent_at``/``paid`` once those happen."""
 
 
 class ProlificProvider(CrowdProvider):
@@ -145,31 +135,12 @@ class ProlificProvider(CrowdProvider):
 
     def _record(self, kind: str, data: dict[str, Any]) -> None:
         with session_scope(self._url()) as session:
-            study_row = session.scalar(select(Study.id).where(Study.name == self.config.study))
-            session.add(Event(study_id=study_row, kind=kind, actor="provider", data=data))
+            store.record(session, self.config.study, kind, data)
 
     def state(self) -> ProlificState:
-        """Read this study's ``prolific_*`` events into a :class:`ProlificState`."""
-        out = ProlificState()
+        """What this database remembers doing on Prolific for this study (its ``prolific_*`` events)."""
         with session_scope(self._url()) as session:
-            study_row = session.scalar(select(Study.id).where(Study.name == self.config.study))
-            rows = session.execute(select(Event.kind, Event.data, Event.created_at).where(
-                Event.study_id == study_row, Event.kind.like("prolific_%")).order_by(Event.id)).all()
-        for kind, data, at in rows:
-            if kind == "prolific_study_named":
-                out.internal_name = out.internal_name or data["internal_name"]
-            elif kind == "prolific_study_created":
-                out.study_id = out.study_id or data["study_id"]
-            elif kind == "prolific_places":
-                out.places.setdefault(data["hit_key"], int(data["places"]))
-            elif kind == "prolific_bonus_created":
-                out.bonuses.setdefault(data["key"], dict(data))
-            elif kind == "prolific_bonus_sent":
-                out.bonuses.get(data["key"], {}).update(sent_at=at)
-            elif kind == "prolific_bonus_unpaid":
-                out.bonuses.get(data["key"], {}).pop("sent_at", None)
-            elif kind == "prolific_bonus_paid":
-                out.bonuses.get(data["key"], {}).update(paid=True)
+            out = store.read(session, self.config.study)
         if out.study_id:
             self._study_id = out.study_id
         return out
@@ -178,35 +149,9 @@ class ProlificProvider(CrowdProvider):
         """The Prolific study this hitkit study posted to, or None before the first post."""
         return self._study_id or self.state().study_id
 
-    def _read_outside(self, statement) -> list[tuple]:
-        """Rows of a SELECT read on a connection of its own outside any transaction.
-
-        Arrivals read here: a worker request may already hold the database (on SQLite every
-        transaction takes the write lock at BEGIN), and a read in autocommit mode never waits for it.
-        """
-        engine = get_engine(self._url())
-        compiled = statement.compile(dialect=engine.dialect)
-        args = (tuple(compiled.params[k] for k in compiled.positiontup) if compiled.positional
-                else compiled.params)
-        raw = engine.raw_connection()
-        try:
-            cursor = raw.cursor()
-            cursor.execute(str(compiled), args)
-            rows = cursor.fetchall()
-            cursor.close()
-            raw.rollback()  # PostgreSQL began a read-only snapshot; nothing to keep
-        finally:
-            raw.close()
-        return rows
-
     def _arrival_study_id(self) -> str | None:
         if self._study_id is None:
-            study_row = select(Study.id).where(Study.name == self.config.study).scalar_subquery()
-            rows = self._read_outside(select(Event.data).where(
-                Event.study_id == study_row, Event.kind == "prolific_study_created").order_by(Event.id).limit(1))
-            if rows:
-                data = rows[0][0]
-                self._study_id = (json.loads(data) if isinstance(data, str) else data)["study_id"]
+            self._study_id = store.created_study_id(self._url(), self.config.study)
         return self._study_id
 
     def _require_study(self) -> str:
@@ -442,7 +387,7 @@ class ProlificProvider(CrowdProvider):
             raise FlowError("Prolific has no session of yours for this study; please open the study from Prolific "
                             "again", 403)
         done_url = COMPLETE_URL.format(code=self.completion_code())
-        held = self._held_status(session_id)
+        held = store.held_status(self._url(), session_id)  # one Prolific session is one HIT
         if held in ("submitted", "approved") or sub.get("status") in ("AWAITING REVIEW", "APPROVED"):
             raise FlowError(f"the work of this Prolific session is already handed in; to finish on Prolific go to "
                             f"{done_url}", 409)
@@ -450,11 +395,6 @@ class ProlificProvider(CrowdProvider):
             raise FlowError(f"Prolific shows this session as {sub.get('status')}; please open the study from "
                             f"Prolific again", 403)
         return Arrival(preview=False, worker_id=pid, provider_assignment_id=session_id, extra={"study_id": study})
-
-    def _held_status(self, session_id: str) -> str | None:
-        # One Prolific session is one HIT: a session whose work is done cannot open another HIT.
-        rows = self._read_outside(select(Assignment.status).where(Assignment.provider_assignment_id == session_id))
-        return rows[0][0] if rows else None
 
     refusal_hint = REFUSE_FULL
     """Added to a refusal of a participant who holds a Prolific place hitkit cannot use (no HIT for them)."""
