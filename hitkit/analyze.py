@@ -32,7 +32,8 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
                           f"{', '.join(proto.cluster_units)}")
     result = proto.module("analysis").analyze(in_dir, seed=seed, config=config, options=options,
                                               replicate_dir=replicate_dir, stability=stability)
-    from hitkit.loading import software_versions, study_name
+    from hitkit.loading import study_name
+    from hitkit.versions import software_versions
 
     result.summary.setdefault("task", task)
     result.summary.setdefault("study", study_name(Path(in_dir)))

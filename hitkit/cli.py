@@ -62,9 +62,10 @@ def _on_terminal() -> bool:
 def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress: bool,
            timeout: float | None) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
-    from hitkit.launch import dry_run as plan
+    from hitkit.dry_run import dry_run as plan
     from hitkit.launch import launch as run
     from hitkit.progress import showing_progress
+    from server.embedded import WebServer  # the CLI composes the library and the web tier
 
     if dry_run:
         plan(study_file, echo=click.echo)
@@ -72,7 +73,7 @@ def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress
     bar = not no_progress and _on_terminal()
     try:
         with showing_progress(bar):  # the export's and analysis' bars, on a terminal only
-            run(study_file, yes=yes, resume=resume, show_progress=bar, timeout_s=timeout,
+            run(study_file, web=WebServer.serve, yes=yes, resume=resume, show_progress=bar, timeout_s=timeout,
                 lines_every_s=None if bar else PLAIN_LINE_EVERY_S,
                 confirm=lambda q: click.confirm(q, default=False))
     except KeyboardInterrupt:
@@ -84,7 +85,7 @@ def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress
 def _stopped_message(study_file: Path) -> str:
     """What to do after Ctrl-C: resume a study the database holds, or launch one that never got there."""
     from hitkit.config import load_study
-    from hitkit.launch import launched_studies
+    from hitkit.served import launched_studies
 
     try:
         config = load_study(study_file)
@@ -161,7 +162,7 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
 def status(study_file: Path, as_json: bool) -> None:
     """Show a study's progress, HITs, assignments and spend."""
     from hitkit.config import load_study
-    from hitkit.launch import require_launched
+    from hitkit.served import require_launched
     from hitkit.status import study_status
 
     config = load_study(study_file)
@@ -183,7 +184,7 @@ def status(study_file: Path, as_json: bool) -> None:
 def sync(study_file: Path, as_json: bool) -> None:
     """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
     from hitkit.config import load_study
-    from hitkit.launch import require_launched
+    from hitkit.served import require_launched
     from hitkit.sync import describe, sync_study
 
     config = load_study(study_file)
@@ -210,7 +211,7 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
     from hitkit.db.session import session_scope
     from hitkit.export import export_study
     from hitkit.progress import showing_progress
-    from hitkit.launch import require_launched
+    from hitkit.served import require_launched
     from hitkit.study import StudyContext, resolve_secret
 
     config = load_study(study_file)
@@ -362,7 +363,7 @@ def report(source: Path, out: Path | None, seed: int | None, stability: bool, as
 
     if source.is_file():  # a study file: its database must hold the study
         from hitkit.config import load_study
-        from hitkit.launch import require_launched
+        from hitkit.served import require_launched
 
         require_launched(load_study(source), source)
     with showing_progress(not no_progress and not as_json and _on_terminal()):
@@ -404,7 +405,7 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
 
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
-    from hitkit.launch import dashboard_hint, launched_studies, record_served
+    from hitkit.served import dashboard_hint, launched_studies, record_served
     from server.embedded import make_server
 
     if os.environ.get("HITKIT_SECRET") is not None:  # a weak secret is refused before anything is opened
@@ -440,7 +441,7 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
 
 def _expand_databases(values: tuple[str, ...]) -> list[str]:
     """Database URLs from --db values: URLs, SQLite files, or a runs folder (every OUT/STUDY/hitkit.db in it)."""
-    from hitkit.launch import database_url_of
+    from hitkit.served import database_url_of
 
     urls: list[str] = []
     for value in values:
@@ -476,7 +477,7 @@ def scheduler(database_url: str) -> None:
     """Run the scheduler for every running study whose jobs are in the database."""
     from hitkit.scheduler import make_scheduler
 
-    from hitkit.launch import database_url_of
+    from hitkit.served import database_url_of
 
     database_url = database_url_of(database_url)
     sched = make_scheduler(database_url, blocking=True)
@@ -495,7 +496,7 @@ def scheduler(database_url: str) -> None:
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
     from hitkit.config import load_study
-    from hitkit.launch import require_launched, served_url
+    from hitkit.served import require_launched, served_url
     from hitkit.providers.local import LocalProvider
     from hitkit.study import resolve_secret
 
@@ -671,7 +672,7 @@ def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, 
     from hitkit import dashboard as dash
     from hitkit.config import load_study
     from hitkit.db.session import session_scope
-    from hitkit.launch import require_launched
+    from hitkit.served import require_launched
     from hitkit.qc_policy import held_work
     from hitkit.study import StudyContext, resolve_secret
 

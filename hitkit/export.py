@@ -100,7 +100,7 @@ def payments_table(session: Session, study: Study) -> pd.DataFrame:
 
 def study_info(study: Study) -> dict:
     """What ``study.json`` holds: the study's identity, budget, seed and the export's version."""
-    from hitkit.loading import software_versions
+    from hitkit.versions import software_versions
 
     return {"study": study.name, "task": study.task_type, "provider": study.provider, "status": study.status,
             "budget": str(study.budget), "currency": study.currency, "seed": study.seed,

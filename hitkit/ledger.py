@@ -377,7 +377,8 @@ def approve(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.da
         with session_scope(database_url) as session:
             a = session.get(Assignment, assignment_id)
             if a.status == "submitted":
-                qc_policy.record_rejected(session, ctx, a, now)
+                record_decision(session, ctx, a, "rejected", now)
+                qc_policy.note_rejected(session, ctx, a)
         return "rejected"
     with session_scope(database_url) as session:  # committed before the provider pays: never twice
         a = session.get(Assignment, assignment_id)

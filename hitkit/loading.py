@@ -36,19 +36,6 @@ def check_task_folder(task: str, folder: Path) -> None:
                               f"run `hitkit analyze {other} {folder} --out …`")
 
 
-def software_versions() -> dict[str, str]:
-    """Versions of hitkit and of the numerical libraries its results depend on."""
-    from importlib import metadata
-
-    versions = {}
-    for name in ("hitkit", "numpy", "scipy", "pandas", "trueskill", "lifelines", "matplotlib"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
 def table_names(folder: Path) -> list[str]:
     """Stems of the tables (CSV or Parquet) in ``folder``, sorted."""
     return sorted({p.stem for p in folder.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()})

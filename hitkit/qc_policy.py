@@ -5,13 +5,12 @@ default on Prolific and MTurk is to *hold* such work for the coordinator, who ap
 on the dashboard or with ``hitkit held``. ``schedule.qc_failures`` picks ``hold``, ``pay`` or
 ``reject`` (with ``schedule.qc_reject_reason``, the message the worker reads).
 
-The QC check is the one the dashboard shows (:func:`hitkit.dashboard.qc_summary`), over the work
+The QC check is the one the dashboard shows (:func:`hitkit.qc.qc_summary`), over the work
 counted so far. :func:`decide` is the policy itself, a pure function; :func:`gate` is the one call
 the scheduler makes before approving an assignment.
 """
 from __future__ import annotations
 
-import datetime as dt
 from typing import Literal
 
 from sqlalchemy import select
@@ -55,14 +54,14 @@ def gate(session: Session, ctx, a: Assignment) -> str | None:
     None: approve it. ``"hold"``: it is held for review (an event says why, once); held work stays
     held until the coordinator decides it, even if the worker's QC result changes later.
     ``"reject"``: the caller rejects it with the study's reason (outside any transaction, since that
-    asks the platform) and records it with :func:`record_rejected`.
+    asks the platform), records the decision in the ledger and logs it with :func:`note_rejected`.
     """
     policy = ctx.config.qc_failures
     if policy == "pay":
         return None  # no QC computation at all on the default path of simulated/local crowds
     if a.id in held_assignment_ids(session, ctx.study_id):
         return "hold"
-    from hitkit.dashboard import qc_summary
+    from hitkit.qc import qc_summary
 
     qc = qc_summary(session, ctx, cache_key=f"qc-policy:{session.get_bind().url}")
     passed = qc.by_worker.get(a.worker.external_id) if qc is not None else None
@@ -79,11 +78,8 @@ def gate(session: Session, ctx, a: Assignment) -> str | None:
     return "reject"
 
 
-def record_rejected(session: Session, ctx, a: Assignment, now: dt.datetime) -> None:
-    """Record a QC rejection the platform has accepted."""
-    from hitkit.ledger import record_decision
-
-    record_decision(session, ctx, a, "rejected", now)
+def note_rejected(session: Session, ctx, a: Assignment) -> None:
+    """Log why a QC rejection the platform has accepted was made (the ledger records the decision)."""
     session.add(Event(study_id=ctx.study_id, kind="qc_rejected", actor="scheduler",
                       data={"assignment": a.id, "worker": a.worker.external_id,
                             "reason": ctx.config.schedule.qc_reject_reason or ""}))

@@ -12,7 +12,7 @@ from hitkit.errors import HitkitError
 
 def study_status(database_url: str, name: str) -> dict:
     """Progress, HIT and assignment counts by status, spend and budget of the study ``name``."""
-    from hitkit.launch import progress
+    from hitkit.monitor import progress
 
     with session_scope(database_url) as session:
         study = session.scalar(select(Study).where(Study.name == name))

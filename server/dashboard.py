@@ -1,7 +1,7 @@
 """The coordinator dashboard under ``/dashboard``: login, live progress, workers, conversations,
 systems, side by side, events. Routes only read the request and call :mod:`hitkit.dashboard`.
 
-Off unless HITKIT_DASHBOARD_USER and a password are set (see :func:`hitkit.dashboard.credentials_from_env`).
+Off unless HITKIT_DASHBOARD_USER and a password are set (see :func:`server.auth.credentials_from_env`).
 Every page needs the signed session cookie (HttpOnly, SameSite=Lax, path /dashboard); every POST
 needs the CSRF field bound to that cookie, which the app-wide CSRF rule leaves to this module.
 """
@@ -26,6 +26,7 @@ from flask import (
 )
 
 from hitkit import dashboard as dash
+from server import auth
 from hitkit import security, tokens
 from hitkit.errors import HitkitError
 from server.worker import context, db
@@ -41,7 +42,7 @@ REFRESH_MS = 3000
 @bp.record_once
 def _configure(state) -> None:
     app = state.app
-    app.config["HITKIT_DASHBOARD_CREDENTIALS"] = dash.credentials_from_env(os.environ)
+    app.config["HITKIT_DASHBOARD_CREDENTIALS"] = auth.credentials_from_env(os.environ)
     app.config["HITKIT_DASHBOARD_LOGINS"] = security.TokenBuckets(LOGIN_LIMIT)
     app.jinja_env.filters["seconds"] = dash.fmt_seconds
     app.jinja_env.filters["pct"] = lambda x: "–" if x is None or (isinstance(x, float) and math.isnan(x)) \
@@ -72,7 +73,7 @@ def _all_progress() -> list[dash.StudyProgress]:
     return out
 
 
-def _creds() -> dash.Credentials | None:
+def _creds() -> auth.Credentials | None:
     return current_app.config["HITKIT_DASHBOARD_CREDENTIALS"]
 
 
@@ -89,14 +90,14 @@ def _gate():
         g.bound_to = request.cookies.get(LOGIN_COOKIE)
     else:
         token = request.cookies.get(SESSION_COOKIE)
-        if not token or not dash.session_valid(_secret(), creds, token, dash.session_generation(_login_url(), creds)):
+        if not token or not auth.session_valid(_secret(), creds, token, auth.session_generation(_login_url(), creds)):
             if _wants_json() or request.method != "GET":
                 return jsonify(error="log in to the dashboard first"), 401
             return redirect(url_for("dashboard.login", next=request.full_path if request.args else request.path))
         g.bound_to = token
     if request.method == "POST":
         given = request.form.get(security.CSRF_FIELD) or request.headers.get("X-CSRF-Token")
-        if not dash.csrf_ok(_secret(), g.bound_to, given):
+        if not auth.csrf_ok(_secret(), g.bound_to, given):
             message = "this form is out of date or did not come from the dashboard; reload the page and try again"
             if _wants_json():
                 return jsonify(error=message), 403
@@ -115,7 +116,7 @@ def _no_store(response):
 @bp.context_processor
 def _template_globals():
     bound = getattr(g, "bound_to", None)
-    return {"dash_csrf": dash.csrf_token(_secret(), bound) if bound else "", "CSRF_FIELD": security.CSRF_FIELD,
+    return {"dash_csrf": auth.csrf_token(_secret(), bound) if bound else "", "CSRF_FIELD": security.CSRF_FIELD,
             "refresh_ms": REFRESH_MS}
 
 
@@ -148,8 +149,8 @@ def login_post():
         return make_response(render_template("dashboard/login.html", next=_safe_next(request.form.get("next")),
                                              error="wrong user name or password"), 401)
     response = redirect(_safe_next(request.form.get("next")) or url_for("dashboard.overview"))
-    _cookie(response, SESSION_COOKIE, dash.session_token(_secret(), creds, dash.session_generation(_login_url(), creds)),
-            dash.SESSION_HOURS * 3600)
+    _cookie(response, SESSION_COOKIE, auth.session_token(_secret(), creds, auth.session_generation(_login_url(), creds)),
+            auth.SESSION_HOURS * 3600)
     response.delete_cookie(LOGIN_COOKIE, path="/dashboard")
     return response
 
@@ -158,7 +159,7 @@ def login_post():
 def logout():
     # Server-side: every session made so far ends now, in every process, so a copied or stolen
     # cookie is useless after the coordinator logs out (deleting the cookie alone would not do that).
-    dash.revoke_sessions(_login_url(), _creds())
+    auth.revoke_sessions(_login_url(), _creds())
     response = redirect(url_for("dashboard.login"))
     response.delete_cookie(SESSION_COOKIE, path="/dashboard")
     return response

@@ -22,12 +22,13 @@ out is connections, so each setting below is chosen deliberately (docs/THREAT_MO
 from __future__ import annotations
 
 import resource
+import threading
 
 from waitress import create_server
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer
 
-from server import MAX_BODY_BYTES, proxy_hops
+from server import MAX_BODY_BYTES, create_app, proxy_hops
 
 CONNECTION_LIMIT = 1000
 """Connections the embedded server holds open at once (idle ones included)."""
@@ -98,3 +99,35 @@ def make_server(app, host: str, port: int, threads: int, per_address: int = PER_
     for each in servers:
         each.channel_class = channel
     return server
+
+
+class WebServer:
+    """hitkit's worker pages on a waitress server in a background thread (the embedded default)."""
+
+    def __init__(self, database_url: str, host: str, port: int, threads: int, secret: str):
+        self._server = make_server(create_app(database_url, secret), host, port, threads)
+        self.url = f"http://{host}:{self._server.effective_port}"
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="hitkit-web", daemon=True)
+
+    def _serve(self) -> None:
+        try:
+            self._server.run()
+        except OSError:
+            # Closing the listening socket from stop() wakes the select loop on a dead descriptor.
+            if not self._stopping.is_set():
+                raise
+
+    def start(self) -> "WebServer":
+        self._thread.start()
+        return self
+
+    @classmethod
+    def serve(cls, database_url: str, host: str, port: int, threads: int, secret: str) -> "WebServer":
+        """Started worker pages: the :data:`hitkit.launch.WebFactory` the CLI hands to ``launch``."""
+        return cls(database_url, host, port, threads, secret).start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._server.close()
+        self._thread.join(5)

@@ -33,3 +33,11 @@ def pairwise_study(tmp_path: Path, database_url: str, **changes) -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def launch(config_path, **options):
+    """:func:`hitkit.launch.launch` with the embedded web server, as ``hitkit launch`` runs it."""
+    from hitkit.launch import launch as run
+    from server.embedded import WebServer
+
+    return run(config_path, web=WebServer.serve, **options)

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from hitkit.analysis.inference import DuplicateRowsWarning
 from hitkit.analysis.ranking import clusters
 from hitkit.analysis.trueskill_vec import TrueSkillEnv, TrueSkillSettings, rate_repeated, rate_sequences
-from hitkit.protocols.spot_the_bot.analysis import (agreement, analyze_spot_the_bot, annotation_time,
-                                                    annotator_correctness, feature_win_rates, games,
-                                                    load_annotations, rank_with_bootstrap, ranking,
-                                                    read_annotations, segment_annotations, segment_lengths,
-                                                    system_feature_win_rates, win_rates)
+from hitkit.protocols.spot_the_bot.analysis import analyze_spot_the_bot
+from hitkit.protocols.spot_the_bot.annotators import agreement, annotation_time, annotator_correctness, segment_lengths
+from hitkit.protocols.spot_the_bot.ranking import games, rank_with_bootstrap, ranking
+from hitkit.protocols.spot_the_bot.reading import load_annotations, read_annotations, segment_annotations
+from hitkit.protocols.spot_the_bot.win_rates import feature_win_rates, system_feature_win_rates, win_rates
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.errors import InputError
 

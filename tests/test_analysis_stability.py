@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hitkit.protocols.spot_the_bot.analysis import ranking
+from hitkit.protocols.spot_the_bot.ranking import ranking
 from hitkit.protocols.spot_the_bot.stability import (ALL_SYSTEMS, conversation_games, smallest_stable_size,
                                        stability, stability_figure)
 from tests.test_analysis_spot_the_bot import simulate

@@ -12,7 +12,7 @@ from hitkit.config import load_study
 from hitkit.db.models import Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError, InputError
-from hitkit.launch import launch
+from tests.studies import launch
 from tests.studies import REPO, pairwise_study
 
 

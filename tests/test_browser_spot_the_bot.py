@@ -7,7 +7,7 @@ from sqlalchemy import select
 from hitkit.config import load_study
 from hitkit.db.models import Assignment, Response, Study
 from hitkit.db.session import session_scope
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path

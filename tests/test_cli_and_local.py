@@ -16,7 +16,7 @@ from hitkit.cli import main
 from hitkit.config import load_study
 from hitkit.db.models import Assignment, Response, Study, Worker
 from hitkit.db.session import session_scope
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret
 from tests.studies import REPO, pairwise_study

@@ -27,7 +27,7 @@ from hitkit import security
 from hitkit.config import load_study
 from hitkit.db.models import Assignment, Event, Hit, Response, Study
 from hitkit.db.session import session_scope
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret
 from tests.studies import REPO, pairwise_study

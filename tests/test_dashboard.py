@@ -10,6 +10,7 @@ import yaml
 from sqlalchemy import func, select
 
 from hitkit import dashboard as dash
+from server import auth
 from hitkit import flow
 from hitkit.config import load_study
 from hitkit.db.models import (
@@ -105,10 +106,10 @@ def test_without_credentials_the_dashboard_is_disabled_not_open(tmp_path, monkey
 
 def test_half_configured_credentials_are_refused_with_what_to_set():
     with pytest.raises(ConfigError, match="HITKIT_DASHBOARD_PASSWORD"):
-        dash.credentials_from_env({"HITKIT_DASHBOARD_USER": "me"})
+        auth.credentials_from_env({"HITKIT_DASHBOARD_USER": "me"})
     with pytest.raises(ConfigError, match="HITKIT_DASHBOARD_USER"):
-        dash.credentials_from_env({"HITKIT_DASHBOARD_PASSWORD": "long enough"})
-    assert dash.credentials_from_env({}) is None
+        auth.credentials_from_env({"HITKIT_DASHBOARD_PASSWORD": "long enough"})
+    assert auth.credentials_from_env({}) is None
 
 
 def test_login_is_required_and_a_wrong_password_is_refused(tmp_path, dashboard_env):
@@ -136,8 +137,8 @@ def test_a_forged_or_foreign_session_cookie_is_not_a_login(tmp_path, dashboard_e
     client = app_for(empty_db(tmp_path)).test_client()
     client.set_cookie("hitkit_dashboard", "eyJ4Ijp0cnVlfQ.AAAA", path="/dashboard")
     assert client.get("/dashboard/").status_code == 302
-    creds = dash.credentials_from_env({"HITKIT_DASHBOARD_USER": USER, "HITKIT_DASHBOARD_PASSWORD": "another password"})
-    client.set_cookie("hitkit_dashboard", dash.session_token(resolve_secret(empty_db(tmp_path)), creds),
+    creds = auth.credentials_from_env({"HITKIT_DASHBOARD_USER": USER, "HITKIT_DASHBOARD_PASSWORD": "another password"})
+    client.set_cookie("hitkit_dashboard", auth.session_token(resolve_secret(empty_db(tmp_path)), creds),
                       path="/dashboard")
     assert client.get("/dashboard/").status_code == 302  # made for other credentials
 
@@ -309,7 +310,7 @@ def test_progress_counts_per_system_and_qc_come_from_the_rows(tmp_path, database
 # Live chat: chats, ratings and the QC test as the dashboard shows them -------------------------------
 def test_a_live_chat_study_shows_its_chats_ratings_qc_and_side_by_side(tmp_path, database_url, dashboard_env,
                                                                         bot_server):  # noqa: F811
-    from hitkit.launch import launch
+    from tests.studies import launch
 
     study_file = live_chat_study(tmp_path, database_url, bot_server, hits=2)
     data = yaml.safe_load(study_file.read_text())

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import hitkit
 from hitkit.cli import main
 from hitkit.db.session import session_scope
-from hitkit.launch import launch
+from tests.studies import launch
 from hitkit.study import StudyContext, resolve_secret
 from tests.studies import pairwise_study
 
@@ -109,7 +109,7 @@ def numbers_from_database(task, tables, seed):
         qc = lc.wilcoxon_qc(z)
         workers = lc.worker_table(assignments[assignments["assignment_id"].isin(counted)], z, qc)
         return {"systems": lc.system_scores(lc.passed_ratings(z, workers))}
-    from hitkit.protocols.spot_the_bot.analysis import win_rates
+    from hitkit.protocols.spot_the_bot.win_rates import win_rates
 
     annotations = tables["annotations"][tables["annotations"]["assignment_id"].isin(counted)].copy()
     annotations["elapsed_s"] = annotations["elapsed_s"].astype(float)

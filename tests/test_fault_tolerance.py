@@ -42,7 +42,7 @@ from hitkit.db.models import (
     Unit,
 )
 from hitkit.db.session import dispose_engines, session_scope
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.scheduler import make_scheduler, schedule_study, tick
 from hitkit.study import create_study, resolve_secret
 from tests.conftest import REQUIRE_PG, _state

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.db.models import Conversation, Study, System, Turn
 from hitkit.db.session import session_scope
-from hitkit.launch import launch
+from tests.studies import launch
 
 REAL = {"anna": 0.9, "bert": 0.75, "cleo": 0.6, "dora": 0.45, "emil": 0.3}
 

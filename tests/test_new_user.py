@@ -20,7 +20,9 @@ from hitkit.cli import main
 from hitkit.config import load_study
 from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
-from hitkit.launch import Snapshot, database_url_of, eta_text, launch
+from hitkit.monitor import Snapshot, eta_text
+from hitkit.served import database_url_of
+from tests.studies import launch
 from hitkit.qc_policy import HELD_EVENT, decide
 from tests.studies import REPO, pairwise_study
 
@@ -308,7 +310,7 @@ def test_invite_links_work_as_printed_and_keep_their_port_on_resume(tmp_path):
     import requests
 
     from hitkit.errors import HitkitError
-    from hitkit.launch import served_url
+    from hitkit.served import served_url
 
     study = _sqlite_study(tmp_path, provider={"kind": "local"})
     config = load_study(study)

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Hit, Payment, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.launch import launch
+from tests.studies import launch
 from tests.studies import pairwise_study
 
 

@@ -304,7 +304,7 @@ def test_arrival_reads_mturks_parameters(tmp_path, fake):
 @pytest.fixture
 def mturk_live(request, tmp_path, database_url, fake):
     """An MTurk study (sandbox or production, by ``request.param``) with its first wave posted to the fake."""
-    from hitkit.launch import WebServer
+    from server.embedded import WebServer
     from hitkit.scheduler import tick
     from hitkit.study import create_study, resolve_secret
 
@@ -458,7 +458,7 @@ def test_an_unreachable_endpoint_is_an_error_a_coordinator_can_act_on(tmp_path, 
 def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_grant(tmp_path, database_url, fake,
                                                                                     monkeypatch):
     from hitkit.db.models import Event, Hit
-    from hitkit.launch import WebServer
+    from server.embedded import WebServer
     from hitkit.scheduler import tick
     from hitkit.study import create_study, resolve_secret
 

@@ -90,7 +90,7 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
     path = panel_study(tmp_path, database_url)
     config = load_study(path)
     secret = resolve_secret(database_url)
-    from hitkit.launch import WebServer
+    from server.embedded import WebServer
 
     with session_scope(database_url) as s:
         ctx = create_study(s, config, path, secret)

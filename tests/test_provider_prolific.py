@@ -21,7 +21,7 @@ from hitkit.control import pause_study, resume_study
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.providers import prolific_api
 from hitkit.providers.prolific import ProlificError, ProlificProvider
 from hitkit import scheduler

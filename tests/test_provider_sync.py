@@ -23,7 +23,7 @@ from hitkit.crowd import SimWorker, crowd_from_config
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.flow import open_hits
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.providers import prolific_api
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.mturk import MTurkProvider

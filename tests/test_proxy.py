@@ -11,7 +11,7 @@ import pytest
 from hitkit.config import load_study
 from hitkit.db.models import Study
 from hitkit.db.session import session_scope
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret
 from tests.proxy import Client, ForwardingProxy

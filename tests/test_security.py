@@ -23,7 +23,7 @@ from hitkit.config import load_study
 from hitkit.db.models import Assignment, Event, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
-from hitkit.launch import WebServer
+from server.embedded import WebServer
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret
 from tests.studies import REPO, pairwise_study

@@ -12,14 +12,14 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from hitkit.protocols.spot_the_bot.analysis import read_annotations
+from hitkit.protocols.spot_the_bot.reading import read_annotations
 from hitkit.config import load_study, parse_study
 from hitkit.db.models import (ACTIVE_STATUSES, DONE_STATUSES, Assignment, Conversation, Hit, Response, Study, Unit,
                                Worker, utcnow)
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError
 from hitkit.flow import enter, open_hits, return_assignment
-from hitkit.launch import launch
+from tests.studies import launch
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret
 from hitkit.protocols import task_for

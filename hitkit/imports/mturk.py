@@ -315,7 +315,7 @@ def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.
     """Write ``assignments.csv``, the task's table and ``study.json`` (with the import's duplicate
     report, ``import_duplicates``) into ``out``."""
     from hitkit.export import EXPORT_VERSION
-    from hitkit.loading import software_versions
+    from hitkit.versions import software_versions
 
     out.mkdir(parents=True, exist_ok=True)
     files = []

@@ -122,7 +122,7 @@ def prescreen_section(inp: ReportInput) -> Section | None:
 # --- the methods paragraph ---------------------------------------------------------------------------
 
 def _versions(summary: dict) -> str:
-    from hitkit.loading import software_versions
+    from hitkit.versions import software_versions
 
     versions = summary.get("software") or software_versions()
     # trueskill and lifelines are test-only references: no number hitkit computes depends on them.

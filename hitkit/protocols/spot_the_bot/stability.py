@@ -42,8 +42,9 @@ import pandas as pd
 
 from hitkit.analysis.ranking import TAIL, clusters, ranks
 from hitkit.analysis.trueskill_vec import DEFAULT_TRUESKILL, TrueSkillEnv, play_flat
-from hitkit.protocols.spot_the_bot.analysis import RankBy, segment_annotations
 from hitkit.progress import progress
+from hitkit.protocols.spot_the_bot.ranking import RankBy
+from hitkit.protocols.spot_the_bot.reading import segment_annotations
 
 STABILITY_COLUMNS = ["left_out", "conversations_per_pair", "subsamples", "n_boot",
                      "with_replacement", "rankings", "top_ranking", "top_share"]

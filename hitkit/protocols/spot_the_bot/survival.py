@@ -30,11 +30,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.inference import (DEFAULT_CORRECTION, Correction, adjust, check_correction,
-                                       cluster_codes)
-from hitkit.protocols.spot_the_bot.analysis import segment_annotations
-from hitkit.protocols.spot_the_bot.annotations import FEATURES, HUMAN
+from hitkit.analysis.inference import DEFAULT_CORRECTION, Correction, adjust, check_correction, cluster_codes
 from hitkit.progress import progress
+from hitkit.protocols.spot_the_bot.reading import segment_annotations
+from hitkit.protocols.spot_the_bot.annotations import FEATURES, HUMAN
 
 SURVIVAL_DATA_COLUMNS = ["system", "left", "right", *FEATURES, "conversation", "worker"]
 CURVE_COLUMNS = ["system", "time", "survival"]

@@ -41,12 +41,23 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
+from hitkit.db.models import Assignment, HitUnit, Study, Unit
+from hitkit.errors import ConfigError, InputError
+from hitkit.jsonl import iter_jsonl
+from hitkit.protocols.base import (
+    ConversationSpec,
+    HitSpec,
+    Material,
+    Question,
+    TaskType,
+    TurnSpec,
+    UnitSpec,
+    done_responses,
+    position,
+    shuffled_order,
+)
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
-from hitkit.db.models import Assignment, HitUnit, Study, Unit
-from hitkit.jsonl import iter_jsonl
-from hitkit.errors import ConfigError, InputError
-from hitkit.protocols.base import done_responses, position, shuffled_order, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
 HUMAN = "human"
 LABELS = ("human", "bot", "unsure")

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 
 
-
 def describe_unit(payload: Mapping[str, Any]) -> str:
     """The segment's length and which system each speaker is."""
     return f"first {payload.get('k')} exchanges: speaker 0 = {payload['systems'][0]}, 1 = {payload['systems'][1]}"
