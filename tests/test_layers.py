@@ -1,0 +1,81 @@
+"""The layer rules of ARCHITECTURE.md hold for the code as it is, and the checks catch a forbidden
+import, a loop or a protocol's name written in shared code when one is added to a copy of the tree."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hitkit.protocols import PROTOCOLS
+from tests.layers import import_loops, layer_violations, protocol_names_outside, read_graph
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_no_layer_is_crossed():
+    assert layer_violations(read_graph(REPO)) == []
+
+
+def test_no_module_imports_itself_back():
+    assert import_loops(read_graph(REPO)) == []
+
+
+def test_shared_code_never_names_a_protocol():
+    assert protocol_names_outside(REPO, tuple(PROTOCOLS)) == []
+
+
+def test_the_web_tier_loads_no_statistics():
+    # A web worker imports every protocol's task type and dashboard views, but never scipy.
+    modules = ["server", "server.dashboard", "server.worker", "server.chat", "hitkit.chat", "hitkit.flow"]
+    modules += [f"{p.package}.{m}" for p in PROTOCOLS.values() for m in ("task", "views", "settings")]
+    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('scipy' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False"
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    """A copy of hitkit/ and server/ to break on purpose."""
+    for package in ("hitkit", "server"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _append(path: Path, line: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + f"\n\ndef _added():\n    {line}\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("module, line, expected", [
+    ("hitkit/export.py", "import server.embedded", "hitkit.export imports server.embedded"),
+    ("hitkit/report/render.py", "from flask import escape", "hitkit.report.render imports flask"),
+    ("hitkit/protocols/pairwise/task.py", "from hitkit import flow", "hitkit.protocols.pairwise.task imports hitkit.flow"),
+    ("hitkit/protocols/live_chat/analysis.py", "from hitkit.providers import make_provider",
+     "hitkit.protocols.live_chat.analysis imports hitkit.providers"),
+    ("hitkit/analysis/ranking.py", "from hitkit.db.models import Study", "hitkit.analysis.ranking imports hitkit.db.models"),
+])
+def test_a_forbidden_import_is_caught(tree, module, line, expected):
+    _append(tree / module, line)
+    assert any(v.startswith(expected) for v in layer_violations(read_graph(tree)))
+
+
+def test_a_loop_is_caught_even_through_a_lazy_import(tree):
+    _append(tree / "hitkit" / "versions.py", "from hitkit.export import export_study")
+    loops = import_loops(read_graph(tree))
+    assert any({"hitkit.export", "hitkit.versions"} <= set(loop) for loop in loops)
+
+
+def test_an_import_only_for_type_checking_is_no_loop(tree):
+    path = tree / "hitkit" / "versions.py"
+    path.write_text(path.read_text(encoding="utf-8") + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                    "    from hitkit.export import export_study\n", encoding="utf-8")
+    assert import_loops(read_graph(tree)) == import_loops(read_graph(REPO))
+
+
+def test_a_protocol_name_in_shared_code_is_caught(tree):
+    _append(tree / "hitkit" / "export.py", "return config.task == 'live_chat'")
+    assert protocol_names_outside(tree, tuple(PROTOCOLS)) == ["hitkit/export.py:" + str(
+        len((tree / "hitkit" / "export.py").read_text().splitlines())) + ": live_chat"]
