@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from hitkit.protocols.spot_the_bot.ranking import ranking
-from hitkit.protocols.spot_the_bot.stability import (ALL_SYSTEMS, conversation_games, smallest_stable_size,
-                                       stability, stability_figure)
+from hitkit.protocols.spot_the_bot import figures
+from hitkit.protocols.spot_the_bot.stability import ALL_SYSTEMS, conversation_games, smallest_stable_size, stability
 from tests.test_analysis_spot_the_bot import simulate
 
 
@@ -105,8 +105,7 @@ def test_smallest_stable_size_hand_worked_and_figure(tmp_path):
     smallest = smallest_stable_size(table)
     assert list(smallest["left_out"]) == [ALL_SYSTEMS, "x"]
     assert list(smallest["smallest_size"]) == [4.0, 5.0]
-    stability_figure(table)(tmp_path / "stability.png")
-    assert (tmp_path / "stability.png").read_bytes()[:4] == b"\x89PNG"
+    assert figures.stability(table)[:4] == b"\x89PNG"
 
 
 # --- wired into the analysis and the command line ----------------------------------------------

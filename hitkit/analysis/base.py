@@ -46,6 +46,12 @@ class AnalysisResult:
         return written
 
 
+def png(draw: Callable[[], bytes]) -> Figure:
+    """A :data:`Figure` that writes the PNG bytes ``draw`` returns (a protocol's ``figures`` function,
+    the same one its report section shows)."""
+    return lambda path: Path(path).write_bytes(draw())
+
+
 COMMON_OPTIONS = ("correction", "duplicates", "n_boot")
 """``hitkit analyze`` options every protocol's analysis takes under the same name."""
 

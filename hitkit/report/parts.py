@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,16 +114,6 @@ def p_text(value) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def p_cell(value) -> str:
-    """A p-value short enough for a matrix cell: 3 decimals without the leading zero (".006"),
-    "<.001" below 0.001 (APA style), "1" for 1."""
-    if value is None or math.isnan(value):
-        return "–"
-    if value < 0.001:
-        return "<.001"
-    return "1" if value >= 0.9995 else f"{value:.3f}".lstrip("0")
-
-
 def display(table: pd.DataFrame) -> pd.DataFrame:
     """A copy with numbers as short text: p-values to 3 decimals (< 0.001), other floats to 3."""
     out = table.copy()
@@ -139,22 +129,6 @@ def display(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def matrix(table: pd.DataFrame, value: str, order: Sequence[str], *, mark: str | None = None,
-            alpha: float = 0.05, a: str = "system_a", b: str = "system_b") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Square matrices (row = a, column = b) of ``value`` and of ``mark`` < alpha from a long table."""
-    names = list(order) + sorted((set(table[a]) | set(table[b])) - set(order))
-    values = pd.DataFrame(math.nan, index=names, columns=names)
-    marks = pd.DataFrame(False, index=names, columns=names)
-    for row in table.itertuples(index=False):
-        ra, rb = getattr(row, a), getattr(row, b)
-        if ra == rb:
-            continue
-        values.at[ra, rb] = getattr(row, value)
-        if mark is not None:
-            marks.at[ra, rb] = getattr(row, mark) < alpha
-    return values, marks
-
-
 def correction(summary: dict) -> str:
     """How the analysis corrected its p-values, in words (older analyses did not say: none)."""
     from hitkit.analysis.inference import correction_label
@@ -168,11 +142,6 @@ def interval_method(summary: dict) -> str:
         return ("expanded percentile intervals (Hesterberg 2015: widened by √(C/(C − 1))·t/z for the C units "
                 "resampled)")
     return "percentile intervals"
-
-
-def p_column(table: pd.DataFrame) -> str:
-    """The p-value column a mark is read from: the corrected one where the table has it."""
-    return "p_adjusted" if "p_adjusted" in table.columns else "p_value"
 
 
 def as_int(value) -> int | None:

@@ -36,14 +36,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.base import AnalysisResult, common_options
+from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
                                        Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
-                                       bootstrap_interval, check_correction, cluster_codes,
+                                       bootstrap_interval, check_correction, correction_label, cluster_codes,
                                        cluster_weights, clusters_per_column, duplicate_warnings,
                                        fisher_interval)
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, read_assignments, read_table
 from hitkit.errors import InputError
+from hitkit.protocols.live_chat import figures
 from hitkit.protocols.live_chat.criteria import (DEFAULT_CRITERIA, RATING_COLUMNS, Criterion, check_criteria)
 
 QcMethod = Literal["asymptotic", "exact", "auto"]
@@ -332,47 +333,6 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
     }
 
 
-def significance_figure(significance: pd.DataFrame, order: Sequence[str], alpha: float = 0.05):
-    """A figure drawer: heatmap of p (row beats column), darker = smaller p, ● where the adjusted
-    p (p_adjusted, when the table has it) is below alpha."""
-    def draw(path: Path) -> None:
-        from matplotlib import colormaps
-        from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
-
-        index = {s: i for i, s in enumerate(order)}
-        matrix = np.full((len(order), len(order)), np.nan)
-        marked = np.zeros_like(matrix, dtype=bool)
-        adjusted = "p_adjusted" if "p_adjusted" in significance.columns else "p_value"
-        for a, b, p, q in significance[["system_a", "system_b", "p_value", adjusted]].itertuples(
-                index=False):
-            matrix[index[a], index[b]] = p
-            marked[index[a], index[b]] = q < alpha
-        size = 1.2 + 0.45 * len(order)
-        fig = Figure(figsize=(size + 1.2, size))
-        ax = fig.subplots()
-        if not order:
-            ax.text(0.5, 0.5, "no system was rated by a worker who passed QC", ha="center")
-            ax.set_axis_off()
-            fig.savefig(path, format="png")
-            return
-        # The diagonal (a system against itself) is NaN: grey, so it never reads as p = 1.
-        cmap = colormaps["Greens_r"].with_extremes(bad="0.8")
-        image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=1)
-        for (i, j), p in np.ndenumerate(matrix):
-            if marked[i, j]:
-                ax.text(j, i, "●", ha="center", va="center", color="white", fontsize=8)
-        ax.set_xticks(range(len(order)), order, rotation=90)
-        ax.set_yticks(range(len(order)), order)
-        ax.set_xlabel("column (beaten)")
-        ax.set_ylabel("row (wins)")
-        ax.set_title(f"Row beats column: one-sided Mann–Whitney p (● adjusted p < {alpha})",
-                     fontsize=9)
-        fig.colorbar(image, ax=ax, label="p")
-        fig.tight_layout()
-        fig.savefig(path, format="png", dpi=120)
-    return draw
-
-
 def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: QcMethod,
          significance_unit: SignificanceUnit, ddof: int, correction: Correction,
          interval_unit: IntervalUnit, n_boot: int, seed: int,
@@ -409,7 +369,8 @@ def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: Q
                 "score_intervals": score_intervals(kept, criteria, unit=interval_unit,
                                                    n_boot=n_boot, seed=seed)},
         summary=summary,
-        figures={"significance": significance_figure(significance, order, alpha)})
+        figures={"significance": png(lambda: figures.significance(significance, order, alpha,
+                                                                        correction_label(correction)))})
 
 
 def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit import plots
-from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, matrix, num, p_cell, p_column
+from hitkit.protocols.live_chat import figures
+from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
 
 
 def criteria_of(config) -> list[tuple[str, str, bool]] | None:
@@ -51,34 +51,26 @@ def sections(inp: ReportInput) -> list[Section]:
                      "ratings.")
     rank.figures.append(ReportFigure(
         "ranking", f"Overall mean z of each system{interval_words}, best at the top (n ratings in brackets).",
-        plots.interval_ranking(list(systems["system"]), systems["z"], low, high,
-                               xlabel="overall mean z (higher = better)",
-                               title="Ranking by overall z" + (" with 95 % intervals" if low is not None else ""),
-                               labels=[f"{sy} (n={n})" for sy, n in zip(systems["system"], systems["n"])])))
+        figures.ranking(systems, low, high)))
     rank.tables.append(("Systems", systems))
     if "score_intervals" in t:
         rank.tables.append((f"95 % intervals of every score (bootstrap of {unit}s)", t["score_intervals"]))
 
     significance = t["significance"]
-    values, marks = matrix(significance, "p_value", list(systems["system"]), mark=p_column(significance),
-                            alpha=alpha)
     sig = Section("Significance")
     sig.text.append(f"One-sided Mann–Whitney U (Wilcoxon rank-sum) p that the row system's z exceed the column "
                     f"system's, over single {s.get('significance_unit', 'rating')}s; * p < {alpha}, "
                     f"{correction(s)}.")
     sig.figures.append(ReportFigure("significance", f"p that row beats column; * p < {alpha}.",
-                                    plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided "
-                                                      "Mann–Whitney p", colorbar="p", cmap="Greens_r", vmin=0,
-                                                      vmax=1, fmt=p_cell,
-                                                      mark_note=f"* p < {alpha}, {correction(s)}",
-                                                      row_label="system (wins)", col_label="system (beaten)")))
+                                    figures.significance(significance, list(systems["system"]), alpha,
+                                                         correction(s))))
 
     criteria = [c[0] for c in _criteria(inp)]
     per = Section("Criteria")
     per.text.append("Mean z per criterion; the negative criteria (" + ", ".join(
         c[0] for c in _criteria(inp) if c[1] == "negative") + ") are reversed first, so higher is better on all.")
     per.figures.append(ReportFigure("criteria", "Mean z per criterion and system.",
-                                    plots.criterion_bars(systems, criteria)))
+                                    figures.criteria(systems, criteria)))
 
     qc = Section("Quality control")
     workers = t["workers"]
@@ -88,7 +80,7 @@ def sections(inp: ReportInput) -> list[Section]:
                    f"{num(s.get('minutes_per_conversation_passed'), 2)} (passed), "
                    f"{num(s.get('minutes_per_conversation_failed'), 2)} (failed).")
     qc.figures.append(ReportFigure("qc", "Workers passing the QC test and the distribution of their p-values.",
-                                   plots.qc_pass(workers, alpha)))
+                                   figures.quality_control(workers, alpha)))
     qc.tables.append(("Workers", workers))
     sections = [rank, sig, per, qc]
     if "replication" in t:

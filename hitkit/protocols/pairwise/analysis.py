@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.base import AnalysisResult, common_options
+from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
                                        Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
                                        bootstrap_interval, check_correction, cluster_codes,
@@ -36,6 +36,7 @@ from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, I
 from hitkit.analysis.ranking import RANK_DECIMALS
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, keep_counted, read_table
 from hitkit.errors import InputError
+from hitkit.protocols.pairwise import figures
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
 
 Ties = Literal["half", "drop"]
@@ -389,26 +390,6 @@ def worker_agreement(votes: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def ranking_figure(ranking: pd.DataFrame):
-    """A figure drawer: each system's score with its 95 % interval, best at the top."""
-    def draw(path: Path) -> None:
-        from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
-
-        y = np.arange(len(ranking))[::-1]
-        score = ranking["score"].to_numpy()
-        err = np.vstack([score - ranking["ci_low"].to_numpy(),
-                         ranking["ci_high"].to_numpy() - score])
-        fig = Figure(figsize=(6, 1.2 + 0.4 * len(ranking)))
-        ax = fig.subplots()
-        ax.errorbar(score, y, xerr=None if np.isnan(err).all() else err, fmt="o", capsize=3)
-        ax.axvline(0, color="grey", linewidth=0.8, linestyle=":")
-        ax.set_yticks(y, [f"{s} ({r})" for s, r in zip(ranking["system"], ranking["rank"])])
-        ax.set_xlabel("Bradley–Terry score (log-strength, mean 0) with 95 % bootstrap interval")
-        fig.tight_layout()
-        fig.savefig(path, format="png", dpi=120)
-    return draw
-
-
 def _json_float(value: float) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
@@ -484,7 +465,7 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
                                     n_boot=n_boot, seed=seed),
                 "ranking": ranking, "workers": worker_agreement(votes)},
         summary=summary,
-        figures={"ranking": ranking_figure(ranking)})
+        figures={"ranking": png(lambda: figures.ranking(ranking))})
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

@@ -1,10 +1,8 @@
 """Pairwise A/B in the report: ranking, pair gains with sign tests, worker agreement, and the methods."""
 from __future__ import annotations
 
-import pandas as pd
-
-from hitkit import plots
-from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, matrix, num, p_column
+from hitkit.protocols.pairwise import figures
+from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -17,24 +15,15 @@ def sections(inp: ReportInput) -> list[Section]:
                      "with all its votes); rank 1 is best.")
     rank.figures.append(ReportFigure(
         "ranking", "Bradley–Terry score of each system with its 95 % bootstrap interval, best at the top.",
-        plots.interval_ranking(list(ranking["system"]), ranking["score"], ranking["ci_low"], ranking["ci_high"],
-                               xlabel="Bradley–Terry score (log-strength, mean 0)",
-                               title="Ranking with 95 % bootstrap intervals",
-                               labels=[f"{sy} (#{r})" for sy, r in zip(ranking["system"], ranking["rank"])])))
+        figures.ranking(ranking)))
     rank.tables.append(("Ranking", ranking))
 
     pairs = t["pairs"]
-    mirrored = pd.concat([pairs, pairs.rename(columns={"system_a": "system_b", "system_b": "system_a",
-                                                       "wins_a": "wins_b", "wins_b": "wins_a"})
-                          .assign(gain=-pairs["gain"])], ignore_index=True)
-    gains, marks = matrix(mirrored, "gain", list(ranking["system"]), mark=p_column(pairs))
     sig = Section("Pairwise comparisons")
     sig.text.append("Gain of the row system over the column system, (wins − losses) / (wins + losses), ties "
                     f"left out; * marks a two-sided exact sign test p < 0.05 ({correction(s)}).")
     sig.figures.append(ReportFigure("significance", "Gain of row over column; * two-sided sign test p < 0.05.",
-                                    plots.pair_matrix(gains, marks=marks, title="Gain of row over column",
-                                                      colorbar="gain", mark_note=f"* sign test p < 0.05, {correction(s)}",
-                                                      row_label="system", col_label="opponent")))
+                                    figures.gains(pairs, list(ranking["system"]), correction(s))))
     sig.tables.append(("Pairs", pairs))
 
     workers = t.get("workers")
@@ -48,7 +37,7 @@ def sections(inp: ReportInput) -> list[Section]:
                             "majority less often than the rest (one-sided binomial test, p < 0.05); flagged "
                             "workers are listed for a look, not removed.")
         quality.figures.append(ReportFigure("agreement", "Each worker's agreement with the other workers' "
-                                            "majority; flagged workers in red.", plots.agreement_histogram(workers)))
+                                            "majority; flagged workers in red.", figures.agreement(workers)))
         quality.tables.append(("Workers", workers))
     return [rank, sig, quality]
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hitkit.analysis.base import AnalysisResult, common_options
+from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -50,11 +50,13 @@ from hitkit.analysis.inference import (
     DuplicatePolicy,
     DuplicateRowsWarning,
     check_correction,
+    correction_label,
     duplicate_warnings,
 )
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.analysis.trueskill_vec import DEFAULT_TRUESKILL, TrueSkillEnv, TrueSkillSettings
 from hitkit.errors import InputError
+from hitkit.protocols.spot_the_bot import figures
 from hitkit.protocols.spot_the_bot.annotators import (
     agreement,
     annotation_time,
@@ -69,7 +71,6 @@ from hitkit.protocols.spot_the_bot.win_rates import (
     ClusterUnit,
     feature_win_rates,
     system_feature_win_rates,
-    win_rate_figure,
     win_rates,
 )
 
@@ -171,9 +172,9 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
                 "annotators": annotators, "segment_lengths": segment_lengths(annotations),
                 "annotation_time": times},
         summary=summary,
-        figures={"win_rates": win_rate_figure(pairs, list(ranked["system"]))})
+        figures={"win_rates": png(lambda: figures.win_rates(pairs, list(ranked["system"]),
+                                                           correction_label(correction)))})
     if survival:
-        # Imported here: survival and stability build on this module.
         from hitkit.protocols.spot_the_bot import survival as surv
 
         data = surv.survival_data(annotations)
@@ -183,7 +184,7 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
         result.tables["survival_tests"] = surv.survival_tests(
             data, n_imputations=n_imputations, seed=seed, correction=correction, cluster=unit)
         result.tables["cox"] = surv.cox_by_system(data, cluster=unit, correction=correction)
-        result.figures["survival"] = surv.survival_figure(curves)
+        result.figures["survival"] = png(lambda: figures.survival(curves))
         summary["survival"] = {"n_imputations": n_imputations, "bot_annotations": len(data),
                                "cluster": cluster}
     if stability:
@@ -193,7 +194,7 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
                                seed=seed, by=by, env=env)
         result.tables["stability"] = table
         result.tables["stability_smallest"] = stab.smallest_stable_size(table)
-        result.figures["stability"] = stab.stability_figure(table)
+        result.figures["stability"] = png(lambda: figures.stability(table))
         summary["stability"] = {"n_sub": n_sub, "n_boot": stability_boot,
                                 "sizes": [int(x) for x in stability_sizes]}
     return result

@@ -2,8 +2,8 @@
 annotators, and the methods."""
 from __future__ import annotations
 
-from hitkit import plots
-from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, matrix, num, p_column
+from hitkit.protocols.spot_the_bot import figures
+from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -12,15 +12,11 @@ def sections(inp: ReportInput) -> list[Section]:
     ranking = t["ranking"]
     order = list(ranking["system"])
     wins = Section("Win rates")
-    values, marks = matrix(t["win_rates"], "win_rate", order, mark=p_column(t["win_rates"]))
     wins.text.append("Win rate of the row system over the column system: of the annotations where one speaker got "
                      "the higher label (human > unsure > bot), the share the row system won; * chi-square test "
                      f"p < 0.05 that wins and losses split evenly ({correction(s)}).")
     wins.figures.append(ReportFigure("win_rates", "Win rate of row over column; * chi-square p < 0.05.",
-                                     plots.pair_matrix(values, marks=marks, title="Win rate of row over column",
-                                                       colorbar="win rate", vmin=0, vmax=1,
-                                                       mark_note=f"* chi-square p < 0.05, {correction(s)}", row_label="system",
-                                                       col_label="opponent")))
+                                     figures.win_rates(t["win_rates"], order, correction(s))))
     wins.tables.append(("Win rates", t["win_rates"]))
     if "feature_win_rates" in t:
         wins.tables.append(("Feature win rates (fluency, sensibleness, specificity)", t["feature_win_rates"]))
@@ -30,7 +26,7 @@ def sections(inp: ReportInput) -> list[Section]:
                      f"{s.get('n_boot', '?')} bootstrap resamples of the games; systems whose ranges overlap "
                      "share a cluster, written (first,last).")
     rank.figures.append(ReportFigure("ranking", "95 % bootstrap rank range of each system, coloured by cluster.",
-                                     plots.rank_ranges(ranking, title="TrueSkill ranking: rank ranges and clusters")))
+                                     figures.ranking(ranking)))
     rank.tables.append(("Ranking", ranking))
     sections = [wins, rank]
 
@@ -43,7 +39,7 @@ def sections(inp: ReportInput) -> list[Section]:
                          f"interval-censored data); pairwise generalized log-rank tests{variance}, "
                          f"{correction(s)}.")
         surv.figures.append(ReportFigure("survival", "Turnbull survival curve per system.",
-                                         plots.step_curves(t["survival"])))
+                                         figures.survival(t["survival"])))
         if "survival_tests" in t:
             surv.tables.append(("Generalized log-rank tests", t["survival_tests"]))
         if "cox" in t:
@@ -57,7 +53,7 @@ def sections(inp: ReportInput) -> list[Section]:
                          f"number of conversations per pair ({st.get('n_boot', '?')} bootstrap resamples each); "
                          "the dashed line is 95 %.")
         stab.figures.append(ReportFigure("stability", "Ranking stability against conversations per pair.",
-                                         plots.stability_curve(t["stability"])))
+                                         figures.stability(t["stability"])))
         if "stability_smallest" in t:
             stab.tables.append(("Smallest number of conversations per pair reaching 95 %", t["stability_smallest"]))
     else:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -264,24 +263,3 @@ def smallest_stable_size(table: pd.DataFrame, level: float = 0.95) -> pd.DataFra
     out = pd.DataFrame({"left_out": pd.unique(table["left_out"])})
     out["smallest_size"] = out["left_out"].map(smallest).astype(float)
     return out
-
-
-def stability_figure(table: pd.DataFrame, level: float = 0.95):
-    """A figure drawer: top_share against conversations per pair, one line per variant."""
-    def draw(path: Path) -> None:
-        from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
-
-        fig = Figure(figsize=(6, 4))
-        ax = fig.subplots()
-        for left_out, rows in table.groupby("left_out", sort=False):
-            label = "all systems" if left_out == ALL_SYSTEMS else f"without {left_out}"
-            ax.plot(rows["conversations_per_pair"], rows["top_share"], marker=".",
-                    label=label, linewidth=2 if left_out == ALL_SYSTEMS else 1)
-        ax.axhline(level, color="grey", linestyle="--", linewidth=1)
-        ax.set_xlabel("conversations per pair")
-        ax.set_ylabel("share of the most frequent clustered ranking")
-        ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, format="png", dpi=120)
-    return draw

@@ -24,7 +24,6 @@ Kaplan–Meier).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -200,24 +199,6 @@ def survival_curves(data: pd.DataFrame) -> pd.DataFrame:
     curves = [survival_curve(group["left"].to_numpy(), group["right"].to_numpy())
               .assign(system=system) for system, group in data.groupby("system", sort=True)]
     return pd.concat(curves, ignore_index=True)[CURVE_COLUMNS]
-
-
-def survival_figure(curves: pd.DataFrame):
-    """A figure drawer: one step curve per system, S(k) = share of the bot still unspotted."""
-    def draw(path: Path) -> None:
-        from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
-
-        fig = Figure(figsize=(6, 4))
-        ax = fig.subplots()
-        for system, curve in curves.groupby("system", sort=True):
-            ax.step(curve["time"], curve["survival"], where="post", label=system)
-        ax.set_xlabel("exchanges")
-        ax.set_ylabel("survival (not yet spotted)")
-        ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, format="png", dpi=120)
-    return draw
 
 
 # --- the generalized log-rank test (Zhao & Sun 2004) -------------------------------------------

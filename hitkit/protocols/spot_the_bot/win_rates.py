@@ -4,7 +4,6 @@ clustered bootstrap intervals; the same from the fluency, sensibleness and speci
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -163,34 +162,3 @@ def system_feature_win_rates(annotations: pd.DataFrame) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         out["win_rate"] = np.where(decisive > 0, out["wins"] / decisive, np.nan)
     return out
-
-
-def win_rate_figure(table: pd.DataFrame, order: list[str]):
-    """A figure drawer: heatmap of win_rate(row system over column system); * marks adjusted
-    p < 0.05 (p_adjusted where the table has it)."""
-    def draw(path: Path) -> None:
-        from matplotlib.figure import Figure  # no pyplot: no global state, renders with Agg
-
-        names = list(order) + sorted(set(table["system_a"]) - set(order))
-        at = {s: i for i, s in enumerate(names)}
-        grid = np.full((len(names), len(names)), np.nan)
-        stars = np.zeros_like(grid, dtype=bool)
-        for row in table.itertuples(index=False):
-            grid[at[row.system_a], at[row.system_b]] = row.win_rate
-            stars[at[row.system_a], at[row.system_b]] = getattr(row, "p_adjusted", row.p_value) < 0.05
-        fig = Figure(figsize=(1.5 + 0.7 * len(names), 1.2 + 0.6 * len(names)))
-        ax = fig.subplots()
-        image = ax.imshow(grid, vmin=0, vmax=1, cmap="RdBu")
-        for (i, j), value in np.ndenumerate(grid):
-            if not np.isnan(value):
-                ax.text(j, i, f"{value:.2f}{'*' if stars[i, j] else ''}", ha="center",
-                        va="center", fontsize=8,
-                        color="white" if abs(value - 0.5) > 0.35 else "black")
-        ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
-        ax.set_yticks(range(len(names)), names)
-        ax.set_xlabel("opponent")
-        ax.set_ylabel("system (win rate of this row; * adjusted p < 0.05)")
-        fig.colorbar(image, ax=ax)
-        fig.tight_layout()
-        fig.savefig(path, format="png", dpi=120)
-    return draw

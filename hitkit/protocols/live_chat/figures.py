@@ -1,0 +1,35 @@
+"""Live chat's figures, drawn once here for the analysis folder and the report alike (PNG bytes)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from hitkit import plots
+
+
+def ranking(systems: pd.DataFrame, low, high) -> bytes:
+    """Each system's overall mean z, with its 95 % interval where the analysis has one, best at the top."""
+    return plots.interval_ranking(list(systems["system"]), systems["z"], low, high,
+                                  xlabel="overall mean z (higher = better)",
+                                  title="Ranking by overall z" + (" with 95 % intervals" if low is not None else ""),
+                                  labels=[f"{sy} (n={n})" for sy, n in zip(systems["system"], systems["n"])])
+
+
+def significance(table: pd.DataFrame, order: Sequence[str], alpha: float, correction: str) -> bytes:
+    """The one-sided Mann–Whitney p that the row system beats the column system, * below ``alpha``."""
+    values, marks = plots.pair_frames(table, "p_value", list(order), mark=plots.p_column(table), alpha=alpha)
+    return plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided Mann–Whitney p", colorbar="p",
+                             cmap="Greens_r", vmin=0, vmax=1, fmt=plots.p_cell,
+                             mark_note=f"* p < {alpha}, {correction}", row_label="system (wins)",
+                             col_label="system (beaten)")
+
+
+def criteria(systems: pd.DataFrame, names: Sequence[str]) -> bytes:
+    """Mean z per criterion and system."""
+    return plots.criterion_bars(systems, list(names))
+
+
+def quality_control(workers: pd.DataFrame, alpha: float) -> bytes:
+    """Workers passing the QC test and the distribution of their p-values."""
+    return plots.qc_pass(workers, alpha)
