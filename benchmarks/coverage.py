@@ -41,7 +41,7 @@ import pandas as pd
 
 from hitkit.protocols.live_chat.analysis import score_intervals
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
-from hitkit.protocols.pairwise.analysis import bradley_terry
+from hitkit.protocols.pairwise.bradley_terry import bradley_terry
 from hitkit.protocols.spot_the_bot.win_rates import win_rates
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 

@@ -94,7 +94,8 @@ def numbers_from_database(task, tables, seed):
     assignments = tables["assignments"]
     counted = set(assignments.loc[assignments["status"].isin(["submitted", "approved"]), "assignment_id"])
     if task == "pairwise":
-        from hitkit.protocols.pairwise.analysis import bradley_terry, pair_table
+        from hitkit.protocols.pairwise.analysis import pair_table
+        from hitkit.protocols.pairwise.bradley_terry import bradley_terry
 
         votes = tables["votes"][tables["votes"]["assignment_id"].isin(counted)]
         return {"pairs": pair_table(votes, seed=seed),

@@ -333,18 +333,27 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
     }
 
 
-def _run(in_dir: Path, criteria: Sequence[Criterion], alpha: float, qc_method: QcMethod,
-         significance_unit: SignificanceUnit, ddof: int, correction: Correction,
-         interval_unit: IntervalUnit, n_boot: int, seed: int,
-         duplicates: DuplicatePolicy) -> AnalysisResult:
+def read_tables(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
+                duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every assignment and the ratings of ``in_dir`` (:func:`read_ratings`), checked to belong together."""
     every_assignment = read_assignments(in_dir, duplicates=duplicates)
-    assignments = counted(every_assignment)
     ratings = read_ratings(in_dir, criteria, duplicates=duplicates)
-    duplicate_report = ratings.attrs.get("duplicates", {})
     orphans = set(ratings["assignment_id"]) - set(every_assignment["assignment_id"])
     if orphans:
         raise InputError(Path(in_dir) / "ratings.csv", f"assignment_id {sorted(orphans)[0]!r} is "
                          "not in assignments.csv; export both tables from the same study")
+    return every_assignment, ratings
+
+
+def analyze_ratings(every_assignment: pd.DataFrame, ratings: pd.DataFrame, *,
+                    criteria: Sequence[Criterion] = DEFAULT_CRITERIA, alpha: float = 0.05,
+                    qc_method: QcMethod = "asymptotic", significance_unit: SignificanceUnit = "rating",
+                    ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
+                    interval_unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0) -> AnalysisResult:
+    """METHODS §1 steps 1–8 on read tables (:func:`read_tables`; their duplicate reports ride in
+    ``attrs``): QC, standardisation, system scores with intervals, pairwise significance."""
+    assignments = counted(every_assignment)
+    duplicate_report = ratings.attrs.get("duplicates", {})
     ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
     z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
     qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
@@ -393,10 +402,10 @@ def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEF
     check_correction(correction)
     options = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
                    significance_unit=significance_unit, ddof=ddof, correction=correction,
-                   interval_unit=interval_unit, n_boot=n_boot, seed=seed, duplicates=duplicates)
-    result = _run(Path(in_dir), **options)
+                   interval_unit=interval_unit, n_boot=n_boot, seed=seed)
+    result = analyze_ratings(*read_tables(in_dir, criteria, duplicates=duplicates), **options)
     if replicate_dir is not None:
-        other = _run(Path(replicate_dir), **options)
+        other = analyze_ratings(*read_tables(replicate_dir, criteria, duplicates=duplicates), **options)
         result.tables["replication"] = replication(result.tables["systems"],
                                                    other.tables["systems"])
     return result

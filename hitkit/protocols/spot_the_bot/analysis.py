@@ -79,18 +79,20 @@ def _json_float(value) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
+def analyze_annotations(annotations: pd.DataFrame, *, work_time: pd.Series | None = None,
+                        duplicate_report: dict | None = None, n_boot: int = 1000, seed: int = 0,
                          by: RankBy = "mu", env: TrueSkillEnv | None = None,
                          trueskill: TrueSkillSettings = DEFAULT_TRUESKILL,
                          resample: Resample = "game",
                          cluster: ClusterUnit = "conversation",
                          correction: Correction = DEFAULT_CORRECTION,
-                         duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
                          survival: bool = False, n_imputations: int = 50,
                          stability: bool = False,
                          stability_sizes: range | list[int] = range(3, 46),
                          n_sub: int = 1000, stability_boot: int = 40) -> AnalysisResult:
-    """Run METHODS §2 on ``in_dir``: win rates, feature win rates, clustered rankings and the
+    """METHODS §2 on read annotations (:func:`~hitkit.protocols.spot_the_bot.reading.load_annotations`;
+    ``work_time``: each assignment's seconds, which bound its annotation times; ``duplicate_report``:
+    what the duplicate policy removed): win rates, feature win rates, clustered rankings and the
     annotator tables (agreement, correctness, segment lengths, annotation time).
 
     Settings (all recorded in the summary): ``trueskill`` (τ = 0 and the observed tie rate as
@@ -99,7 +101,8 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
     ``cluster`` (the unit resampled for win-rate intervals and, with ``survival``, the cluster
     of the robust log-rank and Cox variances; ``annotation`` = none), ``correction``
     (Bonferroni, Holm or none, for the chi-square, log-rank and Cox p-values), ``duplicates``
-    (the policy for repeated annotations; the count is in the summary and in ``warnings``).
+    (:func:`analyze_spot_the_bot`'s policy for repeated annotations; the count is in the summary and in
+    ``warnings``).
 
     ``survival=True`` adds ``survival`` (Turnbull curve per system), ``survival_tests``
     (generalized log-rank per pair; ``n_imputations``), ``cox`` (proportional hazards per
@@ -112,11 +115,7 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
     check_correction(correction)
     if cluster not in CLUSTER_UNITS:
         raise ValueError(f"cluster={cluster!r}; use one of {', '.join(CLUSTER_UNITS)}")
-    in_dir = Path(in_dir)
-    annotations, duplicate_report = load_annotations(in_dir, duplicates=duplicates)
-    if annotations.empty:
-        raise InputError(in_dir / "annotations.csv", "no annotations from submitted or "
-                         "approved assignments; nothing to analyse")
+    duplicate_report = duplicate_report or {}
     played = games(annotations)
     if env is not None:  # an explicit environment: every setting given
         trueskill = TrueSkillSettings(env.mu, env.sigma, env.beta, env.tau, env.draw_probability)
@@ -127,7 +126,6 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
                                  resample=resample)
     annotators = annotator_correctness(annotations)
     seg = segment_annotations(annotations)
-    work_time = _work_times(in_dir, duplicates)
     times = annotation_time(annotations, work_time)
     implausible = implausible_times(seg, work_time)
     plausible = seg["elapsed_s"].where(~implausible)
@@ -198,6 +196,20 @@ def analyze_spot_the_bot(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 
         summary["stability"] = {"n_sub": n_sub, "n_boot": stability_boot,
                                 "sizes": [int(x) for x in stability_sizes]}
     return result
+
+
+def analyze_spot_the_bot(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+                         **settings) -> AnalysisResult:
+    """:func:`analyze_annotations` on the annotations (and assignments' work times) of ``in_dir``;
+    ``duplicates`` is the policy for repeated annotations, ``settings`` those of
+    :func:`analyze_annotations`."""
+    in_dir = Path(in_dir)
+    annotations, duplicate_report = load_annotations(in_dir, duplicates=duplicates)
+    if annotations.empty:
+        raise InputError(in_dir / "annotations.csv", "no annotations from submitted or "
+                         "approved assignments; nothing to analyse")
+    return analyze_annotations(annotations, work_time=_work_times(in_dir, duplicates),
+                               duplicate_report=duplicate_report, **settings)
 
 
 def _work_times(in_dir: Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.Series | None:
