@@ -2,8 +2,8 @@
 
 Every table is written as CSV, as Parquet, or both (``formats``); ``payments`` is the money ledger
 and ``study.json`` says which study, task, budget and export version the folder holds, so a report
-or :func:`hitkit.load` can work from the folder alone. Column names are a contract: :data:`COLUMNS`
-lists them per table, ``docs/COLUMNS.md`` documents each, and ``EXPORT_VERSION`` changes whenever
+or :func:`hitkit.load` can work from the folder alone. Column names are a contract: :mod:`hitkit.schema`
+and each protocol's vocabulary list them per table, ``docs/COLUMNS.md`` documents each, and ``EXPORT_VERSION`` changes whenever
 one does.
 """
 from __future__ import annotations
@@ -16,29 +16,14 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from hitkit.db.models import (
-    DONE_STATUSES,
-    Assignment,
-    Conversation,
-    Hit,
-    Payment,
-    Study,
-    System,
-    Worker,
-)
+from hitkit.db.models import Assignment, Conversation, Hit, Payment, Study, System, Worker
+from hitkit.schema import ASSIGNMENT_COLUMNS, DONE_STATUSES, FEEDBACK_COLUMNS, PAYMENT_COLUMNS
 from hitkit.errors import HitkitError
 from hitkit.progress import progress
 from hitkit.security import neutralise_formula
 from hitkit.study import StudyContext
 
 EXPORT_VERSION = 3  # 2: feedback.csv; 3: payments.csv, study.json, Parquet beside every CSV
-COLUMNS = {
-    "assignments": ["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"],
-    "votes": ["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"],
-    "feedback": ["study", "hit_id", "assignment_id", "worker_id", "feedback"],
-    "payments": ["study", "payment_id", "assignment_id", "worker_id", "kind", "amount", "currency", "status",
-                 "created_at"],
-}
 FORMATS = ("csv", "parquet")
 """The table formats :func:`export_study` can write; ``"both"`` means all of them."""
 
@@ -54,7 +39,7 @@ def assignments_table(session: Session, study: Study) -> pd.DataFrame:
              "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
              "status": exported_status(a), "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None}
             for a, hit, w in rows]
-    return pd.DataFrame(data, columns=COLUMNS["assignments"])
+    return pd.DataFrame(data, columns=list(ASSIGNMENT_COLUMNS))
 
 
 def exported_status(a: Assignment) -> str:
@@ -80,7 +65,7 @@ def feedback_table(session: Session, study: Study) -> pd.DataFrame:
     data = [{"study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
              "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
              "feedback": a.feedback} for a, hit, w in rows]
-    return pd.DataFrame(data, columns=COLUMNS["feedback"])
+    return pd.DataFrame(data, columns=list(FEEDBACK_COLUMNS))
 
 
 def payments_table(session: Session, study: Study) -> pd.DataFrame:
@@ -95,7 +80,7 @@ def payments_table(session: Session, study: Study) -> pd.DataFrame:
              "worker_id": w.external_id if w is not None else "", "kind": p.kind, "amount": str(p.amount),
              "currency": p.currency, "status": p.status, "created_at": p.created_at.isoformat()}
             for p, a, w in rows]
-    return pd.DataFrame(data, columns=COLUMNS["payments"])
+    return pd.DataFrame(data, columns=list(PAYMENT_COLUMNS))
 
 
 def study_info(study: Study) -> dict:

@@ -40,19 +40,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload, object_session
 
 from hitkit import arrivals, tokens
-from hitkit.db.models import (
-    ACTIVE_STATUSES,
-    DONE_STATUSES,
-    Assignment,
-    Event,
-    Hit,
-    HitUnit,
-    Response,
-    Study,
-    Unit,
-    Worker,
-    utcnow,
-)
+from hitkit.db.models import Assignment, Event, Hit, HitUnit, Response, Study, Unit, Worker, utcnow
+from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.errors import AnswerError, FlowError
 from hitkit.db.session import session_scope
 from hitkit.providers.base import Arrival, Completion, ProviderWork

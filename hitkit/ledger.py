@@ -244,7 +244,7 @@ def grant_bonus(database_url: str, study_name: str, assignment_id: int, amount: 
     so a crash or a lost answer leaves a row that ``hitkit sync`` settles without paying twice.
     The budget is a hard ceiling: a bonus that would pass it is refused (BudgetError).
     """
-    from hitkit.db.models import DONE_STATUSES
+    from hitkit.schema import DONE_STATUSES
     from hitkit.study import StudyContext, resolve_secret
 
     amount = cents(amount)

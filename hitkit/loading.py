@@ -42,18 +42,14 @@ def table_names(folder: Path) -> list[str]:
 
 
 def read_any(folder: Path, name: str) -> pd.DataFrame:
-    """``NAME.csv`` from ``folder``, or ``NAME.parquet`` when there is no CSV."""
-    import pandas as pd
+    """``NAME.csv`` from ``folder``, or ``NAME.parquet`` when there is no CSV (ids as text:
+    :func:`hitkit.analysis.tables.read_frame`)."""
+    from hitkit.analysis.tables import read_frame
 
-    csv, parquet = folder / f"{name}.csv", folder / f"{name}.parquet"
-    if csv.is_file():
-        try:
-            return pd.read_csv(csv)
-        except pd.errors.EmptyDataError:
-            return pd.DataFrame()
-    if parquet.is_file():
-        return pd.read_parquet(parquet)
-    raise HitkitError(f"no {name}.csv or {name}.parquet in {folder}")
+    try:
+        return read_frame(folder, name)
+    except InputError:
+        raise HitkitError(f"no {name}.csv or {name}.parquet in {folder}") from None
 
 
 def study_name(folder: Path) -> str | None:

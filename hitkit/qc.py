@@ -9,12 +9,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import (
-    DONE_STATUSES,
-    Assignment,
-    Hit,
-    Study,
-)
+from hitkit.db.models import Assignment, Hit, Study
+from hitkit.schema import DONE_STATUSES
 from hitkit.protocols import PROTOCOLS
 from hitkit.study import StudyContext
 

@@ -19,15 +19,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import (
-    DONE_STATUSES,
-    Assignment,
-    Event,
-    Hit,
-    Study,
-    Worker,
-    utcnow,
-)
+from hitkit.db.models import Assignment, Event, Hit, Study, Worker, utcnow
+from hitkit.schema import DONE_STATUSES
 from hitkit import ledger, qc_policy
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError

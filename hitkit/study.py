@@ -111,7 +111,8 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
 
 def unit_answer_counts(session: Session, study_id: int) -> dict[int, int]:
     """For each unit, how many done assignments answered it (auto answers included)."""
-    from hitkit.db.models import DONE_STATUSES, Assignment, Response
+    from hitkit.db.models import Assignment, Response
+    from hitkit.schema import DONE_STATUSES
 
     rows = session.execute(
         select(Response.unit_id, func.count(func.distinct(Response.assignment_id)))

@@ -29,10 +29,9 @@ from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.providers.base import BonusOutcome, PendingBonus, ProviderWork, WorkStatus
 from hitkit.scheduler import record_once
+from hitkit.schema import DONE_STATUSES
 from hitkit.study import StudyContext, resolve_secret
 
-COMPLETED = ("submitted", "approved")
-"""hitkit statuses of work its server recorded as completed."""
 BONUS_MIN_AGE_S = 120.0
 """A pending bonus younger than this may still be in the hands of the process paying it; sync waits."""
 
@@ -67,7 +66,7 @@ def decide(ours_status: str | None, ours_worker: str | None, theirs: ProviderWor
     lists none). Money follows the provider; approval needs both sides to agree on worker and work.
     """
     if theirs is None:
-        return "mismatch:not submitted on the provider" if ours_status in COMPLETED else "none"
+        return "mismatch:not submitted on the provider" if ours_status in DONE_STATUSES else "none"
     if ours_status is None:
         if theirs.status in (WorkStatus.SUBMITTED, WorkStatus.APPROVED):
             return "mismatch:the provider holds work hitkit has no record of"
@@ -77,19 +76,19 @@ def decide(ours_status: str | None, ours_worker: str | None, theirs: ProviderWor
     if theirs.status is WorkStatus.APPROVED:
         if ours_status == "approved":
             return "none"
-        if ours_status in COMPLETED:
+        if ours_status in DONE_STATUSES:
             return "mark_approved"
         # Paid on the provider, but hitkit never saw the work finished: its answers must not count.
         return f"mismatch:approved on the provider but {ours_status} in hitkit"
     if theirs.status is WorkStatus.REJECTED:
         return "none" if ours_status == "rejected" else "mark_rejected"
     if theirs.status is WorkStatus.SUBMITTED:
-        if ours_status in COMPLETED:
+        if ours_status in DONE_STATUSES:
             return "approve"
         return f"mismatch:submitted on the provider but {ours_status} in hitkit"
     if ours_status == "submitted" and theirs.status is WorkStatus.WORKING:
         return "none"  # not handed in on the provider yet: the scheduler hands it in (or lists it) in time
-    if ours_status in COMPLETED:
+    if ours_status in DONE_STATUSES:
         return f"mismatch:completed in hitkit but {theirs.status.value} on the provider"
     if ours_status == "accepted" and theirs.status is WorkStatus.RETURNED:
         return "mark_returned"  # given back or timed out on the provider: its place is free again

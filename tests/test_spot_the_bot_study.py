@@ -14,8 +14,8 @@ from sqlalchemy import select
 
 from hitkit.protocols.spot_the_bot.reading import read_annotations
 from hitkit.config import load_study, parse_study
-from hitkit.db.models import (ACTIVE_STATUSES, DONE_STATUSES, Assignment, Conversation, Hit, Response, Study, Unit,
-                               Worker, utcnow)
+from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Unit, Worker, utcnow
+from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError
 from hitkit.flow import enter, open_hits, return_assignment

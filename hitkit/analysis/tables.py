@@ -15,10 +15,8 @@ import pandas as pd
 
 from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
 from hitkit.errors import InputError
+from hitkit.schema import ASSIGNMENT_COLUMNS, DONE_STATUSES, TEXT_COLUMNS
 
-ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
-COUNTED_STATUSES = frozenset({"submitted", "approved"})
-"""Assignment statuses whose answers an analysis counts."""
 
 
 def table_path(path: Path) -> Path:
@@ -84,7 +82,7 @@ def read_assignments(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAUL
     return table
 
 
-def counted(assignments: pd.DataFrame, statuses: frozenset[str] = COUNTED_STATUSES) -> pd.DataFrame:
+def counted(assignments: pd.DataFrame, statuses: tuple[str, ...] = DONE_STATUSES) -> pd.DataFrame:
     """The assignments that count: status submitted or approved (returned/rejected do not)."""
     return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
 
@@ -111,3 +109,29 @@ def keep_counted(table: pd.DataFrame, in_dir: str | Path, path: Path, *,
     kept = table[table["assignment_id"].isin(set(counted(assignments)["assignment_id"]))].copy()
     kept.attrs["assignment_duplicates"] = assignments.attrs["duplicates"]
     return kept
+
+
+_MISSING = ["", "NA", "N/A", "NaN", "nan", "null", "None"]
+
+
+def read_frame(folder: str | Path, name: str) -> pd.DataFrame:
+    """``NAME.csv`` of ``folder`` (or ``NAME.parquet`` where there is no CSV) as exported, for reading
+    rather than checking: the :data:`~hitkit.schema.TEXT_COLUMNS` as text (a worker "001" or "NA"
+    stays itself, as :func:`read_table` keeps it), every other column typed by pandas. The one reader
+    behind :func:`hitkit.load` and the report; an empty file is an empty table."""
+    path = table_path(Path(folder) / f"{name}.csv")
+    if not path.is_file():
+        raise InputError(path, "not found")
+    if path.suffix == ".parquet":
+        table = pd.read_parquet(path)
+        for column in TEXT_COLUMNS & set(table.columns):
+            values = table[column]
+            table[column] = values.where(values.isna(), values.astype(str))
+        return table
+    try:
+        header = list(pd.read_csv(path, nrows=0).columns)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+    text = [c for c in header if c in TEXT_COLUMNS]
+    return pd.read_csv(path, dtype={c: str for c in text}, keep_default_na=False,
+                       na_values={c: _MISSING for c in header if c not in TEXT_COLUMNS})

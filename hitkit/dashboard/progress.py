@@ -14,18 +14,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hitkit.dashboard.bots import bot_health, fmt_seconds
-from hitkit.db.models import (
-    DONE_STATUSES,
-    Assignment,
-    Conversation,
-    Hit,
-    HitUnit,
-    Payment,
-    Study,
-    System,
-    Turn,
-    Unit,
-)
+from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Payment, Study, System, Turn, Unit
+from hitkit.schema import DONE_STATUSES
 from hitkit.money import cents
 from hitkit.qc import QcSummary, qc_summary
 from hitkit.qc_policy import held_assignment_ids

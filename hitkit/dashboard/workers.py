@@ -17,15 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import (
-    DONE_STATUSES,
-    Assignment,
-    Event,
-    Hit,
-    Payment,
-    Worker,
-    utcnow,
-)
+from hitkit.db.models import Assignment, Event, Hit, Payment, Worker, utcnow
+from hitkit.schema import DONE_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.money import cents

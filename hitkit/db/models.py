@@ -198,10 +198,6 @@ class Worker(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
-ACTIVE_STATUSES = ("accepted", "submitted", "approved")
-"""Assignment statuses that hold one of a HIT's places."""
-DONE_STATUSES = ("submitted", "approved")
-"""Assignment statuses whose answers count."""
 
 
 class Assignment(Base):

@@ -41,10 +41,9 @@ from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply
 from hitkit.errors import ConfigError, InputError
 from hitkit.imports.fields import Strict, Where, number
 from hitkit.protocols import PROTOCOLS, known_name
+from hitkit.schema import ASSIGNMENT_COLUMNS, KEY_COLUMNS
 
 REQUIRED_COLUMNS = ("HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "WorkTimeInSeconds")
-ASSIGNMENT_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s")
-ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id")
 PSEUDONYM = re.compile(r"^w[0-9a-f]{12}$")
 DEFAULT_STATUSES = {"Submitted": "submitted", "Approved": "approved", "Rejected": "rejected"}
 
@@ -211,7 +210,7 @@ def function_rows(function: Callable, spec: str, columns: tuple[str, ...], field
     if produced is None:
         return []
     rows = list(produced)
-    wanted = [c for c in columns if c not in ID_COLUMNS]
+    wanted = [c for c in columns if c not in KEY_COLUMNS]
     for row in rows:
         if not isinstance(row, Mapping):
             raise InputError(where.path, f"the mapping's function {spec} returned {type(row).__name__}, not a "

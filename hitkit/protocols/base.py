@@ -141,7 +141,8 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
     """
     from sqlalchemy import select
 
-    from hitkit.db.models import DONE_STATUSES, Assignment, Hit, Response, Worker
+    from hitkit.db.models import Assignment, Hit, Response, Worker
+    from hitkit.schema import DONE_STATUSES
 
     return session.execute(
         select(Response, Assignment, Hit, Worker, Unit)

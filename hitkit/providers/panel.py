@@ -27,7 +27,8 @@ from sqlalchemy.orm import Session
 
 from hitkit.config import StudyConfig
 from hitkit.sections import PanelConfig
-from hitkit.db.models import DONE_STATUSES, Assignment, Event, Hit, Worker, utcnow
+from hitkit.db.models import Assignment, Event, Hit, Worker, utcnow
+from hitkit.schema import DONE_STATUSES
 from hitkit.errors import FlowError, InputError
 from hitkit.providers.base import Arrival, Completion, CompletionKind
 from hitkit.providers.internal import InternalProvider

@@ -11,6 +11,7 @@ from hitkit import plots
 from hitkit.errors import HitkitError
 from hitkit.progress import progress
 from hitkit.protocols import PROTOCOLS
+from hitkit.schema import DONE_STATUSES
 from hitkit.report.parts import SECTION_HOOKS, ReportFigure, ReportInput, Section, SectionSource
 
 
@@ -67,7 +68,7 @@ def cost_summary(inp: ReportInput) -> dict | None:
     assignments = inp.export.get("assignments")
     paid_assignments = None
     if assignments is not None:
-        paid_assignments = int(assignments["status"].astype(str).isin(["approved", "submitted"]).sum())
+        paid_assignments = int(assignments["status"].astype(str).isin(DONE_STATUSES).sum())
     return {"currency": currency, "paid": paid, "pending": pending, "total": total, "budget": budget,
             "failed": int((status == "failed").sum()), "counted_assignments": paid_assignments,
             "workers_paid": int(ledger.loc[status == "paid", "worker_id"].replace("", None).dropna().nunique())}

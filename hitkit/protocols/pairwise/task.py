@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import InputError
 from hitkit.jsonl import iter_jsonl
+from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
 from hitkit.protocols.base import done_responses, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
 VOTE = Question("vote", ("a", "b", "tie"))
@@ -148,5 +149,4 @@ class PairwiseTask(TaskType):
                 "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
                 "item_id": unit.payload["item_id"], "system_a": shown_a, "system_b": shown_b, "vote": resp.value,
             })
-        columns = ["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"]
-        return {"votes": pd.DataFrame(votes, columns=columns)}
+        return {"votes": pd.DataFrame(votes, columns=list(VOTE_COLUMNS))}
