@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.cli import main
 from hitkit.config import load_study
-from hitkit.prescreen.run import prescreen, prescreen_section
+from hitkit.prescreen.run import prescreen
+from hitkit.prescreen.section import prescreen_section
 from tests.test_bots_server import build_tiny_model
 
 SYSTEMS = ["ava", "ben", "cai"]
@@ -95,7 +96,7 @@ def test_prescreen_plays_scores_ranks_and_writes_a_report(tmp_path, stub_bots, t
 
     from hitkit.report import prescreen_section as report_section
     section = report_section(SimpleNamespace(run_dir=config.out_dir))
-    assert section is not None and section.id == "prescreen" and "Kendall" in section.markdown
+    assert section is not None and section.id == "prescreen" and any("Kendall" in text for text in section.text)
 
     # A rerun plays nothing again: the games file is unchanged.
     before = (out / "games.jsonl").read_text()

@@ -18,9 +18,7 @@ into a report section (Markdown and an HTML fragment with the plot inline).
 """
 from __future__ import annotations
 
-import base64
 import hashlib
-import html
 import json
 import math
 import random
@@ -413,6 +411,8 @@ def prescreen(config: StudyConfig, *, bots: Mapping[str, Reply] | None = None,
     }
     result = AnalysisResult(tables=tables, summary=summary, figures={"ranking": ranking_figure(table)})
     result.write(out_dir)
+    from hitkit.prescreen.section import prescreen_section
+
     markdown, fragment = prescreen_section(out_dir)
     (out_dir / "report.md").write_text(markdown, encoding="utf-8")
     (out_dir / "report.html").write_text(fragment, encoding="utf-8")
@@ -433,79 +433,3 @@ def ranking_text(result: AnalysisResult) -> str:
     if result.tables["agreement"].empty:
         lines.append("No human ranking to compare with (give --human-ranking or --study-analysis).")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- the report section
-
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return "–" if math.isnan(value) else f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
-    return str(value)
-
-
-def _markdown_table(table: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, table.columns)) + " |"
-    rule = "|" + "---|" * len(table.columns)
-    rows = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([head, rule, *rows])
-
-
-def _html_table(table: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
-                   for row in table.itertuples(index=False))
-    return f'<table class="prescreen"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def prescreen_section(prescreen_dir: str | Path) -> tuple[str, str]:
-    """The report section of a finished pre-screen: ``(markdown, html_fragment)``.
-
-    Reads the folder :func:`prescreen` wrote (``standings.csv``, ``dimensions.csv``,
-    ``agreement.csv``, ``chateval.csv``, ``summary.json``, ``ranking.png``); the HTML fragment is one
-    ``<section>`` with the plot inlined as a PNG data URL, ready to drop into a report page.
-    """
-    folder = Path(prescreen_dir)
-    if not (folder / "standings.csv").is_file():
-        raise HitkitError(f"{folder}: no standings.csv; run `hitkit prescreen STUDY.yaml` first")
-    summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
-    table = pd.read_csv(folder / "standings.csv")
-    shown = table[["system", "rank_trueskill", "trueskill_mu", "trueskill_sigma", "wins", "ties", "losses",
-                   "points", "rank_points", "dimension_points"]]
-    intro = (f"ChatMatch tournament (Yang et al., ACL 2022): a double round-robin of {summary.get('games', '?')} "
-             f"bot–bot games among {len(table)} systems, each {summary.get('exchanges', '?')} exchanges from "
-             f"“{summary.get('starting_utterance', '')}”. A game point per dimension won; TrueSkill averaged over "
-             f"{summary.get('shuffles', '?')} shuffled game orders. Automatic scores are a first look, "
-             f"not a substitute for the human evaluation.")
-    md = ["## Automatic pre-screening", "", intro, "", "### Tournament standings", "", _markdown_table(shown), ""]
-    parts = ["<section id=\"prescreen\"><h2>Automatic pre-screening</h2>", f"<p>{html.escape(intro)}</p>",
-             "<h3>Tournament standings</h3>", _html_table(shown)]
-    if (folder / "dimensions.csv").is_file():
-        dims = pd.read_csv(folder / "dimensions.csv")
-        if not dims.empty:
-            wide = dims.pivot(index="system", columns="dimension", values="points").reindex(
-                columns=[d for d in DIMENSIONS if d in set(dims["dimension"])]).reset_index()
-            note = ("Dimension points (games won on each dimension); fluency = perplexity, diversity = "
-                    "repetitions and consistency = contradictions are costs, lower wins.")
-            md += ["### Dimensions", "", note, "", _markdown_table(wide), ""]
-            parts += ["<h3>Dimensions</h3>", f"<p>{html.escape(note)}</p>", _html_table(wide)]
-    if (folder / "agreement.csv").is_file():
-        agree = pd.read_csv(folder / "agreement.csv")
-        if not agree.empty:
-            lines = [f"- {row.automatic} ranking vs {row.human}: "
-                     f"{agreement.describe(agreement.Agreement(row.tau, row.p_value, int(row.systems)))}"
-                     for row in agree.itertuples()]
-            md += ["### Agreement with the human ranking (Kendall τ)", "", *lines, ""]
-            parts += ["<h3>Agreement with the human ranking (Kendall τ)</h3><ul>",
-                      *(f"<li>{html.escape(line[2:])}</li>" for line in lines), "</ul>"]
-    if (folder / "chateval.csv").is_file():
-        chat = pd.read_csv(folder / "chateval.csv")
-        note = ("ChatEval metrics on the prompts: corpus distinct-n, mean embedding cosine and sentence BLEU-2 "
-                "against the reference, mean response perplexity given the prompt.")
-        md += ["### ChatEval automatic metrics", "", note, "", _markdown_table(chat), ""]
-        parts += ["<h3>ChatEval automatic metrics</h3>", f"<p>{html.escape(note)}</p>", _html_table(chat)]
-    if (folder / "ranking.png").is_file():
-        data = base64.b64encode((folder / "ranking.png").read_bytes()).decode()
-        md += ["![TrueSkill ranking and game results](ranking.png)", ""]
-        parts.append(f'<img alt="TrueSkill ranking and game results" src="data:image/png;base64,{data}">')
-    parts.append("</section>")
-    return "\n".join(md), "\n".join(parts)

@@ -52,6 +52,42 @@ def _data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+def section_html(section: Section) -> str:
+    """One section as an HTML ``<section>``: its heading, text, figures inline, tables; a raw section as it is."""
+    if section.raw:
+        return section.html
+    parts = [f'<section id="{html.escape(section.anchor)}"><h2>{html.escape(section.title)}</h2>']
+    parts += [f"<p>{html.escape(text)}</p>" for text in section.text]
+    for fig in section.figures:
+        parts.append(f'<figure><img src="{_data_uri(fig.png)}" alt="{html.escape(fig.caption, quote=True)}">'
+                     f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>")
+    parts += [html_table(caption, table) for caption, table in section.tables]
+    parts += [section.html, "</section>"]
+    return "\n".join(parts)
+
+
+def section_markdown(section: Section, figure_links: dict[str, str]) -> str:
+    """One section in Markdown: its ``##`` heading, text, figures linked (``figure_links``: name → path)
+    and tables (long ones cut); a raw section as it is."""
+    if section.raw:
+        return section.markdown
+    lines = [f"## {md_text(section.title)}", ""]
+    for text in section.text:
+        lines += [md_text(text, paragraph=True), ""]
+    for fig in section.figures:
+        if fig.name in figure_links:
+            lines += [f"![{_md_cell(fig.caption)}]({figure_links[fig.name]})", ""]
+    for caption, table in section.tables:
+        if caption:
+            lines += [f"**{md_text(caption)}**", ""]
+        lines += [markdown_table(table.head(_LONG_TABLE)), ""]
+        if len(table) > _LONG_TABLE:
+            lines += [f"({len(table) - _LONG_TABLE} more rows in the HTML report)", ""]
+    if section.markdown:
+        lines += [section.markdown, ""]
+    return "\n".join(lines).rstrip("\n")
+
+
 def render_html(inp: ReportInput, sections: Sequence[Section], methods: str) -> str:
     """The report as one HTML document; figures inline as data URIs, every text escaped."""
     title = f"hitkit report: {inp.study}"
@@ -63,18 +99,7 @@ def render_html(inp: ReportInput, sections: Sequence[Section], methods: str) -> 
               f"{html.escape(generated)}</p>"),
              "<nav>" + "".join(f'<a href="#{html.escape(s.anchor)}">{html.escape(s.title)}</a>' for s in sections)
              + '<a href="#methods">Methods</a></nav>']
-    for section in sections:
-        if section.raw:
-            parts.append(section.html)
-            continue
-        parts.append(f'<section id="{html.escape(section.anchor)}"><h2>{html.escape(section.title)}</h2>')
-        parts += [f"<p>{html.escape(text)}</p>" for text in section.text]
-        for fig in section.figures:
-            parts.append(f'<figure><img src="{_data_uri(fig.png)}" alt="{html.escape(fig.caption, quote=True)}">'
-                         f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>")
-        parts += [html_table(caption, table) for caption, table in section.tables]
-        parts.append(section.html)
-        parts.append("</section>")
+    parts += [section_html(section) for section in sections]
     parts.append(f'<section id="methods"><h2>Methods</h2><p class="methods">{html.escape(methods)}</p></section>')
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -117,23 +142,6 @@ def render_markdown(inp: ReportInput, sections: Sequence[Section], methods: str,
     """The Markdown summary: every section's text and tables (long ones cut), figures linked."""
     lines = [f"# hitkit report: {md_text(inp.study)}", "", f"{md_text(protocol_title(inp.task))}", ""]
     for section in sections:
-        if section.raw:
-            lines += [section.markdown, ""]
-            continue
-        lines += [f"## {md_text(section.title)}", ""]
-        for text in section.text:
-            lines += [md_text(text, paragraph=True), ""]
-        for fig in section.figures:
-            if fig.name in figure_links:
-                lines += [f"![{_md_cell(fig.caption)}]({figure_links[fig.name]})", ""]
-        for caption, table in section.tables:
-            if caption:
-                lines += [f"**{md_text(caption)}**", ""]
-            shown = table.head(_LONG_TABLE)
-            lines += [markdown_table(shown), ""]
-            if len(table) > _LONG_TABLE:
-                lines += [f"({len(table) - _LONG_TABLE} more rows in the HTML report)", ""]
-        if section.markdown:
-            lines += [section.markdown, ""]
+        lines += [section_markdown(section, figure_links), ""]
     lines += ["## Methods", "", methods, ""]
     return "\n".join(lines)

@@ -108,16 +108,13 @@ def cost_section(inp: ReportInput) -> Section:
 
 
 def prescreen_section(inp: ReportInput) -> Section | None:
-    """The automatic pre-screen (``hitkit prescreen``) when the run folder has one, as that module renders it."""
+    """The automatic pre-screen (``hitkit prescreen``) when the run folder has one."""
     folder = inp.run_dir / "prescreen" if inp.run_dir is not None else None
     if folder is None or not (folder / "standings.csv").is_file():
         return None
-    try:
-        from hitkit.prescreen.run import prescreen_section as render
-    except ImportError:
-        return None
-    markdown, fragment = render(folder)
-    return Section("Automatic pre-screening", html=fragment, markdown=markdown, raw=True, id="prescreen")
+    from hitkit.prescreen.section import section
+
+    return section(folder)
 
 
 # --- the methods paragraph ---------------------------------------------------------------------------
