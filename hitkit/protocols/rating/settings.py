@@ -1,0 +1,48 @@
+"""The ``rating:`` section of a study file."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from hitkit.protocols.live_chat.settings import CriterionConfig, LiveChatConfig
+from hitkit.protocols.rating.scores import DEFAULT_CRITERIA
+from hitkit.sections import Model
+
+
+def _default_criteria() -> list[CriterionConfig]:
+    return [CriterionConfig(name=c.name, statement=c.statement, polarity=c.polarity, qc=c.qc)
+            for c in DEFAULT_CRITERIA]
+
+
+class RatingConfig(Model):
+    """Direct Assessment of responses: prompts with each system's response, each response rated alone.
+
+    ``responses`` has pairwise's format. A HIT holds ``items_per_hit`` responses (distinct prompts
+    where the material allows, the systems mixed) plus ``degraded_per_hit`` degraded copies of
+    responses in the same HIT, made for each worker; ``ratings_per_item`` workers take each HIT.
+    """
+
+    responses: Path
+    items_per_hit: int = Field(10, gt=0, le=200, description="responses rated per HIT, degraded copies not counted")
+    ratings_per_item: int = Field(3, gt=0, le=50, description="workers who rate each response (each HIT)")
+    degraded_per_hit: int = Field(2, gt=0, le=50, description="degraded copies per HIT, for quality control")
+    criteria: list[CriterionConfig] = Field(default_factory=_default_criteria, min_length=1)
+
+    # The same sliders as live chat's, checked the same way.
+    _valid_criteria = field_validator("criteria")(LiveChatConfig._valid_criteria.__func__)
+    criterion_list = LiveChatConfig.criterion_list
+
+    def hit_count(self, responses: int) -> int:
+        """HITs for ``responses`` responses to rate: blocks of ``items_per_hit``, the last one shorter."""
+        return math.ceil(responses / self.items_per_hit)
+
+
+def check_study(config) -> None:
+    """Raise ValueError when a HIT could not hold its degraded copies' originals."""
+    cfg = config.rating
+    if cfg.degraded_per_hit > cfg.items_per_hit:
+        raise ValueError(f"rating.degraded_per_hit = {cfg.degraded_per_hit} exceeds rating.items_per_hit = "
+                         f"{cfg.items_per_hit}: each degraded copy degrades a different response of its HIT; "
+                         f"lower degraded_per_hit or raise items_per_hit")
