@@ -17,7 +17,7 @@ from hitkit.config import parse_study
 from hitkit.db.models import Assignment, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, ConfigError
-from hitkit.launch import launch
+from tests.studies import launch
 from hitkit.protocols import by_table, task_for
 from hitkit.protocols.rating.analysis import analyze_rating, worker_qc
 from hitkit.protocols.rating.degrade import degrade, phrase_length

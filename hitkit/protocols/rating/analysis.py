@@ -23,16 +23,17 @@ from typing import Sequence
 
 import pandas as pd
 
-from hitkit.analysis.base import AnalysisResult, common_options
+from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD, Correction,
-                                       DuplicatePolicy, apply_duplicate_policy, check_correction,
+                                       DuplicatePolicy, apply_duplicate_policy, check_correction, correction_label,
                                        duplicate_warnings)
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, keep_counted, read_assignments, read_table
 from hitkit.errors import InputError
 from hitkit.protocols.live_chat.analysis import (QcMethod, pairwise_significance, passed_ratings,
-                                                 reverse_negative, score_intervals, significance_figure,
+                                                 reverse_negative, score_intervals,
                                                  standardise_per_worker, system_scores, wilcoxon_qc,
                                                  worker_table)
+from hitkit.protocols.live_chat import figures as live_chat_figures
 from hitkit.protocols.live_chat.criteria import Criterion, check_criteria
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
@@ -129,7 +130,8 @@ def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAUL
     return AnalysisResult(
         tables={"workers": workers, "systems": systems, "significance": significance, "score_intervals": intervals,
                 "degraded": degraded_table(z, qc, criteria)},
-        summary=summary, figures={"significance": significance_figure(significance, order, alpha)})
+        summary=summary, figures={"significance": png(lambda: live_chat_figures.significance(
+            significance, order, alpha, correction_label(correction)))})
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hitkit import plots
+from hitkit.protocols.live_chat import figures as live_chat_figures
 from hitkit.protocols.live_chat import report as live_chat_report
 from hitkit.report.parts import ReportInput, ReportFigure, Section, correction, interval_method, num
 
@@ -36,7 +36,7 @@ def sections(inp: ReportInput) -> list[Section]:
                    f"{s.get('hits', '?')} HITs were done by workers who passed; {s.get('degraded', '?')} degraded "
                    "copies were rated in all.")
     qc.figures.append(ReportFigure("qc", "Workers passing the QC test and the distribution of their p-values.",
-                                   plots.qc_pass(inp.tables["workers"], alpha)))
+                                   live_chat_figures.quality_control(inp.tables["workers"], alpha)))
     if "degraded" in inp.tables:
         qc.tables.append(("Degraded copies against intact responses, per worker (QC criteria, mean z)",
                           inp.tables["degraded"]))
