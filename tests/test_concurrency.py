@@ -204,8 +204,8 @@ def _answer_latencies(http: requests.Session, task: str, unit: str, n: int) -> l
 
 def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_workers(tmp_path, database_url,
                                                                                    monkeypatch):
-    from hitkit.providers import prolific_api as prolific_module
-    from hitkit.providers.prolific import ProlificProvider
+    from hitkit.providers.prolific import client as prolific_module
+    from hitkit.providers.prolific.provider import ProlificProvider
     from tests.fakes.prolific import TOKEN, FakeProlificServer
 
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
@@ -372,7 +372,7 @@ def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_d
     import uuid
 
     from hitkit.arrivals import FAILURE_BURST
-    from hitkit.providers.prolific import ProlificProvider
+    from hitkit.providers.prolific.provider import ProlificProvider
     from tests.fakes.prolific import TOKEN, FakeProlificServer
 
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)

@@ -22,8 +22,9 @@ from hitkit.db.models import Assignment, Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.launch import WebServer
-from hitkit.providers import prolific_api
-from hitkit.providers.prolific import ProlificError, ProlificProvider
+from hitkit.providers.prolific import client as prolific_api
+from hitkit.providers.prolific.client import ProlificError
+from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit import scheduler
 from hitkit.scheduler import tick
 from hitkit.study import StudyContext, create_study, resolve_secret
