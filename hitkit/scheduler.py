@@ -150,7 +150,7 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
 
 def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
     """Tell the provider about workers who reached the per-worker cap, once each (retried if it fails)."""
-    from hitkit.flow import CAP_STATUSES
+    from hitkit.admission import CAP_STATUSES
 
     taken = func.count(Assignment.id)
     with session_scope(database_url) as session:

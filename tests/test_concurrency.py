@@ -300,14 +300,14 @@ def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tm
 
 # The scheduler's expiry and an in-flight submit -----------------------------------------------------------
 def test_an_in_flight_submit_is_never_overwritten_by_the_scheduler_expiry(tmp_path, database_url):
-    from hitkit import flow
+    from hitkit import admission, flow
     from hitkit.scheduler import expire_stale_assignments
     from hitkit.study import StudyContext
 
     config, secret = running_study(tmp_path, database_url, "http://127.0.0.1:9")
     with session_scope(database_url) as s:
         ctx = StudyContext.load(s, config.study, secret)
-        entry = flow.enter(s, ctx, 1, {"workerId": "W-race", "assignmentId": "A-race", "hitId": "h"})
+        entry = admission.enter(s, ctx, 1, {"workerId": "W-race", "assignmentId": "A-race", "hitId": "h"})
         flow.consent(s, ctx, entry.token)
         for view in flow.state(s, ctx, entry.assignment)["units"]:
             flow.save_answer(s, ctx, entry.token, view["unit_id"], "vote", "a")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from hitkit import chat, flow, timing
+from hitkit import admission, chat, flow, timing
 from hitkit.protocols.live_chat.analysis import analyze_live_chat
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, RATING_COLUMNS
 from hitkit.config import StudyConfig, parse_study
@@ -228,7 +228,7 @@ def study(tmp_path, database_url):
 def take(url, ctx, worker: str) -> tuple[str, list[int]]:
     """Worker ``worker`` takes the next open HIT: their token and unit ids in the order they see them."""
     with session_scope(url) as s:
-        entry = flow.enter(s, ctx, None, {"workerId": worker, "assignmentId": f"{worker}-A", "hitId": "h"})
+        entry = admission.enter(s, ctx, None, {"workerId": worker, "assignmentId": f"{worker}-A", "hitId": "h"})
         flow.consent(s, ctx, entry.token)  # nothing is answered or chatted before consent
         return entry.token, list(entry.assignment.layout["order"])
 

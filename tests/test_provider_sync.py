@@ -22,7 +22,7 @@ from hitkit.config import load_study
 from hitkit.crowd import SimWorker, crowd_from_config
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker, utcnow
 from hitkit.db.session import session_scope
-from hitkit.flow import open_hits
+from hitkit.admission import open_hits
 from hitkit.launch import WebServer
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.providers.base import ProviderWork, WorkStatus
