@@ -251,7 +251,7 @@ def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_worker
 
 # One bot generation per owed reply ---------------------------------------------------------------------
 def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tmp_path, database_url):
-    from hitkit import chat
+    from hitkit import chat, chat_turns
     from hitkit.db.models import Turn
     from tests.test_live_chat_task import config, start_chat, take
 
@@ -292,7 +292,7 @@ def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tm
     for t in threads:
         t.join(60)
     assert len(calls) == 1, f"{len(calls)} generations for one owed reply"
-    assert all(isinstance(o, chat.ChatState) and not o.bot_owes_reply for o in outcomes), outcomes
+    assert all(isinstance(o, chat_turns.ChatState) and not o.bot_owes_reply for o in outcomes), outcomes
     with session_scope(database_url) as s:
         speakers = list(s.scalars(select(Turn.speaker).order_by(Turn.index)))
     assert speakers == ["worker", "bot"]

@@ -184,7 +184,8 @@ class ProlificProvider(CrowdProvider):
             if study_id is None:
                 # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
                 study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
-                body = posting.study_body(self.config, internal_name, study_entry, reward, total, self.completion_code())
+                body = posting.study_body(self.config, internal_name, study_entry, reward, total,
+                                          self.completion_code())
                 created = self._call("POST", "/studies/", body)
                 study_id = created["id"]
             self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
