@@ -16,7 +16,8 @@ from hitkit.db.models import Assignment, Event, Hit, Payment
 from hitkit.db.session import session_scope
 from hitkit.providers.prolific import bonuses as prolific_bonuses
 from hitkit.providers.prolific import client as prolific_api
-from hitkit.providers.mturk import MTurkError, MTurkProvider
+from hitkit.providers.mturk import MTurkProvider
+from hitkit.providers.mturk_client import MTurkError
 from hitkit.providers.prolific.client import ProlificError
 from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit.ledger import grant_bonus
