@@ -103,7 +103,7 @@ def reply_insert_if_owed():
 
 
 def locked_conversation(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, *,
-                  create: bool, claim: str | None = None) -> Conversation | None:
+                        create: bool, claim: str | None = None) -> Conversation | None:
     """The slot's conversation, row-locked so that two requests on one chat take turns.
 
     With ``claim``, the reply the conversation is about to owe is claimed in the same statement
@@ -148,7 +148,7 @@ def turns_of(session: Session, conversation: Conversation | None) -> list[Row]:
 
 
 def insert_turn(session: Session, conversation_id: int, index: int, speaker: str, text: str,
-                 system: tuple[int, str] | None = None) -> Turn:
+                system: tuple[int, str] | None = None) -> Turn:
     """Insert one turn with a single statement (no unit-of-work flush); the stored turn, detached.
 
     ``system`` is (study id, system name) for a bot's turn, whose system id the statement looks up.

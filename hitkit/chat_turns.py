@@ -45,7 +45,7 @@ class ChatState:
 
 # Lookups ------------------------------------------------------------------------------------------
 def slot(session: Session, ctx: StudyContext, token: str, unit_id: int | str, *,
-          writable: bool) -> tuple[Assignment, Unit]:
+         writable: bool) -> tuple[Assignment, Unit]:
     """The assignment and chat unit a request names; ``unit_id`` is the public key (or, from Python, the row id).
 
     ``writable`` locks the assignment's row first (a chat turn and a submit of one assignment take
@@ -91,12 +91,12 @@ def _message(ctx: StudyContext, text: Any, what: str) -> str:
 
 
 def state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: Conversation | None,
-           turns: Sequence[TurnLike]) -> ChatState:
+          turns: Sequence[TurnLike]) -> ChatState:
     return state_of(ctx, unit.public_key, conversation, turns)
 
 
 def state_of(ctx: StudyContext, unit_key: str, conversation: Conversation | None,
-              turns: Sequence[TurnLike]) -> ChatState:
+             turns: Sequence[TurnLike]) -> ChatState:
     inputs, least = _inputs(turns), ctx.task.chat_turns_needed(1)
     return ChatState(
         unit_id=unit_key, conversation_id=unit_key,
@@ -123,7 +123,7 @@ def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: in
 
 
 def store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str,
-                       text: str) -> tuple[Turn, Owed]:
+                      text: str) -> tuple[Turn, Owed]:
     """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
     assignment, unit, answered = _slot_and_progress(session, ctx, token, unit_id, writable=True, progress=True)
     text = _message(ctx, text, "message")
@@ -183,7 +183,7 @@ class Owed:
 
 
 def owed_reply(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[TurnLike],
-          claim: str | None) -> Owed:
+               claim: str | None) -> Owed:
     return Owed(conversation.id, unit.public_key, unit.payload["system"], _history(turns), turns[-1].index, claim,
                  tuple(turns))
 
