@@ -1,7 +1,7 @@
 """Asking a crowd platform who a visitor is: bounded in time, cached, never inside a transaction.
 
 An arrival check may be a call to the platform (Prolific looks up the visitor's live submission).
-The web tier makes it before it opens the arrival's transaction (see :func:`hitkit.flow.admit`), so
+The web tier makes it before it opens the arrival's transaction (see :func:`hitkit.admission.admit`), so
 a slow or throttled platform costs the arriving visitor a wait and nobody else anything. Here:
 
 - **Bounded:** the check runs on a small thread pool and the request waits at most

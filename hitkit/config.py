@@ -98,7 +98,7 @@ class _StudyBase(Model):
     @model_validator(mode="after")
     def _provider_rules(self) -> "StudyConfig":
         if self.provider.kind == "prolific":
-            from hitkit.providers.prolific_api import pay_rule_problems
+            from hitkit.providers.prolific.client import pay_rule_problems
 
             problems = pay_rule_problems(self.hit.reward, self.provider.currency,
                                          self.provider.prolific.estimated_minutes, self.hit.assignment_minutes)

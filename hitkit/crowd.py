@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from hitkit.config import StudyConfig
 from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
-from hitkit.flow import CAP_STATUSES, open_hits
+from hitkit.admission import CAP_STATUSES, open_hits
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
 from hitkit.study import StudyContext
 

@@ -30,6 +30,7 @@ from hitkit import qc_policy
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
+from hitkit.events import record_once
 from hitkit.money import cents, hit_cost
 
 if TYPE_CHECKING:
@@ -358,8 +359,6 @@ def approve(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.da
             session.add(Event(study_id=ctx.study_id, kind="approve_override", actor=actor,
                               data={"assignment": a.id, "reason": override_platform.strip()}))
         elif agrees is False:
-            from hitkit.scheduler import record_once
-
             record_once(session, ctx.study_id, "approve_held",
                         {"assignment": a.id, "reason": "the provider records another worker on this assignment"})
             return "refused"

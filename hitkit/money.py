@@ -3,7 +3,7 @@
 MTurk's fees (METHODS.md §5): 20 % on rewards and bonuses, another 20 % on the reward when a HIT
 has 10 or more assignments, at least $0.01 per assignment. Other providers take a flat configurable
 rate on rewards and bonuses; Prolific's is its service fee plus VAT on that fee
-(:func:`hitkit.providers.prolific_api.fee_rate`, about 33.3 % + 20 % of it by default).
+(:func:`hitkit.providers.prolific.client.fee_rate`, about 33.3 % + 20 % of it by default).
 """
 from __future__ import annotations
 

@@ -21,10 +21,10 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Study, Worker, utcnow
 from hitkit.schema import DONE_STATUSES
-from hitkit import ledger, qc_policy
+from hitkit import ledger, provider_side, qc_policy
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
-from hitkit.providers.base import WorkStatus
+from hitkit.events import record_once
 from hitkit.study import StudyContext, resolve_secret
 
 log = logging.getLogger(__name__)
@@ -94,55 +94,6 @@ def reopen_lapsed_hits(database_url: str, ctx: StudyContext, now: dt.datetime) -
     return n
 
 
-RETURNS_EVERY_S = 30.0
-"""Seconds between two listings of the provider's returned and timed-out work (a throttle, per process)."""
-_returns_checked: dict[tuple[str, int], float] = {}
-
-
-def release_returned(database_url: str, ctx: StudyContext) -> int:
-    """Assignments the worker gave back on the provider (returned, timed out) free their place in hitkit.
-
-    Only providers that list such work (``lists_returns``) are asked, at most every
-    :data:`RETURNS_EVERY_S`, and only while hitkit holds accepted work that could be affected.
-    """
-    if not getattr(ctx.provider, "lists_returns", False):
-        return 0
-    import time
-
-    key = (database_url, ctx.study_id)
-    if time.monotonic() - _returns_checked.get(key, -1e18) < RETURNS_EVERY_S:
-        return 0
-    with session_scope(database_url) as session:
-        accepted = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
-            Hit.study_id == ctx.study_id, Assignment.status == "accepted"))
-    if not accepted:
-        return 0
-    listed = ctx.provider.list_work([])  # no transaction open while the provider answers
-    _returns_checked[key] = time.monotonic()
-    gone = {w.provider_assignment_id for w in listed or [] if w.status is WorkStatus.RETURNED}
-    if not gone:
-        return 0
-    n = 0
-    with session_scope(database_url) as session:
-        for a in session.scalars(select(Assignment).join(Hit).where(
-                Hit.study_id == ctx.study_id, Assignment.status == "accepted",
-                Assignment.provider_assignment_id.in_(gone))):
-            a.status = "returned"
-            session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="scheduler",
-                              data={"assignment": a.id, "provider_assignment_id": a.provider_assignment_id}))
-            n += 1
-    return n
-
-
-def record_once(session: Session, study_id: int, kind: str, data: dict) -> bool:
-    """Add an Event unless one of this kind with the same data exists: a state that lasts is logged once."""
-    seen = session.scalars(select(Event.data).where(Event.study_id == study_id, Event.kind == kind))
-    if any(d == data for d in seen):
-        return False
-    session.add(Event(study_id=study_id, kind=kind, actor="scheduler", data=data))
-    return True
-
-
 def note_approve_failure(session: Session, study_id: int, assignment_id: int, error: str,
                          now: dt.datetime) -> None:
     """One ``approve_failed`` event per assignment and error, counting its attempts.
@@ -190,54 +141,9 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
     return approved
 
 
-def hand_in_unfinished(database_url: str, ctx: StudyContext, now: dt.datetime) -> int:
-    """Work submitted in hitkit but never handed in on the provider is handed in there, or listed.
-
-    A worker who closed the tab before the provider's completion page leaves work the provider
-    still shows in progress: after ``complete_after_s`` hitkit hands it in through the provider's
-    documented completion (Prolific's COMPLETE transition). Work the provider shows returned or
-    timed out cannot be handed in: it is listed once (``work_not_handed_in``) for the coordinator,
-    whom ``hitkit sync`` tells how to settle it. Each assignment is checked until it is settled.
-    """
-    complete = getattr(ctx.provider, "complete_submission", None)
-    if complete is None:
-        return 0
-    after = dt.timedelta(seconds=getattr(ctx.provider.settings, "complete_after_s", 600))
-    with session_scope(database_url) as session:
-        settled = {d.get("assignment") for d in session.scalars(select(Event.data).where(
-            Event.study_id == ctx.study_id, Event.kind.in_(("work_handed_in", "work_not_handed_in"))))}
-        rows = [(a.id, a.provider_assignment_id) for a in session.scalars(
-            select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.status == "submitted",
-                                               Assignment.submitted_at <= now - after).order_by(Assignment.id))
-                if a.id not in settled]
-    n = 0
-    for assignment_id, provider_assignment_id in rows:
-        try:
-            work = ctx.provider.work_of(provider_assignment_id)
-            if work is None:
-                continue
-            if work.status is WorkStatus.WORKING:
-                complete(provider_assignment_id)
-                kind, data = "work_handed_in", {"assignment": assignment_id, "by": "hitkit"}
-                n += 1
-            elif work.status is WorkStatus.RETURNED:
-                kind, data = "work_not_handed_in", {"assignment": assignment_id,
-                                                    "provider_assignment_id": provider_assignment_id}
-            else:
-                kind, data = "work_handed_in", {"assignment": assignment_id, "by": "worker"}
-        except SQLAlchemyError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - retried next tick
-            log.warning("handing in assignment %s on the provider failed (retried next tick): %s", assignment_id, exc)
-            continue
-        with session_scope(database_url) as session:
-            record_once(session, ctx.study_id, kind, data)
-    return n
-
-
 def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
     """Tell the provider about workers who reached the per-worker cap, once each (retried if it fails)."""
-    from hitkit.flow import CAP_STATUSES
+    from hitkit.admission import CAP_STATUSES
 
     taken = func.count(Assignment.id)
     with session_scope(database_url) as session:
@@ -382,10 +288,10 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             return report
         now = utcnow()
         report.expired = expire_stale_assignments(session, ctx, now)
-    report.released = release_returned(database_url, ctx)
+    report.released = provider_side.release_returned(database_url, ctx)
     if status == "running":
         report.reopened = reopen_lapsed_hits(database_url, ctx, now)
-    report.handed_in = hand_in_unfinished(database_url, ctx, now)
+    report.handed_in = provider_side.hand_in_unfinished(database_url, ctx, now)
     report.approved = approve_submitted(database_url, ctx, now, report)
     report.capped = cap_full_workers(database_url, ctx)
     report.completed_hits = complete_full_hits(database_url, ctx)

@@ -28,7 +28,7 @@ from hitkit import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.providers.base import BonusOutcome, PendingBonus, ProviderWork, WorkStatus
-from hitkit.scheduler import record_once
+from hitkit.events import record_once
 from hitkit.schema import DONE_STATUSES
 from hitkit.study import StudyContext, resolve_secret
 

@@ -5,7 +5,7 @@ import threading
 
 from flask import Blueprint, current_app, jsonify, request
 
-from hitkit import chat
+from hitkit import chat, chat_turns
 from hitkit.chat import BotReplyError, Reply
 from hitkit.errors import FlowError
 from hitkit.study import StudyContext
@@ -44,7 +44,7 @@ def _reply_or_wait(run):
 @bp.get("/a/<study>/<token>/chat/<unit_id>")
 def state(study: str, token: str, unit_id: str):
     with db() as session:
-        return jsonify(chat.conversation_state(session, context(session, study), token, unit_id).as_dict())
+        return jsonify(chat_turns.conversation_state(session, context(session, study), token, unit_id).as_dict())
 
 
 @bp.post("/a/<study>/<token>/chat/<unit_id>/message")
@@ -71,6 +71,6 @@ def topic(study: str, token: str, unit_id: str):
         return jsonify(error="send JSON with 'by' (worker or bot) and optionally the new 'topic'"), 400
     new_topic = body.get("topic")
     with db() as session:
-        change = chat.change_topic(session, context(session, study), token, unit_id, body["by"],
+        change = chat_turns.change_topic(session, context(session, study), token, unit_id, body["by"],
                                    new_topic if isinstance(new_topic, str) and new_topic.strip() else None)
     return jsonify(change)

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
-from hitkit import flow, validation
+from hitkit import admission, flow, validation
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
@@ -112,9 +112,9 @@ def enter_study(study: str):
 def _enter(study: str, hit_id: int | None):
     with db() as session:
         ctx = context(session, study)
-    # The provider is asked who arrived with no transaction open (flow.admit; hitkit.arrivals).
+    # The provider is asked who arrived with no transaction open (admission.admit; hitkit.arrivals).
     try:
-        entry = flow.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
+        entry = admission.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
                            client=request.remote_addr or "")
     except FlowError as exc:
         # A participant the marketplace let in but hitkit cannot use holds a place there: say how to free it.

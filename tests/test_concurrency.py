@@ -204,8 +204,8 @@ def _answer_latencies(http: requests.Session, task: str, unit: str, n: int) -> l
 
 def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_workers(tmp_path, database_url,
                                                                                    monkeypatch):
-    from hitkit.providers import prolific_api as prolific_module
-    from hitkit.providers.prolific import ProlificProvider
+    from hitkit.providers.prolific import client as prolific_module
+    from hitkit.providers.prolific.provider import ProlificProvider
     from tests.fakes.prolific import TOKEN, FakeProlificServer
 
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
@@ -251,7 +251,7 @@ def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_worker
 
 # One bot generation per owed reply ---------------------------------------------------------------------
 def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tmp_path, database_url):
-    from hitkit import chat
+    from hitkit import chat, chat_turns
     from hitkit.db.models import Turn
     from tests.test_live_chat_task import config, start_chat, take
 
@@ -292,7 +292,7 @@ def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tm
     for t in threads:
         t.join(60)
     assert len(calls) == 1, f"{len(calls)} generations for one owed reply"
-    assert all(isinstance(o, chat.ChatState) and not o.bot_owes_reply for o in outcomes), outcomes
+    assert all(isinstance(o, chat_turns.ChatState) and not o.bot_owes_reply for o in outcomes), outcomes
     with session_scope(database_url) as s:
         speakers = list(s.scalars(select(Turn.speaker).order_by(Turn.index)))
     assert speakers == ["worker", "bot"]
@@ -300,14 +300,14 @@ def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tm
 
 # The scheduler's expiry and an in-flight submit -----------------------------------------------------------
 def test_an_in_flight_submit_is_never_overwritten_by_the_scheduler_expiry(tmp_path, database_url):
-    from hitkit import flow
+    from hitkit import admission, flow
     from hitkit.scheduler import expire_stale_assignments
     from hitkit.study import StudyContext
 
     config, secret = running_study(tmp_path, database_url, "http://127.0.0.1:9")
     with session_scope(database_url) as s:
         ctx = StudyContext.load(s, config.study, secret)
-        entry = flow.enter(s, ctx, 1, {"workerId": "W-race", "assignmentId": "A-race", "hitId": "h"})
+        entry = admission.enter(s, ctx, 1, {"workerId": "W-race", "assignmentId": "A-race", "hitId": "h"})
         flow.consent(s, ctx, entry.token)
         for view in flow.state(s, ctx, entry.assignment)["units"]:
             flow.save_answer(s, ctx, entry.token, view["unit_id"], "vote", "a")
@@ -372,7 +372,7 @@ def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_d
     import uuid
 
     from hitkit.arrivals import FAILURE_BURST
-    from hitkit.providers.prolific import ProlificProvider
+    from hitkit.providers.prolific.provider import ProlificProvider
     from tests.fakes.prolific import TOKEN, FakeProlificServer
 
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)

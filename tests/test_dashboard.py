@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from hitkit import dashboard as dash
 from server import auth
-from hitkit import flow
+from hitkit import admission, flow
 from hitkit.config import load_study
 from hitkit.db.models import (
     Assignment,
@@ -58,7 +58,7 @@ def do_hit(database_url: str, ctx: StudyContext, worker: str, feedback: str | No
     """One worker takes the first open HIT, votes "a" everywhere and submits; the assignment id."""
     with session_scope(database_url) as s:
         hit = s.scalar(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted").order_by(Hit.index))
-        entry = flow.enter(s, ctx, hit.id, {"workerId": worker, "assignmentId": f"{worker}-{hit.id}",
+        entry = admission.enter(s, ctx, hit.id, {"workerId": worker, "assignmentId": f"{worker}-{hit.id}",
                                             "hitId": hit.provider_hit_id})
         flow.consent(s, ctx, entry.token)
         for unit, question in flow.missing_answers(ctx, entry.assignment):
@@ -279,7 +279,7 @@ def test_approve_reject_and_block_go_through_the_provider_and_are_logged(tmp_pat
         # hitkit itself now refuses the blocked worker.
         hit = s.scalar(select(Hit).where(Hit.status == "posted").order_by(Hit.index.desc()))
         with pytest.raises(FlowError, match="not able to take part"):
-            flow.enter(s, ctx, hit.id, {"workerId": "W-bad", "assignmentId": "again", "hitId": hit.provider_hit_id})
+            admission.enter(s, ctx, hit.id, {"workerId": "W-bad", "assignmentId": "again", "hitId": hit.provider_hit_id})
     # The scheduler does not pay the approved reward a second time.
     tick(database_url, ctx.name, "http://127.0.0.1:9")
     with session_scope(database_url) as s:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from hitkit import flow, security
+from hitkit import admission, flow, security
 from hitkit.config import load_study
 from hitkit.db.models import Hit, Study
 from hitkit.db.session import session_scope
@@ -33,7 +33,7 @@ def hostile_export(tmp_path, database_url):
         with session_scope(database_url) as s:
             hit = s.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted")
                             .order_by(Hit.index)).all()[i % 2]
-            entry = flow.enter(s, ctx, hit.id, {"workerId": worker, "assignmentId": f"A{i}",
+            entry = admission.enter(s, ctx, hit.id, {"workerId": worker, "assignmentId": f"A{i}",
                                                 "hitId": hit.provider_hit_id})
             flow.consent(s, ctx, entry.token)
             for unit, question in flow.missing_answers(ctx, entry.assignment):

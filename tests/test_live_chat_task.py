@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from hitkit import chat, flow, timing
+from hitkit import admission, chat, chat_turns, flow, timing
 from hitkit.protocols.live_chat.analysis import analyze_live_chat
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, RATING_COLUMNS
 from hitkit.config import StudyConfig, parse_study
@@ -24,7 +24,7 @@ from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.export import export_study
 from hitkit.study import create_study, resolve_secret
 from hitkit.protocols import task_for
-from hitkit.protocols.live_chat.task import SCORE_PREFIX, LiveChatTask, balanced_hits
+from hitkit.protocols.live_chat.task import SCORE_PREFIX, LiveChatTask, balanced_hits, conversation_key
 from server import create_app
 
 REAL = ["bot-anna", "bot-bert", "bot-cleo", "bot-dora", "bot-emil"]
@@ -228,7 +228,7 @@ def study(tmp_path, database_url):
 def take(url, ctx, worker: str) -> tuple[str, list[int]]:
     """Worker ``worker`` takes the next open HIT: their token and unit ids in the order they see them."""
     with session_scope(url) as s:
-        entry = flow.enter(s, ctx, None, {"workerId": worker, "assignmentId": f"{worker}-A", "hitId": "h"})
+        entry = admission.enter(s, ctx, None, {"workerId": worker, "assignmentId": f"{worker}-A", "hitId": "h"})
         flow.consent(s, ctx, entry.token)  # nothing is answered or chatted before consent
         return entry.token, list(entry.assignment.layout["order"])
 
@@ -305,11 +305,11 @@ def test_a_failing_bot_loses_no_turn_and_the_chat_resumes(study):
         chat.send(url, ctx, token, order[0], "anyone there?", broken)
     assert failed.value.status == 502
     with session_scope(url) as s:
-        state = chat.conversation_state(s, ctx, token, order[0])
+        state = chat_turns.conversation_state(s, ctx, token, order[0])
         assert [t["text"] for t in state.turns] == ["anyone there?"] and state.bot_owes_reply
         # The worker waits for the reply owed before typing again.
         with pytest.raises(FlowError, match="has not replied") as refused:
-            chat.add_worker_turn(s, ctx, token, order[0], "hello??")
+            chat_turns.add_worker_turn(s, ctx, token, order[0], "hello??")
         assert refused.value.status == 409
     state = chat.bot_reply(url, ctx, token, order[0], {s: echo for s in [*REAL, "qc"]})
     assert [t["text"] for t in state.turns] == ["anyone there?", "you said: anyone there?"]
@@ -362,14 +362,14 @@ def test_topic_changes_are_recorded_with_who_and_when(study):
     start_chat(url, ctx, token, order[1])
     chat.send(url, ctx, token, order[1], "let's talk about trees", echo)
     with session_scope(url) as s:
-        chat.change_topic(s, ctx, token, order[1], "worker", " football ")
+        chat_turns.change_topic(s, ctx, token, order[1], "worker", " football ")
     chat.send(url, ctx, token, order[1], "who won?", echo)
     with session_scope(url) as s:
-        chat.change_topic(s, ctx, token, order[1], "bot")
+        chat_turns.change_topic(s, ctx, token, order[1], "bot")
         with pytest.raises(AnswerError, match="'worker' or 'bot'"):
-            chat.change_topic(s, ctx, token, order[1], "coordinator")
+            chat_turns.change_topic(s, ctx, token, order[1], "coordinator")
     with session_scope(url) as s:
-        changes = chat.conversation_state(s, ctx, token, order[1]).topic_changes
+        changes = chat_turns.conversation_state(s, ctx, token, order[1]).topic_changes
         assert [(c["by"], c["at_turn"], c["topic"]) for c in changes] == [("worker", 2, "football"),
                                                                           ("bot", 4, None)]
         assert s.scalar(select(Conversation)).meta["topic_changes"] == changes
@@ -398,7 +398,7 @@ def test_exported_ratings_are_the_methods_table_and_the_analysis_accepts_them(tm
             with session_scope(database_url) as s:
                 for question, value in answers.items():
                     flow.save_answer(s, ctx, token, unit_id, question, value)
-                    entered[(chat.conversation_key(assignment_id, unit_id), question)] = value
+                    entered[(conversation_key(assignment_id, unit_id), question)] = value
         with session_scope(database_url) as s:
             flow.submit(s, ctx, token)
     out = tmp_path / "export"
@@ -417,7 +417,7 @@ def test_exported_ratings_are_the_methods_table_and_the_analysis_accepts_them(tm
         asg = s.scalar(select(Assignment).order_by(Assignment.id))
         first = ratings[ratings["assignment_id"] == asg.provider_assignment_id]
         assert list(first.drop_duplicates("slot")["conversation_id"]) == [
-            chat.conversation_key(asg.id, u) for u in asg.layout["order"]]
+            conversation_key(asg.id, u) for u in asg.layout["order"]]
     conversations = [json.loads(line) for line in (out / "conversations.jsonl").read_text().splitlines()]
     assert {c["conversation_id"] for c in conversations} == set(ratings["conversation_id"])
 

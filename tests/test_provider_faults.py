@@ -14,10 +14,12 @@ from sqlalchemy import select
 
 from hitkit.db.models import Assignment, Event, Hit, Payment
 from hitkit.db.session import session_scope
-from hitkit.providers import prolific as prolific_module
-from hitkit.providers import prolific_api
-from hitkit.providers.mturk import MTurkError, MTurkProvider
-from hitkit.providers.prolific import ProlificError, ProlificProvider
+from hitkit.providers.prolific import bonuses as prolific_bonuses
+from hitkit.providers.prolific import client as prolific_api
+from hitkit.providers.mturk import MTurkProvider
+from hitkit.providers.mturk_client import MTurkError
+from hitkit.providers.prolific.client import ProlificError
+from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit.ledger import grant_bonus
 from hitkit.scheduler import tick
 from hitkit.sync import sync_study
@@ -301,7 +303,7 @@ def test_prolific_a_pay_call_lost_before_prolific_is_paid_once_after_the_settlin
     report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)
     assert len(report.needs_review) == 1 and prolific.paid == []
     # Past it, a payment Prolific never shows was never made: sync pays it, once.
-    monkeypatch.setattr(prolific_module, "BONUS_SETTLE_S", 0)
+    monkeypatch.setattr(prolific_bonuses, "BONUS_SETTLE_S", 0)
     assert len(sync_study(database_url, "ab-demo", bonus_min_age_s=0).bonuses_paid) == 1
     assert sync_study(database_url, "ab-demo", bonus_min_age_s=0).bonuses_paid == []
     assert len(prolific.paid) == 1 and prolific.submissions[session_id]["bonus_payments"] == [125]

@@ -18,14 +18,13 @@ from hitkit.errors import BudgetError, ConfigError, FlowError
 from hitkit.money import mturk_bonus_fee, mturk_reward_fee
 from hitkit.providers import make_provider
 from hitkit.providers.base import CompletionKind
-from hitkit.providers.mturk import (
+from hitkit.providers.mturk import MTurkProvider
+from hitkit.providers.mturk_client import MTurkClosedError, MTurkError
+from hitkit.providers.mturk_posting import (
     APPROVAL_RATE_QUALIFICATION,
     APPROVED_HITS_QUALIFICATION,
     LOCALE_QUALIFICATION,
     MASTERS_QUALIFICATION,
-    MTurkClosedError,
-    MTurkError,
-    MTurkProvider,
 )
 from tests.fakes.mturk import FakeMTurk
 from tests.studies import pairwise_study

@@ -22,9 +22,10 @@ from hitkit.db.models import Assignment, Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from server.embedded import WebServer
-from hitkit.providers import prolific_api
-from hitkit.providers.prolific import ProlificError, ProlificProvider
-from hitkit import scheduler
+from hitkit.providers.prolific import client as prolific_api
+from hitkit.providers.prolific.client import ProlificError
+from hitkit.providers.prolific.provider import ProlificProvider
+from hitkit import provider_side
 from hitkit.scheduler import tick
 from hitkit.study import StudyContext, create_study, resolve_secret
 from hitkit.sync import sync_study
@@ -44,7 +45,7 @@ def pid(name: str) -> str:
 def _quick(monkeypatch):
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
     monkeypatch.setattr(prolific_api.time, "sleep", lambda s: None)
-    monkeypatch.setattr(scheduler, "RETURNS_EVERY_S", 0)
+    monkeypatch.setattr(provider_side, "RETURNS_EVERY_S", 0)
 
 
 @pytest.fixture

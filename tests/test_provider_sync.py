@@ -22,12 +22,12 @@ from hitkit.config import load_study
 from hitkit.crowd import SimWorker, crowd_from_config
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker, utcnow
 from hitkit.db.session import session_scope
-from hitkit.flow import open_hits
+from hitkit.admission import open_hits
 from server.embedded import WebServer
-from hitkit.providers import prolific_api
+from hitkit.providers.prolific import client as prolific_api
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.mturk import MTurkProvider
-from hitkit.providers.prolific import ProlificProvider
+from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit.ledger import grant_bonus
 from hitkit.scheduler import tick
 from hitkit.study import StudyContext, create_study, resolve_secret

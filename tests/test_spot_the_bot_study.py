@@ -18,7 +18,8 @@ from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Uni
 from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError
-from hitkit.flow import enter, open_hits, return_assignment
+from hitkit.admission import enter, open_hits
+from hitkit.flow import return_assignment
 from tests.studies import launch
 from hitkit.scheduler import tick
 from hitkit.study import create_study, resolve_secret

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.dashboard.bots import bot_health, fmt_seconds
 from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Payment, Study, System, Turn, Unit
-from hitkit.schema import DONE_STATUSES
+from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.money import cents
 from hitkit.qc import QcSummary, qc_summary
 from hitkit.qc_policy import held_assignment_ids
@@ -182,7 +182,7 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
     assignments: Counter[str] = Counter()
     for hit_id, status, n in per_hit:
         assignments[status] += n
-        if status in ("accepted", "submitted", "approved"):
+        if status in ACTIVE_STATUSES:
             for name in shape.hit_systems.get(hit_id, ()):
                 setattr(rows[name], status, getattr(rows[name], status) + n)
 

@@ -22,7 +22,7 @@ def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:
 
         kinds["panel"] = PanelProvider
     if config.provider.kind == "prolific":
-        from hitkit.providers.prolific import ProlificProvider
+        from hitkit.providers.prolific.provider import ProlificProvider
 
         kinds["prolific"] = ProlificProvider
     if config.provider.kind not in kinds:

@@ -27,22 +27,17 @@ hitkit does not store ``turkSubmitTo``: a HIT lives on exactly one marketplace, 
 (``workersandbox.mturk.com`` or ``www.mturk.com``). An arrival whose ``turkSubmitTo`` names any other
 host is refused, so a forged parameter can never send the worker's form elsewhere.
 
-Calls are retried twice over: botocore's *standard* retry mode handles throttling, and
-:meth:`MTurkProvider._call` retries MTurk's ``ServiceFault`` a bounded number of times.
+The client, its retries and errors are in :mod:`hitkit.providers.mturk_client`; the HIT's parts
+(question, qualification requirements, fee rates) in :mod:`hitkit.providers.mturk_posting`.
 """
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import logging
-import re
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-from xml.sax.saxutils import escape
 
 from hitkit.config import StudyConfig
 from hitkit.errors import BudgetError, ConfigError, FlowError, HitkitError
@@ -58,79 +53,31 @@ from hitkit.providers.base import (
     ProviderWork,
     WorkStatus,
 )
+from hitkit.providers.mturk_client import (
+    ID_PATTERN,
+    MTurkClosedError,
+    MTurkError,
+    SubmittedWork,
+    bonuses_alike,
+    call,
+    find_hit,
+    make_client,
+    submitted_work,
+)
+from hitkit.providers.mturk_posting import (
+    EXPIRED_AT,
+    MASTERS_FEE_RATE,
+    external_question,
+    qualification_requirements,
+    reward_rate,
+)
 
-log = logging.getLogger(__name__)
-
-ENDPOINTS = {True: "https://mturk-requester-sandbox.us-east-1.amazonaws.com",
-             False: "https://mturk-requester.us-east-1.amazonaws.com"}
 SUBMIT_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://www.mturk.com"}
 PREVIEW_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://worker.mturk.com"}
 PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
-LOCALE_QUALIFICATION = "00000000000000000071"
-APPROVAL_RATE_QUALIFICATION = "000000000000000000L0"
-APPROVED_HITS_QUALIFICATION = "00000000000000000040"
-MASTERS_QUALIFICATION = {True: "2ARFPLSP75KLA8M8DH1HTEQVJT3SY6", False: "2F1QJWKUDD8XADTFD2Q0G6UTO95ALH"}
-
 WORK_STATUSES = {"Submitted": WorkStatus.SUBMITTED, "Approved": WorkStatus.APPROVED,
                  "Rejected": WorkStatus.REJECTED}
-
-CLOSED_ON = dt.date(2026, 9, 30)
-"""The day Amazon Mechanical Turk closed permanently (PLATFORMS.md)."""
-MASTERS_FEE_RATE = Decimal("0.05")
-"""MTurk's extra fee on the reward of a HIT that requires Masters (PLATFORMS.md)."""
-ID_PATTERN = re.compile(r"^[A-Z0-9]{1,64}$")
-"""botocore's pattern of MTurk's HIT and assignment ids."""
-
-EXTERNAL_QUESTION_SCHEMA = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
-                            "2006-07-14/ExternalQuestion.xsd")
-
-
-class MTurkError(HitkitError):
-    """An MTurk call that failed for good; ``code`` is MTurk's error type (RequestError, ServiceFault…)."""
-
-    def __init__(self, operation: str, code: str, message: str):
-        self.operation, self.code, self.mturk_message = operation, code, message
-        super().__init__(f"MTurk {operation} failed: {code}: {message}")
-
-    @property
-    def already_processed(self) -> bool:
-        """MTurk saw this UniqueRequestToken before: the earlier request already did the work."""
-        text = self.mturk_message.lower()
-        return self.code == "RequestError" and "idempotency token" in text and "already been processed" in text
-
-
-class MTurkClosedError(ConfigError):
-    """A call to Amazon Mechanical Turk's own endpoints, which closed on 2026-09-30."""
-
-    def __init__(self, sandbox: bool):
-        where = "sandbox" if sandbox else "production"
-        super().__init__(
-            f"Amazon Mechanical Turk closed permanently on {CLOSED_ON:%Y-%m-%d}, so hitkit cannot post to or call "
-            f"its {where} endpoint ({ENDPOINTS[sandbox]}). Run the study on Prolific (provider.kind: prolific) "
-            f"or on a panel such as CloudResearch Connect or SONA (provider.kind: panel; see README, 'Providers'), "
-            f"and bring old MTurk batch results in with `hitkit import mturk BATCH.csv --mapping MAPPING.yaml "
-            f"--study NAME`. provider.mturk.endpoint_url is only for services that speak MTurk's API.")
-
-
-@dataclass(frozen=True)
-class SubmittedWork:
-    """One assignment as MTurk lists it (:meth:`MTurkProvider.sync_submissions`)."""
-
-    provider_assignment_id: str
-    worker_id: str
-    status: str  # Submitted, Approved, Rejected
-    accepted_at: dt.datetime | None
-    submitted_at: dt.datetime | None
-    answer: str | None
-
-
-def external_question(url: str, frame_height: int) -> str:
-    """The ExternalQuestion XML that frames ``url`` (which MTurk requires to be HTTPS)."""
-    return (f'<ExternalQuestion xmlns="{EXTERNAL_QUESTION_SCHEMA}">'
-            f"<ExternalURL>{escape(url)}</ExternalURL><FrameHeight>{frame_height}</FrameHeight>"
-            f"</ExternalQuestion>")
-
 
 class MTurkProvider(CrowdProvider):
     """Amazon Mechanical Turk, sandbox or production (``provider.mturk.sandbox``)."""
@@ -166,37 +113,12 @@ class MTurkProvider(CrowdProvider):
             raise MTurkClosedError(self.sandbox)  # refused before botocore is even loaded
         with self._client_lock:
             if self._client is None:
-                import boto3
-                from botocore.config import Config
-
-                self._client = boto3.session.Session().client(
-                    "mturk", region_name=self.settings.region,
-                    endpoint_url=self.settings.endpoint_url,
-                    config=Config(retries={"mode": "standard", "max_attempts": 5},
-                                  read_timeout=self.read_timeout_s, connect_timeout=10))
+                self._client = make_client(self.settings, self.read_timeout_s)
             return self._client
 
     def _call(self, operation: str, **params) -> dict[str, Any]:
         """Call ``operation`` (MTurk's name, e.g. ``CreateHITType``), retrying ServiceFault a few times."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        method = getattr(self.client, _snake(operation))
-        for attempt in range(self.service_fault_attempts):
-            try:
-                return method(**params)
-            except ClientError as exc:
-                error = exc.response.get("Error", {})
-                code, message = error.get("Code", "Unknown"), error.get("Message", str(exc))
-                if code == "ServiceFault" and attempt + 1 < self.service_fault_attempts:
-                    log.warning("MTurk %s: ServiceFault (attempt %d), retrying", operation, attempt + 1)
-                    time.sleep(self.service_fault_backoff_s * 2 ** attempt)
-                    continue
-                raise MTurkError(operation, code, message) from None
-            except BotoCoreError as exc:
-                # No credentials, no connection after botocore's own retries: say so, plainly.
-                raise MTurkError(operation, type(exc).__name__,
-                                 f"{exc} (check the AWS credentials and provider.mturk.endpoint_url)") from None
-        raise AssertionError("unreachable")
+        return call(self.client, operation, self.service_fault_attempts, self.service_fault_backoff_s, **params)
 
     def token(self, purpose: str, key: str) -> str:
         """A UniqueRequestToken for ``key``: the same in every process of this database, ≤ 64 characters.
@@ -218,7 +140,7 @@ class MTurkProvider(CrowdProvider):
         """MTurk's fee on one assignment's reward (METHODS.md §5), plus 5 % of it when Masters are required."""
         fee = mturk_reward_fee(reward, max_assignments)
         if self.settings.masters:
-            fee = max(cents(reward * (_reward_rate(max_assignments) + MASTERS_FEE_RATE)), fee)
+            fee = max(cents(reward * (reward_rate(max_assignments) + MASTERS_FEE_RATE)), fee)
         return fee
 
     def bonus_fee(self, bonus: Decimal) -> Decimal:
@@ -232,22 +154,7 @@ class MTurkProvider(CrowdProvider):
     # Posting --------------------------------------------------------------------------------
     def qualification_requirements(self) -> list[dict[str, Any]]:
         """The HIT type's requirements: the configured ones, then the study's cap (must NOT be held)."""
-        s = self.settings
-        guard = {"ActionsGuarded": "DiscoverPreviewAndAccept"}
-        reqs: list[dict[str, Any]] = []
-        if s.locales:
-            reqs.append({"QualificationTypeId": LOCALE_QUALIFICATION, "Comparator": "In",
-                         "LocaleValues": [{"Country": c.upper()} for c in s.locales], **guard})
-        if s.min_approval_rate is not None:
-            reqs.append({"QualificationTypeId": APPROVAL_RATE_QUALIFICATION, "Comparator": "GreaterThanOrEqualTo",
-                         "IntegerValues": [s.min_approval_rate], **guard})
-        if s.min_approved_hits is not None:
-            reqs.append({"QualificationTypeId": APPROVED_HITS_QUALIFICATION, "Comparator": "GreaterThanOrEqualTo",
-                         "IntegerValues": [s.min_approved_hits], **guard})
-        if s.masters:
-            reqs.append({"QualificationTypeId": MASTERS_QUALIFICATION[self.sandbox], "Comparator": "Exists", **guard})
-        reqs.append({"QualificationTypeId": self.cap_qualification_id(), "Comparator": "DoesNotExist", **guard})
-        return reqs
+        return qualification_requirements(self.settings, self.sandbox, self.cap_qualification_id())
 
     def cap_qualification_id(self) -> str:
         """The study's private qualification for workers at the per-worker cap (created once)."""
@@ -308,7 +215,7 @@ class MTurkProvider(CrowdProvider):
         except MTurkError as exc:
             if not exc.already_processed:
                 raise
-            hit = self._find_hit(token)
+            hit = find_hit(self._call, token)
             if hit is None:
                 raise MTurkError("CreateHITWithHITType", exc.code,
                                  f"MTurk says HIT {hit_key} was created already, but no HIT of this account "
@@ -320,18 +227,6 @@ class MTurkProvider(CrowdProvider):
         """Refuse, before any call, to post to MTurk's own endpoints: MTurk closed on 2026-09-30."""
         if not self.settings.endpoint_url:
             raise MTurkClosedError(self.sandbox)
-
-    def _find_hit(self, token: str) -> dict[str, Any] | None:
-        """The account's HIT whose annotation ends with ``token`` (the one a lost create made)."""
-        params: dict[str, Any] = {"MaxResults": 100}
-        while True:
-            page = self._call("ListHITs", **params)
-            for hit in page.get("HITs", []):
-                if hit.get("RequesterAnnotation", "").endswith(token):
-                    return hit
-            if not page.get("NextToken"):
-                return None
-            params["NextToken"] = page["NextToken"]
 
     def expire_hit(self, provider_hit_id: str) -> None:
         """Expire now: an expiry in the past closes the HIT to new workers at once. Safe to repeat.
@@ -432,17 +327,7 @@ class MTurkProvider(CrowdProvider):
     # Keeping in step ------------------------------------------------------------------------
     def sync_submissions(self, provider_hit_id: str) -> list[SubmittedWork]:
         """Every submitted, approved or rejected assignment MTurk holds for the HIT."""
-        params: dict[str, Any] = {"HITId": provider_hit_id, "MaxResults": 100,
-                                  "AssignmentStatuses": ["Submitted", "Approved", "Rejected"]}
-        out: list[SubmittedWork] = []
-        while True:
-            page = self._call("ListAssignmentsForHIT", **params)
-            for a in page.get("Assignments", []):
-                out.append(SubmittedWork(a["AssignmentId"], a["WorkerId"], a["AssignmentStatus"],
-                                         a.get("AcceptTime"), a.get("SubmitTime"), a.get("Answer")))
-            if not page.get("NextToken"):
-                return out
-            params["NextToken"] = page["NextToken"]
+        return submitted_work(self._call, provider_hit_id)
 
     def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork]:
         """ListAssignmentsForHIT, every page, for each HIT: what ``hitkit sync`` compares with the database."""
@@ -472,34 +357,10 @@ class MTurkProvider(CrowdProvider):
         SendBonus's UniqueRequestToken stops a second payment only for 24 hours, so a late retry
         looks first at what MTurk actually paid.
         """
-        params: dict[str, Any] = {"AssignmentId": bonus.provider_assignment_id, "MaxResults": 100}
-        alike = 0
-        while True:
-            page = self._call("ListBonusPayments", **params)
-            alike += sum(1 for b in page.get("BonusPayments", [])
-                         if b.get("WorkerId") == bonus.worker_id and Decimal(b["BonusAmount"]) == cents(bonus.amount))
-            if not page.get("NextToken"):
-                break
-            params["NextToken"] = page["NextToken"]
+        alike = bonuses_alike(self._call, bonus.provider_assignment_id, bonus.worker_id, bonus.amount)
         return BonusOutcome.PAID if alike > bonus.paid_alike else BonusOutcome.UNPAID
 
     def cap_worker(self, worker_id: str) -> None:
         """Give the worker the study's cap qualification (silently), so no more of its HITs reach them."""
         self._call("AssociateQualificationWithWorker", QualificationTypeId=self.cap_qualification_id(),
                    WorkerId=worker_id, IntegerValue=1, SendNotification=False)
-
-
-EXPIRED_AT = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
-"""The past time an expiry is set to (any past time closes the HIT at once)."""
-
-
-def _reward_rate(max_assignments: int) -> Decimal:
-    """MTurk's fee rate on rewards: 20 %, 40 % for HITs of 10 or more assignments (METHODS.md §5)."""
-    return Decimal("0.40") if max_assignments >= 10 else Decimal("0.20")
-
-
-def _snake(operation: str) -> str:
-    """boto3's method name of an MTurk operation: ``CreateHITType`` → ``create_hit_type``."""
-    from botocore import xform_name
-
-    return xform_name(operation)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hitkit.protocols import PROTOCOLS
+
 
 @dataclass
 class ReportFigure:
@@ -150,3 +152,9 @@ def as_int(value) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def protocol_title(task: str) -> str:
+    """The protocol's title with its source, as the report's heading names it."""
+    proto = PROTOCOLS.get(task)
+    return proto.title if proto is not None else task

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hitkit.report.parts import ReportInput, Section, display
-from hitkit.report.sections import protocol_title
+from hitkit.report.parts import ReportInput, Section, display, protocol_title
 
 
 CSS = """

@@ -11,14 +11,8 @@ from hitkit import plots
 from hitkit.errors import HitkitError
 from hitkit.progress import progress
 from hitkit.protocols import PROTOCOLS
+from hitkit.report.parts import SECTION_HOOKS, ReportFigure, ReportInput, Section, SectionSource, protocol_title
 from hitkit.schema import DONE_STATUSES
-from hitkit.report.parts import SECTION_HOOKS, ReportFigure, ReportInput, Section, SectionSource
-
-
-def protocol_title(task: str) -> str:
-    """The protocol's title with its source, as the report's heading names it."""
-    proto = PROTOCOLS.get(task)
-    return proto.title if proto is not None else task
 
 
 def overview_section(inp: ReportInput) -> Section:

@@ -1,4 +1,4 @@
-"""The ``prolific`` provider: one hitkit study is one Prolific study, spoken to through :mod:`prolific_api`.
+"""The ``prolific`` provider: one hitkit study is one Prolific study, spoken to through :mod:`.client`.
 
 hitkit's HITs are packages inside the one Prolific study, so ``chooses_hit`` is true and participants
 arrive at ``/s/STUDY/enter`` with ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_ID`` (the submission id).
@@ -11,20 +11,17 @@ The Prolific study's ``internal_name`` carries a token drawn once per database, 
 that created a study ever adopts it again; a rerun with a fresh database creates a new study.
 
 State: the provider remembers what it did on Prolific (the study it created, the places per HIT key,
-each bonus's two steps) as ``prolific_*`` Event rows (:mod:`prolific_state`, whose functions take the
-session they work in); the provider opens a short transaction of its own for each step.
+each bonus's two steps) as ``prolific_*`` Event rows (:mod:`.state`, whose functions take the session
+they work in); the provider opens a short transaction of its own for each step (:class:`.state.ProlificMemory`).
+The study's body and the checks before publishing are in :mod:`.posting`, bonuses in :mod:`.bonuses`.
 Its callers (scheduler, ``hitkit sync``, the dashboard, the CLI) call it with no transaction open, so
 this never waits on a caller's lock; it never writes ledger rows. :meth:`arrival`, :meth:`completion`,
 :meth:`work_of` and :meth:`list_work` only read.
 
-Arrival: a visit without ``PROLIFIC_PID`` and ``SESSION_ID`` is a read-only preview (Prolific's
-researcher preview). A visit with them is accepted only when Prolific's single-submission view
-(``GET /submissions/{id}/``, whose participant field is ``participant``) shows that submission ACTIVE,
-of that participant, in this study.
+Arrivals are verified against the live submission (:mod:`.arrival`).
 """
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import hmac
 import logging
@@ -35,10 +32,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from hitkit.db.models import Hit, Study, utcnow
-from hitkit.db.session import normalise_url, session_scope
-from hitkit.errors import FlowError
-from hitkit.money import cents, flat_fee
+from hitkit.db.models import Hit, Study
+from hitkit.db.session import session_scope
+from hitkit.money import flat_fee
 from hitkit.providers.base import (
     Arrival,
     BonusOutcome,
@@ -50,22 +46,15 @@ from hitkit.providers.base import (
     ProviderWork,
     WorkStatus,
 )
-from hitkit.providers import prolific_state as store
-from hitkit.providers.prolific_state import ProlificState
-from hitkit.providers.prolific_api import (
-    ProlificClient,
-    ProlificError,
-    fee_rate,
-    is_prolific_id,
-    pay_rule_problems,
-)
+from hitkit.providers.prolific import arrival, bonuses, posting
+from hitkit.providers.prolific.client import ProlificClient, ProlificError, fee_rate
+from hitkit.providers.prolific.state import ProlificMemory, ProlificState, require_posted
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProlificProvider", "ProlificError", "COMPLETE_URL"]
+__all__ = ["ProlificProvider", "COMPLETE_URL"]
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
-URL_PARAMS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL",
                         "FAILED_CHECK", "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA",
                         "UNSUPP_DEVICE", "OTHER")
@@ -84,11 +73,8 @@ def work_status(status: str | None) -> WorkStatus:
     if status not in RELEASED_STATUSES:
         log.warning("Prolific sent a submission status hitkit does not know: %r (treated as returned)", status)
     return WorkStatus.RETURNED
-BONUS_SETTLE_S = 3600.0
-"""A bonus pay call without an answer that the submission still does not show this long after is unpaid.
 
-Prolific pays bulk bonuses asynchronously; an hour is far beyond its processing time, so a payment not
-shown by then was never made and paying it again cannot pay twice."""
+
 REFUSE_FULL = ("please return this study on Prolific (\"Stop without completing\") so that your place goes "
                "to someone else; you will not be penalised for it")
 
@@ -111,6 +97,7 @@ class ProlificProvider(CrowdProvider):
         self.settings = config.provider.prolific
         self.api = ProlificClient(self.settings.api_url, self.settings.token_env, on_call=self._audit)
         self.api.timeout_s = self.timeout_s
+        self.memory = ProlificMemory(config.database_url, config.study)
         self._study_id: str | None = None  # cached once known: a hitkit study's Prolific study never changes
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
@@ -130,17 +117,12 @@ class ProlificProvider(CrowdProvider):
 
     # -- what this database remembers (short transactions of its own) ------------------------------
 
-    def _url(self) -> str:
-        return normalise_url(self.config.database_url)
-
     def _record(self, kind: str, data: dict[str, Any]) -> None:
-        with session_scope(self._url()) as session:
-            store.record(session, self.config.study, kind, data)
+        self.memory.record(kind, data)
 
     def state(self) -> ProlificState:
         """What this database remembers doing on Prolific for this study (its ``prolific_*`` events)."""
-        with session_scope(self._url()) as session:
-            out = store.read(session, self.config.study)
+        out = self.memory.read()
         if out.study_id:
             self._study_id = out.study_id
         return out
@@ -151,14 +133,11 @@ class ProlificProvider(CrowdProvider):
 
     def _arrival_study_id(self) -> str | None:
         if self._study_id is None:
-            self._study_id = store.created_study_id(self._url(), self.config.study)
+            self._study_id = self.memory.created_study_id()
         return self._study_id
 
     def _require_study(self) -> str:
-        study_id = self.prolific_study_id()
-        if study_id is None:
-            raise ProlificError(f"study '{self.config.study}' has not been posted to Prolific yet", permanent=True)
-        return study_id
+        return require_posted(self.prolific_study_id(), self.config.study)
 
     # -- money -------------------------------------------------------------------------------------
 
@@ -184,130 +163,51 @@ class ProlificProvider(CrowdProvider):
         digest = hmac.new(self.secret.encode(), f"prolific-cc:{self.config.study}".encode(), hashlib.sha256)
         return digest.hexdigest()[:8].upper()
 
-    def _study_body(self, internal_name: str, entry_url: str, reward: Decimal, places: int) -> dict[str, Any]:
-        s, hit = self.settings, self.config.hit
-        filters = list(s.filters)
-        if s.blocklist_group:
-            filters.append({"filter_id": "participant_group_blocklist", "selected_values": [s.blocklist_group]})
-        sep = "&" if "?" in entry_url else "?"
-        # No currency field: Prolific pays in the workspace's currency (PLATFORMS.md, create study).
-        body = {
-            "name": hit.title,
-            "internal_name": internal_name,
-            "description": hit.description,
-            "external_study_url": f"{entry_url}{sep}{URL_PARAMS}",
-            "prolific_id_option": "url_parameters",
-            "completion_codes": [{"code": self.completion_code(), "code_type": "COMPLETED",
-                                  "actions": [{"action": "MANUALLY_REVIEW"}]}],
-            "total_available_places": places,
-            "estimated_completion_time": s.estimated_minutes,
-            "maximum_allowed_time": int(hit.assignment_minutes),
-            "reward": int(cents(reward) * 100),
-            "device_compatibility": list(s.device_compatibility),
-            "filters": filters,
-            "submissions_config": {"max_submissions_per_participant": self.config.schedule.per_worker_cap},
-        }
-        if s.project:
-            body["project"] = s.project
-        return body
-
-    def _find_remote_study(self, internal_name: str) -> str | None:
-        """The study this database created before a crash lost its record, found by its unique internal name."""
-        path = f"/projects/{self.settings.project}/studies/" if self.settings.project else "/studies/"
-        for study in self.api.pages(path):
-            if study.get("internal_name") == internal_name:
-                return study["id"]
-        return None
-
-    def _check_pay_rules(self, reward: Decimal) -> None:
-        problems = pay_rule_problems(reward, self.config.provider.currency, self.settings.estimated_minutes,
-                                     self.config.hit.assignment_minutes)
-        if problems:
-            raise ProlificError("Prolific would refuse this study: " + "; ".join(problems), permanent=True)
-
-    def _workspace(self) -> str:
-        if self.settings.workspace:
-            return self.settings.workspace
-        found = [w["id"] for w in self.api.pages("/workspaces/")]
-        if len(found) != 1:
-            raise ProlificError(f"your Prolific account has {len(found)} workspaces; set provider.prolific.workspace "
-                                f"to the id of the one that pays for this study", permanent=True)
-        return found[0]
-
-    def _check_balance(self, reward: Decimal, new_places: int) -> None:
-        """Refuse to publish (or add places) that the workspace's available balance cannot cover."""
-        if new_places <= 0:
-            return
-        balance = self._call("GET", f"/workspaces/{self._workspace()}/balance/") or {}
-        available = balance.get("available_balance")
-        if available is None:
-            return
-        per_place = cents(reward) + self.fee(reward, 1)
-        needed = int(per_place * 100) * new_places
-        if available < needed:
-            have = Decimal(available) / 100
-            raise ProlificError(
-                f"your Prolific workspace's available balance is {have} {balance.get('currency_code', '')}, but "
-                f"{new_places} more place(s) at {per_place} each (reward + fee) need {Decimal(needed) / 100}; top up "
-                f"the workspace on Prolific, then `hitkit resume` the study", permanent=True)
-
-    def _check_currency(self, remote: Mapping[str, Any]) -> None:
-        theirs = remote.get("currency_code")
-        if theirs and theirs.upper() != self.config.provider.currency.upper():
-            raise ProlificError(
-                f"your Prolific workspace pays in {theirs} but the study file says provider.currency: "
-                f"{self.config.provider.currency}; set provider.currency to {theirs} (and check hit.reward and "
-                f"budget in that currency), then launch again — the draft study was not published", permanent=True)
-
     def post_hit(self, hit_key, entry_url, reward, max_assignments, lifetime_s) -> PostedHit:
         """Create, check and publish the study for the first HIT; later HITs set its places to the new total."""
         state = self.state()
         study_id = state.study_id
         if study_id is not None:
-            self._check_reward(study_id, hit_key, reward)  # before this HIT's places are counted
+            posting.check_reward(self.api, study_id, hit_key, reward)  # before this HIT's places are counted
         if hit_key not in state.places:
             self._record("prolific_places", {"hit_key": hit_key, "places": max_assignments})
             state.places[hit_key] = max_assignments
         total = sum(state.places.values())
         if study_id is None:
-            self._check_pay_rules(reward)
+            posting.check_pay_rules(self.config, reward)
             internal_name = state.internal_name
             if internal_name is None:
                 # Drawn once per database and remembered before the study exists, so a retry finds it.
                 internal_name = f"hitkit:{self.config.study}:{secrets.token_hex(6)}"
                 self._record("prolific_study_named", {"internal_name": internal_name})
-            study_id = self._find_remote_study(internal_name)
+            study_id = posting.find_remote_study(self.api, self.settings.project, internal_name)
             if study_id is None:
                 # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
                 study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
-                created = self._call("POST", "/studies/", self._study_body(internal_name, study_entry, reward, total))
+                body = posting.study_body(self.config, internal_name, study_entry, reward, total,
+                                          self.completion_code())
+                created = self._call("POST", "/studies/", body)
                 study_id = created["id"]
             self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
             self._study_id = study_id
         remote = self._call("GET", f"/studies/{study_id}/")
         status, places = remote.get("status"), int(remote.get("total_available_places") or 0)
         if status == "UNPUBLISHED":
-            self._check_currency(remote)
+            posting.check_currency(remote, self.config.provider.currency)
             if places != total:
                 self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
-            self._check_balance(reward, total)
+            posting.check_balance(self.api, self.settings.workspace, reward, self.fee_rate(), total)
             self._transition(study_id, "PUBLISH")
         elif places < total:
             if status == "PAUSED":
                 # The coordinator paused it; hitkit never restarts it, and adds no places meanwhile.
                 raise ProlificError(f"the Prolific study {study_id} is paused; resume it with `hitkit resume "
                                     f"STUDY_FILE` (or on Prolific) to post more work", permanent=False)
-            self._check_balance(reward, total - places)
+            posting.check_balance(self.api, self.settings.workspace, reward, self.fee_rate(),
+                                  total - places)
             # Only ever raise: after a crash Prolific may already hold more places than recorded.
             self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
         return PostedHit(provider_hit_id=f"{study_id}:{hit_key}", url=None)
-
-    def _check_reward(self, study_id: str, hit_key: str, reward: Decimal) -> None:
-        remote = self._call("GET", f"/studies/{study_id}/")
-        if remote.get("reward") not in (None, int(cents(reward) * 100)):
-            raise ProlificError(f"a Prolific study pays every participant one reward ({remote['reward']} minor "
-                                f"units); HIT {hit_key} asks {reward}: give every HIT of the study the same "
-                                f"hit.reward", permanent=True)
 
     def _transition(self, study_id: str, action: str) -> dict[str, Any]:
         return self._call("POST", f"/studies/{study_id}/transition/", {"action": action}) or {}
@@ -337,7 +237,7 @@ class ProlificProvider(CrowdProvider):
 
     def expire_hit(self, provider_hit_id: str) -> None:
         """A finished package needs nothing on Prolific; when no package is left open, the study stops."""
-        with session_scope(self._url()) as session:
+        with session_scope(self.memory.database_url) as session:
             study_row = session.scalar(select(Study.id).where(Study.name == self.config.study))
             left = session.scalar(select(func.count()).select_from(Hit).where(
                 Hit.study_id == study_row, Hit.status.in_(("pending", "posted"))))
@@ -361,40 +261,11 @@ class ProlificProvider(CrowdProvider):
 
     def arrival(self, args: Mapping[str, str]) -> Arrival:
         """Accept a participant whose submission Prolific shows ACTIVE, theirs, in this study; no database writes."""
-        pid, study, session_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID"), args.get("SESSION_ID")
-        if not pid and not session_id:
+        ids = arrival.link_ids(args)
+        if ids is None:
             return Arrival(preview=True)
-        if not (pid and study and session_id):
-            raise FlowError("this link is missing Prolific's PROLIFIC_PID, STUDY_ID or SESSION_ID; "
-                            "please open the study from Prolific again", 403)
-        # Checked before any id reaches a URL path: Prolific ids are 24 hexadecimal characters.
-        if not all(is_prolific_id(x) for x in (pid, study, session_id)):
-            raise FlowError("this link's PROLIFIC_PID, STUDY_ID or SESSION_ID is not a Prolific id; please open the "
-                            "study from Prolific again", 400)
-        ours = self._arrival_study_id()
-        if ours is None or study != ours:
-            raise FlowError("this Prolific study is not the one this link belongs to", 403)
-        try:
-            sub = self._call("GET", f"/submissions/{session_id}/")
-        except ProlificError as exc:
-            if exc.status in (400, 403, 404):
-                sub = None
-            else:  # Prolific is slow or down: the participant may simply try again
-                raise FlowError("Prolific could not confirm your session just now; please reload this page in a "
-                                "moment", 503) from exc
-        # The single-submission view names the participant ``participant`` (API reference, SubmissionDetail).
-        if not sub or sub.get("participant") != pid or sub.get("study_id") != study:
-            raise FlowError("Prolific has no session of yours for this study; please open the study from Prolific "
-                            "again", 403)
-        done_url = COMPLETE_URL.format(code=self.completion_code())
-        held = store.held_status(self._url(), session_id)  # one Prolific session is one HIT
-        if held in ("submitted", "approved") or sub.get("status") in ("AWAITING REVIEW", "APPROVED"):
-            raise FlowError(f"the work of this Prolific session is already handed in; to finish on Prolific go to "
-                            f"{done_url}", 409)
-        if sub.get("status") != "ACTIVE":
-            raise FlowError(f"Prolific shows this session as {sub.get('status')}; please open the study from "
-                            f"Prolific again", 403)
-        return Arrival(preview=False, worker_id=pid, provider_assignment_id=session_id, extra={"study_id": study})
+        return arrival.verify(self.api, self.memory, ids, self._arrival_study_id(),
+                              COMPLETE_URL.format(code=self.completion_code()))
 
     refusal_hint = REFUSE_FULL
     """Added to a refusal of a participant who holds a Prolific place hitkit cannot use (no HIT for them)."""
@@ -477,72 +348,9 @@ class ProlificProvider(CrowdProvider):
     # -- bonuses -----------------------------------------------------------------------------------
 
     def pay_bonus(self, worker_id, provider_assignment_id, amount: Decimal, reason, idempotency_key) -> str:
-        """Create then pay a bonus once per key, each step remembered before the next.
-
-        Prolific's pay call is not idempotent. A pay call that got no answer is settled from the
-        submission's ``bonus_payments`` (:meth:`settle_bonus`), never simply sent again.
-        """
-        amount = cents(amount)
-        state = self.state()
-        mine = state.bonuses.get(idempotency_key)
-        if mine is not None and Decimal(mine["amount"]) != amount:
-            raise ProlificError(f"bonus key {idempotency_key} was already used for {mine['amount']}; give every "
-                                f"distinct bonus its own idempotency key", permanent=True)
-        if mine is not None and mine.get("paid"):
-            return mine["bonus_id"]
-        if mine is not None and mine.get("sent_at") is not None:
-            raise ProlificError(f"the bonus {idempotency_key} ({mine['bonus_id']}) was sent to Prolific's pay call "
-                                f"without an answer; `hitkit sync` settles it from the submission's bonus payments "
-                                f"— hitkit will not risk paying twice", permanent=False)
-        if mine is None:
-            # Keyed by submission id (PLATFORMS.md: "<submission or participant id>,<amount>").
-            created = self._call("POST", "/submissions/bonus-payments/",
-                                 {"study_id": self._require_study(),
-                                  "csv_bonuses": f"{provider_assignment_id},{amount}\n"})
-            mine = {"key": idempotency_key, "bonus_id": created["id"], "submission": provider_assignment_id,
-                    "amount": str(amount), "fees": created.get("fees"), "vat": created.get("vat")}
-            self._record("prolific_bonus_created", mine)
-        self._record("prolific_bonus_sent", {"key": idempotency_key, "bonus_id": mine["bonus_id"]})
-        try:
-            self._call("POST", f"/bulk-bonus-payments/{mine['bonus_id']}/pay/")
-        except ProlificError as exc:
-            if not exc.outcome_unknown:  # refused with an answer: nothing was paid
-                self._record("prolific_bonus_unpaid", {"key": idempotency_key, "why": str(exc)[:300]})
-            raise
-        self._record("prolific_bonus_paid", {"key": idempotency_key, "bonus_id": mine["bonus_id"]})
-        return mine["bonus_id"]
+        """Create then pay a bonus once per key, each step remembered before the next (:mod:`.bonuses`)."""
+        return bonuses.pay_bonus(self.api, self.memory, provider_assignment_id, amount, idempotency_key)
 
     def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
-        """Whether a pending bonus reached the participant, from the submission's ``bonus_payments``.
-
-        A bonus whose pay call was never sent (or was refused) is UNPAID. One sent without an answer
-        is PAID when the submission shows more payments of its amount than the ledger already counts
-        as paid; UNPAID when it still does not after :data:`BONUS_SETTLE_S`; UNKNOWN before then.
-        """
-        mine = self.state().bonuses.get(bonus.idempotency_key)
-        if mine is None or (mine.get("sent_at") is None and not mine.get("paid")):
-            return BonusOutcome.UNPAID
-        if mine.get("paid"):
-            return BonusOutcome.PAID
-        sub = self._call("GET", f"/submissions/{bonus.provider_assignment_id}/") or {}
-        shown = sum(1 for paid in sub.get("bonus_payments") or [] if _same_amount(paid, bonus.amount))
-        if shown > bonus.paid_alike:
-            self._record("prolific_bonus_paid", {"key": bonus.idempotency_key, "bonus_id": mine["bonus_id"],
-                                                 "settled_from": "bonus_payments"})
-            return BonusOutcome.PAID
-        sent_at = mine["sent_at"]
-        if sent_at.tzinfo is None:
-            sent_at = sent_at.replace(tzinfo=dt.UTC)
-        if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
-            self._record("prolific_bonus_unpaid", {"key": bonus.idempotency_key, "why": "not in bonus_payments"})
-            return BonusOutcome.UNPAID
-        return BonusOutcome.UNKNOWN
-
-
-def _same_amount(shown: Any, amount: Decimal) -> bool:
-    """Whether a ``bonus_payments`` entry is this amount; the reference gives no unit, so cents or major units."""
-    try:
-        value = Decimal(str(shown))
-    except ArithmeticError:
-        return False
-    return value == cents(amount) * 100 or value == cents(amount)
+        """Whether a pending bonus reached the participant, from the submission's ``bonus_payments``."""
+        return bonuses.settle_bonus(self.api, self.memory, bonus)

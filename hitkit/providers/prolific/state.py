@@ -1,9 +1,10 @@
 """What this database remembers doing on Prolific, kept as ``prolific_*`` Event rows.
 
 The Prolific provider is the only writer of these rows; every function here takes the session it
-works in, so the caller decides the transaction (the provider opens a short one of its own for each
-step, never the caller's). Arrivals read without any transaction (:func:`read_outside`): a worker's
-request may already hold SQLite's write lock, and a read in autocommit mode never waits for it.
+works in, so the caller decides the transaction. :class:`ProlificMemory` is how the provider uses
+them: a short transaction of its own for each step, never the caller's. Arrivals read without any
+transaction (:func:`read_outside`): a worker's request may already hold SQLite's write lock, and a
+read in autocommit mode never waits for it.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Study
-from hitkit.db.session import get_engine
+from hitkit.db.session import get_engine, normalise_url, session_scope
+from hitkit.providers.prolific.client import ProlificError
 
 
 @dataclass
@@ -96,3 +98,36 @@ def held_status(database_url: str, session_id: str) -> str | None:
     """hitkit's status of the assignment on Prolific session ``session_id``, read outside any transaction."""
     rows = read_outside(database_url, select(Assignment.status).where(Assignment.provider_assignment_id == session_id))
     return rows[0][0] if rows else None
+
+
+def require_posted(study_id: str | None, study_name: str) -> str:
+    """The Prolific study id; a permanent ProlificError when the study was not posted yet."""
+    if study_id is None:
+        raise ProlificError(f"study '{study_name}' has not been posted to Prolific yet", permanent=True)
+    return study_id
+
+
+class ProlificMemory:
+    """One study's ``prolific_*`` events in one database, each read or write in a short transaction of its own."""
+
+    def __init__(self, database_url: str, study_name: str):
+        self.database_url = normalise_url(database_url)
+        self.study_name = study_name
+
+    def read(self) -> ProlificState:
+        """What this database remembers doing on Prolific for the study."""
+        with session_scope(self.database_url) as session:
+            return read(session, self.study_name)
+
+    def record(self, kind: str, data: dict[str, Any]) -> None:
+        """Remember one step done on Prolific, committed at once."""
+        with session_scope(self.database_url) as session:
+            record(session, self.study_name, kind, data)
+
+    def created_study_id(self) -> str | None:
+        """The Prolific study this database created, read outside any transaction (for arrivals)."""
+        return created_study_id(self.database_url, self.study_name)
+
+    def held_status(self, session_id: str) -> str | None:
+        """hitkit's status of the assignment on a Prolific session, read outside any transaction."""
+        return held_status(self.database_url, session_id)

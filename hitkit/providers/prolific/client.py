@@ -2,7 +2,7 @@
 
 The client knows HTTP only: the token (from the environment), bounded back-off on 429, Prolific's
 errors turned into :class:`ProlificError`, and ``_links.next.href`` pagination. It touches no
-database: :mod:`hitkit.providers.prolific` decides what to call and what to remember.
+database: :mod:`hitkit.providers.prolific.provider` decides what to call and what to remember.
 
 Sources: Prolific's API reference (``prolific-openapi.yml`` in the shared docs) and PLATFORMS.md.
 """

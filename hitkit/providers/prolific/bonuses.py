@@ -1,0 +1,94 @@
+"""Prolific bonuses: created, then paid, each step remembered before the next, so none is paid twice.
+
+Prolific's pay call is not idempotent and pays asynchronously. A pay call that got no answer is
+settled from the submission's ``bonus_payments`` (:func:`settle_bonus`), never simply sent again.
+These functions only call Prolific and remember the steps as ``prolific_bonus_*`` events; the ledger
+(:mod:`hitkit.ledger`) alone writes the money.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from hitkit.db.models import utcnow
+from hitkit.money import cents
+from hitkit.providers.base import BonusOutcome, PendingBonus
+from hitkit.providers.prolific.client import ProlificClient, ProlificError
+from hitkit.providers.prolific.state import ProlificMemory, require_posted
+
+BONUS_SETTLE_S = 3600.0
+"""A bonus pay call without an answer that the submission still does not show this long after is unpaid.
+
+Prolific pays bulk bonuses asynchronously; an hour is far beyond its processing time, so a payment not
+shown by then was never made and paying it again cannot pay twice."""
+
+
+def pay_bonus(api: ProlificClient, memory: ProlificMemory, provider_assignment_id: str, amount: Decimal,
+              idempotency_key: str) -> str:
+    """Create then pay a bonus once per key; the Prolific bonus id."""
+    amount = cents(amount)
+    state = memory.read()
+    mine = state.bonuses.get(idempotency_key)
+    if mine is not None and Decimal(mine["amount"]) != amount:
+        raise ProlificError(f"bonus key {idempotency_key} was already used for {mine['amount']}; give every "
+                            f"distinct bonus its own idempotency key", permanent=True)
+    if mine is not None and mine.get("paid"):
+        return mine["bonus_id"]
+    if mine is not None and mine.get("sent_at") is not None:
+        raise ProlificError(f"the bonus {idempotency_key} ({mine['bonus_id']}) was sent to Prolific's pay call "
+                            f"without an answer; `hitkit sync` settles it from the submission's bonus payments "
+                            f"— hitkit will not risk paying twice", permanent=False)
+    if mine is None:
+        # Keyed by submission id (PLATFORMS.md: "<submission or participant id>,<amount>").
+        created = api.call("POST", "/submissions/bonus-payments/",
+                           {"study_id": require_posted(state.study_id, memory.study_name),
+                            "csv_bonuses": f"{provider_assignment_id},{amount}\n"})
+        mine = {"key": idempotency_key, "bonus_id": created["id"], "submission": provider_assignment_id,
+                "amount": str(amount), "fees": created.get("fees"), "vat": created.get("vat")}
+        memory.record("prolific_bonus_created", mine)
+    memory.record("prolific_bonus_sent", {"key": idempotency_key, "bonus_id": mine["bonus_id"]})
+    try:
+        api.call("POST", f"/bulk-bonus-payments/{mine['bonus_id']}/pay/")
+    except ProlificError as exc:
+        if not exc.outcome_unknown:  # refused with an answer: nothing was paid
+            memory.record("prolific_bonus_unpaid", {"key": idempotency_key, "why": str(exc)[:300]})
+        raise
+    memory.record("prolific_bonus_paid", {"key": idempotency_key, "bonus_id": mine["bonus_id"]})
+    return mine["bonus_id"]
+
+
+def settle_bonus(api: ProlificClient, memory: ProlificMemory, bonus: PendingBonus) -> BonusOutcome:
+    """Whether a pending bonus reached the participant, from the submission's ``bonus_payments``.
+
+    A bonus whose pay call was never sent (or was refused) is UNPAID. One sent without an answer
+    is PAID when the submission shows more payments of its amount than the ledger already counts
+    as paid; UNPAID when it still does not after :data:`BONUS_SETTLE_S`; UNKNOWN before then.
+    """
+    mine = memory.read().bonuses.get(bonus.idempotency_key)
+    if mine is None or (mine.get("sent_at") is None and not mine.get("paid")):
+        return BonusOutcome.UNPAID
+    if mine.get("paid"):
+        return BonusOutcome.PAID
+    sub = api.call("GET", f"/submissions/{bonus.provider_assignment_id}/") or {}
+    shown = sum(1 for paid in sub.get("bonus_payments") or [] if same_amount(paid, bonus.amount))
+    if shown > bonus.paid_alike:
+        memory.record("prolific_bonus_paid", {"key": bonus.idempotency_key, "bonus_id": mine["bonus_id"],
+                                              "settled_from": "bonus_payments"})
+        return BonusOutcome.PAID
+    sent_at = mine["sent_at"]
+    if sent_at.tzinfo is None:
+        sent_at = sent_at.replace(tzinfo=dt.UTC)
+    if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
+        memory.record("prolific_bonus_unpaid", {"key": bonus.idempotency_key, "why": "not in bonus_payments"})
+        return BonusOutcome.UNPAID
+    return BonusOutcome.UNKNOWN
+
+
+def same_amount(shown: Any, amount: Decimal) -> bool:
+    """Whether a ``bonus_payments`` entry is this amount; the reference gives no unit, so cents or major units."""
+    try:
+        value = Decimal(str(shown))
+    except ArithmeticError:
+        return False
+    return value == cents(amount) * 100 or value == cents(amount)
