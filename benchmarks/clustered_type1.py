@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from hitkit.protocols.spot_the_bot.survival import clustered_logrank, generalized_logrank
+from hitkit.protocols.spot_the_bot.logrank import clustered_logrank, generalized_logrank
 
 SEGMENTS = np.array([2.0, 3.0, 5.0])
 N_CONV = 60            # conversations per bot

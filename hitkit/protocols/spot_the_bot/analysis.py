@@ -173,15 +173,16 @@ def analyze_annotations(annotations: pd.DataFrame, *, work_time: pd.Series | Non
         figures={"win_rates": png(lambda: figures.win_rates(pairs, list(ranked["system"]),
                                                            correction_label(correction)))})
     if survival:
+        from hitkit.protocols.spot_the_bot import cox, logrank
         from hitkit.protocols.spot_the_bot import survival as surv
 
         data = surv.survival_data(annotations)
         curves = surv.survival_curves(data)
         unit = None if cluster == "annotation" else cluster
         result.tables["survival"] = curves
-        result.tables["survival_tests"] = surv.survival_tests(
+        result.tables["survival_tests"] = logrank.survival_tests(
             data, n_imputations=n_imputations, seed=seed, correction=correction, cluster=unit)
-        result.tables["cox"] = surv.cox_by_system(data, cluster=unit, correction=correction)
+        result.tables["cox"] = cox.cox_by_system(data, cluster=unit, correction=correction)
         result.figures["survival"] = png(lambda: figures.survival(curves))
         summary["survival"] = {"n_imputations": n_imputations, "bot_annotations": len(data),
                                "cluster": cluster}
