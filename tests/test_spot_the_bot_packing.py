@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hitkit.errors import ConfigError
-from hitkit.protocols.spot_the_bot.task import Segment, SourceConversation, conflicts, pack_segments
+from hitkit.protocols.spot_the_bot.packing import Segment, SourceConversation, conflicts, pack_segments
 
 CAP = 3
 
