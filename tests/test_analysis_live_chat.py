@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from hitkit.protocols.live_chat.analysis import (
-    DEFAULT_CRITERIA, Criterion, analyze_live_chat, pairwise_significance, read_ratings,
-    replication, reverse_negative, standardise_per_worker, system_scores, wilcoxon_qc,
-)
 from hitkit.analysis.inference import DuplicateRowsWarning
 from hitkit.errors import ConfigError, InputError
+from hitkit.protocols.live_chat.analysis import analyze_live_chat, read_ratings
+from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
+from hitkit.protocols.live_chat.quality import reverse_negative, standardise_per_worker, wilcoxon_qc
+from hitkit.protocols.live_chat.scores import pairwise_significance, replication, system_scores
 
 SHARED_RUN = Path(__file__).resolve().parent / "data" / "ji2022-run1"  # shipped with the tests (MIT, see its README)
 NAMES = [c.name for c in DEFAULT_CRITERIA]

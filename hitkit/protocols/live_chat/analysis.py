@@ -27,38 +27,55 @@ Each step is a small pure function, so a notebook can rerun one with another cho
 """
 from __future__ import annotations
 
-import itertools
-import math
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Sequence
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult, common_options, png
-from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD,
-                                       Correction, DuplicatePolicy, adjust, apply_duplicate_policy,
-                                       bootstrap_interval, check_correction, correction_label, cluster_codes,
-                                       cluster_weights, clusters_per_column, duplicate_warnings,
-                                       fisher_interval)
+from hitkit.analysis.inference import (
+    DEFAULT_CORRECTION,
+    DEFAULT_DUPLICATES,
+    INTERVAL_METHOD,
+    Correction,
+    DuplicatePolicy,
+    apply_duplicate_policy,
+    check_correction,
+    correction_label,
+    duplicate_warnings,
+)
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, read_assignments, read_table
 from hitkit.errors import InputError
 from hitkit.protocols.live_chat import figures
-from hitkit.protocols.live_chat.criteria import (DEFAULT_CRITERIA, RATING_COLUMNS, Criterion, check_criteria)
+from hitkit.protocols.live_chat.criteria import (
+    DEFAULT_CRITERIA,
+    RATING_COLUMNS,
+    Criterion,
+    check_criteria,
+    unknown_criteria,
+)
 
-QcMethod = Literal["asymptotic", "exact", "auto"]
-SignificanceUnit = Literal["rating", "conversation"]
-IntervalUnit = Literal["worker", "conversation", "rating"]
 INTERVAL_UNITS: tuple[str, ...] = ("worker", "conversation", "rating")
+
+from hitkit.protocols.live_chat.quality import (
+    QcMethod,
+    passed_ratings,
+    reverse_negative,
+    standardise_per_worker,
+    wilcoxon_qc,
+    worker_table,
+)
+from hitkit.protocols.live_chat.scores import (
+    IntervalUnit,
+    SignificanceUnit,
+    pairwise_significance,
+    replication,
+    score_intervals,
+    system_scores,
+)
 
 _ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system",
                "criterion", "status")
-
-
-def _unknown_criteria(ratings: pd.DataFrame, criteria: Sequence[Criterion]) -> list[str]:
-    known = {c.name for c in criteria}
-    return sorted(set(ratings["criterion"].unique()) - known)
 
 
 def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
@@ -73,7 +90,7 @@ def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRI
     path = Path(in_dir) / "ratings.csv"
     text_ids = {c: str for c in _ID_COLUMNS if c in RATING_COLUMNS}
     table = read_table(path, RATING_COLUMNS, text_ids)[list(RATING_COLUMNS)]
-    unknown = _unknown_criteria(table, criteria)
+    unknown = unknown_criteria(table, criteria)
     if unknown:
         raise InputError(path, f"unknown criterion {unknown[0]!r}"
                          + (f" (and {unknown[1:]})" if len(unknown) > 1 else "")
@@ -99,191 +116,6 @@ def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRI
     table = table.copy()
     table.attrs["duplicates"] = report
     return table
-
-
-def reverse_negative(ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
-                     ) -> pd.DataFrame:
-    """Step 1: add ``oriented`` = score, or 100 − score for negative criteria (higher = better)."""
-    unknown = _unknown_criteria(ratings, criteria)
-    if unknown:
-        raise ValueError(f"ratings have criteria {unknown} not among the configured "
-                         f"{[c.name for c in criteria]}")
-    negative = {c.name for c in criteria if c.polarity == "negative"}
-    out = ratings.copy()
-    out["oriented"] = np.where(out["criterion"].isin(negative), 100.0 - out["score"], out["score"])
-    return out
-
-
-def standardise_per_worker(ratings: pd.DataFrame, ddof: int = 1) -> pd.DataFrame:
-    """Step 2: add ``z`` = (oriented − μ)/σ over all of the worker's ratings; NaN where σ is 0."""
-    by_worker = ratings.groupby("worker_id")["oriented"]
-    mu = by_worker.transform("mean")
-    sigma = by_worker.transform("std", ddof=ddof)
-    out = ratings.copy()
-    out["z"] = (out["oriented"] - mu) / sigma.where(sigma > 0)
-    return out
-
-
-def wilcoxon_qc(z_ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
-                alpha: float = 0.05, *, method: QcMethod = "asymptotic") -> pd.DataFrame:
-    """Step 3: per worker, one-sided Mann–Whitney U that QC-bot z < real-system z on qc criteria.
-
-    Returns worker_id, n_control, n_system, p_value, passed (p < alpha). σ = 0 or no QC (or no
-    real-system) ratings → p NaN, fails. ``method`` is scipy's: "asymptotic" (default) is the
-    normal approximation with tie-corrected variance and continuity correction, which is also
-    what scipy's "auto" and R's ``wilcox.test`` use once scores tie (nearly every worker's do).
-    """
-    qc_names = {c.name for c in criteria if c.qc}
-    rows = []
-    for worker, own in z_ratings.groupby("worker_id", sort=True):
-        own = own[own["criterion"].isin(qc_names)]
-        control = own.loc[own["is_control"], "z"].to_numpy()
-        system = own.loc[~own["is_control"], "z"].to_numpy()
-        p = math.nan
-        if len(control) and len(system) and not (np.isnan(control).any()
-                                                 or np.isnan(system).any()):
-            p = float(stats.mannwhitneyu(control, system, alternative="less", method=method).pvalue)
-        rows.append((worker, len(control), len(system), p, bool(p < alpha)))
-    return pd.DataFrame(rows, columns=["worker_id", "n_control", "n_system", "p_value", "passed"])
-
-
-def worker_table(assignments: pd.DataFrame, z_ratings: pd.DataFrame, qc: pd.DataFrame
-                 ) -> pd.DataFrame:
-    """Step 4: one row per worker with a counted assignment; workers without ratings fail."""
-    n_assignments = assignments.groupby("worker_id").size().rename("assignments")
-    moments = z_ratings.groupby("worker_id")["oriented"].agg(mean_raw="mean", sd_raw="std")
-    table = (n_assignments.to_frame().join(qc.set_index("worker_id")[["passed", "p_value"]])
-             .join(moments).reset_index())
-    table["passed"] = table["passed"].astype("boolean").fillna(False).astype(bool)
-    return table[["worker_id", "assignments", "passed", "p_value", "mean_raw", "sd_raw"]]
-
-
-def passed_ratings(z_ratings: pd.DataFrame, workers: pd.DataFrame) -> pd.DataFrame:
-    """The ratings of real systems (not the QC bot) by workers who passed QC."""
-    ok = set(workers.loc[workers["passed"], "worker_id"])
-    keep = z_ratings["worker_id"].isin(ok) & ~z_ratings["is_control"]
-    return z_ratings[keep].reset_index(drop=True)
-
-
-def system_scores(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
-                  ) -> pd.DataFrame:
-    """Step 5: per system n, overall z (mean of all its criterion ratings), z per criterion, raw."""
-    by_system = kept.groupby("system")
-    table = by_system.agg(n=("z", "size"), z=("z", "mean"))
-    per_criterion = kept.pivot_table(index="system", columns="criterion", values="z",
-                                     aggfunc="mean")
-    for c in criteria:
-        table[c.name] = per_criterion[c.name] if c.name in per_criterion else math.nan
-    table["raw"] = by_system["oriented"].mean()
-    table = table.sort_values("z", ascending=False)
-    table["rank"] = table["z"].rank(ascending=False, method="min").astype(int)
-    return table.reset_index()
-
-
-def _observations(kept: pd.DataFrame, unit: SignificanceUnit) -> pd.DataFrame:
-    if unit == "rating":
-        return kept[["system", "z"]]
-    if unit == "conversation":
-        return kept.groupby(["system", "conversation_id"], as_index=False)["z"].mean()
-    raise ValueError(f"significance unit {unit!r}; use 'rating' or 'conversation'")
-
-
-def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = "rating",
-                          order: Sequence[str] | None = None,
-                          correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
-    """Step 6: for every ordered pair (a, b), one-sided Mann–Whitney p that a's z exceed b's.
-
-    ``unit="rating"`` (default, the paper's: A's n = 798 criterion ratings) takes each criterion
-    rating as one observation; ``"conversation"`` takes each conversation's mean z over criteria
-    (the ratings of one conversation are not independent: the clustered choice). Columns
-    system_a, system_b, p_value (as the paper), p_adjusted (``correction`` over all ordered
-    pairs: Bonferroni by default, Holm, or none), correction.
-    """
-    check_correction(correction)
-    obs = _observations(kept, unit)
-    samples = {s: g["z"].to_numpy() for s, g in obs.groupby("system")}
-    systems = list(order) if order is not None else sorted(samples)
-    rows = [(a, b, float(stats.mannwhitneyu(samples[a], samples[b], alternative="greater",
-                                            method="asymptotic").pvalue))
-            for a, b in itertools.permutations(systems, 2)]
-    table = pd.DataFrame(rows, columns=["system_a", "system_b", "p_value"])
-    table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
-    table["correction"] = correction
-    return table
-
-
-def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
-                    unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0
-                    ) -> pd.DataFrame:
-    """Expanded percentile 95 % intervals of every system score, overall and per criterion.
-
-    A bootstrap that resamples ``unit``: ``worker`` (default: a worker's ratings, their
-    standardisation and QC verdict move together), ``conversation`` or ``rating`` (the naive
-    one). Each resample's score is the mean z of the resampled ratings, as
-    :func:`system_scores`. The interval is
-    :func:`~hitkit.analysis.inference.bootstrap_interval`'s, expanded for the number of units
-    that rated the system. Columns system, criterion ("overall" or a criterion), score, low,
-    high, unit.
-    """
-    if unit not in INTERVAL_UNITS:
-        raise ValueError(f"unit={unit!r}; use one of {', '.join(INTERVAL_UNITS)}")
-    columns = ["system", "criterion", "score", "low", "high", "unit"]
-    if kept.empty:
-        return pd.DataFrame(columns=columns)
-    systems = sorted(kept["system"].unique())
-    names = ["overall"] + [c.name for c in criteria]
-    cells, z = [], kept["z"].to_numpy(dtype=float)
-    for system in systems:
-        own = (kept["system"] == system).to_numpy()
-        for name in names:
-            cells.append(own if name == "overall" else own & (kept["criterion"] == name).to_numpy())
-    member = np.stack(cells, axis=1).astype(float)           # [n_ratings, cells]
-    count = member.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        score = (z @ member) / count
-    low = high = np.full(len(cells), math.nan)
-    if n_boot > 0:
-        labels = {"worker": kept["worker_id"].to_numpy(),
-                  "conversation": (kept["assignment_id"].astype(str) + "/"
-                                   + kept["conversation_id"].astype(str)).to_numpy(),
-                  "rating": np.arange(len(kept))}[unit]
-        codes, n_clusters = cluster_codes(labels)
-        weights = cluster_weights(codes, n_clusters, n_boot, np.random.default_rng([seed, 1]))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            boot = (weights @ (member * z[:, None])) / (weights @ member)
-        low, high = bootstrap_interval(boot, clusters_per_column(codes, member))
-    rows = [(system, name) for system in systems for name in names]
-    table = pd.DataFrame(rows, columns=["system", "criterion"])
-    table["score"], table["low"], table["high"], table["unit"] = score, low, high, unit
-    return table[columns]
-
-
-def _correlate(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan, math.nan, math.nan  # undefined for fewer than 2 points or constant input
-    return (float(stats.pearsonr(x, y).statistic), float(stats.spearmanr(x, y).statistic),
-            float(stats.kendalltau(x, y).statistic))
-
-
-def replication(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> pd.DataFrame:
-    """Step 7: Pearson, Spearman and Kendall of two runs' system scores, overall and per criterion.
-
-    Correlates over the systems both runs scored; criteria are the columns both tables share.
-    pearson_low / pearson_high: the Fisher-z 95 % interval of r over the n_systems points (it
-    treats each system score as exact: with ~10 systems the number of systems, not the ratings
-    behind each score, dominates its width).
-    """
-    both = scores_a.merge(scores_b, on="system", suffixes=("_a", "_b"))
-    fixed = {"system", "n", "z", "raw", "rank"}
-    shared = [c for c in scores_a.columns if c not in fixed and c in scores_b.columns]
-    rows = []
-    for name, column in [("overall", "z"), *[(c, c) for c in shared]]:
-        pair = both[[f"{column}_a", f"{column}_b"]].dropna()
-        x, y = pair.iloc[:, 0].to_numpy(float), pair.iloc[:, 1].to_numpy(float)
-        r = _correlate(x, y)
-        rows.append((name, *r, *fisher_interval(r[0], len(pair)), len(pair)))
-    return pd.DataFrame(rows, columns=["criterion", "pearson", "spearman", "kendall",
-                                       "pearson_low", "pearson_high", "n_systems"])
 
 
 def _mean_or_none(values: pd.Series) -> float | None:

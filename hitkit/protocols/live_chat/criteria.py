@@ -60,3 +60,9 @@ def check_criteria(criteria: Sequence[Criterion]) -> None:
         raise ConfigError(f"criterion names repeat: {names}; give each criterion once")
     if not any(c.qc for c in criteria):
         raise ConfigError(f"no criterion has qc=True among {names}; the QC test needs at least one")
+
+
+def unknown_criteria(ratings, criteria: Sequence[Criterion]) -> list[str]:
+    """The criteria a ratings table names that are not among ``criteria``, sorted."""
+    known = {c.name for c in criteria}
+    return sorted(set(ratings["criterion"].unique()) - known)

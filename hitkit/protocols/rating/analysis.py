@@ -24,17 +24,30 @@ from typing import Sequence
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult, common_options, png
-from hitkit.analysis.inference import (DEFAULT_CORRECTION, DEFAULT_DUPLICATES, INTERVAL_METHOD, Correction,
-                                       DuplicatePolicy, apply_duplicate_policy, check_correction, correction_label,
-                                       duplicate_warnings)
+from hitkit.analysis.inference import (
+    DEFAULT_CORRECTION,
+    DEFAULT_DUPLICATES,
+    INTERVAL_METHOD,
+    Correction,
+    DuplicatePolicy,
+    apply_duplicate_policy,
+    check_correction,
+    correction_label,
+    duplicate_warnings,
+)
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, keep_counted, read_assignments, read_table
 from hitkit.errors import InputError
-from hitkit.protocols.live_chat.analysis import (QcMethod, pairwise_significance, passed_ratings,
-                                                 reverse_negative, score_intervals,
-                                                 standardise_per_worker, system_scores, wilcoxon_qc,
-                                                 worker_table)
 from hitkit.protocols.live_chat import figures as live_chat_figures
 from hitkit.protocols.live_chat.criteria import Criterion, check_criteria
+from hitkit.protocols.live_chat.quality import (
+    QcMethod,
+    passed_ratings,
+    reverse_negative,
+    standardise_per_worker,
+    wilcoxon_qc,
+    worker_table,
+)
+from hitkit.protocols.live_chat.scores import pairwise_significance, score_intervals, system_scores
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
 # This protocol's --cluster units → live chat's names for the same clusters.
