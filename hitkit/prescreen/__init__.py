@@ -6,5 +6,6 @@
 - :mod:`.chateval`: distinct-n, embedding cosine to a reference, sentence BLEU-2, perplexity.
 - :mod:`.agreement`: Kendall τ between an automatic and a human ranking.
 - :mod:`.models`: the local language model (perplexity) and sentence embedder, loaded offline.
-- :mod:`.run`: ``hitkit prescreen``: play, score, rank, write the tables and a report section.
+- :mod:`.games` and :mod:`.prompts`: the tournament's games and ChatEval's prompts, played and scored.
+- :mod:`.run`: ``hitkit prescreen``: play, score, rank and write the tables; :mod:`.section`: its report section.
 """
