@@ -266,7 +266,7 @@ def test_one_dashboard_serves_the_studies_of_several_sqlite_files(tmp_path, monk
 
     from werkzeug.test import Client
 
-    from hitkit.cli import _expand_databases
+    from hitkit.cli.running import expand_databases
     from hitkit.study import create_study, resolve_secret
     from server.multi import create_multi_app
 
@@ -283,7 +283,7 @@ def test_one_dashboard_serves_the_studies_of_several_sqlite_files(tmp_path, monk
         upgrade(config.database_url)
         with session_scope(config.database_url) as s:
             create_study(s, config, path, resolve_secret(config.database_url))
-    urls = _expand_databases((str(runs),))  # a runs folder: every STUDY/hitkit.db in it
+    urls = expand_databases((str(runs),))  # a runs folder: every STUDY/hitkit.db in it
     assert len(urls) == 2
     client = Client(create_multi_app(urls))
     page = client.get("/dashboard/login").get_data(as_text=True)

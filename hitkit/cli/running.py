@@ -151,7 +151,7 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
         from hitkit.security import check_secret
 
         check_secret(os.environ["HITKIT_SECRET"])
-    urls = _expand_databases(databases)
+    urls = expand_databases(databases)
     names: dict[str, list[str]] = {}
     for url in urls:
         found = launched_studies(url)
@@ -178,7 +178,7 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
         click.echo("Stopped.", err=True)
 
 
-def _expand_databases(values: tuple[str, ...]) -> list[str]:
+def expand_databases(values: tuple[str, ...]) -> list[str]:
     """Database URLs from --db values: URLs, SQLite files, or a runs folder (every OUT/STUDY/hitkit.db in it)."""
     from hitkit.served import database_url_of
 
