@@ -254,3 +254,41 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
     provider = LocalProvider(config, resolve_secret(config.database_url))
     for i in range(1, count + 1):
         click.echo(f"{base}/s/{config.study}/enter?invite={provider.invite_token(f'annotator-{i:03d}')}")
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--replicates", type=click.IntRange(1, 10_000), default=40, show_default=True,
+              help="Simulated studies per size.")
+@click.option("--n-boot", type=click.IntRange(1, 10_000), default=100, show_default=True,
+              help="Bootstrap resamples in each simulated study's analysis.")
+@click.option("--sizes", default=None, help="The grid, comma-separated (pairwise: votes per prompt), e.g. 1,2,4,8.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plan(study_file: Path, replicates: int, n_boot: int, sizes: str | None, as_json: bool) -> None:
+    """Before paying anyone: power and cost of the study's decisions over a grid of sizes, from simulated
+    studies of the simulated crowd with simulated.quality as the effect sizes (no HTTP). Writes
+    OUT/STUDY/plan/plan.csv."""
+    from hitkit.config import load_study
+    from hitkit.planning import plan as make_plan
+    from hitkit.planning import plan_text
+    from hitkit.progress import showing_progress
+
+    config = load_study(study_file)
+    try:
+        grid = [int(x) for x in sizes.split(",")] if sizes else None
+    except ValueError:
+        raise HitkitError(f"--sizes {sizes!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
+    if grid is not None and min(grid) < 1:
+        raise HitkitError(f"--sizes {sizes!r}: every size must be at least 1")
+    with showing_progress(not as_json and on_terminal()):
+        result = make_plan(config, replicates=replicates, n_boot=n_boot, sizes=grid)
+    out = config.out_dir / "plan"
+    out.mkdir(parents=True, exist_ok=True)
+    result.table.to_csv(out / "plan.csv", index=False)
+    if as_json:
+        click.echo(json.dumps({"unit": result.unit, "decisions": result.decisions, "smallest": result.smallest,
+                               "table": json.loads(result.table.to_json(orient="records")),
+                               "file": str(out / "plan.csv")}, indent=2))
+        return
+    click.echo(plan_text(config, result))
+    click.echo(f"wrote {out / 'plan.csv'}")

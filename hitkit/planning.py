@@ -1,0 +1,119 @@
+"""``hitkit plan``: how many HITs a study needs for the decisions it exists for, before paying anyone.
+
+For each size on a grid the protocol's plan (``hitkit/protocols/NAME/plan.py``) simulates the whole
+study many times through the statistics layer, without HTTP: the same units and packing as a launch,
+workers drawn from the study's simulated crowd (its profiles and counts), their answers from the task
+type's own simulated-worker model with the assumed effect sizes of ``simulated.quality``, and the
+protocol's own analysis on the tables. The share of simulated studies in which a decision comes out
+right is its power at that size; the cost is every place of every HIT paid with the provider's fee
+(:mod:`hitkit.money`). Everything is seeded from the study's ``seed``: a plan run twice prints the
+same table.
+
+A protocol's plan module offers ``sizes(config)`` (the grid, in its own unit: e.g. votes per prompt),
+``with_size(config, size)`` (the study file at that size), ``DECISIONS`` (name -> what it means) and
+``replicate(config, size, seed, n_boot)`` -> {decision: True/False/None} (None: the decision does not
+apply, e.g. no single best system when two share the top quality).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import pandas as pd
+
+from hitkit.config import StudyConfig
+from hitkit.errors import HitkitError
+from hitkit.money import hit_cost
+from hitkit.progress import progress
+from hitkit.protocols import PROTOCOLS, task_for
+
+POWER = 0.8
+"""The share of simulated studies a decision must come out right in for a size to be recommended."""
+
+
+@dataclass
+class Plan:
+    """The plan's table (one row per size) and, per decision, the smallest size that reaches :data:`POWER`."""
+
+    table: pd.DataFrame
+    decisions: dict[str, str]
+    unit: str
+    replicates: int
+    seconds: float
+    smallest: dict[str, int | None] = field(default_factory=dict)
+
+
+def plan_module(config: StudyConfig):
+    """The study's protocol's plan module, or a HitkitError naming the protocols that have one."""
+    import importlib.util
+
+    proto = PROTOCOLS[config.task]
+    if importlib.util.find_spec(f"{proto.package}.plan") is None:
+        have = [p.name for p in PROTOCOLS.values() if importlib.util.find_spec(f"{p.package}.plan")]
+        raise HitkitError(f"hitkit plan is not available for {config.task} studies yet; it plans "
+                          f"{', '.join(have)} studies")
+    return proto.module("plan")
+
+
+def design_cost(config: StudyConfig) -> tuple[int, int, Decimal]:
+    """(HITs, assignments, worst-case cost) of the study as its file packs it: every place paid, with
+    the provider's fee on each reward."""
+    import random
+
+    from hitkit.providers import make_provider
+
+    task = task_for(config)
+    hits = task.pack(task.build().units, random.Random(config.seed))
+    provider = make_provider(config, "")
+    reward = config.hit.reward
+    cost = sum((hit_cost(reward, h.max_assignments, provider.fee(reward, h.max_assignments)) for h in hits),
+               Decimal(0))
+    return len(hits), sum(h.max_assignments for h in hits), cost
+
+
+def plan(config: StudyConfig, *, replicates: int = 40, n_boot: int = 100, sizes: list[int] | None = None) -> Plan:
+    """Power and cost of every size on the grid (``sizes`` overrides the protocol's), ``replicates``
+    simulated studies a size, each analysed with ``n_boot`` bootstrap resamples."""
+    module = plan_module(config)
+    if replicates < 1 or n_boot < 1:
+        raise HitkitError("give at least one replicate and one bootstrap resample")
+    grid = sorted(set(sizes)) if sizes else module.sizes(config)
+    started, rows = time.monotonic(), []
+    jobs = [(size, r) for size in grid for r in range(replicates)]
+    outcomes: dict[int, list[dict]] = {size: [] for size in grid}
+    for size, r in progress(jobs, "plan", total=len(jobs), unit="study"):
+        sized = module.with_size(config, size)
+        outcomes[size].append(module.replicate(sized, config.seed * 100_003 + size * 1_009 + r, n_boot))
+    for size in grid:
+        hits, assignments, cost = design_cost(module.with_size(config, size))
+        row = {module.UNIT: size, "hits": hits, "assignments": assignments, "cost": str(cost)}
+        for decision in module.DECISIONS:
+            seen = [o[decision] for o in outcomes[size] if o.get(decision) is not None]
+            row[decision] = round(sum(seen) / len(seen), 3) if seen else None
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    smallest = {d: next((int(r[module.UNIT]) for r in rows if r[d] is not None and r[d] >= POWER), None)
+                for d in module.DECISIONS}
+    return Plan(table, dict(module.DECISIONS), module.UNIT, replicates, round(time.monotonic() - started, 1), smallest)
+
+
+def plan_text(config: StudyConfig, result: Plan) -> str:
+    """The plan as the command line prints it: the table, then one line per decision."""
+    currency = config.provider.currency
+    lines = [f"Plan for '{config.study}' ({config.task} on {config.provider.kind}): {result.replicates} simulated "
+             f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s.",
+             "", result.table.to_string(index=False), "", f"cost: every place paid, with fees ({currency}).", ""]
+    for decision, meaning in result.decisions.items():
+        size = result.smallest[decision]
+        if result.table[decision].isna().all():
+            lines.append(f"- {meaning}: does not apply to this study's systems and qualities")
+        elif size is None:
+            lines.append(f"- {meaning}: below {POWER:.0%} at every size on the grid; try larger sizes (--sizes)")
+        else:
+            row = result.table[result.table[result.unit] == size].iloc[0]
+            lines.append(f"- {meaning}: {POWER:.0%} power from {result.unit} = {size} ({row['hits']} HITs, "
+                         f"{row['cost']} {currency})")
+    return "\n".join(lines)
+
+

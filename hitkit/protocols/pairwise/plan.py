@@ -1,0 +1,101 @@
+"""``hitkit plan`` for pairwise studies: simulated votes at each number of votes per prompt, analysed
+by :func:`~hitkit.protocols.pairwise.analysis.analyze_votes`, and the decisions such a study makes.
+
+A simulated study has the study file's prompts, pairs and packing; each HIT's places go to workers of
+the simulated crowd (:func:`hitkit.staffing.staff`), each shown every pair in a random order and
+answering as the task type's simulated worker does with ``simulated.quality`` as the systems'
+strengths (identical responses are an automatic tie, as on the real page).
+"""
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+
+from hitkit.config import StudyConfig
+from hitkit.staffing import staff
+from hitkit.protocols import task_for
+from hitkit.protocols.pairwise.analysis import analyze_votes
+from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
+
+UNIT = "votes_per_prompt"
+DECISIONS = {
+    "closest_pair": "the two systems of closest quality differ (sign test, corrected)",
+    "every_pair": "every pair of systems of different quality differs (sign tests, corrected)",
+    "best": "the best system is ranked first",
+    "clusters": "adjacent systems' Bradley–Terry intervals separate",
+    "no_false_difference": "no two systems of equal quality are called different",
+}
+ALPHA = 0.05
+
+
+def sizes(config: StudyConfig) -> list[int]:
+    """Votes per prompt from 1 to twice the study's, on a roughly doubling grid that includes the study's."""
+    configured = config.pairwise.votes_per_prompt
+    return sorted({1, 2, 3, 5, 8, 12, configured, 2 * configured} - {0})
+
+
+def with_size(config: StudyConfig, size: int) -> StudyConfig:
+    """The study file with ``size`` votes per prompt."""
+    return config.model_copy(update={"pairwise": config.pairwise.model_copy(update={"votes_per_prompt": size})})
+
+
+def _quality(config: StudyConfig) -> dict[str, float]:
+    return {s.name: 0.5 for s in config.systems} | dict(config.simulated.quality)
+
+
+def simulate_votes(config: StudyConfig, seed: int) -> pd.DataFrame:
+    """One simulated study's votes table (the export's columns)."""
+    rng = random.Random(seed)
+    task = task_for(config)
+    units = {u.key: u for u in task.build().units}
+    hits = task.pack(list(units.values()), rng)
+    quality = _quality(config)
+    rows = []
+    for h, (hit, workers) in enumerate(zip(hits, staff(config, [hit.max_assignments for hit in hits], rng))):
+        for w, (worker, profile) in enumerate(workers):
+            for key in hit.unit_keys:
+                payload = units[key].payload
+                first, second = payload["systems"]
+                swapped = rng.random() < 0.5
+                shown = (second, first) if swapped else (first, second)
+                texts = dict(zip(payload["systems"], payload["responses"]))
+                identical = texts[first].strip() == texts[second].strip()
+                view = {"identical": identical, "a": texts[shown[0]], "b": texts[shown[1]]}
+                context = {texts[first]: quality[first], texts[second]: quality[second]}
+                answer = {"vote": "tie"} if identical else task.simulate(profile, view, rng, context, worker)
+                rows.append({"study": config.study, "hit_id": f"h{h}", "assignment_id": f"h{h}-{w}",
+                             "worker_id": worker, "item_id": payload["item_id"], "system_a": shown[0],
+                             "system_b": shown[1], "vote": answer["vote"]})
+    votes = pd.DataFrame(rows, columns=list(VOTE_COLUMNS))
+    votes.attrs["duplicates"] = {}
+    return votes
+
+
+def decide(config: StudyConfig, result) -> dict[str, bool | None]:
+    """Which of :data:`DECISIONS` one analysis gets right, given the true qualities."""
+    quality = _quality(config)
+    pairs, ranking = result.tables["pairs"], result.tables["ranking"]
+    significant = {frozenset((a, b)): p < ALPHA for a, b, p in pairs[["system_a", "system_b", "p_adjusted"]]
+                   .itertuples(index=False)}
+    different = [frozenset((a, b)) for a in quality for b in quality if a < b and quality[a] != quality[b]]
+    equal = [frozenset((a, b)) for a in quality for b in quality if a < b and quality[a] == quality[b]]
+    closest = min(different, key=lambda pair: abs(quality[min(pair)] - quality[max(pair)]), default=None)
+    order = sorted(quality, key=quality.get, reverse=True)
+    top = [s for s in order if quality[s] == quality[order[0]]]
+    by_system = ranking.set_index("system")
+    adjacent = [(hi, lo) for hi, lo in zip(order, order[1:]) if quality[hi] != quality[lo]]
+    return {
+        "closest_pair": significant.get(closest, False) if closest else None,
+        "every_pair": all(significant.get(pair, False) for pair in different) if different else None,
+        "best": (ranking.iloc[0]["system"] == order[0]) if len(top) == 1 else None,
+        "clusters": all(by_system.loc[lo, "ci_high"] < by_system.loc[hi, "ci_low"] for hi, lo in adjacent)
+        if adjacent else None,
+        "no_false_difference": not any(significant.get(pair, False) for pair in equal) if equal else None,
+    }
+
+
+def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
+    """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
+    votes = simulate_votes(config, seed)
+    return decide(config, analyze_votes(votes, n_boot=n_boot, seed=seed))
