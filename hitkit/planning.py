@@ -16,6 +16,7 @@ apply, e.g. no single best system when two share the top quality).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -27,6 +28,15 @@ from hitkit.errors import HitkitError
 from hitkit.money import hit_cost
 from hitkit.progress import progress
 from hitkit.protocols import PROTOCOLS, task_for
+
+DECISIONS = {
+    "closest_pair": "the two systems of closest quality differ (corrected test)",
+    "every_pair": "every pair of systems of different quality differs (corrected tests)",
+    "best": "the best system is ranked first",
+    "clusters": "adjacent systems' 95 % intervals separate",
+    "no_false_difference": "no two systems of equal quality are called different",
+}
+"""The decisions a ranking study exists for, the same words for every protocol that ranks systems."""
 
 POWER = 0.8
 """The share of simulated studies a decision must come out right in for a size to be recommended."""
@@ -117,3 +127,30 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
     return "\n".join(lines)
 
 
+def _measured(interval: tuple[float, float]) -> bool:
+    """An interval that says something: finite and of positive width (one worker's bootstrap is a point)."""
+    low, high = interval
+    return math.isfinite(low) and math.isfinite(high) and high > low
+
+
+def decide(quality: dict[str, float], differs, ranked: list[str], intervals: dict[str, tuple[float, float]],
+           ) -> dict[str, bool | None]:
+    """Which of :data:`DECISIONS` one simulated study's analysis got right, given the true ``quality`` of
+    the ranked systems: ``differs(a, b)`` says whether the analysis called a and b different (a claimed
+    better than b where its test is one-sided), ``ranked`` is its order (best first) and ``intervals``
+    each system's 95 % interval. None where a decision does not apply to these qualities."""
+    names = sorted(quality)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    different = [(a, b) if quality[a] > quality[b] else (b, a) for a, b in pairs if quality[a] != quality[b]]
+    equal = [(a, b) for a, b in pairs if quality[a] == quality[b]]
+    order = sorted(names, key=lambda n: (-quality[n], n))
+    adjacent = [(hi, lo) for hi, lo in zip(order, order[1:]) if quality[hi] != quality[lo]]
+    closest = min(different, key=lambda p: (quality[p[0]] - quality[p[1]], p), default=None)
+    return {
+        "closest_pair": differs(*closest) if closest else None,
+        "every_pair": all(differs(hi, lo) for hi, lo in different) if different else None,
+        "best": (ranked[0] == order[0]) if ranked and quality[order[0]] != quality[order[1]] else None,
+        "clusters": all(_measured(intervals[lo]) and _measured(intervals[hi]) and intervals[lo][1] < intervals[hi][0]
+                        for hi, lo in adjacent) if adjacent else None,
+        "no_false_difference": not any(differs(a, b) or differs(b, a) for a, b in equal) if equal else None,
+    }

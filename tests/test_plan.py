@@ -64,5 +64,37 @@ def test_the_command_prints_the_plan_and_writes_it(tmp_path):
 
 
 def test_a_protocol_without_a_plan_says_which_have_one():
-    with pytest.raises(HitkitError, match="not available for rating studies yet; it plans pairwise"):
+    with pytest.raises(HitkitError, match="not available for rating studies yet; it plans pairwise, live_chat"):
         plan(load_study(REPO / "examples" / "rating.yaml"))
+
+
+def _live_chat(quality=None):
+    import yaml
+
+    from hitkit.config import parse_study
+
+    data = yaml.safe_load((REPO / "examples" / "live_chat.yaml").read_text())
+    if quality is not None:
+        data["simulated"]["quality"] = quality
+    return parse_study(data, base_dir=REPO / "examples")
+
+
+def test_a_live_chat_plan_counts_hits_and_quality_control_catches_the_spammers():
+    config = _live_chat()
+    table = plan(config, replicates=8, n_boot=20, sizes=[2, 8]).table
+    assert list(table["hits"]) == [2, 8] and list(table["assignments"]) == [2, 8]
+    assert table["closest_pair"].iloc[1] > table["closest_pair"].iloc[0]
+    assert table["spammers_fail_qc"].dropna().min() >= 0.75
+    from hitkit.protocols.live_chat.plan import with_size
+
+    three = config.model_copy(update={"systems": config.systems[:4]})  # 3 real systems share 5 slots a HIT
+    with pytest.raises(ValueError, match="use a multiple of 3"):
+        with_size(three, 1)
+
+
+def test_a_live_chat_plan_of_identical_systems_makes_few_false_claims():
+    names = [s.name for s in _live_chat().systems if s.name != "qc"]
+    config = _live_chat({name: 0.6 for name in names})
+    table = plan(config, replicates=10, n_boot=20, sizes=[8]).table
+    assert table["no_false_difference"].iloc[0] >= 0.8
+    assert table["best"].isna().all() and table["closest_pair"].isna().all()  # nothing to find

@@ -226,10 +226,15 @@ class LiveChatTask(TaskType):
         }
 
     # Simulated workers -------------------------------------------------------------------------
+    def perceived_quality(self) -> dict[str, float]:
+        """Each system's quality in [0, 1] as the simulated crowd perceives it: ``simulated.quality``,
+        0.5 where it names none, and the degraded control bot far below."""
+        return ({s.name: 0.5 for s in self.config.systems} | {self._cfg.control: _CONTROL_QUALITY}
+                | dict(self.config.simulated.quality))
+
     def simulation_context(self, session: Session, study: Study) -> dict[int, float]:
         """Each unit's quality as the simulated crowd perceives it (unit public key → quality in [0, 1])."""
-        quality = ({s.name: 0.5 for s in self.config.systems} | {self._cfg.control: _CONTROL_QUALITY}
-                   | dict(self.config.simulated.quality))
+        quality = self.perceived_quality()
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
         return {u.public_key: quality[u.payload["system"]] for u in units}
 

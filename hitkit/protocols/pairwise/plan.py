@@ -12,6 +12,7 @@ import random
 
 import pandas as pd
 
+from hitkit import planning
 from hitkit.config import StudyConfig
 from hitkit.staffing import staff
 from hitkit.protocols import task_for
@@ -19,13 +20,7 @@ from hitkit.protocols.pairwise.analysis import analyze_votes
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
 
 UNIT = "votes_per_prompt"
-DECISIONS = {
-    "closest_pair": "the two systems of closest quality differ (sign test, corrected)",
-    "every_pair": "every pair of systems of different quality differs (sign tests, corrected)",
-    "best": "the best system is ranked first",
-    "clusters": "adjacent systems' Bradley–Terry intervals separate",
-    "no_false_difference": "no two systems of equal quality are called different",
-}
+DECISIONS = planning.DECISIONS
 ALPHA = 0.05
 
 
@@ -40,17 +35,13 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
     return config.model_copy(update={"pairwise": config.pairwise.model_copy(update={"votes_per_prompt": size})})
 
 
-def _quality(config: StudyConfig) -> dict[str, float]:
-    return {s.name: 0.5 for s in config.systems} | dict(config.simulated.quality)
-
-
 def simulate_votes(config: StudyConfig, seed: int) -> pd.DataFrame:
     """One simulated study's votes table (the export's columns)."""
     rng = random.Random(seed)
     task = task_for(config)
     units = {u.key: u for u in task.build().units}
     hits = task.pack(list(units.values()), rng)
-    quality = _quality(config)
+    quality = task.perceived_quality()
     rows = []
     for h, (hit, workers) in enumerate(zip(hits, staff(config, [hit.max_assignments for hit in hits], rng))):
         for w, (worker, profile) in enumerate(workers):
@@ -73,26 +64,14 @@ def simulate_votes(config: StudyConfig, seed: int) -> pd.DataFrame:
 
 
 def decide(config: StudyConfig, result) -> dict[str, bool | None]:
-    """Which of :data:`DECISIONS` one analysis gets right, given the true qualities."""
-    quality = _quality(config)
+    """Which of the plan's decisions one analysis gets right, given the true qualities: a pair differs
+    when its two-sided sign test is significant after correction."""
     pairs, ranking = result.tables["pairs"], result.tables["ranking"]
-    significant = {frozenset((a, b)): p < ALPHA for a, b, p in pairs[["system_a", "system_b", "p_adjusted"]]
-                   .itertuples(index=False)}
-    different = [frozenset((a, b)) for a in quality for b in quality if a < b and quality[a] != quality[b]]
-    equal = [frozenset((a, b)) for a in quality for b in quality if a < b and quality[a] == quality[b]]
-    closest = min(different, key=lambda pair: abs(quality[min(pair)] - quality[max(pair)]), default=None)
-    order = sorted(quality, key=quality.get, reverse=True)
-    top = [s for s in order if quality[s] == quality[order[0]]]
-    by_system = ranking.set_index("system")
-    adjacent = [(hi, lo) for hi, lo in zip(order, order[1:]) if quality[hi] != quality[lo]]
-    return {
-        "closest_pair": significant.get(closest, False) if closest else None,
-        "every_pair": all(significant.get(pair, False) for pair in different) if different else None,
-        "best": (ranking.iloc[0]["system"] == order[0]) if len(top) == 1 else None,
-        "clusters": all(by_system.loc[lo, "ci_high"] < by_system.loc[hi, "ci_low"] for hi, lo in adjacent)
-        if adjacent else None,
-        "no_false_difference": not any(significant.get(pair, False) for pair in equal) if equal else None,
-    }
+    significant = {frozenset((a, b)) for a, b, p in pairs[["system_a", "system_b", "p_adjusted"]]
+                   .itertuples(index=False) if p < ALPHA}
+    intervals = {s: (lo, hi) for s, lo, hi in ranking[["system", "ci_low", "ci_high"]].itertuples(index=False)}
+    return planning.decide(task_for(config).perceived_quality(), lambda a, b: frozenset((a, b)) in significant,
+                           list(ranking["system"]), intervals)
 
 
 def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:

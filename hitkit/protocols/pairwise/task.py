@@ -113,9 +113,13 @@ class PairwiseTask(TaskType):
         return {"unit_id": unit.public_key, "prompt": unit.payload["prompt"], "a": a, "b": b,
                 "identical": self._identical(unit), "question": self.config.pairwise.question}
 
+    def perceived_quality(self) -> dict[str, float]:
+        """Each system's quality in [0, 1] as the simulated crowd perceives it (``simulated.quality``, else 0.5)."""
+        return {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+
     def simulation_context(self, session: Session, study: Study) -> dict[str, str]:
         """Which system wrote each response text: how a simulated reader 'judges' a text."""
-        quality = {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+        quality = self.perceived_quality()
         by_text: dict[str, float] = {}
         for unit in session.scalars(select(Unit).where(Unit.study_id == study.id)):
             for system, text in zip(unit.payload["systems"], unit.payload["responses"]):

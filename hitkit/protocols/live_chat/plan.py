@@ -1,0 +1,107 @@
+"""``hitkit plan`` for live-chat studies: simulated ratings at each number of HITs, analysed by
+:func:`~hitkit.protocols.live_chat.analysis.analyze_ratings` (quality control included), and the
+decisions such a study makes.
+
+A simulated study has the study file's balanced HITs (the real systems and the QC bot's slot);
+each HIT goes to a worker of the simulated crowd (:func:`hitkit.staffing.staff`), who rates each
+chat as the task type's simulated worker does, with ``simulated.quality`` as the systems' strengths
+and the degraded bot far below. The chats themselves are not simulated: the analysis reads only the
+ratings.
+"""
+from __future__ import annotations
+
+import math
+import random
+
+import pandas as pd
+
+from hitkit import planning
+from hitkit.config import StudyConfig
+from hitkit.protocols import task_for
+from hitkit.protocols.live_chat.analysis import analyze_ratings
+from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
+from hitkit.protocols.live_chat.task import SCORE_PREFIX
+from hitkit.schema import ASSIGNMENT_COLUMNS
+from hitkit.staffing import staff
+
+UNIT = "hits"
+DECISIONS = planning.DECISIONS | {"spammers_fail_qc": "every spammer fails quality control"}
+ALPHA = 0.05
+
+
+def _step(config: StudyConfig) -> int:
+    """The smallest number of HITs whose slots the real systems can share equally."""
+    real = len(config.systems) - 1
+    per_hit = config.live_chat.slots_per_hit - 1
+    return real // math.gcd(real, per_hit)
+
+
+def sizes(config: StudyConfig) -> list[int]:
+    """HIT counts on a roughly doubling grid up to twice the study's, each a multiple that packs."""
+    step = _step(config)
+    configured = config.live_chat.hit_count(len(config.systems) - 1)
+    grid = {step * k for k in (1, 2, 4, 8, 16, 32) if step * k <= 2 * configured} | {configured, 2 * configured}
+    return sorted(grid)
+
+
+def with_size(config: StudyConfig, size: int) -> StudyConfig:
+    """The study file with ``size`` HITs (a multiple of :func:`_step`)."""
+    if size % _step(config):
+        raise ValueError(f"{size} HITs do not share the real systems' chats equally; use a multiple of {_step(config)}")
+    return config.model_copy(update={"live_chat": config.live_chat.model_copy(
+        update={"hits": size, "conversations_per_system": None})})
+
+
+def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """One simulated study's assignments and ratings tables (the export's columns), and each worker's profile."""
+    rng = random.Random(seed)
+    task = task_for(config)
+    units = {u.key: u for u in task.build().units}
+    hits = task.pack(list(units.values()), rng)
+    quality = task.perceived_quality()
+    criteria = config.live_chat.criteria
+    assignments, ratings, profiles = [], [], {}
+    for h, (hit, workers) in enumerate(zip(hits, staff(config, [hit.max_assignments for hit in hits], rng))):
+        for w, (worker, profile) in enumerate(workers):
+            profiles[worker] = profile
+            ids = {"study": config.study, "hit_id": f"h{h}", "assignment_id": f"h{h}-{w}", "worker_id": worker}
+            assignments.append({**ids, "status": "submitted", "work_time_s": None})
+            for slot, key in enumerate(hit.unit_keys):
+                payload = units[key].payload
+                answers = task.simulate(profile, {"unit_id": key, "topic": "planned"}, rng,
+                                        {key: quality[payload["system"]]}, worker)
+                for c in criteria:
+                    ratings.append({**ids, "conversation_id": f"h{h}-{w}-{slot}", "slot": slot,
+                                    "system": payload["system"], "is_control": bool(payload["is_control"]),
+                                    "criterion": c.name, "score": float(answers[SCORE_PREFIX + c.name])})
+    assignments = pd.DataFrame(assignments, columns=list(ASSIGNMENT_COLUMNS))
+    assignments.attrs["duplicates"] = {}
+    ratings = pd.DataFrame(ratings, columns=list(RATING_COLUMNS))
+    ratings.attrs["duplicates"] = {}
+    return assignments, ratings, profiles
+
+
+def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
+    """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
+    assignments, ratings, profiles = simulate_tables(config, seed)
+    result = analyze_ratings(assignments, ratings, criteria=config.live_chat.criterion_list(), n_boot=n_boot,
+                             seed=seed)
+    significant = {(a, b) for a, b, p in result.tables["significance"][["system_a", "system_b", "p_adjusted"]]
+                   .itertuples(index=False) if p < ALPHA}
+    overall = result.tables["score_intervals"]
+    overall = overall[overall["criterion"] == "overall"]
+    intervals = {s: (lo, hi) for s, lo, hi in overall[["system", "low", "high"]].itertuples(index=False)}
+    task = task_for(config)
+    quality = {s: q for s, q in task.perceived_quality().items() if s not in task.control_systems()}
+    ranked = list(result.tables["systems"]["system"])
+    # A system no worker who passed QC rated has no score: the study did not rank it.
+    if set(quality) - set(intervals):
+        # Some system has no score (no worker who passed QC rated it): the study ranked nothing.
+        applies = planning.decide(quality, lambda a, b: False, [], dict.fromkeys(quality, (0.0, 1.0)))
+        outcome = {k: (None if v is None else k == "no_false_difference") for k, v in applies.items()}
+    else:
+        outcome = planning.decide(quality, lambda a, b: (a, b) in significant, ranked, intervals)
+    workers = result.tables["workers"].set_index("worker_id")["passed"]
+    spammers = [w for w in workers.index if profiles.get(w) == "spammer"]
+    outcome["spammers_fail_qc"] = (not workers[spammers].astype(bool).any()) if spammers else None
+    return outcome
