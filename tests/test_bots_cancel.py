@@ -18,7 +18,8 @@ pytest.importorskip("torch", reason="the bot server tests need the bots extra (t
 pytest.importorskip("transformers", reason="the bot server tests need the bots extra (transformers)")
 
 from hitkit.bots.client import BotClient, BotConfig  # noqa: E402
-from hitkit.bots.engine import HFBackend, load_model  # noqa: E402
+from hitkit.bots.engine import HFBackend  # noqa: E402
+from hitkit.bots.hf_model import load_model  # noqa: E402
 from hitkit.bots.server import BotServer  # noqa: E402
 from tests.test_bots_server import build_tiny_model  # noqa: E402
 

@@ -17,7 +17,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast 
 from hitkit.bots.client import BotClient, BotConfig  # noqa: E402
 from hitkit.bots.corpus import Dialogue  # noqa: E402
 from hitkit.bots.degraded import DegradedBackend, DegradedBot  # noqa: E402
-from hitkit.bots.engine import HFBackend, load_model, sample_next  # noqa: E402
+from hitkit.bots.engine import HFBackend, sample_next  # noqa: E402
+from hitkit.bots.hf_model import load_model  # noqa: E402
 from hitkit.bots.server import BotServer  # noqa: E402
 
 SPECIALS = ["<pad>", "<s>", "<|im_start|>", "<|im_end|>", "<unk>"]

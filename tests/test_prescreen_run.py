@@ -141,7 +141,7 @@ def test_unknown_tournament_system_is_a_config_error(tmp_path, stub_bots, tiny_l
 def test_perplexity_matches_the_models_own_loss(tiny_lm):
     import torch
 
-    from hitkit.bots.engine import load_model
+    from hitkit.bots.hf_model import load_model
     from hitkit.prescreen.models import Perplexity
 
     model, tokenizer = load_model(tiny_lm, device="cpu")

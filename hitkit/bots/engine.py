@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
+from transformers import DynamicCache, PreTrainedTokenizerBase
 
 from hitkit.bots import kvcache
 from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, FinishReason, Ticket
 from hitkit.bots.batching import BatchStats, await_ticket, collect, enqueue, first_stop
+from hitkit.bots.hf_model import eos_token_ids, load_model
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -35,52 +36,6 @@ if not hasattr(DynamicCache(), "layers"):  # the per-layer cache API our batch s
 
     raise ImportError(f"hitkit's bot server needs transformers 5 or newer (per-layer KV caches); "
                       f"found {transformers.__version__}")
-
-
-def pick_device(requested: str = "auto") -> torch.device:
-    """``auto`` → CUDA when a GPU is visible, else CPU; otherwise the device named."""
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(requested)
-
-
-def load_model(path: str | Path, gguf_file: str | None = None, device: str = "auto",
-               ) -> tuple[Any, PreTrainedTokenizerBase]:
-    """Load a causal LM and its tokenizer from a directory, or from a GGUF file in that directory.
-
-    Never downloads: ``local_files_only`` is forced, so a wrong path fails here with a clear error.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"model path {path} does not exist")
-    if gguf_file is None and path.is_file() and path.suffix == ".gguf":
-        path, gguf_file = path.parent, path.name
-    if gguf_file is not None and not (path / gguf_file).is_file():
-        raise FileNotFoundError(f"GGUF file {path / gguf_file} does not exist")
-    dev = pick_device(device)
-    # GGUF weights are de-quantised on load; half precision only pays off on a GPU.
-    dtype = torch.float32 if dev.type == "cpu" else (
-        torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
-    kwargs: dict[str, Any] = {"local_files_only": True}
-    if gguf_file is not None:
-        kwargs["gguf_file"] = gguf_file
-    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kwargs)
-    model = model.to(dev).eval()
-    return model, tokenizer
-
-
-def eos_token_ids(model: Any, tokenizer: PreTrainedTokenizerBase) -> set[int]:
-    """Token ids that end a reply: the generation config's (chat models often list the
-    end-of-turn token there) and the tokenizer's EOS."""
-    ids: set[int] = set()
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    for value in (configured, tokenizer.eos_token_id):
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, (list, tuple)):
-            ids.update(int(v) for v in value)
-    return ids
 
 
 @dataclass
@@ -175,7 +130,7 @@ class HFBackend(Backend):
     @classmethod
     def load(cls, name: str, path: str | Path, gguf_file: str | None = None,
              device: str = "auto", **options: Any) -> HFBackend:
-        """Load a model from disk (see :func:`load_model`) and serve it."""
+        """Load a model from disk (see :func:`hitkit.bots.hf_model.load_model`) and serve it."""
         model, tokenizer = load_model(path, gguf_file, device)
         return cls(name, model, tokenizer, **options)
 

@@ -78,7 +78,7 @@ class Perplexity:
     @classmethod
     def load(cls, spec: str, device: str = "cpu", **options: Any) -> Perplexity:
         """Load ``smollm2``, a ``.gguf`` file or a model folder, never from the network."""
-        from hitkit.bots.engine import load_model
+        from hitkit.bots.hf_model import load_model
 
         folder, gguf = resolve_lm(spec)
         model, tokenizer = load_model(folder, gguf, device)
