@@ -10,7 +10,7 @@ STUDY_YAML = """\
 # A pairwise A/B study (ChatEval style). Every field is documented in the README, section "The study
 # file"; paths are relative to this file. Check it with `hitkit launch study.yaml --dry-run`.
 study: my-ab-study          # unique name: lower-case letters, digits, '-' and '_'
-task: pairwise              # pairwise | live_chat | spot_the_bot
+task: pairwise              # pairwise | live_chat | spot_the_bot | rating
 seed: 1                     # seeds packing, A/B order and every resampling in the analysis
 budget: "30.00"             # hard ceiling on worst-case spend, rewards plus fees
 out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
@@ -43,7 +43,7 @@ schedule:
   #                           # (default: hold on prolific and mturk, pay on simulated and local)
 
 provider:
-  kind: simulated             # simulated | local | prolific | mturk (see the README: Providers)
+  kind: simulated             # simulated | local | prolific | panel | mturk (see the README: Providers)
   currency: USD
   # fee_rate: "0.333"         # Prolific's fee on rewards; settings under provider.prolific
 

@@ -29,6 +29,7 @@ from hitkit import dashboard as dash
 from server import auth
 from hitkit import security, tokens
 from hitkit.errors import HitkitError
+from hitkit.protocols import PROTOCOLS
 from server.worker import context, db
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard")
@@ -313,7 +314,8 @@ def conversation(study: str, conversation_id: int):
             detail = dash.conversation_detail(session, ctx, conversation_id)
         except dash.ActionError:
             abort(404)
-        return render_template("dashboard/conversation.html", study=study, task=ctx.config.task, **detail)
+        return render_template("dashboard/conversation.html", study=study, task=ctx.config.task,
+                               words=_words(ctx), **detail)
 
 
 @bp.get("/study/<study>/systems/<system>")
@@ -339,7 +341,8 @@ def compare(study: str):
             view = dash.side_by_side(session, ctx, a, b)
         except dash.ActionError:
             abort(404)
-        return render_template("dashboard/compare.html", study=study, task=ctx.config.task, systems=systems, **view)
+        return render_template("dashboard/compare.html", study=study, task=ctx.config.task, systems=systems,
+                               words=_words(ctx), **view)
 
 
 # Events -------------------------------------------------------------------------------------------
@@ -351,3 +354,8 @@ def events():
         listing = dash.events(session, study_id, _page())
         return render_template("dashboard/events.html", listing=listing, study=name,
                                studies=[s.name for s in dash.studies(session)])
+
+
+def _words(ctx) -> dict[str, str]:
+    """How the shared dashboard pages speak of the study's protocol (its views module's ``WORDS``)."""
+    return PROTOCOLS[ctx.config.task].module("views").WORDS

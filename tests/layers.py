@@ -149,8 +149,17 @@ def import_loops(graph: Graph) -> list[list[str]]:
 
 def protocol_names_outside(root: Path, names: tuple[str, ...]) -> list[str]:
     """Every string constant equal to a protocol's name in hitkit/ and server/ outside hitkit/protocols/
-    (docstrings and other longer text do not count), as 'path:line: name'."""
+    (docstrings and other longer text do not count), and every quoted protocol name in the shared
+    templates (those not named after a protocol), as 'path:line: name'."""
+    import re
+
     out = []
+    quoted = re.compile(r"""['"](%s)['"]""" % "|".join(map(re.escape, names)))
+    for path in sorted((root / "hit_templates").rglob("*.html")):
+        if path.name.startswith(names):
+            continue
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            out += [f"{path.relative_to(root)}:{lineno}: {m.group(1)}" for m in quoted.finditer(line)]
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             if (root / "hitkit" / "protocols") in path.parents:

@@ -82,6 +82,30 @@ def test_report_from_an_export_folder_and_its_json(tmp_path):
     assert "sign test" in files["methods"]
 
 
+def test_a_report_of_an_export_folder_analyses_it_afresh_even_beside_an_old_analysis(tmp_path):
+    folder = write_votes(tmp_path / "run" / "export")
+    assert CliRunner().invoke(main, ["report", str(folder)]).exit_code == 0
+    stale = tmp_path / "run" / "analysis" / "ranking.csv"
+    stale.write_text(stale.read_text().replace("\n", "\n", 1).replace(",", ",9.99e9,", 1))
+    run = CliRunner().invoke(main, ["report", str(folder)])
+    assert run.exit_code == 0, run.output
+    report = (tmp_path / "run" / "report" / "report.md").read_text()
+    assert "9.99e9" not in report and "9990000000" not in report and "exported tables in" in report
+
+
+def test_analyze_uses_the_seed_the_export_records(tmp_path):
+    folder = write_votes(tmp_path / "export")
+    (folder / "study.json").write_text(json.dumps({"study": "s", "task": "pairwise", "seed": 7}))
+    outs = {}
+    for name, extra in (("recorded", []), ("given", ["--seed", "7"]), ("zero", ["--seed", "0"])):
+        outs[name] = tmp_path / name
+        run = CliRunner().invoke(main, ["analyze", "pairwise", str(folder), "--out", str(outs[name]), *extra])
+        assert run.exit_code == 0, run.output
+    ranking = {name: (out / "ranking.csv").read_text() for name, out in outs.items()}
+    assert ranking["recorded"] == ranking["given"] and json.loads((outs["recorded"] / "summary.json").read_text())[
+        "seed"] == 7
+
+
 def test_helpful_errors_name_the_problem_and_the_fix(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -122,3 +146,13 @@ def test_load_reads_an_export_folder_into_dataframes(tmp_path):
     assert "votes" in data and "nothing" not in data
     with pytest.raises(AttributeError, match="no table"):
         _ = data.nothing
+
+
+def test_db_commands_take_a_sqlite_file_as_serve_does(tmp_path):
+    path = tmp_path / "study.db"
+    up = CliRunner().invoke(main, ["db", "upgrade", "--db", str(path)])
+    assert up.exit_code == 0, up.output
+    now = CliRunner().invoke(main, ["db", "current", "--db", str(path)])
+    assert now.exit_code == 0 and now.output.strip() == up.output.strip().rsplit(" ", 1)[-1]
+    folder = CliRunner().invoke(main, ["db", "current", "--db", str(tmp_path)])
+    assert folder.exit_code == 1 and "is a folder" in folder.output and "Traceback" not in folder.output

@@ -39,8 +39,8 @@ def test_the_web_tier_loads_no_statistics():
 
 @pytest.fixture
 def tree(tmp_path) -> Path:
-    """A copy of hitkit/ and server/ to break on purpose."""
-    for package in ("hitkit", "server"):
+    """A copy of hitkit/, server/ and the templates to break on purpose."""
+    for package in ("hitkit", "server", "hit_templates"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
@@ -79,3 +79,10 @@ def test_a_protocol_name_in_shared_code_is_caught(tree):
     _append(tree / "hitkit" / "export.py", "return config.task == 'live_chat'")
     assert protocol_names_outside(tree, tuple(PROTOCOLS)) == ["hitkit/export.py:" + str(
         len((tree / "hitkit" / "export.py").read_text().splitlines())) + ": live_chat"]
+
+
+def test_a_protocol_name_in_a_shared_template_is_caught(tree):
+    page = tree / "hit_templates" / "dashboard" / "compare.html"
+    page.write_text(page.read_text(encoding="utf-8") + "\n{% if task == 'rating' %}x{% endif %}\n", encoding="utf-8")
+    found = protocol_names_outside(tree, tuple(PROTOCOLS))
+    assert found and found[-1].startswith("hit_templates/dashboard/compare.html:") and found[-1].endswith(": rating")

@@ -77,6 +77,18 @@ def test_hits_hold_distinct_prompts_mixed_systems_and_their_degraded_places():
     assert task.pack(material.units, random.Random(3)) == hits  # seeded
 
 
+def test_a_short_last_hit_gets_no_more_degraded_places_than_it_has_responses():
+    cfg = config(items_per_hit=89, degraded_per_hit=2, ratings_per_item=3)  # 90 responses: 89 + 1
+    task = task_for(cfg)
+    material = task.build()
+    hits = task.pack(material.units, random.Random(5))
+    by_key = {u.key: u for u in material.units}
+    shapes = [(sum(not by_key[k].payload["is_control"] for k in h.unit_keys),
+               sum(by_key[k].payload["is_control"] for k in h.unit_keys)) for h in hits]
+    assert shapes == [(89, 2), (1, 1)]
+    assert sum(1 for u in material.units if u.payload["is_control"]) == 3
+
+
 def test_rotation_blocks_cut_a_short_last_block_and_repeat_prompts_only_when_blocks_exceed_them():
     specs = task_for(config()).build().units
     real = [u for u in specs if not u.payload["is_control"]]
@@ -218,7 +230,7 @@ def rating_study(tmp_path: Path, database_url: str) -> Path:
     return path
 
 
-def test_a_simulated_rating_study_fails_the_spammers_and_recovers_the_quality_order(tmp_path, database_url):
+def test_a_simulated_rating_study_fails_spammers_and_recovers_the_quality_order(tmp_path, database_url):
     study_file = rating_study(tmp_path, database_url)
     result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=120)
     assert result.crowd_errors == []
@@ -251,8 +263,9 @@ def test_a_simulated_rating_study_fails_the_spammers_and_recovers_the_quality_or
 
     workers = pd.read_csv(out / "analysis" / "workers.csv")
     assert workers.loc[workers["worker_id"].str.startswith("sim-diligent"), "passed"].all()
-    # A spammer who clicks at random passes a 0.05-level test with probability 0.05: seeded, this one does not.
-    assert not workers.loc[workers["worker_id"].str.startswith("sim-spammer"), "passed"].any()
+    # A spammer who clicks at random passes a 0.05-level test with probability 0.05 (which HITs each
+    # spammer takes depends on timing, so no seed fixes it): both spammers pass with probability 0.0025.
+    assert workers.loc[workers["worker_id"].str.startswith("sim-spammer"), "passed"].sum() <= 1
     systems = pd.read_csv(out / "analysis" / "systems.csv")
     assert list(systems.sort_values("rank")["system"]) == ["alpha", "beta", "gamma"]
     summary = json.loads((out / "analysis" / "summary.json").read_text())

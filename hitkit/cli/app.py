@@ -59,6 +59,11 @@ _add_bots_group()
 
 def database_option(f):
     """The ``--db`` option of the commands that work on a database rather than a study file."""
-    return click.option("--db", "database_url", envvar="HITKIT_DATABASE_URL", required=True,
+    def as_url(_ctx, _param, value: str | None) -> str | None:
+        from hitkit.served import database_url_of
+
+        return database_url_of(value) if value else value
+
+    return click.option("--db", "database_url", envvar="HITKIT_DATABASE_URL", required=True, callback=as_url,
                         help="Database URL (or HITKIT_DATABASE_URL), e.g. postgresql://user@host/db, "
                              "or the path of a study's SQLite file, e.g. runs/STUDY/hitkit.db.")(f)

@@ -37,6 +37,15 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
             click.echo(f"wrote {path}")
 
 
+def _export_seed(directory: Path) -> int:
+    """The seed an export's ``study.json`` records (the study's), else 0."""
+    info = directory / "study.json"
+    try:
+        return int(json.loads(info.read_text(encoding="utf-8")).get("seed") or 0) if info.is_file() else 0
+    except (ValueError, TypeError, AttributeError):
+        return 0
+
+
 def _analysis_option(name: str) -> str:
     """The :attr:`~hitkit.protocols.base.Protocol.analysis_options` entry a ``hitkit analyze`` option belongs to."""
     return "trueskill" if name.startswith("trueskill_") or name == "draw_probability" else name
@@ -106,8 +115,8 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
         if config.task != task:
             raise HitkitError(f"{study_file} is a {config.task} study; run `hitkit analyze {config.task} …` "
                               "or give this task's study file")
-    if seed is None:
-        seed = config.seed if config is not None else 0
+    if seed is None:  # the study's seed, so that analyze reproduces the launch's and the report's numbers
+        seed = config.seed if config is not None else _export_seed(directory)
     proto = PROTOCOLS[task]
     own = {"replicate": replicate, "stability": stability or None, "resample": resample, "rank_by": rank_by,
            "trueskill_mu": trueskill_mu, "trueskill_sigma": trueskill_sigma, "trueskill_beta": trueskill_beta,

@@ -17,6 +17,7 @@ from hitkit.dashboard.bots import bot_health, fmt_seconds
 from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Payment, Study, System, Turn, Unit
 from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.money import cents
+from hitkit.protocols import PROTOCOLS
 from hitkit.qc import QcSummary, qc_summary
 from hitkit.qc_policy import held_assignment_ids
 from hitkit.study import StudyContext, unit_answer_counts
@@ -126,6 +127,11 @@ class StudyProgress:
                       "recent": r.recent, "total": r.total} for r in self.bots.get("rows", [])],
             "bots_failing": self.bots.get("failing", []), "held": self.held,
         }
+
+    @property
+    def has_chat(self) -> bool:
+        """Whether the study's workers chat with bots (its page then shows the bots' health)."""
+        return PROTOCOLS[self.task].has_chat
 
     def display(self) -> dict[str, str]:
         """The figures as the dashboard writes them, so the page and its live refresh agree."""

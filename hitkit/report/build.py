@@ -85,6 +85,8 @@ def report(path: str | Path, out: str | Path | None = None, *, seed: int | None 
         source = f"{analysis_dir or export_dir}"
     out_dir = Path(out) if out is not None else run_dir / "report"
 
+    if export_dir is not None and path.resolve() == export_dir.resolve():
+        analysis_dir = None  # an export folder is analysed here, never read from a stale analysis beside it
     if analysis_dir is not None and not stability and seed is None:
         analysed = load(analysis_dir)
         task = analysed.task or (load(export_dir).task if export_dir else None)

@@ -95,7 +95,8 @@ def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRI
         raise InputError(path, f"unknown criterion {unknown[0]!r}"
                          + (f" (and {unknown[1:]})" if len(unknown) > 1 else "")
                          + f"; configured criteria are {[c.name for c in criteria]}. "
-                         "Add it to the study's criteria or fix the export")
+                         "For a study with its own criteria give its file (`hitkit analyze --study STUDY.yaml`), "
+                         "else add it to the study's criteria or fix the export")
     score = pd.to_numeric(table["score"], errors="coerce")
     bad = table.index[score.isna() | (score < 0) | (score > 100)]
     if len(bad):

@@ -30,6 +30,6 @@ def criteria(systems: pd.DataFrame, names: Sequence[str]) -> bytes:
     return plots.criterion_bars(systems, list(names))
 
 
-def quality_control(workers: pd.DataFrame, alpha: float) -> bytes:
-    """Workers passing the QC test and the distribution of their p-values."""
-    return plots.qc_pass(workers, alpha)
+def quality_control(workers: pd.DataFrame, alpha: float, test: str = "QC bot rated lower than real systems") -> bytes:
+    """Workers passing the QC test (``test``: what it tests, in words) and the distribution of their p-values."""
+    return plots.qc_pass(workers, alpha, test)

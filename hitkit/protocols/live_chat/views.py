@@ -9,6 +9,14 @@ from typing import Any
 import pandas as pd
 
 
+WORDS = {
+    "compare_note": "one worker's chats with both, in the same HIT",
+    "compare_opening": "{a}'s chat opened with:",
+    "compare_empty": "no worker has chatted with both {a} and {b} in the same HIT yet",
+    "answers_heading": "Ratings",
+}
+"""How the dashboard's shared pages speak of this protocol's material."""
+
 
 def describe_unit(payload: Mapping[str, Any]) -> str:
     """The system a chat slot talks to."""

@@ -8,6 +8,14 @@ from typing import Any
 import pandas as pd
 
 
+WORDS = {
+    "compare_note": "the same prompts",
+    "compare_opening": "",
+    "compare_empty": "{a} and {b} have no responses to the same prompts in this study",
+    "answers_heading": "Votes",
+}
+"""How the dashboard's shared pages speak of this protocol's material."""
+
 
 def describe_unit(payload: Mapping[str, Any]) -> str:
     """The pair of systems a unit compares."""

@@ -12,7 +12,7 @@ intervals and one-sided pairwise tests. Tables (column contract v1):
 - ``degraded``: worker_id, n_degraded, n_original, mean_z_degraded, mean_z_original, p_value,
   passed: each worker's QC evidence (QC criteria only).
 
-The summary holds workers, passed, pass_rate, hits (counted assignments), hits_passed, items,
+The summary holds workers, passed, pass_rate, assignments (counted), assignments_passed, items,
 responses (distinct item × system rated intact), ratings (criterion ratings scored), degraded (degraded
 copies rated) and the options used.
 """
@@ -75,7 +75,8 @@ def read_da_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_
                                                            "item_id", "system", "criterion")})[list(DA_COLUMNS)]
     known = {c.name for c in criteria}
     score = pd.to_numeric(table["score"], errors="coerce")
-    for bad, why in ((~table["criterion"].isin(known), f"is not a configured criterion ({sorted(known)})"),
+    for bad, why in ((~table["criterion"].isin(known), f"is not a configured criterion ({sorted(known)}); for a study "
+                                                      "with its own criteria give its file: `hitkit analyze --study STUDY.yaml`"),
                      (score.isna() | (score < 0) | (score > 100), "has a score that is not a number within 0–100"),
                      (~table["is_control"].astype(str).str.strip().str.lower().isin(["0", "1", "true", "false"]),
                       "has an is_control that is not 0 or 1")):
@@ -128,7 +129,8 @@ def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAUL
     summary = {
         "workers": len(workers), "passed": len(passed),
         "pass_rate": len(passed) / len(workers) if len(workers) else None,
-        "hits": len(assignments), "hits_passed": int(assignments["worker_id"].isin(passed).sum()),
+        "assignments": len(assignments),
+        "assignments_passed": int(assignments["worker_id"].isin(passed).sum()),
         "items": int(kept["item_id"].nunique()), "responses": int(kept[["item_id", "system"]].drop_duplicates().shape[0]),
         "ratings": len(kept), "degraded": len(ratings.loc[ratings["is_control"], ["assignment_id", "conversation_id"]].drop_duplicates()),
         "systems": len(systems),

@@ -32,11 +32,12 @@ def sections(inp: ReportInput) -> list[Section]:
     qc = Section("Quality control")
     qc.text.append(f"{s.get('passed', '?')} of {s.get('workers', '?')} workers passed QC (pass rate "
                    f"{num(s.get('pass_rate'))}): their degraded copies were rated below the responses they rated "
-                   f"intact (one-sided Wilcoxon rank-sum, p < {alpha}). {s.get('hits_passed', '?')} of "
-                   f"{s.get('hits', '?')} HITs were done by workers who passed; {s.get('degraded', '?')} degraded "
-                   "copies were rated in all.")
+                   f"intact (one-sided Wilcoxon rank-sum, p < {alpha}). {s.get('assignments_passed', '?')} of "
+                   f"{s.get('assignments', '?')} counted assignments were done by workers who passed; "
+                   f"{s.get('degraded', '?')} degraded copies were rated in all.")
     qc.figures.append(ReportFigure("qc", "Workers passing the QC test and the distribution of their p-values.",
-                                   live_chat_figures.quality_control(inp.tables["workers"], alpha)))
+                                   live_chat_figures.quality_control(
+                                       inp.tables["workers"], alpha, "degraded copies rated lower than intact responses")))
     if "degraded" in inp.tables:
         qc.tables.append(("Degraded copies against intact responses, per worker (QC criteria, mean z)",
                           inp.tables["degraded"]))

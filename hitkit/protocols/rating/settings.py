@@ -38,6 +38,12 @@ class RatingConfig(Model):
         """HITs for ``responses`` responses to rate: blocks of ``items_per_hit``, the last one shorter."""
         return math.ceil(responses / self.items_per_hit)
 
+    def degraded_places(self, responses: int) -> list[int]:
+        """Degraded places per HIT: ``degraded_per_hit``, fewer in a short last HIT with fewer responses
+        (each copy degrades a different response of its HIT)."""
+        sizes = [min(self.items_per_hit, responses - start) for start in range(0, responses, self.items_per_hit)]
+        return [min(self.degraded_per_hit, size) for size in sizes]
+
 
 def check_study(config) -> None:
     """Raise ValueError when a HIT could not hold its degraded copies' originals."""

@@ -87,7 +87,7 @@ class RatingTask(TaskType):
                                payload={"item_id": item["id"], "prompt": item["prompt"], "system": s,
                                         "response": item["responses"][s], "is_control": False})
                       for s in systems]
-        places = cfg.hit_count(len(units)) * cfg.degraded_per_hit
+        places = sum(cfg.degraded_places(len(units)))
         units += [UnitSpec(key=f"degraded#{n}", payload={"is_control": True, "slot": n},
                            required_answers=cfg.ratings_per_item) for n in range(places)]
         return Material(units=units, conversations=conversations)
@@ -96,12 +96,13 @@ class RatingTask(TaskType):
         cfg = self._cfg
         degraded = [u for u in units if u.payload["is_control"]]
         blocks = rotation_blocks([u for u in units if not u.payload["is_control"]], cfg.items_per_hit, rng)
-        per = cfg.degraded_per_hit
-        if len(degraded) != len(blocks) * per:
-            raise ConfigError(f"{len(blocks)} HITs need {len(blocks) * per} degraded places; the material has "
+        places = [min(cfg.degraded_per_hit, len(block)) for block in blocks]
+        if len(degraded) != sum(places):
+            raise ConfigError(f"{len(blocks)} HITs need {sum(places)} degraded places; the material has "
                               f"{len(degraded)}")
-        return [HitSpec(tuple(u.key for u in block) + tuple(u.key for u in degraded[i * per:(i + 1) * per]),
-                        cfg.ratings_per_item) for i, block in enumerate(blocks)]
+        starts = [sum(places[:i]) for i in range(len(blocks))]
+        return [HitSpec(tuple(u.key for u in block) + tuple(u.key for u in degraded[start:start + n]),
+                        cfg.ratings_per_item) for block, start, n in zip(blocks, starts, places)]
 
     # Questions ---------------------------------------------------------------------------------
     def questions(self, unit: Unit) -> list[Question]:
@@ -119,7 +120,7 @@ class RatingTask(TaskType):
         the HIT, a phrase of it replaced by one of a response to another prompt of the HIT."""
         real = [u for u in units if not u.payload["is_control"]]
         places = [u for u in units if u.payload["is_control"]]
-        sources = rng.sample(real, len(places)) if len(places) <= len(real) else [rng.choice(real) for _ in places]
+        sources = rng.sample(real, len(places))  # packing gives a HIT no more places than responses
         made = {}
         for place, source in zip(places, sources):
             item, own = source.payload["item_id"], source.payload["response"]

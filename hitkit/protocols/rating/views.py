@@ -10,6 +10,15 @@ import pandas as pd
 from hitkit.protocols.pairwise import views as _pairwise
 from hitkit.protocols.rating.scores import TABLE
 
+
+WORDS = {
+    "compare_note": "their responses to the same prompts",
+    "compare_opening": "",
+    "compare_empty": "{a} and {b} have no responses to the same prompts in this study",
+    "answers_heading": "Ratings",
+}
+"""How the dashboard's shared pages speak of this protocol's material."""
+
 side_by_side = _pairwise.side_by_side
 """Two systems' responses to the same prompts: the study stores its prompts as pairwise does."""
 

@@ -9,6 +9,15 @@ from typing import Any
 import pandas as pd
 
 
+WORDS = {
+    "compare_note": "bot–bot conversations from the same seed dialogue",
+    "compare_opening": "",
+    "compare_empty": "{a} and {b} have no bot–bot conversations from the same seed dialogue yet",
+    "answers_heading": "Annotations of its segments",
+}
+"""How the dashboard's shared pages speak of this protocol's material."""
+
+
 def describe_unit(payload: Mapping[str, Any]) -> str:
     """The segment's length and which system each speaker is."""
     return f"first {payload.get('k')} exchanges: speaker 0 = {payload['systems'][0]}, 1 = {payload['systems'][1]}"
