@@ -3,7 +3,9 @@ and the ledger, on SQLite and PostgreSQL, through Flask's test client."""
 from __future__ import annotations
 
 import re
+import shutil
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 import yaml
@@ -360,3 +362,16 @@ def test_profile_distinct_n_divides_by_tokens_as_li_et_al_and_the_prescreen():
     profile = dash.automatic_metrics(texts)
     assert profile["distinct_2"] == round(chateval["distinct_2"], 3)
     assert dash.automatic_metrics(["", "!"])["distinct_1"] is None
+
+
+def test_every_system_link_of_a_spot_the_bot_study_opens_and_human_material_has_no_link(tmp_path, dashboard_env):
+    # The frozen golden run: bot-bot and human-human conversations, labelled by the simulated crowd.
+
+    db = tmp_path / "hitkit.db"
+    shutil.copy(Path(__file__).parent / "data" / "golden" / "spot_the_bot" / "hitkit.db", db)
+    client = app_for(f"sqlite:///{db}").test_client()
+    login(client)
+    page = client.get("/dashboard/study/golden-spot-the-bot").get_data(as_text=True)
+    assert '<tr data-system="human">' in page and "/systems/human" not in page
+    links = set(re.findall(r'href="(/dashboard/study/golden-spot-the-bot/systems/[^"]+)"', page))
+    assert links and all(client.get(link).status_code == 200 for link in links)

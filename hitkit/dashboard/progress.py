@@ -78,6 +78,8 @@ class SystemProgress:
     submitted: int = 0
     approved: int = 0
     conversations: int = 0
+    has_profile: bool = True
+    """False for material that no system wrote (Spot The Bot's human–human speakers): it has no profile page."""
 
 
 @dataclass
@@ -171,7 +173,7 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
             for s in session.scalars(select(System).where(System.study_id == study.id).order_by(System.id))}
     for names in shape.unit_systems.values():
         for name in names:
-            rows.setdefault(name, SystemProgress(name, False))
+            rows.setdefault(name, SystemProgress(name, False, has_profile=False))
     for uid, names in shape.unit_systems.items():
         need = shape.unit_required.get(uid, 0)
         got = min(need, counts.get(uid, 0))
