@@ -41,3 +41,26 @@ def launch(config_path, **options):
     from server.embedded import WebServer
 
     return run(config_path, web=WebServer.serve, **options)
+
+
+def served(study_file, database_url: str):
+    """A study created from ``study_file``, running, its first wave posted and its pages served on
+    loopback: a generator of (pages URL, config, secret) that stops the server when closed."""
+    from hitkit.config import load_study
+    from hitkit.db.models import Study
+    from hitkit.db.session import session_scope
+    from hitkit.scheduler import tick
+    from hitkit.study import create_study, resolve_secret
+    from server.embedded import WebServer
+
+    config = load_study(study_file)
+    secret = resolve_secret(database_url)
+    with session_scope(database_url) as s:
+        ctx = create_study(s, config, Path(study_file), secret)
+        s.get(Study, ctx.study_id).status = "running"
+    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
+    tick(database_url, config.study, web.url)
+    try:
+        yield web.url, config, secret
+    finally:
+        web.stop()

@@ -5,13 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
-from hitkit.db.models import Assignment, Response, Study
+from hitkit.db.models import Assignment, Response
 from hitkit.db.session import session_scope
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
-from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
+from tests.studies import served
 from tests.test_rating import rating_study
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -21,15 +18,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def live_rating(tmp_path, database_url):
     """The example rating study with its first wave posted, its pages served on loopback."""
-    config = load_study(rating_study(tmp_path, database_url))
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
-        ctx = create_study(s, config, tmp_path / "study.yaml", secret)
-        s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
-    tick(database_url, config.study, web.url)
-    yield web.url, database_url, config
-    web.stop()
+    for url, config, _secret in served(rating_study(tmp_path, database_url), database_url):
+        yield url, database_url, config
 
 
 def test_a_worker_rates_every_response_in_chromium_and_submit_waits_for_every_slider(live_rating):

@@ -6,27 +6,16 @@ import requests
 from sqlalchemy import func, select
 
 from hitkit import tokens
-from hitkit.config import load_study
-from hitkit.db.models import Assignment, Response, Study
+from hitkit.db.models import Assignment, Response
 from hitkit.db.session import session_scope
-from server.embedded import WebServer
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
-from tests.studies import pairwise_study
+from tests.studies import pairwise_study, served
 
 
 @pytest.fixture
 def live(tmp_path, database_url):
     """A running study with its first wave posted and the worker pages served on loopback."""
-    config = load_study(pairwise_study(tmp_path, database_url))
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
-        ctx = create_study(s, config, tmp_path / "study.yaml", secret)
-        s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
-    tick(database_url, config.study, web.url)
-    yield web.url, database_url, secret
-    web.stop()
+    for url, _config, secret in served(pairwise_study(tmp_path, database_url), database_url):
+        yield url, database_url, secret
 
 
 def accept(base: str, worker: str, hit: int = 1) -> tuple[requests.Session, str]:

@@ -27,6 +27,7 @@ Each step is a small pure function, so a notebook can rerun one with another cho
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -178,6 +179,33 @@ def read_tables(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRIT
     return every_assignment, ratings
 
 
+@dataclass
+class Scored:
+    """The tables of METHODS §1 steps 1–7 on counted ratings: z-scores, the QC test and the workers'
+    verdicts, the passed workers' ratings of real systems, system scores and pairwise significance."""
+
+    z: pd.DataFrame
+    qc: pd.DataFrame
+    workers: pd.DataFrame
+    kept: pd.DataFrame
+    systems: pd.DataFrame
+    significance: pd.DataFrame
+
+
+def scored(assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion], *, alpha: float,
+           qc_method: QcMethod, ddof: int, significance_unit: SignificanceUnit, correction: Correction) -> Scored:
+    """Reverse, standardise, QC, keep the passed workers' ratings, score and test (live chat's steps, and
+    the rating protocol's with its degraded copies as the control)."""
+    z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
+    qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
+    workers = worker_table(assignments, z, qc)
+    kept = passed_ratings(z, workers)
+    systems = system_scores(kept, criteria)
+    significance = pairwise_significance(kept, unit=significance_unit, order=list(systems["system"]),
+                                         correction=correction)
+    return Scored(z, qc, workers, kept, systems, significance)
+
+
 def analyze_ratings(every_assignment: pd.DataFrame, ratings: pd.DataFrame, *,
                     criteria: Sequence[Criterion] = DEFAULT_CRITERIA, alpha: float = 0.05,
                     qc_method: QcMethod = "asymptotic", significance_unit: SignificanceUnit = "rating",
@@ -188,14 +216,10 @@ def analyze_ratings(every_assignment: pd.DataFrame, ratings: pd.DataFrame, *,
     assignments = counted(every_assignment)
     duplicate_report = ratings.attrs.get("duplicates", {})
     ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
-    z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
-    qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
-    workers = worker_table(assignments, z, qc)
-    kept = passed_ratings(z, workers)
-    systems = system_scores(kept, criteria)
+    steps = scored(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof,
+                   significance_unit=significance_unit, correction=correction)
+    workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
     order = list(systems["system"])
-    significance = pairwise_significance(kept, unit=significance_unit, order=order,
-                                         correction=correction)
     summary = summarise(assignments, ratings, workers)
     assignment_report = every_assignment.attrs["duplicates"]
     warnings_out = duplicate_warnings([

@@ -38,16 +38,15 @@ from hitkit.analysis.inference import (
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, keep_counted, read_assignments, read_table
 from hitkit.errors import InputError
 from hitkit.protocols.live_chat import figures as live_chat_figures
+from hitkit.protocols.live_chat.analysis import scored
 from hitkit.protocols.live_chat.criteria import Criterion, check_criteria
 from hitkit.protocols.live_chat.quality import (
     QcMethod,
-    passed_ratings,
     reverse_negative,
     standardise_per_worker,
     wilcoxon_qc,
-    worker_table,
 )
-from hitkit.protocols.live_chat.scores import pairwise_significance, score_intervals, system_scores
+from hitkit.protocols.live_chat.scores import score_intervals
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
 # This protocol's --cluster units → live chat's names for the same clusters.
@@ -118,13 +117,10 @@ def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAUL
     ratings = keep_counted(every, in_dir, Path(in_dir) / f"{TABLE}.csv", duplicates=duplicates)
     assignment_report = ratings.attrs["assignment_duplicates"]
     assignments = counted(read_assignments(in_dir, duplicates=duplicates))
-    z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
-    qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
-    workers = worker_table(assignments, z, qc)
-    kept = passed_ratings(z, workers)
-    systems = system_scores(kept, criteria)
+    steps = scored(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof,
+                   significance_unit="rating", correction=correction)
+    workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
     order = list(systems["system"])
-    significance = pairwise_significance(kept, unit="rating", order=order, correction=correction)
     passed = set(workers.loc[workers["passed"], "worker_id"])
     summary = {
         "workers": len(workers), "passed": len(passed),
@@ -144,7 +140,7 @@ def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAUL
     intervals["unit"] = interval_unit
     return AnalysisResult(
         tables={"workers": workers, "systems": systems, "significance": significance, "score_intervals": intervals,
-                "degraded": degraded_table(z, qc, criteria)},
+                "degraded": degraded_table(steps.z, steps.qc, criteria)},
         summary=summary, figures={"significance": png(lambda: live_chat_figures.significance(
             significance, order, alpha, correction_label(correction)))})
 
