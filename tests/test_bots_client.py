@@ -64,6 +64,9 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
 
     def _json(self, status: int, body: dict, headers: dict | None = None) -> None:
         data = json.dumps(body).encode()
+        # The call leaves the count before its reply is sent: once the client has the reply it may send
+        # the next call at once, which must not meet this one still counted (a false peak).
+        self._leave()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -73,6 +76,7 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_POST(self) -> None:  # noqa: N802
+        self._left = False
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         action = self.server.next_action(body)
         try:
@@ -91,7 +95,12 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
-            with self.server.lock:
+            self._leave()
+
+    def _leave(self) -> None:
+        with self.server.lock:
+            if not getattr(self, "_left", False):
+                self._left = True
                 self.server.in_flight -= 1
 
 
