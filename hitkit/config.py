@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import yaml
 from pydantic import Field, ValidationError, create_model, field_validator, model_validator
@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
 from hitkit.sections import (BotsConfig, GenerationConfig, HitConfig, Model, Money, PrescreenConfig, ProviderConfig,
-                             ScheduleConfig, ServerConfig, SimulatedConfig, SystemConfig)
+                             ScheduleConfig, ServerConfig, SimulatedConfig, StopConfig, SystemConfig)
 
 REVIEW_WINDOW_S = 24 * 3600.0
 """Default ``schedule.approve_after_s`` on a real crowd: a day for the coordinator to review work."""
@@ -44,6 +44,9 @@ class _StudyBase(Model):
     bots: Optional[BotsConfig] = None
     generation: Optional[GenerationConfig] = None
     prescreen: Optional[PrescreenConfig] = None
+    design: Literal["fixed", "adaptive"] = Field("fixed", description=(
+        "fixed: post the HITs in their order; adaptive: post first the HITs that most serve the stop rule's open decision"))
+    stop: Optional[StopConfig] = None
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")
@@ -74,6 +77,12 @@ class _StudyBase(Model):
                                  f"schedule.qc_reject_reason ({need}+ characters"
                                  f"{', as Prolific requires' if need > 1 else ''}; it has {len(reason)}), "
                                  f"or use qc_failures: hold to decide each case yourself")
+        if self.design == "adaptive" and self.stop is None:
+            raise ValueError("design: adaptive needs a 'stop:' section: the decision it posts for "
+                             "(best, pairs or pair) and when that decision is made")
+        strangers = sorted(set(self.stop.systems or []) - {s.name for s in self.systems}) if self.stop else []
+        if strangers:
+            raise ValueError(f"stop.systems names systems that are not in 'systems': {', '.join(strangers)}")
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
             raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}; "

@@ -202,6 +202,28 @@ class SimulatedConfig(Model):
     ack_log: bool = Field(False, description="append every acknowledged answer to OUT/acks.jsonl")
 
 
+class StopConfig(Model):
+    """A pre-registered stopping rule (:mod:`hitkit.analysis.sequential`): after every counted HIT the
+    scheduler looks at the decision's anytime-valid intervals, and when the decision is made it posts
+    nothing more (on Prolific it stops growing places and stops the study)."""
+
+    decision: Literal["best", "pairs", "pair"] = Field(description=(
+        "best: one system beats every other; pairs: every pair differs or cannot within the study's size; "
+        "pair: the pair named in `systems`, likewise"))
+    systems: Optional[list[str]] = Field(None, min_length=2, max_length=2,
+                                         description="the two systems of decision: pair")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="the error rate every claim keeps, at any look")
+    min_hits: int = Field(1, ge=1, description="the first look comes after this many counted HITs")
+
+    @model_validator(mode="after")
+    def _pair_named(self) -> "StopConfig":
+        if (self.decision == "pair") != (self.systems is not None):
+            raise ValueError("stop.systems names the two systems of decision: pair, and only of it")
+        if self.systems and self.systems[0] == self.systems[1]:
+            raise ValueError("stop.systems must name two different systems")
+        return self
+
+
 class GenerationConfig(Model):
     """Bot–bot conversations for Spot The Bot (METHODS.md §2), written to ``OUT/STUDY/bot_bot.jsonl``.
 

@@ -80,6 +80,9 @@ class PairwiseTask(TaskType):
         cfg = self.config.pairwise
         order = list(units)
         rng.shuffle(order)
+        if self.config.design == "adaptive":
+            # One pair per HIT where the prompts allow: then choosing a HIT chooses the comparison.
+            order.sort(key=lambda u: tuple(u.payload["systems"]))
         blocks: list[list[UnitSpec]] = []
         for unit in order:
             # First block with room that does not already show this prompt; else a new block.

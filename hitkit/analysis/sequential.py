@@ -1,0 +1,240 @@
+"""Anytime-valid confidence sequences for the comparisons a study's stopping rule watches, and the rule.
+
+A stopping rule looks at the data after every HIT. A fixed-sample test looked at that often rejects a
+true null far more often than its α; a *confidence sequence* does not: its intervals cover the true
+value at every look at once with probability ≥ 1 − α, so a study may stop the moment an interval
+excludes the null, and the claim keeps its level (Howard, Ramdas, McAuliffe & Sekhon, "Time-uniform,
+nonparametric, nonasymptotic confidence sequences", Annals of Statistics 49(2), 2021).
+
+The boundary is Robbins' two-sided normal mixture (Howard et al. 2021, eq. (14)): for a running sum
+``S_t`` of ``t`` observations of mean ``μ`` and variance proxy ``σ²`` (``V_t = tσ²``),
+
+    |S_t − tμ| < sqrt((V_t + ρ) · log((V_t + ρ) / (ρ α²)))   for every t, with probability ≥ 1 − α.
+
+Two uses of the one formula:
+
+* **exact** (``Comparison.exact``): the observations are bounded, so ``σ²`` is a known bound
+  (a win score in [0, 1] is 1/4-sub-Gaussian, Hoeffding); the sequence is valid in finite samples
+  whatever the look times (pairwise votes, where the A/B side is a fresh coin flip each time).
+* **asymptotic**: ``σ²`` is estimated from the data so far (a cluster-robust variance where
+  observations share a worker or a conversation); this is the asymptotic confidence sequence of
+  Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas ("Time-uniform central limit theory and asymptotic
+  confidence sequences", Annals of Statistics, 2024, Theorem 2.2), whose ``ρ`` is ours as 1/ρ².
+
+``ρ`` is chosen once, before the study, to make the interval narrowest at the planned number of
+observations (:func:`rho_for`); any ρ gives a valid sequence. A family of comparisons shares α by
+Bonferroni (α/K each), which keeps every sequence simultaneously valid.
+
+The rule (:func:`settle`) says when a pre-registered decision is made: ``best`` (one system's
+intervals against every other exclude the null in its favour), ``pairs`` (every pair either differs
+or cannot come to differ within the study's planned size: futility never adds a false claim) or
+``pair`` (one named pair, likewise). Pure functions: no database, no scipy.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal, Mapping, Sequence
+
+import numpy as np
+
+Decision = Literal["best", "pairs", "pair"]
+
+DECISIONS: dict[str, str] = {
+    "best": "which system is best: one system beats every other",
+    "pairs": "every pair of systems: differs, or cannot come to differ within the study's size",
+    "pair": "one named pair of systems: differs, or cannot come to differ within the study's size",
+}
+
+REFERENCE = ("Robbins' normal-mixture confidence sequence (Howard et al., Annals of Statistics 2021; "
+             "asymptotic form: Waudby-Smith et al., Annals of Statistics 2024)")
+
+
+def radius(t, variance, alpha: float, rho: float):
+    """Half-width of the confidence sequence for a mean after ``t`` observations of this variance
+    (proxy); vectorised over ``t`` and ``variance``. Infinite before the first observation."""
+    t = np.asarray(t, dtype=float)
+    v = t * np.asarray(variance, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.sqrt((v + rho) * np.log((v + rho) / (rho * alpha ** 2))) / t
+    return np.where(t > 0, r, np.inf)
+
+
+@lru_cache(maxsize=64)
+def _rho_factor(alpha: float) -> float:
+    """c minimising (1 + c)·(log((1 + c)/c) + 2 log(1/α)): with ρ = c·V*, the boundary is narrowest at V*."""
+    lo, hi = math.log(1e-4), math.log(1e2)
+    g = lambda lc: (1 + math.exp(lc)) * (math.log((1 + math.exp(lc)) / math.exp(lc)) + 2 * math.log(1 / alpha))  # noqa: E731
+    for _ in range(100):  # golden-section search on log c
+        a, b = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
+        lo, hi = (lo, b) if g(a) < g(b) else (a, hi)
+    return math.exp((lo + hi) / 2)
+
+
+def rho_for(planned_t: float, variance: float, alpha: float) -> float:
+    """The ρ that makes the sequence narrowest after ``planned_t`` observations of this variance."""
+    return _rho_factor(alpha) * max(planned_t, 1.0) * max(variance, 1e-12)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One watched comparison of systems a and b: the mean of an a-over-b score so far.
+
+    ``null`` is the score's value when a and b are equal (0.5 for a win score, 0 for a difference in
+    mean z); ``n`` counts the sequence's observations (votes, HITs, annotations); ``variance`` is per
+    observation, a known bound when ``exact`` or an estimate (cluster-robust) when not; ``planned``
+    is the number of observations the fixed design would give it (ρ is tuned there)."""
+
+    a: str
+    b: str
+    n: int
+    estimate: float
+    variance: float
+    planned: float
+    null: float = 0.0
+    exact: bool = False
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A comparison's confidence-sequence interval now, and what it says."""
+
+    a: str
+    b: str
+    n: int
+    estimate: float
+    low: float
+    high: float
+    null: float
+    futile: bool = False
+
+    @property
+    def winner(self) -> str | None:
+        """The system the interval shows better (it excludes the null), or None."""
+        if self.low > self.null:
+            return self.a
+        if self.high < self.null:
+            return self.b
+        return None
+
+    @property
+    def settled(self) -> bool:
+        return self.winner is not None or self.futile
+
+
+def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]:
+    """Every comparison's interval, α shared among them by Bonferroni; each pair also says whether it
+    is futile: even at its planned size, an interval around an estimate this close to the null (plus
+    two standard errors of what is left to observe) would still hold the null."""
+    k = max(len(comparisons), 1)
+    each = alpha / k
+    out = []
+    for c in comparisons:
+        rho = rho_for(c.planned, c.variance, each)
+        r = float(radius(c.n, c.variance, each, rho)) if c.n > 0 and c.variance > 0 else math.inf
+        out.append(Interval(c.a, c.b, c.n, c.estimate, c.estimate - r, c.estimate + r, c.null,
+                            _futile(c, r, each, rho)))
+    return out
+
+
+def _futile(c: Comparison, r: float, alpha: float, rho: float) -> bool:
+    """True when the comparison cannot be expected to exclude its null by its planned size: its
+    estimate, moved toward the far side by two standard errors of its own uncertainty and of what is
+    still to be observed, stays inside the interval it will have then."""
+    if c.n <= 0 or not math.isfinite(r) or c.variance <= 0 or abs(c.estimate - c.null) >= r:
+        return False
+    planned = max(c.planned, c.n)
+    left = planned - c.n
+    sd = math.sqrt(c.variance)
+    reach = 2 * sd * math.sqrt(left) / planned + 2 * sd / math.sqrt(c.n) * left / planned
+    return abs(c.estimate - c.null) + reach < float(radius(planned, c.variance, alpha, rho))
+    return out
+
+
+@dataclass(frozen=True)
+class RuleState:
+    """Where a decision stands: ``fired`` when it is made, with the outcome in words; ``open`` lists the
+    pairs still to settle; ``weights`` says how much more data each open pair needs (for an adaptive
+    design: post what most serves the open pairs)."""
+
+    decision: str
+    fired: bool
+    outcome: str
+    intervals: list[Interval]
+    open: list[tuple[str, str]] = field(default_factory=list)
+    weights: dict[tuple[str, str], float] = field(default_factory=dict)
+    leader: str | None = None
+
+
+def _pair(i: Interval) -> tuple[str, str]:
+    return (i.a, i.b)
+
+
+def leader(found: Sequence[Interval], systems: Sequence[str]) -> str | None:
+    """The system not yet shown worse than another with the best average score against the others
+    (ties: the first named)."""
+    beaten = {i.b if i.winner == i.a else i.a for i in found if i.winner is not None}
+    score: dict[str, list[float]] = {s: [] for s in systems}
+    for i in found:
+        if i.n:
+            score.setdefault(i.a, []).append(i.estimate - i.null)
+            score.setdefault(i.b, []).append(i.null - i.estimate)
+    alive = [s for s in systems if s not in beaten] or list(systems)
+    return max(alive, key=lambda s: (float(np.mean(score[s])) if score.get(s) else 0.0, -list(systems).index(s)))
+
+
+def settle(found: Sequence[Interval], decision: Decision, systems: Sequence[str],
+           pair: tuple[str, str] | None = None) -> RuleState:
+    """Whether the decision is made by these intervals, and what is left open (and how much it needs)."""
+    def need(i: Interval) -> float:
+        # Fewer observations and a narrower margin need more; settled pairs need nothing.
+        return 0.0 if i.settled else 1.0 / (1.0 + i.n)
+
+    if decision == "best":
+        top = leader(found, systems)
+        against = [i for i in found if top in (i.a, i.b)]
+        wins = [i for i in against if i.winner == top]
+        if against and len(wins) == len(systems) - 1:
+            return RuleState(decision, True, f"{top} is best: it beats every other system", list(found),
+                             leader=top)
+        beaten = {i.b if i.winner == i.a else i.a for i in found if i.winner is not None}
+        open_pairs = [i for i in against if i.winner is None and not ({i.a, i.b} - {top}) <= beaten]
+        weights = {_pair(i): 1.0 / (1.0 + i.n) for i in open_pairs}
+        return RuleState(decision, False, f"not yet: {top} leads", list(found), [_pair(i) for i in open_pairs],
+                         weights, top)
+    watched = [i for i in found if pair is None or {i.a, i.b} == set(pair)] if decision == "pair" else list(found)
+    open_pairs = [i for i in watched if not i.settled]
+    if watched and not open_pairs:
+        differ = [f"{i.winner} > {i.b if i.winner == i.a else i.a}" for i in watched if i.winner is not None]
+        return RuleState(decision, True, ("differ: " + ", ".join(differ)) if differ else
+                         "no pair can come to differ within the study's size", list(found))
+    return RuleState(decision, False, f"not yet: {len(open_pairs)} of {len(watched)} pairs open", list(found),
+                     [_pair(i) for i in open_pairs], {_pair(i): need(i) for i in open_pairs})
+
+
+def mean_and_variance(values: np.ndarray, clusters: np.ndarray | None = None) -> tuple[float, float]:
+    """Mean of the observations and the per-observation variance of that mean, cluster-robust when
+    observations share a cluster (n × the sandwich variance of the mean)."""
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan
+    mean = float(values.mean())
+    if clusters is None:
+        return mean, float(values.var(ddof=1)) if n > 1 else 0.0
+    resid = values - mean
+    _, inverse = np.unique(np.asarray(clusters), return_inverse=True)
+    totals = np.bincount(inverse, weights=resid)
+    g = len(totals)
+    correction = g / (g - 1) if g > 1 else 0.0
+    return mean, float(correction * (totals ** 2).sum() / n)
+
+
+def as_table(state: RuleState) -> list[Mapping[str, object]]:
+    """The intervals as rows for a table (dashboard, export)."""
+    return [{"system_a": i.a, "system_b": i.b, "n": i.n, "estimate": round(i.estimate, 4),
+             "low": round(i.low, 4) if math.isfinite(i.low) else None,
+             "high": round(i.high, 4) if math.isfinite(i.high) else None, "null": i.null,
+             "winner": i.winner, "futile": i.futile, "open": (i.a, i.b) in state.open}
+            for i in state.intervals]
