@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 from hitkit.db.models import Assignment, Conversation, Hit, Payment, Study, System, Worker
 from hitkit.schema import ASSIGNMENT_COLUMNS, DONE_STATUSES, FEEDBACK_COLUMNS, PAYMENT_COLUMNS
 from hitkit.errors import HitkitError
+from hitkit import stopping
 from hitkit.progress import progress
 from hitkit.security import neutralise_formula
 from hitkit.study import StudyContext
@@ -169,6 +170,10 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
     write_conversations(session, study, path)
     written.append(path)
     path = out / "study.json"
-    path.write_text(json.dumps(study_info(study), indent=2) + "\n")
+    info = study_info(study)
+    rule = stopping.summary(session, ctx)
+    if rule is not None:
+        info["stopping"] = rule
+    path.write_text(json.dumps(info, indent=2) + "\n")
     written.append(path)
     return written

@@ -32,6 +32,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.events import record_once
 from hitkit.money import cents, hit_cost
+from hitkit.schema import UNPOSTED_HITS
 
 if TYPE_CHECKING:
     from hitkit.providers.base import ProviderWork
@@ -119,7 +120,7 @@ def booked_bonuses(session: Session, study_id: int) -> dict[str, Decimal]:
 
 def committed_spend(session: Session, ctx: StudyContext) -> Decimal:
     """Worst-case spend of every posted HIT plus every bonus in the ledger."""
-    posted = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status != "pending"))
+    posted = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status.not_in(UNPOSTED_HITS)))
     return sum((worst_case(ctx, h) for h in posted), Decimal(0)) + sum(booked_bonuses(session, ctx.study_id).values())
 
 

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Study, Worker, utcnow
 from hitkit.schema import DONE_STATUSES
-from hitkit import ledger, provider_side, qc_policy
+from hitkit import ledger, provider_side, qc_policy, stopping
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
@@ -221,8 +221,11 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
             return 0
         open_hits = session.scalar(select(func.count()).select_from(Hit)
                                    .where(Hit.study_id == ctx.study_id, Hit.status == "posted"))
-        pending = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "pending")
-                                  .order_by(Hit.index).limit(sched.wave_size)).all()
+        query = select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "pending").order_by(Hit.index)
+        if ctx.config.design == "adaptive":
+            pending = stopping.order_pending(session, ctx, session.scalars(query).all())[:sched.wave_size]
+        else:
+            pending = session.scalars(query.limit(sched.wave_size)).all()
         costs = [ledger.worst_case(ctx, h) for h in pending]
         n = hits_to_post(costs, ledger.committed_spend(session, ctx), ledger.budget_of(session, ctx.study_id),
                          open_hits, sched.max_concurrent, sched.wave_size)
@@ -257,6 +260,38 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
                               data={"hit": hit_id, "provider_hit_id": posted.provider_hit_id}))
         posted_now += 1
     return posted_now
+
+
+def stop_when_settled(database_url: str, ctx: StudyContext, now: dt.datetime) -> bool:
+    """True once the study's stopping rule has fired. When it fires now, the HITs not yet posted are
+    withdrawn, the posted ones are closed to newcomers on the provider (work in progress can still be
+    handed in), and the provider closes the study (Prolific: stops it)."""
+    if ctx.config.stop is None:
+        return False
+    with session_scope(database_url) as session:
+        before = stopping.fired_event(session, ctx.study_id) is not None
+        fired = before or stopping.check(session, ctx, now)
+        closing = [] if before or not fired else stopping.closed_hits(session, ctx.study_id)
+    if fired and not before:
+        log.info("study %s: the stopping rule fired; no more work is posted", ctx.name)
+        for provider_hit_id in closing:
+            _tell_provider(database_url, ctx, ctx.provider.expire_hit, provider_hit_id)
+        _tell_provider(database_url, ctx, ctx.provider.close)
+    return fired
+
+
+def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> None:
+    """Call the provider; a failure is logged and recorded, not raised (a listing left open is closed
+    by the coordinator's `hitkit stop`, and its places are refused by the pages)."""
+    try:
+        call(*args)
+    except SQLAlchemyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see docstring
+        log.warning("closing work on the provider failed: %s", exc)
+        with session_scope(database_url) as session:
+            session.add(Event(study_id=ctx.study_id, kind="expire_failed", actor="scheduler",
+                              data={"provider_hit_id": args[0] if args else None, "error": str(exc)[:1000]}))
 
 
 def budget_blocked(session: Session, ctx: StudyContext) -> int:
@@ -295,14 +330,16 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
     report.approved = approve_submitted(database_url, ctx, now, report)
     report.capped = cap_full_workers(database_url, ctx)
     report.completed_hits = complete_full_hits(database_url, ctx)
-    if status == "running":
+    if status == "running" and not stop_when_settled(database_url, ctx, now):
         report.posted = post_wave(database_url, ctx, now, base_url)
     with session_scope(database_url) as session:
         study = session.get(Study, ctx.study_id)
         remaining = session.scalar(select(func.count()).select_from(Hit)
                                    .where(Hit.study_id == ctx.study_id, Hit.status.in_(("pending", "posted"))))
+        # Work still in progress on a HIT the stopping rule closed is waited for, then paid.
         undecided = session.scalar(select(func.count()).select_from(Assignment).join(Hit)
-                                   .where(Hit.study_id == ctx.study_id, Assignment.status == "submitted"))
+                                   .where(Hit.study_id == ctx.study_id, (Assignment.status == "submitted")
+                                          | ((Hit.status == "closed") & (Assignment.status == "accepted"))))
         if study.status == "running" and remaining == 0 and undecided == 0:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))

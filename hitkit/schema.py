@@ -24,3 +24,6 @@ ACTIVE_STATUSES = ("accepted", "submitted", "approved")
 """Assignment statuses that hold one of a HIT's places."""
 DONE_STATUSES = ("submitted", "approved")
 """Assignment statuses whose answers count: the work a worker handed in and that was not rejected."""
+
+UNPOSTED_HITS = ("pending", "withdrawn")
+"""HIT statuses never offered to anyone: waiting to be posted, or withdrawn when the stopping rule fired."""

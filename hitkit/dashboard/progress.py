@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 
 from hitkit.dashboard.bots import bot_health, fmt_seconds
 from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Payment, Study, System, Turn, Unit
-from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES
+from hitkit import stopping
+from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES, UNPOSTED_HITS
 from hitkit.money import cents
 from hitkit.protocols import PROTOCOLS
 from hitkit.qc import QcSummary, qc_summary
@@ -104,10 +105,12 @@ class StudyProgress:
     systems: list[SystemProgress]
     bots: dict[str, Any] = field(default_factory=dict)
     held: int = 0
+    stopping: dict[str, Any] | None = None
+    """The stopping rule's state (:func:`hitkit.stopping.summary`), when the study has one."""
 
     @property
     def hits_posted(self) -> int:
-        return sum(n for status, n in self.hits.items() if status != "pending")
+        return sum(n for status, n in self.hits.items() if status not in UNPOSTED_HITS)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON for the dashboard's live refresh."""
@@ -127,7 +130,7 @@ class StudyProgress:
             "qc": qc, "systems": [asdict(s) for s in self.systems], "display": self.display(),
             "bots": [{"name": r.name, "state": r.state, "owed": r.owed, "text": r.describe(),
                       "recent": r.recent, "total": r.total} for r in self.bots.get("rows", [])],
-            "bots_failing": self.bots.get("failing", []), "held": self.held,
+            "bots_failing": self.bots.get("failing", []), "held": self.held, "stopping": self.stopping,
         }
 
     @property
@@ -184,7 +187,7 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
             r.answers += got
             r.answers_needed += need
     for hit_id, status in hit_status.items():
-        if status != "pending":
+        if status not in UNPOSTED_HITS:
             for name in shape.hit_systems.get(hit_id, ()):
                 rows[name].hits_posted += 1
     assignments: Counter[str] = Counter()
@@ -205,4 +208,4 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         work_time_median_s=round(statistics.median(times), 1) if times else None,
         work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
         qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()), bots=bot_health(session, ctx),
-        held=len(held_assignment_ids(session, study.id)))
+        held=len(held_assignment_ids(session, study.id)), stopping=stopping.summary(session, ctx))

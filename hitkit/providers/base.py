@@ -175,6 +175,11 @@ class CrowdProvider(ABC):
         default does nothing, because hitkit's own pages are the marketplace.
         """
 
+    def close(self) -> None:
+        """No more work of this study will be posted (its stopping rule fired): a platform that lists
+        the study as a whole stops it; work in progress can still be handed in. The default does
+        nothing: each closed HIT was already expired."""
+
     def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork] | None:
         """Every assignment the provider holds for these HITs, for ``hitkit sync``.
 

@@ -111,6 +111,44 @@ def prescreen_section(inp: ReportInput) -> Section | None:
     return section(folder)
 
 
+def stopping_section(inp: ReportInput) -> Section | None:
+    """The pre-registered stopping rule: what it watched, when it fired (or that it did not), what it
+    decided, each comparison's interval then, and what was spent against the fixed design."""
+    rule = inp.info.get("stopping")
+    if not rule:
+        return None
+    section = Section("Stopping rule", id="stopping")
+    section.text.append(stopping_sentence(rule))
+    rows = [("decision", f"{rule['decision']}: {rule['meaning']}"), ("design", rule["design"]),
+            ("α (every claim, at any look)", str(rule["alpha"])), ("method", rule["method"]),
+            ("multiple comparisons", rule["correction"]),
+            ("fired", f"after {rule['fired_after_hits']} counted HITs ({rule['fired_at']})" if rule["fired"] else "no"),
+            ("outcome", rule["outcome"]),
+            (f"fixed design ({rule['fixed_design']['hits']} HITs, every place paid)",
+             f"{rule['fixed_design']['cost']} {rule['currency']}"),
+            ("committed when exported", f"{rule['committed']} {rule['currency']}")]
+    section.tables.append(("", pd.DataFrame(rows, columns=["", "value"])))
+    if rule.get("intervals"):
+        table = pd.DataFrame(rule["intervals"])
+        section.tables.append((f"Each comparison's interval {'when the rule fired' if rule['fired'] else 'now'} "
+                               f"(n counts {rule['unit']})", table))
+    return section
+
+
+def stopping_sentence(rule: dict) -> str:
+    """The methods paragraph's sentence on the stopping rule."""
+    said = (f"The study was pre-registered to stop when its decision ({rule['meaning']}) was made, by "
+            f"{rule['method']} at α = {rule['alpha']} with {rule['correction']} ({rule['design']} design), "
+            f"looked at after every counted HIT from HIT {rule['min_hits']} on.")
+    if rule["fired"]:
+        said += (f" The rule fired after {rule['fired_after_hits']} counted HITs ({rule['outcome']}); "
+                 f"{rule['committed']} {rule['currency']} was committed against the fixed design's "
+                 f"{rule['fixed_design']['cost']} {rule['currency']}.")
+    else:
+        said += f" The rule did not fire; the study ran its fixed design ({rule['outcome']})."
+    return said
+
+
 # --- the methods paragraph ---------------------------------------------------------------------------
 
 def _versions(summary: dict) -> str:
@@ -125,6 +163,8 @@ def _versions(summary: dict) -> str:
 def methods_paragraph(inp: ReportInput) -> str:
     """A paragraph an author can paste into a paper: what was computed, with which settings and versions."""
     out = list(_report_module(inp.task).methods(inp))
+    if inp.info.get("stopping"):
+        out.append(stopping_sentence(inp.info["stopping"]))
     out.append(f"All numbers were computed with {_versions(inp.summary)}.")
     return " ".join(out)
 
@@ -139,7 +179,7 @@ def _report_module(task: str):
 
 def build_sections(inp: ReportInput, extra_sections: Iterable[SectionSource] = ()) -> list[Section]:
     """The report's sections in order: study, the protocol's, extra and registered ones, cost."""
-    makers: list = [overview_section, _report_module(inp.task).sections, prescreen_section, *SECTION_HOOKS,
+    makers: list = [overview_section, _report_module(inp.task).sections, stopping_section, prescreen_section, *SECTION_HOOKS,
                     *extra_sections, cost_section]
     sections: list[Section] = []
     for maker in progress(makers, "report", total=len(makers), unit="section"):

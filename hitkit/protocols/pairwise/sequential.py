@@ -30,11 +30,6 @@ def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]
     return out
 
 
-def unit_pairs(payload: Mapping) -> list[tuple[str, str]]:
-    """The pairs one unit's answers inform."""
-    return [tuple(sorted(payload["systems"]))]
-
-
 def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
                 plan: Mapping[tuple[str, str], float]) -> list[Comparison]:
     """One comparison per pair of systems from the votes so far."""
@@ -52,3 +47,8 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
         n, mean = stats.get((x, y), (0, 0.5))
         out.append(Comparison(x, y, n, mean, 0.25, plan.get((x, y), 0.0), null=0.5, exact=True))
     return out
+
+
+def hit_pairs(payloads: Sequence[Mapping]) -> list[tuple[str, str]]:
+    """The pairs a HIT's answers inform: its units' pairs."""
+    return sorted({tuple(sorted(p["systems"])) for p in payloads})

@@ -235,6 +235,12 @@ class ProlificProvider(CrowdProvider):
         if self._call("GET", f"/studies/{study_id}/").get("status") in ("ACTIVE", "PAUSED"):
             self._transition(study_id, "STOP")
 
+    def close(self) -> None:
+        """The stopping rule fired: no more places are added, and the study is stopped on Prolific
+        (participants already at work can still submit; the study then shows AWAITING REVIEW)."""
+        if self.prolific_study_id() is not None:
+            self.stop()
+
     def expire_hit(self, provider_hit_id: str) -> None:
         """A finished package needs nothing on Prolific; when no package is left open, the study stops."""
         with session_scope(self.memory.database_url) as session:

@@ -1,0 +1,124 @@
+"""Studies that stop when their decision is made: the stop rule's statistics, and whole adaptive studies
+with the simulated crowd through real HTTP, asserted on the database, the export and the report."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from hitkit.analysis.sequential import Comparison, intervals, radius, rho_for, settle
+from hitkit.config import parse_study
+from hitkit.db.models import Assignment, Event, Hit, Payment, Study
+from hitkit.db.session import session_scope
+from hitkit.errors import ConfigError
+from hitkit.report.build import report
+from tests.studies import launch, pairwise_study
+
+WIDE = {"alpha": 0.95, "beta": 0.5, "gamma": 0.05}
+EQUAL = {"alpha": 0.5, "beta": 0.5, "gamma": 0.5}
+
+
+# The statistics --------------------------------------------------------------------------------------
+def test_looking_after_every_vote_keeps_false_claims_below_alpha():
+    # Two equal systems, 2,000 votes each study, a look after every vote: the share of studies whose
+    # interval ever excludes ½ stays below α (a fixed-sample test looked at this often would pass 30 %).
+    rng = np.random.default_rng(3)
+    studies, votes, alpha = 400, 2000, 0.05
+    scores = rng.integers(0, 2, size=(studies, votes)).astype(float)
+    t = np.arange(1, votes + 1)
+    means = scores.cumsum(axis=1) / t
+    r = radius(t, 0.25, alpha, rho_for(votes, 0.25, alpha))
+    ever = (np.abs(means - 0.5) > r).any(axis=1)
+    assert ever.mean() <= alpha
+    naive = (np.abs(means - 0.5) > 1.96 * 0.5 / np.sqrt(t))[:, 20:].any(axis=1)
+    assert naive.mean() > 3 * alpha
+
+
+def test_an_interval_narrows_with_data_and_names_the_better_system():
+    found = intervals([Comparison("a", "b", n, 0.6, 0.25, 2000, null=0.5, exact=True) for n in (10, 200, 2000)], 0.05)
+    widths = [i.high - i.low for i in found]
+    assert widths == sorted(widths, reverse=True)
+    assert [i.winner for i in found] == [None, None, "a"]
+
+
+def test_a_pair_too_close_to_settle_within_the_planned_size_is_futile_and_a_wide_one_is_not():
+    close, wide = intervals([Comparison("a", "b", 1500, 0.505, 0.25, 2000, null=0.5),
+                             Comparison("a", "c", 100, 0.56, 0.25, 2000, null=0.5)], 0.05)
+    assert close.futile and close.settled
+    assert not wide.futile and not wide.settled
+
+
+def test_best_fires_only_when_one_system_beats_every_other():
+    def state(ab, ac, bc):
+        return settle(intervals([Comparison("a", "b", 900, ab, 0.25, 1000, 0.5),
+                                 Comparison("a", "c", 900, ac, 0.25, 1000, 0.5),
+                                 Comparison("b", "c", 900, bc, 0.25, 1000, 0.5)], 0.05), "best", ["a", "b", "c"])
+    fired = state(0.7, 0.8, 0.6)
+    assert fired.fired and fired.leader == "a" and "a is best" in fired.outcome
+    tied_top = state(0.5, 0.8, 0.8)
+    assert not tied_top.fired and set(tied_top.open) == {("a", "b")}
+    assert tied_top.weights[("a", "b")] > 0
+
+
+# The study file -----------------------------------------------------------------------------------
+def _study(**changes):
+    base = {"study": "s", "task": "pairwise", "budget": "10", "systems": [{"name": "a"}, {"name": "b"}],
+            "pairwise": {"responses": "r.jsonl"}}
+    return parse_study({**base, **changes})
+
+
+def test_an_adaptive_design_without_a_stop_rule_is_refused_with_the_reason():
+    with pytest.raises(ConfigError, match="design: adaptive needs a 'stop:' section"):
+        _study(design="adaptive")
+
+
+def test_a_stop_rule_on_a_pair_must_name_two_systems_of_the_study():
+    with pytest.raises(ConfigError, match="stop.systems names systems that are not in 'systems': zeta"):
+        _study(stop={"decision": "pair", "systems": ["a", "zeta"]})
+    with pytest.raises(ConfigError, match="stop.systems names the two systems of decision: pair"):
+        _study(stop={"decision": "pair"})
+    assert _study(stop={"decision": "pair", "systems": ["a", "b"]}).stop.systems == ["a", "b"]
+
+
+# Whole studies ------------------------------------------------------------------------------------
+def _adaptive_pairwise(tmp_path, database_url, quality):
+    return pairwise_study(tmp_path, database_url, design="adaptive", stop={"decision": "best"},
+                          simulated={"quality": quality, "workers": [{"profile": "diligent", "count": 12},
+                                                                     {"profile": "spammer", "count": 2}]},
+                          pairwise={"prompts_per_hit": 5},
+                          schedule={"wave_size": 1, "max_concurrent": 2, "per_worker_cap": 6})
+
+
+def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tmp_path, database_url):
+    study_file = _adaptive_pairwise(tmp_path, database_url, WIDE)
+    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
+    out = tmp_path / "runs" / "ab-demo"
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "completed"
+        fired = s.scalars(select(Event).where(Event.kind == "stop_rule_fired")).all()
+        assert len(fired) == 1 and fired[0].data["outcome"].startswith("alpha is best")
+        statuses = dict(s.execute(select(Hit.status, func.count()).group_by(Hit.status)).all())
+        assert statuses.get("withdrawn", 0) > 0 and statuses.get("pending", 0) == 0
+        # Withdrawn HITs were never offered: no one took them, so nothing is paid for them.
+        assert s.scalar(select(func.count()).select_from(Assignment).join(Hit).where(Hit.status == "withdrawn")) == 0
+        assert s.scalar(select(func.count()).select_from(Payment)) > 0
+    info = json.loads((out / "export" / "study.json").read_text())
+    rule = info["stopping"]
+    assert rule["fired"] and rule["fired_after_hits"] < rule["fixed_design"]["assignments"]
+    assert float(rule["committed"]) < float(rule["fixed_design"]["cost"])
+    files = report(out)
+    assert "## Stopping rule" in files.markdown.read_text()
+    assert f"The rule fired after {rule['fired_after_hits']} counted HITs (alpha is best" in files.methods
+
+
+def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_path, database_url):
+    study_file = _adaptive_pairwise(tmp_path, database_url, EQUAL)
+    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "completed"
+        assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "stop_rule_fired")) == 0
+        assert set(s.scalars(select(Hit.status))) == {"completed"}
+    rule = json.loads((tmp_path / "runs" / "ab-demo" / "export" / "study.json").read_text())["stopping"]
+    assert not rule["fired"] and rule["now"]
