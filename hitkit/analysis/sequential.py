@@ -149,7 +149,6 @@ def _futile(c: Comparison, r: float, alpha: float, rho: float) -> bool:
     sd = math.sqrt(c.variance)
     reach = 2 * sd * math.sqrt(left) / planned + 2 * sd / math.sqrt(c.n) * left / planned
     return abs(c.estimate - c.null) + reach < float(radius(planned, c.variance, alpha, rho))
-    return out
 
 
 @dataclass(frozen=True)
@@ -198,8 +197,10 @@ def settle(found: Sequence[Interval], decision: Decision, systems: Sequence[str]
         if against and len(wins) == len(systems) - 1:
             return RuleState(decision, True, f"{top} is best: it beats every other system", list(found),
                              leader=top)
-        beaten = {i.b if i.winner == i.a else i.a for i in found if i.winner is not None}
-        open_pairs = [i for i in against if i.winner is None and not ({i.a, i.b} - {top}) <= beaten]
+        # The claim is that the leader beats every other system itself, so a challenger that a third
+        # system has already beaten still has to meet it: leaving such pairs out of the open ones left
+        # an adaptive design with nothing to post and a decision that could never be made.
+        open_pairs = [i for i in against if i.winner is None]
         weights = {_pair(i): 1.0 / (1.0 + i.n) for i in open_pairs}
         return RuleState(decision, False, f"not yet: {top} leads", list(found), [_pair(i) for i in open_pairs],
                          weights, top)
