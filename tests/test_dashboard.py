@@ -375,3 +375,29 @@ def test_every_system_link_of_a_spot_the_bot_study_opens_and_human_material_has_
     assert '<tr data-system="human">' in page and "/systems/human" not in page
     links = set(re.findall(r'href="(/dashboard/study/golden-spot-the-bot/systems/[^"]+)"', page))
     assert links and all(client.get(link).status_code == 200 for link in links)
+
+
+def test_the_study_page_shows_each_comparisons_interval_and_the_stopping_rules_state(tmp_path, database_url,
+                                                                                      dashboard_env, monkeypatch):
+    from hitkit import stopping
+    from hitkit.analysis.sequential import RuleState
+
+    ctx = make_study(tmp_path, database_url, stop={"decision": "pairs", "alpha": 0.1})
+    for n in range(3):
+        do_hit(database_url, ctx, f"W-stop-{n}")
+    client = app_for(database_url).test_client()
+    login(client)
+    html = client.get("/dashboard/study/ab-demo").get_data(as_text=True)
+    assert "Stopping rule" in html and 'data-stop-fired="no"' in html
+    for pair in ("alpha~beta", "alpha~gamma", "beta~gamma"):
+        assert f'data-pair="{pair}"' in html
+    live = client.get("/dashboard/api/progress?study=ab-demo", headers={"Accept": "application/json"}).get_json()
+    rule = live["studies"][0]["stopping"]
+    assert rule["decision"] == "pairs" and not rule["fired"] and rule["counted_hits"] == 3
+    assert sum(r["n"] for r in rule["now"]) == 3 * 10  # every vote of the three HITs, on some pair
+
+    decided = RuleState("pairs", True, "differ: alpha > gamma", [])
+    monkeypatch.setattr(stopping, "rule_state", lambda session, c: decided)
+    tick(database_url, "ab-demo", "http://127.0.0.1:9")
+    html = client.get("/dashboard/study/ab-demo").get_data(as_text=True)
+    assert 'data-stop-fired="yes"' in html and "Fired after 3 counted HITs" in html and "differ: alpha &gt; gamma" in html

@@ -30,6 +30,8 @@ from hitkit.scheduler import tick
 from hitkit.study import StudyContext, create_study, resolve_secret
 from hitkit.sync import sync_study
 from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused
+from hitkit import stopping
+from hitkit.analysis.sequential import RuleState
 from tests.studies import pairwise_study
 
 PROLIFIC = {"estimated_minutes": 2}
@@ -55,12 +57,12 @@ def fake():
         assert server.violations == []  # nothing hitkit sent or read broke Prolific's OpenAPI document
 
 
-def launch_on(tmp_path, database_url, fake, prolific=None, schedule=None, provider=None):
+def launch_on(tmp_path, database_url, fake, prolific=None, schedule=None, provider=None, **changes):
     """The example A/B study on the fake, running, its first wave posted, pages served: (web, config, secret)."""
     settings = {"api_url": fake.url, **PROLIFIC, **(prolific or {})}
     config = load_study(pairwise_study(tmp_path, database_url, provider={
         "kind": "prolific", "currency": "GBP", "prolific": settings, **(provider or {})},
-        schedule={"approve_after_s": 0, **(schedule or {})}))
+        schedule={"approve_after_s": 0, **(schedule or {})}, **changes))
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, config, tmp_path / "study.yaml", secret)
@@ -574,6 +576,34 @@ def test_the_study_stops_when_no_package_is_left_and_extra_places_only_ever_go_u
     p.expire_hit(first)
     assert fake.calls("POST", f"/studies/{sid}/transition/")[-1].body == {"action": "STOP"}
     assert fake.studies[sid]["status"] == "COMPLETED"  # nothing left to review
+
+
+def test_when_the_stopping_rule_fires_prolific_gets_no_more_places_and_the_study_is_stopped(
+        tmp_path, database_url, fake, monkeypatch):
+    web, config, secret = launch_on(tmp_path, database_url, fake, design="adaptive", stop={"decision": "best"},
+                                    schedule={"wave_size": 1, "max_concurrent": 1})
+    try:
+        [sid] = fake.studies
+        places = fake.studies[sid]["total_available_places"]
+        session_id = fake.start_session(pid("early"), sid)
+        take_and_submit(web.url, pid("early"), sid, session_id)
+        fake.complete(session_id, code_of(config, secret))
+        # The decision is made (as if the votes had settled it): the next tick acts on it.
+        decided = RuleState("best", True, "alpha is best: it beats every other system", [])
+        monkeypatch.setattr(stopping, "rule_state", lambda session, ctx: decided)
+        tick(database_url, "ab-demo", web.url)
+        tick(database_url, "ab-demo", web.url)
+        transitions = [c.body for c in fake.calls("POST", f"/studies/{sid}/transition/")]
+        assert transitions[-1] == {"action": "STOP"}
+        assert fake.studies[sid]["total_available_places"] == places  # no more places were added
+        with pytest.raises(Refused):
+            fake.start_session(pid("late"), sid)
+        with session_scope(database_url) as s:
+            assert s.scalar(select(Study.status)) == "completed"
+            assert {h.status for h in s.scalars(select(Hit))} == {"closed", "withdrawn"}
+            assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "stop_rule_fired")) == 1
+    finally:
+        web.stop()
 
 
 def test_a_whole_study_runs_end_to_end_with_participants_arriving_from_prolific(study, fake):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import yaml
 import pytest
 from sqlalchemy import func, select
 
@@ -122,3 +123,35 @@ def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_p
         assert set(s.scalars(select(Hit.status))) == {"completed"}
     rule = json.loads((tmp_path / "runs" / "ab-demo" / "export" / "study.json").read_text())["stopping"]
     assert not rule["fired"] and rule["now"]
+
+
+def _adaptive_stb(tmp_path, database_url, quality):
+    from tests.test_spot_the_bot_study import stb_study, write_bot_bot, write_human_human
+
+    study_file = stb_study(tmp_path, database_url, human_count=6)
+    write_bot_bot(tmp_path / "bot_bot.jsonl", per_pair=6)
+    write_human_human(tmp_path / "human.jsonl", count=8)
+    data = yaml.safe_load(study_file.read_text())
+    data.update(design="adaptive", stop={"decision": "best"})
+    data["simulated"].update(quality=quality, workers=[{"profile": "diligent", "count": 30}])
+    data["schedule"].update(wave_size=1, max_concurrent=2, per_worker_cap=4)
+    study_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    return study_file
+
+
+@pytest.mark.parametrize("quality, stops", [({"alpha": 0.95, "beta": 0.05, "gamma": 0.05}, True),
+                                            ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False)],
+                         ids=["wide", "equal"])
+def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_better(tmp_path, database_url,
+                                                                                     quality, stops):
+    launch(_adaptive_stb(tmp_path, database_url, quality), yes=True, show_progress=False, echo=lambda _m: None,
+           timeout_s=300)
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "completed"
+        fired = s.scalars(select(Event).where(Event.kind == "stop_rule_fired")).all()
+        statuses = set(s.scalars(select(Hit.status)))
+    if stops:
+        assert len(fired) == 1 and fired[0].data["outcome"].startswith("alpha is best")
+        assert "withdrawn" in statuses
+    else:
+        assert fired == [] and statuses == {"completed"}
