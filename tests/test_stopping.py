@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from hitkit.analysis.sequential import Comparison, intervals, radius, rho_for, settle
 from hitkit.config import parse_study
-from hitkit.db.models import Assignment, Event, Hit, Payment, Study
+from hitkit.db.models import Assignment, Event, Hit, HitUnit, Payment, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.report.build import report
@@ -150,6 +150,10 @@ def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_bet
         assert s.scalar(select(Study.status)) == "completed"
         fired = s.scalars(select(Event).where(Event.kind == "stop_rule_fired")).all()
         statuses = set(s.scalars(select(Hit.status)))
+        # The adaptive order keeps the packing's constraint: no worker saw two segments of one conversation.
+        seen = s.execute(select(Assignment.worker_id, Unit.conversation_id).join(Hit, Hit.id == Assignment.hit_id)
+                         .join(HitUnit, HitUnit.hit_id == Hit.id).join(Unit, Unit.id == HitUnit.unit_id)).all()
+        assert len(seen) == len(set(seen)) > 0
     if stops:
         assert len(fired) == 1 and fired[0].data["outcome"].startswith("alpha is best")
         assert "withdrawn" in statuses
