@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.stopping import fired_event
 
 
 def study_status(database_url: str, name: str) -> dict:
@@ -31,5 +32,9 @@ def study_status(database_url: str, name: str) -> dict:
                 "spent": str(Decimal(spent).quantize(Decimal("0.01"))), "budget": str(study.budget),
                 "currency": study.currency}
         study_id = study.id
+        fired = fired_event(session, study.id)
+        if fired is not None:
+            info["stopped_by_rule"] = {"after_hits": fired.data["hits"], "at": fired.data["at"],
+                                       "outcome": fired.data["outcome"]}
     info["answers_done"], info["answers_needed"] = progress(database_url, study_id)
     return info

@@ -15,6 +15,7 @@ from hitkit.db.models import Assignment, Event, Hit, HitUnit, Payment, Study, Un
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.report.build import report
+from hitkit.status import study_status
 from tests.studies import launch, pairwise_study
 
 WIDE = {"alpha": 0.95, "beta": 0.5, "gamma": 0.05}
@@ -109,6 +110,8 @@ def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tm
     rule = info["stopping"]
     assert rule["fired"] and rule["fired_after_hits"] < rule["fixed_design"]["assignments"]
     assert float(rule["committed"]) < float(rule["fixed_design"]["cost"])
+    shown = study_status(database_url, "ab-demo")
+    assert shown["stopped_by_rule"]["outcome"].startswith("alpha is best") and shown["hits"]["withdrawn"] > 0
     files = report(out)
     assert "## Stopping rule" in files.markdown.read_text()
     assert f"The rule fired after {rule['fired_after_hits']} counted HITs (alpha is best" in files.methods
