@@ -149,7 +149,6 @@ def _futile(c: Comparison, r: float, alpha: float, rho: float) -> bool:
     sd = math.sqrt(c.variance)
     reach = 2 * sd * math.sqrt(left) / planned + 2 * sd / math.sqrt(c.n) * left / planned
     return abs(c.estimate - c.null) + reach < float(radius(planned, c.variance, alpha, rho))
-    return out
 
 
 @dataclass(frozen=True)
