@@ -192,14 +192,22 @@ class Scored:
     significance: pd.DataFrame
 
 
+def screened(assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion], *,
+             alpha: float = 0.05, qc_method: QcMethod = "asymptotic", ddof: int = 1
+             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Steps 1–4: reverse, standardise, QC and keep the passed workers' ratings of real systems; returns
+    (z, qc, workers, kept) as :class:`Scored` names them."""
+    z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
+    qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
+    workers = worker_table(assignments, z, qc)
+    return z, qc, workers, passed_ratings(z, workers)
+
+
 def scored(assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion], *, alpha: float,
            qc_method: QcMethod, ddof: int, significance_unit: SignificanceUnit, correction: Correction) -> Scored:
     """Reverse, standardise, QC, keep the passed workers' ratings, score and test (live chat's steps, and
     the rating protocol's with its degraded copies as the control)."""
-    z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
-    qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
-    workers = worker_table(assignments, z, qc)
-    kept = passed_ratings(z, workers)
+    z, qc, workers, kept = screened(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof)
     systems = system_scores(kept, criteria)
     significance = pairwise_significance(kept, unit=significance_unit, order=list(systems["system"]),
                                          correction=correction)

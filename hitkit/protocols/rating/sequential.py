@@ -1,0 +1,50 @@
+"""The rating protocol's comparisons for a stopping rule (:mod:`hitkit.analysis.sequential`).
+
+Live chat's statistic (:mod:`hitkit.protocols.live_chat.sequential`, whose docstring gives the choice
+and its references) on this protocol's own table: ``da_ratings`` in live chat's shape
+(:func:`hitkit.protocols.rating.analysis.as_chat_ratings`), the degraded copies as the control of the
+per-worker QC, a rated response (one worker's criterion ratings of one text) in a conversation's place.
+The comparison (x, y) is mean_x − mean_y of the passed workers' response scores (mean z over criteria),
+null 0; n counts the counted assignments with ratings (a HIT is taken by ``ratings_per_item``
+workers, each assignment one worker's standardised block: the cluster); the variance per assignment is
+n × the assignment-clustered sandwich variance of the difference; the sequence is the asymptotic one.
+
+Free of scipy at import, like live chat's.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+
+import pandas as pd
+
+from hitkit.analysis.sequential import Comparison
+from hitkit.protocols.live_chat.criteria import Criterion
+from hitkit.protocols.live_chat.sequential import Pair, rated_comparisons, unit_pairs
+from hitkit.protocols.rating.scores import DEFAULT_CRITERIA, TABLE
+
+__all__ = ["UNIT", "planned", "unit_pairs", "comparisons"]
+
+UNIT = "assignments"
+"""What a comparison's n counts: counted assignments with ratings (one worker's HIT each)."""
+
+
+def planned(payloads: Sequence[Mapping], config) -> dict[Pair, float]:
+    """Assignments in the fixed design, for every pair of systems: the HITs the responses pack into
+    (blocks of ``items_per_hit``) × the workers who take each HIT."""
+    cfg = config.rating
+    responses = [p for p in payloads if not p["is_control"]]
+    assignments = float(math.ceil(len(responses) / cfg.items_per_hit) * cfg.ratings_per_item)
+    return {pair: assignments for pair in combinations(sorted({p["system"] for p in responses}), 2)}
+
+
+def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[Pair, float], *,
+                criteria: Sequence[Criterion] = DEFAULT_CRITERIA) -> list[Comparison]:
+    """One comparison per pair of systems from the export's ``assignments`` and ``da_ratings`` so far."""
+    from hitkit.protocols.rating.analysis import as_chat_ratings  # scipy: imported only when used
+
+    ratings = tables.get(TABLE)
+    if ratings is not None and not ratings.empty:
+        ratings = as_chat_ratings(ratings)
+    return rated_comparisons(tables.get("assignments"), ratings, systems, plan, criteria)

@@ -1,0 +1,176 @@
+"""Live chat's and the rating protocol's comparisons for the stopping rule: on the real Ji et al. run they
+are the paper's overall-z differences; a clearly better system wins; the benchmark's incremental replay
+gives the same numbers; the modules load no scipy."""
+from __future__ import annotations
+
+import importlib.util
+import random
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hitkit.analysis.sequential import intervals, settle
+from hitkit.analysis.tables import counted
+from hitkit.protocols.live_chat import sequential as live_chat
+from hitkit.protocols.live_chat.analysis import read_tables, scored
+from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA as CHAT_CRITERIA
+from hitkit.protocols.rating import sequential as rating
+from hitkit.protocols.rating.scores import DEFAULT_CRITERIA as DA_CRITERIA
+
+REPO = Path(__file__).resolve().parents[1]
+JI = REPO.parent / "shared" / "data" / "ji2022-run1"
+PAPER_Z = {"A": 0.534, "B": 0.419, "A_p": 0.318, "C": 0.262, "C_p": 0.189, "B_p": 0.173, "D": -0.087,
+           "D_p": -0.201, "E_p": -0.217, "E": -0.243}
+needs_ji = pytest.mark.skipif(not JI.is_dir(), reason="the Ji et al. run is not in ../shared/data")
+
+
+@pytest.fixture(scope="module")
+def ji():
+    every, ratings = read_tables(JI)
+    return every, ratings
+
+
+def _plan(systems, n):
+    return {pair: float(n) for pair in combinations(sorted(systems), 2)}
+
+
+@needs_ji
+def test_live_chat_comparisons_are_the_papers_overall_z_differences(ji):
+    every, ratings = ji
+    found = live_chat.comparisons({"assignments": every, "ratings": ratings}, list(PAPER_Z), _plan(PAPER_Z, 304))
+    steps = scored(counted(every), ratings, CHAT_CRITERIA, alpha=0.05, qc_method="asymptotic", ddof=1,
+                   significance_unit="rating", correction="holm")
+    z = dict(zip(steps.systems["system"], steps.systems["z"]))
+    assert len(found) == 45
+    for c in found:
+        assert c.estimate == pytest.approx(z[c.a] - z[c.b], abs=1e-12)
+        assert c.estimate == pytest.approx(PAPER_Z[c.a] - PAPER_Z[c.b], abs=0.0011)  # the paper rounds to 3 places
+        assert c.n == 304 and c.variance > 0 and c.planned == 304 and c.null == 0 and not c.exact
+    assert {(c.a, c.b) for c in found} == set(combinations(sorted(PAPER_Z), 2))
+
+
+def _chat_tables(hits: int, quality: dict[str, float], seed: int = 0):
+    """Export-shaped live-chat tables: every HIT one worker, every system once plus the control bot."""
+    rng = random.Random(seed)
+    assignments, ratings = [], []
+    for h in range(hits):
+        ids = {"study": "s", "hit_id": f"h{h}", "assignment_id": f"a{h}", "worker_id": f"w{h}"}
+        assignments.append({**ids, "status": "submitted", "work_time_s": 60})
+        for slot, (system, q) in enumerate(quality.items()):
+            for c in CHAT_CRITERIA:
+                agree = min(100, max(0, round(q + rng.gauss(0, 10))))
+                ratings.append({**ids, "conversation_id": f"c{h}-{slot}", "slot": slot, "system": system,
+                                "is_control": int(system == "qc"), "criterion": c.name,
+                                "score": agree if c.polarity == "positive" else 100 - agree})
+    return {"assignments": pd.DataFrame(assignments), "ratings": pd.DataFrame(ratings)}
+
+
+def test_a_clearly_better_system_wins_in_live_chat():
+    tables = _chat_tables(30, {"A": 85, "B": 50, "C": 50, "qc": 10})
+    found = intervals(live_chat.comparisons(tables, ["A", "B", "C"], _plan("ABC", 30)), alpha=0.05)
+    winners = {(i.a, i.b): i.winner for i in found}
+    assert winners == {("A", "B"): "A", ("A", "C"): "A", ("B", "C"): None}
+    assert all(i.n == 30 for i in found)
+    assert settle(found, "best", ["A", "B", "C"]).leader == "A"
+
+
+def test_a_worker_who_fails_qc_adds_hits_but_no_influence():
+    tables = _chat_tables(20, {"A": 70, "B": 50, "qc": 10})
+    flat = _chat_tables(1, {"A": 30, "B": 30, "qc": 80}, seed=1)  # the control rated above the rest: fails
+    flat = {k: v.replace({"a0": "x0", "w0": "x0", "h0": "xh0"}) for k, v in flat.items()}
+    both = {k: pd.concat([tables[k], flat[k]], ignore_index=True) for k in tables}
+    before = live_chat.comparisons(tables, ["A", "B"], _plan("AB", 21))[0]
+    after = live_chat.comparisons(both, ["A", "B"], _plan("AB", 21))[0]
+    assert after.n == before.n + 1 and after.estimate == pytest.approx(before.estimate)
+    # The same influences: the variance per HIT moves only with n × n/(n − 1).
+    assert after.variance == pytest.approx(before.variance / (20 * 20 / 19) * (21 * 21 / 20))
+
+
+def test_no_ratings_yet_gives_empty_comparisons():
+    found = live_chat.comparisons({"assignments": pd.DataFrame(), "ratings": pd.DataFrame()}, ["B", "A"], {})
+    assert [(c.a, c.b, c.n) for c in found] == [("A", "B", 0)]
+    assert intervals(found, 0.05)[0].winner is None
+
+
+def test_a_clearly_better_system_wins_in_rating():
+    rng = random.Random(3)
+    rows, assignments = [], []
+    quality = {"A": 85, "B": 50, "C": 50}
+    for h in range(24):
+        ids = {"study": "s", "hit_id": f"h{h}", "assignment_id": f"a{h}", "worker_id": f"w{h}"}
+        assignments.append({**ids, "status": "approved", "work_time_s": 60})
+        for item in range(3):
+            for system, q in quality.items():
+                for control in (0, 1) if item == 0 else (0,):
+                    for c in DA_CRITERIA:
+                        agree = min(100, max(0, round((5 if control else q) + rng.gauss(0, 10))))
+                        rows.append({**ids, "item_id": f"p{item}", "system": system, "is_control": control,
+                                     "position": 0, "criterion": c.name,
+                                     "score": agree if c.polarity == "positive" else 100 - agree})
+    tables = {"assignments": pd.DataFrame(assignments), "da_ratings": pd.DataFrame(rows)}
+    found = intervals(rating.comparisons(tables, ["A", "B", "C"], _plan("ABC", 24)), alpha=0.05)
+    assert {(i.a, i.b): i.winner for i in found} == {("A", "B"): "A", ("A", "C"): "A", ("B", "C"): None}
+    assert all(i.n == 24 for i in found)
+
+
+def test_planned_and_unit_pairs():
+    chat = [{"system": s, "is_control": s == "qc", "slot": n} for s in ("A", "B", "C", "qc") for n in range(4)]
+    assert live_chat.planned(chat, None) == {("A", "B"): 4.0, ("A", "C"): 4.0, ("B", "C"): 4.0}
+    assert live_chat.unit_pairs(chat[0]) == []
+    assert live_chat.unit_pairs(chat[0], ["A", "B", "C"]) == [("A", "B"), ("A", "C")]
+    assert live_chat.unit_pairs([chat[4], chat[8], chat[12]]) == [("B", "C")]
+    assert live_chat.unit_pairs(chat[12], ["A", "B"]) == []
+    da = [{"item_id": f"p{i}", "system": s, "is_control": False} for i in range(5) for s in ("A", "B")]
+    da += [{"is_control": True, "slot": n} for n in range(2)]
+    config = SimpleNamespace(rating=SimpleNamespace(items_per_hit=4, ratings_per_item=3))
+    assert rating.planned(da, config) == {("A", "B"): 9.0}  # 10 responses → 3 HITs × 3 workers
+    assert rating.unit_pairs(da[-1], ["A", "B"]) == []
+    assert rating.UNIT == "assignments" and live_chat.UNIT == "hits"
+
+
+def _replay_module():
+    spec = importlib.util.spec_from_file_location("replay_ji", REPO / "benchmarks" / "replay_ji.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_ji
+def test_the_replays_incremental_comparisons_equal_comparisons(ji):
+    every, ratings = ji
+    assignments = counted(every)
+    systems = sorted(PAPER_Z)
+    plan = _plan(systems, 304)
+    replay = _replay_module().Replay(assignments, ratings, systems, plan)
+    shuffled = list(np.random.default_rng(5).permutation(replay.hits))
+    # The busiest worker's HITs first: their z and QC verdict are recomputed at each of them.
+    busiest = ratings.groupby("worker_id")["assignment_id"].nunique().idxmax()
+    theirs = set(ratings.loc[ratings["worker_id"] == busiest, "assignment_id"])
+    order = [h for h in shuffled if h in theirs][:3]
+    order += [h for h in shuffled if h not in order]
+    for k, hit in enumerate(order, 1):
+        replay.add(hit)
+        if k in (1, 3, 20, 120, len(order)):
+            subset = set(order[:k])
+            direct = live_chat.comparisons({"assignments": assignments[assignments["assignment_id"].isin(subset)],
+                                            "ratings": ratings[ratings["assignment_id"].isin(subset)]}, systems, plan)
+            assert sum(c.n == k for c in direct) >= (1 if k > 1 else 0)
+            for fast, slow in zip(replay.comparisons(), direct):
+                assert (fast.a, fast.b, fast.n) == (slow.a, slow.b, slow.n)
+                assert slow.n in (0, k)  # 0: a system of the pair has no passed rating yet
+                assert fast.estimate == pytest.approx(slow.estimate, rel=1e-9, abs=1e-12)
+                assert fast.variance == pytest.approx(slow.variance, rel=1e-9, abs=1e-12)
+
+
+def test_the_comparison_modules_load_no_statistics():
+    code = ("import sys\nimport hitkit.protocols.live_chat.sequential\nimport hitkit.protocols.rating.sequential\n"
+            "print('scipy' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False"
