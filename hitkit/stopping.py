@@ -65,7 +65,7 @@ def compute(session: Session, ctx: StudyContext) -> RuleState | None:
     tables = ctx.task.export(session, study)
     systems = watched_systems(ctx)
     plan = module.planned(unit_payloads(session, ctx.study_id), ctx.config)
-    comparisons = module.comparisons(tables, systems, plan)
+    comparisons = module.comparisons(tables, systems, plan, config=ctx.config)
     if stop.decision == "pair":
         comparisons = [c for c in comparisons if {c.a, c.b} == set(stop.systems)]
     return settle(intervals(comparisons, stop.alpha), stop.decision, systems,

@@ -17,6 +17,7 @@ from hitkit.errors import ConfigError
 from hitkit.report.build import report
 from hitkit.status import study_status
 from tests.studies import launch, pairwise_study
+from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
 
 WIDE = {"alpha": 0.95, "beta": 0.5, "gamma": 0.05}
 EQUAL = {"alpha": 0.5, "beta": 0.5, "gamma": 0.5}
@@ -128,18 +129,37 @@ def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_p
     assert not rule["fired"] and rule["now"]
 
 
+def adaptive(path, data: dict, quality: dict, min_hits: int = 1, **schedule):
+    """Write ``data`` to ``path`` as an adaptive study that stops when its best system is known, with these
+    qualities, 30 diligent workers and one HIT posted at a time (two open at most)."""
+    data.update(design="adaptive", stop={"decision": "best", "min_hits": min_hits})
+    data["simulated"].update(quality=quality, workers=[{"profile": "diligent", "count": 30}])
+    data["schedule"].update(wave_size=1, max_concurrent=2, **schedule)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def assert_stopped_early_only_if(stops: bool, database_url: str, best: str) -> None:
+    """The study completed; when ``stops``, its rule fired once naming ``best`` and some HITs were never
+    posted; else it never fired and every HIT was done."""
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "completed"
+        fired = s.scalars(select(Event).where(Event.kind == "stop_rule_fired")).all()
+        statuses = set(s.scalars(select(Hit.status)))
+    if stops:
+        assert len(fired) == 1 and fired[0].data["outcome"].startswith(f"{best} is best")
+        assert "withdrawn" in statuses
+    else:
+        assert fired == [] and statuses == {"completed"}
+
+
 def _adaptive_stb(tmp_path, database_url, quality):
     from tests.test_spot_the_bot_study import stb_study, write_bot_bot, write_human_human
 
     study_file = stb_study(tmp_path, database_url, human_count=6)
     write_bot_bot(tmp_path / "bot_bot.jsonl", per_pair=6)
     write_human_human(tmp_path / "human.jsonl", count=8)
-    data = yaml.safe_load(study_file.read_text())
-    data.update(design="adaptive", stop={"decision": "best"})
-    data["simulated"].update(quality=quality, workers=[{"profile": "diligent", "count": 30}])
-    data["schedule"].update(wave_size=1, max_concurrent=2, per_worker_cap=4)
-    study_file.write_text(yaml.safe_dump(data, sort_keys=False))
-    return study_file
+    return adaptive(study_file, yaml.safe_load(study_file.read_text()), quality, per_worker_cap=4)
 
 
 @pytest.mark.parametrize("quality, stops", [({"alpha": 0.95, "beta": 0.05, "gamma": 0.05}, True),
@@ -149,16 +169,46 @@ def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_bet
                                                                                      quality, stops):
     launch(_adaptive_stb(tmp_path, database_url, quality), yes=True, show_progress=False, echo=lambda _m: None,
            timeout_s=300)
+    assert_stopped_early_only_if(stops, database_url, "alpha")
     with session_scope(database_url) as s:
-        assert s.scalar(select(Study.status)) == "completed"
-        fired = s.scalars(select(Event).where(Event.kind == "stop_rule_fired")).all()
-        statuses = set(s.scalars(select(Hit.status)))
         # The adaptive order keeps the packing's constraint: no worker saw two segments of one conversation.
         seen = s.execute(select(Assignment.worker_id, Unit.conversation_id).join(Hit, Hit.id == Assignment.hit_id)
                          .join(HitUnit, HitUnit.hit_id == Hit.id).join(Unit, Unit.id == HitUnit.unit_id)).all()
         assert len(seen) == len(set(seen)) > 0
-    if stops:
-        assert len(fired) == 1 and fired[0].data["outcome"].startswith("alpha is best")
-        assert "withdrawn" in statuses
-    else:
-        assert fired == [] and statuses == {"completed"}
+
+
+@pytest.mark.parametrize("quality, stops", [({"anna": 0.95, "bert": 0.3, "cleo": 0.3, "dora": 0.2, "emil": 0.1}, True),
+                                            ({"anna": 0.5, "bert": 0.5, "cleo": 0.5, "dora": 0.5, "emil": 0.5}, False)],
+                         ids=["wide", "equal"])
+def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_better(tmp_path, database_url,
+                                                                                     bot_server, quality, stops):  # noqa: F811
+    study_file = live_chat_study(tmp_path, database_url, bot_server, hits=25, slots_per_hit=4)
+    adaptive(study_file, yaml.safe_load(study_file.read_text()), {**quality, "qc": 0.02}, min_hits=3)
+    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
+    assert_stopped_early_only_if(stops, database_url, "anna")
+    with session_scope(database_url) as s:
+        # Every posted HIT kept its shape: three real systems and the QC slot.
+        for hit in s.scalars(select(Hit).where(Hit.status != "withdrawn")):
+            payloads = [hu.unit.payload for hu in hit.units]
+            assert sum(p["is_control"] for p in payloads) == 1 and len({p.get("system") for p in payloads}) == 4
+
+
+def _adaptive_rating(tmp_path, database_url, quality):
+    from tests.studies import REPO
+
+    data = yaml.safe_load((REPO / "examples" / "rating.yaml").read_text())
+    data["rating"]["responses"] = str(REPO / "examples" / "data" / "ab_responses.jsonl")
+    data["rating"]["items_per_hit"] = 5
+    data.update(out=str(tmp_path / "runs"), database=database_url)
+    data["simulated"]["seconds_per_answer"] = 0
+    return adaptive(tmp_path / "study.yaml", data, quality, min_hits=3, qc_failures="pay")
+
+
+@pytest.mark.parametrize("quality, stops", [({"alpha": 0.95, "beta": 0.3, "gamma": 0.1}, True),
+                                            ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False)],
+                         ids=["wide", "equal"])
+def test_an_adaptive_rating_study_stops_early_only_when_one_system_is_far_better(tmp_path, database_url,
+                                                                                 quality, stops):
+    launch(_adaptive_rating(tmp_path, database_url, quality), yes=True, show_progress=False, echo=lambda _m: None,
+           timeout_s=300)
+    assert_stopped_early_only_if(stops, database_url, "alpha")

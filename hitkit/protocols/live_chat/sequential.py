@@ -63,9 +63,17 @@ def unit_pairs(payload: Mapping | Sequence[Mapping], systems: Sequence[str] = ()
     return sorted({tuple(sorted((x, y))) for x in held for y in held | set(systems) if x != y})
 
 
+def hit_pairs(payloads: Sequence[Mapping]) -> list[Pair]:
+    """The pairs a HIT's answers inform: every two real systems it holds."""
+    return unit_pairs(list(payloads))
+
+
 def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[Pair, float], *,
-                criteria: Sequence[Criterion] = DEFAULT_CRITERIA) -> list[Comparison]:
-    """One comparison per pair of systems from the export's ``assignments`` and ``ratings`` so far."""
+                config=None, criteria: Sequence[Criterion] | None = None) -> list[Comparison]:
+    """One comparison per pair of systems from the export's ``assignments`` and ``ratings`` so far, on the
+    study file's criteria (``config``), else ``criteria``, else the defaults."""
+    if criteria is None:
+        criteria = config.live_chat.criterion_list() if config is not None and config.live_chat else DEFAULT_CRITERIA
     return rated_comparisons(tables.get("assignments"), tables.get("ratings"), systems, plan, criteria)
 
 

@@ -31,7 +31,7 @@ def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]
 
 
 def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
-                plan: Mapping[tuple[str, str], float]) -> list[Comparison]:
+                plan: Mapping[tuple[str, str], float], *, config=None) -> list[Comparison]:
     """One comparison per pair of systems from the votes so far."""
     votes = tables.get("votes")
     stats: dict[tuple[str, str], tuple[int, float]] = {}

@@ -21,10 +21,10 @@ import pandas as pd
 
 from hitkit.analysis.sequential import Comparison
 from hitkit.protocols.live_chat.criteria import Criterion
-from hitkit.protocols.live_chat.sequential import Pair, rated_comparisons, unit_pairs
+from hitkit.protocols.live_chat.sequential import Pair, hit_pairs, rated_comparisons, unit_pairs
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA, TABLE
 
-__all__ = ["UNIT", "planned", "unit_pairs", "comparisons"]
+__all__ = ["UNIT", "planned", "unit_pairs", "hit_pairs", "comparisons"]
 
 UNIT = "assignments"
 """What a comparison's n counts: counted assignments with ratings (one worker's HIT each)."""
@@ -40,8 +40,11 @@ def planned(payloads: Sequence[Mapping], config) -> dict[Pair, float]:
 
 
 def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[Pair, float], *,
-                criteria: Sequence[Criterion] = DEFAULT_CRITERIA) -> list[Comparison]:
-    """One comparison per pair of systems from the export's ``assignments`` and ``da_ratings`` so far."""
+                config=None, criteria: Sequence[Criterion] | None = None) -> list[Comparison]:
+    """One comparison per pair of systems from the export's ``assignments`` and ``da_ratings`` so far, on the
+    study file's criteria (``config``), else ``criteria``, else the defaults."""
+    if criteria is None:
+        criteria = config.rating.criterion_list() if config is not None and config.rating else DEFAULT_CRITERIA
     from hitkit.protocols.rating.analysis import as_chat_ratings  # scipy: imported only when used
 
     ratings = tables.get(TABLE)

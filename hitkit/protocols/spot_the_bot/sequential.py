@@ -42,7 +42,7 @@ def hit_pairs(payloads: Sequence[Mapping]) -> list[tuple[str, str]]:
 
 
 def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
-                plan: Mapping[tuple[str, str], float]) -> list[Comparison]:
+                plan: Mapping[tuple[str, str], float], *, config=None) -> list[Comparison]:
     """One comparison per pair of bots from the segment annotations so far."""
     from hitkit.protocols.spot_the_bot.reading import segment_annotations
 
