@@ -132,16 +132,18 @@ def sigterm_stops() -> Iterator[None]:
 def launch(config_path: str | Path, *, web: WebFactory, yes: bool = False, resume: bool = False,
            show_progress: bool = True, confirm: Callable[[str], bool] | None = None,
            echo: Callable[[str], None] = print, timeout_s: float | None = None, analyse: bool = True,
-           lines_every_s: float | None = None) -> LaunchResult:
+           lines_every_s: float | None = None, config: StudyConfig | None = None) -> LaunchResult:
     """Run a study from its file to its exports and analysis, its worker pages served by ``web``; see the
     module docstring.
 
     ``show_progress`` redraws one status line on a terminal; ``lines_every_s`` writes a plain line
     that often instead (for logs). Ctrl-C and SIGTERM raise :class:`Stopped` (a KeyboardInterrupt)
-    after stopping everything the launch started.
+    after stopping everything the launch started. ``config`` runs the file's study as changed in
+    memory (``hitkit plan --confirm``'s: another size, crowd and database); paths still resolve
+    against the file's folder.
     """
     config_path = Path(config_path)
-    config = load_study(config_path)
+    config = config or load_study(config_path)
     from hitkit.providers import make_provider
 
     make_provider(config, "").check_posting()  # e.g. MTurk's closure: refused before anything is saved or posted

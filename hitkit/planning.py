@@ -9,17 +9,24 @@ right is its power at that size; the cost is every place of every HIT paid with 
 (:mod:`hitkit.money`). Everything is seeded from the study's ``seed``: a plan run twice prints the
 same table.
 
-A protocol's plan module offers ``sizes(config)`` (the grid, in its own unit: e.g. votes per prompt),
+A protocol's plan module offers ``size_of(config)`` (the study file's own size), ``sizes(config)`` (the grid, in its own unit: e.g. votes per prompt),
 ``with_size(config, size)`` (the study file at that size), ``DECISIONS`` (name -> what it means) and
-``replicate(config, size, seed, n_boot)`` -> {decision: True/False/None} (None: the decision does not
-apply, e.g. no single best system when two share the top quality).
+``decide(config, result, profiles)`` (which decisions an analysis of the protocol's, as ``hitkit analyze``
+makes it, got right; ``profiles``: worker id -> simulated profile), ``replicate(config, seed, n_boot)`` ->
+{decision: True/False/None} (None: the decision does not
+apply, e.g. no single best system when two share the top quality), and may set ``REPLICATES`` (simulated
+studies per size by default) where its analysis is slow.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
+from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -82,10 +89,18 @@ def design_cost(config: StudyConfig) -> tuple[int, int, Decimal]:
     return len(hits), sum(h.max_assignments for h in hits), cost
 
 
-def plan(config: StudyConfig, *, replicates: int = 40, n_boot: int = 100, sizes: list[int] | None = None) -> Plan:
+REPLICATES = 40
+"""Simulated studies per size, unless the protocol's plan module sets its own ``REPLICATES``."""
+
+
+def plan(config: StudyConfig, *, replicates: int | None = None, n_boot: int = 100, sizes: list[int] | None = None,
+         ) -> Plan:
     """Power and cost of every size on the grid (``sizes`` overrides the protocol's), ``replicates``
-    simulated studies a size, each analysed with ``n_boot`` bootstrap resamples."""
+    simulated studies a size (default: the protocol's, else :data:`REPLICATES`), each analysed with
+    ``n_boot`` bootstrap resamples."""
     module = plan_module(config)
+    if replicates is None:
+        replicates = getattr(module, "REPLICATES", REPLICATES)
     if replicates < 1 or n_boot < 1:
         raise HitkitError("give at least one replicate and one bootstrap resample")
     grid = sorted(set(sizes)) if sizes else module.sizes(config)
@@ -154,3 +169,111 @@ def decide(quality: dict[str, float], differs, ranked: list[str], intervals: dic
                         for hi, lo in adjacent) if adjacent else None,
         "no_false_difference": not any(differs(a, b) or differs(b, a) for a, b in equal) if equal else None,
     }
+
+
+@dataclass
+class Confirmation:
+    """One real run of the study at one size (``hitkit plan --confirm``) and which decisions it got right."""
+
+    size: int
+    unit: str
+    hits: int
+    assignments: int
+    workers: int
+    folder: Path
+    database: str
+    provider: str
+    outcome: dict[str, bool | None]
+    seconds: float
+
+
+def recommended_size(config: StudyConfig, result: Plan) -> int:
+    """The smallest size reaching :data:`POWER` for the study's first decision that applies to its systems,
+    or the study's own size where none does."""
+    first = next((d for d in result.decisions if result.table[d].notna().any()), None)
+    size = result.smallest.get(first) if first is not None else None
+    return size if size is not None else plan_module(config).size_of(config)
+
+
+@contextmanager
+def _own_database() -> Iterator[None]:
+    """HITKIT_DATABASE_URL outranks a study file's database: set it aside while the confirming run runs,
+    so that the run cannot reach the study's own database."""
+    saved = os.environ.pop("HITKIT_DATABASE_URL", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["HITKIT_DATABASE_URL"] = saved
+
+
+def confirm(config: StudyConfig, study_file: str | Path, result: Plan, *, web, n_boot: int = 100,
+            echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> Confirmation:
+    """Run the study once at :func:`recommended_size` as ``hitkit launch`` runs a simulated study (real HTTP
+    through ``web``, the launch's web factory), analyse it with ``n_boot`` resamples and say which decisions
+    it got right. The provider is the simulated crowd whatever the file says (a plan never posts to a
+    platform), enlarged in the same mix where it is too small for the size; the run has its own folder
+    (``OUT/STUDY/plan/confirm/``, made afresh), SQLite database, loopback server and a budget that covers it.
+    Bots the study talks to (live chat) are the study file's."""
+    import shutil
+
+    from hitkit.analyze import run_analysis
+    from hitkit.crowd import crowd_from_config
+    from hitkit.db.session import get_engine
+    from hitkit.launch import launch
+    from hitkit.sections import ProviderConfig
+
+    module = plan_module(config)
+    size = recommended_size(config, result)
+    folder = config.out_dir / "plan" / "confirm"
+    shutil.rmtree(folder, ignore_errors=True)  # the last confirming run's own files: a study name is used once a database
+    (folder / config.study).mkdir(parents=True)
+    database = f"sqlite:///{folder / config.study / 'hitkit.db'}"
+    sized = module.with_size(config, size).model_copy(update={
+        "provider": ProviderConfig(kind="simulated", currency=config.provider.currency),
+        "out": folder, "database": database,
+        "server": config.server.model_copy(update={"host": "127.0.0.1", "port": 0, "public_url": None}),
+        # As a simulated study file gets them: no review window, every submission paid (and so counted).
+        "schedule": config.schedule.model_copy(update={"approve_after_s": 0.0, "qc_failures": "pay"})})
+    hits, assignments, cost = design_cost(sized)
+    crowd = sum(g.count for g in sized.simulated.workers)
+    # Twice the places the workers could take at their cap: Spot The Bot's refusals leave some capacity unused.
+    scale = max(1, math.ceil(2 * assignments / (sized.schedule.per_worker_cap * crowd)))
+    workers = [g.model_copy(update={"count": g.count * scale}) for g in sized.simulated.workers]
+    sized = sized.model_copy(update={"budget": max(config.budget, cost),
+                                     "simulated": sized.simulated.model_copy(update={"workers": workers})})
+    started = time.monotonic()
+    try:
+        with _own_database():
+            run = launch(study_file, web=web, yes=True, show_progress=False, echo=echo, timeout_s=timeout_s,
+                         analyse=False, config=sized)
+    finally:
+        get_engine(database).dispose()  # its SQLite file closed: the next confirming run starts a new one
+    analysis = run_analysis(sized.task, run.out_dir / "export", seed=sized.seed, config=sized,
+                            options={"n_boot": n_boot})
+    analysis.write(run.out_dir / "analysis")
+    profiles = {w.worker_id: w.profile for w in crowd_from_config(sized)}
+    outcome = module.decide(sized, analysis, profiles)
+    return Confirmation(size, module.UNIT, hits, assignments, crowd * scale, run.out_dir, database,
+                        config.provider.kind, {d: outcome.get(d) for d in module.DECISIONS},
+                        round(time.monotonic() - started, 1))
+
+
+def confirm_text(result: Plan, confirmation: Confirmation) -> str:
+    """The confirming run as the command line prints it: each decision, its simulated power at that size
+    and whether the one real run got it right."""
+    c = confirmation
+    forced = ("the study's own provider" if c.provider == "simulated"
+              else f"provider forced to the simulated crowd instead of {c.provider}: nothing was posted")
+    rows = result.table[result.table[result.unit] == c.size]
+    lines = [f"Confirmed once for real at {c.unit} = {c.size} ({c.hits} HITs, {c.assignments} assignments): real "
+             f"HTTP through hitkit's web server, the simulated crowd of {c.workers} workers ({forced}), its own "
+             f"database {c.database}; {c.seconds} s. Files in {c.folder}.", ""]
+    width = max(len(d) for d in result.decisions)
+    lines.append(f"{'decision':<{width}}  simulated power  this run")
+    for decision, right in c.outcome.items():
+        power = rows[decision].iloc[0] if len(rows) else None
+        shown = "-" if power is None or (isinstance(power, float) and math.isnan(power)) else f"{power:.3f}"
+        verdict = "does not apply" if right is None else ("right" if right else "wrong")
+        lines.append(f"{decision:<{width}}  {shown:>15}  {verdict}")
+    return "\n".join(lines)

@@ -8,7 +8,6 @@ from click.testing import CliRunner
 
 from hitkit.cli import main
 from hitkit.config import load_study
-from hitkit.errors import HitkitError
 from hitkit.planning import plan
 from hitkit.protocols.pairwise.plan import simulate_votes
 from tests.studies import REPO, pairwise_study
@@ -63,20 +62,20 @@ def test_the_command_prints_the_plan_and_writes_it(tmp_path):
     assert bad.exit_code != 0 and "whole numbers separated by commas" in bad.output
 
 
-def test_a_protocol_without_a_plan_says_which_have_one():
-    with pytest.raises(HitkitError, match="not available for rating studies yet; it plans pairwise, live_chat"):
-        plan(load_study(REPO / "examples" / "rating.yaml"))
-
-
-def _live_chat(quality=None):
+def _example(name, quality=None):
+    """An example study file, with other qualities where given."""
     import yaml
 
     from hitkit.config import parse_study
 
-    data = yaml.safe_load((REPO / "examples" / "live_chat.yaml").read_text())
+    data = yaml.safe_load((REPO / "examples" / f"{name}.yaml").read_text())
     if quality is not None:
         data["simulated"]["quality"] = quality
     return parse_study(data, base_dir=REPO / "examples")
+
+
+def _live_chat(quality=None):
+    return _example("live_chat", quality)
 
 
 def test_a_live_chat_plan_counts_hits_and_quality_control_catches_the_spammers():
@@ -98,3 +97,105 @@ def test_a_live_chat_plan_of_identical_systems_makes_few_false_claims():
     table = plan(config, replicates=10, n_boot=20, sizes=[8]).table
     assert table["no_false_difference"].iloc[0] >= 0.8
     assert table["best"].isna().all() and table["closest_pair"].isna().all()  # nothing to find
+
+
+def test_a_rating_plan_counts_ratings_per_response_and_its_power_grows_with_them():
+    config = _example("rating", {"alpha": 0.53, "beta": 0.5, "gamma": 0.47})
+    table = plan(config, replicates=8, n_boot=20, sizes=[1, 8]).table
+    # 90 responses in 9 HITs of 10 (and 2 degraded places), 0.60 a place on the simulated crowd.
+    assert list(table["hits"]) == [9, 9] and list(table["assignments"]) == [9, 72]
+    assert list(table["cost"]) == ["5.40", "43.20"]
+    assert table["every_pair"].iloc[1] > table["every_pair"].iloc[0]
+    assert table["spammers_fail_qc"].dropna().min() >= 0.75
+    assert table["no_false_difference"].isna().all()  # no two systems share a quality
+
+
+def test_a_rating_plan_is_the_same_twice_and_its_ratings_are_the_analysis_input():
+    from hitkit.protocols.rating.plan import simulate_tables
+
+    config = _example("rating", {"alpha": 0.6, "beta": 0.6, "gamma": 0.3})
+    first = plan(config, replicates=4, n_boot=10, sizes=[2]).table
+    assert first.equals(plan(config, replicates=4, n_boot=10, sizes=[2]).table)
+    assert first["best"].isna().all()  # two systems share the top quality
+    assignments, ratings, profiles = simulate_tables(config, seed=3)
+    # Every place (3 a HIT) rates its HIT's 10 responses and 2 degraded copies on the 4 criteria.
+    assert len(assignments) == 9 * 3 and len(ratings) == 9 * 3 * 12 * 4
+    degraded = ratings[ratings["is_control"]]
+    assert len(degraded) == 9 * 3 * 2 * 4 and degraded["conversation_id"].str.endswith("/degraded").all()
+    assert set(profiles.values()) <= {"diligent", "noisy", "spammer"}
+
+
+def _spot_the_bot(tmp_path, quality, per_pair=6):
+    import yaml
+
+    from hitkit.config import load_study
+
+    data = {"study": "stb-plan", "task": "spot_the_bot", "seed": 5, "budget": "100.00", "out": str(tmp_path / "runs"),
+            "systems": [{"name": n, "url": "http://127.0.0.1:9/v1", "model": n} for n in quality],
+            "generation": {"conversations_per_pair": per_pair},
+            "hit": {"title": "Is it a person or a bot?", "reward": "1.00"},
+            "simulated": {"quality": quality}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_study(path)
+
+
+def test_a_spot_the_bot_plan_counts_conversations_per_pair_without_asking_a_bot(tmp_path):
+    from hitkit.protocols.spot_the_bot.plan import sizes
+
+    # The bots' URLs lead nowhere: a plan packs placeholders and never asks them.
+    config = _spot_the_bot(tmp_path, {"alpha": 0.62, "beta": 0.5, "gamma": 0.38})
+    assert sizes(config) == [3, 6]
+    result = plan(config, replicates=6, n_boot=20, sizes=[2, 12])
+    table = result.table
+    assert result.unit == "conversations_per_pair" and list(table["conversations_per_pair"]) == [2, 12]
+    # 6 pairs (self-chat included) of 2 or 12 conversations, human–human mixed in, 3 lengths, 2 annotations.
+    assert list(table["assignments"]) == [2 * h for h in table["hits"]]
+    assert table["closest_pair"].iloc[1] > table["closest_pair"].iloc[0]
+    assert table["every_pair"].iloc[1] >= table["every_pair"].iloc[0]
+    assert not (tmp_path / "runs").exists()  # nothing generated, nothing written
+
+
+def test_a_spot_the_bot_plan_is_the_same_twice_and_its_annotations_are_the_analysis_input(tmp_path):
+    from hitkit.protocols.spot_the_bot.plan import simulate_annotations, with_size
+    from hitkit.protocols.spot_the_bot.reading import segment_annotations
+
+    config = _spot_the_bot(tmp_path, {"alpha": 0.9, "beta": 0.9, "gamma": 0.1})
+    first = plan(config, replicates=3, n_boot=10, sizes=[3]).table
+    assert first.equals(plan(config, replicates=3, n_boot=10, sizes=[3]).table)
+    assert first["best"].isna().all() and first["no_false_difference"].notna().all()
+    annotations = simulate_annotations(with_size(config, 3), seed=2)
+    segments = segment_annotations(annotations)
+    # Every segment twice, by two workers; no worker sees two segments of one conversation.
+    assert segments.groupby(["conversation_id", "segment_exchanges"])["worker_id"].nunique().eq(2).all()
+    assert not segments.duplicated(["worker_id", "conversation_id"]).any()
+    assert set(segments["system_0"]) == {"alpha", "beta", "gamma", "human"}
+
+
+def test_confirm_runs_the_recommended_size_once_over_http_on_its_own_database(tmp_path, monkeypatch):
+    own = tmp_path / "own.db"
+    study = pairwise_study(tmp_path, f"sqlite:///{own}", provider={"kind": "mturk"})
+    # Even where the environment names the study's database, the confirming run keeps to its own.
+    monkeypatch.setenv("HITKIT_DATABASE_URL", f"sqlite:///{own}")
+    run = CliRunner().invoke(main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1,2",
+                                    "--confirm", "--json"])
+    assert run.exit_code == 0, run.output
+    out = json.loads(run.output)
+    confirm = out["confirm"]
+    assert confirm["size"] == out["smallest"]["closest_pair"] == 1  # the first decision's smallest size
+    assert confirm["provider"] == "simulated" and confirm["study_provider"] == "mturk"
+    assert confirm["hits"] == 10 and confirm["assignments"] == 10
+    assert set(confirm["outcome"]) == set(out["decisions"]) and confirm["outcome"]["best"] is True
+    folder = tmp_path / "runs" / "ab-demo" / "plan" / "confirm" / "ab-demo"
+    assert confirm["database"] == f"sqlite:///{folder / 'hitkit.db'}"
+    assert (folder / "export" / "votes.csv").is_file() and (folder / "analysis").is_dir()
+    assert not own.exists()
+    import pandas as pd
+
+    votes = pd.read_csv(folder / "export" / "votes.csv")
+    assert len(votes) == 30 * 3  # 30 prompts × 3 pairs, one vote each: the size confirmed
+    text = CliRunner().invoke(main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1",
+                                     "--confirm"])
+    assert text.exit_code == 0, text.output
+    assert "provider forced to the simulated crowd instead of mturk: nothing was posted" in text.output
+    assert "simulated power  this run" in text.output and not own.exists()

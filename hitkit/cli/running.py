@@ -258,17 +258,22 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
 
 @main.command()
 @click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--replicates", type=click.IntRange(1, 10_000), default=40, show_default=True,
-              help="Simulated studies per size.")
+@click.option("--replicates", type=click.IntRange(1, 10_000), default=None,
+              help="Simulated studies per size [default: 40; Spot The Bot: 20].")
 @click.option("--n-boot", type=click.IntRange(1, 10_000), default=100, show_default=True,
               help="Bootstrap resamples in each simulated study's analysis.")
 @click.option("--sizes", default=None, help="The grid, comma-separated (pairwise: votes per prompt), e.g. 1,2,4,8.")
+@click.option("--confirm", "confirm_run", is_flag=True,
+              help="Then run the study once for real at the recommended size: real HTTP, the simulated crowd "
+                   "(whatever the file's provider), its own database in OUT/STUDY/plan/confirm/.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def plan(study_file: Path, replicates: int, n_boot: int, sizes: str | None, as_json: bool) -> None:
+def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | None, confirm_run: bool,
+         as_json: bool) -> None:
     """Before paying anyone: power and cost of the study's decisions over a grid of sizes, from simulated
     studies of the simulated crowd with simulated.quality as the effect sizes (no HTTP). Writes
-    OUT/STUDY/plan/plan.csv."""
+    OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size checks them."""
     from hitkit.config import load_study
+    from hitkit.planning import confirm, confirm_text
     from hitkit.planning import plan as make_plan
     from hitkit.planning import plan_text
     from hitkit.progress import showing_progress
@@ -285,10 +290,27 @@ def plan(study_file: Path, replicates: int, n_boot: int, sizes: str | None, as_j
     out = config.out_dir / "plan"
     out.mkdir(parents=True, exist_ok=True)
     result.table.to_csv(out / "plan.csv", index=False)
+    if not as_json:
+        click.echo(plan_text(config, result))
+        click.echo(f"wrote {out / 'plan.csv'}")
+    confirmation = None
+    if confirm_run:
+        from server.embedded import WebServer  # the CLI composes the library and the web tier
+
+        if not as_json:
+            click.echo("")
+        confirmation = confirm(config, study_file, result, web=WebServer.serve, n_boot=n_boot,
+                               echo=(lambda _line: None) if as_json else click.echo)
+        if not as_json:
+            click.echo(confirm_text(result, confirmation))
     if as_json:
         click.echo(json.dumps({"unit": result.unit, "decisions": result.decisions, "smallest": result.smallest,
                                "table": json.loads(result.table.to_json(orient="records")),
-                               "file": str(out / "plan.csv")}, indent=2))
-        return
-    click.echo(plan_text(config, result))
-    click.echo(f"wrote {out / 'plan.csv'}")
+                               "file": str(out / "plan.csv"),
+                               "confirm": None if confirmation is None else {
+                                   "size": confirmation.size, "hits": confirmation.hits,
+                                   "assignments": confirmation.assignments, "workers": confirmation.workers,
+                                   "folder": str(confirmation.folder), "database": confirmation.database,
+                                   "provider": "simulated", "study_provider": confirmation.provider,
+                                   "outcome": confirmation.outcome, "seconds": confirmation.seconds}},
+                              indent=2))

@@ -11,7 +11,6 @@ ratings.
 from __future__ import annotations
 
 import math
-import random
 
 import pandas as pd
 
@@ -21,8 +20,7 @@ from hitkit.protocols import task_for
 from hitkit.protocols.live_chat.analysis import analyze_ratings
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.protocols.live_chat.task import SCORE_PREFIX
-from hitkit.schema import ASSIGNMENT_COLUMNS
-from hitkit.staffing import staff
+from hitkit.staffing import simulated_study
 
 UNIT = "hits"
 DECISIONS = planning.DECISIONS | {"spammers_fail_qc": "every spammer fails quality control"}
@@ -36,10 +34,15 @@ def _step(config: StudyConfig) -> int:
     return real // math.gcd(real, per_hit)
 
 
+def size_of(config: StudyConfig) -> int:
+    """The study file's own size: its number of HITs."""
+    return config.live_chat.hit_count(len(config.systems) - 1)
+
+
 def sizes(config: StudyConfig) -> list[int]:
     """HIT counts on a roughly doubling grid up to twice the study's, each a multiple that packs."""
     step = _step(config)
-    configured = config.live_chat.hit_count(len(config.systems) - 1)
+    configured = size_of(config)
     grid = {step * k for k in (1, 2, 4, 8, 16, 32) if step * k <= 2 * configured} | {configured, 2 * configured}
     return sorted(grid)
 
@@ -54,47 +57,35 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
 
 def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
     """One simulated study's assignments and ratings tables (the export's columns), and each worker's profile."""
-    rng = random.Random(seed)
-    task = task_for(config)
-    units = {u.key: u for u in task.build().units}
-    hits = task.pack(list(units.values()), rng)
-    quality = task.perceived_quality()
-    criteria = config.live_chat.criteria
-    assignments, ratings, profiles = [], [], {}
-    for h, (hit, workers) in enumerate(zip(hits, staff(config, [hit.max_assignments for hit in hits], rng))):
-        for w, (worker, profile) in enumerate(workers):
-            profiles[worker] = profile
-            ids = {"study": config.study, "hit_id": f"h{h}", "assignment_id": f"h{h}-{w}", "worker_id": worker}
-            assignments.append({**ids, "status": "submitted", "work_time_s": None})
-            for slot, key in enumerate(hit.unit_keys):
-                payload = units[key].payload
-                answers = task.simulate(profile, {"unit_id": key, "topic": "planned"}, rng,
-                                        {key: quality[payload["system"]]}, worker)
-                for c in criteria:
-                    ratings.append({**ids, "conversation_id": f"h{h}-{w}-{slot}", "slot": slot,
-                                    "system": payload["system"], "is_control": bool(payload["is_control"]),
-                                    "criterion": c.name, "score": float(answers[SCORE_PREFIX + c.name])})
-    assignments = pd.DataFrame(assignments, columns=list(ASSIGNMENT_COLUMNS))
-    assignments.attrs["duplicates"] = {}
+    study = simulated_study(config, seed)
+    ratings = []
+    for hit, ids, profile in study.places:
+        for slot, key in enumerate(hit.unit_keys):
+            payload = study.units[key].payload
+            answers = study.task.simulate(profile, {"unit_id": key, "topic": "planned"}, study.rng,
+                                          {key: study.quality[payload["system"]]}, ids["worker_id"])
+            for c in config.live_chat.criteria:
+                ratings.append({**ids, "conversation_id": f"{ids['assignment_id']}-{slot}", "slot": slot,
+                                "system": payload["system"], "is_control": bool(payload["is_control"]),
+                                "criterion": c.name, "score": float(answers[SCORE_PREFIX + c.name])})
     ratings = pd.DataFrame(ratings, columns=list(RATING_COLUMNS))
     ratings.attrs["duplicates"] = {}
-    return assignments, ratings, profiles
+    return study.assignments, ratings, study.profiles
 
 
-def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
-    """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
-    assignments, ratings, profiles = simulate_tables(config, seed)
-    result = analyze_ratings(assignments, ratings, criteria=config.live_chat.criterion_list(), n_boot=n_boot,
-                             seed=seed)
+def decide(config: StudyConfig, result, profiles: dict[str, str]) -> dict[str, bool | None]:
+    """Which of :data:`DECISIONS` one analysis of scored ratings (live chat's tables: ``significance``,
+    ``score_intervals``, ``systems``, ``workers``; the rating protocol's too) gets right, given the true
+    qualities of the ranked systems (the control left out) and each worker's profile: a pair differs when
+    its one-sided test is significant after correction."""
+    task = task_for(config)
+    quality = {s: q for s, q in task.perceived_quality().items() if s not in task.control_systems()}
     significant = {(a, b) for a, b, p in result.tables["significance"][["system_a", "system_b", "p_adjusted"]]
                    .itertuples(index=False) if p < ALPHA}
     overall = result.tables["score_intervals"]
     overall = overall[overall["criterion"] == "overall"]
     intervals = {s: (lo, hi) for s, lo, hi in overall[["system", "low", "high"]].itertuples(index=False)}
-    task = task_for(config)
-    quality = {s: q for s, q in task.perceived_quality().items() if s not in task.control_systems()}
     ranked = list(result.tables["systems"]["system"])
-    # A system no worker who passed QC rated has no score: the study did not rank it.
     if set(quality) - set(intervals):
         # Some system has no score (no worker who passed QC rated it): the study ranked nothing.
         applies = planning.decide(quality, lambda a, b: False, [], dict.fromkeys(quality, (0.0, 1.0)))
@@ -105,3 +96,11 @@ def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | N
     spammers = [w for w in workers.index if profiles.get(w) == "spammer"]
     outcome["spammers_fail_qc"] = (not workers[spammers].astype(bool).any()) if spammers else None
     return outcome
+
+
+def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
+    """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
+    assignments, ratings, profiles = simulate_tables(config, seed)
+    result = analyze_ratings(assignments, ratings, criteria=config.live_chat.criterion_list(), n_boot=n_boot,
+                             seed=seed)
+    return decide(config, result, profiles)

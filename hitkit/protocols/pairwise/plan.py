@@ -8,13 +8,11 @@ strengths (identical responses are an automatic tie, as on the real page).
 """
 from __future__ import annotations
 
-import random
-
 import pandas as pd
 
 from hitkit import planning
 from hitkit.config import StudyConfig
-from hitkit.staffing import staff
+from hitkit.staffing import simulated_study
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise.analysis import analyze_votes
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
@@ -24,9 +22,14 @@ DECISIONS = planning.DECISIONS
 ALPHA = 0.05
 
 
+def size_of(config: StudyConfig) -> int:
+    """The study file's own size: its votes per prompt."""
+    return config.pairwise.votes_per_prompt
+
+
 def sizes(config: StudyConfig) -> list[int]:
     """Votes per prompt from 1 to twice the study's, on a roughly doubling grid that includes the study's."""
-    configured = config.pairwise.votes_per_prompt
+    configured = size_of(config)
     return sorted({1, 2, 3, 5, 8, 12, configured, 2 * configured} - {0})
 
 
@@ -37,35 +40,30 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
 
 def simulate_votes(config: StudyConfig, seed: int) -> pd.DataFrame:
     """One simulated study's votes table (the export's columns)."""
-    rng = random.Random(seed)
-    task = task_for(config)
-    units = {u.key: u for u in task.build().units}
-    hits = task.pack(list(units.values()), rng)
-    quality = task.perceived_quality()
+    study = simulated_study(config, seed)
+    rng, quality = study.rng, study.quality
     rows = []
-    for h, (hit, workers) in enumerate(zip(hits, staff(config, [hit.max_assignments for hit in hits], rng))):
-        for w, (worker, profile) in enumerate(workers):
-            for key in hit.unit_keys:
-                payload = units[key].payload
-                first, second = payload["systems"]
-                swapped = rng.random() < 0.5
-                shown = (second, first) if swapped else (first, second)
-                texts = dict(zip(payload["systems"], payload["responses"]))
-                identical = texts[first].strip() == texts[second].strip()
-                view = {"identical": identical, "a": texts[shown[0]], "b": texts[shown[1]]}
-                context = {texts[first]: quality[first], texts[second]: quality[second]}
-                answer = {"vote": "tie"} if identical else task.simulate(profile, view, rng, context, worker)
-                rows.append({"study": config.study, "hit_id": f"h{h}", "assignment_id": f"h{h}-{w}",
-                             "worker_id": worker, "item_id": payload["item_id"], "system_a": shown[0],
-                             "system_b": shown[1], "vote": answer["vote"]})
+    for hit, ids, profile in study.places:
+        for key in hit.unit_keys:
+            payload = study.units[key].payload
+            first, second = payload["systems"]
+            swapped = rng.random() < 0.5
+            shown = (second, first) if swapped else (first, second)
+            texts = dict(zip(payload["systems"], payload["responses"]))
+            identical = texts[first].strip() == texts[second].strip()
+            view = {"identical": identical, "a": texts[shown[0]], "b": texts[shown[1]]}
+            context = {texts[first]: quality[first], texts[second]: quality[second]}
+            answer = {"vote": "tie"} if identical else study.task.simulate(profile, view, rng, context, ids["worker_id"])
+            rows.append({**ids, "item_id": payload["item_id"], "system_a": shown[0], "system_b": shown[1],
+                         "vote": answer["vote"]})
     votes = pd.DataFrame(rows, columns=list(VOTE_COLUMNS))
     votes.attrs["duplicates"] = {}
     return votes
 
 
-def decide(config: StudyConfig, result) -> dict[str, bool | None]:
+def decide(config: StudyConfig, result, profiles: dict[str, str] | None = None) -> dict[str, bool | None]:
     """Which of the plan's decisions one analysis gets right, given the true qualities: a pair differs
-    when its two-sided sign test is significant after correction."""
+    when its two-sided sign test is significant after correction (``profiles`` play no part)."""
     pairs, ranking = result.tables["pairs"], result.tables["ranking"]
     significant = {frozenset((a, b)) for a, b, p in pairs[["system_a", "system_b", "p_adjusted"]]
                    .itertuples(index=False) if p < ALPHA}

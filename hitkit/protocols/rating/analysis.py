@@ -102,21 +102,20 @@ def degraded_table(z: pd.DataFrame, qc: pd.DataFrame, criteria: Sequence[Criteri
                                 "p_value", "passed"]]
 
 
-def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, alpha: float = 0.05,
-                   qc_method: QcMethod = "asymptotic", ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
-                   interval_unit: str = "worker", n_boot: int = 1000, seed: int = 0,
-                   duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> AnalysisResult:
-    """Run the steps above on ``in_dir``; every choice is recorded in the summary. ``interval_unit``
-    is the bootstrap's cluster: worker (default), response (one worker's ratings of one text) or rating."""
+def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+               alpha: float = 0.05, qc_method: QcMethod = "asymptotic", ddof: int = 1,
+               correction: Correction = DEFAULT_CORRECTION, interval_unit: str = "worker", n_boot: int = 1000,
+               seed: int = 0) -> AnalysisResult:
+    """The steps above on tables already read: the assignments that count and their ratings in
+    :func:`as_chat_ratings`' shape (duplicate reports, if any, in their ``attrs``); every choice is
+    recorded in the summary. ``interval_unit`` is the bootstrap's cluster: worker (default), response
+    (one worker's ratings of one text) or rating."""
     check_criteria(criteria)
     check_correction(correction)
     if interval_unit not in _INTERVAL_UNITS:
         raise ValueError(f"interval_unit={interval_unit!r}; use one of {', '.join(_INTERVAL_UNITS)}")
-    every = read_da_ratings(in_dir, criteria, duplicates=duplicates)
-    duplicate_report = every.attrs["duplicates"]
-    ratings = keep_counted(every, in_dir, Path(in_dir) / f"{TABLE}.csv", duplicates=duplicates)
-    assignment_report = ratings.attrs["assignment_duplicates"]
-    assignments = counted(read_assignments(in_dir, duplicates=duplicates))
+    duplicate_report = ratings.attrs.get("duplicates", {})
+    assignment_report = ratings.attrs.get("assignment_duplicates")
     steps = scored(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof,
                    significance_unit="rating", correction=correction)
     workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
@@ -143,6 +142,18 @@ def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAUL
                 "degraded": degraded_table(steps.z, steps.qc, criteria)},
         summary=summary, figures={"significance": png(lambda: live_chat_figures.significance(
             significance, order, alpha, correction_label(correction)))})
+
+
+def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+                   duplicates: DuplicatePolicy = DEFAULT_DUPLICATES, **settings) -> AnalysisResult:
+    """:func:`analyze_da` on ``in_dir``'s ``assignments.csv`` and ``da_ratings.csv`` (repeated rows
+    resolved by ``duplicates``); ``settings`` are :func:`analyze_da`'s."""
+    check_criteria(criteria)
+    every = read_da_ratings(in_dir, criteria, duplicates=duplicates)
+    ratings = keep_counted(every, in_dir, Path(in_dir) / f"{TABLE}.csv", duplicates=duplicates)
+    ratings.attrs["duplicates"] = every.attrs["duplicates"]
+    assignments = counted(read_assignments(in_dir, duplicates=duplicates))
+    return analyze_da(assignments, ratings, criteria=criteria, **settings)
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

@@ -38,8 +38,8 @@ from hitkit.protocols.rating.degrade import degrade
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
 
 _WHOLE_NUMBER = re.compile(r"^\d{1,3}$")
-# How a simulated worker perceives a degraded copy, whatever it degrades.
-_DEGRADED_QUALITY = 0.05
+DEGRADED_QUALITY = 0.05
+"""How a simulated worker perceives a degraded copy, whatever it degrades."""
 # Standard deviation of a simulated worker's slider noise, in slider points.
 _NOISE = {"diligent": 10.0, "noisy": 30.0}
 
@@ -153,11 +153,15 @@ class RatingTask(TaskType):
                              for c in self._cfg.criteria]}
 
     # Simulated workers -------------------------------------------------------------------------
+    def perceived_quality(self) -> dict[str, float]:
+        """Each system's quality in [0, 1] as the simulated crowd perceives it (``simulated.quality``, else 0.5)."""
+        return {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+
     def simulation_context(self, session: Session, study: Study) -> dict[str, float]:
         """Each unit's quality as the simulated crowd perceives it (unit public key → quality in [0, 1])."""
-        quality = {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+        quality = self.perceived_quality()
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
-        return {u.public_key: _DEGRADED_QUALITY if u.payload["is_control"] else quality[u.payload["system"]]
+        return {u.public_key: DEGRADED_QUALITY if u.payload["is_control"] else quality[u.payload["system"]]
                 for u in units}
 
     def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,

@@ -243,12 +243,20 @@ class SpotTheBotTask(TaskType):
         }
 
     # Simulated workers -------------------------------------------------------------------------
+    def perceived_quality(self) -> dict[str, float]:
+        """Each system's human-likeness in [0, 1] as the simulated crowd perceives it (``simulated.quality``,
+        else 0.5)."""
+        return {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+
+    def entities(self, systems: Sequence[str], quality: Mapping[str, float]) -> tuple[tuple[bool, float], ...]:
+        """A segment's two entities as :meth:`simulate` takes them: (is human, human-likeness)."""
+        return tuple((s == HUMAN, _HUMAN_QUALITY if s == HUMAN else quality[s]) for s in systems)
+
     def simulation_context(self, session: Session, study: Study) -> dict[int, tuple[tuple[bool, float], ...]]:
         """Per unit public key, each entity's (is human, human-likeness in [0, 1]) as the simulated crowd sees it."""
-        quality = {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
+        quality = self.perceived_quality()
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
-        return {u.public_key: tuple((s == HUMAN, _HUMAN_QUALITY if s == HUMAN else quality[s]) for s in u.payload["systems"])
-                for u in units}
+        return {u.public_key: self.entities(u.payload["systems"], quality) for u in units}
 
     def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
                  worker: str = "") -> dict[str, str]:
