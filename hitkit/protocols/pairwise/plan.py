@@ -39,7 +39,9 @@ def simulate_votes(config: StudyConfig, seed: int) -> pd.DataFrame:
     """One simulated study's votes table (the export's columns)."""
     rng = random.Random(seed)
     task = task_for(config)
-    units = {u.key: u for u in task.build().units}
+    from hitkit.human_subset import crowd_units
+
+    units = {u.key: u for u in crowd_units(config, task.build().units)}  # with a judge, the crowd's share
     hits = task.pack(list(units.values()), rng)
     quality = task.perceived_quality()
     rows = []
