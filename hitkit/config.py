@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -19,7 +20,7 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 
 from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
-from hitkit.sections import (BotsConfig, GenerationConfig, HitConfig, Model, Money, PrescreenConfig, ProviderConfig,
+from hitkit.sections import (BotsConfig, GenerationConfig, HitConfig, JudgeConfig, Model, Money, PrescreenConfig, ProviderConfig,
                              ScheduleConfig, ServerConfig, SimulatedConfig, StopConfig, SystemConfig)
 
 REVIEW_WINDOW_S = 24 * 3600.0
@@ -47,6 +48,7 @@ class _StudyBase(Model):
     design: Literal["fixed", "adaptive"] = Field("fixed", description=(
         "fixed: post the HITs in their order; adaptive: post first the HITs that most serve the stop rule's open decision"))
     stop: Optional[StopConfig] = None
+    judge: Optional[JudgeConfig] = None
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")
@@ -69,6 +71,8 @@ class _StudyBase(Model):
         if proto.needs_section and getattr(self, self.task, None) is None:
             raise ValueError(f"task '{self.task}' needs a '{self.task}:' section (see `hitkit init`)")
         proto.module("settings").check_study(self)
+        if self.judge is not None:
+            self._check_judge(proto)
         if self.schedule.qc_failures == "reject":
             reason = (self.schedule.qc_reject_reason or "").strip()
             need = 100 if self.provider.kind == "prolific" else 1
@@ -88,6 +92,27 @@ class _StudyBase(Model):
             raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}; "
                              f"remove them there or add them to 'systems'")
         return self
+
+    def _check_judge(self, proto) -> None:
+        if not proto.judged:
+            judged = [p.name for p in PROTOCOLS.values() if p.judged]
+            raise ValueError(f"judge: is available for {', '.join(judged)} studies only in this version of "
+                             f"hitkit, not for task '{self.task}'; remove the judge: section")
+        if self.judge.prompt is not None:
+            allowed = proto.module("judge").PLACEHOLDERS
+            try:
+                named = [f for _, f, _, _ in string.Formatter().parse(self.judge.prompt) if f is not None]
+            except ValueError as exc:
+                raise ValueError(f"judge.prompt has a stray brace ({exc}); write {{{{ and }}}} for literal "
+                                 "braces") from None
+            unknown = sorted(set(named) - set(allowed))
+            missing = [p for p in allowed if p not in named]
+            if unknown or missing:
+                raise ValueError(f"judge.prompt must name each of {', '.join('{' + p + '}' for p in allowed)} "
+                                 f"and nothing else in braces"
+                                 + (f"; it names {', '.join('{' + p + '}' for p in unknown)}" if unknown else "")
+                                 + (f"; it lacks {', '.join('{' + p + '}' for p in missing)}" if missing else "")
+                                 + " — write {{ and }} for literal braces")
 
     @model_validator(mode="before")
     @classmethod

@@ -79,6 +79,12 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
     shape = ", ".join(f"{n} HIT(s) of {k} units" for k, n in sorted(sizes.items(), reverse=True))
     lines.append(f"Material checked: {units} units packed into {estimate.hits} HITs ({shape}), "
                  f"{estimate.assignments} assignments at {config.hit.reward} {config.provider.currency} each.")
+    if config.judge is not None:
+        from hitkit.judging import requests_for
+
+        lines.append(f"Judge: {len(requests_for(config))} labels (every comparison, each way it is shown) from "
+                     f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
+                     f"units above, a uniformly random share (seed {config.seed}).")
     lines.append(f"Cost: {estimate.describe()}.")
     if not estimate.within_budget:
         lines.append(f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs: raise 'budget:' to at "

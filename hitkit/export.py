@@ -161,6 +161,10 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
              ctx.task.name: lambda: ctx.task.export(session, study),
              "feedback": lambda: feedback_table(session, study),
              "payments": lambda: payments_table(session, study)}
+    if ctx.config.judge is not None:
+        from hitkit.judging import judge_table
+
+        steps["judge"] = lambda: judge_table(session, study, ctx.config)
     written = []
     for name, build in progress(steps.items(), "export", total=len(steps), unit="table"):
         tables = build()

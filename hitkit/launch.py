@@ -58,15 +58,28 @@ RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots")
 """Study-file fields that may change between launches; the rest define the study and may not."""
 
 
+JUDGE_OPERATIONAL = ("url", "options")
+"""Parts of ``judge:`` that may change between launches (where the judge is and how patiently it is asked);
+the model, its prompt and the crowd's share define the study."""
+
+
+def _design(key: str, value):
+    """The part of a study-file field that defines the study."""
+    if key == "judge" and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in JUDGE_OPERATIONAL}
+    return value
+
+
 def _apply_resume_changes(study: Study, config: StudyConfig) -> list[str]:
     """Take the budget and operational settings from the study file; refuse changes to the design."""
     fresh = config.model_dump(mode="json")
     stored = dict(study.config)
-    fixed = sorted(k for k in fresh if k not in RESUMABLE_FIELDS and k != "database" and fresh[k] != stored.get(k))
+    fixed = sorted(k for k in fresh if k not in RESUMABLE_FIELDS and k != "database"
+                   and _design(k, fresh[k]) != _design(k, stored.get(k)))
     if fixed:
         raise HitkitError(f"{', '.join(fixed)} changed since the study was launched; these define the study and "
                           f"cannot change — restore them, or launch a new study under another name")
-    changed = [k for k in RESUMABLE_FIELDS if fresh[k] != stored.get(k)]
+    changed = [k for k in (*RESUMABLE_FIELDS, "judge") if fresh.get(k) != stored.get(k)]
     if changed:
         study.config = {**stored, **{k: fresh[k] for k in changed}}
         study.budget = config.budget
@@ -88,8 +101,8 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
                 echo(f"Updated from {config_path.name}: {', '.join(changed)}.")
                 session.add(Event(study_id=existing.id, kind="study_config_changed", actor="cli", data={"fields": changed}))
             ctx = StudyContext.of(existing, secret)
-            if existing.status in ("draft", "stopped"):
-                existing.status = "running"
+            if existing.status == "stopped" or (existing.status == "draft" and config.judge is None):
+                existing.status = "running"  # a draft judged study opens once its judge is done (_judge)
             session.add(Event(study_id=ctx.study_id, kind="study_resumed", actor="cli", data={}))
             echo(f"Resuming study '{config.study}' ({existing.status}). {estimate_cost(session, ctx).describe()}.")
             return ctx
@@ -102,7 +115,8 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
         if not confirm("Post this study?"):
             session.rollback()
             raise HitkitError("launch cancelled; nothing was saved")
-        session.get(Study, ctx.study_id).status = "running"
+        # A judged study stays a draft, posting nothing, until every item has its judge label (_judge).
+        session.get(Study, ctx.study_id).status = "draft" if config.judge is not None else "running"
         session.add(Event(study_id=ctx.study_id, kind="study_launched", actor="cli", data={"estimate": estimate.describe()}))
         return ctx
 
@@ -157,7 +171,32 @@ def launch(config_path: str | Path, *, web: WebFactory, yes: bool = False, resum
             echo(f"Bot-bot conversations: {report.planned} planned, {report.already_done} already done, "
                  f"{report.generated} generated ({config.bot_bot_path})")
         ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
+        if config.judge is not None:
+            _judge(config, config_path, ctx, echo, show_progress, lines_every_s)
         return _run(config, config_path, ctx, web, show_progress, echo, timeout_s, analyse, lines_every_s)
+
+
+def _judge(config: StudyConfig, config_path: Path, ctx: StudyContext, echo: Callable[[str], None],
+           show_progress: bool = False, lines_every_s: float | None = None) -> None:
+    """Have the study's judge label every item not yet labelled (:mod:`hitkit.judging`), then open a
+    draft study for posting; HitkitError, with the study left a draft, while any label failed."""
+    from hitkit.judging import judge_study
+
+    echo(f"Judging every item with {config.judge.model} at {config.judge.url} before posting…")
+    report = judge_study(config, config.database_url, ctx.study_id, show_progress=show_progress,
+                         lines_every_s=lines_every_s)
+    echo(report.line())
+    if report.failed:
+        raise HitkitError(f"the judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} "
+                          f"of {report.planned} labels (first: {report.failed[0]}); the "
+                          f"{report.already_done + report.judged + report.auto} stored are kept and nothing was "
+                          f"posted. Check the judge, then `hitkit launch {config_path} --resume` asks only for "
+                          f"the missing labels")
+    with session_scope(config.database_url) as session:
+        study = session.get(Study, ctx.study_id)
+        if study.status == "draft":
+            study.status = "running"
+            session.add(Event(study_id=ctx.study_id, kind="study_judged", actor="cli", data={"labels": report.planned}))
 
 
 def check_material_before_generating(config: StudyConfig) -> None:
@@ -172,12 +211,13 @@ def check_material_before_generating(config: StudyConfig) -> None:
 
 
 def needs_bot_server(config: StudyConfig) -> bool:
-    """Whether a launch uses the study's bots: live chat talks to them, other tasks only generate with them.
+    """Whether a launch uses the study's bots: live chat talks to them, a judge may be one, other tasks only
+    generate with them.
 
     A resumed study whose bot–bot conversations are all written starts no bot server (and loads no model).
     """
-    if PROTOCOLS[config.task].has_chat:
-        return True
+    if PROTOCOLS[config.task].has_chat or config.judge is not None:
+        return True  # a judge may be one of the study's own bots (its labels are asked for before posting)
     if config.generation is None:
         return False
     from hitkit.generation import pending

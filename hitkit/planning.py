@@ -80,8 +80,10 @@ def design_cost(config: StudyConfig) -> tuple[int, int, Decimal]:
 
     from hitkit.providers import make_provider
 
+    from hitkit.human_subset import crowd_units
+
     task = task_for(config)
-    hits = task.pack(task.build().units, random.Random(config.seed))
+    hits = task.pack(crowd_units(config, task.build().units), random.Random(config.seed))
     provider = make_provider(config, "")
     reward = config.hit.reward
     cost = sum((hit_cost(reward, h.max_assignments, provider.fee(reward, h.max_assignments)) for h in hits),

@@ -92,6 +92,35 @@ def interval_ranking(systems: Sequence[str], score: Sequence[float], low: Sequen
     return to_png(fig)
 
 
+def compared_intervals(labels: Sequence[str], estimates: Sequence[tuple[str, Sequence[float], Sequence[float],
+                                                                     Sequence[float]]],
+                       *, xlabel: str, title: str, reference: float | None = None) -> bytes:
+    """Several estimates of each row's quantity, one above the other, each a point with its interval
+    (``estimates``: (name, estimate, low, high) per kind, shown in that order with a legend)."""
+    n = len(labels)
+    if not n:
+        return _message("nothing to compare")
+    colours = (GREY, ORANGE, BLUE, GREEN, RED)
+    k = len(estimates)
+    fig = _figure(6.5, 1.5 + 0.3 * n * k)
+    ax = fig.subplots()
+    base = np.arange(n)[::-1] * (k + 1)
+    for i, (name, est, low, high) in enumerate(estimates):
+        y = base + (k - 1 - i)
+        est, low, high = (np.asarray(v, dtype=float) for v in (est, low, high))
+        ok = ~(np.isnan(low) | np.isnan(high))
+        ax.hlines(y[ok], low[ok], high[ok], color=colours[i % len(colours)], linewidth=2.2, alpha=0.6)
+        ax.plot(est, y, "o", color=colours[i % len(colours)], markersize=6, zorder=3, label=name)
+    if reference is not None:
+        ax.axvline(reference, color=GREY, linewidth=0.8, linestyle=":")
+    ax.set_yticks(base + (k - 1) / 2, short_labels(labels, 2 * LABEL_CHARS))
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return to_png(fig)
+
+
 def rank_ranges(ranking: pd.DataFrame, *, low: str = "rank_low", high: str = "rank_high",
                 cluster: str = "cluster", title: str) -> bytes:
     """Each system's 95 % bootstrap rank range as a bar on the rank axis, its cluster written beside."""

@@ -298,3 +298,45 @@ class PrescreenConfig(Model):
     concept_gap: int = Field(2, ge=1, description="turns since a rare concept's last mention for a bonus (Alg. 3)")
     win_points: float = Field(3, ge=0)
     tie_points: float = Field(1, ge=0)
+
+
+class JudgeOptions(Model):
+    """How the judge is asked: decoding, patience and how many calls are in flight at once."""
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: the same item gets the same label")
+    max_tokens: int = Field(16, ge=1, le=4096, description="longest reply; the label is its first word")
+    timeout_s: float = Field(60.0, gt=0, description="how long one attempt may take")
+    retries: int = Field(2, ge=0, le=10, description="further attempts within one run (failures are also "
+                                                       "retried by the next run)")
+    backoff_s: float = Field(0.5, ge=0, description="first retry delay; doubles each retry")
+    concurrency: int = Field(4, gt=0, le=256, description="labels asked for at once")
+    api_key_env: Optional[str] = Field(None, description="environment variable holding a bearer API key")
+
+
+class JudgeConfig(Model):
+    """An LLM judge over the bot protocol (any OpenAI-compatible endpoint) that labels every item of
+    the study, and the uniformly random share of the items that also goes to the crowd
+    (:mod:`hitkit.judging`; the analysis combines the two by prediction-powered inference,
+    :mod:`hitkit.analysis.ppi`). Exactly one of ``human_share`` and ``human_items``."""
+
+    url: str = Field(description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8011")
+    model: str = Field(min_length=1, description="model name the server knows the judge by")
+    prompt: Optional[str] = Field(None, min_length=1, description=(
+        "the judge's instructions with the protocol's placeholders (pairwise: {prompt}, {response_a}, "
+        "{response_b}); default: the protocol's, asking for A, B or tie"))
+    system_prompt: str = Field("", description="system message sent before the prompt")
+    options: JudgeOptions = Field(default_factory=JudgeOptions)
+    human_share: Optional[float] = Field(None, gt=0, le=1, description=(
+        "fraction of the items, drawn uniformly at random (seeded by the study's seed), that the crowd "
+        "also labels"))
+    human_items: Optional[int] = Field(None, ge=2, description="how many items the crowd also labels")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> "JudgeConfig":
+        if (self.human_share is None) == (self.human_items is None):
+            raise ValueError("judge: give exactly one of human_share (a fraction of the items, e.g. 0.2) and "
+                             "human_items (a count): the uniformly random subset the crowd also labels")
+        if not re.match(r"^https?://[^\s/]+", self.url):
+            raise ValueError(f"judge.url {self.url!r} must be an http(s):// address of an OpenAI-compatible "
+                             "server, e.g. http://127.0.0.1:8011")
+        return self

@@ -74,11 +74,12 @@ def simulated_study(config: StudyConfig, seed: int,
     """The study's units packed as a launch packs them and its places filled by :func:`staff`, all drawn
     from one generator seeded with ``seed``; ``apart(hit, units)`` names the group of HITs a worker takes
     one of at most."""
+    from hitkit.human_subset import crowd_units
     from hitkit.protocols import task_for
 
     rng = random.Random(seed)
     task = task_for(config)
-    units = {u.key: u for u in task.build().units}
+    units = {u.key: u for u in crowd_units(config, task.build().units)}  # with a judge, the crowd's share
     hits = task.pack(list(units.values()), rng)
     groups = [apart(hit, units) for hit in hits] if apart is not None else None
     places = [(hit, {"study": config.study, "hit_id": f"h{h}", "assignment_id": f"h{h}-{w}", "worker_id": worker},

@@ -65,6 +65,11 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
                           f"continue it with `hitkit launch --resume`, or choose another name in 'study:'")
     task = task_for(config)
     material: Material = task.build()
+    if config.judge is not None:
+        # The judge labels every unit (hitkit.judging); only the crowd's random share become units here.
+        from hitkit.human_subset import crowd_units
+
+        material = Material(units=crowd_units(config, material.units), conversations=material.conversations)
     rng = random.Random(config.seed)
     hit_specs = task.pack(material.units, rng)
 

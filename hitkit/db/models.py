@@ -154,6 +154,33 @@ class Unit(Base):
     required_answers: Mapped[int] = mapped_column(Integer)
 
 
+class JudgeLabel(Base):
+    """One label an LLM judge gave to one unit of the study's material, asked one way (``variant``: for
+    pairwise, the display order ``ab`` or ``ba``). Keyed by the material's unit key, not a unit row:
+    the judge labels every item, and only the crowd's share of them become units. A failed attempt
+    is a row too (``status`` failed, ``error``), retried by the next run; a done one is never asked again."""
+
+    __tablename__ = "judge_label"
+    __table_args__ = (UniqueConstraint("study_id", "unit_key", "variant"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    unit_key: Mapped[str] = mapped_column(String(200))
+    variant: Mapped[str] = mapped_column(String(16))
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    model: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))  # done, failed
+    label: Mapped[Optional[str]] = mapped_column(String(32))
+    parsed: Mapped[bool] = mapped_column(Boolean, default=True)
+    """False when the reply named no label and ``label`` is the protocol's neutral one."""
+    source: Mapped[str] = mapped_column(String(16), default="judge")  # judge, auto (no call needed)
+    reply: Mapped[Optional[str]] = mapped_column(Text)
+    error: Mapped[Optional[str]] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class Hit(Base):
     """A package of units posted once to a provider."""
 

@@ -63,6 +63,9 @@ class Protocol:
     """True when a study file of this protocol must have a section of its name."""
     uses_generation: bool = False
     """True when the study's ``generation:`` section makes its material (bot–bot conversations)."""
+    judged: bool = False
+    """True when ``PACKAGE.judge`` says how an LLM judge labels its units (the study file's ``judge:``,
+    :mod:`hitkit.judging`) and its analysis combines the judge's labels with the crowd's."""
     mturk_rules: bool = False
     """True when ``PACKAGE.mturk`` holds rules (a ``Rules`` section and ``rows``) that import its table
     from MTurk batch results; a protocol without them imports with a mapping's ``function:``."""
@@ -116,6 +119,21 @@ class Material:
 
     units: list[UnitSpec]
     conversations: list[ConversationSpec] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One label an LLM judge is asked for (:mod:`hitkit.judging`): a unit of the material, asked one way.
+
+    ``fields`` fill the judge's prompt; ``meta`` is stored with the label for the protocol's export;
+    ``auto`` is a label given without asking (identical pairwise responses are a tie).
+    """
+
+    unit_key: str
+    variant: str
+    fields: Mapping[str, str]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    auto: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Pairwise A/B (ChatEval, Sedoc et al. 2019): METHODS §3.
 
 Reads ``votes.csv`` (and ``assignments.csv`` when present) from one folder (METHODS §4) and returns
-an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1):
+an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1), and, when the
+folder holds ``judge.csv`` (a study with an LLM judge), ``judge_win_rates`` and ``judge_bias``
+(:mod:`hitkit.protocols.pairwise.judge`):
 
 - ``pairs``: system_a, system_b, wins_a, wins_b, ties, gain, p_value, p_adjusted, correction,
   gain_low, gain_high, interval_unit: one row per unordered pair, system_a < system_b; gain =
@@ -45,6 +47,7 @@ from hitkit.protocols.pairwise import figures
 
 # A worker who cast more than this share of a run's votes dominates it (a warning).
 from hitkit.protocols.pairwise.agreement import cohen_weighted_kappa, worker_agreement
+from hitkit.protocols.pairwise.judge import analysis_tables, read_judge
 from hitkit.protocols.pairwise.bradley_terry import Resample, _resample_weights, bradley_terry
 from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical, item_columns, read_votes
 
@@ -181,7 +184,21 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
     if votes.empty:
         raise InputError(Path(in_dir) / "votes.csv", "no votes from submitted or approved "
                          "assignments; nothing to analyse")
-    return analyze_votes(votes, n_boot=n_boot, seed=seed, correction=correction, resample=resample)
+    result = analyze_votes(votes, n_boot=n_boot, seed=seed, correction=correction, resample=resample)
+    judge_path = Path(in_dir) / "judge.csv"
+    if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
+        add_judge(result, votes, read_judge(judge_path))
+    return result
+
+
+def add_judge(result: AnalysisResult, votes: pd.DataFrame, judge: pd.DataFrame) -> None:
+    """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``), its summary (``judge``) and its
+    warnings to ``result`` (:func:`~hitkit.protocols.pairwise.judge.analysis_tables`)."""
+    tables, summary, lines = analysis_tables(votes, judge)
+    result.tables.update(tables)
+    result.summary["judge"] = summary
+    result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
+    result.figures["judge_win_rates"] = png(lambda: figures.judge_win_rates(tables["judge_win_rates"]))
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

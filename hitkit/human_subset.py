@@ -1,0 +1,65 @@
+"""The crowd's share of a study with an LLM judge (``judge:``): the units people also label.
+
+Drawn within each stratum the protocol's ``judge`` module names (pairwise: each pair of systems),
+uniformly at random and seeded by the study's seed: prediction-powered inference
+(:mod:`hitkit.analysis.ppi`) is valid only for a uniformly random labelled subset. Only these units
+become units of the study and are packed into HITs; the judge labels all of them
+(:mod:`hitkit.judging`).
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from hitkit.config import StudyConfig
+from hitkit.errors import ConfigError
+from hitkit.protocols import PROTOCOLS
+from hitkit.protocols.base import UnitSpec
+
+MIN_PER_STRATUM = 2
+"""Human-labelled items each stratum needs: an interval needs at least two."""
+
+
+def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
+    """The units the crowd also labels: within each stratum, a uniformly random sample (seeded by the
+    study's seed) of ``judge.human_share`` of its units, or of ``judge.human_items`` in all, shared
+    among the strata in proportion to their size (largest remainders). Order kept.
+
+    Raises :class:`~hitkit.errors.ConfigError` when the size asks for more units than there are, or
+    leaves a stratum fewer than :data:`MIN_PER_STRATUM`.
+    """
+    judge, module = config.judge, PROTOCOLS[config.task].module("judge")
+    strata: dict[str, list[str]] = {}
+    for unit in units:
+        strata.setdefault(module.stratum(unit), []).append(unit.key)
+    total = sum(len(keys) for keys in strata.values())
+    if judge.human_items is not None:
+        if judge.human_items > total:
+            raise ConfigError(f"judge.human_items is {judge.human_items} but the study has only {total} items "
+                              f"to label; lower it (or use human_share)")
+        exact = {s: judge.human_items * len(keys) / total for s, keys in strata.items()}
+        sizes = {s: math.floor(x) for s, x in exact.items()}
+        for s in sorted(exact, key=lambda s: (sizes[s] - exact[s], s))[:judge.human_items - sum(sizes.values())]:
+            sizes[s] += 1
+        asked = f"judge.human_items {judge.human_items}"
+    else:
+        sizes = {s: min(len(keys), math.floor(judge.human_share * len(keys) + 0.5)) for s, keys in strata.items()}
+        asked = f"judge.human_share {judge.human_share:g}"
+    short = sorted(s for s, k in sizes.items() if k < MIN_PER_STRATUM)
+    if short:
+        s = short[0]
+        raise ConfigError(f"{asked} sends {sizes[s]} of the {len(strata[s])} items of {s} to the crowd; each "
+                          f"needs at least {MIN_PER_STRATUM} for an interval: raise it")
+    rng = random.Random(f"{config.seed}:judge")
+    chosen: set[str] = set()
+    for s in sorted(strata):
+        chosen.update(rng.sample(sorted(strata[s]), sizes[s]))
+    return [u for u in units if u.key in chosen]
+
+
+def crowd_units(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
+    """The units the crowd labels: :func:`human_subset` with a judge, else all of them."""
+    return human_subset(config, units) if config.judge is not None else list(units)
+
+

@@ -1,0 +1,168 @@
+"""Pairwise A/B with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judging` runs it).
+
+The judge sees each comparison twice, once in each display order (``ab``: the unit's first system
+shown as A; ``ba``: its second), so that a preference for a position counts once for each system
+and cancels when the two labels are averaged (:func:`hitkit.analysis.ppi.order_averaged`). A
+reply's label is its first word (A, B or tie; ``[[A]]`` as MT-Bench writes it also counts); a
+reply that names none is recorded as a tie with ``parsed`` false: the judge is then a worse
+predictor, which the prediction-powered estimate corrects and which only costs precision.
+Identical responses are a tie without asking, as on the worker's page.
+
+The analysis (:func:`analysis_tables`) turns ``votes.csv`` and ``judge.csv`` into one row per
+item (a prompt and a pair): the human score, the mean of every vote on the item, and the judge's
+order-averaged score, and hands them to :mod:`hitkit.analysis.ppi`. The statistics are imported
+when asked for, so the task side of this module loads no scipy.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from hitkit.protocols.base import JudgeRequest, UnitSpec
+
+PLACEHOLDERS = ("prompt", "response_a", "response_b")
+"""What a pairwise judge prompt names: the prompt and the two responses in their display order."""
+
+DEFAULT_PROMPT = """You are judging two chatbot responses to the same message.
+
+Message:
+{prompt}
+
+Response A:
+{response_a}
+
+Response B:
+{response_b}
+
+Which response is better: more helpful, relevant, correct and fluent? Answer with one word: A, B or tie."""
+
+ORDERS = ("ab", "ba")
+NEUTRAL = "tie"
+"""The label of a reply that names none."""
+
+JUDGE_COLUMNS = ("study", "item_id", "system_a", "system_b", "vote", "parsed", "human_subset", "model",
+                 "reply")
+"""``judge.csv``: one row per comparison and display order (docs/COLUMNS.md)."""
+
+SCORE = {"a": 1.0, "b": 0.0, "tie": 0.5}
+
+_BRACKETED = re.compile(r"\[\[\s*(a|b|tie)\s*\]\]", re.IGNORECASE)
+_FIRST_WORD = re.compile(
+    r"^[\s\"'*_(\[]*(?:(?:the\s+)?(?:final\s+)?(?:answer|verdict|winner|better(?:\s+response)?)\s*(?:is)?\s*[:\-]?\s*)?"
+    r"[\s\"'*_(\[]*(?:response\s+)?(a|b|tie)\b", re.IGNORECASE)
+
+
+def stratum(unit: UnitSpec) -> str:
+    """The pair a unit compares: the human subset is drawn within each pair, so every pair's
+    estimate rests on a uniformly random sample of its own items."""
+    return "~".join(unit.payload["systems"])
+
+
+def requests(units: Sequence[UnitSpec]) -> list[JudgeRequest]:
+    """Every label the judge gives: each unit in both display orders."""
+    out = []
+    for unit in units:
+        p = unit.payload
+        first, second = p["systems"]
+        texts = dict(zip(p["systems"], p["responses"]))
+        identical = texts[first].strip() == texts[second].strip()
+        for order in ORDERS:
+            a, b = (first, second) if order == "ab" else (second, first)
+            out.append(JudgeRequest(
+                unit_key=unit.key, variant=order,
+                fields={"prompt": p["prompt"], "response_a": texts[a], "response_b": texts[b]},
+                meta={"item_id": p["item_id"], "system_a": a, "system_b": b},
+                auto=NEUTRAL if identical else None))
+    return out
+
+
+def parse(reply: str) -> str | None:
+    """The label a reply gives (a, b or tie), or None when it names none."""
+    match = _BRACKETED.search(reply) or _FIRST_WORD.match(reply)
+    return match.group(1).lower() if match else None
+
+
+def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply)."""
+    rows = [{"study": study, "item_id": row["meta"]["item_id"], "system_a": row["meta"]["system_a"],
+             "system_b": row["meta"]["system_b"], "vote": row["label"], "parsed": bool(row["parsed"]),
+             "human_subset": bool(row["human_subset"]), "model": row["model"], "reply": row["reply"] or ""}
+            for row in labels]
+    return pd.DataFrame(rows, columns=list(JUDGE_COLUMNS))
+
+
+def read_judge(path) -> pd.DataFrame:
+    """``judge.csv``, checked: its columns, and every vote a, b or tie."""
+    from hitkit.analysis.tables import read_table
+    from hitkit.errors import InputError
+
+    table = read_table(path, JUDGE_COLUMNS)
+    vote = table["vote"].str.strip().str.lower()
+    bad = table.index[~vote.isin(tuple(SCORE))]
+    if len(bad):
+        raise InputError(path, f"vote {table.at[bad[0], 'vote']!r} is not one of a, b, tie", line=int(bad[0]) + 2)
+    table["vote"] = vote
+    return table
+
+
+def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
+    """One row per judged item (prompt and pair): system_a, system_b (by name), the human score for
+    system_a (the mean of its votes; NaN where nobody voted) and the judge's order-averaged score.
+
+    An item's key is (study, item_id, pair) when both tables have a study column."""
+    from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
+
+    keys = ["study", "item_id"] if "study" in votes.columns and "study" in judge.columns else ["item_id"]
+    j = judge.assign(score=judge["vote"].map(SCORE))
+    flip = (j["system_a"] > j["system_b"]).to_numpy()
+    j = pd.DataFrame({**{k: j[k].astype(str) for k in keys},
+                      "system_a": j["system_a"].where(~flip, j["system_b"]),
+                      "system_b": j["system_b"].where(~flip, j["system_a"]),
+                      "judge": j["score"].where(~flip, 1 - j["score"])})
+    # The mean of the two orders: order_averaged, when both are there (they always are from hitkit).
+    judged = j.groupby(keys + ["system_a", "system_b"], as_index=False)["judge"].mean()
+    if len(votes):
+        c = canonical(votes, *keys)
+        c["human"] = pd.Series(c["outcome"]).map({FIRST: 1.0, TIE: 0.5}).fillna(0.0).to_numpy()
+        human = (c.rename(columns={"first": "system_a", "second": "system_b"})
+                 .groupby(keys + ["system_a", "system_b"], as_index=False)["human"].mean())
+        judged = judged.merge(human, on=keys + ["system_a", "system_b"], how="left")
+    else:
+        judged["human"] = float("nan")
+    return judged[keys + ["system_a", "system_b", "human", "judge"]]
+
+
+def analysis_tables(votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 0.95
+                    ) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
+    """The judge's part of a pairwise analysis: (tables, summary, warnings).
+
+    ``judge_win_rates``: per pair, the win rate of system_a over system_b human-only, judge-only and
+    prediction-powered (PPI++ with tuned λ) with their intervals, λ, the effective human sample size
+    and the fallback flag (:func:`hitkit.analysis.ppi.win_rates`); ``judge_bias``: the judge's bias
+    per system on the items people voted on (:func:`hitkit.analysis.ppi.judge_bias`).
+    """
+    from hitkit.analysis import ppi
+
+    per_item = items(votes, judge)
+    table = ppi.win_rates(per_item, level=level)
+    bias = ppi.judge_bias(per_item, level=level)
+    unmatched = 0
+    if len(votes):
+        voted = {(str(i), *sorted((a, b))) for i, a, b in votes[["item_id", "system_a", "system_b"]].itertuples(index=False)}
+        judged = set(zip(per_item["item_id"], per_item["system_a"], per_item["system_b"]))
+        unmatched = len(voted - judged)
+    lines = []
+    if unmatched:
+        lines.append(f"{unmatched} voted item(s) have no judge label and are left out of the judge's tables")
+    fallback = [f"{a} vs {b}" for a, b, f in table[["system_a", "system_b", "fallback"]].itertuples(index=False) if f]
+    summary = {
+        "labels": len(judge), "unparsed": int((~judge["parsed"].astype(str).str.lower().isin(["true", "1"])).sum()),
+        "models": sorted(set(judge["model"].astype(str))), "items": len(per_item),
+        "human_items": int(per_item["human"].notna().sum()), "level": level,
+        "estimator": ppi.REFERENCE, "interval": "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)",
+        "fallback_pairs": fallback,
+    }
+    return {"judge_win_rates": table, "judge_bias": bias}, summary, lines
