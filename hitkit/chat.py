@@ -46,6 +46,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from sqlalchemy import update
 
@@ -164,10 +165,12 @@ def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply
 
 
 def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
-         reply: Reply | Mapping[str, Reply]) -> ChatState:
-    """The worker's message, committed first, then the bot's reply to it (see the module docstring)."""
+         reply: Reply | Mapping[str, Reply], signals: Any = None) -> ChatState:
+    """The worker's message, committed first, then the bot's reply to it (see the module docstring).
+
+    ``signals``: how the page saw the message typed, as sent (:func:`hitkit.chat_turns.add_worker_turn`)."""
     with timing.phase("store"), session_scope(database_url) as session:
-        owed = chat_turns.store_worker_turn(session, ctx, token, unit_id, text)[1]
+        owed = chat_turns.store_worker_turn(session, ctx, token, unit_id, text, signals)[1]
     return _ask(database_url, ctx, reply, owed)
 
 

@@ -148,16 +148,19 @@ def turns_of(session: Session, conversation: Conversation | None) -> list[Row]:
 
 
 def insert_turn(session: Session, conversation_id: int, index: int, speaker: str, text: str,
-                system: tuple[int, str] | None = None) -> Turn:
+                system: tuple[int, str] | None = None, signals: dict[str, int] | None = None) -> Turn:
     """Insert one turn with a single statement (no unit-of-work flush); the stored turn, detached.
 
-    ``system`` is (study id, system name) for a bot's turn, whose system id the statement looks up.
+    ``system`` is (study id, system name) for a bot's turn, whose system id the statement looks up;
+    ``signals``, how the worker entered the message (already checked by :func:`hitkit.authenticity.clean_signals`).
     """
     now = utcnow()
     values = {"conversation_id": conversation_id, "index": index, "speaker": speaker, "text": text,
               "created_at": now}
+    if signals is not None:
+        values["signals"] = signals
     if system is not None:
         values.update(b_study_id=system[0], b_system=system[1])
     turn_id = session.execute(_turn_insert(system is not None), values).scalar_one()
     return Turn(id=turn_id, conversation_id=conversation_id, index=index, speaker=speaker, text=text,
-                created_at=now)
+                created_at=now, signals=signals)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit import chat_sql, flow
+from hitkit import authenticity, chat_sql, flow
 from hitkit.chat_sql import TurnLike
 from hitkit.db.models import Assignment, Conversation, Turn, Unit, utcnow
 from hitkit.errors import AnswerError, FlowError
@@ -117,13 +117,18 @@ def conversation_state(session: Session, ctx: StudyContext, token: str, unit_id:
     return state(ctx, assignment, unit, conversation, chat_sql.turns_of(session, conversation))
 
 
-def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str, text: str) -> Turn:
-    """Store the worker's message; refused while the bot owes a reply, or before the topic is given."""
-    return store_worker_turn(session, ctx, token, unit_id, text)[0]
+def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str, text: str,
+                    signals: Any = None) -> Turn:
+    """Store the worker's message; refused while the bot owes a reply, or before the topic is given.
+
+    ``signals`` is what the page says of how the message was typed, as sent: checked and bounded here
+    (:func:`hitkit.authenticity.clean_signals`), dropped when unusable, never a reason to refuse the message.
+    """
+    return store_worker_turn(session, ctx, token, unit_id, text, signals)[0]
 
 
 def store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str,
-                      text: str) -> tuple[Turn, Owed]:
+                      text: str, signals: Any = None) -> tuple[Turn, Owed]:
     """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
     assignment, unit, answered = _slot_and_progress(session, ctx, token, unit_id, writable=True, progress=True)
     text = _message(ctx, text, "message")
@@ -138,7 +143,8 @@ def store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: 
     turns = chat_sql.turns_of(session, conversation)
     if turns and turns[-1].speaker == "worker":
         raise FlowError("the chatbot has not replied to your last message yet; wait for its reply", 409)
-    turn = chat_sql.insert_turn(session, conversation.id, len(turns), "worker", text)
+    turn = chat_sql.insert_turn(session, conversation.id, len(turns), "worker", text,
+                                signals=authenticity.clean_signals(signals))
     return turn, owed_reply(assignment, unit, conversation, [*turns, turn], claim)
 
 

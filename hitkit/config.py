@@ -20,7 +20,8 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 
 from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
-from hitkit.sections import (BotsConfig, GenerationConfig, HitConfig, JudgeConfig, Model, Money, PrescreenConfig, ProviderConfig,
+from hitkit.sections import (AuthenticityConfig, BotsConfig, GenerationConfig, HitConfig, JudgeConfig, Model, Money,
+                             PrescreenConfig, ProviderConfig,
                              ScheduleConfig, ServerConfig, SimulatedConfig, StopConfig, SystemConfig)
 
 REVIEW_WINDOW_S = 24 * 3600.0
@@ -42,6 +43,7 @@ class _StudyBase(Model):
     server: ServerConfig = Field(default_factory=ServerConfig)
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
     simulated: SimulatedConfig = Field(default_factory=SimulatedConfig)
+    authenticity: AuthenticityConfig = Field(default_factory=AuthenticityConfig)
     bots: Optional[BotsConfig] = None
     generation: Optional[GenerationConfig] = None
     prescreen: Optional[PrescreenConfig] = None

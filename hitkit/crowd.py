@@ -2,7 +2,10 @@
 
 Coordinators use it to dry-run a study and to check their quality-control settings before paying
 anyone; the tests use it to drive the whole system. Each worker has a profile — ``diligent``,
-``noisy``, ``spammer`` or ``always_tie`` — that the study's task type turns into answers. A worker
+``noisy``, ``spammer`` or ``always_tie`` — that the study's task type turns into answers; the typing
+profiles ``llm_paster``, ``slow_typist`` and ``phone`` answer as diligent workers but enter their text
+their own way (:mod:`hitkit.crowd_typing`). Every message and free-text answer carries the signals a
+browser would send of how it was typed (:mod:`hitkit.authenticity`). A worker
 looks at the marketplace (the study's posted HITs), previews a HIT, accepts it, reads the
 instructions, answers unit by unit (each answer is its own request, as a person's clicks are),
 submits, and comes back for more until the cap, the budget or the work runs out.
@@ -23,6 +26,7 @@ from urllib.parse import urlencode
 import requests
 from sqlalchemy import func, select
 
+from hitkit import crowd_typing
 from hitkit.config import StudyConfig
 from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
@@ -35,15 +39,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SimWorker:
-    """One synthetic worker: a stable id and a profile."""
+    """One synthetic worker: a stable id, the profile it answers as, and the one it types as."""
 
     worker_id: str
     profile: str
+    typing: str = ""
+    """The typing profile (:mod:`hitkit.crowd_typing`); empty: the same as ``profile``."""
+
+    @property
+    def typist(self) -> crowd_typing.Typist:
+        return crowd_typing.typist(self.typing or self.profile, self.worker_id)
 
 
 def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
     """The study's synthetic workers, with ids that are the same on every run (``sim-noisy-003``)."""
-    return [SimWorker(f"sim-{g.profile}-{i:03d}", g.profile)
+    return [SimWorker(f"sim-{g.profile}-{i:03d}", g.answers_as, g.profile)
             for g in config.simulated.workers for i in range(g.count)]
 
 
@@ -153,6 +163,9 @@ class SimulatedCrowd:
         http = requests.Session()
         rng = random.Random(f"{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
         pace_rng = random.Random(f"pace:{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        # Typing has its own stream, so the answers of a seeded run do not depend on it.
+        typing_rng = random.Random(f"typing:{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        typist = worker.typist
         entry = f"{self.base_url}/s/{self.ctx.name}/hit/{hit_id}"
         # Preview first, as a person browsing the marketplace does.
         http.get(f"{entry}?{urlencode({'hitId': provider_hit_id, 'assignmentId': PREVIEW_ASSIGNMENT})}",
@@ -178,9 +191,11 @@ class SimulatedCrowd:
             if pace:
                 time.sleep(pace * pace_rng.uniform(0.5, 1.5))
             # elapsed_s: seconds since the unit was shown, as the pages send it.
-            reply = http.post(f"{base}/answer", json={"unit_id": view["unit_id"], "question": question,
-                                                      "value": value, "elapsed_s": time.monotonic() - shown_at},
-                              timeout=self.timeout_s)
+            body = {"unit_id": view["unit_id"], "question": question, "value": value,
+                    "elapsed_s": time.monotonic() - shown_at}
+            if question in task.free_text:
+                body["signals"] = crowd_typing.typed_signals(typist, value, typing_rng)
+            reply = http.post(f"{base}/answer", json=body, timeout=self.timeout_s)
             reply.raise_for_status()
             self._acknowledge(worker, state["assignment"], view["unit_id"], question, value)
 
@@ -191,7 +206,7 @@ class SimulatedCrowd:
                 for question in task.chat_opening:
                     if question in answers:
                         give(view, question, answers.pop(question), shown_at)
-                self._chat(http, base, worker, view, rng)
+                self._chat(http, base, worker, view, rng, typing_rng)
             for question, value in answers.items():
                 give(view, question, value, shown_at)
             if self._stop.is_set():
@@ -202,8 +217,10 @@ class SimulatedCrowd:
             self.stats.hits_done += 1
         return "again"
 
-    def _chat(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random) -> None:
+    def _chat(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random,
+              typing_rng: random.Random) -> None:
         """Chat in one unit until the protocol's minimum of messages, as a patient person would."""
+        typist = worker.typist
         chat_url = f"{base}/chat/{view['unit_id']}"
         state = http.get(chat_url, timeout=self.timeout_s).json()
         waits = 0
@@ -213,8 +230,14 @@ class SimulatedCrowd:
             if state["bot_owes_reply"]:
                 reply = http.post(f"{chat_url}/retry", json={}, timeout=self.timeout_s * 4)
             else:
-                text = self.ctx.task.simulate_message(worker.profile, view, rng, state["inputs"])
-                reply = http.post(f"{chat_url}/message", json={"text": text}, timeout=self.timeout_s * 4)
+                if typist.pastes(typing_rng):
+                    text = crowd_typing.bot_written_message(typing_rng)
+                    signals = crowd_typing.pasted_signals(typist, text, typing_rng)
+                else:
+                    text = self.ctx.task.simulate_message(worker.profile, view, rng, state["inputs"])
+                    signals = crowd_typing.typed_signals(typist, text, typing_rng)
+                reply = http.post(f"{chat_url}/message", json={"text": text, "signals": signals},
+                                  timeout=self.timeout_s * 4)
                 if rng.random() < 0.05:  # now and then the conversation drifts to a new topic
                     http.post(f"{chat_url}/topic", json={"by": rng.choice(("worker", "bot"))}, timeout=self.timeout_s)
             if reply.status_code == 502:  # the bot is slow or down: wait, as the page asks, then retry

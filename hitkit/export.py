@@ -1,4 +1,5 @@
-"""Tidy exports (METHODS.md §4): ``assignments.csv``, the task's tables and ``conversations.jsonl``.
+"""Tidy exports (METHODS.md §4): ``assignments.csv``, the task's tables and ``conversations.jsonl``;
+``authenticity.csv`` and ``authenticity_workers.csv`` when the pages sent authenticity signals.
 
 Every table is written as CSV, as Parquet, or both (``formats``); ``payments`` is the money ledger
 and ``study.json`` says which study, task, budget and export version the folder holds, so a report
@@ -17,9 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from hitkit.db.models import Assignment, Conversation, Hit, Payment, Study, System, Worker
-from hitkit.schema import ASSIGNMENT_COLUMNS, DONE_STATUSES, FEEDBACK_COLUMNS, PAYMENT_COLUMNS
+from hitkit.schema import ASSIGNMENT_COLUMNS, FEEDBACK_COLUMNS, PAYMENT_COLUMNS, exported_status
 from hitkit.errors import HitkitError
-from hitkit import stopping
+from hitkit import authenticity_table, stopping
 from hitkit.progress import progress
 from hitkit.security import neutralise_formula
 from hitkit.study import StudyContext
@@ -41,18 +42,6 @@ def assignments_table(session: Session, study: Study) -> pd.DataFrame:
              "status": exported_status(a), "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None}
             for a, hit, w in rows]
     return pd.DataFrame(data, columns=list(ASSIGNMENT_COLUMNS))
-
-
-def exported_status(a: Assignment) -> str:
-    """The assignment's status as exported: finished work that no platform has confirmed is ``unconfirmed``.
-
-    Analyses count only ``submitted`` and ``approved`` (METHODS.md §4), so unconfirmed work — a
-    panel's before ``hitkit confirm``, MTurk's before MTurk showed it as the worker's — is listed
-    but never counted, by hitkit or by anyone reading the CSV with the same rule.
-    """
-    if a.status in DONE_STATUSES and a.confirmed_at is None:
-        return "unconfirmed"
-    return a.status
 
 
 def feedback_table(session: Session, study: Study) -> pd.DataFrame:
@@ -170,6 +159,11 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
         tables = build()
         for table_name, table in (tables.items() if isinstance(tables, dict) else [(name, tables)]):
             written += write_table(table, out, table_name, formats)
+    # Only a study whose pages sent authenticity signals has these tables (older studies have none).
+    answers = authenticity_table.answers_table(session, ctx)
+    if len(answers):
+        written += write_table(answers, out, "authenticity", formats)
+        written += write_table(authenticity_table.workers_table(answers), out, "authenticity_workers", formats)
     path = out / "conversations.jsonl"
     write_conversations(session, study, path)
     written.append(path)

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, joinedload, object_session
 
-from hitkit import arrivals, tokens
+from hitkit import arrivals, authenticity, tokens
 from hitkit.db.models import Assignment, Event, HitUnit, Response, Unit, utcnow
 from hitkit.schema import DONE_STATUSES
 from hitkit.errors import AnswerError, FlowError
@@ -128,7 +128,7 @@ def find_unit(units: Mapping[int, Unit], ref: int | str) -> Unit:
 
 
 def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, question: str,
-           value: Any, elapsed_s: float | None) -> Response:
+           value: Any, elapsed_s: float | None, signals: dict[str, int] | None = None) -> Response:
     value = storable_text(ctx.task.validate(unit, question, value), f"answer to '{question}'")
     ctx.task.check_answer(session, assignment, unit, question)
     now = utcnow()
@@ -138,23 +138,29 @@ def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Un
                                                 Response.unit_id == unit.id, Response.question == question))
     if row is None:
         row = Response(assignment_id=assignment.id, unit_id=unit.id, question=question, value=value,
-                       elapsed_s=elapsed_s, created_at=now, updated_at=now)
+                       elapsed_s=elapsed_s, created_at=now, updated_at=now, signals=signals)
         session.add(row)
     else:
         row.value, row.updated_at = value, now
         if elapsed_s is not None:
             row.elapsed_s = elapsed_s
+        if signals is not None:  # the signals describe the value they came with
+            row.signals = signals
     session.flush()
     return row
 
 
 def save_answer(session: Session, ctx: StudyContext, token: str, unit_id: int | str, question: str, value: Any,
-                elapsed_s: float | None = None) -> Response:
-    """Store (or replace) one answer of the token's assignment; ``unit_id`` is the unit's public key or row id."""
+                elapsed_s: float | None = None, signals: Any = None) -> Response:
+    """Store (or replace) one answer of the token's assignment; ``unit_id`` is the unit's public key or row id.
+
+    ``signals``, how the page saw a free-text answer typed, is checked and bounded
+    (:func:`hitkit.authenticity.clean_signals`) and dropped when unusable; it never refuses the answer.
+    """
     assignment = assignment_for(session, ctx, token, lock=True)
     writable(ctx, assignment)
     unit = find_unit(_units(assignment), unit_id)
-    return _store(session, ctx, assignment, unit, question, value, elapsed_s)
+    return _store(session, ctx, assignment, unit, question, value, elapsed_s, authenticity.clean_signals(signals))
 
 
 def missing_answers(ctx: StudyContext, assignment: Assignment) -> list[tuple[int, str]]:

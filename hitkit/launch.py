@@ -54,7 +54,7 @@ WebFactory = Callable[[str, str, int, int, str], WebTier]
 imports the web tier."""
 
 
-RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots")
+RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots", "authenticity")
 """Study-file fields that may change between launches; the rest define the study and may not."""
 
 

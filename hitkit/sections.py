@@ -183,11 +183,25 @@ class ProviderConfig(Model):
         return self
 
 
-class CrowdGroup(Model):
-    """``count`` simulated workers of one ``profile``."""
+TYPING_PROFILES = {"llm_paster": "diligent", "slow_typist": "diligent", "phone": "diligent"}
+"""Profiles that differ in how they enter text (:mod:`hitkit.crowd_typing`), and the profile they answer as."""
 
-    profile: Literal["diligent", "noisy", "spammer", "always_tie"]
+
+class CrowdGroup(Model):
+    """``count`` simulated workers of one ``profile``.
+
+    ``diligent``, ``noisy``, ``spammer`` and ``always_tie`` differ in what they answer; ``llm_paster``
+    (pastes bot-written messages), ``slow_typist`` and ``phone`` (honest, on a phone keyboard) in how they
+    type it, and answer as diligent workers do.
+    """
+
+    profile: Literal["diligent", "noisy", "spammer", "always_tie", "llm_paster", "slow_typist", "phone"]
     count: int = Field(gt=0, le=10_000)
+
+    @property
+    def answers_as(self) -> str:
+        """The profile whose answers this group gives (the typing profiles answer as diligent workers)."""
+        return TYPING_PROFILES.get(self.profile, self.profile)
 
 
 class SimulatedConfig(Model):
@@ -200,6 +214,17 @@ class SimulatedConfig(Model):
     concurrency: int = Field(8, gt=0, le=1000, description="workers active at once")
     seconds_per_answer: float = Field(0.0, ge=0, description="simulated reading time per answer")
     ack_log: bool = Field(False, description="append every acknowledged answer to OUT/acks.jsonl")
+
+
+class AuthenticityConfig(Model):
+    """Whether answers were typed by the worker (:mod:`hitkit.authenticity`). The pages always collect the
+    signals (counts and timings, never keys) and the consent text always says so; these switches add to it."""
+
+    show_instruction: bool = Field(True, description=(
+        "ask workers, in the instructions and beside the chat input, to type their own words and not paste "
+        "text written by others or by AI tools"))
+    block_paste: bool = Field(False, description=(
+        "refuse paste and drop in the chat input and the free-text fields (the attempt is still counted)"))
 
 
 class StopConfig(Model):

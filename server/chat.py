@@ -54,7 +54,8 @@ def message(study: str, token: str, unit_id: str):
         return jsonify(error="send JSON with the message as 'text'"), 400
     ctx = _ctx(study)
     url = current_app.config["HITKIT_DATABASE_URL"]
-    return _reply_or_wait(lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx)))
+    return _reply_or_wait(lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx),
+                                            signals=body.get("signals")))
 
 
 @bp.post("/a/<study>/<token>/chat/<unit_id>/retry")

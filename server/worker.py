@@ -169,7 +169,7 @@ def answer(study: str, token: str):
     elapsed = validation.elapsed_seconds(body.get("elapsed_s"))
     with db() as session:
         flow.save_answer(session, context(session, study), token, unit_id, str(body["question"]),
-                         body["value"], elapsed)
+                         body["value"], elapsed, signals=body.get("signals"))
     return jsonify(saved=True)
 
 

@@ -369,6 +369,10 @@ def test_every_system_link_of_a_spot_the_bot_study_opens_and_human_material_has_
 
     db = tmp_path / "hitkit.db"
     shutil.copy(Path(__file__).parent / "data" / "golden" / "spot_the_bot" / "hitkit.db", db)
+    # Frozen at the revision it was made with: brought to the current schema first, as `hitkit db upgrade` does.
+    from hitkit.db.migrate import upgrade
+
+    upgrade(f"sqlite:///{db}")
     client = app_for(f"sqlite:///{db}").test_client()
     login(client)
     page = client.get("/dashboard/study/golden-spot-the-bot").get_data(as_text=True)

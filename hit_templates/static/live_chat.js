@@ -14,6 +14,9 @@
   let waiting = false;
 
   const api = window.hitkitApi(base);
+  // How the worker's own text is entered (counts and timings only): sent with each message and free-text answer.
+  const watch = (id) => window.hitkitSignals($(id), { blockPaste: root.dataset.blockPaste === "1" });
+  const typing = { message: watch("message"), topic: watch("topic-input"), feedback: watch("feedback") };
 
   function show(step) {
     steps.forEach((s) => { $(s).hidden = s !== step; });
@@ -23,8 +26,10 @@
     return (answers[unit.unit_id] || {})[question];
   }
 
-  async function save(unit, question, value) {
-    const reply = await api("answer", { unit_id: unit.unit_id, question: question, value: String(value) });
+  async function save(unit, question, value, signals) {
+    const body = { unit_id: unit.unit_id, question: question, value: String(value) };
+    if (signals) body.signals = signals;
+    const reply = await api("answer", body);
     if (reply.ok) {
       answers[unit.unit_id] = Object.assign(answers[unit.unit_id] || {}, { [question]: String(value) });
     }
@@ -71,7 +76,8 @@
     if (!current.topic) {
       const topic = $("topic-input").value.trim();
       if (!topic) { $("topic-input").focus(); return; }
-      const saved = await save(current, "topic", topic);
+      // A topic restored from an earlier visit was not typed now: its saved signals stand.
+      const saved = await save(current, "topic", topic, typing.topic.touched() ? typing.topic.take() : null);
       if (!saved.ok) { alert(saved.body.error); return; }
     }
     if (!sentiment) { alert("Please say how you feel about the topic."); return; }
@@ -147,7 +153,7 @@
     item.textContent = text;
     $("messages").appendChild(item);
     $("message").value = "";
-    await chatStep("/message", { text: text });
+    await chatStep("/message", { text: text, signals: typing.message.take() });
     $("message").focus();
   });
 
@@ -192,6 +198,7 @@
     });
     $("feedback-box").hidden = !current.optional.includes("feedback");
     $("feedback").value = "";
+    typing.feedback.take();  // a new slot's comment starts afresh
     $("rate-status").textContent = "";
     show("step-rate");
   }
@@ -207,7 +214,7 @@
       if (!reply.ok) { $("rate-status").textContent = reply.body.error || "not saved — please try again"; return; }
     }
     const comment = $("feedback").value.trim();
-    if (comment && current.optional.includes("feedback")) await save(current, "feedback", comment);
+    if (comment && current.optional.includes("feedback")) await save(current, "feedback", comment, typing.feedback.take());
     next();
   });
 

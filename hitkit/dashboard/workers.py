@@ -17,6 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from hitkit.authenticity import WorkerScore
+from hitkit.authenticity_table import worker_scores
 from hitkit.db.models import Assignment, Event, Hit, Payment, Worker, utcnow
 from hitkit.schema import DONE_STATUSES
 from hitkit.db.session import session_scope
@@ -56,6 +58,8 @@ class WorkerRow:
     """The assignment a bonus is paid against: the worker's latest counted one."""
     held: list[int] = field(default_factory=list)
     """Ids of the worker's assignments held for review by the QC outcome policy (schedule.qc_failures)."""
+    authenticity: WorkerScore | None = None
+    """Whether the worker's answers look typed by them (:mod:`hitkit.authenticity`): for review, never acted on."""
 
 
 def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> list[WorkerRow]:
@@ -93,6 +97,9 @@ def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> li
                 times[w.id].append(a.work_time_s)
     for wid, ts in times.items():
         out[wid].median_work_s = round(statistics.median(ts), 1)
+    typed = worker_scores(session, ctx)
+    for row in out.values():
+        row.authenticity = typed.get(row.external_id)
     return list(out.values())
 
 

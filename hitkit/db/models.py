@@ -124,6 +124,8 @@ class Turn(Base):
     system_id: Mapped[Optional[int]] = mapped_column(ForeignKey("system.id"))
     text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    signals: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
+    """How the worker entered the message: counts and timings (:mod:`hitkit.authenticity`); None for a bot's."""
 
     conversation: Mapped[Conversation] = relationship(back_populates="turns")
 
@@ -275,6 +277,8 @@ class Response(Base):
     elapsed_s: Mapped[Optional[float]]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    signals: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
+    """How a free-text answer was entered (:mod:`hitkit.authenticity`); None where no page watched it."""
 
     assignment: Mapped[Assignment] = relationship(back_populates="responses")
 

@@ -200,6 +200,9 @@ class TaskType(ABC):
     """True when a worker chats with a bot in each unit before answering its remaining questions."""
     chat_opening: ClassVar[tuple[str, ...]] = ()
     """Questions a chat unit needs answered before its chat starts."""
+    free_text: ClassVar[frozenset[str]] = frozenset()
+    """Questions answered in the worker's own words, whose pages send how the text was typed
+    (:mod:`hitkit.authenticity`); chat messages always are."""
 
     def __init__(self, config: StudyConfig):
         self.config = config
@@ -271,6 +274,10 @@ class TaskType(ABC):
     def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
         """A simulated worker's ``turn``-th message in a chat unit (chat task types only)."""
         raise TypeError(f"task '{self.name}' has no chat")
+
+    def chat_key(self, assignment_id: int, unit_id: int) -> str | None:
+        """The key of the conversation one assignment holds in one chat unit; None for task types without chat."""
+        return None
 
     @abstractmethod
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:

@@ -101,6 +101,7 @@ class LiveChatTask(TaskType):
     instructions_template = "live_chat_instructions.html"
     has_chat = True
     chat_opening = ("topic", "topic_sentiment")
+    free_text = frozenset({"topic", "feedback"})
 
     @property
     def _cfg(self):
@@ -269,6 +270,9 @@ class LiveChatTask(TaskType):
     def chat_turns_needed(self, units: int) -> int:
         # Every chat slot to be rated needs min_inputs worker messages first.
         return units * self._cfg.min_inputs
+
+    def chat_key(self, assignment_id: int, unit_id: int) -> str:
+        return conversation_key(assignment_id, unit_id)
 
     def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
         # Spammers repeat themselves, the thing Ji et al.'s instructions ask workers not to do.
