@@ -91,6 +91,12 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
                      f"least {estimate.total} to post them all.")
     lines.append(f"Posting: waves of {config.schedule.wave_size} HITs, at most {config.schedule.max_concurrent} "
                  f"open, {config.schedule.per_worker_cap} per worker; QC failures: {config.qc_failures}.")
+    if config.stop is not None:
+        from hitkit.analysis.sequential import DECISIONS
+
+        lines.append(f"Stopping rule: {config.stop.decision} ({DECISIONS[config.stop.decision]}) at α = {config.stop.alpha}, "
+                     f"looked at after every counted HIT from HIT {config.stop.min_hits}; {config.design} design. "
+                     f"The cost above is the most it can spend; when the rule fires the rest is never posted.")
     lines.append(f"Nothing was posted or saved. Launch it with `hitkit launch {config_path}`.")
     for line in lines:
         echo(line)

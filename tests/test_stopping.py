@@ -212,3 +212,16 @@ def test_an_adaptive_rating_study_stops_early_only_when_one_system_is_far_better
     launch(_adaptive_rating(tmp_path, database_url, quality), yes=True, show_progress=False, echo=lambda _m: None,
            timeout_s=300)
     assert_stopped_early_only_if(stops, database_url, "alpha")
+
+
+def test_a_dry_run_states_the_stopping_rule_and_that_its_cost_is_a_ceiling(tmp_path):
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    study = pairwise_study(tmp_path, f"sqlite:///{tmp_path / 'db.sqlite'}", design="adaptive",
+                           stop={"decision": "pair", "systems": ["alpha", "gamma"], "alpha": 0.01})
+    run = CliRunner().invoke(main, ["launch", str(study), "--dry-run"])
+    assert run.exit_code == 0, run.output
+    assert "Stopping rule: pair (one named pair of systems" in run.output and "α = 0.01" in run.output
+    assert "adaptive design" in run.output and not (tmp_path / "db.sqlite").exists()
