@@ -51,7 +51,10 @@ from hitkit.protocols.live_chat.analysis import read_tables, scored, screened  #
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA  # noqa: E402
 from hitkit.protocols.live_chat.sequential import from_hit_sums, hit_sums  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ji2022-run1"
+DATA = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "data" / "ji2022-run1",
+                          Path(__file__).resolve().parents[1] / "tests" / "data" / "ji2022-run1") if p.is_dir()),
+            Path(__file__).resolve().parents[1] / "tests" / "data" / "ji2022-run1")
+"""The released run: ../shared/data beside the checkout, else the copy shipped with the tests."""
 ALPHA = 0.05
 SHARE = 0.70
 """The issue's bar: the rule's verdicts with at most this share of the HITs…"""

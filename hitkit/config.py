@@ -89,6 +89,16 @@ class _StudyBase(Model):
         strangers = sorted(set(self.stop.systems or []) - {s.name for s in self.systems}) if self.stop else []
         if strangers:
             raise ValueError(f"stop.systems names systems that are not in 'systems': {', '.join(strangers)}")
+        if self.stop is not None:
+            from hitkit.protocols import task_for
+
+            control = sorted(set(self.stop.systems or []) & set(task_for(self).control_systems()))
+            if control:
+                raise ValueError(f"stop.systems names the quality-control system {', '.join(control)}, which no "
+                                 f"comparison includes; name two systems under evaluation")
+        if self.stop is not None and getattr(self, "judge", None) is not None:
+            raise ValueError("stop: and judge: cannot be used together yet: the prediction-powered intervals "
+                             "assume a human sample of fixed size, which a stopping rule ends early")
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
             raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}; "

@@ -70,10 +70,32 @@ def _design(key: str, value):
     return value
 
 
+def stopped_by_rule(database_url: str, study_id: int) -> bool:
+    """Whether the study's stopping rule has fired (the crowd then runs out of work by design)."""
+    from hitkit.stopping import fired_event
+
+    with session_scope(database_url) as session:
+        return fired_event(session, study_id) is not None
+
+
+def _defaults(fields) -> dict:
+    """The default of every study-file field that has one, as the stored config holds it (JSON)."""
+    from pydantic import BaseModel
+
+    out = {}
+    for name, info in StudyConfig.model_fields.items():
+        if name not in fields or info.is_required():
+            continue
+        default = info.get_default(call_default_factory=True)
+        out[name] = default.model_dump(mode="json") if isinstance(default, BaseModel) else default
+    return out
+
+
 def _apply_resume_changes(study: Study, config: StudyConfig) -> list[str]:
     """Take the budget and operational settings from the study file; refuse changes to the design."""
     fresh = config.model_dump(mode="json")
-    stored = dict(study.config)
+    # A field added to hitkit after the study was launched is stored as its default was then.
+    stored = {**_defaults(fresh), **study.config}
     fixed = sorted(k for k in fresh if k not in RESUMABLE_FIELDS and k != "database"
                    and _design(k, fresh[k]) != _design(k, stored.get(k)))
     if fixed:
@@ -343,7 +365,8 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
                     f"the budget ({config.budget} {config.provider.currency}) is committed with {done} of {total} "
                     f"answers collected and {blocked} HIT(s) unposted; raise 'budget:' in {config_path} "
                     f"and continue with `hitkit launch {config_path} --resume`")
-            if crowd is not None and crowd.finished and progress(url, ctx.study_id)[0] < total:
+            if crowd is not None and crowd.finished and progress(url, ctx.study_id)[0] < total \
+                    and not stopped_by_rule(url, ctx.study_id):
                 # Counted again: the last workers may have submitted after `done` was read above.
                 raise HitkitError(
                     f"the simulated crowd ran out of workers with {done} of {total} answers collected; "

@@ -32,7 +32,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.events import record_once
 from hitkit.money import cents, hit_cost
-from hitkit.schema import UNPOSTED_HITS
+from hitkit.schema import ACTIVE_STATUSES, UNPOSTED_HITS
 
 if TYPE_CHECKING:
     from hitkit.providers.base import ProviderWork
@@ -119,9 +119,15 @@ def booked_bonuses(session: Session, study_id: int) -> dict[str, Decimal]:
 
 
 def committed_spend(session: Session, ctx: StudyContext) -> Decimal:
-    """Worst-case spend of every posted HIT plus every bonus in the ledger."""
+    """Worst-case spend of every posted HIT plus every bonus in the ledger. A HIT the stopping rule closed
+    takes no one new: only its places already held (or handed in) can still be paid."""
     posted = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status.not_in(UNPOSTED_HITS)))
-    return sum((worst_case(ctx, h) for h in posted), Decimal(0)) + sum(booked_bonuses(session, ctx.study_id).values())
+    held = dict(session.execute(select(Assignment.hit_id, func.count()).join(Hit).where(
+        Hit.study_id == ctx.study_id, Hit.status == "closed", Assignment.status.in_(ACTIVE_STATUSES))
+        .group_by(Assignment.hit_id)).all())
+    spend = sum((hit_cost(h.reward, min(held.get(h.id, 0), h.max_assignments), ctx.fee(h.reward, h.max_assignments))
+                 if h.status == "closed" else worst_case(ctx, h) for h in posted), Decimal(0))
+    return spend + sum(booked_bonuses(session, ctx.study_id).values())
 
 
 def bonus_by_tag(session: Session, study_id: int, worker_id: int, tag: str) -> Payment | None:

@@ -9,16 +9,20 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Conversation, Turn, Unit
+from hitkit.db.models import Conversation, Hit, HitUnit, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.protocols import PROTOCOLS
 from hitkit.study import StudyContext, unit_answer_counts
 
 
 def progress(database_url: str, study_id: int) -> tuple[int, int]:
-    """(answers collected, answers the study needs), counting at most the required number per unit."""
+    """(answers collected, answers the study needs), counting at most the required number per unit; a unit
+    whose every HIT the stopping rule withdrew needs none."""
     with session_scope(database_url) as session:
-        required = dict(session.execute(select(Unit.id, Unit.required_answers).where(Unit.study_id == study_id)).all())
+        in_hits = select(HitUnit.unit_id).join(Hit, Hit.id == HitUnit.hit_id).where(Hit.study_id == study_id)
+        withdrawn, offered = in_hits.where(Hit.status == "withdrawn"), in_hits.where(Hit.status != "withdrawn")
+        required = dict(session.execute(select(Unit.id, Unit.required_answers).where(
+            Unit.study_id == study_id, ~Unit.id.in_(withdrawn) | Unit.id.in_(offered))).all())
         counts = unit_answer_counts(session, study_id)
     return sum(min(n, counts.get(uid, 0)) for uid, n in required.items()), sum(required.values())
 

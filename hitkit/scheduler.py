@@ -263,35 +263,44 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
 
 
 def stop_when_settled(database_url: str, ctx: StudyContext, now: dt.datetime) -> bool:
-    """True once the study's stopping rule has fired. When it fires now, the HITs not yet posted are
+    """True once the study's stopping rule has fired. When it fires, the HITs not yet posted are
     withdrawn, the posted ones are closed to newcomers on the provider (work in progress can still be
-    handed in), and the provider closes the study (Prolific: stops it)."""
+    handed in), and the provider closes the study (Prolific: stops it). A provider call that fails is
+    tried again on the next tick until it succeeds."""
     if ctx.config.stop is None:
         return False
     with session_scope(database_url) as session:
-        before = stopping.fired_event(session, ctx.study_id) is not None
-        fired = before or stopping.check(session, ctx, now)
-        closing = [] if before or not fired else stopping.closed_hits(session, ctx.study_id)
-    if fired and not before:
-        log.info("study %s: the stopping rule fired; no more work is posted", ctx.name)
-        for provider_hit_id in closing:
-            _tell_provider(database_url, ctx, ctx.provider.expire_hit, provider_hit_id)
-        _tell_provider(database_url, ctx, ctx.provider.close)
-    return fired
+        fired = stopping.fired_event(session, ctx.study_id) is not None or stopping.check(session, ctx, now)
+        if not fired:
+            return False
+        hits, study_left = stopping.left_open_on_provider(session, ctx.study_id)
+    for hit_id, provider_hit_id in hits:
+        if _tell_provider(database_url, ctx, ctx.provider.expire_hit, provider_hit_id):
+            _record_closed(database_url, ctx, {"hit": hit_id})
+    if study_left and _tell_provider(database_url, ctx, ctx.provider.close):
+        _record_closed(database_url, ctx, {"study": True})
+    return True
 
 
-def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> None:
-    """Call the provider; a failure is logged and recorded, not raised (a listing left open is closed
-    by the coordinator's `hitkit stop`, and its places are refused by the pages)."""
+def _record_closed(database_url: str, ctx: StudyContext, data: dict) -> None:
+    with session_scope(database_url) as session:
+        session.add(Event(study_id=ctx.study_id, kind=stopping.CLOSED, actor="scheduler", data=data))
+
+
+def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> bool:
+    """Call the provider; True when it succeeded. A failure is logged and recorded, not raised: the next
+    tick tries again, and meanwhile the pages refuse newcomers to a closed HIT."""
     try:
         call(*args)
+        return True
     except SQLAlchemyError:
         raise
     except Exception as exc:  # noqa: BLE001 - see docstring
-        log.warning("closing work on the provider failed: %s", exc)
+        log.warning("closing work on the provider failed (tried again next tick): %s", exc)
         with session_scope(database_url) as session:
             session.add(Event(study_id=ctx.study_id, kind="expire_failed", actor="scheduler",
                               data={"provider_hit_id": args[0] if args else None, "error": str(exc)[:1000]}))
+        return False
 
 
 def budget_blocked(session: Session, ctx: StudyContext) -> int:
@@ -340,7 +349,10 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
         undecided = session.scalar(select(func.count()).select_from(Assignment).join(Hit)
                                    .where(Hit.study_id == ctx.study_id, (Assignment.status == "submitted")
                                           | ((Hit.status == "closed") & (Assignment.status == "accepted"))))
-        if study.status == "running" and remaining == 0 and undecided == 0:
+        # A study whose rule fired completes once the provider has acknowledged every closing.
+        unclosed = ctx.config.stop is not None and stopping.fired_event(session, ctx.study_id) is not None \
+            and any(stopping.left_open_on_provider(session, ctx.study_id))
+        if study.status == "running" and remaining == 0 and undecided == 0 and not unclosed:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True

@@ -31,7 +31,9 @@ FIRED = "stop_rule_fired"
 """The event that records the rule's firing: its data say when, after how many HITs, and what was decided."""
 
 _lock = threading.Lock()
-_cache: dict[int, tuple[tuple[int, int], RuleState | None]] = {}
+_cache: dict[tuple[str, int], tuple[tuple[int, int], RuleState | None]] = {}
+"""(database, study) -> (the counted work it was computed on, the rule's state): one server may serve
+several databases, each with its own study 1."""
 
 
 def sequential_module(config):
@@ -50,7 +52,7 @@ def unit_payloads(session: Session, study_id: int) -> list[Mapping]:
 
 
 def counted_hits(session: Session, study_id: int) -> int:
-    """Assignments whose work is handed in (submitted, approved or rejected)."""
+    """Assignments whose work is handed in and counts (submitted or approved; confirmed or not)."""
     return session.scalar(select(func.count()).select_from(Assignment).join(Hit)
                           .where(Hit.study_id == study_id, Assignment.status.in_(DONE_STATUSES))) or 0
 
@@ -65,7 +67,10 @@ def compute(session: Session, ctx: StudyContext) -> RuleState | None:
     tables = ctx.task.export(session, study)
     systems = watched_systems(ctx)
     plan = module.planned(unit_payloads(session, ctx.study_id), ctx.config)
-    comparisons = module.comparisons(tables, systems, plan, config=ctx.config)
+    # A pair the material never compares (a system left out of generation, say) has nothing to wait for.
+    comparisons = [c for c in module.comparisons(tables, systems, plan, config=ctx.config) if c.planned > 0]
+    compared = {s for c in comparisons for s in (c.a, c.b)}
+    systems = [s for s in systems if s in compared]
     if stop.decision == "pair":
         comparisons = [c for c in comparisons if {c.a, c.b} == set(stop.systems)]
     return settle(intervals(comparisons, stop.alpha), stop.decision, systems,
@@ -79,13 +84,14 @@ def rule_state(session: Session, ctx: StudyContext) -> RuleState | None:
     done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
                                  .join(Hit).where(Hit.study_id == ctx.study_id,
                                                   Assignment.status.in_(DONE_STATUSES))).one())
+    key = (session.get_bind().url.render_as_string(hide_password=True), ctx.study_id)
     with _lock:
-        cached = _cache.get(ctx.study_id)
+        cached = _cache.get(key)
     if cached is not None and cached[0] == done:
         return cached[1]
     state = compute(session, ctx)
     with _lock:
-        _cache[ctx.study_id] = (done, state)
+        _cache[key] = (done, state)
     return state
 
 
@@ -96,7 +102,7 @@ def fired_event(session: Session, study_id: int) -> Event | None:
 
 def check(session: Session, ctx: StudyContext, now: dt.datetime) -> bool:
     """True when the rule has fired (now or before). Firing now records the event and withdraws or
-    closes the study's open HITs in this session; the caller tells the provider (:func:`closed_hits`)."""
+    closes the study's open HITs in this session; the caller tells the provider (:func:`left_open_on_provider`)."""
     stop = ctx.config.stop
     if stop is None:
         return False
@@ -120,10 +126,18 @@ def check(session: Session, ctx: StudyContext, now: dt.datetime) -> bool:
     return True
 
 
-def closed_hits(session: Session, study_id: int) -> list[str]:
-    """Provider ids of the HITs closed by the rule, to expire on the provider."""
-    return [h for h in session.scalars(select(Hit.provider_hit_id).where(
-        Hit.study_id == study_id, Hit.status == "closed", Hit.provider_hit_id.is_not(None)))]
+CLOSED = "closed_on_provider"
+"""The event that records a provider's acknowledgement of a closing: ``{"hit": id}`` or ``{"study": true}``."""
+
+
+def left_open_on_provider(session: Session, study_id: int) -> tuple[list[tuple[int, str]], bool]:
+    """What the rule closed that the provider has not acknowledged yet: (HIT id, provider id) of each
+    closed HIT, and whether the study as a whole is still to be closed."""
+    done = [e.data for e in session.scalars(select(Event).where(Event.study_id == study_id, Event.kind == CLOSED))]
+    closed_hits = {d["hit"] for d in done if "hit" in d}
+    hits = [(h, p) for h, p in session.execute(select(Hit.id, Hit.provider_hit_id).where(
+        Hit.study_id == study_id, Hit.status == "closed", Hit.provider_hit_id.is_not(None))) if h not in closed_hits]
+    return hits, not any(d.get("study") for d in done)
 
 
 def hit_pairs(module, payloads: Sequence[Mapping]) -> set[tuple[str, str]]:
@@ -150,6 +164,17 @@ def order_pending(session: Session, ctx: StudyContext, pending: Sequence[Hit]) -
     return sorted(pending, key=lambda h: (-need(h), h.index))
 
 
+def _pending_outcome(state: RuleState | None) -> str:
+    """Where an unfired rule stands, in words (a decision the data already make but the scheduler has not
+    acted on yet is said to be so)."""
+    if state is None:
+        return ""
+    if state.fired:
+        return (f"{state.outcome}, by the data so far; not acted on yet (fewer counted HITs than min_hits, "
+                f"or the study is not running)")
+    return state.outcome
+
+
 def summary(session: Session, ctx: StudyContext) -> dict | None:
     """The rule, where it stands (or when it fired and what it decided) and what was spent against the
     fixed design: the dashboard shows it, the export writes it into ``study.json`` and the report and
@@ -172,7 +197,8 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
         "unit": module.UNIT, "correction": "Bonferroni over the watched pairs",
         "fired": event is not None, "fired_at": event.data["at"] if event else None,
         "fired_after_hits": event.data["hits"] if event else None,
-        "outcome": event.data["outcome"] if event else (state.outcome if state else ""),
+        "outcome": event.data["outcome"] if event else _pending_outcome(state),
+        "study_status": session.get(Study, ctx.study_id).status,
         "counted_hits": counted_hits(session, ctx.study_id),
         "intervals": event.data["intervals"] if event else (as_table(state) if state else []),
         "now": as_table(state) if state else [],

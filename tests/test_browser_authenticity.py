@@ -29,9 +29,12 @@ def _chat_page(p, url: str, worker: str):
     page = context.new_page()
     page.goto(f"{url}/s/chat-demo/hit/1?assignmentId={worker}-1&hitId=h1&workerId={worker}")
     page.get_by_role("button", name="I agree").click()
+    # The topic step shows once the page has loaded its state (which fills the topic field): type after.
+    page.locator("#step-topic").wait_for()
     page.locator("#topic-input").press_sequentially("the sea", delay=40)
     page.get_by_label("I like it").check()
     page.get_by_role("button", name="Start chatting").click()
+    page.locator(".topic-bar", has_text="the sea").wait_for()
     page.locator("#message").wait_for()
     return browser, page
 

@@ -24,10 +24,10 @@ from hitkit.protocols.rating import sequential as rating
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA as DA_CRITERIA
 
 REPO = Path(__file__).resolve().parents[1]
-JI = REPO.parent / "shared" / "data" / "ji2022-run1"
+JI = REPO / "tests" / "data" / "ji2022-run1"  # shipped with the tests (MIT), as ../shared/data/ji2022-run1
 PAPER_Z = {"A": 0.534, "B": 0.419, "A_p": 0.318, "C": 0.262, "C_p": 0.189, "B_p": 0.173, "D": -0.087,
            "D_p": -0.201, "E_p": -0.217, "E": -0.243}
-needs_ji = pytest.mark.skipif(not JI.is_dir(), reason="the Ji et al. run is not in ../shared/data")
+needs_ji = pytest.mark.skipif(not JI.is_dir(), reason="the Ji et al. run is not in tests/data")
 
 
 @pytest.fixture(scope="module")

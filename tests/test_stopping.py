@@ -182,8 +182,8 @@ def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_bet
                          ids=["wide", "equal"])
 def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_better(tmp_path, database_url,
                                                                                      bot_server, quality, stops):  # noqa: F811
-    study_file = live_chat_study(tmp_path, database_url, bot_server, hits=25, slots_per_hit=4)
-    adaptive(study_file, yaml.safe_load(study_file.read_text()), {**quality, "qc": 0.02}, min_hits=3)
+    study_file = live_chat_study(tmp_path, database_url, bot_server, hits=40, slots_per_hit=4)
+    adaptive(study_file, yaml.safe_load(study_file.read_text()), {**quality, "qc": 0.02}, min_hits=3, per_worker_cap=2)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
     assert_stopped_early_only_if(stops, database_url, "anna")
     with session_scope(database_url) as s:
@@ -225,3 +225,88 @@ def test_a_dry_run_states_the_stopping_rule_and_that_its_cost_is_a_ceiling(tmp_p
     assert run.exit_code == 0, run.output
     assert "Stopping rule: pair (one named pair of systems" in run.output and "α = 0.01" in run.output
     assert "adaptive design" in run.output and not (tmp_path / "db.sqlite").exists()
+
+
+def test_asymptotic_sequences_looked_at_after_every_hit_keep_false_claims_near_alpha(monkeypatch):
+    # Three equal live-chat systems, two in each HIT, a look after every HIT up to 60: the share of studies
+    # in which the a–b interval ever excludes 0 stays near α; without the floor on observations it does not.
+    from hitkit.analysis import sequential
+    from hitkit.protocols.live_chat.sequential import from_hit_sums
+
+    systems, plan = ["a", "b", "c"], {("a", "b"): 60.0, ("a", "c"): 60.0, ("b", "c"): 60.0}
+
+    def false_claims(seed: int, studies: int = 150, hits: int = 60) -> float:
+        rng, claims = np.random.default_rng(seed), 0
+        for _ in range(studies):
+            sums, counts = np.zeros((hits, 3)), np.zeros((hits, 3))
+            for t in range(hits):
+                held = rng.choice(3, size=2, replace=False)
+                sums[t, held] += rng.normal(size=2)
+                counts[t, held] += 1
+            claims += any(i.winner for n in range(1, hits + 1)
+                          for i in intervals([c for c in from_hit_sums(sums[:n], counts[:n], n, systems, plan)
+                                              if (c.a, c.b) == ("a", "b")], 0.05))
+        return claims / studies
+
+    assert false_claims(seed=1) <= 0.06
+    monkeypatch.setattr(sequential, "MIN_ASYMPTOTIC", 2)
+    assert false_claims(seed=1) > 0.12
+
+
+def test_a_study_launched_before_stopping_rules_existed_resumes_but_cannot_gain_a_rule(tmp_path, database_url):
+    from hitkit.errors import HitkitError
+
+    with pytest.raises(HitkitError):  # the budget stops it after two HITs
+        launch(pairwise_study(tmp_path, database_url, budget="4.00"), yes=True, show_progress=False,
+               echo=lambda _m: None, timeout_s=60)
+    with session_scope(database_url) as s:  # as an older hitkit stored it: no design, stop, judge, authenticity
+        study = s.scalar(select(Study))
+        study.config = {k: v for k, v in study.config.items() if k not in ("design", "stop", "judge", "authenticity")}
+    with pytest.raises(HitkitError, match="stop changed since the study was launched"):
+        launch(pairwise_study(tmp_path, database_url, budget="60.00", stop={"decision": "best"}), yes=True,
+               resume=True, show_progress=False, echo=lambda _m: None, timeout_s=10)
+    launch(pairwise_study(tmp_path, database_url, budget="60.00"), yes=True, resume=True, show_progress=False,
+           echo=lambda _m: None, timeout_s=120)
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "completed"
+
+
+def test_a_rule_on_the_quality_control_bot_or_beside_a_judge_is_refused_with_the_reason():
+    chat = {"study": "c", "task": "live_chat", "budget": "10",
+            "systems": [{"name": n, "url": "http://127.0.0.1:9", "model": n} for n in ("a", "b", "qc")],
+            "live_chat": {"hits": 2, "slots_per_hit": 3, "control": "qc"}}
+    with pytest.raises(ConfigError, match="stop.systems names the quality-control system qc"):
+        parse_study({**chat, "stop": {"decision": "pair", "systems": ["a", "qc"]}})
+    with pytest.raises(ConfigError, match="stop: and judge: cannot be used together yet"):
+        _study(stop={"decision": "best"}, judge={"url": "http://127.0.0.1:9", "model": "j", "human_share": 0.5})
+
+
+def test_a_provider_that_fails_to_close_a_hit_when_the_rule_fires_is_asked_again_next_tick(tmp_path, database_url,
+                                                                                           monkeypatch):
+    from hitkit import stopping
+    from hitkit.analysis.sequential import RuleState
+    from hitkit.providers.simulated import SimulatedProvider
+    from hitkit.scheduler import tick
+    from tests.test_dashboard import do_hit, make_study
+
+    ctx = make_study(tmp_path, database_url, stop={"decision": "best"})
+    do_hit(database_url, ctx, "W-close")
+    monkeypatch.setattr(stopping, "rule_state", lambda session, c: RuleState("best", True, "alpha is best", []))
+    calls = []
+
+    def flaky(self, provider_hit_id):
+        calls.append(provider_hit_id)
+        if len(calls) == 1:
+            raise ConnectionError("the provider is down")
+
+    monkeypatch.setattr(SimulatedProvider, "expire_hit", flaky)
+    tick(database_url, "ab-demo", "http://127.0.0.1:9")
+    with session_scope(database_url) as s:
+        closed = s.scalars(select(Hit.id).where(Hit.status == "closed")).all()
+        assert closed and s.scalar(select(func.count()).select_from(Event).where(Event.kind == "expire_failed")) == 1
+        assert stopping.left_open_on_provider(s, ctx.study_id)[0]  # one HIT still to close on the provider
+    tick(database_url, "ab-demo", "http://127.0.0.1:9")
+    tick(database_url, "ab-demo", "http://127.0.0.1:9")
+    with session_scope(database_url) as s:
+        assert stopping.left_open_on_provider(s, ctx.study_id) == ([], False)
+    assert len(calls) == len(closed) + 1  # each closed HIT acknowledged once, the failed one asked twice

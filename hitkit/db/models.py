@@ -192,7 +192,8 @@ class Hit(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
     index: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending, posted, completed, expired
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending, posted, completed, expired,
+    # and when the stopping rule fires: withdrawn (never posted) or closed (posted, no newcomers)
     provider_hit_id: Mapped[Optional[str]] = mapped_column(String(128))
     max_assignments: Mapped[int] = mapped_column(Integer)
     reward: Mapped[Decimal] = mapped_column(MoneyType)

@@ -139,13 +139,17 @@ def stopping_sentence(rule: dict) -> str:
     """The methods paragraph's sentence on the stopping rule."""
     said = (f"The study was pre-registered to stop when its decision ({rule['meaning']}) was made, by "
             f"{rule['method']} at α = {rule['alpha']} with {rule['correction']} ({rule['design']} design), "
-            f"looked at after every counted HIT from HIT {rule['min_hits']} on.")
+            f"looked at by the scheduler after each newly counted HIT from HIT {rule['min_hits']} on.")
     if rule["fired"]:
         said += (f" The rule fired after {rule['fired_after_hits']} counted HITs ({rule['outcome']}); "
                  f"{rule['committed']} {rule['currency']} was committed against the fixed design's "
-                 f"{rule['fixed_design']['cost']} {rule['currency']}.")
+                 f"{rule['fixed_design']['cost']} {rule['currency']}. The report's other intervals and tests are "
+                 f"fixed-sample ones and do not allow for the early stop; the rule's intervals do.")
+    elif rule.get("study_status") == "completed":
+        said += f" The rule did not fire; the study ran its whole design (at the end: {rule['outcome']})."
     else:
-        said += f" The rule did not fire; the study ran its fixed design ({rule['outcome']})."
+        said += (f" The rule had not fired when these data were exported (the study {rule.get('study_status')}, "
+                 f"{rule['counted_hits']} counted HITs; {rule['outcome']}).")
     return said
 
 

@@ -23,8 +23,10 @@ standardisation, which HIT clusters leave out (worker clusters would be the more
 28 of Ji et al.'s 249 workers took more than one HIT). The score is a ratio estimator whose scale is
 learnt from the data, so the sequence is the asymptotic one (``exact=False``: Waudby-Smith, Arbour,
 Sinha, Kennedy & Ramdas, "Time-uniform central limit theory and asymptotic confidence sequences",
-Annals of Statistics 2024). A worker's z and QC verdict move as their own later HITs arrive; the
-estimate at each look is the analysis of the data so far, as the asymptotic sequence assumes.
+Annals of Statistics 2024). A worker's z and QC verdict move as their own later HITs arrive, so past
+observations are not fixed as the theorem assumes: the estimate at each look is the analysis of the
+data so far, a heuristic use of the sequence (tests/test_stopping.py measures its false claims under
+a null).
 
 Free of scipy at import: the QC step (scipy's Mann–Whitney U) is imported when comparisons are made.
 """

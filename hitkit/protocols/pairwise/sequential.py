@@ -1,10 +1,13 @@
 """Pairwise A/B's comparisons for a stopping rule (:mod:`hitkit.analysis.sequential`).
 
 Each vote on systems x and y (x before y by name) is an x-over-y score: 1 when x wins, 0 when y wins,
-½ for a tie (an identical pair's automatic tie included). Equal systems score ½ on average, and since
-each vote's A/B sides are a fresh coin flip, that holds given everything seen before, whoever the
-worker is: the score sequence is bounded in [0, 1], so its confidence sequence is the exact one
-(variance bound ¼). Free of scipy.
+½ for a tie (an identical pair's automatic tie included). The score is bounded in [0, 1], so its
+confidence sequence is the exact one (variance bound ¼). Under the sharp null (no worker prefers
+either system on any prompt) each vote scores ½ on average given everything seen before, because its
+A/B sides are a fresh coin flip, so a claim that x beats y keeps its level exactly; away from that
+null, one worker's several votes in a HIT are correlated and the sequence covers the running average
+of the votes' conditional means (Howard et al. 2021), the crowd's win rate when workers are drawn
+independently. Free of scipy.
 """
 from __future__ import annotations
 
