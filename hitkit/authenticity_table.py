@@ -19,6 +19,10 @@ from hitkit.schema import AUTHENTICITY_COLUMNS, AUTHENTICITY_WORKER_COLUMNS, SIG
 from hitkit.study import StudyContext
 
 
+KIND_ORDER = {"message": 0, "answer": 1, "comment": 2}
+"""The kinds of typed text a row can be, in the order an assignment's rows are listed."""
+
+
 def _assignments(session: Session, study_id: int):
     return session.execute(
         select(Assignment, Hit, Worker).join(Hit, Assignment.hit_id == Hit.id)
@@ -26,21 +30,23 @@ def _assignments(session: Session, study_id: int):
 
 
 def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
-    """Every chat message and free-text answer that came with signals, with its score, in HIT and turn order."""
+    """Every chat message, free-text answer and HIT comment that came with signals, with its score, in HIT
+    and turn order (an assignment's messages, then its answers, then its comment)."""
     study = session.get(Study, ctx.study_id)
     assignments = {a.id: (a, hit, w) for a, hit, w in _assignments(session, ctx.study_id)}
     keys = {u.id: u.public_key for u in session.scalars(select(Unit).where(Unit.study_id == ctx.study_id))}
     rows = []
 
-    def row(a_id: int, unit_id: int, kind: str, turn: int | None, question: str, text: str,
+    def row(a_id: int, unit_id: int | None, kind: str, turn: int | None, question: str, text: str,
             signals: dict) -> None:
         a, hit, w = assignments[a_id]
         scored = score_answer(signals, len(text))
-        rows.append(((hit.index, a.id, kind != "message", turn or 0, question), {
+        rows.append(((hit.index, a.id, KIND_ORDER[kind], turn or 0, question), {
             "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
             "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
-            "status": exported_status(a), "unit_id": keys.get(unit_id, ""),
-            "conversation_id": ctx.task.chat_key(a.id, unit_id) or "", "kind": kind, "turn": turn,
+            "status": exported_status(a), "unit_id": keys.get(unit_id, "") if unit_id is not None else "",
+            "conversation_id": (ctx.task.chat_key(a.id, unit_id) or "") if unit_id is not None else "",
+            "kind": kind, "turn": turn,
             "question": question, "chars": len(text), **{c: signals.get(c) for c in SIGNAL_COLUMNS},
             "score": scored.score, "reason": scored.reason, "flagged": int(scored.flagged)}))
 
@@ -62,6 +68,9 @@ def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
                                  .where(Unit.study_id == ctx.study_id, Response.signals.is_not(None),
                                         Response.question.in_(sorted(ctx.task.free_text)))):
             row(r.assignment_id, r.unit_id, "answer", None, r.question, r.value, r.signals)
+    for a, _hit, _w in assignments.values():  # the comment on the whole HIT, every protocol has one
+        if a.feedback is not None and a.feedback_signals is not None:
+            row(a.id, None, "comment", None, "feedback", a.feedback, a.feedback_signals)
     rows.sort(key=lambda pair: pair[0])
     table = pd.DataFrame([data for _, data in rows], columns=list(AUTHENTICITY_COLUMNS))
     for column in ("turn", *SIGNAL_COLUMNS):

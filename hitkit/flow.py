@@ -172,11 +172,13 @@ def missing_answers(ctx: StudyContext, assignment: Assignment) -> list[tuple[int
 
 def submit(session: Session, ctx: StudyContext, token: str,
            answers: Mapping[tuple[int | str, str], Any] | None = None,
-           feedback: str | None = None) -> tuple[Assignment, Completion | None]:
+           feedback: str | None = None, feedback_signals: Any = None) -> tuple[Assignment, Completion | None]:
     """Store any answers sent with the submission, check completeness, mark the assignment submitted.
 
     ``answers`` are keyed by (unit public key or row id, question). ``feedback`` is the worker's
-    optional comment on the whole HIT. Submitting an already submitted assignment changes nothing.
+    optional comment on the whole HIT; ``feedback_signals``, how the page saw it entered, as sent (checked
+    and bounded by :func:`hitkit.authenticity.clean_signals`, kept only with a comment).
+    Submitting an already submitted assignment changes nothing.
     The second element is None: the hand-back may ask the platform, so the caller gets it from
     :func:`handback` once the transaction is committed.
     """
@@ -197,6 +199,7 @@ def submit(session: Session, ctx: StudyContext, token: str,
         if len(feedback) > limit:
             raise AnswerError(f"the comment is {len(feedback)} characters; the limit is {limit}")
         assignment.feedback = storable_text(feedback.strip(), "comment")
+        assignment.feedback_signals = authenticity.clean_signals(feedback_signals)
     now = utcnow()
     assignment.status = "submitted"
     assignment.submitted_at = now

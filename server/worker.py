@@ -1,9 +1,10 @@
 """Worker-facing routes: arrive, read instructions, answer, submit, be handed back."""
 from __future__ import annotations
 
+import json
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 from flask import Blueprint, current_app, jsonify, redirect, render_template, request, url_for
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
@@ -193,6 +194,18 @@ def _form_answers() -> dict[tuple[str, str], str]:
     return answers
 
 
+def _form_signals() -> Any:
+    """The comment's signals posted with the submit form: the field ``feedback_signals``, a JSON object the
+    page fills in (authenticity.js). Anything unreadable is None: it must never cost the worker the submission."""
+    raw = request.form.get("feedback_signals")
+    if not raw or len(raw) > 4096:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
 @bp.post("/a/<study>/<token>/submit")
 def submit(study: str, token: str):
     with db() as session:
@@ -201,8 +214,10 @@ def submit(study: str, token: str):
         if request.is_json and not isinstance(body, dict):
             body = {}  # a JSON submit needs no body; a malformed or non-object one carries no comment
         feedback = body.get("feedback") if body is not None else request.form.get("feedback")
+        signals = body.get("feedback_signals") if body is not None else _form_signals()
         assignment, _ = flow.submit(session, ctx, token, _form_answers(),
-                                    feedback=feedback if isinstance(feedback, str) else None)
+                                    feedback=feedback if isinstance(feedback, str) else None,
+                                    feedback_signals=signals)
     completion = flow.handback(ctx, assignment)  # after the commit: it may ask the platform
     if _wants_json():
         return jsonify(submitted=True, completion=completion.kind.value, url=completion.url, code=completion.code)

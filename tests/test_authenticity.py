@@ -2,6 +2,7 @@
 the dashboard and QC; a simulated crowd with LLM pasters, slow typists and phone typists over real HTTP."""
 from __future__ import annotations
 
+import json
 import random
 
 import pandas as pd
@@ -10,18 +11,19 @@ import requests
 import yaml
 from sqlalchemy import func, select
 
-from hitkit import crowd_typing
+from hitkit import crowd_typing, security
 from hitkit.authenticity import (COUNT_MAX, FLAG_AT, MIN_CHARS, SIGNALS, AnswerScore, clean_signals, score_answer,
                                  score_worker)
 from hitkit.config import load_study
 from hitkit.dashboard import worker_rows
-from hitkit.db.models import Study, Turn
+from hitkit.export import export_study
+from hitkit.db.models import Assignment, Study, Turn, Worker
 from hitkit.db.session import session_scope
 from hitkit.study import StudyContext, resolve_secret
-from tests.studies import launch
+from tests.studies import launch, pairwise_study
 from tests.test_input_bounds import PASSWORD, USER, logged_in
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - the bot server fixture
-from tests.test_security import arrive, serve
+from tests.test_security import arrive, serve, token_of
 
 TYPED = {"keys": 60, "typed_chars": 60, "composed_chars": 0, "pasted_chars": 0, "pastes": 0, "deletes": 3,
          "iki_median_ms": 150, "iki_iqr_ms": 90, "compose_ms": 12_000, "blurs": 0}
@@ -168,3 +170,49 @@ def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(tm
     assert rows["sim-llm_paster-000"].authenticity.flag and not rows["sim-phone-000"].authenticity.flag
     # A flag is for review: every paster's work was submitted (and paid as the study's policy says), none rejected.
     assert all(r.statuses.get("rejected", 0) == 0 for r in rows.values())
+
+
+def test_the_hit_comment_carries_signals_on_a_pairwise_page(tmp_path, database_url):
+    """The comment box every protocol's submit form has: a pasted comment is flagged, a typed one is not,
+    a forged or unreadable signals field never costs the submission, and a blank comment keeps none."""
+    web, secret = serve(tmp_path, database_url, pairwise_study(tmp_path, database_url))
+    pasted_comment = crowd_typing.bot_written_message(random.Random(1))
+    typed_comment = "The second answers were often cut off mid-sentence."
+    rng = random.Random(2)
+    sent = {"W-paster": (pasted_comment, json.dumps(crowd_typing.pasted_signals(
+                crowd_typing.typist("llm_paster", "W-paster"), pasted_comment, rng))),
+            "W-typist": (typed_comment, json.dumps(crowd_typing.typed_signals(
+                crowd_typing.typist("diligent", "W-typist"), typed_comment, rng))),
+            "W-forger": ("Nothing to add, it was fine.", "{not json"),
+            "W-silent": ("", json.dumps({"keys": 3}))}
+    try:
+        for hit, (worker, (comment, signals)) in enumerate(sent.items(), start=1):
+            task = arrive(web.url, "ab-demo", worker, hit=hit)
+            page = requests.get(task).text
+            assert "authenticity.js" in page and 'name="feedback"' in page  # the page watches the comment box
+            state = requests.get(task + "state").json()
+            form = {"csrf": security.csrf_value(secret, token_of(task)), "feedback": comment,
+                    "feedback_signals": signals}
+            form.update({f"answer-{u['unit_id']}-{q['name']}": "a" for u in state["units"] for q in u["questions"]})
+            reply = requests.post(task + "submit", data=form)
+            assert reply.status_code == 200 and "submitted" in reply.text, reply.text
+    finally:
+        web.stop()
+    with session_scope(database_url) as s:
+        stored = {w: (a.feedback, a.feedback_signals) for a, w in s.execute(
+            select(Assignment, Worker.external_id).join(Worker, Assignment.worker_id == Worker.id))}
+        assert stored["W-paster"] == (pasted_comment, clean_signals(json.loads(sent["W-paster"][1])))
+        assert stored["W-paster"][1]["pasted_chars"] == len(pasted_comment)
+        assert stored["W-typist"][1]["typed_chars"] >= len(typed_comment)
+        assert stored["W-forger"] == ("Nothing to add, it was fine.", None)
+        assert stored["W-silent"] == (None, None)
+        ctx = StudyContext.of(s.scalar(select(Study)), secret)
+        export_study(s, ctx, tmp_path / "export", "csv")
+    answers = pd.read_csv(tmp_path / "export" / "authenticity.csv", dtype={"worker_id": str}).set_index("worker_id")
+    assert sorted(answers.index) == ["W-paster", "W-typist"]
+    assert set(answers["kind"]) == {"comment"} and set(answers["question"]) == {"feedback"}
+    assert answers.loc["W-paster", "flagged"] == 1 and answers.loc["W-paster", "reason"] == "pasted"
+    assert answers.loc["W-typist", "flagged"] == 0 and answers.loc["W-typist", "chars"] == len(typed_comment)
+    workers = pd.read_csv(tmp_path / "export" / "authenticity_workers.csv", dtype={"worker_id": str})
+    assert workers.set_index("worker_id")[["answers", "flagged"]].to_dict("index") == {
+        "W-paster": {"answers": 1, "flagged": 1}, "W-typist": {"answers": 1, "flagged": 0}}

@@ -1,4 +1,4 @@
-"""A person does a whole A/B HIT in a real browser: consent, click, reload, submit."""
+"""A person does a whole A/B HIT in a real browser: consent, click, reload, comment (its typing watched), submit."""
 from __future__ import annotations
 
 import pytest
@@ -42,11 +42,15 @@ def test_a_worker_labels_a_whole_ab_hit_in_chromium_and_a_reload_keeps_answers(l
                 unit.locator(".saved", has_text="saved").wait_for()
         assert page.locator("#answered").inner_text() == str(n)
         page.screenshot(path=str(artifact("pairwise-task.png")), full_page=True)
-        page.locator("#hit-feedback").fill("Clear instructions, thanks.")
+        page.locator("#hit-feedback").press_sequentially("Clear instructions, thanks.", delay=20)
         page.get_by_role("button", name="Submit").click()
         page.get_by_text("your work is submitted").wait_for()
         browser.close()
     with session_scope(url) as s:
         assert s.scalar(select(Assignment.status)) == "submitted"
         assert s.scalar(select(Assignment.feedback)) == "Clear instructions, thanks."
+        # The comment box is watched as live chat's fields are: typed key by key, nothing pasted.
+        signals = s.scalar(select(Assignment.feedback_signals))
+        assert signals["keys"] == signals["typed_chars"] == len("Clear instructions, thanks.")
+        assert signals["pasted_chars"] == signals["pastes"] == 0 and signals["compose_ms"] > 0
         assert s.scalar(select(func.count()).select_from(Response)) == n

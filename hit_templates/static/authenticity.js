@@ -69,19 +69,41 @@ window.hitkitSignals = function (field, options) {
     return sorted[low] + (sorted[Math.min(low + 1, sorted.length - 1)] - sorted[low]) * (at - low);
   }
 
+  function peek() {
+    const sorted = intervals.slice().sort((a, b) => a - b);
+    return Object.assign({}, counts, {
+      iki_median_ms: Math.round(quantile(sorted, 0.5)),
+      iki_iqr_ms: Math.round(quantile(sorted, 0.75) - quantile(sorted, 0.25)),
+      compose_ms: first === null ? 0 : Math.round(performance.now() - first),
+    });
+  }
+
   return {
     // Whether anything was entered since the last take().
     touched: function () { return first !== null; },
+    // The signals of the text entered so far, without starting afresh (a submit that is refused keeps them).
+    peek: peek,
     // The signals of the text entered since the last take(), and start afresh for the next one.
     take: function () {
-      const sorted = intervals.slice().sort((a, b) => a - b);
-      const signals = Object.assign({}, counts, {
-        iki_median_ms: Math.round(quantile(sorted, 0.5)),
-        iki_iqr_ms: Math.round(quantile(sorted, 0.75) - quantile(sorted, 0.25)),
-        compose_ms: first === null ? 0 : Math.round(performance.now() - first),
-      });
+      const signals = peek();
       reset();
       return signals;
     },
   };
 };
+
+// The comment on the whole HIT (every protocol's submit form has one, <textarea name="feedback">): its
+// signals go with the form as the JSON field `feedback_signals`, filled in when the form is submitted.
+(function () {
+  "use strict";
+  document.querySelectorAll("form textarea[name='feedback']").forEach((box) => {
+    const signals = window.hitkitSignals(box, { blockPaste: box.dataset.blockPaste === "1" });
+    const field = document.createElement("input");
+    field.type = "hidden";
+    field.name = "feedback_signals";
+    box.form.appendChild(field);
+    box.form.addEventListener("submit", () => {
+      field.value = signals.touched() ? JSON.stringify(signals.peek()) : "";
+    });
+  });
+})();

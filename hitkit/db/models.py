@@ -251,6 +251,8 @@ class Assignment(Base):
     work_time_s: Mapped[Optional[float]]
     feedback: Mapped[Optional[str]] = mapped_column(Text)
     """The worker's optional comment on the whole HIT, given with the submission."""
+    feedback_signals: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
+    """How the comment was entered (:mod:`hitkit.authenticity`); None without a comment or signals."""
     confirmed_at: Mapped[Optional[dt.datetime]]
     """When a platform (or the coordinator, for a panel) confirmed that this worker did this work.
 
