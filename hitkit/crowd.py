@@ -53,7 +53,10 @@ class SimWorker:
 
 def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
     """The study's synthetic workers, with ids that are the same on every run (``sim-noisy-003``)."""
-    return [SimWorker(f"sim-{g.profile}-{i:03d}", g.answers_as, g.profile)
+    from hitkit.protocols import task_for
+
+    task = task_for(config)
+    return [SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile)
             for g in config.simulated.workers for i in range(g.count)]
 
 

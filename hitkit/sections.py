@@ -190,12 +190,15 @@ TYPING_PROFILES = {"llm_paster": "diligent", "slow_typist": "diligent", "phone":
 class CrowdGroup(Model):
     """``count`` simulated workers of one ``profile``.
 
-    ``diligent``, ``noisy``, ``spammer`` and ``always_tie`` differ in what they answer; ``llm_paster``
-    (pastes bot-written messages), ``slow_typist`` and ``phone`` (honest, on a phone keyboard) in how they
-    type it, and answer as diligent workers do.
+    ``diligent``, ``noisy``, ``spammer`` and ``always_tie`` differ in what they answer; ``judge_like``
+    answers as an LLM judge would where the task knows how (pairwise: drawn to the longer response and to
+    the first shown), else as a diligent worker; ``llm_paster`` (pastes bot-written messages),
+    ``slow_typist`` and ``phone`` (honest, on a phone keyboard) differ in how they type it, and answer as
+    diligent workers do.
     """
 
-    profile: Literal["diligent", "noisy", "spammer", "always_tie", "llm_paster", "slow_typist", "phone"]
+    profile: Literal["diligent", "noisy", "spammer", "always_tie", "judge_like", "llm_paster", "slow_typist",
+                     "phone"]
     count: int = Field(gt=0, le=10_000)
 
     @property

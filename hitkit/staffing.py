@@ -20,7 +20,10 @@ def staff(config: StudyConfig, places: list[int], rng, apart: Sequence[Hashable]
     whose ``apart`` values are equal: e.g. Spot The Bot's blocks, which show the same conversations).
     The simulated crowd's workers come first, then more in the same mix of profiles where they are too
     few (a real crowd is larger than the simulated one)."""
-    mix = [(g.answers_as, g.count) for g in config.simulated.workers]
+    from hitkit.protocols import task_for
+
+    task = task_for(config)
+    mix = [(task.answering_as(g.answers_as), g.count) for g in config.simulated.workers]
     cap = config.schedule.per_worker_cap
     workers: list[tuple[str, str]] = []
     taken: dict[tuple[str, str], int] = {}

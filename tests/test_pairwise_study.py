@@ -13,7 +13,7 @@ from hitkit.db.models import Assignment, Hit, Payment, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from tests.studies import launch
-from tests.studies import pairwise_study
+from tests.studies import REPO, pairwise_study
 
 
 def test_simulated_ab_study_stores_every_acknowledged_vote_once_within_budget_and_cap(tmp_path, database_url):
@@ -81,3 +81,22 @@ def test_resume_refuses_a_changed_study_design(tmp_path, database_url):
     changed = pairwise_study(tmp_path, database_url, budget="4.00", pairwise={"votes_per_prompt": 5})
     with pytest.raises(HitkitError, match="pairwise changed since the study was launched"):
         launch(changed, yes=True, resume=True, show_progress=False, echo=lambda _m: None, timeout_s=10)
+
+
+def test_judge_like_simulated_workers_prefer_the_longer_and_the_first_response_over_http(tmp_path, database_url):
+    # Equal systems, so only a judge's habits move the votes: the longer response and position A win.
+    study_file = pairwise_study(tmp_path, database_url, simulated={
+        "workers": [{"profile": "judge_like", "count": 14}], "quality": {"alpha": 0.5, "beta": 0.5, "gamma": 0.5}})
+    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
+    out = tmp_path / "runs" / "ab-demo"
+    votes = pd.read_csv(out / "export" / "votes.csv")
+    texts = {(r["id"], s): t for r in map(json.loads, (REPO / "examples" / "data" / "ab_responses.jsonl")
+                                          .read_text().splitlines()) for s, t in r["responses"].items()}
+    decided = votes[votes["vote"].isin(["a", "b"])]
+    longer = [len(texts[(i, a)]) > len(texts[(i, b)]) for i, a, b in decided[["item_id", "system_a", "system_b"]]
+              .itertuples(index=False)]
+    different = [len(texts[(i, a)]) != len(texts[(i, b)]) for i, a, b in decided[["item_id", "system_a", "system_b"]]
+                 .itertuples(index=False)]
+    picked_longer = [(v == "a") == lng for v, lng, d in zip(decided["vote"], longer, different) if d]
+    assert sum(picked_longer) / len(picked_longer) > 0.65
+    assert (decided["vote"] == "a").mean() > 0.5

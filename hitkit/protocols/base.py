@@ -197,6 +197,8 @@ class TaskType(ABC):
     instructions_template: ClassVar[str]
     """Jinja2 template of the instructions and consent page."""
     has_chat: ClassVar[bool] = False
+    answer_profiles: ClassVar[frozenset[str]] = frozenset({"diligent", "noisy", "spammer", "always_tie"})
+    """The simulated crowd's answering profiles :meth:`simulate` knows; any other answers as ``diligent``."""
     """True when a worker chats with a bot in each unit before answering its remaining questions."""
     chat_opening: ClassVar[tuple[str, ...]] = ()
     """Questions a chat unit needs answered before its chat starts."""
@@ -266,6 +268,10 @@ class TaskType(ABC):
         """The study's config for ``launch --dry-run`` before its generated material exists: one that
         packs placeholders written to ``path`` (protocols that pack generated material only)."""
         return self.config
+
+    def answering_as(self, profile: str) -> str:
+        """The profile a simulated worker of ``profile`` answers this task as (:attr:`answer_profiles`)."""
+        return profile if profile in self.answer_profiles else "diligent"
 
     def control_systems(self) -> frozenset[str]:
         """The study's quality-control systems (a degraded bot), which no ranking includes."""

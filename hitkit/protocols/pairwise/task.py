@@ -26,7 +26,9 @@ VOTE = Question("vote", ("a", "b", "tie"))
 
 # How sharply each simulated profile tells a better system from a worse one: P(prefer the better)
 # = logistic(sharpness × quality difference); and how often it says "tie" anyway.
-_PROFILE = {"diligent": (10.0, 0.05), "noisy": (3.0, 0.15)}
+_PROFILE = {"diligent": (10.0, 0.05), "noisy": (3.0, 0.15), "judge_like": (10.0, 0.02)}
+_VERBOSITY, _POSITION = 1.0, 0.4
+"""A judge-like worker's pull toward the longer response and toward response A, in logits."""
 
 
 def read_responses(path, systems: Sequence[str]) -> list[dict]:
@@ -53,6 +55,7 @@ def read_responses(path, systems: Sequence[str]) -> list[dict]:
 
 class PairwiseTask(TaskType):
     name = "pairwise"
+    answer_profiles = TaskType.answer_profiles | {"judge_like"}
     template = "pairwise.html"
     instructions_template = "pairwise_instructions.html"
 
@@ -139,6 +142,10 @@ class PairwiseTask(TaskType):
             return {"vote": rng.choice(VOTE.choices)}
         sharpness, tie_rate = _PROFILE[profile]
         diff = context[view["a"]] - context[view["b"]]
+        if profile == "judge_like":
+            # An LLM judge's habits (Zheng et al. 2023): drawn to the longer response and to the first shown.
+            longer = (len(view["a"]) > len(view["b"])) - (len(view["a"]) < len(view["b"]))
+            diff += (_VERBOSITY * longer + _POSITION) / sharpness
         if rng.random() < tie_rate:
             return {"vote": "tie"}
         p_a = 1.0 / (1.0 + math.exp(-sharpness * diff))
