@@ -14,6 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.cli import main
@@ -222,10 +223,13 @@ def test_sigterm_stops_the_launch_and_its_bot_server_quietly_and_says_how_to_res
             bot_pid = int(pid_file.read_text())
         db = tmp_path / "runs" / "stop-demo" / "hitkit.db"
         if bot_pid and db.exists():
-            with session_scope(f"sqlite:///{db}") as session:
-                if session.scalar(select(Study.status).where(Study.name == "stop-demo")) == "running" and \
-                        session.scalar(select(Event.id).where(Event.kind == "served")):
-                    break
+            try:
+                with session_scope(f"sqlite:///{db}") as session:
+                    if session.scalar(select(Study.status).where(Study.name == "stop-demo")) == "running" and \
+                            session.scalar(select(Event.id).where(Event.kind == "served")):
+                        break
+            except OperationalError:  # the launch is still creating the database's tables
+                pass
         time.sleep(0.3)
     assert proc.poll() is None and bot_pid is not None, proc.communicate()
     time.sleep(2)  # chats under way
