@@ -185,15 +185,8 @@ def complete_full_hits(database_url: str, ctx: StudyContext) -> int:
         for hit in hits:
             hit.status = "completed"
     for provider_hit_id in finished:
-        try:
-            ctx.provider.expire_hit(provider_hit_id)
-        except SQLAlchemyError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a listing left open costs nothing: its places are full
-            log.warning("expiring HIT %s on the provider failed: %s", provider_hit_id, exc)
-            with session_scope(database_url) as session:
-                session.add(Event(study_id=ctx.study_id, kind="expire_failed", actor="scheduler",
-                                  data={"provider_hit_id": provider_hit_id, "error": str(exc)[:1000]}))
+        # A listing left open costs nothing: its places are full.
+        _tell_provider(database_url, ctx, ctx.provider.expire_hit, provider_hit_id)
     return len(finished)
 
 
@@ -288,15 +281,17 @@ def _record_closed(database_url: str, ctx: StudyContext, data: dict) -> None:
 
 
 def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> bool:
-    """Call the provider; True when it succeeded. A failure is logged and recorded, not raised: the next
-    tick tries again, and meanwhile the pages refuse newcomers to a closed HIT."""
+    """Call the provider to close a listing (``expire_hit``) or the study (``close``); True when it
+    succeeded. A failure is logged and recorded as an ``expire_failed`` event, not raised: the pages
+    refuse newcomers to a HIT that is not posted anyway, and the stopping rule's closings are tried
+    again next tick (:func:`stop_when_settled`)."""
     try:
         call(*args)
         return True
     except SQLAlchemyError:
         raise
     except Exception as exc:  # noqa: BLE001 - see docstring
-        log.warning("closing work on the provider failed (tried again next tick): %s", exc)
+        log.warning("closing work on the provider failed: %s", exc)
         with session_scope(database_url) as session:
             session.add(Event(study_id=ctx.study_id, kind="expire_failed", actor="scheduler",
                               data={"provider_hit_id": args[0] if args else None, "error": str(exc)[:1000]}))

@@ -140,11 +140,6 @@ def left_open_on_provider(session: Session, study_id: int) -> tuple[list[tuple[i
     return hits, not any(d.get("study") for d in done)
 
 
-def hit_pairs(module, payloads: Sequence[Mapping]) -> set[tuple[str, str]]:
-    """The pairs of systems a HIT's answers inform."""
-    return set(module.hit_pairs(payloads))
-
-
 def order_pending(session: Session, ctx: StudyContext, pending: Sequence[Hit]) -> list[Hit]:
     """An adaptive design's posting order: the pending HITs that serve the open decision most first
     (the sum of the open pairs' needs over the pairs each HIT informs), then in their packed order."""
@@ -159,7 +154,7 @@ def order_pending(session: Session, ctx: StudyContext, pending: Sequence[Hit]) -
         payloads[hit_id].append(payload)
 
     def need(hit: Hit) -> float:
-        return sum(state.weights.get(p, 0.0) for p in hit_pairs(module, payloads[hit.id]))
+        return sum(state.weights.get(p, 0.0) for p in set(module.hit_pairs(payloads[hit.id])))
 
     return sorted(pending, key=lambda h: (-need(h), h.index))
 

@@ -119,18 +119,17 @@ def test_a_clearly_better_system_wins_in_rating():
     assert all(i.n == 24 for i in found)
 
 
-def test_planned_and_unit_pairs():
+def test_planned_sizes_and_the_pairs_a_hit_informs():
     chat = [{"system": s, "is_control": s == "qc", "slot": n} for s in ("A", "B", "C", "qc") for n in range(4)]
     assert live_chat.planned(chat, None) == {("A", "B"): 4.0, ("A", "C"): 4.0, ("B", "C"): 4.0}
-    assert live_chat.unit_pairs(chat[0]) == []
-    assert live_chat.unit_pairs(chat[0], ["A", "B", "C"]) == [("A", "B"), ("A", "C")]
-    assert live_chat.unit_pairs([chat[4], chat[8], chat[12]]) == [("B", "C")]
-    assert live_chat.unit_pairs(chat[12], ["A", "B"]) == []
+    assert live_chat.hit_pairs([chat[0]]) == []
+    assert live_chat.hit_pairs([chat[0], chat[5], chat[9], chat[12]]) == [("A", "B"), ("A", "C"), ("B", "C")]
+    assert live_chat.hit_pairs([chat[4], chat[8], chat[12]]) == [("B", "C")]
     da = [{"item_id": f"p{i}", "system": s, "is_control": False} for i in range(5) for s in ("A", "B")]
     da += [{"is_control": True, "slot": n} for n in range(2)]
     config = SimpleNamespace(rating=SimpleNamespace(items_per_hit=4, ratings_per_item=3))
     assert rating.planned(da, config) == {("A", "B"): 9.0}  # 10 responses → 3 HITs × 3 workers
-    assert rating.unit_pairs(da[-1], ["A", "B"]) == []
+    assert rating.hit_pairs([da[0], da[1], da[-1]]) == [("A", "B")] and rating.hit_pairs([da[-1]]) == []
     assert rating.UNIT == "assignments" and live_chat.UNIT == "hits"
 
 

@@ -56,18 +56,11 @@ def planned(payloads: Sequence[Mapping], config) -> dict[Pair, float]:
     return {pair: hits for pair in combinations(real, 2)}
 
 
-def unit_pairs(payload: Mapping | Sequence[Mapping], systems: Sequence[str] = ()) -> list[Pair]:
-    """The pairs a unit's ratings inform: a chat slot rates one real system, so its system against each of
-    ``systems``; given a HIT's payloads, also every two real systems the HIT holds (one worker's ratings
-    of both on one standardisation). The QC slot informs no pair."""
-    payloads = [payload] if isinstance(payload, Mapping) else list(payload)
-    held = {p["system"] for p in payloads if not p["is_control"] and p.get("system") is not None}
-    return sorted({tuple(sorted((x, y))) for x in held for y in held | set(systems) if x != y})
-
-
 def hit_pairs(payloads: Sequence[Mapping]) -> list[Pair]:
-    """The pairs a HIT's answers inform: every two real systems it holds."""
-    return unit_pairs(list(payloads))
+    """The pairs a HIT's answers inform: every two real systems it holds (one worker's ratings of both on
+    one standardisation); the QC slot informs none."""
+    held = sorted({p["system"] for p in payloads if not p["is_control"] and p.get("system") is not None})
+    return list(combinations(held, 2))
 
 
 def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[Pair, float], *,

@@ -21,10 +21,10 @@ import pandas as pd
 
 from hitkit.analysis.sequential import Comparison
 from hitkit.protocols.live_chat.criteria import Criterion
-from hitkit.protocols.live_chat.sequential import Pair, hit_pairs, rated_comparisons, unit_pairs
+from hitkit.protocols.live_chat.sequential import Pair, hit_pairs, rated_comparisons
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA, TABLE
 
-__all__ = ["UNIT", "planned", "unit_pairs", "hit_pairs", "comparisons"]
+__all__ = ["UNIT", "planned", "hit_pairs", "comparisons"]
 
 UNIT = "assignments"
 """What a comparison's n counts: counted assignments with ratings (one worker's HIT each)."""
