@@ -4,7 +4,8 @@ Runs a seeded live-chat study with the simulated crowd on the embedded stack (SQ
 served by waitress, scripted degraded bots served over the OpenAI protocol): ``--honest`` workers split
 evenly over the honest profiles ``diligent``, ``slow_typist`` and ``phone``, and ``--pasters``
 ``llm_paster`` workers, each taking one HIT of six chats of ``--messages`` messages, posting the
-signals a browser would with every message and topic. Then it reads the export's
+signals a browser would with every message, topic and comment on the whole HIT (about a third of HITs end
+with one). Then it reads the export's
 ``authenticity_workers.csv`` and prints, last::
 
     RESULT caught=… false_flags=…

@@ -214,7 +214,12 @@ class SimulatedCrowd:
                 give(view, question, value, shown_at)
             if self._stop.is_set():
                 return "wait"
-        done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, timeout=self.timeout_s)
+        # The comment on the whole HIT has its own stream, so leaving one changes no answer of a seeded run.
+        comment = crowd_typing.hit_comment(typist, random.Random(f"comment:{self.ctx.config.seed}:"
+                                                                 f"{worker.worker_id}:{hit_id}"))
+        body = {"feedback": comment[0], "feedback_signals": comment[1]} if comment else None
+        done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, json=body,
+                         timeout=self.timeout_s)
         done.raise_for_status()
         with self._lock:
             self.stats.hits_done += 1

@@ -12,6 +12,9 @@ one sleeps: the timings are what the page would have measured.
   (``insertCompositionText`` / ``insertReplacementText``), in bursts.
 - ``llm_paster``: pastes bot-written messages (most of them; how many is the worker's own trait),
   after a wait for the chatbot it asked, switching away from the page to do so; its other messages it types.
+
+After about a third of its HITs a worker leaves a comment on the whole HIT (:func:`hit_comment`), typed
+or, by an llm_paster, pasted, so the comment's signals are exercised too.
 """
 from __future__ import annotations
 
@@ -66,6 +69,30 @@ def typist(profile: str, worker_id: str) -> Typist:
 def bot_written_message(rng: random.Random) -> str:
     """A chat message in the voice of a general-purpose chatbot, as an llm_paster pastes it."""
     return " ".join((rng.choice(_LLM_OPENINGS), rng.choice(_LLM_BODIES), rng.choice(_LLM_CLOSINGS)))
+
+
+_HONEST_COMMENTS = ("thanks, this was fun", "the second one was hard to judge", "nice task",
+                    "some answers were very similar", "ok", "one page loaded slowly but it worked",
+                    "interesting hit, thank you")
+_LLM_COMMENTS = ("Thank you for the opportunity to participate in this study! The task was clear and well "
+                 "organized, and I found the responses thought-provoking.",
+                 "I appreciated the clear instructions. Overall, it was an engaging and insightful experience, "
+                 "and I hope my feedback is helpful for your research.")
+
+COMMENT_SHARE = 0.3
+"""The share of HITs after which a simulated worker leaves a comment on the whole HIT."""
+
+
+def hit_comment(who: Typist, rng: random.Random) -> tuple[str, dict[str, int]] | None:
+    """The comment ``who`` leaves on the whole HIT, with its signals, or None (most HITs): an llm_paster
+    pastes one a chatbot wrote as often as it pastes chat messages, others type a short one."""
+    if rng.random() >= COMMENT_SHARE:
+        return None
+    if who.pastes(rng):
+        text = rng.choice(_LLM_COMMENTS)
+        return text, pasted_signals(who, text, rng)
+    text = rng.choice(_HONEST_COMMENTS)
+    return text, typed_signals(who, text, rng)
 
 
 def _intervals(rng: random.Random, median_ms: float, spread: float) -> tuple[int, int]:

@@ -155,7 +155,13 @@ def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(tm
     assert workers.loc[~pasters, "flag"].tolist() == [0] * 6
     assert all("pasted" in r for r in workers.loc[pasters, "reasons"])
     answers = pd.read_csv(export / "authenticity.csv", dtype={"worker_id": str})
-    assert set(answers["kind"]) == {"message", "answer"} and set(answers.loc[answers["kind"] == "answer", "question"]) == {"topic"}
+    assert set(answers["kind"]) == {"message", "answer", "comment"}
+    assert set(answers.loc[answers["kind"] == "answer", "question"]) == {"topic"}
+    # Comments on the whole HIT (about a third of HITs) carry their signals too: a paster's is pasted.
+    comments = answers[answers["kind"] == "comment"]
+    assert set(comments["question"]) == {"feedback"}
+    feedback = pd.read_csv(export / "feedback.csv", dtype={"worker_id": str})
+    assert len(comments) == feedback["feedback"].notna().sum() > 0
     assert len(answers[answers["kind"] == "message"]) == 8 * 6 * 3
     # The ratings are those of diligent workers: the analysis is unchanged by how they typed.
     assert pd.read_csv(export / "ratings.csv")["worker_id"].nunique() == 8
