@@ -259,7 +259,7 @@ def plan_text(config: StudyConfig, result: JudgePlan) -> str:
         f"{result.table['rho'].mean():.2f} here); half_width_formula applies it to the people-only half-width.",
         "", shown.to_string(index=False), "",
         f"half_width_*: mean half-width of the pairs' 95 % win-rate intervals; n_human, n_effective: per pair "
-        f"(n_effective: human votes worth as much as people and judge together); decision columns: share of "
+        f"(n_effective: human items worth as much as people and judge together); decision columns: share of "
         f"simulated studies the PPI analysis got right (people-only: the *_human columns of plan.csv); "
         f"cost: every place paid, with fees ({currency}).",
     ]
