@@ -177,7 +177,7 @@ def decide(quality: dict[str, float], differs, ranked: list[str], intervals: dic
 class Confirmation:
     """One real run of the study at one size (``hitkit plan --confirm``) and which decisions it got right."""
 
-    size: int
+    size: int | float
     unit: str
     hits: int
     assignments: int
@@ -211,27 +211,57 @@ def _own_database() -> Iterator[None]:
 
 def confirm(config: StudyConfig, study_file: str | Path, result: Plan, *, web, n_boot: int = 100,
             echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> Confirmation:
-    """Run the study once at :func:`recommended_size` as ``hitkit launch`` runs a simulated study (real HTTP
-    through ``web``, the launch's web factory), analyse it with ``n_boot`` resamples and say which decisions
-    it got right. The provider is the simulated crowd whatever the file says (a plan never posts to a
-    platform), enlarged in the same mix where it is too small for the size; the run has its own folder
-    (``OUT/STUDY/plan/confirm/``, made afresh), SQLite database, loopback server and a budget that covers it.
-    Bots the study talks to (live chat) are the study file's."""
-    import shutil
-
+    """Run the study once at :func:`recommended_size` (:func:`confirming_run`), analyse it with ``n_boot``
+    resamples and say which decisions it got right."""
     from hitkit.analyze import run_analysis
     from hitkit.crowd import crowd_from_config
+
+    module = plan_module(config)
+    size = recommended_size(config, result)
+    started = time.monotonic()
+    run = confirming_run(config, study_file, module.with_size(config, size), web=web, echo=echo, timeout_s=timeout_s)
+    analysis = run_analysis(run.config.task, run.folder / "export", seed=run.config.seed, config=run.config,
+                            options={"n_boot": n_boot})
+    analysis.write(run.folder / "analysis")
+    profiles = {w.worker_id: w.profile for w in crowd_from_config(run.config)}
+    outcome = module.decide(run.config, analysis, profiles)
+    return Confirmation(size, module.UNIT, run.hits, run.assignments, run.workers, run.folder, run.database,
+                        config.provider.kind, {d: outcome.get(d) for d in module.DECISIONS},
+                        round(time.monotonic() - started, 1))
+
+
+@dataclass
+class ConfirmingRun:
+    """A finished confirming run: the study file it ran (provider, folder, database and crowd replaced), its
+    HITs, assignments and simulated workers, its folder (``export/`` inside) and database."""
+
+    config: StudyConfig
+    hits: int
+    assignments: int
+    workers: int
+    folder: Path
+    database: str
+
+
+def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConfig, *, web,
+                   echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> ConfirmingRun:
+    """Run ``sized`` (the study file at the size to confirm) once as ``hitkit launch`` runs a simulated study:
+    real HTTP through ``web``, the launch's web factory, exported, not analysed. The provider is the
+    simulated crowd whatever the file says (a plan never posts to a platform), enlarged in the same mix
+    where it is too small for the size; the run has its own folder (``OUT/STUDY/plan/confirm/``, made
+    afresh), SQLite database, loopback server and a budget that covers it. Bots and an LLM judge the study
+    talks to are the study file's."""
+    import shutil
+
     from hitkit.db.session import get_engine
     from hitkit.launch import launch
     from hitkit.sections import ProviderConfig
 
-    module = plan_module(config)
-    size = recommended_size(config, result)
     folder = config.out_dir / "plan" / "confirm"
     shutil.rmtree(folder, ignore_errors=True)  # the last confirming run's own files: a study name is used once a database
     (folder / config.study).mkdir(parents=True)
     database = f"sqlite:///{folder / config.study / 'hitkit.db'}"
-    sized = module.with_size(config, size).model_copy(update={
+    sized = sized.model_copy(update={
         "provider": ProviderConfig(kind="simulated", currency=config.provider.currency),
         "out": folder, "database": database,
         "server": config.server.model_copy(update={"host": "127.0.0.1", "port": 0, "public_url": None}),
@@ -244,21 +274,13 @@ def confirm(config: StudyConfig, study_file: str | Path, result: Plan, *, web, n
     workers = [g.model_copy(update={"count": g.count * scale}) for g in sized.simulated.workers]
     sized = sized.model_copy(update={"budget": max(config.budget, cost),
                                      "simulated": sized.simulated.model_copy(update={"workers": workers})})
-    started = time.monotonic()
     try:
         with _own_database():
             run = launch(study_file, web=web, yes=True, show_progress=False, echo=echo, timeout_s=timeout_s,
                          analyse=False, config=sized)
     finally:
         get_engine(database).dispose()  # its SQLite file closed: the next confirming run starts a new one
-    analysis = run_analysis(sized.task, run.out_dir / "export", seed=sized.seed, config=sized,
-                            options={"n_boot": n_boot})
-    analysis.write(run.out_dir / "analysis")
-    profiles = {w.worker_id: w.profile for w in crowd_from_config(sized)}
-    outcome = module.decide(sized, analysis, profiles)
-    return Confirmation(size, module.UNIT, hits, assignments, crowd * scale, run.out_dir, database,
-                        config.provider.kind, {d: outcome.get(d) for d in module.DECISIONS},
-                        round(time.monotonic() - started, 1))
+    return ConfirmingRun(sized, hits, assignments, crowd * scale, run.out_dir, database)
 
 
 def confirm_text(result: Plan, confirmation: Confirmation) -> str:

@@ -267,17 +267,47 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
               help="Then run the study once for real at the recommended size: real HTTP, the simulated crowd "
                    "(whatever the file's provider), its own database in OUT/STUDY/plan/confirm/.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--shares", default=None, help="With judge: the crowd's shares to plan, comma-separated, e.g. "
+              "0.1,0.2,0.5 [default: 0.05 to 1 and the study's own].")
+@click.option("--judge-agreement", type=float, default=None,
+              help="With judge: the assumed chance that the judge names the crowd's majority winner of an item "
+                   "(0.5 = a coin, 1 = always) [default: 0.7].")
+@click.option("--judge-bias", "judge_bias", multiple=True, metavar="SYSTEM=B",
+              help="With judge: the judge's assumed win rate for SYSTEM is B higher than the crowd's (repeatable).")
+@click.option("--pilot", type=click.Path(path_type=Path), default=None,
+              help="With judge: a previous export (votes.csv and judge.csv) to measure the judge's agreement "
+                   "and bias on, instead of assuming them.")
+@click.option("--width", type=float, default=None,
+              help="With judge: the target mean half-width of the win rates' 95 % intervals, instead of the "
+                   "decisions' 80 % power.")
 def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | None, confirm_run: bool,
-         as_json: bool) -> None:
+         as_json: bool, shares: str | None, judge_agreement: float | None, judge_bias: tuple[str, ...],
+         pilot: Path | None, width: float | None) -> None:
     """Before paying anyone: power and cost of the study's decisions over a grid of sizes, from simulated
     studies of the simulated crowd with simulated.quality as the effect sizes (no HTTP). Writes
-    OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size checks them."""
+    OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size checks them. A pairwise
+    study with judge: is planned over the crowd's share of the items instead (--shares, --judge-agreement,
+    --judge-bias, --pilot, --width)."""
     from hitkit.config import load_study
     from hitkit.planning import confirm, confirm_text
     from hitkit.planning import plan as make_plan
     from hitkit.planning import plan_text
     from hitkit.progress import showing_progress
 
+    config = load_study(study_file)
+    judged = {"--shares": shares, "--judge-agreement": judge_agreement, "--judge-bias": judge_bias or None,
+              "--pilot": pilot, "--width": width}
+    if config.judge is not None:
+        if sizes:
+            raise HitkitError(f"{study_file} has an LLM judge (judge:): plan sizes the crowd's share of the items, "
+                              f"votes per prompt stay the study's; give --shares (e.g. 0.1,0.2,0.5), not --sizes")
+        _plan_share(config, study_file, replicates, confirm_run, as_json, shares, judge_agreement, judge_bias,
+                    pilot, width)
+        return
+    given = [name for name, value in judged.items() if value is not None]
+    if given:
+        raise HitkitError(f"{', '.join(given)}: for a study with an LLM judge (judge:); {study_file} has none, "
+                          f"so plan sizes its votes (--sizes)")
     config = load_study(study_file)
     try:
         grid = [int(x) for x in sizes.split(",")] if sizes else None
@@ -314,3 +344,71 @@ def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | Non
                                    "provider": "simulated", "study_provider": confirmation.provider,
                                    "outcome": confirmation.outcome, "seconds": confirmation.seconds}},
                               indent=2))
+
+
+def _numbers(option: str, text: str, example: str) -> list[float]:
+    """A comma-separated option's numbers, or an error naming the option and an example."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise HitkitError(f"{option} {text!r}: give numbers separated by commas, e.g. {example}") from None
+
+
+def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: bool, as_json: bool,
+                shares: str | None, agreement: float | None, bias: tuple[str, ...], pilot: Path | None,
+                width: float | None) -> None:
+    """``hitkit plan`` for a study with an LLM judge: the crowd's share (hitkit.protocols.pairwise.judge_plan)."""
+    from hitkit.planning import confirm_text
+    from hitkit.progress import showing_progress
+    from hitkit.protocols.pairwise import judge_model, judge_plan
+
+    if config.task != "pairwise":
+        raise HitkitError(f"hitkit plan sizes the crowd's share for pairwise studies with judge: only, not {config.task}")
+    systems = [s.name for s in config.systems]
+    if pilot is not None:
+        if agreement is not None or bias:
+            raise HitkitError("--pilot measures the judge's agreement and bias: give it, or --judge-agreement and "
+                              "--judge-bias, not both")
+        judge = judge_model.from_pilot(pilot, systems)
+    else:
+        leans = {}
+        for item in bias:
+            name, _, value = item.partition("=")
+            try:
+                leans[name.strip()] = float(value)
+            except ValueError:
+                raise HitkitError(f"--judge-bias {item!r}: give SYSTEM=B, B the judge's win rate minus the crowd's, "
+                                  f"e.g. {systems[0]}=0.05") from None
+        judge = judge_model.assumed(judge_model.DEFAULT_AGREEMENT if agreement is None else agreement, leans, systems)
+    grid = _numbers("--shares", shares, "0.1,0.2,0.5") if shares else None
+    with showing_progress(not as_json and on_terminal()):
+        result = judge_plan.plan(config, judge, replicates=replicates, shares=grid, width=width)
+    out = config.out_dir / "plan"
+    out.mkdir(parents=True, exist_ok=True)
+    result.table.to_csv(out / "plan.csv", index=False)
+    if not as_json:
+        click.echo(judge_plan.plan_text(config, result))
+        click.echo(f"wrote {out / 'plan.csv'}")
+    confirmation = None
+    if confirm_run:
+        from server.embedded import WebServer  # the CLI composes the library and the web tier
+
+        if not as_json:
+            click.echo("")
+        confirmation = judge_plan.confirm(config, study_file, result, web=WebServer.serve,
+                                          echo=(lambda _line: None) if as_json else click.echo)
+        if not as_json:
+            click.echo(confirm_text(result, confirmation))
+    if as_json:
+        click.echo(json.dumps({
+            "unit": result.unit, "decisions": result.decisions, "target": result.target,
+            "recommended": result.recommended, "people_only": result.people_only, "own_share": result.own_share,
+            "judge": {"agreement": result.judge.agreement, "source": result.judge.source,
+                      "lean": {f"{a} vs {b}": x for (a, b), x in result.judge.lean.items()}},
+            "estimator": judge_plan.ESTIMATOR, "formula": judge_plan.FORMULA,
+            "table": json.loads(result.table.to_json(orient="records")), "file": str(out / "plan.csv"),
+            "confirm": None if confirmation is None else {
+                "share": confirmation.size, "hits": confirmation.hits, "assignments": confirmation.assignments,
+                "workers": confirmation.workers, "folder": str(confirmation.folder),
+                "database": confirmation.database, "provider": "simulated", "study_provider": confirmation.provider,
+                "outcome": confirmation.outcome, "seconds": confirmation.seconds}}, indent=2))
