@@ -261,7 +261,8 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
 @click.option("--replicates", type=click.IntRange(1, 10_000), default=None,
               help="Simulated studies per size [default: 40; Spot The Bot: 20].")
 @click.option("--n-boot", type=click.IntRange(1, 10_000), default=100, show_default=True,
-              help="Bootstrap resamples in each simulated study's analysis.")
+              help="Bootstrap resamples in each simulated study's analysis (not used with judge:, whose PPI intervals "
+                   "are jackknife ones).")
 @click.option("--sizes", default=None, help="The grid, comma-separated (pairwise: votes per prompt), e.g. 1,2,4,8.")
 @click.option("--confirm", "confirm_run", is_flag=True,
               help="Then run the study once for real at the recommended size: real HTTP, the simulated crowd "

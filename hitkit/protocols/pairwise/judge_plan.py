@@ -246,7 +246,8 @@ def plan_text(config: StudyConfig, result: JudgePlan) -> str:
     """The share plan as the command line prints it: what was assumed, the estimator and its formula,
     the table, and the recommendation."""
     currency = config.provider.currency
-    shown = result.table[[*SHOWN, *result.decisions]]
+    # A decision that applies to none of simulated.quality's systems (no two equal, say) is left off the screen.
+    shown = result.table[[*SHOWN, *(d for d in result.decisions if result.table[d].notna().any())]]
     lines = [
         f"Plan of the crowd's share for '{config.study}' (pairwise with an LLM judge, on {config.provider.kind}): "
         f"the judge labels all {result.items} items, people vote on a uniformly random share of each pair's "
