@@ -73,6 +73,10 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
             sizes = Counter(len(h.units) for h in hits)
             units = sum(len(h.units) for h in hits)
             session.rollback()
+        if config.judge is not None:  # here, while the placeholder material still exists
+            from hitkit.judging import requests_for
+
+            judge_labels = len(requests_for(config))
         from hitkit.db.session import get_engine
 
         get_engine(url).dispose()
@@ -80,9 +84,7 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
     lines.append(f"Material checked: {units} units packed into {estimate.hits} HITs ({shape}), "
                  f"{estimate.assignments} assignments at {config.hit.reward} {config.provider.currency} each.")
     if config.judge is not None:
-        from hitkit.judging import requests_for
-
-        lines.append(f"Judge: {len(requests_for(config))} labels (every comparison, each way it is shown) from "
+        lines.append(f"Judge: {judge_labels} labels (every item of the material, each way it is asked) from "
                      f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
                      f"units above, a uniformly random share (seed {config.seed}).")
     lines.append(f"Cost: {estimate.describe()}.")

@@ -1,6 +1,7 @@
 """The crowd's share of a study with an LLM judge (``judge:``): the units people also label.
 
-Drawn within each stratum the protocol's ``judge`` module names (pairwise: each pair of systems),
+Drawn within each stratum the protocol's ``judge`` module names (pairwise: each pair of systems;
+Spot The Bot: each pair of a conversation's systems, human–human material its own),
 uniformly at random and seeded by the study's seed: prediction-powered inference
 (:mod:`hitkit.analysis.ppi`) is valid only for a uniformly random labelled subset. Only these units
 become units of the study and are packed into HITs; the judge labels all of them

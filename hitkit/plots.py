@@ -381,3 +381,14 @@ def pair_frames(table: pd.DataFrame, value: str, order: Sequence[str], *, mark: 
 def p_column(table: pd.DataFrame) -> str:
     """The p-value column a mark is read from: the corrected one where the table has it."""
     return "p_adjusted" if "p_adjusted" in table.columns else "p_value"
+
+
+def judge_win_rates(table: pd.DataFrame, xlabel: str) -> bytes:
+    """A judged study's ``judge_win_rates``: each pair's win rate human-only, judge-only and
+    prediction-powered, with their intervals (``xlabel`` says how ties count)."""
+    return compared_intervals(
+        [f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])],
+        [("people only", table["human"], table["human_low"], table["human_high"]),
+         ("judge only", table["judge"], table["judge_low"], table["judge_high"]),
+         ("prediction-powered", table["ppi"], table["ppi_low"], table["ppi_high"])],
+        xlabel=xlabel, title="Win rates with 95 % intervals", reference=0.5)

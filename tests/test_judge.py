@@ -95,14 +95,18 @@ class _JudgeHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-@pytest.fixture
-def judge_server(request):
-    server = ScriptedJudge(**getattr(request, "param", {}))
+def serving(server: ThreadingHTTPServer):
+    """A fixture's body: ``server`` served on a thread while the test runs, then shut down."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def judge_server(request):
+    yield from serving(ScriptedJudge(**getattr(request, "param", {})))
 
 
 def judged_study(tmp_path, database_url, judge_url, **judge):
@@ -281,7 +285,7 @@ def test_the_crowds_share_is_uniform_within_each_pair_seeded_and_sized_by_count(
     assert {u.key for u in other} != {u.key for u in chosen}
 
 
-def test_only_pairwise_studies_take_a_judge_for_now(tmp_path, database_url):
+def test_a_live_chat_study_takes_no_judge_for_now(tmp_path, database_url):
     from tests.test_live_chat_study import live_chat_study
 
     path = live_chat_study(tmp_path, database_url, "http://127.0.0.1:9")
@@ -290,7 +294,7 @@ def test_only_pairwise_studies_take_a_judge_for_now(tmp_path, database_url):
     data = yaml.safe_load(path.read_text())
     data["judge"] = {"url": "http://127.0.0.1:9", "model": "j", "human_share": 0.2}
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError, match="judge: is available for pairwise studies only .* not for task 'live_chat'"):
+    with pytest.raises(ConfigError, match="judge: is available for .*studies only .* not for task 'live_chat'"):
         load_study(path)
 
 

@@ -59,3 +59,15 @@ COMMON_OPTIONS = ("correction", "duplicates", "n_boot")
 def common_options(options: dict) -> dict:
     """The :data:`COMMON_OPTIONS` among ``options``, for a protocol's ``analyze`` entry point."""
     return {k: options[k] for k in COMMON_OPTIONS if k in options}
+
+
+def add_judge(result: AnalysisResult, parts: tuple[dict[str, pd.DataFrame], dict, list[str]],
+              figure: Callable[[pd.DataFrame], bytes]) -> None:
+    """Add a judged study's part of the analysis to ``result``: the protocol's ``analysis_tables``
+    (tables, summary, warnings) as its tables, ``summary["judge"]`` and more ``warnings``, and
+    ``figure`` of ``judge_win_rates``."""
+    tables, summary, lines = parts
+    result.tables.update(tables)
+    result.summary["judge"] = summary
+    result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
+    result.figures["judge_win_rates"] = png(lambda: figure(tables["judge_win_rates"]))

@@ -158,3 +158,44 @@ def protocol_title(task: str) -> str:
     """The protocol's title with its source, as the report's heading names it."""
     proto = PROTOCOLS.get(task)
     return proto.title if proto is not None else task
+
+
+def flags(column) -> list[bool]:
+    """A table column of booleans as written to CSV (True/False, 1/0) read back as bools."""
+    return [str(v).strip().lower() in ("true", "1") for v in column]
+
+
+def judge_section(inp: ReportInput, intro: str, bias_note: str, unparsed_as: str,
+                  figure: Callable[[pd.DataFrame], bytes]) -> list[Section]:
+    """The *People and the LLM judge* section of a judged study: ``intro`` (what the judge and the people
+    labelled, and what the columns mean) with the count of pairs that fell back to people only, the
+    protocol's ``figure`` and table of ``judge_win_rates``, ``judge_bias`` after ``bias_note``, and the
+    replies that named no label (counted as ``unparsed_as``); nothing without a judge."""
+    t, j = inp.tables, inp.summary.get("judge") or {}
+    rates = t.get("judge_win_rates")
+    if rates is None:
+        return []
+    section = Section("People and the LLM judge")
+    section.text.append(f"{intro} {sum(flags(rates['fallback']))} of {len(rates)} pair(s) fell back to people "
+                        "only (λ = 0).")
+    section.figures.append(ReportFigure(
+        "judge_win_rates", "Win rate of the first system of each pair: people only, judge only and "
+        "prediction-powered, with 95 % intervals.", figure(rates)))
+    section.tables.append(("Win rates: people, judge, prediction-powered", rates))
+    bias = t.get("judge_bias")
+    if bias is not None and len(bias):
+        section.text.append(bias_note)
+        section.tables.append(("Judge bias", bias))
+    if j.get("unparsed"):
+        section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} judge replies named no label and count as "
+                            f"{unparsed_as}.")
+    return [section]
+
+
+def judge_facts(inp: ReportInput) -> tuple[dict, str, str] | None:
+    """What a judged study's methods sentences name: (the summary's ``judge``, "k of n pair(s)" that fell
+    back to people only, the judge's models); None without a judge."""
+    j, rates = inp.summary.get("judge"), inp.tables.get("judge_win_rates")
+    if not j or rates is None:
+        return None
+    return j, f"{sum(flags(rates['fallback']))} of {len(rates)} pair(s)", ", ".join(j.get("models") or []) or "?"

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
@@ -194,11 +195,7 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
 def add_judge(result: AnalysisResult, votes: pd.DataFrame, judge: pd.DataFrame) -> None:
     """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``), its summary (``judge``) and its
     warnings to ``result`` (:func:`~hitkit.protocols.pairwise.judge.analysis_tables`)."""
-    tables, summary, lines = analysis_tables(votes, judge)
-    result.tables.update(tables)
-    result.summary["judge"] = summary
-    result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
-    result.figures["judge_win_rates"] = png(lambda: figures.judge_win_rates(tables["judge_win_rates"]))
+    base.add_judge(result, analysis_tables(votes, judge), figures.judge_win_rates)
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

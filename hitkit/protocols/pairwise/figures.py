@@ -32,10 +32,4 @@ def agreement(workers: pd.DataFrame) -> bytes:
 
 def judge_win_rates(table: pd.DataFrame) -> bytes:
     """Each pair's win rate human-only, judge-only and prediction-powered, with their intervals."""
-    return plots.compared_intervals(
-        [f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])],
-        [("people only", table["human"], table["human_low"], table["human_high"]),
-         ("judge only", table["judge"], table["judge_low"], table["judge_high"]),
-         ("prediction-powered", table["ppi"], table["ppi_low"], table["ppi_high"])],
-        xlabel="win rate of the first system (ties count ½)", title="Win rates with 95 % intervals",
-        reference=0.5)
+    return plots.judge_win_rates(table, "win rate of the first system (ties count ½)")

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from hitkit.protocols.pairwise import figures
-from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
+from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, interval_method, judge_facts, judge_section,
+                                 num)
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -42,49 +43,27 @@ def sections(inp: ReportInput) -> list[Section]:
     return [rank, sig, quality] + judge_sections(inp)
 
 
-def _flags(column) -> list[bool]:
-    return [str(v).strip().lower() in ("true", "1") for v in column]
-
-
 def judge_sections(inp: ReportInput) -> list[Section]:
     """With an LLM judge: each pair's win rate from people only, the judge only and both combined
     (prediction-powered), and the judge's bias per system; nothing without one."""
-    t, j = inp.tables, inp.summary.get("judge") or {}
-    rates = t.get("judge_win_rates")
-    if rates is None:
-        return []
-    section = Section("People and the LLM judge")
-    fallback = sum(_flags(rates["fallback"]))
-    section.text.append(
-        f"The judge labelled all {j.get('items', '?')} items (each pair of responses in both display orders, "
+    j = inp.summary.get("judge") or {}
+    return judge_section(
+        inp, f"The judge labelled all {j.get('items', '?')} items (each pair of responses in both display orders, "
         f"averaged); people voted on a uniformly random {j.get('human_items', '?')} of them. Per pair: the win "
         "rate of the first system (ties ½) from people only, from the judge only (its naive interval ignores its "
         "bias) and prediction-powered (PPI++), which corrects the judge by its error on the items people voted "
         "on. λ is the weight the judge got (0: people only); n_effective is how many human-labelled items the "
-        f"people-only estimate would need for the same precision. {fallback} of {len(rates)} pair(s) fell back "
-        "to people only (λ = 0).")
-    section.figures.append(ReportFigure(
-        "judge_win_rates", "Win rate of the first system of each pair: people only, judge only and "
-        "prediction-powered, with 95 % intervals.", figures.judge_win_rates(rates)))
-    section.tables.append(("Win rates: people, judge, prediction-powered", rates))
-    bias = t.get("judge_bias")
-    if bias is not None and len(bias):
-        section.text.append("The judge's bias per system: the mean of the judge's score for the system minus "
-                            "the people's, over the items people voted on (positive: the judge favours it).")
-        section.tables.append(("Judge bias", bias))
-    if j.get("unparsed"):
-        section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} judge replies named no label and count as "
-                            "ties.")
-    return [section]
+        "people-only estimate would need for the same precision.",
+        "The judge's bias per system: the mean of the judge's score for the system minus the people's, over the "
+        "items people voted on (positive: the judge favours it).", "ties", figures.judge_win_rates)
 
 
 def judge_methods(inp: ReportInput) -> list[str]:
     """The methods paragraph's sentences on the LLM judge, naming the estimator; none without one."""
-    j, rates = inp.summary.get("judge"), inp.tables.get("judge_win_rates")
-    if not j or rates is None:
+    facts = judge_facts(inp)
+    if facts is None:
         return []
-    fallback = sum(_flags(rates["fallback"]))
-    models = ", ".join(j.get("models") or []) or "?"
+    j, fallback, models = facts
     return [
         f"An LLM judge ({models}) labelled every one of the {j.get('items', '?')} items, each in both display "
         "orders, and the two labels were averaged to cancel its position bias; crowdworkers voted on a "
@@ -93,7 +72,7 @@ def judge_methods(inp: ReportInput) -> list[str]:
         f"Win rates combine the two by {j.get('estimator', 'PPI++')}: per pair, the mean human score plus λ̂ "
         "times the judge's mean on the items without votes minus its mean on the items with votes, with λ̂ "
         "tuned to minimise the variance and clipped to [0, 1]; the 95 % intervals are "
-        f"{j.get('interval', 'normal')} intervals; {fallback} of {len(rates)} pair(s) had λ̂ = 0 and use the "
+        f"{j.get('interval', 'normal')} intervals; {fallback} had λ̂ = 0 and use the "
         "human-only estimate. The judge-only estimates are shown for comparison, not used for inference.",
     ]
 

@@ -7,5 +7,5 @@ PROTOCOL = Protocol(
     task_class="SpotTheBotTask", table="annotations", columns=ANNOTATION_COLUMNS, analysis_marker="win_rates",
     cluster_units=("conversation", "worker", "annotation"),
     analysis_options=frozenset({"stability", "resample", "rank_by", "trueskill"}), needs_section=False,
-    uses_generation=True,
+    uses_generation=True, judged=True,
 )

@@ -21,6 +21,8 @@ a segment annotation share (study, assignment_id, conversation_id, segment_excha
   labelled_human (:func:`segment_lengths`).
 - ``annotation_time``: segment_exchanges, segment_annotations, timed, mean_elapsed_s,
   median_elapsed_s (:func:`annotation_time`).
+- With ``judge.csv`` in the folder (a study with an LLM judge): ``judge_win_rates`` and
+  ``judge_bias`` (:mod:`hitkit.protocols.spot_the_bot.judge`).
 
 The summary holds counts, the annotator correctness figures (mean, mean on human–human material,
 share of annotators below 50 %), the mean annotation time, and the ranking settings.
@@ -41,6 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
@@ -64,6 +67,7 @@ from hitkit.protocols.spot_the_bot.annotators import (
     implausible_times,
     segment_lengths,
 )
+from hitkit.protocols.spot_the_bot.judge import analysis_tables, read_judge
 from hitkit.protocols.spot_the_bot.ranking import RankBy, Resample, games, rank_with_bootstrap
 from hitkit.protocols.spot_the_bot.reading import load_annotations, segment_annotations
 from hitkit.protocols.spot_the_bot.win_rates import (
@@ -209,8 +213,18 @@ def analyze_spot_the_bot(in_dir: str | Path, *, duplicates: DuplicatePolicy = DE
     if annotations.empty:
         raise InputError(in_dir / "annotations.csv", "no annotations from submitted or "
                          "approved assignments; nothing to analyse")
-    return analyze_annotations(annotations, work_time=_work_times(in_dir, duplicates),
-                               duplicate_report=duplicate_report, **settings)
+    result = analyze_annotations(annotations, work_time=_work_times(in_dir, duplicates),
+                                 duplicate_report=duplicate_report, **settings)
+    judge_path = in_dir / "judge.csv"
+    if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
+        add_judge(result, annotations, read_judge(judge_path))
+    return result
+
+
+def add_judge(result: AnalysisResult, annotations: pd.DataFrame, judge: pd.DataFrame) -> None:
+    """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``), its summary (``judge``) and its
+    warnings to ``result`` (:func:`~hitkit.protocols.spot_the_bot.judge.analysis_tables`)."""
+    base.add_judge(result, analysis_tables(annotations, judge), figures.judge_win_rates)
 
 
 def _work_times(in_dir: Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.Series | None:

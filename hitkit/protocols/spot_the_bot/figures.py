@@ -27,3 +27,8 @@ def survival(curves: pd.DataFrame) -> bytes:
 def stability(table: pd.DataFrame) -> bytes:
     """The share of the most frequent clustered ranking against conversations per pair."""
     return plots.stability_curve(table)
+
+
+def judge_win_rates(table: pd.DataFrame) -> bytes:
+    """Each pair's win rate human-only, judge-only and prediction-powered, with their intervals."""
+    return plots.judge_win_rates(table, "win rate of the first system (ties excluded)")

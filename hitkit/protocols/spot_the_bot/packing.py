@@ -7,7 +7,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from hitkit.errors import ConfigError, InputError
 from hitkit.jsonl import iter_jsonl
@@ -76,6 +76,49 @@ def pack_segments(conversations: Sequence[SourceConversation], lengths: Sequence
         blocks.append([[Segment(c.key, lengths[(i + j + offset) % n_len]) for i, c in enumerate(group)]
                        for j in range(n_len)])
     return [block[j] for j in range(n_len) for block in blocks]
+
+
+def pack_share(conversations: Sequence[SourceConversation], available: Mapping[str, Sequence[int]],
+               lengths: Sequence[int], per_hit: int, rng: random.Random) -> list[list[Segment]]:
+    """HITs of at most ``per_hit`` segments of a judged study's crowd share, where a conversation may
+    have only some of its segments (``available[key]``: its segment lengths in the share).
+
+    The block design of :func:`pack_segments`, filled greedily: each conversation, in an order
+    that interleaves human–human and bot–bot material, goes into the current block of
+    ``len(lengths)`` HITs under a rotation of the Latin square (segment ``lengths[s]`` into HIT
+    ``(s + r) % len(lengths)``) that keeps every HIT within ``per_hit``; when none does, a new block
+    starts. So, as in the full design, no HIT holds two segments of one conversation and each
+    conversation's segments lie in the HITs of one block, while HITs stay full although most
+    conversations bring only some of their segments. Unlike the full design, a HIT is not
+    guaranteed both kinds of material or every length: the share is random. Raises ConfigError when
+    the share has segments of fewer than two conversations or lacks one kind, too little for a HIT.
+    """
+    lengths = list(lengths)
+    n_len = len(lengths)
+    humans = [c for c in conversations if c.human_human and available.get(c.key)]
+    bots = [c for c in conversations if not c.human_human and available.get(c.key)]
+    if len(humans) + len(bots) < 2 or not humans or not bots:
+        raise ConfigError(f"the crowd's share of the study (judge.human_share or judge.human_items) has segments of "
+                          f"{len(bots)} bot–bot and {len(humans)} human–human conversation(s); a HIT needs segments "
+                          f"of two conversations at least, with both kinds among the HITs — raise the share")
+    rng.shuffle(humans)
+    rng.shuffle(bots)
+    # Interleaved by their place in their own list, so each block gets its share of both kinds.
+    order = sorted([(i / len(humans), 0, c) for i, c in enumerate(humans)]
+                   + [(i / len(bots), 1, c) for i, c in enumerate(bots)], key=lambda t: t[:2])
+    blocks: list[list[list[Segment]]] = []
+    block: list[list[Segment]] = [[] for _ in lengths]
+    for _, _, c in order:
+        slots = sorted(lengths.index(k) for k in available[c.key])
+        rotations = rng.sample(range(n_len), n_len)
+        fit = next((r for r in rotations if all(len(block[(s + r) % n_len]) < per_hit for s in slots)), None)
+        if fit is None:
+            blocks.append(block)
+            block, fit = [[] for _ in lengths], rotations[0]
+        for s in slots:
+            block[(s + fit) % n_len].append(Segment(c.key, lengths[s]))
+    blocks.append(block)
+    return [hit for j in range(n_len) for b in blocks if (hit := b[j])]
 
 
 def conflicts(hit_conversations: Iterable[str], seen: Iterable[str]) -> set[str]:

@@ -3,7 +3,8 @@ annotators, and the methods."""
 from __future__ import annotations
 
 from hitkit.protocols.spot_the_bot import figures
-from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
+from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, interval_method, judge_facts, judge_section,
+                                 num)
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -72,7 +73,46 @@ def sections(inp: ReportInput) -> list[Section]:
         if name in t:
             ann.tables.append((caption, t[name]))
     sections.append(ann)
-    return sections
+    return sections + judge_sections(inp)
+
+
+def judge_sections(inp: ReportInput) -> list[Section]:
+    """With an LLM judge: each pair's win rate from people only, the judge only and both combined
+    (prediction-powered), and the judge's bias per system; nothing without one."""
+    j = inp.summary.get("judge") or {}
+    return judge_section(
+        inp, f"The judge labelled both speakers of all {j.get('items', '?')} segments; people annotated a "
+        f"uniformly random share of them (drawn within each pair of systems), {j.get('human_items', '?')} of the "
+        f"{j.get('pair_items', '?')} segments of two different systems. Per pair: the win rate of the first system "
+        "(wins / (wins + losses), human > unsure > bot, ties excluded) from people only, from the judge only (its "
+        "naive interval ignores its bias) and prediction-powered (PPI++ for a ratio), which corrects the judge by "
+        "its error on the segments people annotated. λ is the weight the judge got (0: people only); n_effective "
+        "is how many human-annotated segments the people-only estimate would need for the same precision.",
+        "The judge's bias per system: the share of the system's speakers the judge labelled human minus the "
+        "people's share, over the segments people annotated (positive: the judge takes it for a person more often "
+        "than people do; system human: the people of the human–human material).", "unsure for both speakers",
+        figures.judge_win_rates)
+
+
+def judge_methods(inp: ReportInput) -> list[str]:
+    """The methods paragraph's sentences on the LLM judge, naming the estimator; none without one."""
+    facts = judge_facts(inp)
+    if facts is None:
+        return []
+    j, fallback, models = facts
+    return [
+        f"An LLM judge ({models}) labelled both speakers of every one of the {j.get('items', '?')} segments as "
+        "human, bot or unsure, reading each as the annotators' page shows it; annotators labelled a uniformly "
+        "random subset drawn within each pair of systems (seeded), each segment's human wins and decisive "
+        "outcomes being the means over its annotations.",
+        f"Win rates combine the two by {j.get('estimator', 'PPI++')}: per pair, the ratio of the mean human "
+        "wins and the mean human decisive outcomes, each plus λ̂ times the judge's mean on the segments "
+        "without annotations minus its mean on the annotated ones (the PPI++ M-estimator for "
+        "E[wins − θ · decisive] = 0), with λ̂ tuned to minimise the estimate's variance and clipped to [0, 1]; "
+        f"the 95 % intervals are {j.get('interval', 'jackknife t')} intervals; {fallback} "
+        "had λ̂ = 0 and use the human-only estimate. The judge-only estimates are shown for comparison, not used "
+        "for inference.",
+    ]
 
 
 def methods(inp: ReportInput) -> list[str]:
@@ -116,4 +156,4 @@ def methods(inp: ReportInput) -> list[str]:
                    f"conversations per pair from {span}, ranked each with {st.get('n_boot', '?')} bootstrap "
                    "resamples, and report the share of the most frequent clustered ranking, with all systems "
                    "and without each one.")
-    return out
+    return out + judge_methods(inp)

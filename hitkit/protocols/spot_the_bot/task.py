@@ -12,7 +12,9 @@ L segment lengths becomes a *block* of L HITs, a Latin square: HIT j of the bloc
 ``lengths[(i + j + offset) % L]`` of the group's i-th conversation. So every HIT holds each of its
 group's conversations once (never two segments of one conversation), every length about g / L
 times, and human–human and bot–bot material; each conversation's L segments lie in the L HITs of
-its own block, and nowhere else. Each HIT is taken by ``annotations_per_segment`` workers.
+its own block, and nowhere else. Each HIT is taken by ``annotations_per_segment`` workers. With an
+LLM judge (``judge:``) the crowd gets a random share of the segments only, and
+:func:`~hitkit.protocols.spot_the_bot.packing.pack_share` fills blocks of the same kind greedily.
 
 **Worker exclusion** (:meth:`SpotTheBotTask.refuses`, checked at entry and when the simulated crowd
 looks for work). A worker may not take a HIT holding a conversation of which they were shown a
@@ -60,6 +62,7 @@ from hitkit.protocols.spot_the_bot.packing import (
     SourceConversation,
     human_count_for,
     pack_segments,
+    pack_share,
     read_bot_bot,
     unit_key,
 )
@@ -202,8 +205,14 @@ class SpotTheBotTask(TaskType):
         for u in units:
             kinds[u.payload["conversation"]] = u.payload["kind"] == "human_human"
             keys[(u.payload["conversation"], u.payload["k"])] = u.key
-        hits = pack_segments([SourceConversation(c, hh) for c, hh in kinds.items()], cfg.segment_lengths,
-                             cfg.segments_per_hit, rng)
+        sources = [SourceConversation(c, hh) for c, hh in kinds.items()]
+        available: dict[str, list[int]] = defaultdict(list)
+        for conversation, k in keys:
+            available[conversation].append(k)
+        if all(len(ks) == len(cfg.segment_lengths) for ks in available.values()):
+            hits = pack_segments(sources, cfg.segment_lengths, cfg.segments_per_hit, rng)
+        else:  # a judged study's crowd share (hitkit.human_subset): some segments only
+            hits = pack_share(sources, available, cfg.segment_lengths, cfg.segments_per_hit, rng)
         return [HitSpec(tuple(keys[(s.conversation, s.k)] for s in hit), cfg.annotations_per_segment)
                 for hit in hits]
 
