@@ -158,3 +158,24 @@ def protocol_title(task: str) -> str:
     """The protocol's title with its source, as the report's heading names it."""
     proto = PROTOCOLS.get(task)
     return proto.title if proto is not None else task
+
+
+def judge_parts(inp: ReportInput, table: str) -> tuple[dict, pd.DataFrame, int, str] | None:
+    """With an LLM judge's analysis: its summary, its estimates table ``table``, how many estimates fell
+    back to people only (λ̂ = 0) and the judge's model(s) in words; None without one."""
+    j, estimates = inp.summary.get("judge"), inp.tables.get(table)
+    if not j or estimates is None:
+        return None
+    fallback = sum(str(v).strip().lower() in ("true", "1") for v in estimates["fallback"])
+    return j, estimates, fallback, ", ".join(j.get("models") or []) or "?"
+
+
+def judge_bias_part(section: Section, inp: ReportInput, bias_words: str, unparsed_words: str) -> None:
+    """Add the judge's bias table (with ``bias_words`` saying what it is) and, where some replies were not
+    read, ``unparsed_words`` after the count of them, to a report's judge section."""
+    bias, j = inp.tables.get("judge_bias"), inp.summary.get("judge") or {}
+    if bias is not None and len(bias):
+        section.text.append(bias_words)
+        section.tables.append(("Judge bias", bias))
+    if j.get("unparsed"):
+        section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} {unparsed_words}")

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from hitkit.protocols.pairwise import figures
-from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
+from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, interval_method, judge_bias_part,
+                                 judge_parts, num)
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -42,19 +43,14 @@ def sections(inp: ReportInput) -> list[Section]:
     return [rank, sig, quality] + judge_sections(inp)
 
 
-def _flags(column) -> list[bool]:
-    return [str(v).strip().lower() in ("true", "1") for v in column]
-
-
 def judge_sections(inp: ReportInput) -> list[Section]:
     """With an LLM judge: each pair's win rate from people only, the judge only and both combined
     (prediction-powered), and the judge's bias per system; nothing without one."""
-    t, j = inp.tables, inp.summary.get("judge") or {}
-    rates = t.get("judge_win_rates")
-    if rates is None:
+    parts = judge_parts(inp, "judge_win_rates")
+    if parts is None:
         return []
+    j, rates, fallback, _ = parts
     section = Section("People and the LLM judge")
-    fallback = sum(_flags(rates["fallback"]))
     section.text.append(
         f"The judge labelled all {j.get('items', '?')} items (each pair of responses in both display orders, "
         f"averaged); people voted on a uniformly random {j.get('human_items', '?')} of them. Per pair: the win "
@@ -67,24 +63,18 @@ def judge_sections(inp: ReportInput) -> list[Section]:
         "judge_win_rates", "Win rate of the first system of each pair: people only, judge only and "
         "prediction-powered, with 95 % intervals.", figures.judge_win_rates(rates)))
     section.tables.append(("Win rates: people, judge, prediction-powered", rates))
-    bias = t.get("judge_bias")
-    if bias is not None and len(bias):
-        section.text.append("The judge's bias per system: the mean of the judge's score for the system minus "
-                            "the people's, over the items people voted on (positive: the judge favours it).")
-        section.tables.append(("Judge bias", bias))
-    if j.get("unparsed"):
-        section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} judge replies named no label and count as "
-                            "ties.")
+    judge_bias_part(section, inp, "The judge's bias per system: the mean of the judge's score for the system minus "
+                    "the people's, over the items people voted on (positive: the judge favours it).",
+                    "judge replies named no label and count as ties.")
     return [section]
 
 
 def judge_methods(inp: ReportInput) -> list[str]:
     """The methods paragraph's sentences on the LLM judge, naming the estimator; none without one."""
-    j, rates = inp.summary.get("judge"), inp.tables.get("judge_win_rates")
-    if not j or rates is None:
+    parts = judge_parts(inp, "judge_win_rates")
+    if parts is None:
         return []
-    fallback = sum(_flags(rates["fallback"]))
-    models = ", ".join(j.get("models") or []) or "?"
+    j, rates, fallback, models = parts
     return [
         f"An LLM judge ({models}) labelled every one of the {j.get('items', '?')} items, each in both display "
         "orders, and the two labels were averaged to cancel its position bias; crowdworkers voted on a "
