@@ -110,8 +110,13 @@ class _StudyBase(Model):
             judged = [p.name for p in PROTOCOLS.values() if p.judged]
             raise ValueError(f"judge: is available for {', '.join(judged)} studies only in this version of "
                              f"hitkit, not for task '{self.task}'; remove the judge: section")
+        module = proto.module("judge")
+        if self.judge.human_items is not None and getattr(module, "WHEN", "before") == "after":
+            raise ValueError(f"judge.human_items cannot size a {self.task} study's human share: its items are made "
+                             "by the crowd, so each is drawn for rating on its own as it is laid out; give "
+                             "judge.human_share (the probability that a conversation is rated) instead")
         if self.judge.prompt is not None:
-            allowed = proto.module("judge").PLACEHOLDERS
+            allowed = module.PLACEHOLDERS
             try:
                 named = [f for _, f, _, _ in string.Formatter().parse(self.judge.prompt) if f is not None]
             except ValueError as exc:

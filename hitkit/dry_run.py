@@ -84,9 +84,17 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
     lines.append(f"Material checked: {units} units packed into {estimate.hits} HITs ({shape}), "
                  f"{estimate.assignments} assignments at {config.hit.reward} {config.provider.currency} each.")
     if config.judge is not None:
-        lines.append(f"Judge: {judge_labels} labels (every item of the material, each way it is asked) from "
-                     f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
-                     f"units above, a uniformly random share (seed {config.seed}).")
+        from hitkit.judging import judges_after, requests_for
+
+        if judges_after(config):
+            lines.append(f"Judge: {config.judge.model} at {config.judge.url} rates every finished conversation "
+                         f"once the crowd is done (`hitkit judge` before then); the worker rates each of its "
+                         f"conversations with probability {config.judge.human_share:g} (drawn per slot, seed "
+                         f"{config.seed}), the QC bot's always.")
+        else:
+            lines.append(f"Judge: {len(requests_for(config))} labels (every comparison, each way it is shown) from "
+                         f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
+                         f"units above, a uniformly random share (seed {config.seed}).")
     lines.append(f"Cost: {estimate.describe()}.")
     if not estimate.within_budget:
         lines.append(f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs: raise 'budget:' to at "

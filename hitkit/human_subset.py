@@ -59,8 +59,19 @@ def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpe
     return [u for u in units if u.key in chosen]
 
 
+def rated(config: StudyConfig, key: str) -> bool:
+    """Whether the crowd also labels the item made in the unit ``key``, for protocols whose items the crowd
+    makes (live chat: a conversation is rated by its worker): a Bernoulli draw with probability
+    ``judge.human_share``, seeded by the study's seed and the unit's key. Drawn when the unit is built,
+    so it is independent of whoever takes it and of anything they do, as prediction-powered inference needs."""
+    return random.Random(f"{config.seed}:judge:{key}").random() < config.judge.human_share
+
+
 def crowd_units(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
-    """The units the crowd labels: :func:`human_subset` with a judge, else all of them."""
-    return human_subset(config, units) if config.judge is not None else list(units)
+    """The units the crowd labels: :func:`human_subset` with a judge of the material, else all of them
+    (a judge that labels after the crowd has the crowd make every item; :func:`rated` draws the share)."""
+    if config.judge is None or getattr(PROTOCOLS[config.task].module("judge"), "WHEN", "before") == "after":
+        return list(units)
+    return human_subset(config, units)
 
 

@@ -1,8 +1,12 @@
-"""An LLM judge for a study (the study file's ``judge:``): every item labelled before anything is
-posted.
+"""An LLM judge for a study (the study file's ``judge:``): every item labelled, before anything is
+posted or, where the crowd makes the items, after the crowd's work.
 
 The protocol's ``judge`` module says what the judge is asked about each unit of the material
-(pairwise: each comparison in both display orders) and how a reply becomes a label; this module
+(pairwise: each comparison in both display orders) and how a reply becomes a label. Its ``WHEN``
+says when: ``"before"`` (the default) asks about the material (``requests(units)``) before anything
+is posted; ``"after"`` (live chat) asks about what the crowd made, read from the database
+(``requests_from(session, study, config)``), and one request may give several labels (``parts``
+names them, ``split`` reads them from one reply). This module
 asks, over the OpenAI-compatible bot protocol (:class:`hitkit.bots.client.BotClient`: bounded
 concurrency, retries with backoff), and stores each label in ``judge_label`` as soon as it is in,
 one transaction each. A rerun asks only for what is not stored as done, so judging that stopped
@@ -45,10 +49,12 @@ class JudgeReport:
     auto: int = 0
     unparsed: int = 0
     failed: list[str] = field(default_factory=list)
+    what: str = "labels"
+    """What one request is, in the coordinator's words (live chat: conversations)."""
 
     def line(self) -> str:
         """One line for the coordinator."""
-        text = (f"Judge: {self.planned} labels planned, {self.already_done} already stored, {self.judged} "
+        text = (f"Judge: {self.planned} {self.what} planned, {self.already_done} already stored, {self.judged} "
                 f"judged now, {self.auto} given without asking")
         if self.unparsed:
             text += f", {self.unparsed} replies named no label (counted as the neutral label)"
@@ -62,6 +68,11 @@ def judge_module(config: StudyConfig):
     return PROTOCOLS[config.task].module("judge")
 
 
+def judges_after(config: StudyConfig) -> bool:
+    """Whether the study's judge labels what the crowd made (after its work) rather than the material."""
+    return getattr(judge_module(config), "WHEN", "before") == "after"
+
+
 def judge_client(config: StudyConfig) -> Ask:
     """Ask the study's judge over the OpenAI-compatible protocol, with its options."""
     from hitkit.bots.client import BotClient, BotConfig
@@ -70,32 +81,55 @@ def judge_client(config: StudyConfig) -> Ask:
     o = j.options
     client = BotClient(BotConfig(
         name="judge", url=j.url, model=j.model, system_prompt=j.system_prompt, temperature=o.temperature,
-        max_tokens=o.max_tokens, timeout_s=o.timeout_s, retries=o.retries, backoff_s=o.backoff_s,
+        max_tokens=o.max_tokens if o.max_tokens is not None else judge_module(config).MAX_TOKENS, timeout_s=o.timeout_s, retries=o.retries, backoff_s=o.backoff_s,
         max_concurrency=o.concurrency, api_key_env=o.api_key_env,
         context_tokens=1_000_000))  # a judge prompt is sent whole, never trimmed
     return lambda prompt: client.reply([{"role": "user", "content": prompt}])
 
 
-def requests_for(config: StudyConfig) -> list[JudgeRequest]:
-    """Every label the study's judge gives, over all of the material (not only the crowd's share)."""
-    return judge_module(config).requests(task_for(config).build().units)
-
-
-def _store(database_url: str, study_id: int, model: str, request: JudgeRequest, *, label: str | None = None,
-           parsed: bool = True, reply: str | None = None, error: str | None = None, source: str = "judge") -> None:
-    """Insert or update the request's row: done with its label, or failed with its error."""
+def requests_for(config: StudyConfig, database_url: str | None = None, study_id: int | None = None
+                 ) -> list[JudgeRequest]:
+    """Every request the study's judge is asked: over all of the material (not only the crowd's share),
+    or, for a judge that labels after the crowd, over what the crowd has made so far (read from the
+    study in ``database_url``)."""
+    module = judge_module(config)
+    if not judges_after(config):
+        return module.requests(task_for(config).build().units)
     with session_scope(database_url) as session:
-        row = session.scalar(select(JudgeLabel).where(
-            JudgeLabel.study_id == study_id, JudgeLabel.unit_key == request.unit_key,
-            JudgeLabel.variant == request.variant))
-        if row is None:
-            row = JudgeLabel(study_id=study_id, unit_key=request.unit_key, variant=request.variant, attempts=0)
-            session.add(row)
-        row.meta, row.model, row.source = dict(request.meta), model, source
-        row.status = "done" if error is None else "failed"
-        row.label, row.parsed, row.reply, row.error = label, parsed, reply, error
-        row.attempts = (row.attempts or 0) + (source == "judge")
-        row.updated_at = utcnow()
+        return module.requests_from(session, session.get(Study, study_id), config)
+
+
+def _parts(module, request: JudgeRequest) -> list[JudgeRequest]:
+    """The labels a request gives: itself, or those the module's ``parts`` names."""
+    return module.parts(request) if hasattr(module, "parts") else [request]
+
+
+def _labels(module, request: JudgeRequest, reply: str) -> list[tuple[JudgeRequest, str | None]]:
+    """Each label a reply gives (None: the reply named none)."""
+    return module.split(request, reply) if hasattr(module, "split") else [(request, module.parse(reply))]
+
+
+def _store(database_url: str, study_id: int, model: str, requests: list[JudgeRequest], *,
+           labels: list[str | None] | None = None, neutral: str | None = None, reply: str | None = None,
+           error: str | None = None, source: str = "judge") -> None:
+    """Insert or update each request's row, in one transaction (the labels of one reply are stored
+    together): done with its label (``neutral`` where the reply named none, ``parsed`` false), or
+    failed with ``error``."""
+    with session_scope(database_url) as session:
+        for i, request in enumerate(requests):
+            row = session.scalar(select(JudgeLabel).where(
+                JudgeLabel.study_id == study_id, JudgeLabel.unit_key == request.unit_key,
+                JudgeLabel.variant == request.variant))
+            if row is None:
+                row = JudgeLabel(study_id=study_id, unit_key=request.unit_key, variant=request.variant, attempts=0)
+                session.add(row)
+            label = labels[i] if labels is not None else None
+            row.meta, row.model, row.source = dict(request.meta), model, source
+            row.status = "done" if error is None else "failed"
+            row.label = label if label is not None or error is not None else neutral
+            row.parsed, row.reply, row.error = label is not None or error is not None, reply, error
+            row.attempts = (row.attempts or 0) + (source == "judge")
+            row.updated_at = utcnow()
 
 
 def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: Ask | None = None,
@@ -114,16 +148,18 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
     from hitkit.monitor import StatusLine, eta_text
 
     module = judge_module(config)
-    requests = requests_for(config)
+    requests = requests_for(config, database_url, study_id)
     template = config.judge.prompt or module.DEFAULT_PROMPT
     with session_scope(database_url) as session:
         done = set(session.execute(select(JudgeLabel.unit_key, JudgeLabel.variant).where(
             JudgeLabel.study_id == study_id, JudgeLabel.status == "done")).all())
-    todo = [r for r in requests if (r.unit_key, r.variant) not in done]
-    report = JudgeReport(planned=len(requests), already_done=len(requests) - len(todo))
+    # A request is asked again unless every label it gives is stored as done.
+    todo = [r for r in requests if any((p.unit_key, p.variant) not in done for p in _parts(module, r))]
+    report = JudgeReport(planned=len(requests), already_done=len(requests) - len(todo),
+                         what=getattr(module, "ASKED", "labels"))
     model = config.judge.model
     for r in [r for r in todo if r.auto is not None]:
-        _store(database_url, study_id, model, r, label=r.auto, source="auto")
+        _store(database_url, study_id, model, [r], labels=[r.auto], source="auto")
         report.auto += 1
     asked = [r for r in todo if r.auto is None]
     if not asked:
@@ -160,14 +196,14 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
                     continue
                 except Exception as exc:  # one failed label is recorded; the rest go on
                     error = f"{type(exc).__name__}: {exc}"
-                    _store(database_url, study_id, model, request, error=error)
+                    _store(database_url, study_id, model, _parts(module, request), error=error)
                     report.failed.append(f"{request.unit_key}/{request.variant}: {error}")
                     continue
-                label = module.parse(reply)
-                _store(database_url, study_id, model, request, label=label or module.NEUTRAL,
-                       parsed=label is not None, reply=reply)
+                labels = _labels(module, request, reply)
+                _store(database_url, study_id, model, [p for p, _ in labels], labels=[lab for _, lab in labels],
+                       neutral=module.NEUTRAL, reply=reply)
                 report.judged += 1
-                report.unparsed += label is None
+                report.unparsed += any(label is None for _, label in labels)
     except BaseException:
         interrupted = True
         stop.set()

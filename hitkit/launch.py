@@ -123,7 +123,7 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
                 echo(f"Updated from {config_path.name}: {', '.join(changed)}.")
                 session.add(Event(study_id=existing.id, kind="study_config_changed", actor="cli", data={"fields": changed}))
             ctx = StudyContext.of(existing, secret)
-            if existing.status == "stopped" or (existing.status == "draft" and config.judge is None):
+            if existing.status == "stopped" or (existing.status == "draft" and not _judges_before(config)):
                 existing.status = "running"  # a draft judged study opens once its judge is done (_judge)
             session.add(Event(study_id=ctx.study_id, kind="study_resumed", actor="cli", data={}))
             echo(f"Resuming study '{config.study}' ({existing.status}). {estimate_cost(session, ctx).describe()}.")
@@ -138,7 +138,7 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
             session.rollback()
             raise HitkitError("launch cancelled; nothing was saved")
         # A judged study stays a draft, posting nothing, until every item has its judge label (_judge).
-        session.get(Study, ctx.study_id).status = "draft" if config.judge is not None else "running"
+        session.get(Study, ctx.study_id).status = "draft" if _judges_before(config) else "running"
         session.add(Event(study_id=ctx.study_id, kind="study_launched", actor="cli", data={"estimate": estimate.describe()}))
         return ctx
 
@@ -193,7 +193,7 @@ def launch(config_path: str | Path, *, web: WebFactory, yes: bool = False, resum
             echo(f"Bot-bot conversations: {report.planned} planned, {report.already_done} already done, "
                  f"{report.generated} generated ({config.bot_bot_path})")
         ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
-        if config.judge is not None:
+        if _judges_before(config):
             _judge(config, config_path, ctx, echo, show_progress, lines_every_s)
         return _run(config, config_path, ctx, web, show_progress, echo, timeout_s, analyse, lines_every_s)
 
@@ -219,6 +219,35 @@ def _judge(config: StudyConfig, config_path: Path, ctx: StudyContext, echo: Call
         if study.status == "draft":
             study.status = "running"
             session.add(Event(study_id=ctx.study_id, kind="study_judged", actor="cli", data={"labels": report.planned}))
+
+
+def _judges_before(config: StudyConfig) -> bool:
+    """Whether the study's judge labels its material before anything is posted (pairwise), not what the
+    crowd makes (live chat: :func:`judge_crowd_work`)."""
+    if config.judge is None:
+        return False
+    from hitkit.judging import judges_after
+
+    return not judges_after(config)
+
+
+def judge_crowd_work(config: StudyConfig, config_path: Path, study_id: int, echo: Callable[[str], None],
+                     show_progress: bool = False, lines_every_s: float | None = None) -> bool:
+    """Have the study's judge label what the crowd has made and is not yet labelled (live chat: each
+    finished conversation); True when every label is in. A failure loses nothing (the crowd's work is in
+    the database, every label stored is kept) and is reported with how to retry."""
+    from hitkit.judging import judge_study
+
+    echo(f"Judging the crowd's conversations with {config.judge.model} at {config.judge.url}…")
+    report = judge_study(config, config.database_url, study_id, show_progress=show_progress,
+                         lines_every_s=lines_every_s)
+    echo(report.line())
+    if report.failed:
+        echo(f"The judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} of "
+             f"{report.planned} {report.what} (first: {report.failed[0]}); the crowd's work and every label "
+             f"stored are kept. Check the judge, then `hitkit judge {config_path}` asks only for the missing "
+             f"labels, and `hitkit export {config_path}` and `hitkit analyze` include them.")
+    return not report.failed
 
 
 def check_material_before_generating(config: StudyConfig) -> None:
@@ -392,6 +421,9 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
 
     result = LaunchResult(config.study, "completed" if not held_noted else "held",
                           out_dir, crowd_errors=list(crowd.stats.errors) if crowd else [])
+    if config.judge is not None and not _judges_before(config):
+        # The crowd's work is done and stored; the judge's labels are added to it before the export.
+        judge_crowd_work(config, config_path, ctx.study_id, echo, show_progress, lines_every_s)
     with session_scope(url) as session:
         result.exported = export_study(session, ctx, out_dir / "export")
         result.qc_line = qc_outcome_line(session, ctx)

@@ -332,7 +332,9 @@ class JudgeOptions(Model):
     """How the judge is asked: decoding, patience and how many calls are in flight at once."""
 
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: the same item gets the same label")
-    max_tokens: int = Field(16, ge=1, le=4096, description="longest reply; the label is its first word")
+    max_tokens: Optional[int] = Field(None, ge=1, le=4096, description=(
+        "longest reply; default: the protocol's (pairwise 16: the label is its first word; live chat 256: "
+        "a line per criterion)"))
     timeout_s: float = Field(60.0, gt=0, description="how long one attempt may take")
     retries: int = Field(2, ge=0, le=10, description="further attempts within one run (failures are also "
                                                        "retried by the next run)")
@@ -351,13 +353,15 @@ class JudgeConfig(Model):
     model: str = Field(min_length=1, description="model name the server knows the judge by")
     prompt: Optional[str] = Field(None, min_length=1, description=(
         "the judge's instructions with the protocol's placeholders (pairwise: {prompt}, {response_a}, "
-        "{response_b}); default: the protocol's, asking for A, B or tie"))
+        "{response_b}; live chat: {conversation}, {criteria}); default: the protocol's, asking for A, B or "
+        "tie, or for a 0-100 rating per criterion"))
     system_prompt: str = Field("", description="system message sent before the prompt")
     options: JudgeOptions = Field(default_factory=JudgeOptions)
     human_share: Optional[float] = Field(None, gt=0, le=1, description=(
         "fraction of the items, drawn uniformly at random (seeded by the study's seed), that the crowd "
         "also labels"))
-    human_items: Optional[int] = Field(None, ge=2, description="how many items the crowd also labels")
+    human_items: Optional[int] = Field(None, ge=2, description=(
+        "how many items the crowd also labels (not for live chat, whose conversations do not exist before the crowd)"))
 
     @model_validator(mode="after")
     def _one_size(self) -> "JudgeConfig":

@@ -66,7 +66,8 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
     task = task_for(config)
     material: Material = task.build()
     if config.judge is not None:
-        # The judge labels every unit (hitkit.judging); only the crowd's random share become units here.
+        # A judge of the material labels every unit (hitkit.judging); only the crowd's random share become units
+        # here (a judge that labels after the crowd keeps them all: hitkit.human_subset.rated draws its share).
         from hitkit.human_subset import crowd_units
 
         material = Material(units=crowd_units(config, material.units), conversations=material.conversations)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,30 @@ def artifact(name: str) -> Path:
     """Where a test keeps a screenshot for a person to look at."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS / name
+
+
+@contextmanager
+def chromium_on(database_url: str, config, height: int = 1100):
+    """The study of ``config`` created, running, its first wave posted and its pages served on loopback,
+    and a chromium page to visit them: yields (pages URL, page); stops both after."""
+    from playwright.sync_api import sync_playwright
+
+    from hitkit.db.models import Study
+    from hitkit.db.session import session_scope
+    from hitkit.scheduler import tick
+    from hitkit.study import create_study, resolve_secret
+    from server.embedded import WebServer
+
+    secret = resolve_secret(database_url)
+    with session_scope(database_url) as s:
+        ctx = create_study(s, config, None, secret)
+        s.get(Study, ctx.study_id).status = "running"
+    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
+    try:
+        tick(database_url, config.study, web.url)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            yield web.url, browser.new_page(viewport={"width": 1000, "height": height})
+            browser.close()
+    finally:
+        web.stop()

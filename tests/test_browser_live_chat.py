@@ -5,12 +5,9 @@ import pytest
 from sqlalchemy import func, select
 
 from hitkit.config import load_study
-from hitkit.db.models import Assignment, Conversation, Response, Study, Turn
+from hitkit.db.models import Assignment, Conversation, Response, Turn
 from hitkit.db.session import session_scope
-from server.embedded import WebServer
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
-from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
+from tests.browser import artifact, chromium_on
 from tests.test_live_chat_study import REAL, bot_server, live_chat_study  # noqa: F401 - fixture
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -19,55 +16,43 @@ pytestmark = pytest.mark.browser
 
 def test_a_worker_completes_a_live_chat_hit_in_chromium(tmp_path, database_url, bot_server):  # noqa: F811
     config = load_study(live_chat_study(tmp_path, database_url, bot_server, hits=1, min_inputs=10))
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
-        ctx = create_study(s, config, None, secret)
-        s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
-    try:
-        tick(database_url, config.study, web.url)
-        with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1000, "height": 1100})
-            page.goto(f"{web.url}/s/chat-demo/hit/1?assignmentId=LC-1&hitId=h1&workerId=W-person")
-            page.get_by_role("button", name="I agree").click()
-            for bot in range(6):
-                page.locator("#topic-input").fill(f"my favourite walks, part {bot + 1}")
-                page.get_by_label("I like it").check()
-                page.get_by_role("button", name="Start chatting").click()
-                # The chosen topic stays on screen throughout the chat.
-                page.locator(".topic-bar", has_text=f"my favourite walks, part {bot + 1}").wait_for()
-                next_bot = page.get_by_role("button", name="Next chatbot")
-                for turn in range(10):
-                    assert next_bot.is_disabled()
-                    page.locator("#message").fill(f"Message {turn + 1}: do you like walking by the sea?")
-                    page.get_by_role("button", name="Send").click()
+    with chromium_on(database_url, config) as (url, page):
+        page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=LC-1&hitId=h1&workerId=W-person")
+        page.get_by_role("button", name="I agree").click()
+        for bot in range(6):
+            page.locator("#topic-input").fill(f"my favourite walks, part {bot + 1}")
+            page.get_by_label("I like it").check()
+            page.get_by_role("button", name="Start chatting").click()
+            # The chosen topic stays on screen throughout the chat.
+            page.locator(".topic-bar", has_text=f"my favourite walks, part {bot + 1}").wait_for()
+            next_bot = page.get_by_role("button", name="Next chatbot")
+            for turn in range(10):
+                assert next_bot.is_disabled()
+                page.locator("#message").fill(f"Message {turn + 1}: do you like walking by the sea?")
+                page.get_by_role("button", name="Send").click()
+                page.locator("#messages li.bot").nth(turn).wait_for()
+                if bot == 0 and turn == 4:
+                    page.get_by_role("button", name="Topic").click()
+                    page.locator("#new-topic").fill("mountains")
+                    page.get_by_role("button", name="The chatbot changed the topic").click()
+                    page.reload()  # a reload resumes the same conversation
                     page.locator("#messages li.bot").nth(turn).wait_for()
-                    if bot == 0 and turn == 4:
-                        page.get_by_role("button", name="Topic").click()
-                        page.locator("#new-topic").fill("mountains")
-                        page.get_by_role("button", name="The chatbot changed the topic").click()
-                        page.reload()  # a reload resumes the same conversation
-                        page.locator("#messages li.bot").nth(turn).wait_for()
-                assert page.locator("#inputs").inner_text() == "10"
-                if bot == 0:
-                    page.screenshot(path=str(artifact("live-chat-chat.png")), full_page=True)
-                next_bot.click()
-                sliders = page.locator("#sliders input[type=range]")
-                assert sliders.count() == 7
-                for i in range(7):
-                    sliders.nth(i).focus()
-                    for _ in range(bot + i % 3 + 1):
-                        page.keyboard.press("ArrowRight")
-                if bot == 0:
-                    page.locator("#feedback").fill("It kept changing the subject.")
-                    page.screenshot(path=str(artifact("live-chat-rating.png")), full_page=True)
-                page.get_by_role("button", name="Save ratings and continue").click()
-            page.get_by_role("button", name="Submit").click()
-            page.get_by_text("your work is submitted").wait_for()
-            browser.close()
-    finally:
-        web.stop()
+            assert page.locator("#inputs").inner_text() == "10"
+            if bot == 0:
+                page.screenshot(path=str(artifact("live-chat-chat.png")), full_page=True)
+            next_bot.click()
+            sliders = page.locator("#sliders input[type=range]")
+            assert sliders.count() == 7
+            for i in range(7):
+                sliders.nth(i).focus()
+                for _ in range(bot + i % 3 + 1):
+                    page.keyboard.press("ArrowRight")
+            if bot == 0:
+                page.locator("#feedback").fill("It kept changing the subject.")
+                page.screenshot(path=str(artifact("live-chat-rating.png")), full_page=True)
+            page.get_by_role("button", name="Save ratings and continue").click()
+        page.get_by_role("button", name="Submit").click()
+        page.get_by_text("your work is submitted").wait_for()
     with session_scope(database_url) as s:
         assert s.scalar(select(Assignment.status)) == "submitted"
         assert s.scalar(select(func.count()).select_from(Response).where(Response.question.like("score_%"))) == 42
@@ -78,3 +63,53 @@ def test_a_worker_completes_a_live_chat_hit_in_chromium(tmp_path, database_url, 
         assert changes and changes[0][0]["by"] == "bot" and changes[0][0]["topic"] == "mountains"
         assert changes[0][0]["at_turn"] == 10
         assert s.scalar(select(Response.value).where(Response.question == "feedback")) == "It kept changing the subject."
+
+
+def test_with_a_judge_an_unrated_chat_ends_with_next_chatbot_alone_in_chromium(tmp_path, database_url,
+                                                                               bot_server):  # noqa: F811
+    import yaml
+
+    from hitkit.db.models import Unit
+
+    path = live_chat_study(tmp_path, database_url, bot_server, hits=10, min_inputs=2)
+    data = yaml.safe_load(path.read_text())
+    data["judge"] = {"url": bot_server, "model": "anna", "human_share": 0.5}
+    path.write_text(yaml.safe_dump(data))
+    with chromium_on(database_url, load_study(path)) as (url, page):
+        page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=LC-J&hitId=h1&workerId=W-judged")
+        page.get_by_role("button", name="I agree").click()
+        with session_scope(database_url) as s:
+            order = s.scalar(select(Assignment.layout))["order"]
+            units = {u.id: u.payload.get("rated", True) for u in s.scalars(select(Unit))}
+        rated = [units[i] for i in order]
+        assert False in rated and True in rated  # this HIT has both kinds of slot
+        for bot, is_rated in enumerate(rated):
+            page.locator("#topic-input").fill(f"topic {bot + 1}")
+            page.get_by_label("I like it").check()
+            page.get_by_role("button", name="Start chatting").click()
+            for turn in range(2):
+                page.locator("#message").fill(f"Message {turn + 1}")
+                page.get_by_role("button", name="Send").click()
+                page.locator("#messages li.bot").nth(turn).wait_for()
+            page.get_by_role("button", name="Next chatbot").click()
+            if is_rated:
+                sliders = page.locator("#sliders input[type=range]")
+                sliders.first.wait_for()
+                for i in range(sliders.count()):
+                    sliders.nth(i).focus()
+                    page.keyboard.press("ArrowRight")
+                page.get_by_role("button", name="Save ratings and continue").click()
+            if bot + 1 < len(rated):  # an unrated chat goes straight to the next chatbot's topic
+                page.locator("#step-topic").wait_for(state="visible")
+                assert page.locator("#step-rate").is_hidden()
+                if not is_rated and bot == rated.index(False):
+                    page.reload()  # a reload resumes at the next chatbot: the unrated one is done
+                    page.locator("#step-topic").wait_for(state="visible")
+        page.get_by_role("button", name="Submit").click()
+        page.get_by_text("your work is submitted").wait_for()
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Assignment.status)) == "submitted"
+        scores = s.scalar(select(func.count()).select_from(Response).where(Response.question.like("score_%")))
+        assert scores == 7 * sum(rated)
+        done = s.scalar(select(func.count()).select_from(Response).where(Response.question == "chat_done"))
+        assert done == len(rated) - sum(rated)

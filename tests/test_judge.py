@@ -58,6 +58,10 @@ class ScriptedJudge(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
+    def reply_to(self, body: dict) -> tuple[int, str]:
+        """(HTTP status, reply text) for one chat-completions request body."""
+        return self.answer(body["messages"][-1]["content"])
+
     def answer(self, prompt: str) -> tuple[int, str]:
         with self.lock:
             self.requests += 1
@@ -76,6 +80,8 @@ class ScriptedJudge(ThreadingHTTPServer):
 
 
 class _JudgeHandler(BaseHTTPRequestHandler):
+    """Answers every POST as OpenAI's chat completions would, with its server's :meth:`reply_to`."""
+
     protocol_version = "HTTP/1.1"
     server: ScriptedJudge
 
@@ -84,7 +90,7 @@ class _JudgeHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        status, text = self.server.answer(body["messages"][-1]["content"])
+        status, text = self.server.reply_to(body)
         reply = ({"choices": [{"message": {"role": "assistant", "content": text}}]} if status == 200
                  else {"error": {"message": text}})
         data = json.dumps(reply).encode()
@@ -285,16 +291,16 @@ def test_the_crowds_share_is_uniform_within_each_pair_seeded_and_sized_by_count(
     assert {u.key for u in other} != {u.key for u in chosen}
 
 
-def test_a_live_chat_study_takes_no_judge_for_now(tmp_path, database_url):
-    from tests.test_live_chat_study import live_chat_study
+def test_a_protocol_without_a_judge_refuses_the_judge_section(tmp_path, database_url):
+    from tests.test_rating import rating_study
 
-    path = live_chat_study(tmp_path, database_url, "http://127.0.0.1:9")
+    path = rating_study(tmp_path, database_url)
     import yaml
 
     data = yaml.safe_load(path.read_text())
     data["judge"] = {"url": "http://127.0.0.1:9", "model": "j", "human_share": 0.2}
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError, match="judge: is available for .*studies only .* not for task 'live_chat'"):
+    with pytest.raises(ConfigError, match="judge: is available for .*live_chat.* studies only .* not for task 'rating'"):
         load_study(path)
 
 

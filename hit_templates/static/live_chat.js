@@ -1,4 +1,6 @@
 // The live-chat HIT: for each chatbot in the worker's order — topic, chat, ratings — then submit.
+// A chat the worker is not asked to rate (a study with an LLM judge: unit.rated false) ends with
+// "Next chatbot" alone, which saves its chat_done answer.
 // Everything is saved on the server as it happens, so on load the page resumes where the worker was.
 // Worker and bot text is only ever inserted with textContent, never as HTML.
 (function () {
@@ -57,7 +59,8 @@
     const hasTopic = current.topic || given(current, "topic") !== undefined;
     if (!hasTopic || given(current, "topic_sentiment") === undefined) {
       showTopic();
-    } else if (current.questions.some((q) => q.name.startsWith("score_") && given(current, q.name) === undefined)) {
+    } else if (current.questions.some((q) => (q.name.startsWith("score_") || q.name === "chat_done")
+                                             && given(current, q.name) === undefined)) {
       showChat();
     }
   }
@@ -179,7 +182,13 @@
     });
   });
 
-  $("next-bot").addEventListener("click", showRate);
+  $("next-bot").addEventListener("click", async () => {
+    if (current.rated !== false) { showRate(); return; }
+    $("next-bot").disabled = true;
+    const reply = await save(current, "chat_done", "yes");
+    if (!reply.ok) { $("bot-status").textContent = reply.body.error || "not saved — please try again"; $("next-bot").disabled = false; return; }
+    next();
+  });
 
   // Step 3: ratings ----------------------------------------------------------------------------
   function showRate() {

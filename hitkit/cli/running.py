@@ -97,6 +97,42 @@ def generate(study_file: Path, no_progress: bool) -> None:
 
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--no-progress", is_flag=True, help="No progress line (for logs).")
+def judge(study_file: Path, no_progress: bool) -> None:
+    """Have the study's LLM judge (judge:) label whatever is not labelled yet: resumable, mid-run or after a
+    failure (live chat: every finished conversation; pairwise: the material)."""
+    from sqlalchemy import select
+
+    from hitkit.config import load_study
+    from hitkit.db.models import Study
+    from hitkit.db.session import session_scope
+    from hitkit.judging import judge_study
+    from hitkit.launch import sigterm_stops, study_bots
+    from hitkit.served import require_launched
+
+    config = load_study(study_file)
+    if config.judge is None:
+        raise HitkitError(f"{study_file} has no judge: section; add one to have an LLM judge label the study")
+    require_launched(config, study_file)
+    with session_scope(config.database_url) as session:
+        study_id = session.scalar(select(Study.id).where(Study.name == config.study))
+    bar = not no_progress and on_terminal()
+    try:
+        with sigterm_stops(), study_bots(config, click.echo):
+            report = judge_study(config, config.database_url, study_id, show_progress=bar,
+                                 lines_every_s=None if bar else PLAIN_LINE_EVERY_S)
+    except KeyboardInterrupt:
+        click.echo(f"\nStopped; every label stored is kept. Continue with `hitkit judge {study_file}`.", err=True)
+        sys.exit(130)
+    click.echo(report.line())
+    if report.failed:
+        raise HitkitError(f"the judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} "
+                          f"of {report.planned}; check it, then `hitkit judge {study_file}` asks only for those")
+    click.echo(f"Export and analyse to include the labels: `hitkit export {study_file}`, then `hitkit analyze`.")
+
+
+@main.command()
+@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--human-ranking", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="CSV with 'system' and 'rank' (1 = best) or 'score': the human ranking to compare with.")
 @click.option("--study-analysis", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,

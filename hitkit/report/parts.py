@@ -165,37 +165,51 @@ def flags(column) -> list[bool]:
     return [str(v).strip().lower() in ("true", "1") for v in column]
 
 
+def judge_parts(inp: ReportInput, table: str) -> tuple[dict, pd.DataFrame, int, str] | None:
+    """With an LLM judge's analysis: its summary, its estimates table ``table``, how many estimates fell
+    back to people only (λ̂ = 0) and the judge's model(s) in words; None without one."""
+    j, estimates = inp.summary.get("judge"), inp.tables.get(table)
+    if not j or estimates is None:
+        return None
+    return j, estimates, sum(flags(estimates["fallback"])), ", ".join(j.get("models") or []) or "?"
+
+
+def judge_bias_part(section: Section, inp: ReportInput, bias_words: str, unparsed_words: str) -> None:
+    """Add the judge's bias table (with ``bias_words`` saying what it is) and, where some replies were not
+    read, ``unparsed_words`` after the count of them, to a report's judge section."""
+    bias, j = inp.tables.get("judge_bias"), inp.summary.get("judge") or {}
+    if bias is not None and len(bias):
+        section.text.append(bias_words)
+        section.tables.append(("Judge bias", bias))
+    if j.get("unparsed"):
+        section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} {unparsed_words}")
+
+
 def judge_section(inp: ReportInput, intro: str, bias_note: str, unparsed_as: str,
                   figure: Callable[[pd.DataFrame], bytes]) -> list[Section]:
-    """The *People and the LLM judge* section of a judged study: ``intro`` (what the judge and the people
-    labelled, and what the columns mean) with the count of pairs that fell back to people only, the
-    protocol's ``figure`` and table of ``judge_win_rates``, ``judge_bias`` after ``bias_note``, and the
-    replies that named no label (counted as ``unparsed_as``); nothing without a judge."""
-    t, j = inp.tables, inp.summary.get("judge") or {}
-    rates = t.get("judge_win_rates")
-    if rates is None:
+    """The *People and the LLM judge* section of a study judged by pairs (win rates): ``intro`` (what the
+    judge and the people labelled, and what the columns mean) with the count of pairs that fell back to
+    people only, the protocol's ``figure`` and table of ``judge_win_rates``, ``judge_bias`` after
+    ``bias_note``, and the replies that named no label (counted as ``unparsed_as``); nothing without a judge."""
+    parts = judge_parts(inp, "judge_win_rates")
+    if parts is None:
         return []
+    _, rates, fallback, _ = parts
     section = Section("People and the LLM judge")
-    section.text.append(f"{intro} {sum(flags(rates['fallback']))} of {len(rates)} pair(s) fell back to people "
-                        "only (λ = 0).")
+    section.text.append(f"{intro} {fallback} of {len(rates)} pair(s) fell back to people only (λ = 0).")
     section.figures.append(ReportFigure(
         "judge_win_rates", "Win rate of the first system of each pair: people only, judge only and "
         "prediction-powered, with 95 % intervals.", figure(rates)))
     section.tables.append(("Win rates: people, judge, prediction-powered", rates))
-    bias = t.get("judge_bias")
-    if bias is not None and len(bias):
-        section.text.append(bias_note)
-        section.tables.append(("Judge bias", bias))
-    if j.get("unparsed"):
-        section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} judge replies named no label and count as "
-                            f"{unparsed_as}.")
+    judge_bias_part(section, inp, bias_note, f"judge replies named no label and count as {unparsed_as}.")
     return [section]
 
 
 def judge_facts(inp: ReportInput) -> tuple[dict, str, str] | None:
     """What a judged study's methods sentences name: (the summary's ``judge``, "k of n pair(s)" that fell
     back to people only, the judge's models); None without a judge."""
-    j, rates = inp.summary.get("judge"), inp.tables.get("judge_win_rates")
-    if not j or rates is None:
+    parts = judge_parts(inp, "judge_win_rates")
+    if parts is None:
         return None
-    return j, f"{sum(flags(rates['fallback']))} of {len(rates)} pair(s)", ", ".join(j.get("models") or []) or "?"
+    j, rates, fallback, models = parts
+    return j, f"{fallback} of {len(rates)} pair(s)", models

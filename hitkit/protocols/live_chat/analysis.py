@@ -18,6 +18,11 @@ returns an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (colu
   pearson, spearman, kendall, pearson_low, pearson_high, n_systems: system scores of this run
   against the other run's, with the Fisher-z interval of r.
 
+- ``judge_scores`` and ``judge_bias`` (only when the folder holds ``judge.csv``, a study with an LLM
+  judge): per system and criterion (and overall) the mean z people only, judge only and
+  prediction-powered, and the judge's bias per system
+  (:func:`hitkit.protocols.live_chat.judge.analysis_tables`); the summary's ``judge`` says what it used.
+
 The summary holds workers, passed, pass_rate, hits (counted assignments: one worker's HIT each),
 hits_passed (those done by workers who passed QC), minutes_per_conversation_passed / _failed,
 systems, systems_per_hit and control_per_hit (:func:`hit_design`), and the options used. The
@@ -218,9 +223,11 @@ def analyze_ratings(every_assignment: pd.DataFrame, ratings: pd.DataFrame, *,
                     criteria: Sequence[Criterion] = DEFAULT_CRITERIA, alpha: float = 0.05,
                     qc_method: QcMethod = "asymptotic", significance_unit: SignificanceUnit = "rating",
                     ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
-                    interval_unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0) -> AnalysisResult:
+                    interval_unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0,
+                    judge: pd.DataFrame | None = None) -> AnalysisResult:
     """METHODS §1 steps 1–8 on read tables (:func:`read_tables`; their duplicate reports ride in
-    ``attrs``): QC, standardisation, system scores with intervals, pairwise significance."""
+    ``attrs``): QC, standardisation, system scores with intervals, pairwise significance; with ``judge``
+    (``judge.csv``, :func:`hitkit.protocols.live_chat.judge.read_judge`) the judge's tables too."""
     assignments = counted(every_assignment)
     duplicate_report = ratings.attrs.get("duplicates", {})
     ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
@@ -238,13 +245,29 @@ def analyze_ratings(every_assignment: pd.DataFrame, ratings: pd.DataFrame, *,
                    interval_method=INTERVAL_METHOD, n_boot=n_boot,
                    seed=seed, duplicates=duplicate_report,
                    assignment_duplicates=assignment_report, warnings=warnings_out)
-    return AnalysisResult(
+    result = AnalysisResult(
         tables={"workers": workers, "systems": systems, "significance": significance,
                 "score_intervals": score_intervals(kept, criteria, unit=interval_unit,
                                                    n_boot=n_boot, seed=seed)},
         summary=summary,
         figures={"significance": png(lambda: figures.significance(significance, order, alpha,
                                                                         correction_label(correction)))})
+    if judge is not None:
+        add_judge(result, steps.z, judge, criteria)
+    return result
+
+
+def add_judge(result: AnalysisResult, z: pd.DataFrame, judge: pd.DataFrame, criteria: Sequence[Criterion]) -> None:
+    """Add the LLM judge's tables (``judge_scores``, ``judge_bias``), its summary (``judge``) and its
+    warnings to ``result``, over the conversations of the workers who passed QC
+    (:func:`~hitkit.protocols.live_chat.judge.analysis_tables`)."""
+    from hitkit.protocols.live_chat.judge import analysis_tables
+
+    passed = set(result.tables["workers"].loc[result.tables["workers"]["passed"], "worker_id"].astype(str))
+    tables, summary, lines = analysis_tables(z, judge, criteria, passed)
+    result.tables.update(tables)
+    result.summary["judge"] = summary
+    result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
 
 
 def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
@@ -268,7 +291,13 @@ def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEF
     options = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
                    significance_unit=significance_unit, ddof=ddof, correction=correction,
                    interval_unit=interval_unit, n_boot=n_boot, seed=seed)
-    result = analyze_ratings(*read_tables(in_dir, criteria, duplicates=duplicates), **options)
+    judge_path = Path(in_dir) / "judge.csv"
+    judge = None
+    if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
+        from hitkit.protocols.live_chat.judge import read_judge
+
+        judge = read_judge(judge_path, criteria)
+    result = analyze_ratings(*read_tables(in_dir, criteria, duplicates=duplicates), judge=judge, **options)
     if replicate_dir is not None:
         other = analyze_ratings(*read_tables(replicate_dir, criteria, duplicates=duplicates), **options)
         result.tables["replication"] = replication(result.tables["systems"],
@@ -283,8 +312,11 @@ def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replic
     extra = common_options(options)
     if config is not None and config.live_chat is not None:
         extra["criteria"] = config.live_chat.criterion_list()
-    return analyze_live_chat(in_dir, replicate_dir=replicate_dir, interval_unit=options.get("cluster", "worker"),
-                             seed=seed, **extra)
+    result = analyze_live_chat(in_dir, replicate_dir=replicate_dir, interval_unit=options.get("cluster", "worker"),
+                               seed=seed, **extra)
+    if "judge" in result.summary and config is not None and config.judge is not None:
+        result.summary["judge"]["human_share"] = config.judge.human_share  # the design's, for the methods
+    return result
 
 
 def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:

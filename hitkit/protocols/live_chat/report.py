@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from hitkit.protocols.live_chat import figures
-from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
+from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, interval_method, judge_bias_part,
+                                 judge_parts, num)
 
 
 def criteria_of(config) -> list[tuple[str, str, bool]] | None:
@@ -82,13 +83,69 @@ def sections(inp: ReportInput) -> list[Section]:
     qc.figures.append(ReportFigure("qc", "Workers passing the QC test and the distribution of their p-values.",
                                    figures.quality_control(workers, alpha)))
     qc.tables.append(("Workers", workers))
-    sections = [rank, sig, per, qc]
+    sections = [rank, sig, per, qc] + judge_sections(inp)
     if "replication" in t:
         rep = Section("Self-replication")
         rep.text.append("Correlation of system scores between this run and the replicate run.")
         rep.tables.append(("Replication", t["replication"]))
         sections.append(rep)
     return sections
+
+
+def _share(j: dict) -> str:
+    """How the rated conversations were drawn, in words: the design's probability where the analysis knew it."""
+    if j.get("human_share") is not None:
+        return f"rated by its worker with probability {num(float(j['human_share']), 2)}"
+    return "rated by its worker or not by a seeded random draw fixed when the study was built"
+
+
+def judge_sections(inp: ReportInput) -> list[Section]:
+    """With an LLM judge: each system's mean z (overall and per criterion) from people only, the judge
+    only and both combined (prediction-powered), and the judge's bias per system; nothing without one."""
+    parts = judge_parts(inp, "judge_scores")
+    if parts is None:
+        return []
+    j, scores, fallback, _ = parts
+    section = Section("People and the LLM judge")
+    section.text.append(
+        f"The judge rated all {j.get('conversations', '?')} conversations with real systems on every criterion "
+        f"(the QC bot's are not ranked and were not judged); each conversation was {_share(j)}, "
+        f"{j.get('human_conversations', '?')} of the {j.get('conversations_passed', '?')} conversations of "
+        "workers who passed QC. Per system and criterion (and overall, the mean over criteria): the mean z from "
+        "people only, from the judge only (its ratings standardised as one more worker's; its naive interval "
+        "ignores its bias) and prediction-powered (PPI++), which corrects the judge by its error on the rated "
+        "conversations. λ is the weight the judge got (0: people only); n_effective is how many rated "
+        f"conversations the people-only estimate would need for the same precision. {fallback} of {len(scores)} "
+        "cell(s) fell back to people only (λ = 0).")
+    overall = scores["criterion"] == "overall"
+    section.tables.append(("Overall mean z: people, judge, prediction-powered", scores[overall]))
+    section.tables.append(("Mean z per criterion: people, judge, prediction-powered", scores[~overall]))
+    judge_bias_part(section, inp, "The judge's bias per system: the mean of the judge's z minus the worker's, over "
+                    "the criterion ratings of the rated conversations (positive: the judge favours it).",
+                    "judge ratings were missing from its replies and count as the neutral 50.")
+    return [section]
+
+
+def judge_methods(inp: ReportInput) -> list[str]:
+    """The methods paragraph's sentences on the LLM judge, naming the estimator; none without one."""
+    parts = judge_parts(inp, "judge_scores")
+    if parts is None:
+        return []
+    j, scores, fallback, models = parts
+    return [
+        f"An LLM judge ({models}) rated each of the {j.get('conversations', '?')} finished conversations with a "
+        "real system on every criterion, with the statements the workers saw, after the crowd's work; each "
+        f"conversation with a real system was {_share(j)} (a Bernoulli draw per chat slot, independent of the "
+        "worker), the QC bot's always. The judge's ratings were reversed for negative criteria and standardised "
+        "over all its ratings as if it were one more worker.",
+        f"Scores combine the two by {j.get('estimator', 'PPI++')}: per system and criterion, over the "
+        "conversations of workers who passed QC, the mean z of the rated conversations plus λ̂ times the judge's "
+        "mean on the unrated conversations minus its mean on the rated ones, with λ̂ tuned to minimise the "
+        f"variance and clipped to [0, 1]; the 95 % intervals are {j.get('interval', 'normal')} intervals; "
+        f"{fallback} of {len(scores)} cell(s) had λ̂ = 0 and use the human-only estimate. Workers are kept or dropped "
+        "whole, but the QC test reads only their rated conversations, so among passed workers the rated "
+        "conversations are not exactly a random sample of their conversations (docs/METHODS.md). The judge-only estimates are shown for comparison, not used for inference.",
+    ]
 
 
 def _hit_systems(inp: ReportInput) -> str:
@@ -143,4 +200,4 @@ def methods(inp: ReportInput) -> list[str]:
     if "replication" in t:
         out.append("Self-replication is the Pearson, Spearman and Kendall correlation of system scores between "
                    "two runs, with a Fisher-z 95 % interval for Pearson's r.")
-    return out
+    return out + judge_methods(inp)

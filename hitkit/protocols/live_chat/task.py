@@ -15,7 +15,12 @@ Questions per slot, by name:
   prescribed, recorded as an automatic answer and not asked.
 - ``topic_sentiment``: like / ambivalent / dislike.
 - ``score_<criterion>`` for each configured criterion: an integer 0–100, as the slider gave it.
-- ``feedback`` (free text) when enabled: *optional*. :meth:`TaskType.questions` lists what a worker
+- ``chat_done`` (``yes``) instead of the sliders in a slot the worker is not asked to rate: with an LLM
+  judge (``judge:``) each real system's slot is rated with probability ``judge.human_share``
+  (:func:`hitkit.human_subset.rated`, drawn when the study is built and stored as the payload's
+  ``rated``); the QC bot's slot always is. Such a slot ends with "Next chatbot" alone, and its
+  ratings are refused.
+- ``feedback`` (free text) when enabled: *optional*, in rated slots. :meth:`TaskType.questions` lists what a worker
   must answer, which is what :func:`hitkit.flow.missing_answers` checks before submission, so
   ``feedback`` is not among them; :meth:`LiveChatTask.optional_questions` names it, ``view`` shows it
   under ``optional``, and :meth:`LiveChatTask.validate` accepts it (an empty comment included).
@@ -39,6 +44,7 @@ from sqlalchemy.orm import Session
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.human_subset import MIN_PER_STRATUM, rated
 from hitkit.protocols.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
 from hitkit.validation import answer_text
 
@@ -61,6 +67,14 @@ _SIMULATED_MESSAGES = (
     "I'd like to learn a new language this year.", "Why do you think that is?",
 )
 _INTEGER = re.compile(r"^\s*[0-9]{1,3}\s*$")
+DONE, DONE_VALUE = "chat_done", "yes"
+"""The question that ends a slot the worker is not asked to rate ("Next chatbot"), and its one answer."""
+
+
+def is_rated(unit: Unit) -> bool:
+    """Whether the worker rates the slot's conversation: always without a judge and for the QC bot; with
+    a judge, as drawn when the study was built (the payload's ``rated``)."""
+    return bool(unit.payload.get("rated", True))
 
 
 def conversation_key(assignment_id: int, unit_id: int) -> str:
@@ -120,11 +134,21 @@ class LiveChatTask(TaskType):
         for system, count in per_system.items():
             for n in range(count):
                 payload: dict[str, Any] = {"system": system, "is_control": system == cfg.control, "slot": n}
+                if self.config.judge is not None and system != cfg.control:
+                    payload["rated"] = rated(self.config, f"{system}#{n}")
                 if cfg.icebreaker:
                     # Seeded per slot, so rebuilding the study draws the same prescribed topics.
                     pick = random.Random(f"{self.config.seed}:icebreaker:{system}:{n}")
                     payload["icebreaker"] = pick.choice(cfg.personas[system])
                 units.append(UnitSpec(key=f"{system}#{n}", payload=payload, required_answers=1))
+        if self.config.judge is not None:
+            short = {s: n for s in real if (n := sum(u.payload["rated"] for u in units if u.payload["system"] == s))
+                     < MIN_PER_STRATUM}
+            if short:
+                s = sorted(short)[0]
+                raise ConfigError(f"judge.human_share {self.config.judge.human_share:g} drew {short[s]} of "
+                                  f"{per_system[s]} conversations of {s} for rating; each system needs at least "
+                                  f"{MIN_PER_STRATUM} rated for an interval: raise judge.human_share or the study's size")
         return Material(units=units)
 
     def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
@@ -155,11 +179,12 @@ class LiveChatTask(TaskType):
 
     def questions(self, unit: Unit) -> list[Question]:
         asked = [] if "icebreaker" in unit.payload else [Question("topic")]
-        return asked + [Question("topic_sentiment", SENTIMENTS)] + self.criterion_questions()
+        closing = self.criterion_questions() if is_rated(unit) else [Question(DONE, (DONE_VALUE,))]
+        return asked + [Question("topic_sentiment", SENTIMENTS)] + closing
 
     def optional_questions(self, unit: Unit) -> list[Question]:
         """Questions a worker may answer or leave out (they do not block submission)."""
-        return [Question("feedback")] if self._cfg.feedback else []
+        return [Question("feedback")] if self._cfg.feedback and is_rated(unit) else []
 
     def auto_answers(self, unit: Unit) -> dict[str, str]:
         if "icebreaker" in unit.payload:
@@ -173,6 +198,9 @@ class LiveChatTask(TaskType):
             if len(value) > limit:
                 raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")
             return value
+        if question.startswith(SCORE_PREFIX) and not is_rated(unit):
+            raise AnswerError(f"unit {unit.public_key} is not rated: this conversation ends with 'Next chatbot' "
+                              f"(answer '{DONE}'), without ratings")
         value = super().validate(unit, question, value)
         if question.startswith(SCORE_PREFIX):
             if not _INTEGER.match(value) or int(value) > 100:
@@ -222,7 +250,8 @@ class LiveChatTask(TaskType):
             "min_inputs": self._cfg.min_inputs,
             "sentiments": list(SENTIMENTS),
             "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement}
-                         for c in self._cfg.criteria],
+                         for c in self._cfg.criteria] if is_rated(unit) else [],
+            "rated": is_rated(unit),
             "optional": [q.name for q in self.optional_questions(unit)],
         }
 
@@ -243,6 +272,8 @@ class LiveChatTask(TaskType):
                  worker: str = "") -> dict[str, str]:
         answers = {} if view["topic"] is not None else {"topic": rng.choice(_SIMULATED_TOPICS)}
         answers["topic_sentiment"] = rng.choice(SENTIMENTS)
+        if not view.get("rated", True):
+            return answers | {DONE: DONE_VALUE}
         criteria = self._cfg.criteria
         if profile == "always_tie":
             scores = {c.name: 50 for c in criteria}

@@ -39,6 +39,9 @@ Response B:
 
 Which response is better: more helpful, relevant, correct and fluent? Answer with one word: A, B or tie."""
 
+MAX_TOKENS = 16
+"""The reply's default length limit (``judge.options.max_tokens`` overrides): the label is its first word."""
+
 ORDERS = ("ab", "ba")
 NEUTRAL = "tie"
 """The label of a reply that names none."""
