@@ -74,9 +74,9 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
             units = sum(len(h.units) for h in hits)
             session.rollback()
         if config.judge is not None:  # here, while the placeholder material still exists
-            from hitkit.judging import requests_for
+            from hitkit.judging import judges_after, requests_for
 
-            judge_labels = len(requests_for(config))
+            judge_labels = None if judges_after(config) else len(requests_for(config))
         from hitkit.db.session import get_engine
 
         get_engine(url).dispose()
@@ -84,15 +84,13 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
     lines.append(f"Material checked: {units} units packed into {estimate.hits} HITs ({shape}), "
                  f"{estimate.assignments} assignments at {config.hit.reward} {config.provider.currency} each.")
     if config.judge is not None:
-        from hitkit.judging import judges_after, requests_for
-
-        if judges_after(config):
+        if judge_labels is None:
             lines.append(f"Judge: {config.judge.model} at {config.judge.url} rates every finished conversation "
                          f"once the crowd is done (`hitkit judge` before then); the worker rates each of its "
                          f"conversations with probability {config.judge.human_share:g} (drawn per slot, seed "
                          f"{config.seed}), the QC bot's always.")
         else:
-            lines.append(f"Judge: {len(requests_for(config))} labels (every comparison, each way it is shown) from "
+            lines.append(f"Judge: {judge_labels} labels (every item of the material, each way it is asked) from "
                          f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
                          f"units above, a uniformly random share (seed {config.seed}).")
     lines.append(f"Cost: {estimate.describe()}.")
