@@ -2,7 +2,7 @@
 
 Reads ``votes.csv`` (and ``assignments.csv`` when present) from one folder (METHODS §4) and returns
 an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1), and, when the
-folder holds ``judge.csv`` (a study with an LLM judge), ``judge_win_rates`` and ``judge_bias``
+folder holds ``judge.csv`` (a study with an LLM judge), ``judge_win_rates``, ``judge_bias`` and ``judge_strengths``
 (:mod:`hitkit.protocols.pairwise.judge`):
 
 - ``pairs``: system_a, system_b, wins_a, wins_b, ties, gain, p_value, p_adjusted, correction,
@@ -192,13 +192,14 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
 
 
 def add_judge(result: AnalysisResult, votes: pd.DataFrame, judge: pd.DataFrame) -> None:
-    """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``), its summary (``judge``) and its
+    """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``, ``judge_strengths``), its summary (``judge``) and its
     warnings to ``result`` (:func:`~hitkit.protocols.pairwise.judge.analysis_tables`)."""
     tables, summary, lines = analysis_tables(votes, judge)
     result.tables.update(tables)
     result.summary["judge"] = summary
     result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
     result.figures["judge_win_rates"] = png(lambda: figures.judge_win_rates(tables["judge_win_rates"]))
+    result.figures["judge_strengths"] = png(lambda: figures.judge_strengths(tables["judge_strengths"]))
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

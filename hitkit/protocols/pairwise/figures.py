@@ -30,12 +30,25 @@ def agreement(workers: pd.DataFrame) -> bytes:
     return plots.agreement_histogram(workers)
 
 
+def _people_judge_ppi(labels: list[str], table: pd.DataFrame, *, xlabel: str, title: str,
+                      reference: float) -> bytes:
+    """A judge table's three estimates per row (people only, judge only, prediction-powered)."""
+    return plots.compared_intervals(
+        labels, [(name, table[col], table[f"{col}_low"], table[f"{col}_high"])
+                 for name, col in (("people only", "human"), ("judge only", "judge"),
+                                   ("prediction-powered", "ppi"))],
+        xlabel=xlabel, title=title, reference=reference)
+
+
 def judge_win_rates(table: pd.DataFrame) -> bytes:
     """Each pair's win rate human-only, judge-only and prediction-powered, with their intervals."""
-    return plots.compared_intervals(
-        [f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])],
-        [("people only", table["human"], table["human_low"], table["human_high"]),
-         ("judge only", table["judge"], table["judge_low"], table["judge_high"]),
-         ("prediction-powered", table["ppi"], table["ppi_low"], table["ppi_high"])],
-        xlabel="win rate of the first system (ties count ½)", title="Win rates with 95 % intervals",
-        reference=0.5)
+    return _people_judge_ppi([f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])], table,
+                             xlabel="win rate of the first system (ties count ½)",
+                             title="Win rates with 95 % intervals", reference=0.5)
+
+
+def judge_strengths(table: pd.DataFrame) -> bytes:
+    """Each system's Bradley–Terry strength human-only, judge-only and prediction-powered, with
+    their intervals, in the table's order (best prediction-powered strength first)."""
+    return _people_judge_ppi(list(table["system"]), table, xlabel="Bradley–Terry score (log-strength, mean 0)",
+                             title="Strengths with 95 % intervals", reference=0.0)
