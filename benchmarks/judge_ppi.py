@@ -32,13 +32,25 @@ human-only one with the sample variance and the PPI one with the jackknife varia
 re-estimates λ (``hitkit.analysis.ppi``); the output also gives the coverage of the plug-in normal
 intervals ppi-python computes, for comparison.
 
+Bradley–Terry strengths (:mod:`hitkit.analysis.ppi_bradley_terry`), on the first ``--bt-reps``
+replications (500 by default; the fits draw no random numbers, so the win-rate figures do not
+change with it): the true strengths are ``STRENGTHS`` centred to mean 0.
+
+- ``bt_coverage_ppi``: share of prediction-powered strength intervals (jackknife t) containing the
+  true strength, pooled over the four systems; the plug-in sandwich's is printed beside it.
+- ``bt_coverage_judge``: the naive judge-only interval on the verbose system's strength.
+- ``bt_width_ratio``: mean PPI width / mean human-only width.
+
+These have no bar (the issue set none); ``tests/test_ppi_bradley_terry.py`` asserts coverage ≥ 0.9.
+
 Bars (from the issue): coverage_ppi ≥ 0.94 (pooled over the pairs; the smallest pair is
 printed, with a note where it is below), coverage_judge < 0.50, width_ratio ≤ 0.80,
 width_ratio_useless ≤ 1.05. A sensitivity line also gives the width ratio for a judge whose two
 calls always agree (a deterministic judge: averaging the orders then gains nothing); it has no bar.
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/judge_ppi.py [--reps N] [--seed S]``. Last
-line: ``RESULT coverage_ppi=… coverage_judge=… width_ratio=… width_ratio_useless=…``.
+line: ``RESULT coverage_ppi=… coverage_judge=… width_ratio=… width_ratio_useless=… bt_coverage_ppi=…
+bt_coverage_judge=… bt_width_ratio=…``.
 """
 from __future__ import annotations
 
@@ -50,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from hitkit.analysis.ppi import judge_bias, order_averaged, win_rates
+from hitkit.analysis.ppi_bradley_terry import strengths
 
 STRENGTHS = {"s0": 0.6, "s1": 0.2, "s2": -0.2, "s3": -0.6}
 VERBOSE = "s1"
@@ -65,6 +78,7 @@ PAIR_A = np.array([a for a, _ in PAIRS])
 PAIR_B = np.array([b for _, b in PAIRS])
 TRUTH = np.array([1 / (1 + np.exp(STRENGTHS[b] - STRENGTHS[a])) for a, b in PAIRS])
 LEAN = np.array([1.0 if a == VERBOSE else -1.0 if b == VERBOSE else 0.0 for a, b in PAIRS])
+BT_TRUTH = np.array([STRENGTHS[s] for s in NAMES]) - np.mean(list(STRENGTHS.values()))
 
 
 def judge_call(rng: np.random.Generator, pair: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -96,6 +110,7 @@ def replication(rng: np.random.Generator) -> dict[str, pd.DataFrame]:
                               "human": human, "judge": f})
         out[name] = win_rates(items)
         if name == "good":
+            out["items"] = items
             out["bias"] = judge_bias(items)
             out["normal"] = win_rates(items, small_sample=False)
     return out
@@ -111,14 +126,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=1000, help="replications (default 1000)")
     parser.add_argument("--seed", type=int, default=2023, help="seed (default 2023)")
+    parser.add_argument("--bt-reps", type=int, default=500,
+                        help="replications that also fit the Bradley–Terry strengths (default 500)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     hits = {k: [] for k in ("ppi", "human", "judge", "ppi_useless", "ppi_normal", "human_normal")}
     widths = {k: [] for k in ("ppi", "human", "ppi_useless", "ppi_deterministic")}
     lam, n_eff, n_human, fallback_useless, bias = [], [], [], [], []
-    for _ in range(args.reps):
+    bt = {k: [] for k in ("ppi", "human", "judge", "sandwich", "w_ppi", "w_human", "lam")}
+    bt_seconds = 0.0
+    for r in range(args.reps):
         rep = replication(rng)
+        if r < args.bt_reps:  # no random draws: the win-rate figures are the same with or without
+            tick = time.perf_counter()
+            table = strengths(rep["items"]).set_index("system").loc[NAMES]
+            plug_in = strengths(rep["items"], small_sample=False).set_index("system").loc[NAMES]
+            bt_seconds += time.perf_counter() - tick
+            for key, t, col in (("ppi", table, "ppi"), ("human", table, "human"), ("judge", table, "judge"),
+                                ("sandwich", plug_in, "ppi")):
+                bt[key].append(((t[f"{col}_low"] <= BT_TRUTH) & (BT_TRUTH <= t[f"{col}_high"])).to_numpy())
+            bt["w_ppi"].append((table["ppi_high"] - table["ppi_low"]).mean())
+            bt["w_human"].append((table["human_high"] - table["human_low"]).mean())
+            bt["lam"].append(table["lam"].iloc[0])
         good, useless = rep["good"], rep["useless"]
         assert list(zip(good["system_a"], good["system_b"])) == PAIRS
         hits["ppi"].append(covers(good, "ppi"))
@@ -181,6 +211,19 @@ def main() -> int:
     result = {"coverage_ppi": hits["ppi"].mean(),
               "coverage_judge": hits["judge"][:, verbose_pairs].mean(),
               "width_ratio": ratio("ppi"), "width_ratio_useless": ratio("ppi_useless")}
+    if bt["ppi"]:
+        covered = {k: np.array(bt[k]) for k in ("ppi", "human", "judge", "sandwich")}
+        verbose = NAMES.index(VERBOSE)
+        print(f"Bradley–Terry strengths ({len(bt['ppi'])} replications × {len(NAMES)} systems, "
+              f"{bt_seconds:.0f} s): PPI jackknife t coverage {covered['ppi'].mean():.3f} (per system "
+              + ", ".join(f"{s} {v:.3f}" for s, v in zip(NAMES, covered["ppi"].mean(axis=0)))
+              + f"), plug-in sandwich {covered['sandwich'].mean():.3f}, human-only "
+              f"{covered['human'].mean():.3f}; judge-only {covered['judge'][:, verbose].mean():.3f} on "
+              f"{VERBOSE}, {np.delete(covered['judge'], verbose, axis=1).mean():.3f} on the others; "
+              f"mean lambda {np.mean(bt['lam']):.3f} (no bar)")
+        result.update({"bt_coverage_ppi": covered["ppi"].mean(),
+                       "bt_coverage_judge": covered["judge"][:, verbose].mean(),
+                       "bt_width_ratio": np.mean(bt["w_ppi"]) / np.mean(bt["w_human"])})
     failed = [k for k, (op, bar) in BARS.items()
               if not {">=": result[k] >= bar, "<": result[k] < bar, "<=": result[k] <= bar}[op]]
     for k in failed:

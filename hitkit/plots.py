@@ -383,12 +383,19 @@ def p_column(table: pd.DataFrame) -> str:
     return "p_adjusted" if "p_adjusted" in table.columns else "p_value"
 
 
+def people_judge_ppi(labels: Sequence[str], table: pd.DataFrame, *, xlabel: str, title: str,
+                     reference: float) -> bytes:
+    """A judge table's three estimates per row (columns ``human``, ``judge``, ``ppi`` and their
+    ``_low``/``_high``): people only, judge only and prediction-powered, with their intervals."""
+    return compared_intervals(
+        list(labels), [(name, table[col], table[f"{col}_low"], table[f"{col}_high"])
+                       for name, col in (("people only", "human"), ("judge only", "judge"),
+                                         ("prediction-powered", "ppi"))],
+        xlabel=xlabel, title=title, reference=reference)
+
+
 def judge_win_rates(table: pd.DataFrame, xlabel: str) -> bytes:
     """A judged study's ``judge_win_rates``: each pair's win rate human-only, judge-only and
     prediction-powered, with their intervals (``xlabel`` says how ties count)."""
-    return compared_intervals(
-        [f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])],
-        [("people only", table["human"], table["human_low"], table["human_high"]),
-         ("judge only", table["judge"], table["judge_low"], table["judge_high"]),
-         ("prediction-powered", table["ppi"], table["ppi_low"], table["ppi_high"])],
-        xlabel=xlabel, title="Win rates with 95 % intervals", reference=0.5)
+    return people_judge_ppi([f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])], table,
+                            xlabel=xlabel, title="Win rates with 95 % intervals", reference=0.5)

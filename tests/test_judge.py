@@ -167,6 +167,9 @@ def test_a_judged_study_labels_every_comparison_in_both_orders_and_reports_predi
     # The judge's pet system is the one it is most biased toward, far more than people are.
     bias = pd.read_csv(out / "analysis" / "judge_bias.csv").set_index("system")["bias"]
     assert bias.idxmax() == FAVOURED and bias[FAVOURED] > 0.1 > bias.drop(FAVOURED).max()
+    strengths = pd.read_csv(out / "analysis" / "judge_strengths.csv")
+    assert sorted(strengths["system"]) == ["alpha", "beta", "gamma"] and strengths["lam"].between(0, 1).all()
+    assert (strengths["n_human"] == 18).all() and (strengths["n_judge"] == 60).all()
     summary = json.loads((out / "analysis" / "summary.json").read_text())
     assert summary["judge"]["items"] == UNITS and summary["judge"]["human_items"] == 27
     assert any(line.startswith("Judge: 180 labels planned") for line in lines)
@@ -176,6 +179,7 @@ def test_a_judged_study_labels_every_comparison_in_both_orders_and_reports_predi
     files = report(out, tmp_path / "report")
     html = files.html.read_text()
     assert "People and the LLM judge" in html and "judge_win_rates" in " ".join(p.name for p in files.figures)
+    assert "Strengths: people, judge, prediction-powered" in html and "Bradley–Terry strengths combine" in files.methods
     assert "PPI++" in files.methods and "Angelopoulos" in files.methods and "jackknife t" in files.methods
 
 

@@ -2,7 +2,7 @@
 
 Reads ``votes.csv`` (and ``assignments.csv`` when present) from one folder (METHODS §4) and returns
 an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1), and, when the
-folder holds ``judge.csv`` (a study with an LLM judge), ``judge_win_rates`` and ``judge_bias``
+folder holds ``judge.csv`` (a study with an LLM judge), ``judge_win_rates``, ``judge_bias`` and ``judge_strengths``
 (:mod:`hitkit.protocols.pairwise.judge`):
 
 - ``pairs``: system_a, system_b, wins_a, wins_b, ties, gain, p_value, p_adjusted, correction,
@@ -193,9 +193,11 @@ def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
 
 
 def add_judge(result: AnalysisResult, votes: pd.DataFrame, judge: pd.DataFrame) -> None:
-    """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``), its summary (``judge``) and its
+    """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``, ``judge_strengths``), its summary (``judge``) and its
     warnings to ``result`` (:func:`~hitkit.protocols.pairwise.judge.analysis_tables`)."""
     base.add_judge(result, analysis_tables(votes, judge), figures.judge_win_rates)
+    if "judge_strengths" in result.tables:
+        result.figures["judge_strengths"] = png(lambda: figures.judge_strengths(result.tables["judge_strengths"]))
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

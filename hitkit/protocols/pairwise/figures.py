@@ -33,3 +33,10 @@ def agreement(workers: pd.DataFrame) -> bytes:
 def judge_win_rates(table: pd.DataFrame) -> bytes:
     """Each pair's win rate human-only, judge-only and prediction-powered, with their intervals."""
     return plots.judge_win_rates(table, "win rate of the first system (ties count ½)")
+
+
+def judge_strengths(table: pd.DataFrame) -> bytes:
+    """Each system's Bradley–Terry strength human-only, judge-only and prediction-powered, with
+    their intervals, in the table's order (best prediction-powered strength first)."""
+    return plots.people_judge_ppi(list(table["system"]), table, xlabel="Bradley–Terry score (log-strength, mean 0)",
+                                  title="Strengths with 95 % intervals", reference=0.0)

@@ -113,7 +113,8 @@ def read_judge(path) -> pd.DataFrame:
 
 def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
     """One row per judged item (prompt and pair): system_a, system_b (by name), the human score for
-    system_a (the mean of its votes; NaN where nobody voted) and the judge's order-averaged score.
+    system_a (the mean of its votes; NaN where nobody voted), the judge's order-averaged score and
+    ``votes``, the number of votes behind the human score (0 where nobody voted).
 
     An item's key is (study, item_id, pair) when both tables have a study column."""
     from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
@@ -131,11 +132,13 @@ def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
         c = canonical(votes, *keys)
         c["human"] = pd.Series(c["outcome"]).map({FIRST: 1.0, TIE: 0.5}).fillna(0.0).to_numpy()
         human = (c.rename(columns={"first": "system_a", "second": "system_b"})
-                 .groupby(keys + ["system_a", "system_b"], as_index=False)["human"].mean())
+                 .groupby(keys + ["system_a", "system_b"], as_index=False)
+                 .agg(human=("human", "mean"), votes=("human", "size")))
         judged = judged.merge(human, on=keys + ["system_a", "system_b"], how="left")
+        judged["votes"] = judged["votes"].fillna(0).astype(int)
     else:
-        judged["human"] = float("nan")
-    return judged[keys + ["system_a", "system_b", "human", "judge"]]
+        judged["human"], judged["votes"] = float("nan"), 0
+    return judged[keys + ["system_a", "system_b", "human", "judge", "votes"]]
 
 
 def analysis_tables(votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 0.95
@@ -145,13 +148,21 @@ def analysis_tables(votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 
     ``judge_win_rates``: per pair, the win rate of system_a over system_b human-only, judge-only and
     prediction-powered (PPI++ with tuned λ) with their intervals, λ, the effective human sample size
     and the fallback flag (:func:`hitkit.analysis.ppi.win_rates`); ``judge_bias``: the judge's bias
-    per system on the items people voted on (:func:`hitkit.analysis.ppi.judge_bias`).
+    per system on the items people voted on (:func:`hitkit.analysis.ppi.judge_bias`);
+    ``judge_strengths``: per system, the Bradley–Terry strength the ranking reports, human-only,
+    judge-only and prediction-powered (:func:`hitkit.analysis.ppi_bradley_terry.strengths`), with
+    the ranking's prior of one virtual tied game per pair counted in votes (1 / votes per voted
+    item, in items), so that the human-only column is the ranking's fit whenever every voted item
+    has the same number of votes.
     """
-    from hitkit.analysis import ppi
+    from hitkit.analysis import ppi, ppi_bradley_terry
 
     per_item = items(votes, judge)
     table = ppi.win_rates(per_item, level=level)
     bias = ppi.judge_bias(per_item, level=level)
+    voted = per_item["votes"] > 0
+    prior = float(voted.sum() / per_item.loc[voted, "votes"].sum()) if voted.any() else 1.0
+    strengths = ppi_bradley_terry.strengths(per_item, level=level, prior=prior)
     unmatched = 0
     if len(votes):
         voted = {(str(i), *sorted((a, b))) for i, a, b in votes[["item_id", "system_a", "system_b"]].itertuples(index=False)}
@@ -167,5 +178,7 @@ def analysis_tables(votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 
         "human_items": int(per_item["human"].notna().sum()), "level": level,
         "estimator": ppi.REFERENCE, "interval": "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)",
         "fallback_pairs": fallback,
+        "strengths_estimator": ppi_bradley_terry.REFERENCE, "strengths_interval": ppi_bradley_terry.INTERVAL,
+        "strengths_lam": float(strengths["lam"].iloc[0]), "strengths_prior": prior,
     }
-    return {"judge_win_rates": table, "judge_bias": bias}, summary, lines
+    return {"judge_win_rates": table, "judge_bias": bias, "judge_strengths": strengths}, summary, lines

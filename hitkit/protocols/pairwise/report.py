@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from hitkit.protocols.pairwise import figures
-from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, interval_method, judge_facts, judge_section,
-                                 num)
+from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, flags, interval_method, judge_facts,
+                                 judge_section, num)
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -44,10 +44,11 @@ def sections(inp: ReportInput) -> list[Section]:
 
 
 def judge_sections(inp: ReportInput) -> list[Section]:
-    """With an LLM judge: each pair's win rate from people only, the judge only and both combined
-    (prediction-powered), and the judge's bias per system; nothing without one."""
+    """With an LLM judge: each pair's win rate and each system's Bradley–Terry strength from people
+    only, the judge only and both combined (prediction-powered), and the judge's bias per system;
+    nothing without one."""
     j = inp.summary.get("judge") or {}
-    return judge_section(
+    sections = judge_section(
         inp, f"The judge labelled all {j.get('items', '?')} items (each pair of responses in both display orders, "
         f"averaged); people voted on a uniformly random {j.get('human_items', '?')} of them. Per pair: the win "
         "rate of the first system (ties ½) from people only, from the judge only (its naive interval ignores its "
@@ -56,6 +57,22 @@ def judge_sections(inp: ReportInput) -> list[Section]:
         "people-only estimate would need for the same precision.",
         "The judge's bias per system: the mean of the judge's score for the system minus the people's, over the "
         "items people voted on (positive: the judge favours it).", "ties", figures.judge_win_rates)
+    strengths = inp.tables.get("judge_strengths")
+    if sections and strengths is not None and len(strengths):
+        lam = strengths["lam"].iloc[0]
+        section = sections[0]
+        section.text.append(
+            "The Bradley–Terry strengths the ranking reports, from people only, the judge only and "
+            f"prediction-powered (PPI++ for the Bradley–Terry likelihood, one λ for all systems: {num(lam)}"
+            f"{', so people only' if flags(strengths['fallback'])[0] else ''}); n_effective is per system. "
+            "Items count equally here, so the people-only column can differ slightly from the ranking's where "
+            "items have different numbers of votes, and its interval is the jackknife over items, not the "
+            "ranking's bootstrap of workers.")
+        section.figures.append(ReportFigure(
+            "judge_strengths", "Bradley–Terry strength of each system: people only, judge only and "
+            "prediction-powered, with 95 % intervals.", figures.judge_strengths(strengths)))
+        section.tables.append(("Strengths: people, judge, prediction-powered", strengths))
+    return sections
 
 
 def judge_methods(inp: ReportInput) -> list[str]:
@@ -74,6 +91,22 @@ def judge_methods(inp: ReportInput) -> list[str]:
         "tuned to minimise the variance and clipped to [0, 1]; the 95 % intervals are "
         f"{j.get('interval', 'normal')} intervals; {fallback} had λ̂ = 0 and use the "
         "human-only estimate. The judge-only estimates are shown for comparison, not used for inference.",
+    ] + _strength_methods(inp, j)
+
+
+def _strength_methods(inp: ReportInput, j: dict) -> list[str]:
+    """The methods sentence on prediction-powered Bradley–Terry strengths; none without the table."""
+    strengths = inp.tables.get("judge_strengths")
+    if strengths is None or not len(strengths):
+        return []
+    lam = strengths["lam"].iloc[0]
+    return [
+        f"Bradley–Terry strengths combine the two by {j.get('strengths_estimator', 'PPI++ for M-estimation')}: "
+        "the human votes' Bradley–Terry loss plus λ̂ times the judge's loss on the items without votes minus "
+        "its loss on the items with votes, with the ranking's prior of one virtual tied game per pair and "
+        "strengths centred to mean 0, λ̂ tuned to minimise the trace of the sandwich covariance and clipped to "
+        f"[0, 1] (λ̂ = {num(lam)}{', the human-only fit' if lam == 0 else ''}); the 95 % intervals use the "
+        f"{j.get('strengths_interval', 'sandwich variance')}.",
     ]
 
 
