@@ -81,7 +81,8 @@ def judge_client(config: StudyConfig) -> Ask:
     o = j.options
     client = BotClient(BotConfig(
         name="judge", url=j.url, model=j.model, system_prompt=j.system_prompt, temperature=o.temperature,
-        max_tokens=o.max_tokens if o.max_tokens is not None else judge_module(config).MAX_TOKENS, timeout_s=o.timeout_s, retries=o.retries, backoff_s=o.backoff_s,
+        max_tokens=o.max_tokens if o.max_tokens is not None else judge_module(config).MAX_TOKENS,
+        timeout_s=o.timeout_s, retries=o.retries, backoff_s=o.backoff_s,
         max_concurrency=o.concurrency, api_key_env=o.api_key_env,
         context_tokens=1_000_000))  # a judge prompt is sent whole, never trimmed
     return lambda prompt: client.reply([{"role": "user", "content": prompt}])

@@ -333,7 +333,8 @@ class JudgeOptions(Model):
 
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: the same item gets the same label")
     max_tokens: Optional[int] = Field(None, ge=1, le=4096, description=(
-        "longest reply; default: the protocol's (pairwise 16: the label is its first word; live chat 256: "
+        "longest reply; default: the protocol's (pairwise 16: the label is its first word; Spot The Bot 32: "
+        "a label per speaker; live chat 256: "
         "a line per criterion)"))
     timeout_s: float = Field(60.0, gt=0, description="how long one attempt may take")
     retries: int = Field(2, ge=0, le=10, description="further attempts within one run (failures are also "

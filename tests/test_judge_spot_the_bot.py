@@ -56,8 +56,11 @@ class ScriptedJudge(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
+    def reply_to(self, body: dict) -> tuple[int, str]:
+        """(HTTP status, reply text) for one chat-completions request: :class:`tests.test_judge._JudgeHandler`'s protocol."""
+        return self.answer(body["messages"][-1]["content"])
+
     def answer(self, prompt: str) -> tuple[int, str]:
-        """(HTTP status, reply text): the protocol of :class:`tests.test_judge._JudgeHandler`."""
         with self.lock:
             self.prompts.append(prompt)
         rng = random.Random(hashlib.sha256(prompt.encode()).hexdigest())

@@ -42,6 +42,9 @@ Each speaker is either a person or a chatbot; both may be people, or both chatbo
 For each speaker, decide whether it is a human or a bot; answer unsure only if you cannot tell. \
 Answer in exactly this form: Speaker A: human, bot or unsure. Speaker B: human, bot or unsure."""
 
+MAX_TOKENS = 32
+"""Default ``judge.options.max_tokens``: a label for each of two speakers (``Speaker A: bot, Speaker B: human``)."""
+
 NEUTRAL = "unsure,unsure"
 """The label of a reply that names none."""
 
