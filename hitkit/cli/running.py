@@ -307,24 +307,30 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
 @click.option("--shares", default=None, help="With judge: the crowd's shares to plan, comma-separated, e.g. "
               "0.1,0.2,0.5 [default: 0.05 to 1 and the study's own].")
 @click.option("--judge-agreement", type=float, default=None,
-              help="With judge: the assumed chance that the judge names the crowd's majority winner of an item "
-                   "(0.5 = a coin, 1 = always) [default: 0.7].")
+              help="With judge (pairwise, Spot The Bot): the assumed chance that the judge names the crowd's majority "
+                   "winner of an item (pairwise; 0.5 = a coin) or the crowd's most frequent label of a speaker (Spot "
+                   "The Bot; 1/3 = a die) [default: 0.7].")
+@click.option("--judge-correlation", type=float, default=None,
+              help="With judge (live chat): the assumed correlation of the judge's rating with the worker's z rating "
+                   "(0 = useless, 1 = the worker's) [default: 0.5].")
 @click.option("--judge-bias", "judge_bias", multiple=True, metavar="SYSTEM=B",
-              help="With judge: the judge's assumed win rate for SYSTEM is B higher than the crowd's (repeatable).")
+              help="With judge: the judge's assumed bias for SYSTEM (repeatable): its win rate B higher than the "
+                   "crowd's (pairwise), its speakers labelled human B more often (Spot The Bot), its mean z B higher "
+                   "(live chat).")
 @click.option("--pilot", type=click.Path(path_type=Path), default=None,
-              help="With judge: a previous export (votes.csv and judge.csv) to measure the judge's agreement "
-                   "and bias on, instead of assuming them.")
+              help="With judge: a previous export (judge.csv with votes.csv, annotations.csv or ratings.csv) to "
+                   "measure the judge's agreement (correlation) and bias on, instead of assuming them.")
 @click.option("--width", type=float, default=None,
-              help="With judge: the target mean half-width of the win rates' 95 % intervals, instead of the "
-                   "decisions' 80 % power.")
+              help="With judge: the target mean half-width of the win rates' 95 % intervals (live chat: of the "
+                   "systems' mean z), instead of the decisions' 80 % power.")
 def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | None, confirm_run: bool,
-         as_json: bool, shares: str | None, judge_agreement: float | None, judge_bias: tuple[str, ...],
-         pilot: Path | None, width: float | None) -> None:
+         as_json: bool, shares: str | None, judge_agreement: float | None, judge_correlation: float | None,
+         judge_bias: tuple[str, ...], pilot: Path | None, width: float | None) -> None:
     """Before paying anyone: power and cost of the study's decisions over a grid of sizes, from simulated
     studies of the simulated crowd with simulated.quality as the effect sizes (no HTTP). Writes
-    OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size checks them. A pairwise
-    study with judge: is planned over the crowd's share of the items instead (--shares, --judge-agreement,
-    --judge-bias, --pilot, --width)."""
+    OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size checks them. A study with
+    judge: (pairwise, Spot The Bot, live chat) is planned over the crowd's share of the items instead (--shares,
+    --judge-agreement or --judge-correlation, --judge-bias, --pilot, --width)."""
     from hitkit.config import load_study
     from hitkit.planning import confirm, confirm_text
     from hitkit.planning import plan as make_plan
@@ -332,14 +338,15 @@ def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | Non
     from hitkit.progress import showing_progress
 
     config = load_study(study_file)
-    judged = {"--shares": shares, "--judge-agreement": judge_agreement, "--judge-bias": judge_bias or None,
+    judged = {"--shares": shares, "--judge-agreement": judge_agreement, "--judge-correlation": judge_correlation,
+              "--judge-bias": judge_bias or None,
               "--pilot": pilot, "--width": width}
     if config.judge is not None:
         if sizes:
             raise HitkitError(f"{study_file} has an LLM judge (judge:): plan sizes the crowd's share of the items, "
                               f"votes per prompt stay the study's; give --shares (e.g. 0.1,0.2,0.5), not --sizes")
         _plan_share(config, study_file, replicates, confirm_run, as_json, shares, judge_agreement, judge_bias,
-                    pilot, width)
+                    pilot, width, judge_correlation)
         return
     given = [name for name, value in judged.items() if value is not None]
     if given:
@@ -393,30 +400,17 @@ def _numbers(option: str, text: str, example: str) -> list[float]:
 
 def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: bool, as_json: bool,
                 shares: str | None, agreement: float | None, bias: tuple[str, ...], pilot: Path | None,
-                width: float | None) -> None:
-    """``hitkit plan`` for a study with an LLM judge: the crowd's share (hitkit.protocols.pairwise.judge_plan)."""
+                width: float | None, correlation: float | None = None) -> None:
+    """``hitkit plan`` for a study with an LLM judge: the crowd's share (the protocol's ``judge_plan``:
+    pairwise, Spot The Bot, live chat; the shared parts in hitkit.judge_planning)."""
+    from hitkit import judge_planning
     from hitkit.planning import confirm_text
     from hitkit.progress import showing_progress
-    from hitkit.protocols.pairwise import judge_model, judge_plan
 
-    if config.task != "pairwise":
-        raise HitkitError(f"hitkit plan sizes the crowd's share for pairwise studies with judge: only, not {config.task}")
-    systems = [s.name for s in config.systems]
-    if pilot is not None:
-        if agreement is not None or bias:
-            raise HitkitError("--pilot measures the judge's agreement and bias: give it, or --judge-agreement and "
-                              "--judge-bias, not both")
-        judge = judge_model.from_pilot(pilot, systems)
-    else:
-        leans = {}
-        for item in bias:
-            name, _, value = item.partition("=")
-            try:
-                leans[name.strip()] = float(value)
-            except ValueError:
-                raise HitkitError(f"--judge-bias {item!r}: give SYSTEM=B, B the judge's win rate minus the crowd's, "
-                                  f"e.g. {systems[0]}=0.05") from None
-        judge = judge_model.assumed(judge_model.DEFAULT_AGREEMENT if agreement is None else agreement, leans, systems)
+    judge_plan, judge = _share_judge(config, agreement, correlation, bias, pilot)
+    if confirm_run and config.task != "pairwise":
+        raise HitkitError(f"--confirm: a confirming run of the crowd's share is there for pairwise studies only; for "
+                          f"this {config.task} study, launch it at the recommended share (judge.human_share) instead")
     grid = _numbers("--shares", shares, "0.1,0.2,0.5") if shares else None
     with showing_progress(not as_json and on_terminal()):
         result = judge_plan.plan(config, judge, replicates=replicates, shares=grid, width=width)
@@ -440,12 +434,59 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
         click.echo(json.dumps({
             "unit": result.unit, "decisions": result.decisions, "target": result.target,
             "recommended": result.recommended, "people_only": result.people_only, "own_share": result.own_share,
-            "judge": {"agreement": result.judge.agreement, "source": result.judge.source,
-                      "lean": {f"{a} vs {b}": x for (a, b), x in result.judge.lean.items()}},
-            "estimator": judge_plan.ESTIMATOR, "formula": judge_plan.FORMULA,
+            "judge": result.judge.as_json() if hasattr(result.judge, "as_json") else {
+                "agreement": result.judge.agreement, "source": result.judge.source,
+                "lean": {f"{a} vs {b}": x for (a, b), x in result.judge.lean.items()}},
+            "estimator": judge_plan.ESTIMATOR, "formula": judge_planning.FORMULA,
             "table": json.loads(result.table.to_json(orient="records")), "file": str(out / "plan.csv"),
             "confirm": None if confirmation is None else {
                 "share": confirmation.size, "hits": confirmation.hits, "assignments": confirmation.assignments,
                 "workers": confirmation.workers, "folder": str(confirmation.folder),
                 "database": confirmation.database, "provider": "simulated", "study_provider": confirmation.provider,
                 "outcome": confirmation.outcome, "seconds": confirmation.seconds}}, indent=2))
+
+
+def _share_judge(config, agreement: float | None, correlation: float | None, bias: tuple[str, ...],
+                 pilot: Path | None):
+    """The study's share-plan module and its simulated judge: measured on ``--pilot``, else assumed from
+    --judge-agreement (pairwise, Spot The Bot) or --judge-correlation (live chat) and --judge-bias."""
+    from hitkit.protocols.live_chat import judge_plan as live_chat
+    from hitkit.protocols.pairwise import judge_model
+    from hitkit.protocols.pairwise import judge_plan as pairwise
+    from hitkit.protocols.spot_the_bot import judge_plan as spot_the_bot
+
+    modules = {"pairwise": pairwise, "spot_the_bot": spot_the_bot, "live_chat": live_chat}
+    if config.task not in modules:
+        raise HitkitError(f"hitkit plan sizes the crowd's share for {', '.join(modules)} studies with judge:, "
+                          f"not {config.task}")
+    module = modules[config.task]
+    rated = config.task == "live_chat"
+    wrong = ("--judge-agreement", agreement) if rated else ("--judge-correlation", correlation)
+    if wrong[1] is not None:
+        right = "--judge-agreement" if rated else "--judge-correlation"
+        raise HitkitError(f"{wrong[0]} is not for {config.task} studies: give {right} (the judge's "
+                          f"{'correlation with the worker' if rated else 'agreement with the crowd'})")
+    systems = [s.name for s in config.systems]
+    if pilot is not None:
+        if agreement is not None or correlation is not None or bias:
+            raise HitkitError("--pilot measures the judge's agreement and bias: give it, or --judge-agreement (or "
+                              "--judge-correlation) and --judge-bias, not both")
+        if config.task == "pairwise":
+            return module, judge_model.from_pilot(pilot, systems)
+        return module, module.from_pilot(pilot, config if rated else systems)
+    leans = {}
+    for item in bias:
+        name, _, value = item.partition("=")
+        try:
+            leans[name.strip()] = float(value)
+        except ValueError:
+            raise HitkitError(f"--judge-bias {item!r}: give SYSTEM=B, B the judge's "
+                              f"{'win rate' if config.task == 'pairwise' else 'bias'} minus the crowd's, "
+                              f"e.g. {systems[0]}=0.05") from None
+    if config.task == "pairwise":
+        return module, judge_model.assumed(judge_model.DEFAULT_AGREEMENT if agreement is None else agreement, leans,
+                                           systems)
+    if rated:
+        return module, module.assumed(module.DEFAULT_CORRELATION if correlation is None else correlation, leans,
+                                      systems)
+    return module, module.assumed(module.DEFAULT_AGREEMENT if agreement is None else agreement, leans, systems)

@@ -56,12 +56,14 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
 
 
 def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
-    """One simulated study's assignments and ratings tables (the export's columns), and each worker's profile."""
+    """One simulated study's assignments and ratings tables (the export's columns), and each worker's profile;
+    the ratings' ``attrs["units"]`` maps each conversation to the unit (chat slot) it was made in."""
     study = simulated_study(config, seed)
-    ratings = []
+    ratings, units = [], {}
     for hit, ids, profile in study.places:
         for slot, key in enumerate(hit.unit_keys):
             payload = study.units[key].payload
+            units[f"{ids['assignment_id']}-{slot}"] = key
             answers = study.task.simulate(profile, {"unit_id": key, "topic": "planned"}, study.rng,
                                           {key: study.quality[payload["system"]]}, ids["worker_id"])
             for c in config.live_chat.criteria:
@@ -70,6 +72,7 @@ def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.Da
                                 "criterion": c.name, "score": float(answers[SCORE_PREFIX + c.name])})
     ratings = pd.DataFrame(ratings, columns=list(RATING_COLUMNS))
     ratings.attrs["duplicates"] = {}
+    ratings.attrs["units"] = units
     return study.assignments, ratings, study.profiles
 
 

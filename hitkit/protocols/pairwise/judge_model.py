@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hitkit import judge_planning
 from hitkit.errors import HitkitError
 
 DEFAULT_AGREEMENT = 0.7
@@ -139,11 +140,10 @@ def from_pilot(directory: str | Path, systems: list[str]) -> SimulatedJudge:
 
 def describe(judge: SimulatedJudge) -> str:
     """The judge as the plan states it: its agreement, its lean and where they came from."""
-    if judge.source == "assumed":
-        head = (f"Simulated judge: ASSUMED agreement {judge.agreement:.0%} with the crowd (--judge-agreement; "
-                f"measure it instead with --pilot EXPORT_DIR)")
-    else:
-        head = (f"Simulated judge: agreement {judge.agreement:.1%} with the crowd {judge.source} "
-                f"({judge.measured_on} judge calls on items with a majority)")
-    leans = ", ".join(f"{a} vs {b} {x:+.3f}" for (a, b), x in sorted(judge.lean.items()))
-    return f"{head}; lean (judge's win rate minus the crowd's): {leans or 'none'}."
+    return judge_planning.judge_line(
+        judge, f"Simulated judge: ASSUMED agreement {judge.agreement:.0%} with the crowd (--judge-agreement; "
+               f"measure it instead with --pilot EXPORT_DIR)",
+        f"Simulated judge: agreement {judge.agreement:.1%} with the crowd {judge.source} "
+        f"({judge.measured_on} judge calls on items with a majority)",
+        "lean (judge's win rate minus the crowd's)",
+        ", ".join(f"{a} vs {b} {x:+.3f}" for (a, b), x in sorted(judge.lean.items())))

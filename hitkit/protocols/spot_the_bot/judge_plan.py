@@ -1,0 +1,227 @@
+"""``hitkit plan`` for a Spot The Bot study with an LLM judge: how large the crowd's share must be.
+
+The judge labels every segment's two speakers; people annotate a uniformly random share of the
+segments within each pair of systems (:func:`hitkit.human_subset.human_subset`), so the plan sizes
+``judge.human_share``. Each simulated study (seeded) draws the crowd's annotations of every segment
+as the plain plan does (:func:`hitkit.protocols.spot_the_bot.plan.simulate_annotations`, on
+placeholder bot–bot material of the study's |S_ij|) and the simulated judge's labels
+(:func:`judge_labels`); then, at each share of the grid, the share is drawn as a launch draws it,
+the other segments' annotations are dropped and the real analysis runs on what is left
+(:func:`hitkit.protocols.spot_the_bot.judge.win_rates`: PPI++ on the win rate WINS / (WINS +
+LOSSES), a ratio of means, :func:`hitkit.analysis.ppi.ppi_ratio`), which gives the people-only
+intervals from the same annotations too. The pairwise-win-rate decisions
+(:data:`hitkit.judge_planning.PAIR_DECISIONS`) are scored against simulated.quality (human-likeness)
+with Bonferroni-corrected intervals, as pairwise's share plan scores them.
+
+**The simulated judge.** Agreement P: the chance that its label of a speaker (human, unsure or bot)
+is the crowd's most frequent label of that speaker on the segment. It copies that label with
+probability (3P − 1)/2 and otherwise draws one of the three at random: P = 1 copies the crowd, P = ⅓
+is a die, useless to prediction-powered inference. Bias per system B: how much more often the judge
+labels the system's speakers human than people do (the analysis' ``judge_bias``); the system's labels
+are moved toward (or away from) human with the chance that makes the difference B. A pilot (:func:`from_pilot`)
+measures both on a previous export's ``annotations.csv`` and ``judge.csv``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hitkit import judge_planning, planning
+from hitkit.config import StudyConfig
+from hitkit.errors import HitkitError
+from hitkit.judge_planning import AssumedJudge, with_share
+from hitkit.protocols import task_for
+from hitkit.protocols.spot_the_bot.annotations import LABELS
+
+DEFAULT_AGREEMENT = 0.7
+"""The judge's agreement with the crowd's label of a speaker that the plan assumes unless told."""
+COIN = 1 / 3
+"""A judge that draws one of the three labels at random agrees with any label a third of the time."""
+REPLICATES = 20
+"""Simulated studies by default: each builds a whole Spot The Bot study's annotations (as the plain plan's 20)."""
+ESTIMATOR = ("PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
+             "hitkit.protocols.spot_the_bot.judge.win_rates as hitkit analyze runs it: the win rate "
+             "WINS / (WINS + LOSSES) as a ratio of means (hitkit.analysis.ppi.ppi_ratio), lambda tuned per pair, "
+             "jackknife t intervals")
+DECISIONS = judge_planning.PAIR_DECISIONS
+SHOWN = (judge_planning.UNIT, "human_annotations", "hits", "cost", "half_width_human", "half_width_ppi",
+         "half_width_formula", "n_human", "n_effective")
+KEYS = ["conversation_id", "segment_exchanges", "entity"]
+
+
+JUDGE = judge_planning.JudgeScale(
+    "agreement", "--judge-agreement", COIN, "1/3", "1/3 is a die over human, unsure and bot, 1 copies the crowd's label",
+    "the chance its label of a speaker is the crowd's most frequent one; 1/3 a die", -1, 1,
+    "judge's share of the system's speakers labelled human minus the crowd's")
+"""The simulated judge's agreement and bias, as told and printed."""
+
+
+def assumed(agreement: float, bias: dict[str, float], systems: list[str]) -> AssumedJudge:
+    """The judge the coordinator assumes: ``agreement`` with the crowd's label, a bias per system."""
+    return judge_planning.assume(JUDGE, agreement, bias, systems)
+
+
+def _modal(annotations: pd.DataFrame) -> pd.Series:
+    """The crowd's most frequent label of each speaker of each annotated segment (ties: the label
+    nearer human), indexed by :data:`KEYS`."""
+    counts = annotations.groupby(KEYS)["label"].value_counts().unstack(fill_value=0)
+    counts = counts.reindex(columns=list(LABELS), fill_value=0)
+    return counts.idxmax(axis=1)
+
+
+def judge_labels(annotations: pd.DataFrame, judge: AssumedJudge, rng: np.random.Generator) -> pd.DataFrame:
+    """The simulated judge's ``judge.csv`` (the columns its analysis reads) for every segment the
+    annotations cover: per speaker the crowd's most frequent label with probability (3P − 1)/2, else
+    one of the three at random; then the labels of each system given a bias B moved toward human or bot
+    until the judge's share of its speakers labelled human exceeds the crowd's by B (other systems keep
+    whatever difference copying and random labels make)."""
+    modal = _modal(annotations)
+    first = annotations.drop_duplicates(KEYS).set_index(KEYS).loc[modal.index]
+    labels = np.array(LABELS, dtype=object)
+    copy = rng.random(len(modal)) < (3 * judge.value - 1) / 2
+    label = np.where(copy, modal.to_numpy(dtype=object), labels[rng.integers(0, 3, len(modal))])
+    system = first["system"].astype(str).to_numpy()
+    crowd = (annotations["label"] == "human").groupby([annotations[k] for k in KEYS]).mean().loc[modal.index].to_numpy()
+    for name, b in judge.bias.items():
+        on = system == name
+        # The shift that makes the judge's share labelled human exceed the crowd's by b on this system's speakers.
+        shift = b - ((label[on] == "human").mean() - crowd[on].mean()) if on.any() else 0.0
+        movable = (label[on] != "human") if shift > 0 else (label[on] == "human")
+        if not shift or not movable.any():
+            continue
+        chance = min(1.0, abs(shift) / movable.mean())
+        moved = movable & (rng.random(on.sum()) < chance)
+        label[np.flatnonzero(on)[moved]] = "human" if shift > 0 else "bot"
+    out = modal.index.to_frame(index=False)
+    return out.assign(study=first["study"].to_numpy(), system=system, label=label)
+
+
+def _base(config: StudyConfig) -> StudyConfig:
+    """The study on placeholder bot–bot material of its own |S_ij| (as the plain plan and a dry run build it)."""
+    from hitkit.protocols.spot_the_bot import plan
+
+    return plan.with_size(config, plan.size_of(config))
+
+
+def share_of(config: StudyConfig, units) -> float:
+    return config.judge.human_share if config.judge.human_share is not None else config.judge.human_items / len(units)
+
+
+def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: AssumedJudge) -> dict[float, dict]:
+    """One simulated study analysed at every share: per share the mean half-widths (people only, PPI and
+    the formula's), n_effective, λ, the human segments per pair and each analysis' decisions."""
+    from hitkit.human_subset import human_subset
+    from hitkit.protocols.spot_the_bot.judge import items, win_rates
+    from hitkit.protocols.spot_the_bot.plan import simulate_annotations
+
+    annotations = simulate_annotations(base.model_copy(update={"judge": None}), seed)
+    full = items(annotations, judge_labels(annotations, judge, np.random.default_rng(seed)))
+    rho = {}
+    for (a, b), part in full.groupby(["system_a", "system_b"]):
+        theta = part["human_wins"].sum() / part["human_decisive"].sum()
+        y = part["human_wins"] - theta * part["human_decisive"]
+        f = part["judge_wins"] - theta * part["judge_decisive"]
+        rho[(a, b)] = float(np.corrcoef(y, f)[0, 1]) if y.std() > 0 and f.std() > 0 else 0.0
+    segment_of = {u.key: (str(u.payload["conversation"]), str(u.payload["k"])) for u in units}
+    keys = list(zip(full["conversation_id"].astype(str), full["segment_exchanges"].astype(str)))
+    quality = task_for(base).perceived_quality()
+    out = {}
+    for share in shares:
+        chosen = {segment_of[u.key] for u in human_subset(with_share(base, share, seed), units)}
+        kept = np.array([k in chosen for k in keys])
+        per_item = full.assign(human_wins=full["human_wins"].where(kept), human_decisive=full["human_decisive"].where(kept))
+        wide = win_rates(per_item)
+        strict = judge_planning.corrected(wide, len(wide))
+        ours = {s: q for s, q in quality.items() if s in set(wide["system_a"]) | set(wide["system_b"])}
+        out[share] = {
+            **judge_planning.widths(wide, [rho[(a, b)] for a, b in zip(wide["system_a"], wide["system_b"])]),
+            "ppi": judge_planning.decide_pairs(strict, "ppi", ours),
+            "human": judge_planning.decide_pairs(strict, "human", ours)}
+    return out
+
+
+def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = None,
+         shares: list[float] | None = None, width: float | None = None) -> judge_planning.JudgePlan:
+    """The share plan (:func:`hitkit.judge_planning.plan_shares`) of a Spot The Bot study: ``replicates``
+    simulated studies, each analysed at every share of the grid (``shares`` or the default with the
+    study's own), and the share recommended for ``width`` or the first decision that applies."""
+    from hitkit.human_subset import human_subset
+
+    replicates = REPLICATES if replicates is None else replicates
+    judge_planning.check_options(replicates, shares, width, 0.5, "a win rate's interval")
+    base = _base(config)
+    units = task_for(base).build().units
+    section = task_for(base).config.spot_the_bot
+
+    def fits(share: float):
+        human_subset(with_share(base, share), units)
+        return planning.design_cost(with_share(base, share))
+
+    grid, dropped = judge_planning.grid(share_of(base, units), shares, fits)
+
+    def cost(share: float) -> dict:
+        hits, _, paid = planning.design_cost(with_share(base, share))
+        segments = len(human_subset(with_share(base, share), units))
+        return {"human_segments": segments, "human_annotations": segments * section.annotations_per_segment,
+                "hits": hits, "cost": str(paid)}
+
+    return judge_planning.plan_shares(
+        config, judge, replicates=replicates, shares=grid, dropped=dropped, width=width,
+        width_words="the win rates' 95 % intervals", own=share_of(base, units), items=len(units),
+        decisions=DECISIONS, replicate=lambda seed: replicate(base, units, grid, seed, judge), cost=cost)
+
+
+def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
+    """The share plan as the command line prints it: what was assumed, the estimator and its formula, the
+    table, and the recommendation."""
+    currency = config.provider.currency
+    section = task_for(_base(config)).config.spot_the_bot
+    lines = [
+        f"Plan of the crowd's share for '{config.study}' (Spot The Bot with an LLM judge, on "
+        f"{config.provider.kind}): the judge labels both speakers of all {result.items} segments, people "
+        f"annotate a uniformly random share of each pair's segments, {section.annotations_per_segment} "
+        f"annotations each (kept); {result.replicates} simulated studies on placeholder material from the "
+        f"simulated crowd and simulated.quality, {result.seconds} s.",
+        judge_planning.describe(result.judge, JUDGE),
+        f"Estimator: {ESTIMATOR}; a pair differs when its interval at 1 - {judge_planning.ALPHA}/pairs "
+        f"(Bonferroni) excludes 1/2. Sizing formula: {judge_planning.FORMULA} (n human segments, N_u judge-only "
+        f"segments of a pair, rho the correlation of the judge's and the people's linearised win "
+        f"(wins - theta * decisive), {result.table['rho'].mean():.2f} here); half_width_formula applies it to "
+        f"the people-only half-width.",
+    ]
+    lines += judge_planning.table_lines(
+        result, SHOWN, "half_width_*: mean half-width of the pairs' 95 % win-rate intervals; n_human, n_effective: "
+        "segments per pair (n_effective: human segments worth as much as people and judge together); "
+        "human_annotations: segment annotations people make", currency,
+        "too small for two human segments in every pair (or to pack)",
+        lambda row: f"{row['human_segments']} segments, {row['hits']} HITs, {row['cost']} {currency}",
+        "even all segments annotated fall short: raise annotations_per_segment or |S_ij|, or relax the target",
+        "annotations")
+    return "\n".join(lines)
+
+
+def from_pilot(directory, systems: list[str]) -> AssumedJudge:
+    """The judge measured on a previous export (``annotations.csv`` and ``judge.csv``): agreement, the
+    share of the judge's speaker labels equal to the crowd's most frequent label on the annotated
+    segments (at least a die's); bias per system, the analysis' ``judge_bias``."""
+    from pathlib import Path
+
+    from hitkit.protocols.spot_the_bot.judge import judge_bias, read_judge
+    from hitkit.protocols.spot_the_bot.reading import read_annotations
+
+    directory = Path(directory)
+    judge_planning.pilot_files(directory, ("annotations.csv", "judge.csv"))
+    annotations, judged = read_annotations(directory), read_judge(directory / "judge.csv")
+    for t in (annotations, judged):
+        for k in ("conversation_id", "segment_exchanges"):
+            t[k] = t[k].astype(str).str.strip()
+    modal = _modal(annotations).rename("crowd")
+    both = judged.set_index(KEYS)[["label"]].join(modal, how="inner")
+    if both.empty:
+        raise HitkitError(f"--pilot {directory}: no segment has both annotations and a judge label; the two files "
+                          f"must come from the same study")
+    bias = judge_bias(annotations, judged)
+    ours = {s: float(b) for s, b in zip(bias["system"], bias["bias"]) if s in set(systems) and np.isfinite(b)}
+    return AssumedJudge("agreement", max(COIN, float((both["label"] == both["crowd"]).mean())), ours,
+                        f"measured on the pilot {directory}", len(both))
+
