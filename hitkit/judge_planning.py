@@ -162,10 +162,16 @@ def decide_pairs(table: pd.DataFrame, kind: str, quality: dict[str, float]) -> d
     for x, y, e in zip(a, b, est):
         estimate.setdefault(x, []).append(e)
         estimate.setdefault(y, []).append(1 - e)
-    ranked = sorted(estimate, key=lambda s: (-float(np.nanmean(estimate[s])), s))
+    ranked = sorted(estimate, key=lambda s: (-_mean_known(estimate[s]), s))
     nothing = {s: (math.nan, math.nan) for s in quality}
     out = planning.decide(quality, lambda x, y: (x, y) in better, ranked, nothing)
     return {d: out[d] for d in PAIR_DECISIONS}
+
+
+def _mean_known(values: list[float]) -> float:
+    """The mean of the values that are not NaN (NaN where none is; no warning, unlike numpy's nanmean)."""
+    known = [v for v in values if not math.isnan(v)]
+    return sum(known) / len(known) if known else math.nan
 
 
 def grid(own: float, shares: list[float] | None, fits: Callable[[float], Any]) -> tuple[list[float], list[float]]:
@@ -214,7 +220,7 @@ def plan_shares(config: StudyConfig, judge, *, replicates: int, shares: list[flo
         row = {UNIT: share, **cost(share)}
         numbers = [k for k in runs[0][share] if k not in ("ppi", "human") and k not in row]
         for column in numbers:
-            row[column] = round(float(np.nanmean([run[share][column] for run in runs])), 4)
+            row[column] = round(_mean_known([run[share][column] for run in runs]), 4)
         for kind, suffix in (("ppi", ""), ("human", "_human")):
             for decision in decisions:
                 seen = [run[share][kind][decision] for run in runs if run[share][kind][decision] is not None]
@@ -274,11 +280,14 @@ def widths(table: pd.DataFrame, rho) -> dict[str, float]:
     n, big_n = table["n_human"].to_numpy(float), (table["n_judge"] - table["n_human"]).to_numpy(float)
     r = np.asarray(rho, dtype=float)
     human_half = (table["human_high"] - table["human_low"]).to_numpy(float) / 2
-    return {"half_width_human": float(np.nanmean(human_half)),
-            "half_width_ppi": float(np.nanmean((table["ppi_high"] - table["ppi_low"]).to_numpy(float) / 2)),
-            "half_width_formula": float(np.nanmean(human_half * np.sqrt(1 - r ** 2 * big_n / (n + big_n)))),
-            "n_human": float(n.mean()), "n_effective": float(np.nanmean(table["n_effective"].to_numpy(float))),
-            "lam": float(np.nanmean(table["lam"].to_numpy(float))), "rho": float(r.mean())}
+
+    def mean(values) -> float:
+        return _mean_known([float(v) for v in values])
+
+    return {"half_width_human": mean(human_half), "half_width_ppi": mean((table["ppi_high"] - table["ppi_low"]) / 2),
+            "half_width_formula": mean(human_half * np.sqrt(1 - r ** 2 * big_n / (n + big_n))),
+            "n_human": float(n.mean()), "n_effective": mean(table["n_effective"]), "lam": mean(table["lam"]),
+            "rho": float(r.mean())}
 
 
 def pilot_files(directory, names: Sequence[str]) -> None:

@@ -46,7 +46,12 @@ ESTIMATOR = ("PPI++, prediction-powered inference with power tuning (Angelopoulo
              "hitkit.protocols.live_chat.judge.analysis_tables as hitkit analyze runs it: the mean z per system "
              "(hitkit.analysis.ppi.ppi_mean), lambda tuned per system, jackknife t intervals, workers who pass "
              "quality control only")
-DECISIONS = planning.DECISIONS | {"spammers_fail_qc": "every spammer fails quality control"}
+DECISIONS = planning.DECISIONS | {
+    "closest_pair": "the two systems of closest quality differ (their overall 95 % intervals separate)",
+    "every_pair": "every pair of systems of different quality differs (their overall 95 % intervals separate)",
+    "spammers_fail_qc": "every spammer fails quality control"}
+"""The plain live-chat plan's decisions, a difference being told by the PPI table's intervals (it has no
+pairwise test)."""
 SHOWN = (judge_planning.UNIT, "rated_conversations", "ratings", "hits", "cost", "half_width_human",
          "half_width_ppi", "half_width_formula", "n_human", "n_effective")
 SCALE = 15.0
@@ -122,7 +127,8 @@ def replicate(config: StudyConfig, shares: list[float], seed: int, judge: Assume
         try:
             rated = {u.key for u in _units(config, share, seed) if u.payload.get("rated", True)}
         except ConfigError:
-            out[share] = {"ppi": dict.fromkeys(DECISIONS), "human": dict.fromkeys(DECISIONS)}
+            out[share] = {**dict.fromkeys(judge_planning.AVERAGED, math.nan), "ppi": dict.fromkeys(DECISIONS),
+                          "human": dict.fromkeys(DECISIONS)}
             continue
         kept = ratings[ratings["is_control"] | ratings["conversation_id"].map(unit_of).isin(rated)]
         z, _, workers, _ = screened(assignments, kept, criteria)
