@@ -153,6 +153,29 @@ def test_a_better_live_chat_judge_needs_no_larger_share_and_a_useless_one_the_pe
     assert ((ratio > 0.9) & (ratio < 1.15)).all(), good
 
 
+def test_a_live_chat_pilot_measures_the_simulated_judge(tmp_path):
+    from hitkit.protocols.live_chat.judge import JUDGE_COLUMNS
+    from hitkit.protocols.live_chat.plan import simulate_tables
+
+    config = load_study(_live_chat_file(tmp_path))
+    criteria = config.live_chat.criterion_list()
+    assignments, ratings, _ = simulate_tables(config.model_copy(update={"judge": None}), 3)
+    judge = live_chat.assumed(0.8, {"friendly": 0.5}, [s.name for s in config.systems])
+    scores = live_chat.judge_scores(ratings, criteria, judge, np.random.default_rng(0))
+    export = tmp_path / "export"
+    export.mkdir()
+    assignments.to_csv(export / "assignments.csv", index=False)
+    ratings.to_csv(export / "ratings.csv", index=False)
+    ids = ratings.drop_duplicates("conversation_id").set_index("conversation_id")[["study", "hit_id", "assignment_id"]]
+    scores.join(ids, on="conversation_id").assign(human_subset=True, model="m", reply="")[list(JUDGE_COLUMNS)].to_csv(
+        export / "judge.csv", index=False)
+    measured = live_chat.from_pilot(export, config)
+    assert measured.source == f"measured on the pilot {export}" and measured.measured_on > 1000
+    assert 0.65 < measured.value < 0.85, measured
+    others = [b for s, b in measured.bias.items() if s != "friendly"]
+    assert measured.bias["friendly"] > max(others) + 0.25 and "qc" not in measured.bias, measured
+
+
 def test_bad_options_of_the_other_protocols_are_refused_with_what_to_do(tmp_path):
     stb_study, live = _stb_file(tmp_path, per_pair=6), _live_chat_file(tmp_path)
     assert "outside [1/3, 1]" in _refused(stb_study, "--judge-agreement", "0.2")

@@ -18,11 +18,12 @@ z per system, :func:`hitkit.analysis.ppi.ppi_mean`), which gives the people-only
 same ratings too. A system is called better than another when their overall 95 % intervals
 separate (a conservative test: the PPI table has no pairwise test); systems rank by their estimate.
 
-**The simulated judge.** Correlation ρ (``--judge-correlation``): its rating of a conversation on
-a criterion is ρ·z + √(1 − ρ²)·ε (z the worker's standardised rating, ε standard normal) plus a bias
-per system B (in z units: how much higher the judge scores the system than people do, the
-analysis' ``judge_bias``), put on the 0–100 slider's scale. ρ = 0 is useless to prediction-powered
-inference. A pilot (:func:`from_pilot`) measures both on a previous export's ``ratings.csv`` and
+**The simulated judge.** Correlation ρ (``--judge-correlation``): among a system's conversations,
+the correlation of its rating on a criterion with the worker's z (what PPI++ per system gains from):
+m + ρ·(z − m) + √(1 − ρ²)·s·ε, m the system's mean z, s the spread of the worker's z around it, ε standard
+normal; so the judge is right on average about each system unless given a bias per system B (in z
+units: how much higher the judge scores the system than people do, the analysis' ``judge_bias``).
+Put on the 0–100 slider's scale. ρ = 0 is useless to prediction-powered inference. A pilot (:func:`from_pilot`) measures both on a previous export's ``ratings.csv`` and
 ``judge.csv``.
 """
 from __future__ import annotations
@@ -61,7 +62,7 @@ only the spread's shape matters, not this number)."""
 
 JUDGE = judge_planning.JudgeScale(
     "correlation", "--judge-correlation", 0.0, "0", "0 is a judge unrelated to people, 1 rates as the worker does",
-    "of its rating with the worker's z rating; 0 useless", -3, 3, "judge's mean z minus the workers', in z units")
+    "of its rating with the worker's z within a system; 0 useless", -3, 3, "judge's mean z minus the workers', in z units")
 """The simulated judge's correlation and bias, as told and printed."""
 
 
@@ -72,17 +73,23 @@ def assumed(correlation: float, bias: dict[str, float], systems: list[str]) -> A
 
 def judge_scores(ratings: pd.DataFrame, criteria, judge: AssumedJudge, rng: np.random.Generator) -> pd.DataFrame:
     """The simulated judge's ``judge.csv`` (the columns its analysis reads, ``human_subset`` to fill) for
-    every real-system conversation of ``ratings`` (all of them rated): per criterion ρ·z + √(1 − ρ²)·ε
-    + the system's bias, on the slider's scale and reversed back for negative criteria."""
+    every real-system conversation of ``ratings`` (all of them rated): per criterion m + ρ·(z − m) +
+    √(1 − ρ²)·s·ε + B, m the system's mean z, s the spread of the worker's z − m, B the system's bias; on the
+    slider's scale (clipped to it) and reversed back for negative criteria."""
     from hitkit.protocols.live_chat.quality import reverse_negative, standardise_per_worker
 
     z = standardise_per_worker(reverse_negative(ratings, criteria))
     real = z[~z["is_control"]].reset_index(drop=True)
+    z_all = real["z"].fillna(0).to_numpy()
+    mean = real.assign(z=z_all).groupby("system")["z"].transform("mean").to_numpy()
+    within = z_all - mean
+    # The noise as spread as the worker's own ratings: a spammer's wild z does not drown a careful worker's.
+    spread = pd.Series(within).groupby(real["worker_id"].to_numpy()).transform("std").fillna(0.0).to_numpy()
     rho = judge.value
-    f = (rho * real["z"].fillna(0).to_numpy() + math.sqrt(1 - rho ** 2) * rng.standard_normal(len(real))
+    f = (mean + rho * within + math.sqrt(1 - rho ** 2) * spread * rng.standard_normal(len(real))
          + real["system"].map(judge.bias).fillna(0.0).to_numpy())
     negative = real["criterion"].isin({c.name for c in criteria if c.polarity == "negative"}).to_numpy()
-    score = 50 + SCALE * f
+    score = np.clip(50 + SCALE * f, 0, 100)  # a slider's range
     return real[["conversation_id", "worker_id", "system", "criterion"]].assign(
         score=np.where(negative, 100 - score, score), parsed=True, model="simulated")
 
@@ -217,8 +224,9 @@ def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
 
 def from_pilot(directory, config: StudyConfig) -> AssumedJudge:
     """The judge measured on a previous export (``ratings.csv``, ``assignments.csv`` and ``judge.csv``):
-    the correlation of its rating (standardised as the analysis does) with the worker's z on the rated
-    conversations of workers who pass QC (at least 0), and its bias per system (the analysis' ``judge_bias``)."""
+    the correlation of its rating (standardised as the analysis does) with the worker's z within each
+    system (both centred on the system's mean) on the rated conversations of workers who pass QC (at
+    least 0), and its bias per system (the analysis' ``judge_bias``)."""
     from pathlib import Path
 
     from hitkit.protocols.live_chat.analysis import read_tables, screened
@@ -237,7 +245,9 @@ def from_pilot(directory, config: StudyConfig) -> AssumedJudge:
     if len(rated) < 3:
         raise HitkitError(f"--pilot {directory}: fewer than 3 ratings of QC-passed workers have a judge rating too; "
                           f"the two files must come from the same study")
-    rho = float(np.corrcoef(rated["human"], rated["judge"])[0, 1]) if rated["human"].std() > 0 else 0.0
+    centred = rated[["human", "judge"]] - rated.groupby("system")[["human", "judge"]].transform("mean")
+    ok = centred["human"].std() > 0 and centred["judge"].std() > 0
+    rho = float(np.corrcoef(centred["human"], centred["judge"])[0, 1]) if ok else 0.0
     table = bias(per)
     systems = {s.name for s in config.systems}
     ours = {s: float(b) for s, b in zip(table["system"], table["bias"]) if s in systems and np.isfinite(b)}
