@@ -295,7 +295,8 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
 @main.command()
 @click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--replicates", type=click.IntRange(1, 10_000), default=None,
-              help="Simulated studies per size [default: 40; Spot The Bot: 20].")
+              help="Simulated studies per size [default: 40; Spot The Bot, and the share plans of Spot The Bot and "
+                   "live chat: 20].")
 @click.option("--n-boot", type=click.IntRange(1, 10_000), default=100, show_default=True,
               help="Bootstrap resamples in each simulated study's analysis (not used with judge:, whose PPI intervals "
                    "are jackknife ones).")
@@ -311,8 +312,8 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
                    "winner of an item (pairwise; 0.5 = a coin) or the crowd's most frequent label of a speaker (Spot "
                    "The Bot; 1/3 = a die) [default: 0.7].")
 @click.option("--judge-correlation", type=float, default=None,
-              help="With judge (live chat): the assumed correlation of the judge's rating with the worker's z rating "
-                   "(0 = useless, 1 = the worker's) [default: 0.5].")
+              help="With judge (live chat): the assumed correlation, within a system, of the judge's rating with the "
+                   "worker's z rating (0 = useless, 1 = the worker's) [default: 0.5].")
 @click.option("--judge-bias", "judge_bias", multiple=True, metavar="SYSTEM=B",
               help="With judge: the judge's assumed bias for SYSTEM (repeatable): its win rate B higher than the "
                    "crowd's (pairwise), its speakers labelled human B more often (Spot The Bot), its mean z B higher "
