@@ -409,9 +409,9 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
     from hitkit.progress import showing_progress
 
     judge_plan, judge = _share_judge(config, agreement, correlation, bias, pilot)
-    if confirm_run and config.task != "pairwise":
-        raise HitkitError(f"--confirm: a confirming run of the crowd's share is there for pairwise studies only; for "
-                          f"this {config.task} study, launch it at the recommended share (judge.human_share) instead")
+    if confirm_run and not hasattr(judge_plan, "confirm"):
+        raise HitkitError(f"--confirm: a confirming run of the crowd's share is not there for {config.task} studies "
+                          f"yet; launch the study at the recommended share (judge.human_share) instead")
     grid = _numbers("--shares", shares, "0.1,0.2,0.5") if shares else None
     with showing_progress(not as_json and on_terminal()):
         result = judge_plan.plan(config, judge, replicates=replicates, shares=grid, width=width)
@@ -449,45 +449,36 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
 
 def _share_judge(config, agreement: float | None, correlation: float | None, bias: tuple[str, ...],
                  pilot: Path | None):
-    """The study's share-plan module and its simulated judge: measured on ``--pilot``, else assumed from
-    --judge-agreement (pairwise, Spot The Bot) or --judge-correlation (live chat) and --judge-bias."""
-    from hitkit.protocols.live_chat import judge_plan as live_chat
-    from hitkit.protocols.pairwise import judge_model
-    from hitkit.protocols.pairwise import judge_plan as pairwise
-    from hitkit.protocols.spot_the_bot import judge_plan as spot_the_bot
+    """The study's share-plan module (its protocol's ``judge_plan``) and its simulated judge: measured on
+    ``--pilot``, else assumed from the module's option (--judge-agreement or --judge-correlation) and
+    --judge-bias."""
+    from importlib.util import find_spec
 
-    modules = {"pairwise": pairwise, "spot_the_bot": spot_the_bot, "live_chat": live_chat}
-    if config.task not in modules:
-        raise HitkitError(f"hitkit plan sizes the crowd's share for {', '.join(modules)} studies with judge:, "
-                          f"not {config.task}")
-    module = modules[config.task]
-    rated = config.task == "live_chat"
-    wrong = ("--judge-agreement", agreement) if rated else ("--judge-correlation", correlation)
-    if wrong[1] is not None:
-        right = "--judge-agreement" if rated else "--judge-correlation"
-        raise HitkitError(f"{wrong[0]} is not for {config.task} studies: give {right} (the judge's "
-                          f"{'correlation with the worker' if rated else 'agreement with the crowd'})")
+    from hitkit.protocols import PROTOCOLS
+
+    planned = [p for p in PROTOCOLS.values() if p.judged and find_spec(f"{p.package}.judge_plan") is not None]
+    if config.task not in {p.name for p in planned}:
+        raise HitkitError(f"hitkit plan sizes the crowd's share for {', '.join(p.name for p in planned)} studies with "
+                          f"judge:, not {config.task}")
+    module = PROTOCOLS[config.task].module("judge_plan")
+    given = {"--judge-agreement": agreement, "--judge-correlation": correlation}
+    value = given.pop(module.JUDGE_OPTION)
+    wrong = next((name for name, v in given.items() if v is not None), None)
+    if wrong is not None:
+        raise HitkitError(f"{wrong} is not for {config.task} studies: give {module.JUDGE_OPTION} (the judge's "
+                          f"{module.JUDGE_MEANS})")
     systems = [s.name for s in config.systems]
     if pilot is not None:
-        if agreement is not None or correlation is not None or bias:
-            raise HitkitError("--pilot measures the judge's agreement and bias: give it, or --judge-agreement (or "
-                              "--judge-correlation) and --judge-bias, not both")
-        if config.task == "pairwise":
-            return module, judge_model.from_pilot(pilot, systems)
-        return module, module.from_pilot(pilot, config if rated else systems)
+        if value is not None or bias:
+            raise HitkitError(f"--pilot measures the judge's {module.JUDGE_MEANS} and bias: give it, or "
+                              f"{module.JUDGE_OPTION} and --judge-bias, not both")
+        return module, module.pilot_judge(pilot, config)
     leans = {}
     for item in bias:
-        name, _, value = item.partition("=")
+        name, _, number = item.partition("=")
         try:
-            leans[name.strip()] = float(value)
+            leans[name.strip()] = float(number)
         except ValueError:
-            raise HitkitError(f"--judge-bias {item!r}: give SYSTEM=B, B the judge's "
-                              f"{'win rate' if config.task == 'pairwise' else 'bias'} minus the crowd's, "
-                              f"e.g. {systems[0]}=0.05") from None
-    if config.task == "pairwise":
-        return module, judge_model.assumed(judge_model.DEFAULT_AGREEMENT if agreement is None else agreement, leans,
-                                           systems)
-    if rated:
-        return module, module.assumed(module.DEFAULT_CORRELATION if correlation is None else correlation, leans,
-                                      systems)
-    return module, module.assumed(module.DEFAULT_AGREEMENT if agreement is None else agreement, leans, systems)
+            raise HitkitError(f"--judge-bias {item!r}: give SYSTEM=B, B the judge's {module.BIAS_MEANS} minus the "
+                              f"crowd's, e.g. {systems[0]}=0.05") from None
+    return module, module.assumed(module.DEFAULT_JUDGE if value is None else value, leans, systems)

@@ -65,6 +65,10 @@ JUDGE = judge_planning.JudgeScale(
     "of its rating with the worker's z within a system; 0 useless", -3, 3, "judge's mean z minus the workers', in z units")
 """The simulated judge's correlation and bias, as told and printed."""
 
+JUDGE_OPTION, JUDGE_MEANS, BIAS_MEANS = "--judge-correlation", "correlation with the worker", "mean z"
+"""How ``hitkit plan`` asks for the simulated judge: the option of its quality, what it is, what a bias moves."""
+DEFAULT_JUDGE = DEFAULT_CORRELATION
+
 
 def assumed(correlation: float, bias: dict[str, float], systems: list[str]) -> AssumedJudge:
     """The judge the coordinator assumes: ``correlation`` with the worker's rating, a bias per system."""
@@ -253,3 +257,7 @@ def from_pilot(directory, config: StudyConfig) -> AssumedJudge:
     ours = {s: float(b) for s, b in zip(table["system"], table["bias"]) if s in systems and np.isfinite(b)}
     return AssumedJudge("correlation", min(1.0, max(0.0, rho if np.isfinite(rho) else 0.0)), ours,
                         f"measured on the pilot {directory}", len(rated))
+
+
+pilot_judge = from_pilot
+"""The judge measured on a pilot export (``ratings.csv``, ``assignments.csv`` and ``judge.csv``)."""

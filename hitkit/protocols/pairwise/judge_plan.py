@@ -50,6 +50,16 @@ JudgePlan = judge_planning.JudgePlan
 with_share = judge_planning.with_share
 corrected = judge_planning.corrected
 
+JUDGE_OPTION, JUDGE_MEANS, BIAS_MEANS = "--judge-agreement", "agreement with the crowd", "win rate"
+"""How ``hitkit plan`` asks for the simulated judge: the option of its quality, what it is, what a bias moves."""
+DEFAULT_JUDGE = judge_model.DEFAULT_AGREEMENT
+assumed = judge_model.assumed
+
+
+def pilot_judge(pilot, config: StudyConfig) -> judge_model.SimulatedJudge:
+    """The judge measured on a pilot export (``votes.csv`` and ``judge.csv``)."""
+    return judge_model.from_pilot(pilot, [s.name for s in config.systems])
+
 
 def share_of(config: StudyConfig, units) -> float:
     """The study file's own share: ``judge.human_share``, or ``human_items`` over the items."""

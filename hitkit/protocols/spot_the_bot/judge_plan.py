@@ -55,6 +55,10 @@ JUDGE = judge_planning.JudgeScale(
     "judge's share of the system's speakers labelled human minus the crowd's")
 """The simulated judge's agreement and bias, as told and printed."""
 
+JUDGE_OPTION, JUDGE_MEANS, BIAS_MEANS = "--judge-agreement", "agreement with the crowd", "share labelled human"
+"""How ``hitkit plan`` asks for the simulated judge: the option of its quality, what it is, what a bias moves."""
+DEFAULT_JUDGE = DEFAULT_AGREEMENT
+
 
 def assumed(agreement: float, bias: dict[str, float], systems: list[str]) -> AssumedJudge:
     """The judge the coordinator assumes: ``agreement`` with the crowd's label, a bias per system."""
@@ -225,3 +229,8 @@ def from_pilot(directory, systems: list[str]) -> AssumedJudge:
     return AssumedJudge("agreement", max(COIN, float((both["label"] == both["crowd"]).mean())), ours,
                         f"measured on the pilot {directory}", len(both))
 
+
+
+def pilot_judge(pilot, config: StudyConfig) -> AssumedJudge:
+    """The judge measured on a pilot export (``annotations.csv`` and ``judge.csv``)."""
+    return from_pilot(pilot, [s.name for s in config.systems])
