@@ -86,7 +86,9 @@ def test_resume_refuses_a_changed_study_design(tmp_path, database_url):
 def test_judge_like_simulated_workers_prefer_the_longer_and_the_first_response_over_http(tmp_path, database_url):
     # Equal systems, so only a judge's habits move the votes: the longer response and position A win.
     study_file = pairwise_study(tmp_path, database_url, simulated={
-        "workers": [{"profile": "judge_like", "count": 14}], "quality": {"alpha": 0.5, "beta": 0.5, "gamma": 0.5}})
+        "workers": [{"profile": "judge_like", "count": 14}], "quality": {"alpha": 0.5, "beta": 0.5, "gamma": 0.5}},
+        schedule={"per_worker_cap": 9},
+        pairwise={"votes_per_prompt": 9}, budget="200.00")
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
     out = tmp_path / "runs" / "ab-demo"
     votes = pd.read_csv(out / "export" / "votes.csv")
@@ -99,4 +101,9 @@ def test_judge_like_simulated_workers_prefer_the_longer_and_the_first_response_o
                  .itertuples(index=False)]
     picked_longer = [(v == "a") == lng for v, lng, d in zip(decided["vote"], longer, different) if d]
     assert sum(picked_longer) / len(picked_longer) > 0.65
-    assert (decided["vote"] == "a").mean() > 0.5
+    # Position: the longer response wins more often when it is shown as A than when shown as B. (Comparing
+    # within each case keeps the random sides' imbalance between long and short out of the check; the
+    # share of votes for A alone swings from about 0.50 to 0.59 between runs of ~260 votes.)
+    a_longer = [v == "a" for v, lng, d in zip(decided["vote"], longer, different) if d and lng]
+    b_longer = [v == "b" for v, lng, d in zip(decided["vote"], longer, different) if d and not lng]
+    assert sum(a_longer) / len(a_longer) > sum(b_longer) / len(b_longer)
