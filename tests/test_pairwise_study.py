@@ -103,7 +103,9 @@ def test_judge_like_simulated_workers_prefer_the_longer_and_the_first_response_o
     assert sum(picked_longer) / len(picked_longer) > 0.65
     # Position: the longer response wins more often when it is shown as A than when shown as B. (Comparing
     # within each case keeps the random sides' imbalance between long and short out of the check; the
-    # share of votes for A alone swings from about 0.50 to 0.59 between runs of ~260 votes.)
+    # share of votes for A alone swung from 0.50 to 0.59 between runs of 260 votes. With 9 votes a prompt,
+    # about 775, the two rates came out 0.79–0.82 against 0.64–0.66 in four runs, as the profile's logits
+    # of 1.4 and 0.6 predict.)
     a_longer = [v == "a" for v, lng, d in zip(decided["vote"], longer, different) if d and lng]
     b_longer = [v == "b" for v, lng, d in zip(decided["vote"], longer, different) if d and not lng]
     assert sum(a_longer) / len(a_longer) > sum(b_longer) / len(b_longer)
