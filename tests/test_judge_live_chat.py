@@ -197,6 +197,28 @@ def test_a_reply_becomes_a_rating_per_criterion():
         "consistent": 100, "stays_on_topic": 5}
 
 
+def test_a_judge_whose_replies_named_no_rating_falls_back_to_the_peoples_estimates():
+    # SmolLM2-135M did this in the example study: every reply named no rating, so every score is the neutral 50.
+    from hitkit.protocols.live_chat.judge import analysis_tables
+
+    rows, judged = [], []
+    for c in range(12):
+        worker, system = f"w{c % 4}", ("anna", "bert")[c % 2]
+        for k, criterion in enumerate(("interesting", "fun")):
+            if c % 3:  # two in three conversations rated by their worker
+                rows.append({"conversation_id": f"c{c}", "worker_id": worker, "system": system, "criterion": criterion,
+                             "is_control": False, "z": (c % 5 - 2) / 2 + k / 4})
+            judged.append({"conversation_id": f"c{c}", "worker_id": worker, "system": system, "criterion": criterion,
+                           "score": 50.0, "parsed": False, "human_subset": bool(c % 3), "model": "m"})
+    criteria = [c for c in DEFAULT_CRITERIA if c.name in ("interesting", "fun")]
+    tables, _, _ = analysis_tables(pd.DataFrame(rows), pd.DataFrame(judged), criteria, {f"w{i}" for i in range(4)})
+    table = tables["judge_scores"]
+    assert table["fallback"].all() and (table["lam"] == 0).all()
+    assert table["ppi"].tolist() == pytest.approx(table["human"].tolist())
+    assert table["ppi_low"].tolist() == pytest.approx(table["human_low"].tolist())
+    assert table["n_effective"].tolist() == pytest.approx(table["n_human"].astype(float).tolist())
+
+
 def test_a_failing_judge_keeps_the_crowds_work_and_hitkit_judge_asks_only_for_the_rest(
         tmp_path, database_url, endpoint):
     from click.testing import CliRunner

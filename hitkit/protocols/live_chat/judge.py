@@ -171,12 +171,15 @@ def conversations(z: pd.DataFrame, judge: pd.DataFrame, criteria, passed: set[st
     """One row per judged conversation of a QC-passed worker and criterion: system, criterion,
     ``human`` (the worker's z rating; NaN where the worker was not asked) and ``judge`` (the judge's
     rating reversed for negative criteria and standardised over all of the judge's ratings, ddof 1, as
-    if it were one more worker). ``z`` is the standardised ratings table (:mod:`~.quality`)."""
+    if it were one more worker; 0 throughout for a judge whose ratings do not vary). ``z`` is the
+    standardised ratings table (:mod:`~.quality`)."""
     negative = {c.name for c in criteria if c.polarity == "negative"}
     j = judge.copy()
     oriented = j["score"].where(~j["criterion"].isin(negative), 100.0 - j["score"])
     sd = oriented.std(ddof=1)
-    j["judge"] = (oriented - oriented.mean()) / sd if sd > 0 else math.nan
+    # A judge that gives every rating the same score (one whose replies named none: all the neutral 50) tells
+    # no conversation from another: its z is 0 throughout, so λ̂ = 0 and the estimates are the people's.
+    j["judge"] = (oriented - oriented.mean()) / sd if sd > 0 else 0.0
     j = j[j["worker_id"].isin(passed)]
     human = (z[~z["is_control"]].groupby(["conversation_id", "criterion"], as_index=False)["z"].mean()
              .rename(columns={"z": "human"}))
