@@ -40,6 +40,22 @@ def test_lambda_zero_is_the_human_only_mean_and_t_interval():
     assert est.fallback and est.n_effective == pytest.approx(len(Y))
 
 
+def test_fewer_than_two_unlabelled_items_or_an_unreadable_judge_give_the_human_only_estimate():
+    # With one unlabelled item the judge's variance there cannot be estimated: weighting the judge would
+    # drop that term and give an interval narrower than it should be (a referee measured one).
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=20)
+    fh = y + rng.normal(scale=0.3, size=20)
+    human = ppi_mean(y, fh, [], lam=0.0)
+    for unlabelled in ([], [0.4]):
+        one = ppi_mean(y, fh, unlabelled)
+        assert one.lam == 0.0 and one.fallback
+        assert (one.estimate, one.low, one.high) == pytest.approx((human.estimate, human.low, human.high))
+    # A judge whose label is missing (NaN) on the unlabelled items gets λ = 0 and leaves the mean as it is.
+    nan_judge = ppi_mean(y, fh, [math.nan] * 5, lam=0.0)
+    assert nan_judge.estimate == pytest.approx(y.mean())
+
+
 def test_matches_ppi_python_with_the_same_lambda():
     """ppi-python's interval is ours with small_sample=False (ddof 0, normal quantile)."""
     fixed = ppi_mean(Y, FH, FU, lam=0.6, small_sample=False)

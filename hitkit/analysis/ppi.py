@@ -16,7 +16,8 @@ on the N_u items without a human label. The λ that minimises the variance is
 [0, 1]. λ = 0 is the human-only mean, λ = 1 the original PPI. Because the estimated λ minimises the
 estimated variance and λ = 0 is among the candidates, **PPI++ is never asymptotically worse than
 the human-only estimate: where the judge does not help, λ̂ → 0 and the estimate falls back to
-human-only** (λ̂ = 0 exactly gives the human-only mean and interval). The interval is the normal
+human-only** (λ = 0 exactly gives the human-only mean and interval; a λ̂ of 0 gives the mean, and the
+jackknife interval below may be a little wider). The interval is the normal
 one, θ̂ ± z · se. Using the judge's mean over *all* N items, as the issue writes it, is the same
 estimator with λ scaled by N_u/N; the form above keeps the two samples independent, as in the papers.
 
@@ -104,7 +105,8 @@ class PPIEstimate(Interval):
 
     @property
     def fallback(self) -> bool:
-        """True where the judge did not help and the estimate is the human-only one (λ = 0)."""
+        """True where the judge did not help (λ̂ = 0): the estimate is the human-only one, its interval that or
+        a little wider (the jackknife counts that λ̂ could have come out positive)."""
         return self.lam == 0.0
 
 
@@ -146,7 +148,7 @@ def optimal_lambda(y, f_labelled, f_unlabelled) -> float:
     λ̂ = Cov(Y, f_h) / ((1 + n/N_u) · Var(f_h ∪ f_u)). 0 where the judge's labels do not vary."""
     y, fh, fu = (np.asarray(a, dtype=float) for a in (y, f_labelled, f_unlabelled))
     n, big_n = y.size, fu.size
-    if n < 2 or big_n < 1:
+    if n < 2 or big_n < 2:  # the judge's variance on the unlabelled items needs two of them
         return 0.0
     variance = np.concatenate([fh, fu]).var(ddof=1)
     return float(_tuned(np.cov(y, fh, ddof=1)[0, 1], variance, n, big_n))
@@ -179,7 +181,8 @@ def ppi_mean(y, f_labelled, f_unlabelled, *, lam: float | None = None, level: fl
     ``y`` and ``f_labelled``: the human and the judge's labels on the n labelled items (same
     order); ``f_unlabelled``: the judge's labels on the other items. ``lam``: None (default)
     estimates it (:func:`optimal_lambda`); 0 gives the human-only estimate exactly; 1 is plain
-    PPI. NaN with fewer than two human labels; human-only without unlabelled items.
+    PPI. NaN with fewer than two human labels; human-only with fewer than two unlabelled items
+    (the judge's variance there cannot be estimated).
     ``small_sample``: the jackknife t interval (default) or ppi-python's normal one (module
     docstring).
     """
@@ -194,9 +197,9 @@ def ppi_mean(y, f_labelled, f_unlabelled, *, lam: float | None = None, level: fl
     fitted = lam is None
     if fitted:
         lam = optimal_lambda(y, fh, fu)
-    if big_n == 0:
+    if big_n < 2:  # no variance of the judge's labels without a human one to pay for its weight: people only
         lam = 0.0
-    estimate = y.mean() + lam * (fu.mean() - fh.mean() if big_n else 0.0)
+    estimate = y.mean() + (lam * (fu.mean() - fh.mean()) if lam else 0.0)  # λ = 0: the mean, whatever f holds
     if not small_sample:
         variance, df = (y - lam * fh).var() / n + (lam ** 2 * fu.var() / big_n if big_n else 0), None
     elif fitted and big_n > 1 and n > 2:
@@ -256,7 +259,8 @@ def win_rates(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = 
     ``items``: :data:`ITEM_COLUMNS`, either orientation. ``n_human``: labelled items;
     ``n_judge``: all items (the judge labels every one). The judge-only interval is the naive one
     over all items: it ignores the judge's bias, which is what the prediction-powered one corrects.
-    ``lam``: PPI++'s λ̂; ``fallback``: λ̂ = 0, the ppi columns are then the human-only ones;
+    ``lam``: PPI++'s λ̂; ``fallback``: λ̂ = 0, the ppi estimate is then the human-only one (its interval that or a
+    little wider);
     ``n_effective``: human labels worth as much as the combined estimate.
     """
     canon = _canonical(items)
@@ -306,10 +310,10 @@ def _ratio_fit(y, z, fh, gh, fu, gu, lam: float | None) -> tuple[float, float, f
         pilot = y.sum() / z.sum() if z.sum() > 0 else math.nan
         lam = (optimal_lambda(y - pilot * z, fh - pilot * gh, fu - pilot * gu)
                if math.isfinite(pilot) else 0.0)
-    if fu.size == 0:
+    if fu.size < 2:  # as ppi_mean: people only without two unlabelled items
         lam = 0.0
-    den = z.mean() + lam * (gu.mean() - gh.mean() if fu.size else 0.0)
-    num = y.mean() + lam * (fu.mean() - fh.mean() if fu.size else 0.0)
+    den = z.mean() + (lam * (gu.mean() - gh.mean()) if lam else 0.0)
+    num = y.mean() + (lam * (fu.mean() - fh.mean()) if lam else 0.0)
     return (num / den if den > 0 else math.nan), float(lam), float(den)
 
 
@@ -321,7 +325,7 @@ def _ratio_leave_out(y, z, fh, gh, fu, gu, lam: float | None) -> np.ndarray:
     sy, sz, sf, sg = out(y, y), out(z, z), out(fh, fh), out(gh, gh)
     with np.errstate(divide="ignore", invalid="ignore"):
         pilot = sy / sz
-        if big_n == 0 or (lam is None and m < 2):  # as optimal_lambda: no λ from one label
+        if big_n < 2 or (lam is None and m < 2):  # as optimal_lambda: no λ from one label
             lam = 0.0
         if lam is None:
             # Y = y − θ₀z and F = f − θ₀g expanded: every sum below is over the m items left.

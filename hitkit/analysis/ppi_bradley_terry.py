@@ -195,8 +195,8 @@ def _estimate(sums: _Sums, prior: float, design: np.ndarray, lam: float | None):
     c, y, f, yy, ff, yf = sums.lab
     n, big_n, rows = sums.n, sums.big_n, len(sums.n)
     cap = sums.lam_cap(prior)
-    if lam is not None or not big_n:
-        lam_hat = np.minimum(np.full(rows, float(lam or 0.0)), cap)
+    if lam is not None or big_n < 2:  # as ppi.ppi_mean: people only without two unlabelled items
+        lam_hat = np.minimum(np.full(rows, float(lam or 0.0) if big_n >= 2 else 0.0), cap)
     else:
         # PPI++'s tuning: gradients and Hessian at the λ = 1 fit (capped), trace criterion.
         p = expit(fit_weighted(*sums.wins_games(cap, prior), design) @ design.T)
