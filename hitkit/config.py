@@ -115,6 +115,11 @@ class _StudyBase(Model):
             raise ValueError(f"judge.human_items cannot size a {self.task} study's human share: its items are made "
                              "by the crowd, so each is drawn for rating on its own as it is laid out; give "
                              "judge.human_share (the probability that a conversation is rated) instead")
+        if self.judge.human_items is not None and hasattr(module, "cluster"):
+            raise ValueError(f"judge.human_items cannot size a {self.task} study's human share: it is drawn by "
+                             f"whole {getattr(module, 'CLUSTER_NAME', 'clusters')}, so a count of items would "
+                             "not be met; give judge.human_share (the share of each pair's "
+                             f"{getattr(module, 'CLUSTER_NAME', 'clusters')}) instead")
         if self.judge.prompt is not None:
             allowed = module.PLACEHOLDERS
             try:

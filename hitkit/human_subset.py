@@ -2,7 +2,9 @@
 
 Drawn within each stratum the protocol's ``judge`` module names (pairwise: each pair of systems;
 Spot The Bot: each pair of a conversation's systems, human–human material its own),
-uniformly at random and seeded by the study's seed: prediction-powered inference
+uniformly at random and seeded by the study's seed, by the sampling unit the module's optional
+``cluster(unit)`` names (Spot The Bot: the conversation, whose segments are prefixes of each other
+and so are labelled, and resampled in the analysis, together; absent: each unit its own): prediction-powered inference
 (:mod:`hitkit.analysis.ppi`) is valid only for a uniformly random labelled subset. Only these units
 become units of the study and are packed into HITs; the judge labels all of them
 (:mod:`hitkit.judging`).
@@ -24,38 +26,48 @@ MIN_PER_STRATUM = 2
 
 def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
     """The units the crowd also labels: within each stratum, a uniformly random sample (seeded by the
-    study's seed) of ``judge.human_share`` of its units, or of ``judge.human_items`` in all, shared
-    among the strata in proportion to their size (largest remainders). Order kept.
+    study's seed) of ``judge.human_share`` of its clusters (the judge module's ``cluster(unit)``; each
+    unit its own where it has none), or of ``judge.human_items`` in all, shared among the strata in
+    proportion to their size (largest remainders; the study file refuses ``human_items`` for a protocol
+    with clusters). Every unit of a chosen cluster is chosen. Order kept.
 
     Raises :class:`~hitkit.errors.ConfigError` when the size asks for more units than there are, or
-    leaves a stratum fewer than :data:`MIN_PER_STRATUM`.
+    leaves a stratum fewer than :data:`MIN_PER_STRATUM` clusters.
     """
     judge, module = config.judge, PROTOCOLS[config.task].module("judge")
-    strata: dict[str, list[str]] = {}
+    cluster = getattr(module, "cluster", None)
+    what = getattr(module, "CLUSTER_NAME", "items")
+    strata: dict[str, dict[str, list[str]]] = {}
     for unit in units:
-        strata.setdefault(module.stratum(unit), []).append(unit.key)
-    total = sum(len(keys) for keys in strata.values())
+        strata.setdefault(module.stratum(unit), {}).setdefault(
+            unit.key if cluster is None else cluster(unit), []).append(unit.key)
+    total = sum(len(clusters) for clusters in strata.values())
     if judge.human_items is not None:
+        if cluster is not None:
+            raise ConfigError(f"judge.human_items cannot size a {config.task} study's human share: it is drawn by "
+                              f"whole {what}; give judge.human_share instead")
         if judge.human_items > total:
             raise ConfigError(f"judge.human_items is {judge.human_items} but the study has only {total} items "
                               f"to label; lower it (or use human_share)")
-        exact = {s: judge.human_items * len(keys) / total for s, keys in strata.items()}
+        exact = {s: judge.human_items * len(clusters) / total for s, clusters in strata.items()}
         sizes = {s: math.floor(x) for s, x in exact.items()}
         for s in sorted(exact, key=lambda s: (sizes[s] - exact[s], s))[:judge.human_items - sum(sizes.values())]:
             sizes[s] += 1
         asked = f"judge.human_items {judge.human_items}"
     else:
-        sizes = {s: min(len(keys), math.floor(judge.human_share * len(keys) + 0.5)) for s, keys in strata.items()}
+        sizes = {s: min(len(clusters), math.floor(judge.human_share * len(clusters) + 0.5))
+                 for s, clusters in strata.items()}
         asked = f"judge.human_share {judge.human_share:g}"
     short = sorted(s for s, k in sizes.items() if k < MIN_PER_STRATUM)
     if short:
         s = short[0]
-        raise ConfigError(f"{asked} sends {sizes[s]} of the {len(strata[s])} items of {s} to the crowd; each "
+        raise ConfigError(f"{asked} sends {sizes[s]} of the {len(strata[s])} {what} of {s} to the crowd; each "
                           f"needs at least {MIN_PER_STRATUM} for an interval: raise it")
     rng = random.Random(f"{config.seed}:judge")
     chosen: set[str] = set()
     for s in sorted(strata):
-        chosen.update(rng.sample(sorted(strata[s]), sizes[s]))
+        for c in rng.sample(sorted(strata[s]), sizes[s]):
+            chosen.update(strata[s][c])
     return [u for u in units if u.key in chosen]
 
 

@@ -25,7 +25,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.human_subset import human_subset
 from hitkit.protocols import task_for
-from hitkit.protocols.spot_the_bot.judge import analysis_tables, items, parse, requests
+from hitkit.protocols.spot_the_bot.judge import analysis_tables, conversation_totals, items, parse, requests, win_rates
 from hitkit.protocols.spot_the_bot.packing import SourceConversation, pack_share
 from hitkit.schema import DONE_STATUSES
 from tests.studies import REPO, launch
@@ -115,10 +115,11 @@ def test_a_judged_spot_the_bot_study_labels_every_segment_and_reports_prediction
         assert all(re.fullmatch(r"(human|bot|unsure),(human|bot|unsure)", r.label) for r in labels)
         unparsed = [r for r in labels if not r.parsed]
         assert unparsed and all(r.label == "unsure,unsure" for r in unparsed)
-        # Only the crowd's share became units: 40 % of each pair's 12 segments (5) and of the 15 human–human (6).
+        # Only the crowd's share became units: 40 % of each pair's 4 conversations (2) and of the 5 human–human
+        # ones (2), each with all its 3 segments.
         units = {u.id: u for u in s.scalars(select(Unit))}
         strata = Counter("~".join(sorted(u.payload["systems"])) for u in units.values())
-        assert strata == {**{p: 5 for p in ("alpha~alpha", "alpha~beta", "alpha~gamma", "beta~beta", "beta~gamma",
+        assert strata == {**{p: 6 for p in ("alpha~alpha", "alpha~beta", "alpha~gamma", "beta~beta", "beta~gamma",
                                              "gamma~gamma")}, "human~human": 6}
         assert s.scalar(select(Study.status)) == "completed"
         # Packing of the share: every unit in one HIT, never two segments of one conversation in a HIT.
@@ -147,11 +148,14 @@ def test_a_judged_spot_the_bot_study_labels_every_segment_and_reports_prediction
     annotated_segments = set(annotations[key].itertuples(index=False, name=None))
     subset = set(judge.loc[judge["human_subset"], key].itertuples(index=False, name=None))
     assert annotated_segments == subset  # the crowd annotated the share, all of it, and nothing else
+    # Drawn by conversation: each conversation's segments are all in the crowd's share or none are.
+    drawn = judge.groupby("conversation_id")["human_subset"].agg(["all", "any"])
+    assert (drawn["all"] == drawn["any"]).all() and drawn["all"].sum() == 6 * 2 + 2
 
     rates = pd.read_csv(out / "analysis" / "judge_win_rates.csv")
     assert list(rates[["system_a", "system_b"]].itertuples(index=False, name=None)) == [
         ("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")]
-    assert (rates["n_human"] == 5).all() and (rates["n_judge"] == 12).all()
+    assert (rates["n_human"] == 6).all() and (rates["n_judge"] == 12).all()
     for kind in ("human", "ppi"):
         assert ((rates[f"{kind}_low"] <= rates[kind]) & (rates[kind] <= rates[f"{kind}_high"])).all()
     assert rates["lam"].between(0, 1).all() and (rates["fallback"] == (rates["lam"] == 0)).all()
@@ -160,7 +164,8 @@ def test_a_judged_spot_the_bot_study_labels_every_segment_and_reports_prediction
     assert set(bias.index) == {"alpha", "beta", "gamma", "human"}
     assert bias.idxmax() == FAVOURED and bias[FAVOURED] > 0.2
     summary = json.loads((out / "analysis" / "summary.json").read_text())
-    assert summary["judge"]["items"] == SEGMENTS and summary["judge"]["human_items"] == 15
+    assert summary["judge"]["items"] == SEGMENTS and summary["judge"]["human_items"] == 18
+    assert summary["judge"]["conversations"] == 12 and summary["judge"]["human_conversations"] == 6
     assert any(line.startswith(f"Judge: {SEGMENTS} labels planned") for line in lines)
 
     from hitkit.report.build import report
@@ -243,6 +248,49 @@ def test_the_prediction_powered_ratio_covers_at_its_level_and_a_good_judge_narro
     assert np.mean(widths) < 0.8  # 0.72 measured
 
 
+def _studies_with_conversation_effects(n_studies: int, seed: int):
+    """Seeded studies of one pair: 150 conversations of 3 segments, a fifth of the conversations drawn for
+    people. A conversation is good or bad for system_a (half each: win, loss, tie 0.7, 0.1, 0.2 or 0.2, 0.6,
+    0.2) and its segments, prefixes of each other, mostly share one outcome: each is the conversation's
+    with probability 0.7, else a fresh draw. The judge copies the people's outcome 80 % of the time, else
+    draws a biased one. θ = 0.45 / 0.8. Yields :func:`items`-shaped tables."""
+    rng = np.random.default_rng(seed)
+    n, segments = 150, 3
+    p = np.array([[0.7, 0.1, 0.2], [0.2, 0.6, 0.2]])
+    conversation = np.repeat(np.arange(n), segments)
+    for _ in range(n_studies):
+        good = rng.random(n) < 0.5
+        probs = p[np.where(good, 0, 1)][conversation]
+        fresh = (rng.random((n * segments, 1)) > probs.cumsum(axis=1)).sum(axis=1)
+        base = np.repeat((rng.random((n, 1)) > p[np.where(good, 0, 1)].cumsum(axis=1)).sum(axis=1), segments)
+        outcome = np.where(rng.random(n * segments) < 0.7, base, fresh)
+        judged = np.where(rng.random(n * segments) < 0.8, outcome, rng.choice(3, size=n * segments, p=[0.3, 0.4, 0.3]))
+        drawn = np.isin(conversation, rng.choice(n, size=n // 5, replace=False))
+        yield pd.DataFrame({
+            "study": "s", "conversation_id": conversation.astype(str), "segment_exchanges": np.tile(np.arange(segments), n),
+            "system_a": "alpha", "system_b": "beta", "human_subset": drawn,
+            "human_wins": np.where(drawn, outcome == 0, np.nan), "human_decisive": np.where(drawn, outcome != 2, np.nan),
+            "judge_wins": (judged == 0) * 1.0, "judge_decisive": (judged != 2) * 1.0})
+
+
+def test_with_conversation_effects_the_conversation_level_ratio_covers_at_its_level():
+    # Segments of one conversation are dependent: treated as independent items, the intervals are too
+    # narrow; resampling conversations (win_rates) covers. 200 studies: PPI 0.965 and people only 0.955
+    # measured (segment-level: 0.885 and 0.790).
+    theta, counts = 0.45 / 0.8, Counter()
+    for per_item in _studies_with_conversation_effects(200, 5):
+        rate = win_rates(per_item).iloc[0]
+        counts["ppi"] += rate["ppi_low"] <= theta <= rate["ppi_high"]
+        counts["human"] += rate["human_low"] <= theta <= rate["human_high"]
+        h = per_item["human_subset"].to_numpy()
+        cols = [per_item[c].to_numpy(float) for c in ("human_wins", "human_decisive", "judge_wins", "judge_decisive")]
+        naive = ppi.ppi_ratio(cols[0][h], cols[1][h], cols[2][h], cols[3][h], cols[2][~h], cols[3][~h])
+        counts["segment_ppi"] += naive.low <= theta <= naive.high
+        counts["segment_human"] += naive.human.low <= theta <= naive.human.high
+    assert 0.92 <= counts["ppi"] / 200 <= 0.98 and 0.92 <= counts["human"] / 200 <= 0.98
+    assert counts["segment_ppi"] < counts["ppi"] and counts["segment_human"] < counts["human"]
+
+
 def test_segment_items_and_tables_from_annotations_and_the_judge():
     def rows(study, conversation, k, systems, labels, **extra):
         return [{"study": study, "conversation_id": conversation, "segment_exchanges": k, "entity": e,
@@ -255,10 +303,10 @@ def test_segment_items_and_tables_from_annotations_and_the_judge():
         + rows("s", "c3", 3, ["alpha", "beta"], ["human", "bot"], assignment_id="a1")
         + rows("s", "hh", 2, ["human", "human"], ["human", "bot"], assignment_id="a1"))
     judge = pd.DataFrame(
-        rows("s", "c1", 2, ["beta", "alpha"], ["human", "bot"], parsed=True, model="m")
-        + rows("s", "c2", 2, ["alpha", "beta"], ["human", "unsure"], parsed=False, model="m")
-        + rows("s", "c3", 3, ["alpha", "beta"], ["human", "human"], parsed=True, model="m")
-        + rows("s", "hh", 2, ["human", "human"], ["human", "human"], parsed=True, model="m"))
+        rows("s", "c1", 2, ["beta", "alpha"], ["human", "bot"], parsed=True, model="m", human_subset=True)
+        + rows("s", "c2", 2, ["alpha", "beta"], ["human", "unsure"], parsed=False, model="m", human_subset=False)
+        + rows("s", "c3", 3, ["alpha", "beta"], ["human", "human"], parsed=True, model="m", human_subset=True)
+        + rows("s", "hh", 2, ["human", "human"], ["human", "human"], parsed=True, model="m", human_subset=True))
     table = items(annotations, judge).set_index("conversation_id")
     assert list(table.index) == ["c1", "c2", "c3"]  # human–human material is no pair of bots
     assert (table.loc["c1", "system_a"], table.loc["c1", "system_b"]) == ("alpha", "beta")
@@ -275,6 +323,25 @@ def test_segment_items_and_tables_from_annotations_and_the_judge():
     rate = tables["judge_win_rates"].iloc[0]
     assert (rate["system_a"], rate["system_b"], rate["n_human"], rate["n_judge"]) == ("alpha", "beta", 2, 3)
     assert rate["human"] == 1.0  # Σ wins / Σ decisive = (½ + 1) / (½ + 1)
+    assert summary["conversations"] == 3 and summary["human_conversations"] == 2
+
+    # Labelled by design: c2 drawn too but nobody annotated it is left out of both sides, with a warning;
+    # c1 gains an unannotated segment of its own, whose judge label is left out of c1's judged side.
+    more = pd.concat([judge.assign(human_subset=True),
+                      pd.DataFrame(rows("s", "c1", 4, ["beta", "alpha"], ["bot", "human"], parsed=True, model="m",
+                                        human_subset=True))])
+    totals = conversation_totals(items(annotations, more)).set_index("conversation_id")
+    assert list(totals["labelled"]) == [True, False, True] and totals.loc["c1", "segments"] == 2
+    assert totals.loc["c1", "judge_wins"] == 0 and totals.loc["c1", "judge_decisive"] == 1
+    assert math.isnan(totals.loc["c2", "human_wins"])
+    tables, summary, lines = analysis_tables(annotations, more)
+    assert any(line.startswith("1 conversation(s) drawn for the crowd have no annotations") and "at random" in line
+               for line in lines)
+    assert any(line.startswith("1 segment(s) of annotated conversations") for line in lines)
+    rate = tables["judge_win_rates"].iloc[0]
+    assert (rate["n_human"], rate["n_judge"], rate["human"]) == (2, 4, 1.0)
+    with pytest.raises(ValueError, match="human_subset"):
+        items(annotations, judge.drop(columns="human_subset"))
 
 
 def _segments(n_conversations: int, n_human: int, lengths, share: float, seed: int):
@@ -284,10 +351,11 @@ def _segments(n_conversations: int, n_human: int, lengths, share: float, seed: i
     return conversations, available
 
 
+@pytest.mark.parametrize("share", [0.4, 1.0])  # 1.0: whole conversations, as the crowd's share is drawn
 @pytest.mark.parametrize("seed", range(20))
-def test_packing_a_share_keeps_conversations_apart_and_hits_within_their_size(seed):
+def test_packing_a_share_keeps_conversations_apart_and_hits_within_their_size(seed, share):
     lengths, per_hit = [2, 3, 5], 6
-    conversations, available = _segments(40, 8, lengths, 0.4, seed)
+    conversations, available = _segments(40, 8, lengths, share, seed)
     hits = pack_share(conversations, available, lengths, per_hit, random.Random(seed))
     placed = Counter((s.conversation, s.k) for hit in hits for s in hit)
     assert placed == Counter((c, k) for c, ks in available.items() for k in ks)  # each exactly once
@@ -311,17 +379,28 @@ def test_a_share_too_small_for_a_hit_is_refused_clearly():
         pack_share(conversations, {"b": [2], "b2": [3]}, [2, 3], 4, random.Random(0))
 
 
-def test_the_crowds_share_is_drawn_within_each_pair_and_the_human_human_material(tmp_path, database_url):
-    config = load_study(judged_stb_study(tmp_path, database_url, "http://127.0.0.1:9", human_share=0.25))
+def test_the_crowds_share_is_drawn_by_conversation_within_each_pair_and_the_human_human_material(
+        tmp_path, database_url):
+    config = load_study(judged_stb_study(tmp_path, database_url, "http://127.0.0.1:9", human_share=0.5))
     units = task_for(config).build().units
     chosen = human_subset(config, units)
     assert [u.key for u in chosen] == [u.key for u in human_subset(config, units)]  # seeded
     strata = Counter("~".join(sorted(u.payload["systems"])) for u in chosen)
-    assert strata["human~human"] == 4 and strata["alpha~beta"] == 3 and len(strata) == 7
+    # Half of each pair's 4 conversations, 2.5 of the 5 human–human ones rounded up: 3 segments each.
+    assert strata["human~human"] == 9 and strata["alpha~beta"] == 6 and len(strata) == 7
+    per_conversation = Counter(u.payload["conversation"] for u in chosen)
+    assert set(per_conversation.values()) == {len(LENGTHS)}  # whole conversations
     assert len(requests(units)) == len(units) == SEGMENTS
-    small = config.model_copy(update={"judge": config.judge.model_copy(update={"human_share": 0.1})})
-    with pytest.raises(ConfigError, match="sends 1 of the 12 items of .* to the crowd"):
+    small = config.model_copy(update={"judge": config.judge.model_copy(update={"human_share": 0.25})})
+    with pytest.raises(ConfigError, match="sends 1 of the 4 conversations of .* to the crowd"):
         human_subset(small, units)
+    counted = config.model_copy(update={"judge": config.judge.model_copy(update={"human_share": None,
+                                                                                   "human_items": 30})})
+    with pytest.raises(ConfigError, match="human_items cannot size a spot_the_bot study's human share: it is drawn "
+                                          "by whole conversations"):
+        human_subset(counted, units)
+    with pytest.raises(ConfigError, match="human_items cannot size a spot_the_bot study"):
+        load_study(judged_stb_study(tmp_path, database_url, "http://127.0.0.1:9", human_share=None, human_items=30))
 
 
 @pytest.mark.parametrize("prompt, message", [

@@ -89,7 +89,9 @@ def test_a_better_spot_the_bot_judge_needs_a_smaller_share_and_a_die_the_people_
     plans = {p: spot_the_bot.plan(stb, spot_the_bot.assumed(p, {}, list(STB)), replicates=8, shares=shares,
                                   width=0.2) for p in (1 / 3, 0.7, 0.95)}
     people = plans[1 / 3].people_only
-    assert people is not None and people in (0.4, 0.5)
+    # Conversations are drawn and resampled whole (their segments are dependent): 0.75 measured (0.4–0.5 when
+    # segments were treated as independent items).
+    assert people is not None and people in (0.5, 0.75)
     assert {p.people_only for p in plans.values()} == {people}  # the same simulated annotations for every judge
     assert abs(shares.index(plans[1 / 3].recommended) - shares.index(people)) <= 1
     assert plans[0.95].recommended <= plans[0.7].recommended <= plans[1 / 3].recommended

@@ -1,7 +1,7 @@
 """``hitkit plan`` for a Spot The Bot study with an LLM judge: how large the crowd's share must be.
 
 The judge labels every segment's two speakers; people annotate a uniformly random share of the
-segments within each pair of systems (:func:`hitkit.human_subset.human_subset`), so the plan sizes
+conversations within each pair of systems, all their segments (:func:`hitkit.human_subset.human_subset`), so the plan sizes
 ``judge.human_share``. Each simulated study (seeded) draws the crowd's annotations of every segment
 as the plain plan does (:func:`hitkit.protocols.spot_the_bot.plan.simulate_annotations`, on
 placeholder bot–bot material of the study's |S_ij|) and the simulated judge's labels
@@ -119,7 +119,7 @@ def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: A
     from hitkit.protocols.spot_the_bot.plan import simulate_annotations
 
     annotations = simulate_annotations(base.model_copy(update={"judge": None}), seed)
-    full = items(annotations, judge_labels(annotations, judge, np.random.default_rng(seed)))
+    full = items(annotations, judge_labels(annotations, judge, np.random.default_rng(seed)).assign(human_subset=True))
     rho = {}
     for (a, b), part in full.groupby(["system_a", "system_b"]):
         theta = part["human_wins"].sum() / part["human_decisive"].sum()
@@ -133,7 +133,8 @@ def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: A
     for share in shares:
         chosen = {segment_of[u.key] for u in human_subset(with_share(base, share, seed), units)}
         kept = np.array([k in chosen for k in keys])
-        per_item = full.assign(human_wins=full["human_wins"].where(kept), human_decisive=full["human_decisive"].where(kept))
+        per_item = full.assign(human_subset=kept, human_wins=full["human_wins"].where(kept),
+                               human_decisive=full["human_decisive"].where(kept))
         wide = win_rates(per_item)
         strict = judge_planning.corrected(wide, len(wide))
         ours = {s: q for s, q in quality.items() if s in set(wide["system_a"]) | set(wide["system_b"])}

@@ -80,16 +80,17 @@ def pack_segments(conversations: Sequence[SourceConversation], lengths: Sequence
 
 def pack_share(conversations: Sequence[SourceConversation], available: Mapping[str, Sequence[int]],
                lengths: Sequence[int], per_hit: int, rng: random.Random) -> list[list[Segment]]:
-    """HITs of at most ``per_hit`` segments of a judged study's crowd share, where a conversation may
-    have only some of its segments (``available[key]``: its segment lengths in the share).
+    """HITs of at most ``per_hit`` segments of a judged study's crowd share where the full design
+    (:func:`pack_segments`) cannot pack it: the share is drawn by whole conversations within each pair,
+    so it may lack the blocks' balance of kinds. ``available[key]``: the conversation's segment lengths
+    in the share (all of them for a drawn conversation; fewer are packed too).
 
     The block design of :func:`pack_segments`, filled greedily: each conversation, in an order
     that interleaves human–human and bot–bot material, goes into the current block of
     ``len(lengths)`` HITs under a rotation of the Latin square (segment ``lengths[s]`` into HIT
     ``(s + r) % len(lengths)``) that keeps every HIT within ``per_hit``; when none does, a new block
     starts. So, as in the full design, no HIT holds two segments of one conversation and each
-    conversation's segments lie in the HITs of one block, while HITs stay full although most
-    conversations bring only some of their segments. Unlike the full design, a HIT is not
+    conversation's segments lie in the HITs of one block, while HITs stay full. Unlike the full design, a HIT is not
     guaranteed both kinds of material or every length: the share is random. Raises ConfigError when
     the share has segments of fewer than two conversations or lacks one kind, too little for a HIT.
     """

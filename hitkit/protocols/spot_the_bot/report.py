@@ -82,12 +82,14 @@ def judge_sections(inp: ReportInput) -> list[Section]:
     j = inp.summary.get("judge") or {}
     return judge_section(
         inp, f"The judge labelled both speakers of all {j.get('items', '?')} segments; people annotated a "
-        f"uniformly random share of them (drawn within each pair of systems), {j.get('human_items', '?')} of the "
-        f"{j.get('pair_items', '?')} segments of two different systems. Per pair: the win rate of the first system "
+        f"uniformly random share of them, drawn by whole conversations within each pair of systems: "
+        f"{j.get('human_conversations', '?')} of the {j.get('conversations', '?')} conversations of two different "
+        f"systems, {j.get('human_items', '?')} of their {j.get('pair_items', '?')} segments. Per pair: the win rate of the first system "
         "(wins / (wins + losses), human > unsure > bot, ties excluded) from people only, from the judge only (its "
         "naive interval ignores its bias) and prediction-powered (PPI++ for a ratio), which corrects the judge by "
-        "its error on the segments people annotated. λ is the weight the judge got (0: people only); n_effective "
-        "is how many human-annotated segments the people-only estimate would need for the same precision.",
+        "its error on the conversations people annotated; a conversation's segments are prefixes of each other, so "
+        "the intervals resample conversations. λ is the weight the judge got (0: people only); n_effective is how "
+        "many human-annotated segments the people-only estimate would need for the same precision.",
         "The judge's bias per system: the share of the system's speakers the judge labelled human minus the "
         "people's share, over the segments people annotated (positive: the judge takes it for a person more often "
         "than people do; system human: the people of the human–human material).", "unsure for both speakers",

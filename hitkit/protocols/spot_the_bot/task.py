@@ -13,8 +13,9 @@ L segment lengths becomes a *block* of L HITs, a Latin square: HIT j of the bloc
 group's conversations once (never two segments of one conversation), every length about g / L
 times, and human–human and bot–bot material; each conversation's L segments lie in the L HITs of
 its own block, and nowhere else. Each HIT is taken by ``annotations_per_segment`` workers. With an
-LLM judge (``judge:``) the crowd gets a random share of the segments only, and
-:func:`~hitkit.protocols.spot_the_bot.packing.pack_share` fills blocks of the same kind greedily.
+LLM judge (``judge:``) the crowd gets a random share of the conversations (all their segments):
+packed as above where the share has the balance of kinds the blocks need, else
+:func:`~hitkit.protocols.spot_the_bot.packing.pack_share` fills blocks greedily.
 
 **Worker exclusion** (:meth:`SpotTheBotTask.refuses`, checked at entry and when the simulated crowd
 looks for work). A worker may not take a HIT holding a conversation of which they were shown a
@@ -44,7 +45,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from hitkit.db.models import Assignment, HitUnit, Study, Unit
-from hitkit.errors import InputError
+from hitkit.errors import ConfigError, InputError
 from hitkit.protocols.base import (
     ConversationSpec,
     HitSpec,
@@ -209,9 +210,16 @@ class SpotTheBotTask(TaskType):
         available: dict[str, list[int]] = defaultdict(list)
         for conversation, k in keys:
             available[conversation].append(k)
+        hits = None
         if all(len(ks) == len(cfg.segment_lengths) for ks in available.values()):
-            hits = pack_segments(sources, cfg.segment_lengths, cfg.segments_per_hit, rng)
-        else:  # a judged study's crowd share (hitkit.human_subset): some segments only
+            try:
+                hits = pack_segments(sources, cfg.segment_lengths, cfg.segments_per_hit, rng)
+            except ConfigError:
+                if self.config.judge is None:
+                    raise
+        if hits is None:
+            # A judged study's crowd share (hitkit.human_subset: whole conversations, drawn at random within
+            # each pair) may lack the full design's balance of kinds: greedy blocks.
             hits = pack_share(sources, available, cfg.segment_lengths, cfg.segments_per_hit, rng)
         return [HitSpec(tuple(keys[(s.conversation, s.k)] for s in hit), cfg.annotations_per_segment)
                 for hit in hits]
