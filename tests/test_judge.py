@@ -37,22 +37,18 @@ ASKED = 2 * UNITS - 2 * IDENTICAL
 DISTINCT = ASKED - 4  # in q07 and q19, alpha against beta reads exactly as alpha against gamma
 
 
-class ScriptedJudge(ThreadingHTTPServer):
-    """An OpenAI-compatible judge: reads the two responses from the prompt, knows which system wrote
-    each, and prefers the better one, with a strong bias toward :data:`FAVOURED` and a slight one for
-    position A. Deterministic per prompt. ``fail_after``: answer HTTP 500 from that request on;
-    ``fail_first``: answer 500 to that many requests first."""
+class JudgeServer(ThreadingHTTPServer):
+    """An OpenAI-compatible server on a free loopback port, answering each chat-completions request with
+    :meth:`reply_to` (by default :meth:`answer` to the last message); the scripted judges of the judge
+    tests subclass it."""
 
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, fail_after: int | None = None, fail_first: int = 0):
+    def __init__(self):
         super().__init__(("127.0.0.1", 0), _JudgeHandler)
-        self.writer = {(row["prompt"], text): system for row in RESPONSES for system, text in row["responses"].items()}
-        self.fail_after, self.fail_first = fail_after, fail_first
         self.lock = threading.Lock()
         self.prompts: list[str] = []
-        self.requests = 0
 
     @property
     def url(self) -> str:
@@ -61,6 +57,22 @@ class ScriptedJudge(ThreadingHTTPServer):
     def reply_to(self, body: dict) -> tuple[int, str]:
         """(HTTP status, reply text) for one chat-completions request body."""
         return self.answer(body["messages"][-1]["content"])
+
+    def answer(self, prompt: str) -> tuple[int, str]:
+        raise NotImplementedError
+
+
+class ScriptedJudge(JudgeServer):
+    """An OpenAI-compatible judge: reads the two responses from the prompt, knows which system wrote
+    each, and prefers the better one, with a strong bias toward :data:`FAVOURED` and a slight one for
+    position A. Deterministic per prompt. ``fail_after``: answer HTTP 500 from that request on;
+    ``fail_first``: answer 500 to that many requests first."""
+
+    def __init__(self, fail_after: int | None = None, fail_first: int = 0):
+        super().__init__()
+        self.writer = {(row["prompt"], text): system for row in RESPONSES for system, text in row["responses"].items()}
+        self.fail_after, self.fail_first = fail_after, fail_first
+        self.requests = 0
 
     def answer(self, prompt: str) -> tuple[int, str]:
         with self.lock:

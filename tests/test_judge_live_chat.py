@@ -9,8 +9,6 @@ import hashlib
 import json
 import math
 import re
-import threading
-from http.server import ThreadingHTTPServer
 
 import pandas as pd
 import pytest
@@ -26,7 +24,7 @@ from hitkit.errors import ConfigError
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
 from hitkit.protocols.live_chat.judge import parse
 from tests.studies import REPO, launch, served
-from tests.test_judge import _JudgeHandler, serving
+from tests.test_judge import JudgeServer, serving
 from tests.test_live_chat_study import REAL as QUALITY
 from tests.test_live_chat_study import live_chat_study
 
@@ -37,24 +35,16 @@ NEGATIVE = {c.name for c in DEFAULT_CRITERIA if c.polarity == "negative"}
 HITS = 10
 
 
-class ChatAndJudge(ThreadingHTTPServer):
+class ChatAndJudge(JudgeServer):
     """One OpenAI-compatible server for the study's bots and its judge. A bot (model = system name)
     signs each reply with its name; the judge (model ``scripted-judge``) reads the signatures in the
     conversation, rates by the system's quality (with a strong pull toward :data:`FAVOURED`), leaves
     ``fun`` out of every fifth reply, and answers HTTP 500 from request ``fail_after`` on."""
 
-    daemon_threads = True
-    request_queue_size = 64
-
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), _JudgeHandler)
-        self.lock = threading.Lock()
+        super().__init__()
         self.judged: list[str] = []
         self.fail_after: int | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
     def reply_to(self, body: dict) -> tuple[int, str]:
         model, prompt = body["model"], body["messages"][-1]["content"]

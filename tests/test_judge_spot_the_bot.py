@@ -8,9 +8,7 @@ import json
 import math
 import random
 import re
-import threading
 from collections import Counter, defaultdict
-from http.server import ThreadingHTTPServer
 
 import numpy as np
 import pandas as pd
@@ -29,7 +27,7 @@ from hitkit.protocols.spot_the_bot.judge import analysis_tables, conversation_to
 from hitkit.protocols.spot_the_bot.packing import SourceConversation, pack_share
 from hitkit.schema import DONE_STATUSES
 from tests.studies import REPO, launch
-from tests.test_judge import _JudgeHandler, serving
+from tests.test_judge import JudgeServer, serving
 from tests.test_spot_the_bot_study import LENGTHS, QUALITY, stb_study, write_bot_bot, write_human_human
 
 FAVOURED = "gamma"
@@ -38,27 +36,11 @@ PER_PAIR, HUMANS = 4, 5
 SEGMENTS = (6 * PER_PAIR + HUMANS) * len(LENGTHS)  # six pairs with self-chat, and the human–human material
 
 
-class ScriptedJudge(ThreadingHTTPServer):
+class ScriptedJudge(JudgeServer):
     """An OpenAI-compatible judge: reads the segment from the prompt, knows who wrote each speaker's lines
     (a system's lines start with its name, a person's with 'person'), and labels each speaker, taking a
     bot for a person about as often as the simulated crowd does (far more often: :data:`FAVOURED`). Deterministic per prompt; its
     replies vary in form, and one in about twenty names no label."""
-
-    daemon_threads = True
-    request_queue_size = 64
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), _JudgeHandler)
-        self.lock = threading.Lock()
-        self.prompts: list[str] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def reply_to(self, body: dict) -> tuple[int, str]:
-        """(HTTP status, reply text) for one chat-completions request: :class:`tests.test_judge._JudgeHandler`'s protocol."""
-        return self.answer(body["messages"][-1]["content"])
 
     def answer(self, prompt: str) -> tuple[int, str]:
         with self.lock:

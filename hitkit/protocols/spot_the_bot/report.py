@@ -104,11 +104,11 @@ def judge_methods(inp: ReportInput) -> list[str]:
     j, fallback, models = facts
     return [
         f"An LLM judge ({models}) labelled both speakers of every one of the {j.get('items', '?')} segments as "
-        "human, bot or unsure, reading each as the annotators' page shows it; annotators labelled a uniformly "
-        "random subset drawn within each pair of systems (seeded), each segment's human wins and decisive "
-        "outcomes being the means over its annotations.",
+        "human, bot or unsure, reading each as the annotators' page shows it; annotators labelled every segment of a uniformly "
+        "random subset of the conversations drawn within each pair of systems (seeded), each segment's human "
+        "wins and decisive outcomes being the means over its annotations, summed per conversation.",
         f"Win rates combine the two by {j.get('estimator', 'PPI++')}: per pair, the ratio of the mean human "
-        "wins and the mean human decisive outcomes, each plus λ̂ times the judge's mean on the segments "
+        "wins and the mean human decisive outcomes, each plus λ̂ times the judge's mean on the conversations "
         "without annotations minus its mean on the annotated ones (the PPI++ M-estimator for "
         "E[wins − θ · decisive] = 0), with λ̂ tuned to minimise the estimate's variance and clipped to [0, 1]; "
         f"the 95 % intervals are {j.get('interval', 'jackknife t')} intervals; {fallback} "
