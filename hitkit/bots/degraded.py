@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,13 +50,34 @@ class Distortion:
     donor_words: tuple[str, ...]
 
 
-def _donor_runs(donors: Sequence[Dialogue], r: int) -> list[tuple[str, list[str]]]:
-    utterances = [(d.id, words) for d in donors for t in d.turns if len(words := t.split()) >= r]
-    if utterances:
-        return utterances
-    running = [(d.id, words) for d in donors
-               if len(words := " ".join(d.turns).split()) >= r]
-    return running
+def _donor_runs(donors: Sequence[Dialogue], r: int, *, utterances: bool = True,
+                running: bool = True) -> list[tuple[str, list[str]]]:
+    """The donor word runs of at least r words: the donors' utterances that long, else (none being that
+    long) the donors' whole dialogues read as running text. ``utterances``/``running`` pick one kind."""
+    found = [(d.id, words) for d in donors for t in d.turns if len(words := t.split()) >= r] if utterances else []
+    if found or not running:
+        return found
+    return [(d.id, words) for d in donors if len(words := " ".join(d.turns).split()) >= r]
+
+
+class _DonorRuns:
+    """:func:`_donor_runs` of a whole corpus less one dialogue, with the corpus split into words once per r
+    (splitting every turn of the corpus again for each reply was a tenth of a live-chat study's CPU)."""
+
+    def __init__(self, dialogues: Sequence[Dialogue]) -> None:
+        self._dialogues = dialogues
+        self._by_r: dict[int, tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]]] = {}
+
+    def without(self, dialogue_id: str) -> Callable[[int], list[tuple[str, list[str]]]]:
+        """The runs of every dialogue but ``dialogue_id``, as ``_donor_runs(donors, r)`` gives them."""
+        def runs(r: int) -> list[tuple[str, list[str]]]:
+            if r not in self._by_r:
+                self._by_r[r] = (_donor_runs(self._dialogues, r, running=False),
+                                 _donor_runs(self._dialogues, r, utterances=False))
+            utterances, running = self._by_r[r]
+            return ([c for c in utterances if c[0] != dialogue_id]
+                    or [c for c in running if c[0] != dialogue_id])
+        return runs
 
 
 def distort(response: str, donor_dialogues: Sequence[Dialogue], rng: random.Random) -> Distortion:
@@ -66,10 +87,16 @@ def distort(response: str, donor_dialogues: Sequence[Dialogue], rng: random.Rand
     excludes the first and last word. Raises ValueError for an empty response or when no donor
     has r words.
     """
+    return _distort(response, lambda r: _donor_runs(donor_dialogues, r), rng)
+
+
+def _distort(response: str, donor_runs: Callable[[int], list[tuple[str, list[str]]]],
+             rng: random.Random) -> Distortion:
+    """:func:`distort` with the donors' runs of r words given by ``donor_runs(r)``."""
     words = response.split()
     n = len(words)
     r = replacement_length(n)
-    candidates = _donor_runs(donor_dialogues, r)
+    candidates = donor_runs(r)
     if not candidates:
         raise ValueError(f"no donor dialogue has {r} consecutive words to replace a run of an "
                          f"{n}-word response; add longer dialogues to the corpus")
@@ -115,6 +142,7 @@ class DegradedBot:
         if not self._responses:
             raise CorpusError("the QC bot's corpus has no responses: every dialogue needs at "
                               "least two non-empty turns to sample a reply from")
+        self._donors = _DonorRuns(dialogues)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
 
@@ -130,9 +158,8 @@ class DegradedBot:
             failed: set[tuple[int, int]] = set()
             while True:
                 source = self.dialogues[i]
-                donors = [d for d in self.dialogues if d.id != source.id]
                 try:
-                    distortion = distort(source.turns[j], donors, self._rng)
+                    distortion = _distort(source.turns[j], self._donors.without(source.id), self._rng)
                     return DegradedReply(source.id, j, source.turns[j], distortion)
                 except ValueError:
                     # No donor is long enough for this response; redraw uniformly from the rest.
