@@ -67,22 +67,47 @@ def sqlite_template(tmp_path_factory):
     return path
 
 
+def _sqlite_url(tmp_path, sqlite_template):
+    from hitkit.db.session import dispose_engines
+
+    path = tmp_path / "hitkit.db"
+    shutil.copy(sqlite_template, path)
+    yield f"sqlite:///{path}"
+    dispose_engines()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request, tmp_path, sqlite_template, pg_template):
     """A fresh, migrated database URL: SQLite in tmp_path, or a new PostgreSQL database."""
-    from hitkit.db.session import dispose_engines
-
     if request.param == "sqlite":
-        path = tmp_path / "hitkit.db"
-        shutil.copy(sqlite_template, path)
-        yield f"sqlite:///{path}"
-        dispose_engines()
+        yield from _sqlite_url(tmp_path, sqlite_template)
         return
     template, reason = pg_template
     if template is None:
         if REQUIRE_PG:
             pytest.fail(f"HITKIT_REQUIRE_POSTGRES=1 but {reason}")
         pytest.skip(reason)
+    yield from _pg_database(template)
+
+
+@pytest.fixture
+def one_database_url(tmp_path, sqlite_template, pg_template):
+    """One fresh, migrated database: PostgreSQL, the production store, where there is one (always under
+    HITKIT_REQUIRE_POSTGRES=1), else SQLite. For the long end-to-end runs whose subject is a policy (a
+    stopping rule, a simulated profile) rather than storage: running them on both stores doubled the
+    suite's longest tests and checked nothing the other tests on both stores do not."""
+    template, reason = pg_template
+    if template is None:
+        if REQUIRE_PG:
+            pytest.fail(f"HITKIT_REQUIRE_POSTGRES=1 but {reason}")
+        yield from _sqlite_url(tmp_path, sqlite_template)
+        return
+    yield from _pg_database(template)
+
+
+def _pg_database(template: str):
+    from hitkit.db.session import dispose_engines
+
     name = f"hitkit_t_{uuid.uuid4().hex[:10]}"
     with _pg_admin() as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')

@@ -137,9 +137,9 @@ def test_a_forged_signals_object_is_bounded_and_never_costs_the_message(
         assert stored[3] is None and stored[4] is None
 
 
-def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(tmp_path, database_url,
+def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(tmp_path, one_database_url,
                                                                              bot_server):  # noqa: F811
-    path = live_chat_study(tmp_path, database_url, bot_server, hits=8, min_inputs=3)
+    path = live_chat_study(tmp_path, one_database_url, bot_server, hits=8, min_inputs=3)
     data = yaml.safe_load(path.read_text())
     data["simulated"]["workers"] = [{"profile": p, "count": 2}
                                     for p in ("llm_paster", "slow_typist", "phone", "diligent")]
@@ -166,11 +166,11 @@ def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(tm
     # The ratings are those of diligent workers: the analysis is unchanged by how they typed.
     assert pd.read_csv(export / "ratings.csv")["worker_id"].nunique() == 8
     config = load_study(path)
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "worker",
                                                                      Turn.signals.is_(None))) == 0
         study = s.scalar(select(Study))
-        ctx = StudyContext.of(study, resolve_secret(database_url))
+        ctx = StudyContext.of(study, resolve_secret(one_database_url))
         rows = {r.external_id: r for r in worker_rows(s, ctx, None)}
     assert config.authenticity.show_instruction and not config.authenticity.block_paste
     assert rows["sim-llm_paster-000"].authenticity.flag and not rows["sim-phone-000"].authenticity.flag

@@ -20,7 +20,7 @@ def events(url, study_id):
             Event.study_id == study_id, Event.kind.in_(health.KINDS)).order_by(Event.id))]
 
 
-def test_failing_and_slow_bots_become_events_at_most_once_per_interval(study, monkeypatch):
+def test_failing_and_slow_bots_become_events_at_most_once_per_interval(study, monkeypatch):  # noqa: F811
     url, ctx = study
     token, order = take(url, ctx, "W-health")
     start_chat(url, ctx, token, order[0])

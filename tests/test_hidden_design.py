@@ -41,17 +41,17 @@ def _auc(positives: list[float], negatives: list[float]) -> float:
     return wins / (len(positives) * len(negatives))
 
 
-def test_no_worker_visible_id_or_position_predicts_the_qc_slot_over_100_hits(tmp_path, database_url):
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
-        ctx = create_study(s, chat_config(database_url, hits=HITS), None, secret)
+def test_no_worker_visible_id_or_position_predicts_the_qc_slot_over_100_hits(tmp_path, one_database_url):
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
+        ctx = create_study(s, chat_config(one_database_url, hits=HITS), None, secret)
         s.get(Study, ctx.study_id).status = "running"
         s.execute(update(Hit).where(Hit.study_id == ctx.study_id).values(status="posted"))
         hit_ids = list(s.scalars(select(Hit.id).where(Hit.study_id == ctx.study_id).order_by(Hit.index)))
         units = {u.public_key: u for u in s.scalars(select(Unit).where(Unit.study_id == ctx.study_id))}
     assert len(hit_ids) == HITS
     by_key_rank, by_listed, by_position, by_id_rank = Counter(), Counter(), Counter(), Counter()
-    with serving(database_url, secret, tmp_path / "web.log") as base:
+    with serving(one_database_url, secret, tmp_path / "web.log") as base:
         for n, hit_id in enumerate(hit_ids):
             http = requests.Session()
             page = http.get(f"{base}/s/chat-test/hit/{hit_id}",
@@ -80,23 +80,23 @@ def test_no_worker_visible_id_or_position_predicts_the_qc_slot_over_100_hits(tmp
     assert max(by_id_rank.values()) > CHANCE_BOUND
 
 
-def test_no_worker_visible_id_or_position_predicts_human_human_material(tmp_path, database_url):
-    path = stb_study(tmp_path, database_url, human_count=20)
+def test_no_worker_visible_id_or_position_predicts_human_human_material(tmp_path, one_database_url):
+    path = stb_study(tmp_path, one_database_url, human_count=20)
     write_bot_bot(tmp_path / "bot_bot.jsonl", per_pair=10)
     write_human_human(tmp_path / "human.jsonl", count=20)
     data = yaml.safe_load(path.read_text())
     data["schedule"].update(wave_size=100, max_concurrent=100)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     config = load_study(path)
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
         ctx = create_study(s, config, path, secret)
         s.get(Study, ctx.study_id).status = "running"
         s.execute(update(Hit).where(Hit.study_id == ctx.study_id).values(status="posted"))
         hit_ids = list(s.scalars(select(Hit.id).where(Hit.study_id == ctx.study_id).order_by(Hit.index)))
         units = {u.public_key: u for u in s.scalars(select(Unit).where(Unit.study_id == ctx.study_id))}
     scores: dict[str, tuple[list[float], list[float]]] = {f: ([], []) for f in ("key", "listed", "position", "id")}
-    with serving(database_url, secret, tmp_path / "web.log") as base:
+    with serving(one_database_url, secret, tmp_path / "web.log") as base:
         for n, hit_id in enumerate(hit_ids):
             http = requests.Session()
             page = http.get(f"{base}/s/stb-demo/hit/{hit_id}",

@@ -83,9 +83,9 @@ def test_resume_refuses_a_changed_study_design(tmp_path, database_url):
         launch(changed, yes=True, resume=True, show_progress=False, echo=lambda _m: None, timeout_s=10)
 
 
-def test_judge_like_simulated_workers_prefer_the_longer_and_the_first_response_over_http(tmp_path, database_url):
+def test_judge_like_simulated_workers_prefer_the_longer_and_the_first_response_over_http(tmp_path, one_database_url):
     # Equal systems, so only a judge's habits move the votes: the longer response and position A win.
-    study_file = pairwise_study(tmp_path, database_url, simulated={
+    study_file = pairwise_study(tmp_path, one_database_url, simulated={
         "workers": [{"profile": "judge_like", "count": 14}], "quality": {"alpha": 0.5, "beta": 0.5, "gamma": 0.5}},
         schedule={"per_worker_cap": 9},
         pairwise={"votes_per_prompt": 9}, budget="200.00")

@@ -94,11 +94,11 @@ def _adaptive_pairwise(tmp_path, database_url, quality):
                           schedule={"wave_size": 1, "max_concurrent": 2, "per_worker_cap": 6})
 
 
-def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tmp_path, database_url):
-    study_file = _adaptive_pairwise(tmp_path, database_url, WIDE)
+def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tmp_path, one_database_url):
+    study_file = _adaptive_pairwise(tmp_path, one_database_url, WIDE)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
     out = tmp_path / "runs" / "ab-demo"
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
         fired = s.scalars(select(Event).where(Event.kind == "stop_rule_fired")).all()
         assert len(fired) == 1 and fired[0].data["outcome"].startswith("alpha is best")
@@ -111,17 +111,17 @@ def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tm
     rule = info["stopping"]
     assert rule["fired"] and rule["fired_after_hits"] < rule["fixed_design"]["assignments"]
     assert float(rule["committed"]) < float(rule["fixed_design"]["cost"])
-    shown = study_status(database_url, "ab-demo")
+    shown = study_status(one_database_url, "ab-demo")
     assert shown["stopped_by_rule"]["outcome"].startswith("alpha is best") and shown["hits"]["withdrawn"] > 0
     files = report(out)
     assert "## Stopping rule" in files.markdown.read_text()
     assert f"The rule fired after {rule['fired_after_hits']} counted HITs (alpha is best" in files.methods
 
 
-def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_path, database_url):
-    study_file = _adaptive_pairwise(tmp_path, database_url, EQUAL)
+def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_path, one_database_url):
+    study_file = _adaptive_pairwise(tmp_path, one_database_url, EQUAL)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
         assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "stop_rule_fired")) == 0
         assert set(s.scalars(select(Hit.status))) == {"completed"}
@@ -131,10 +131,11 @@ def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_p
 
 def adaptive(path, data: dict, quality: dict, min_hits: int = 1, **schedule):
     """Write ``data`` to ``path`` as an adaptive study that stops when its best system is known, with these
-    qualities, 30 diligent workers and one HIT posted at a time (two open at most)."""
+    qualities, 30 diligent workers, one HIT posted at a time (two open at most) and a 0.1 s scheduler tick
+    (posting one HIT a tick, the tick sets the pace of these studies)."""
     data.update(design="adaptive", stop={"decision": "best", "min_hits": min_hits})
     data["simulated"].update(quality=quality, workers=[{"profile": "diligent", "count": 30}])
-    data["schedule"].update(wave_size=1, max_concurrent=2, **schedule)
+    data["schedule"].update(wave_size=1, max_concurrent=2, **{"interval_s": 0.1, **schedule})
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -170,12 +171,12 @@ def _adaptive_stb(tmp_path, database_url, quality, per_pair: int):
 @pytest.mark.parametrize("quality, stops, per_pair", [({"alpha": 0.95, "beta": 0.05, "gamma": 0.05}, True, 10),
                                                       ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False, 6)],
                          ids=["wide", "equal"])
-def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_better(tmp_path, database_url,
+def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_better(tmp_path, one_database_url,
                                                                                      quality, stops, per_pair):
-    launch(_adaptive_stb(tmp_path, database_url, quality, per_pair), yes=True, show_progress=False, echo=lambda _m: None,
+    launch(_adaptive_stb(tmp_path, one_database_url, quality, per_pair), yes=True, show_progress=False, echo=lambda _m: None,
            timeout_s=300)
-    assert_stopped_early_only_if(stops, database_url, "alpha")
-    with session_scope(database_url) as s:
+    assert_stopped_early_only_if(stops, one_database_url, "alpha")
+    with session_scope(one_database_url) as s:
         # The adaptive order keeps the packing's constraint: no worker saw two segments of one conversation.
         seen = s.execute(select(Assignment.worker_id, Unit.conversation_id).join(Hit, Hit.id == Assignment.hit_id)
                          .join(HitUnit, HitUnit.hit_id == Hit.id).join(Unit, Unit.id == HitUnit.unit_id)).all()
@@ -185,13 +186,13 @@ def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_bet
 @pytest.mark.parametrize("quality, stops", [({"anna": 0.95, "bert": 0.3, "cleo": 0.3, "dora": 0.2, "emil": 0.1}, True),
                                             ({"anna": 0.5, "bert": 0.5, "cleo": 0.5, "dora": 0.5, "emil": 0.5}, False)],
                          ids=["wide", "equal"])
-def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_better(tmp_path, database_url,
+def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_better(tmp_path, one_database_url,
                                                                                      bot_server, quality, stops):  # noqa: F811
-    study_file = live_chat_study(tmp_path, database_url, bot_server, hits=40, slots_per_hit=4)
+    study_file = live_chat_study(tmp_path, one_database_url, bot_server, hits=40, slots_per_hit=4)
     adaptive(study_file, yaml.safe_load(study_file.read_text()), {**quality, "qc": 0.02}, min_hits=3, per_worker_cap=2)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
-    assert_stopped_early_only_if(stops, database_url, "anna")
-    with session_scope(database_url) as s:
+    assert_stopped_early_only_if(stops, one_database_url, "anna")
+    with session_scope(one_database_url) as s:
         # Every posted HIT kept its shape: three real systems and the QC slot.
         for hit in s.scalars(select(Hit).where(Hit.status != "withdrawn")):
             payloads = [hu.unit.payload for hu in hit.units]
@@ -212,11 +213,11 @@ def _adaptive_rating(tmp_path, database_url, quality):
 @pytest.mark.parametrize("quality, stops", [({"alpha": 0.95, "beta": 0.3, "gamma": 0.1}, True),
                                             ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False)],
                          ids=["wide", "equal"])
-def test_an_adaptive_rating_study_stops_early_only_when_one_system_is_far_better(tmp_path, database_url,
+def test_an_adaptive_rating_study_stops_early_only_when_one_system_is_far_better(tmp_path, one_database_url,
                                                                                  quality, stops):
-    launch(_adaptive_rating(tmp_path, database_url, quality), yes=True, show_progress=False, echo=lambda _m: None,
+    launch(_adaptive_rating(tmp_path, one_database_url, quality), yes=True, show_progress=False, echo=lambda _m: None,
            timeout_s=300)
-    assert_stopped_early_only_if(stops, database_url, "alpha")
+    assert_stopped_early_only_if(stops, one_database_url, "alpha")
 
 
 def test_a_dry_run_states_the_stopping_rule_and_that_its_cost_is_a_ceiling(tmp_path):
