@@ -7,7 +7,9 @@ plain plan draws them, a simulated judge's labels) and analyses it at each share
 real prediction-powered analysis; this module holds what is the same for all of them: the grid
 (:func:`grid`), the replicate loop and the table (:func:`plan_shares`), the decisions that
 pairwise win rates make (:func:`corrected`, :func:`decide_pairs`), the assumed-or-measured judge of
-Spot The Bot and live chat (:class:`AssumedJudge`) and the recommendation's lines (:func:`recommendation`).
+Spot The Bot and live chat (:class:`AssumedJudge`), the recommendation's lines (:func:`table_lines`)
+and ``--confirm``'s one real run at the recommended share (:func:`confirm`; the protocol says which
+decisions its export gets right).
 
 The recommended share is the smallest reaching :data:`hitkit.planning.POWER` for the first decision
 that applies, or, with a width target, the smallest whose mean PPI half-width is at most it; the
@@ -19,6 +21,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -300,3 +303,33 @@ def pilot_files(directory, names: Sequence[str]) -> None:
         if not (directory / name).is_file() and not (directory / name).with_suffix(".parquet").is_file():
             raise HitkitError(f"--pilot {directory}: no {name}; give the export folder of a previous study with "
                               f"judge: (it holds {wanted})")
+
+
+Decide = Callable[[StudyConfig, Path, dict[str, str]], dict[str, bool | None]]
+"""A protocol's ``decide_export(config, export_dir, profiles)``: which decisions the PPI analysis of a finished
+run's export got right (``profiles``: each simulated worker's profile, for a decision about quality control)."""
+
+
+def confirm_share(result: JudgePlan) -> float:
+    """The share a confirming run uses: the recommended one, else the study's own."""
+    return result.recommended if result.recommended is not None else result.own_share
+
+
+def confirm(config: StudyConfig, study_file: str | Path, result: JudgePlan, decide: Decide, *, web,
+            echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> planning.Confirmation:
+    """Run the study once at :func:`confirm_share` (:func:`hitkit.planning.confirming_run`: real HTTP, the
+    simulated crowd, the study file's judge, which labels the material before posting or the crowd's work
+    after it as the study's protocol does) and say which of the plan's decisions ``decide`` finds its
+    export's PPI analysis got right (every decision of ``result`` named, None where one does not apply):
+    what each protocol's ``judge_plan.confirm`` does, with its own ``decide_export``."""
+    from hitkit.crowd import crowd_from_config
+
+    share = confirm_share(result)
+    started = time.monotonic()
+    run = planning.confirming_run(config, study_file, with_share(config, share), web=web, echo=echo,
+                                  timeout_s=timeout_s)
+    profiles = {w.worker_id: w.profile for w in crowd_from_config(run.config)}
+    outcome = decide(run.config, run.folder / "export", profiles)
+    return planning.Confirmation(share, result.unit, run.hits, run.assignments, run.workers, run.folder, run.database,
+                                 config.provider.kind, {d: outcome.get(d) for d in result.decisions},
+                                 round(time.monotonic() - started, 1))

@@ -38,6 +38,9 @@ class LaunchResult:
     analysis: list[Path] = field(default_factory=list)
     crowd_errors: list[str] = field(default_factory=list)
     qc_line: str = ""
+    judged: bool = True
+    """False where a judge that labels the crowd's work (:func:`judge_crowd_work`) failed on some of it: the
+    export lacks those labels until `hitkit judge` asks again."""
 
 
 class WebTier(Protocol):
@@ -423,7 +426,7 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
                           out_dir, crowd_errors=list(crowd.stats.errors) if crowd else [])
     if config.judge is not None and not _judges_before(config):
         # The crowd's work is done and stored; the judge's labels are added to it before the export.
-        judge_crowd_work(config, config_path, ctx.study_id, echo, show_progress, lines_every_s)
+        result.judged = judge_crowd_work(config, config_path, ctx.study_id, echo, show_progress, lines_every_s)
     with session_scope(url) as session:
         result.exported = export_study(session, ctx, out_dir / "export")
         result.qc_line = qc_outcome_line(session, ctx)

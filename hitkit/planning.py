@@ -173,6 +173,13 @@ def decide(quality: dict[str, float], differs, ranked: list[str], intervals: dic
     }
 
 
+def ranked_nothing(quality: dict[str, float]) -> dict[str, bool | None]:
+    """The :data:`DECISIONS` of an analysis that scored not every system (no worker who passed QC rated one):
+    it ranked nothing and told no difference, so every decision that applies is wrong but no false difference."""
+    applies = decide(quality, lambda a, b: False, [], dict.fromkeys(quality, (0.0, 1.0)))
+    return {k: (None if v is None else k == "no_false_difference") for k, v in applies.items()}
+
+
 @dataclass
 class Confirmation:
     """One real run of the study at one size (``hitkit plan --confirm``) and which decisions it got right."""
@@ -250,7 +257,9 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
     simulated crowd whatever the file says (a plan never posts to a platform), enlarged in the same mix
     where it is too small for the size; the run has its own folder (``OUT/STUDY/plan/confirm/``, made
     afresh), SQLite database, loopback server and a budget that covers it. Bots and an LLM judge the study
-    talks to are the study file's."""
+    talks to are the study file's: a judge labels the material before posting or, where the protocol's judge
+    labels the crowd's work, that work after it (as a launch does); a judge that fails on any of it is an
+    error, the run's files kept."""
     import shutil
 
     from hitkit.db.session import get_engine
@@ -280,6 +289,10 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
                          analyse=False, config=sized)
     finally:
         get_engine(database).dispose()  # its SQLite file closed: the next confirming run starts a new one
+    if not run.judged:
+        raise HitkitError(f"the confirming run's judge ({sized.judge.model} at {sized.judge.url}) did not label all "
+                          f"of the crowd's work, so its analysis would be short of the judge's labels; the run is in "
+                          f"{run.out_dir}. Check the judge, then run `hitkit plan {study_file} --confirm` again")
     return ConfirmingRun(sized, hits, assignments, crowd * scale, run.out_dir, database)
 
 

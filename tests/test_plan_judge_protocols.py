@@ -16,6 +16,8 @@ from hitkit.config import load_study
 from hitkit.judge_planning import FORMULA
 from hitkit.protocols.live_chat import judge_plan as live_chat
 from hitkit.protocols.spot_the_bot import judge_plan as spot_the_bot
+from tests.test_judge_live_chat import endpoint, judged_chat_study  # noqa: F401  (endpoint: a fixture)
+from tests.test_judge_spot_the_bot import judge_server, judged_stb_study  # noqa: F401  (judge_server: a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 STB = {"alpha": 0.62, "beta": 0.5, "gamma": 0.38}
@@ -184,14 +186,90 @@ def test_bad_options_of_the_other_protocols_are_refused_with_what_to_do(tmp_path
     assert "--judge-correlation is not for spot_the_bot studies" in _refused(stb_study, "--judge-correlation", "0.5")
     assert "delta, not a system of this study" in _refused(stb_study, "--judge-bias", "delta=0.1")
     assert "lies in [-1, 1]" in _refused(stb_study, "--judge-bias", "alpha=2")
-    assert "not there for spot_the_bot studies" in _refused(stb_study, "--confirm")
     assert "every share must be in (0, 1]" in _refused(stb_study, "--shares", "0,0.5")
     assert "at least 2 for an interval" in _refused(stb_study, "--shares", "0.01")
     (tmp_path / "empty").mkdir()
     assert "no annotations.csv" in _refused(stb_study, "--pilot", str(tmp_path / "empty"))
     assert "--judge-agreement is not for live_chat studies" in _refused(live, "--judge-agreement", "0.8")
     assert "outside [0, 1]" in _refused(live, "--judge-correlation", "1.5")
-    assert "not there for live_chat studies" in _refused(live, "--confirm")
     assert "no ratings.csv" in _refused(live, "--pilot", str(tmp_path / "empty"))
     assert "at least 2 rated for an interval" in _refused(live, "--shares", "0.02")
     assert "(0, ∞)" in _refused(live, "--width", "-1")
+
+
+def _confirmed(study, study_name, *args) -> tuple[dict, Path]:
+    """``hitkit plan STUDY --confirm --json``'s output and the confirming run's folder."""
+    run = CliRunner().invoke(main, ["plan", str(study), "--replicates", "1", *args, "--confirm", "--json"])
+    assert run.exit_code == 0, run.output
+    folder = Path(study).parent / "runs" / study_name / "plan" / "confirm" / study_name
+    out = json.loads(run.output)
+    assert out["confirm"]["folder"] == str(folder) and out["confirm"]["database"] == f"sqlite:///{folder / 'hitkit.db'}"
+    assert out["confirm"]["provider"] == "simulated"
+    return out, folder
+
+
+def test_a_spot_the_bot_confirming_run_annotates_the_recommended_share_and_scores_its_ppi_win_rates(
+        tmp_path, judge_server):  # noqa: F811
+    from sqlalchemy import select
+
+    from hitkit.db.models import JudgeLabel, Unit
+    from hitkit.db.session import session_scope
+    from tests.test_judge_spot_the_bot import PER_PAIR, SEGMENTS
+
+    # Four conversations a pair: at 0.5 each pair's crowd annotates two (the least an interval takes).
+    study = judged_stb_study(tmp_path, f"sqlite:///{tmp_path / 'own.db'}", judge_server.url, human_share=0.5)
+    out, folder = _confirmed(study, "stb-demo", "--shares", "0.5,1", "--width", "0.499")
+    confirmed = out["confirm"]
+    assert confirmed["share"] == out["recommended"] == 0.5
+    assert confirmed["assignments"] == 2 * confirmed["hits"]  # two annotations a segment
+    assert set(confirmed["outcome"]) == set(out["decisions"]) == set(spot_the_bot.DECISIONS)
+    assert len(judge_server.prompts) == SEGMENTS  # the study file's judge labelled every segment before posting
+    with session_scope(confirmed["database"]) as s:
+        assert s.scalar(select(JudgeLabel.id).where(JudgeLabel.status != "done").limit(1)) is None
+        assert len(s.scalars(select(JudgeLabel)).all()) == SEGMENTS
+        conversations = {u.conversation_id for u in s.scalars(select(Unit))}
+    judge = pd.read_csv(folder / "export" / "judge.csv", dtype={"conversation_id": str})
+    drawn = judge.loc[judge["human_subset"]].groupby("system")["conversation_id"].nunique()
+    annotated = pd.read_csv(folder / "export" / "annotations.csv", dtype={"conversation_id": str})
+    assert set(annotated["conversation_id"]) == set(judge.loc[judge["human_subset"], "conversation_id"])
+    assert len(conversations) == judge.loc[judge["human_subset"], "conversation_id"].nunique()
+    # Half of each pair's conversations, two of four (each system in three pairs, its self-chat one included),
+    # and three of the five human–human ones (2.5 rounded half up).
+    assert drawn.to_dict() == {"alpha": 3 * PER_PAIR // 2, "beta": 3 * PER_PAIR // 2, "gamma": 3 * PER_PAIR // 2,
+                               "human": 3}
+    assert confirmed["outcome"] == spot_the_bot.decide_export(load_study(study), folder / "export")
+
+
+def test_a_live_chat_confirming_run_rates_the_recommended_share_judges_every_conversation_and_scores_it(
+        tmp_path, endpoint):  # noqa: F811
+    from sqlalchemy import select
+
+    from hitkit.db.models import JudgeLabel, Unit
+    from hitkit.db.session import session_scope
+    from tests.test_judge_live_chat import HITS, NAMES
+
+    study = judged_chat_study(tmp_path, f"sqlite:///{tmp_path / 'own.db'}", endpoint.url)
+    # A judge that fails after the crowd's chats: the confirming run says so instead of scoring without it.
+    endpoint.fail_after = 0
+    failed = CliRunner().invoke(main, ["plan", str(study), "--replicates", "1", "--shares", "0.5,1", "--width", "5",
+                                       "--confirm", "--json"])
+    assert failed.exit_code != 0 and "did not label all of the crowd's work" in failed.output, failed.output
+    endpoint.fail_after = None
+    out, folder = _confirmed(study, "chat-judge", "--shares", "0.5,1", "--width", "5")
+    confirmed = out["confirm"]
+    assert confirmed["share"] == out["recommended"] == 0.5
+    assert confirmed["hits"] == confirmed["assignments"] == HITS
+    assert set(confirmed["outcome"]) == set(out["decisions"]) == set(live_chat.DECISIONS)
+    real = HITS * 5
+    assert len(endpoint.judged) == real  # the judge rated every real-system conversation, after the crowd
+    with session_scope(confirmed["database"]) as s:
+        labels = s.scalars(select(JudgeLabel)).all()
+        assert len(labels) == real * len(NAMES) and {r.status for r in labels} == {"done"}
+        drawn = {u.key for u in s.scalars(select(Unit)) if u.payload.get("rated") is True}
+    assert 0 < len(drawn) < real
+    judge = pd.read_csv(folder / "export" / "judge.csv", dtype={"conversation_id": str})
+    ratings = pd.read_csv(folder / "export" / "ratings.csv", dtype={"conversation_id": str, "is_control": str})
+    sampled = set(judge.loc[judge["human_subset"], "conversation_id"])
+    assert sampled == set(ratings.loc[ratings["is_control"] == "0", "conversation_id"]) and len(sampled) == len(drawn)
+    assert confirmed["outcome"]["spammers_fail_qc"] is None  # an all-diligent crowd
+    assert confirmed["outcome"] == live_chat.decide_export(load_study(study), folder / "export")

@@ -302,8 +302,9 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
                    "are jackknife ones).")
 @click.option("--sizes", default=None, help="The grid, comma-separated (pairwise: votes per prompt), e.g. 1,2,4,8.")
 @click.option("--confirm", "confirm_run", is_flag=True,
-              help="Then run the study once for real at the recommended size: real HTTP, the simulated crowd "
-                   "(whatever the file's provider), its own database in OUT/STUDY/plan/confirm/.")
+              help="Then run the study once for real at the recommended size (with judge: share, the study file's "
+                   "judge labelling): real HTTP, the simulated crowd (whatever the file's provider), its own database "
+                   "in OUT/STUDY/plan/confirm/.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--shares", default=None, help="With judge: the crowd's shares to plan, comma-separated, e.g. "
               "0.1,0.2,0.5 [default: 0.05 to 1 and the study's own].")
@@ -329,7 +330,7 @@ def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | Non
          judge_bias: tuple[str, ...], pilot: Path | None, width: float | None) -> None:
     """Before paying anyone: power and cost of the study's decisions over a grid of sizes, from simulated
     studies of the simulated crowd with simulated.quality as the effect sizes (no HTTP). Writes
-    OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size checks them. A study with
+    OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size (share) checks them. A study with
     judge: (pairwise, Spot The Bot, live chat) is planned over the crowd's share of the items instead (--shares,
     --judge-agreement or --judge-correlation, --judge-bias, --pilot, --width)."""
     from hitkit.config import load_study
@@ -403,7 +404,8 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
                 shares: str | None, agreement: float | None, bias: tuple[str, ...], pilot: Path | None,
                 width: float | None, correlation: float | None = None) -> None:
     """``hitkit plan`` for a study with an LLM judge: the crowd's share (the protocol's ``judge_plan``:
-    pairwise, Spot The Bot, live chat; the shared parts in hitkit.judge_planning)."""
+    pairwise, Spot The Bot, live chat; the shared parts in hitkit.judge_planning), and with ``--confirm`` one
+    real run at the recommended share (a protocol whose ``judge_plan`` has no ``confirm`` refuses it)."""
     from hitkit import judge_planning
     from hitkit.planning import confirm_text
     from hitkit.progress import showing_progress

@@ -104,12 +104,20 @@ def _units(config: StudyConfig, share: float, seed: int | None = None):
     return task_for(with_share(config, share, seed)).build().units
 
 
+def _quality(config: StudyConfig) -> dict[str, float]:
+    """The real systems' quality as the simulated crowd perceives it (the QC bot left out)."""
+    task = task_for(config)
+    return {s: q for s, q in task.perceived_quality().items() if s not in task.control_systems()}
+
+
 def _decide(overall: pd.DataFrame, kind: str, quality: dict[str, float], workers: pd.DataFrame,
             profiles: dict[str, str]) -> dict[str, bool | None]:
-    """The :data:`DECISIONS` one analysis (``kind``: ppi or human) of the overall mean z per system gets right."""
+    """The :data:`DECISIONS` one analysis (``kind``: ppi or human) of the overall mean z per system gets right
+    (:func:`hitkit.planning.ranked_nothing` where a system has no score: no QC-passed worker chatted with it)."""
     intervals = {s: (lo, hi) for s, lo, hi in overall[["system", f"{kind}_low", f"{kind}_high"]].itertuples(index=False)}
     ranked = list(overall.sort_values(kind, ascending=False)["system"])
-    out = planning.decide(quality, lambda a, b: intervals[a][0] > intervals[b][1], ranked, intervals)
+    out = (planning.ranked_nothing(quality) if set(quality) - set(intervals) else
+           planning.decide(quality, lambda a, b: intervals[a][0] > intervals[b][1], ranked, intervals))
     passed = workers.set_index("worker_id")["passed"]
     spammers = [w for w in passed.index if profiles.get(w) == "spammer"]
     out["spammers_fail_qc"] = (not passed[spammers].astype(bool).any()) if spammers else None
@@ -131,8 +139,7 @@ def replicate(config: StudyConfig, shares: list[float], seed: int, judge: Assume
     assignments = counted(assignments)
     unit_of = ratings.attrs["units"]
     scored = judge_scores(ratings, criteria, judge, np.random.default_rng(seed))
-    task = task_for(config)
-    quality = {s: q for s, q in task.perceived_quality().items() if s not in task.control_systems()}
+    quality = _quality(config)
     out = {}
     for share in shares:
         try:
@@ -226,6 +233,19 @@ def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
     return "\n".join(lines)
 
 
+def _screened_export(directory, criteria) -> tuple[pd.DataFrame, pd.DataFrame, set[str]]:
+    """An export's ratings as ``hitkit analyze`` screens them: those of counted assignments reversed,
+    standardised per worker and quality-controlled; returns (z, the workers' QC table, those who pass)."""
+    from hitkit.analysis.tables import counted
+    from hitkit.protocols.live_chat.analysis import read_tables, screened
+
+    every, ratings = read_tables(directory, criteria)
+    assignments = counted(every)
+    ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
+    z, _, workers, _ = screened(assignments, ratings, criteria)
+    return z, workers, set(workers.loc[workers["passed"], "worker_id"].astype(str))
+
+
 def from_pilot(directory, config: StudyConfig) -> AssumedJudge:
     """The judge measured on a previous export (``ratings.csv``, ``assignments.csv`` and ``judge.csv``):
     the correlation of its rating (standardised as the analysis does) with the worker's z within each
@@ -233,17 +253,12 @@ def from_pilot(directory, config: StudyConfig) -> AssumedJudge:
     least 0), and its bias per system (the analysis' ``judge_bias``)."""
     from pathlib import Path
 
-    from hitkit.protocols.live_chat.analysis import read_tables, screened
     from hitkit.protocols.live_chat.judge import bias, conversations, read_judge
 
     directory = Path(directory)
     judge_planning.pilot_files(directory, ("ratings.csv", "judge.csv"))
     criteria = config.live_chat.criterion_list()
-    assignments, ratings = read_tables(directory, criteria)
-    from hitkit.analysis.tables import counted
-
-    z, _, workers, _ = screened(counted(assignments), ratings, criteria)
-    passed = set(workers.loc[workers["passed"], "worker_id"].astype(str))
+    z, _, passed = _screened_export(directory, criteria)
     per = conversations(z, read_judge(directory / "judge.csv", criteria), criteria, passed)
     rated = per.dropna(subset=["human", "judge"])
     if len(rated) < 3:
@@ -261,3 +276,32 @@ def from_pilot(directory, config: StudyConfig) -> AssumedJudge:
 
 pilot_judge = from_pilot
 """The judge measured on a pilot export (``ratings.csv``, ``assignments.csv`` and ``judge.csv``)."""
+
+
+def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | None = None,
+                  ) -> dict[str, bool | None]:
+    """The :data:`DECISIONS` a finished run's export (``assignments.csv``, ``ratings.csv`` and ``judge.csv``,
+    the judge's ratings of every conversation, made after the crowd's) gets right with the analysis
+    ``hitkit analyze`` runs on it: the counted assignments' ratings reversed, standardised per worker and
+    quality-controlled, then the PPI++ mean z per system of the workers who pass QC
+    (:func:`hitkit.protocols.live_chat.judge.analysis_tables`, ``judge_scores``' overall rows), scored as the
+    plan scores a simulated study's; ``profiles`` (worker id -> simulated profile) tells the spammers."""
+    from pathlib import Path
+
+    from hitkit.protocols.live_chat.judge import analysis_tables, read_judge
+
+    export_dir = Path(export_dir)
+    criteria = config.live_chat.criterion_list()
+    z, workers, passed = _screened_export(export_dir, criteria)
+    tables, _, _ = analysis_tables(z, read_judge(export_dir / "judge.csv", criteria), criteria, passed)
+    overall = tables["judge_scores"][tables["judge_scores"]["criterion"] == "overall"]
+    return _decide(overall, "ppi", _quality(config), workers, profiles or {})
+
+
+def confirm(config: StudyConfig, study_file, result: judge_planning.JudgePlan, *, web, echo=print,
+            timeout_s: float | None = 600) -> planning.Confirmation:
+    """Run the study once at the recommended share (:func:`hitkit.judge_planning.confirm`: real HTTP, the
+    simulated crowd chatting with the study file's bots and rating the share's conversations, then the study
+    file's judge rating every conversation, as a launch does) and say which decisions its PPI analysis got
+    right."""
+    return judge_planning.confirm(config, study_file, result, decide_export, web=web, echo=echo, timeout_s=timeout_s)

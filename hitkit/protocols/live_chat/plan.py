@@ -90,9 +90,7 @@ def decide(config: StudyConfig, result, profiles: dict[str, str]) -> dict[str, b
     intervals = {s: (lo, hi) for s, lo, hi in overall[["system", "low", "high"]].itertuples(index=False)}
     ranked = list(result.tables["systems"]["system"])
     if set(quality) - set(intervals):
-        # Some system has no score (no worker who passed QC rated it): the study ranked nothing.
-        applies = planning.decide(quality, lambda a, b: False, [], dict.fromkeys(quality, (0.0, 1.0)))
-        outcome = {k: (None if v is None else k == "no_false_difference") for k, v in applies.items()}
+        outcome = planning.ranked_nothing(quality)  # some system has no score: the study ranked nothing
     else:
         outcome = planning.decide(quality, lambda a, b: (a, b) in significant, ranked, intervals)
     workers = result.tables["workers"].set_index("worker_id")["passed"]

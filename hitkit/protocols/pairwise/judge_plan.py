@@ -25,8 +25,6 @@ beside the simulated width.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 
@@ -172,14 +170,10 @@ def plan_text(config: StudyConfig, result: JudgePlan) -> str:
     return "\n".join(lines)
 
 
-def confirm_share(result: JudgePlan) -> float:
-    """The share a confirming run uses: the recommended one, else the study's own."""
-    return result.recommended if result.recommended is not None else result.own_share
-
-
-def decide_export(config: StudyConfig, export_dir) -> dict[str, bool | None]:
+def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | None = None,
+                  ) -> dict[str, bool | None]:
     """The decisions a finished run's export (votes.csv and judge.csv) gets right with the PPI analysis,
-    as the plan scores a simulated study's."""
+    as the plan scores a simulated study's (``profiles`` unused: no win-rate decision is about the workers)."""
     from pathlib import Path
 
     from hitkit.analysis.ppi import win_rates
@@ -193,12 +187,6 @@ def decide_export(config: StudyConfig, export_dir) -> dict[str, bool | None]:
 
 def confirm(config: StudyConfig, study_file, result: JudgePlan, *, web, echo=print,
             timeout_s: float | None = 600) -> planning.Confirmation:
-    """Run the study once at :func:`confirm_share` (:func:`hitkit.planning.confirming_run`: real HTTP, the
+    """Run the study once at the recommended share (:func:`hitkit.judge_planning.confirm`: real HTTP, the
     simulated crowd, the study file's judge) and say which decisions its PPI analysis got right."""
-    share = confirm_share(result)
-    started = time.monotonic()
-    run = planning.confirming_run(config, study_file, with_share(config, share), web=web, echo=echo,
-                                  timeout_s=timeout_s)
-    outcome = decide_export(run.config, run.folder / "export")
-    return planning.Confirmation(share, UNIT, run.hits, run.assignments, run.workers, run.folder, run.database,
-                                 config.provider.kind, outcome, round(time.monotonic() - started, 1))
+    return judge_planning.confirm(config, study_file, result, decide_export, web=web, echo=echo, timeout_s=timeout_s)

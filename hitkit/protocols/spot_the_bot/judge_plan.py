@@ -136,13 +136,19 @@ def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: A
         per_item = full.assign(human_subset=kept, human_wins=full["human_wins"].where(kept),
                                human_decisive=full["human_decisive"].where(kept))
         wide = win_rates(per_item)
-        strict = judge_planning.corrected(wide, len(wide))
-        ours = {s: q for s, q in quality.items() if s in set(wide["system_a"]) | set(wide["system_b"])}
         out[share] = {
             **judge_planning.widths(wide, [rho[(a, b)] for a, b in zip(wide["system_a"], wide["system_b"])]),
-            "ppi": judge_planning.decide_pairs(strict, "ppi", ours),
-            "human": judge_planning.decide_pairs(strict, "human", ours)}
+            "ppi": _decide(wide, "ppi", quality), "human": _decide(wide, "human", quality)}
     return out
+
+
+def _decide(wide: pd.DataFrame, kind: str, quality: dict[str, float]) -> dict[str, bool | None]:
+    """The :data:`DECISIONS` one analysis (``kind``: ppi or human) of the pairs' win rates (``judge_win_rates``)
+    gets right, at Bonferroni-corrected levels, against the qualities of the systems it compares (the
+    human–human material's people are no system of a pair)."""
+    compared = set(wide["system_a"]) | set(wide["system_b"])
+    return judge_planning.decide_pairs(judge_planning.corrected(wide, len(wide)), kind,
+                                       {s: q for s, q in quality.items() if s in compared})
 
 
 def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = None,
@@ -235,3 +241,27 @@ def from_pilot(directory, systems: list[str]) -> AssumedJudge:
 def pilot_judge(pilot, config: StudyConfig) -> AssumedJudge:
     """The judge measured on a pilot export (``annotations.csv`` and ``judge.csv``)."""
     return from_pilot(pilot, [s.name for s in config.systems])
+
+
+def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | None = None,
+                  ) -> dict[str, bool | None]:
+    """The :data:`DECISIONS` a finished run's export (``annotations.csv`` and ``judge.csv``) gets right with
+    the analysis ``hitkit analyze`` runs on it (:func:`hitkit.protocols.spot_the_bot.judge.win_rates`: PPI++
+    per pair with :func:`hitkit.analysis.ppi.ppi_ratio` on the conversations' sums), scored as the plan
+    scores a simulated study's (``profiles`` unused: no win-rate decision is about the workers)."""
+    from pathlib import Path
+
+    from hitkit.protocols.spot_the_bot.judge import items, read_judge, win_rates
+    from hitkit.protocols.spot_the_bot.reading import read_annotations
+
+    export_dir = Path(export_dir)
+    per_item = items(read_annotations(export_dir), read_judge(export_dir / "judge.csv"))
+    return _decide(win_rates(per_item), "ppi", task_for(config).perceived_quality())
+
+
+def confirm(config: StudyConfig, study_file, result: judge_planning.JudgePlan, *, web, echo=print,
+            timeout_s: float | None = 600) -> planning.Confirmation:
+    """Run the study once at the recommended share (:func:`hitkit.judge_planning.confirm`: real HTTP, the
+    simulated crowd annotating the share's conversations, the study file's judge labelling every segment
+    before anything is posted) and say which decisions its PPI analysis got right."""
+    return judge_planning.confirm(config, study_file, result, decide_export, web=web, echo=echo, timeout_s=timeout_s)
