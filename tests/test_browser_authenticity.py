@@ -15,6 +15,14 @@ from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, chromium_path
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
 
+
+@pytest.fixture
+def database_url(one_database_url):
+    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
+    depend on it, and the HTTP tests of the same pages run on both."""
+    return one_database_url
+
+
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 

@@ -18,6 +18,14 @@ from hitkit.study import create_study, resolve_secret
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import pairwise_study
 
+
+@pytest.fixture
+def database_url(one_database_url):
+    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
+    depend on it, and the HTTP tests of the same pages run on both."""
+    return one_database_url
+
+
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 USER, PASSWORD = "coordinator", "a long test password"

@@ -10,6 +10,14 @@ from hitkit.db.session import session_scope
 from tests.browser import artifact, chromium_on
 from tests.test_live_chat_study import REAL, bot_server, live_chat_study  # noqa: F401 - fixture
 
+
+@pytest.fixture
+def database_url(one_database_url):
+    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
+    depend on it, and the HTTP tests of the same pages run on both."""
+    return one_database_url
+
+
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
