@@ -52,12 +52,19 @@ class SimWorker:
 
 
 def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
-    """The study's synthetic workers, with ids that are the same on every run (``sim-noisy-003``)."""
+    """The study's synthetic workers in the order of their groups, with ids that are the same on every run
+    (``sim-noisy-003``), numbered per profile across groups: two groups of one profile get distinct ids."""
     from hitkit.protocols import task_for
 
     task = task_for(config)
-    return [SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile)
-            for g in config.simulated.workers for i in range(g.count)]
+    numbered: dict[str, int] = {}
+    workers = []
+    for g in config.simulated.workers:
+        first = numbered.get(g.profile, 0)
+        workers += [SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile)
+                    for i in range(first, first + g.count)]
+        numbered[g.profile] = first + g.count
+    return workers
 
 
 @dataclass

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import pandas as pd
 
@@ -34,6 +34,7 @@ from hitkit.config import StudyConfig
 from hitkit.errors import HitkitError
 from hitkit.money import hit_cost
 from hitkit.progress import progress
+from hitkit.sections import CrowdGroup
 from hitkit.protocols import PROTOCOLS, task_for
 
 DECISIONS = {
@@ -250,6 +251,16 @@ class ConfirmingRun:
     database: str
 
 
+def enlarged_crowd(groups: Sequence[CrowdGroup], assignments: int, per_worker_cap: int) -> list[CrowdGroup]:
+    """The crowd groups of a confirming run: the study's own, repeated whole until the workers could take twice
+    the ``assignments`` at their cap (Spot The Bot's refusals leave some capacity unused). Repeating the groups
+    whole, not multiplying each count, keeps the workers who arrive first the study's own crowd in its own mix:
+    multiplied, every spammer came after all the diligent workers, took no HIT, and "every spammer fails QC"
+    was never tried."""
+    crowd = sum(g.count for g in groups)
+    return list(groups) * max(1, math.ceil(2 * assignments / (per_worker_cap * crowd)))
+
+
 def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConfig, *, web,
                    echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> ConfirmingRun:
     """Run ``sized`` (the study file at the size to confirm) once as ``hitkit launch`` runs a simulated study:
@@ -277,10 +288,7 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
         # As a simulated study file gets them: no review window, every submission paid (and so counted).
         "schedule": config.schedule.model_copy(update={"approve_after_s": 0.0, "qc_failures": "pay"})})
     hits, assignments, cost = design_cost(sized)
-    crowd = sum(g.count for g in sized.simulated.workers)
-    # Twice the places the workers could take at their cap: Spot The Bot's refusals leave some capacity unused.
-    scale = max(1, math.ceil(2 * assignments / (sized.schedule.per_worker_cap * crowd)))
-    workers = [g.model_copy(update={"count": g.count * scale}) for g in sized.simulated.workers]
+    workers = enlarged_crowd(sized.simulated.workers, assignments, sized.schedule.per_worker_cap)
     sized = sized.model_copy(update={"budget": max(config.budget, cost),
                                      "simulated": sized.simulated.model_copy(update={"workers": workers})})
     try:
@@ -293,7 +301,7 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
         raise HitkitError(f"the confirming run's judge ({sized.judge.model} at {sized.judge.url}) did not label all "
                           f"of the crowd's work, so its analysis would be short of the judge's labels; the run is in "
                           f"{run.out_dir}. Check the judge, then run `hitkit plan {study_file} --confirm` again")
-    return ConfirmingRun(sized, hits, assignments, crowd * scale, run.out_dir, database)
+    return ConfirmingRun(sized, hits, assignments, sum(g.count for g in workers), run.out_dir, database)
 
 
 def confirm_text(result: Plan, confirmation: Confirmation) -> str:

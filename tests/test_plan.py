@@ -199,3 +199,25 @@ def test_confirm_runs_the_recommended_size_once_over_http_on_its_own_database(tm
     assert text.exit_code == 0, text.output
     assert "provider forced to the simulated crowd instead of mturk: nothing was posted" in text.output
     assert "simulated power  this run" in text.output and not own.exists()
+
+
+def test_a_confirming_run_enlarges_the_crowd_by_whole_copies_of_its_mix_so_its_first_workers_are_the_studys():
+    import yaml
+
+    from hitkit.config import parse_study
+    from hitkit.crowd import crowd_from_config
+    from hitkit.planning import enlarged_crowd
+    from hitkit.sections import CrowdGroup
+
+    groups = [CrowdGroup(profile="diligent", count=8), CrowdGroup(profile="spammer", count=2)]
+    enlarged = enlarged_crowd(groups, assignments=10, per_worker_cap=1)
+    assert [(g.profile, g.count) for g in enlarged] == [("diligent", 8), ("spammer", 2)] * 2
+    assert enlarged_crowd(groups, assignments=5, per_worker_cap=1) == groups
+    data = yaml.safe_load((REPO / "examples" / "pairwise.yaml").read_text())
+    data["simulated"]["workers"] = [g.model_dump() for g in enlarged]
+    config = parse_study(data, "pairwise.yaml", REPO / "examples")
+    ids = [w.worker_id for w in crowd_from_config(config)]
+    # Numbered per profile across groups: distinct ids, and the first ten are the study's own ten.
+    assert len(set(ids)) == 20
+    assert ids[:10] == [f"sim-diligent-{i:03d}" for i in range(8)] + ["sim-spammer-000", "sim-spammer-001"]
+    assert ids[10:] == [f"sim-diligent-{i:03d}" for i in range(8, 16)] + ["sim-spammer-002", "sim-spammer-003"]
