@@ -321,7 +321,7 @@ def confirm(config: StudyConfig, study_file: str | Path, result: JudgePlan, deci
     simulated crowd, the study file's judge, which labels the material before posting or the crowd's work
     after it as the study's protocol does) and say which of the plan's decisions ``decide`` finds its
     export's PPI analysis got right (every decision of ``result`` named, None where one does not apply):
-    what each protocol's ``judge_plan.confirm`` does, with its own ``decide_export``."""
+    ``hitkit plan --confirm`` calls it with the protocol's ``judge_plan.decide_export``."""
     from hitkit.crowd import crowd_from_config
 
     share = confirm_share(result)

@@ -16,13 +16,6 @@ from tests.browser import CHROMIUM_ARGS, chromium_path
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
 
 
-@pytest.fixture
-def database_url(one_database_url):
-    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
-    depend on it, and the HTTP tests of the same pages run on both."""
-    return one_database_url
-
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
@@ -54,24 +47,24 @@ def _paste(page, text: str) -> None:
     page.keyboard.press("Control+V")
 
 
-def _serve(tmp_path, database_url, bot_url, **authenticity):
-    path = live_chat_study(tmp_path, database_url, bot_url, hits=1, min_inputs=2)
+def _serve(tmp_path, one_database_url, bot_url, **authenticity):
+    path = live_chat_study(tmp_path, one_database_url, bot_url, hits=1, min_inputs=2)
     if authenticity:
         data = yaml.safe_load(path.read_text())
         data["authenticity"] = authenticity
         path.write_text(yaml.safe_dump(data, sort_keys=False))
     config = load_study(path)
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
         ctx = create_study(s, config, None, secret)
         s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
-    tick(database_url, config.study, web.url)
+    web = WebServer(one_database_url, "127.0.0.1", 0, 8, secret).start()
+    tick(one_database_url, config.study, web.url)
     return web
 
 
-def test_chromium_reports_a_paste_and_typing_with_the_message(tmp_path, database_url, bot_server):  # noqa: F811
-    web = _serve(tmp_path, database_url, bot_server)
+def test_chromium_reports_a_paste_and_typing_with_the_message(tmp_path, one_database_url, bot_server):  # noqa: F811
+    web = _serve(tmp_path, one_database_url, bot_server)
     try:
         with playwright.sync_playwright() as p:
             browser, page = _chat_page(p, web.url, "W-paste")
@@ -86,7 +79,7 @@ def test_chromium_reports_a_paste_and_typing_with_the_message(tmp_path, database
             browser.close()
     finally:
         web.stop()
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         pasted, typed = [t.signals for t in s.scalars(select(Turn).where(Turn.speaker == "worker")
                                                        .order_by(Turn.index))]
         topic = s.scalar(select(Response.signals).where(Response.question == "topic"))
@@ -100,8 +93,8 @@ def test_chromium_reports_a_paste_and_typing_with_the_message(tmp_path, database
                            "iki_median_ms", "iki_iqr_ms", "compose_ms", "blurs"}
 
 
-def test_with_block_paste_a_paste_inserts_nothing_but_is_counted(tmp_path, database_url, bot_server):  # noqa: F811
-    web = _serve(tmp_path, database_url, bot_server, block_paste=True)
+def test_with_block_paste_a_paste_inserts_nothing_but_is_counted(tmp_path, one_database_url, bot_server):  # noqa: F811
+    web = _serve(tmp_path, one_database_url, bot_server, block_paste=True)
     try:
         with playwright.sync_playwright() as p:
             browser, page = _chat_page(p, web.url, "W-blocked")
@@ -114,7 +107,7 @@ def test_with_block_paste_a_paste_inserts_nothing_but_is_counted(tmp_path, datab
             browser.close()
     finally:
         web.stop()
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         stored = s.scalar(select(Turn).where(Turn.speaker == "worker"))
         assert stored.text == TYPED
         assert stored.signals["pastes"] == 1 and stored.signals["pasted_chars"] == 0

@@ -23,13 +23,6 @@ from hitkit.study import create_study, resolve_secret
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 
 
-@pytest.fixture
-def database_url(one_database_url):
-    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
-    depend on it, and the HTTP tests of the same pages run on both."""
-    return one_database_url
-
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 USER, PASSWORD = "coordinator", "a long test password"
@@ -42,13 +35,13 @@ def _dead_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
-def _schedule(database_url: str, study: str, base_url: str, stop: threading.Event) -> None:
+def _schedule(one_database_url: str, study: str, base_url: str, stop: threading.Event) -> None:
     while not stop.is_set():
-        tick(database_url, study, base_url)
+        tick(one_database_url, study, base_url)
         stop.wait(0.5)
 
 
-def test_the_dashboard_shows_which_bot_is_failing(tmp_path, database_url, monkeypatch):
+def test_the_dashboard_shows_which_bot_is_failing(tmp_path, one_database_url, monkeypatch):
     executable = chromium_path()  # skip (or fail under CI) before starting anything
     monkeypatch.setenv("HITKIT_DASHBOARD_USER", USER)
     monkeypatch.setenv("HITKIT_DASHBOARD_PASSWORD", PASSWORD)
@@ -58,7 +51,7 @@ def test_the_dashboard_shows_which_bot_is_failing(tmp_path, database_url, monkey
     options = {"max_tokens": 12, "timeout_s": 2, "retries": 0}
     data = {
         "study": "bot-health", "task": "live_chat", "seed": 3, "budget": "50.00",
-        "out": str(tmp_path / "runs"), "database": database_url,
+        "out": str(tmp_path / "runs"), "database": one_database_url,
         "systems": [{"name": "anna", "url": bots.url, "model": "anna", "options": options},
                     {"name": "bert", "url": dead, "model": "bert", "options": options},
                     {"name": "qc", "url": bots.url, "model": "qc", "options": options}],
@@ -69,28 +62,28 @@ def test_the_dashboard_shows_which_bot_is_failing(tmp_path, database_url, monkey
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     config = load_study(path)
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
         ctx = create_study(s, config, path, secret)
         s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
+    web = WebServer(one_database_url, "127.0.0.1", 0, 8, secret).start()
     stop = threading.Event()
-    scheduler = threading.Thread(target=_schedule, args=(database_url, config.study, web.url, stop), daemon=True)
+    scheduler = threading.Thread(target=_schedule, args=(one_database_url, config.study, web.url, stop), daemon=True)
     scheduler.start()
-    crowd = SimulatedCrowd(database_url, ctx, web.url, timeout_s=10).start()
+    crowd = SimulatedCrowd(one_database_url, ctx, web.url, timeout_s=10).start()
     try:
         # Wait (in the database) until a worker's message to bert is stored and its reply owed.
         deadline = time.monotonic() + 120
         owed = None
         while time.monotonic() < deadline and owed is None:
-            with session_scope(database_url) as s:
+            with session_scope(one_database_url) as s:
                 for conv in s.scalars(select(Conversation).where(Conversation.study_id == ctx.study_id)):
                     if (conv.meta or {}).get("system") == "bert" and conv.turns and conv.turns[-1].speaker == "worker":
                         owed = conv.id
             time.sleep(0.5)
         assert owed is not None, "no message to the dead bot was stored"
         time.sleep(1.5)
-        with session_scope(database_url) as s:
+        with session_scope(one_database_url) as s:
             health = dash.bot_health(s, ctx)
         assert "bert" in health["failing"] and "anna" not in health["failing"]
         assert "bert (" in health["summary"] and "owed" in health["summary"]

@@ -19,37 +19,30 @@ from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import pairwise_study
 
 
-@pytest.fixture
-def database_url(one_database_url):
-    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
-    depend on it, and the HTTP tests of the same pages run on both."""
-    return one_database_url
-
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 USER, PASSWORD = "coordinator", "a long test password"
 
 
-def _schedule(database_url: str, study: str, base_url: str, stop: threading.Event) -> None:
+def _schedule(one_database_url: str, study: str, base_url: str, stop: threading.Event) -> None:
     while not stop.is_set():
-        tick(database_url, study, base_url)
+        tick(one_database_url, study, base_url)
         stop.wait(0.5)
 
 
-def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp_path, database_url, monkeypatch):
+def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp_path, one_database_url, monkeypatch):
     monkeypatch.setenv("HITKIT_DASHBOARD_USER", USER)
     monkeypatch.setenv("HITKIT_DASHBOARD_PASSWORD", PASSWORD)
     # Slow workers, so the coordinator sees the figures move.
-    config = load_study(pairwise_study(tmp_path, database_url, simulated={"seconds_per_answer": 0.25,
+    config = load_study(pairwise_study(tmp_path, one_database_url, simulated={"seconds_per_answer": 0.25,
                                                                           "concurrency": 4}))
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
         ctx = create_study(s, config, None, secret)
         s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
+    web = WebServer(one_database_url, "127.0.0.1", 0, 8, secret).start()
     stop = threading.Event()
-    scheduler = threading.Thread(target=_schedule, args=(database_url, config.study, web.url, stop), daemon=True)
+    scheduler = threading.Thread(target=_schedule, args=(one_database_url, config.study, web.url, stop), daemon=True)
     crowd = None
     try:
         with playwright.sync_playwright() as p:
@@ -77,7 +70,7 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
             answers = page.locator('.figures [data-live="answers"]')
             assert answers.inner_text().startswith("0 /")
             scheduler.start()
-            crowd = SimulatedCrowd(database_url, ctx, web.url).start()
+            crowd = SimulatedCrowd(one_database_url, ctx, web.url).start()
             page.wait_for_function(
                 "() => parseInt(document.querySelector('.figures [data-live=\"answers\"]').textContent) >= 40",
                 timeout=60_000)
@@ -131,7 +124,7 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
         if scheduler.is_alive():
             scheduler.join(5)
         web.stop()
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         bonus = s.scalars(select(Payment).where(Payment.kind == "bonus")).one()
         assert bonus.amount == Decimal("0.75") and bonus.status == "paid"
         assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "bonus_paid",

@@ -19,13 +19,6 @@ from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import pairwise_study
 
 
-@pytest.fixture
-def database_url(one_database_url):
-    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
-    depend on it, and the HTTP tests of the same pages run on both."""
-    return one_database_url
-
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
@@ -56,19 +49,19 @@ def _parent_site() -> ThreadingHTTPServer:
 
 
 @pytest.fixture
-def framed(tmp_path, database_url, monkeypatch):
+def framed(tmp_path, one_database_url, monkeypatch):
     """(crowd site URL, stranger site URL, worker pages URL, database URL); only the crowd site may frame."""
     crowd, stranger = _parent_site(), _parent_site()
     crowd_url = f"http://localhost:{crowd.server_address[1]}"
     monkeypatch.setenv("HITKIT_FRAME_ANCESTORS", crowd_url)
-    config = load_study(pairwise_study(tmp_path, database_url))
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
+    config = load_study(pairwise_study(tmp_path, one_database_url))
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
         ctx = create_study(s, config, tmp_path / "study.yaml", secret)
         s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
-    tick(database_url, config.study, web.url)
-    yield crowd_url, f"http://localhost:{stranger.server_address[1]}", web.url, database_url
+    web = WebServer(one_database_url, "127.0.0.1", 0, 8, secret).start()
+    tick(one_database_url, config.study, web.url)
+    yield crowd_url, f"http://localhost:{stranger.server_address[1]}", web.url, one_database_url
     web.stop()
     for server in (crowd, stranger):
         server.shutdown()

@@ -11,20 +11,13 @@ from tests.browser import artifact, chromium_on
 from tests.test_live_chat_study import REAL, bot_server, live_chat_study  # noqa: F401 - fixture
 
 
-@pytest.fixture
-def database_url(one_database_url):
-    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
-    depend on it, and the HTTP tests of the same pages run on both."""
-    return one_database_url
-
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
 
-def test_a_worker_completes_a_live_chat_hit_in_chromium(tmp_path, database_url, bot_server):  # noqa: F811
-    config = load_study(live_chat_study(tmp_path, database_url, bot_server, hits=1, min_inputs=10))
-    with chromium_on(database_url, config) as (url, page):
+def test_a_worker_completes_a_live_chat_hit_in_chromium(tmp_path, one_database_url, bot_server):  # noqa: F811
+    config = load_study(live_chat_study(tmp_path, one_database_url, bot_server, hits=1, min_inputs=10))
+    with chromium_on(one_database_url, config) as (url, page):
         page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=LC-1&hitId=h1&workerId=W-person")
         page.get_by_role("button", name="I agree").click()
         for bot in range(6):
@@ -61,7 +54,7 @@ def test_a_worker_completes_a_live_chat_hit_in_chromium(tmp_path, database_url, 
             page.get_by_role("button", name="Save ratings and continue").click()
         page.get_by_role("button", name="Submit").click()
         page.get_by_text("your work is submitted").wait_for()
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Assignment.status)) == "submitted"
         assert s.scalar(select(func.count()).select_from(Response).where(Response.question.like("score_%"))) == 42
         assert s.scalar(select(func.count()).select_from(Conversation)) == 6
@@ -73,20 +66,20 @@ def test_a_worker_completes_a_live_chat_hit_in_chromium(tmp_path, database_url, 
         assert s.scalar(select(Response.value).where(Response.question == "feedback")) == "It kept changing the subject."
 
 
-def test_with_a_judge_an_unrated_chat_ends_with_next_chatbot_alone_in_chromium(tmp_path, database_url,
+def test_with_a_judge_an_unrated_chat_ends_with_next_chatbot_alone_in_chromium(tmp_path, one_database_url,
                                                                                bot_server):  # noqa: F811
     import yaml
 
     from hitkit.db.models import Unit
 
-    path = live_chat_study(tmp_path, database_url, bot_server, hits=10, min_inputs=2)
+    path = live_chat_study(tmp_path, one_database_url, bot_server, hits=10, min_inputs=2)
     data = yaml.safe_load(path.read_text())
     data["judge"] = {"url": bot_server, "model": "anna", "human_share": 0.5}
     path.write_text(yaml.safe_dump(data))
-    with chromium_on(database_url, load_study(path)) as (url, page):
+    with chromium_on(one_database_url, load_study(path)) as (url, page):
         page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=LC-J&hitId=h1&workerId=W-judged")
         page.get_by_role("button", name="I agree").click()
-        with session_scope(database_url) as s:
+        with session_scope(one_database_url) as s:
             order = s.scalar(select(Assignment.layout))["order"]
             units = {u.id: u.payload.get("rated", True) for u in s.scalars(select(Unit))}
         rated = [units[i] for i in order]
@@ -115,7 +108,7 @@ def test_with_a_judge_an_unrated_chat_ends_with_next_chatbot_alone_in_chromium(t
                     page.locator("#step-topic").wait_for(state="visible")
         page.get_by_role("button", name="Submit").click()
         page.get_by_text("your work is submitted").wait_for()
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Assignment.status)) == "submitted"
         scores = s.scalar(select(func.count()).select_from(Response).where(Response.question.like("score_%")))
         assert scores == 7 * sum(rated)

@@ -12,22 +12,15 @@ from tests.studies import served
 from tests.test_rating import rating_study
 
 
-@pytest.fixture
-def database_url(one_database_url):
-    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
-    depend on it, and the HTTP tests of the same pages run on both."""
-    return one_database_url
-
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def live_rating(tmp_path, database_url):
+def live_rating(tmp_path, one_database_url):
     """The example rating study with its first wave posted, its pages served on loopback."""
-    for url, config, _secret in served(rating_study(tmp_path, database_url), database_url):
-        yield url, database_url, config
+    for url, config, _secret in served(rating_study(tmp_path, one_database_url), one_database_url):
+        yield url, one_database_url, config
 
 
 def test_a_worker_rates_every_response_in_chromium_and_submit_waits_for_every_slider(live_rating):

@@ -14,13 +14,6 @@ from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.test_spot_the_bot_study import stb_study
 
 
-@pytest.fixture
-def database_url(one_database_url):
-    """One store for the browser tests (see conftest's one_database_url): what a page does in chromium does not
-    depend on it, and the HTTP tests of the same pages run on both."""
-    return one_database_url
-
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
@@ -31,17 +24,17 @@ PREFERENCE_TEXT = {"0": "Speaker A", "1": "Speaker B", "neither": "Neither"}
 FEATURES = ("fluency", "sensibleness", "specificity")
 
 
-def test_a_worker_labels_a_whole_spot_the_bot_hit_in_chromium(tmp_path, database_url):
-    config = load_study(stb_study(tmp_path, database_url, segments_per_hit=20))
-    secret = resolve_secret(database_url)
-    with session_scope(database_url) as s:
+def test_a_worker_labels_a_whole_spot_the_bot_hit_in_chromium(tmp_path, one_database_url):
+    config = load_study(stb_study(tmp_path, one_database_url, segments_per_hit=20))
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
         ctx = create_study(s, config, None, secret)
         s.get(Study, ctx.study_id).status = "running"
-    web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
+    web = WebServer(one_database_url, "127.0.0.1", 0, 8, secret).start()
     given: list[dict] = []
     first_lines: list[str] = []
     try:
-        tick(database_url, config.study, web.url)
+        tick(one_database_url, config.study, web.url)
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1000, "height": 1200})
@@ -103,7 +96,7 @@ def test_a_worker_labels_a_whole_spot_the_bot_hit_in_chromium(tmp_path, database
     finally:
         web.stop()
 
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assignment = s.scalar(select(Assignment))
         assert assignment.status == "submitted"
         units = {hu.unit.id: hu.unit for hu in assignment.hit.units}

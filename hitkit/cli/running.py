@@ -405,13 +405,13 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
                 width: float | None, correlation: float | None = None) -> None:
     """``hitkit plan`` for a study with an LLM judge: the crowd's share (the protocol's ``judge_plan``:
     pairwise, Spot The Bot, live chat; the shared parts in hitkit.judge_planning), and with ``--confirm`` one
-    real run at the recommended share (a protocol whose ``judge_plan`` has no ``confirm`` refuses it)."""
+    real run at the recommended share (a protocol whose ``judge_plan`` has no ``decide_export`` refuses it)."""
     from hitkit import judge_planning
     from hitkit.planning import confirm_text
     from hitkit.progress import showing_progress
 
     judge_plan, judge = _share_judge(config, agreement, correlation, bias, pilot)
-    if confirm_run and not hasattr(judge_plan, "confirm"):
+    if confirm_run and not hasattr(judge_plan, "decide_export"):
         raise HitkitError(f"--confirm: a confirming run of the crowd's share is not there for {config.task} studies "
                           f"yet; launch the study at the recommended share (judge.human_share) instead")
     grid = _numbers("--shares", shares, "0.1,0.2,0.5") if shares else None
@@ -429,8 +429,8 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
 
         if not as_json:
             click.echo("")
-        confirmation = judge_plan.confirm(config, study_file, result, web=WebServer.serve,
-                                          echo=(lambda _line: None) if as_json else click.echo)
+        confirmation = judge_planning.confirm(config, study_file, result, judge_plan.decide_export, web=WebServer.serve,
+                                              echo=(lambda _line: None) if as_json else click.echo)
         if not as_json:
             click.echo(confirm_text(result, confirmation))
     if as_json:

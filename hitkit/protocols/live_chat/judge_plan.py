@@ -296,12 +296,3 @@ def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | No
     tables, _, _ = analysis_tables(z, read_judge(export_dir / "judge.csv", criteria), criteria, passed)
     overall = tables["judge_scores"][tables["judge_scores"]["criterion"] == "overall"]
     return _decide(overall, "ppi", _quality(config), workers, profiles or {})
-
-
-def confirm(config: StudyConfig, study_file, result: judge_planning.JudgePlan, *, web, echo=print,
-            timeout_s: float | None = 600) -> planning.Confirmation:
-    """Run the study once at the recommended share (:func:`hitkit.judge_planning.confirm`: real HTTP, the
-    simulated crowd chatting with the study file's bots and rating the share's conversations, then the study
-    file's judge rating every conversation, as a launch does) and say which decisions its PPI analysis got
-    right."""
-    return judge_planning.confirm(config, study_file, result, decide_export, web=web, echo=echo, timeout_s=timeout_s)

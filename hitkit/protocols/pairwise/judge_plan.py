@@ -183,10 +183,3 @@ def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | No
     export_dir = Path(export_dir)
     table = win_rates(items(read_votes(export_dir), read_judge(export_dir / "judge.csv")))
     return decide_pairs(corrected(table, len(table)), "ppi", task_for(config).perceived_quality())
-
-
-def confirm(config: StudyConfig, study_file, result: JudgePlan, *, web, echo=print,
-            timeout_s: float | None = 600) -> planning.Confirmation:
-    """Run the study once at the recommended share (:func:`hitkit.judge_planning.confirm`: real HTTP, the
-    simulated crowd, the study file's judge) and say which decisions its PPI analysis got right."""
-    return judge_planning.confirm(config, study_file, result, decide_export, web=web, echo=echo, timeout_s=timeout_s)

@@ -257,11 +257,3 @@ def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | No
     export_dir = Path(export_dir)
     per_item = items(read_annotations(export_dir), read_judge(export_dir / "judge.csv"))
     return _decide(win_rates(per_item), "ppi", task_for(config).perceived_quality())
-
-
-def confirm(config: StudyConfig, study_file, result: judge_planning.JudgePlan, *, web, echo=print,
-            timeout_s: float | None = 600) -> planning.Confirmation:
-    """Run the study once at the recommended share (:func:`hitkit.judge_planning.confirm`: real HTTP, the
-    simulated crowd annotating the share's conversations, the study file's judge labelling every segment
-    before anything is posted) and say which decisions its PPI analysis got right."""
-    return judge_planning.confirm(config, study_file, result, decide_export, web=web, echo=echo, timeout_s=timeout_s)
