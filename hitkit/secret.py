@@ -18,7 +18,47 @@ from sqlalchemy.engine import make_url
 from hitkit.db import settings
 from hitkit.db.session import get_engine, normalise_url
 from hitkit.errors import ConfigError
-from hitkit.worker.security import check_secret
+
+MIN_SECRET_CHARS = 32
+"""A signing secret shorter than this is refused: 32 random characters carry well over 128 bits."""
+
+PLACEHOLDER_SECRETS = frozenset({
+    "change-me-to-a-long-random-string",  # the placeholder ops/systemd/env.example once shipped
+    "changeme", "change-me", "change_me", "secret", "password", "hitkit", "test", "example", "default",
+    "your-secret-here", "replace-me", "xxx",
+})
+"""Values copied from examples or typed as a stand-in: refused whatever their length."""
+
+SECRET_HOWTO = ("set HITKIT_SECRET to at least 32 random characters, e.g. the output of "
+                "`python -c \"import secrets; print(secrets.token_urlsafe(48))\"`, and give every web worker, "
+                "the scheduler and every host the same value; or unset it so that hitkit keeps one, made "
+                "once, in the database")
+
+
+def secret_problem(value: str | None) -> str | None:
+    """Why ``value`` cannot be the signing secret (empty, short, a placeholder or one character
+    repeated), or None when it will do. Anyone who knows or guesses the secret can forge every
+    token, invite and CSRF value, so a weak one must stop the start, not just warn."""
+    text = (value or "").strip()
+    if not text:
+        return "it is empty"
+    folded = text.lower()
+    if folded in PLACEHOLDER_SECRETS or "change-me" in folded or "changeme" in folded:
+        return "it is a placeholder copied from an example"
+    if len(text) < MIN_SECRET_CHARS:
+        return f"it has {len(text)} characters, fewer than {MIN_SECRET_CHARS}"
+    if len(set(text)) < 8:
+        return f"it uses only {len(set(text))} distinct characters"
+    return None
+
+
+def check_secret(value: str | None, source: str = "HITKIT_SECRET") -> str:
+    """``value`` stripped, if it is a usable signing secret; else ConfigError saying what to set."""
+    why = secret_problem(value)
+    if why:
+        raise ConfigError(f"{source} cannot sign tokens: {why}; {SECRET_HOWTO}")
+    return value.strip()
+
 
 SECRET_KEY = "secret"
 """The ``setting`` row that holds the embedded default's secret."""

@@ -16,6 +16,7 @@ import hit_templates
 from hitkit import timing
 from hitkit.worker import security, tokens, validation
 from hitkit.errors import ConfigError
+from hitkit.secret import check_secret
 from hitkit.study.stored import resolve_secret
 
 MAX_BODY_BYTES = 64 * 1024
@@ -54,7 +55,7 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
     app.url_map.converters["int"] = BoundedIntConverter  # before any route is registered
     app.config.update(
         HITKIT_DATABASE_URL=database_url,
-        HITKIT_SECRET=security.check_secret(secret) if secret is not None else resolve_secret(database_url),
+        HITKIT_SECRET=check_secret(secret) if secret is not None else resolve_secret(database_url),
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
     )
     from server.chat import bp as chat_bp

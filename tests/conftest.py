@@ -14,6 +14,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check what holds, never how fast inputs come: a loaded machine (CI beside other jobs)
+# must not fail them on Hypothesis's speed health checks or per-example deadlines.
+settings.register_profile("hitkit", deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                          HealthCheck.filter_too_much])
+settings.load_profile("hitkit")
 
 PG_URL = os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("HITKIT_REQUIRE_POSTGRES") == "1"

@@ -4,6 +4,9 @@ Every import counts, module-level or inside a function (a lazy import is still a
 except those under ``if TYPE_CHECKING:``, which never run. The rules (ARCHITECTURE.md, "Inside
 hitkit/"):
 
+- rooms import downward only (:data:`ROOM_RANK`), except the arrows listed with their reasons in
+  :data:`UPWARD`; the pure policy modules in :data:`SHARED` may be imported from any room;
+- no module is longer than :data:`MAX_LINES` lines;
 - the library never imports the web tier (``server``, Flask, werkzeug); ``hitkit.cli`` is the one
   composition root that hands the web tier to ``launch``;
 - a protocol never imports the worker's path (``hitkit.worker.flow``), the scheduler, the ledger or a provider;
@@ -23,8 +26,13 @@ COMPOSITION_ROOTS = ("hitkit.cli",)
 """The command line composes the library with the web tier; its modules alone may import both."""
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hitkit", WEB),
-    ("hitkit.protocols", ("hitkit.worker.flow", "hitkit.running.scheduler", "hitkit.money.ledger", "hitkit.providers", "hitkit.worker.chat")),
-    ("hitkit.analysis", ("hitkit.db", "sqlalchemy", "hitkit.providers", "hitkit.worker.flow", *WEB)),
+    ("hitkit.protocols", ("hitkit.worker.flow", "hitkit.worker.admission", "hitkit.worker.chat", "hitkit.running",
+                          "hitkit.money.ledger", "hitkit.providers")),
+    ("hitkit.analysis", ("hitkit.db", "sqlalchemy", "hitkit.providers", "hitkit.worker", "hitkit.running", *WEB)),
+    ("hitkit.tables", ("hitkit.worker.admission", "hitkit.worker.arrivals", "hitkit.worker.flow", "hitkit.worker.chat",
+                       "hitkit.worker.chat_sql", "hitkit.worker.chat_turns", "hitkit.providers")),
+    ("hitkit.simulation", ("hitkit.worker.flow", "hitkit.worker.chat", "hitkit.worker.chat_turns",
+                           "hitkit.worker.chat_sql", "hitkit.worker.arrivals", *WEB)),
 )
 """(modules under this prefix, may not import anything under these prefixes)."""
 
@@ -167,4 +175,118 @@ def protocol_names_outside(root: Path, names: tuple[str, ...]) -> list[str]:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
                 if isinstance(node, ast.Constant) and node.value in names:
                     out.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
+    return out
+
+
+ROOM_RANK: dict[str, int] = {
+    "hitkit.cli": 12, "hitkit": 12, "server": 11,
+    "hitkit.running": 10, "hitkit.dashboard": 10,
+    "hitkit.simulation": 9,
+    "hitkit.report": 8, "hitkit.prescreen": 8,
+    "hitkit.judges": 7, "hitkit.material": 7, "hitkit.imports": 7, "hitkit.tables": 7,
+    "hitkit.worker": 6, "hitkit.money": 6,
+    "hitkit.providers": 5, "hitkit.study": 5,
+    "hitkit.protocols": 4,
+    "hitkit.study.sections": 3,
+    "hitkit.bots": 2,
+    "hitkit.db": 1, "hitkit.analysis": 1, "hitkit.report.plots": 1, "hitkit.report.matrices": 1, "hitkit.events": 1, "hitkit.secret": 1,
+    "hitkit.errors": 0, "hitkit.progress": 0, "hitkit.timing": 0,
+}
+"""Each room's place, highest first (the longest matching prefix counts): a module may import modules
+of its own room or of rooms ranked lower. ``hitkit.study.sections`` (the shared parts of a study
+file) sits below the protocols, whose settings build on it; the rest of ``hitkit.study`` assembles
+the study file from the protocols' settings (the registry), so it sits above them. The report's
+figures (``hitkit.report.plots`` and ``matrices``: tables in, PNG out) sit with the statistics that draw them."""
+
+SHARED = (
+    "hitkit.tables.schema", "hitkit.tables.cells", "hitkit.tables.versions", "hitkit.money.amounts",
+    "hitkit.worker.validation", "hitkit.worker.tokens", "hitkit.worker.security", "hitkit.worker.authenticity",
+    "hitkit.material.jsonl", "hitkit.imports.fields",
+)
+"""Pure policy and vocabulary (statuses and columns, money arithmetic, input bounds, signed tokens,
+the security policy, authenticity scores, reading JSONL, archive field templates): functions over
+plain values that every room may use, kept in the room whose subject they are."""
+
+UPWARD: dict[tuple[str, str], str] = {
+    ("hitkit.protocols", "hitkit.judges"):
+        "a protocol draws the crowd's share of judged units (judges.human_subset) when it builds its "
+        "units and plans",
+    ("hitkit.study", "hitkit.judges"):
+        "the stored study records which units people label when a judge labels the rest",
+    ("hitkit.tables", "hitkit.running"):
+        "the export's study.json and the dashboard record the stopping rule's state as the rule itself "
+        "computes it (running.stopping.summary)",
+    ("hitkit.simulation", "hitkit.running"):
+        "`hitkit plan --confirm` runs the recommended study once as `hitkit launch` runs it",
+}
+"""The arrows that go up, each with the reason it must: (importing room, imported room) -> why."""
+
+MAX_LINES = 400
+"""No module is longer than this: one concept per module, readable in one sitting."""
+
+
+PROTOCOL_PARTS: dict[str, str] = {
+    "plan": "hitkit.simulation", "judge_plan": "hitkit.simulation", "judge_model": "hitkit.simulation",
+    "report": "hitkit.report",
+}
+"""A protocol's folder holds its part of other rooms' work: its ``hitkit plan`` sizing (plan.py,
+judge_plan.py, judge_model.py) ranks with ``simulation``, its report sections with ``report``. They live in the protocol's folder so that a protocol is one folder."""
+
+
+def _room(module: str) -> tuple[str, int]:
+    parts = module.split(".")
+    if len(parts) == 4 and parts[1] == "protocols" and parts[3] in PROTOCOL_PARTS:
+        room = PROTOCOL_PARTS[parts[3]]
+        return module, ROOM_RANK[room]
+    best = max((prefix for prefix in ROOM_RANK if _under(module, prefix)), key=len)
+    return best, ROOM_RANK[best]
+
+
+def _room_of_rule(module: str) -> str:
+    """The room a module belongs to for the UPWARD table (``hitkit.study.sections`` is ``hitkit.study``)."""
+    parts = module.split(".")
+    if len(parts) == 4 and parts[1] == "protocols" and parts[3] in PROTOCOL_PARTS:
+        return PROTOCOL_PARTS[parts[3]]
+    return ".".join(parts[:2]) if parts[0] == "hitkit" and len(parts) > 1 else parts[0]
+
+
+def upward_arrows(graph: Graph) -> list[str]:
+    """Each import from a room to a higher-ranked one that :data:`UPWARD` does not give a reason for."""
+    out = []
+    for importer, imported in sorted(graph.imports.items()):
+        room, rank = _room(importer)
+        for target in sorted(imported):
+            if target not in graph.files or any(_under(target, s) for s in SHARED):
+                continue
+            target_room, target_rank = _room(target)
+            if target_room == room or target_rank <= rank:
+                continue
+            if (_room_of_rule(importer), _room_of_rule(target)) in UPWARD:
+                continue
+            out.append(f"{importer} imports {target} (rank {rank} may not import rank {target_rank})")
+    return out
+
+
+def reasoned_upward_arrows(graph: Graph) -> list[str]:
+    """The upward imports that :data:`UPWARD` allows, for the record."""
+    out = []
+    for importer, imported in sorted(graph.imports.items()):
+        room, rank = _room(importer)
+        for target in sorted(imported):
+            if target not in graph.files or any(_under(target, s) for s in SHARED):
+                continue
+            target_room, target_rank = _room(target)
+            if target_room != room and target_rank > rank:
+                out.append(f"{importer} -> {target}")
+    return out
+
+
+def oversized_modules(root: Path) -> list[str]:
+    """Every module of hitkit/ and server/ longer than :data:`MAX_LINES` lines, as 'path: N lines'."""
+    out = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            n = len(path.read_text(encoding="utf-8").splitlines())
+            if n > MAX_LINES:
+                out.append(f"{path.relative_to(root)}: {n} lines")
     return out

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from hitkit.worker import admission, flow, security
+from hitkit.tables import cells
+from hitkit.worker import admission, flow
 from hitkit.study.config import load_study
 from hitkit.db.models import Hit, Study
 from hitkit.db.session import session_scope
@@ -51,12 +52,12 @@ def test_no_exported_text_cell_starts_a_formula_and_numbers_stay_numbers(tmp_pat
         with path.open(newline="", encoding="utf-8") as fh:
             for row in csv.reader(fh):
                 for cell in row:
-                    assert cell[:1] not in security.FORMULA_TRIGGERS or security.neutralise_formula(cell) == cell, \
+                    assert cell[:1] not in cells.FORMULA_TRIGGERS or cells.neutralise_formula(cell) == cell, \
                         (path.name, cell)
     for path in (p for p in written if p.suffix == ".parquet"):
         for column, values in pd.read_parquet(path).items():
             for value in values:
-                assert not (isinstance(value, str) and security.neutralise_formula(value) != value), (path.name, value)
+                assert not (isinstance(value, str) and cells.neutralise_formula(value) != value), (path.name, value)
     feedback = pd.read_parquet(tmp_path / "export" / "feedback.parquet")
     # Comments are stored stripped, so "\t=1+1" arrives as "'=1+1".
     assert sorted(feedback["feedback"]) == sorted("'" + text.strip() for text in HOSTILE_FEEDBACK)
@@ -74,8 +75,8 @@ def test_no_exported_text_cell_starts_a_formula_and_numbers_stay_numbers(tmp_pat
     (-2, -2), (1.5, 1.5), (None, None),
 ])
 def test_the_neutraliser_on_plain_values(value, expected):
-    assert security.neutralise_formula(value) == expected
-    assert security.neutralise_formula(security.neutralise_formula(value)) == expected
+    assert cells.neutralise_formula(value) == expected
+    assert cells.neutralise_formula(cells.neutralise_formula(value)) == expected
 
 
 HOSTILE_TEXT = ['<img src=x onerror=alert(1)>', '<script>alert("x")</script>', '[prize](http://evil.example/)',

@@ -135,7 +135,7 @@ def test_generate_with_nothing_left_to_do_starts_no_bot_server(tmp_path, degrade
 
 
 def test_a_launch_needs_the_bot_server_only_to_chat_or_to_generate(tmp_path, degraded_server):
-    from hitkit.running.launch import needs_bot_server
+    from hitkit.running.bots import needs_bot_server
 
     assert needs_bot_server(load_study(REPO / "examples" / "live_chat.yaml"))
     path = study(tmp_path, degraded_server, conversations_per_pair=1, exchanges=2)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from hitkit.analysis import ppi
+from hitkit.analysis import ppi_ratio
 from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Hit, HitUnit, JudgeLabel, Study, Unit
 from hitkit.db.session import session_scope
@@ -181,8 +181,8 @@ def test_the_ratio_estimate_with_lambda_zero_is_the_human_only_ratio_exactly():
     judged = np.where(rng.random(80) < 0.7, outcome, rng.choice(3, size=80))
     y, z = (outcome == 0).astype(float), (outcome != 2).astype(float)
     f, g = (judged == 0).astype(float), (judged != 2).astype(float)
-    fixed = ppi.ppi_ratio(y[:30], z[:30], f[:30], g[:30], f[30:], g[30:], lam=0.0)
-    human = ppi.ratio_interval(y[:30], z[:30])
+    fixed = ppi_ratio.ppi_ratio(y[:30], z[:30], f[:30], g[:30], f[30:], g[30:], lam=0.0)
+    human = ppi_ratio.ratio_interval(y[:30], z[:30])
     assert fixed.estimate == human.estimate and (fixed.low, fixed.high) == (human.low, human.high)
     assert fixed.estimate == pytest.approx(y[:30].sum() / z[:30].sum(), abs=1e-15) and fixed.lam == 0
     assert fixed.n_effective == pytest.approx(30)
@@ -190,16 +190,16 @@ def test_the_ratio_estimate_with_lambda_zero_is_the_human_only_ratio_exactly():
     leave_out = [(y[:30].sum() - y[i]) / (z[:30].sum() - z[i]) for i in range(30)]
     se = math.sqrt(29 / 30 * np.sum((np.array(leave_out) - np.mean(leave_out)) ** 2))
     assert fixed.se == pytest.approx(se, rel=1e-12)
-    fitted = ppi.ppi_ratio(y[:30], z[:30], f[:30], g[:30], f[30:], g[30:])
+    fitted = ppi_ratio.ppi_ratio(y[:30], z[:30], f[:30], g[:30], f[30:], g[30:])
     assert 0 < fitted.lam <= 1 and fitted.human == human
-    one = ppi.ppi_ratio(y[:30], z[:30], f[:30], g[:30], f[30:], g[30:], lam=1.0)
+    one = ppi_ratio.ppi_ratio(y[:30], z[:30], f[:30], g[:30], f[30:], g[30:], lam=1.0)
     expected = (y[:30].mean() + f[30:].mean() - f[:30].mean()) / (z[:30].mean() + g[30:].mean() - g[:30].mean())
     assert one.estimate == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("lam", [None, 0.0, 0.4])
 def test_the_vectorised_leave_one_out_ratios_equal_refitting_without_each_item(lam):
-    from hitkit.analysis.ppi import _ratio_fit, _ratio_leave_out
+    from hitkit.analysis.ppi_ratio import _ratio_fit, _ratio_leave_out
 
     rng = np.random.default_rng(3)
     for n, big_n in [(2, 5), (3, 0), (12, 30), (40, 7)]:
@@ -222,7 +222,7 @@ def test_the_prediction_powered_ratio_covers_at_its_level_and_a_good_judge_narro
         judged = np.where(rng.random(300) < 0.8, outcome, rng.choice(3, size=300, p=[0.3, 0.4, 0.3]))
         y, z = (outcome == 0).astype(float), (outcome != 2).astype(float)
         f, g = (judged == 0).astype(float), (judged != 2).astype(float)
-        est = ppi.ppi_ratio(y[:60], z[:60], f[:60], g[:60], f[60:], g[60:])
+        est = ppi_ratio.ppi_ratio(y[:60], z[:60], f[:60], g[:60], f[60:], g[60:])
         covered += est.low <= theta <= est.high
         human_covered += est.human.low <= theta <= est.human.high
         widths.append((est.high - est.low) / (est.human.high - est.human.low))
@@ -266,7 +266,7 @@ def test_with_conversation_effects_the_conversation_level_ratio_covers_at_its_le
         counts["human"] += rate["human_low"] <= theta <= rate["human_high"]
         h = per_item["human_subset"].to_numpy()
         cols = [per_item[c].to_numpy(float) for c in ("human_wins", "human_decisive", "judge_wins", "judge_decisive")]
-        naive = ppi.ppi_ratio(cols[0][h], cols[1][h], cols[2][h], cols[3][h], cols[2][~h], cols[3][~h])
+        naive = ppi_ratio.ppi_ratio(cols[0][h], cols[1][h], cols[2][h], cols[3][h], cols[2][~h], cols[3][~h])
         counts["segment_ppi"] += naive.low <= theta <= naive.high
         counts["segment_human"] += naive.human.low <= theta <= naive.human.high
     assert 0.92 <= counts["ppi"] / 200 <= 0.98 and 0.92 <= counts["human"] / 200 <= 0.98

@@ -21,7 +21,8 @@ from hitkit.cli import main
 from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
-from hitkit.running.monitor import Snapshot, eta_text
+from hitkit.progress import eta_text
+from hitkit.running.monitor import Snapshot
 from hitkit.study.served import database_url_of
 from tests.studies import launch
 from hitkit.money.qc_policy import HELD_EVENT, decide

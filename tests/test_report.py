@@ -262,7 +262,7 @@ def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_tex
     """Ji et al.'s 10 systems made a 1200-px matrix (8-point cells shrunk to about 6.5 points);
     long system names are cut on the axes, not in the tables."""
     from hitkit.report import plots
-    from hitkit.report.plots import p_cell
+    from hitkit.report.matrices import p_cell
 
     for names in (["A", "B", "A_p", "C", "C_p", "B_p", "D", "D_p", "E_p", "E"],
                   [f"Huggingface-TransferTransfo-{i}" for i in range(10)]):

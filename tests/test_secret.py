@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from hitkit.worker import security, tokens
+
+from hitkit.worker import tokens
 from hitkit.errors import ConfigError
-from hitkit.secret import resolve_secret
+from hitkit.secret import resolve_secret, secret_problem
 from tests.studies import REPO
 
 WEAK = ["", "   ", "short-secret", "changeme", "change-me-to-a-long-random-string", "a" * 64,
@@ -45,7 +46,7 @@ def test_an_empty_short_or_placeholder_secret_is_refused_with_the_fix(value):
 def test_the_shipped_env_example_cannot_start_a_server_as_it_is():
     values = dict(line.split("=", 1) for line in (REPO / "ops/systemd/env.example").read_text().splitlines()
                   if line.strip() and not line.startswith("#"))
-    assert security.secret_problem(values["HITKIT_SECRET"]) is not None
+    assert secret_problem(values["HITKIT_SECRET"]) is not None
 
 
 def test_hitkit_serve_refuses_a_weak_secret_and_says_what_to_set(tmp_path):
@@ -83,7 +84,7 @@ def test_processes_starting_together_on_different_hosts_share_one_secret(tmp_pat
     secrets_read = {line[0] for line in lines}
     assert len(secrets_read) == 1
     secret = secrets_read.pop()
-    assert security.secret_problem(secret) is None
+    assert secret_problem(secret) is None
     later = subprocess.run([sys.executable, "-c", "import sys; from hitkit.secret import resolve_secret; "
                             "print(resolve_secret(sys.argv[1]))", database_url],
                            env=_env_without_secret(tmp_path / "another-host"), cwd=REPO, capture_output=True,

@@ -146,7 +146,7 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
     import sys
     import time
 
-    from hitkit.running.monitor import StatusLine, eta_text
+    from hitkit.progress import StatusLine, eta_text
 
     module = judge_module(config)
     requests = requests_for(config, database_url, study_id)

@@ -183,7 +183,7 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
     """
     import time
 
-    from hitkit.running.monitor import StatusLine, eta_text
+    from hitkit.progress import StatusLine, eta_text
 
     gen = config.generation
     systems, jobs, todo, out = _plan_for(config)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from hitkit.study.config import load_study
 from hitkit.db.migrate import upgrade
 from hitkit.db.session import session_scope
-from hitkit.running.launch import check_material_before_generating
+from hitkit.running.bots import check_material_before_generating
 from hitkit.money.ledger import estimate_cost
 from hitkit.study.served import launched_studies
 from hitkit.study.stored import create_study

@@ -21,8 +21,10 @@ from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.tables.export import export_study
 from hitkit.money.ledger import estimate_cost
-from hitkit.running.monitor import StatusLine, only_held_left, progress, qc_outcome_line, snapshot
-from hitkit.protocols import PROTOCOLS
+from hitkit.progress import StatusLine
+from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots
+from hitkit.running.resume import apply_resume_changes
+from hitkit.running.monitor import only_held_left, progress, qc_outcome_line, snapshot
 from hitkit.study.served import dashboard_hint, record_served, served_url
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 
@@ -57,58 +59,12 @@ WebFactory = Callable[[str, str, int, int, str], WebTier]
 imports the web tier."""
 
 
-RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots", "authenticity")
-"""Study-file fields that may change between launches; the rest define the study and may not."""
-
-
-JUDGE_OPERATIONAL = ("url", "options")
-"""Parts of ``judge:`` that may change between launches (where the judge is and how patiently it is asked);
-the model, its prompt and the crowd's share define the study."""
-
-
-def _design(key: str, value):
-    """The part of a study-file field that defines the study."""
-    if key == "judge" and isinstance(value, dict):
-        return {k: v for k, v in value.items() if k not in JUDGE_OPERATIONAL}
-    return value
-
-
 def stopped_by_rule(database_url: str, study_id: int) -> bool:
     """Whether the study's stopping rule has fired (the crowd then runs out of work by design)."""
     from hitkit.running.stopping import fired_event
 
     with session_scope(database_url) as session:
         return fired_event(session, study_id) is not None
-
-
-def _defaults(fields) -> dict:
-    """The default of every study-file field that has one, as the stored config holds it (JSON)."""
-    from pydantic import BaseModel
-
-    out = {}
-    for name, info in StudyConfig.model_fields.items():
-        if name not in fields or info.is_required():
-            continue
-        default = info.get_default(call_default_factory=True)
-        out[name] = default.model_dump(mode="json") if isinstance(default, BaseModel) else default
-    return out
-
-
-def _apply_resume_changes(study: Study, config: StudyConfig) -> list[str]:
-    """Take the budget and operational settings from the study file; refuse changes to the design."""
-    fresh = config.model_dump(mode="json")
-    # A field added to hitkit after the study was launched is stored as its default was then.
-    stored = {**_defaults(fresh), **study.config}
-    fixed = sorted(k for k in fresh if k not in RESUMABLE_FIELDS and k != "database"
-                   and _design(k, fresh[k]) != _design(k, stored.get(k)))
-    if fixed:
-        raise HitkitError(f"{', '.join(fixed)} changed since the study was launched; these define the study and "
-                          f"cannot change — restore them, or launch a new study under another name")
-    changed = [k for k in (*RESUMABLE_FIELDS, "judge") if fresh.get(k) != stored.get(k)]
-    if changed:
-        study.config = {**stored, **{k: fresh[k] for k in changed}}
-        study.budget = config.budget
-    return changed
 
 
 def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Callable[[str], bool],
@@ -121,7 +77,7 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
         if resume:
             if existing is None:
                 raise HitkitError(f"there is no study '{config.study}' to resume in {url}; launch it without --resume")
-            changed = _apply_resume_changes(existing, config)
+            changed = apply_resume_changes(existing, config)
             if changed:
                 echo(f"Updated from {config_path.name}: {', '.join(changed)}.")
                 session.add(Event(study_id=existing.id, kind="study_config_changed", actor="cli", data={"fields": changed}))
@@ -251,50 +207,6 @@ def judge_crowd_work(config: StudyConfig, config_path: Path, study_id: int, echo
              f"stored are kept. Check the judge, then `hitkit judge {config_path}` asks only for the missing "
              f"labels, and `hitkit export {config_path}` and `hitkit analyze` include them.")
     return not report.failed
-
-
-def check_material_before_generating(config: StudyConfig) -> None:
-    """Refuse, before minutes of generation, a plan whose generated material the protocol cannot pack
-    (ConfigError with every fix; :meth:`~hitkit.protocols.base.TaskType.check_generation_plan`)."""
-    if config.generation is None or not PROTOCOLS[config.task].uses_generation:
-        return
-    from hitkit.material.generation import planned_pairs
-    from hitkit.protocols import task_for
-
-    task_for(config).check_generation_plan(*planned_pairs(config))
-
-
-def needs_bot_server(config: StudyConfig) -> bool:
-    """Whether a launch uses the study's bots: live chat talks to them, a judge may be one, other tasks only
-    generate with them.
-
-    A resumed study whose bot–bot conversations are all written starts no bot server (and loads no model).
-    """
-    if PROTOCOLS[config.task].has_chat or config.judge is not None:
-        return True  # a judge may be one of the study's own bots (its labels are asked for before posting)
-    if config.generation is None:
-        return False
-    from hitkit.material.generation import pending
-
-    return pending(config) > 0
-
-
-@contextmanager
-def study_bots(config: StudyConfig, echo: Callable[[str], None] = print) -> Iterator[None]:
-    """Serve the study's own bots (``bots.serve``) for the duration of the block, if it asks for any."""
-    if config.bots is None or config.bots.serve is None:
-        yield
-        return
-    from hitkit.bots.process import BotServerProcess
-
-    echo("Starting the study's bot server (loading models)…")
-    server = BotServerProcess(config.bots.serve, config.seed, config.out_dir / "bots.log")
-    try:  # start() inside: Ctrl-C or SIGTERM while the models load must not orphan the server either
-        server.start()
-        echo(f"Bots served at {server.url}")
-        yield
-    finally:
-        server.stop()
 
 
 def _start_web(config: StudyConfig, url: str, ctx: StudyContext, web: WebFactory) -> WebTier:

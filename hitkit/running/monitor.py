@@ -2,8 +2,6 @@
 line redrawn on a terminal (or plain lines in a log), and the one-line QC outcome at the end."""
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
@@ -11,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Hit, HitUnit, Turn, Unit
 from hitkit.db.session import session_scope
+from hitkit.progress import eta_text
 from hitkit.protocols import PROTOCOLS
 from hitkit.study.stored import StudyContext, unit_answer_counts
 
@@ -31,18 +30,6 @@ def chat_turns(session: Session, study_id: int) -> int:
     """Messages workers have typed in the study's live chats so far."""
     return session.scalar(select(func.count()).select_from(Turn).join(Conversation)
                           .where(Conversation.study_id == study_id, Turn.speaker == "worker"))
-
-
-def eta_text(fraction: float, elapsed_s: float) -> str:
-    """'ETA 3 min' from the share of the work done and the time it took (pure; '' until it can tell)."""
-    if fraction <= 0.01 or fraction >= 1 or elapsed_s < 5:
-        return ""
-    left = elapsed_s * (1 - fraction) / fraction
-    if left < 90:
-        return f"ETA {max(5, round(left / 5) * 5):.0f} s"
-    if left < 5400:
-        return f"ETA {round(left / 60):.0f} min"
-    return f"ETA {left / 3600:.1f} h"
 
 
 @dataclass
@@ -92,34 +79,6 @@ def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snap
         snap.turns = chat_turns(session, study_id)
         snap.turns_needed = ctx.task.chat_turns_needed(total)
     return snap
-
-
-class StatusLine:
-    """One line redrawn in place on a terminal (stderr), or a plain line every ``every_s`` seconds for
-    logs, or nothing. Never a progress bar in a file."""
-
-    def __init__(self, tty: bool, every_s: float | None, stream=None):
-        self.stream = stream or sys.stderr
-        self.tty, self.every_s = tty, every_s
-        self._last_plain = 0.0
-        self._width = 0
-
-    def show(self, text: str) -> None:
-        if self.tty:
-            pad = max(0, self._width - len(text))
-            self.stream.write("\r" + text + " " * pad)
-            self.stream.flush()
-            self._width = len(text)
-        elif self.every_s is not None and time.monotonic() - self._last_plain >= self.every_s:
-            self._last_plain = time.monotonic()
-            self.stream.write(time.strftime("%H:%M:%S ") + text + "\n")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._width = 0
 
 
 def only_held_left(session: Session, study_id: int) -> int:

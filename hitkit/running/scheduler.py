@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Study, Worker, utcnow
-from hitkit.tables.schema import DONE_STATUSES
+from hitkit.tables.schema import CAP_STATUSES, DONE_STATUSES
 from hitkit.money import ledger, qc_policy
 from hitkit.running import provider_side, stopping
 from hitkit.db.session import session_scope
@@ -144,7 +144,6 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
 
 def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
     """Tell the provider about workers who reached the per-worker cap, once each (retried if it fails)."""
-    from hitkit.worker.admission import CAP_STATUSES
 
     taken = func.count(Assignment.id)
     with session_scope(database_url) as session:

@@ -30,7 +30,8 @@ from hitkit.simulation import crowd_typing
 from hitkit.study.config import StudyConfig
 from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
-from hitkit.worker.admission import CAP_STATUSES, open_hits
+from hitkit.tables.schema import CAP_STATUSES
+from hitkit.worker.admission import open_hits
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
 from hitkit.study.stored import StudyContext
 

@@ -23,7 +23,7 @@ from hitkit.errors import HitkitError
 from hitkit.tables import authenticity as authenticity_table
 from hitkit.running import stopping
 from hitkit.progress import progress
-from hitkit.worker.security import neutralise_formula
+from hitkit.tables.cells import neutralise_formula
 from hitkit.study.stored import StudyContext
 
 EXPORT_VERSION = 3  # 2: feedback.csv; 3: payments.csv, study.json, Parquet beside every CSV
@@ -93,7 +93,7 @@ def resolve_formats(fmt: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def neutralise_formulas(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with every text cell passed through :func:`hitkit.worker.security.neutralise_formula`;
+    """``table`` with every text cell passed through :func:`hitkit.tables.cells.neutralise_formula`;
     numeric columns are untouched and keep their type."""
     fixed = table.copy()
     for column in fixed.columns:

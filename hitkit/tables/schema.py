@@ -30,6 +30,8 @@ TEXT_COLUMNS = frozenset({*KEY_COLUMNS, "conversation_id", "item_id", "payment_i
 
 ACTIVE_STATUSES = ("accepted", "submitted", "approved")
 """Assignment statuses that hold one of a HIT's places."""
+CAP_STATUSES = ACTIVE_STATUSES + ("rejected",)
+"""Assignments that count against a worker's cap (returned or expired ones do not)."""
 DONE_STATUSES = ("submitted", "approved")
 """Assignment statuses whose answers count: the work a worker handed in and that was not rejected."""
 

@@ -67,48 +67,6 @@ def security_headers(ancestors: tuple[str, ...]) -> dict[str, str]:
     }
 
 
-# The secret -----------------------------------------------------------------------------------------
-MIN_SECRET_CHARS = 32
-"""A signing secret shorter than this is refused: 32 random characters carry well over 128 bits."""
-
-PLACEHOLDER_SECRETS = frozenset({
-    "change-me-to-a-long-random-string",  # the placeholder ops/systemd/env.example once shipped
-    "changeme", "change-me", "change_me", "secret", "password", "hitkit", "test", "example", "default",
-    "your-secret-here", "replace-me", "xxx",
-})
-"""Values copied from examples or typed as a stand-in: refused whatever their length."""
-
-SECRET_HOWTO = ("set HITKIT_SECRET to at least 32 random characters, e.g. the output of "
-                "`python -c \"import secrets; print(secrets.token_urlsafe(48))\"`, and give every web worker, "
-                "the scheduler and every host the same value; or unset it so that hitkit keeps one, made "
-                "once, in the database")
-
-
-def secret_problem(value: str | None) -> str | None:
-    """Why ``value`` cannot be the signing secret (empty, short, a placeholder or one character
-    repeated), or None when it will do. Anyone who knows or guesses the secret can forge every
-    token, invite and CSRF value, so a weak one must stop the start, not just warn."""
-    text = (value or "").strip()
-    if not text:
-        return "it is empty"
-    folded = text.lower()
-    if folded in PLACEHOLDER_SECRETS or "change-me" in folded or "changeme" in folded:
-        return "it is a placeholder copied from an example"
-    if len(text) < MIN_SECRET_CHARS:
-        return f"it has {len(text)} characters, fewer than {MIN_SECRET_CHARS}"
-    if len(set(text)) < 8:
-        return f"it uses only {len(set(text))} distinct characters"
-    return None
-
-
-def check_secret(value: str | None, source: str = "HITKIT_SECRET") -> str:
-    """``value`` stripped, if it is a usable signing secret; else ConfigError saying what to set."""
-    why = secret_problem(value)
-    if why:
-        raise ConfigError(f"{source} cannot sign tokens: {why}; {SECRET_HOWTO}")
-    return value.strip()
-
-
 # CSRF -----------------------------------------------------------------------------------------------
 CSRF_FIELD = "csrf"
 """Name of the hidden form field that carries :func:`csrf_value`."""
@@ -198,27 +156,6 @@ class TokenBuckets:
                 # The least recently seen key goes first; it has most likely refilled anyway.
                 self._buckets.popitem(last=False)
         return wait
-
-
-# Spreadsheet formulas in exports ------------------------------------------------------------------
-FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
-"""First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
-
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def neutralise_formula(value):
-    """``value`` made inert for spreadsheets: text starting with a formula trigger gets a leading
-    ``'`` (OWASP's CSV-injection advice), so ``=HYPERLINK(…)`` from a worker shows as text when a
-    coordinator opens the export. Numbers, and text that is just a number (``-0.50``), are kept
-    as they are; so is everything else. Applying it twice changes nothing more.
-
-    Not defusedcsv (PyPI): it wraps the ``csv`` module only (we write with pandas, and Parquet
-    too), does not cover a leading tab or carriage return, and rewrites every ``|`` in a cell.
-    """
-    if isinstance(value, str) and value[:1] in FORMULA_TRIGGERS and not _NUMBER.fullmatch(value):
-        return "'" + value
-    return value
 
 
 # Logs -----------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hitkit.report import plots
+from hitkit.report import matrices, plots
 
 
 def ranking(systems: pd.DataFrame, low, high) -> bytes:
@@ -18,9 +18,9 @@ def ranking(systems: pd.DataFrame, low, high) -> bytes:
 
 def significance(table: pd.DataFrame, order: Sequence[str], alpha: float, correction: str) -> bytes:
     """The one-sided Mann–Whitney p that the row system beats the column system, * below ``alpha``."""
-    values, marks = plots.pair_frames(table, "p_value", list(order), mark=plots.p_column(table), alpha=alpha)
+    values, marks = matrices.pair_frames(table, "p_value", list(order), mark=matrices.p_column(table), alpha=alpha)
     return plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided Mann–Whitney p", colorbar="p",
-                             cmap="Greens_r", vmin=0, vmax=1, fmt=plots.p_cell,
+                             cmap="Greens_r", vmin=0, vmax=1, fmt=matrices.p_cell,
                              mark_note=f"* p < {alpha}, {correction}", row_label="system (wins)",
                              col_label="system (beaten)")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.report import plots
+from hitkit.report import matrices, plots
 
 
 def ranking(table: pd.DataFrame) -> bytes:
@@ -19,7 +19,7 @@ def gains(pairs: pd.DataFrame, order: list[str], correction: str) -> bytes:
     mirrored = pd.concat([pairs, pairs.rename(columns={"system_a": "system_b", "system_b": "system_a",
                                                        "wins_a": "wins_b", "wins_b": "wins_a"})
                           .assign(gain=-pairs["gain"])], ignore_index=True)
-    values, marks = plots.pair_frames(mirrored, "gain", order, mark=plots.p_column(pairs))
+    values, marks = matrices.pair_frames(mirrored, "gain", order, mark=matrices.p_column(pairs))
     return plots.pair_matrix(values, marks=marks, title="Gain of row over column", colorbar="gain",
                              mark_note=f"* sign test p < 0.05, {correction}", row_label="system",
                              col_label="opponent")

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.report import plots
+from hitkit.report import matrices, plots
 
 
 def win_rates(table: pd.DataFrame, order: list[str], correction: str) -> bytes:
     """The win rate of each row system over each column system, * where the chi-square p < 0.05."""
-    values, marks = plots.pair_frames(table, "win_rate", order, mark=plots.p_column(table))
+    values, marks = matrices.pair_frames(table, "win_rate", order, mark=matrices.p_column(table))
     return plots.pair_matrix(values, marks=marks, title="Win rate of row over column", colorbar="win rate", vmin=0,
                              vmax=1, mark_note=f"* chi-square p < 0.05, {correction}", row_label="system",
                              col_label="opponent")

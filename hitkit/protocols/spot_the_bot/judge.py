@@ -15,7 +15,7 @@ per segment and pair of different systems: the people's share of wins and of dec
 for the first system of the pair (the means over the segment's annotations) and the judge's (its
 one pair of labels); sums them over each conversation (its segments are prefixes of each other, so
 the conversation, drawn whole for the crowd, is the independent unit) and hands the conversation
-totals to :func:`hitkit.analysis.ppi.ppi_ratio`: the win rate WINS / (WINS + LOSSES) of METHODS §2
+totals to :func:`hitkit.analysis.ppi_ratio.ppi_ratio`: the win rate WINS / (WINS + LOSSES) of METHODS §2
 is a ratio of two means, and its jackknife leaves out one conversation at a time. The statistics are imported when
 asked for, so the task side of this module loads no scipy.
 """
@@ -246,12 +246,12 @@ def win_rates(per_item: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
     """Per pair of different systems (system_a < system_b by name): the win rate of system_a,
     human-only (Σ wins / Σ decisive over the conversations drawn for the crowd, jackknife t interval
     leaving out one conversation), judge-only (the same over every conversation; naive, it ignores the
-    judge's bias) and prediction-powered (:func:`hitkit.analysis.ppi.ppi_ratio` on the conversation
+    judge's bias) and prediction-powered (:func:`hitkit.analysis.ppi_ratio.ppi_ratio` on the conversation
     totals of :func:`conversation_totals`); estimates and intervals clipped to [0, 1]. ``n_human``, ``n_judge``:
     segments; ``n_effective``: the human segments the people-only estimate would need for the same
     variance (ppi_ratio's, in conversations, times the labelled conversations' mean segments). A drawn conversation nobody annotated is left out of
     both sides (:func:`analysis_tables` warns)."""
-    from hitkit.analysis import ppi
+    from hitkit.analysis import ppi_ratio
 
     totals = conversation_totals(per_item)
     rows = []
@@ -259,14 +259,14 @@ def win_rates(per_item: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
         h = pair["labelled"].to_numpy(bool)
         u = ~pair["human_subset"].to_numpy(bool)
         fw, fd = pair["judge_wins"].to_numpy(float), pair["judge_decisive"].to_numpy(float)
-        est = ppi.ppi_ratio(pair["human_wins"].to_numpy(float)[h], pair["human_decisive"].to_numpy(float)[h],
+        est = ppi_ratio.ppi_ratio(pair["human_wins"].to_numpy(float)[h], pair["human_decisive"].to_numpy(float)[h],
                             fw[h], fd[h], fw[u], fd[u], level=level)
         segments = per_item[(per_item["system_a"] == a) & (per_item["system_b"] == b)]
         n_human = int(segments["human_wins"].notna().sum())
         # λ̂'s effective sample size in the human segments it stands for (conversations × their mean segments).
         n_effective = est.n_effective * n_human / h.sum() if h.any() else est.n_effective
         every = segments.groupby(["study", "conversation_id"])[["judge_wins", "judge_decisive"]].sum()
-        judge = ppi.ratio_interval(every["judge_wins"].to_numpy(float), every["judge_decisive"].to_numpy(float),
+        judge = ppi_ratio.ratio_interval(every["judge_wins"].to_numpy(float), every["judge_decisive"].to_numpy(float),
                                    level=level)
         rows.append((a, b, n_human, len(segments), est.human.estimate, est.human.low, est.human.high,
                      judge.estimate, judge.low, judge.high, est.estimate, est.low, est.high, est.lam, n_effective,
@@ -313,7 +313,7 @@ def analysis_tables(annotations: pd.DataFrame, judge: pd.DataFrame, *, level: fl
     sample size and the fallback flag (λ̂ = 0); ``judge_bias``: the judge's bias per system
     (:func:`judge_bias`).
     """
-    from hitkit.analysis import ppi
+    from hitkit.analysis import ppi, ppi_ratio
 
     per_item = items(annotations, judge)
     keys = ["study", "conversation_id", "segment_exchanges"]
@@ -344,7 +344,7 @@ def analysis_tables(annotations: pd.DataFrame, judge: pd.DataFrame, *, level: fl
         "models": sorted(set(judge["model"].astype(str))), "items": len(segments),
         "pair_items": len(per_item), "human_items": int(per_item["human_wins"].notna().sum()),
         "conversations": len(totals), "human_conversations": int(totals["labelled"].sum()), "level": level,
-        "estimator": ppi.REFERENCE + ", as a ratio of means with one λ", "interval": ppi.RATIO_INTERVAL,
+        "estimator": ppi.REFERENCE + ", as a ratio of means with one λ", "interval": ppi_ratio.RATIO_INTERVAL,
         "fallback_pairs": fallback,
     }
     return {"judge_win_rates": table, "judge_bias": judge_bias(annotations, judge, level=level)}, summary, lines

@@ -8,7 +8,7 @@ placeholder bot–bot material of the study's |S_ij|) and the simulated judge's 
 (:func:`judge_labels`); then, at each share of the grid, the share is drawn as a launch draws it,
 the other segments' annotations are dropped and the real analysis runs on what is left
 (:func:`hitkit.protocols.spot_the_bot.judge.win_rates`: PPI++ on the win rate WINS / (WINS +
-LOSSES), a ratio of means, :func:`hitkit.analysis.ppi.ppi_ratio`), which gives the people-only
+LOSSES), a ratio of means, :func:`hitkit.analysis.ppi_ratio.ppi_ratio`), which gives the people-only
 intervals from the same annotations too. The pairwise-win-rate decisions
 (:data:`hitkit.simulation.judge_planning.PAIR_DECISIONS`) are scored against simulated.quality (human-likeness)
 with Bonferroni-corrected intervals, as pairwise's share plan scores them.
@@ -41,7 +41,7 @@ REPLICATES = 20
 """Simulated studies by default: each builds a whole Spot The Bot study's annotations (as the plain plan's 20)."""
 ESTIMATOR = ("PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
              "hitkit.protocols.spot_the_bot.judge.win_rates as hitkit analyze runs it: the win rate "
-             "WINS / (WINS + LOSSES) as a ratio of means (hitkit.analysis.ppi.ppi_ratio), lambda tuned per pair, "
+             "WINS / (WINS + LOSSES) as a ratio of means (hitkit.analysis.ppi_ratio.ppi_ratio), lambda tuned per pair, "
              "jackknife t intervals")
 DECISIONS = judge_planning.PAIR_DECISIONS
 SHOWN = (judge_planning.UNIT, "human_annotations", "hits", "cost", "half_width_human", "half_width_ppi",
@@ -247,7 +247,7 @@ def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | No
                   ) -> dict[str, bool | None]:
     """The :data:`DECISIONS` a finished run's export (``annotations.csv`` and ``judge.csv``) gets right with
     the analysis ``hitkit analyze`` runs on it (:func:`hitkit.protocols.spot_the_bot.judge.win_rates`: PPI++
-    per pair with :func:`hitkit.analysis.ppi.ppi_ratio` on the conversations' sums), scored as the plan
+    per pair with :func:`hitkit.analysis.ppi_ratio.ppi_ratio` on the conversations' sums), scored as the plan
     scores a simulated study's (``profiles`` unused: no win-rate decision is about the workers)."""
     from pathlib import Path
 
