@@ -31,14 +31,17 @@ class _Slow:
     """Wraps a model: every forward pass takes at least ``step_s`` and never proposes EOS, so a
     generation runs its whole budget unless it is cancelled."""
 
-    def __init__(self, inner, step_s: float = 0.02) -> None:
+    def __init__(self, inner, step_s: float = 0.02, gate: threading.Event | None = None) -> None:
         self.inner = inner
         self.step_s = step_s
+        self.gate = gate
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
     def __call__(self, **kwargs):
+        if self.gate is not None:
+            self.gate.wait(120)  # held until the test has seen what it waits for
         time.sleep(self.step_s)
         out = self.inner(**kwargs)
         out.logits[..., EOS] = float("-inf")
@@ -136,16 +139,33 @@ def test_an_abandoned_keyed_generation_is_cancelled_after_the_grace_period(serve
     assert backend.stats()["running"] == 0
 
 
-def test_bot_client_retries_never_stack_generations(server):
-    srv, backend = server
-    # Each attempt waits 0.5 s; the reply needs 25 steps of 20+ ms: a later attempt gets it.
-    client = BotClient(BotConfig(name="slow", url=srv.url, model="tiny", max_tokens=25, temperature=0,
-                                 timeout_s=0.5, retries=10, backoff_s=0.05))
-    text = client.reply([{"role": "user", "content": "hello"}])
-    assert text
-    stats = backend.stats()
-    assert requests.get(f"{srv.url}/health", timeout=5).json()["deduplicated"] >= 1  # it did retry
-    assert stats["prefills"] == 1 and stats["requests"] == 1 and stats["cancelled"] == 0
+def test_bot_client_retries_never_stack_generations(tiny):
+    # The generation is held until a retry has joined it (the server counts it as deduplicated), so the
+    # first attempt always times out and the test waits on that event, not on the machine's speed.
+    model, tokenizer = tiny
+    gate = threading.Event()
+    backend = HFBackend("tiny", _Slow(model, gate=gate), tokenizer, max_batch=8, batch_window_ms=1)
+    with BotServer({"tiny": backend}, port=0) as srv:
+        srv.jobs.grace_s = 0.5
+
+        def open_once_joined() -> None:
+            wait_for(lambda: requests.get(f"{srv.url}/health", timeout=5).json()["deduplicated"] >= 1, 60)
+            gate.set()
+
+        opener = threading.Thread(target=open_once_joined, daemon=True)
+        opener.start()
+        client = BotClient(BotConfig(name="slow", url=srv.url, model="tiny", max_tokens=5, temperature=0,
+                                     timeout_s=0.5, retries=10, backoff_s=0.05))
+        text = client.reply([{"role": "user", "content": "hello"}])
+        opener.join(5)
+        assert text and gate.is_set()
+        stats = backend.stats()
+        assert requests.get(f"{srv.url}/health", timeout=5).json()["deduplicated"] >= 1  # it did retry
+        assert stats["prefills"] == 1 and stats["requests"] == 1 and stats["cancelled"] == 0
+        _concurrent_replies_are_separate_generations(client, backend)
+
+
+def _concurrent_replies_are_separate_generations(client, backend):
     # Concurrent replies are separate generations, decoded together.
     results: list[str] = []
     threads = [threading.Thread(target=lambda: results.append(client.reply([{"role": "user", "content": "hi"}])))

@@ -13,7 +13,7 @@ import os
 import re
 import string
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import yaml
 from pydantic import Field, ValidationError, create_model, field_validator, model_validator
@@ -201,8 +201,15 @@ def _protocol_sections() -> dict[str, Any]:
     return fields
 
 
-StudyConfig = create_model("StudyConfig", __base__=_StudyBase, __module__=__name__, **_protocol_sections())
-StudyConfig.__doc__ = "One evaluation, as written in its study file."
+if TYPE_CHECKING:
+    class StudyConfig(_StudyBase):
+        """One evaluation, as written in its study file; each protocol's section is an attribute named
+        after the protocol (built from the registry at import, so a type checker sees it as Any)."""
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    StudyConfig = create_model("StudyConfig", __base__=_StudyBase, __module__=__name__, **_protocol_sections())
+    StudyConfig.__doc__ = "One evaluation, as written in its study file."
 
 
 _FIX_HINTS = {
