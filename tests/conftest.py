@@ -24,6 +24,9 @@ settings.load_profile("hitkit")
 
 PG_URL = os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("HITKIT_REQUIRE_POSTGRES") == "1"
+FAST = os.environ.get("HITKIT_FAST") == "1"
+"""The fast tier (``ops/test.sh --fast``): SQLite only, and the tests listed in tests/slow_tests.txt,
+the browser and the model tests deselected."""
 REPO = Path(__file__).resolve().parents[1]
 _state: dict = {"pg_ran": 0}
 
@@ -46,6 +49,9 @@ def _pg_url(dbname: str) -> str:
 @pytest.fixture(scope="session")
 def pg_template():
     """A migrated PostgreSQL template database for the session, or the reason there is none."""
+    if FAST:
+        yield None, "the fast tier runs on SQLite only (ops/test.sh without --fast runs PostgreSQL too)"
+        return
     try:
         conn = _pg_admin()
     except Exception as exc:  # noqa: BLE001 - any failure to connect means "no PostgreSQL here"
@@ -123,6 +129,23 @@ def _pg_database(template: str):
     dispose_engines()
     with _pg_admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _slow_tests() -> list[str]:
+    """Test ids (without parameters) measured to take more than a few seconds: tests/slow_tests.txt, one a
+    line, with the seconds it took after a '#'. Regenerate it with ops/slow_tests.py from a run's durations."""
+    path = Path(__file__).with_name("slow_tests.txt")
+    if not path.exists():
+        return []
+    lines = (line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line]
+
+
+def pytest_collection_modifyitems(config, items):
+    slow = set(_slow_tests())
+    for item in items:
+        if item.nodeid.split("[")[0] in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_sessionfinish(session, exitstatus):
