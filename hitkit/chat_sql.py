@@ -97,8 +97,10 @@ def reply_insert_if_owed():
     row = select(bindparam("b_conversation_id", type_=table.c.conversation_id.type),
                  bindparam("b_index", type_=table.c.index.type), literal("bot"),
                  bindparam("b_text", type_=table.c.text.type), bindparam("b_now", type_=table.c.created_at.type),
-                 _system_id()).where(owed_now)
-    return (insert(table).from_select(["conversation_id", "index", "speaker", "text", "created_at", "system_id"], row)
+                 _system_id(), bindparam("b_first_token_ms", type_=table.c.first_token_ms.type),
+                 bindparam("b_reply_ms", type_=table.c.reply_ms.type)).where(owed_now)
+    return (insert(table).from_select(["conversation_id", "index", "speaker", "text", "created_at", "system_id",
+                                       "first_token_ms", "reply_ms"], row)
             .returning(table.c.id))
 
 
@@ -148,19 +150,21 @@ def turns_of(session: Session, conversation: Conversation | None) -> list[Row]:
 
 
 def insert_turn(session: Session, conversation_id: int, index: int, speaker: str, text: str,
-                system: tuple[int, str] | None = None, signals: dict[str, int] | None = None) -> Turn:
+                system: tuple[int, str] | None = None, signals: dict[str, int] | None = None,
+                timing: tuple[int | None, int | None] = (None, None)) -> Turn:
     """Insert one turn with a single statement (no unit-of-work flush); the stored turn, detached.
 
     ``system`` is (study id, system name) for a bot's turn, whose system id the statement looks up;
-    ``signals``, how the worker entered the message (already checked by :func:`hitkit.authenticity.clean_signals`).
+    ``signals``, how the worker entered the message (already checked by :func:`hitkit.authenticity.clean_signals`);
+    ``timing``, a bot reply's (first text, whole reply) in milliseconds.
     """
     now = utcnow()
     values = {"conversation_id": conversation_id, "index": index, "speaker": speaker, "text": text,
-              "created_at": now}
+              "created_at": now, "first_token_ms": timing[0], "reply_ms": timing[1]}
     if signals is not None:
         values["signals"] = signals
     if system is not None:
         values.update(b_study_id=system[0], b_system=system[1])
     turn_id = session.execute(_turn_insert(system is not None), values).scalar_one()
     return Turn(id=turn_id, conversation_id=conversation_id, index=index, speaker=speaker, text=text,
-                created_at=now, signals=signals)
+                created_at=now, signals=signals, first_token_ms=timing[0], reply_ms=timing[1])

@@ -201,34 +201,40 @@ def claim_reply(conversation: Conversation) -> str:
     return nonce
 
 
-def store_reply(session: Session, ctx: StudyContext, owed: Owed, text: str) -> tuple[Turn | None, ChatState]:
-    """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it."""
+def store_reply(session: Session, ctx: StudyContext, owed: Owed, text: str,
+                timing: tuple[int | None, int | None] = (None, None)) -> tuple[Turn | None, ChatState]:
+    """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it.
+
+    ``timing``: milliseconds to the reply's first text and to the whole reply (:mod:`hitkit.chat`)."""
     # Lock the row and let go of this request's claim in one statement (a claim held by another
     # request, for a later turn, stays as it is).
     params = {"b_conversation_id": owed.conversation_id, "b_claim": owed.claim}
     conversation = session.scalars(chat_sql.releasing_update(owed.claim is not None), params).first()
     if owed.turns is not None:
-        turn = _insert_reply_if_owed(session, ctx, owed, text)
+        turn = _insert_reply_if_owed(session, ctx, owed, text, timing)
         if turn is not None:
             return turn, state_of(ctx, owed.unit_key, conversation, [*owed.turns, turn])
     turns = chat_sql.turns_of(session, conversation)
     if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
         return None, state_of(ctx, owed.unit_key, conversation, turns)
-    turn = chat_sql.insert_turn(session, conversation.id, len(turns), "bot", str(text), (ctx.study_id, owed.system))
+    turn = chat_sql.insert_turn(session, conversation.id, len(turns), "bot", str(text), (ctx.study_id, owed.system),
+                                timing=timing)
     return turn, state_of(ctx, owed.unit_key, conversation, [*turns, turn])
 
 
-def _insert_reply_if_owed(session: Session, ctx: StudyContext, owed: Owed, text: str) -> Turn | None:
+def _insert_reply_if_owed(session: Session, ctx: StudyContext, owed: Owed, text: str,
+                          timing: tuple[int | None, int | None]) -> Turn | None:
     """Insert the bot's reply in one statement if turn ``owed.reply_to`` is the worker's and still the
     last (INSERT … SELECT … WHERE); None if it is not, and nothing was stored."""
     now, index, text = utcnow(), owed.reply_to + 1, str(text)
     turn_id = session.execute(chat_sql.reply_insert_if_owed(), {
         "b_conversation_id": owed.conversation_id, "b_reply_to": owed.reply_to, "b_index": index, "b_text": text,
-        "b_now": now, "b_study_id": ctx.study_id, "b_system": owed.system}).scalar()
+        "b_now": now, "b_study_id": ctx.study_id, "b_system": owed.system,
+        "b_first_token_ms": timing[0], "b_reply_ms": timing[1]}).scalar()
     if turn_id is None:
         return None
     return Turn(id=turn_id, conversation_id=owed.conversation_id, index=index, speaker="bot", text=text,
-                created_at=now)
+                created_at=now, first_token_ms=timing[0], reply_ms=timing[1])
 
 
 def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int | str,
