@@ -99,16 +99,17 @@ def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int | s
     """
     with session_scope(database_url) as session:
         assignment, unit = chat_turns.slot(session, ctx, token, unit_id, writable=True)
-        conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False)
+        side = chat_turns.split_side(unit_id)[1]
+        conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False, side=side)
         turns = chat_sql.turns_of(session, conversation)
         if not turns or turns[-1].speaker != "worker":
-            return chat_turns.state(ctx, assignment, unit, conversation, turns)
-        lease = claim_lease_s(ctx, unit.payload["system"])
+            return chat_turns.state(ctx, assignment, unit, conversation, turns, side)
+        lease = claim_lease_s(ctx, ctx.task.chat_system(unit, side))
         claimed_at = conversation.reply_claimed_at
         free = (conversation.reply_claim is None or claimed_at is None
                 or utcnow() - claimed_at > dt.timedelta(seconds=lease))
         claim = chat_turns.claim_reply(conversation) if free else None
-        owed = chat_turns.owed_reply(assignment, unit, conversation, turns, claim)
+        owed = chat_turns.owed_reply(assignment, unit, conversation, turns, claim, side, ctx)
     if owed.claim is None:
         return _await_reply(database_url, ctx, owed, min(lease, WAIT_FOR_CLAIM_S))
     return answer(database_url, ctx, reply, owed, on_text)
