@@ -114,7 +114,8 @@ def state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: C
 
 def state_of(ctx: StudyContext, unit_key: str, conversation: Conversation | None,
              turns: Sequence[TurnLike]) -> ChatState:
-    inputs, least = _inputs(turns), ctx.task.chat_turns_needed(1)
+    # Messages one conversation needs: a unit's, shared by its sides (each arena message goes to both).
+    inputs, least = _inputs(turns), ctx.task.chat_turns_needed(1) // len(ctx.task.chat_sides)
     return ChatState(
         unit_id=unit_key, conversation_id=unit_key,
         turns=[{"index": t.index, "speaker": t.speaker, "text": t.text, "time": t.created_at.isoformat()}

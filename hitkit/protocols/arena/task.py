@@ -204,7 +204,8 @@ class ArenaTask(TaskType):
         return frozenset({self._cfg.control}) if self._cfg.control else frozenset()
 
     def chat_turns_needed(self, units: int) -> int:
-        return units * self._cfg.min_turns
+        # Each of the worker's messages is stored on both sides.
+        return units * self._cfg.min_turns * len(SIDES)
 
     # Simulated workers -------------------------------------------------------------------------
     def simulation_context(self, session: Session, study: Study) -> dict[str, Any]:
