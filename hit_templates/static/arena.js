@@ -20,6 +20,8 @@
   let busy = false;
 
   const given = (unit, question) => (answers[unit.unit_id] || {})[question];
+  // A judged study's battle not drawn for a vote ends with "Next battle" alone (its vote_done answer).
+  const closing = (unit) => (unit.voted === false ? "vote_done" : "vote");
   const side = (name) => root.querySelector(`.arena-side[data-side="${name}"]`);
   const list = (name) => side(name).querySelector(".arena-messages");
   const chat = (name) => "chat/" + current.unit_id + "-" + name;
@@ -49,8 +51,10 @@
   }
 
   function controls() {
-    const voted = given(current, "vote") !== undefined;
+    const voted = given(current, closing(current)) !== undefined;
     root.querySelectorAll("button.vote").forEach((b) => { b.disabled = busy || voted || !complete(); });
+    $("arena-vote").hidden = current.voted === false;
+    if (current.voted === false) { $("arena-next").hidden = false; $("arena-next").disabled = busy || !complete(); }
     $("arena-send").disabled = busy || voted || Math.max(inputs("a"), inputs("b")) >= current.max_turns;
     $("reason-box").hidden = !current.optional.includes("reason") || voted;
   }
@@ -122,7 +126,7 @@
   }
 
   function next() {
-    current = units.find((u) => given(u, "vote") === undefined) || null;
+    current = units.find((u) => given(u, closing(u)) === undefined) || null;
     if (current === null) { $("progress").textContent = ""; show("step-submit"); return; }
     showBattle();
   }
@@ -178,7 +182,15 @@
     });
   });
 
-  $("arena-next").addEventListener("click", next);
+  $("arena-next").addEventListener("click", async () => {
+    if (current.voted === false && given(current, "vote_done") === undefined) {
+      if (busy || !complete()) return;
+      const reply = await api("answer", { unit_id: current.unit_id, question: "vote_done", value: "yes" });
+      if (!reply.ok) { $("arena-status").textContent = reply.body.error || "not saved — please try again"; return; }
+      answers[current.unit_id] = Object.assign(answers[current.unit_id] || {}, { vote_done: "yes" });
+    }
+    next();
+  });
 
   (async function start() {
     const reply = await api("state");

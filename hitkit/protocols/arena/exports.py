@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from hitkit.protocols.arena.task import ArenaTask
 
 
-def _turns(session: Session, study: Study) -> dict[str, list[tuple[str, str]]]:
+def conversation_turns(session: Session, study: Study) -> dict[str, list[tuple[str, str]]]:
     """Every arena conversation's turns as (speaker, text), by conversation key."""
     rows = session.execute(select(Conversation.key, Turn.speaker, Turn.text)
                            .join(Turn, Turn.conversation_id == Conversation.id)
@@ -38,7 +38,7 @@ def battles(session: Session, study: Study, task: ArenaTask) -> list[dict]:
     """One record per confirmed vote: the battles.csv row, plus each side's turns (``_turns_a``/``_b``)."""
     reasons = {(r.assignment_id, r.unit_id): r.value for r, *_ in done_responses(session, study,
                                                                                  Response.question == "reason")}
-    conversations = _turns(session, study)
+    conversations = conversation_turns(session, study)
     pattern = leak_pattern(task.config.arena.leak_words)
     out = []
     for resp, asg, hit, worker, unit in done_responses(session, study, Response.question == "vote"):

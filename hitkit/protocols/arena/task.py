@@ -17,7 +17,8 @@ is taken by one worker (its chats are live), within ``schedule.per_worker_cap``.
 A battle holds two conversations, one per side (``a``, ``b``; :attr:`TaskType.chat_sides`): the page
 sends each message to both (refused on one side if it differs from the other's message at that turn,
 :meth:`ArenaTask.check_message`), and the replies stream side by side. The worker votes ``vote`` (a, b,
-tie, both_bad) with an optional ``reason``; the vote is refused until both sides have
+tie, both_bad) with an optional ``reason`` (with a judge, a battle not drawn for a vote ends with
+``vote_done`` instead: the judge votes on every real battle, in both orders, :mod:`.judge`); the vote is refused until both sides have
 ``min_turns`` whole exchanges and neither owes a reply (:meth:`ArenaTask.check_answer`), and it closes
 the battle's chats. With ``reveal`` the page may show the systems' names once the vote is stored.
 """
@@ -34,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.human_subset import rated
 from hitkit.protocols.arena import exports, simulated
 from hitkit.protocols.arena.columns import SIDES, VOTES
 from hitkit.protocols.arena.prompts import read_prompts
@@ -41,6 +43,9 @@ from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpe
 from hitkit.validation import answer_text
 
 VOTE, REASON = "vote", "reason"
+DONE, DONE_VALUE = "vote_done", "yes"
+"""A battle the worker is not asked to vote on (a judged study's share the judge alone votes): "Next battle".
+Its name starts with ``vote`` because every answer whose question does closes the battle's chats."""
 
 
 def plan_battles(real: Sequence[str], control: str | None, battles: int, controls: int,
@@ -68,6 +73,12 @@ def plan_battles(real: Sequence[str], control: str | None, battles: int, control
         plan.append((system, control, True) if left else (control, system, True))
         seen[(system, control)] += 1
     return plan
+
+
+def is_voted(unit: Unit) -> bool:
+    """Whether the worker votes on the battle: always without a judge and in QC battles; with a judge, as
+    drawn when the study was built (the payload's ``voted``, probability ``judge.human_share``)."""
+    return bool(unit.payload.get("voted", True))
 
 
 class ArenaTask(TaskType):
@@ -105,6 +116,9 @@ class ArenaTask(TaskType):
                                        "slot": i}
             if drawn:
                 payload.update(prompt_id=drawn[i].id, prompt=drawn[i].text, category=drawn[i].category)
+            if self.config.judge is not None and not control:
+                # With a judge, the worker votes on a random share of the real battles (the judge on all).
+                payload["voted"] = rated(self.config, f"battle#{i}")
             units.append(UnitSpec(key=f"battle#{i}", payload=payload, required_answers=1))
         return Material(units=units)
 
@@ -118,11 +132,11 @@ class ArenaTask(TaskType):
 
     # Questions ---------------------------------------------------------------------------------
     def questions(self, unit: Unit) -> list[Question]:
-        return [Question(VOTE, VOTES)]
+        return [Question(VOTE, VOTES)] if is_voted(unit) else [Question(DONE, (DONE_VALUE,))]
 
     def optional_questions(self, unit: Unit) -> list[Question]:
         """The vote's reason, when the study offers it (it never blocks submission)."""
-        return [Question(REASON)] if self._cfg.reason else []
+        return [Question(REASON)] if self._cfg.reason and is_voted(unit) else []
 
     def validate(self, unit: Unit, question: str, value: str) -> str:
         if question in {q.name for q in self.optional_questions(unit)}:
@@ -150,7 +164,7 @@ class ArenaTask(TaskType):
                 Response.assignment_id == assignment.id, Response.unit_id == unit.id, Response.question == VOTE)):
             # Final once given: the names may be shown after it, and a vote changed then would be a vote for a name.
             raise FlowError("your vote on this battle is recorded and cannot change", 409)
-        if question != VOTE:
+        if question not in (VOTE, DONE):
             return
         # Vote buttons stay disabled on the page until both replies are complete; this is the same rule.
         sides = self._sides(session, assignment.id, unit)
@@ -189,6 +203,7 @@ class ArenaTask(TaskType):
             "prompt": unit.payload.get("prompt"), "min_turns": self._cfg.min_turns,
             "max_turns": self._cfg.max_turns, "votes": list(VOTES), "sides": list(SIDES),
             "optional": [q.name for q in self.optional_questions(unit)], "reveal": self._cfg.reveal,
+            "voted": is_voted(unit),
         }
 
     # Chat -------------------------------------------------------------------------------------
