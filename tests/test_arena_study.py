@@ -97,6 +97,10 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
         row = by_id.loc[p["battle_id"]]
         assert p["chosen_system"] == row["system_" + row["vote"]] and p["prompt"][0]["role"] == "user"
         assert p["chosen"][0]["role"] == "assistant" and p["rejected"][0]["role"] == "assistant"
+    # How each message was typed: one row per message, though both sides got it.
+    typed = pd.read_csv(out / "authenticity.csv", keep_default_na=False)
+    assert (typed["kind"] == "message").sum() == battles["turns"].sum()
+    assert typed.loc[typed["kind"] == "message", "conversation_id"].str.endswith(":a").all()
     turns = [t for line in (out / "conversations.jsonl").read_text().splitlines()
              for t in json.loads(line)["turns"] if t["speaker"] == "bot"]
     assert turns and all(t["reply_ms"] >= t["first_token_ms"] >= 0 for t in turns)
