@@ -86,3 +86,34 @@ def test_on_a_phone_the_two_replies_stack_in_chromium(tmp_path, one_database_url
         page.screenshot(path=str(artifact("arena-phone.png")), full_page=True)
     assert b["y"] >= a["y"] + a["height"] - 1  # B below A, not beside it
     assert abs(a["x"] - b["x"]) < 2 and a["width"] > 300 and a["x"] + a["width"] <= 390 + 1
+
+
+def test_with_a_judge_a_battle_not_drawn_for_a_vote_ends_with_next_battle_alone_in_chromium(
+        tmp_path, one_database_url, typing_bots):
+    import yaml
+
+    path = arena_study(tmp_path, one_database_url, typing_bots, hits=1, battles_per_hit=4, control_share=0)
+    data = yaml.safe_load(path.read_text())
+    data["judge"] = {"url": typing_bots, "model": "anna", "human_share": 0.5}
+    path.write_text(yaml.safe_dump(data))
+    with chromium_on(one_database_url, load_study(path)) as (url, page):
+        page.goto(f"{url}/s/arena-demo/hit/1?assignmentId=AR-3&hitId=h1&workerId=W-judged")
+        page.get_by_role("button", name="I agree").click()
+        for battle in range(4):
+            page.locator(".battle-label", has_text=f"Battle {battle + 1}").wait_for()
+            page.wait_for_function("() => document.querySelector('#arena-message').value.length > 0")
+            page.get_by_role("button", name="Send to both").click()
+            for side in ("a", "b"):
+                page.locator(f'.arena-side[data-side="{side}"] li.bot').wait_for()
+            if page.locator("#arena-vote").is_visible():
+                page.wait_for_function("() => !document.querySelector('button.vote').disabled")
+                page.get_by_role("button", name="Tie").click()
+            else:
+                page.wait_for_function("() => !document.querySelector('#arena-next').disabled")
+                page.get_by_role("button", name="Next battle").click()
+        page.get_by_role("button", name="Submit").click()
+        page.get_by_text("your work is submitted").wait_for()
+    with session_scope(one_database_url) as s:
+        questions = sorted(s.scalars(select(Response.question)))
+    assert questions.count("vote") + questions.count("vote_done") == 4
+    assert questions.count("vote") and questions.count("vote_done")  # this seed draws both kinds
