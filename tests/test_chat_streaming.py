@@ -161,3 +161,33 @@ def test_a_bot_that_does_not_stream_gives_its_whole_reply_as_one_piece(tmp_path,
     with session_scope(database_url) as s:
         first, total = s.execute(select(Turn.first_token_ms, Turn.reply_ms).where(Turn.speaker == "bot")).one()
     assert first == total is not None
+
+
+def test_twenty_concurrent_streamed_retries_make_one_generation_for_one_owed_reply(tmp_path, database_url,
+                                                                                   typing_bots, web):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server, typists = typing_bots
+    study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url), web.url)
+    with requests.Session() as http:
+        chat = open_chat(http, web.url, study)
+        left = http.post(chat + "/stream", json={"text": "hello"}, stream=True)
+        next(events(left))  # the first piece arrives, then the page goes away
+        left.close()
+        deadline = time.monotonic() + 10
+        while sum(t.cancelled for t in typists.values()) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cookies = http.cookies.get_dict()
+
+    def resume(_: int):
+        with requests.Session() as own:
+            own.cookies.update(cookies)
+            with own.post(chat + "/stream", json={}, stream=True, timeout=60) as reply:
+                return list(events(reply))[-1]
+
+    with ThreadPoolExecutor(20) as pool:
+        finals = list(pool.map(resume, range(20)))
+    whole = " ".join(["reply1"] + [f"w{i}" for i in range(1, 20)])
+    assert all(kind == "state" and data["turns"][-1]["text"] == whole for kind, data in finals), finals[:2]
+    assert sum(t.started for t in typists.values()) == 2  # the abandoned one, then one for all twenty
+    assert bot_turns(database_url) == [("worker", "hello"), ("bot", whole)]
