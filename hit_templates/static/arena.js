@@ -152,13 +152,19 @@
       busy = true;
       controls();
       const reply = await api("answer", { unit_id: current.unit_id, question: "vote", value: button.dataset.vote });
-      if (!reply.ok && reply.status !== 409) {
-        busy = false;
-        $("arena-status").textContent = reply.body.error || "not saved — please try again";
-        controls();
-        return;
+      if (!reply.ok) {
+        // A 409 may mean the vote was stored already (a resend): the saved answers say which vote stands.
+        const saved = reply.status === 409 ? await api("state") : null;
+        if (saved && saved.ok) answers = saved.body.answers;
+        if (given(current, "vote") === undefined) {
+          busy = false;
+          $("arena-status").textContent = reply.body.error || "not saved — please try again";
+          controls();
+          return;
+        }
+      } else {
+        answers[current.unit_id] = Object.assign(answers[current.unit_id] || {}, { vote: button.dataset.vote });
       }
-      answers[current.unit_id] = Object.assign(answers[current.unit_id] || {}, { vote: button.dataset.vote });
       const reason = $("arena-reason").value.trim();
       if (reason && current.optional.includes("reason")) {
         await api("answer", { unit_id: current.unit_id, question: "reason", value: reason, signals: typing.reason.take() });
