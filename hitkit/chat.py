@@ -176,7 +176,7 @@ def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Rep
                     on_text(so_far)
 
             with watch(database_url, ctx.study_id, system), timing.phase("bot"):  # bot_* health events
-                text = _call(reply, owed.history, seen)
+                text = _call(reply, owed.history, seen, stream=on_text is not None)
             done = time.monotonic()
             took = (round(((first[0] if first else done) - started) * 1000), round((done - started) * 1000))
         except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
@@ -192,9 +192,10 @@ def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Rep
         return chat_turns.store_reply(session, ctx, owed, text, took)[1]
 
 
-def _call(reply: Reply, history: list[dict[str, str]], seen: OnText) -> str:
-    """Ask ``reply`` for the text after ``history``, streamed into ``seen`` where the bot can stream."""
-    if "on_text" in inspect.signature(reply).parameters:
+def _call(reply: Reply, history: list[dict[str, str]], seen: OnText, stream: bool) -> str:
+    """Ask ``reply`` for the text after ``history``; with ``stream``, streamed into ``seen`` where the bot can
+    stream (otherwise ``seen`` hears the whole reply once)."""
+    if stream and "on_text" in inspect.signature(reply).parameters:
         return reply(history, on_text=seen)
     text = reply(history)
     if isinstance(text, str):

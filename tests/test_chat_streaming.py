@@ -191,3 +191,41 @@ def test_twenty_concurrent_streamed_retries_make_one_generation_for_one_owed_rep
     assert all(kind == "state" and data["turns"][-1]["text"] == whole for kind, data in finals), finals[:2]
     assert sum(t.started for t in typists.values()) == 2  # the abandoned one, then one for all twenty
     assert bot_turns(database_url) == [("worker", "hello"), ("bot", whole)]
+
+
+def test_a_bot_that_refuses_to_stream_is_asked_for_its_whole_reply():
+    """A server answering ``stream: true`` with HTTP 400 (as hitkit's own did before it could stream)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from hitkit.bots.client import BotClient, BotConfig
+
+    asked: list[bool] = []
+
+    class Refuses(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - stdlib naming
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            asked.append(bool(body.get("stream")))
+            status, payload = ((400, {"error": {"message": "streaming is not supported; send stream=false"}})
+                               if body.get("stream") else
+                               (200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"}}]}))
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = BotClient(BotConfig(name="old", url=f"http://127.0.0.1:{server.server_address[1]}", model="old"))
+        seen: list[str] = []
+        assert client.reply([{"role": "user", "content": "hi"}], on_text=seen.append) == "whole"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == [True, False] and seen == ["whole"]

@@ -265,6 +265,11 @@ class BotClient:
                     reason = f"HTTP {response.status_code}: {_error_message(response)}"
                     timed_out = response.status_code in (408, 504)
                     wait_hint = _retry_after(response)
+                elif on_text is not None and response.status_code == 400 and "stream" in _error_message(response):
+                    # A server that refuses to stream (hitkit's own before it could): ask for the whole reply.
+                    text = self._post_with_retries({**body, "stream": False})
+                    on_text(text)
+                    return text
                 else:
                     raise BotRequestError(f"bot {c.name!r} refused the request (HTTP "
                                           f"{response.status_code}): {_error_message(response)}")
