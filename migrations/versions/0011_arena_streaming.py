@@ -1,8 +1,8 @@
 """turn.first_token_ms and turn.reply_ms: how long a streamed bot reply took, per turn
 
 Milliseconds from the moment hitkit asked the bot to its first piece of text (what the worker waited
-before anything appeared) and to the whole reply. A bot that does not stream gives its whole reply
-as its first piece, so both are the same. Null for worker turns, for material that was not chatted
+before anything appeared) and to the whole reply. A reply that is not streamed (a bot that cannot, or
+a page that did not ask) arrives whole, so both are about the same. Null for worker turns, for material that was not chatted
 live, and for everything stored before this revision. The arena protocol (two systems side by side)
 needs no table of its own: a battle is a unit, each side a conversation, the vote a response.
 
