@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import select
 
 from hitkit.bots.server import BotServer
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Response, Turn
 from hitkit.db.session import session_scope
 from tests.browser import artifact, chromium_on

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from hitkit.bots.server import BotServer
 from hitkit.db.models import Turn
 from hitkit.db.session import session_scope
-from hitkit.study import resolve_secret
+from hitkit.study.stored import resolve_secret
 from server.embedded import WebServer
 from tests.streaming_bot import Typist
 from tests.test_fault_tolerance import (SYSTEMS, Process, bot_process, chat_study, free_port, start_study,

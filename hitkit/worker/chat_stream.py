@@ -1,18 +1,18 @@
 """A chat reply relayed to the page as it is generated: server-sent events, the turn stored once.
 
-The web tier hands :func:`relay` one exchange of :mod:`hitkit.chat` (the worker's message already
+The web tier hands :func:`relay` one exchange of :mod:`hitkit.worker.chat` (the worker's message already
 stored and committed, or a retry of the reply still owed) and returns what it yields as a
 ``text/event-stream`` body. The exchange runs on a thread of its own; the page reads:
 
 - ``event: text`` — ``{"text": the reply so far}``, each time it grows (a retry of a broken bot
   stream starts again from a shorter text);
-- then one of ``event: state`` — the slot's :class:`~hitkit.chat_turns.ChatState` once the whole reply
+- then one of ``event: state`` — the slot's :class:`~hitkit.worker.chat_turns.ChatState` once the whole reply
   is stored — or ``event: error`` — ``{"error": message, "waiting": true}`` when the bot gave no reply
   (the worker's message is kept, the reply still owed: the page retries), or ``{"error", "status"}``
   for a refused step;
 - ``: keep-alive`` comments while nothing happens, so a page that left is noticed.
 
-Nothing half is ever stored: the reply is stored by :func:`hitkit.chat.answer` only when the bot
+Nothing half is ever stored: the reply is stored by :func:`hitkit.worker.chat.answer` only when the bot
 finished it. When the page stops reading (the web server closes this generator), the next piece the
 bot sends raises :class:`Abandoned` inside the exchange, which closes the bot's stream and so cancels
 its generation (the bot server's rule for a client that left); the reply stays owed, and the page,
@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from hitkit.chat import BotReplyError, OnText
-from hitkit.chat_turns import ChatState
+from hitkit.worker.chat import BotReplyError, OnText
+from hitkit.worker.chat_turns import ChatState
 from hitkit.errors import HitkitError
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The arena with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judging` runs it).
+"""The arena with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judges.judging` runs it).
 
 Battles are made by the crowd during the study, so the judge votes after them (:data:`WHEN` is
 ``"after"``): on every finished real battle (QC battles are in no ranking and are not judged), voted by
@@ -9,7 +9,7 @@ label is its first word (A, B or tie; ``[[A]]`` as MT-Bench writes it counts too
 reply naming none is a tie with ``parsed`` false.
 
 Which real battles the worker votes on is drawn per battle when the study is built (probability
-``judge.human_share``, :func:`hitkit.human_subset.rated`): independent of the worker, as prediction-powered
+``judge.human_share``, :func:`hitkit.judges.human_subset.rated`): independent of the worker, as prediction-powered
 inference needs; a battle not drawn ends with "Next battle" alone. ``judge.csv``'s ``human_subset`` says
 which battles have a worker's vote; the analysis (the arena's ``analysis.py``) combines the two.
 """
@@ -24,7 +24,7 @@ from hitkit.protocols.base import JudgeRequest
 from hitkit.protocols.pairwise.judge import parse  # noqa: F401 - the same labels, read the same way
 
 WHEN = "after"
-"""The judge votes on the study's stored battles once the crowd has made them (:mod:`hitkit.judging`)."""
+"""The judge votes on the study's stored battles once the crowd has made them (:mod:`hitkit.judges.judging`)."""
 
 PLACEHOLDERS = ("conversation_a", "conversation_b")
 """What an arena judge prompt names: the two sides' conversations, in the order the judge is shown them."""
@@ -66,7 +66,7 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
     from hitkit.db.models import Assignment, Hit, HitUnit, Unit
     from hitkit.protocols.arena.exports import conversation_turns
     from hitkit.protocols.arena.task import ArenaTask, is_voted
-    from hitkit.schema import DONE_STATUSES
+    from hitkit.tables.schema import DONE_STATUSES
 
     task = ArenaTask(config)
     rows = session.execute(

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hitkit.errors import InputError
-from hitkit.jsonl import iter_jsonl
+from hitkit.material.jsonl import iter_jsonl
 
 EXAMPLE_PROMPTS = Path(__file__).resolve().parents[3] / "examples" / "data" / "arena_prompts.jsonl"
 """The ~60 prompts hitkit ships in its examples (a source checkout only)."""

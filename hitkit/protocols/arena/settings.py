@@ -7,7 +7,7 @@ from typing import Optional
 from pydantic import Field, ValidationError
 
 from hitkit.protocols.arena.quality import DEFAULT_LEAK_WORDS
-from hitkit.sections import Model
+from hitkit.study.sections import Model
 
 
 class ArenaCrowdConfig(Model):

@@ -12,7 +12,7 @@ positions balance. ``control_share`` of the battles pit each real system in turn
 sides alternating likewise. HITs hold ``battles_per_hit`` battles in a seeded shuffled order; each HIT
 is taken by one worker (its chats are live), within ``schedule.per_worker_cap``. With
 ``design: adaptive`` the stopping rule's order posts first the HITs that serve its open decision
-(:mod:`hitkit.stopping`, over the pairs in ``systems``).
+(:mod:`hitkit.running.stopping`, over the pairs in ``systems``).
 
 A battle holds two conversations, one per side (``a``, ``b``; :attr:`TaskType.chat_sides`): the page
 sends each message to both (refused on one side if it differs from the other's message at that turn,
@@ -35,12 +35,12 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
-from hitkit.human_subset import rated
+from hitkit.judges.human_subset import rated
 from hitkit.protocols.arena import exports, simulated
 from hitkit.protocols.arena.columns import SIDES, VOTES
 from hitkit.protocols.arena.prompts import read_prompts
 from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpec, position, shuffled_order
-from hitkit.validation import answer_text
+from hitkit.worker.validation import answer_text
 
 VOTE, REASON = "vote", "reason"
 DONE, DONE_VALUE = "vote_done", "yes"
