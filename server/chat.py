@@ -1,14 +1,16 @@
-"""Live-chat routes: a chat slot's state, the worker's message with the bot's reply, retry, topic."""
+"""Live-chat routes: a chat slot's state, the worker's message with the bot's reply, retry, topic,
+and the same exchange streamed (``/stream``: :mod:`hitkit.worker.chat_stream`)."""
 from __future__ import annotations
 
 import threading
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from hitkit.worker import chat, chat_turns
 from hitkit.worker.chat import BotReplyError, Reply
 from hitkit.errors import FlowError
 from hitkit.study.stored import StudyContext
+from hitkit.worker import chat_stream
 from server.worker import context, db
 
 bp = Blueprint("chat", __name__)
@@ -63,6 +65,28 @@ def retry(study: str, token: str, unit_id: str):
     ctx = _ctx(study)
     url = current_app.config["HITKIT_DATABASE_URL"]
     return _reply_or_wait(lambda: chat.bot_reply(url, ctx, token, unit_id, _bots(ctx)))
+
+
+@bp.post("/a/<study>/<token>/chat/<unit_id>/stream")
+def stream(study: str, token: str, unit_id: str):
+    """The worker's message (``text``) and the bot's reply streamed; without ``text``, the owed reply
+    streamed (a retry or a resume). A refused message is a plain JSON error, before any stream."""
+    body = request.get_json(silent=True)
+    body = {} if body is None else body
+    if not isinstance(body, dict) or ("text" in body and not isinstance(body["text"], str)):
+        return jsonify(error="send JSON with the message as 'text', or {} to resume the owed reply"), 400
+    ctx = _ctx(study)
+    url = current_app.config["HITKIT_DATABASE_URL"]
+    bots = _bots(ctx)
+    if "text" in body:
+        owed = chat.store_message(url, ctx, token, unit_id, body["text"], body.get("signals"))
+        exchange = lambda on_text: chat.answer(url, ctx, bots, owed, on_text)  # noqa: E731
+    else:
+        with db() as session:  # a wrong token or slot is refused before the stream starts
+            chat_turns.conversation_state(session, ctx, token, unit_id)
+        exchange = lambda on_text: chat.bot_reply(url, ctx, token, unit_id, bots, on_text=on_text)  # noqa: E731
+    return Response(chat_stream.relay(exchange), mimetype="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 @bp.post("/a/<study>/<token>/chat/<unit_id>/topic")

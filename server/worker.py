@@ -174,6 +174,16 @@ def answer(study: str, token: str):
     return jsonify(saved=True)
 
 
+@bp.get("/a/<study>/<token>/reveal/<unit_id>")
+def reveal(study: str, token: str, unit_id: str):
+    """What the page may show of a unit once it is answered (the arena's two names), or null."""
+    unit_key = validation.unit_key(unit_id, "unit_id")
+    with db() as session:
+        ctx = context(session, study)
+        assignment = flow.assignment_for(session, ctx, token)
+        return jsonify(revealed=ctx.task.revealed(session, assignment, flow.unit_of(assignment, unit_key)))
+
+
 @bp.post("/a/<study>/<token>/return")
 def give_back(study: str, token: str):
     with db() as session:

@@ -6,6 +6,7 @@ goes away. Every assertion is on the server's own counters and state.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -175,3 +176,25 @@ def _concurrent_replies_are_separate_generations(client, backend):
     for t in threads:
         t.join()
     assert len(results) == 3 and backend.stats()["requests"] == 4
+
+
+def test_a_streamed_reply_comes_in_pieces_that_add_up_to_the_whole_reply(server):
+    """``stream: true`` on the transformers engine: the reply so far is sent as it decodes, and the
+    pieces joined are exactly the reply the same request gets unstreamed (temperature 0)."""
+    srv, _ = server
+    whole = requests.post(srv.url + "/v1/chat/completions", json=body(40), timeout=30).json()
+    text = whole["choices"][0]["message"]["content"]
+    client = BotClient(BotConfig(name="tiny", url=srv.url, model="tiny", max_tokens=40, temperature=0.0))
+    seen: list[str] = []
+    streamed = client.reply([{"role": "user", "content": "hello , how are you ?"}], on_text=seen.append)
+    assert streamed == text and text
+    growing = [t for t in seen if t]
+    assert len(growing) >= 3 and growing[-1] == text  # ~0.8 s of decoding, read every 50 ms
+    assert all(text.startswith(t) for t in growing) and growing == sorted(growing, key=len)
+    raw = requests.post(srv.url + "/v1/chat/completions", json={**body(40), "stream": True}, timeout=30)
+    assert raw.headers["Content-Type"] == "text/event-stream"
+    lines = [line for line in raw.text.split("\n") if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    last = json.loads(lines[-2][6:])
+    assert last["object"] == "chat.completion.chunk" and last["choices"][0]["finish_reason"] == "length"
+    assert last["usage"]["completion_tokens"] == 40

@@ -114,3 +114,32 @@ def test_with_a_judge_an_unrated_chat_ends_with_next_chatbot_alone_in_chromium(t
         assert scores == 7 * sum(rated)
         done = s.scalar(select(func.count()).select_from(Response).where(Response.question == "chat_done"))
         assert done == len(rated) - sum(rated)
+
+
+def test_live_chat_shows_the_reply_as_it_streams_then_the_whole_stored_reply_in_chromium(tmp_path, one_database_url):
+    """The chat page reads the reply as the bot writes it: partial text on screen before it is complete."""
+    from hitkit.bots.server import BotServer
+    from tests.streaming_bot import Typist
+
+    with BotServer({n: Typist(n, step_s=0.1) for n in [*REAL, "qc"]}, port=0) as bots:
+        config = load_study(live_chat_study(tmp_path, one_database_url, bots.url, hits=1, min_inputs=2))
+        with chromium_on(one_database_url, config) as (url, page):
+            page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=LC-S&hitId=h1&workerId=W-stream")
+            page.get_by_role("button", name="I agree").click()
+            page.locator("#topic-input").fill("the sea")
+            page.get_by_label("I like it").check()
+            page.get_by_role("button", name="Start chatting").click()
+            page.locator("#message").fill("Hello, do you like the sea?")
+            page.get_by_role("button", name="Send").click()
+            typing = page.locator("#messages li.bot-typing")
+            typing.wait_for()
+            page.wait_for_function("() => (document.querySelector('#messages li.bot-typing') || {}).textContent"
+                                   "?.split(' ').length >= 3")
+            partial = typing.inner_text()
+            assert page.locator("#messages li.bot").count() == 0  # nothing stored yet: the reply is not complete
+            page.locator("#messages li.bot").first.wait_for()
+            whole = page.locator("#messages li.bot").first.inner_text()
+    assert whole == " ".join(["reply1"] + [f"w{i}" for i in range(1, 20)])
+    assert partial and len(partial) < len(whole) and whole.startswith(partial)
+    with session_scope(one_database_url) as s:
+        assert s.scalars(select(Turn.text).where(Turn.speaker == "bot")).all() == [whole]

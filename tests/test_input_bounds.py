@@ -59,6 +59,7 @@ def test_huge_and_malformed_ids_in_worker_chat_and_dashboard_paths_are_404(ab_da
         for method, url in [("GET", f"{base}/s/ab-demo/hit/{ident}?hitId=h1"),
                             ("GET", f"{task}chat/{ident}"), ("POST", f"{task}chat/{ident}/message"),
                             ("POST", f"{task}chat/{ident}/topic"), ("POST", f"{task}chat/{ident}/retry"),
+                            ("POST", f"{task}chat/{ident}/stream"),
                             ("GET", f"{base}/dashboard/study/ab-demo/conversations/{ident}"),
                             ("POST", f"{base}/dashboard/study/ab-demo/workers/{ident}/block"),
                             ("POST", f"{base}/dashboard/study/ab-demo/assignments/{ident}/approve")]:

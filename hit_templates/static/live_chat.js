@@ -16,6 +16,7 @@
   let waiting = false;
 
   const api = window.hitkitApi(base);
+  const stream = window.hitkitStream(base);
   // How the worker's own text is entered (counts and timings only): sent with each message and free-text answer.
   const watch = (id) => window.hitkitSignals($(id), { blockPaste: root.dataset.blockPaste === "1" });
   const typing = { message: watch("message"), topic: watch("topic-input"), feedback: watch("feedback") };
@@ -120,7 +121,18 @@
     $("next-bot").disabled = true;
     $("retry").hidden = true;
     $("bot-status").textContent = "The chatbot is typing…";
-    const reply = await api("chat/" + current.unit_id + path, body);
+    // The reply appears as the chatbot writes it; it is stored only once it is complete.
+    let partial = null;
+    const reply = await stream("chat/" + current.unit_id + path, body, (text) => {
+      if (partial === null) {
+        partial = document.createElement("li");
+        partial.className = "bot-typing";
+        $("messages").appendChild(partial);
+      }
+      partial.textContent = text;
+      $("messages").scrollTop = $("messages").scrollHeight;
+    });
+    if (partial !== null) partial.remove();
     if (reply.status === 502 || reply.status === 0) { botFailed(reply); await refresh(false); return; }
     waiting = false;
     $("bot-status").textContent = reply.ok ? "" : (reply.body.error || "something went wrong");
@@ -131,7 +143,7 @@
     const reply = await api("chat/" + current.unit_id);
     if (!reply.ok) return;
     render(reply.body);
-    if (resumeOwedReply && reply.body.bot_owes_reply) await chatStep("/retry", {});
+    if (resumeOwedReply && reply.body.bot_owes_reply) await chatStep("/stream", {});
   }
 
   async function showChat() {
@@ -156,7 +168,7 @@
     item.textContent = text;
     $("messages").appendChild(item);
     $("message").value = "";
-    await chatStep("/message", { text: text, signals: typing.message.take() });
+    await chatStep("/stream", { text: text, signals: typing.message.take() });
     $("message").focus();
   });
 
@@ -167,7 +179,7 @@
     }
   });
 
-  $("retry").addEventListener("click", () => chatStep("/retry", {}));
+  $("retry").addEventListener("click", () => chatStep("/stream", {}));
 
   $("topic-button").addEventListener("click", () => { $("topic-dialog").hidden = !$("topic-dialog").hidden; });
   document.querySelectorAll(".topic-by").forEach((button) => {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,6 +56,9 @@ class Ticket:
         self.cancel_reason = ""
         self.result: Completion | None = None
         self.error: BaseException | None = None
+        self.partial: Callable[[], str] | None = None
+        """The reply so far while it is generated (engines that decode token by token set it; the
+        server's streaming replies read it): callable from any thread, never blocking for long."""
 
     def finish(self, result: Completion | None = None, error: BaseException | None = None) -> None:
         """Record the outcome (a reply or an error) and wake every waiter."""

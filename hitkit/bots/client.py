@@ -8,6 +8,13 @@ context, cap concurrent calls per system, retry transient failures a bounded num
 otherwise raise :class:`BotUnavailable`, so a page can say "the bot is taking longer, please wait"
 and retry without losing the worker's turn, which the caller saved before asking.
 
+Streaming: given ``on_text``, :meth:`BotClient.reply` asks with ``stream: true`` and calls
+``on_text(reply so far)`` as OpenAI-style server-sent events (``data: {choices[0].delta.content}`` …
+``data: [DONE]``) arrive; a bot that answers with a whole JSON reply instead is one chunk. A stream
+that breaks before ``[DONE]`` is a failed attempt like any other: the retry starts the text again
+(``on_text`` then sees a shorter text), and hitkit's bot server re-attaches it to the same generation.
+If ``on_text`` raises (the reader left), the stream is closed at once, which cancels the generation.
+
 Retries never stack generations: every attempt for one reply carries the same ``Idempotency-Key``,
 so hitkit's bot server re-attaches a retry to the generation already running (other servers
 ignore the header), and ``X-Hitkit-Deadline-S`` tells it when the client will stop waiting, after
@@ -18,13 +25,14 @@ retries a reply may take three attempts' time before the bot counts as unavailab
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import requests
@@ -185,8 +193,10 @@ class BotClient:
             body["stop"] = list(c.stop)
         return body
 
-    def reply(self, history: Sequence[ChatMessage | Mapping[str, Any]]) -> str:
-        """Return the bot's next turn after ``history`` (user/assistant messages, oldest first).
+    def reply(self, history: Sequence[ChatMessage | Mapping[str, Any]],
+              on_text: Callable[[str], None] | None = None) -> str:
+        """Return the bot's next turn after ``history`` (user/assistant messages, oldest first);
+        with ``on_text``, streamed, each piece announced as the reply so far (see the module docstring).
 
         Raises :class:`BotUnavailable` once every attempt failed or timed out (also when
         ``max_concurrency`` calls stay busy for ``timeout_s``) and :class:`BotRequestError` when
@@ -194,11 +204,12 @@ class BotClient:
         """
         c = self.config
         body = self.payload(history)
+        body["stream"] = on_text is not None
         if not self._semaphore.acquire(timeout=c.timeout_s):
             raise BotUnavailable(c.name, 0, f"{c.max_concurrency} calls to it stayed busy for "
                                             f"{c.timeout_s:g} s", timed_out=True, waited_s=c.timeout_s)
         try:
-            return self._post_with_retries(body)
+            return self._post_with_retries(body, on_text)
         finally:
             self._semaphore.release()
 
@@ -211,7 +222,7 @@ class BotClient:
             return c.timeout_s
         return max(c.timeout_s, min(2.0 * c.max_tokens / rate + 2.0, 10.0 * c.timeout_s))
 
-    def _post_with_retries(self, body: dict[str, Any]) -> str:
+    def _post_with_retries(self, body: dict[str, Any], on_text: Callable[[str], None] | None = None) -> str:
         c = self.config
         reason = "no attempt made"
         timed_out = False
@@ -225,14 +236,26 @@ class BotClient:
             headers = {**self._headers, "Idempotency-Key": key, "X-Hitkit-Deadline-S": f"{left:.1f}"}
             try:
                 response = self._session.post(self.endpoint, json=body, headers=headers,
-                                              timeout=(min(timeout, 10.0), timeout))
+                                              timeout=(min(timeout, 10.0), timeout), stream=on_text is not None)
             except requests.Timeout:
                 reason = f"no reply within {timeout:g} s"
                 timed_out = True
             except requests.ConnectionError as exc:
                 reason = f"cannot connect to {self.endpoint} ({type(exc).__name__})"
             else:
-                if response.status_code == 200:
+                if response.status_code == 200 and on_text is not None:
+                    self._note_rate(response)
+                    try:
+                        text, reason = _streamed_text(response, on_text)
+                    except requests.Timeout:
+                        text, reason, timed_out = None, f"the stream paused for more than {timeout:g} s", True
+                    except requests.RequestException as exc:
+                        text, reason = None, f"the stream broke ({type(exc).__name__})"
+                    finally:
+                        response.close()
+                    if text is not None:
+                        return text
+                elif response.status_code == 200:
                     self._note_rate(response)
                     text = _reply_text(response)
                     if text is not None:
@@ -242,6 +265,11 @@ class BotClient:
                     reason = f"HTTP {response.status_code}: {_error_message(response)}"
                     timed_out = response.status_code in (408, 504)
                     wait_hint = _retry_after(response)
+                elif on_text is not None and response.status_code == 400 and "stream" in _error_message(response):
+                    # A server that refuses to stream (hitkit's own before it could): ask for the whole reply.
+                    text = self._post_with_retries({**body, "stream": False})
+                    on_text(text)
+                    return text
                 else:
                     raise BotRequestError(f"bot {c.name!r} refused the request (HTTP "
                                           f"{response.status_code}): {_error_message(response)}")
@@ -269,6 +297,42 @@ class BotClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _streamed_text(response: requests.Response, on_text: Callable[[str], None]) -> tuple[str | None, str]:
+    """Read a streamed reply, announcing the text so far; (text, "") when whole, (None, why) when not.
+
+    A bot that did not stream (a JSON body) gives its reply as one piece.
+    """
+    if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
+        text = _reply_text(response)
+        if text is None:
+            return None, "the server answered 200 without choices[0].message.content"
+        on_text(text)
+        return text, ""
+    pieces: list[str] = []
+    on_text("")  # a retry starts the text again
+    for line in response.iter_lines():
+        if not line.startswith(b"data:"):
+            continue  # comments, event names, blank separators
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return "".join(pieces), ""
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return None, f"the stream sent an event that is not JSON: {data[:80]!r}"
+        if isinstance(event, dict) and "error" in event:
+            error = event["error"]
+            return None, f"the bot failed mid-stream: {error.get('message') if isinstance(error, dict) else error}"
+        try:
+            piece = event["choices"][0].get("delta", {}).get("content")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return None, "a stream event had no choices[0].delta"
+        if piece:
+            pieces.append(piece)
+            on_text("".join(pieces))
+    return None, "the stream ended before data: [DONE]"
 
 
 def _reply_text(response: requests.Response) -> str | None:

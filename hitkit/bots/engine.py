@@ -168,6 +168,7 @@ class HFBackend(Backend):
         if request.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(request.seed)
         pending = _Pending(prompt, max_new, request.temperature, request.top_p, list(request.stop), generator)
+        pending.ticket.partial = lambda: self._decode(list(pending.generated))  # the reply so far, for streaming
         enqueue(self._queue, pending, self.name)
         return pending.ticket
 

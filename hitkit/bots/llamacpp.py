@@ -208,6 +208,8 @@ class LlamaCppBackend(Backend):
         seed = request.seed if request.seed is not None else self._rng.getrandbits(32)
         seq = _Seq(prompt, min(request.reply_budget, room), request.temperature, request.top_p, seed,
                    list(request.stop))
+        # The reply so far, for streaming: a copy of the token list, detokenized on the caller's thread.
+        seq.ticket.partial = lambda: self.detokenize(list(seq.generated))
         enqueue(self._queue, seq, self.name)
         return seq.ticket
 

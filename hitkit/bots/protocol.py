@@ -1,10 +1,11 @@
 """The OpenAI chat-completions wire format, validated once at the edge.
 
-Only what a chat evaluation needs is modelled: non-streaming ``/v1/chat/completions`` with one
-choice. ``seed`` makes a sampled reply repeatable (same seed, same prompt, same engine: same
+Only what a chat evaluation needs is modelled: ``/v1/chat/completions`` with one choice, whole or
+streamed (``stream: true``: server-sent events ``data: {chat.completion.chunk}`` … ``data: [DONE]``,
+as OpenAI sends them). ``seed`` makes a sampled reply repeatable (same seed, same prompt, same engine: same
 reply). Fields that OpenAI clients send routinely but that hitkit's engines do not implement
-(``user``, penalties …) are accepted and ignored; fields that would change the
-shape of the answer (``stream``, ``n`` > 1) are refused with a 400 rather than silently dropped.
+(``user``, penalties …) are accepted and ignored; a field that would change the
+shape of the answer (``n`` > 1) is refused with a 400 rather than silently dropped.
 """
 from __future__ import annotations
 
@@ -97,13 +98,6 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError("stop sequences must be non-empty strings")
         return value
 
-    @field_validator("stream")
-    @classmethod
-    def _no_stream(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("streaming is not supported by hitkit's bot server; send stream=false")
-        return value
-
     @field_validator("n")
     @classmethod
     def _one_choice(cls, value: int) -> int:
@@ -160,3 +154,16 @@ def completion_body(model: str, completion: Completion) -> dict[str, Any]:
             "total_tokens": completion.prompt_tokens + completion.completion_tokens,
         },
     }
+
+
+def chunk_body(model: str, chunk_id: str, created: int, delta: dict[str, str],
+               finish_reason: str | None = None) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` of a streamed reply (OpenAI's shape: ``choices[0].delta``)."""
+    return {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+
+def sse(data: Any) -> bytes:
+    """One server-sent event carrying ``data`` (JSON, or the literal ``[DONE]``)."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    return f"data: {text}\n\n".encode()

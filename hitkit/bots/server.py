@@ -1,6 +1,7 @@
 """hitkit's OpenAI-compatible bot server: several chat models behind one threaded HTTP server.
 
-Routes: ``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models``, ``GET /health`` (status
+Routes: ``POST /v1/chat/completions`` (whole, or streamed as server-sent events with ``stream: true``:
+see :mod:`hitkit.bots.streaming`), ``GET /v1/models``, ``GET /health`` (status
 plus the health counters), ``GET /v1/hitkit/stats`` (health counters and per-model engine counters)
 and ``GET /metrics`` (per-model engine counters). Each hosted model is a
 :class:`~hitkit.bots.base.Backend`; local models batch concurrent chats on their own worker thread
@@ -34,6 +35,7 @@ from typing import Any
 from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded, Cancelled
 from hitkit.bots.jobs import DEADLINE_HEADER, IDEMPOTENCY_HEADER, JobRegistry, ServerStats
 from hitkit.bots.protocol import ProtocolError, completion_body, parse_chat_request
+from hitkit.bots.streaming import stream_reply
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -263,6 +265,9 @@ class _Handler(BaseHTTPRequestHandler):
             deadline = self._deadline(arrived)
             key = (self.headers.get(IDEMPOTENCY_HEADER) or "").strip()[:200] or None
             job = app.jobs.attach(key, request.model, deadline, lambda: backend.submit(request))
+            if request.stream:
+                stream_reply(self, job, request, arrived)
+                return
             left: str | None = None
             try:
                 while not job.ticket.wait(_POLL_S):

@@ -126,6 +126,10 @@ class Turn(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     signals: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
     """How the worker entered the message: counts and timings (:mod:`hitkit.worker.authenticity`); None for a bot's."""
+    first_token_ms: Mapped[Optional[int]] = mapped_column(Integer)
+    """A live bot reply: milliseconds from asking the bot to its first text (about the whole reply's, unstreamed)."""
+    reply_ms: Mapped[Optional[int]] = mapped_column(Integer)
+    """A live bot reply: milliseconds from asking the bot to its whole reply."""
 
     conversation: Mapped[Conversation] = relationship(back_populates="turns")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hitkit.errors import ConfigError
-from hitkit.protocols import live_chat, pairwise, rating, spot_the_bot
+from hitkit.protocols import arena, live_chat, pairwise, rating, spot_the_bot
 from hitkit.protocols.base import Protocol, TaskType
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
     live_chat.PROTOCOL,
     spot_the_bot.PROTOCOL,
     rating.PROTOCOL,
+    arena.PROTOCOL,
 )}
 
 

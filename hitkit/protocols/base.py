@@ -281,9 +281,34 @@ class TaskType(ABC):
         """A simulated worker's ``turn``-th message in a chat unit (chat task types only)."""
         raise TypeError(f"task '{self.name}' has no chat")
 
-    def chat_key(self, assignment_id: int, unit_id: int) -> str | None:
-        """The key of the conversation one assignment holds in one chat unit; None for task types without chat."""
+    chat_closing: ClassVar[str] = "\x00"
+    """Prefix of the questions whose answer closes a chat unit's chat (live chat's ratings, the arena's vote)."""
+    chat_sides: ClassVar[tuple[str, ...]] = ("",)
+    """A chat unit's conversations: one (``""``), or one per side (the arena's ``a`` and ``b``), each with its
+    own system; the page names a side's chat ``PUBLICKEY-SIDE`` (:func:`hitkit.worker.chat_turns.split_side`)."""
+
+    def chat_key(self, assignment_id: int, unit_id: int, side: str = "") -> str | None:
+        """The key of the conversation one assignment holds in one chat unit (on ``side``); None without chat."""
         return None
+
+    def chat_system(self, unit: Unit, side: str = "") -> str:
+        """The system a chat unit's conversation on ``side`` talks to; AnswerError for a side it lacks."""
+        if side:
+            from hitkit.errors import AnswerError
+
+            raise AnswerError(f"unit {unit.public_key} has one chat; there is no side {side[:20]!r}")
+        return unit.payload["system"]
+
+    def check_message(self, session: Session, assignment: Any, unit: Unit, side: str, text: str, inputs: int) -> None:
+        """Raise FlowError if the protocol refuses the worker's message (``inputs`` typed so far on ``side``)."""
+
+    def revealed(self, session: Session, assignment: Any, unit: Unit) -> dict[str, Any] | None:
+        """What the page may show of ``unit`` once the worker has answered it (the arena's identities), or None."""
+        return None
+
+    def export_files(self, session: Session, study: Study, out: Path) -> list[Path]:
+        """Files beyond the tidy tables that the protocol exports (the arena's ``preferences.jsonl``)."""
+        return []
 
     @abstractmethod
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:

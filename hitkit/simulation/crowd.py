@@ -19,6 +19,7 @@ import queue
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -212,6 +213,16 @@ class SimulatedCrowd:
 
         for view in sorted(state["units"], key=lambda v: v.get("position") or 0):
             shown_at = time.monotonic()
+            if task.has_chat and len(task.chat_sides) > 1:
+                # Several systems answer side by side (the arena): the vote comes after reading their replies.
+                replies = self._chat_sides(http, base, worker, view, rng, typing_rng)
+                if self._stop.is_set():
+                    return "wait"
+                answers = task.simulate(worker.profile, {**view, "replies": replies}, rng, self._context,
+                                        worker.worker_id)
+                for question, value in answers.items():
+                    give(view, question, value, shown_at)
+                continue
             answers = task.simulate(worker.profile, view, rng, self._context, worker.worker_id)
             if task.has_chat:
                 for question in task.chat_opening:
@@ -265,6 +276,51 @@ class SimulatedCrowd:
                 continue
             reply.raise_for_status()
             state = reply.json()
+
+    def _chat_sides(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random,
+                    typing_rng: random.Random) -> dict[str, list[str]]:
+        """Chat in a unit with several conversations (the arena's sides): each message goes to every side,
+        the sides' replies come at once; until the protocol's minimum. The bot replies, by side."""
+        sides = self.ctx.task.chat_sides
+        urls = {side: f"{base}/chat/{view['unit_id']}-{side}" for side in sides}
+        states = {side: http.get(url, timeout=self.timeout_s).json() for side, url in urls.items()}
+        waits = 0
+
+        def post(side: str, path: str, body: dict) -> tuple[str, requests.Response]:
+            return side, http.post(urls[side] + path, json=body, timeout=self.timeout_s * 4)
+
+        while True:
+            if self._stop.is_set():
+                return {}
+            inputs = {side: st["inputs"] for side, st in states.items()}
+            owed = [side for side, st in states.items() if st["bot_owes_reply"]]
+            turn = min(inputs.values())
+            if not owed and turn >= states[sides[0]]["min_inputs"] and turn == max(inputs.values()):
+                break
+            if owed:
+                calls = [(side, "/retry", {}) for side in owed]
+            else:
+                ahead = next((st for st in states.values() if st["inputs"] > turn), None)
+                if ahead is not None:  # back after a reload: the side behind gets the message the other got
+                    text = [t["text"] for t in ahead["turns"] if t["speaker"] == "worker"][turn]
+                else:
+                    text = self.ctx.task.simulate_message(worker.profile, view, rng, turn)
+                signals = crowd_typing.typed_signals(worker.typist, text, typing_rng)
+                calls = [(side, "/message", {"text": text, "signals": signals})
+                         for side in sides if inputs[side] == turn]
+            with ThreadPoolExecutor(len(calls)) as pool:
+                replies = list(pool.map(lambda call: post(*call), calls))
+            for side, reply in replies:
+                if reply.status_code == 502:  # this side's bot is slow or down: wait, then retry
+                    waits += 1
+                    if waits > 20:
+                        raise RuntimeError(f"the bot of unit {view['unit_id']}-{side} did not reply after {waits} tries")
+                    self._stop.wait(min(0.2 * waits, 2.0))
+                    states[side] = http.get(urls[side], timeout=self.timeout_s).json()
+                    continue
+                reply.raise_for_status()
+                states[side] = reply.json()
+        return {side: [t["text"] for t in st["turns"] if t["speaker"] == "bot"] for side, st in states.items()}
 
     def _acknowledge(self, worker: SimWorker, assignment: str, unit_id: int, question: str, value: str) -> None:
         with self._lock:

@@ -45,7 +45,8 @@ def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
             "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
             "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
             "status": exported_status(a), "unit_id": keys.get(unit_id, "") if unit_id is not None else "",
-            "conversation_id": (ctx.task.chat_key(a.id, unit_id) or "") if unit_id is not None else "",
+            "conversation_id": (ctx.task.chat_key(a.id, unit_id, ctx.task.chat_sides[0]) or "")
+            if unit_id is not None else "",
             "kind": kind, "turn": turn,
             "question": question, "chars": len(text), **{c: signals.get(c) for c in SIGNAL_COLUMNS},
             "score": scored.score, "reason": scored.reason, "flagged": int(scored.flagged)}))
@@ -56,7 +57,8 @@ def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
                                              .join(HitUnit, HitUnit.hit_id == Assignment.hit_id)
                                              .join(Hit, Hit.id == Assignment.hit_id)
                                              .where(Hit.study_id == ctx.study_id)):
-            by_key[ctx.task.chat_key(a_id, unit_id)] = (a_id, unit_id)
+            # A unit with several conversations (the arena's sides) got each message on every side: counted once.
+            by_key[ctx.task.chat_key(a_id, unit_id, ctx.task.chat_sides[0])] = (a_id, unit_id)
         for key, turn in session.execute(
                 select(Conversation.key, Turn).join(Turn, Turn.conversation_id == Conversation.id)
                 .where(Conversation.study_id == ctx.study_id, Turn.speaker == "worker", Turn.signals.is_not(None))):

@@ -134,7 +134,9 @@ def write_conversations(session: Session, study: Study, path: Path) -> int:
             fh.write(json.dumps({
                 "study": study.name, "conversation_id": c.key, "kind": c.kind, "meta": c.meta,
                 "turns": [{"index": t.index, "speaker": t.speaker, "system": systems.get(t.system_id),
-                           "text": t.text, "time": t.created_at.isoformat()} for t in c.turns],
+                           "text": t.text, "time": t.created_at.isoformat(),
+                           **({"first_token_ms": t.first_token_ms, "reply_ms": t.reply_ms}
+                              if t.reply_ms is not None else {})} for t in c.turns],
             }, ensure_ascii=False) + "\n")
     return len(convs)
 
@@ -168,6 +170,7 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
     path = out / "conversations.jsonl"
     write_conversations(session, study, path)
     written.append(path)
+    written += ctx.task.export_files(session, study, out)
     path = out / "study.json"
     info = study_info(study)
     rule = stopping.summary(session, ctx)

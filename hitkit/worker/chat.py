@@ -30,6 +30,11 @@ callable ``reply(history) -> str`` over OpenAI-style messages (``BotClient.reply
 mapping from system name to such callables. Any failure of the call raises :class:`BotReplyError`
 and leaves the worker's turn stored and the reply owed; calling :func:`bot_reply` again resumes.
 
+Streaming: :func:`answer` (and :func:`send`, :func:`bot_reply`) take ``on_text``, told the reply so
+far as the bot generates it; the turn is still stored once, whole, with the milliseconds to its
+first text and to the whole reply (``Turn.first_token_ms``, ``Turn.reply_ms``).
+:mod:`hitkit.worker.chat_stream` relays it to the page.
+
 A slot may be rated ("Next chatbot") only after ``live_chat.min_inputs`` worker turns; the task
 type enforces that in the shared answer and submit flow. Before the first message the slot's ``topic`` and ``topic_sentiment``
 must be answered, as the protocol asks; once the slot has a rating, its chat is closed.
@@ -44,6 +49,7 @@ The steps in the caller's transaction are in :mod:`hitkit.worker.chat_turns`, th
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,8 +64,11 @@ from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
 from hitkit.study.stored import StudyContext
 
-Reply = Callable[[list[dict[str, str]]], str]
-"""A bot: OpenAI-style history (``{"role": "user" | "assistant", "content": ...}``) in, reply text out."""
+Reply = Callable[..., str]
+"""A bot: OpenAI-style history (``{"role": "user" | "assistant", "content": ...}``) in, reply text out;
+one that takes an ``on_text`` keyword streams (``BotClient.reply`` does)."""
+OnText = Callable[[str], None]
+"""Told the reply so far, each time it grows."""
 
 class BotReplyError(FlowError):
     """The bot gave no reply; the worker's turn is stored and the reply still owed (HTTP 502)."""
@@ -82,27 +91,29 @@ def claim_lease_s(ctx: StudyContext, system: str) -> float:
 
 # One exchange, each step in its own transaction --------------------------------------------------
 def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int | str,
-              reply: Reply | Mapping[str, Reply]) -> ChatState:
+              reply: Reply | Mapping[str, Reply], on_text: OnText | None = None) -> ChatState:
     """Ask the bot for the reply it owes, if any, and store it; BotReplyError if it gives none.
 
     If another request is already asking the bot for this reply, wait for the reply it stores
-    (no transaction open) rather than ask again: one generation per owed reply.
+    (no transaction open) rather than ask again: one generation per owed reply. ``on_text``: see
+    :func:`answer`.
     """
     with session_scope(database_url) as session:
         assignment, unit = chat_turns.slot(session, ctx, token, unit_id, writable=True)
-        conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False)
+        side = chat_turns.split_side(unit_id)[1]
+        conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False, side=side)
         turns = chat_sql.turns_of(session, conversation)
         if not turns or turns[-1].speaker != "worker":
-            return chat_turns.state(ctx, assignment, unit, conversation, turns)
-        lease = claim_lease_s(ctx, unit.payload["system"])
+            return chat_turns.state(ctx, assignment, unit, conversation, turns, side)
+        lease = claim_lease_s(ctx, ctx.task.chat_system(unit, side))
         claimed_at = conversation.reply_claimed_at
         free = (conversation.reply_claim is None or claimed_at is None
                 or utcnow() - claimed_at > dt.timedelta(seconds=lease))
         claim = chat_turns.claim_reply(conversation) if free else None
-        owed = chat_turns.owed_reply(assignment, unit, conversation, turns, claim)
+        owed = chat_turns.owed_reply(assignment, unit, conversation, turns, claim, side, ctx)
     if owed.claim is None:
         return _await_reply(database_url, ctx, owed, min(lease, WAIT_FOR_CLAIM_S))
-    return _ask(database_url, ctx, reply, owed)
+    return answer(database_url, ctx, reply, owed, on_text)
 
 
 WAIT_FOR_CLAIM_S = 20.0
@@ -138,9 +149,16 @@ def _release(database_url: str, owed: chat_turns.Owed) -> None:
                         .values(reply_claim=None, reply_claimed_at=None))
 
 
-def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply],
-         owed: chat_turns.Owed) -> ChatState:
-    """Ask the bot for the reply it owes with no transaction open, then store it if still owed."""
+def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply],
+           owed: chat_turns.Owed, on_text: OnText | None = None) -> ChatState:
+    """Ask the bot for the reply it owes with no transaction open, then store it if still owed.
+
+    With ``on_text`` the reply is streamed: ``on_text(reply so far)`` is called as it grows (from a
+    bot that streams; once, with the whole reply, from one that does not), and the turn is stored
+    once, whole, when the reply is complete. If ``on_text`` raises (the reader left), the bot's
+    stream is closed, which cancels its generation; the reply stays owed and nothing is stored.
+    The milliseconds to the first text and to the whole reply are stored with the turn.
+    """
     system = owed.system
     from hitkit.bots.health import watch
 
@@ -150,8 +168,18 @@ def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply
                 raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
             reply = reply[system]
         try:
+            started, first = time.monotonic(), []
+
+            def seen(so_far: str) -> None:
+                if so_far and not first:
+                    first.append(time.monotonic())
+                if on_text is not None:
+                    on_text(so_far)
+
             with watch(database_url, ctx.study_id, system), timing.phase("bot"):  # bot_* health events
-                text = reply(owed.history)
+                text = _call(reply, owed.history, seen, stream=on_text is not None)
+            done = time.monotonic()
+            took = (round(((first[0] if first else done) - started) * 1000), round((done - started) * 1000))
         except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
             raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
                                 "please wait a moment and try again") from exc
@@ -162,17 +190,34 @@ def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply
         _release(database_url, owed)
         raise
     with timing.phase("reply"), session_scope(database_url) as session:
-        return chat_turns.store_reply(session, ctx, owed, text)[1]
+        return chat_turns.store_reply(session, ctx, owed, text, took)[1]
 
 
-def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
-         reply: Reply | Mapping[str, Reply], signals: Any = None) -> ChatState:
-    """The worker's message, committed first, then the bot's reply to it (see the module docstring).
+def _call(reply: Reply, history: list[dict[str, str]], seen: OnText, stream: bool) -> str:
+    """Ask ``reply`` for the text after ``history``; with ``stream``, streamed into ``seen`` where the bot can
+    stream (otherwise ``seen`` hears the whole reply once)."""
+    if stream and "on_text" in inspect.signature(reply).parameters:
+        return reply(history, on_text=seen)
+    text = reply(history)
+    if isinstance(text, str):
+        seen(text)  # a bot that cannot stream: its whole reply is the one piece
+    return text
+
+
+def store_message(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
+                  signals: Any = None) -> chat_turns.Owed:
+    """Store and commit the worker's message; the reply the bot now owes (:func:`answer` asks for it).
 
     ``signals``: how the page saw the message typed, as sent (:func:`hitkit.worker.chat_turns.add_worker_turn`)."""
     with timing.phase("store"), session_scope(database_url) as session:
-        owed = chat_turns.store_worker_turn(session, ctx, token, unit_id, text, signals)[1]
-    return _ask(database_url, ctx, reply, owed)
+        return chat_turns.store_worker_turn(session, ctx, token, unit_id, text, signals)[1]
+
+
+def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
+         reply: Reply | Mapping[str, Reply], signals: Any = None, on_text: OnText | None = None) -> ChatState:
+    """The worker's message, committed first, then the bot's reply to it (see the module docstring)."""
+    owed = store_message(database_url, ctx, token, unit_id, text, signals)
+    return answer(database_url, ctx, reply, owed, on_text)
 
 
 def bot_clients(ctx: StudyContext) -> dict[str, Reply]:

@@ -13,23 +13,20 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Conversation, HitUnit, Response, System, Turn, Unit, utcnow
-from hitkit.protocols.live_chat.task import SCORE_PREFIX, conversation_key
 from hitkit.study.stored import StudyContext
-
-BEFORE_CHAT = ("topic", "topic_sentiment")
-"""The answers a chat slot needs before its first message."""
 
 
 @functools.cache
-def unit_query(by_key: bool, progress: bool):
-    """A HIT's unit by public key (or row id); with ``progress``, whether it has a rating, a topic, a sentiment."""
+def unit_query(by_key: bool, progress: bool, closing: str = "", opening: tuple[str, ...] = ()):
+    """A HIT's unit by public key (or row id); with ``progress``, whether it has an answer whose question
+    starts with ``closing`` (the chat is over), then whether each of ``opening`` is answered."""
     named = Unit.public_key == bindparam("b_unit") if by_key else Unit.id == bindparam("b_unit")
     flags = []
     if progress:
         given = select(Response.id).where(Response.assignment_id == bindparam("b_assignment_id"),
                                           Response.unit_id == Unit.id)
-        flags = [exists(given.where(Response.question.startswith(SCORE_PREFIX, autoescape=True))),
-                 *(exists(given.where(Response.question == q)) for q in BEFORE_CHAT)]
+        flags = [exists(given.where(Response.question.startswith(closing, autoescape=True))),
+                 *(exists(given.where(Response.question == q)) for q in opening)]
     return (select(Unit, *flags).join(HitUnit, HitUnit.unit_id == Unit.id)
             .where(HitUnit.hit_id == bindparam("b_hit_id"), named))
 
@@ -97,20 +94,24 @@ def reply_insert_if_owed():
     row = select(bindparam("b_conversation_id", type_=table.c.conversation_id.type),
                  bindparam("b_index", type_=table.c.index.type), literal("bot"),
                  bindparam("b_text", type_=table.c.text.type), bindparam("b_now", type_=table.c.created_at.type),
-                 _system_id()).where(owed_now)
-    return (insert(table).from_select(["conversation_id", "index", "speaker", "text", "created_at", "system_id"], row)
+                 _system_id(), bindparam("b_first_token_ms", type_=table.c.first_token_ms.type),
+                 bindparam("b_reply_ms", type_=table.c.reply_ms.type)).where(owed_now)
+    return (insert(table).from_select(["conversation_id", "index", "speaker", "text", "created_at", "system_id",
+                                       "first_token_ms", "reply_ms"], row)
             .returning(table.c.id))
 
 
 def locked_conversation(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, *,
-                        create: bool, claim: str | None = None) -> Conversation | None:
+                        create: bool, claim: str | None = None, side: str = "") -> Conversation | None:
     """The slot's conversation, row-locked so that two requests on one chat take turns.
 
     With ``claim``, the reply the conversation is about to owe is claimed in the same statement
     that locks the row (an UPDATE … RETURNING, not a SELECT … FOR UPDATE and an UPDATE): a chat
     turn stays at the round trips it had. If the turn is then refused, the rollback undoes it.
+    ``side`` names one of a unit's conversations where it has several (the arena's two systems).
     """
-    named = {"b_study_id": ctx.study_id, "b_key": conversation_key(assignment.id, unit.id)}
+    key = ctx.task.chat_key(assignment.id, unit.id, side)
+    named = {"b_study_id": ctx.study_id, "b_key": key}
     if claim is not None:
         # Claimed only if no reply is owed now (the last turn is not the worker's): otherwise the
         # turn is refused below and another request's claim must stand, whoever commits this.
@@ -120,10 +121,11 @@ def locked_conversation(session: Session, ctx: StudyContext, assignment: Assignm
     if conversation is None and create:
         try:
             with session.begin_nested():
+                system = ctx.task.chat_system(unit, side)
+                meta = {"assignment_id": assignment.id, "unit_id": unit.id, "system": system,
+                        "is_control": system in ctx.task.control_systems(), "topic_changes": []}
                 conversation = Conversation(
-                    study_id=ctx.study_id, key=conversation_key(assignment.id, unit.id), kind="human_bot",
-                    meta={"assignment_id": assignment.id, "unit_id": unit.id, "system": unit.payload["system"],
-                          "is_control": bool(unit.payload["is_control"]), "topic_changes": []},
+                    study_id=ctx.study_id, key=key, kind="human_bot", meta={**meta, "side": side} if side else meta,
                     reply_claim=claim, reply_claimed_at=utcnow() if claim else None)
                 session.add(conversation)
         except IntegrityError:  # the same chat's first message arrived twice at once
@@ -148,19 +150,21 @@ def turns_of(session: Session, conversation: Conversation | None) -> list[Row]:
 
 
 def insert_turn(session: Session, conversation_id: int, index: int, speaker: str, text: str,
-                system: tuple[int, str] | None = None, signals: dict[str, int] | None = None) -> Turn:
+                system: tuple[int, str] | None = None, signals: dict[str, int] | None = None,
+                timing: tuple[int | None, int | None] = (None, None)) -> Turn:
     """Insert one turn with a single statement (no unit-of-work flush); the stored turn, detached.
 
     ``system`` is (study id, system name) for a bot's turn, whose system id the statement looks up;
-    ``signals``, how the worker entered the message (already checked by :func:`hitkit.worker.authenticity.clean_signals`).
+    ``signals``, how the worker entered the message (already checked by :func:`hitkit.worker.authenticity.clean_signals`);
+    ``timing``, a bot reply's (first text, whole reply) in milliseconds.
     """
     now = utcnow()
     values = {"conversation_id": conversation_id, "index": index, "speaker": speaker, "text": text,
-              "created_at": now}
+              "created_at": now, "first_token_ms": timing[0], "reply_ms": timing[1]}
     if signals is not None:
         values["signals"] = signals
     if system is not None:
         values.update(b_study_id=system[0], b_system=system[1])
     turn_id = session.execute(_turn_insert(system is not None), values).scalar_one()
     return Turn(id=turn_id, conversation_id=conversation_id, index=index, speaker=speaker, text=text,
-                created_at=now, signals=signals)
+                created_at=now, signals=signals, first_token_ms=timing[0], reply_ms=timing[1])

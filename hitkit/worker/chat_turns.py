@@ -18,7 +18,6 @@ from hitkit.worker import authenticity, chat_sql, flow
 from hitkit.worker.chat_sql import TurnLike
 from hitkit.db.models import Assignment, Conversation, Turn, Unit, utcnow
 from hitkit.errors import AnswerError, FlowError
-from hitkit.protocols.live_chat.task import SCORE_PREFIX, conversation_key
 from hitkit.study.stored import StudyContext
 from hitkit.worker.validation import check_topic_change
 
@@ -66,14 +65,32 @@ def _slot_and_progress(session: Session, ctx: StudyContext, token: str, unit_id:
         if assignment.status != "accepted":
             raise FlowError(f"this assignment is {assignment.status}; its chats can no longer change", 409)
         flow.writable(ctx, assignment)
-    params = {"b_unit": unit_id, "b_hit_id": assignment.hit_id}
+    named, side = split_side(unit_id)
+    params = {"b_unit": named, "b_hit_id": assignment.hit_id}
     if progress:
         params["b_assignment_id"] = assignment.id
-    row = session.execute(chat_sql.unit_query(isinstance(unit_id, str), progress), params).first()
+    task = ctx.task
+    row = session.execute(chat_sql.unit_query(isinstance(named, str), progress, task.chat_closing, task.chat_opening),
+                          params).first()
     if row is None:
         raise AnswerError(f"unit {str(unit_id)[:40]!r} is not part of this HIT; reload the page")
-    answered = {name for name, given in zip((SCORE_PREFIX, *chat_sql.BEFORE_CHAT), row[1:]) if given}
+    task.chat_system(row[0], side)  # an AnswerError for a side the unit does not have
+    answered = {name for name, given in zip((task.chat_closing, *task.chat_opening), row[1:]) if given}
     return assignment, row[0], answered
+
+
+def split_side(unit_id: int | str) -> tuple[int | str, str]:
+    """A chat's name as a page gives it: a unit's public key, or ``KEY-SIDE`` for one of the unit's
+    several conversations (the arena's ``a`` and ``b``; public keys are hex, never holding ``-``)."""
+    if isinstance(unit_id, str) and "-" in unit_id:
+        key, side = unit_id.split("-", 1)
+        return key, side
+    return unit_id, ""
+
+
+def chat_name(unit: Unit, side: str) -> str:
+    """How the page names one conversation of ``unit`` (:func:`split_side`'s inverse)."""
+    return f"{unit.public_key}-{side}" if side else unit.public_key
 
 
 def _inputs(turns: Sequence[TurnLike]) -> int:
@@ -91,13 +108,14 @@ def _message(ctx: StudyContext, text: Any, what: str) -> str:
 
 
 def state(ctx: StudyContext, assignment: Assignment, unit: Unit, conversation: Conversation | None,
-          turns: Sequence[TurnLike]) -> ChatState:
-    return state_of(ctx, unit.public_key, conversation, turns)
+          turns: Sequence[TurnLike], side: str = "") -> ChatState:
+    return state_of(ctx, chat_name(unit, side), conversation, turns)
 
 
 def state_of(ctx: StudyContext, unit_key: str, conversation: Conversation | None,
              turns: Sequence[TurnLike]) -> ChatState:
-    inputs, least = _inputs(turns), ctx.task.chat_turns_needed(1)
+    # Messages one conversation needs: a unit's, shared by its sides (each arena message goes to both).
+    inputs, least = _inputs(turns), ctx.task.chat_turns_needed(1) // len(ctx.task.chat_sides)
     return ChatState(
         unit_id=unit_key, conversation_id=unit_key,
         turns=[{"index": t.index, "speaker": t.speaker, "text": t.text, "time": t.created_at.isoformat()}
@@ -112,9 +130,10 @@ def state_of(ctx: StudyContext, unit_key: str, conversation: Conversation | None
 def conversation_state(session: Session, ctx: StudyContext, token: str, unit_id: int | str) -> ChatState:
     """The slot's turns, whether the bot owes a reply, inputs typed and whether it may be rated."""
     assignment, unit = slot(session, ctx, token, unit_id, writable=False)
+    side = split_side(unit_id)[1]
     conversation = session.scalar(select(Conversation).where(
-        Conversation.study_id == ctx.study_id, Conversation.key == conversation_key(assignment.id, unit.id)))
-    return state(ctx, assignment, unit, conversation, chat_sql.turns_of(session, conversation))
+        Conversation.study_id == ctx.study_id, Conversation.key == ctx.task.chat_key(assignment.id, unit.id, side)))
+    return state(ctx, assignment, unit, conversation, chat_sql.turns_of(session, conversation), side)
 
 
 def add_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: int | str, text: str,
@@ -132,20 +151,22 @@ def store_worker_turn(session: Session, ctx: StudyContext, token: str, unit_id: 
     """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
     assignment, unit, answered = _slot_and_progress(session, ctx, token, unit_id, writable=True, progress=True)
     text = _message(ctx, text, "message")
-    if SCORE_PREFIX in answered:
+    if ctx.task.chat_closing in answered:
         raise FlowError("this conversation is over (it has been rated); go on to the next chatbot", 409)
-    missing = [q for q in chat_sql.BEFORE_CHAT if q not in answered]
+    missing = [q for q in ctx.task.chat_opening if q not in answered]
     if missing:
         raise FlowError(f"before chatting, answer {' and '.join(missing)} for this chatbot", 409)
+    side = split_side(unit_id)[1]
     # The reply this turn will make owed is this request's to ask the bot for: claimed as the row is locked.
     claim = secrets.token_hex(8)
-    conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=True, claim=claim)
+    conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=True, claim=claim, side=side)
     turns = chat_sql.turns_of(session, conversation)
     if turns and turns[-1].speaker == "worker":
         raise FlowError("the chatbot has not replied to your last message yet; wait for its reply", 409)
+    ctx.task.check_message(session, assignment, unit, side, text, _inputs(turns))
     turn = chat_sql.insert_turn(session, conversation.id, len(turns), "worker", text,
                                 signals=authenticity.clean_signals(signals))
-    return turn, owed_reply(assignment, unit, conversation, [*turns, turn], claim)
+    return turn, owed_reply(assignment, unit, conversation, [*turns, turn], claim, side, ctx)
 
 
 def _history(turns: Sequence[TurnLike]) -> list[dict[str, str]]:
@@ -160,10 +181,11 @@ def add_bot_turn(session: Session, ctx: StudyContext, token: str, unit_id: int |
     the conversation's record.
     """
     assignment, unit = slot(session, ctx, token, unit_id, writable=False)
-    conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False)
+    side = split_side(unit_id)[1]
+    conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False, side=side)
     if conversation is None:
         return None
-    owed = Owed(conversation.id, unit.public_key, unit.payload["system"], [], reply_to, None)
+    owed = Owed(conversation.id, chat_name(unit, side), ctx.task.chat_system(unit, side), [], reply_to, None)
     return store_reply(session, ctx, owed, text)[0]
 
 
@@ -189,9 +211,10 @@ class Owed:
 
 
 def owed_reply(assignment: Assignment, unit: Unit, conversation: Conversation, turns: Sequence[TurnLike],
-               claim: str | None) -> Owed:
-    return Owed(conversation.id, unit.public_key, unit.payload["system"], _history(turns), turns[-1].index, claim,
-                 tuple(turns))
+               claim: str | None, side: str = "", ctx: StudyContext | None = None) -> Owed:
+    system = ctx.task.chat_system(unit, side) if ctx is not None else unit.payload["system"]
+    return Owed(conversation.id, chat_name(unit, side), system, _history(turns), turns[-1].index, claim,
+                tuple(turns))
 
 
 def claim_reply(conversation: Conversation) -> str:
@@ -201,34 +224,40 @@ def claim_reply(conversation: Conversation) -> str:
     return nonce
 
 
-def store_reply(session: Session, ctx: StudyContext, owed: Owed, text: str) -> tuple[Turn | None, ChatState]:
-    """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it."""
+def store_reply(session: Session, ctx: StudyContext, owed: Owed, text: str,
+                timing: tuple[int | None, int | None] = (None, None)) -> tuple[Turn | None, ChatState]:
+    """Store the bot's reply if ``owed.reply_to`` still awaits one; the slot's state after it.
+
+    ``timing``: milliseconds to the reply's first text and to the whole reply (:mod:`hitkit.worker.chat`)."""
     # Lock the row and let go of this request's claim in one statement (a claim held by another
     # request, for a later turn, stays as it is).
     params = {"b_conversation_id": owed.conversation_id, "b_claim": owed.claim}
     conversation = session.scalars(chat_sql.releasing_update(owed.claim is not None), params).first()
     if owed.turns is not None:
-        turn = _insert_reply_if_owed(session, ctx, owed, text)
+        turn = _insert_reply_if_owed(session, ctx, owed, text, timing)
         if turn is not None:
             return turn, state_of(ctx, owed.unit_key, conversation, [*owed.turns, turn])
     turns = chat_sql.turns_of(session, conversation)
     if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
         return None, state_of(ctx, owed.unit_key, conversation, turns)
-    turn = chat_sql.insert_turn(session, conversation.id, len(turns), "bot", str(text), (ctx.study_id, owed.system))
+    turn = chat_sql.insert_turn(session, conversation.id, len(turns), "bot", str(text), (ctx.study_id, owed.system),
+                                timing=timing)
     return turn, state_of(ctx, owed.unit_key, conversation, [*turns, turn])
 
 
-def _insert_reply_if_owed(session: Session, ctx: StudyContext, owed: Owed, text: str) -> Turn | None:
+def _insert_reply_if_owed(session: Session, ctx: StudyContext, owed: Owed, text: str,
+                          timing: tuple[int | None, int | None]) -> Turn | None:
     """Insert the bot's reply in one statement if turn ``owed.reply_to`` is the worker's and still the
     last (INSERT … SELECT … WHERE); None if it is not, and nothing was stored."""
     now, index, text = utcnow(), owed.reply_to + 1, str(text)
     turn_id = session.execute(chat_sql.reply_insert_if_owed(), {
         "b_conversation_id": owed.conversation_id, "b_reply_to": owed.reply_to, "b_index": index, "b_text": text,
-        "b_now": now, "b_study_id": ctx.study_id, "b_system": owed.system}).scalar()
+        "b_now": now, "b_study_id": ctx.study_id, "b_system": owed.system,
+        "b_first_token_ms": timing[0], "b_reply_ms": timing[1]}).scalar()
     if turn_id is None:
         return None
     return Turn(id=turn_id, conversation_id=owed.conversation_id, index=index, speaker="bot", text=text,
-                created_at=now)
+                created_at=now, first_token_ms=timing[0], reply_ms=timing[1])
 
 
 def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int | str,
@@ -237,7 +266,8 @@ def change_topic(session: Session, ctx: StudyContext, token: str, unit_id: int |
     if by not in ("worker", "bot"):
         raise AnswerError(f"a topic change is made by 'worker' or 'bot', not {by!r}")
     assignment, unit = slot(session, ctx, token, unit_id, writable=True)
-    conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=True)
+    conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=True,
+                                                side=split_side(unit_id)[1])
     check_topic_change(conversation.meta, topic)
     change = {"by": by, "at_turn": len(chat_sql.turns_of(session, conversation)),
               "topic": _message(ctx, topic, "topic") if topic is not None else None,

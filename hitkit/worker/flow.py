@@ -127,6 +127,11 @@ def find_unit(units: Mapping[int, Unit], ref: int | str) -> Unit:
     return unit
 
 
+def unit_of(assignment: Assignment, ref: int | str) -> Unit:
+    """The unit of the assignment's HIT that ``ref`` names (:func:`find_unit`)."""
+    return find_unit(_units(assignment), ref)
+
+
 def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, question: str,
            value: Any, elapsed_s: float | None, signals: dict[str, int] | None = None) -> Response:
     value = storable_text(ctx.task.validate(unit, question, value), f"answer to '{question}'")

@@ -302,7 +302,9 @@ class LiveChatTask(TaskType):
         # Every chat slot to be rated needs min_inputs worker messages first.
         return units * self._cfg.min_inputs
 
-    def chat_key(self, assignment_id: int, unit_id: int) -> str:
+    chat_closing = SCORE_PREFIX
+
+    def chat_key(self, assignment_id: int, unit_id: int, side: str = "") -> str:
         return conversation_key(assignment_id, unit_id)
 
     def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
