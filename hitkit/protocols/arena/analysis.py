@@ -24,7 +24,11 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult, png
-from hitkit.analysis.inference import DEFAULT_DUPLICATES, INTERVAL_METHOD, duplicate_warnings
+from hitkit.analysis.inference import (
+    DEFAULT_DUPLICATES,
+    INTERVAL_METHOD,
+    duplicate_warnings,
+)
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import HitkitError, InputError
 from hitkit.protocols.arena import figures

@@ -198,7 +198,7 @@ def davidson(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: int,
     for j in range(w.shape[0]):
         cw = np.bincount(inverse, weights=w[j], minlength=len(cells))
 
-        def nll(params: np.ndarray) -> tuple[float, np.ndarray]:
+        def nll(params: np.ndarray, cw: np.ndarray) -> tuple[float, np.ndarray]:
             s, log_nu = params[:k] * LN10, params[k]
             sa, sb = s[fa], s[fb]
             terms = np.stack([sa, sb, log_nu + 0.5 * (sa + sb)])
@@ -215,7 +215,7 @@ def davidson(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: int,
             grad[k] = -(cw * ((fc == 1) - probs[2])).sum()
             return value, grad
 
-        res = minimize(nll, np.zeros(k + 1), jac=True, method="L-BFGS-B", options={"maxiter": 1000, "gtol": 1e-9})
+        res = minimize(nll, np.zeros(k + 1), args=(cw,), jac=True, method="L-BFGS-B", options={"maxiter": 1000, "gtol": 1e-9})
         thetas[j] = res.x[:k] - res.x[:k].mean()
         nus[j] = math.exp(res.x[k])
     return thetas, nus

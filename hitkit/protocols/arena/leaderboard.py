@@ -43,7 +43,7 @@ class Battles:
     counts_b: np.ndarray
 
     @classmethod
-    def of(cls, battles: pd.DataFrame) -> "Battles":
+    def of(cls, battles: pd.DataFrame) -> Battles:
         systems = sorted(set(battles["system_a"]) | set(battles["system_b"]))
         index = {s: i for i, s in enumerate(systems)}
         codes, n_clusters = cluster_codes(battles["worker_id"].astype(str).to_numpy())

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
+from hitkit.analysis.inference import (
+    DEFAULT_DUPLICATES,
+    DuplicatePolicy,
+    apply_duplicate_policy,
+)
 from hitkit.analysis.tables import keep_counted, read_table
 from hitkit.errors import InputError
 

@@ -1,0 +1,157 @@
+"""The arena's comparisons for a stopping rule (:mod:`hitkit.analysis.sequential`) and its adaptive pair priorities.
+
+Stopping (``stop:``): as pairwise A/B (:mod:`hitkit.protocols.pairwise.sequential`), each leaderboard
+battle on systems x and y (x before y by name) is an x-over-y score, 1 when x wins, 0 when y wins, ½ for
+a tie or a both-bad vote; QC battles never count, nor battles flagged as identity leaks. The score is
+in [0, 1] and the sides are a fresh coin flip each battle, so the confidence sequence is the exact one
+(variance bound ¼).
+
+Adaptive design (``design: adaptive``): :func:`pair_priorities` weighs each pair by how much one more
+battle on it would narrow the leaderboard's intervals: with the Bradley–Terry Fisher information I of
+the battles so far (each battle on i, j adds w·x·xᵀ, x = ln 10·(e_i − e_j), w = p_ij·(1 − p_ij) at the
+current ratings) and V = I⁺ the ratings' covariance, one battle on (i, j) lowers the sum of the ratings'
+variances by w·xᵀV²x / (1 + w·xᵀVx) (Sherman–Morrison): the A-optimal greedy step. Pairs of
+near-equal systems, seldom compared, whose difference is still uncertain come first; a lopsided pair
+(w small) or a well-measured one little. :func:`next_pairs` picks a batch greedily, updating V after
+each pick. Before any battle every pair has the same priority. Free of scipy.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from hitkit.analysis.sequential import Comparison
+from hitkit.protocols.arena.bradley_terry import LN10, bradley_terry
+
+UNIT = "battles"
+"""What a comparison's n counts."""
+
+SCORE = {"a": 1.0, "b": 0.0, "tie": 0.5, "both_bad": 0.5}
+RIDGE = 1e-3
+"""Added to the information matrix's diagonal so that a pair never compared still has a finite variance."""
+
+
+def _pair_of(payload: Mapping) -> tuple[str, str] | None:
+    systems = payload.get("systems")
+    if isinstance(systems, (list, tuple)) and len(systems) == 2:
+        return tuple(sorted(str(s) for s in systems))  # type: ignore[return-value]
+    return None
+
+
+def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]:
+    """Battles each pair gets in the fixed design: a unit whose payload names its pair (``systems``, two
+    names) counts its ``required_answers`` (1 when absent) for that pair; a unit that leaves the pair to
+    be drawn when served counts as one battle spread evenly over the study's pairs."""
+    out: dict[tuple[str, str], float] = {}
+    spread = 0.0
+    for payload in payloads:
+        pair = _pair_of(payload)
+        votes = float(payload.get("required_answers", 1) or 1)
+        if pair is None:
+            spread += votes
+        else:
+            out[pair] = out.get(pair, 0.0) + votes
+    if spread and config is not None:
+        control = set(getattr(config, "control_systems", lambda: ())() or ())
+        names = sorted(s.name for s in config.systems if s.name not in control)
+        pairs = list(combinations(names, 2))
+        for pair in pairs:
+            out[pair] = out.get(pair, 0.0) + spread / len(pairs)
+    return out
+
+
+def leaderboard_battles(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The battles a leaderboard counts (no QC battle, no identity leak) from the export tables."""
+    battles = tables.get("battles")
+    if battles is None or not len(battles):
+        return pd.DataFrame(columns=["system_a", "system_b", "vote"])
+    keep = (pd.to_numeric(battles["is_control"], errors="coerce").fillna(0) == 0) & \
+           (pd.to_numeric(battles["leak"], errors="coerce").fillna(0) == 0)
+    return battles[keep]
+
+
+def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
+                plan: Mapping[tuple[str, str], float], *, config=None) -> list[Comparison]:
+    """One comparison per pair of systems from the leaderboard's battles so far."""
+    battles = leaderboard_battles(tables)
+    stats: dict[tuple[str, str], tuple[int, float]] = {}
+    if len(battles):
+        score = battles["vote"].astype(str).str.strip().str.lower().map(SCORE)
+        first_wins = score.where(battles["system_a"] < battles["system_b"], 1.0 - score)
+        pair = [tuple(sorted(p)) for p in zip(battles["system_a"], battles["system_b"])]
+        frame = pd.DataFrame({"pair": pair, "score": first_wins}).dropna()
+        for key, group in frame.groupby("pair"):
+            stats[key] = (len(group), float(group["score"].mean()))
+    out = []
+    for x, y in combinations(sorted(systems), 2):
+        n, mean = stats.get((x, y), (0, 0.5))
+        out.append(Comparison(x, y, n, mean, 0.25, plan.get((x, y), 0.0), null=0.5, exact=True))
+    return out
+
+
+def hit_pairs(payloads: Sequence[Mapping]) -> list[tuple[str, str]]:
+    """The pairs a HIT's answers inform: its units' pairs (units whose pair is drawn when served inform none yet)."""
+    return sorted({p for p in (_pair_of(payload) for payload in payloads) if p is not None})
+
+
+def _information(battles: pd.DataFrame, systems: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(Fisher information [k, k] of the ratings (log10 units), win probabilities p[i, j] at the current fit)."""
+    k = len(systems)
+    index = {s: i for i, s in enumerate(systems)}
+    known = battles[battles["system_a"].isin(index) & battles["system_b"].isin(index)]
+    theta = np.zeros(k)
+    if len(known):
+        outcome = known["vote"].astype(str).str.strip().str.lower().map(SCORE).to_numpy(float)
+        theta = bradley_terry(known["system_a"].map(index).to_numpy(int), known["system_b"].map(index).to_numpy(int),
+                              outcome, k, ridge=0.1).theta[0]
+    p = 1.0 / (1.0 + np.power(10.0, theta[None, :] - theta[:, None]))
+    counts = np.zeros((k, k))
+    if len(known):
+        np.add.at(counts, (known["system_a"].map(index).to_numpy(int), known["system_b"].map(index).to_numpy(int)), 1)
+    counts = counts + counts.T
+    w = LN10 ** 2 * p * (1 - p) * counts
+    info = np.diag(w.sum(axis=1)) - w
+    return info + RIDGE * np.eye(k), p
+
+
+def pair_priorities(tables: Mapping[str, pd.DataFrame], systems: Sequence[str]) -> dict[tuple[str, str], float]:
+    """How much one more battle on each pair (sorted names) would lower the sum of the ratings' variances
+    (the A-optimal gain), normalised to sum to 1."""
+    systems = sorted(systems)
+    info, p = _information(leaderboard_battles(tables), systems)
+    cov = np.linalg.inv(info)
+    gains = {}
+    for i, j in combinations(range(len(systems)), 2):
+        x = np.zeros(len(systems))
+        x[i], x[j] = LN10, -LN10
+        w = p[i, j] * (1 - p[i, j])
+        vx = cov @ x
+        gains[(systems[i], systems[j])] = float(w * (vx @ vx) / (1 + w * (x @ vx)))
+    total = sum(gains.values()) or 1.0
+    return {pair: g / total for pair, g in gains.items()}
+
+
+def next_pairs(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], n: int) -> list[tuple[str, str]]:
+    """The next ``n`` battles' pairs, picked greedily by :func:`pair_priorities`' gain, the covariance
+    updated after each pick as if the battle had been played at the current win probabilities."""
+    systems = sorted(systems)
+    k = len(systems)
+    info, p = _information(leaderboard_battles(tables), systems)
+    cov = np.linalg.inv(info)
+    pairs = list(combinations(range(k), 2))
+    xs = np.zeros((len(pairs), k))
+    for row, (i, j) in enumerate(pairs):
+        xs[row, i], xs[row, j] = LN10, -LN10
+    w = np.array([p[i, j] * (1 - p[i, j]) for i, j in pairs])
+    out = []
+    for _ in range(n):
+        vx = xs @ cov  # [pairs, k]
+        gain = w * (vx ** 2).sum(axis=1) / (1 + w * (vx * xs).sum(axis=1))
+        best = int(np.argmax(gain))
+        out.append((systems[pairs[best][0]], systems[pairs[best][1]]))
+        v = vx[best]
+        cov = cov - w[best] * np.outer(v, v) / (1 + w[best] * (v @ xs[best]))
+    return out
