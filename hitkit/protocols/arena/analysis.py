@@ -36,6 +36,8 @@ from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
 from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
 from hitkit.protocols.arena.reading import included, read_battles
 
+READS_FILES = True
+"""``hitkit analyze arena FILE`` reads a FastChat clean-battle file as well as an export folder."""
 QC_ALPHA = 0.05
 """A worker passes QC when the one-sided exact binomial test that they prefer the real system over the
 QC bot has p below this (ties and both-bad votes left out)."""
@@ -165,6 +167,15 @@ def analyze_battles(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     if len(tables["win_rates"]):
         figs["win_rates"] = png(lambda: figures.win_rates(tables["win_rates"], list(board["system"])))
     return AnalysisResult(tables=tables, summary=summary, figures=figs)
+
+
+ANALYSIS_OPTIONS = frozenset({"ties", "include_leaks", "add"})
+"""The ``hitkit analyze`` options of the arena alone (the registry entry's ``analysis_options``)."""
+
+
+def cli_options(config, given: dict) -> dict:
+    """``hitkit analyze``'s arena options as :func:`analyze` takes them."""
+    return {name: given[name] for name in ANALYSIS_OPTIONS if given.get(name) is not None}
 
 
 def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,

@@ -74,22 +74,24 @@ def methods(inp: ReportInput) -> list[str]:
     """The methods paragraph's sentences on the arena, from what the analysis recorded."""
     s = inp.summary
     leaks = ("were left out" if not s.get("include_leaks") else "were kept")
-    out = [
+    out = [(
         f"We collected {s.get('battles', '?')} arena votes, of which {s.get('leaderboard_battles', '?')} from "
         f"{s.get('workers', '?')} workers on {s.get('systems', '?')} systems enter the leaderboard: the "
         f"{s.get('control_battles', '?')} battles against the QC bot never do, and the {s.get('leaks', '?')} "
-        f"battles in which a reply named a model or vendor {leaks}.",
+        f"battles in which a reply named a model or vendor {leaks}.")]
+    out.append(
         "Ratings are Bradley–Terry maximum-likelihood estimates on the Arena scale (scale 400, base 10, mean "
         "1000), a tie or a both-bad vote counting as half a win to each side as in FastChat's compute_bt"
         + (" (Davidson's tie model for the plain ratings)" if s.get("ties") == "davidson" else "") + "; "
         "style-controlled ratings add the normalised differences (a − b)/(a + b + 1) of reply tokens and markdown "
         "header, list and bold counts, standardised, as covariates of the same logistic model with an L2 penalty "
-        f"of {s.get('style_reg', 0.5)} on every parameter (FastChat's compute_style_control).",
+        f"of {s.get('style_reg', 0.5)} on every parameter (FastChat's compute_style_control).")
+    out.append(
         f"95 % {interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
         f"{s.get('interval_unit', 'worker')}s, each with all their battles (numpy default_rng, seed "
         f"{s.get('seed', '?')}); ranks are FastChat's: one plus the number of systems whose interval lies "
-        "above the system's.",
+        "above the system's.")
+    out.append(
         "A worker passed quality control when their votes in QC battles preferred the real system over the "
-        f"degraded QC bot (one-sided exact binomial test, p < 0.05, ties left out); {s.get('qc_failed', 0)} did not.",
-    ]
+        f"degraded QC bot (one-sided exact binomial test, p < 0.05, ties left out); {s.get('qc_failed', 0)} did not.")
     return out

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hitkit.analysis.sequential import Comparison
-from hitkit.protocols.arena.bradley_terry import LN10, bradley_terry
+from hitkit.protocols.arena.bradley_terry import bradley_terry
 
 UNIT = "battles"
 """What a comparison's n counts."""
@@ -97,61 +97,86 @@ def hit_pairs(payloads: Sequence[Mapping]) -> list[tuple[str, str]]:
     return sorted({p for p in (_pair_of(payload) for payload in payloads) if p is not None})
 
 
-def _information(battles: pd.DataFrame, systems: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(Fisher information [k, k] of the ratings (log10 units), win probabilities p[i, j] at the current fit)."""
+def _model(battles: pd.DataFrame, systems: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The current model for the design: (information matrix [p, p] of the ratings (log10 units) and the
+    style coefficients, the candidate battles' design rows [pairs, p], their weights p·(1 − p) [pairs]).
+
+    With style counts on every battle the model is the style-controlled one (the leaderboard's): a
+    candidate battle's covariates are those of the two systems' mean replies so far, standardised as the
+    fit standardises them, and its win probability includes their effect; otherwise plain Bradley–Terry."""
+    from hitkit.protocols.arena.bradley_terry import (
+        STYLE_REG,
+        design,
+        style_control,
+        style_features,
+    )
+    from hitkit.protocols.arena.reading import STYLE_A, STYLE_B
+
     k = len(systems)
     index = {s: i for i, s in enumerate(systems)}
     known = battles[battles["system_a"].isin(index) & battles["system_b"].isin(index)]
-    theta = np.zeros(k)
-    if len(known):
-        outcome = known["vote"].astype(str).str.strip().str.lower().map(SCORE).to_numpy(float)
-        theta = bradley_terry(known["system_a"].map(index).to_numpy(int), known["system_b"].map(index).to_numpy(int),
-                              outcome, k, ridge=0.1).theta[0]
-    p = 1.0 / (1.0 + np.power(10.0, theta[None, :] - theta[:, None]))
-    counts = np.zeros((k, k))
-    if len(known):
-        np.add.at(counts, (known["system_a"].map(index).to_numpy(int), known["system_b"].map(index).to_numpy(int)), 1)
-    counts = counts + counts.T
-    w = LN10 ** 2 * p * (1 - p) * counts
-    info = np.diag(w.sum(axis=1)) - w
-    return info + RIDGE * np.eye(k), p
+    pairs = list(combinations(range(k), 2))
+    first = known["system_a"].map(index).to_numpy(int)
+    second = known["system_b"].map(index).to_numpy(int)
+    outcome = known["vote"].astype(str).str.strip().str.lower().map(SCORE).to_numpy(float)
+    cand_first, cand_second = np.array([i for i, _ in pairs]), np.array([j for _, j in pairs])
+    styled = len(known) > 1 and all(c in known for c in STYLE_A + STYLE_B) and \
+        not known[list(STYLE_A + STYLE_B)].isna().to_numpy().any()
+    if not styled:
+        theta = bradley_terry(first, second, outcome, k, ridge=0.1).theta[0] if len(known) else np.zeros(k)
+        x_seen, x_cand, params, reg = design(first, second, k), design(cand_first, cand_second, k), theta, np.zeros(k)
+    else:
+        counts_a = known[list(STYLE_A)].to_numpy(float)
+        counts_b = known[list(STYLE_B)].to_numpy(float)
+        fit = style_control(first, second, outcome, k, counts_a, counts_b)
+        features, mean, std = style_features(counts_a, counts_b)
+        replies = np.vstack([counts_a, counts_b])
+        owner = np.concatenate([first, second])
+        typical = np.tile(replies.mean(axis=0), (k, 1))
+        for i in np.unique(owner):
+            typical[i] = replies[owner == i].mean(axis=0)
+        ta, tb = typical[cand_first], typical[cand_second]
+        raw = (ta - tb) / (ta + tb + 1.0)
+        cand = np.where(std > 0, (raw - mean) / np.where(std > 0, std, 1.0), 0.0)
+        x_seen, x_cand = design(first, second, k, features), design(cand_first, cand_second, k, cand)
+        params, reg = np.concatenate([fit.theta[0], fit.beta[0]]), np.full(k + 4, STYLE_REG)
+    eta_seen = x_seen @ params
+    w_seen = 1.0 / (1.0 + np.exp(-eta_seen))
+    w_seen = w_seen * (1.0 - w_seen)
+    info = (x_seen.T * w_seen) @ x_seen + np.diag(reg) + RIDGE * np.eye(len(params))
+    p_cand = 1.0 / (1.0 + np.exp(-(x_cand @ params)))
+    return info, x_cand, p_cand * (1.0 - p_cand)
+
+
+def _gains(cov: np.ndarray, xs: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """How much one battle of each candidate row lowers the sum of the k ratings' variances (Sherman–Morrison)."""
+    vx = xs @ cov
+    return w * (vx[:, :k] ** 2).sum(axis=1) / (1.0 + w * (vx * xs).sum(axis=1))
 
 
 def pair_priorities(tables: Mapping[str, pd.DataFrame], systems: Sequence[str]) -> dict[tuple[str, str], float]:
     """How much one more battle on each pair (sorted names) would lower the sum of the ratings' variances
-    (the A-optimal gain), normalised to sum to 1."""
+    (the A-optimal gain, :func:`_model`), normalised to sum to 1."""
     systems = sorted(systems)
-    info, p = _information(leaderboard_battles(tables), systems)
-    cov = np.linalg.inv(info)
-    gains = {}
-    for i, j in combinations(range(len(systems)), 2):
-        x = np.zeros(len(systems))
-        x[i], x[j] = LN10, -LN10
-        w = p[i, j] * (1 - p[i, j])
-        vx = cov @ x
-        gains[(systems[i], systems[j])] = float(w * (vx @ vx) / (1 + w * (x @ vx)))
-    total = sum(gains.values()) or 1.0
-    return {pair: g / total for pair, g in gains.items()}
+    info, xs, w = _model(leaderboard_battles(tables), systems)
+    gains = _gains(np.linalg.inv(info), xs, w, len(systems))
+    total = float(gains.sum()) or 1.0
+    return {(systems[i], systems[j]): float(g) / total
+            for (i, j), g in zip(combinations(range(len(systems)), 2), gains)}
 
 
 def next_pairs(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], n: int) -> list[tuple[str, str]]:
     """The next ``n`` battles' pairs, picked greedily by :func:`pair_priorities`' gain, the covariance
-    updated after each pick as if the battle had been played at the current win probabilities."""
+    updated after each pick as if the battle had been played (Sherman–Morrison)."""
     systems = sorted(systems)
     k = len(systems)
-    info, p = _information(leaderboard_battles(tables), systems)
+    info, xs, w = _model(leaderboard_battles(tables), systems)
     cov = np.linalg.inv(info)
     pairs = list(combinations(range(k), 2))
-    xs = np.zeros((len(pairs), k))
-    for row, (i, j) in enumerate(pairs):
-        xs[row, i], xs[row, j] = LN10, -LN10
-    w = np.array([p[i, j] * (1 - p[i, j]) for i, j in pairs])
     out = []
     for _ in range(n):
-        vx = xs @ cov  # [pairs, k]
-        gain = w * (vx ** 2).sum(axis=1) / (1 + w * (vx * xs).sum(axis=1))
-        best = int(np.argmax(gain))
+        best = int(np.argmax(_gains(cov, xs, w, k)))
         out.append((systems[pairs[best][0]], systems[pairs[best][1]]))
-        v = vx[best]
-        cov = cov - w[best] * np.outer(v, v) / (1 + w[best] * (v @ xs[best]))
+        v = cov @ xs[best]
+        cov = cov - w[best] * np.outer(v, v) / (1.0 + w[best] * (xs[best] @ v))
     return out
