@@ -10,8 +10,18 @@ import pytest
 
 from hitkit.errors import InputError
 from hitkit.protocols.arena import bradley_terry as bt
-from hitkit.protocols.arena.analysis import analyze, analyze_battles, qc_table, worker_qc
-from hitkit.protocols.arena.leaderboard import components, leaderboard, rank_ranges, win_rates
+from hitkit.protocols.arena.analysis import (
+    analyze,
+    analyze_battles,
+    qc_table,
+    worker_qc,
+)
+from hitkit.protocols.arena.leaderboard import (
+    components,
+    leaderboard,
+    rank_ranges,
+    win_rates,
+)
 from hitkit.protocols.arena.reading import BATTLE_COLUMNS, check_battles, read_battles
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 
