@@ -60,13 +60,15 @@ LENGTH_BIAS = 6.0
 CROWD = Crowd(workers=400, activity_shape=3.0, taste=0.03, spammers=0.05, length_bias=LENGTH_BIAS, tie_rate=0.2)
 PUBLIC = Crowd(workers=2000, activity_shape=3.0, taste=0.03, spammers=0.05, length_bias=LENGTH_BIAS, tie_rate=0.2)
 SYSTEMS = Systems(tuple(f"s{i}" for i in range(K)), THETA, LENGTH, MARKDOWN)
-INCUMBENTS = (0, 2, 4, 6, 8, 9)
+INCUMBENTS = (0, 1, 3, 4, 6, 8, 9)
 BATTLES = 4000
-PRIOR_BATTLES = 6000
+PRIOR_BATTLES = 20_000
 STUDY_BATTLES = 3000
 TRUTH_BATTLES = 400_000
 N_BOOT = 200
+WIDTH_BOOT = 100
 BATCH = 250
+READ_EVERY = 500
 READ_FROM = 1000
 """The adaptive design's width is read from this many study battles on (the uniform one's at the end only)."""
 
@@ -77,11 +79,11 @@ def _arrays(frame: pd.DataFrame):
             frame["vote"].map(bt.OUTCOME).to_numpy(float))
 
 
-def style_interval(frame: pd.DataFrame, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def style_interval(frame: pd.DataFrame, seed: int, n_boot: int = N_BOOT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The style-controlled ratings and their worker-clustered 95 % interval (as the leaderboard computes them)."""
     data = Battles.of(frame)
     fit = bt.style_control(data.first, data.second, data.outcome, K, data.counts_a, data.counts_b)
-    boot, _ = bootstrap(data, n_boot=N_BOOT, seed=seed, style=True)
+    boot, _ = bootstrap(data, n_boot=n_boot, seed=seed, style=True)
     lower, upper = bootstrap_interval(bt.to_rating(boot, data.systems, None), data.n_clusters)
     order = [data.systems.index(name) for name in SYSTEMS.names]
     return bt.to_rating(fit.theta[0], data.systems, None)[order], lower[order], upper[order]
@@ -110,7 +112,7 @@ def uniform_study(seed: int, truth: np.ndarray) -> dict:
 
 
 def mean_width(frame: pd.DataFrame, seed: int) -> float:
-    _, lower, upper = style_interval(frame, seed)
+    _, lower, upper = style_interval(frame, seed, WIDTH_BOOT)
     return float(np.mean(upper - lower))
 
 
@@ -137,7 +139,7 @@ def extension(seed: int, adaptive: bool) -> list[tuple[int, float]]:
             chosen = uniform_pairs(K, BATCH, rng)
         frame = pd.concat([frame, battles(SYSTEMS, CROWD, chosen, rng, drawn, start=len(frame))], ignore_index=True)
         done = len(frame) - len(prior)
-        if done == STUDY_BATTLES or (adaptive and done >= READ_FROM):
+        if done == STUDY_BATTLES or (adaptive and done >= READ_FROM and done % READ_EVERY == 0):
             out.append((done, mean_width(frame, seed)))
     return out
 

@@ -76,3 +76,31 @@ def test_analyze_refuses_a_file_for_a_task_that_reads_folders(tmp_path):
     assert result.exit_code != 0
     assert "is a file; `hitkit analyze pairwise` reads a folder of exported tables" in result.output
 
+
+
+def plan_config(hits: int, quality: dict[str, float]):
+    """A study's settings as the arena's plan reads them (the ``arena:`` section's fields it uses)."""
+    arena = SimpleNamespace(hits=hits, battles_per_hit=10, control="qc", control_share=0.2,
+                            crowd=SimpleNamespace(scale=6.0, length_bias=0.5, position_bias=0.1, tie_share=0.1))
+    arena.battle_count = lambda: arena.hits * arena.battles_per_hit
+    arena.control_count = lambda: round(arena.battle_count() * arena.control_share)
+    return SimpleNamespace(study="plan", arena=arena, systems=[SimpleNamespace(name=n) for n in [*quality, "qc"]],
+                           simulated=SimpleNamespace(quality=quality, workers=[
+                               SimpleNamespace(profile="diligent", count=18), SimpleNamespace(profile="spammer", count=2)]))
+
+
+def test_plan_simulates_the_studys_leaderboard_battles_and_grows_power_with_size():
+    from hitkit.protocols.arena import plan
+
+    quality = {"a": 0.8, "b": 0.6, "c": 0.4, "d": 0.4}
+    small, large = plan_config(10, quality), plan_config(120, quality)
+    frame, truth = plan.simulate(small, seed=1)
+    assert len(frame) == 80 and truth == quality and "qc" not in set(frame["system_a"]) | set(frame["system_b"])
+    assert frame.equals(plan.simulate(small, seed=1)[0])
+    assert plan.size_of(large) == 120 and 120 in plan.sizes(large)
+    runs = {size: [plan.replicate(cfg, seed, n_boot=50) for seed in range(4)]
+            for size, cfg in ((10, small), (120, large))}
+    assert all(r["closest_pair"] is None or isinstance(r["closest_pair"], bool) for r in runs[10])
+    assert sum(r["best"] for r in runs[120]) >= sum(r["best"] for r in runs[10])
+    assert sum(r["every_pair"] for r in runs[120]) >= 3  # 960 battles separate qualities 0.2 apart
+    assert all(r["no_false_difference"] for r in runs[120])  # c and d are equal
