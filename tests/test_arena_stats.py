@@ -236,3 +236,23 @@ def test_simulated_battles_are_seeded_and_lean_to_longer_replies():
     longer_won = np.where(one["tokens_a"] > one["tokens_b"], one["vote"] == "a", one["vote"] == "b")
     assert longer_won.mean() > 0.7
     assert list(one.columns[:len(BATTLE_COLUMNS)]) == list(BATTLE_COLUMNS)
+
+
+def test_report_section_and_methods_state_what_was_done():
+    from hitkit.protocols.arena import report
+    from hitkit.report.parts import ReportInput
+
+    systems = Systems(("p", "q", "r"), (0.2, 0.0, -0.2), (200.0, 400.0, 800.0))
+    rng = np.random.default_rng(2)
+    data = battles(systems, Crowd(workers=25, length_bias=1.0), uniform_pairs(3, 400, rng), rng)
+    qc = frame([("p", "qc-bot", "a", "w1")] * 5 + [("qc-bot", "q", "a", "w2")] * 5, is_control=1)
+    result = analyze_battles(pd.concat([data, qc], ignore_index=True), n_boot=30, seed=7)
+    inp = ReportInput(task="arena", tables=result.tables, summary=result.summary)
+    sections = report.sections(inp)
+    titles = [s.title for s in sections]
+    assert titles[:3] == ["Leaderboard", "Style control", "Win rates"] and "Quality control" in titles
+    assert sections[0].figures[0].png[:4] == b"\x89PNG"
+    assert "1 of 2 workers with QC battles did not prefer the real system" in " ".join(sections[-1].text)
+    methods = " ".join(report.methods(inp))
+    assert "10 battles against the QC bot never do" in methods and "30 bootstrap resamples of the workers" in methods
+    assert "seed 7" in methods and "compute_style_control" in methods
