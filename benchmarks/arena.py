@@ -1,32 +1,36 @@
 """The arena's leaderboard on simulated battles with known strengths, heterogeneous workers and a length bias.
 
-The arena (simulated with :mod:`hitkit.protocols.arena.simulation`, seeded): 10 systems s0 … s9 with true
-strengths θ = −0.9, −0.7, …, 0.9 (log10 units: Arena ratings 640 … 1360, s9 best). The weaker a system,
-the longer its replies: typical lengths 1200 tokens for s0 down to 150 for s9 (log-normal around it),
-and the crowd's votes lean to the longer reply with ``LENGTH_BIAS`` = 4 logits per unit of
-(L_left − L_right) / (L_left + L_right + 1), which is enough to turn plain Bradley–Terry's order around.
-150 workers; activity Pareto(1.5) (a few workers cast many votes); each worker has their own taste
-(N(0, 0.05²) per system, so one worker's votes are correlated); 10 % are spammers who vote a or b at
-random; ties with probability 0.2·4p(1−p).
+The arena (simulated with :mod:`hitkit.protocols.arena.simulation`, the generator ``hitkit plan`` uses,
+seeded): 10 systems s0 … s9 with true strengths θ = −1.2 … 1.2 evenly spaced (log10 units: Arena ratings
+520 … 1480, s9 best). The weaker a system, the longer its replies: typical lengths 1500 tokens for s0
+down to 100 for s9 (log-normal around them), and votes lean to the longer reply with ``LENGTH_BIAS`` = 6
+logits per unit of (L_left − L_right) / (L_left + L_right + 1), enough to turn plain Bradley–Terry's
+order around. The crowd: 400 workers whose activity is Pareto(3) (some cast several times the votes of
+others), each with their own taste (N(0, 0.03²) per system: one worker's votes are correlated), 5 %
+spammers voting a or b at random, ties with probability 0.2·4p(1 − p).
 
 Measured:
 
 - ``tau_style`` / ``tau_plain``: Kendall τ of the style-controlled / plain Bradley–Terry order against the
-  true one, averaged over the coverage studies (uniform pairs, ``BATTLES`` battles each);
-- ``coverage``: the share of (study, system) whose worker-clustered 95 % interval of the style-controlled
-  rating (``N_BOOT`` worker resamples, hitkit's expanded percentile interval) holds the rating that the
-  style-controlled fit converges to in this crowd: the fit on ``TRUTH_BATTLES`` battles of a fresh
-  crowd of 20,000 workers (the spammers and tastes shrink the scale a little, so that, not θ, is what an
-  interval estimates);
-- ``votes_ratio``: battles the adaptive design needs before its mean interval width (style-controlled,
-  averaged over systems) is no wider than the uniform design's after ``BATTLES`` battles, divided by
-  ``BATTLES``. The adaptive design (:func:`hitkit.protocols.arena.sequential.next_pairs`) starts with
-  ``WARMUP`` uniform battles and then picks each batch of ``BATCH`` pairs greedily by the A-optimal gain
-  of the battles so far; its width is read every ``BATCH`` battles (interpolated between reads), and the
-  uniform width is the mean over the coverage studies. Both widths come from the same bootstrap.
+  true one, averaged over ``--studies`` studies of ``BATTLES`` = 4,000 battles on uniformly drawn pairs;
+- ``coverage``: over those studies and systems, the share of worker-clustered 95 % intervals of the
+  style-controlled rating (``N_BOOT`` = 200 worker resamples, hitkit's expanded percentile interval, as
+  ``hitkit analyze arena`` computes it) that hold the rating the style-controlled fit converges to in this
+  crowd: its fit on 400,000 battles of a fresh crowd of 20,000 workers (the spammers and tastes shrink
+  the scale a little, so that, not 1000 + 400·θ, is what an interval estimates);
+- ``votes_ratio``: the scenario adaptive sampling is for, a study that adds systems to a leaderboard.
+  Seven incumbents (s0, s1, s3, s4, s6, s8, s9) come with 20,000 public battles among themselves (their
+  own crowd of 2,000 workers, read together with the study's as ``hitkit analyze arena export --add
+  public.json`` would); the study adds s2, s5 and s7 with up to 3,000 battles of its own crowd. Uniform:
+  pairs drawn uniformly over all 45 pairs. Adaptive: each batch of ``BATCH`` = 250 battles picked by
+  :func:`hitkit.protocols.arena.sequential.next_pairs` (A-optimal greedy on the style-controlled model
+  fitted to everything so far). The width is the mean over the ten systems of the style-controlled
+  interval's width (``WIDTH_BOOT`` = 100 worker resamples), averaged over ``--adaptive-studies``
+  studies; votes_ratio = the study battles at which the adaptive design's mean width first reaches the
+  uniform design's after 3,000 (linear between reads every 500 battles from 1,000 on) ÷ 3,000.
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/arena.py [--studies N] [--adaptive-studies M] [--seed S]``
-(defaults 30 and 4, seed 0; about two minutes on one core). Last line:
+(defaults 30 and 4, seed 0; about five minutes of one core). Last line:
 ``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=…``.
 """
 from __future__ import annotations
@@ -108,6 +112,7 @@ def uniform_study(seed: int, truth: np.ndarray) -> dict:
         "tau_style": stats.kendalltau(THETA, point).statistic,
         "tau_plain": stats.kendalltau(THETA, plain).statistic,
         "covered": ((lower <= truth) & (truth <= upper)).mean(),
+        "covered_each": (lower <= truth) & (truth <= upper),
     }
 
 
@@ -155,7 +160,7 @@ def needed(curve: list[tuple[int, float]], width: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=30)
-    parser.add_argument("--adaptive-studies", type=int, default=3)
+    parser.add_argument("--adaptive-studies", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     started = time.monotonic()
@@ -163,20 +168,22 @@ def main() -> None:
     print("pseudo-true style-controlled ratings:", np.round(truth, 1).tolist(), flush=True)
     runs = [uniform_study(args.seed * 1000 + s, truth) for s in range(args.studies)]
     print(f"uniform: {args.studies} studies of {BATTLES} battles ({time.monotonic() - started:.0f} s)", flush=True)
-    ratios = []
+    uniform_widths, curves = [], []
     for s in range(args.adaptive_studies):
-        uniform = extension(args.seed * 1000 + s, adaptive=False)
-        adaptive = extension(args.seed * 1000 + s, adaptive=True)
-        ratios.append(needed(adaptive, uniform[-1][1]) / STUDY_BATTLES)
-        print(f"extension study {s}: uniform width {uniform[-1][1]:.1f} after {STUDY_BATTLES}; adaptive "
-              f"{[(n, round(w, 1)) for n, w in adaptive]} -> ratio {ratios[-1]:.3f} "
-              f"({time.monotonic() - started:.0f} s)", flush=True)
+        uniform_widths.append(extension(args.seed * 1000 + s, adaptive=False)[-1][1])
+        curves.append(extension(args.seed * 1000 + s, adaptive=True))
+        print(f"extension study {s}: uniform width {uniform_widths[-1]:.1f} after {STUDY_BATTLES}; adaptive "
+              f"{[(n, round(w, 1)) for n, w in curves[-1]]} ({time.monotonic() - started:.0f} s)", flush=True)
+    mean_curve = [(n, float(np.mean([c[i][1] for c in curves]))) for i, (n, _) in enumerate(curves[0])]
+    ratio = needed(mean_curve, float(np.mean(uniform_widths))) / STUDY_BATTLES
+    covered = np.mean([r["covered_each"] for r in runs], axis=0)
+    print("coverage per system:", dict(zip(SYSTEMS.names, np.round(covered, 3).tolist())))
     tau_style = float(np.mean([r["tau_style"] for r in runs]))
     tau_plain = float(np.mean([r["tau_plain"] for r in runs]))
     coverage = float(np.mean([r["covered"] for r in runs]))
     print(f"{time.monotonic() - started:.0f} s")
     print(f"RESULT tau_style={tau_style:.3f} tau_plain={tau_plain:.3f} coverage={coverage:.3f} "
-          f"votes_ratio={float(np.mean(ratios)):.3f}")
+          f"votes_ratio={ratio:.3f}")
 
 
 if __name__ == "__main__":

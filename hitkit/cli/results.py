@@ -74,7 +74,7 @@ def _analysis_option(name: str) -> str:
               help="Unit a clustered bootstrap resamples (and, spot_the_bot, the robust log-rank/Cox "
                    "variances cluster on): spot_the_bot conversation (default) | worker | annotation "
                    "(none); live_chat worker (default) | conversation | rating; pairwise worker (default) "
-                   "| item | vote.")
+                   "| item | vote; arena worker (default) | battle.")
 @click.option("--n-boot", type=click.IntRange(min=0), default=None,
               help="Bootstrap resamples of every interval and rank range (default 1000).")
 @click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
