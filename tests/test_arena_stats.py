@@ -14,6 +14,7 @@ from hitkit.protocols.arena.analysis import (
     analyze,
     analyze_battles,
     qc_table,
+    read_battles,
     worker_qc,
 )
 from hitkit.protocols.arena.leaderboard import (
@@ -22,7 +23,7 @@ from hitkit.protocols.arena.leaderboard import (
     rank_ranges,
     win_rates,
 )
-from hitkit.protocols.arena.reading import BATTLE_COLUMNS, check_battles, read_battles
+from hitkit.protocols.arena.reading import BATTLE_COLUMNS, check_battles
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 
 

@@ -27,14 +27,16 @@ from hitkit.analysis.base import AnalysisResult, png
 from hitkit.analysis.inference import (
     DEFAULT_DUPLICATES,
     INTERVAL_METHOD,
+    DuplicatePolicy,
     duplicate_warnings,
 )
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import HitkitError, InputError
 from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
+from hitkit.protocols.arena.fastchat import read_fastchat
 from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
-from hitkit.protocols.arena.reading import included, read_battles
+from hitkit.protocols.arena.reading import included, read_study_battles
 
 READS_FILES = True
 """``hitkit analyze arena FILE`` reads a FastChat clean-battle file as well as an export folder."""
@@ -43,6 +45,29 @@ QC_ALPHA = 0.05
 QC bot has p below this (ties and both-bad votes left out)."""
 DOMINANT_SHARE = 0.5
 CLUSTERS = ("worker", "battle")
+
+
+def read_battles(*paths: str | Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
+    """Battles from any number of sources, on one scale: an export folder (``battles.csv``) or a
+    FastChat clean-battle file (``.json`` / ``.jsonl``). A FastChat battle's worker is its ``judge``
+    where present, else the battle itself (its own cluster in the bootstrap)."""
+    if not paths:
+        raise InputError(".", "no battles given; name an export folder or a FastChat battle file")
+    frames, reports = [], {}
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            frame = read_study_battles(path, duplicates=duplicates)
+            reports.update({f"{path}": frame.attrs.get("duplicates", {})})
+        elif path.is_file():
+            frame = read_fastchat(path)
+        else:
+            raise InputError(path, "not found; give an export folder with battles.csv or a FastChat battle file")
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    out.attrs["duplicates"] = frames[0].attrs.get("duplicates", {}) if len(frames) == 1 else reports
+    out.attrs["assignment_duplicates"] = frames[0].attrs.get("assignment_duplicates") if len(frames) == 1 else None
+    return out
 
 
 def control_systems(battles: pd.DataFrame, config=None) -> set[str]:

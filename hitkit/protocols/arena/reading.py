@@ -95,31 +95,6 @@ def read_study_battles(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFA
     return out
 
 
-def read_battles(*paths: str | Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
-    """Battles from any number of sources, on one scale: an export folder (``battles.csv``) or a
-    FastChat clean-battle file (``.json`` / ``.jsonl``). A FastChat battle's worker is its ``judge``
-    where present, else the battle itself (its own cluster in the bootstrap)."""
-    from hitkit.protocols.arena.fastchat import read_fastchat
-
-    if not paths:
-        raise InputError(".", "no battles given; name an export folder or a FastChat battle file")
-    frames, reports = [], {}
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            frame = read_study_battles(path, duplicates=duplicates)
-            reports.update({f"{path}": frame.attrs.get("duplicates", {})})
-        elif path.is_file():
-            frame = read_fastchat(path)
-        else:
-            raise InputError(path, "not found; give an export folder with battles.csv or a FastChat battle file")
-        frames.append(frame)
-    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    out.attrs["duplicates"] = frames[0].attrs.get("duplicates", {}) if len(frames) == 1 else reports
-    out.attrs["assignment_duplicates"] = frames[0].attrs.get("assignment_duplicates") if len(frames) == 1 else None
-    return out
-
-
 def included(battles: pd.DataFrame, *, leaks: bool = False) -> pd.DataFrame:
     """The battles a leaderboard counts: never a QC battle (``is_control``), and no battle whose reply
     named a model or vendor (``leak``) unless ``leaks``."""
