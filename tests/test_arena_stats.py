@@ -257,3 +257,17 @@ def test_report_section_and_methods_state_what_was_done():
     methods = " ".join(report.methods(inp))
     assert "10 battles against the QC bot never do" in methods and "30 bootstrap resamples of the workers" in methods
     assert "seed 7" in methods and "compute_style_control" in methods
+
+
+def test_davidson_ties_and_the_cli_options_reach_the_analysis():
+    from hitkit.protocols.arena.analysis import cli_options
+
+    rows = [("x", "y", "a", f"w{i}") for i in range(6)] + [("x", "y", "tie", f"w{i}") for i in range(6)] + \
+        [("y", "x", "a", f"w{i}") for i in range(3)]
+    half = analyze_battles(frame(rows), n_boot=0).tables["leaderboard"].set_index("system")
+    davidson = analyze_battles(frame(rows), n_boot=0, ties="davidson")
+    board = davidson.tables["leaderboard"].set_index("system")
+    assert davidson.summary["ties"] == "davidson" and board.at["x", "rating"] > board.at["y", "rating"]
+    assert board.at["x", "rating"] != pytest.approx(half.at["x", "rating"], abs=0.5)
+    assert cli_options(None, {"ties": "davidson", "include_leaks": True, "add": None, "resample": "game"}) == \
+        {"ties": "davidson", "include_leaks": True}
