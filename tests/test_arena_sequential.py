@@ -40,7 +40,7 @@ def test_a_decisive_run_of_battles_settles_the_pair():
 def test_planned_counts_units_with_a_pair_and_spreads_those_without():
     config = SimpleNamespace(systems=[SimpleNamespace(name=n) for n in ("x", "y", "z")])
     payloads = [{"systems": ["y", "x"]}, {"systems": ["x", "y"], "required_answers": 2}, {"prompt": "hi"},
-                {"prompt": "yo"}, {"prompt": "ho"}]
+                {"prompt": "yo"}, {"prompt": "ho"}, {"systems": ["x", "qc"], "is_control": True}]
     plan = sequential.planned(payloads, config)
     assert plan[("x", "y")] == 3 + 1 and plan[("x", "z")] == 1 and plan[("y", "z")] == 1
     assert sequential.hit_pairs(payloads) == [("x", "y")]

@@ -35,6 +35,10 @@ RIDGE = 1e-3
 
 
 def _pair_of(payload: Mapping) -> tuple[str, str] | None:
+    """The leaderboard pair a unit's payload names (``systems``, two names), or None: none named, or a QC
+    battle (``is_control``), which never counts toward the leaderboard."""
+    if payload.get("is_control"):
+        return None
     systems = payload.get("systems")
     if isinstance(systems, (list, tuple)) and len(systems) == 2:
         return tuple(sorted(str(s) for s in systems))  # type: ignore[return-value]
@@ -44,10 +48,13 @@ def _pair_of(payload: Mapping) -> tuple[str, str] | None:
 def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]:
     """Battles each pair gets in the fixed design: a unit whose payload names its pair (``systems``, two
     names) counts its ``required_answers`` (1 when absent) for that pair; a unit that leaves the pair to
-    be drawn when served counts as one battle spread evenly over the study's pairs."""
+    be drawn when served counts as one battle spread evenly over the study's pairs; QC battles
+    (``is_control``) count for none."""
     out: dict[tuple[str, str], float] = {}
     spread = 0.0
     for payload in payloads:
+        if payload.get("is_control"):
+            continue
         pair = _pair_of(payload)
         votes = float(payload.get("required_answers", 1) or 1)
         if pair is None:
@@ -55,7 +62,7 @@ def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]
         else:
             out[pair] = out.get(pair, 0.0) + votes
     if spread and config is not None:
-        control = set(getattr(config, "control_systems", lambda: ())() or ())
+        control = {getattr(getattr(config, "arena", None), "control", None)}  # the QC bot never counts
         names = sorted(s.name for s in config.systems if s.name not in control)
         pairs = list(combinations(names, 2))
         for pair in pairs:
