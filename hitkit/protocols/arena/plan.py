@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from hitkit import planning
+from hitkit.simulation import planning
 from hitkit.protocols.arena.analysis import analyze_battles
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 
