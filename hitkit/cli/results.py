@@ -53,7 +53,7 @@ def _analysis_option(name: str) -> str:
 
 @main.command()
 @click.argument("task", type=click.Choice(list(PROTOCOLS)))
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("directory", type=click.Path(exists=True, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the results.")
 @click.option("--study", "study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The study file the tables come from: its settings apply (live-chat criteria, Spot The Bot "
@@ -74,7 +74,7 @@ def _analysis_option(name: str) -> str:
               help="Unit a clustered bootstrap resamples (and, spot_the_bot, the robust log-rank/Cox "
                    "variances cluster on): spot_the_bot conversation (default) | worker | annotation "
                    "(none); live_chat worker (default) | conversation | rating; pairwise worker (default) "
-                   "| item | vote.")
+                   "| item | vote; arena worker (default) | battle.")
 @click.option("--n-boot", type=click.IntRange(min=0), default=None,
               help="Bootstrap resamples of every interval and rank range (default 1000).")
 @click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
@@ -92,14 +92,23 @@ def _analysis_option(name: str) -> str:
 @click.option("--draw-probability", default=None,
               help="spot_the_bot: TrueSkill draw probability, a number in [0, 1) or 'observed' (default: "
                    "the observed tie rate of the games).")
+@click.option("--ties", type=click.Choice(["half", "davidson"]), default=None,
+              help="arena: a tie as half a win (default, FastChat's convention) or Davidson's tie model.")
+@click.option("--include-leaks", is_flag=True,
+              help="arena: count battles whose reply named a model or vendor in the leaderboard.")
+@click.option("--add", "add", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="arena: more battles on the same scale (an export folder or a FastChat battle file); repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed: int | None, replicate: Path | None,
             stability: bool, correction: str, duplicates: str, cluster: str | None, n_boot: int | None,
             resample: str | None, rank_by: str | None, trueskill_mu: float | None,
             trueskill_sigma: float | None, trueskill_beta: float | None, trueskill_tau: float | None,
-            draw_probability: str | None, as_json: bool, no_progress: bool) -> None:
+            draw_probability: str | None, ties: str | None, include_leaks: bool, add: tuple[Path, ...],
+            as_json: bool, no_progress: bool) -> None:
     """Analyse exported tables in DIRECTORY (CSV, or Parquet where there is no CSV) into OUT.
+
+    DIRECTORY may be a file where the task's analysis reads one (arena: FastChat clean-battle JSON).
 
     Every setting used is recorded in OUT/summary.json; warnings about the data (repeated rows,
     implausible times, a dominant worker ...) are printed and kept there under "warnings".
@@ -120,7 +129,8 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     proto = PROTOCOLS[task]
     own = {"replicate": replicate, "stability": stability or None, "resample": resample, "rank_by": rank_by,
            "trueskill_mu": trueskill_mu, "trueskill_sigma": trueskill_sigma, "trueskill_beta": trueskill_beta,
-           "trueskill_tau": trueskill_tau, "draw_probability": draw_probability}
+           "trueskill_tau": trueskill_tau, "draw_probability": draw_probability, "ties": ties,
+           "include_leaks": include_leaks or None, "add": list(add) or None}
     given = {name: value for name, value in own.items() if value is not None}
     foreign = [name for name in given if _analysis_option(name) not in proto.analysis_options]
     if foreign:
@@ -133,7 +143,10 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
         options.update(analysis.cli_options(config, given))
     from hitkit.tables.loading import check_task_folder
 
-    check_task_folder(task, directory)
+    if directory.is_file() and not getattr(analysis, "READS_FILES", False):
+        raise HitkitError(f"{directory} is a file; `hitkit analyze {task}` reads a folder of exported tables")
+    if directory.is_dir():
+        check_task_folder(task, directory)
     with showing_progress(not no_progress and not as_json and on_terminal()):
         import warnings
 
@@ -151,7 +164,7 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     if not as_json:  # with --json they are in the summary's "warnings"
         for line in result.summary.get("warnings", []):
             click.echo(f"warning: {line}", err=True)
-    ranking = next((result.tables[n] for n in ("ranking", "systems") if n in result.tables), None)
+    ranking = next((result.tables[n] for n in ("ranking", "systems", "leaderboard") if n in result.tables), None)
     if as_json:
         click.echo(json.dumps({"task": task, "files": [str(p) for p in written], "summary": result.summary,
                                "ranking": None if ranking is None else json.loads(ranking.to_json(orient="records"))},

@@ -7,4 +7,5 @@ PROTOCOL = Protocol(
     name="arena", title="Arena: side-by-side battles of anonymous systems (Chiang et al. 2024)", package=__name__,
     settings_class="ArenaConfig", task_class="ArenaTask", table=TABLE, columns=BATTLE_COLUMNS,
     analysis_marker="leaderboard", cluster_units=("worker", "battle"), judged=True,
+    analysis_options=frozenset({"ties", "include_leaks", "add"}),
 )

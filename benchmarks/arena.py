@@ -1,0 +1,190 @@
+"""The arena's leaderboard on simulated battles with known strengths, heterogeneous workers and a length bias.
+
+The arena (simulated with :mod:`hitkit.protocols.arena.simulation`, the generator ``hitkit plan`` uses,
+seeded): 10 systems s0 … s9 with true strengths θ = −1.2 … 1.2 evenly spaced (log10 units: Arena ratings
+520 … 1480, s9 best). The weaker a system, the longer its replies: typical lengths 1500 tokens for s0
+down to 100 for s9 (log-normal around them), and votes lean to the longer reply with ``LENGTH_BIAS`` = 6
+logits per unit of (L_left − L_right) / (L_left + L_right + 1), enough to turn plain Bradley–Terry's
+order around. The crowd: 400 workers whose activity is Pareto(3) (some cast several times the votes of
+others), each with their own taste (N(0, 0.03²) per system: one worker's votes are correlated), 5 %
+spammers voting a or b at random, ties with probability 0.2·4p(1 − p).
+
+Measured:
+
+- ``tau_style`` / ``tau_plain``: Kendall τ of the style-controlled / plain Bradley–Terry order against the
+  true one, averaged over ``--studies`` studies of ``BATTLES`` = 4,000 battles on uniformly drawn pairs;
+- ``coverage``: over those studies and systems, the share of worker-clustered 95 % intervals of the
+  style-controlled rating (``N_BOOT`` = 200 worker resamples, hitkit's expanded percentile interval, as
+  ``hitkit analyze arena`` computes it) that hold the rating the style-controlled fit converges to in this
+  crowd: its fit on 400,000 battles of a fresh crowd of 20,000 workers (the spammers and tastes shrink
+  the scale a little, so that, not 1000 + 400·θ, is what an interval estimates);
+- ``votes_ratio``: the scenario adaptive sampling is for, a study that adds systems to a leaderboard.
+  Seven incumbents (s0, s1, s3, s4, s6, s8, s9) come with 20,000 public battles among themselves (their
+  own crowd of 2,000 workers, read together with the study's as ``hitkit analyze arena export --add
+  public.json`` would); the study adds s2, s5 and s7 with up to 3,000 battles of its own crowd. Uniform:
+  pairs drawn uniformly over all 45 pairs. Adaptive: each batch of ``BATCH`` = 250 battles picked by
+  :func:`hitkit.protocols.arena.sequential.next_pairs` (A-optimal greedy on the style-controlled model
+  fitted to everything so far). The width is the mean over the ten systems of the style-controlled
+  interval's width (``WIDTH_BOOT`` = 100 worker resamples), averaged over ``--adaptive-studies``
+  studies; votes_ratio = the study battles at which the adaptive design's mean width first reaches the
+  uniform design's after 3,000 (linear between reads every 500 battles from 1,000 on) ÷ 3,000.
+
+Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/arena.py [--studies N] [--adaptive-studies M] [--seed S]``
+(defaults 30 and 4, seed 0; about five minutes of one core). Last line:
+``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=…``.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import time
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from hitkit.analysis.inference import bootstrap_interval
+from hitkit.protocols.arena import bradley_terry as bt
+from hitkit.protocols.arena.leaderboard import Battles, bootstrap
+from hitkit.protocols.arena.sequential import next_pairs
+from hitkit.protocols.arena.simulation import (
+    Crowd,
+    Systems,
+    battles,
+    crowd_of,
+    uniform_pairs,
+)
+
+K = 10
+THETA = tuple(np.round(np.linspace(-1.2, 1.2, K), 3))
+LENGTH = tuple(np.round(np.geomspace(1500, 100, K)))
+MARKDOWN = tuple(np.linspace(1.0, 2.0, K))
+LENGTH_BIAS = 6.0
+CROWD = Crowd(workers=400, activity_shape=3.0, taste=0.03, spammers=0.05, length_bias=LENGTH_BIAS, tie_rate=0.2)
+PUBLIC = Crowd(workers=2000, activity_shape=3.0, taste=0.03, spammers=0.05, length_bias=LENGTH_BIAS, tie_rate=0.2)
+SYSTEMS = Systems(tuple(f"s{i}" for i in range(K)), THETA, LENGTH, MARKDOWN)
+INCUMBENTS = (0, 1, 3, 4, 6, 8, 9)
+BATTLES = 4000
+PRIOR_BATTLES = 20_000
+STUDY_BATTLES = 3000
+TRUTH_BATTLES = 400_000
+N_BOOT = 200
+WIDTH_BOOT = 100
+BATCH = 250
+READ_EVERY = 500
+READ_FROM = 1000
+"""The adaptive design's width is read from this many study battles on (the uniform one's at the end only)."""
+
+
+def _arrays(frame: pd.DataFrame):
+    index = {name: i for i, name in enumerate(SYSTEMS.names)}
+    return (frame["system_a"].map(index).to_numpy(), frame["system_b"].map(index).to_numpy(),
+            frame["vote"].map(bt.OUTCOME).to_numpy(float))
+
+
+def style_interval(frame: pd.DataFrame, seed: int, n_boot: int = N_BOOT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The style-controlled ratings and their worker-clustered 95 % interval (as the leaderboard computes them)."""
+    data = Battles.of(frame)
+    fit = bt.style_control(data.first, data.second, data.outcome, K, data.counts_a, data.counts_b)
+    boot, _ = bootstrap(data, n_boot=n_boot, seed=seed, style=True)
+    lower, upper = bootstrap_interval(bt.to_rating(boot, data.systems, None), data.n_clusters)
+    order = [data.systems.index(name) for name in SYSTEMS.names]
+    return bt.to_rating(fit.theta[0], data.systems, None)[order], lower[order], upper[order]
+
+
+def pseudo_truth(seed: int) -> np.ndarray:
+    rng = np.random.default_rng([seed, 1])
+    crowd = Crowd(**{**CROWD.__dict__, "workers": 20_000})
+    frame = battles(SYSTEMS, crowd, uniform_pairs(K, TRUTH_BATTLES, rng), rng)
+    fit = bt.style_control(*_arrays(frame), K,
+                           frame[["tokens_a", "header_count_a", "list_count_a", "bold_count_a"]].to_numpy(),
+                           frame[["tokens_b", "header_count_b", "list_count_b", "bold_count_b"]].to_numpy())
+    return bt.to_rating(fit.theta[0], list(SYSTEMS.names), None)
+
+
+def uniform_study(seed: int, truth: np.ndarray) -> dict:
+    rng = np.random.default_rng([seed, 2])
+    frame = battles(SYSTEMS, CROWD, uniform_pairs(K, BATTLES, rng), rng)
+    point, lower, upper = style_interval(frame, seed)
+    plain = bt.bradley_terry(*_arrays(frame), K).theta[0]
+    return {
+        "tau_style": stats.kendalltau(THETA, point).statistic,
+        "tau_plain": stats.kendalltau(THETA, plain).statistic,
+        "covered": ((lower <= truth) & (truth <= upper)).mean(),
+        "covered_each": (lower <= truth) & (truth <= upper),
+    }
+
+
+def mean_width(frame: pd.DataFrame, seed: int) -> float:
+    _, lower, upper = style_interval(frame, seed, WIDTH_BOOT)
+    return float(np.mean(upper - lower))
+
+
+def prior_battles(rng: np.random.Generator) -> pd.DataFrame:
+    """The public arena's battles among the incumbents (their own crowd, worker ids apart from the study's)."""
+    inc = np.asarray(INCUMBENTS)
+    pairs = inc[uniform_pairs(len(inc), PRIOR_BATTLES, rng)]
+    frame = battles(SYSTEMS, PUBLIC, pairs, rng, study="public")
+    frame["worker_id"] = "public-" + frame["worker_id"]
+    return frame
+
+
+def extension(seed: int, adaptive: bool) -> list[tuple[int, float]]:
+    """(study battles, mean interval width) every ``BATCH`` battles of a study that adds the new systems."""
+    rng = np.random.default_rng([seed, 3])
+    prior = prior_battles(rng)
+    drawn = crowd_of(CROWD, rng, K)
+    index = {s: i for i, s in enumerate(SYSTEMS.names)}
+    frame, out = prior, []
+    while len(frame) - len(prior) < STUDY_BATTLES:
+        if adaptive:
+            chosen = np.array([[index[a], index[b]] for a, b in next_pairs({"battles": frame}, SYSTEMS.names, BATCH)])
+        else:
+            chosen = uniform_pairs(K, BATCH, rng)
+        frame = pd.concat([frame, battles(SYSTEMS, CROWD, chosen, rng, drawn, start=len(frame))], ignore_index=True)
+        done = len(frame) - len(prior)
+        if done == STUDY_BATTLES or (adaptive and done >= READ_FROM and done % READ_EVERY == 0):
+            out.append((done, mean_width(frame, seed)))
+    return out
+
+
+def needed(curve: list[tuple[int, float]], width: float) -> float:
+    """Battles at which the width curve first reaches ``width`` (linear between reads); inf if never."""
+    for (n0, w0), (n1, w1) in itertools.pairwise(curve):
+        if w1 <= width:
+            return n0 + (n1 - n0) * (w0 - width) / (w0 - w1) if w0 > width else float(n0)
+    return math.inf
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=30)
+    parser.add_argument("--adaptive-studies", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    started = time.monotonic()
+    truth = pseudo_truth(args.seed)
+    print("pseudo-true style-controlled ratings:", np.round(truth, 1).tolist(), flush=True)
+    runs = [uniform_study(args.seed * 1000 + s, truth) for s in range(args.studies)]
+    print(f"uniform: {args.studies} studies of {BATTLES} battles ({time.monotonic() - started:.0f} s)", flush=True)
+    uniform_widths, curves = [], []
+    for s in range(args.adaptive_studies):
+        uniform_widths.append(extension(args.seed * 1000 + s, adaptive=False)[-1][1])
+        curves.append(extension(args.seed * 1000 + s, adaptive=True))
+        print(f"extension study {s}: uniform width {uniform_widths[-1]:.1f} after {STUDY_BATTLES}; adaptive "
+              f"{[(n, round(w, 1)) for n, w in curves[-1]]} ({time.monotonic() - started:.0f} s)", flush=True)
+    mean_curve = [(n, float(np.mean([c[i][1] for c in curves]))) for i, (n, _) in enumerate(curves[0])]
+    ratio = needed(mean_curve, float(np.mean(uniform_widths))) / STUDY_BATTLES
+    covered = np.mean([r["covered_each"] for r in runs], axis=0)
+    print("coverage per system:", dict(zip(SYSTEMS.names, np.round(covered, 3).tolist())))
+    tau_style = float(np.mean([r["tau_style"] for r in runs]))
+    tau_plain = float(np.mean([r["tau_plain"] for r in runs]))
+    coverage = float(np.mean([r["covered"] for r in runs]))
+    print(f"{time.monotonic() - started:.0f} s")
+    print(f"RESULT tau_style={tau_style:.3f} tau_plain={tau_plain:.3f} coverage={coverage:.3f} "
+          f"votes_ratio={ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The arena's analysis (``hitkit analyze arena``): a Bradley–Terry leaderboard with style control.
+
+Reads battles (:mod:`hitkit.protocols.arena.reading`: an export folder's ``battles.csv``, a FastChat
+clean-battle file, or both on one scale) and returns an
+:class:`~hitkit.analysis.base.AnalysisResult` with these tables (docs/COLUMNS.md):
+
+- ``leaderboard``: system, rating (Arena scale: 1000 + 400·log10-strength, ties half a win) with its
+  worker-clustered 95 % bootstrap interval, the style-controlled rating and interval, rank ranges,
+  natural log-strengths, the system's record and its component of the comparison graph;
+- ``style``: the style coefficients (length, headers, lists, bold) with intervals;
+- ``win_rates``: each ordered pair's record and win rate (ties half);
+- ``categories``: a leaderboard per prompt category (where battles carry one);
+- ``qc``: each worker's votes in QC battles and the one-sided binomial test (:func:`qc_table`).
+
+QC battles (``is_control``) never enter a leaderboard; battles flagged as identity leaks (``leak``)
+stay out unless ``include_leaks``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from hitkit.analysis.base import AnalysisResult, png
+from hitkit.analysis.inference import (
+    DEFAULT_DUPLICATES,
+    INTERVAL_METHOD,
+    DuplicatePolicy,
+    duplicate_warnings,
+)
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
+from hitkit.errors import HitkitError, InputError
+from hitkit.protocols.arena import figures
+from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
+from hitkit.protocols.arena.fastchat import read_fastchat
+from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
+from hitkit.protocols.arena.reading import included, read_study_battles
+
+READS_FILES = True
+"""``hitkit analyze arena FILE`` reads a FastChat clean-battle file as well as an export folder."""
+QC_ALPHA = 0.05
+"""A worker passes QC when the one-sided exact binomial test that they prefer the real system over the
+QC bot has p below this (ties and both-bad votes left out)."""
+DOMINANT_SHARE = 0.5
+CLUSTERS = ("worker", "battle")
+
+
+def read_battles(*paths: str | Path, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
+    """Battles from any number of sources, on one scale: an export folder (``battles.csv``) or a
+    FastChat clean-battle file (``.json`` / ``.jsonl``). A FastChat battle's worker is its ``judge``
+    where present, else the battle itself (its own cluster in the bootstrap)."""
+    if not paths:
+        raise InputError(".", "no battles given; name an export folder or a FastChat battle file")
+    frames, reports = [], {}
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            frame = read_study_battles(path, duplicates=duplicates)
+            reports.update({f"{path}": frame.attrs.get("duplicates", {})})
+        elif path.is_file():
+            frame = read_fastchat(path)
+        else:
+            raise InputError(path, "not found; give an export folder with battles.csv or a FastChat battle file")
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    out.attrs["duplicates"] = frames[0].attrs.get("duplicates", {}) if len(frames) == 1 else reports
+    out.attrs["assignment_duplicates"] = frames[0].attrs.get("assignment_duplicates") if len(frames) == 1 else None
+    return out
+
+
+def control_systems(battles: pd.DataFrame, config=None) -> set[str]:
+    """The QC bot's names: the systems that appear only in QC battles (``is_control`` = 1). Where both
+    sides of a QC battle are such systems (early in a study, before the real systems met each other),
+    the one in more QC battles is the bot. With the study's ``config``, its task type's
+    ``control_systems`` name the bot instead, where they name any."""
+    qc = battles[battles["is_control"].astype(int) == 1]
+    if qc.empty:
+        return set()
+    if config is not None:
+        from hitkit.protocols import task_for
+
+        named = set(task_for(config).control_systems())
+        if named:
+            return named
+    shown = pd.concat([battles[["system_a", "is_control"]].rename(columns={"system_a": "system"}),
+                       battles[["system_b", "is_control"]].rename(columns={"system_b": "system"})])
+    only = shown.groupby("system")["is_control"].min()
+    candidates = set(only.index[only.astype(int) == 1])
+    seen = pd.concat([qc["system_a"], qc["system_b"]]).value_counts()
+    control = set()
+    for a, b in zip(qc["system_a"], qc["system_b"]):
+        if a in candidates and b in candidates:
+            if seen[a] != seen[b]:
+                control.add(a if seen[a] > seen[b] else b)
+        elif a in candidates or b in candidates:
+            control.add(a if a in candidates else b)
+    return control
+
+
+def qc_table(battles: pd.DataFrame, control: set[str], alpha: float = QC_ALPHA) -> pd.DataFrame:
+    """Per worker with QC battles: control_battles, real_wins (votes for the real system), control_wins,
+    ties (ties and both-bad), p_value = P(X ≥ real_wins) for X ~ Binomial(real_wins + control_wins, ½)
+    (1 without decisive votes), passed = p_value < ``alpha``. At least 5 decisive QC votes, all for the
+    real system, are needed to pass at α = 0.05. ``control``: the QC bot's names (:func:`control_systems`)."""
+    qc = battles[battles["is_control"].astype(int) == 1]
+    left_control = qc["system_a"].isin(control).to_numpy()
+    right_control = qc["system_b"].isin(control).to_numpy()
+    unclear = ~(left_control ^ right_control)
+    if unclear.any():
+        # A QC battle whose bot cannot be told (two QC-only systems met equally often): not counted.
+        qc, left_control, right_control = qc[~unclear], left_control[~unclear], right_control[~unclear]
+    vote = qc["vote"].to_numpy()
+    real = np.where(left_control, vote == "b", vote == "a")
+    bot = np.where(left_control, vote == "a", vote == "b")
+    frame = pd.DataFrame({"worker_id": qc["worker_id"].to_numpy(), "real": real, "bot": bot})
+    table = frame.groupby("worker_id", sort=True).agg(control_battles=("real", "size"), real_wins=("real", "sum"),
+                                                      control_wins=("bot", "sum")).reset_index()
+    table["ties"] = table["control_battles"] - table["real_wins"] - table["control_wins"]
+    table["p_value"] = [stats.binomtest(int(w), int(w + c), 0.5, alternative="greater").pvalue if w + c else 1.0
+                        for w, c in zip(table["real_wins"], table["control_wins"])]
+    table["passed"] = table["p_value"] < alpha
+    return table.astype({"control_battles": int, "real_wins": int, "control_wins": int, "ties": int})
+
+
+def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
+    """Which workers pass quality control so far (the dashboard's and the QC policy's check): those whose
+    votes in QC battles prefer the real system (:func:`qc_table`); workers without a QC battle are not
+    judged yet. None before any QC battle."""
+    battles = tables["battles"]
+    if battles.empty or not (battles["is_control"].astype(int) == 1).any():
+        return None
+    battles = battles.assign(vote=battles["vote"].astype(str).str.strip().str.lower(),
+                             worker_id=battles["worker_id"].astype(str))
+    table = qc_table(battles, control_systems(battles, config))
+    return (f"prefers the real system over the QC bot (one-sided binomial test, p < {QC_ALPHA})",
+            {str(w): bool(p) for w, p in zip(table["worker_id"], table["passed"])})
+
+
+def analyze_battles(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, ties: str = "half",
+                    include_leaks: bool = False, cluster: str = "worker", config=None) -> AnalysisResult:
+    """The leaderboard, style coefficients, win rates, category leaderboards and QC of a battle frame."""
+    if cluster not in CLUSTERS:
+        raise HitkitError(f"cluster={cluster!r}; the arena's bootstrap resamples one of {', '.join(CLUSTERS)}")
+    if battles.empty:
+        raise InputError("battles", "no battles from submitted or approved assignments; nothing to analyse")
+    counted = included(battles, leaks=include_leaks)
+    if counted.empty:
+        raise InputError("battles", f"all {len(battles)} battles are QC battles or identity leaks; no leaderboard "
+                         "(include leaks with --include-leaks)")
+    fitted = counted if cluster == "worker" else counted.assign(worker_id=[f"battle:{i}" for i in range(len(counted))])
+    anchor = FASTCHAT_BASELINE
+    board, style, facts = leaderboard(fitted, n_boot=n_boot, seed=seed, ties=ties, anchor=anchor)
+    categories, skipped = by_category(fitted, n_boot=n_boot, seed=seed, ties=ties, anchor=anchor)
+    control = control_systems(battles, config)
+    qc = qc_table(battles, control) if (battles["is_control"].astype(int) == 1).any() else pd.DataFrame(
+        columns=["worker_id", "control_battles", "real_wins", "control_wins", "ties", "p_value", "passed"])
+    lines = duplicate_warnings([("battle vote(s) (assignment, battle)", battles.attrs.get("duplicates") or None),
+                                (ASSIGNMENT_DUPLICATES, battles.attrs.get("assignment_duplicates"))])
+    leaks = int((battles["leak"].astype(int) == 1).sum())
+    if leaks and not include_leaks:
+        lines.append(f"{leaks} battle(s) flagged as identity leaks are left out of the leaderboard "
+                     "(--include-leaks counts them)")
+    if facts["components"] > 1:
+        lines.append(f"the systems fall into {facts['components']} groups that no chain of battles connects; "
+                     "ratings of different groups are not comparable and no rank orders them (see 'component')")
+    if not facts["style_control"]:
+        lines.append("some battles have no style counts, so there is no style-controlled rating")
+    share = float(counted["worker_id"].value_counts(normalize=True).iloc[0])
+    if share > DOMINANT_SHARE and cluster == "worker":
+        lines.append(f"one worker cast {share:.0%} of the leaderboard's votes; the worker-clustered intervals "
+                     "account for it, but the leaderboard mostly says what that worker prefers")
+    if skipped:
+        lines.append("categories without a leaderboard of their own (fewer than 20 battles or 2 systems): "
+                     + ", ".join(skipped))
+    summary = {
+        "battles": len(battles), "leaderboard_battles": len(counted),
+        "control_battles": int((battles["is_control"].astype(int) == 1).sum()), "leaks": leaks,
+        "include_leaks": include_leaks, "workers": int(counted["worker_id"].nunique()),
+        "systems": len(board), "sources": sorted(set(battles["source"])) if "source" in battles else [],
+        "ties": ties, "both_bad": "counted as a tie", "seed": seed, "n_boot": n_boot, "interval_unit": cluster,
+        "interval_method": INTERVAL_METHOD, "style_control": facts["style_control"], "style_reg": STYLE_REG,
+        "components": facts["components"], "control_systems": sorted(control),
+        "qc_failed": int((~qc["passed"].astype(bool)).sum()) if len(qc) else 0,
+        "anchor": {"system": anchor[0], "rating": anchor[1]} if anchor[0] in set(board["system"]) else None,
+        "duplicates": battles.attrs.get("duplicates", {}), "warnings": lines,
+    }
+    tables = {"leaderboard": board, "style": style, "win_rates": win_rates(counted), "categories": categories,
+              "qc": qc}
+    figs = {"leaderboard": png(lambda: figures.leaderboard(board))}
+    if len(tables["win_rates"]):
+        figs["win_rates"] = png(lambda: figures.win_rates(tables["win_rates"], list(board["system"])))
+    return AnalysisResult(tables=tables, summary=summary, figures=figs)
+
+
+ANALYSIS_OPTIONS = frozenset({"ties", "include_leaks", "add"})
+"""The ``hitkit analyze`` options of the arena alone (the registry entry's ``analysis_options``)."""
+
+
+def cli_options(config, given: dict) -> dict:
+    """``hitkit analyze``'s arena options as :func:`analyze` takes them."""
+    return {name: given[name] for name in ANALYSIS_OPTIONS if given.get(name) is not None}
+
+
+def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
+            stability: bool = False) -> AnalysisResult:
+    """The registry's entry point: the battles of ``in_dir`` (an export folder or a FastChat battle file)
+    and of ``options["add"]`` (more of either), analysed with ``hitkit analyze``'s options (n_boot,
+    duplicates, cluster, ties, include_leaks)."""
+    extra = options.get("add") or ()
+    extra = [extra] if isinstance(extra, (str, Path)) else list(extra)
+    battles = read_battles(in_dir, *extra, duplicates=options.get("duplicates", DEFAULT_DUPLICATES))
+    n_boot = options.get("n_boot")
+    return analyze_battles(battles, n_boot=1000 if n_boot is None else int(n_boot), seed=seed,
+                           ties=options.get("ties") or "half", include_leaks=bool(options.get("include_leaks")),
+                           cluster=options.get("cluster") or "worker", config=config)

@@ -1,0 +1,94 @@
+"""``hitkit plan`` for arena studies: simulated battles at each number of HITs, analysed by the arena's own
+leaderboard (:func:`~hitkit.protocols.arena.analysis.analyze_battles`), and the decisions such a study makes.
+
+A simulated study has the study file's HITs × battles per HIT, less its share of QC battles, on pairs of
+real systems drawn uniformly (sides at random). The battles are the arena's simulated battles
+(:mod:`hitkit.protocols.arena.simulation`, the generator ``benchmarks/arena.py`` uses too) with the
+study's simulated crowd: ``simulated.quality`` as the strengths (a quality difference d is
+``arena.crowd.scale`` × d logits, so θ = scale · q / ln 10), ``arena.crowd.length_bias`` and
+``position_bias`` as the biases (the crowd's pull toward the longer reply per unit of log token ratio is
+about twice that per unit of the normalised difference (a − b)/(a + b) the simulation uses), ties with
+``arena.crowd.tie_share``, and the crowd's workers (``simulated.workers``: spammers vote at random,
+every other profile votes from the strengths), each worker taking HITs equally often. Every system's
+replies have the same typical length here: real lengths are unknown before the study, so the length
+bias only adds noise. Two systems "differ" when their style-controlled 95 % intervals (workers
+resampled) do not overlap: the claim the leaderboard's rank makes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hitkit.simulation import planning
+from hitkit.protocols.arena.analysis import analyze_battles
+from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
+
+UNIT = "hits"
+DECISIONS = planning.DECISIONS
+REPLICATES = 20
+"""Simulated studies per size (each has a worker bootstrap of its leaderboard)."""
+TYPICAL_TOKENS = 300.0
+
+
+def size_of(config) -> int:
+    """The study file's own size: its number of HITs."""
+    return config.arena.hits
+
+
+def sizes(config) -> list[int]:
+    """HITs from a quarter to twice the study's, on a roughly doubling grid that includes the study's."""
+    n = size_of(config)
+    return sorted({max(1, round(n * f)) for f in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)})
+
+
+def with_size(config, size: int):
+    """The study file with ``size`` HITs."""
+    return config.model_copy(update={"arena": config.arena.model_copy(update={"hits": size})})
+
+
+def _quality(config) -> dict[str, float]:
+    control = config.arena.control
+    real = [s.name for s in config.systems if s.name != control]
+    return {name: 0.5 for name in real} | {k: v for k, v in config.simulated.quality.items() if k in real}
+
+
+def simulate(config, seed: int):
+    """One simulated study's leaderboard battles (``battles.csv`` rows) and the true qualities."""
+    arena, quality = config.arena, _quality(config)
+    names = tuple(sorted(quality))
+    crowd_cfg = arena.crowd
+    theta = tuple(crowd_cfg.scale * quality[n] / math.log(10) for n in names)
+    systems = Systems(names, theta, (TYPICAL_TOKENS,) * len(names))
+    groups = list(config.simulated.workers)
+    workers = sum(g.count for g in groups) or 1
+    spammers = sum(g.count for g in groups if g.profile == "spammer") / workers
+    crowd = Crowd(workers=workers, activity_shape=1e6, taste=0.0, spammers=spammers,
+                  length_bias=2.0 * crowd_cfg.length_bias, position_bias=crowd_cfg.position_bias,
+                  tie_rate=crowd_cfg.tie_share)
+    rng = np.random.default_rng([seed, 5])
+    n = arena.battle_count() - arena.control_count()
+    frame = battles(systems, crowd, uniform_pairs(len(names), max(n, 1), rng), rng, study=config.study)
+    return frame, quality
+
+
+def decide(config, result, profiles: dict[str, str] | None = None) -> dict[str, bool | None]:
+    """Which of the plan's decisions one analysis gets right, given the true qualities: a system is called
+    better than another when its style-controlled interval lies wholly above the other's."""
+    board = result.tables["leaderboard"]
+    styled = board["rating_style"].notna().all()
+    point, low, high = (("rating_style", "rating_style_lower", "rating_style_upper") if styled
+                        else ("rating", "rating_lower", "rating_upper"))
+    intervals = {s: (lo, hi) for s, lo, hi in board[["system", low, high]].itertuples(index=False)}
+    ranked = list(board.sort_values(point, ascending=False)["system"])
+
+    def differs(a: str, b: str) -> bool:
+        return a in intervals and b in intervals and intervals[a][0] > intervals[b][1]
+
+    return planning.decide(_quality(config), differs, ranked, intervals)
+
+
+def replicate(config, seed: int, n_boot: int) -> dict[str, bool | None]:
+    """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
+    frame, _ = simulate(config, seed)
+    return decide(config, analyze_battles(frame, n_boot=n_boot, seed=seed))
