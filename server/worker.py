@@ -15,6 +15,7 @@ from hitkit import admission, flow, validation
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
+from hitkit.worker import bounds
 from hitkit.study import StudyContext
 
 bp = Blueprint("worker", __name__)
@@ -206,7 +207,7 @@ def _form_signals() -> Any:
     """The comment's signals posted with the submit form: the field ``feedback_signals``, a JSON object the
     page fills in (authenticity.js). Anything unreadable is None: it must never cost the worker the submission."""
     raw = request.form.get("feedback_signals")
-    if not raw or len(raw) > 4096:
+    if not raw or len(raw) > 4096 or bounds.json_refusal(raw):
         return None
     try:
         return json.loads(raw)
