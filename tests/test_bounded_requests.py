@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 import requests
 from sqlalchemy import func, select
 
@@ -17,8 +16,8 @@ from hitkit.db.models import Conversation, Response, Turn
 from hitkit.db.session import session_scope
 from hitkit.worker.bounds import MAX_JSON_DEPTH, json_depth, json_refusal, text_refusal
 from tests.studies import REPO
-from tests.test_security import csrf_field
 from tests.test_concurrency import arrive, free_port, running_study, serving
+from tests.test_security import csrf_field
 
 DEEP = "[" * 30_000 + "]" * 30_000  # 60 KB: under the 64 KiB body limit
 JSON = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -30,7 +29,7 @@ def _stored(database_url: str) -> tuple[int, int, int]:
 
 
 def test_json_nested_30000_deep_is_400_on_every_json_route_and_stores_nothing(tmp_path, database_url):
-    config, secret = running_study(tmp_path, database_url, "http://127.0.0.1")
+    _, secret = running_study(tmp_path, database_url, "http://127.0.0.1")
     with serving(database_url, secret, tmp_path / "web.log") as base:
         http, task = arrive(base, "W-DEEP")
         http.post(task + "consent").raise_for_status()
@@ -59,7 +58,7 @@ def test_json_nested_30000_deep_is_400_on_every_json_route_and_stores_nothing(tm
 
 
 def test_a_nul_or_a_byte_that_is_not_utf8_in_a_path_or_query_is_400(tmp_path, database_url):
-    config, secret = running_study(tmp_path, database_url, "http://127.0.0.1")
+    _, secret = running_study(tmp_path, database_url, "http://127.0.0.1")
     with serving(database_url, secret, tmp_path / "web.log") as base:
         http, task = arrive(base, "W-NUL")
         http.post(task + "consent").raise_for_status()
@@ -108,7 +107,7 @@ def _raw(port: int, request: bytes) -> bytes:
 
 
 def test_a_malformed_chunked_body_straight_to_gunicorn_is_400(tmp_path, one_database_url):
-    config, secret = running_study(tmp_path, one_database_url, "http://127.0.0.1")
+    _, secret = running_study(tmp_path, one_database_url, "http://127.0.0.1")
     proc, port = _gunicorn(one_database_url, secret, tmp_path / "gunicorn.log")
     try:
         http, task = arrive(f"http://127.0.0.1:{port}", "W-CHUNK")
@@ -139,4 +138,4 @@ def test_the_bounds_on_plain_values():
     assert text_refusal(b"/a/s/t/chat/abc", b"x=1&y=%20") is None
     assert "NUL" in text_refusal(b"/a/\x00", b"") and "UTF-8" in text_refusal(b"/a/\xff", b"")
     assert "NUL" in text_refusal(b"/", b"a=%00") and "UTF-8" in text_refusal(b"/", b"%ff=1")
-    assert text_refusal("/é".encode(), "q=%C3%A9".encode()) is None
+    assert text_refusal("/é".encode(), b"q=%C3%A9") is None
