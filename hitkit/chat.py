@@ -44,6 +44,8 @@ The steps in the caller's transaction are in :mod:`hitkit.chat_turns`, their SQL
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -55,7 +57,9 @@ from hitkit.chat_turns import ChatState
 from hitkit.db.models import Conversation, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
+from hitkit.sections import PacingConfig
 from hitkit.study import StudyContext
+from hitkit.worker import pacing
 
 Reply = Callable[[list[dict[str, str]]], str]
 """A bot: OpenAI-style history (``{"role": "user" | "assistant", "content": ...}``) in, reply text out."""
@@ -137,9 +141,16 @@ def _release(database_url: str, owed: chat_turns.Owed) -> None:
                         .values(reply_claim=None, reply_claimed_at=None))
 
 
+NOT_ANSWERING = "this chatbot is not answering; please wait or go on — your message is saved"
+"""The only words a worker sees when a bot fails, whichever bot: no system, address or cause (those go to
+the server log and the study's ``bot_*`` events), so a failing control bot looks like any other."""
+log = logging.getLogger("hitkit.chat")
+
+
 def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply],
          owed: chat_turns.Owed) -> ChatState:
-    """Ask the bot for the reply it owes with no transaction open, then store it if still owed."""
+    """Ask the bot for the reply it owes with no transaction open, hold it until its release time
+    (:mod:`hitkit.worker.pacing`), then store it if still owed."""
     system = owed.system
     from hitkit.bots.health import watch
 
@@ -148,20 +159,36 @@ def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply
             if system not in reply:
                 raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
             reply = reply[system]
+        started = time.monotonic()
         try:
             with watch(database_url, ctx.study_id, system), timing.phase("bot"):  # bot_* health events
                 text = reply(owed.history)
         except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
-            raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
-                                "please wait a moment and try again") from exc
+            log.warning("bot of system %r gave no reply (study %s): %s", system, ctx.name, exc)
+            raise BotReplyError(NOT_ANSWERING) from exc
         if not isinstance(text, str):
-            raise BotReplyError(f"the chatbot's reply was {type(text).__name__}, not text; your message is saved — "
-                                "try again")
+            log.warning("bot of system %r replied with %s, not text (study %s)", system, type(text).__name__, ctx.name)
+            raise BotReplyError(NOT_ANSWERING)
+        _pace(database_url, ctx, owed, time.monotonic() - started)
     except BaseException:
         _release(database_url, owed)
         raise
     with timing.phase("reply"), session_scope(database_url) as session:
         return chat_turns.store_reply(session, ctx, owed, text)[1]
+
+
+def _pace(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, elapsed_s: float) -> None:
+    """Hold the reply until its release time: the control slot is never the fast one."""
+    settings = ctx.config.bots.pacing if ctx.config.bots is not None else PacingConfig()
+    is_control = owed.system in ctx.task.control_systems()
+    study = (database_url, ctx.study_id)
+    if not is_control:
+        pacing.OBSERVED.add(study, elapsed_s, settings.window)
+    rng = random.Random(f"{ctx.config.seed}:pace:{owed.conversation_id}:{owed.reply_to}")
+    delay = pacing.release_delay(elapsed_s, is_control, pacing.OBSERVED.of(study), settings, rng)
+    if delay > 0:
+        with timing.phase("pace"):
+            time.sleep(delay)
 
 
 def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
