@@ -193,10 +193,15 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
     if worker.blocked:
         raise FlowError("you are not able to take part in this study", 403)
     now = utcnow()
-    if hit is None:
+    existing = None
+    if hit is None or ctx.provider.resume_needs_proof:
         existing = session.scalar(
             select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
                                                Assignment.status == "accepted"))
+        if existing is not None and hit is not None and existing.hit_id != hit.id:
+            # A typed participant id holding work elsewhere opens nothing new under it without proof.
+            _check_returning(ctx, existing, arrival, held_token)
+    if hit is None:
         if existing is not None:
             hit = existing.hit
         else:

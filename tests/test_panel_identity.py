@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from hitkit.cli import main
 from hitkit.config import load_study
-from hitkit.db.models import Assignment, Response, Study
+from hitkit.db.models import Assignment, Hit, Response, Study
 from hitkit.db.session import session_scope
 from hitkit.study import StudyContext, create_study, resolve_secret
 from tests.test_provider_panel import panel_study
@@ -79,6 +79,14 @@ def test_a_victims_participant_id_with_a_made_up_session_id_opens_nothing_of_the
     assert "Location" not in refused.headers and not attacker.cookies
     # Starting nothing, reading nothing: the database is as the victim left it.
     assert _stored(database_url) == before == ([("P-VICTIM", "S-VICTIM", "accepted")], ["a"])
+
+    # Nor on another HIT's own link: the participant id holds work, and this arrival proves nothing.
+    with session_scope(database_url) as s:
+        other_hit = s.scalar(select(Hit.id).where(Hit.id != s.scalar(select(Assignment.hit_id))).order_by(Hit.id))
+    elsewhere = attacker.get(f"{url}/s/ab-demo/hit/{other_hit}", params={"participantId": "P-VICTIM",
+                                                                        "assignmentId": "S-ATTACKER"},
+                             allow_redirects=False, timeout=30)
+    assert elsewhere.status_code == 403 and "another session" in elsewhere.text and _stored(database_url) == before
 
     # The victim comes back: with the session id they arrived with (a fresh browser) ...
     again = _arrive(requests.Session(), url, participantId="P-VICTIM", assignmentId="S-VICTIM")
