@@ -8,7 +8,8 @@ messages the seven sliders one at a time (``--click-gap`` seconds before each cl
 ``--duration`` seconds have passed. The bots are one stub OpenAI-compatible server on loopback,
 in its own process, that answers after exactly ``--bot-latency`` seconds and records, per
 message, how long it held the request; the *server overhead* of a chat turn is the worker's
-round trip minus that time. Afterwards every turn the server acknowledged (HTTP 200 with the
+round trip minus that time (and minus the time a QC slot's reply is held on purpose to the real bots'
+latency, ``pace`` in the Server-Timing header: hitkit.worker.pacing). Afterwards every turn the server acknowledged (HTTP 200 with the
 turn in it) is looked up in the database: a missing one is a *lost turn*.
 
 Everything runs on loopback and is bounded: workers stop at the deadline, every HTTP call
@@ -329,9 +330,10 @@ def server_timing(value: str) -> dict[str, float]:
 
 def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, float]]) -> dict[str, list[float]]:
     """Each turn's overhead in its parts (ms): the server's two transactions, the bot client's own time
-    beyond the stub's hold, and *outside*: the round trip minus the application's whole time (waiting
+    beyond the stub's hold, the QC reply's pacing, and *outside*: the round trip minus the application's whole time (waiting
     for a gunicorn thread, the network, this client)."""
-    parts: dict[str, list[float]] = {"store": [], "reply": [], "bot_client": [], "outside": [], "other_app": []}
+    parts: dict[str, list[float]] = {"store": [], "reply": [], "bot_client": [], "pace": [], "outside": [],
+                                     "other_app": []}
     commits: list[float] = []
     for mark, took in turns:
         p = phases.get(mark)
@@ -340,7 +342,9 @@ def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, fl
         parts["store"].append(p.get("store", 0.0))
         parts["reply"].append(p.get("reply", 0.0))
         parts["bot_client"].append(p.get("bot", 0.0) - held[mark] * 1000)
-        parts["other_app"].append(p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0))
+        parts["pace"].append(p.get("pace", 0.0))  # a QC reply held to the real bots' latency (hitkit.worker.pacing)
+        parts["other_app"].append(p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0)
+                                  - p.get("pace", 0.0))
         parts["outside"].append(took * 1000 - p["app"])
         commits.append(p.get("commit", 0.0))
     return parts, commits
@@ -724,7 +728,9 @@ def main(argv: list[str] | None = None) -> int:
             stored = stored_worker_turns(database_url)
             lost = [mark for mark, _ in turns if mark not in stored]
             held = bot.held()
-            overhead_ms = [(took - held[mark]) * 1000 for mark, took in turns if mark in held]
+            # A QC reply held to the real bots' latency (hitkit.worker.pacing) waits on purpose: not overhead.
+            overhead_ms = [(took - held[mark]) * 1000 - tally.phases.get(mark, {}).get("pace", 0.0)
+                           for mark, took in turns if mark in held]
             missing_hold = sum(mark not in held for mark, _ in turns)
             print(f"elapsed {elapsed:.1f} s; requests {total_requests} ({total_requests / elapsed:.1f}/s), "
                   f"{tally.resends} resent on a fresh connection; "
@@ -740,7 +746,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cores used: gunicorn {server_cpu / elapsed:.2f}, PostgreSQL (all sessions) {pg_cpu / elapsed:.2f}, "
                   f"this client {client_cpu / elapsed:.2f}, stub bot {stub_cpu / elapsed:.2f}")
             if overhead_ms:
-                print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms): "
+                print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms "
+                      f"and a QC reply's pacing): "
                       f"p50 {percentile(overhead_ms, 50):.1f} ms, p99 {percentile(overhead_ms, 99):.1f} ms, "
                       f"max {max(overhead_ms):.1f} ms, mean {statistics.fmean(overhead_ms):.1f} ms")
             parts, commits = split_overhead(turns, held, tally.phases)
@@ -760,7 +767,8 @@ def main(argv: list[str] | None = None) -> int:
             if overhead_ms:  # when the slow turns happened: spread out, or in bursts (a stall somewhere)
                 first = min(tally.sent_at.values())
                 slow = sorted(int((tally.sent_at[mark] - first) // 30) for mark, took in turns
-                              if mark in held and (took - held[mark]) * 1000 > 50)
+                              if mark in held and (took - held[mark]) * 1000
+                              - tally.phases.get(mark, {}).get("pace", 0.0) > 50)
                 windows = {w: slow.count(w) for w in sorted(set(slow))}
                 print("turns over 50 ms overhead per 30 s window: "
                       + (", ".join(f"{w * 30}-{w * 30 + 30}s: {n}" for w, n in windows.items()) or "none"))
