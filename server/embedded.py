@@ -219,12 +219,12 @@ class WebServer:
             if not self._stopping.is_set():
                 raise
 
-    def start(self) -> WebServer:
+    def start(self) -> "WebServer":
         self._thread.start()
         return self
 
     @classmethod
-    def serve(cls, database_url: str, host: str, port: int, threads: int, secret: str) -> WebServer:
+    def serve(cls, database_url: str, host: str, port: int, threads: int, secret: str) -> "WebServer":
         """Started worker pages: the :data:`hitkit.launch.WebFactory` the CLI hands to ``launch``."""
         return cls(database_url, host, port, threads, secret).start()
 
