@@ -11,12 +11,12 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
-from hitkit import admission, flow, validation
+from hitkit.worker import admission, flow, validation
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
 from hitkit.worker import bounds
-from hitkit.study import StudyContext
+from hitkit.study.stored import StudyContext
 
 bp = Blueprint("worker", __name__)
 _contexts: dict[tuple[str, str], StudyContext] = {}
@@ -25,7 +25,7 @@ DB_RETRY_AFTER_S = 2
 """What a worker page is told to wait (Retry-After) while the database cannot be reached."""
 HELD_COOKIE = "hitkit_assignment"
 """The cookie keeping the worker's latest assignment token for a study (path ``/s/STUDY/``): the proof
-a returning panel participant shows (:func:`hitkit.admission._check_returning`)."""
+a returning panel participant shows (:func:`hitkit.worker.admission._check_returning`)."""
 JSON_ENDPOINTS = {"worker.state", "worker.answer", "chat.state", "chat.message", "chat.retry", "chat.topic"}
 """Routes the page calls with fetch: their errors are JSON whatever the request's Accept header."""
 
@@ -117,7 +117,7 @@ def enter_study(study: str):
 def _enter(study: str, hit_id: int | None):
     with db() as session:
         ctx = context(session, study)
-    # The provider is asked who arrived with no transaction open (admission.admit; hitkit.arrivals).
+    # The provider is asked who arrived with no transaction open (admission.admit; hitkit.worker.arrivals).
     try:
         entry = admission.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
                                 client=request.remote_addr or "", held_token=request.cookies.get(HELD_COOKIE))

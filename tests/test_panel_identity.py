@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from hitkit.cli import main
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Hit, Response, Study
 from hitkit.db.session import session_scope
-from hitkit.study import StudyContext, create_study, resolve_secret
+from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from tests.test_provider_panel import panel_study
 
 
@@ -31,7 +31,7 @@ def panel_site(tmp_path, database_url):
         with session_scope(database_url) as s:
             ctx = create_study(s, load_study(path), path, secret)
             s.get(Study, ctx.study_id).status = "running"
-        from hitkit.scheduler import tick
+        from hitkit.running.scheduler import tick
 
         tick(database_url, "ab-demo", "http://127.0.0.1")  # posts the first wave
         web = WebServer(database_url, "127.0.0.1", 0, 4, secret).start()
@@ -168,14 +168,14 @@ def test_confirm_counts_work_only_under_the_session_id_stored_at_arrival(panel_s
 def test_the_simulated_crowd_fills_a_panel_study_by_the_same_path(tmp_path, database_url):
     """Simulated arrivals (the provider asked inside the transaction) keep working: each arrival with a
     new session id takes a new HIT; a repeat of the stored session id resumes the same assignment."""
-    from hitkit import admission
+    from hitkit.worker import admission
 
     path = panel_study(tmp_path, database_url)
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, load_study(path), path, secret)
         s.get(Study, ctx.study_id).status = "running"
-    from hitkit.scheduler import tick
+    from hitkit.running.scheduler import tick
 
     tick(database_url, "ab-demo", "http://127.0.0.1")
     with session_scope(database_url) as s:

@@ -19,7 +19,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import ClassVar
 
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class CrowdProvider(ABC):
     resume_needs_proof: ClassVar[bool] = False
     """True where the arrival's ids travel unsigned in a URL that anyone can type (panels): a worker
     returning to an assignment they hold must then show the session id stored at their first arrival
-    or the assignment's signed token kept in their browser (:func:`hitkit.admission.enter`)."""
+    or the assignment's signed token kept in their browser (:func:`hitkit.worker.admission.enter`)."""
 
     def __init__(self, config: StudyConfig, secret: str):
         self.config = config
@@ -162,13 +162,13 @@ class CrowdProvider(ABC):
 
     def fee(self, reward: Decimal, max_assignments: int) -> Decimal:
         """The provider's fee on one assignment's reward."""
-        from hitkit.money import flat_fee
+        from hitkit.money.amounts import flat_fee
 
         return flat_fee(reward, self.config.provider.fee_rate)
 
     def bonus_fee(self, bonus: Decimal) -> Decimal:
         """The provider's fee on a bonus."""
-        from hitkit.money import flat_fee
+        from hitkit.money.amounts import flat_fee
 
         return flat_fee(bonus, self.config.provider.fee_rate)
 

@@ -1,6 +1,6 @@
 """When a chat reply is released: latency that does not tell the control slot (METHODS.md §1's
 degraded bot) from the real ones. Pure policy (:func:`release_delay`) plus a small in-process
-record of the real bots' latencies (:class:`Observed`); the hook is :func:`hitkit.chat._ask`,
+record of the real bots' latencies (:class:`Observed`); the hook is :func:`hitkit.worker.chat._ask`,
 which waits the delay before storing the reply, so no route can see it sooner.
 
 Why only the control slot draws, and the real slots do not: a real bot's reply already *is* a draw
@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 
-from hitkit.sections import PacingConfig
+from hitkit.study.sections import PacingConfig
 
 
 def release_delay(elapsed_s: float, is_control: bool, observed: Sequence[float], settings: PacingConfig,
