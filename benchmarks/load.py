@@ -8,7 +8,8 @@ messages the seven sliders one at a time (``--click-gap`` seconds before each cl
 ``--duration`` seconds have passed. The bots are one stub OpenAI-compatible server on loopback,
 in its own process, that answers after exactly ``--bot-latency`` seconds and records, per
 message, how long it held the request; the *server overhead* of a chat turn is the worker's
-round trip minus that time. Afterwards every turn the server acknowledged (HTTP 200 with the
+round trip minus that time (and minus the time a QC slot's reply is held on purpose to the real bots'
+latency, ``pace`` in the Server-Timing header: hitkit.worker.pacing). Afterwards every turn the server acknowledged (HTTP 200 with the
 turn in it) is looked up in the database: a missing one is a *lost turn*.
 
 Everything runs on loopback and is bounded: workers stop at the deadline, every HTTP call
@@ -18,6 +19,11 @@ database is created for the run from ``--postgres`` (default: the test server) a
 The last line is::
 
     RESULT workers=300 p99_overhead_ms=… errors=… lost_turns=…
+
+``--hosts N`` runs N gunicorn instances on loopback, each its own web host sharing the one
+PostgreSQL database (docs/DEPLOYMENT.md), with ``--web-workers`` split between them (so N hosts on
+one machine use the same CPU as one) and the workers split across them (worker i on host i mod N).
+The last line then names the hosts: ``RESULT workers=300 hosts=2 p99_overhead_ms=… errors=… lost_turns=…``.
 
 Usage: ``python benchmarks/load.py`` (300 workers, 5 minutes); a smoke run:
 ``python benchmarks/load.py --workers 20 --duration 20 --min-gap 1 --max-gap 2``.
@@ -166,7 +172,7 @@ def drop_database(admin_url: str, name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def write_study(folder: Path, database_url: str, bot_url: str, hits: int, turns: int) -> Path:
+def write_study(folder: Path, database_url: str, bot_url: str, hits: int, turns: int, bot_latency: float) -> Path:
     data = {
         "study": "load", "task": "live_chat", "seed": 1, "budget": str(hits * 10), "out": str(folder / "runs"),
         "database": database_url,
@@ -174,6 +180,9 @@ def write_study(folder: Path, database_url: str, bot_url: str, hits: int, turns:
                      "options": {"max_tokens": 8, "timeout_s": 30, "retries": 0, "max_concurrency": 64}}
                     for s in SYSTEMS],
         "live_chat": {"hits": hits, "min_inputs": turns},
+        # The QC slot's replies are held to the real bots' observed latency (hitkit.worker.pacing); before
+        # any is observed, to the latency an operator expects of them: here the stub's, known in advance.
+        "bots": {"pacing": {"cold_start_s": bot_latency}},
         "hit": {"title": "Chat with six chatbots", "reward": "2.00"},
         "schedule": {"per_worker_cap": 1, "wave_size": hits, "max_concurrent": hits},
     }
@@ -321,9 +330,10 @@ def server_timing(value: str) -> dict[str, float]:
 
 def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, float]]) -> dict[str, list[float]]:
     """Each turn's overhead in its parts (ms): the server's two transactions, the bot client's own time
-    beyond the stub's hold, and *outside*: the round trip minus the application's whole time (waiting
+    beyond the stub's hold, the QC reply's pacing, and *outside*: the round trip minus the application's whole time (waiting
     for a gunicorn thread, the network, this client)."""
-    parts: dict[str, list[float]] = {"store": [], "reply": [], "bot_client": [], "outside": [], "other_app": []}
+    parts: dict[str, list[float]] = {"store": [], "reply": [], "bot_client": [], "pace": [], "outside": [],
+                                     "other_app": []}
     commits: list[float] = []
     for mark, took in turns:
         p = phases.get(mark)
@@ -332,7 +342,9 @@ def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, fl
         parts["store"].append(p.get("store", 0.0))
         parts["reply"].append(p.get("reply", 0.0))
         parts["bot_client"].append(p.get("bot", 0.0) - held[mark] * 1000)
-        parts["other_app"].append(p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0))
+        parts["pace"].append(p.get("pace", 0.0))  # a QC reply held to the real bots' latency (hitkit.worker.pacing)
+        parts["other_app"].append(p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0)
+                                  - p.get("pace", 0.0))
         parts["outside"].append(took * 1000 - p["app"])
         commits.append(p.get("commit", 0.0))
     return parts, commits
@@ -651,7 +663,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ramp", type=float, default=30.0,
                         help="workers arrive at random times over this many seconds at the start")
     parser.add_argument("--bot-latency", type=float, default=0.5, help="the stub bot's fixed reply time (s)")
-    parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes, all hosts together")
+    parser.add_argument("--hosts", type=int, default=1, help="gunicorn instances (web hosts) sharing the database")
     # A chat turn holds its thread for the bot's latency but a database connection only for its two short
     # transactions, so threads may well outnumber each process's pool (HITKIT_DB_POOL_SIZE, 5 + 10 overflow).
     parser.add_argument("--threads", type=int, default=24, help="threads per gunicorn worker")
@@ -670,26 +683,29 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["HITKIT_SECRET"] = secret
     bot = StubBotProcess(args.bot_latency)
     database_url, dbname = fresh_database(args.postgres)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = None
+    ports = [free_port() for _ in range(args.hosts)]
+    base = f"http://127.0.0.1:{ports[0]}"
+    procs: list[subprocess.Popen] = []
+    per_host = max(1, args.web_workers // args.hosts)
     try:
         with tempfile.TemporaryDirectory() as folder:
-            study_file = write_study(Path(folder), database_url, bot.url, args.workers, args.turns_per_slot)
+            study_file = write_study(Path(folder), database_url, bot.url, args.workers, args.turns_per_slot,
+                                     args.bot_latency)
             start_study(study_file, database_url, secret, base)
-            error_log = Path(folder) / "gunicorn.err"
-            proc = start_gunicorn(database_url, secret, port, args.web_workers, args.threads, error_log)
+            error_logs = [Path(folder) / f"gunicorn-{n}.err" for n in range(args.hosts)]
+            for port, error_log in zip(ports, error_logs):
+                procs.append(start_gunicorn(database_url, secret, port, per_host, args.threads, error_log))
             print(f"{args.workers} workers, {args.duration:.0f} s, a turn every {args.min_gap}-{args.max_gap} s, "
-                  f"bot latency {args.bot_latency * 1000:.0f} ms, gunicorn {args.web_workers}x{args.threads} "
-                  f"on PostgreSQL", flush=True)
+                  f"bot latency {args.bot_latency * 1000:.0f} ms, {args.hosts} host(s) of gunicorn "
+                  f"{per_host}x{args.threads} on one PostgreSQL", flush=True)
             tally = Tally()
             host = HostMonitor().start()
             pg_waits = PgWaits(args.postgres, dbname).start()
-            cpu_before = cpu_seconds(proc.pid)
+            cpu_before = sum(cpu_seconds(p.pid) for p in procs)
             pg_before, client_before, stub_before = postgres_cpu_seconds(), sum(os.times()[:2]), cpu_seconds(bot.proc.pid)
             started = time.monotonic()
             deadline = started + args.duration
-            workers = [Worker(i, port, args, deadline, tally) for i in range(args.workers)]
+            workers = [Worker(i, ports[i % args.hosts], args, deadline, tally) for i in range(args.workers)]
             # The client is the measuring instrument: a full collection of its heap paused every
             # coroutine for 0.1 s and was counted as server overhead. Its garbage waits until the end.
             gc.collect()
@@ -703,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
             elapsed = time.monotonic() - started
             host.stop()
             pg_waits.stop()
-            server_cpu = cpu_seconds(proc.pid) - cpu_before
+            server_cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu_before
             pg_cpu, client_cpu = postgres_cpu_seconds() - pg_before, sum(os.times()[:2]) - client_before
             stub_cpu = cpu_seconds(bot.proc.pid) - stub_before
             for _ in range(hung):
@@ -712,7 +728,9 @@ def main(argv: list[str] | None = None) -> int:
             stored = stored_worker_turns(database_url)
             lost = [mark for mark, _ in turns if mark not in stored]
             held = bot.held()
-            overhead_ms = [(took - held[mark]) * 1000 for mark, took in turns if mark in held]
+            # A QC reply held to the real bots' latency (hitkit.worker.pacing) waits on purpose: not overhead.
+            overhead_ms = [(took - held[mark]) * 1000 - tally.phases.get(mark, {}).get("pace", 0.0)
+                           for mark, took in turns if mark in held]
             missing_hold = sum(mark not in held for mark, _ in turns)
             print(f"elapsed {elapsed:.1f} s; requests {total_requests} ({total_requests / elapsed:.1f}/s), "
                   f"{tally.resends} resent on a fresh connection; "
@@ -728,7 +746,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cores used: gunicorn {server_cpu / elapsed:.2f}, PostgreSQL (all sessions) {pg_cpu / elapsed:.2f}, "
                   f"this client {client_cpu / elapsed:.2f}, stub bot {stub_cpu / elapsed:.2f}")
             if overhead_ms:
-                print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms): "
+                print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms "
+                      f"and a QC reply's pacing): "
                       f"p50 {percentile(overhead_ms, 50):.1f} ms, p99 {percentile(overhead_ms, 99):.1f} ms, "
                       f"max {max(overhead_ms):.1f} ms, mean {statistics.fmean(overhead_ms):.1f} ms")
             parts, commits = split_overhead(turns, held, tally.phases)
@@ -748,7 +767,8 @@ def main(argv: list[str] | None = None) -> int:
             if overhead_ms:  # when the slow turns happened: spread out, or in bursts (a stall somewhere)
                 first = min(tally.sent_at.values())
                 slow = sorted(int((tally.sent_at[mark] - first) // 30) for mark, took in turns
-                              if mark in held and (took - held[mark]) * 1000 > 50)
+                              if mark in held and (took - held[mark]) * 1000
+                              - tally.phases.get(mark, {}).get("pace", 0.0) > 50)
                 windows = {w: slow.count(w) for w in sorted(set(slow))}
                 print("turns over 50 ms overhead per 30 s window: "
                       + (", ".join(f"{w * 30}-{w * 30 + 30}s: {n}" for w, n in windows.items()) or "none"))
@@ -761,12 +781,14 @@ def main(argv: list[str] | None = None) -> int:
             for line in sorted({e.splitlines()[0] for e in errors})[:10]:
                 print(f"  error: {line}")
             if errors:  # the server's side of them: its distinct exception lines
-                causes = {ln.strip() for ln in error_log.read_text().splitlines() if re.match(r"^\w+(\.\w+)*(Error|Exception|Timeout)\b", ln.strip())}
+                causes = {ln.strip() for log in error_logs for ln in log.read_text().splitlines()
+                          if re.match(r"^\w+(\.\w+)*(Error|Exception|Timeout)\b", ln.strip())}
                 for line in sorted(causes)[:10]:
                     print(f"  server: {line[:200]}")
     finally:
-        if proc is not None:
+        for proc in procs:
             proc.terminate()
+        for proc in procs:
             try:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
@@ -774,7 +796,8 @@ def main(argv: list[str] | None = None) -> int:
         bot.stop()
         drop_database(args.postgres, dbname)
     p99 = percentile(overhead_ms, 99) if overhead_ms else float("nan")
-    print(f"RESULT workers={args.workers} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)} "
+    hosts = f" hosts={args.hosts}" if args.hosts > 1 else ""
+    print(f"RESULT workers={args.workers}{hosts} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)} "
           f"load_start={machine['load_start']:.2f} load_max={machine['load_max']:.2f} steal_pct={machine['steal']:.1f}")
     return 0 if not errors and not lost else 1
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from flask import Flask, g, jsonify, make_response, render_template, request
+from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
 
@@ -18,6 +19,7 @@ from hitkit.worker import security, tokens, validation
 from hitkit.errors import ConfigError
 from hitkit.secret import check_secret
 from hitkit.study.stored import resolve_secret
+from hitkit.worker import bounds
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body a worker page may send (an answer, a chat turn, a submission)."""
@@ -100,6 +102,9 @@ def _guard(app: Flask) -> None:
         if timing.enabled():
             g.timing_began = time.perf_counter()
             timing.start()
+        why = _unreadable()
+        if why:
+            return _refusal(why, 400)
         token = (request.view_args or {}).get("token")
         genuine = tokens.read_assignment_token(secret, token) if token is not None else None
         if genuine is not None:
@@ -130,6 +135,28 @@ def _guard(app: Flask) -> None:
             if value:
                 response.headers["Server-Timing"] = value
         return response
+
+
+def _unreadable() -> str | None:
+    """Why this request cannot be taken before any route parses it: a path or query string that is
+    not UTF-8 or holds a NUL, a body that cannot be read (a malformed chunked body: the server's
+    reader raises), or a JSON body nested deeper than :data:`hitkit.worker.bounds.MAX_JSON_DEPTH`
+    (Python's parser would recurse until RecursionError). None when it may go on."""
+    try:
+        path = request.environ.get("PATH_INFO", "").encode("latin-1")
+    except UnicodeEncodeError:
+        return "the path of this request is not valid; check the link"
+    why = bounds.text_refusal(path, request.environ.get("QUERY_STRING", "").encode("latin-1", "replace"))
+    if why or request.method not in ("POST", "PUT", "PATCH", "DELETE"):
+        return why
+    try:
+        raw = request.get_data(cache=True)  # at most MAX_BODY_BYTES (413 beyond), kept for the route
+    except HTTPException:
+        raise  # 413 for a body over the limit, 400 for a client gone mid-body: werkzeug's own answers
+    except Exception:  # noqa: BLE001 - the server's reader failed on the client's bytes (gunicorn's
+        # InvalidChunkSize, ChunkMissingTerminator, NoMoreData...): the body is unreadable, not a server fault
+        return "the request body could not be read; send it again"
+    return bounds.json_refusal(raw) if request.is_json else None
 
 
 def _refusal(message: str, status: int, extra: dict[str, str] | None = None):

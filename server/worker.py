@@ -15,6 +15,7 @@ from hitkit.worker import admission, flow, validation
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
+from hitkit.worker import bounds
 from hitkit.study.stored import StudyContext
 
 bp = Blueprint("worker", __name__)
@@ -22,6 +23,9 @@ _contexts: dict[tuple[str, str], StudyContext] = {}
 _contexts_lock = threading.Lock()
 DB_RETRY_AFTER_S = 2
 """What a worker page is told to wait (Retry-After) while the database cannot be reached."""
+HELD_COOKIE = "hitkit_assignment"
+"""The cookie keeping the worker's latest assignment token for a study (path ``/s/STUDY/``): the proof
+a returning panel participant shows (:func:`hitkit.worker.admission._check_returning`)."""
 JSON_ENDPOINTS = {"worker.state", "worker.answer", "chat.state", "chat.message", "chat.retry", "chat.topic"}
 """Routes the page calls with fetch: their errors are JSON whatever the request's Accept header."""
 
@@ -116,7 +120,7 @@ def _enter(study: str, hit_id: int | None):
     # The provider is asked who arrived with no transaction open (admission.admit; hitkit.worker.arrivals).
     try:
         entry = admission.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
-                           client=request.remote_addr or "")
+                                client=request.remote_addr or "", held_token=request.cookies.get(HELD_COOKIE))
     except FlowError as exc:
         # A participant the marketplace let in but hitkit cannot use holds a place there: say how to free it.
         hint = getattr(ctx.provider, "refusal_hint", None)
@@ -128,7 +132,12 @@ def _enter(study: str, hit_id: int | None):
             raise FlowError("this study has no HITs yet", 404)
         return render_template(ctx.task.template, study=ctx.config, units=entry.views, preview=True,
                                answers={}, token=None, instructions=ctx.task.instructions_template)
-    return redirect(url_for("worker.page", study=study, token=entry.token))
+    response = redirect(url_for("worker.page", study=study, token=entry.token))
+    if ctx.provider.resume_needs_proof:
+        # Kept by the worker's browser only, for this study's entry links: it lets them back in.
+        response.set_cookie(HELD_COOKIE, entry.token, max_age=int(ctx.config.hit.assignment_minutes * 60) + 3600,
+                            path=f"/s/{study}/", secure=request.is_secure, httponly=True, samesite="Lax")
+    return response
 
 
 @bp.get("/a/<study>/<token>/")
@@ -208,7 +217,7 @@ def _form_signals() -> Any:
     """The comment's signals posted with the submit form: the field ``feedback_signals``, a JSON object the
     page fills in (authenticity.js). Anything unreadable is None: it must never cost the worker the submission."""
     raw = request.form.get("feedback_signals")
-    if not raw or len(raw) > 4096:
+    if not raw or len(raw) > 4096 or bounds.json_refusal(raw):
         return None
     try:
         return json.loads(raw)

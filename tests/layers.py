@@ -201,7 +201,7 @@ figures (``hitkit.report.plots`` and ``matrices``: tables in, PNG out) sit with 
 SHARED = (
     "hitkit.tables.schema", "hitkit.tables.cells", "hitkit.tables.versions", "hitkit.money.amounts",
     "hitkit.worker.validation", "hitkit.worker.tokens", "hitkit.worker.security", "hitkit.worker.authenticity",
-    "hitkit.material.jsonl", "hitkit.imports.fields",
+    "hitkit.material.jsonl", "hitkit.imports.fields", "hitkit.worker.bounds", "hitkit.worker.pacing",
 )
 """Pure policy and vocabulary (statuses and columns, money arithmetic, input bounds, signed tokens,
 the security policy, authenticity scores, reading JSONL, archive field templates): functions over

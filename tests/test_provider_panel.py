@@ -212,4 +212,4 @@ def test_confirm_says_which_column_it_needs(tmp_path, database_url):
     bad.write_text("name,when\nx,y\n")
     result = CliRunner().invoke(main, ["confirm", str(path), "--completed", str(bad)])
     assert result.exit_code == 1
-    assert "'assignmentId' or 'participantId'" in result.output and "--column" in result.output
+    assert "'assignmentId' or 'session_id' or 'assignment_id'" in result.output and "--column" in result.output

@@ -96,9 +96,11 @@ def db_current(database_url: str) -> None:
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--completed", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="CSV from the panel listing who completed (worker or session ids).")
-@click.option("--column", default=None, help="Column of the ids (default: the panel's parameter names, "
-                                             "then worker_id, participant_id, session_id, id).")
+              help="CSV from the panel listing who completed (session ids where the panel sends them, "
+                   "else worker ids).")
+@click.option("--column", default=None, help="Column of the ids (default: the panel's session parameter, "
+                                             "session_id or assignment_id where the panel sends session ids; "
+                                             "else its worker parameter, worker_id, participant_id, id).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool) -> None:
     """Confirm the work of the workers or sessions the platform lists as completed (panels, MTurk-style)."""

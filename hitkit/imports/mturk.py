@@ -42,9 +42,13 @@ from hitkit.errors import ConfigError, InputError
 from hitkit.imports.fields import Strict, Where, number
 from hitkit.protocols import PROTOCOLS, known_name
 from hitkit.tables.schema import ASSIGNMENT_COLUMNS, KEY_COLUMNS
+from hitkit.worker.bounds import json_refusal
 
 REQUIRED_COLUMNS = ("HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "WorkTimeInSeconds")
 PSEUDONYM = re.compile(r"^w[0-9a-f]{12}$")
+MAX_ANSWER_DEPTH = 32
+"""Deepest nesting a flattened JSON answer column may have; deeper is refused before parsing
+(Python's parser recurses per level: 30,000 levels raised RecursionError, a traceback)."""
 DEFAULT_STATUSES = {"Submitted": "submitted", "Approved": "approved", "Rejected": "rejected"}
 
 
@@ -165,6 +169,11 @@ def read_batch(path: str | Path, flatten: list[str]) -> tuple[pd.DataFrame, list
             text = record.get(column, "")
             if not text.strip():
                 continue
+            deep = json_refusal(text, MAX_ANSWER_DEPTH)
+            if deep:
+                raise InputError(path, f"column {column}: {deep.replace('the JSON sent', 'the JSON')} "
+                                       f"(MTurk's own answers nest 3 levels); this row was not made by MTurk's "
+                                       f"form — remove it or the column from the mapping's 'flatten'", line=i + 2)
             try:
                 blob = json.loads(text)
             except json.JSONDecodeError as exc:
@@ -313,19 +322,24 @@ def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.
                  table: pd.DataFrame, *, duplicates: dict | None = None) -> list[Path]:
     """Write ``assignments.csv``, the task's table and ``study.json`` (with the import's duplicate
     report, ``import_duplicates``) into ``out``."""
-    from hitkit.tables.export import EXPORT_VERSION
+    from hitkit.tables.export import EXPORT_VERSION, neutralise_formulas
+    from hitkit.tables import atomic
+    from hitkit.tables.atomic import replacing
     from hitkit.tables.versions import software_versions
 
     out.mkdir(parents=True, exist_ok=True)
     files = []
     for table_name, frame in (("assignments", assignments), (name, table)):
         path = out / f"{table_name}.csv"
-        frame.to_csv(path, index=False)
+        # Every text cell made inert for spreadsheets, as the exports do: an archive is hostile input
+        # (an AssignmentId or HITId of '=HYPERLINK(…)' is the requester's file, not MTurk's word).
+        with replacing(path) as temporary:
+            neutralise_formulas(frame).to_csv(temporary, index=False)
         files.append(path)
     info = {"study": study, "task": task, "provider": "mturk", "status": "completed",
             "imported_from": batch.name, "import_duplicates": duplicates, "export_version": EXPORT_VERSION,
             "software": software_versions()}
     path = out / "study.json"
-    path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    atomic.write_text(path, json.dumps(info, indent=2) + "\n")
     files.append(path)
     return files

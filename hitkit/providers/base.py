@@ -114,6 +114,10 @@ class CrowdProvider(ABC):
     ``platform`` — the platform shows the work as the worker's before it is approved (MTurk);
     ``coordinator`` — only ``hitkit confirm`` with the platform's completion list (panels).
     Unconfirmed work is never exported or analysed as valid."""
+    resume_needs_proof: ClassVar[bool] = False
+    """True where the arrival's ids travel unsigned in a URL that anyone can type (panels): a worker
+    returning to an assignment they hold must then show the session id stored at their first arrival
+    or the assignment's signed token kept in their browser (:func:`hitkit.worker.admission.enter`)."""
 
     def __init__(self, config: StudyConfig, secret: str):
         self.config = config

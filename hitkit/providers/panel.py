@@ -44,6 +44,7 @@ class PanelProvider(InternalProvider):
     name = "panel"
     chooses_hit = True
     confirmation = "coordinator"
+    resume_needs_proof = True
 
     def __init__(self, config: StudyConfig, secret: str):
         super().__init__(config, secret)
@@ -90,9 +91,20 @@ class PanelProvider(InternalProvider):
 ID_COLUMNS = ("worker_id", "participant_id", "participantId", "session_id", "assignment_id", "id")
 
 
-def read_completed(path: str | Path, column: str | None, config: StudyConfig) -> list[str]:
-    """The ids in the panel's completion CSV: ``column``, else the first of the panel's parameter
-    names and the usual id columns that the file has. Empty cells are skipped, repeats kept once."""
+WORKER_COLUMNS = ("worker_id", "participant_id", "participantId")
+Listed = tuple[str, "str | None"]
+"""One row of a completion list: the id that counts, and the participant id on the same row (or None)."""
+
+
+def read_completed(path: str | Path, column: str | None, config: StudyConfig) -> list[Listed]:
+    """The ids in the panel's completion CSV, each with the participant id of its row where the file has one.
+
+    Where the panel sends a session id (``session_param``), the session column is what counts: a
+    participant id travels unsigned in a URL, so only the session that arrived may confirm work
+    (``column``, else the session parameter's name, ``session_id`` or ``assignment_id``). Without
+    one, the participant id column counts (``column``, else the worker parameter's name and the usual
+    id columns). Empty cells are skipped, repeats kept once.
+    """
     import pandas as pd
 
     path = Path(path)
@@ -102,18 +114,30 @@ def read_completed(path: str | Path, column: str | None, config: StudyConfig) ->
         raise InputError(path, f"is not a readable CSV with a header row ({exc}); export the completion list "
                                f"from the panel as CSV") from None
     panel = config.provider.panel
-    candidates = [column] if column else [c for c in (panel.session_param if panel else None,
-                                                      panel.worker_param if panel else None, *ID_COLUMNS) if c]
+    by_session = bool(panel and panel.session_param)
+    worker_names = [c for c in ((panel.worker_param if panel else None), *WORKER_COLUMNS) if c]
+    if by_session and column in worker_names:
+        raise InputError(path, f"column {column!r} holds participant ids, which anyone can type into a link; "
+                               f"this panel sends session ids ({panel.session_param}), so confirm by the session "
+                               f"column (--column {panel.session_param} or leave --column out)")
+    if column:
+        candidates = [column]
+    elif by_session:
+        candidates = [panel.session_param, "session_id", "assignment_id"]
+    else:
+        candidates = [c for c in (panel.worker_param if panel else None, *ID_COLUMNS) if c]
     found = next((c for c in candidates if c in table.columns), None)
     if found is None:
         raise InputError(path, f"has no column {' or '.join(repr(c) for c in candidates)}; its columns are "
                                f"{list(table.columns)} — name the id column with --column")
-    seen: dict[str, None] = {}
-    for value in table[found]:
+    worker_column = next((c for c in worker_names if c in table.columns and c != found), None) if by_session else None
+    seen: dict[str, str | None] = {}
+    for i, value in enumerate(table[found]):
         value = value.strip()
         if value:
-            seen.setdefault(value)
-    return list(seen)
+            worker = table[worker_column].iloc[i].strip() if worker_column else ""
+            seen.setdefault(value, worker or None)
+    return list(seen.items())
 
 
 @dataclass
@@ -125,11 +149,13 @@ class ConfirmOutcome:
     already: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     not_submitted: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+    """Listed session ids whose row names another participant than the one who arrived with them."""
 
     def as_dict(self) -> dict[str, list[str]]:
         """The outcome as plain lists, for ``--json``."""
         return {"confirmed": self.confirmed, "already_confirmed": self.already, "unknown": self.unknown,
-                "not_submitted": self.not_submitted}
+                "not_submitted": self.not_submitted, "mismatched": self.mismatched}
 
     def describe(self) -> str:
         """One paragraph for the coordinator."""
@@ -142,6 +168,10 @@ class ConfirmOutcome:
             lines.append(f"{len(self.unknown)} listed id(s) match no worker or session of this study: "
                          f"{', '.join(self.unknown[:10])}{' …' if len(self.unknown) > 10 else ''} — check that "
                          f"the file is this study's completion list")
+        if self.mismatched:
+            lines.append(f"{len(self.mismatched)} listed session id(s) arrived here with another participant id "
+                         f"than the list gives, so they were not confirmed: {', '.join(self.mismatched[:10])}"
+                         f"{' …' if len(self.mismatched) > 10 else ''}")
         return "\n".join(lines)
 
 
@@ -150,32 +180,47 @@ def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
         yield items[start:start + size]
 
 
-def confirm_completed(session: Session, ctx, ids: list[str], source: str = "") -> ConfirmOutcome:
-    """Confirm the study's finished work of every listed worker or session id, once (safe to repeat).
+def confirm_completed(session: Session, ctx, ids: list[str] | list[Listed], source: str = "") -> ConfirmOutcome:
+    """Confirm the study's finished work of every listed session (or worker) id, once (safe to repeat).
 
-    An id is matched against the panel's session ids (the assignment's provider id) and the
-    workers' ids; a worker id confirms every finished assignment of that worker in the study.
-    Work not submitted in hitkit is never confirmed by a list: there are no answers to count.
+    Where the panel sends session ids (``session_param``), an id confirms only the assignment whose
+    session id, stored at its first arrival, is that id — and, where the list gives the row's
+    participant id, only if that participant is the one who arrived with it. A participant id alone
+    confirms nothing there: it is typed into a URL, not given by the panel. Without session ids, a
+    worker id confirms every finished assignment of that worker in the study. Work not submitted in
+    hitkit is never confirmed by a list: there are no answers to count.
     """
+    listed: dict[str, str | None] = {}
+    for item in ids:
+        key, worker = (item, None) if isinstance(item, str) else item
+        listed.setdefault(key, worker)
+    ids = list(listed)
+    panel = ctx.config.provider.panel
+    by_session = bool(panel and panel.session_param)
     outcome = ConfirmOutcome()
     now = utcnow()
     matched: set[str] = set()
     rows = []
     for chunk in _chunks(ids):
+        match = (Assignment.provider_assignment_id.in_(chunk) if by_session
+                 else or_(Assignment.provider_assignment_id.in_(chunk), Worker.external_id.in_(chunk)))
         rows += session.execute(
             select(Assignment, Worker.external_id).join(Hit, Assignment.hit_id == Hit.id)
             .join(Worker, Assignment.worker_id == Worker.id)
-            .where(Hit.study_id == ctx.study_id,
-                   or_(Assignment.provider_assignment_id.in_(chunk), Worker.external_id.in_(chunk)))
+            .where(Hit.study_id == ctx.study_id, match)
             .order_by(Assignment.id).with_for_update(of=Assignment)).all()
-    wanted = set(ids)
     done_ids: set[str] = set()  # listed ids that matched finished work
     seen_assignments: set[int] = set()
+    mismatched: set[str] = set()
     for a, worker_id in rows:
         if a.id in seen_assignments:
             continue
         seen_assignments.add(a.id)
-        hits = {x for x in (a.provider_assignment_id, worker_id) if x in wanted}
+        hits = {x for x in ((a.provider_assignment_id,) if by_session else (a.provider_assignment_id, worker_id))
+                if x in listed}
+        if by_session and any(listed[x] is not None and listed[x] != worker_id for x in hits):
+            mismatched.update(hits)
+            continue
         matched.update(hits)
         if a.status not in DONE_STATUSES:
             continue
@@ -186,11 +231,12 @@ def confirm_completed(session: Session, ctx, ids: list[str], source: str = "") -
         else:
             a.confirmed_at = now
             outcome.confirmed.append(label)
-    outcome.unknown = [i for i in ids if i not in matched]
+    outcome.mismatched = [i for i in ids if i in mismatched]
+    outcome.unknown = [i for i in ids if i not in matched and i not in mismatched]
     outcome.not_submitted = [i for i in ids if i in matched and i not in done_ids]
     session.add(Event(study_id=ctx.study_id, kind="work_confirmed", actor="cli",
                       data={"source": source[:200], "confirmed": len(outcome.confirmed),
                             "already": len(outcome.already), "unknown": len(outcome.unknown),
-                            "not_submitted": len(outcome.not_submitted)}))
+                            "not_submitted": len(outcome.not_submitted), "mismatched": len(outcome.mismatched)}))
     session.flush()
     return outcome

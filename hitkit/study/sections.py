@@ -288,10 +288,28 @@ class BotServeConfig(Model):
         "auto: llama.cpp for .gguf files (transformers if it cannot load), transformers for model folders"))
 
 
+class PacingConfig(Model):
+    """When each chat reply is released to the worker (``bots.pacing``; :mod:`hitkit.worker.pacing`).
+
+    A degraded quality-control bot answers in a fraction of the time a real model takes, which would
+    make the control slot the fast one. ``observed`` (the default) holds every control reply until a
+    draw, per reply and seeded, from the latencies the study's real bots have shown in this process
+    (``cold_start_s`` until ``min_observed`` are seen); ``fixed`` holds every reply of every slot
+    until ``floor_s``; ``off`` releases replies as they come. ``floor_s`` applies in both modes."""
+
+    mode: Literal["observed", "fixed", "off"] = "observed"
+    floor_s: float = Field(0.0, ge=0, le=120, description="no reply of any slot is released sooner")
+    cold_start_s: float = Field(1.0, ge=0, le=120, description=(
+        "a control reply's release time until min_observed real replies are seen (observed mode)"))
+    min_observed: int = Field(5, ge=1, le=100_000, description="real replies seen before draws replace cold_start_s")
+    window: int = Field(500, ge=1, le=100_000, description="latest real latencies kept to draw from")
+
+
 class BotsConfig(Model):
-    """How the study's bots are provided."""
+    """How the study's bots are provided, and when their replies are released."""
 
     serve: Optional[BotServeConfig] = None
+    pacing: PacingConfig = Field(default_factory=PacingConfig)
 
 
 class PrescreenConfig(Model):

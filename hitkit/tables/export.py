@@ -24,6 +24,9 @@ from hitkit.tables import authenticity as authenticity_table
 from hitkit.running import stopping
 from hitkit.progress import progress
 from hitkit.tables.cells import neutralise_formula
+
+from hitkit.tables import atomic
+from hitkit.tables.atomic import replacing
 from hitkit.study.stored import StudyContext
 
 EXPORT_VERSION = 3  # 2: feedback.csv; 3: payments.csv, study.json, Parquet beside every CSV
@@ -111,15 +114,16 @@ def write_table(table: pd.DataFrame, out: Path, name: str, formats: Iterable[str
     written = []
     for fmt in formats:
         path = out / f"{name}.{fmt}"
-        if fmt == "csv":
-            table.to_csv(path, index=False)
-        else:
-            # Mixed object columns (text with None) are stored as text; Parquet keeps the other types.
-            fixed = table.copy()
-            for column in fixed.columns:
-                if fixed[column].dtype == object:
-                    fixed[column] = fixed[column].map(lambda v: None if v is None else str(v))
-            fixed.to_parquet(path, index=False, engine="pyarrow")
+        with replacing(path) as temporary:  # whole or not at all: a failed export leaves the previous file
+            if fmt == "csv":
+                table.to_csv(temporary, index=False)
+            else:
+                # Mixed object columns (text with None) are stored as text; Parquet keeps the other types.
+                fixed = table.copy()
+                for column in fixed.columns:
+                    if fixed[column].dtype == object:
+                        fixed[column] = fixed[column].map(lambda v: None if v is None else str(v))
+                fixed.to_parquet(temporary, index=False, engine="pyarrow")
         written.append(path)
     return written
 
@@ -129,7 +133,7 @@ def write_conversations(session: Session, study: Study, path: Path) -> int:
     systems = {s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))}
     convs = session.scalars(select(Conversation).where(Conversation.study_id == study.id)
                             .options(selectinload(Conversation.turns)).order_by(Conversation.id)).all()
-    with path.open("w", encoding="utf-8") as fh:
+    with replacing(path) as temporary, temporary.open("w", encoding="utf-8") as fh:
         for c in convs:
             fh.write(json.dumps({
                 "study": study.name, "conversation_id": c.key, "kind": c.kind, "meta": c.meta,
@@ -176,6 +180,6 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
     rule = stopping.summary(session, ctx)
     if rule is not None:
         info["stopping"] = rule
-    path.write_text(json.dumps(info, indent=2) + "\n")
+    atomic.write_text(path, json.dumps(info, indent=2) + "\n")
     written.append(path)
     return written

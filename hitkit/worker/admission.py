@@ -123,7 +123,7 @@ def _confirmed_work(ctx: StudyContext, given: str, client: str) -> ProviderWork 
 
 
 def admit(database_url: str, ctx: StudyContext, hit_id: int | None, args: Mapping[str, str],
-          client: str = "") -> Entry:
+          client: str = "", held_token: str | None = None) -> Entry:
     """One arrival, end to end: the provider's checks with no transaction open, then :func:`enter` in one.
 
     Each platform call (the arrival check, and the confirmation of a changed assignment id) is made
@@ -140,7 +140,7 @@ def admit(database_url: str, ctx: StudyContext, hit_id: int | None, args: Mappin
     for _ in range(3):
         try:
             with session_scope(database_url) as session:
-                entry = enter(session, ctx, hit_id, arrival, work_of=work_of)
+                entry = enter(session, ctx, hit_id, arrival, work_of=work_of, held_token=held_token)
                 views = ([ctx.task.view(hu.unit, {}) for hu in _preview_units(entry.hit)]
                          if entry.preview and entry.hit is not None else [])
             return Entry(entry.preview, entry.hit, entry.token, entry.assignment, views)
@@ -156,13 +156,15 @@ def _preview_units(hit: Hit) -> list[HitUnit]:
 
 
 def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arrival | Mapping[str, str],
-          work_of: Callable[[str], ProviderWork | None] | None = None) -> Entry:
+          work_of: Callable[[str], ProviderWork | None] | None = None, held_token: str | None = None) -> Entry:
     """Handle one arrival; raise FlowError with the reason a worker cannot take the HIT.
 
     ``arrival`` is the provider's verdict (:func:`arrive`); given the raw query parameters instead,
     the provider is asked here, inside the caller's transaction (tests and the simulated crowd do
     that; the web tier uses :func:`admit`). ``work_of`` answers the platform's view of an
-    assignment id (default: the provider, asked here).
+    assignment id (default: the provider, asked here). ``held_token``: the assignment token the
+    worker's browser kept from an earlier arrival (a cookie), the proof a returning worker shows
+    where the provider's ids prove nothing (:func:`_check_returning`).
     """
     if not isinstance(arrival, Arrival):
         arrival = ctx.provider.arrival(arrival)
@@ -188,10 +190,15 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
     if worker.blocked:
         raise FlowError("you are not able to take part in this study", 403)
     now = utcnow()
-    if hit is None:
+    existing = None
+    if hit is None or ctx.provider.resume_needs_proof:
         existing = session.scalar(
             select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
                                                Assignment.status == "accepted"))
+        if existing is not None and hit is not None and existing.hit_id != hit.id:
+            # A typed participant id holding work elsewhere opens nothing new under it without proof.
+            _check_returning(ctx, existing, arrival, held_token)
+    if hit is None:
         if existing is not None:
             hit = existing.hit
         else:
@@ -212,6 +219,7 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
                                 .execution_options(populate_existing=True))
     if assignment is not None:
         if assignment.status in ACTIVE_STATUSES:
+            _check_returning(ctx, assignment, arrival, held_token)
             _check_same_assignment(ctx, assignment, worker, arrival, work_of or ctx.provider.work_of)
             return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce),
                          assignment)
@@ -286,3 +294,30 @@ def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Wo
         return
     raise FlowError("this link's assignment id is not the one you accepted; open the task again from the "
                     "crowd site", 403)
+
+
+SOMEONE_ELSES = ("this participant id already holds work in this study under another session, so this link "
+                 "cannot open it. If it is yours, open the study again from the panel in the browser where you "
+                 "started it; otherwise ask the study's coordinator.")
+
+
+def _check_returning(ctx: StudyContext, assignment: Assignment, arrival: Arrival, held_token: str | None) -> None:
+    """Refuse a return visit that proves nothing, where the provider's ids travel unsigned (panels).
+
+    A participant id in a panel URL is typed, not signed: whoever knows someone's id could arrive with
+    it and any session id of their own and be handed that person's assignment (read, overwrite,
+    submit their work). A returning worker gets their assignment only with the session id stored at
+    their first arrival, or with the assignment's own signed token that their browser kept. Anything
+    else starts nothing and reads nothing of theirs (403 with a message page).
+    """
+    if not ctx.provider.resume_needs_proof:
+        return
+    if held_token:
+        held = tokens.read_assignment_token(ctx.secret, held_token)
+        if held == (assignment.id, assignment.token_nonce):
+            return
+    given, stored = arrival.provider_assignment_id, assignment.provider_assignment_id
+    synthesized = f"{ctx.provider.name}-a{assignment.id}"  # no session id was given at the first arrival
+    if given is not None and stored not in (None, synthesized) and given == stored:
+        return
+    raise FlowError(SOMEONE_ELSES, 403)

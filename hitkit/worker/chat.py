@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import logging
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,6 +62,8 @@ from hitkit import timing
 from hitkit.worker import chat_sql, chat_turns
 from hitkit.worker.chat_turns import ChatState
 from hitkit.db.models import Conversation, utcnow
+from hitkit.study.sections import PacingConfig
+from hitkit.worker import pacing
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
 from hitkit.study.stored import StudyContext
@@ -149,6 +153,12 @@ def _release(database_url: str, owed: chat_turns.Owed) -> None:
                         .values(reply_claim=None, reply_claimed_at=None))
 
 
+NOT_ANSWERING = "this chatbot is not answering; please wait or go on — your message is saved"
+"""The only words a worker sees when a bot fails, whichever bot: no system, address or cause (those go to
+the server log and the study's ``bot_*`` events), so a failing control bot looks like any other."""
+log = logging.getLogger("hitkit.worker.chat")
+
+
 def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply],
            owed: chat_turns.Owed, on_text: OnText | None = None) -> ChatState:
     """Ask the bot for the reply it owes with no transaction open, then store it if still owed.
@@ -176,21 +186,45 @@ def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Rep
                 if on_text is not None:
                     on_text(so_far)
 
+            # The control bot's reply is held until its release time before the page sees any of it
+            # (pacing), so it is asked whole; a real bot streams as it generates.
+            is_control = system in ctx.task.control_systems()
             with watch(database_url, ctx.study_id, system), timing.phase("bot"):  # bot_* health events
-                text = _call(reply, owed.history, seen, stream=on_text is not None)
+                if is_control:
+                    text = _call(reply, owed.history, lambda _: None, stream=False)
+                else:
+                    text = _call(reply, owed.history, seen, stream=on_text is not None)
+            if isinstance(text, str):
+                _pace(database_url, ctx, owed, time.monotonic() - started, is_control)
+                if is_control:
+                    seen(text)
             done = time.monotonic()
             took = (round(((first[0] if first else done) - started) * 1000), round((done - started) * 1000))
         except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
-            raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
-                                "please wait a moment and try again") from exc
+            log.warning("bot of system %r gave no reply (study %s): %s", system, ctx.name, exc)
+            raise BotReplyError(NOT_ANSWERING) from exc
         if not isinstance(text, str):
-            raise BotReplyError(f"the chatbot's reply was {type(text).__name__}, not text; your message is saved — "
-                                "try again")
+            log.warning("bot of system %r replied with %s, not text (study %s)", system, type(text).__name__, ctx.name)
+            raise BotReplyError(NOT_ANSWERING)
     except BaseException:
         _release(database_url, owed)
         raise
     with timing.phase("reply"), session_scope(database_url) as session:
         return chat_turns.store_reply(session, ctx, owed, text, took)[1]
+
+
+def _pace(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, elapsed_s: float,
+          is_control: bool) -> None:
+    """Hold the reply until its release time: the control slot is never the fast one."""
+    settings = ctx.config.bots.pacing if ctx.config.bots is not None else PacingConfig()
+    study = (database_url, ctx.study_id)
+    if not is_control:
+        pacing.OBSERVED.add(study, elapsed_s, settings.window)
+    rng = random.Random(f"{ctx.config.seed}:pace:{owed.conversation_id}:{owed.reply_to}")
+    delay = pacing.release_delay(elapsed_s, is_control, pacing.OBSERVED.of(study), settings, rng)
+    if delay > 0:
+        with timing.phase("pace"):
+            time.sleep(delay)
 
 
 def _call(reply: Reply, history: list[dict[str, str]], seen: OnText, stream: bool) -> str:
