@@ -13,17 +13,21 @@ import click
 
 from hitkit.cli.app import PLAIN_LINE_EVERY_S, database_option, main, on_terminal
 from hitkit.errors import HitkitError
+from hitkit.protocols import names as protocol_names
 
 
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def init(directory: Path) -> None:
-    """Scaffold a study in DIRECTORY: a commented study.yaml and a small responses file."""
+@click.option("--task", type=click.Choice(protocol_names()), default=protocol_names()[0], show_default=True,
+              help="The protocol of the study to scaffold.")
+def init(directory: Path, task: str) -> None:
+    """Scaffold a study in DIRECTORY: a commented, runnable study.yaml and the material it reads."""
     from hitkit.scaffold import scaffold
 
-    for path in scaffold(directory):
+    for path in scaffold(directory, task):
         click.echo(f"wrote {path}")
-    click.echo(f"Try it: hitkit launch {directory / 'study.yaml'} --yes")
+    click.echo(f"Check it: hitkit launch {directory / 'study.yaml'} --dry-run")
+    click.echo(f"Run it on the simulated crowd: hitkit launch {directory / 'study.yaml'} --yes")
 
 
 @main.command()
