@@ -179,7 +179,7 @@ class ProviderConfig(Model):
     def _panel_section(self) -> "ProviderConfig":
         if self.kind == "panel" and self.panel is None:
             raise ValueError("provider.kind 'panel' needs a provider.panel section: worker_param and "
-                             "completion_url and/or completion_code (see README, 'Providers')")
+                             "completion_url and/or completion_code (see docs/howto/panels.md)")
         return self
 
 
