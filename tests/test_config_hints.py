@@ -25,8 +25,8 @@ def problems(tmp_path, data: dict) -> str:
      "pairwise.votes_per_promt: Extra inputs are not permitted (got 3) — fix: did you mean `votes_per_prompt`?"),
     ({"hit": {"rewrd": "1.00"}}, "hit.rewrd: Extra inputs are not permitted (got '1.00') — fix: did you mean `reward`?"),
     ({"sytems": []}, "sytems: Extra inputs are not permitted — fix: did you mean `systems`?"),
-    ({"schedule": {"per_worker_cpa": 2}}, "schedule.per_worker_cpa: Extra inputs are not permitted (got 2) — fix: "
-                                          "did you mean `per_worker_cap`?"),
+    ({"schedule": {"per_worker_cpa": 2}}, ("schedule.per_worker_cpa: Extra inputs are not permitted (got 2) — fix: "
+                                           "did you mean `per_worker_cap`?")),
 ])
 def test_a_misspelt_field_is_answered_with_the_closest_name(tmp_path, change, line):
     assert "  " + line in problems(tmp_path, {**BASE, **change}).splitlines()

@@ -47,8 +47,8 @@ def _param_row(param: click.Parameter) -> str:
 def cli_reference_markdown() -> str:
     """The "Command line" reference page: usage, help, arguments and options of every command."""
     lines = ["# Command line reference", "",
-             "Generated from hitkit's click commands when the site is built; `hitkit COMMAND --help` "
-             "prints the same. The [commands guide](../guide/commands.md) says what each one is for.", ""]
+             ("Generated from hitkit's click commands when the site is built; `hitkit COMMAND --help` "
+              "prints the same. The [commands guide](../guide/commands.md) says what each one is for."), ""]
     for full_name, command in [("hitkit", main), *commands()]:
         ctx = click.Context(command, info_name=full_name)
         lines += [f"## `{full_name}`", ""]

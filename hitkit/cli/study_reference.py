@@ -207,10 +207,10 @@ def study_reference_markdown() -> str:
     """The "Study file reference" page: one table per section, every field with type, default, description."""
     rows = fields()
     lines = ["# Study file reference", "",
-             "Generated from hitkit's pydantic models when the site is built, so it lists exactly what "
-             "this version accepts. Paths are relative to the study file. `hitkit schema` writes the same "
-             "as a JSON Schema for your editor (see [Editor support](editor.md)); the "
-             "[study-file guide](../guide/study-file.md) explains the protocols.", ""]
+             ("Generated from hitkit's pydantic models when the site is built, so it lists exactly what "
+              "this version accepts. Paths are relative to the study file. `hitkit schema` writes the same "
+              "as a JSON Schema for your editor (see [Editor support](editor.md)); the "
+              "[study-file guide](../guide/study-file.md) explains the protocols."), ""]
     sections: dict[str, list[FieldRow]] = {}
     for row in rows:
         section = row.path.rsplit(".", 1)[0] if "." in row.path else ""
