@@ -101,9 +101,8 @@ class Snapshot:
 def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snapshot:
     """The progress figures of a running study (bot health as the dashboard shows it)."""
     from hitkit.dashboard import bot_health
-    from hitkit.qc_policy import held_assignment_ids
-
     from hitkit.db.models import Study
+    from hitkit.qc_policy import held_assignment_ids
 
     config, study_id = ctx.config, ctx.study_id
     running = session.get(Study, study_id).status == "running"
