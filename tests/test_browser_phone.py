@@ -12,6 +12,7 @@ from hitkit.study import resolve_secret
 from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import launch, pairwise_study
+from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
@@ -72,3 +73,30 @@ def test_the_root_page_says_what_the_server_is_and_links_to_the_dashboard(tmp_pa
         web.stop()
     assert root.status_code == 200 and 'href="/dashboard/"' in root.text
     assert "hitkit" in root.text and "worker pages" in root.text
+
+
+def test_on_a_phone_the_chat_page_fits_and_next_chatbot_looks_disabled_until_it_works(tmp_path, one_database_url,
+                                                                                        bot_server):  # noqa: F811
+    from hitkit.config import load_study
+    from tests.browser import chromium_on
+
+    config = load_study(live_chat_study(tmp_path, one_database_url, bot_server, hits=1, min_inputs=2))
+    with chromium_on(one_database_url, config, height=844) as (url, page):
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=PH-1&hitId=h1&workerId=W-phone")
+        page.get_by_role("button", name="I agree").click()
+        page.locator("#topic-input").fill("cooking at home")
+        page.get_by_label("I like it").check()
+        page.get_by_role("button", name="Start chatting").click()
+        next_bot = page.get_by_role("button", name="Next chatbot")
+        looks = "b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).cursor]"
+        disabled_look = next_bot.evaluate(looks)
+        for turn in range(2):
+            page.locator("#message").fill(f"What do you like to cook, part {turn + 1}?")
+            page.get_by_role("button", name="Send").click()
+            page.locator("#messages li.bot").nth(turn).wait_for()
+        assert next_bot.is_enabled()
+        enabled_look = next_bot.evaluate(looks)
+        assert disabled_look != enabled_look and disabled_look[1] == "not-allowed"
+        assert page.evaluate(OVERFLOW) <= 0
+        page.screenshot(path=str(artifact("phone-live-chat.png")), full_page=True)
