@@ -199,7 +199,8 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
             raise HitkitError(f"no study has been launched into {url}; launch one with `hitkit launch STUDY.yaml` "
                               f"(check it first with --dry-run)")
         names[url] = found
-    app = _serve_app(urls)
+    folders = tuple(Path(v) for v in databases if "://" not in v and Path(v).is_dir())
+    app = _serve_app(urls, folders)
     server = make_server(app, host, port, threads)
     base = f"http://{host}:{server.effective_port}"
     if host not in ("0.0.0.0", "::", ""):
@@ -239,15 +240,16 @@ def expand_databases(values: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(urls))
 
 
-def _serve_app(urls: list[str]):
-    """One WSGI app for one database, or the dispatcher that serves several under one dashboard."""
-    if len(urls) == 1:
+def _serve_app(urls: list[str], folders: tuple[Path, ...] = ()):
+    """One WSGI app for one database, or the dispatcher that serves several under one dashboard (and, for a
+    runs folder, the studies launched into it later)."""
+    if len(urls) == 1 and not folders:
         from server import create_app
 
         return create_app(urls[0])
     from server.multi import create_multi_app
 
-    return create_multi_app(urls)
+    return create_multi_app(urls, folders)
 
 
 @main.command()
