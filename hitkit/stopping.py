@@ -166,7 +166,7 @@ def _pending_outcome(state: RuleState | None) -> str:
     if state is None:
         return ""
     if state.fired:
-        return (f"{state.outcome}, by the data so far; not acted on yet (fewer counted HITs than min_hits, "
+        return (f"{state.outcome}, by the data so far; not acted on yet (fewer counted assignments than min_hits, "
                 f"or the study is not running)")
     return state.outcome
 
