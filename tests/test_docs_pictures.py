@@ -12,12 +12,40 @@ from sqlalchemy import func, select
 from hitkit.cli import main
 from hitkit.config import load_study
 from hitkit.db.models import Turn
+from hitkit.bots.base import Backend, Completion
+from hitkit.bots.server import BotServer
 from hitkit.db.session import session_scope
 from tests.browser import chromium_on
 from tests.studies import REPO
-from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
+from tests.test_live_chat_study import REAL, live_chat_study
 
 IMG = REPO / "docs" / "img"
+REPLIES = ["Not lately, but I love a long walk in the hills on a Sunday. Do you hike often?",
+           "The ridge path above the lake is lovely: two hours, gentle, and a café at the end.",
+           "Yes, it is mostly flat, with benches along the way. Wear good shoes after rain!"]
+
+
+class FriendlyBot(Backend):
+    """A scripted chatbot for the picture: its replies in turn, by how many messages the chat holds."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def complete(self, request):
+        said = sum(1 for m in request.messages if m.role == "user")
+        text = REPLIES[min(said, len(REPLIES)) - 1]
+        return Completion(text=text, finish_reason="stop", prompt_tokens=1, completion_tokens=len(text.split()))
+
+    def stats(self) -> dict:
+        return {"kind": "scripted"}
+
+
+@pytest.fixture
+def friendly_bots():
+    """Every system of the study a FriendlyBot, served by hitkit's own bot server over HTTP."""
+    server = BotServer({n: FriendlyBot(n) for n in [*REAL, "qc"]}, port=0).start()
+    yield server.url
+    server.shutdown()
 
 
 def test_the_report_picture_is_the_ranking_figure_of_a_real_pairwise_report(tmp_path):
@@ -35,9 +63,9 @@ def test_the_report_picture_is_the_ranking_figure_of_a_real_pairwise_report(tmp_
 
 
 @pytest.mark.browser
-def test_the_live_chat_picture_is_a_worker_chatting_in_chromium(tmp_path, one_database_url, bot_server):  # noqa: F811
+def test_the_live_chat_picture_is_a_worker_chatting_in_chromium(tmp_path, one_database_url, friendly_bots):
     pytest.importorskip("playwright.sync_api")
-    config = load_study(live_chat_study(tmp_path, one_database_url, bot_server, hits=1, min_inputs=3))
+    config = load_study(live_chat_study(tmp_path, one_database_url, friendly_bots, hits=1, min_inputs=3))
     with chromium_on(one_database_url, config, height=720) as (url, page):
         page.set_viewport_size({"width": 1000, "height": 720})
         page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=PIC-1&hitId=h1&workerId=W-picture")
@@ -55,3 +83,4 @@ def test_the_live_chat_picture_is_a_worker_chatting_in_chromium(tmp_path, one_da
     with session_scope(one_database_url) as s:
         assert s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "worker")) == 3
         assert s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "bot")) == 3
+        assert sorted(s.scalars(select(Turn.text).where(Turn.speaker == "bot"))) == sorted(REPLIES)
