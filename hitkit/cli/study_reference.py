@@ -228,6 +228,7 @@ def study_schema() -> dict:
     from hitkit.config import StudyConfig
 
     schema = StudyConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "hitkit study file"
     schema["properties"].pop("base_dir", None)
     for owner, props in [("StudyConfig", schema["properties"])] + [
