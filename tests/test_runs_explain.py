@@ -90,3 +90,26 @@ def test_bot_health_is_a_sentence_and_a_finished_study_asks_the_bots_nothing():
                                                   "not being asked anything now.")
     assert health_sentence(None, "running") == ""
     assert "{" not in health_sentence(ok, "running")
+
+
+def test_bot_trouble_shows_while_the_study_runs_and_leaves_the_status_line_when_it_is_done(tmp_path, one_database_url):
+    from hitkit.bots.health import record
+    from hitkit.config import load_study
+    from hitkit.study import create_study, resolve_secret
+    from tests.test_live_chat_study import live_chat_study
+
+    config = load_study(live_chat_study(tmp_path, one_database_url, "http://127.0.0.1:9", hits=2))
+    secret = resolve_secret(one_database_url)
+    with session_scope(one_database_url) as s:
+        ctx = create_study(s, config, None, secret)
+        s.get(Study, ctx.study_id).status = "running"
+    # As the bot client records a reply that took 12 s (hitkit.bots.health).
+    assert record(one_database_url, ctx.study_id, "anna", "bot_slow", 12.0, "replied after 12.0 s", interval_s=0)
+    with session_scope(one_database_url) as s:
+        running = snapshot(s, StudyContext.load(s, config.study, secret), 0, 10)
+    assert "bots slow: anna" in running.health and "bots slow: anna" in running.line(5)
+    with session_scope(one_database_url) as s:
+        s.get(Study, ctx.study_id).status = "completed"
+    with session_scope(one_database_url) as s:
+        done = snapshot(s, StudyContext.load(s, config.study, secret), 10, 10)
+    assert done.health == "" and "bots" not in done.line(60)
