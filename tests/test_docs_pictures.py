@@ -50,8 +50,9 @@ def friendly_bots():
 
 def test_the_report_picture_is_the_ranking_figure_of_a_real_pairwise_report(tmp_path):
     out = tmp_path / "report"
-    result = CliRunner().invoke(main, ["report", str(REPO / "tests" / "data" / "golden" / "pairwise" / "export"),
-                                       "--out", str(out)])
+    export = tmp_path / "run" / "export"  # a copy: a report of an export folder writes beside it
+    shutil.copytree(REPO / "tests" / "data" / "golden" / "pairwise" / "export", export)
+    result = CliRunner().invoke(main, ["report", str(export), "--out", str(out)])
     assert result.exit_code == 0, result.output
     figure = out / "figures" / "ranking.png"
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
