@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def databases_in(folder: Path) -> list[str]:
     """The database URL of every ``STUDY/hitkit.db`` in a runs folder."""
-    from hitkit.served import database_url_of
+    from hitkit.study.served import database_url_of
 
     return [database_url_of(str(p)) for p in sorted(Path(folder).glob("*/hitkit.db"))]
 

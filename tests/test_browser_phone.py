@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from hitkit.db.models import Conversation, Study
 from hitkit.db.session import session_scope
-from hitkit.study import resolve_secret
+from hitkit.study.stored import resolve_secret
 from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import launch, pairwise_study
@@ -77,7 +77,7 @@ def test_the_root_page_says_what_the_server_is_and_links_to_the_dashboard(tmp_pa
 
 def test_on_a_phone_the_chat_page_fits_and_next_chatbot_looks_disabled_until_it_works(tmp_path, one_database_url,
                                                                                         bot_server):  # noqa: F811
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from tests.browser import chromium_on
 
     config = load_study(live_chat_study(tmp_path, one_database_url, bot_server, hits=1, min_inputs=2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.errors import ConfigError
 
 BASE = {"study": "hints", "task": "pairwise", "budget": "10.00", "systems": [{"name": "a"}, {"name": "b"}],

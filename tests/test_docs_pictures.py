@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from hitkit.bots.base import Backend, Completion
 from hitkit.bots.server import BotServer
 from hitkit.cli import main
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Turn
 from hitkit.db.session import session_scope
 from tests.browser import chromium_on

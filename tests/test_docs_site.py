@@ -17,7 +17,7 @@ from pydantic_core import PydanticUndefined
 from hitkit.cli import main
 from hitkit.cli.reference import cli_reference_markdown
 from hitkit.cli.study_reference import FIELD_NOTES, study_reference_markdown
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 from tests.studies import REPO
 
 README = REPO / "README.md"

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from hitkit.cli import main
-from hitkit.config import load_study
-from hitkit.scaffold import tasks
+from hitkit.study.config import load_study
+from hitkit.study.scaffold import tasks
 from tests.studies import REPO
 
 

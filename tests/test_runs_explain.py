@@ -14,9 +14,9 @@ from hitkit.cli import main
 from hitkit.dashboard.bots import health_sentence
 from hitkit.db.models import Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
-from hitkit.monitor import answers_in_progress, progress, snapshot
-from hitkit.stopping import FIRED, outcome_line
-from hitkit.study import StudyContext
+from hitkit.running.monitor import answers_in_progress, progress, snapshot
+from hitkit.running.stopping import FIRED, outcome_line
+from hitkit.study.stored import StudyContext
 from tests.studies import REPO, launch, pairwise_study, served
 
 
@@ -94,8 +94,8 @@ def test_bot_health_is_a_sentence_and_a_finished_study_asks_the_bots_nothing():
 
 def test_bot_trouble_shows_while_the_study_runs_and_leaves_the_status_line_when_it_is_done(tmp_path, one_database_url):
     from hitkit.bots.health import record
-    from hitkit.config import load_study
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.study.config import load_study
+    from hitkit.study.stored import create_study, resolve_secret
     from tests.test_live_chat_study import live_chat_study
 
     config = load_study(live_chat_study(tmp_path, one_database_url, "http://127.0.0.1:9", hits=2))

@@ -171,7 +171,7 @@ def default_text(field) -> str:
 def fields(model: type[BaseModel] | None = None, prefix: str = "", seen: set | None = None) -> list[FieldRow]:
     """Every field of the study file, sections after the field that holds them, in the models' order."""
     if model is None:
-        from hitkit.config import StudyConfig
+        from hitkit.study.config import StudyConfig
 
         model = StudyConfig
     seen = set() if seen is None else seen
@@ -225,7 +225,7 @@ def study_reference_markdown() -> str:
 
 def study_schema() -> dict:
     """The study file's JSON Schema (pydantic's), with every field's description filled in."""
-    from hitkit.config import StudyConfig
+    from hitkit.study.config import StudyConfig
 
     schema = StudyConfig.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
