@@ -1,6 +1,6 @@
 """Replay of a real live-chat run through hitkit's stopping rule: Ji et al. (2022), Free run 1.
 
-The run's 304 rated HITs (``../shared/data/ji2022-run1``, read with hitkit's readers) are taken in
+The run's 304 rated HITs (``tests/data/ji2022-run1``, read with hitkit's readers) are taken in
 200 seeded random orders. After every HIT the rule looks, as a study's scheduler would:
 :func:`hitkit.protocols.live_chat.sequential.comparisons` on the HITs so far (the paper's overall z,
 mean_x − mean_y for each of the 45 pairs of systems), :func:`hitkit.analysis.sequential.intervals` at
@@ -51,10 +51,8 @@ from hitkit.protocols.live_chat.analysis import read_tables, scored, screened  #
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA  # noqa: E402
 from hitkit.protocols.live_chat.sequential import from_hit_sums, hit_sums  # noqa: E402
 
-DATA = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "data" / "ji2022-run1",
-                          Path(__file__).resolve().parents[1] / "tests" / "data" / "ji2022-run1") if p.is_dir()),
-            Path(__file__).resolve().parents[1] / "tests" / "data" / "ji2022-run1")
-"""The released run: ../shared/data beside the checkout, else the copy shipped with the tests."""
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ji2022-run1"
+"""The released run, shipped with the tests (MIT licence)."""
 ALPHA = 0.05
 SHARE = 0.70
 """The issue's bar: the rule's verdicts with at most this share of the HITs…"""

@@ -5,6 +5,10 @@
 # where this script installs and starts one if needed and a skipped PostgreSQL run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Outside CI, say first (one line) which tests this machine will skip and how to enable them.
+if [ "${CI:-}" != "true" ] && [ "${HITKIT_REQUIRE_POSTGRES:-}" != "1" ]; then
+  bash ops/test_skips.sh
+fi
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,bots,prescreen]'

@@ -67,6 +67,7 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
     app.register_blueprint(worker_bp)
     app.register_blueprint(chat_bp)
     app.register_blueprint(dashboard_bp)
+    app.add_url_rule("/", "index", lambda: render_template("index.html"))  # what this server is
     _guard(app)
     hops = proxy_hops()
     if hops:

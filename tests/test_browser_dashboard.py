@@ -105,7 +105,7 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
             # A bonus for one worker.
             page.get_by_role("link", name="Workers").click()
             row = page.locator('tr[data-worker="sim-diligent-000"]')
-            row.get_by_label("Bonus amount for sim-diligent-000").fill("0.75")
+            row.get_by_label("Bonus amount (USD) for sim-diligent-000").fill("0.75")
             row.get_by_label("Bonus reason for sim-diligent-000").fill("careful votes")
             row.get_by_role("button", name="Bonus").click()
             page.get_by_text("bonus of 0.75 USD paid to sim-diligent-000").wait_for()

@@ -404,4 +404,4 @@ def test_the_study_page_shows_each_comparisons_interval_and_the_stopping_rules_s
     monkeypatch.setattr(stopping, "rule_state", lambda session, c: decided)
     tick(database_url, "ab-demo", "http://127.0.0.1:9")
     html = client.get("/dashboard/study/ab-demo").get_data(as_text=True)
-    assert 'data-stop-fired="yes"' in html and "Fired after 3 counted HITs" in html and "differ: alpha &gt; gamma" in html
+    assert 'data-stop-fired="yes"' in html and "Fired after 3 of " in html and " assignments (" in html and "differ: alpha &gt; gamma" in html

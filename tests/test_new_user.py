@@ -98,7 +98,7 @@ def test_progress_moves_with_chat_messages_before_any_answer_and_gives_an_eta():
     snap = Snapshot(done=0, total=24, turns=60, turns_needed=240)
     assert snap.fraction == pytest.approx(0.9 * 0.25)
     line = snap.line(elapsed_s=60)
-    assert "answers in submitted HITs 0/24" in line and "chat messages 60/240" in line and "22 %" in line and "ETA" in line
+    assert "answers saved 0/24 (0 in submitted work)" in line and "chat messages 60/240" in line and "22 %" in line and "ETA" in line
     assert eta_text(0.5, 120) == "ETA 2 min"
     assert eta_text(0.0, 120) == ""
     assert "bots: 3 timed out" in Snapshot(1, 2, health="bots: 3 timed out in the last 60 s").line(10)

@@ -115,7 +115,8 @@ def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tm
     assert shown["stopped_by_rule"]["outcome"].startswith("alpha is best") and shown["hits"]["withdrawn"] > 0
     files = report(out)
     assert "## Stopping rule" in files.markdown.read_text()
-    assert f"The rule fired after {rule['fired_after_hits']} counted HITs (alpha is best" in files.methods
+    assert (f"The rule fired after {rule['fired_after_hits']} of the fixed design's "
+            f"{rule['fixed_design']['assignments']} assignments (alpha is best") in files.methods
 
 
 def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_path, one_database_url):

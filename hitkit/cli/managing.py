@@ -34,8 +34,7 @@ def status(study_file: Path, as_json: bool) -> None:
     click.echo("  assignments " + ", ".join(f"{k} {v}" for k, v in info["assignments"].items()))
     click.echo(f"  spent {info['spent']} of budget {info['budget']} {info['currency']}; workers {info['workers']}")
     if "stopped_by_rule" in info:
-        rule = info["stopped_by_rule"]
-        click.echo(f"  stopping rule fired after {rule['after_hits']} counted HITs: {rule['outcome']}")
+        click.echo(f"  {info['stopped_by_rule']['line']}")
 
 
 @main.command()

@@ -13,17 +13,21 @@ import click
 
 from hitkit.cli.app import PLAIN_LINE_EVERY_S, database_option, main, on_terminal
 from hitkit.errors import HitkitError
+from hitkit.protocols import names as protocol_names
 
 
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def init(directory: Path) -> None:
-    """Scaffold a study in DIRECTORY: a commented study.yaml and a small responses file."""
+@click.option("--task", type=click.Choice(protocol_names()), default=protocol_names()[0], show_default=True,
+              help="The protocol of the study to scaffold.")
+def init(directory: Path, task: str) -> None:
+    """Scaffold a study in DIRECTORY: a commented, runnable study.yaml and the material it reads."""
     from hitkit.study.scaffold import scaffold
 
-    for path in scaffold(directory):
+    for path in scaffold(directory, task):
         click.echo(f"wrote {path}")
-    click.echo(f"Try it: hitkit launch {directory / 'study.yaml'} --yes")
+    click.echo(f"Check it: hitkit launch {directory / 'study.yaml'} --dry-run")
+    click.echo(f"Run it on the simulated crowd: hitkit launch {directory / 'study.yaml'} --yes")
 
 
 @main.command()
@@ -198,7 +202,8 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
             raise HitkitError(f"no study has been launched into {url}; launch one with `hitkit launch STUDY.yaml` "
                               f"(check it first with --dry-run)")
         names[url] = found
-    app = _serve_app(urls)
+    folders = tuple(Path(v) for v in databases if "://" not in v and Path(v).is_dir())
+    app = _serve_app(urls, folders)
     server = make_server(app, host, port, threads)
     base = f"http://{host}:{server.effective_port}"
     if host not in ("0.0.0.0", "::", ""):
@@ -238,15 +243,16 @@ def expand_databases(values: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(urls))
 
 
-def _serve_app(urls: list[str]):
-    """One WSGI app for one database, or the dispatcher that serves several under one dashboard."""
-    if len(urls) == 1:
+def _serve_app(urls: list[str], folders: tuple[Path, ...] = ()):
+    """One WSGI app for one database, or the dispatcher that serves several under one dashboard (and, for a
+    runs folder, the studies launched into it later)."""
+    if len(urls) == 1 and not folders:
         from server import create_app
 
         return create_app(urls[0])
     from server.multi import create_multi_app
 
-    return create_multi_app(urls)
+    return create_multi_app(urls, folders)
 
 
 @main.command()

@@ -111,8 +111,11 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
     except ImportError:
         bots_summary = None
     extra = bots_summary(session, ctx.study_id) if bots_summary is not None else None
+    from hitkit.db.models import Study
+
+    sentence = health_sentence(extra, session.get(Study, ctx.study_id).status)
     return {"rows": list(rows.values()), "failing": failing, "summary": summary, "window_s": RECENT_S,
-            "owed_failing_s": OWED_FAILING_S, "bots": extra}
+            "owed_failing_s": OWED_FAILING_S, "bots": extra, "sentence": sentence}
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -122,3 +125,18 @@ def fmt_seconds(value: float | None) -> str:
     delta = dt.timedelta(seconds=round(value))
     minutes, seconds = divmod(int(delta.total_seconds()), 60)
     return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
+
+
+def health_sentence(extra: dict | None, study_status: str) -> str:
+    """The bots layer's summary (:func:`hitkit.bots.health.summary`) as a sentence for a person: what the
+    bots did in the recent window, or that a finished study no longer asks them anything."""
+    if not extra:
+        return ""
+    minutes = f"{float(extra.get('window_s') or RECENT_S) / 60:.0f} minutes"
+    if study_status != "running":
+        return f"The study is {study_status}: no worker is chatting, so the bots are not being asked anything now."
+    if extra.get("status") == "ok":
+        return f"Every bot answered in time over the last {minutes}."
+    detail = str(extra.get("message") or "").split(": ", 1)[-1]
+    state = "failing" if extra.get("status") == "failing" else "slow"
+    return f"Some bots were {state} over the last {minutes}: {detail}."

@@ -51,7 +51,7 @@ class MTurkClosedError(ConfigError):
         super().__init__(
             f"Amazon Mechanical Turk closed permanently on {CLOSED_ON:%Y-%m-%d}, so hitkit cannot post to or call "
             f"its {where} endpoint ({ENDPOINTS[sandbox]}). Run the study on Prolific (provider.kind: prolific) "
-            f"or on a panel such as CloudResearch Connect or SONA (provider.kind: panel; see README, 'Providers'), "
+            f"or on a panel such as CloudResearch Connect or SONA (provider.kind: panel; see docs/howto/panels.md), "
             f"and bring old MTurk batch results in with `hitkit import mturk BATCH.csv --mapping MAPPING.yaml "
             f"--study NAME`. provider.mturk.endpoint_url is only for services that speak MTurk's API.")
 

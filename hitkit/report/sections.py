@@ -122,7 +122,8 @@ def stopping_section(inp: ReportInput) -> Section | None:
     rows = [("decision", f"{rule['decision']}: {rule['meaning']}"), ("design", rule["design"]),
             ("α (every claim, at any look)", str(rule["alpha"])), ("method", rule["method"]),
             ("multiple comparisons", rule["correction"]),
-            ("fired", f"after {rule['fired_after_hits']} counted HITs ({rule['fired_at']})" if rule["fired"] else "no"),
+            ("fired", f"after {rule['fired_after_hits']} of {rule['fixed_design']['assignments']} assignments "
+                      f"({rule['fired_at']})" if rule["fired"] else "no"),
             ("outcome", rule["outcome"]),
             (f"fixed design ({rule['fixed_design']['hits']} HITs, every place paid)",
              f"{rule['fixed_design']['cost']} {rule['currency']}"),
@@ -139,9 +140,11 @@ def stopping_sentence(rule: dict) -> str:
     """The methods paragraph's sentence on the stopping rule."""
     said = (f"The study was pre-registered to stop when its decision ({rule['meaning']}) was made, by "
             f"{rule['method']} at α = {rule['alpha']} with {rule['correction']} ({rule['design']} design), "
-            f"looked at by the scheduler after each newly counted HIT from HIT {rule['min_hits']} on.")
+            f"looked at by the scheduler after each newly counted assignment (a worker's HIT handed in and not "
+            f"rejected) from the {rule['min_hits']}th on.")
     if rule["fired"]:
-        said += (f" The rule fired after {rule['fired_after_hits']} counted HITs ({rule['outcome']}); "
+        said += (f" The rule fired after {rule['fired_after_hits']} of the fixed design's "
+                 f"{rule['fixed_design']['assignments']} assignments ({rule['outcome']}); "
                  f"{rule['committed']} {rule['currency']} was committed against the fixed design's "
                  f"{rule['fixed_design']['cost']} {rule['currency']}. The report's other intervals and tests are "
                  f"fixed-sample ones and do not allow for the early stop; the rule's intervals do.")
@@ -149,7 +152,7 @@ def stopping_sentence(rule: dict) -> str:
         said += f" The rule did not fire; the study ran its whole design (at the end: {rule['outcome']})."
     else:
         said += (f" The rule had not fired when these data were exported (the study {rule.get('study_status')}, "
-                 f"{rule['counted_hits']} counted HITs; {rule['outcome']}).")
+                 f"{rule['counted_hits']} counted assignments; {rule['outcome']}).")
     return said
 
 

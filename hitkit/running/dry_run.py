@@ -103,7 +103,8 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
         from hitkit.analysis.sequential import DECISIONS
 
         lines.append(f"Stopping rule: {config.stop.decision} ({DECISIONS[config.stop.decision]}) at α = {config.stop.alpha}, "
-                     f"looked at after every counted HIT from HIT {config.stop.min_hits}; {config.design} design. "
+                     f"looked at after every counted assignment (a worker's HIT handed in) from the {config.stop.min_hits}th on; "
+                     f"{config.design} design. "
                      f"The cost above is the most it can spend; when the rule fires the rest is never posted.")
     lines.append(f"Nothing was posted or saved. Launch it with `hitkit launch {config_path}`.")
     for line in lines:

@@ -40,6 +40,8 @@ class LaunchResult:
     analysis: list[Path] = field(default_factory=list)
     crowd_errors: list[str] = field(default_factory=list)
     qc_line: str = ""
+    stop_line: str = ""
+    """The stopping rule's outcome (:func:`hitkit.running.stopping.outcome_line`), where the study has a rule."""
     judged: bool = True
     """False where a judge that labels the crowd's work (:func:`judge_crowd_work`) failed on some of it: the
     export lacks those labels until `hitkit judge` asks again."""
@@ -342,6 +344,9 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
     with session_scope(url) as session:
         result.exported = export_study(session, ctx, out_dir / "export")
         result.qc_line = qc_outcome_line(session, ctx)
+        from hitkit.running.stopping import outcome_of
+
+        result.stop_line = outcome_of(session, ctx.study_id, has_rule=config.stop is not None) or ""
     echo(f"Exported {', '.join(p.name for p in result.exported)} to {out_dir / 'export'}")
     if analyse:
         from hitkit.report.analyze import run_analysis
@@ -353,6 +358,8 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
             if name in analysis.tables:
                 echo(analysis.tables[name].to_string(index=False))
     echo(result.qc_line)
+    if result.stop_line:
+        echo(result.stop_line)
     if held_noted:
         echo(f"{held_only} assignment(s) from workers who fail QC are held for your review (schedule.qc_failures: "
              f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard, "

@@ -26,6 +26,17 @@ def progress(database_url: str, study_id: int) -> tuple[int, int]:
     return sum(min(n, counts.get(uid, 0)) for uid, n in required.items()), sum(required.values())
 
 
+def answers_in_progress(session: Session, study_id: int) -> int:
+    """Answers saved in work not handed in yet (one per unit and assignment): the status line counts them as
+    they are saved, beside those in submitted work."""
+    from hitkit.db.models import Assignment, Response
+
+    per_unit = (select(Response.assignment_id, Response.unit_id).join(Assignment, Response.assignment_id == Assignment.id)
+                .join(Hit, Assignment.hit_id == Hit.id)
+                .where(Hit.study_id == study_id, Assignment.status == "accepted").distinct().subquery())
+    return session.scalar(select(func.count()).select_from(per_unit)) or 0
+
+
 def chat_turns(session: Session, study_id: int) -> int:
     """Messages workers have typed in the study's live chats so far."""
     return session.scalar(select(func.count()).select_from(Turn).join(Conversation)
@@ -42,18 +53,25 @@ class Snapshot:
     turns_needed: int | None = None
     health: str = ""
     held: int = 0
+    in_progress: int = 0
+    """Answers saved in work not handed in yet (:func:`answers_in_progress`)."""
+
+    @property
+    def saved(self) -> int:
+        """Every answer saved so far, in submitted work or not (at most the study's need)."""
+        return min(self.total, self.done + self.in_progress)
 
     @property
     def fraction(self) -> float:
         """Share of the work done: chat messages move it from the first turn, answers finish it."""
-        answers = self.done / self.total if self.total else 0.0
+        answers = self.saved / self.total if self.total else 0.0
         if self.turns is None or not self.turns_needed:
             return answers
         return max(answers, 0.9 * min(1.0, self.turns / self.turns_needed) + 0.1 * answers)
 
     def line(self, elapsed_s: float) -> str:
         """The one-line status: answers, chat messages, ETA, bot health, held work."""
-        parts = [f"answers in submitted HITs {self.done}/{self.total}"]
+        parts = [f"answers saved {self.saved}/{self.total} ({self.done} in submitted work)"]
         if self.turns is not None:
             parts.append(f"chat messages {self.turns}/{self.turns_needed}")
         parts.append(f"{100 * self.fraction:.0f} %")
@@ -70,11 +88,14 @@ class Snapshot:
 def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snapshot:
     """The progress figures of a running study (bot health as the dashboard shows it)."""
     from hitkit.dashboard import bot_health
+    from hitkit.db.models import Study
     from hitkit.money.qc_policy import held_assignment_ids
 
     config, study_id = ctx.config, ctx.study_id
-    snap = Snapshot(done, total, health=bot_health(session, ctx)["summary"],
-                    held=len(held_assignment_ids(session, study_id)))
+    running = session.get(Study, study_id).status == "running"
+    # Bot trouble matters while workers chat; a finished (or paused) study's bots are no longer asked.
+    snap = Snapshot(done, total, health=bot_health(session, ctx)["summary"] if running else "",
+                    held=len(held_assignment_ids(session, study_id)), in_progress=answers_in_progress(session, study_id))
     if PROTOCOLS[config.task].has_chat:
         snap.turns = chat_turns(session, study_id)
         snap.turns_needed = ctx.task.chat_turns_needed(total)

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.running.stopping import fired_event
+from hitkit.running.stopping import fired_event, outcome_of
 
 
 def study_status(database_url: str, name: str) -> dict:
@@ -35,6 +35,6 @@ def study_status(database_url: str, name: str) -> dict:
         fired = fired_event(session, study.id)
         if fired is not None:
             info["stopped_by_rule"] = {"after_hits": fired.data["hits"], "at": fired.data["at"],
-                                       "outcome": fired.data["outcome"]}
+                                       "outcome": fired.data["outcome"], "line": outcome_of(session, study.id)}
     info["answers_done"], info["answers_needed"] = progress(database_url, study_id)
     return info

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -165,7 +166,7 @@ def _pending_outcome(state: RuleState | None) -> str:
     if state is None:
         return ""
     if state.fired:
-        return (f"{state.outcome}, by the data so far; not acted on yet (fewer counted HITs than min_hits, "
+        return (f"{state.outcome}, by the data so far; not acted on yet (fewer counted assignments than min_hits, "
                 f"or the study is not running)")
     return state.outcome
 
@@ -200,3 +201,33 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
         "fixed_design": {"hits": len(hits), "assignments": sum(h.max_assignments for h in hits), "cost": str(fixed)},
         "committed": str(cents(committed_spend(session, ctx))), "currency": ctx.config.provider.currency,
     }
+
+
+def outcome_line(*, fired: bool, counted: int, assignments: int, hits: int, outcome: str, spent: str, budget: str,
+                 currency: str) -> str:
+    """The stopping rule's outcome in one sentence, as ``launch`` and ``status`` print it. A HIT is a unit of
+    work posted with its places; an assignment is one worker's take of a HIT, and the rule counts assignments
+    handed in and not rejected (``stop.min_hits`` counts those too)."""
+    if fired:
+        return (f"Stopped after {counted} of {assignments} assignments ({hits} HITs in the fixed design): {outcome}; "
+                f"spent {spent} of {budget} {currency}.")
+    return (f"The stopping rule did not fire: the whole design ran ({assignments} assignments, {hits} HITs)"
+            f"{'; ' + outcome if outcome else ''}; spent {spent} of {budget} {currency}.")
+
+
+def outcome_of(session: Session, study_id: int, has_rule: bool = True) -> str | None:
+    """:func:`outcome_line` for a study, read from its database; None for a study without a rule (``has_rule``
+    False) whose rule has not fired."""
+    from hitkit.db.models import Payment
+
+    event = fired_event(session, study_id)
+    if event is None and not has_rule:
+        return None
+    study = session.get(Study, study_id)
+    hits, assignments = session.execute(select(func.count(Hit.id), func.coalesce(func.sum(Hit.max_assignments), 0))
+                                        .where(Hit.study_id == study_id)).one()
+    spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
+                           .where(Payment.study_id == study_id, Payment.status == "paid"))
+    return outcome_line(fired=event is not None, counted=event.data["hits"] if event else counted_hits(session, study_id),
+                        assignments=int(assignments), hits=int(hits), outcome=event.data["outcome"] if event else "",
+                        spent=f"{Decimal(spent):.2f}", budget=str(study.budget), currency=study.currency)

@@ -179,7 +179,7 @@ class ProviderConfig(Model):
     def _panel_section(self) -> "ProviderConfig":
         if self.kind == "panel" and self.panel is None:
             raise ValueError("provider.kind 'panel' needs a provider.panel section: worker_param and "
-                             "completion_url and/or completion_code (see README, 'Providers')")
+                             "completion_url and/or completion_code (see docs/howto/panels.md)")
         return self
 
 
@@ -241,7 +241,7 @@ class StopConfig(Model):
     systems: Optional[list[str]] = Field(None, min_length=2, max_length=2,
                                          description="the two systems of decision: pair")
     alpha: float = Field(0.05, gt=0, lt=0.5, description="the error rate every claim keeps, at any look")
-    min_hits: int = Field(1, ge=1, description="the first look comes after this many counted HITs")
+    min_hits: int = Field(1, ge=1, description="the first look comes after this many counted assignments (workers' HITs handed in, not rejected)")
 
     @model_validator(mode="after")
     def _pair_named(self) -> "StopConfig":

@@ -117,4 +117,4 @@ def check_study(config) -> None:
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise ValueError(f"systems.{i} ('{system.name}') options: {problems} — use the bot client "
-                             f"settings listed for 'systems' in the README") from None
+                             f"settings listed under systems.options in the study file reference") from None

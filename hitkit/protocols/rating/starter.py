@@ -1,0 +1,74 @@
+"""``hitkit init --task rating``: a commented, runnable Direct Assessment study and its responses file."""
+from __future__ import annotations
+
+import json
+
+STUDY_YAML = """\
+# A rating study (Direct Assessment, Graham et al. 2017): each worker reads a prompt and ONE system's
+# response and rates it on sliders; degraded copies of the HIT's own responses test each worker.
+# Every field is in the docs' study-file reference (`hitkit schema` gives your editor the same);
+# paths are relative to this file. Check it with `hitkit launch study.yaml --dry-run`, run it on the
+# simulated crowd with `hitkit launch study.yaml --yes`, then set provider.kind to prolific.
+study: my-rating-study      # unique name: lower-case letters, digits, '-' and '_'
+task: rating
+seed: 1                     # seeds packing, order, degraded copies and every resampling
+budget: "30.00"             # hard ceiling on worst-case spend, rewards plus fees
+out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
+
+systems:                    # the chatbots rated; names must match the responses file
+  - name: alpha
+  - name: beta
+  - name: gamma
+
+rating:
+  responses: responses.jsonl  # one line per prompt: {"id", "prompt", "responses": {system: text}}
+  items_per_hit: 6            # responses rated in one HIT
+  ratings_per_item: 3         # workers who take each HIT
+  degraded_per_hit: 2         # degraded copies per HIT (quality control)
+  # criteria: [...]           # the sliders; default: fluent, sensible, specific (QC), robotic (negative)
+
+hit:
+  title: Rate chatbot replies
+  description: Read a message and a chatbot's reply, and rate the reply on four statements.
+  reward: "0.60"              # per assignment, in provider.currency
+  assignment_minutes: 15
+
+schedule:
+  wave_size: 4                # HITs posted per wave
+  max_concurrent: 6           # HITs open at once
+  per_worker_cap: 3           # HITs one worker may take
+  interval_s: 0.5
+
+provider:
+  kind: simulated             # simulated | local | prolific | panel | mturk
+  currency: USD
+
+simulated:                    # the dry-run crowd; ignored by other providers
+  workers:
+    - {profile: diligent, count: 8}
+    - {profile: noisy, count: 2}
+    - {profile: spammer, count: 1}
+  quality: {alpha: 0.8, beta: 0.5, gamma: 0.2}   # how good each system looks to diligent workers
+  concurrency: 6
+"""
+
+SAMPLE = [
+    ("p1", "Any tips for staying focused while working from home?",
+     {"alpha": "Keep a fixed start time, work in a spot you only use for work, and take a short walk at lunch.",
+      "beta": "Working from home can be hard sometimes.", "gamma": "I like pizza."}),
+    ("p2", "What should I cook tonight?",
+     {"alpha": "How about a quick vegetable stir-fry with rice? It takes twenty minutes.",
+      "beta": "You could cook something you like.", "gamma": "Tonight tonight tonight."}),
+    ("p3", "I just adopted a cat!",
+     {"alpha": "Congratulations! What's the cat's name, and how is it settling in?",
+      "beta": "That is nice.", "gamma": "Cats are animals."}),
+    ("p4", "How do I keep my houseplants alive?",
+     {"alpha": "Water only when the top inch of soil is dry, and give them bright, indirect light.",
+      "beta": "Plants need some care.", "gamma": "The weather is nice today."}),
+]
+
+
+def material() -> dict[str, str]:
+    """The files the study reads, by name: four prompts, each answered by the three systems."""
+    lines = [json.dumps({"id": item_id, "prompt": prompt, "responses": replies}) for item_id, prompt, replies in SAMPLE]
+    return {"responses.jsonl": "\n".join(lines) + "\n"}

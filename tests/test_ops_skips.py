@@ -1,0 +1,54 @@
+"""`ops/test.sh` says first, in one line, which tests this machine will skip and how to enable them
+(ops/test_skips.sh): chromium and PostgreSQL looked up as the tests look them up."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from tests.studies import REPO
+
+
+def run_check(tmp_path, **env) -> str:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    if not (bin_dir / "python3").exists():
+        (bin_dir / "python3").symlink_to(sys.executable)  # a PATH with python3 and no chromium
+    full = {"PATH": str(bin_dir), "HOME": str(tmp_path), **env}
+    out = subprocess.run(["/bin/bash", str(REPO / "ops" / "test_skips.sh")], env=full, capture_output=True,
+                         text=True, timeout=30, cwd=REPO, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 1
+    return lines[0]
+
+
+def test_without_chromium_or_postgresql_it_names_both_skips_and_how_to_enable_them(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]  # closed again: nothing listens there
+    line = run_check(tmp_path, HITKIT_TEST_PG=f"postgresql://postgres@127.0.0.1:{free}/test")
+    assert line.startswith("Will skip the browser tests (no chromium: apt-get install chromium) and the "
+                           f"PostgreSQL runs (none at postgresql://postgres@127.0.0.1:{free}/test: "
+                           "bash ops/postgres.sh ensure")
+    assert "CI=true bash ops/test.sh installs both" in line
+
+
+def test_with_both_present_it_says_every_test_runs(tmp_path):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        line = run_check(tmp_path, HITKIT_TEST_PG=f"postgresql://postgres@127.0.0.1:{port}/test",
+                         HITKIT_CHROMIUM="/usr/bin/chromium")
+    assert line == "Running every test: chromium and PostgreSQL are here."
+
+
+def test_only_the_missing_part_is_named(tmp_path):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        line = run_check(tmp_path, HITKIT_TEST_PG=f"postgresql://postgres@127.0.0.1:{server.getsockname()[1]}/t")
+    assert line.startswith("Will skip the browser tests") and "PostgreSQL" not in line.split(";")[0]
+    assert os.path.exists(REPO / "ops" / "test.sh") and "ops/test_skips.sh" in (REPO / "ops" / "test.sh").read_text()
