@@ -26,6 +26,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
 from hitkit.study import StudyContext, resolve_secret
+from hitkit.running import hooks
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class TickReport:
     posted: int = 0
     completed_hits: int = 0
     study_completed: bool = False
+    hook_events: int = 0
 
 
 def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
@@ -351,6 +353,7 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True
+    report.hook_events = hooks.tend(database_url, ctx)  # webhooks: subscribe, drain, end when over
     return report
 
 

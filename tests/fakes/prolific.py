@@ -29,6 +29,8 @@ from typing import Any
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from tests.fakes.prolific_hooks import HookSender, hook_routes
+
 TOKEN = "fake-prolific-token"
 _REPO = Path(__file__).resolve().parents[2]
 # Prolific's API reference as archived on 2026-10-04 (docs.prolific.com/openapi.json), kept with the tests so
@@ -76,8 +78,10 @@ class Recorded:
 
 
 @dataclass
-class FakeProlific:
-    """The fake's state; ``url`` is the API root to put in ``provider.prolific.api_url``."""
+class FakeProlific(HookSender):
+    """The fake's state; ``url`` is the API root to put in ``provider.prolific.api_url``.
+
+    Webhooks, participant groups, messages and test studies are in :mod:`tests.fakes.prolific_hooks`."""
 
     studies: dict[str, dict] = field(default_factory=dict)
     submissions: dict[str, dict] = field(default_factory=dict)
@@ -149,6 +153,15 @@ class FakeProlific:
         sub = self.submissions[submission_id]
         assert sub["status"] == "RESERVED"
         sub["status"] = "ACTIVE"
+        self._notice()
+
+    @staticmethod
+    def _json_out(data: Any, status: int = 200, headers: dict | None = None) -> Response:
+        return _json(data, status, headers)
+
+    @staticmethod
+    def _error_out(status: int, detail: Any) -> Response:
+        return _error(status, detail)
 
     def complete(self, submission_id: str, code: str) -> None:
         """The participant reaches the completion URL with ``code`` (PLATFORMS: completion)."""
@@ -204,6 +217,7 @@ class FakeProlific:
         else:
             study["status"] = "ACTIVE"  # a freed place (return, time-out, rejection) recruits again
         study["places_taken"] = self.places_taken(study["id"])
+        self._notice()  # webhooks: every status change becomes an event (tests/fakes/prolific_hooks.py)
 
     # -- the wire ----------------------------------------------------------------------------------
 
@@ -211,6 +225,7 @@ class FakeProlific:
         request = Request(environ)
         with self._lock:
             response = self._answer(request)
+            self._notice()  # a change made through the API (publish, pause, approve...) is an event too
             if self.validate and response.status_code < 400:
                 self._check_response(request, response)
             hold = next((waits.pop(0) for pattern, waits in self._hold.items()
@@ -531,6 +546,7 @@ ROUTES = [
     ("POST", r"/submissions/([^/]+)/transition/", FakeProlific._transition_submission),
     ("POST", r"/bulk-bonus-payments/([^/]+)/pay/", FakeProlific._pay_bonus),
     ("POST", r"/participant-groups/([^/]+)/participants/", FakeProlific._add_to_group),
+    *hook_routes(FakeProlific),
 ]
 
 

@@ -100,6 +100,14 @@ class ProlificProvider(CrowdProvider):
         self.memory = ProlificMemory(config.database_url, config.study)
         self._study_id: str | None = None  # cached once known: a hitkit study's Prolific study never changes
 
+    @property
+    def hooks(self):
+        """The study's webhooks (:mod:`.webhooks`): subscribed when the study file gives a public https address."""
+        from hitkit.providers.prolific.webhooks import ProlificHooks
+
+        return ProlificHooks(self.api, self.settings, self.config.study, self.prolific_study_id,
+                             lambda: posting.workspace_id(self.api, self.settings.workspace))
+
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         return self.api.call(method, path, body)
 
