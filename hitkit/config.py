@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 
 from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
+from hitkit.worker.screener_config import ScreenerConfig, reward_problems
 from hitkit.sections import (AuthenticityConfig, BotsConfig, GenerationConfig, HitConfig, JudgeConfig, Model, Money,
                              PrescreenConfig, ProviderConfig,
                              ScheduleConfig, ServerConfig, SimulatedConfig, StopConfig, SystemConfig)
@@ -51,6 +52,7 @@ class _StudyBase(Model):
         "fixed: post the HITs in their order; adaptive: post first the HITs that most serve the stop rule's open decision"))
     stop: Optional[StopConfig] = None
     judge: Optional[JudgeConfig] = None
+    screener: Optional[ScreenerConfig] = None
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")
@@ -160,6 +162,10 @@ class _StudyBase(Model):
                                          self.provider.prolific.estimated_minutes, self.hit.assignment_minutes)
             if problems:
                 raise ValueError("Prolific would refuse this study: " + "; ".join(problems))
+        if self.screener is not None:
+            problems = reward_problems(self.screener, self.hit.reward, self.provider.currency, self.provider.kind)
+            if problems:
+                raise ValueError("the screener's pay is refused: " + "; ".join(problems))
         return self
 
     @property

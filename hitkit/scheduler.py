@@ -27,6 +27,7 @@ from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
 from hitkit.study import StudyContext, resolve_secret
 from hitkit.running import hooks
+from hitkit.worker import screener
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,8 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
         else:
             pending = session.scalars(query.limit(sched.wave_size)).all()
         costs = [ledger.worst_case(ctx, h) for h in pending]
-        n = hits_to_post(costs, ledger.committed_spend(session, ctx), ledger.budget_of(session, ctx.study_id),
+        committed = ledger.committed_spend(session, ctx) + screener.reserve(session, ctx)  # screen-outs' worst case
+        n = hits_to_post(costs, committed, ledger.budget_of(session, ctx.study_id),
                          open_hits, sched.max_concurrent, sched.wave_size)
         wave = [(h.id, h.index, h.reward, h.max_assignments, h.lifetime_s) for h in pending[:n]]
         if pending and n == 0 and open_hits == 0:

@@ -151,6 +151,10 @@ def tend(database_url: str, ctx) -> int:
     """Subscribe (once posted), drain, and unsubscribe once the study is over; the events drained."""
     hooks = _hooks(ctx)
     if hooks is None or not hooks.wanted:
+        if hooks is not None and ctx.config.screener is not None:
+            from hitkit.worker import screener
+
+            screener.settle(database_url, ctx)
         return drain(database_url, ctx)
     with session_scope(database_url) as session:
         status = session.get(Study, ctx.study_id).status
@@ -163,6 +167,10 @@ def tend(database_url: str, ctx) -> int:
             if have.get(event_type) not in ("confirmed", "deleted"):
                 _subscribe(database_url, ctx, hooks, event_type)
     done = drain(database_url, ctx)
+    if ctx.config.screener is not None:
+        from hitkit.worker import screener
+
+        screener.settle(database_url, ctx)  # screen-out pay Prolific has paid
     if status in OVER:
         unsubscribe_all(database_url, ctx)
     return done

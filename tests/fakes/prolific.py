@@ -39,7 +39,8 @@ SPEC = _REPO / "tests" / "data" / "prolific-openapi.yml"
 FEE_RATE = Decimal("0.333")    # PLATFORMS: fees about 33.3 % on rewards and bonuses
 VAT_RATE = Decimal("0.20")     # PLATFORMS: "+ VAT" (UK rate)
 MIN_HOURLY = {"GBP": Decimal(6), "USD": Decimal(8)}  # PLATFORMS: minimum £6 / $8 per hour
-FREEING = ("RETURNED", "TIMED-OUT", "REJECTED")      # PLATFORMS: RETURNED / TIMED-OUT / REJECTED free the place
+# PLATFORMS: RETURNED / TIMED-OUT / REJECTED free the place; (screen-outs) "the place is freed".
+FREEING = ("RETURNED", "TIMED-OUT", "REJECTED", "SCREENED OUT")
 UNREVIEWED = ("RESERVED", "ACTIVE", "AWAITING REVIEW")
 PAGE_SIZE = 3  # small, so that every list hitkit reads spans pages (API: lists paginate, `_links.next.href`)
 
@@ -169,8 +170,13 @@ class FakeProlific(HookSender):
             sub = self.submissions[submission_id]
             if sub["status"] != "ACTIVE":
                 raise Refused(f"submission is {sub['status']}")
+            study = self.studies[sub["study_id"]]
+            screen_out = self._screen_out_action(study, code)
+            if screen_out is not None:
+                self._screen_out(study, sub, code, screen_out)  # tests/fakes/prolific_hooks.py
+                return
             sub["status"], sub["entered_code"], sub["completed_at"] = "AWAITING REVIEW", code, _now()
-            self._settle(self.studies[sub["study_id"]])
+            self._settle(study)
 
     def return_session(self, submission_id: str) -> None:
         """The participant returns the study ("Stop without completing"): RETURNED frees the place."""
@@ -333,6 +339,12 @@ class FakeProlific(HookSender):
         if not codes:
             return _error(400, {"completion_codes": ["Specify at least one completion code."]})  # API
         problems = _pay_rules(body, self.workspace["currency_code"])
+        for c in codes:
+            for a in c.get("actions") or []:
+                if a.get("action") == "FIXED_SCREEN_OUT_PAYMENT" and not (
+                        0 < a.get("fixed_screen_out_reward", 0) < body.get("reward", 0)):
+                    # API (FixedScreenOut): "This must be less that the study reward."
+                    problems["completion_codes"] = ["fixed_screen_out_reward must be below the study reward."]
         if problems:
             return _error(400, problems)
         cap = (body.get("submissions_config") or {}).get("max_submissions_per_participant")

@@ -121,6 +121,27 @@ class HookSender:
                 break
         return status
 
+    # -- screen-outs (PLATFORMS "screen-outs"; API FixedScreenOut) --------------------------------------
+
+    @staticmethod
+    def _screen_out_action(study: dict, code: str) -> dict | None:
+        for c in study.get("completion_codes") or []:
+            if c.get("code") == code:
+                return next((a for a in c.get("actions") or [] if a.get("action") == "FIXED_SCREEN_OUT_PAYMENT"), None)
+        return None
+
+    def _screen_out(self, study: dict, sub: dict, code: str, action: dict) -> None:
+        """The participant entered the screen-out code: screened out, paid the fixed amount, place freed."""
+        sub["status"], sub["entered_code"], sub["completed_at"] = "SCREENED OUT", code, "2026-11-27T00:00:00Z"
+        self.hooks.setdefault("screen_out_paid", []).append((sub["id"], action["fixed_screen_out_reward"]))
+        self.workspace["available_balance"] -= action["fixed_screen_out_reward"]
+        out = sum(1 for s in self.submissions.values() if s["study_id"] == study["id"] and s["status"] == "SCREENED OUT")
+        self._settle(study)
+        if out >= action["slots"] and study["status"] == "ACTIVE":
+            # API (FixedScreenOut, slots): "your study will pause after [slots] participants are screened out".
+            study["status"] = "PAUSED"
+            self._notice()
+
     # -- the webhook endpoints -------------------------------------------------------------------------
 
     def _event_types(self, body, request):

@@ -171,6 +171,21 @@ class ProlificProvider(CrowdProvider):
         digest = hmac.new(self.secret.encode(), f"prolific-cc:{self.config.study}".encode(), hashlib.sha256)
         return digest.hexdigest()[:8].upper()
 
+    pays_screen_outs = True
+    """A screened-out participant is paid by Prolific through the FIXED_SCREEN_OUT_PAYMENT code."""
+
+    def screen_out_code(self) -> str | None:
+        """The screener's completion code (``FIXED_SCREEN_OUT_PAYMENT``), None for a study without a screener."""
+        if self.config.screener is None:
+            return None
+        digest = hmac.new(self.secret.encode(), f"prolific-so:{self.config.study}".encode(), hashlib.sha256)
+        return "SO" + digest.hexdigest()[:8].upper()
+
+    def screen_out_completion(self) -> Completion:
+        """Send a screened-out participant to Prolific with the screen-out code (Prolific pays and frees the place)."""
+        code = self.screen_out_code()
+        return Completion(CompletionKind.REDIRECT, url=COMPLETE_URL.format(code=code), code=code)
+
     def post_hit(self, hit_key, entry_url, reward, max_assignments, lifetime_s) -> PostedHit:
         """Create, check and publish the study for the first HIT; later HITs set its places to the new total."""
         state = self.state()
@@ -193,7 +208,7 @@ class ProlificProvider(CrowdProvider):
                 # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
                 study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
                 body = posting.study_body(self.config, internal_name, study_entry, reward, total,
-                                          self.completion_code())
+                                          self.completion_code(), self.screen_out_code())
                 created = self._call("POST", "/studies/", body)
                 study_id = created["id"]
             self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
