@@ -26,7 +26,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
 from hitkit.study import StudyContext, resolve_secret
-from hitkit.running import hooks
+from hitkit.running import hooks, recontact
 from hitkit.worker import screener
 
 log = logging.getLogger(__name__)
@@ -356,6 +356,7 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True
     report.hook_events = hooks.tend(database_url, ctx)  # webhooks: subscribe, drain, end when over
+    recontact.block_qc_failures(database_url, ctx)  # provider.prolific.qc_failures_blocklist
     return report
 
 

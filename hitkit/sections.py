@@ -113,12 +113,15 @@ class ProlificConfig(Model):
         "the message a rejected participant reads (100+ characters once filled in); may name {study} and {reason}"))
 
     @model_validator(mode="after")
-    def _webhook_public(self) -> "ProlificConfig":
+    def _checks(self) -> "ProlificConfig":
+        from hitkit.providers.prolific import rejection
         from hitkit.providers.prolific.webhooks import url_problem
 
-        problem = url_problem(self.webhook_url) if self.webhook_url is not None else None
-        if problem:
-            raise ValueError(f"provider.prolific.webhook_url: {problem}")
+        problems = [f"webhook_url: {url_problem(self.webhook_url)}"] if self.webhook_url and url_problem(
+            self.webhook_url) else []
+        problems += rejection.problems(self.rejection_message, self.rejection_category)
+        if problems:
+            raise ValueError("provider.prolific." + "; provider.prolific.".join(problems))
         return self
 
 

@@ -130,6 +130,9 @@ class FakeProlific(HookSender):
                 raise Refused(f"the study is {study['status']}")  # PLATFORMS: only an ACTIVE study recruits
             if participant_id in self._blocked(study):
                 raise Refused("blocklisted")  # PLATFORMS: participant_group_blocklist filter
+            allowed = self._allowed(study)  # tests/fakes/prolific_hooks.py
+            if allowed is not None and participant_id not in allowed:
+                raise Refused("not in the study's allowlist")  # PLATFORMS: "allowlist twin exists"
             if self.places_taken(study_id) >= study["total_available_places"]:
                 raise Refused("no place left")  # PLATFORMS: places enforced
             cap = (study.get("submissions_config") or {}).get("max_submissions_per_participant") or 1

@@ -204,10 +204,13 @@ class HookSender:
 
     # -- participant groups (API: participant-groups) ---------------------------------------------------
 
-    def _list_groups(self, body, request: Request):
-        ws = request.args.get("workspace_id")
-        rows = [self._group_view(g) for g in self.groups if self.hooks["groups"].get(g, {}).get("workspace_id") == ws]
-        return self._json_out({"results": rows})
+    def _allowed(self, study: dict) -> set[str] | None:
+        """The members of the study's allowlist groups (PLATFORMS: the blocklist's allowlist twin); None: anyone."""
+        groups = [gid for f in study.get("filters") or [] if f.get("filter_id") == "participant_group_allowlist"
+                  for gid in f.get("selected_values") or []]
+        if not groups:
+            return None
+        return {p for gid in groups for p in self.groups.get(gid, [])}
 
     def _create_group(self, body, request):
         if body.get("workspace_id") != self.workspace["id"]:
@@ -270,7 +273,6 @@ def hook_routes(cls) -> list[tuple[str, str, Callable]]:
         ("GET", r"/hooks/subscriptions/([^/]+)/", cls._get_subscription),
         ("POST", r"/hooks/subscriptions/([^/]+)/", cls._confirm_subscription),
         ("DELETE", r"/hooks/subscriptions/([^/]+)/", cls._delete_subscription),
-        ("GET", r"/participant-groups/", cls._list_groups),
         ("POST", r"/participant-groups/", cls._create_group),
         ("GET", r"/participant-groups/([^/]+)/participants/", cls._group_members),
         ("POST", r"/messages/", cls._send_message),

@@ -17,10 +17,11 @@ URL_PARAMS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID
 
 
 def study_body(config: StudyConfig, internal_name: str, entry_url: str, reward: Decimal, places: int,
-               completion_code: str, screen_out_code: str | None = None) -> dict[str, Any]:
+               completion_code: str, screen_out_code: str | None = None,
+               group_filters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The ``POST /studies/`` body of the one Prolific study a hitkit study posts to."""
     s, hit = config.provider.prolific, config.hit
-    filters = list(s.filters)
+    filters = list(s.filters) + list(group_filters or [])
     if s.blocklist_group:
         filters.append({"filter_id": "participant_group_blocklist", "selected_values": [s.blocklist_group]})
     sep = "&" if "?" in entry_url else "?"

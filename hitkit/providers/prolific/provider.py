@@ -46,7 +46,7 @@ from hitkit.providers.base import (
     ProviderWork,
     WorkStatus,
 )
-from hitkit.providers.prolific import arrival, bonuses, posting
+from hitkit.providers.prolific import arrival, bonuses, messages, posting, rejection
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, fee_rate
 from hitkit.providers.prolific.state import ProlificMemory, ProlificState, require_posted
 
@@ -55,9 +55,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ProlificProvider", "COMPLETE_URL"]
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
-REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL",
-                        "FAILED_CHECK", "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA",
-                        "UNSUPP_DEVICE", "OTHER")
+REJECTION_CATEGORIES = rejection.CATEGORIES
 WORK_STATUSES = {"RESERVED": WorkStatus.WORKING, "ACTIVE": WorkStatus.WORKING,
                  "AWAITING REVIEW": WorkStatus.SUBMITTED, "APPROVED": WorkStatus.APPROVED,
                  "REJECTED": WorkStatus.REJECTED, "PARTIALLY APPROVED": WorkStatus.APPROVED}
@@ -99,6 +97,14 @@ class ProlificProvider(CrowdProvider):
         self.api.timeout_s = self.timeout_s
         self.memory = ProlificMemory(config.database_url, config.study)
         self._study_id: str | None = None  # cached once known: a hitkit study's Prolific study never changes
+
+    @property
+    def groups(self):
+        """The workspace's participant groups, by name (:mod:`.groups`): allowlists and the QC blocklist."""
+        from hitkit.providers.prolific.groups import ProlificGroups
+
+        return ProlificGroups(self.api, lambda: posting.workspace_id(self.api, self.settings.workspace),
+                              self.memory.database_url)
 
     @property
     def hooks(self):
@@ -208,7 +214,9 @@ class ProlificProvider(CrowdProvider):
                 # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
                 study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
                 body = posting.study_body(self.config, internal_name, study_entry, reward, total,
-                                          self.completion_code(), self.screen_out_code())
+                                          self.completion_code(), self.screen_out_code(),
+                                          self.groups.filters(self.settings.allowlist,
+                                                              self.settings.qc_failures_blocklist))
                 created = self._call("POST", "/studies/", body)
                 study_id = created["id"]
             self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
@@ -304,6 +312,10 @@ class ProlificProvider(CrowdProvider):
         code = self.completion_code()
         return Completion(CompletionKind.REDIRECT, url=COMPLETE_URL.format(code=code), code=code)
 
+    def send_message(self, participant_ids: list[str], body: str) -> int:
+        """Write to participants of the study on Prolific (:mod:`.messages`); how many were written to."""
+        return messages.send(self.api, self._require_study(), participant_ids, body)
+
     def cap_worker(self, worker_id: str) -> None:
         """Prolific's cap across studies: the participant joins the blocklist group (``blocklist_group``)."""
         if not self.settings.blocklist_group:
@@ -335,16 +347,14 @@ class ProlificProvider(CrowdProvider):
         """Approve many submissions in one bulk call; Prolific does it asynchronously."""
         self._call("POST", "/submissions/bulk-approve/", {"submission_ids": list(provider_assignment_ids)})
 
-    def reject(self, provider_assignment_id: str, reason: str, category: str = "LOW_EFFORT") -> None:
-        """Reject with Prolific's category; Prolific requires a message of at least 100 characters."""
-        if category not in REJECTION_CATEGORIES:
-            raise ProlificError(f"rejection category '{category}' is not one of Prolific's: "
-                                f"{', '.join(REJECTION_CATEGORIES)}", permanent=True)
-        if len(reason) < 100:
-            raise ProlificError(f"Prolific needs a rejection message of at least 100 characters to show the "
-                                f"participant; this one has {len(reason)}: explain what was wrong in more detail",
+    def reject(self, provider_assignment_id: str, reason: str, category: str | None = None) -> None:
+        """Reject with a category and the study's rejection message (:mod:`.rejection`: always 100+ characters)."""
+        category = category or self.settings.rejection_category
+        message = rejection.render(self.settings.rejection_message, self.config.study, reason)
+        if category not in REJECTION_CATEGORIES or len(message) < rejection.MIN_CHARS:
+            raise ProlificError("; ".join(rejection.problems(message, category)) or "the rejection is refused",
                                 permanent=True)
-        self._decide(provider_assignment_id, {"action": "REJECT", "message": reason, "rejection_category": category},
+        self._decide(provider_assignment_id, {"action": "REJECT", "message": message, "rejection_category": category},
                      "REJECTED")
 
     def complete_submission(self, provider_assignment_id: str) -> None:
