@@ -1,5 +1,5 @@
 """Commands that reach a study's participants on the platform: ``hitkit workers`` (re-contact) and
-``hitkit message``."""
+``hitkit message``; and the set-up of ``hitkit launch --test-participant`` (Prolific's test study)."""
 from __future__ import annotations
 
 import json
@@ -59,3 +59,18 @@ def message(study_file: Path, to: tuple[str, ...], everyone: bool, text: str) ->
     config = _launched(study_file)
     n = recontact.message(config.database_url, config.study, None if everyone else list(to), text)
     click.echo(f"message sent to {n} participant(s) of '{config.study}'")
+
+
+def test_run_setup(study_file: Path) -> None:
+    """``--test-participant``: this process (and its in-process scheduler) runs Prolific's test study."""
+    import logging
+    import os
+
+    from hitkit.config import load_study
+    from hitkit.providers.prolific import test_run
+
+    if load_study(study_file).provider.kind != "prolific":
+        raise click.UsageError("--test-participant is Prolific's test study; this study's provider is not prolific")
+    os.environ[test_run.ENV] = "1"
+    logging.getLogger(test_run.__name__).addHandler(logging.StreamHandler())
+    click.echo("Test run: the Prolific study is created but not published; take it at the address logged below.")

@@ -148,8 +148,18 @@ def _pause(database_url: str, ctx) -> None:
 # -- subscribing and ending (the scheduler) --------------------------------------------------------
 
 def tend(database_url: str, ctx) -> int:
-    """Subscribe (once posted), drain, and unsubscribe once the study is over; the events drained."""
+    """Subscribe (once posted), drain, and unsubscribe once the study is over; the events drained.
+    Also publishes a Prolific study a test run left unpublished, once no test runs (:mod:`...test_run`)."""
     hooks = _hooks(ctx)
+    if hooks is not None:
+        from hitkit.providers.prolific import test_run
+
+        try:
+            test_run.publish_after_test(ctx.provider)
+        except SQLAlchemyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the next tick tries again
+            log.warning("publishing %s after its test run failed (retried next tick): %s", ctx.name, exc)
     if hooks is None or not hooks.wanted:
         if hooks is not None and ctx.config.screener is not None:
             from hitkit.worker import screener

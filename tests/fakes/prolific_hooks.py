@@ -258,6 +258,10 @@ class HookSender:
             return self._error_out(400, "Only an unpublished study can be tested.")  # silent in the docs: refused
         tid = uuid.uuid4().hex[:24]
         self.hooks["test_studies"].append({"study_id": tid, "of": sid})
+        # The docs say only that a study is created for the test; the fake makes it a one-place copy that
+        # recruits at once, so a test can play the coordinator taking it.
+        self.studies[tid] = {**study, "id": tid, "status": "ACTIVE", "total_available_places": 1,
+                             "internal_name": f"test of {study.get('internal_name')}", "_test_of": sid}
         # API (TestStudySetUpResponse): the id and the URL of the study created for the test.
         return self._json_out({"study_id": tid, "study_url": f"https://app.prolific.com/studies/{tid}"})
 

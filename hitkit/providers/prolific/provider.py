@@ -46,9 +46,9 @@ from hitkit.providers.base import (
     ProviderWork,
     WorkStatus,
 )
-from hitkit.providers.prolific import arrival, bonuses, messages, posting, rejection
+from hitkit.providers.prolific import arrival, bonuses, messages, posting, rejection, test_run
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, fee_rate
-from hitkit.providers.prolific.state import ProlificMemory, ProlificState, require_posted
+from hitkit.providers.prolific.state import ProlificMemory, ProlificState, created_study_id, require_posted
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +145,14 @@ class ProlificProvider(CrowdProvider):
         """The Prolific study this hitkit study posted to, or None before the first post."""
         return self._study_id or self.state().study_id
 
-    def _arrival_study_id(self) -> str | None:
+    def _arrival_study_id(self) -> tuple[str, ...] | None:
+        """The Prolific studies whose participants may arrive: the study, and a test run's test study."""
         if self._study_id is None:
             self._study_id = self.memory.created_study_id()
-        return self._study_id
+        if self._study_id is None:
+            return None
+        test = created_study_id(self.memory.database_url, self.config.study, "prolific_test_study")
+        return (self._study_id, test) if test else (self._study_id,)
 
     def _require_study(self) -> str:
         return require_posted(self.prolific_study_id(), self.config.study)
@@ -228,7 +232,7 @@ class ProlificProvider(CrowdProvider):
             if places != total:
                 self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
             posting.check_balance(self.api, self.settings.workspace, reward, self.fee_rate(), total)
-            self._transition(study_id, "PUBLISH")
+            test_run.publish_or_test(self, study_id)  # PUBLISH, or a test run's test study
         elif places < total:
             if status == "PAUSED":
                 # The coordinator paused it; hitkit never restarts it, and adds no places meanwhile.
