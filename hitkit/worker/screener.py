@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit import flow
+from hitkit import flow, ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.errors import AnswerError, FlowError
 from hitkit.providers.base import Completion, CompletionKind
@@ -121,17 +121,9 @@ def screen_out(session: Session, ctx, assignment: Assignment) -> None:
     now = utcnow()
     assignment.status, assignment.decided_at = SCREENED_OUT, now
     screener = ctx.config.screener
-    reward = screener.screen_out_reward
     # The platform pays through the code where it can (Prolific); elsewhere nothing is left to do.
-    status = "pending" if getattr(ctx.provider, "pays_screen_outs", False) else "paid"
-    key = screen_out_key(ctx.study_id, assignment.id)
-    if session.scalar(select(Payment.id).where(Payment.idempotency_key == key)) is None:
-        rows = [("screen_out", reward, key), ("fee", ctx.fee(reward, 1), f"fee:{key}")]
-        for kind, amount, row_key in rows:
-            if amount > 0 or kind == "screen_out":
-                session.add(Payment(study_id=ctx.study_id, assignment_id=assignment.id, worker_id=assignment.worker_id,
-                                    kind=kind, amount=amount, currency=ctx.config.provider.currency,
-                                    idempotency_key=row_key, status=status))
+    ledger.book_screen_out(session, ctx, assignment, screener.screen_out_reward,
+                           paid=not getattr(ctx.provider, "pays_screen_outs", False))
     session.add(Event(study_id=ctx.study_id, kind=SCREENED_OUT, actor="server", data={"assignment": assignment.id}))
     session.flush()
     if screened_out_count(session, ctx.study_id) >= screener.slots:
@@ -186,8 +178,6 @@ def settle(database_url: str, ctx) -> int:
         facts = hooks.current("submission.status.change", submission)
         if facts.ours and facts.status in ("SCREENED OUT", "SCREENED_OUT"):
             with session_scope(database_url) as session:
-                key = screen_out_key(ctx.study_id, assignment_id)
-                for row in session.scalars(select(Payment).where(Payment.idempotency_key.in_((key, f"fee:{key}")))):
-                    row.status = "paid"
+                ledger.mark_screen_out_paid(session, screen_out_key(ctx.study_id, assignment_id))
             n += 1
     return n
