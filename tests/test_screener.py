@@ -5,6 +5,7 @@ fake, whose screen-out code pays and frees the place as its documentation says.
 """
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pandas as pd
@@ -110,3 +111,41 @@ def test_on_prolific_a_screened_out_participant_gets_the_fixed_screen_out_code_a
             assert s.scalar(select(Assignment.status)) == "screened_out"
     finally:
         web.stop()
+
+
+def test_on_a_panel_a_screened_out_participant_goes_to_the_screen_out_url_and_frees_the_place(tmp_path, database_url):
+    from tests.studies import served
+    from tests.test_provider_panel import PANEL
+
+    screen_out = "https://connect.example/screenout?code={code}&s={session_id}"
+    study_file = pairwise_study(tmp_path, database_url, provider={"kind": "panel", "panel": PANEL}, screener={
+        **SCREENER, "screen_out_url": screen_out, "screen_out_code": "SO42"})
+    pages = served(study_file, database_url)
+    base, config, _ = next(pages)
+    try:
+        http = requests.Session()
+        page = http.get(f"{base}/s/ab-demo/enter", params={"participantId": "P-1", "assignmentId": "S-1"})
+        assert page.status_code == 200 and "screener-device" in page.text
+        task = page.url.split("?")[0]
+        form = {"csrf": re.search(r'name="csrf" value="([^"]+)"', page.text).group(1),
+                "screener-language": "yes", "screener-device": "phone"}
+        done = http.post(task + "screener", data=form, allow_redirects=False)
+        assert done.status_code == 302 and done.headers["Location"] == \
+            "https://connect.example/screenout?code=SO42&s=S-1"
+        again = http.get(f"{base}/s/ab-demo/enter", params={"participantId": "P-1", "assignmentId": "S-2"})
+        assert again.status_code in (403, 409)  # screened out once: not again in this study
+        with session_scope(database_url) as s:
+            # The second visit's assignment was returned at once: no place is held by a screened-out participant.
+            assert sorted(s.scalars(select(Assignment.status))) == ["returned", "screened_out"]
+            pay = s.scalars(select(Payment).where(Payment.kind == "screen_out")).all()
+            assert [(p.amount, p.status) for p in pay] == [(Decimal("0.15"), "paid")]  # the panel pays it
+        # A passing participant goes on to the instructions and consents.
+        ok = requests.Session()
+        page = ok.get(f"{base}/s/ab-demo/enter", params={"participantId": "P-2", "assignmentId": "S-3"})
+        task = page.url.split("?")[0]
+        assert ok.post(task + "screener", json={"answers": {"language": "yes", "device": "computer"}}).json() == {
+            "passed": True}
+        assert "screener-device" not in ok.get(task).text
+        assert ok.post(task + "consent").status_code == 200
+    finally:
+        pages.close()

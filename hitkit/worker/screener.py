@@ -59,11 +59,15 @@ def pending(session: Session, ctx, assignment: Assignment) -> bool:
     """Whether this assignment must answer the screener before it sees the instructions and consents.
 
     A worker answers once per study: one who passed is not asked again; one who was screened out is
-    refused on a later visit (the place of that visit's assignment opens again at its time limit)."""
+    refused on a later visit, and that visit's assignment is returned at once (its place is free again)."""
     if ctx.config.screener is None or assignment.consented_at is not None:
         return False
     outcome = _worker_outcome(session, ctx, assignment)
     if outcome is False and assignment.status == "accepted":
+        assignment.status = "returned"
+        session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="server",
+                          data={"assignment": assignment.id, "why": "screened out on an earlier visit"}))
+        session.commit()  # kept although the page answers with an error
         raise FlowError("you answered this study's screening questions on an earlier visit and it is not a match "
                         "for you; please return it", 403)
     return outcome is None
