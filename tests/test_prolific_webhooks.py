@@ -267,3 +267,24 @@ def test_a_high_return_rate_pauses_posting_when_the_study_says_so(tmp_path, data
         assert fake.studies[sid]["status"] == "PAUSED"
     finally:
         web.stop()
+
+
+def test_a_delivery_that_fails_is_retried_as_documented_and_queued_once(tmp_path, database_url, fake):
+    web, config, secret = hooked(tmp_path, database_url, fake)
+    try:
+        [sid] = fake.studies
+        fake.outbox.clear()
+        attempts = []
+
+        def flaky(url: str) -> str:  # the first two attempts find the server unreachable
+            attempts.append(url)
+            return "http://127.0.0.1:9/unreachable" if len(attempts) <= 2 else url.replace(PUBLIC, web.url)
+
+        fake.route_hooks(flaky)
+        fake.high_return_rate(sid)
+        assert fake.deliver() == [200]
+        assert [d["status"] for d in fake.hooks["sent"]] == [0, 0, 200]  # one event, three attempts
+        assert len({d["event_id"] for d in fake.hooks["sent"]}) == 1
+        assert len(queued(database_url)) == 1
+    finally:
+        web.stop()

@@ -48,6 +48,10 @@ def test_a_screener_failing_3_of_10_simulated_participants_pays_3_screen_outs_fr
         answered_by = set(s.scalars(select(Assignment.worker_id).join(Response).distinct()))
         assert len(answered_by) == 7 and not answered_by & {a.worker_id for a in out_rows}
         assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "screened_out")) == 3
+    from hitkit.status import study_status
+
+    info = study_status(one_database_url, "ab-demo")
+    assert info["workers"] == 7 and info["assignments"]["screened_out"] == 3
     votes = pd.read_csv(out / "export" / "votes.csv")
     assignments = pd.read_csv(out / "export" / "assignments.csv")
     assert votes["worker_id"].nunique() == 7 and assignments["worker_id"].nunique() == 7
