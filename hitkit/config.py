@@ -162,6 +162,16 @@ class _StudyBase(Model):
                                          self.provider.prolific.estimated_minutes, self.hit.assignment_minutes)
             if problems:
                 raise ValueError("Prolific would refuse this study: " + "; ".join(problems))
+        if self.provider.kind == "prolific":
+            from hitkit.providers.prolific import rejection
+            from hitkit.providers.prolific.webhooks import url_problem
+
+            s = self.provider.prolific
+            problems = [f"webhook_url: {url_problem(s.webhook_url)}"] if s.webhook_url and url_problem(
+                s.webhook_url) else []
+            problems += rejection.problems(s.rejection_message, s.rejection_category)
+            if problems:
+                raise ValueError("provider.prolific." + "; provider.prolific.".join(problems))
         if self.screener is not None:
             problems = reward_problems(self.screener, self.hit.reward, self.provider.currency, self.provider.kind)
             if problems:

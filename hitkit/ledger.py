@@ -169,22 +169,15 @@ def book_reward(session: Session, ctx: StudyContext, a: Assignment, paid: bool =
 
 
 def book_screen_out(session: Session, ctx: StudyContext, a: Assignment, amount: Decimal, paid: bool) -> str:
-    """A screened-out participant's pay and its fee (``screen_out`` and ``fee`` rows), once each; the key.
-    ``paid`` where nothing is left to pay; else pending until the platform shows it paid (hitkit.worker.screener)."""
+    """A screen-out's pay and fee rows (``screen_out``, ``fee``), once each; ``paid`` unless the platform pays later."""
     key = f"screen_out:{ctx.study_id}:{a.id}"
-    for kind, value, row_key in (("screen_out", amount, key), ("fee", ctx.fee(amount, 1), fee_key(key))):
-        if (value > 0 or kind == "screen_out") and session.scalar(
-                select(Payment.id).where(Payment.idempotency_key == row_key)) is None:
+    for kind, value, k in (("screen_out", amount, key), ("fee", ctx.fee(amount, 1), fee_key(key))):
+        if (value > 0 or kind == "screen_out") and not session.scalar(
+                select(Payment.id).where(Payment.idempotency_key == k)):
             session.add(Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
-                                amount=value, currency=ctx.config.provider.currency, idempotency_key=row_key,
+                                amount=value, currency=ctx.config.provider.currency, idempotency_key=k,
                                 status="paid" if paid else "pending"))
     return key
-
-
-def mark_screen_out_paid(session: Session, key: str) -> None:
-    """The platform paid a screen-out: its pending pay and fee rows become paid."""
-    for row in session.scalars(select(Payment).where(Payment.idempotency_key.in_((key, fee_key(key))))):
-        row.status = "paid"
 
 
 def settle_reward(session: Session, a: Assignment, approved: bool) -> None:

@@ -112,18 +112,6 @@ class ProlificConfig(Model):
     rejection_message: Optional[str] = Field(None, description=(
         "the message a rejected participant reads (100+ characters once filled in); may name {study} and {reason}"))
 
-    @model_validator(mode="after")
-    def _checks(self) -> "ProlificConfig":
-        from hitkit.providers.prolific import rejection
-        from hitkit.providers.prolific.webhooks import url_problem
-
-        problems = [f"webhook_url: {url_problem(self.webhook_url)}"] if self.webhook_url and url_problem(
-            self.webhook_url) else []
-        problems += rejection.problems(self.rejection_message, self.rejection_category)
-        if problems:
-            raise ValueError("provider.prolific." + "; provider.prolific.".join(problems))
-        return self
-
 
 class MTurkConfig(Model):
     """Amazon Mechanical Turk (boto3). Credentials come from the usual AWS environment/config."""
