@@ -288,3 +288,23 @@ def test_a_delivery_that_fails_is_retried_as_documented_and_queued_once(tmp_path
         assert len(queued(database_url)) == 1
     finally:
         web.stop()
+
+
+def test_a_refused_subscription_leaves_the_study_polling_says_why_and_is_tried_again_later(
+        tmp_path, database_url, fake, monkeypatch):
+    fake.fail_next(r"POST /hooks/subscriptions/", status=400)
+    web, config, _ = hooked(tmp_path, database_url, fake)
+    try:
+        with session_scope(database_url) as s:
+            health = hooks.health(s, s.scalar(select(Study.id)))
+        assert health["failures"] == 1 and health["subscription_errors"][0].startswith("submission.status.change")
+        tried = len(fake.calls("POST", "/hooks/subscriptions/"))
+        tick(database_url, config.study, web.url)
+        assert len(fake.calls("POST", "/hooks/subscriptions/")) == tried  # not on every tick
+        monkeypatch.setattr(hooks, "RETRY_SUBSCRIBE_S", 0)
+        tick(database_url, config.study, web.url)
+        with session_scope(database_url) as s:
+            assert {r.status for r in s.scalars(select(HookSubscription))} == {"confirmed"}
+            assert hooks.health(s, s.scalar(select(Study.id)))["failures"] == 0
+    finally:
+        web.stop()

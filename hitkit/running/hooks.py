@@ -34,6 +34,8 @@ MAX_ATTEMPTS = 5
 GIVEN_BACK = ("RETURNED", "TIMED-OUT", "SCREENED OUT", "SCREENED_OUT", "SCREENED-OUT")
 """Submission statuses that gave the place back (PLATFORMS.md: submission states)."""
 OVER = ("completed", "stopped")
+RETRY_SUBSCRIBE_S = 600.0
+"""Seconds before a subscription that failed is tried again."""
 
 
 def _hooks(ctx):
@@ -168,13 +170,15 @@ def tend(database_url: str, ctx) -> int:
         return drain(database_url, ctx)
     with session_scope(database_url) as session:
         status = session.get(Study, ctx.study_id).status
-        have = {s.event_type: s.status for s in session.scalars(
+        have = {s.event_type: (s.status, s.updated_at) for s in session.scalars(
             select(HookSubscription).where(HookSubscription.study_id == ctx.study_id))}
     from hitkit.providers.prolific.webhooks import EVENT_TYPES
 
     if status not in OVER and hooks.posted():
         for event_type in EVENT_TYPES:
-            if have.get(event_type) not in ("confirmed", "deleted"):
+            state, at = have.get(event_type, (None, None))
+            # A failed subscription is tried again after a while, not on every tick (polling covers meanwhile).
+            if state is None or (state == "failed" and (utcnow() - at).total_seconds() >= RETRY_SUBSCRIBE_S):
                 _subscribe(database_url, ctx, hooks, event_type)
     done = drain(database_url, ctx)
     if ctx.config.screener is not None:
