@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from hitkit.providers.prolific import client as prolific_api
-from hitkit.scheduler import tick
+from hitkit.running.scheduler import tick
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.test_prolific_webhooks import PUBLIC
 from tests.test_provider_prolific import launch_on, pid

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from hitkit.cli import main
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.providers.prolific import test_run
-from hitkit.scheduler import tick
+from hitkit.running.scheduler import tick
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.studies import pairwise_study
 from tests.test_prolific_recontact import take

@@ -14,13 +14,13 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from hitkit import provider_side
+from hitkit.running import provider_side
 from hitkit.db.models import Assignment, Event, HookEvent, HookSubscription, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.running import hooks
-from hitkit.scheduler import tick
-from hitkit.sync import sync_study
+from hitkit.running.scheduler import tick
+from hitkit.running.sync import sync_study
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.fakes.prolific_hooks import sign
 from tests.test_provider_prolific import code_of, launch_on, pid, take_and_submit
@@ -86,7 +86,7 @@ def test_a_study_with_a_public_address_subscribes_its_workspace_as_documented_an
             assert hooks.health(s, rows[0].study_id)["mode"] == "webhooks"
         tick(database_url, config.study, web.url)  # a later tick subscribes nothing more
         assert len(fake.calls("POST", "/hooks/subscriptions/")) == 3
-        from hitkit.control import stop_study
+        from hitkit.running.control import stop_study
 
         stop_study(database_url, config.study)
         tick(database_url, config.study, web.url)
@@ -232,7 +232,7 @@ def test_a_study_whose_webhooks_are_all_lost_ends_the_same_as_one_that_received_
 
 def test_a_study_without_a_public_address_polls_only_and_an_address_prolific_cannot_reach_is_refused(
         tmp_path, database_url, fake):
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.errors import ConfigError
     from tests.studies import pairwise_study
 

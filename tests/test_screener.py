@@ -13,12 +13,12 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Event, Payment, Response, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.providers.prolific import client as prolific_api
-from hitkit.scheduler import tick
+from hitkit.running.scheduler import tick
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.studies import launch, pairwise_study
 
@@ -51,7 +51,7 @@ def test_a_screener_failing_3_of_10_simulated_participants_pays_3_screen_outs_fr
                                     .distinct()))
         assert len(answered_by) == 7 and not answered_by & {a.worker_id for a in out_rows}
         assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "screened_out")) == 3
-    from hitkit.status import study_status
+    from hitkit.running.status import study_status
 
     info = study_status(one_database_url, "ab-demo")
     assert info["workers"] == 7 and info["assignments"]["screened_out"] == 3

@@ -11,8 +11,8 @@ from hitkit.cli.app import main
 
 
 def _launched(study_file: Path):
-    from hitkit.config import load_study
-    from hitkit.served import require_launched
+    from hitkit.study.config import load_study
+    from hitkit.study.served import require_launched
 
     config = load_study(study_file)
     require_launched(config, study_file)
@@ -66,7 +66,7 @@ def test_run_setup(study_file: Path) -> None:
     import logging
     import os
 
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.providers.prolific import test_run
 
     if load_study(study_file).provider.kind != "prolific":

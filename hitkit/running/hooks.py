@@ -10,7 +10,7 @@
   study, react to a high return rate).
 - :func:`tend` (each scheduler tick) subscribes a study whose file gives a public https address, drains
   its queue, and ends its subscriptions once the study is over. Polling stays the fallback: a study whose
-  webhooks are all lost ends the same (:mod:`hitkit.provider_side`, ``hitkit sync``).
+  webhooks are all lost ends the same (:mod:`hitkit.running.provider_side`, ``hitkit sync``).
 - :func:`health` is what the dashboard shows.
 """
 from __future__ import annotations
@@ -140,7 +140,7 @@ def act(session, ctx, event_type: str, resource_id: str, facts) -> str:
 
 
 def _pause(database_url: str, ctx) -> None:
-    from hitkit.control import pause_study
+    from hitkit.running.control import pause_study
 
     pause_study(database_url, ctx.name)
     with session_scope(database_url) as session:

@@ -1,7 +1,7 @@
 """Re-contact and blocklists on the platform: the workers who passed quality control into a participant group
 (a later study's allowlist), the workers who failed it into a persistent blocklist group, and messages.
 
-Quality control is the protocol's own check over the work counted so far (:func:`hitkit.qc.qc_summary`).
+Quality control is the protocol's own check over the work counted so far (:func:`hitkit.money.qc.qc_summary`).
 Only providers with participant groups (``provider.groups``) or messages (``provider.send_message``) can
 do this; for the others each function says so.
 """
@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hitkit.db.models import Assignment, Event, Hit, Worker
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.study import StudyContext, resolve_secret
+from hitkit.study.stored import StudyContext, resolve_secret
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def context(database_url: str, study_name: str) -> StudyContext:
 
 def qc_outcomes(database_url: str, ctx: StudyContext) -> dict[str, bool]:
     """Each worker with counted work: whether they pass the protocol's quality check (worker id → passed)."""
-    from hitkit.qc import qc_summary
+    from hitkit.money.qc import qc_summary
 
     with session_scope(database_url) as session:
         summary = qc_summary(session, ctx, cache_key="recontact")

@@ -23,7 +23,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit import flow, ledger
+from hitkit.worker import flow
+from hitkit.money import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.errors import AnswerError, FlowError
 from hitkit.providers.base import Completion, CompletionKind

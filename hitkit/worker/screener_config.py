@@ -1,6 +1,6 @@
 """The study file's ``screener:`` section: a few questions before consent, and what a screen-out pays.
 
-Plain pydantic, no other hitkit import: :mod:`hitkit.config` puts it into the study file, and the rules
+Plain pydantic, no other hitkit import: :mod:`hitkit.study.config` puts it into the study file, and the rules
 that depend on the provider (Prolific's floor and ceiling on screen-out pay) are checked there, at load.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from hitkit.sections import Model, Money
+from hitkit.study.sections import Model, Money
 
 SCREEN_OUT_FLOOR = {"GBP": Decimal("0.10"), "USD": Decimal("0.14")}
 """Prolific's least screen-out payment (PLATFORMS.md, screen-outs: "about £0.10 / $0.14")."""
