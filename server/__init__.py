@@ -62,9 +62,11 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
     )
     from server.chat import bp as chat_bp
     from server.dashboard import bp as dashboard_bp
+    from server.webhooks import bp as webhooks_bp
     from server.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
+    app.register_blueprint(webhooks_bp)
     app.register_blueprint(chat_bp)
     app.register_blueprint(dashboard_bp)
     app.add_url_rule("/", "index", lambda: render_template("index.html"))  # what this server is
@@ -118,8 +120,10 @@ def _guard(app: Flask) -> None:
         if wait:
             return _refusal("too many requests; please wait a moment and try again", 429,
                             {"Retry-After": str(math.ceil(wait))})
-        # The dashboard checks its own CSRF field, bound to the coordinator's session (server/dashboard.py).
-        if request.method == "POST" and request.url_rule is not None and request.blueprint != "dashboard":
+        # The dashboard checks its own CSRF field, bound to the coordinator's session (server/dashboard.py);
+        # a webhook is a platform's server-to-server call, checked by its signature (server/webhooks.py).
+        if request.method == "POST" and request.url_rule is not None and request.blueprint not in (
+                "dashboard", "webhooks"):
             form_value = (request.form.get(security.CSRF_FIELD) if request.mimetype in security.FORM_CONTENT_TYPES
                           else None)
             why = security.csrf_refusal(secret, token, request.content_type, request.headers.get("Origin"),

@@ -279,6 +279,17 @@ def reject(ctx, assignment_id: int):
     return dash.reject_assignment(_url(), ctx, assignment_id, request.form.get("reason", ""))
 
 
+@bp.post("/study/<study>/message")
+@_action
+def message(ctx):
+    """Write to one participant (``to``) or, with ``to`` empty, everyone in the study (hitkit.running.recontact)."""
+    from hitkit.running import recontact
+
+    to = (request.form.get("to") or "").strip()
+    n = recontact.message(_url(), ctx.name, [to] if to else None, request.form.get("text", ""), actor="dashboard")
+    return f"message sent to {n} participant(s)"
+
+
 def _url() -> str:
     return current_app.config["HITKIT_DATABASE_URL"]
 

@@ -17,6 +17,7 @@ from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
 from hitkit.worker import bounds
 from hitkit.study.stored import StudyContext
+from hitkit.worker import screener
 
 bp = Blueprint("worker", __name__)
 _contexts: dict[tuple[str, str], StudyContext] = {}
@@ -26,7 +27,7 @@ DB_RETRY_AFTER_S = 2
 HELD_COOKIE = "hitkit_assignment"
 """The cookie keeping the worker's latest assignment token for a study (path ``/s/STUDY/``): the proof
 a returning panel participant shows (:func:`hitkit.worker.admission._check_returning`)."""
-JSON_ENDPOINTS = {"worker.state", "worker.answer", "chat.state", "chat.message", "chat.retry", "chat.topic"}
+JSON_ENDPOINTS = {"worker.state", "worker.answer", "worker.screen", "chat.state", "chat.message", "chat.retry", "chat.topic"}
 """Routes the page calls with fetch: their errors are JSON whatever the request's Accept header."""
 
 
@@ -149,6 +150,9 @@ def page(study: str, token: str):
             return render_template("done.html", study=ctx.config, code=None)
         if assignment.status != "accepted":
             raise FlowError(f"this assignment is {assignment.status}", 410)
+        if screener.pending(session, ctx, assignment):
+            return render_template("screener.html", study=ctx.config, token=token,
+                                   questions=screener.questions(ctx), intro=ctx.config.screener.intro)
         if assignment.consented_at is None:
             return render_template(ctx.task.instructions_template, study=ctx.config, token=token, preview=False)
         st = flow.state(session, ctx, assignment)
@@ -159,8 +163,37 @@ def page(study: str, token: str):
 @bp.post("/a/<study>/<token>/consent")
 def consent(study: str, token: str):
     with db() as session:
-        flow.consent(session, context(session, study), token)
+        ctx = context(session, study)
+        screener.require_passed(session, ctx, token)
+        flow.consent(session, ctx, token)
     return redirect(url_for("worker.page", study=study, token=token))
+
+
+@bp.post("/a/<study>/<token>/screener")
+def screen(study: str, token: str):
+    """The screener's answers: JSON ``{"answers": {name: option}}`` or form fields ``screener-NAME``."""
+    body = request.get_json(silent=True) if request.is_json else None
+    if body is not None:
+        answers = body.get("answers") if isinstance(body, dict) else None
+        if not isinstance(answers, dict):
+            return jsonify(error="send JSON with answers: {question name: chosen option}"), 400
+    else:
+        answers = {k.removeprefix("screener-"): v for k, v in request.form.items() if k.startswith("screener-")}
+    with db() as session:
+        ctx = context(session, study)
+        assignment, passed = screener.answer(session, ctx, token, {str(k): str(v) for k, v in answers.items()})
+    if passed:
+        if body is not None:
+            return jsonify(passed=True)
+        return redirect(url_for("worker.page", study=study, token=token))
+    completion = screener.handback(ctx, assignment)  # after the commit
+    if body is not None:
+        return jsonify(passed=False, screened_out=True, completion=completion.kind.value, url=completion.url,
+                       code=completion.code)
+    if completion.kind is CompletionKind.REDIRECT:
+        return redirect(completion.url)
+    return render_template("screened_out.html", study=ctx.config, code=completion.code,
+                           reward=ctx.config.screener.screen_out_reward)
 
 
 @bp.get("/a/<study>/<token>/state")

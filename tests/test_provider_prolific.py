@@ -444,11 +444,14 @@ def test_reject_and_asynchronous_bulk_approve_speak_prolifics_protocol(study, fa
     a, b, c = (fake.start_session(pid(x), sid) for x in "abc")
     for x in (a, b, c):
         fake.complete(x, p.completion_code())
-    with pytest.raises(ProlificError, match="at least 100 characters"):
-        p.reject(a, "too fast")
-    reason = ("Your answers were given faster than the texts can be read, and they did not match the two "
-              "attention checks in this task.")
-    p.reject(a, reason, "FAILED_CHECK")
+    # A short reason still reaches the participant in the study's rejection message, 100+ characters as
+    # Prolific requires, with the study's category (LOW_EFFORT unless the study file names another).
+    p.reject(a, "too fast")
+    [sent] = fake.calls("POST", f"/submissions/{a}/transition/")
+    assert sent.body["rejection_category"] == "LOW_EFFORT" and len(sent.body["message"]) >= 100
+    assert "'ab-demo'" in sent.body["message"] and "too fast." in sent.body["message"]
+    with pytest.raises(ProlificError, match="not one of Prolific's"):
+        p.reject(b, "too fast", "SLOW")
     p.approve_many([b, c])
     assert fake.calls("POST", "/submissions/bulk-approve/")[0].body == {"submission_ids": [b, c]}
     assert fake.submissions[b]["status"] == "AWAITING REVIEW"  # asynchronous: not done yet

@@ -37,8 +37,11 @@ def init(directory: Path, task: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Validate, pack and price the study; post and save nothing.")
 @click.option("--no-progress", is_flag=True, help="No redrawn status line; a plain line every 30 s instead.")
 @click.option("--timeout", type=float, default=None, help="Stop watching after this many seconds.")
+@click.option("--test-participant", is_flag=True, help=(
+    "Prolific: create the study but do not publish it; Prolific makes a test study you take yourself "
+    "(its address is logged). Launch again with --resume, without this flag, to publish."))
 def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress: bool,
-           timeout: float | None) -> None:
+           timeout: float | None, test_participant: bool) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
     from hitkit.running.dry_run import dry_run as plan
     from hitkit.running.launch import launch as run
@@ -48,6 +51,10 @@ def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress
     if dry_run:
         plan(study_file, echo=click.echo)
         return
+    if test_participant:
+        from hitkit.cli.recontact import test_run_setup
+
+        test_run_setup(study_file)
     bar = not no_progress and on_terminal()
     try:
         with showing_progress(bar):  # the export's and analysis' bars, on a terminal only

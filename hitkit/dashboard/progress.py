@@ -107,6 +107,8 @@ class StudyProgress:
     held: int = 0
     stopping: dict[str, Any] | None = None
     """The stopping rule's state (:func:`hitkit.running.stopping.summary`), when the study has one."""
+    platform: dict[str, Any] | None = None
+    """Webhook health and screen-outs (:func:`hitkit.dashboard.platform.platform_state`), where there are any."""
 
     @property
     def hits_posted(self) -> int:
@@ -131,6 +133,7 @@ class StudyProgress:
             "bots": [{"name": r.name, "state": r.state, "owed": r.owed, "text": r.describe(),
                       "recent": r.recent, "total": r.total} for r in self.bots.get("rows", [])],
             "bots_failing": self.bots.get("failing", []), "held": self.held, "stopping": self.stopping,
+            "platform": self.platform,
         }
 
     @property
@@ -153,6 +156,7 @@ class StudyProgress:
 
 def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> StudyProgress:
     """Everything the dashboard shows live about one study, read from its rows."""
+    from hitkit.dashboard.platform import platform_state
     from hitkit.money.ledger import committed_spend
 
     study = session.get(Study, ctx.study_id)
@@ -164,8 +168,8 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
     counts = unit_answer_counts(session, study.id)
     times = [t for (t,) in session.execute(select(Assignment.work_time_s).join(Hit).where(
         Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.work_time_s.is_not(None)))]
-    workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)
-                             .where(Hit.study_id == study.id)) or 0
+    workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)  # screened out: not
+                             .where(Hit.study_id == study.id, Assignment.status != "screened_out")) or 0  # workers
     spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
                            .where(Payment.study_id == study.id, Payment.status == "paid"))
     turns_by_system = dict(session.execute(
@@ -208,4 +212,5 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         work_time_median_s=round(statistics.median(times), 1) if times else None,
         work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
         qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()), bots=bot_health(session, ctx),
-        held=len(held_assignment_ids(session, study.id)), stopping=stopping.summary(session, ctx))
+        held=len(held_assignment_ids(session, study.id)), stopping=stopping.summary(session, ctx),
+        platform=platform_state(session, ctx))

@@ -244,7 +244,7 @@ class Assignment(Base):
     hit_id: Mapped[int] = mapped_column(ForeignKey("hit.id"))
     worker_id: Mapped[int] = mapped_column(ForeignKey("worker.id"))
     provider_assignment_id: Mapped[Optional[str]] = mapped_column(String(128))
-    # accepted, submitted, approved, rejected, returned, expired
+    # accepted, submitted, approved, rejected, returned, expired, screened_out
     status: Mapped[str] = mapped_column(String(16), default="accepted")
     token_nonce: Mapped[str] = mapped_column(String(32))
     layout: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -299,7 +299,7 @@ class Payment(Base):
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
     assignment_id: Mapped[Optional[int]] = mapped_column(ForeignKey("assignment.id"))
     worker_id: Mapped[Optional[int]] = mapped_column(ForeignKey("worker.id"))
-    kind: Mapped[str] = mapped_column(String(16))  # reward, bonus, fee
+    kind: Mapped[str] = mapped_column(String(16))  # reward, bonus, fee, screen_out
     amount: Mapped[Decimal] = mapped_column(MoneyType)
     currency: Mapped[str] = mapped_column(String(8))
     idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
@@ -319,6 +319,54 @@ class Event(Base):
     actor: Mapped[str] = mapped_column(String(32))  # server, scheduler, cli, provider
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class HookSubscription(Base):
+    """A webhook subscription hitkit made on a platform for a study (revision 0010).
+
+    ``secret`` is the workspace's signing secret the deliveries are checked with; ``status`` is
+    created, confirmed, deleted or failed (``error`` says why)."""
+
+    __tablename__ = "hook_subscription"
+    __table_args__ = (UniqueConstraint("study_id", "event_type", name="uq_hook_subscription_study_event"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    provider: Mapped[str] = mapped_column(String(32))
+    event_type: Mapped[str] = mapped_column(String(64))
+    remote_id: Mapped[Optional[str]] = mapped_column(String(128))
+    target_url: Mapped[str] = mapped_column(String(512))
+    secret: Mapped[Optional[str]] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[Optional[str]] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class HookEvent(Base):
+    """One webhook delivery that passed the signature check, queued for the scheduler (revision 0010).
+
+    One row per platform event id: a second delivery of the same event finds its row and adds nothing.
+    ``status`` is queued, done or failed; ``outcome`` says what draining it did (always after asking the
+    platform for the current state: the event itself is only a hint)."""
+
+    __tablename__ = "hook_event"
+    __table_args__ = (UniqueConstraint("study_id", "provider", "event_id", name="uq_hook_event_once"),
+                      Index("ix_hook_event_study_status", "study_id", "status"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
+    provider: Mapped[str] = mapped_column(String(32))
+    event_id: Mapped[str] = mapped_column(String(128))
+    event_type: Mapped[str] = mapped_column(String(64))
+    resource_id: Mapped[str] = mapped_column(String(128))
+    sent_at: Mapped[Optional[str]] = mapped_column(String(64))
+    body: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    outcome: Mapped[Optional[str]] = mapped_column(Text)
+    received_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    done_at: Mapped[Optional[dt.datetime]]
 
 
 class Setting(Base):

@@ -168,6 +168,18 @@ def book_reward(session: Session, ctx: StudyContext, a: Assignment, paid: bool =
     session.flush()
 
 
+def book_screen_out(session: Session, ctx: StudyContext, a: Assignment, amount: Decimal, paid: bool) -> str:
+    """A screen-out's pay and fee rows (``screen_out``, ``fee``), once each; ``paid`` unless the platform pays later."""
+    key = f"screen_out:{ctx.study_id}:{a.id}"
+    for kind, value, k in (("screen_out", amount, key), ("fee", ctx.fee(amount, 1), fee_key(key))):
+        if (value > 0 or kind == "screen_out") and not session.scalar(
+                select(Payment.id).where(Payment.idempotency_key == k)):
+            session.add(Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
+                                amount=value, currency=ctx.config.provider.currency, idempotency_key=k,
+                                status="paid" if paid else "pending"))
+    return key
+
+
 def settle_reward(session: Session, a: Assignment, approved: bool) -> None:
     """The assignment's pending reward and fee rows become paid (approved) or failed (rejected)."""
     for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending",

@@ -27,6 +27,8 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
 from hitkit.study.stored import StudyContext, resolve_secret
+from hitkit.running import hooks, recontact
+from hitkit.worker import screener
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class TickReport:
     posted: int = 0
     completed_hits: int = 0
     study_completed: bool = False
+    hook_events: int = 0
 
 
 def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
@@ -220,7 +223,8 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
         else:
             pending = session.scalars(query.limit(sched.wave_size)).all()
         costs = [ledger.worst_case(ctx, h) for h in pending]
-        n = hits_to_post(costs, ledger.committed_spend(session, ctx), ledger.budget_of(session, ctx.study_id),
+        committed = ledger.committed_spend(session, ctx) + screener.reserve(session, ctx)  # screen-outs' worst case
+        n = hits_to_post(costs, committed, ledger.budget_of(session, ctx.study_id),
                          open_hits, sched.max_concurrent, sched.wave_size)
         wave = [(h.id, h.index, h.reward, h.max_assignments, h.lifetime_s) for h in pending[:n]]
         if pending and n == 0 and open_hits == 0:
@@ -351,6 +355,8 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True
+    report.hook_events = hooks.tend(database_url, ctx)  # webhooks: subscribe, drain, end when over
+    recontact.block_qc_failures(database_url, ctx)  # provider.prolific.qc_failures_blocklist
     return report
 
 

@@ -23,8 +23,8 @@ def study_status(database_url: str, name: str) -> dict:
                                     .group_by(Hit.status)).all())
         assignments = dict(session.execute(select(Assignment.status, func.count()).join(Hit)
                                            .where(Hit.study_id == study.id).group_by(Assignment.status)).all())
-        workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)
-                                 .where(Hit.study_id == study.id))
+        workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)  # a screened-out
+                                 .where(Hit.study_id == study.id, Assignment.status != "screened_out"))  # is none
         spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
                                .where(Payment.study_id == study.id, Payment.status == "paid"))
         info = {"study": study.name, "task": study.task_type, "provider": study.provider, "status": study.status,

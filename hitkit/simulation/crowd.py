@@ -47,6 +47,8 @@ class SimWorker:
     profile: str
     typing: str = ""
     """The typing profile (:mod:`hitkit.simulation.crowd_typing`); empty: the same as ``profile``."""
+    fails_screener: bool = False
+    """Answers the study's screener so as to be screened out (``simulated.workers[].fails_screener``)."""
 
     @property
     def typist(self) -> crowd_typing.Typist:
@@ -63,8 +65,8 @@ def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
     workers = []
     for g in config.simulated.workers:
         first = numbered.get(g.profile, 0)
-        workers += [SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile)
-                    for i in range(first, first + g.count)]
+        workers += [SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile,
+                              g.fails_screener) for i in range(first, first + g.count)]
         numbered[g.profile] = first + g.count
     return workers
 
@@ -191,6 +193,8 @@ class SimulatedCrowd:
             return "retire" if page.status_code == 403 else "wait"
         page.raise_for_status()
         base = page.url.split("?")[0].rstrip("/")
+        if self.ctx.config.screener is not None and not self._screened_in(http, base, worker):
+            return "retire"
         http.post(f"{base}/consent", timeout=self.timeout_s).raise_for_status()
         state = http.get(f"{base}/state", timeout=self.timeout_s).json()
         answered = state["answers"]
@@ -243,6 +247,22 @@ class SimulatedCrowd:
         with self._lock:
             self.stats.hits_done += 1
         return "again"
+
+    def _screened_in(self, http: requests.Session, base: str, worker: SimWorker) -> bool:
+        """Answer the screener (accepted answers, or the first refused one for a worker who fails it)."""
+        answers = {}
+        for q in self.ctx.config.screener.questions:
+            refused = [o for o in q.options if o not in q.accept]
+            answers[q.name] = refused[0] if worker.fails_screener and refused else q.accept[0]
+        reply = http.post(f"{base}/screener", json={"answers": answers}, timeout=self.timeout_s)
+        if reply.status_code == 410:  # screened out before, on an earlier visit
+            return False
+        reply.raise_for_status()
+        if not reply.json().get("passed"):
+            with self._lock:
+                self.stats.refused += 1
+            return False
+        return True
 
     def _chat(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random,
               typing_rng: random.Random) -> None:

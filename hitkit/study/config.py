@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 
 from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
+from hitkit.study.screener import ScreenerConfig, reward_problems
 from hitkit.study.sections import (AuthenticityConfig, BotsConfig, GenerationConfig, HitConfig, JudgeConfig, Model, Money,
                              PrescreenConfig, ProviderConfig,
                              ScheduleConfig, ServerConfig, SimulatedConfig, StopConfig, SystemConfig)
@@ -54,6 +55,7 @@ class _StudyBase(Model):
         "fixed: post the HITs in their order; adaptive: post first the HITs that most serve the stop rule's open decision"))
     stop: Optional[StopConfig] = None
     judge: Optional[JudgeConfig] = None
+    screener: Optional[ScreenerConfig] = None
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")
@@ -165,6 +167,20 @@ class _StudyBase(Model):
                                          self.provider.prolific.estimated_minutes, self.hit.assignment_minutes)
             if problems:
                 raise ValueError("Prolific would refuse this study: " + "; ".join(problems))
+        if self.provider.kind == "prolific":
+            from hitkit.providers.prolific import rejection
+            from hitkit.providers.prolific.webhooks import url_problem
+
+            s = self.provider.prolific
+            problems = [f"webhook_url: {url_problem(s.webhook_url)}"] if s.webhook_url and url_problem(
+                s.webhook_url) else []
+            problems += rejection.problems(s.rejection_message, s.rejection_category)
+            if problems:
+                raise ValueError("provider.prolific." + "; provider.prolific.".join(problems))
+        if self.screener is not None:
+            problems = reward_problems(self.screener, self.hit.reward, self.provider.currency, self.provider.kind)
+            if problems:
+                raise ValueError("the screener's pay is refused: " + "; ".join(problems))
         return self
 
     @property

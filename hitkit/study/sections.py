@@ -101,6 +101,16 @@ class ProlificConfig(Model):
     complete_after_s: float = Field(
         600, ge=0, description="work submitted in hitkit but still ACTIVE on Prolific this long is completed "
         "through Prolific's COMPLETE transition")
+    webhook_url: Optional[str] = Field(None, description=(
+        "public https:// address of the worker-facing server; when set, Prolific's webhooks are subscribed "
+        "(docs/PROLIFIC.md); without it hitkit polls"))
+    on_high_return_rate: Literal["pause", "warn"] = "warn"
+    allowlist: Optional[str] = Field(None, description="name of a participant group: only its members may take part")
+    qc_failures_blocklist: Optional[str] = Field(None, description=(
+        "name of a participant group that workers who fail QC join, and that every study using it blocks"))
+    rejection_category: str = "LOW_EFFORT"
+    rejection_message: Optional[str] = Field(None, description=(
+        "the message a rejected participant reads (100+ characters once filled in); may name {study} and {reason}"))
 
 
 class MTurkConfig(Model):
@@ -200,6 +210,7 @@ class CrowdGroup(Model):
     profile: Literal["diligent", "noisy", "spammer", "always_tie", "judge_like", "llm_paster", "slow_typist",
                      "phone"]
     count: int = Field(gt=0, le=10_000)
+    fails_screener: bool = Field(False, description="answer the study's screener: questions so as to be screened out")
 
     @property
     def answers_as(self) -> str:

@@ -39,7 +39,8 @@ def assignments_table(session: Session, study: Study) -> pd.DataFrame:
     rows = session.execute(
         select(Assignment, Hit, Worker).join(Hit, Assignment.hit_id == Hit.id)
         .join(Worker, Assignment.worker_id == Worker.id)
-        .where(Hit.study_id == study.id).order_by(Hit.index, Assignment.id)
+        .where(Hit.study_id == study.id, Assignment.status != "screened_out")  # never a worker's work
+        .order_by(Hit.index, Assignment.id)
     ).all()
     data = [{"study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
              "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,

@@ -7,14 +7,14 @@ live, and for everything stored before this revision. The arena protocol (two sy
 needs no table of its own: a battle is a unit, each side a conversation, the vote a response.
 
 Revision ID: 0011_arena_streaming
-Revises: 0008_feedback_signals
+Revises: 0010_prolific_hooks
 Create Date: 2026-11-27
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0011_arena_streaming"
-down_revision = "0008_feedback_signals"
+down_revision = "0010_prolific_hooks"
 branch_labels = None
 depends_on = None
 

@@ -29,6 +29,8 @@ from typing import Any
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from tests.fakes.prolific_hooks import HookSender, hook_routes
+
 TOKEN = "fake-prolific-token"
 _REPO = Path(__file__).resolve().parents[2]
 # Prolific's API reference as archived on 2026-10-04 (docs.prolific.com/openapi.json), kept with the tests so
@@ -37,7 +39,8 @@ SPEC = _REPO / "tests" / "data" / "prolific-openapi.yml"
 FEE_RATE = Decimal("0.333")    # PLATFORMS: fees about 33.3 % on rewards and bonuses
 VAT_RATE = Decimal("0.20")     # PLATFORMS: "+ VAT" (UK rate)
 MIN_HOURLY = {"GBP": Decimal(6), "USD": Decimal(8)}  # PLATFORMS: minimum £6 / $8 per hour
-FREEING = ("RETURNED", "TIMED-OUT", "REJECTED")      # PLATFORMS: RETURNED / TIMED-OUT / REJECTED free the place
+# PLATFORMS: RETURNED / TIMED-OUT / REJECTED free the place; (screen-outs) "the place is freed".
+FREEING = ("RETURNED", "TIMED-OUT", "REJECTED", "SCREENED OUT")
 UNREVIEWED = ("RESERVED", "ACTIVE", "AWAITING REVIEW")
 PAGE_SIZE = 3  # small, so that every list hitkit reads spans pages (API: lists paginate, `_links.next.href`)
 
@@ -76,8 +79,10 @@ class Recorded:
 
 
 @dataclass
-class FakeProlific:
-    """The fake's state; ``url`` is the API root to put in ``provider.prolific.api_url``."""
+class FakeProlific(HookSender):
+    """The fake's state; ``url`` is the API root to put in ``provider.prolific.api_url``.
+
+    Webhooks, participant groups, messages and test studies are in :mod:`tests.fakes.prolific_hooks`."""
 
     studies: dict[str, dict] = field(default_factory=dict)
     submissions: dict[str, dict] = field(default_factory=dict)
@@ -125,6 +130,9 @@ class FakeProlific:
                 raise Refused(f"the study is {study['status']}")  # PLATFORMS: only an ACTIVE study recruits
             if participant_id in self._blocked(study):
                 raise Refused("blocklisted")  # PLATFORMS: participant_group_blocklist filter
+            allowed = self._allowed(study)  # tests/fakes/prolific_hooks.py
+            if allowed is not None and participant_id not in allowed:
+                raise Refused("not in the study's allowlist")  # PLATFORMS: "allowlist twin exists"
             if self.places_taken(study_id) >= study["total_available_places"]:
                 raise Refused("no place left")  # PLATFORMS: places enforced
             cap = (study.get("submissions_config") or {}).get("max_submissions_per_participant") or 1
@@ -149,6 +157,15 @@ class FakeProlific:
         sub = self.submissions[submission_id]
         assert sub["status"] == "RESERVED"
         sub["status"] = "ACTIVE"
+        self._notice()
+
+    @staticmethod
+    def _json_out(data: Any, status: int = 200, headers: dict | None = None) -> Response:
+        return _json(data, status, headers)
+
+    @staticmethod
+    def _error_out(status: int, detail: Any) -> Response:
+        return _error(status, detail)
 
     def complete(self, submission_id: str, code: str) -> None:
         """The participant reaches the completion URL with ``code`` (PLATFORMS: completion)."""
@@ -156,8 +173,13 @@ class FakeProlific:
             sub = self.submissions[submission_id]
             if sub["status"] != "ACTIVE":
                 raise Refused(f"submission is {sub['status']}")
+            study = self.studies[sub["study_id"]]
+            screen_out = self._screen_out_action(study, code)
+            if screen_out is not None:
+                self._screen_out(study, sub, code, screen_out)  # tests/fakes/prolific_hooks.py
+                return
             sub["status"], sub["entered_code"], sub["completed_at"] = "AWAITING REVIEW", code, _now()
-            self._settle(self.studies[sub["study_id"]])
+            self._settle(study)
 
     def return_session(self, submission_id: str) -> None:
         """The participant returns the study ("Stop without completing"): RETURNED frees the place."""
@@ -204,6 +226,7 @@ class FakeProlific:
         else:
             study["status"] = "ACTIVE"  # a freed place (return, time-out, rejection) recruits again
         study["places_taken"] = self.places_taken(study["id"])
+        self._notice()  # webhooks: every status change becomes an event (tests/fakes/prolific_hooks.py)
 
     # -- the wire ----------------------------------------------------------------------------------
 
@@ -211,6 +234,7 @@ class FakeProlific:
         request = Request(environ)
         with self._lock:
             response = self._answer(request)
+            self._notice()  # a change made through the API (publish, pause, approve...) is an event too
             if self.validate and response.status_code < 400:
                 self._check_response(request, response)
             hold = next((waits.pop(0) for pattern, waits in self._hold.items()
@@ -318,6 +342,12 @@ class FakeProlific:
         if not codes:
             return _error(400, {"completion_codes": ["Specify at least one completion code."]})  # API
         problems = _pay_rules(body, self.workspace["currency_code"])
+        for c in codes:
+            for a in c.get("actions") or []:
+                if a.get("action") == "FIXED_SCREEN_OUT_PAYMENT" and not (
+                        0 < a.get("fixed_screen_out_reward", 0) < body.get("reward", 0)):
+                    # API (FixedScreenOut): "This must be less that the study reward."
+                    problems["completion_codes"] = ["fixed_screen_out_reward must be below the study reward."]
         if problems:
             return _error(400, problems)
         cap = (body.get("submissions_config") or {}).get("max_submissions_per_participant")
@@ -531,6 +561,7 @@ ROUTES = [
     ("POST", r"/submissions/([^/]+)/transition/", FakeProlific._transition_submission),
     ("POST", r"/bulk-bonus-payments/([^/]+)/pay/", FakeProlific._pay_bonus),
     ("POST", r"/participant-groups/([^/]+)/participants/", FakeProlific._add_to_group),
+    *hook_routes(FakeProlific),
 ]
 
 

@@ -33,11 +33,12 @@ def link_ids(args: Mapping[str, str]) -> tuple[str, str, str] | None:
     return pid, study, session_id
 
 
-def verify(api: ProlificClient, memory: ProlificMemory, ids: tuple[str, str, str], ours: str | None,
+def verify(api: ProlificClient, memory: ProlificMemory, ids: tuple[str, str, str], ours: tuple[str, ...] | None,
            done_url: str) -> Arrival:
-    """The arrival of ``ids`` when Prolific shows the submission ACTIVE, theirs, in study ``ours``; else FlowError."""
+    """The arrival of ``ids`` when Prolific shows the submission ACTIVE, theirs, in one of the studies ``ours``
+    (the study, and a test run's test study); else FlowError."""
     pid, study, session_id = ids
-    if ours is None or study != ours:
+    if ours is None or study not in ours:
         raise FlowError("this Prolific study is not the one this link belongs to", 403)
     try:
         sub = api.call("GET", f"/submissions/{session_id}/")

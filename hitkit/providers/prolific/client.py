@@ -129,6 +129,10 @@ class ProlificClient:
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """One API call with bounded back-off on 429; the parsed JSON answer (None when empty)."""
+        return self.call_with_headers(method, path, body)[0]
+
+    def call_with_headers(self, method: str, path: str, body: Any = None) -> tuple[Any, dict[str, str]]:
+        """:meth:`call`, and the answer's headers (a webhook subscription's secret comes in one)."""
         url = path if path.startswith(("http://", "https://")) else self.api_url + path
         headers = {"Authorization": f"Token {self.token()}"}
         for attempt in range(MAX_RETRIES + 1):
@@ -147,12 +151,13 @@ class ProlificClient:
         if resp.status_code >= 400:
             raise ProlificError(f"Prolific refused {method} {path} with HTTP {resp.status_code}: {resp.text[:500]}",
                                 resp.status_code) from None
+        headers = dict(resp.headers)
         if not resp.content:
-            return None
+            return None, headers
         try:
-            return resp.json()
+            return resp.json(), headers
         except ValueError:
-            return resp.text
+            return resp.text, headers
 
     def pages(self, path: str) -> Iterator[dict[str, Any]]:
         """Every item of a paginated list, following ``_links.next.href`` to the end (API reference)."""

@@ -17,10 +17,11 @@ URL_PARAMS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID
 
 
 def study_body(config: StudyConfig, internal_name: str, entry_url: str, reward: Decimal, places: int,
-               completion_code: str) -> dict[str, Any]:
+               completion_code: str, screen_out_code: str | None = None,
+               group_filters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The ``POST /studies/`` body of the one Prolific study a hitkit study posts to."""
     s, hit = config.provider.prolific, config.hit
-    filters = list(s.filters)
+    filters = list(s.filters) + list(group_filters or [])
     if s.blocklist_group:
         filters.append({"filter_id": "participant_group_blocklist", "selected_values": [s.blocklist_group]})
     sep = "&" if "?" in entry_url else "?"
@@ -43,6 +44,12 @@ def study_body(config: StudyConfig, internal_name: str, entry_url: str, reward: 
     }
     if s.project:
         body["project"] = s.project
+    if screen_out_code is not None and config.screener is not None:
+        # API (FixedScreenOut): the code pays fixed_screen_out_reward (minor units, below the study reward) and the
+        # study pauses itself after `slots` screen-outs.
+        body["completion_codes"].append({"code": screen_out_code, "code_type": "FIXED_SCREENOUT", "actions": [{
+            "action": "FIXED_SCREEN_OUT_PAYMENT", "slots": config.screener.slots,
+            "fixed_screen_out_reward": int(cents(config.screener.screen_out_reward) * 100)}]})
     return body
 
 

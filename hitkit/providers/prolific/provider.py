@@ -46,18 +46,16 @@ from hitkit.providers.base import (
     ProviderWork,
     WorkStatus,
 )
-from hitkit.providers.prolific import arrival, bonuses, posting
+from hitkit.providers.prolific import arrival, bonuses, messages, posting, rejection, test_run
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, fee_rate
-from hitkit.providers.prolific.state import ProlificMemory, ProlificState, require_posted
+from hitkit.providers.prolific.state import ProlificMemory, ProlificState, created_study_id, require_posted
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ProlificProvider", "COMPLETE_URL"]
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
-REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL",
-                        "FAILED_CHECK", "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA",
-                        "UNSUPP_DEVICE", "OTHER")
+REJECTION_CATEGORIES = rejection.CATEGORIES
 WORK_STATUSES = {"RESERVED": WorkStatus.WORKING, "ACTIVE": WorkStatus.WORKING,
                  "AWAITING REVIEW": WorkStatus.SUBMITTED, "APPROVED": WorkStatus.APPROVED,
                  "REJECTED": WorkStatus.REJECTED, "PARTIALLY APPROVED": WorkStatus.APPROVED}
@@ -100,6 +98,22 @@ class ProlificProvider(CrowdProvider):
         self.memory = ProlificMemory(config.database_url, config.study)
         self._study_id: str | None = None  # cached once known: a hitkit study's Prolific study never changes
 
+    @property
+    def groups(self):
+        """The workspace's participant groups, by name (:mod:`.groups`): allowlists and the QC blocklist."""
+        from hitkit.providers.prolific.groups import ProlificGroups
+
+        return ProlificGroups(self.api, lambda: posting.workspace_id(self.api, self.settings.workspace),
+                              self.memory.database_url)
+
+    @property
+    def hooks(self):
+        """The study's webhooks (:mod:`.webhooks`): subscribed when the study file gives a public https address."""
+        from hitkit.providers.prolific.webhooks import ProlificHooks
+
+        return ProlificHooks(self.api, self.settings, self.config.study, self.prolific_study_id,
+                             lambda: posting.workspace_id(self.api, self.settings.workspace))
+
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         return self.api.call(method, path, body)
 
@@ -131,10 +145,14 @@ class ProlificProvider(CrowdProvider):
         """The Prolific study this hitkit study posted to, or None before the first post."""
         return self._study_id or self.state().study_id
 
-    def _arrival_study_id(self) -> str | None:
+    def _arrival_study_id(self) -> tuple[str, ...] | None:
+        """The Prolific studies whose participants may arrive: the study, and a test run's test study."""
         if self._study_id is None:
             self._study_id = self.memory.created_study_id()
-        return self._study_id
+        if self._study_id is None:
+            return None
+        test = created_study_id(self.memory.database_url, self.config.study, "prolific_test_study")
+        return (self._study_id, test) if test else (self._study_id,)
 
     def _require_study(self) -> str:
         return require_posted(self.prolific_study_id(), self.config.study)
@@ -163,6 +181,21 @@ class ProlificProvider(CrowdProvider):
         digest = hmac.new(self.secret.encode(), f"prolific-cc:{self.config.study}".encode(), hashlib.sha256)
         return digest.hexdigest()[:8].upper()
 
+    pays_screen_outs = True
+    """A screened-out participant is paid by Prolific through the FIXED_SCREEN_OUT_PAYMENT code."""
+
+    def screen_out_code(self) -> str | None:
+        """The screener's completion code (``FIXED_SCREEN_OUT_PAYMENT``), None for a study without a screener."""
+        if self.config.screener is None:
+            return None
+        digest = hmac.new(self.secret.encode(), f"prolific-so:{self.config.study}".encode(), hashlib.sha256)
+        return "SO" + digest.hexdigest()[:8].upper()
+
+    def screen_out_completion(self) -> Completion:
+        """Send a screened-out participant to Prolific with the screen-out code (Prolific pays and frees the place)."""
+        code = self.screen_out_code()
+        return Completion(CompletionKind.REDIRECT, url=COMPLETE_URL.format(code=code), code=code)
+
     def post_hit(self, hit_key, entry_url, reward, max_assignments, lifetime_s) -> PostedHit:
         """Create, check and publish the study for the first HIT; later HITs set its places to the new total."""
         state = self.state()
@@ -185,7 +218,9 @@ class ProlificProvider(CrowdProvider):
                 # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
                 study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
                 body = posting.study_body(self.config, internal_name, study_entry, reward, total,
-                                          self.completion_code())
+                                          self.completion_code(), self.screen_out_code(),
+                                          self.groups.filters(self.settings.allowlist,
+                                                              self.settings.qc_failures_blocklist))
                 created = self._call("POST", "/studies/", body)
                 study_id = created["id"]
             self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
@@ -197,7 +232,7 @@ class ProlificProvider(CrowdProvider):
             if places != total:
                 self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
             posting.check_balance(self.api, self.settings.workspace, reward, self.fee_rate(), total)
-            self._transition(study_id, "PUBLISH")
+            test_run.publish_or_test(self, study_id)  # PUBLISH, or a test run's test study
         elif places < total:
             if status == "PAUSED":
                 # The coordinator paused it; hitkit never restarts it, and adds no places meanwhile.
@@ -281,6 +316,10 @@ class ProlificProvider(CrowdProvider):
         code = self.completion_code()
         return Completion(CompletionKind.REDIRECT, url=COMPLETE_URL.format(code=code), code=code)
 
+    def send_message(self, participant_ids: list[str], body: str) -> int:
+        """Write to participants of the study on Prolific (:mod:`.messages`); how many were written to."""
+        return messages.send(self.api, self._require_study(), participant_ids, body)
+
     def cap_worker(self, worker_id: str) -> None:
         """Prolific's cap across studies: the participant joins the blocklist group (``blocklist_group``)."""
         if not self.settings.blocklist_group:
@@ -312,16 +351,14 @@ class ProlificProvider(CrowdProvider):
         """Approve many submissions in one bulk call; Prolific does it asynchronously."""
         self._call("POST", "/submissions/bulk-approve/", {"submission_ids": list(provider_assignment_ids)})
 
-    def reject(self, provider_assignment_id: str, reason: str, category: str = "LOW_EFFORT") -> None:
-        """Reject with Prolific's category; Prolific requires a message of at least 100 characters."""
-        if category not in REJECTION_CATEGORIES:
-            raise ProlificError(f"rejection category '{category}' is not one of Prolific's: "
-                                f"{', '.join(REJECTION_CATEGORIES)}", permanent=True)
-        if len(reason) < 100:
-            raise ProlificError(f"Prolific needs a rejection message of at least 100 characters to show the "
-                                f"participant; this one has {len(reason)}: explain what was wrong in more detail",
+    def reject(self, provider_assignment_id: str, reason: str, category: str | None = None) -> None:
+        """Reject with a category and the study's rejection message (:mod:`.rejection`: always 100+ characters)."""
+        category = category or self.settings.rejection_category
+        message = rejection.render(self.settings.rejection_message, self.config.study, reason)
+        if category not in REJECTION_CATEGORIES or len(message) < rejection.MIN_CHARS:
+            raise ProlificError("; ".join(rejection.problems(message, category)) or "the rejection is refused",
                                 permanent=True)
-        self._decide(provider_assignment_id, {"action": "REJECT", "message": reason, "rejection_category": category},
+        self._decide(provider_assignment_id, {"action": "REJECT", "message": message, "rejection_category": category},
                      "REJECTED")
 
     def complete_submission(self, provider_assignment_id: str) -> None:

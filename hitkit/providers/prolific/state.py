@@ -29,6 +29,8 @@ class ProlificState:
     places: dict[str, int] = field(default_factory=dict)
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per ledger key: ``bonus_id``, ``submission``, ``amount``, and ``sent_at``/``paid`` once those happen."""
+    test_study: str | None = None
+    """The study Prolific made for ``hitkit launch --test-participant`` (:mod:`.test_run`), if any."""
 
 
 def fold(rows: list[tuple[str, dict[str, Any], Any]]) -> ProlificState:
@@ -49,6 +51,8 @@ def fold(rows: list[tuple[str, dict[str, Any], Any]]) -> ProlificState:
             out.bonuses.get(data["key"], {}).pop("sent_at", None)
         elif kind == "prolific_bonus_paid":
             out.bonuses.get(data["key"], {}).update(paid=True)
+        elif kind == "prolific_test_study":
+            out.test_study = out.test_study or data.get("study_id")
     return out
 
 
@@ -83,11 +87,12 @@ def read_outside(database_url: str, statement) -> list[tuple]:
     return rows
 
 
-def created_study_id(database_url: str, study_name: str) -> str | None:
-    """The Prolific study this database created for ``study_name``, read outside any transaction."""
+def created_study_id(database_url: str, study_name: str, kind: str = "prolific_study_created") -> str | None:
+    """The Prolific study this database created for ``study_name`` (or, with ``kind`` ``prolific_test_study``,
+    the one Prolific made for a test run), read outside any transaction."""
     study_row = select(Study.id).where(Study.name == study_name).scalar_subquery()
     rows = read_outside(database_url, select(Event.data).where(
-        Event.study_id == study_row, Event.kind == "prolific_study_created").order_by(Event.id).limit(1))
+        Event.study_id == study_row, Event.kind == kind).order_by(Event.id).limit(1))
     if not rows:
         return None
     data = rows[0][0]
