@@ -14,7 +14,7 @@ import requests
 from sqlalchemy import select
 
 from hitkit.bots.server import BotServer
-from hitkit.db.models import Turn
+from hitkit.db.models import Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.study.stored import resolve_secret
 from server.embedded import WebServer
@@ -40,11 +40,15 @@ def bot_turns(url: str) -> list[tuple[str, str]]:
         return list(s.execute(select(Turn.speaker, Turn.text).order_by(Turn.conversation_id, Turn.index)).all())
 
 
-def open_chat(http: requests.Session, web_url: str, study: str) -> str:
+def open_chat(http: requests.Session, web_url: str, study: str, database_url: str) -> str:
+    """The first chat of the HIT with a real system: the control bot's reply is held until its release time
+    and shown whole (hitkit.worker.pacing), so it is not the one that streams."""
     page = http.get(f"{web_url}/s/{study}/hit/1", params={"workerId": "W-s", "assignmentId": "W-s-1", "hitId": "h1"})
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
-    uid = http.get(task + "state").json()["units"][0]["unit_id"]
+    with session_scope(database_url) as s:
+        system = {key: payload["system"] for key, payload in s.execute(select(Unit.public_key, Unit.payload))}
+    uid = next(u["unit_id"] for u in http.get(task + "state").json()["units"] if system[u["unit_id"]] != "qc")
     for question, value in (("topic", "films"), ("topic_sentiment", "like")):
         assert http.post(task + "answer", json={"unit_id": uid, "question": question, "value": value}).ok
     return f"{task}chat/{uid}"
@@ -71,7 +75,7 @@ def test_a_streamed_reply_arrives_in_pieces_and_is_stored_once_whole_with_its_ti
     study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url,
                                                            ), web.url)
     with requests.Session() as http:
-        chat = open_chat(http, web.url, study)
+        chat = open_chat(http, web.url, study, database_url)
         with http.post(chat + "/stream", json={"text": "hello"}, stream=True) as reply:
             assert reply.headers["Content-Type"].startswith("text/event-stream")
             seen = list(events(reply))
@@ -92,7 +96,7 @@ def test_a_page_that_leaves_mid_stream_cancels_the_generation_and_the_retry_stor
     server, typists = typing_bots
     study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url), web.url)
     with requests.Session() as http:
-        chat = open_chat(http, web.url, study)
+        chat = open_chat(http, web.url, study, database_url)
         reply = http.post(chat + "/stream", json={"text": "hello"}, stream=True)
         for kind, data in events(reply):
             if kind == "text" and data["text"].count(" ") >= 2:
@@ -121,7 +125,7 @@ def test_a_bot_killed_mid_stream_stores_no_half_turn_and_the_retry_stores_it_who
         study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{port}"),
                             web.url)
         with requests.Session() as http:
-            chat = open_chat(http, web.url, study)
+            chat = open_chat(http, web.url, study, database_url)
             with http.post(chat + "/stream", json={"text": "hello"}, stream=True) as reply:
                 seen = []
                 for kind, data in events(reply):
@@ -150,7 +154,7 @@ def test_a_bot_that_does_not_stream_gives_its_whole_reply_as_one_piece(tmp_path,
         study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{port}"),
                             web.url)
         with requests.Session() as http:
-            chat = open_chat(http, web.url, study)
+            chat = open_chat(http, web.url, study, database_url)
             with http.post(chat + "/stream", json={"text": "hello"}, stream=True) as reply:
                 seen = list(events(reply))
     finally:
@@ -170,7 +174,7 @@ def test_twenty_concurrent_streamed_retries_make_one_generation_for_one_owed_rep
     server, typists = typing_bots
     study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url), web.url)
     with requests.Session() as http:
-        chat = open_chat(http, web.url, study)
+        chat = open_chat(http, web.url, study, database_url)
         left = http.post(chat + "/stream", json={"text": "hello"}, stream=True)
         next(events(left))  # the first piece arrives, then the page goes away
         left.close()
