@@ -187,7 +187,7 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.worker": 6, "hitkit.money": 6,
     "hitkit.providers": 5, "hitkit.study": 5,
     "hitkit.protocols": 4,
-    "hitkit.study.sections": 3,
+    "hitkit.study.sections": 3, "hitkit.study.provider_sections": 3,
     "hitkit.bots": 2,
     "hitkit.db": 1, "hitkit.analysis": 1, "hitkit.report.plots": 1, "hitkit.report.matrices": 1, "hitkit.events": 1, "hitkit.secret": 1,
     "hitkit.errors": 0, "hitkit.progress": 0, "hitkit.timing": 0,

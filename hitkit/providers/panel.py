@@ -26,7 +26,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from hitkit.study.config import StudyConfig
-from hitkit.study.sections import PanelConfig
+from hitkit.study.provider_sections import PanelConfig
 from hitkit.db.models import Assignment, Event, Hit, Worker, utcnow
 from hitkit.tables.schema import DONE_STATUSES
 from hitkit.errors import FlowError, InputError

@@ -275,7 +275,7 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
 
     from hitkit.db.session import get_engine
     from hitkit.running.launch import launch
-    from hitkit.study.sections import ProviderConfig
+    from hitkit.study.provider_sections import ProviderConfig
 
     folder = config.out_dir / "plan" / "confirm"
     shutil.rmtree(folder, ignore_errors=True)  # the last confirming run's own files: a study name is used once a database

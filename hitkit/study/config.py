@@ -24,9 +24,10 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
 from hitkit.study.screener import ScreenerConfig, reward_problems
+from hitkit.study.provider_sections import ProviderConfig
 from hitkit.study.sections import (AuthenticityConfig, BotsConfig, GenerationConfig, HitConfig, JudgeConfig, Model, Money,
-                             PrescreenConfig, ProviderConfig,
-                             ScheduleConfig, ServerConfig, SimulatedConfig, StopConfig, SystemConfig)
+                                   PrescreenConfig, ScheduleConfig, ServerConfig, SimulatedConfig, StopConfig,
+                                   SystemConfig)
 
 REVIEW_WINDOW_S = 24 * 3600.0
 """Default ``schedule.approve_after_s`` on a real crowd: a day for the coordinator to review work."""
