@@ -57,6 +57,23 @@ def counted_hits(session: Session, study_id: int) -> int:
                           .where(Hit.study_id == study_id, Assignment.status.in_(DONE_STATUSES))) or 0
 
 
+def in_arrival_order(session: Session, study_id: int, tables: Mapping) -> dict:
+    """The export's tables with ``assignments`` sorted by when the work was handed in (then by id): the
+    order in which a bounded sequence takes its clusters (a HIT's observation joins the sequence when it
+    arrives; the bets of the ones after it were made without it)."""
+    tables = dict(tables)
+    assignments = tables.get("assignments")
+    if assignments is None or not len(assignments):
+        return tables
+    rows = session.execute(select(Assignment.id, Assignment.provider_assignment_id, Assignment.submitted_at)
+                           .join(Hit).where(Hit.study_id == study_id)).all()
+    far = dt.datetime.max
+    when = {(p or str(i)): (t.replace(tzinfo=None) if t is not None else far, i) for i, p, t in rows}
+    key = assignments["assignment_id"].astype(str).map(lambda a: when.get(a, (far, 0)))
+    tables["assignments"] = assignments.iloc[sorted(range(len(key)), key=lambda k: key.iloc[k])].reset_index(drop=True)
+    return tables
+
+
 def compute(session: Session, ctx: StudyContext) -> RuleState | None:
     """The stop rule's state over the work handed in so far (None without a ``stop:`` section)."""
     stop = ctx.config.stop
@@ -64,7 +81,7 @@ def compute(session: Session, ctx: StudyContext) -> RuleState | None:
         return None
     module = sequential_module(ctx.config)
     study = session.get(Study, ctx.study_id)
-    tables = ctx.task.export(session, study)
+    tables = in_arrival_order(session, ctx.study_id, ctx.task.export(session, study))
     systems = watched_systems(ctx)
     plan = module.planned(unit_payloads(session, ctx.study_id), ctx.config)
     # A pair the material never compares (a system left out of generation, say) has nothing to wait for.

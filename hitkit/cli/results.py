@@ -75,8 +75,9 @@ def _analysis_option(name: str) -> str:
                    "variances cluster on): spot_the_bot conversation (default) | worker | annotation "
                    "(none); live_chat worker (default) | conversation | rating; pairwise worker (default) "
                    "| item | vote.")
-@click.option("--n-boot", type=click.IntRange(min=0), default=None,
-              help="Bootstrap resamples of every interval and rank range (default 1000).")
+@click.option("--n-boot", type=click.IntRange(min=1), default=None,
+              help="Bootstrap resamples of every interval and rank range (default 1000; at least 1: "
+                   "with none there would be no interval at all).")
 @click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
               help="spot_the_bot: unit the ranking bootstrap resamples (default game, as Dušek et al.).")
 @click.option("--rank-by", type=click.Choice(["mu", "conservative"]), default=None,
