@@ -31,7 +31,12 @@ TEXT_COLUMNS = frozenset({*KEY_COLUMNS, "conversation_id", "item_id", "payment_i
 ACTIVE_STATUSES = ("accepted", "submitted", "approved")
 """Assignment statuses that hold one of a HIT's places."""
 DONE_STATUSES = ("submitted", "approved")
-"""Assignment statuses whose answers count: the work a worker handed in and that was not rejected."""
+"""Assignment statuses of work handed in and not rejected: what is paid, or still to be decided."""
+HANDED_IN_STATUSES = ("submitted", "approved", "rejected")
+"""Assignment statuses whose answers count in quality control and every analysis: all work a platform
+confirmed as handed in, rejected work included. A rejection is an outcome of QC, never an input to it:
+leaving rejected work out would change QC's own result once its verdict is acted on (METHODS §2b).
+Work excluded for another reason is excluded explicitly, with the reason (``exclusions.csv``)."""
 
 UNPOSTED_HITS = ("pending", "withdrawn")
 """HIT statuses never offered to anyone: waiting to be posted, or withdrawn when the stopping rule fired."""
