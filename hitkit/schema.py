@@ -38,6 +38,12 @@ confirmed as handed in, rejected work included. A rejection is an outcome of QC,
 leaving rejected work out would change QC's own result once its verdict is acted on (METHODS §2b).
 Work excluded for another reason is excluded explicitly, with the reason (``exclusions.csv``)."""
 
+EXCLUDED = "excluded"
+"""The status the analysis gives an assignment listed in ``exclusions.csv`` (it does not count)."""
+EXCLUSION_COLUMNS = ("study", "assignment_id", "worker_id", "reason")
+"""``exclusions.csv``: work left out of the analysis on purpose, each row with its reason (a coordinator's
+rejection for another reason than QC); written by the export only when there is some."""
+
 UNPOSTED_HITS = ("pending", "withdrawn")
 """HIT statuses never offered to anyone: waiting to be posted, or withdrawn when the stopping rule fired."""
 
@@ -45,7 +51,7 @@ UNPOSTED_HITS = ("pending", "withdrawn")
 def exported_status(a) -> str:
     """An assignment's status as exported: finished work that no platform has confirmed is ``unconfirmed``.
 
-    Analyses count only ``submitted`` and ``approved`` (METHODS.md §4), so unconfirmed work — a
+    Analyses count ``submitted``, ``approved`` and ``rejected`` (:data:`HANDED_IN_STATUSES`), so unconfirmed work — a
     panel's before ``hitkit confirm``, MTurk's before MTurk showed it as the worker's — is listed
     but never counted, by hitkit or by anyone reading the CSV with the same rule.
     """

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from hitkit.analysis.sequential import RuleState, as_table, intervals, settle
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Study, Unit
 from hitkit.protocols import PROTOCOLS
-from hitkit.schema import DONE_STATUSES
+from hitkit.schema import HANDED_IN_STATUSES
 from hitkit.study import StudyContext
 
 FIRED = "stop_rule_fired"
@@ -52,9 +52,9 @@ def unit_payloads(session: Session, study_id: int) -> list[Mapping]:
 
 
 def counted_hits(session: Session, study_id: int) -> int:
-    """Assignments whose work is handed in and counts (submitted or approved; confirmed or not)."""
+    """Assignments whose work is handed in and counts (submitted, approved or rejected; confirmed or not)."""
     return session.scalar(select(func.count()).select_from(Assignment).join(Hit)
-                          .where(Hit.study_id == study_id, Assignment.status.in_(DONE_STATUSES))) or 0
+                          .where(Hit.study_id == study_id, Assignment.status.in_(HANDED_IN_STATUSES))) or 0
 
 
 def in_arrival_order(session: Session, study_id: int, tables: Mapping) -> dict:
@@ -100,7 +100,7 @@ def rule_state(session: Session, ctx: StudyContext) -> RuleState | None:
         return None
     done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
                                  .join(Hit).where(Hit.study_id == ctx.study_id,
-                                                  Assignment.status.in_(DONE_STATUSES))).one())
+                                                  Assignment.status.in_(HANDED_IN_STATUSES))).one())
     key = (session.get_bind().url.render_as_string(hide_password=True), ctx.study_id)
     with _lock:
         cached = _cache.get(key)

@@ -235,7 +235,7 @@ def test_qc_compares_on_qc_criteria_only():
     assert (with_negatives["n_control"], with_negatives["n_system"]) == (7, 35)
 
 
-def test_empty_and_rejected_submissions(tmp_path):
+def test_rejected_work_counts_and_an_exclusion_with_its_reason_does_not(tmp_path):
     rows = diligent("a1", "w1", LEVELS) + diligent("a2", "w2", LEVELS)
     rows += diligent("r1", "w1", LEVELS, shift=10)
     assignments = [dict(study="s", hit_id="h", assignment_id=a, worker_id=w, status=st_,
@@ -248,16 +248,26 @@ def test_empty_and_rejected_submissions(tmp_path):
     result = analyze_live_chat(write_study(tmp_path, rows, assignments))
     workers = result.tables["workers"].set_index("worker_id")
     assert sorted(workers.index) == ["w1", "w2", "w4"]  # returned-only w3 does not count
-    assert workers.loc["w1", "assignments"] == 1  # nor does w1's rejected HIT, nor its ratings
-    assert workers.loc["w1", "mean_raw"] == workers.loc["w2", "mean_raw"]
+    # A rejection is an outcome, not an input: w1's rejected HIT and its ratings count
+    assert workers.loc["w1", "assignments"] == 2
+    assert workers.loc["w1", "mean_raw"] > workers.loc["w2", "mean_raw"]
     assert not workers.loc["w4", "passed"] and workers.loc[["w1", "w2"], "passed"].all()
     s = result.summary
-    assert (s["workers"], s["passed"], s["hits"], s["hits_passed"]) == (3, 2, 3, 2)
-    assert s["pass_rate"] == pytest.approx(2 / 3)
-    # 600 s / 6 conversations = 1.667 min, 1200 s / 6 = 3.333 min; the empty one has none
-    assert s["minutes_per_conversation_passed"] == pytest.approx(2.5)
+    assert (s["workers"], s["passed"], s["hits"], s["hits_passed"]) == (3, 2, 4, 3)
+    # 600 s / 6 conversations = 1.667 min, 1200 s / 6 = 3.333 min, 60 s / 6 = 0.167 min; the empty one has none
+    assert s["minutes_per_conversation_passed"] == pytest.approx((10 + 20 + 1) / 18)
     assert s["minutes_per_conversation_failed"] is None
-    assert result.tables["systems"].set_index("system").loc["good", "n"] == 2 * 7
+    assert result.tables["systems"].set_index("system").loc["good", "n"] == 3 * 7
+    # Excluded explicitly, with its reason, it does not
+    (tmp_path / "exclusions.csv").write_text("study,assignment_id,worker_id,reason\n"
+                                             "s,r1,w1,rejected by the coordinator: copied another worker\n")
+    result = analyze_live_chat(tmp_path)
+    workers = result.tables["workers"].set_index("worker_id")
+    assert workers.loc["w1", "assignments"] == 1 and result.summary["hits"] == 3
+    assert workers.loc["w1", "mean_raw"] == workers.loc["w2", "mean_raw"]
+    (tmp_path / "exclusions.csv").write_text("study,assignment_id,worker_id,reason\ns,r1,w1,\n")
+    with pytest.raises(InputError, match="exclusions.csv.*'r1' has no reason"):
+        analyze_live_chat(tmp_path)
 
 
 def test_system_scores_by_hand():

@@ -287,15 +287,15 @@ def test_vote_of_an_unknown_assignment_is_refused(tmp_path):
         read_votes(tmp_path)
 
 
-def test_only_votes_of_submitted_or_approved_assignments_count(tmp_path):
+def test_only_votes_of_handed_in_assignments_count_rejected_included(tmp_path):
     write_study(tmp_path,
                 "s,h,a1,w1,i1,X,Y,A\ns,h,a2,w2,i1,Y,X,b\ns,h,a3,w3,i1,X,Y,b\n"
                 "s,h,a4,w4,i1,X,Y,b\ns,h,a5,w5,i1,X,Y,tie\n",
                 "s,h,a1,w1,submitted,30\ns,h,a2,w2,approved,31\ns,h,a3,w3,rejected,5\n"
                 "s,h,a4,w4,returned,0\ns,h,a5,w5,expired,0\n")
     votes = read_votes(tmp_path)
-    assert list(votes["assignment_id"]) == ["a1", "a2"]
-    assert list(votes["vote"]) == ["a", "b"]       # case normalised
+    assert list(votes["assignment_id"]) == ["a1", "a2", "a3"]   # a rejection is an outcome, not an input
+    assert list(votes["vote"]) == ["a", "b", "b"]       # case normalised
     (tmp_path / "assignments.csv").unlink()
     assert len(read_votes(tmp_path)) == 5           # no assignments.csv: every vote counts
 
@@ -390,6 +390,9 @@ def test_analyze_pairwise_returns_tables_summary_and_figure_and_repeats_exactly(
     assignments = assignments.assign(status="approved", work_time_s=60)
     assignments.loc[assignments["worker_id"] == "spammer", "status"] = "rejected"
     assignments.to_csv(study / "assignments.csv", index=False)
+    # the spammer's rejection counts as an outcome; leaving their work out takes an exclusion with its reason
+    excluded = assignments[assignments["worker_id"] == "spammer"].assign(reason="rejected by the coordinator: spam")
+    excluded[["study", "assignment_id", "worker_id", "reason"]].to_csv(study / "exclusions.csv", index=False)
 
     result = analyze_pairwise(study, n_boot=200, seed=3)
     again = analyze_pairwise(study, n_boot=200, seed=3)
@@ -414,7 +417,7 @@ def test_analyze_pairwise_returns_tables_summary_and_figure_and_repeats_exactly(
 
 
 def test_analyze_pairwise_refuses_a_study_without_counted_votes(tmp_path):
-    write_study(tmp_path, "s,h,a1,w1,i1,X,Y,a\n", "s,h,a1,w1,rejected,30\n")
+    write_study(tmp_path, "s,h,a1,w1,i1,X,Y,a\n", "s,h,a1,w1,returned,30\n")
     with pytest.raises(InputError, match="no votes"):
         analyze_pairwise(tmp_path, n_boot=10)
 

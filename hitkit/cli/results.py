@@ -10,7 +10,7 @@ import click
 from hitkit.cli.app import main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
-from hitkit.schema import DONE_STATUSES
+from hitkit.schema import HANDED_IN_STATUSES
 
 
 @main.command()
@@ -229,7 +229,7 @@ def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | Non
         result = import_mturk(batch, mapping, study, out, duplicates=duplicates)
     for line in duplicate_warnings([("AssignmentId(s) of the batch", result.duplicates)]):
         click.echo(f"warning: {line}", err=True)
-    counted = result.assignments["status"].isin(DONE_STATUSES).sum()
+    counted = result.assignments["status"].isin(HANDED_IN_STATUSES).sum()
     workers = result.assignments["worker_id"].nunique()
     for path in result.files:
         click.echo(f"wrote {path}")

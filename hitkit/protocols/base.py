@@ -153,14 +153,15 @@ class Question:
 
 
 def done_responses(session: Session, study: Study, *conditions) -> list:
-    """(response, assignment, hit, worker, unit) rows of the study's confirmed submitted or approved work.
+    """(response, assignment, hit, worker, unit) rows of the study's confirmed handed-in work (submitted,
+    approved or rejected: a rejection is an outcome, and the analysis counts it, METHODS §2b).
 
     The one query behind every task's export; ``conditions`` narrow it (e.g. to some questions).
     """
     from sqlalchemy import select
 
     from hitkit.db.models import Assignment, Hit, Response, Worker
-    from hitkit.schema import DONE_STATUSES
+    from hitkit.schema import HANDED_IN_STATUSES
 
     return session.execute(
         select(Response, Assignment, Hit, Worker, Unit)
@@ -169,7 +170,7 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
         .join(Worker, Assignment.worker_id == Worker.id)
         .join(Unit, Response.unit_id == Unit.id)
         # Only confirmed work: what no platform has confirmed is never exported as answers.
-        .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.confirmed_at.is_not(None),
+        .where(Hit.study_id == study.id, Assignment.status.in_(HANDED_IN_STATUSES), Assignment.confirmed_at.is_not(None),
                *conditions)
         .order_by(Hit.index, Assignment.id, Unit.id)
     ).all()
