@@ -75,14 +75,20 @@ def payments_table(session: Session, study: Study) -> pd.DataFrame:
 
 def exclusions_table(session: Session, study: Study) -> pd.DataFrame:
     """Work the coordinator rejected with a reason of their own (the dashboard's reject, an
-    ``assignment_rejected`` event carrying a reason; a QC rejection by the study's policy carries none and is
-    an outcome the analysis keeps): EXCLUSION_COLUMNS, one row per assignment still rejected."""
+    ``assignment_rejected`` event carrying a reason), not held for failing QC first: EXCLUSION_COLUMNS, one
+    row per assignment still rejected. A QC rejection (the study's policy, or ``hitkit held --reject`` of work
+    held for QC) is an outcome the analysis keeps."""
+    from hitkit.qc_policy import HELD_EVENT
+
+    # Work held because its worker failed QC and then rejected is a QC outcome, whoever pressed the button.
+    held = {(e.data or {}).get("assignment") for e in session.scalars(select(Event).where(
+        Event.study_id == study.id, Event.kind == HELD_EVENT))}
     rows = []
     for event in session.scalars(select(Event).where(Event.study_id == study.id, Event.kind == "assignment_rejected")
                                  .order_by(Event.id)):
         reason = str((event.data or {}).get("reason") or "").strip()
         a = session.get(Assignment, (event.data or {}).get("assignment"))
-        if reason and a is not None and a.status == "rejected":
+        if reason and a is not None and a.status == "rejected" and a.id not in held:
             rows.append({"study": study.name, "assignment_id": a.provider_assignment_id or str(a.id),
                          "worker_id": a.worker.external_id, "reason": f"rejected by the coordinator: {reason}"})
     return pd.DataFrame(rows, columns=list(EXCLUSION_COLUMNS)).drop_duplicates("assignment_id")
