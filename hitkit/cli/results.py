@@ -78,6 +78,10 @@ def _analysis_option(name: str) -> str:
 @click.option("--n-boot", type=click.IntRange(min=1), default=None,
               help="Bootstrap resamples of every interval and rank range (default 1000; at least 1: "
                    "with none there would be no interval at all).")
+@click.option("--unit", type=click.Choice(["worker", "rating", "conversation"]), default=None,
+              help="live_chat, rating: the significance matrix's test: worker (default: clustered by worker, valid "
+                   "when workers differ) | rating (Ji et al.'s per-rating Mann-Whitney, to reproduce the paper) | "
+                   "conversation (Mann-Whitney on conversation means).")
 @click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
               help="spot_the_bot: unit the ranking bootstrap resamples (default game, as Dušek et al.).")
 @click.option("--rank-by", type=click.Choice(["mu", "conservative"]), default=None,
@@ -97,7 +101,7 @@ def _analysis_option(name: str) -> str:
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed: int | None, replicate: Path | None,
             stability: bool, correction: str, duplicates: str, cluster: str | None, n_boot: int | None,
-            resample: str | None, rank_by: str | None, trueskill_mu: float | None,
+            unit: str | None, resample: str | None, rank_by: str | None, trueskill_mu: float | None,
             trueskill_sigma: float | None, trueskill_beta: float | None, trueskill_tau: float | None,
             draw_probability: str | None, as_json: bool, no_progress: bool) -> None:
     """Analyse exported tables in DIRECTORY (CSV, or Parquet where there is no CSV) into OUT.
@@ -119,7 +123,7 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     if seed is None:  # the study's seed, so that analyze reproduces the launch's and the report's numbers
         seed = config.seed if config is not None else _export_seed(directory)
     proto = PROTOCOLS[task]
-    own = {"replicate": replicate, "stability": stability or None, "resample": resample, "rank_by": rank_by,
+    own = {"replicate": replicate, "stability": stability or None, "unit": unit, "resample": resample, "rank_by": rank_by,
            "trueskill_mu": trueskill_mu, "trueskill_sigma": trueskill_sigma, "trueskill_beta": trueskill_beta,
            "trueskill_tau": trueskill_tau, "draw_probability": draw_probability}
     given = {name: value for name, value in own.items() if value is not None}
@@ -128,7 +132,8 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
         takers = [p.name for p in PROTOCOLS.values() if _analysis_option(foreign[0]) in p.analysis_options]
         raise HitkitError(f"--{foreign[0].replace('_', '-')} applies to `analyze {' / '.join(takers)}` only, "
                           f"not to {task}")
-    options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot}
+    options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot,
+                     "unit": unit}
     analysis = proto.module("analysis")
     if hasattr(analysis, "cli_options"):
         options.update(analysis.cli_options(config, given))
