@@ -451,6 +451,6 @@ def test_the_paper_run_by_default_uses_the_worker_clustered_test_and_says_so(tmp
 
     files = report(tmp_path / "d")
     assert "clustered by worker" in files.methods
-    refused = CliRunner().invoke(main, ["analyze", "pairwise", str(SHARED_RUN), "--out", str(tmp_path / "x"),
+    refused = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(SHARED_RUN), "--out", str(tmp_path / "x"),
                                         "--unit", "rating"])
     assert refused.exit_code != 0 and "--unit applies to" in refused.output

@@ -6,6 +6,7 @@ import math
 import time
 
 import numpy as np
+from scipy import stats
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -130,10 +131,24 @@ def test_sign_test_p_value_is_the_exact_two_sided_binomial():
     # 9 wins against 1: P = 2 · (C(10,9) + C(10,10)) / 2^10 = 22 / 1024.
     lopsided = votes_frame(repeat(9, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b")
                            + repeat(3, "u", "k", "X", "Y", "tie"))
-    assert pair_table(lopsided).iloc[0]["p_value"] == pytest.approx(22 / 1024)
+    assert pair_table(lopsided, test="vote").iloc[0]["p_value"] == pytest.approx(22 / 1024)
     # 2 against 1: every outcome at least as extreme, p = 1.
     close = votes_frame(repeat(2, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b"))
-    assert pair_table(close).iloc[0]["p_value"] == pytest.approx(1.0)
+    assert pair_table(close, test="vote").iloc[0]["p_value"] == pytest.approx(1.0)
+
+
+def test_the_default_pair_test_is_clustered_by_worker_by_hand():
+    # four workers, each with their own taste: 5-1, 4-2, 3-3 and 6-0 for X
+    def worker(name, wins, losses):
+        return [(name, f"{name}-i{k}", "X", "Y", "a" if k < wins else "b") for k in range(wins + losses)]
+
+    votes = votes_frame(worker("w1", 5, 1) + worker("w2", 4, 2) + worker("w3", 3, 3) + worker("w4", 6, 0))
+    rate = 18 / 24
+    influence = np.array([5 - rate * 6, 4 - rate * 6, 3 - rate * 6, 6 - rate * 6]) / 24
+    se = np.sqrt(4 / 3 * (influence ** 2).sum())
+    row = pair_table(votes).iloc[0]
+    assert row["p_value"] == pytest.approx(2 * stats.t.sf((rate - 0.5) / se, 3))
+    assert row["p_value"] > pair_table(votes, test="vote").iloc[0]["p_value"]   # 24 votes, but only 4 tastes
 
 
 def test_pair_with_only_ties_has_nan_gain_and_p_value_one():

@@ -78,10 +78,11 @@ def _analysis_option(name: str) -> str:
 @click.option("--n-boot", type=click.IntRange(min=1), default=None,
               help="Bootstrap resamples of every interval and rank range (default 1000; at least 1: "
                    "with none there would be no interval at all).")
-@click.option("--unit", type=click.Choice(["worker", "rating", "conversation"]), default=None,
-              help="live_chat, rating: the significance matrix's test: worker (default: clustered by worker, valid "
+@click.option("--unit", type=click.Choice(["worker", "rating", "conversation", "vote"]), default=None,
+              help="The significance tests' unit. live_chat, rating: worker (default: clustered by worker, valid "
                    "when workers differ) | rating (Ji et al.'s per-rating Mann-Whitney, to reproduce the paper) | "
-                   "conversation (Mann-Whitney on conversation means).")
+                   "conversation (Mann-Whitney on conversation means); pairwise: worker (default) | vote "
+                   "(ChatEval's sign test per vote).")
 @click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
               help="spot_the_bot: unit the ranking bootstrap resamples (default game, as Dušek et al.).")
 @click.option("--rank-by", type=click.Choice(["mu", "conservative"]), default=None,

@@ -66,7 +66,7 @@ def _cli(*args, env: dict | None = None) -> str:
     return result.output
 
 
-PAPER_OPTIONS = {"live_chat": ("--unit", "rating")}
+PAPER_OPTIONS = {"live_chat": ("--unit", "rating"), "pairwise": ("--unit", "vote")}
 """The options that ask a protocol's analysis for the published paper's test where the default differs."""
 
 
