@@ -17,6 +17,7 @@ from hitkit.analysis.sequential import (
     intervals,
     radius,
     rho_for,
+    settle,
 )
 from hitkit.protocols.pairwise import sequential as pairwise_sequential
 
@@ -94,3 +95,20 @@ def test_pairwise_comparisons_count_hits_in_arrival_order():
     assert one.n == 2 and one.clusters == (0.0, 1.0) and one.estimate == 0.5
     other = pairwise_sequential.comparisons({"votes": votes}, ["x", "y"], plan)[0]
     assert other.clusters == (1.0, 0.0)
+
+
+def test_the_clear_decision_stops_once_the_clear_pairs_differ_and_declares_the_rest_undecided():
+    rng = np.random.default_rng(9)
+    clear = tuple(rng.binomial(10, 0.8, 60) / 10)          # far from ½: differs
+    close = tuple(rng.binomial(10, 0.51, 60) / 10)         # near ½: would not differ at the planned size
+    young = tuple(rng.binomial(10, 0.51, 10) / 10)         # too few observations to be declared anything
+    def comparison(b, x, planned=200):
+        return Comparison("a", b, len(x), float(np.mean(x)), float(np.var(x, ddof=1)), planned, 0.5, clusters=x)
+
+    found = intervals([comparison("b", clear), comparison("c", close)], 0.05)
+    assert found[0].winner == "a" and found[1].undecided and not found[1].futile
+    state = settle(found, "clear", ["a", "b", "c"])
+    assert state.fired and state.outcome == "differ: a > b; undecided: a–c"
+    assert not settle(found, "pairs", ["a", "b", "c"]).fired        # the plain rule waits for a–c
+    waiting = settle(intervals([comparison("b", clear), comparison("c", young)], 0.05), "clear", ["a", "b", "c"])
+    assert not waiting.fired and waiting.open == [("a", "c")]

@@ -54,12 +54,23 @@ from typing import Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-Decision = Literal["best", "pairs", "pair"]
+from hitkit.analysis.betting import (  # noqa: F401 - re-exported: the bounded sequence's statistics
+    BET_CAP,
+    GRID,
+    bounded_excludes,
+    bounded_interval,
+    bounded_radius,
+    bounded_step,
+)
+
+Decision = Literal["best", "pairs", "pair", "clear"]
 
 DECISIONS: dict[str, str] = {
     "best": "which system is best: one system beats every other",
     "pairs": "every pair of systems: differs, or is not expected to differ within the study's size",
     "pair": "one named pair of systems: differs, or is not expected to differ within the study's size",
+    "clear": "every pair that looks clear differs; the rest are declared undecided (at their present estimate "
+             "they would not differ within the study's size)",
 }
 
 REFERENCE = ("Robbins' normal-mixture confidence sequence (Howard et al., Annals of Statistics 2021; "
@@ -131,6 +142,10 @@ class Interval:
     high: float
     null: float
     futile: bool = False
+    undecided: bool = False
+    """The ``clear`` decision's relaxed futility: after :data:`MIN_UNDECIDED` observations, an estimate that
+    stayed where it is would not exclude the null at the planned size (no allowance for what is still to
+    come). Never a claim: an undecided pair is reported as such."""
 
     @property
     def winner(self) -> str | None:
@@ -145,6 +160,9 @@ class Interval:
     def settled(self) -> bool:
         return self.winner is not None or self.futile
 
+
+MIN_UNDECIDED = 20
+"""Observations a pair needs before the ``clear`` decision may declare it undecided."""
 
 MIN_ASYMPTOTIC = 20
 """Observations an asymptotic sequence needs before its interval is finite. Its variance is estimated,
@@ -166,16 +184,24 @@ def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]
             width = hi - lo
             low, high = bounded_interval(np.asarray(c.clusters, dtype=float), lo, hi, each, c.planned, c.null)
             r_plan = width * float(bounded_radius(max(c.planned, c.n), c.variance / width ** 2, each, c.planned))
-            out.append(Interval(c.a, c.b, c.n, c.estimate, low, high, c.null,
-                                _futile(c, low <= c.null <= high, r_plan)))
+            inside = low <= c.null <= high
+            out.append(Interval(c.a, c.b, c.n, c.estimate, low, high, c.null, _futile(c, inside, r_plan),
+                                _undecided(c, inside, r_plan)))
             continue
         rho = rho_for(c.planned, c.variance, each)
         known = c.n > 0 and c.variance > 0 and (c.exact or c.n >= MIN_ASYMPTOTIC)
         r = float(radius(c.n, c.variance, each, rho)) if known else math.inf
         r_plan = float(radius(max(c.planned, c.n), c.variance, each, rho)) if c.variance > 0 else math.inf
+        inside = math.isfinite(r) and abs(c.estimate - c.null) < r
         out.append(Interval(c.a, c.b, c.n, c.estimate, c.estimate - r, c.estimate + r, c.null,
-                            _futile(c, math.isfinite(r) and abs(c.estimate - c.null) < r, r_plan)))
+                            _futile(c, inside, r_plan), _undecided(c, inside, r_plan)))
     return out
+
+
+def _undecided(c: Comparison, inside: bool, r_planned: float) -> bool:
+    """:attr:`Interval.undecided`: enough observations, the null inside the interval, and the estimate
+    closer to the null than the planned-size radius."""
+    return bool(inside and c.n >= MIN_UNDECIDED and math.isfinite(r_planned) and abs(c.estimate - c.null) < r_planned)
 
 
 def _futile(c: Comparison, inside: bool, r_planned: float) -> bool:
@@ -190,89 +216,6 @@ def _futile(c: Comparison, inside: bool, r_planned: float) -> bool:
     sd = math.sqrt(c.variance)
     reach = 2 * sd * math.sqrt(left) / planned + 2 * sd / math.sqrt(c.n) * left / planned
     return abs(c.estimate - c.null) + reach < r_planned
-
-
-BET_CAP = 0.75
-"""c of the bets' truncation λ ≤ c/m (or c/(1 − m)): Waudby-Smith & Ramdas (2024) use ½ or ¾."""
-GRID = 2001
-"""Candidate means a bounded interval is found on (evenly over the range, the null added)."""
-
-
-def _bets(t, sx, ss, alpha: float, planned):
-    """The predictable plug-in bet before the next observation, from the running count, sum and
-    Σ(x_i − μ̂_i)²: √(2 log(2/α) / (σ̂² · planned)), σ̂² = (¼ + Σ(x_i − μ̂_i)²)/(t + 1)."""
-    var = (0.25 + ss) / (t + 1)
-    return np.sqrt(2 * math.log(2 / alpha) / (var * np.maximum(planned, 1.0)))
-
-
-def bounded_step(state: np.ndarray, x, alpha: float, planned, m: float = 0.5) -> np.ndarray:
-    """Add one observation ``x`` in [0, 1] to the hedged capital at the candidate mean ``m``
-    (vectorised: ``state`` is [..., 5] = count t, Σx, Σ(x_i − μ̂_i)², log K⁺, log K⁻; returns the new
-    state). K⁺ = Π(1 + λ⁺_i(x_i − m)) bets that the mean exceeds m, K⁻ = Π(1 − λ⁻_i(x_i − m)) that it
-    falls short, λ⁺ = min(λ, c/m), λ⁻ = min(λ, c/(1 − m)), λ the predictable plug-in bet (:func:`_bets`),
-    tuned to be narrowest near ``planned`` observations (any predictable bet keeps validity)."""
-    t, sx, ss, kp, km = np.moveaxis(np.asarray(state, dtype=float), -1, 0)
-    x = np.asarray(x, dtype=float)
-    lam = _bets(t, sx, ss, alpha, planned)
-    kp = kp + np.log1p(np.minimum(lam, BET_CAP / m) * (x - m))
-    km = km + np.log1p(-np.minimum(lam, BET_CAP / (1 - m)) * (x - m))
-    t, sx = t + 1, sx + x
-    ss = ss + (x - (0.5 + sx) / (t + 1)) ** 2
-    return np.stack([t, sx, ss, kp, km], axis=-1)
-
-
-def bounded_excludes(state: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """Whether the sequence at ``state`` (:func:`bounded_step`) excludes its m: (above, below) = the
-    hedged capital max(K⁺, K⁻)/2 reached 1/α with K⁺ (the mean is above m) or with K⁻ (below)."""
-    state = np.asarray(state, dtype=float)
-    level = math.log(2 / alpha)
-    kp, km = state[..., 3], state[..., 4]
-    return (kp >= level) & (kp >= km), (km >= level) & (km > kp)
-
-
-def bounded_interval(values: np.ndarray, lo: float, hi: float, alpha: float, planned: float,
-                     null: float | None = None) -> tuple[float, float]:
-    """(low, high) of the two-sided (1 − α) hedged betting confidence sequence (Waudby-Smith & Ramdas
-    2024, Theorem 3, predictable plug-in bets) for the mean of observations in [lo, hi] that arrive in
-    this order, at its last look: the candidate means m whose hedged capital max(K⁺(m), K⁻(m))/2 stays
-    below 1/α, found on :data:`GRID` points (and ``null``, so that whether it is excluded is exact).
-    Infinite before the first observation."""
-    if hi <= lo:
-        raise ValueError(f"bounds [{lo}, {hi}]: the upper bound must exceed the lower one")
-    scaled = (np.asarray(values, dtype=float) - lo) / (hi - lo)
-    if len(scaled) and (scaled.min() < -1e-12 or scaled.max() > 1 + 1e-12):
-        raise ValueError(f"an observation lies outside its bounds [{lo}, {hi}]")
-    if not len(scaled):
-        return -math.inf, math.inf
-    x = np.clip(scaled, 0.0, 1.0)
-    grid = np.linspace(0.0, 1.0, GRID)[1:-1]
-    if null is not None and lo < null < hi:
-        grid = np.union1d(grid, [(null - lo) / (hi - lo)])
-    t = np.arange(len(x), dtype=float)
-    sx = np.concatenate([[0.0], np.cumsum(x)[:-1]])
-    mu = (0.5 + np.cumsum(x)) / (t + 2)
-    ss = np.concatenate([[0.0], np.cumsum((x - mu) ** 2)[:-1]])
-    lam = _bets(t, sx, ss, alpha, planned)[:, None]
-    d = x[:, None] - grid[None, :]
-    kp = np.log1p(np.minimum(lam, BET_CAP / grid) * d).sum(axis=0)
-    km = np.log1p(-np.minimum(lam, BET_CAP / (1 - grid)) * d).sum(axis=0)
-    inside = grid[np.maximum(kp, km) < math.log(2 / alpha)]
-    if not len(inside):  # every candidate excluded (coarse grid): the interval is the best-supported point
-        inside = grid[[int(np.argmin(np.maximum(kp, km)))]]
-    return lo + (hi - lo) * float(inside.min()), lo + (hi - lo) * float(inside.max())
-
-
-def bounded_radius(n, variance, alpha: float, planned: float):
-    """The half-width (in [0, 1] units) the bounded sequence is expected to have after ``n`` observations
-    of this variance, its bets at their planned value: the capital's expected log-growth at distance r
-    from the mean, n(λr − λ²σ²/2 − …), reaches log(2/α) (the empirical-Bernstein form,
-    (log(2/α) + n·σ²·(−log(1 − λ) − λ)) / (nλ)); for futility, an approximation (vectorised over ``n``)."""
-    n = np.asarray(n, dtype=float)
-    variance = max(float(variance), 1e-12)
-    lam = min(math.sqrt(2 * math.log(2 / alpha) / (variance * max(planned, 1.0))), BET_CAP)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = (math.log(2 / alpha) + n * variance * (-math.log1p(-lam) - lam)) / (n * lam)
-    return np.where(n > 0, r, np.inf)
 
 
 def cluster_means(values: np.ndarray, clusters: np.ndarray, order: Sequence | None = None
@@ -353,6 +296,16 @@ def settle(found: Sequence[Interval], decision: Decision, systems: Sequence[str]
         return RuleState(decision, False, f"not yet: {top} leads", list(found), [_pair(i) for i in open_pairs],
                          weights, top)
     watched = [i for i in found if pair is None or {i.a, i.b} == set(pair)] if decision == "pair" else list(found)
+    if decision == "clear":
+        open_pairs = [i for i in watched if not (i.settled or i.undecided)]
+        if watched and not open_pairs:
+            differ = [f"{i.winner} > {i.b if i.winner == i.a else i.a}" for i in watched if i.winner is not None]
+            rest = [f"{i.a}–{i.b}" for i in watched if i.winner is None]
+            return RuleState(decision, True, (("differ: " + ", ".join(differ)) if differ else "no pair differs")
+                             + ((f"; undecided: {', '.join(rest)}") if rest else ""), list(found))
+        return RuleState(decision, False, f"not yet: {len(open_pairs)} of {len(watched)} pairs look clear but are "
+                         "not settled", list(found), [_pair(i) for i in open_pairs],
+                         {_pair(i): need(i) for i in open_pairs})
     open_pairs = [i for i in watched if not i.settled]
     if watched and not open_pairs:
         differ = [f"{i.winner} > {i.b if i.winner == i.a else i.a}" for i in watched if i.winner is not None]
@@ -385,5 +338,5 @@ def as_table(state: RuleState) -> list[Mapping[str, object]]:
     return [{"system_a": i.a, "system_b": i.b, "n": i.n, "estimate": round(i.estimate, 4),
              "low": round(i.low, 4) if math.isfinite(i.low) else None,
              "high": round(i.high, 4) if math.isfinite(i.high) else None, "null": i.null,
-             "winner": i.winner, "futile": i.futile, "open": (i.a, i.b) in state.open}
+             "winner": i.winner, "futile": i.futile, "undecided": i.undecided, "open": (i.a, i.b) in state.open}
             for i in state.intervals]
