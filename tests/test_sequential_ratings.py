@@ -171,3 +171,35 @@ def test_the_comparison_modules_load_no_statistics():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False"
+
+
+@needs_ji
+def test_the_replays_vectorised_rule_equals_intervals_and_settle(ji):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("replay_ji", REPO / "benchmarks" / "replay_ji.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    every, ratings = ji
+    assignments = counted(every)
+    ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
+    systems = sorted(PAPER_Z)
+    hits, obs = replay.observations(assignments, ratings, systems)
+    plan = {pair: 40.0 for pair in obs}
+    position = np.empty(len(hits), dtype=int)
+    position[np.random.default_rng(4).permutation(len(hits))] = np.arange(len(hits))
+    run = replay.run_order(position, obs, plan)
+    for look in (60, 200, len(hits) - 1):
+        comparisons = []
+        for a, b in run["pairs"]:
+            idx, x = obs[(a, b)]
+            keep = position[idx] <= look
+            x = x[keep][np.argsort(position[idx][keep])]
+            comparisons.append(live_chat.Comparison(a, b, len(x), float(x.mean()) if len(x) else 0.0,
+                                                    float(x.var(ddof=1)) if len(x) > 1 else 0.0, 40.0,
+                                                    clusters=tuple(x), bounds=(-1.0, 1.0)))
+        found = intervals(comparisons, 0.05)
+        want = [1 if i.winner == i.a else (-1 if i.winner else 0) for i in found]
+        assert list(run["winner"][look]) == want, look
+        assert list(run["settled"][look]) == [i.settled or i.undecided for i in found], look
+        assert bool(run["settled"][look].all()) == settle(found, "clear", systems).fired

@@ -185,8 +185,10 @@ def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]
             low, high = bounded_interval(np.asarray(c.clusters, dtype=float), lo, hi, each, c.planned, c.null)
             r_plan = width * float(bounded_radius(max(c.planned, c.n), c.variance / width ** 2, each, c.planned))
             inside = low <= c.null <= high
-            out.append(Interval(c.a, c.b, c.n, c.estimate, low, high, c.null, _futile(c, inside, r_plan),
-                                _undecided(c, inside, r_plan)))
+            # at or past its planned size the interval it will have is the one it has: inside, it is futile
+            futile = inside and c.n > 0 if c.n >= c.planned else _futile(c, inside, r_plan)
+            out.append(Interval(c.a, c.b, c.n, c.estimate, low, high, c.null, futile,
+                                futile or _undecided(c, inside, r_plan)))
             continue
         rho = rho_for(c.planned, c.variance, each)
         known = c.n > 0 and c.variance > 0 and (c.exact or c.n >= MIN_ASYMPTOTIC)
