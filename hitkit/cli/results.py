@@ -78,7 +78,8 @@ def _analysis_option(name: str) -> str:
 @click.option("--n-boot", type=click.IntRange(min=1), default=None,
               help="Bootstrap resamples of every interval and rank range (default 1000; at least 1: "
                    "with none there would be no interval at all).")
-@click.option("--unit", type=click.Choice(["worker", "rating", "conversation", "vote"]), default=None,
+@click.option("--unit", type=click.Choice(sorted({u for p in PROTOCOLS.values() for u in p.significance_units})),
+              default=None,
               help="The significance tests' unit. live_chat, rating: worker (default: clustered by worker, valid "
                    "when workers differ) | rating (Ji et al.'s per-rating Mann-Whitney, to reproduce the paper) | "
                    "conversation (Mann-Whitney on conversation means); pairwise: worker (default) | vote "

@@ -59,6 +59,9 @@ class Protocol:
     """The units a clustered bootstrap can resample (``hitkit analyze --cluster``); the first is the default."""
     analysis_options: frozenset[str] = frozenset()
     """``hitkit analyze`` options beyond the shared ones that apply to this protocol only."""
+    significance_units: tuple[str, ...] = ()
+    """The units its significance tests can take (``hitkit analyze --unit``); the first is the default (a
+    clustered test, valid when workers differ), the published paper's test among the others."""
     needs_section: bool = True
     """True when a study file of this protocol must have a section of its name."""
     uses_generation: bool = False

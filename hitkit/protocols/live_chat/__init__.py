@@ -7,4 +7,5 @@ PROTOCOL = Protocol(
     settings_class="LiveChatConfig", task_class="LiveChatTask", table="ratings", columns=RATING_COLUMNS,
     analysis_marker="systems", cluster_units=("worker", "conversation", "rating"),
     analysis_options=frozenset({"replicate", "unit"}), mturk_rules=True, judged=True,
+    significance_units=("worker", "rating", "conversation"),
 )
