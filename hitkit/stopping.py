@@ -191,7 +191,7 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     """The rule, where it stands (or when it fired and what it decided) and what was spent against the
     fixed design: the dashboard shows it, the export writes it into ``study.json`` and the report and
     its methods paragraph state it. None without a ``stop:`` section."""
-    from hitkit.analysis.sequential import DECISIONS, REFERENCE
+    from hitkit.analysis.sequential import BOUNDED_REFERENCE, DECISIONS
     from hitkit.ledger import committed_spend, worst_case
     from hitkit.money import cents
 
@@ -205,7 +205,8 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     module = sequential_module(ctx.config)
     return {
         "decision": stop.decision, "meaning": DECISIONS[stop.decision], "systems": stop.systems,
-        "alpha": stop.alpha, "min_hits": stop.min_hits, "design": ctx.config.design, "method": REFERENCE,
+        "alpha": stop.alpha, "min_hits": stop.min_hits, "design": ctx.config.design,
+        "method": BOUNDED_REFERENCE + ", one observation per " + module.UNIT.rstrip("s"),
         "unit": module.UNIT, "correction": "Bonferroni over the watched pairs",
         "fired": event is not None, "fired_at": event.data["at"] if event else None,
         "fired_after_hits": event.data["hits"] if event else None,
