@@ -11,7 +11,7 @@ rated below the real systems, one-sided Mann–Whitney on the qc criteria at 0.0
 HIT alone, so that the observation is fixed when the HIT arrives (a worker's z and QC verdict over all
 of their HITs move as later HITs arrive, which no time-uniform guarantee allows; one worker's rank
 order within a HIT is what standardisation keeps, so the within-HIT test is the paper's on that
-HIT). The HITs come in submission order (the ``assignments`` table's, which :mod:`hitkit.stopping`
+HIT). The HITs come in submission order (the ``assignments`` table's, which :mod:`hitkit.running.stopping`
 sorts). What is covered, nonasymptotically and at every look: the crowd's average within-HIT
 difference between x and y, whatever each worker's own scale, taste and system preferences, when
 workers are drawn independently (a worker's later HIT counts as another draw). A within-HIT
@@ -34,7 +34,7 @@ import pandas as pd
 
 from hitkit.analysis.sequential import Comparison, bounded_comparison
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
-from hitkit.schema import HANDED_IN_STATUSES
+from hitkit.tables.schema import HANDED_IN_STATUSES
 
 UNIT = "hits"
 """What a comparison's n counts: counted HITs with ratings (each one worker's assignment)."""

@@ -5,7 +5,7 @@ Each vote on systems x and y (x before y by name) is an x-over-y score: 1 when x
 assignment) share that worker's taste, so the sequence does not count votes: it counts HITs, each
 HIT's mean score on the pair one bounded observation in [0, 1], and watches them with the bounded
 (empirical-Bernstein) confidence sequence of :mod:`hitkit.analysis.sequential`, HITs in the order they
-were handed in (the ``assignments`` table's order, which :mod:`hitkit.stopping` sorts by submission).
+were handed in (the ``assignments`` table's order, which :mod:`hitkit.running.stopping` sorts by submission).
 What is covered: the crowd's win rate of x over y as the average over HITs of each HIT's expected
 score, whatever the workers' tastes, provided each HIT's worker is drawn from the crowd independently
 of the HITs before (a worker's second HIT is a new draw of the same taste, which the guarantee still

@@ -5,7 +5,7 @@ by METHODS §2's win function: 1 when x's label ranks above y's (human > unsure 
 ½ when equal. The segments of one conversation share its bots' fortunes, so the sequence counts
 conversations: each conversation's mean score over its annotations so far is one observation in
 [0, 1], watched with the bounded (hedged betting) confidence sequence, conversations in the order of
-their first annotation's assignment in the ``assignments`` table (:mod:`hitkit.stopping` sorts it by
+their first annotation's assignment in the ``assignments`` table (:mod:`hitkit.running.stopping` sorts it by
 submission). Nonasymptotic, whatever the conversations' and annotators' effects, for the average over
 conversations of each conversation's expected score, provided conversations are exchangeable (a
 conversation annotated again later changes its mean, which the guarantee approximates as a fresh
