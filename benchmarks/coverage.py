@@ -24,10 +24,17 @@ default. (With plain percentile intervals, 24 workers and 300 resamples, Bradley
 printed win rates at 90.8 %, which 120 intervals cannot tell from 94 %: hence the larger
 default.)
 
+**Type-I error of the default tests** (no bootstrap): the live-chat / rating significance matrix under
+the live-chat null above with every system effect 0 (worker × system and chat effects only), for the
+default worker-clustered test and the paper's per-rating Mann–Whitney (``live_chat_type1_default``
+should be 3–7 %); pairwise's sign test under worker tastes with equal strengths
+(``pairwise_type1_default``).
+
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/coverage.py [--reps N]`` (default 300 per
 estimator: 900–1500 intervals each, a Monte Carlo standard error of about 0.006; about four
 minutes on a shared 2-core machine). Last line: ``RESULT coverage_clustered=… coverage_naive=…``
-(each the minimum over the three estimators), then each estimator's figures.
+(each the minimum over the three estimators), then each estimator's figures, then
+``live_chat_type1_default=… live_chat_type1_rating=… pairwise_type1_default=…``.
 """
 from __future__ import annotations
 
@@ -145,6 +152,38 @@ def win_rate_coverage(replicates: int, rng: np.random.Generator) -> tuple[float,
     return float(np.mean(hits["conversation"])), float(np.mean(hits["annotation"]))
 
 
+def live_chat_type1(replicates: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Type-I error of the live-chat (and rating: the same function) significance matrix under a null with
+    worker × system effects N(0, 0.4²) and chat effects N(0, 0.3²) (:func:`live_chat_kept` with equal
+    systems): the share of (replicate, ordered pair) one-sided p-values below 0.05, uncorrected, for the
+    default worker-clustered test and for Ji et al.'s per-rating Mann–Whitney."""
+    from hitkit.protocols.live_chat.scores import pairwise_significance
+
+    rejected = {"worker": [], "rating": []}
+    for _ in range(replicates):
+        kept = live_chat_kept(rng, np.zeros(5))
+        for unit in rejected:
+            rejected[unit] += list(pairwise_significance(kept, unit=unit, correction="none")["p_value"] < 0.05)
+    return float(np.mean(rejected["worker"])), float(np.mean(rejected["rating"]))
+
+
+def pairwise_type1(replicates: int, rng: np.random.Generator) -> float:
+    """Type-I error of pairwise's default test (``pair_table``'s worker-clustered p; the per-vote sign test,
+    ``test="vote"``, rejected 17.7 % here) with worker tastes
+    N(0, 0.8²) per system and equal strengths: two-sided p < 0.05 over (replicate, pair)."""
+    from hitkit.protocols.pairwise.analysis import pair_table
+
+    global STRENGTHS
+    saved, STRENGTHS = STRENGTHS, np.zeros(4)
+    try:
+        rejected = []
+        for _ in range(replicates):
+            rejected += list(pair_table(pairwise_votes(rng, 24, 40), n_boot=0, correction="none")["p_value"] < 0.05)
+    finally:
+        STRENGTHS = saved
+    return float(np.mean(rejected))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=300, help="replicates per estimator (default 300)")
@@ -159,13 +198,21 @@ def main() -> int:
             results[name] = run(replicates, np.random.default_rng([2019, seed]))
             print(f"{name:18s} clustered {results[name][0]:.3f}  naive {results[name][1]:.3f}  "
                   f"({replicates} replicates, {N_BOOT} resamples each)", flush=True)
+        default, per_rating = live_chat_type1(max(replicates, 200), np.random.default_rng([2019, 7]))
+        print(f"live chat / rating significance, type-I at 0.05 under worker x system and chat effects: "
+              f"default (worker-clustered) {default:.3f}, per-rating Mann-Whitney {per_rating:.3f}", flush=True)
+        pair_default = pairwise_type1(max(replicates, 200), np.random.default_rng([2019, 8]))
+        print(f"pairwise pairs.csv default p (worker-clustered), type-I at 0.05 under worker tastes: "
+              f"{pair_default:.3f}", flush=True)
     print(f"{time.perf_counter() - start:.0f} s")
     clustered = min(v[0] for v in results.values())
     naive = min(v[1] for v in results.values())
     if clustered < BAR:
         print(f"FAIL: a clustered coverage is below {BAR}")
     print(f"RESULT coverage_clustered={clustered:.3f} coverage_naive={naive:.3f} "
-          + " ".join(f"{k}_clustered={v[0]:.3f} {k}_naive={v[1]:.3f}" for k, v in results.items()))
+          + " ".join(f"{k}_clustered={v[0]:.3f} {k}_naive={v[1]:.3f}" for k, v in results.items())
+          + f" live_chat_type1_default={default:.3f} live_chat_type1_rating={per_rating:.3f}"
+          f" pairwise_type1_default={pair_default:.3f}")
     return 0 if clustered >= BAR else 1
 
 

@@ -78,7 +78,8 @@ LEVELS = {"good": 80, "mid": 55, "bad": 30, "worse": 20, "worst": 12}
 
 @pytest.fixture(scope="module")
 def paper_run():
-    return analyze_live_chat(SHARED_RUN, replicate_dir=SHARED_RUN)
+    # Ji et al.'s own test (one-sided Mann-Whitney per rating), as reproducing the paper asks for it
+    return analyze_live_chat(SHARED_RUN, replicate_dir=SHARED_RUN, significance_unit="rating")
 
 
 def test_paper_workers_and_pass_rate(paper_run):
@@ -142,7 +143,7 @@ def test_paper_run_intervals_and_corrected_significance(paper_run):
     assert paper_run.summary["multiple_comparisons"] == "bonferroni"
     # Resampling single ratings pretends the 7 ratings of a chat and a worker's many chats are
     # independent: narrower intervals than resampling workers.
-    naive = analyze_live_chat(SHARED_RUN, interval_unit="rating", n_boot=300)
+    naive = analyze_live_chat(SHARED_RUN, interval_unit="rating", n_boot=300, significance_unit="rating")
     def width(t):
         t = t[t["criterion"] == "overall"]
         return float((t["high"] - t["low"]).mean())
@@ -235,7 +236,7 @@ def test_qc_compares_on_qc_criteria_only():
     assert (with_negatives["n_control"], with_negatives["n_system"]) == (7, 35)
 
 
-def test_empty_and_rejected_submissions(tmp_path):
+def test_rejected_work_counts_and_an_exclusion_with_its_reason_does_not(tmp_path):
     rows = diligent("a1", "w1", LEVELS) + diligent("a2", "w2", LEVELS)
     rows += diligent("r1", "w1", LEVELS, shift=10)
     assignments = [dict(study="s", hit_id="h", assignment_id=a, worker_id=w, status=st_,
@@ -248,16 +249,26 @@ def test_empty_and_rejected_submissions(tmp_path):
     result = analyze_live_chat(write_study(tmp_path, rows, assignments))
     workers = result.tables["workers"].set_index("worker_id")
     assert sorted(workers.index) == ["w1", "w2", "w4"]  # returned-only w3 does not count
-    assert workers.loc["w1", "assignments"] == 1  # nor does w1's rejected HIT, nor its ratings
-    assert workers.loc["w1", "mean_raw"] == workers.loc["w2", "mean_raw"]
+    # A rejection is an outcome, not an input: w1's rejected HIT and its ratings count
+    assert workers.loc["w1", "assignments"] == 2
+    assert workers.loc["w1", "mean_raw"] > workers.loc["w2", "mean_raw"]
     assert not workers.loc["w4", "passed"] and workers.loc[["w1", "w2"], "passed"].all()
     s = result.summary
-    assert (s["workers"], s["passed"], s["hits"], s["hits_passed"]) == (3, 2, 3, 2)
-    assert s["pass_rate"] == pytest.approx(2 / 3)
-    # 600 s / 6 conversations = 1.667 min, 1200 s / 6 = 3.333 min; the empty one has none
-    assert s["minutes_per_conversation_passed"] == pytest.approx(2.5)
+    assert (s["workers"], s["passed"], s["hits"], s["hits_passed"]) == (3, 2, 4, 3)
+    # 600 s / 6 conversations = 1.667 min, 1200 s / 6 = 3.333 min, 60 s / 6 = 0.167 min; the empty one has none
+    assert s["minutes_per_conversation_passed"] == pytest.approx((10 + 20 + 1) / 18)
     assert s["minutes_per_conversation_failed"] is None
-    assert result.tables["systems"].set_index("system").loc["good", "n"] == 2 * 7
+    assert result.tables["systems"].set_index("system").loc["good", "n"] == 3 * 7
+    # Excluded explicitly, with its reason, it does not
+    (tmp_path / "exclusions.csv").write_text("study,assignment_id,worker_id,reason\n"
+                                             "s,r1,w1,rejected by the coordinator: copied another worker\n")
+    result = analyze_live_chat(tmp_path)
+    workers = result.tables["workers"].set_index("worker_id")
+    assert workers.loc["w1", "assignments"] == 1 and result.summary["hits"] == 3
+    assert workers.loc["w1", "mean_raw"] == workers.loc["w2", "mean_raw"]
+    (tmp_path / "exclusions.csv").write_text("study,assignment_id,worker_id,reason\ns,r1,w1,\n")
+    with pytest.raises(InputError, match="exclusions.csv.*'r1' has no reason"):
+        analyze_live_chat(tmp_path)
 
 
 def test_system_scores_by_hand():
@@ -285,9 +296,10 @@ def test_pairwise_significance_direction_and_units():
     rng = np.random.default_rng(7)
     kept = pd.DataFrame({"system": np.repeat(["hi", "lo", "mid"], 14),
                          "conversation_id": np.repeat([f"c{i}" for i in range(6)], 7),
+                         "worker_id": np.tile(np.repeat(["w1", "w2"], 7), 3),
                          "z": np.concatenate([rng.normal(1, 0.3, 14), rng.normal(-1, 0.3, 14),
                                               rng.normal(0, 0.3, 14)])})
-    sig = pairwise_significance(kept).set_index(["system_a", "system_b"])["p_value"]
+    sig = pairwise_significance(kept, unit="rating").set_index(["system_a", "system_b"])["p_value"]
     assert len(sig) == 6
     assert sig[("hi", "lo")] < 0.001 and sig[("lo", "hi")] > 0.999
     conv = pairwise_significance(kept, unit="conversation")
@@ -297,7 +309,31 @@ def test_pairwise_significance_direction_and_units():
     got = conv.set_index(["system_a", "system_b"]).loc[("hi", "mid"), "p_value"]
     assert got == pytest.approx(expected)
     with pytest.raises(ValueError, match="unit"):
-        pairwise_significance(kept, unit="worker")
+        pairwise_significance(kept, unit="item")
+
+
+def test_the_default_significance_test_is_clustered_by_worker_by_hand():
+    # 12 workers, each with their own taste for each system (worker x system effects): by hand, the
+    # difference of mean z over its worker-clustered sandwich standard error, Student's t with 11 df
+    rng = np.random.default_rng(8)
+    rows = []
+    for w in range(12):
+        taste = {"x": rng.normal(0.3, 0.5), "y": rng.normal(0, 0.5)}
+        for system in ("x", "y"):
+            for c in range(2):
+                rows += [(f"w{w}", system, f"w{w}-{system}{c}", taste[system] + rng.normal(0, 0.3)) for _ in range(7)]
+    kept = pd.DataFrame(rows, columns=["worker_id", "system", "conversation_id", "z"])
+    table = pairwise_significance(kept).set_index(["system_a", "system_b"])
+    m = kept.groupby("system")["z"].mean()
+    n = kept.groupby("system")["z"].size()
+    infl = sum(((g.loc[g.system == "x", "z"] - m["x"]).sum() / n["x"] - (g.loc[g.system == "y", "z"] - m["y"]).sum()
+                / n["y"]) ** 2 for _, g in kept.groupby("worker_id"))
+    se = np.sqrt(12 / 11 * infl)
+    assert table.loc[("x", "y"), "p_value"] == pytest.approx(stats.t.sf((m["x"] - m["y"]) / se, 11))
+    assert table.loc[("y", "x"), "p_value"] == pytest.approx(1 - table.loc[("x", "y"), "p_value"])
+    # the per-rating test takes 168 ratings a system as independent: a far smaller p on the same data
+    naive = pairwise_significance(kept, unit="rating").set_index(["system_a", "system_b"])
+    assert naive.loc[("x", "y"), "p_value"] < table.loc[("x", "y"), "p_value"]
 
 
 def test_replication_by_hand():
@@ -393,3 +429,28 @@ def test_a_repeated_assignment_id_is_counted_and_resolved_not_refused(tmp_path):
     with pytest.raises(InputError, match="repeats .*assignment_id='a1'") as info:
         analyze_live_chat(study, duplicates="error")
     assert info.value.line == 3
+
+
+def test_the_paper_run_by_default_uses_the_worker_clustered_test_and_says_so(tmp_path):
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    default = CliRunner().invoke(main, ["analyze", "live_chat", str(SHARED_RUN), "--out", str(tmp_path / "d"),
+                                        "--n-boot", "20", "--no-progress"])
+    paper = CliRunner().invoke(main, ["analyze", "live_chat", str(SHARED_RUN), "--out", str(tmp_path / "p"),
+                                      "--n-boot", "20", "--unit", "rating", "--no-progress"])
+    assert default.exit_code == 0 and paper.exit_code == 0, default.output + paper.output
+    d = pd.read_csv(tmp_path / "d" / "significance.csv").set_index(["system_a", "system_b"])["p_value"]
+    p = pd.read_csv(tmp_path / "p" / "significance.csv").set_index(["system_a", "system_b"])["p_value"]
+    assert json.loads((tmp_path / "d" / "summary.json").read_text())["significance_unit"] == "worker"
+    assert json.loads((tmp_path / "p" / "summary.json").read_text())["significance_unit"] == "rating"
+    ahead = p < 0.5   # where the first system leads, the clustered p-values are larger, as they must be
+    assert d[("A", "E")] < 1e-6 and (d[ahead] > p[ahead]).mean() > 0.8
+    from hitkit.report.build import report
+
+    files = report(tmp_path / "d")
+    assert "clustered by worker" in files.methods
+    refused = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(SHARED_RUN), "--out", str(tmp_path / "x"),
+                                        "--unit", "rating"])
+    assert refused.exit_code != 0 and "--unit applies to" in refused.output

@@ -6,6 +6,7 @@ import math
 import time
 
 import numpy as np
+from scipy import stats
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -130,10 +131,24 @@ def test_sign_test_p_value_is_the_exact_two_sided_binomial():
     # 9 wins against 1: P = 2 · (C(10,9) + C(10,10)) / 2^10 = 22 / 1024.
     lopsided = votes_frame(repeat(9, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b")
                            + repeat(3, "u", "k", "X", "Y", "tie"))
-    assert pair_table(lopsided).iloc[0]["p_value"] == pytest.approx(22 / 1024)
+    assert pair_table(lopsided, test="vote").iloc[0]["p_value"] == pytest.approx(22 / 1024)
     # 2 against 1: every outcome at least as extreme, p = 1.
     close = votes_frame(repeat(2, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b"))
-    assert pair_table(close).iloc[0]["p_value"] == pytest.approx(1.0)
+    assert pair_table(close, test="vote").iloc[0]["p_value"] == pytest.approx(1.0)
+
+
+def test_the_default_pair_test_is_clustered_by_worker_by_hand():
+    # four workers, each with their own taste: 5-1, 4-2, 3-3 and 6-0 for X
+    def worker(name, wins, losses):
+        return [(name, f"{name}-i{k}", "X", "Y", "a" if k < wins else "b") for k in range(wins + losses)]
+
+    votes = votes_frame(worker("w1", 5, 1) + worker("w2", 4, 2) + worker("w3", 3, 3) + worker("w4", 6, 0))
+    rate = 18 / 24
+    influence = np.array([5 - rate * 6, 4 - rate * 6, 3 - rate * 6, 6 - rate * 6]) / 24
+    se = np.sqrt(4 / 3 * (influence ** 2).sum())
+    row = pair_table(votes).iloc[0]
+    assert row["p_value"] == pytest.approx(2 * stats.t.sf((rate - 0.5) / se, 3))
+    assert row["p_value"] > pair_table(votes, test="vote").iloc[0]["p_value"]   # 24 votes, but only 4 tastes
 
 
 def test_pair_with_only_ties_has_nan_gain_and_p_value_one():
@@ -287,15 +302,15 @@ def test_vote_of_an_unknown_assignment_is_refused(tmp_path):
         read_votes(tmp_path)
 
 
-def test_only_votes_of_submitted_or_approved_assignments_count(tmp_path):
+def test_only_votes_of_handed_in_assignments_count_rejected_included(tmp_path):
     write_study(tmp_path,
                 "s,h,a1,w1,i1,X,Y,A\ns,h,a2,w2,i1,Y,X,b\ns,h,a3,w3,i1,X,Y,b\n"
                 "s,h,a4,w4,i1,X,Y,b\ns,h,a5,w5,i1,X,Y,tie\n",
                 "s,h,a1,w1,submitted,30\ns,h,a2,w2,approved,31\ns,h,a3,w3,rejected,5\n"
                 "s,h,a4,w4,returned,0\ns,h,a5,w5,expired,0\n")
     votes = read_votes(tmp_path)
-    assert list(votes["assignment_id"]) == ["a1", "a2"]
-    assert list(votes["vote"]) == ["a", "b"]       # case normalised
+    assert list(votes["assignment_id"]) == ["a1", "a2", "a3"]   # a rejection is an outcome, not an input
+    assert list(votes["vote"]) == ["a", "b", "b"]       # case normalised
     (tmp_path / "assignments.csv").unlink()
     assert len(read_votes(tmp_path)) == 5           # no assignments.csv: every vote counts
 
@@ -390,6 +405,9 @@ def test_analyze_pairwise_returns_tables_summary_and_figure_and_repeats_exactly(
     assignments = assignments.assign(status="approved", work_time_s=60)
     assignments.loc[assignments["worker_id"] == "spammer", "status"] = "rejected"
     assignments.to_csv(study / "assignments.csv", index=False)
+    # the spammer's rejection counts as an outcome; leaving their work out takes an exclusion with its reason
+    excluded = assignments[assignments["worker_id"] == "spammer"].assign(reason="rejected by the coordinator: spam")
+    excluded[["study", "assignment_id", "worker_id", "reason"]].to_csv(study / "exclusions.csv", index=False)
 
     result = analyze_pairwise(study, n_boot=200, seed=3)
     again = analyze_pairwise(study, n_boot=200, seed=3)
@@ -414,7 +432,7 @@ def test_analyze_pairwise_returns_tables_summary_and_figure_and_repeats_exactly(
 
 
 def test_analyze_pairwise_refuses_a_study_without_counted_votes(tmp_path):
-    write_study(tmp_path, "s,h,a1,w1,i1,X,Y,a\n", "s,h,a1,w1,rejected,30\n")
+    write_study(tmp_path, "s,h,a1,w1,i1,X,Y,a\n", "s,h,a1,w1,returned,30\n")
     with pytest.raises(InputError, match="no votes"):
         analyze_pairwise(tmp_path, n_boot=10)
 

@@ -404,7 +404,7 @@ def test_read_keeps_counted_assignments_only(tmp_path):
     ann = frame(segment("w1", "c1", "A", "B", "human", "bot", assignment="a1"),
                 segment("w2", "c1", "A", "B", "bot", "human", assignment="a2"),
                 segment("w3", "c1", "A", "B", "bot", "human", assignment="a3"))
-    write_study(tmp_path, ann, {"a1": "approved", "a2": "rejected", "a3": "Submitted"})
+    write_study(tmp_path, ann, {"a1": "approved", "a2": "returned", "a3": "Submitted"})
     read = read_annotations(tmp_path)
     assert sorted(set(read["assignment_id"])) == ["a1", "a3"]
     assert read["entity"].dtype.kind == "i" and read["fluency"].dtype.kind == "i"
@@ -481,7 +481,7 @@ def test_missing_file_column_and_orphan_assignment(tmp_path):
 
 
 def test_nothing_counted_is_an_error(tmp_path):
-    write_study(tmp_path, frame(good_rows()), {"as-w1": "rejected", "as-w2": "returned"})
+    write_study(tmp_path, frame(good_rows()), {"as-w1": "expired", "as-w2": "returned"})
     with pytest.raises(InputError, match="nothing to analyse"):
         analyze_spot_the_bot(tmp_path, n_boot=10)
 

@@ -376,3 +376,19 @@ def test_cox_robust_se_matches_model_se_without_clustering_and_sees_copies():
     np.testing.assert_allclose(copies["se_model"], table["se_model"] / 2, rtol=0.02)
     np.testing.assert_allclose(copies["se"], table["se"], rtol=0.02)
     assert (copies["variance"] == "robust").all()
+
+
+def test_cox_fit_that_does_not_converge_is_a_stated_failure_without_p_value():
+    # fluency separates perfectly: every annotation rated +1 was spotted at once, every −1 never, so the
+    # likelihood grows without end as the coefficient runs off; a Wald p from where BFGS stopped was 0
+    rng = np.random.default_rng(24)
+    x = rng.choice([-1.0, 1.0], size=(200, 1))
+    k = rng.choice([1.0, 2.0, 3.0], 200)
+    left, right = np.where(x[:, 0] > 0, 0.0, k), np.where(x[:, 0] > 0, k, INF)
+    row = cox_interval(left, right, x, ["fluency"]).iloc[0]
+    assert row["variance"].startswith("none: the fit did not converge")
+    assert np.isnan(row["p_value"]) and np.isnan(row["coef"]) and np.isnan(row["se"])
+    data = pd.DataFrame({"system": "A", "left": left, "right": right, "fluency": x[:, 0],
+                         "sensibleness": 0.0, "specificity": 0.0, "conversation": np.arange(200) // 4})
+    table = cox_by_system(data, cluster="conversation")
+    assert table.iloc[0]["variance"].startswith("none:") and np.isnan(table.iloc[0]["p_adjusted"])

@@ -79,7 +79,7 @@ def test_report_from_an_export_folder_and_its_json(tmp_path):
     files = json.loads(run.output)
     assert files["html"] == str(tmp_path / "run" / "report" / "report.html")
     assert (tmp_path / "run" / "analysis" / "ranking.csv").is_file()
-    assert "sign test" in files["methods"]
+    assert "clustered by worker" in files["methods"]
 
 
 def test_a_report_of_an_export_folder_analyses_it_afresh_even_beside_an_old_analysis(tmp_path):

@@ -180,3 +180,36 @@ def test_an_archive_that_does_not_fit_the_mapping_names_the_line_and_the_field(t
         pd.DataFrame([{"HITId": "H", "AssignmentId": "A", "AssignmentStatus": "Approved",
                        "WorkTimeInSeconds": "1"}]).to_csv(tmp_path / "bad.csv", index=False)
         import_mturk(tmp_path / "bad.csv", MAPPING, "x")
+
+
+def test_a_batch_whose_requester_rejected_work_after_qc_imports_to_the_same_population(tmp_path):
+    # Ji et al.'s run 1 as the requester would download it after rejecting the workers their own QC failed
+    # (free run 2's batch has 61 of 296 rejected this way): the rejected work still counts, so the analysis
+    # keeps the paper's population and its QC verdicts.
+    folder = ji_dir()
+    batch = pd.read_csv(folder / "raw" / "Batch_free_run_1.csv", dtype=str, keep_default_na=False)
+    plain = tmp_path / "plain"
+    result = CliRunner().invoke(main, ["import", "mturk", str(folder / "raw" / "Batch_free_run_1.csv"),
+                                       "--mapping", str(MAPPING), "--study", "free-run-1", "--out", str(plain / "export")])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["analyze", "live_chat", str(plain / "export"), "--out", str(plain / "analysis"),
+                                       "--n-boot", "20", "--json"])
+    assert result.exit_code == 0, result.output
+    workers = pd.read_csv(plain / "analysis" / "workers.csv", dtype={"worker_id": str})
+    failed = set(workers.loc[~workers["passed"], "worker_id"])
+    rejected = batch["WorkerId"].map(pseudonym).isin(failed)
+    batch.loc[rejected, "AssignmentStatus"] = "Rejected"
+    assert rejected.sum() > 50
+    batch.to_csv(tmp_path / "Batch_rejected.csv", index=False)
+    after = tmp_path / "after"
+    result = CliRunner().invoke(main, ["import", "mturk", str(tmp_path / "Batch_rejected.csv"), "--mapping",
+                                       str(MAPPING), "--study", "free-run-1", "--out", str(after / "export")])
+    assert result.exit_code == 0, result.output
+    assert "305 assignments (305 counted) by 249 workers" in result.output
+    result = CliRunner().invoke(main, ["analyze", "live_chat", str(after / "export"), "--out", str(after / "analysis"),
+                                       "--n-boot", "20", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)["summary"]
+    assert (summary["workers"], summary["passed"]) == (249, 173)
+    for name in ("workers.csv", "systems.csv", "significance.csv", "score_intervals.csv"):
+        assert (after / "analysis" / name).read_text() == (plain / "analysis" / name).read_text(), name

@@ -70,8 +70,8 @@ def _save_artifacts(task: str, html_path: Path) -> None:
 
 EXPECTED = {
     # task: (least number of figures, words the methods paragraph must name)
-    "pairwise": (4, ["sign test", "Bradley–Terry", "bootstrap", "kappa", "binomial"]),
-    "live_chat": (5, ["Mann–Whitney", "z-scores", "passed", "workers before"]),
+    "pairwise": (4, ["clustered by worker", "Bradley–Terry", "bootstrap", "kappa", "binomial"]),
+    "live_chat": (5, ["Mann–Whitney", "clustered by worker", "z-scores", "passed", "workers before"]),
     "spot_the_bot": (4, ["chi-square", "TrueSkill", "Turnbull", "log-rank", "Bonferroni", "bootstrap"]),
 }
 

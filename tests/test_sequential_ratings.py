@@ -1,9 +1,9 @@
 """Live chat's and the rating protocol's comparisons for the stopping rule: on the real Ji et al. run they
-are the paper's overall-z differences; a clearly better system wins; the benchmark's incremental replay
-gives the same numbers; the modules load no scipy."""
+are within-HIT slider differences of the HITs that pass their own QC (and the earlier asymptotic
+statistic is still the paper's overall-z differences); a clearly better system wins; the modules load no
+scipy."""
 from __future__ import annotations
 
-import importlib.util
 import random
 import subprocess
 import sys
@@ -41,9 +41,9 @@ def _plan(systems, n):
 
 
 @needs_ji
-def test_live_chat_comparisons_are_the_papers_overall_z_differences(ji):
+def test_the_asymptotic_comparisons_are_the_papers_overall_z_differences(ji):
     every, ratings = ji
-    found = live_chat.comparisons({"assignments": every, "ratings": ratings}, list(PAPER_Z), _plan(PAPER_Z, 304))
+    found = live_chat.asymptotic_comparisons(every, ratings, list(PAPER_Z), _plan(PAPER_Z, 304), CHAT_CRITERIA)
     steps = scored(counted(every), ratings, CHAT_CRITERIA, alpha=0.05, qc_method="asymptotic", ddof=1,
                    significance_unit="rating", correction="holm")
     z = dict(zip(steps.systems["system"], steps.systems["z"]))
@@ -53,6 +53,35 @@ def test_live_chat_comparisons_are_the_papers_overall_z_differences(ji):
         assert c.estimate == pytest.approx(PAPER_Z[c.a] - PAPER_Z[c.b], abs=0.0011)  # the paper rounds to 3 places
         assert c.n == 304 and c.variance > 0 and c.planned == 304 and c.null == 0 and not c.exact
     assert {(c.a, c.b) for c in found} == set(combinations(sorted(PAPER_Z), 2))
+
+
+@needs_ji
+def test_live_chat_comparisons_are_within_hit_differences_of_hits_that_pass_their_own_qc(ji):
+    every, ratings = ji
+    found = {(c.a, c.b): c for c in live_chat.comparisons({"assignments": every, "ratings": ratings}, list(PAPER_Z),
+                                                          _plan(PAPER_Z, 304))}
+    # By hand for A vs E: oriented sliders, each HIT's QC test on its own ratings, the HITs holding both
+    one = reverse = ratings.copy()
+    negative = {c.name for c in CHAT_CRITERIA if c.polarity == "negative"}
+    reverse["oriented"] = np.where(one["criterion"].isin(negative), 100 - one["score"], one["score"])
+    qc = {c.name for c in CHAT_CRITERIA if c.qc}
+    diffs = []
+    from scipy import stats
+    for hit, own in reverse.groupby("assignment_id", sort=False):
+        test = own[own["criterion"].isin(qc)]
+        control, real = test.loc[test["is_control"], "oriented"], test.loc[~test["is_control"], "oriented"]
+        if not len(control) or stats.mannwhitneyu(control, real, alternative="less").pvalue >= 0.05:
+            continue
+        conv = own[~own["is_control"]].groupby(["conversation_id"]).agg(system=("system", "first"),
+                                                                         score=("oriented", "mean"))
+        per = conv.groupby("system")["score"].mean()
+        if "A" in per and "E" in per:
+            diffs.append((per["A"] - per["E"]) / 100)
+    c = found[("A", "E")]
+    assert c.n == len(diffs) and 30 < c.n < 120 and c.estimate == pytest.approx(np.mean(diffs))
+    assert sorted(c.clusters) == pytest.approx(sorted(diffs)) and c.bounds == (-1.0, 1.0) and c.null == 0
+    assert c.estimate > 0   # the paper's best system over its worst, within the HITs holding both
+    assert all(f.clusters is not None for f in found.values())
 
 
 def _chat_tables(hits: int, quality: dict[str, float], seed: int = 0):
@@ -80,16 +109,14 @@ def test_a_clearly_better_system_wins_in_live_chat():
     assert settle(found, "best", ["A", "B", "C"]).leader == "A"
 
 
-def test_a_worker_who_fails_qc_adds_hits_but_no_influence():
+def test_a_hit_that_fails_its_own_qc_adds_no_observation():
     tables = _chat_tables(20, {"A": 70, "B": 50, "qc": 10})
     flat = _chat_tables(1, {"A": 30, "B": 30, "qc": 80}, seed=1)  # the control rated above the rest: fails
     flat = {k: v.replace({"a0": "x0", "w0": "x0", "h0": "xh0"}) for k, v in flat.items()}
     both = {k: pd.concat([tables[k], flat[k]], ignore_index=True) for k in tables}
     before = live_chat.comparisons(tables, ["A", "B"], _plan("AB", 21))[0]
     after = live_chat.comparisons(both, ["A", "B"], _plan("AB", 21))[0]
-    assert after.n == before.n + 1 and after.estimate == pytest.approx(before.estimate)
-    # The same influences: the variance per HIT moves only with n × n/(n − 1).
-    assert after.variance == pytest.approx(before.variance / (20 * 20 / 19) * (21 * 21 / 20))
+    assert after.n == before.n == 20 and after.clusters == before.clusters
 
 
 def test_no_ratings_yet_gives_empty_comparisons():
@@ -121,50 +148,21 @@ def test_a_clearly_better_system_wins_in_rating():
 
 def test_planned_sizes_and_the_pairs_a_hit_informs():
     chat = [{"system": s, "is_control": s == "qc", "slot": n} for s in ("A", "B", "C", "qc") for n in range(4)]
+    # 4 HITs of 3 real slots from 3 systems: every HIT holds every pair
     assert live_chat.planned(chat, None) == {("A", "B"): 4.0, ("A", "C"): 4.0, ("B", "C"): 4.0}
+    # 2 real slots a HIT from 3 systems: a third of the HITs hold a given pair
+    two = [p for p in chat if p["system"] != "C"] + [p for p in chat if p["system"] == "qc"][:0]
+    assert live_chat.planned(two + [{"system": "C", "is_control": False}], None)[("A", "B")] == pytest.approx(
+        4 * (9 / 4) * (5 / 4) / 6)
     assert live_chat.hit_pairs([chat[0]]) == []
     assert live_chat.hit_pairs([chat[0], chat[5], chat[9], chat[12]]) == [("A", "B"), ("A", "C"), ("B", "C")]
     assert live_chat.hit_pairs([chat[4], chat[8], chat[12]]) == [("B", "C")]
     da = [{"item_id": f"p{i}", "system": s, "is_control": False} for i in range(5) for s in ("A", "B")]
     da += [{"is_control": True, "slot": n} for n in range(2)]
     config = SimpleNamespace(rating=SimpleNamespace(items_per_hit=4, ratings_per_item=3))
-    assert rating.planned(da, config) == {("A", "B"): 9.0}  # 10 responses → 3 HITs × 3 workers
+    assert rating.planned(da, config) == {("A", "B"): 9.0}  # 10 responses → 3 HITs × 3 workers, all hold both
     assert rating.hit_pairs([da[0], da[1], da[-1]]) == [("A", "B")] and rating.hit_pairs([da[-1]]) == []
     assert rating.UNIT == "assignments" and live_chat.UNIT == "hits"
-
-
-def _replay_module():
-    spec = importlib.util.spec_from_file_location("replay_ji", REPO / "benchmarks" / "replay_ji.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@needs_ji
-def test_the_replays_incremental_comparisons_equal_comparisons(ji):
-    every, ratings = ji
-    assignments = counted(every)
-    systems = sorted(PAPER_Z)
-    plan = _plan(systems, 304)
-    replay = _replay_module().Replay(assignments, ratings, systems, plan)
-    shuffled = list(np.random.default_rng(5).permutation(replay.hits))
-    # The busiest worker's HITs first: their z and QC verdict are recomputed at each of them.
-    busiest = ratings.groupby("worker_id")["assignment_id"].nunique().idxmax()
-    theirs = set(ratings.loc[ratings["worker_id"] == busiest, "assignment_id"])
-    order = [h for h in shuffled if h in theirs][:3]
-    order += [h for h in shuffled if h not in order]
-    for k, hit in enumerate(order, 1):
-        replay.add(hit)
-        if k in (1, 3, 20, 120, len(order)):
-            subset = set(order[:k])
-            direct = live_chat.comparisons({"assignments": assignments[assignments["assignment_id"].isin(subset)],
-                                            "ratings": ratings[ratings["assignment_id"].isin(subset)]}, systems, plan)
-            assert sum(c.n == k for c in direct) >= (1 if k > 1 else 0)
-            for fast, slow in zip(replay.comparisons(), direct):
-                assert (fast.a, fast.b, fast.n) == (slow.a, slow.b, slow.n)
-                assert slow.n in (0, k)  # 0: a system of the pair has no passed rating yet
-                assert fast.estimate == pytest.approx(slow.estimate, rel=1e-9, abs=1e-12)
-                assert fast.variance == pytest.approx(slow.variance, rel=1e-9, abs=1e-12)
 
 
 def test_the_comparison_modules_load_no_statistics():
@@ -173,3 +171,35 @@ def test_the_comparison_modules_load_no_statistics():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False"
+
+
+@needs_ji
+def test_the_replays_vectorised_rule_equals_intervals_and_settle(ji):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("replay_ji", REPO / "benchmarks" / "replay_ji.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    every, ratings = ji
+    assignments = counted(every)
+    ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
+    systems = sorted(PAPER_Z)
+    hits, obs = replay.observations(assignments, ratings, systems)
+    plan = {pair: 40.0 for pair in obs}
+    position = np.empty(len(hits), dtype=int)
+    position[np.random.default_rng(4).permutation(len(hits))] = np.arange(len(hits))
+    run = replay.run_order(position, obs, plan)
+    for look in (60, 200, len(hits) - 1):
+        comparisons = []
+        for a, b in run["pairs"]:
+            idx, x = obs[(a, b)]
+            keep = position[idx] <= look
+            x = x[keep][np.argsort(position[idx][keep])]
+            comparisons.append(live_chat.Comparison(a, b, len(x), float(x.mean()) if len(x) else 0.0,
+                                                    float(x.var(ddof=1)) if len(x) > 1 else 0.0, 40.0,
+                                                    clusters=tuple(x), bounds=(-1.0, 1.0)))
+        found = intervals(comparisons, 0.05)
+        want = [1 if i.winner == i.a else (-1 if i.winner else 0) for i in found]
+        assert list(run["winner"][look]) == want, look
+        assert list(run["settled"][look]) == [i.settled or i.undecided for i in found], look
+        assert bool(run["settled"][look].all()) == settle(found, "clear", systems).fired

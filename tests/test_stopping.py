@@ -189,7 +189,8 @@ def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_bet
                          ids=["wide", "equal"])
 def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_better(tmp_path, one_database_url,
                                                                                      bot_server, quality, stops):  # noqa: F811
-    study_file = live_chat_study(tmp_path, one_database_url, bot_server, hits=40 if stops else 20, slots_per_hit=4)
+    # the bounded sequence over HITs needs about 20 HITs holding a pair before it can settle it at α/10
+    study_file = live_chat_study(tmp_path, one_database_url, bot_server, hits=90 if stops else 20, slots_per_hit=4)
     adaptive(study_file, yaml.safe_load(study_file.read_text()), {**quality, "qc": 0.02}, min_hits=3, per_worker_cap=2)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
     assert_stopped_early_only_if(stops, one_database_url, "anna")

@@ -15,7 +15,7 @@ import pandas as pd
 
 from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
 from hitkit.errors import InputError
-from hitkit.tables.schema import ASSIGNMENT_COLUMNS, DONE_STATUSES, TEXT_COLUMNS
+from hitkit.tables.schema import ASSIGNMENT_COLUMNS, EXCLUDED, EXCLUSION_COLUMNS, HANDED_IN_STATUSES, TEXT_COLUMNS
 
 
 
@@ -78,12 +78,36 @@ def read_assignments(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAUL
     table, report = apply_duplicate_policy(table, ["assignment_id"], duplicates,
                                            what="assignment (same assignment_id)", source=path)
     table = table.reset_index(drop=True)
+    excluded = read_exclusions(in_dir, set(table["assignment_id"]))
+    if excluded:
+        table.loc[table["assignment_id"].isin(set(excluded)), "status"] = EXCLUDED
     table.attrs["duplicates"] = report
+    table.attrs["exclusions"] = excluded
     return table
 
 
-def counted(assignments: pd.DataFrame, statuses: tuple[str, ...] = DONE_STATUSES) -> pd.DataFrame:
-    """The assignments that count: status submitted or approved (returned/rejected do not)."""
+def read_exclusions(in_dir: str | Path, known: set[str] | None = None) -> dict[str, str]:
+    """``exclusions.csv`` of ``in_dir`` (if there is one) as {assignment_id: reason}: work left out of every
+    analysis for a stated reason other than quality control (a coordinator's rejection, a worker who
+    asked to withdraw). Every row needs a reason, and an assignment ``assignments.csv`` lacks is an error."""
+    path = table_path(Path(in_dir) / "exclusions.csv")
+    if not path.is_file():
+        return {}
+    table = read_table(path, EXCLUSION_COLUMNS)
+    out: dict[str, str] = {}
+    for i, (assignment, reason) in enumerate(zip(table["assignment_id"], table["reason"])):
+        if not str(reason).strip():
+            raise InputError(path, f"assignment {assignment!r} has no reason; every exclusion states why", line=i + 2)
+        if known is not None and assignment not in known:
+            raise InputError(path, f"assignment_id {assignment!r} is not in assignments.csv; export both tables "
+                             "from the same study", line=i + 2)
+        out[str(assignment)] = str(reason).strip()
+    return out
+
+
+def counted(assignments: pd.DataFrame, statuses: tuple[str, ...] = HANDED_IN_STATUSES) -> pd.DataFrame:
+    """The assignments that count: all work handed in (submitted, approved, and rejected: a rejection is
+    QC's outcome, not its input); returned, expired, unconfirmed and explicitly excluded work does not."""
     return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
 
 

@@ -199,9 +199,10 @@ class TrueSkillSettings:
     """The TrueSkill settings of a ranking; ``None`` means "derived", as documented per field.
 
     Defaults follow the original Spot The Bot code and Dušek et al. (2018), not the ``trueskill``
-    package: ``tau`` = 0 (no dynamics: every game weighs the same whatever its place in the
-    order; the package's 25/300 makes late games outweigh early ones and, on the paper's data,
-    merges the clusters), ``draw_probability`` None = the observed tie rate of the games.
+    package: ``tau`` = 0 (no dynamics: no drift that lets late games outweigh early ones, as the
+    package's 25/300 does, which on the paper's data merges the clusters; the updates are still one
+    game at a time, so μ depends on the games' order: on the paper's data no reordering of 20 changed
+    the ranking, but μ moved by a median largest 0.87 on a spread of 3.66), ``draw_probability`` None = the observed tie rate of the games.
     ``sigma`` None = mu / 3 and ``beta`` None = sigma / 2 (the package's relations).
     """
 

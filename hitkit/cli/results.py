@@ -10,7 +10,7 @@ import click
 from hitkit.cli.app import main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
-from hitkit.tables.schema import DONE_STATUSES
+from hitkit.tables.schema import HANDED_IN_STATUSES
 
 
 @main.command()
@@ -75,8 +75,15 @@ def _analysis_option(name: str) -> str:
                    "variances cluster on): spot_the_bot conversation (default) | worker | annotation "
                    "(none); live_chat worker (default) | conversation | rating; pairwise worker (default) "
                    "| item | vote; arena worker (default) | battle.")
-@click.option("--n-boot", type=click.IntRange(min=0), default=None,
-              help="Bootstrap resamples of every interval and rank range (default 1000).")
+@click.option("--n-boot", type=click.IntRange(min=1), default=None,
+              help="Bootstrap resamples of every interval and rank range (default 1000; at least 1: "
+                   "with none there would be no interval at all).")
+@click.option("--unit", type=click.Choice(sorted({u for p in PROTOCOLS.values() for u in p.significance_units})),
+              default=None,
+              help="The significance tests' unit. live_chat, rating: worker (default: clustered by worker, valid "
+                   "when workers differ) | rating (Ji et al.'s per-rating Mann-Whitney, to reproduce the paper) | "
+                   "conversation (Mann-Whitney on conversation means); pairwise: worker (default) | vote "
+                   "(ChatEval's sign test per vote).")
 @click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
               help="spot_the_bot: unit the ranking bootstrap resamples (default game, as Dušek et al.).")
 @click.option("--rank-by", type=click.Choice(["mu", "conservative"]), default=None,
@@ -102,7 +109,7 @@ def _analysis_option(name: str) -> str:
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed: int | None, replicate: Path | None,
             stability: bool, correction: str, duplicates: str, cluster: str | None, n_boot: int | None,
-            resample: str | None, rank_by: str | None, trueskill_mu: float | None,
+            unit: str | None, resample: str | None, rank_by: str | None, trueskill_mu: float | None,
             trueskill_sigma: float | None, trueskill_beta: float | None, trueskill_tau: float | None,
             draw_probability: str | None, ties: str | None, include_leaks: bool, add: tuple[Path, ...],
             as_json: bool, no_progress: bool) -> None:
@@ -127,7 +134,7 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     if seed is None:  # the study's seed, so that analyze reproduces the launch's and the report's numbers
         seed = config.seed if config is not None else _export_seed(directory)
     proto = PROTOCOLS[task]
-    own = {"replicate": replicate, "stability": stability or None, "resample": resample, "rank_by": rank_by,
+    own = {"replicate": replicate, "stability": stability or None, "unit": unit, "resample": resample, "rank_by": rank_by,
            "trueskill_mu": trueskill_mu, "trueskill_sigma": trueskill_sigma, "trueskill_beta": trueskill_beta,
            "trueskill_tau": trueskill_tau, "draw_probability": draw_probability, "ties": ties,
            "include_leaks": include_leaks or None, "add": list(add) or None}
@@ -137,7 +144,8 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
         takers = [p.name for p in PROTOCOLS.values() if _analysis_option(foreign[0]) in p.analysis_options]
         raise HitkitError(f"--{foreign[0].replace('_', '-')} applies to `analyze {' / '.join(takers)}` only, "
                           f"not to {task}")
-    options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot}
+    options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot,
+                     "unit": unit}
     analysis = proto.module("analysis")
     if hasattr(analysis, "cli_options"):
         options.update(analysis.cli_options(config, given))
@@ -241,7 +249,7 @@ def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | Non
         result = import_mturk(batch, mapping, study, out, duplicates=duplicates)
     for line in duplicate_warnings([("AssignmentId(s) of the batch", result.duplicates)]):
         click.echo(f"warning: {line}", err=True)
-    counted = result.assignments["status"].isin(DONE_STATUSES).sum()
+    counted = result.assignments["status"].isin(HANDED_IN_STATUSES).sum()
     workers = result.assignments["worker_id"].nunique()
     for path in result.files:
         click.echo(f"wrote {path}")

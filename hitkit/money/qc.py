@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Hit, Study
-from hitkit.tables.schema import DONE_STATUSES
+from hitkit.tables.schema import HANDED_IN_STATUSES
 from hitkit.protocols import PROTOCOLS
 from hitkit.study.stored import StudyContext
 
@@ -39,7 +39,7 @@ def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSu
     or more of it is confirmed (``hitkit confirm`` changes what counts without finishing anything)."""
     done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
                                  .join(Hit).where(Hit.study_id == ctx.study_id,
-                                                  Assignment.status.in_(DONE_STATUSES))).one())
+                                                  Assignment.status.in_(HANDED_IN_STATUSES))).one())
     with _lock:
         cached = _qc_cache.get((cache_key, ctx.study_id))
     if cached is not None and cached[0] == done:

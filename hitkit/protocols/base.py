@@ -59,6 +59,9 @@ class Protocol:
     """The units a clustered bootstrap can resample (``hitkit analyze --cluster``); the first is the default."""
     analysis_options: frozenset[str] = frozenset()
     """``hitkit analyze`` options beyond the shared ones that apply to this protocol only."""
+    significance_units: tuple[str, ...] = ()
+    """The units its significance tests can take (``hitkit analyze --unit``); the first is the default (a
+    clustered test, valid when workers differ), the published paper's test among the others."""
     needs_section: bool = True
     """True when a study file of this protocol must have a section of its name."""
     uses_generation: bool = False
@@ -153,14 +156,15 @@ class Question:
 
 
 def done_responses(session: Session, study: Study, *conditions) -> list:
-    """(response, assignment, hit, worker, unit) rows of the study's confirmed submitted or approved work.
+    """(response, assignment, hit, worker, unit) rows of the study's confirmed handed-in work (submitted,
+    approved or rejected: a rejection is an outcome, and the analysis counts it, METHODS §2b).
 
     The one query behind every task's export; ``conditions`` narrow it (e.g. to some questions).
     """
     from sqlalchemy import select
 
     from hitkit.db.models import Assignment, Hit, Response, Worker
-    from hitkit.tables.schema import DONE_STATUSES
+    from hitkit.tables.schema import HANDED_IN_STATUSES
 
     return session.execute(
         select(Response, Assignment, Hit, Worker, Unit)
@@ -169,7 +173,7 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
         .join(Worker, Assignment.worker_id == Worker.id)
         .join(Unit, Response.unit_id == Unit.id)
         # Only confirmed work: what no platform has confirmed is never exported as answers.
-        .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.confirmed_at.is_not(None),
+        .where(Hit.study_id == study.id, Assignment.status.in_(HANDED_IN_STATUSES), Assignment.confirmed_at.is_not(None),
                *conditions)
         .order_by(Hit.index, Assignment.id, Unit.id)
     ).all()

@@ -35,6 +35,14 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
     from hitkit.tables.loading import study_name
     from hitkit.tables.versions import software_versions
 
+    from hitkit.analysis.tables import read_exclusions
+
+    excluded = read_exclusions(in_dir)
+    if excluded:  # stated, with each reason: work left out on purpose is reported, never silently dropped
+        result.summary["exclusions"] = [{"assignment_id": a, "reason": r} for a, r in excluded.items()]
+        result.summary["warnings"] = list(result.summary.get("warnings", [])) + [
+            f"{len(excluded)} assignment(s) excluded from the analysis by exclusions.csv, each with its reason "
+            "(summary.json: exclusions)"]
     result.summary.setdefault("task", task)
     result.summary.setdefault("study", study_name(Path(in_dir)))
     result.summary.setdefault("software", software_versions())

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from hitkit.analysis.sequential import RuleState, as_table, intervals, settle
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Study, Unit
 from hitkit.protocols import PROTOCOLS
-from hitkit.tables.schema import DONE_STATUSES
+from hitkit.tables.schema import HANDED_IN_STATUSES
 from hitkit.study.stored import StudyContext
 
 FIRED = "stop_rule_fired"
@@ -53,9 +53,26 @@ def unit_payloads(session: Session, study_id: int) -> list[Mapping]:
 
 
 def counted_hits(session: Session, study_id: int) -> int:
-    """Assignments whose work is handed in and counts (submitted or approved; confirmed or not)."""
+    """Assignments whose work is handed in and counts (submitted, approved or rejected; confirmed or not)."""
     return session.scalar(select(func.count()).select_from(Assignment).join(Hit)
-                          .where(Hit.study_id == study_id, Assignment.status.in_(DONE_STATUSES))) or 0
+                          .where(Hit.study_id == study_id, Assignment.status.in_(HANDED_IN_STATUSES))) or 0
+
+
+def in_arrival_order(session: Session, study_id: int, tables: Mapping) -> dict:
+    """The export's tables with ``assignments`` sorted by when the work was handed in (then by id): the
+    order in which a bounded sequence takes its clusters (a HIT's observation joins the sequence when it
+    arrives; the bets of the ones after it were made without it)."""
+    tables = dict(tables)
+    assignments = tables.get("assignments")
+    if assignments is None or not len(assignments):
+        return tables
+    rows = session.execute(select(Assignment.id, Assignment.provider_assignment_id, Assignment.submitted_at)
+                           .join(Hit).where(Hit.study_id == study_id)).all()
+    far = dt.datetime.max
+    when = {(p or str(i)): (t.replace(tzinfo=None) if t is not None else far, i) for i, p, t in rows}
+    key = assignments["assignment_id"].astype(str).map(lambda a: when.get(a, (far, 0)))
+    tables["assignments"] = assignments.iloc[sorted(range(len(key)), key=lambda k: key.iloc[k])].reset_index(drop=True)
+    return tables
 
 
 def compute(session: Session, ctx: StudyContext) -> RuleState | None:
@@ -65,7 +82,7 @@ def compute(session: Session, ctx: StudyContext) -> RuleState | None:
         return None
     module = sequential_module(ctx.config)
     study = session.get(Study, ctx.study_id)
-    tables = ctx.task.export(session, study)
+    tables = in_arrival_order(session, ctx.study_id, ctx.task.export(session, study))
     systems = watched_systems(ctx)
     plan = module.planned(unit_payloads(session, ctx.study_id), ctx.config)
     # A pair the material never compares (a system left out of generation, say) has nothing to wait for.
@@ -84,7 +101,7 @@ def rule_state(session: Session, ctx: StudyContext) -> RuleState | None:
         return None
     done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
                                  .join(Hit).where(Hit.study_id == ctx.study_id,
-                                                  Assignment.status.in_(DONE_STATUSES))).one())
+                                                  Assignment.status.in_(HANDED_IN_STATUSES))).one())
     key = (session.get_bind().url.render_as_string(hide_password=True), ctx.study_id)
     with _lock:
         cached = _cache.get(key)
@@ -175,7 +192,7 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     """The rule, where it stands (or when it fired and what it decided) and what was spent against the
     fixed design: the dashboard shows it, the export writes it into ``study.json`` and the report and
     its methods paragraph state it. None without a ``stop:`` section."""
-    from hitkit.analysis.sequential import DECISIONS, REFERENCE
+    from hitkit.analysis.sequential import BOUNDED_REFERENCE, DECISIONS
     from hitkit.money.ledger import committed_spend, worst_case
     from hitkit.money.amounts import cents
 
@@ -189,7 +206,8 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     module = sequential_module(ctx.config)
     return {
         "decision": stop.decision, "meaning": DECISIONS[stop.decision], "systems": stop.systems,
-        "alpha": stop.alpha, "min_hits": stop.min_hits, "design": ctx.config.design, "method": REFERENCE,
+        "alpha": stop.alpha, "min_hits": stop.min_hits, "design": ctx.config.design,
+        "method": BOUNDED_REFERENCE + ", one observation per " + module.UNIT.rstrip("s"),
         "unit": module.UNIT, "correction": "Bonferroni over the watched pairs",
         "fired": event is not None, "fired_at": event.data["at"] if event else None,
         "fired_after_hits": event.data["hits"] if event else None,

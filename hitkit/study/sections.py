@@ -136,9 +136,11 @@ class StopConfig(Model):
     scheduler looks at the decision's anytime-valid intervals, and when the decision is made it posts
     nothing more (on Prolific it stops growing places and stops the study)."""
 
-    decision: Literal["best", "pairs", "pair"] = Field(description=(
+    decision: Literal["best", "pairs", "pair", "clear"] = Field(description=(
         "best: one system beats every other; pairs: every pair differs or cannot within the study's size; "
-        "pair: the pair named in `systems`, likewise"))
+        "pair: the pair named in `systems`, likewise; clear: every pair that looks clear differs, and the "
+        "rest, which are not expected to differ within the study's size at their present estimate, are "
+        "declared undecided"))
     systems: Optional[list[str]] = Field(None, min_length=2, max_length=2,
                                          description="the two systems of decision: pair")
     alpha: float = Field(0.05, gt=0, lt=0.5, description="the error rate every claim keeps, at any look")

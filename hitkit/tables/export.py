@@ -17,8 +17,8 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from hitkit.db.models import Assignment, Conversation, Hit, Payment, Study, System, Worker
-from hitkit.tables.schema import ASSIGNMENT_COLUMNS, FEEDBACK_COLUMNS, PAYMENT_COLUMNS, exported_status
+from hitkit.db.models import Assignment, Conversation, Event, Hit, Payment, Study, System, Worker
+from hitkit.tables.schema import ASSIGNMENT_COLUMNS, EXCLUSION_COLUMNS, FEEDBACK_COLUMNS, PAYMENT_COLUMNS, exported_status
 from hitkit.errors import HitkitError
 from hitkit.tables import authenticity as authenticity_table
 from hitkit.running import stopping
@@ -76,6 +76,27 @@ def payments_table(session: Session, study: Study) -> pd.DataFrame:
              "currency": p.currency, "status": p.status, "created_at": p.created_at.isoformat()}
             for p, a, w in rows]
     return pd.DataFrame(data, columns=list(PAYMENT_COLUMNS))
+
+
+def exclusions_table(session: Session, study: Study) -> pd.DataFrame:
+    """Work the coordinator rejected with a reason of their own (the dashboard's reject, an
+    ``assignment_rejected`` event carrying a reason), not held for failing QC first: EXCLUSION_COLUMNS, one
+    row per assignment still rejected. A QC rejection (the study's policy, or ``hitkit held --reject`` of work
+    held for QC) is an outcome the analysis keeps."""
+    from hitkit.money.qc_policy import HELD_EVENT
+
+    # Work held because its worker failed QC and then rejected is a QC outcome, whoever pressed the button.
+    held = {(e.data or {}).get("assignment") for e in session.scalars(select(Event).where(
+        Event.study_id == study.id, Event.kind == HELD_EVENT))}
+    rows = []
+    for event in session.scalars(select(Event).where(Event.study_id == study.id, Event.kind == "assignment_rejected")
+                                 .order_by(Event.id)):
+        reason = str((event.data or {}).get("reason") or "").strip()
+        a = session.get(Assignment, (event.data or {}).get("assignment"))
+        if reason and a is not None and a.status == "rejected" and a.id not in held:
+            rows.append({"study": study.name, "assignment_id": a.provider_assignment_id or str(a.id),
+                         "worker_id": a.worker.external_id, "reason": f"rejected by the coordinator: {reason}"})
+    return pd.DataFrame(rows, columns=list(EXCLUSION_COLUMNS)).drop_duplicates("assignment_id")
 
 
 def study_info(study: Study) -> dict:
@@ -167,6 +188,10 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
         tables = build()
         for table_name, table in (tables.items() if isinstance(tables, dict) else [(name, tables)]):
             written += write_table(table, out, table_name, formats)
+    # Only a study whose coordinator excluded work for a reason other than QC has this table.
+    exclusions = exclusions_table(session, study)
+    if len(exclusions):
+        written += write_table(exclusions, out, "exclusions", formats)
     # Only a study whose pages sent authenticity signals has these tables (older studies have none).
     answers = authenticity_table.answers_table(session, ctx)
     if len(answers):

@@ -33,7 +33,18 @@ ACTIVE_STATUSES = ("accepted", "submitted", "approved")
 CAP_STATUSES = ACTIVE_STATUSES + ("rejected",)
 """Assignments that count against a worker's cap (returned or expired ones do not)."""
 DONE_STATUSES = ("submitted", "approved")
-"""Assignment statuses whose answers count: the work a worker handed in and that was not rejected."""
+"""Assignment statuses of work handed in and not rejected: what is paid, or still to be decided."""
+HANDED_IN_STATUSES = ("submitted", "approved", "rejected")
+"""Assignment statuses whose answers count in quality control and every analysis: all work a platform
+confirmed as handed in, rejected work included. A rejection is an outcome of QC, never an input to it:
+leaving rejected work out would change QC's own result once its verdict is acted on (METHODS §2b).
+Work excluded for another reason is excluded explicitly, with the reason (``exclusions.csv``)."""
+
+EXCLUDED = "excluded"
+"""The status the analysis gives an assignment listed in ``exclusions.csv`` (it does not count)."""
+EXCLUSION_COLUMNS = ("study", "assignment_id", "worker_id", "reason")
+"""``exclusions.csv``: work left out of the analysis on purpose, each row with its reason (a coordinator's
+rejection for another reason than QC); written by the export only when there is some."""
 
 UNPOSTED_HITS = ("pending", "withdrawn")
 """HIT statuses never offered to anyone: waiting to be posted, or withdrawn when the stopping rule fired."""
@@ -42,7 +53,7 @@ UNPOSTED_HITS = ("pending", "withdrawn")
 def exported_status(a) -> str:
     """An assignment's status as exported: finished work that no platform has confirmed is ``unconfirmed``.
 
-    Analyses count only ``submitted`` and ``approved`` (METHODS.md §4), so unconfirmed work — a
+    Analyses count ``submitted``, ``approved`` and ``rejected`` (:data:`HANDED_IN_STATUSES`), so unconfirmed work — a
     panel's before ``hitkit confirm``, MTurk's before MTurk showed it as the worker's — is listed
     but never counted, by hitkit or by anyone reading the CSV with the same rule.
     """

@@ -6,5 +6,6 @@ PROTOCOL = Protocol(
     name="live_chat", title="Live chat + Direct Assessment (Ji et al. 2022)", package=__name__,
     settings_class="LiveChatConfig", task_class="LiveChatTask", table="ratings", columns=RATING_COLUMNS,
     analysis_marker="systems", cluster_units=("worker", "conversation", "rating"),
-    analysis_options=frozenset({"replicate"}), mturk_rules=True, judged=True,
+    analysis_options=frozenset({"replicate", "unit"}), mturk_rules=True, judged=True,
+    significance_units=("worker", "rating", "conversation"),
 )

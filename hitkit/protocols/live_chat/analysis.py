@@ -9,9 +9,10 @@ returns an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (colu
 - ``systems``: system, n, z, one column per criterion (mean z), raw, rank: real systems only,
   passed workers only. ``z`` is the mean of all the system's criterion ratings, ``n`` their count,
   ``raw`` the mean reversed 0–100 score (higher = better, like z), rank 1 = highest z.
-- ``significance``: system_a, system_b, p_value, p_adjusted, correction: one-sided Mann–Whitney
-  U that a's z exceed b's, for every ordered pair of real systems; p_adjusted is corrected over
-  all the ordered pairs (Bonferroni by default; Holm or none).
+- ``significance``: system_a, system_b, p_value, p_adjusted, correction: one-sided p that a's z
+  exceed b's, for every ordered pair of real systems: worker-clustered by default (``significance_unit``
+  "worker"), the paper's per-rating Mann–Whitney U with "rating" (what reproducing Ji et al. asks
+  for); p_adjusted is corrected over all the ordered pairs (Bonferroni by default; Holm or none).
 - ``score_intervals``: system, criterion, score, low, high, unit: 95 % intervals of every system
   score (overall and per criterion) from a bootstrap that resamples workers (default).
 - ``replication`` (only with ``replicate_dir``): criterion ("overall" and each criterion),
@@ -72,6 +73,7 @@ from hitkit.protocols.live_chat.quality import (
     worker_table,
 )
 from hitkit.protocols.live_chat.scores import (
+    DEFAULT_SIGNIFICANCE_UNIT,
     IntervalUnit,
     SignificanceUnit,
     pairwise_significance,
@@ -221,7 +223,7 @@ def scored(assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[
 
 def analyze_ratings(every_assignment: pd.DataFrame, ratings: pd.DataFrame, *,
                     criteria: Sequence[Criterion] = DEFAULT_CRITERIA, alpha: float = 0.05,
-                    qc_method: QcMethod = "asymptotic", significance_unit: SignificanceUnit = "rating",
+                    qc_method: QcMethod = "asymptotic", significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
                     ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
                     interval_unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0,
                     judge: pd.DataFrame | None = None) -> AnalysisResult:
@@ -273,7 +275,7 @@ def add_judge(result: AnalysisResult, z: pd.DataFrame, judge: pd.DataFrame, crit
 def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
                       alpha: float = 0.05, replicate_dir: str | Path | None = None,
                       qc_method: QcMethod = "asymptotic",
-                      significance_unit: SignificanceUnit = "rating",
+                      significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
                       ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
                       interval_unit: IntervalUnit = "worker", n_boot: int = 1000,
                       seed: int = 0,
@@ -313,7 +315,7 @@ def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replic
     if config is not None and config.live_chat is not None:
         extra["criteria"] = config.live_chat.criterion_list()
     result = analyze_live_chat(in_dir, replicate_dir=replicate_dir, interval_unit=options.get("cluster", "worker"),
-                               seed=seed, **extra)
+                               significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT), seed=seed, **extra)
     if "judge" in result.summary and config is not None and config.judge is not None:
         result.summary["judge"]["human_share"] = config.judge.human_share  # the design's, for the methods
     return result

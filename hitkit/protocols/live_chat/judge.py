@@ -75,7 +75,7 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
 
     from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Unit, Worker
     from hitkit.protocols.live_chat.task import conversation_key
-    from hitkit.tables.schema import DONE_STATUSES
+    from hitkit.tables.schema import HANDED_IN_STATUSES
 
     criteria = config.live_chat.criteria
     listed = "\n".join(f"{c.name}: {c.statement}" for c in criteria)
@@ -83,7 +83,7 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
         select(Assignment, Hit, Worker, Unit)
         .join(Hit, Assignment.hit_id == Hit.id).join(Worker, Assignment.worker_id == Worker.id)
         .join(HitUnit, HitUnit.hit_id == Hit.id).join(Unit, HitUnit.unit_id == Unit.id)
-        .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.confirmed_at.is_not(None))
+        .where(Hit.study_id == study.id, Assignment.status.in_(HANDED_IN_STATUSES), Assignment.confirmed_at.is_not(None))
         .order_by(Hit.index, Assignment.id, HitUnit.position)).all()
     keys = [conversation_key(a.id, u.id) for a, _, _, u in rows]
     conversations = {c.key: c for c in session.scalars(select(Conversation).where(

@@ -26,7 +26,12 @@ from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
 INTERVAL_UNITS: tuple[str, ...] = ("worker", "conversation", "rating")
 
 
-SignificanceUnit = Literal["rating", "conversation"]
+SignificanceUnit = Literal["worker", "rating", "conversation"]
+SIGNIFICANCE_UNITS: tuple[str, ...] = ("worker", "rating", "conversation")
+DEFAULT_SIGNIFICANCE_UNIT = "worker"
+"""The significance matrix's default test: worker-clustered (valid when workers differ in taste and scale);
+``rating`` is Ji et al.'s per-rating Mann–Whitney, which rejected 23.9 % of true nulls at 5 % with worker ×
+system and conversation effects (benchmarks/coverage.py measures both)."""
 
 
 IntervalUnit = Literal["worker", "conversation", "rating"]
@@ -47,26 +52,76 @@ def system_scores(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CR
     return table.reset_index()
 
 
+def worker_clustered_tests(kept: pd.DataFrame, systems: Sequence[str]) -> dict[tuple[str, str], float]:
+    """One-sided p that a's mean z exceeds b's for every ordered pair, clustered by worker: the difference of
+    the two systems' mean z (all their criterion ratings, as :func:`system_scores`) over its cluster-robust
+    (sandwich) standard error, each worker's influence (S_wa − z̄_a·C_wa)/N_a − (S_wb − z̄_b·C_wb)/N_b
+    (S: the worker's summed z of the system, C: their count, N: the system's ratings) squared and summed
+    × G/(G − 1) over the G workers who rated either, referred to Student's t with G − 1 degrees of freedom.
+    A worker's ratings move together (their standardisation, taste and conversations), so this is the
+    test that keeps its level when workers differ; conversations are nested in workers, so their effects
+    are covered too. NaN where a system has no ratings or fewer than two workers rated the pair."""
+    codes, workers = pd.factorize(kept["worker_id"].astype(str))
+    column = pd.Index(list(systems)).get_indexer(kept["system"])
+    ok = column >= 0
+    sums = np.zeros((len(workers), len(systems)))
+    counts = np.zeros_like(sums)
+    np.add.at(sums, (codes[ok], column[ok]), kept["z"].to_numpy(float)[ok])
+    np.add.at(counts, (codes[ok], column[ok]), 1.0)
+    totals = counts.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums.sum(axis=0) / totals
+        influence = (sums - means * counts) / totals
+    out = {}
+    for i, a in enumerate(systems):
+        for j, b in enumerate(systems):
+            if i == j:
+                continue
+            rated = (counts[:, i] + counts[:, j]) > 0
+            g = int(rated.sum())
+            if not (totals[i] > 0 and totals[j] > 0) or g < 2:
+                out[(a, b)] = math.nan
+                continue
+            variance = g / (g - 1) * float(((influence[rated, i] - influence[rated, j]) ** 2).sum())
+            diff = float(means[i] - means[j])
+            if variance <= 0:
+                out[(a, b)] = 0.0 if diff > 0 else 1.0
+                continue
+            out[(a, b)] = float(stats.t.sf(diff / math.sqrt(variance), g - 1))
+    return out
+
+
 def _observations(kept: pd.DataFrame, unit: SignificanceUnit) -> pd.DataFrame:
     if unit == "rating":
         return kept[["system", "z"]]
     if unit == "conversation":
         return kept.groupby(["system", "conversation_id"], as_index=False)["z"].mean()
-    raise ValueError(f"significance unit {unit!r}; use 'rating' or 'conversation'")
+    raise ValueError(f"significance unit {unit!r}; use one of {', '.join(SIGNIFICANCE_UNITS)}")
 
 
-def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = "rating",
+def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
                           order: Sequence[str] | None = None,
                           correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
-    """Step 6: for every ordered pair (a, b), one-sided Mann–Whitney p that a's z exceed b's.
+    """Step 6: for every ordered pair (a, b), a one-sided p that a's z exceed b's.
 
-    ``unit="rating"`` (default, the paper's: A's n = 798 criterion ratings) takes each criterion
-    rating as one observation; ``"conversation"`` takes each conversation's mean z over criteria
-    (the ratings of one conversation are not independent: the clustered choice). Columns
-    system_a, system_b, p_value (as the paper), p_adjusted (``correction`` over all ordered
+    ``unit="worker"`` (default): :func:`worker_clustered_tests`, the difference of mean z with a
+    worker-clustered standard error (valid when workers differ). ``"rating"`` (the paper's, for
+    reproducing Ji et al.: A's n = 798 criterion ratings): one-sided Mann–Whitney taking each
+    criterion rating as one observation; ``"conversation"``: Mann–Whitney on each conversation's mean
+    z over criteria. Both Mann–Whitney variants treat observations as independent, which they are not
+    (measured under worker × system and conversation effects: 23.9 % and 9.0 % rejections of true
+    nulls at 5 %). Columns system_a, system_b, p_value, p_adjusted (``correction`` over all ordered
     pairs: Bonferroni by default, Holm, or none), correction.
     """
     check_correction(correction)
+    if unit == "worker":
+        systems = list(order) if order is not None else sorted(kept["system"].unique())
+        tested = worker_clustered_tests(kept, systems)
+        rows = [(a, b, tested[(a, b)]) for a, b in itertools.permutations(systems, 2)]
+        table = pd.DataFrame(rows, columns=["system_a", "system_b", "p_value"])
+        table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
+        table["correction"] = correction
+        return table
     obs = _observations(kept, unit)
     samples = {s: g["z"].to_numpy() for s, g in obs.groupby("system")}
     systems = list(order) if order is not None else sorted(samples)

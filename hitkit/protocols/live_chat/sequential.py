@@ -1,32 +1,26 @@
-"""Live chat's comparisons for a stopping rule (:mod:`hitkit.analysis.sequential`): differences in overall z.
+"""Live chat's comparisons for a stopping rule (:mod:`hitkit.analysis.sequential`): within-HIT differences
+of the slider scores, watched with the bounded (nonasymptotic) confidence sequence.
 
-The statistic is the paper's own (METHODS §1 steps 1–5, Ji et al. 2022) on the HITs so far: negative
-criteria reversed, each worker standardised over all of their ratings, the per-worker Wilcoxon QC
-(:func:`hitkit.protocols.live_chat.analysis.screened`, the analysis's own steps), then the passed
-workers' ratings of the real systems. A conversation scores the mean z over its criteria; system x's
-estimate is the mean over its conversations (equal to the paper's overall z when every conversation
-has every criterion) and the comparison (x, y) is mean_x − mean_y, null 0.
+A HIT is one worker's six chats rated together: the cluster that carries the worker's scale and taste
+(METHODS §2b), so it is the sequence's unit. For the pair (x, y), a HIT that holds both real systems
+gives one observation: the mean of its x conversations' scores minus the mean of its y conversations'
+scores, a conversation's score being the mean over criteria of the oriented slider value (negative
+criteria reversed, METHODS §1 step 1) divided by 100, so the observation lies in [−1, 1]; the null is 0.
+The HIT takes part only if its own ratings pass the paper's QC test (METHODS §1 step 3: the QC bot
+rated below the real systems, one-sided Mann–Whitney on the qc criteria at 0.05), decided on that
+HIT alone, so that the observation is fixed when the HIT arrives (a worker's z and QC verdict over all
+of their HITs move as later HITs arrive, which no time-uniform guarantee allows; one worker's rank
+order within a HIT is what standardisation keeps, so the within-HIT test is the paper's on that
+HIT). The HITs come in submission order (the ``assignments`` table's, which :mod:`hitkit.running.stopping`
+sorts). What is covered, nonasymptotically and at every look: the crowd's average within-HIT
+difference between x and y, whatever each worker's own scale, taste and system preferences, when
+workers are drawn independently (a worker's later HIT counts as another draw). A within-HIT
+difference removes each worker's level; the estimand has the sign of the paper's overall z difference
+whenever the systems' quality shows in every worker's rank order, not in general.
 
-The time index n counts the counted HITs with ratings (one assignment each), every worker's: HITs
-arrive one by one and each is an observation, a failed worker's contributing nothing to the
-estimate (its influence is 0). So n ends at the study's number of HITs, which is what
-:func:`planned` gives the rule (ρ is tuned there and futility judged there) without guessing the
-pass rate (counting only the passed workers' HITs would leave n short of the posted HITs, 215 of 304 in
-Ji et al.'s run, so futility, judged at the planned size, could never settle a pair and the rule would
-never stop before the end). The variance per HIT is n × the HIT-clustered sandwich (delta-method) variance of
-mean_x − mean_y: each HIT's influence on the difference is
-(S_hx − mean_x·C_hx)/N_x − (S_hy − mean_y·C_hy)/N_y (S: the HIT's summed conversation scores of a
-system, C: their count, N: the system's conversations), squared and summed, times n/(n − 1) as
-:func:`hitkit.analysis.sequential.mean_and_variance`. A HIT is one worker's six chats rated together,
-so it is the cluster (METHODS §2b) and the unit the sequence counts; a worker's several HITs share one
-standardisation, which HIT clusters leave out (worker clusters would be the more conservative choice;
-28 of Ji et al.'s 249 workers took more than one HIT). The score is a ratio estimator whose scale is
-learnt from the data, so the sequence is the asymptotic one (``exact=False``: Waudby-Smith, Arbour,
-Sinha, Kennedy & Ramdas, "Time-uniform central limit theory and asymptotic confidence sequences",
-Annals of Statistics 2024). A worker's z and QC verdict move as their own later HITs arrive, so past
-observations are not fixed as the theorem assumes: the estimate at each look is the analysis of the
-data so far, a heuristic use of the sequence (tests/test_stopping.py measures its false claims under
-a null).
+The earlier statistic (the paper's overall z on the HITs so far with a HIT-clustered variance and the
+asymptotic sequence) is kept as :func:`asymptotic_comparisons` / :func:`from_hit_sums` for scores with no
+bound; its measured false claims under skewed scores are in benchmarks/adaptive.py.
 
 Free of scipy at import: the QC step (scipy's Mann–Whitney U) is imported when comparisons are made.
 """
@@ -38,9 +32,9 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.sequential import Comparison
+from hitkit.analysis.sequential import Comparison, bounded_comparison
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
-from hitkit.tables.schema import DONE_STATUSES
+from hitkit.tables.schema import HANDED_IN_STATUSES
 
 UNIT = "hits"
 """What a comparison's n counts: counted HITs with ratings (each one worker's assignment)."""
@@ -49,11 +43,14 @@ Pair = tuple[str, str]
 
 
 def planned(payloads: Sequence[Mapping], config) -> dict[Pair, float]:
-    """HITs in the fixed design, for every pair of real systems: one QC slot per HIT, so the count of
-    control slots (n counts HITs, whichever systems they hold)."""
+    """HITs in the fixed design that hold both systems of each pair of real systems (the sequence's
+    observations): the HITs (one QC slot each, so the count of control slots) × the chance that a HIT
+    of k real slots drawn from S systems holds a given two, k(k − 1)/(S(S − 1)). Fixed before the study."""
     hits = float(sum(1 for p in payloads if p["is_control"]))
     real = sorted({p["system"] for p in payloads if not p["is_control"]})
-    return {pair: hits for pair in combinations(real, 2)}
+    k = sum(1 for p in payloads if not p["is_control"]) / hits if hits else 0.0
+    share = min(1.0, k * (k - 1) / (len(real) * (len(real) - 1))) if len(real) > 1 else 0.0
+    return {pair: hits * share for pair in combinations(real, 2)}
 
 
 def hit_pairs(payloads: Sequence[Mapping]) -> list[Pair]:
@@ -75,8 +72,62 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan
 def rated_comparisons(assignments: pd.DataFrame | None, ratings: pd.DataFrame | None, systems: Sequence[str],
                       plan: Mapping[Pair, float], criteria: Sequence[Criterion]) -> list[Comparison]:
     """:func:`comparisons` on ratings in live chat's columns (the rating protocol's included): the counted
-    assignments' ratings screened by METHODS §1 steps 1–4, then :func:`from_hit_sums`. Without an
-    assignments table every rated assignment counts."""
+    assignments' within-HIT differences (:func:`hit_differences`) as bounded comparisons, HITs in the
+    ``assignments`` table's order. Without an assignments table every rated assignment counts."""
+    order = None
+    if ratings is not None and not ratings.empty and assignments is not None:
+        counted = assignments[assignments["status"].astype(str).str.strip().str.lower().isin(HANDED_IN_STATUSES)]
+        order = list(counted["assignment_id"].astype(str))
+        ratings = ratings[ratings["assignment_id"].astype(str).isin(set(order))]
+    found = hit_differences(ratings, systems, criteria)
+    out = []
+    for x, y in combinations(sorted(systems), 2):
+        own = found[(found["x"] == x) & (found["y"] == y)] if len(found) else found
+        out.append(bounded_comparison(x, y, own["difference"].to_numpy() if len(own) else np.zeros(0),
+                                      own["hit"].to_numpy() if len(own) else np.zeros(0), plan.get((x, y), 0.0),
+                                      null=0.0, bounds=(-1.0, 1.0), order=order))
+    return out
+
+
+def hit_differences(ratings: pd.DataFrame | None, systems: Sequence[str], criteria: Sequence[Criterion]
+                    ) -> pd.DataFrame:
+    """Per HIT (assignment) that passes its own QC test and pair (x, y) of ``systems`` it holds (x first by
+    name): x's mean conversation score minus y's, oriented sliders / 100. Columns hit, x, y, difference."""
+    from hitkit.protocols.live_chat.quality import reverse_negative, wilcoxon_qc  # scipy: imported only when used
+
+    columns = ["hit", "x", "y", "difference"]
+    if ratings is None or ratings.empty:
+        return pd.DataFrame(columns=columns)
+    ratings = ratings.copy()
+    ratings["score"] = pd.to_numeric(ratings["score"]).astype(float)
+    ratings["is_control"] = ratings["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])
+    ratings["assignment_id"] = ratings["assignment_id"].astype(str)
+    oriented = reverse_negative(ratings, criteria)
+    # The paper's QC test on each HIT alone: the rank order of a HIT's own ratings is all it uses.
+    own = oriented.assign(worker_id=oriented["assignment_id"], z=oriented["oriented"])
+    passed = wilcoxon_qc(own, criteria)
+    ok = set(passed.loc[passed["passed"], "worker_id"])
+    real = oriented[~oriented["is_control"] & oriented["assignment_id"].isin(ok) & oriented["system"].isin(systems)]
+    if real.empty:
+        return pd.DataFrame(columns=columns)
+    conv = real.groupby(["assignment_id", "conversation_id"], sort=False).agg(system=("system", "first"),
+                                                                            score=("oriented", "mean"))
+    per = conv.groupby(["assignment_id", "system"], sort=False)["score"].mean().unstack() / 100.0
+    rows = []
+    for x, y in combinations(sorted(systems), 2):
+        if x in per and y in per:
+            both = per[[x, y]].dropna()
+            rows.append(pd.DataFrame({"hit": both.index.astype(str), "x": x, "y": y,
+                                      "difference": (both[x] - both[y]).to_numpy()}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+
+
+def asymptotic_comparisons(assignments: pd.DataFrame | None, ratings: pd.DataFrame | None, systems: Sequence[str],
+                           plan: Mapping[Pair, float], criteria: Sequence[Criterion]) -> list[Comparison]:
+    """The earlier statistic, for scores without a bound: the counted assignments' ratings screened by
+    METHODS §1 steps 1–4 (the paper's overall z, QC over each worker's HITs so far), then
+    :func:`from_hit_sums` (asymptotic sequence, HIT-clustered variance; n counts every rated HIT and
+    ``plan`` should count HITs too). Without an assignments table every rated assignment counts."""
     from hitkit.protocols.live_chat.analysis import screened  # scipy: imported only when used
 
     if ratings is None or ratings.empty:
@@ -87,7 +138,7 @@ def rated_comparisons(assignments: pd.DataFrame | None, ratings: pd.DataFrame | 
     if assignments is None:
         done = ratings[["assignment_id", "worker_id"]].drop_duplicates()
     else:
-        done = assignments[assignments["status"].str.strip().str.lower().isin(DONE_STATUSES)]
+        done = assignments[assignments["status"].str.strip().str.lower().isin(HANDED_IN_STATUSES)]
         ratings = ratings[ratings["assignment_id"].isin(set(done["assignment_id"]))]
     _, _, _, kept = screened(done, ratings, criteria)
     sums, counts = hit_sums(kept, systems)

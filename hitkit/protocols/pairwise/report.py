@@ -6,6 +6,15 @@ from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction,
                                  judge_section, num)
 
 
+
+def pair_test(s: dict) -> str:
+    """The pairs' test in words, as the summary records it (older summaries: ChatEval's sign test)."""
+    if s.get("pair_test", "vote") == "worker":
+        return ("two-sided test clustered by worker (the win rate among decisive votes against ½ over its "
+                "worker-clustered sandwich standard error, Student's t with workers − 1 degrees of freedom)")
+    return ("two-sided exact sign test with every vote independent (binomial test, p = 0.5; "
+            "scipy.stats.binomtest; ChatEval's test, which ignores that a worker's votes share their taste)")
+
 def sections(inp: ReportInput) -> list[Section]:
     """Bradley–Terry ranking with bootstrap intervals, pair gains with sign tests, worker agreement."""
     t, s = inp.tables, inp.summary
@@ -22,8 +31,8 @@ def sections(inp: ReportInput) -> list[Section]:
     pairs = t["pairs"]
     sig = Section("Pairwise comparisons")
     sig.text.append("Gain of the row system over the column system, (wins − losses) / (wins + losses), ties "
-                    f"left out; * marks a two-sided exact sign test p < 0.05 ({correction(s)}).")
-    sig.figures.append(ReportFigure("significance", "Gain of row over column; * two-sided sign test p < 0.05.",
+                    f"left out; * marks p < 0.05 ({correction(s)}) of a {pair_test(s)}.")
+    sig.figures.append(ReportFigure("significance", "Gain of row over column; * two-sided p < 0.05.",
                                     figures.gains(pairs, list(ranking["system"]), correction(s))))
     sig.tables.append(("Pairs", pairs))
 
@@ -116,10 +125,9 @@ def methods(inp: ReportInput) -> list[str]:
     out: list[str] = []
     out.append(f"We collected {s.get('votes', '?')} pairwise preference votes ({s.get('ties', '?')} ties) from "
                f"{s.get('workers', '?')} crowdworkers on {s.get('items', '?')} items comparing "
-               f"{s.get('systems', '?')} systems, counting only submitted or approved assignments.")
+               f"{s.get('systems', '?')} systems, counting all work handed in (submitted, approved or rejected).")
     out.append("For every pair of systems we report the gain (wins − losses) / (wins + losses), ties "
-               "excluded, with a two-sided exact sign test (binomial test, p = 0.5; scipy.stats.binomtest); "
-               f"p-values are {correction(s)} over the pairs.")
+               f"excluded, with a {pair_test(s)}; p-values are {correction(s)} over the pairs.")
     out.append("Systems were ranked with a Bradley–Terry model fitted by Hunter's (2004) MM algorithm (ties "
                "counted as half a win to each side, a prior of one virtual tied game per pair); 95 % "
                f"{interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "

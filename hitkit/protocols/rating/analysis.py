@@ -46,7 +46,7 @@ from hitkit.protocols.live_chat.quality import (
     standardise_per_worker,
     wilcoxon_qc,
 )
-from hitkit.protocols.live_chat.scores import score_intervals
+from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, score_intervals
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
 # This protocol's --cluster units → live chat's names for the same clusters.
@@ -105,11 +105,13 @@ def degraded_table(z: pd.DataFrame, qc: pd.DataFrame, criteria: Sequence[Criteri
 def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
                alpha: float = 0.05, qc_method: QcMethod = "asymptotic", ddof: int = 1,
                correction: Correction = DEFAULT_CORRECTION, interval_unit: str = "worker", n_boot: int = 1000,
-               seed: int = 0) -> AnalysisResult:
+               seed: int = 0, significance_unit: str = DEFAULT_SIGNIFICANCE_UNIT) -> AnalysisResult:
     """The steps above on tables already read: the assignments that count and their ratings in
     :func:`as_chat_ratings`' shape (duplicate reports, if any, in their ``attrs``); every choice is
     recorded in the summary. ``interval_unit`` is the bootstrap's cluster: worker (default), response
-    (one worker's ratings of one text) or rating."""
+    (one worker's ratings of one text) or rating; ``significance_unit`` the significance matrix's test
+    (:func:`hitkit.protocols.live_chat.scores.pairwise_significance`: worker-clustered by default, the
+    per-rating Mann–Whitney with "rating")."""
     check_criteria(criteria)
     check_correction(correction)
     if interval_unit not in _INTERVAL_UNITS:
@@ -117,7 +119,7 @@ def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Se
     duplicate_report = ratings.attrs.get("duplicates", {})
     assignment_report = ratings.attrs.get("assignment_duplicates")
     steps = scored(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof,
-                   significance_unit="rating", correction=correction)
+                   significance_unit=significance_unit, correction=correction)
     workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
     order = list(systems["system"])
     passed = set(workers.loc[workers["passed"], "worker_id"])
@@ -130,7 +132,7 @@ def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Se
         "ratings": len(kept), "degraded": len(ratings.loc[ratings["is_control"], ["assignment_id", "conversation_id"]].drop_duplicates()),
         "systems": len(systems),
     }
-    summary.update(alpha=alpha, qc_method=qc_method, significance_unit="rating", multiple_comparisons=correction,
+    summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit, multiple_comparisons=correction,
                    interval_unit=interval_unit, interval_method=INTERVAL_METHOD, n_boot=n_boot, seed=seed,
                    duplicates=duplicate_report, assignment_duplicates=assignment_report,
                    warnings=duplicate_warnings([("rating key(s) (assignment, response, criterion)", duplicate_report),
@@ -163,7 +165,8 @@ def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replic
     extra = common_options(options)
     if config is not None and config.rating is not None:
         extra["criteria"] = config.rating.criterion_list()
-    return analyze_rating(in_dir, interval_unit=options.get("cluster", "worker"), seed=seed, **extra)
+    return analyze_rating(in_dir, interval_unit=options.get("cluster", "worker"),
+                          significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT), seed=seed, **extra)
 
 
 def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:

@@ -67,7 +67,7 @@ def methods(inp: ReportInput) -> list[str]:
         f"iff p < {alpha}. {s.get('passed', '?')} of {s.get('workers', '?')} workers passed "
         f"({num(s.get('pass_rate'))}); only their ratings of intact responses are scored.",
         "A system's score is the mean z of all its criterion ratings, per criterion and overall. For every "
-        "ordered pair of systems a one-sided Mann–Whitney U test (unit: one rating) asks whether the first "
+        f"ordered pair of systems a {live_chat_report.significance_test(s)} asks whether the first "
         f"system's z exceed the second's; p-values are {correction(s)} over the ordered pairs. 95 % "
         f"{interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
         f"{s.get('interval_unit', 'worker')}s, each with all its ratings (numpy default_rng, seed {s.get('seed', '?')}).",

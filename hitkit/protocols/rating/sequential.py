@@ -1,13 +1,13 @@
 """The rating protocol's comparisons for a stopping rule (:mod:`hitkit.analysis.sequential`).
 
-Live chat's statistic (:mod:`hitkit.protocols.live_chat.sequential`, whose docstring gives the choice
-and its references) on this protocol's own table: ``da_ratings`` in live chat's shape
+Live chat's statistic (:mod:`hitkit.protocols.live_chat.sequential`, whose docstring gives the choice,
+what it covers and its references) on this protocol's own table: ``da_ratings`` in live chat's shape
 (:func:`hitkit.protocols.rating.analysis.as_chat_ratings`), the degraded copies as the control of the
-per-worker QC, a rated response (one worker's criterion ratings of one text) in a conversation's place.
-The comparison (x, y) is mean_x − mean_y of the passed workers' response scores (mean z over criteria),
-null 0; n counts the counted assignments with ratings (a HIT is taken by ``ratings_per_item``
-workers, each assignment one worker's standardised block: the cluster); the variance per assignment is
-n × the assignment-clustered sandwich variance of the difference; the sequence is the asymptotic one.
+QC test, a rated response (one worker's criterion ratings of one text) in a conversation's place.
+For the pair (x, y), each counted assignment that passes its own QC test and rated both systems gives
+one observation in [−1, 1]: its mean oriented slider score of x's responses minus y's, / 100 (null 0),
+watched with the bounded (nonasymptotic) confidence sequence; n counts those assignments (a HIT is
+taken by ``ratings_per_item`` workers, each assignment one worker's block: the cluster).
 
 Free of scipy at import, like live chat's.
 """
@@ -31,12 +31,16 @@ UNIT = "assignments"
 
 
 def planned(payloads: Sequence[Mapping], config) -> dict[Pair, float]:
-    """Assignments in the fixed design, for every pair of systems: the HITs the responses pack into
-    (blocks of ``items_per_hit``) × the workers who take each HIT."""
+    """Assignments in the fixed design that rate both systems of each pair: the HITs the responses pack
+    into (blocks of ``items_per_hit``) × the workers who take each HIT × the chance that a block of
+    ``items_per_hit`` responses from S systems holds a given two (k(k − 1)/(S(S − 1)), at most 1)."""
     cfg = config.rating
     responses = [p for p in payloads if not p["is_control"]]
     assignments = float(math.ceil(len(responses) / cfg.items_per_hit) * cfg.ratings_per_item)
-    return {pair: assignments for pair in combinations(sorted({p["system"] for p in responses}), 2)}
+    systems = sorted({p["system"] for p in responses})
+    k = min(cfg.items_per_hit, len(responses))
+    share = min(1.0, k * (k - 1) / (len(systems) * (len(systems) - 1))) if len(systems) > 1 else 0.0
+    return {pair: assignments * share for pair in combinations(systems, 2)}
 
 
 def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[Pair, float], *,

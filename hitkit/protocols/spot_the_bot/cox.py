@@ -121,6 +121,10 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
     hessian = np.stack([(objective(fit.x + step * e)[1] - objective(fit.x - step * e)[1])
                         / (2 * step) for e in eye])
     hessian = (hessian + hessian.T) / 2
+    failure = _not_converged(fit, hessian, len(left), n_grid)
+    if failure:  # a stated failure: no coefficient, no standard error and no p-value (never p = 0)
+        out.loc[varies, "variance"] = f"none: {failure}"
+        return out
     covariance = np.linalg.pinv(hessian)
     beta = fit.x[n_grid:]
     se_model = np.sqrt(np.clip(np.diag(covariance)[n_grid:], 0, None))
@@ -141,6 +145,29 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
         out.loc[varies, "p_value"] = 2 * stats.norm.sf(np.abs(beta / se))
         out.loc[varies, "p_model"] = 2 * stats.norm.sf(np.abs(beta / se_model))
     return out
+
+
+NOT_CONVERGED = "the fit did not converge"
+"""How the ``variance`` column of a Cox row starts when its fit failed (its coef, se and p are NaN)."""
+
+
+def _not_converged(fit, hessian: np.ndarray, n: int, n_grid: int) -> str | None:
+    """Why a Cox fit cannot be reported, or None when it converged: the optimiser stopped away from a
+    stationary point (its gradient not ≈ 0; BFGS's "precision loss" at a stationary point is fine),
+    or a coefficient runs off toward ±∞ (|coef| > 15, a hazard ratio beyond e¹⁵, as when one feature
+    separates spotted from unspotted annotations) or has no finite positive variance (the likelihood
+    is flat there). A Wald p-value from such a fit would be 0 or 1 for no reason."""
+    gradient = float(np.max(np.abs(fit.jac))) if getattr(fit, "jac", None) is not None else math.inf
+    if not np.all(np.isfinite(fit.x)) or not (fit.success or gradient <= 1e-4 * max(n, 1)):
+        return f"{NOT_CONVERGED} ({fit.message}; largest gradient {gradient:.2g})"
+    beta = fit.x[n_grid:]
+    if np.any(np.abs(beta) > 15):
+        return f"{NOT_CONVERGED} (a coefficient diverges: {float(np.max(np.abs(beta))):.3g} and growing)"
+    with np.errstate(invalid="ignore"):
+        variance = np.diag(np.linalg.pinv(hessian))[n_grid:] if np.all(np.isfinite(hessian)) else [np.nan]
+    if not np.all(np.isfinite(variance)) or np.any(np.asarray(variance) <= 0):
+        return f"{NOT_CONVERGED} (the likelihood is flat in a coefficient: no finite variance)"
+    return None
 
 
 def cox_by_system(data: pd.DataFrame, *, cluster: str | None = None,
@@ -167,5 +194,6 @@ def cox_by_system(data: pd.DataFrame, *, cluster: str | None = None,
     table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
     table["correction"] = correction
     if cluster is not None:
-        table["variance"] = f"robust ({cluster})"
+        ok = ~table["variance"].astype(str).str.startswith("none:")
+        table.loc[ok, "variance"] = f"robust ({cluster})"
     return table[COX_COLUMNS]

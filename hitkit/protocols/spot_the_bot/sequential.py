@@ -2,9 +2,14 @@
 
 Each annotation of a segment in which bots x and y (x before y by name) converse is an x-over-y score
 by METHODS §2's win function: 1 when x's label ranks above y's (human > unsure > bot), 0 when below,
-½ when equal. The segments of one conversation share its bots' fortunes, so the score's variance is
-the conversation-clustered one (n × the sandwich variance of the mean) and the confidence sequence is
-the asymptotic one. Self-chat and human–human segments inform no comparison.
+½ when equal. The segments of one conversation share its bots' fortunes, so the sequence counts
+conversations: each conversation's mean score over its annotations so far is one observation in
+[0, 1], watched with the bounded (hedged betting) confidence sequence, conversations in the order of
+their first annotation's assignment in the ``assignments`` table (:mod:`hitkit.running.stopping` sorts it by
+submission). Nonasymptotic, whatever the conversations' and annotators' effects, for the average over
+conversations of each conversation's expected score, provided conversations are exchangeable (a
+conversation annotated again later changes its mean, which the guarantee approximates as a fresh
+observation). Self-chat and human–human segments inform no comparison.
 """
 from __future__ import annotations
 
@@ -14,10 +19,10 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.sequential import Comparison, mean_and_variance
+from hitkit.analysis.sequential import Comparison, bounded_comparison
 from hitkit.protocols.spot_the_bot.annotations import HUMAN
 
-UNIT = "segment annotations"
+UNIT = "conversations"
 """What a comparison's n counts."""
 
 
@@ -27,13 +32,13 @@ def _pair(payload: Mapping) -> tuple[str, str] | None:
 
 
 def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]:
-    """Annotations each pair of bots gets in the fixed design: its segments × annotations per segment."""
-    out: dict[tuple[str, str], float] = {}
+    """Conversations each pair of bots has in the fixed design (the sequence's observations)."""
+    out: dict[tuple[str, str], set] = {}
     for payload in payloads:
         pair = _pair(payload)
         if pair is not None:
-            out[pair] = out.get(pair, 0.0) + config.spot_the_bot.annotations_per_segment
-    return out
+            out.setdefault(pair, set()).add(str(payload["conversation"]))
+    return {pair: float(len(conversations)) for pair, conversations in out.items()}
 
 
 def hit_pairs(payloads: Sequence[Mapping]) -> list[tuple[str, str]]:
@@ -47,7 +52,9 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
     from hitkit.protocols.spot_the_bot.reading import segment_annotations
 
     annotations = tables.get("annotations")
-    found: dict[tuple[str, str], tuple[int, float, float]] = {}
+    assignments = tables.get("assignments")
+    order = None
+    found: dict[tuple[str, str], pd.DataFrame] = {}
     if annotations is not None and len(annotations):
         seg = segment_annotations(annotations)
         seg = seg[(seg["system_0"] != seg["system_1"]) & (seg["system_0"] != HUMAN) & (seg["system_1"] != HUMAN)]
@@ -56,11 +63,16 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
         frame = pd.DataFrame({"x": np.where(first, seg["system_0"], seg["system_1"]),
                               "y": np.where(first, seg["system_1"], seg["system_0"]),
                               "score": (outcome + 1) / 2, "conversation": seg["conversation_id"].astype(str)})
-        for (x, y), group in frame.groupby(["x", "y"]):
-            mean, variance = mean_and_variance(group["score"].to_numpy(), group["conversation"].to_numpy())
-            found[(x, y)] = (len(group), mean, variance)
+        if assignments is not None and len(assignments) and "assignment_id" in seg:
+            rank = {a: i for i, a in enumerate(assignments["assignment_id"].astype(str))}
+            at = seg["assignment_id"].astype(str).map(lambda a: rank.get(a, len(rank))).to_numpy()
+            order = list(pd.Series(at, index=frame.index).groupby(frame["conversation"]).min().sort_values().index)
+        found = {key: group for key, group in frame.groupby(["x", "y"])}
     out = []
     for x, y in combinations(sorted(systems), 2):
-        n, mean, variance = found.get((x, y), (0, 0.5, 0.25))
-        out.append(Comparison(x, y, n, mean, variance, plan.get((x, y), 0.0), null=0.5))
+        group = found.get((x, y))
+        values = group["score"].to_numpy() if group is not None else np.zeros(0)
+        clusters = group["conversation"].to_numpy() if group is not None else np.zeros(0)
+        out.append(bounded_comparison(x, y, values, clusters, plan.get((x, y), 0.0), null=0.5, bounds=(0.0, 1.0),
+                                      order=order))
     return out
