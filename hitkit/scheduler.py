@@ -4,8 +4,8 @@ Each tick reads the truth from the database and moves the study one step: expire
 too long (their places open again), re-open HITs whose listing ran out while work is left, approve
 and pay submitted work (each assignment on its own: one the provider fails on waits for the next
 tick), tell the provider about workers at the per-worker cap, post the next wave within the budget
-and the concurrency cap, and mark the study complete at its target. Because every step is decided
-from rows, a tick after ``kill -9`` simply continues; nothing is remembered in memory between ticks.
+and the concurrency cap, and mark the study complete at its target; every step is decided from rows.
+Only the process holding the study's lease acts; another scheduler stands by to take over.
 """
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Hit, Study, Worker, utcnow
-from hitkit.schema import DONE_STATUSES
 from hitkit import ledger, provider_side, qc_policy, stopping
+from hitkit.db.models import Assignment, Event, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
+from hitkit.running import lease
+from hitkit.schema import DONE_STATUSES
 from hitkit.study import StudyContext, resolve_secret
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class TickReport:
     posted: int = 0
     completed_hits: int = 0
     study_completed: bool = False
+    standby: bool = False  # another process leads the study: this tick did nothing
 
 
 def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
@@ -244,7 +246,8 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
                         "" if permanent else " (retried next tick)", exc)
             return posted_now
         with session_scope(database_url) as session:
-            hit = session.get(Hit, hit_id)
+            lease.check(session, ctx.study_id)  # a process that lost the lead records nothing
+            hit = session.get(Hit, hit_id, with_for_update=True)
             if hit.status != "pending":
                 continue
             hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
@@ -314,10 +317,12 @@ def budget_blocked(session: Session, ctx: StudyContext) -> int:
 def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
     """One scheduler step for one study (the APScheduler job; safe to run again at any time).
 
-    Each step reads in a short transaction, calls the provider with no transaction open, and
-    records the outcome in another, so a slow or throttling provider never holds the database
-    that workers' answers are written to. A paused or stopped study is still tended (returns,
-    approvals) but gets no new work.
+    Only the holder of the study's lease acts (:mod:`hitkit.running.lease`); another scheduler's tick is a
+    standby that takes over once the leader's lease expires. The leader renews between steps and hands
+    over at the end of a tick to a one-shot command (``hitkit sync``, the dashboard) that asked for it.
+
+    Each step reads, calls the provider with no transaction open, and records the outcome in another
+    transaction. A paused or stopped study is still tended (returns, approvals) but gets no new work.
     """
     report = TickReport()
     with session_scope(database_url) as session:
@@ -325,16 +330,32 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
         status = session.get(Study, ctx.study_id).status
         if status not in ("running", "paused", "stopped"):
             return report
+    try:
+        if not lease.lead(database_url, ctx.study_id, ctx.config.schedule.interval_s):
+            raise lease.LeaseLost("another process leads")
+        _steps(database_url, ctx, status, base_url, report)
+    except lease.LeaseLost:
+        report.standby = True
+        return report
+    lease.end_tick(database_url, ctx.study_id, ctx.config.schedule.interval_s)
+    return report
+
+
+def _steps(database_url: str, ctx: StudyContext, status: str, base_url: str, report: TickReport) -> None:
+    with session_scope(database_url) as session:
         now = utcnow()
         report.expired = expire_stale_assignments(session, ctx, now)
     report.released = provider_side.release_returned(database_url, ctx)
     if status == "running":
         report.reopened = reopen_lapsed_hits(database_url, ctx, now)
     report.handed_in = provider_side.hand_in_unfinished(database_url, ctx, now)
+    lease.renew(database_url, ctx.study_id, ctx.config.schedule.interval_s)
     report.approved = approve_submitted(database_url, ctx, now, report)
+    lease.renew(database_url, ctx.study_id, ctx.config.schedule.interval_s)
     report.capped = cap_full_workers(database_url, ctx)
     report.completed_hits = complete_full_hits(database_url, ctx)
     if status == "running" and not stop_when_settled(database_url, ctx, now):
+        lease.renew(database_url, ctx.study_id, ctx.config.schedule.interval_s)
         report.posted = post_wave(database_url, ctx, now, base_url)
     with session_scope(database_url) as session:
         study = session.get(Study, ctx.study_id)
@@ -351,7 +372,6 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True
-    return report
 
 
 def job_id(study_name: str) -> str:

@@ -302,6 +302,33 @@ class Payment(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending")  # pending, paid, failed
     provider_ref: Mapped[Optional[str]] = mapped_column(String(128))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    state: Mapped[Optional[str]] = mapped_column(String(16))
+    """Where the payment stands on the platform (hitkit.payments.STATES): planned, created (the platform's
+    id in ``provider_ref``), sending (the pay call may have gone out), paid, confirmed; failed."""
+    state_at: Mapped[Optional[dt.datetime]]
+    """When ``state`` last changed (a ``sending`` bonus is settled from the platform after a while)."""
+
+
+class StudyLease(Base):
+    """The one process that may act on the platform or on money for a study (hitkit.running.lease).
+
+    Taken by compare-and-set when free or expired, renewed by its holder, handed over at the end of
+    a tick to a process that asked for it (``wanted_by``); ``epoch`` grows with every new holder.
+    """
+
+    __tablename__ = "study_lease"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str] = mapped_column(String(128))
+    pid: Mapped[int] = mapped_column(Integer)
+    since: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    epoch: Mapped[int] = mapped_column(Integer, default=1)
+    ttl_s: Mapped[float] = mapped_column(Float, default=30.0)
+    wanted_by: Mapped[Optional[str]] = mapped_column(String(128))
+    wanted_until: Mapped[Optional[dt.datetime]]
 
 
 class Event(Base):

@@ -12,6 +12,7 @@ hitkit's own page).
 """
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +93,8 @@ class PendingBonus:
     status: str
     provider_ref: str | None
     paid_alike: int = 0
+    sent_at: dt.datetime | None = None
+    """When the pay call went out without an answer (the row's ``sending`` state), else None."""
 
 
 class BonusOutcome(str, Enum):
@@ -190,6 +193,26 @@ class CrowdProvider(ABC):
 
     def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
         """The provider's view of one assignment before it is approved; None when it has none to give."""
+        return None
+
+    two_step_bonus: ClassVar[bool] = False
+    """True where a bonus is first set up (an id, nothing paid) and then paid by a call that is not
+    idempotent (Prolific): the ledger records each step before the next (:mod:`hitkit.payments`)."""
+
+    def create_bonus(self, provider_assignment_id: str, amount: Decimal) -> str:
+        """Set a bonus up on the platform, paying nothing; the platform's id for it (two-step platforms)."""
+        raise NotImplementedError(f"{self.name} pays bonuses in one step")
+
+    def send_bonus(self, platform_id: str) -> None:
+        """Pay a bonus set up by :meth:`create_bonus` (two-step platforms; not idempotent)."""
+        raise NotImplementedError(f"{self.name} pays bonuses in one step")
+
+    def bonuses_shown(self, provider_assignment_id: str, amount: Decimal) -> int:
+        """How many bonuses of ``amount`` the platform shows paid on the assignment (two-step platforms)."""
+        raise NotImplementedError(f"{self.name} pays bonuses in one step")
+
+    def recorded_bonus(self, idempotency_key: str) -> dict | None:
+        """Steps an older hitkit remembered for this bonus outside the ledger (``bonus_id``, ``sent_at``, ``paid``)."""
         return None
 
     def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:

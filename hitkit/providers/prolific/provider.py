@@ -10,13 +10,10 @@ post retried after a crash adds nothing.
 The Prolific study's ``internal_name`` carries a token drawn once per database, so only the database
 that created a study ever adopts it again; a rerun with a fresh database creates a new study.
 
-State: the provider remembers what it did on Prolific (the study it created, the places per HIT key,
-each bonus's two steps) as ``prolific_*`` Event rows (:mod:`.state`, whose functions take the session
-they work in); the provider opens a short transaction of its own for each step (:class:`.state.ProlificMemory`).
-The study's body and the checks before publishing are in :mod:`.posting`, bonuses in :mod:`.bonuses`.
-Its callers (scheduler, ``hitkit sync``, the dashboard, the CLI) call it with no transaction open, so
-this never waits on a caller's lock; it never writes ledger rows. :meth:`arrival`, :meth:`completion`,
-:meth:`work_of` and :meth:`list_work` only read.
+State: what it did on Prolific (the study it created, the places per HIT key, publishing) is kept as
+``prolific_*`` Event rows (:mod:`.state`), each in a short transaction of its own; a bonus's steps are the
+ledger row's states (:mod:`hitkit.payments`). Body and checks: :mod:`.posting`; bonuses: :mod:`.bonuses`.
+Callers call it with no transaction open; it never writes ledger rows.
 
 Arrivals are verified against the live submission (:mod:`.arrival`).
 """
@@ -48,11 +45,15 @@ from hitkit.providers.base import (
 )
 from hitkit.providers.prolific import arrival, bonuses, posting
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, fee_rate
-from hitkit.providers.prolific.state import ProlificMemory, ProlificState, require_posted
+from hitkit.providers.prolific.state import (
+    ProlificMemory,
+    ProlificState,
+    require_posted,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProlificProvider", "COMPLETE_URL"]
+__all__ = ["COMPLETE_URL", "ProlificProvider"]
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 REJECTION_CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL",
@@ -63,6 +64,8 @@ WORK_STATUSES = {"RESERVED": WorkStatus.WORKING, "ACTIVE": WorkStatus.WORKING,
                  "REJECTED": WorkStatus.REJECTED, "PARTIALLY APPROVED": WorkStatus.APPROVED}
 """Prolific's submission statuses in hitkit's words (API reference, SubmissionStatus); RETURNED, TIMED-OUT and
 SCREENED OUT gave their place back and need no decision. A partial approval was paid, so it counts as approved."""
+PUBLISHED_STATUSES = ("PUBLISHING", "ACTIVE", "PAUSED", "AWAITING REVIEW", "COMPLETED")
+"""A study in one of these was published already (API reference, StudyStatus)."""
 RELEASED_STATUSES = ("RETURNED", "TIMED-OUT", "SCREENED OUT", "SCREENED_OUT")
 
 
@@ -180,6 +183,8 @@ class ProlificProvider(CrowdProvider):
                 # Drawn once per database and remembered before the study exists, so a retry finds it.
                 internal_name = f"hitkit:{self.config.study}:{secrets.token_hex(6)}"
                 self._record("prolific_study_named", {"internal_name": internal_name})
+                # The first name recorded wins: a rival that drew another one looks for the same study.
+                internal_name = self.state().internal_name
             study_id = posting.find_remote_study(self.api, self.settings.project, internal_name)
             if study_id is None:
                 # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
@@ -197,7 +202,7 @@ class ProlificProvider(CrowdProvider):
             if places != total:
                 self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
             posting.check_balance(self.api, self.settings.workspace, reward, self.fee_rate(), total)
-            self._transition(study_id, "PUBLISH")
+            self._publish(study_id)
         elif places < total:
             if status == "PAUSED":
                 # The coordinator paused it; hitkit never restarts it, and adds no places meanwhile.
@@ -208,6 +213,20 @@ class ProlificProvider(CrowdProvider):
             # Only ever raise: after a crash Prolific may already hold more places than recorded.
             self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
         return PostedHit(provider_hit_id=f"{study_id}:{hit_key}", url=None)
+
+    def _publish(self, study_id: str) -> None:
+        """PUBLISH, recorded first; "Cannot PUBLISH a study that is ACTIVE" (an earlier call whose answer
+        was lost, or a rival's, did it) is success: the study's own status, asked now, decides."""
+        self._record("prolific_publishing", {"study_id": study_id})
+        try:
+            self._transition(study_id, "PUBLISH")
+        except ProlificError as refused:
+            if refused.status is None or not 400 <= refused.status < 500:
+                raise
+            status = self._call("GET", f"/studies/{study_id}/").get("status")
+            if status not in PUBLISHED_STATUSES:
+                raise
+            log.info("Prolific study %s was already published (%s): %s", study_id, status, refused)
 
     def _transition(self, study_id: str, action: str) -> dict[str, Any]:
         return self._call("POST", f"/studies/{study_id}/transition/", {"action": action}) or {}
@@ -357,6 +376,25 @@ class ProlificProvider(CrowdProvider):
         """Create then pay a bonus once per key, each step remembered before the next (:mod:`.bonuses`)."""
         return bonuses.pay_bonus(self.api, self.memory, provider_assignment_id, amount, idempotency_key)
 
+    two_step_bonus = True
+
+    def create_bonus(self, provider_assignment_id: str, amount: Decimal) -> str:
+        """Set the bonus up on the submission (pays nothing); the bulk bonus id."""
+        return bonuses.create(self.api, self.memory, provider_assignment_id, amount)
+
+    def send_bonus(self, platform_id: str) -> None:
+        """Pay a bonus set up before (Prolific: not idempotent, the ledger records ``sending`` first)."""
+        self._call("POST", f"/bulk-bonus-payments/{platform_id}/pay/")
+
+    def bonuses_shown(self, provider_assignment_id: str, amount: Decimal) -> int:
+        """How many payments of ``amount`` the submission's ``bonus_payments`` shows."""
+        return bonuses.shown(self.api, provider_assignment_id, amount)
+
+    def recorded_bonus(self, idempotency_key: str) -> dict | None:
+        return self.memory.read().bonuses.get(idempotency_key)  # an older hitkit's prolific_bonus_* events
+
     def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
         """Whether a pending bonus reached the participant, from the submission's ``bonus_payments``."""
+        if bonus.sent_at is not None:
+            return bonuses.settle_sent(self.api, bonus)
         return bonuses.settle_bonus(self.api, self.memory, bonus)
