@@ -38,8 +38,13 @@ from hitkit.errors import HitkitError
 
 LEASE_TICKS = 1.5
 """The scheduler's lease lasts this many ticks past its last renewal: a standby takes over within two ticks."""
-ONE_SHOT_TTL_S = 30.0
-"""How long a one-shot command's lease lasts past its last renewal (it renews between steps)."""
+ONE_SHOT_TTL_S = 10.0
+"""How long a one-shot command's lease lasts past its last renewal (it renews with every recorded step);
+``HITKIT_LEASE_S`` in the environment overrides it (a killed command's study waits this long)."""
+
+
+def one_shot_ttl() -> float:
+    return float(os.environ.get("HITKIT_LEASE_S") or ONE_SHOT_TTL_S)
 WAIT_S = 60.0
 """How long a one-shot command waits for the lease before it gives up with the holder's name."""
 POLL_S = 0.1
@@ -130,11 +135,12 @@ def try_take(database_url: str, study_id: int, role: str, ttl_s: float, want: bo
                 session.rollback()
                 return False
             return True
-        if want and (row.wanted_by is None or row.wanted_until is None or row.wanted_until <= now):
+        if want and (row.wanted_by in (None, holder.id) or row.wanted_until is None or row.wanted_until <= now):
             session.execute(update(StudyLease).where(
                 StudyLease.study_id == study_id,
-                or_(StudyLease.wanted_by.is_(None), StudyLease.wanted_until <= now))
-                .values(wanted_by=holder.id, wanted_until=now + dt.timedelta(seconds=ONE_SHOT_TTL_S))
+                or_(StudyLease.wanted_by.is_(None), StudyLease.wanted_by == holder.id,
+                    StudyLease.wanted_until <= now))
+                .values(wanted_by=holder.id, wanted_until=now + dt.timedelta(seconds=ttl_s + 2 * POLL_S))
                 .execution_options(synchronize_session=False))
     return False
 
@@ -185,7 +191,7 @@ def check(session: Session, study_id: int) -> None:
 
 @contextmanager
 def held(database_url: str, study_id: int, role: str, wait_s: float = WAIT_S,
-         ttl_s: float = ONE_SHOT_TTL_S) -> Iterator[None]:
+         ttl_s: float | None = None) -> Iterator[None]:
     """Hold the study's lease for the block: at once when this process already holds it, else wait for it.
 
     A process that holds it already (the scheduler's tick calling the ledger) just renews it; one that
@@ -199,7 +205,7 @@ def held(database_url: str, study_id: int, role: str, wait_s: float = WAIT_S,
         finally:
             _depth[slot] -= 1
         return
-    deadline = time.monotonic() + wait_s
+    deadline, ttl_s = time.monotonic() + wait_s, ttl_s or one_shot_ttl()
     while not try_take(database_url, study_id, role, ttl_s, want=True):
         if time.monotonic() >= deadline:
             with session_scope(database_url) as session:
