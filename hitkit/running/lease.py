@@ -19,6 +19,7 @@ need synchronised clocks (NTP); an offset shorter than a tick is harmless.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import secrets
 import socket
@@ -35,6 +36,8 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import StudyLease, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+
+log = logging.getLogger(__name__)
 
 LEASE_TICKS = 1.5
 """The scheduler's lease lasts this many ticks past its last renewal: a standby takes over within two ticks."""
@@ -214,11 +217,27 @@ def held(database_url: str, study_id: int, role: str, wait_s: float = WAIT_S,
                             f"It did not hand over within {wait_s:.0f} s; try again, or stop it first")
         time.sleep(POLL_S)
     _depth[slot] = 1
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(database_url, study_id, role, ttl_s, done), daemon=True)
+    beat.start()
     try:
         yield
     finally:
+        done.set()
+        beat.join(ttl_s)
         _depth[slot] = 0
         release(database_url, study_id)
+
+
+def _heartbeat(database_url: str, study_id: int, role: str, ttl_s: float, done: threading.Event) -> None:
+    """Renew a one-shot command's lease every third of its life while the command runs (a killed process
+    renews nothing, so its lease runs out ``ttl_s`` after its last beat)."""
+    while not done.wait(ttl_s / 3):
+        try:
+            if not try_take(database_url, study_id, role, ttl_s):
+                return  # taken over: the command's next recorded step raises LeaseLost
+        except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the lease itself stays the judge
+            log.warning("renewing the lease of study %s failed (retried): %s", study_id, exc)
 
 
 # -- the scheduler's side ----------------------------------------------------------------------------
