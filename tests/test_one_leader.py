@@ -242,3 +242,70 @@ def test_a_standby_scheduler_takes_over_within_two_ticks_when_the_leader_is_kill
             assert s.scalar(select(Study.status)) == "running"
     finally:
         stop(procs)
+
+
+def test_two_schedulers_on_postgresql_run_a_whole_prolific_study_with_the_leader_killed_midway(tmp_path,
+                                                                                             one_database_url,
+                                                                                             prolific):
+    from hitkit.crowd import crowd_from_config
+    from hitkit.db.models import Response, Unit
+    from hitkit.providers.prolific.provider import ProlificProvider
+    from tests.fakes.crowd import take_hit
+    from tests.fakes.prolific import Refused
+    from tests.test_provider_sync import context, prolific_pid
+
+    database_url = one_database_url
+    if not database_url.startswith("postgresql"):
+        pytest.skip("this whole study runs on PostgreSQL, as a deployment with several processes does")
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
+    scheduler_job(database_url, web.url)
+    procs = schedulers(database_url, 2)
+    killed = None
+    try:
+        ctx, sim = context(database_url, secret)
+        code = ProlificProvider(config, secret).completion_code()
+        workers, taken = crowd_from_config(config), 0
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            with session_scope(database_url) as s:
+                if s.scalar(select(Study.status)) == "completed":
+                    break
+            if killed is None and taken >= 10:  # mid-study: the leader dies
+                killed = leader_pid(database_url)
+                os.kill(killed, signal.SIGKILL)
+            for w in workers if prolific.studies else []:
+                [sid] = prolific.studies
+                participant = prolific_pid(w.worker_id)
+                try:
+                    session_id = prolific.start_session(participant, sid)
+                except Refused:
+                    continue
+                done = take_hit(ctx, sim, w, f"{web.url}/s/ab-demo/enter",
+                                {"PROLIFIC_PID": participant, "STUDY_ID": sid, "SESSION_ID": session_id})
+                if done is None:
+                    prolific.return_session(session_id)
+                    continue
+                prolific.complete(session_id, code)
+                taken += 1
+            time.sleep(0.3)
+    finally:
+        stop(procs)
+        web.stop()
+    assert killed in {p.pid for p in procs}
+    places = 10 * 3
+    done = [s for s in prolific.submissions.values() if s["status"] != "RETURNED"]
+    assert taken == places == len(done) and {s["status"] for s in done} == {"APPROVED"}
+    assert len(prolific.studies) == 1 and len(prolific.calls("POST", "/studies/")) == 1
+    with session_scope(database_url) as s:
+        assert s.scalar(select(Study.status)) == "completed"
+        per_unit = Counter(r.unit_id for r in s.scalars(select(Response)))
+        assert per_unit == Counter(dict(s.execute(select(Unit.id, Unit.required_answers)).all()))
+        rows = s.scalars(select(Payment)).all()
+        assert Counter(p.kind for p in rows) == {"reward": places, "fee": places}
+        assert {p.status for p in rows} == {"paid"}
+        assert set(Counter((p.assignment_id, p.kind) for p in rows).values()) == {1}
+        posted = Counter(e.data["hit"] for e in s.scalars(select(Event).where(Event.kind == "hit_posted")))
+        assert set(posted.values()) == {1} and len(posted) == 10
+    approvals = Counter(r.path for r in prolific.requests if r.method == "POST" and r.path.endswith("/transition/")
+                        and r.path.startswith("/submissions/"))
+    assert len(approvals) == places and sum(approvals.values()) <= places + 1  # one call may die with its sender
