@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -81,10 +83,21 @@ def write_study(folder: Path, database_url: str, interval_s: float, seconds_per_
     return path
 
 
-def scheduler_process(database_url: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "hitkit.cli", "scheduler", "--db", database_url], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+def scheduler_process(database_url: str, timeout_s: float = 60.0) -> subprocess.Popen:
+    """A ``hitkit scheduler`` process, returned once it says it runs (a standby that is still starting
+    would make the gap after a kill the time Python takes to start, not the failover's)."""
+    proc = subprocess.Popen([sys.executable, "-m", "hitkit.cli", "scheduler", "--db", database_url], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    if not said or "Scheduler running" not in said[0]:
+        proc.kill()
+        raise SystemExit(f"the scheduler did not start within {timeout_s:.0f} s: {said}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep its pipe drained
+    return proc
 
 
 def lease_row(database_url: str):
@@ -135,6 +148,7 @@ def main() -> None:
     parser.add_argument("--postgres", default=os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
                         help="a PostgreSQL URL whose server gets a fresh database for the run")
     args = parser.parse_args()
+    logging.getLogger("apscheduler").setLevel(logging.CRITICAL)  # the job-store writer below stops at once
     if args.minutes <= 0 or args.kill_every <= 0 or args.interval <= 0:
         parser.error("--minutes, --kill-every and --interval must be positive")
 
@@ -198,7 +212,6 @@ def main() -> None:
             os.kill(row[0], signal.SIGKILL)
             killed_at = dt.datetime.now(dt.UTC)
             live[row[0]].wait()
-            procs.append(scheduler_process(database_url))  # a fresh standby, as a supervisor would start
             deadline = time.monotonic() + 20 * args.interval
             while time.monotonic() < deadline:
                 now_row = lease_row(database_url)
@@ -208,6 +221,7 @@ def main() -> None:
                 time.sleep(0.02)
             else:
                 gaps.append(float("inf"))
+            procs.append(scheduler_process(database_url))  # a fresh standby, as a supervisor would start
         crowd.stop()
         settle_until = time.monotonic() + 30 * args.interval  # the leader approves what was handed in
         while time.monotonic() < settle_until and count_lost(database_url, acks) > 0:
