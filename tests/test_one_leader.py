@@ -309,3 +309,35 @@ def test_two_schedulers_on_postgresql_run_a_whole_prolific_study_with_the_leader
     approvals = Counter(r.path for r in prolific.requests if r.method == "POST" and r.path.endswith("/transition/")
                         and r.path.startswith("/submissions/"))
     assert len(approvals) == places and sum(approvals.values()) <= places + 1  # one call may die with its sender
+
+
+def test_status_and_the_dashboard_name_the_leading_process_and_since_when(tmp_path, database_url, monkeypatch):
+    import json
+    import socket
+
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+    from tests.test_dashboard import app_for, login, make_study
+
+    monkeypatch.setenv("HITKIT_DASHBOARD_USER", "coordinator")
+    monkeypatch.setenv("HITKIT_DASHBOARD_PASSWORD", "a long enough passphrase")
+    monkeypatch.delenv("HITKIT_DASHBOARD_PASSWORD_HASH", raising=False)
+    ctx = make_study(tmp_path, database_url)  # its tick made this process the leader
+    assert lease.try_take(database_url, ctx.study_id, "scheduler", 60)  # renewed as a tick would, for a minute
+    study_file = tmp_path / "study.yaml"
+    with session_scope(database_url) as s:
+        s.get(Study, ctx.study_id).config_path = str(study_file)
+        since = s.get(StudyLease, ctx.study_id).since
+    shown = json.loads(CliRunner().invoke(main, ["status", str(study_file), "--json"]).output)
+    assert shown["leader"]["pid"] == os.getpid() and shown["leader"]["host"] == socket.gethostname()[:64]
+    assert shown["leader"]["role"] == "scheduler" and shown["leader"]["since"] == since.isoformat()
+    text = CliRunner().invoke(main, ["status", str(study_file)]).output
+    assert f"leader: scheduler on {socket.gethostname()[:64]} (pid {os.getpid()})" in text
+    client = app_for(database_url).test_client()
+    login(client, "a long enough passphrase")
+    page = client.get(f"/dashboard/study/{ctx.name}").get_data(as_text=True)
+    assert f'data-leader-pid="{os.getpid()}"' in page and f"(pid {os.getpid()}) since {since:%Y-%m-%d %H:%M:%S}" in page
+    lease.release(database_url, ctx.study_id)
+    assert json.loads(CliRunner().invoke(main, ["status", str(study_file), "--json"]).output)["leader"] is None
+    assert 'data-leader-pid=""' in client.get(f"/dashboard/study/{ctx.name}").get_data(as_text=True)

@@ -107,6 +107,15 @@ class StudyProgress:
     held: int = 0
     stopping: dict[str, Any] | None = None
     """The stopping rule's state (:func:`hitkit.stopping.summary`), when the study has one."""
+    leader: dict[str, Any] | None = None
+    """The process that leads the study now (:func:`hitkit.running.lease.leader`), None when none does."""
+
+    @property
+    def leader_text(self) -> str:
+        """Who leads, in words: ``scheduler on HOST (pid N) since …``, or none."""
+        lead = self.leader
+        return (f"{lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since'][:19].replace('T', ' ')} UTC"
+                if lead else "none (no scheduler acts on this study now)")
 
     @property
     def hits_posted(self) -> int:
@@ -128,6 +137,7 @@ class StudyProgress:
             "answers_done": self.answers_done, "answers_needed": self.answers_needed,
             "work_time_median_s": self.work_time_median_s, "work_time_mean_s": self.work_time_mean_s,
             "qc": qc, "systems": [asdict(s) for s in self.systems], "display": self.display(),
+            "leader": self.leader, "leader_text": self.leader_text,
             "bots": [{"name": r.name, "state": r.state, "owed": r.owed, "text": r.describe(),
                       "recent": r.recent, "total": r.total} for r in self.bots.get("rows", [])],
             "bots_failing": self.bots.get("failing", []), "held": self.held, "stopping": self.stopping,
@@ -154,6 +164,7 @@ class StudyProgress:
 def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> StudyProgress:
     """Everything the dashboard shows live about one study, read from its rows."""
     from hitkit.ledger import committed_spend
+    from hitkit.running.lease import leader
 
     study = session.get(Study, ctx.study_id)
     shape = study_shape(session, cache_key, study.id)
@@ -208,4 +219,5 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         work_time_median_s=round(statistics.median(times), 1) if times else None,
         work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
         qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()), bots=bot_health(session, ctx),
-        held=len(held_assignment_ids(session, study.id)), stopping=stopping.summary(session, ctx))
+        held=len(held_assignment_ids(session, study.id)), stopping=stopping.summary(session, ctx),
+        leader=leader(session, study.id))
