@@ -83,12 +83,17 @@ def write_study(folder: Path, database_url: str, interval_s: float, seconds_per_
     return path
 
 
+LOGS: list[Path] = []
+
+
 def scheduler_process(database_url: str, timeout_s: float = 60.0) -> subprocess.Popen:
     """A ``hitkit scheduler`` process, returned once it says it runs (a standby that is still starting
     would make the gap after a kill the time Python takes to start, not the failover's)."""
+    log = Path(tempfile.gettempdir()) / f"hitkit-failover-scheduler-{uuid.uuid4().hex[:8]}.log"
+    LOGS.append(log)
     proc = subprocess.Popen([sys.executable, "-m", "hitkit.cli", "scheduler", "--db", database_url], cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+                            stderr=log.open("w"), text=True)
     said: list[str] = []
     reader = threading.Thread(target=lambda: said.append(proc.stdout.readline()), daemon=True)
     reader.start()
@@ -221,6 +226,8 @@ def main() -> None:
                 time.sleep(0.02)
             else:
                 gaps.append(float("inf"))
+                print(f"no takeover after killing pid {row[0]}: lease {lease_row(database_url)}; survivors "
+                      f"{[p.pid for p in procs if p.poll() is None]}; logs {[str(x) for x in LOGS]}", flush=True)
             procs.append(scheduler_process(database_url))  # a fresh standby, as a supervisor would start
         crowd.stop()
         settle_until = time.monotonic() + 30 * args.interval  # the leader approves what was handed in
