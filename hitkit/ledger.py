@@ -32,6 +32,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.events import record_once
 from hitkit.money import cents, hit_cost
+from hitkit.payments import legacy_keys
 from hitkit.schema import ACTIVE_STATUSES, UNPOSTED_HITS
 
 if TYPE_CHECKING:
@@ -73,14 +74,6 @@ def bonus_key(study_id: int, assignment_id: int, tag: str | int = 1) -> str:
 def fee_key(key: str) -> str:
     """The ledger key of the fee on the bonus keyed ``key``."""
     return f"{key}:fee"
-
-
-def legacy_keys(key: str) -> list[str]:
-    """Keys an older hitkit gave the bonus now keyed ``key`` (``settle:S:A`` for ``bonus:S:A:settle``)."""
-    parts = key.split(":")
-    if len(parts) == 4 and parts[0] == "bonus" and parts[3] == "settle":
-        return [f"settle:{parts[1]}:{parts[2]}"]
-    return []
 
 
 def provider_agrees(work: ProviderWork | None, worker_external_id: str) -> bool | None:

@@ -57,9 +57,15 @@ def state_of(row: Payment) -> str:
     return {"paid": "paid", "failed": "failed"}.get(row.status, "planned")
 
 
-def bonus_keys(key: str) -> list[str]:
-    from hitkit.ledger import legacy_keys
+def legacy_keys(key: str) -> list[str]:
+    """Keys an older hitkit gave the bonus now keyed ``key`` (``settle:S:A`` for ``bonus:S:A:settle``)."""
+    parts = key.split(":")
+    if len(parts) == 4 and parts[0] == "bonus" and parts[3] == "settle":
+        return [f"settle:{parts[1]}:{parts[2]}"]
+    return []
 
+
+def bonus_keys(key: str) -> list[str]:
     return [key, *legacy_keys(key)]
 
 
