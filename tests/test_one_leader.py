@@ -341,3 +341,27 @@ def test_status_and_the_dashboard_name_the_leading_process_and_since_when(tmp_pa
     lease.release(database_url, ctx.study_id)
     assert json.loads(CliRunner().invoke(main, ["status", str(study_file), "--json"]).output)["leader"] is None
     assert 'data-leader-pid=""' in client.get(f"/dashboard/study/{ctx.name}").get_data(as_text=True)
+
+
+def test_prolifics_cannot_publish_an_active_study_is_taken_as_published_not_as_a_lasting_refusal(
+        tmp_path, database_url, prolific):
+    import threading
+
+    web = start(tmp_path, database_url, on_prolific(prolific))[0]
+    web.stop()
+    # Our look at the draft answers UNPUBLISHED; before our PUBLISH arrives, a rival's publish makes it ACTIVE.
+    stall = prolific.stall_next(r"GET /studies/[0-9a-f]+/", before=False)
+    ticking = threading.Thread(target=tick, args=(database_url, "ab-demo", "https://tasks.example.org"))
+    ticking.start()
+    assert stall.reached.wait(60)
+    [remote] = prolific.studies.values()
+    remote["status"] = "ACTIVE"  # API (publish-study): the rival's PUBLISH took it UNPUBLISHED → ACTIVE
+    stall.release.set()
+    ticking.join(60)
+    publishes = [r for r in prolific.calls("POST", r"/studies/.*/transition/") if r.body == {"action": "PUBLISH"}]
+    assert len(publishes) == 1  # ours, refused with "Cannot PUBLISH a study that is ACTIVE"
+    with session_scope(database_url) as s:
+        assert s.scalars(select(Event).where(Event.kind == "provider_refused_post")).all() == []
+        assert s.scalars(select(Hit).where(Hit.status == "posted")).all()
+    assert tick(database_url, "ab-demo", "https://tasks.example.org").posted >= 0  # posting goes on
+    assert len(prolific.studies) == 1
