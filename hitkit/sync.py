@@ -9,9 +9,10 @@ for the study's posted HITs and, for each, applies :func:`decide`:
 - take over decisions the provider already holds (approved, rejected), with their ledger rows;
 - record every disagreement as a ``sync_mismatch`` Event and report it, changing nothing.
 
-Then it settles the ledger's pending bonuses: each provider says whether the bonus reached the
-worker (:meth:`CrowdProvider.settle_bonus`); a paid one is marked paid, an unpaid one is paid with
-its original key, and one that cannot be told is left for the coordinator.
+Then it walks the ledger's open bonuses on from their recorded states (:mod:`hitkit.payments`): one
+whose pay call may have gone out is settled only from the platform's record of payments
+(:meth:`CrowdProvider.settle_bonus`), one that cannot be told yet is left for the coordinator, and paid
+ones the platform now shows become confirmed. All of it under the study's lease.
 """
 from __future__ import annotations
 
