@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from hitkit.bots.server import BotServer, DegradedSpec, build_backends
-    from hitkit.launch import launch
+    from hitkit.running.launch import launch
     from server.embedded import WebServer
 
     bots = BotServer(build_backends(degraded=[DegradedSpec(n) for n in SYSTEMS], seed=1), port=0).start()

@@ -159,13 +159,13 @@ def main() -> None:
 
     from sqlalchemy import select
 
-    from hitkit.config import load_study
-    from hitkit.crowd import SimulatedCrowd
+    from hitkit.study.config import load_study
+    from hitkit.simulation.crowd import SimulatedCrowd
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
-    from hitkit.monitor import progress
-    from hitkit.scheduler import make_scheduler, schedule_study
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.running.monitor import progress
+    from hitkit.running.scheduler import make_scheduler, schedule_study
+    from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 
     database_url, dbname = fresh_database(args.postgres)
@@ -193,7 +193,7 @@ def main() -> None:
         sched.shutdown(wait=False)
         procs = [scheduler_process(database_url), scheduler_process(database_url)]
         with session_scope(database_url) as s:
-            from hitkit.study import StudyContext
+            from hitkit.study.stored import StudyContext
 
             ctx = StudyContext.load(s, probe.study, secret)
         acks = folder / "acks.jsonl"

@@ -183,11 +183,11 @@ def write_study(folder: Path, database_url: str, bot_url: str, hits: int, turns:
 
 
 def start_study(study_file: Path, database_url: str, secret: str, base_url: str) -> None:
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
-    from hitkit.scheduler import tick
-    from hitkit.study import create_study
+    from hitkit.running.scheduler import tick
+    from hitkit.study.stored import create_study
 
     config = load_study(study_file)
     with session_scope(database_url) as s:

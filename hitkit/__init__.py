@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def load(path, **kwargs):
-    """A study's tables as DataFrames; see :func:`hitkit.loading.load`."""
-    from hitkit.loading import load as _load
+    """A study's tables as DataFrames; see :func:`hitkit.tables.loading.load`."""
+    from hitkit.tables.loading import load as _load
 
     return _load(path, **kwargs)

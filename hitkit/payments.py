@@ -1,6 +1,6 @@
 """Payment states: each bonus moves planned → created → sending → paid → confirmed, one step at a time.
 
-The ledger (:mod:`hitkit.ledger`) writes a bonus as ``planned``. Paying it is a walk through explicit
+The ledger (:mod:`hitkit.money.ledger`) writes a bonus as ``planned``. Paying it is a walk through explicit
 states, each recorded under the row's lock (``SELECT … FOR UPDATE`` on PostgreSQL, SQLite's writer lock)
 in a transaction that also checks this process still leads the study (:func:`hitkit.running.lease.check`):
 
@@ -37,7 +37,7 @@ from hitkit.providers.base import BonusOutcome, PendingBonus
 from hitkit.running import lease
 
 if TYPE_CHECKING:
-    from hitkit.study import StudyContext
+    from hitkit.study.stored import StudyContext
 
 STATES = ("planned", "created", "sending", "paid", "confirmed", "failed")
 DONE = ("paid", "confirmed")

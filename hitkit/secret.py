@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from hitkit.db import settings
 from hitkit.db.session import get_engine, normalise_url
 from hitkit.errors import ConfigError
-from hitkit.security import check_secret
+from hitkit.worker.security import check_secret
 
 SECRET_KEY = "secret"
 """The ``setting`` row that holds the embedded default's secret."""

@@ -8,7 +8,7 @@ import os
 
 from gunicorn.glogging import Logger
 
-from hitkit.security import redact_path
+from hitkit.worker.security import redact_path
 
 bind = os.environ.get("HITKIT_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("HITKIT_WEB_WORKERS", str(multiprocessing.cpu_count() * 2 + 1)))

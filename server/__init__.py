@@ -1,6 +1,6 @@
 """hitkit's web application: worker pages and the JSON API they use. No business logic lives here:
-routes read the request, call :mod:`hitkit.flow`, and render or serialise what it returns; the
-security policy applied to every request is :mod:`hitkit.security` (see docs/THREAT_MODEL.md)."""
+routes read the request, call :mod:`hitkit.worker.flow`, and render or serialise what it returns; the
+security policy applied to every request is :mod:`hitkit.worker.security` (see docs/THREAT_MODEL.md)."""
 from __future__ import annotations
 
 import math
@@ -13,9 +13,10 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
 
 import hit_templates
-from hitkit import security, timing, tokens, validation
+from hitkit import timing
+from hitkit.worker import security, tokens, validation
 from hitkit.errors import ConfigError
-from hitkit.study import resolve_secret
+from hitkit.study.stored import resolve_secret
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body a worker page may send (an answer, a chat turn, a submission)."""
@@ -45,7 +46,7 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
 
     Reads HITKIT_FRAME_ANCESTORS, HITKIT_RATE_LIMIT (per worker token), HITKIT_ENTRY_RATE_LIMIT
     (per client address) and HITKIT_PROXY_HOPS (reverse proxies to trust for the client's address)
-    from the environment; see :mod:`hitkit.security` and docs/THREAT_MODEL.md.
+    from the environment; see :mod:`hitkit.worker.security` and docs/THREAT_MODEL.md.
     """
     templates = Path(hit_templates.__file__).parent
     app = _App(__name__, template_folder=str(templates), static_folder=str(templates / "static"),

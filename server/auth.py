@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hitkit import tokens
+from hitkit.worker import tokens
 from hitkit.db import settings
 from hitkit.db.session import get_engine
 from hitkit.errors import ConfigError

@@ -5,10 +5,10 @@ import threading
 
 from flask import Blueprint, current_app, jsonify, request
 
-from hitkit import chat, chat_turns
-from hitkit.chat import BotReplyError, Reply
+from hitkit.worker import chat, chat_turns
+from hitkit.worker.chat import BotReplyError, Reply
 from hitkit.errors import FlowError
-from hitkit.study import StudyContext
+from hitkit.study.stored import StudyContext
 from server.worker import context, db
 
 bp = Blueprint("chat", __name__)

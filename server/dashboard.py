@@ -27,7 +27,7 @@ from flask import (
 
 from hitkit import dashboard as dash
 from server import auth
-from hitkit import security, tokens
+from hitkit.worker import security, tokens
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 from server.worker import context, db
@@ -59,7 +59,7 @@ def _secret() -> str:
 def _all_progress() -> list[dash.StudyProgress]:
     """Every study of every database this dashboard shows (one, or several under ``hitkit serve``)."""
     from hitkit.db.session import session_scope
-    from hitkit.study import StudyContext, resolve_secret
+    from hitkit.study.stored import StudyContext, resolve_secret
 
     own = current_app.config["HITKIT_DATABASE_URL"]
     out = []

@@ -124,7 +124,7 @@ class WebServer:
 
     @classmethod
     def serve(cls, database_url: str, host: str, port: int, threads: int, secret: str) -> "WebServer":
-        """Started worker pages: the :data:`hitkit.launch.WebFactory` the CLI hands to ``launch``."""
+        """Started worker pages: the :data:`hitkit.running.launch.WebFactory` the CLI hands to ``launch``."""
         return cls(database_url, host, port, threads, secret).start()
 
     def stop(self) -> None:

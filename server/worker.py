@@ -11,11 +11,11 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
-from hitkit import admission, flow, validation
+from hitkit.worker import admission, flow, validation
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
-from hitkit.study import StudyContext
+from hitkit.study.stored import StudyContext
 
 bp = Blueprint("worker", __name__)
 _contexts: dict[tuple[str, str], StudyContext] = {}
@@ -113,7 +113,7 @@ def enter_study(study: str):
 def _enter(study: str, hit_id: int | None):
     with db() as session:
         ctx = context(session, study)
-    # The provider is asked who arrived with no transaction open (admission.admit; hitkit.arrivals).
+    # The provider is asked who arrived with no transaction open (admission.admit; hitkit.worker.arrivals).
     try:
         entry = admission.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
                            client=request.remote_addr or "")

@@ -20,7 +20,7 @@ def settle_worker() -> None:
     ``post_worker_init`` (ops/gunicorn.conf.py).
     """
     import hitkit.bots.client
-    import hitkit.chat  # noqa: F401
+    import hitkit.worker.chat  # noqa: F401
     import hitkit.protocols.live_chat.task  # noqa: F401 - StudyContext.load imports one of the three
     import hitkit.protocols.pairwise.task  # noqa: F401
     import hitkit.protocols.spot_the_bot.task  # noqa: F401

@@ -37,8 +37,8 @@ def chromium_on(database_url: str, config, height: int = 1100):
 
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
-    from hitkit.scheduler import tick
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.running.scheduler import tick
+    from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 
     secret = resolve_secret(database_url)

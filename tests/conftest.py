@@ -150,7 +150,7 @@ def _isolated_secret(monkeypatch):
 def _fresh_arrival_checks():
     """Each test starts with no cached arrival checks and full per-address budgets: one test's refused
     arrivals (all from 127.0.0.1) must not throttle the next test's."""
-    from hitkit.arrivals import CHECKS
+    from hitkit.worker.arrivals import CHECKS
 
     CHECKS.clear()
     yield

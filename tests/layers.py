@@ -6,7 +6,7 @@ hitkit/"):
 
 - the library never imports the web tier (``server``, Flask, werkzeug); ``hitkit.cli`` is the one
   composition root that hands the web tier to ``launch``;
-- a protocol never imports the worker's path (``hitkit.flow``), the scheduler, the ledger or a provider;
+- a protocol never imports the worker's path (``hitkit.worker.flow``), the scheduler, the ledger or a provider;
 - the shared analysis never imports the database, a provider or the web tier;
 - no import loop;
 - no protocol's name is written outside its folder (shared code asks the registry).
@@ -23,8 +23,8 @@ COMPOSITION_ROOTS = ("hitkit.cli",)
 """The command line composes the library with the web tier; its modules alone may import both."""
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hitkit", WEB),
-    ("hitkit.protocols", ("hitkit.flow", "hitkit.scheduler", "hitkit.ledger", "hitkit.providers", "hitkit.chat")),
-    ("hitkit.analysis", ("hitkit.db", "sqlalchemy", "hitkit.providers", "hitkit.flow", *WEB)),
+    ("hitkit.protocols", ("hitkit.worker.flow", "hitkit.running.scheduler", "hitkit.money.ledger", "hitkit.providers", "hitkit.worker.chat")),
+    ("hitkit.analysis", ("hitkit.db", "sqlalchemy", "hitkit.providers", "hitkit.worker.flow", *WEB)),
 )
 """(modules under this prefix, may not import anything under these prefixes)."""
 

@@ -36,8 +36,8 @@ def pairwise_study(tmp_path: Path, database_url: str, **changes) -> Path:
 
 
 def launch(config_path, **options):
-    """:func:`hitkit.launch.launch` with the embedded web server, as ``hitkit launch`` runs it."""
-    from hitkit.launch import launch as run
+    """:func:`hitkit.running.launch.launch` with the embedded web server, as ``hitkit launch`` runs it."""
+    from hitkit.running.launch import launch as run
     from server.embedded import WebServer
 
     return run(config_path, web=WebServer.serve, **options)
@@ -46,11 +46,11 @@ def launch(config_path, **options):
 def served(study_file, database_url: str):
     """A study created from ``study_file``, running, its first wave posted and its pages served on
     loopback: a generator of (pages URL, config, secret) that stops the server when closed."""
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
-    from hitkit.scheduler import tick
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.running.scheduler import tick
+    from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 
     config = load_study(study_file)

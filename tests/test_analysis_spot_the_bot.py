@@ -714,9 +714,9 @@ def _study_file(tmp_path, trueskill: dict):
 def test_trueskill_settings_from_the_study_file_reach_analyze_the_summary_and_the_methods(tmp_path):
     from click.testing import CliRunner
 
-    from hitkit.analyze import run_analysis
+    from hitkit.report.analyze import run_analysis
     from hitkit.cli import main
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.report import ReportInput, methods_paragraph
 
     ann = frame(segment("w1", "c1", "A", "B", "human", "bot"), segment("w2", "c1", "A", "B", "human", "human"),

@@ -11,15 +11,16 @@ import requests
 import yaml
 from sqlalchemy import func, select
 
-from hitkit import crowd_typing, security
-from hitkit.authenticity import (COUNT_MAX, FLAG_AT, MIN_CHARS, SIGNALS, AnswerScore, clean_signals, score_answer,
+from hitkit.simulation import crowd_typing
+from hitkit.worker import security
+from hitkit.worker.authenticity import (COUNT_MAX, FLAG_AT, MIN_CHARS, SIGNALS, AnswerScore, clean_signals, score_answer,
                                  score_worker)
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.dashboard import worker_rows
-from hitkit.export import export_study
+from hitkit.tables.export import export_study
 from hitkit.db.models import Assignment, Study, Turn, Worker
 from hitkit.db.session import session_scope
-from hitkit.study import StudyContext, resolve_secret
+from hitkit.study.stored import StudyContext, resolve_secret
 from tests.studies import launch, pairwise_study
 from tests.test_input_bounds import PASSWORD, USER, logged_in
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - the bot server fixture

@@ -8,7 +8,7 @@ import sys
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError, InputError

@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
-from hitkit import chat
+from hitkit.worker import chat
 from hitkit.bots import health
 from hitkit.bots.client import BotUnavailable
 from hitkit.db.models import Event

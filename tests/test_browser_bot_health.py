@@ -13,13 +13,13 @@ from sqlalchemy import select
 
 from hitkit import dashboard as dash
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
-from hitkit.config import load_study
-from hitkit.crowd import SimulatedCrowd
+from hitkit.study.config import load_study
+from hitkit.simulation.crowd import SimulatedCrowd
 from hitkit.db.models import Conversation, Study
 from hitkit.db.session import session_scope
 from server.embedded import WebServer
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 
 

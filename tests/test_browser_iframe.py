@@ -9,12 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Response, Study
 from hitkit.db.session import session_scope
 from server.embedded import WebServer
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import pairwise_study
 

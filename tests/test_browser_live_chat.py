@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Conversation, Response, Turn
 from hitkit.db.session import session_scope
 from tests.browser import artifact, chromium_on

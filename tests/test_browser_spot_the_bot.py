@@ -4,12 +4,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Response, Study
 from hitkit.db.session import session_scope
 from server.embedded import WebServer
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.test_spot_the_bot_study import stb_study
 

@@ -13,12 +13,12 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from hitkit.cli import main
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Response, Study, Worker
 from hitkit.db.session import session_scope
 from server.embedded import WebServer
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import REPO, pairwise_study
 
 

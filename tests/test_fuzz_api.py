@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from hitkit import security, tokens
-from hitkit.config import load_study
+from hitkit.worker import security, tokens
+from hitkit.study.config import load_study
 from hitkit.db.models import (
     Assignment,
     Conversation,
@@ -35,8 +35,8 @@ from hitkit.db.models import (
     Worker,
 )
 from hitkit.db.session import session_scope
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import pairwise_study
 from tests.test_live_chat_study import live_chat_study
 

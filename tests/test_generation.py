@@ -16,9 +16,9 @@ import yaml
 
 from hitkit.bots.corpus import Dialogue
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.errors import HitkitError
-from hitkit.generation import generate, plan
+from hitkit.material.generation import generate, plan
 from tests.studies import REPO
 
 SYSTEMS = ["ava", "ben", "cai"]
@@ -135,7 +135,7 @@ def test_generate_with_nothing_left_to_do_starts_no_bot_server(tmp_path, degrade
 
 
 def test_a_launch_needs_the_bot_server_only_to_chat_or_to_generate(tmp_path, degraded_server):
-    from hitkit.launch import needs_bot_server
+    from hitkit.running.launch import needs_bot_server
 
     assert needs_bot_server(load_study(REPO / "examples" / "live_chat.yaml"))
     path = study(tmp_path, degraded_server, conversations_per_pair=1, exchanges=2)
@@ -169,7 +169,7 @@ def test_smollm2_systems_generate_bot_bot_conversations_and_resume(tmp_path):
         path.write_text(yaml.safe_dump(data))
         config = load_study(path)
         stop = threading.Event()
-        from hitkit.generation import bots_for
+        from hitkit.material.generation import bots_for
 
         real = bots_for(config, ["warm", "plain", "hot"])
         count = Counter()

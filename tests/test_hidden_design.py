@@ -17,10 +17,10 @@ import requests
 import yaml
 from sqlalchemy import select, update
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Hit, Study, Unit
 from hitkit.db.session import session_scope
-from hitkit.study import create_study, resolve_secret
+from hitkit.study.stored import create_study, resolve_secret
 from tests.test_concurrency import serving
 from tests.test_live_chat_task import config as chat_config
 from tests.test_spot_the_bot_study import stb_study, write_bot_bot, write_human_human

@@ -12,7 +12,7 @@ import pytest
 import requests
 from sqlalchemy import func, select, text
 
-from hitkit import validation
+from hitkit.worker import validation
 from hitkit.db.models import Conversation, Response
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError

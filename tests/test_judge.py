@@ -15,16 +15,16 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.migrate import upgrade
 from hitkit.db.models import Hit, HitUnit, JudgeLabel, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
-from hitkit.human_subset import human_subset
-from hitkit.judging import judge_study
+from hitkit.judges.human_subset import human_subset
+from hitkit.judges.judging import judge_study
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise.judge import items, parse
-from hitkit.study import create_study, resolve_secret
+from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import REPO, launch, pairwise_study
 
 QUALITY = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
@@ -227,7 +227,7 @@ def test_judging_stopped_halfway_resumes_without_asking_again_and_retries_transi
     upgrade(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, config, study_file, resolve_secret(database_url))
-    from hitkit.judging import judge_client
+    from hitkit.judges.judging import judge_client
 
     stop, asked = threading.Event(), Counter()
     client = judge_client(config)

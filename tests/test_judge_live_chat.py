@@ -16,8 +16,8 @@ import requests
 import yaml
 from sqlalchemy import select
 
-from hitkit import admission, flow
-from hitkit.config import load_study
+from hitkit.worker import admission, flow
+from hitkit.study.config import load_study
 from hitkit.db.models import Conversation, JudgeLabel, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
@@ -147,7 +147,7 @@ def test_the_server_refuses_ratings_on_an_unrated_slot_and_needs_none_there(tmp_
     pages = served(study_file, database_url)
     url, config, secret = next(pages)
     try:
-        from hitkit.study import StudyContext
+        from hitkit.study.stored import StudyContext
 
         with session_scope(database_url) as s:
             ctx = StudyContext.load(s, config.study, secret)

@@ -17,15 +17,15 @@ import yaml
 from sqlalchemy import select
 
 from hitkit.analysis import ppi
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Hit, HitUnit, JudgeLabel, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
-from hitkit.human_subset import human_subset
+from hitkit.judges.human_subset import human_subset
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.judge import analysis_tables, conversation_totals, items, parse, requests, win_rates
 from hitkit.protocols.spot_the_bot.packing import SourceConversation, pack_share
-from hitkit.schema import DONE_STATUSES
+from hitkit.tables.schema import DONE_STATUSES
 from tests.studies import REPO, launch
 from tests.test_judge import JudgeServer, serving
 from tests.test_spot_the_bot_study import LENGTHS, QUALITY, stb_study, write_bot_bot, write_human_human

@@ -29,7 +29,7 @@ def test_shared_code_never_names_a_protocol():
 
 def test_the_web_tier_loads_no_statistics():
     # A web worker imports every protocol's task type and dashboard views, but never scipy.
-    modules = ["server", "server.dashboard", "server.worker", "server.chat", "hitkit.chat", "hitkit.flow"]
+    modules = ["server", "server.dashboard", "server.worker", "server.chat", "hitkit.worker.chat", "hitkit.worker.flow"]
     modules += [f"{p.package}.{m}" for p in PROTOCOLS.values() for m in ("task", "views", "settings")]
     code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('scipy' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
@@ -50,9 +50,9 @@ def _append(path: Path, line: str) -> None:
 
 
 @pytest.mark.parametrize("module, line, expected", [
-    ("hitkit/export.py", "import server.embedded", "hitkit.export imports server.embedded"),
+    ("hitkit/tables/export.py", "import server.embedded", "hitkit.tables.export imports server.embedded"),
     ("hitkit/report/render.py", "from flask import escape", "hitkit.report.render imports flask"),
-    ("hitkit/protocols/pairwise/task.py", "from hitkit import flow", "hitkit.protocols.pairwise.task imports hitkit.flow"),
+    ("hitkit/protocols/pairwise/task.py", "from hitkit import flow", "hitkit.protocols.pairwise.task imports hitkit.worker.flow"),
     ("hitkit/protocols/live_chat/analysis.py", "from hitkit.providers import make_provider",
      "hitkit.protocols.live_chat.analysis imports hitkit.providers"),
     ("hitkit/analysis/ranking.py", "from hitkit.db.models import Study", "hitkit.analysis.ranking imports hitkit.db.models"),
@@ -63,21 +63,21 @@ def test_a_forbidden_import_is_caught(tree, module, line, expected):
 
 
 def test_a_loop_is_caught_even_through_a_lazy_import(tree):
-    _append(tree / "hitkit" / "versions.py", "from hitkit.export import export_study")
+    _append(tree / "hitkit" / "versions.py", "from hitkit.tables.export import export_study")
     loops = import_loops(read_graph(tree))
-    assert any({"hitkit.export", "hitkit.versions"} <= set(loop) for loop in loops)
+    assert any({"hitkit.tables.export", "hitkit.tables.versions"} <= set(loop) for loop in loops)
 
 
 def test_an_import_only_for_type_checking_is_no_loop(tree):
     path = tree / "hitkit" / "versions.py"
     path.write_text(path.read_text(encoding="utf-8") + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
-                    "    from hitkit.export import export_study\n", encoding="utf-8")
+                    "    from hitkit.tables.export import export_study\n", encoding="utf-8")
     assert import_loops(read_graph(tree)) == import_loops(read_graph(REPO))
 
 
 def test_a_protocol_name_in_shared_code_is_caught(tree):
     _append(tree / "hitkit" / "export.py", "return config.task == 'live_chat'")
-    assert protocol_names_outside(tree, tuple(PROTOCOLS)) == ["hitkit/export.py:" + str(
+    assert protocol_names_outside(tree, tuple(PROTOCOLS)) == ["hitkit/tables/export.py:" + str(
         len((tree / "hitkit" / "export.py").read_text().splitlines())) + ": live_chat"]
 
 

@@ -14,15 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from hitkit import admission, chat, chat_turns, flow, timing
+from hitkit import timing
+from hitkit.worker import admission, chat, chat_turns, flow
 from hitkit.protocols.live_chat.analysis import analyze_live_chat
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, RATING_COLUMNS
-from hitkit.config import StudyConfig, parse_study
+from hitkit.study.config import StudyConfig, parse_study
 from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, ConfigError, FlowError
-from hitkit.export import export_study
-from hitkit.study import create_study, resolve_secret
+from hitkit.tables.export import export_study
+from hitkit.study.stored import create_study, resolve_secret
 from hitkit.protocols import task_for
 from hitkit.protocols.live_chat.task import SCORE_PREFIX, LiveChatTask, balanced_hits, conversation_key
 from server import create_app

@@ -18,13 +18,13 @@ from sqlalchemy.exc import OperationalError
 
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.cli import main
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
-from hitkit.monitor import Snapshot, eta_text
-from hitkit.served import database_url_of
+from hitkit.running.monitor import Snapshot, eta_text
+from hitkit.study.served import database_url_of
 from tests.studies import launch
-from hitkit.qc_policy import HELD_EVENT, decide
+from hitkit.money.qc_policy import HELD_EVENT, decide
 from tests.studies import REPO, pairwise_study
 
 
@@ -271,7 +271,7 @@ def test_one_dashboard_serves_the_studies_of_several_sqlite_files(tmp_path, monk
     from werkzeug.test import Client
 
     from hitkit.cli.running import expand_databases
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.study.stored import create_study, resolve_secret
     from server.multi import create_multi_app
 
     monkeypatch.setenv("HITKIT_DASHBOARD_USER", "coordinator")
@@ -314,7 +314,7 @@ def test_invite_links_work_as_printed_and_keep_their_port_on_resume(tmp_path):
     import requests
 
     from hitkit.errors import HitkitError
-    from hitkit.served import served_url
+    from hitkit.study.served import served_url
 
     study = _sqlite_study(tmp_path, provider={"kind": "local"})
     config = load_study(study)
@@ -393,7 +393,7 @@ def test_spot_the_bot_material_too_short_is_one_error_with_every_fix(tmp_path):
 
 
 def test_generation_progress_counts_bot_replies_in_plain_lines_without_a_terminal(tmp_path, bot_server, capfd):
-    from hitkit.generation import generate
+    from hitkit.material.generation import generate
 
     data = {"study": "gen-progress", "task": "pairwise", "budget": "1", "out": str(tmp_path / "runs"),
             "systems": [{"name": n, "url": bot_server, "model": n} for n in REAL],

@@ -18,13 +18,13 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import select, update
 
-from hitkit import ledger
+from hitkit.money import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, StudyLease, utcnow
 from hitkit.db.session import session_scope
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.running import lease
-from hitkit.scheduler import tick
-from hitkit.study import StudyContext, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import StudyContext, resolve_secret
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.studies import REPO
 from tests.test_provider_faults import prolific_submit
@@ -159,7 +159,7 @@ def test_a_sync_killed_at_any_step_of_a_payment_leaves_nothing_paid_twice_or_unp
 
 def scheduler_job(database_url: str, base_url: str) -> None:
     """The study's tick job in the database's job store, as ``hitkit launch`` leaves it."""
-    from hitkit.scheduler import make_scheduler, schedule_study
+    from hitkit.running.scheduler import make_scheduler, schedule_study
 
     sched = make_scheduler(database_url)
     sched.start(paused=True)
@@ -247,7 +247,7 @@ def test_a_standby_scheduler_takes_over_within_two_ticks_when_the_leader_is_kill
 def test_two_schedulers_on_postgresql_run_a_whole_prolific_study_with_the_leader_killed_midway(tmp_path,
                                                                                              one_database_url,
                                                                                              prolific):
-    from hitkit.crowd import crowd_from_config
+    from hitkit.simulation.crowd import crowd_from_config
     from hitkit.db.models import Response, Unit
     from hitkit.providers.prolific.provider import ProlificProvider
     from tests.fakes.crowd import take_hit

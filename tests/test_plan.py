@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from hitkit.cli import main
-from hitkit.config import load_study
-from hitkit.planning import plan
+from hitkit.study.config import load_study
+from hitkit.simulation.planning import plan
 from hitkit.protocols.pairwise.plan import simulate_votes
 from tests.studies import REPO, pairwise_study
 
@@ -66,7 +66,7 @@ def _example(name, quality=None):
     """An example study file, with other qualities where given."""
     import yaml
 
-    from hitkit.config import parse_study
+    from hitkit.study.config import parse_study
 
     data = yaml.safe_load((REPO / "examples" / f"{name}.yaml").read_text())
     if quality is not None:
@@ -128,7 +128,7 @@ def test_a_rating_plan_is_the_same_twice_and_its_ratings_are_the_analysis_input(
 def _spot_the_bot(tmp_path, quality, per_pair=6):
     import yaml
 
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
 
     data = {"study": "stb-plan", "task": "spot_the_bot", "seed": 5, "budget": "100.00", "out": str(tmp_path / "runs"),
             "systems": [{"name": n, "url": "http://127.0.0.1:9/v1", "model": n} for n in quality],
@@ -204,10 +204,10 @@ def test_confirm_runs_the_recommended_size_once_over_http_on_its_own_database(tm
 def test_a_confirming_run_enlarges_the_crowd_by_whole_copies_of_its_mix_so_its_first_workers_are_the_studys():
     import yaml
 
-    from hitkit.config import parse_study
-    from hitkit.crowd import crowd_from_config
-    from hitkit.planning import enlarged_crowd
-    from hitkit.sections import CrowdGroup
+    from hitkit.study.config import parse_study
+    from hitkit.simulation.crowd import crowd_from_config
+    from hitkit.simulation.planning import enlarged_crowd
+    from hitkit.study.sections import CrowdGroup
 
     groups = [CrowdGroup(profile="diligent", count=8), CrowdGroup(profile="spammer", count=2)]
     enlarged = enlarged_crowd(groups, assignments=10, per_worker_cap=1)

@@ -1,5 +1,5 @@
 """`hitkit plan` for Spot The Bot and live-chat studies with an LLM judge: the crowd's share, sized by simulated
-studies analysed with the real PPI++ code (hitkit/judge_planning.py, hitkit/protocols/*/judge_plan.py)."""
+studies analysed with the real PPI++ code (hitkit/simulation/judge_planning.py, hitkit/protocols/*/judge_plan.py)."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,8 @@ import yaml
 from click.testing import CliRunner
 
 from hitkit.cli import main
-from hitkit.config import load_study
-from hitkit.judge_planning import FORMULA
+from hitkit.study.config import load_study
+from hitkit.simulation.judge_planning import FORMULA
 from hitkit.protocols.live_chat import judge_plan as live_chat
 from hitkit.protocols.spot_the_bot import judge_plan as spot_the_bot
 from tests.test_judge_live_chat import endpoint, judged_chat_study  # noqa: F401  (endpoint: a fixture)

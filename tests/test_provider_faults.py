@@ -20,10 +20,10 @@ from hitkit.providers.mturk import MTurkProvider
 from hitkit.providers.mturk_client import MTurkError
 from hitkit.providers.prolific.client import ProlificError
 from hitkit.providers.prolific.provider import ProlificProvider
-from hitkit.ledger import grant_bonus
+from hitkit.money.ledger import grant_bonus
 from hitkit.payments import PaymentUncertain
-from hitkit.scheduler import tick
-from hitkit.sync import sync_study
+from hitkit.running.scheduler import tick
+from hitkit.running.sync import sync_study
 from tests.fakes.mturk import FakeMTurk, dummy_aws
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.test_provider_sync import PUBLIC, SANDBOX, on_prolific, prolific_pid, start

@@ -11,11 +11,11 @@ import pytest
 import requests
 from sqlalchemy import select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Payment, Study, Worker
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, ConfigError, FlowError
-from hitkit.money import mturk_bonus_fee, mturk_reward_fee
+from hitkit.money.amounts import mturk_bonus_fee, mturk_reward_fee
 from hitkit.providers import make_provider
 from hitkit.providers.base import CompletionKind
 from hitkit.providers.mturk import MTurkProvider
@@ -304,8 +304,8 @@ def test_arrival_reads_mturks_parameters(tmp_path, fake):
 def mturk_live(request, tmp_path, database_url, fake):
     """An MTurk study (sandbox or production, by ``request.param``) with its first wave posted to the fake."""
     from server.embedded import WebServer
-    from hitkit.scheduler import tick
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.running.scheduler import tick
+    from hitkit.study.stored import create_study, resolve_secret
 
     config = load_study(study_file(tmp_path, fake, database_url, sandbox=request.param))
     secret = resolve_secret(database_url)
@@ -324,8 +324,8 @@ def export_tables(database_url: str, study: str) -> dict:
 
     import pandas as pd
 
-    from hitkit.export import export_study
-    from hitkit.study import StudyContext, resolve_secret
+    from hitkit.tables.export import export_study
+    from hitkit.study.stored import StudyContext, resolve_secret
 
     out = Path(tempfile.mkdtemp())
     with session_scope(database_url) as s:
@@ -357,7 +357,7 @@ def _do_the_hit(base: str, hit_id: int, params: dict) -> requests.Response:
 
 @pytest.mark.parametrize("mturk_live", [True, False], indirect=True, ids=["sandbox", "production"])
 def test_the_hand_back_form_posts_to_the_marketplaces_external_submit(mturk_live, fake):
-    from hitkit.scheduler import tick
+    from hitkit.running.scheduler import tick
 
     base, database_url, sandbox = mturk_live
     host = "https://workersandbox.mturk.com" if sandbox else "https://www.mturk.com"
@@ -458,8 +458,8 @@ def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_gr
                                                                                     monkeypatch):
     from hitkit.db.models import Event, Hit
     from server.embedded import WebServer
-    from hitkit.scheduler import tick
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.running.scheduler import tick
+    from hitkit.study.stored import create_study, resolve_secret
 
     monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
     config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1, "approve_after_s": 0},
@@ -496,7 +496,7 @@ def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_gr
 @pytest.mark.parametrize("mturk_live", [True], indirect=True, ids=["sandbox"])
 def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_live, fake):
     from hitkit.db.models import Event
-    from hitkit.scheduler import tick
+    from hitkit.running.scheduler import tick
 
     base, database_url, _ = mturk_live
     hit_id, provider_hit_id, _, _ = _hit_row(database_url)
@@ -523,10 +523,10 @@ def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_
 def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_the_budget_is_a_ceiling(
         tmp_path, database_url, fake):
     from hitkit.db.models import Hit
-    from hitkit.ledger import grant_bonus
-    from hitkit.scheduler import tick
-    from hitkit.ledger import estimate_cost
-    from hitkit.study import create_study, resolve_secret
+    from hitkit.money.ledger import grant_bonus
+    from hitkit.running.scheduler import tick
+    from hitkit.money.ledger import estimate_cost
+    from hitkit.study.stored import create_study, resolve_secret
 
     config = load_study(pairwise_study(tmp_path, database_url, budget="10.00",
                                        provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}))

@@ -12,16 +12,16 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from hitkit.cli import main
-from hitkit.config import load_study
-from hitkit.crowd import crowd_from_config
+from hitkit.study.config import load_study
+from hitkit.simulation.crowd import crowd_from_config
 from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError, InputError
 from hitkit.providers import make_provider
 from hitkit.providers.base import CompletionKind
 from hitkit.providers.panel import PanelProvider
-from hitkit.scheduler import tick
-from hitkit.study import StudyContext, create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from tests.fakes.crowd import run_rounds, take_hit
 from tests.studies import pairwise_study
 
@@ -35,7 +35,7 @@ def panel_study(tmp_path, database_url, **panel):
 
 
 def export(database_url: str, out) -> dict[str, pd.DataFrame]:
-    from hitkit.export import export_study
+    from hitkit.tables.export import export_study
 
     with session_scope(database_url) as s:
         export_study(s, StudyContext.load(s, "ab-demo", resolve_secret(database_url)), out, "csv")
@@ -133,7 +133,7 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
         assert s.scalar(select(Payment.id)) is None
     before = export(database_url, tmp_path / "before")
     assert set(before["assignments"]["status"]) == {"unconfirmed"} and before["votes"].empty
-    from hitkit.analyze import run_analysis
+    from hitkit.report.analyze import run_analysis
 
     with pytest.raises(InputError, match="no votes"):
         run_analysis("pairwise", tmp_path / "before")

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, func, select, text
 
 from hitkit.cli import main
-from hitkit.config import load_study
-from hitkit.control import pause_study, resume_study
+from hitkit.study.config import load_study
+from hitkit.running.control import pause_study, resume_study
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
@@ -25,12 +25,12 @@ from server.embedded import WebServer
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.providers.prolific.client import ProlificError
 from hitkit.providers.prolific.provider import ProlificProvider
-from hitkit import provider_side
-from hitkit.scheduler import tick
-from hitkit.study import StudyContext, create_study, resolve_secret
-from hitkit.sync import sync_study
+from hitkit.running import provider_side
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import StudyContext, create_study, resolve_secret
+from hitkit.running.sync import sync_study
 from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused
-from hitkit import stopping
+from hitkit.running import stopping
 from hitkit.analysis.sequential import RuleState
 from tests.studies import pairwise_study
 
@@ -155,7 +155,7 @@ def test_first_post_creates_checks_and_publishes_the_study_as_documented(study, 
 
 
 def test_fees_default_to_prolifics_rate_plus_vat_in_estimate_and_ledger(tmp_path, database_url, fake):
-    from hitkit.ledger import estimate_cost
+    from hitkit.money.ledger import estimate_cost
 
     web, config, secret = launch_on(tmp_path, database_url, fake)
     try:
@@ -402,7 +402,7 @@ def test_work_submitted_in_hitkit_but_never_handed_in_is_completed_on_prolific_o
         [listed] = events(database_url, "work_not_handed_in")
         sync = sync_study(database_url, config.study)
         assert [x["provider_assignment_id"] for x in sync.not_handed_in] == [timed_out]
-        from hitkit.sync import describe
+        from hitkit.running.sync import describe
 
         assert f"hitkit settle STUDY_FILE {listed['assignment']} --pay" in describe(sync)
         # The coordinator settles it: its reward as a bonus, once however often the command runs.
@@ -670,7 +670,7 @@ def test_provider_calls_are_never_made_while_the_scheduler_or_sync_hold_a_write_
             fake.complete(session_id, code_of(config, secret))
         probing.set()
         tick(url, config.study, web.url)
-        from hitkit.ledger import grant_bonus
+        from hitkit.money.ledger import grant_bonus
 
         with session_scope(url) as s:
             first = s.scalar(select(Assignment.id).order_by(Assignment.id).limit(1))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from sqlalchemy import func, select
 
-from hitkit.config import parse_study
+from hitkit.study.config import parse_study
 from hitkit.db.models import Assignment, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, ConfigError

@@ -183,7 +183,7 @@ def _pairwise_votes(folder: Path, study: str = "chateval-pilot") -> Path:
 
 
 def test_a_report_from_the_analysis_folder_alone_is_titled_with_the_studys_name(tmp_path):
-    from hitkit.analyze import run_analysis
+    from hitkit.report.analyze import run_analysis
 
     export = _pairwise_votes(tmp_path / "export")
     result = run_analysis("pairwise", export, options={"n_boot": 20})
@@ -198,7 +198,7 @@ def test_a_report_from_the_analysis_folder_alone_is_titled_with_the_studys_name(
 
 
 def test_an_older_analysis_without_the_study_in_its_summary_takes_the_run_folders_name(tmp_path):
-    from hitkit.analyze import run_analysis
+    from hitkit.report.analyze import run_analysis
 
     result = run_analysis("pairwise", _pairwise_votes(tmp_path / "export"), options={"n_boot": 20})
     del result.summary["study"]
@@ -213,7 +213,7 @@ JI_RUN = REPO / "tests" / "data" / "ji2022-run1"
 @pytest.fixture(scope="module")
 def ji_report_input():
     """The paper's Free run 1 (tests/data/ji2022-run1) analysed as `hitkit report` would, fewer resamples."""
-    from hitkit.analyze import run_analysis
+    from hitkit.report.analyze import run_analysis
 
     result = run_analysis("live_chat", JI_RUN, options={"n_boot": 200})
     return input_from_result("live_chat", result, JI_RUN, source="test")
@@ -236,7 +236,7 @@ def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_repor
 
 
 def test_live_chat_ranking_figure_draws_the_clustered_intervals(ji_report_input, monkeypatch):
-    from hitkit import plots
+    from hitkit.report import plots
     from hitkit.protocols.live_chat.report import sections as live_chat_sections
 
     drawn = {}
@@ -261,8 +261,8 @@ COLUMN_PX = 1000  # the report's body: max-width 1000px; a wider PNG is shrunk, 
 def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_text():
     """Ji et al.'s 10 systems made a 1200-px matrix (8-point cells shrunk to about 6.5 points);
     long system names are cut on the axes, not in the tables."""
-    from hitkit import plots
-    from hitkit.plots import p_cell
+    from hitkit.report import plots
+    from hitkit.report.plots import p_cell
 
     for names in (["A", "B", "A_p", "C", "C_p", "B_p", "D", "D_p", "E_p", "E"],
                   [f"Huggingface-TransferTransfo-{i}" for i in range(10)]):

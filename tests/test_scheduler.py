@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from hitkit.config import load_study
+from hitkit.study.config import load_study
 from hitkit.db.models import Event, Hit, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError
 from hitkit.providers.simulated import SimulatedProvider
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import pairwise_study
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import hitkit
 from hitkit.analysis.tables import read_assignments
 from hitkit.protocols import PROTOCOLS
-from hitkit.schema import ASSIGNMENT_COLUMNS, SHARED_TABLES
+from hitkit.tables.schema import ASSIGNMENT_COLUMNS, SHARED_TABLES
 
 
 def _votes(folder):

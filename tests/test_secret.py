@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hitkit import security, tokens
+from hitkit.worker import security, tokens
 from hitkit.errors import ConfigError
 from hitkit.secret import resolve_secret
 from tests.studies import REPO
@@ -21,7 +21,7 @@ WEAK = ["", "   ", "short-secret", "changeme", "change-me-to-a-long-random-strin
 
 CHILD = textwrap.dedent("""
     import os, sys, time
-    from hitkit import tokens
+    from hitkit.worker import tokens
     from hitkit.secret import resolve_secret
     print("ready", flush=True)
     while not os.path.exists(sys.argv[2]):

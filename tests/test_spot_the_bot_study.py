@@ -13,16 +13,16 @@ import yaml
 from sqlalchemy import select
 
 from hitkit.protocols.spot_the_bot.reading import read_annotations
-from hitkit.config import load_study, parse_study
+from hitkit.study.config import load_study, parse_study
 from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Unit, Worker, utcnow
-from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES
+from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError
-from hitkit.admission import enter, open_hits
-from hitkit.flow import return_assignment
+from hitkit.worker.admission import enter, open_hits
+from hitkit.worker.flow import return_assignment
 from tests.studies import launch
-from hitkit.scheduler import tick
-from hitkit.study import create_study, resolve_secret
+from hitkit.running.scheduler import tick
+from hitkit.study.stored import create_study, resolve_secret
 from hitkit.protocols import task_for
 
 QUALITY = {"alpha": 0.9, "beta": 0.6, "gamma": 0.2}

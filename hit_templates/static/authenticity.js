@@ -1,6 +1,6 @@
 // How text is entered in one field: keystrokes, typed, composed and pasted characters, intervals between
 // keys, time spent and focus changes. Counts and timings only, never which keys or what was pasted.
-// Sent with the message or answer as `signals`; the server bounds them (hitkit/authenticity.py) and a
+// Sent with the message or answer as `signals`; the server bounds them (hitkit/worker/authenticity.py) and a
 // person reviews what they suggest: nothing here, or there, rejects anyone.
 window.hitkitSignals = function (field, options) {
   "use strict";

@@ -15,7 +15,7 @@ import pandas as pd
 
 from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
 from hitkit.errors import InputError
-from hitkit.schema import ASSIGNMENT_COLUMNS, DONE_STATUSES, TEXT_COLUMNS
+from hitkit.tables.schema import ASSIGNMENT_COLUMNS, DONE_STATUSES, TEXT_COLUMNS
 
 
 
@@ -116,7 +116,7 @@ _MISSING = ["", "NA", "N/A", "NaN", "nan", "null", "None"]
 
 def read_frame(folder: str | Path, name: str) -> pd.DataFrame:
     """``NAME.csv`` of ``folder`` (or ``NAME.parquet`` where there is no CSV) as exported, for reading
-    rather than checking: the :data:`~hitkit.schema.TEXT_COLUMNS` as text (a worker "001" or "NA"
+    rather than checking: the :data:`~hitkit.tables.schema.TEXT_COLUMNS` as text (a worker "001" or "NA"
     stays itself, as :func:`read_table` keeps it), every other column typed by pandas. The one reader
     behind :func:`hitkit.load` and the report; an empty file is an empty table."""
     path = table_path(Path(folder) / f"{name}.csv")

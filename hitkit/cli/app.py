@@ -60,7 +60,7 @@ _add_bots_group()
 def database_option(f):
     """The ``--db`` option of the commands that work on a database rather than a study file."""
     def as_url(_ctx, _param, value: str | None) -> str | None:
-        from hitkit.served import database_url_of
+        from hitkit.study.served import database_url_of
 
         return database_url_of(value) if value else value
 

@@ -18,9 +18,9 @@ from hitkit.errors import HitkitError
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(study_file: Path, as_json: bool) -> None:
     """Show a study's progress, HITs, assignments and spend."""
-    from hitkit.config import load_study
-    from hitkit.served import require_launched
-    from hitkit.status import study_status
+    from hitkit.study.config import load_study
+    from hitkit.study.served import require_launched
+    from hitkit.running.status import study_status
 
     config = load_study(study_file)
     require_launched(config, study_file)
@@ -48,9 +48,9 @@ def status(study_file: Path, as_json: bool) -> None:
               help="Seconds to wait for the study's lease (a running scheduler hands it over after its tick).")
 def sync(study_file: Path, as_json: bool, wait_s: float) -> None:
     """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
-    from hitkit.config import load_study
-    from hitkit.served import require_launched
-    from hitkit.sync import describe, sync_study
+    from hitkit.study.config import load_study
+    from hitkit.study.served import require_launched
+    from hitkit.running.sync import describe, sync_study
 
     config = load_study(study_file)
     require_launched(config, study_file)
@@ -107,10 +107,10 @@ def db_current(database_url: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool) -> None:
     """Confirm the work of the workers or sessions the platform lists as completed (panels, MTurk-style)."""
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.db.session import session_scope
     from hitkit.providers.panel import confirm_completed, read_completed
-    from hitkit.study import StudyContext, resolve_secret
+    from hitkit.study.stored import StudyContext, resolve_secret
 
     config = load_study(study_file)
     ids = read_completed(completed, column, config)
@@ -124,7 +124,7 @@ def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool
 
 
 def _control(study_file: Path, action) -> None:
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
 
     config = load_study(study_file)
     click.echo(action(config.database_url, config.study))
@@ -134,7 +134,7 @@ def _control(study_file: Path, action) -> None:
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 def pause(study_file: Path) -> None:
     """Stop recruiting (hitkit's pages and the provider's listing) until `hitkit resume`."""
-    from hitkit.control import pause_study
+    from hitkit.running.control import pause_study
 
     _control(study_file, pause_study)
 
@@ -143,7 +143,7 @@ def pause(study_file: Path) -> None:
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 def resume(study_file: Path) -> None:
     """Recruit again after `hitkit pause`, or after fixing what made the provider refuse to post."""
-    from hitkit.control import resume_study
+    from hitkit.running.control import resume_study
 
     _control(study_file, resume_study)
 
@@ -152,7 +152,7 @@ def resume(study_file: Path) -> None:
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 def stop(study_file: Path) -> None:
     """Stop recruiting for good; submitted work is still reviewed and paid."""
-    from hitkit.control import stop_study
+    from hitkit.running.control import stop_study
 
     _control(study_file, stop_study)
 
@@ -163,7 +163,7 @@ def stop(study_file: Path) -> None:
 @click.option("--pay/--drop", required=True, help="Pay its reward as a bonus, or drop its answers.")
 def settle(study_file: Path, assignment: int, pay: bool) -> None:
     """Settle work submitted in hitkit that the provider shows returned or timed out (`hitkit sync` lists it)."""
-    from hitkit.control import settle_assignment
+    from hitkit.running.control import settle_assignment
 
     _control(study_file, lambda url, study: settle_assignment(url, study, assignment, pay))
 
@@ -177,11 +177,11 @@ def settle(study_file: Path, assignment: int, pay: bool) -> None:
 def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, ...], reason: str | None) -> None:
     """List the work held for review because its worker fails QC, or approve / reject it."""
     from hitkit import dashboard as dash
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.db.session import session_scope
-    from hitkit.served import require_launched
-    from hitkit.qc_policy import held_work
-    from hitkit.study import StudyContext, resolve_secret
+    from hitkit.study.served import require_launched
+    from hitkit.money.qc_policy import held_work
+    from hitkit.study.stored import StudyContext, resolve_secret
 
     config = load_study(study_file)
     require_launched(config, study_file)

@@ -10,7 +10,7 @@ import click
 from hitkit.cli.app import main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
-from hitkit.schema import DONE_STATUSES
+from hitkit.tables.schema import DONE_STATUSES
 
 
 @main.command()
@@ -22,12 +22,12 @@ from hitkit.schema import DONE_STATUSES
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> None:
     """Write the study's tidy tables (CSV and/or Parquet), conversations.jsonl and study.json."""
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.db.session import session_scope
-    from hitkit.export import export_study
+    from hitkit.tables.export import export_study
     from hitkit.progress import showing_progress
-    from hitkit.served import require_launched
-    from hitkit.study import StudyContext, resolve_secret
+    from hitkit.study.served import require_launched
+    from hitkit.study.stored import StudyContext, resolve_secret
 
     config = load_study(study_file)
     require_launched(config, study_file)
@@ -104,12 +104,12 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     Every setting used is recorded in OUT/summary.json; warnings about the data (repeated rows,
     implausible times, a dominant worker ...) are printed and kept there under "warnings".
     """
-    from hitkit.analyze import run_analysis
+    from hitkit.report.analyze import run_analysis
     from hitkit.progress import showing_progress
 
     config = None
     if study_file is not None:
-        from hitkit.config import load_study
+        from hitkit.study.config import load_study
 
         config = load_study(study_file)
         if config.task != task:
@@ -131,7 +131,7 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     analysis = proto.module("analysis")
     if hasattr(analysis, "cli_options"):
         options.update(analysis.cli_options(config, given))
-    from hitkit.loading import check_task_folder
+    from hitkit.tables.loading import check_task_folder
 
     check_task_folder(task, directory)
     with showing_progress(not no_progress and not as_json and on_terminal()):
@@ -186,8 +186,8 @@ def report(source: Path, out: Path | None, seed: int | None, stability: bool, as
     from hitkit.report import summary_json
 
     if source.is_file():  # a study file: its database must hold the study
-        from hitkit.config import load_study
-        from hitkit.served import require_launched
+        from hitkit.study.config import load_study
+        from hitkit.study.served import require_launched
 
         require_launched(load_study(source), source)
     with showing_progress(not no_progress and not as_json and on_terminal()):

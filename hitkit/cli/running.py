@@ -19,7 +19,7 @@ from hitkit.errors import HitkitError
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 def init(directory: Path) -> None:
     """Scaffold a study in DIRECTORY: a commented study.yaml and a small responses file."""
-    from hitkit.scaffold import scaffold
+    from hitkit.study.scaffold import scaffold
 
     for path in scaffold(directory):
         click.echo(f"wrote {path}")
@@ -36,8 +36,8 @@ def init(directory: Path) -> None:
 def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress: bool,
            timeout: float | None) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
-    from hitkit.dry_run import dry_run as plan
-    from hitkit.launch import launch as run
+    from hitkit.running.dry_run import dry_run as plan
+    from hitkit.running.launch import launch as run
     from hitkit.progress import showing_progress
     from server.embedded import WebServer  # the CLI composes the library and the web tier
 
@@ -58,8 +58,8 @@ def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress
 
 def _stopped_message(study_file: Path) -> str:
     """What to do after Ctrl-C: resume a study the database holds, or launch one that never got there."""
-    from hitkit.config import load_study
-    from hitkit.served import launched_studies
+    from hitkit.study.config import load_study
+    from hitkit.study.served import launched_studies
 
     try:
         config = load_study(study_file)
@@ -76,10 +76,10 @@ def _stopped_message(study_file: Path) -> str:
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def generate(study_file: Path, no_progress: bool) -> None:
     """Generate the study's bot-bot conversations (resumable: finished ones are kept and skipped)."""
-    from hitkit.config import load_study
-    from hitkit.generation import generate as run
-    from hitkit.generation import pending
-    from hitkit.launch import sigterm_stops, study_bots
+    from hitkit.study.config import load_study
+    from hitkit.material.generation import generate as run
+    from hitkit.material.generation import pending
+    from hitkit.running.launch import sigterm_stops, study_bots
 
     config = load_study(study_file)
     bar = not no_progress and on_terminal()
@@ -103,12 +103,12 @@ def judge(study_file: Path, no_progress: bool) -> None:
     failure (live chat: every finished conversation; pairwise: the material)."""
     from sqlalchemy import select
 
-    from hitkit.config import load_study
+    from hitkit.study.config import load_study
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
-    from hitkit.judging import judge_study
-    from hitkit.launch import sigterm_stops, study_bots
-    from hitkit.served import require_launched
+    from hitkit.judges.judging import judge_study
+    from hitkit.running.launch import sigterm_stops, study_bots
+    from hitkit.study.served import require_launched
 
     config = load_study(study_file)
     if config.judge is None:
@@ -142,8 +142,8 @@ def judge(study_file: Path, no_progress: bool) -> None:
 def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path | None, as_json: bool,
               no_progress: bool) -> None:
     """Automatic pre-screening: a ChatMatch bot-bot tournament and ChatEval metrics (OUT/STUDY/prescreen)."""
-    from hitkit.config import load_study
-    from hitkit.launch import sigterm_stops, study_bots
+    from hitkit.study.config import load_study
+    from hitkit.running.launch import sigterm_stops, study_bots
     from hitkit.prescreen import agreement
     from hitkit.prescreen.run import prescreen as run
     from hitkit.prescreen.run import ranking_text
@@ -180,11 +180,11 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
 
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
-    from hitkit.served import dashboard_hint, launched_studies, record_served
+    from hitkit.study.served import dashboard_hint, launched_studies, record_served
     from server.embedded import make_server
 
     if os.environ.get("HITKIT_SECRET") is not None:  # a weak secret is refused before anything is opened
-        from hitkit.security import check_secret
+        from hitkit.worker.security import check_secret
 
         check_secret(os.environ["HITKIT_SECRET"])
     urls = expand_databases(databases)
@@ -216,7 +216,7 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
 
 def expand_databases(values: tuple[str, ...]) -> list[str]:
     """Database URLs from --db values: URLs, SQLite files, or a runs folder (every OUT/STUDY/hitkit.db in it)."""
-    from hitkit.served import database_url_of
+    from hitkit.study.served import database_url_of
 
     urls: list[str] = []
     for value in values:
@@ -250,9 +250,9 @@ def _serve_app(urls: list[str]):
 @database_option
 def scheduler(database_url: str) -> None:
     """Run the scheduler for every running study whose jobs are in the database."""
-    from hitkit.scheduler import make_scheduler
+    from hitkit.running.scheduler import make_scheduler
 
-    from hitkit.served import database_url_of
+    from hitkit.study.served import database_url_of
 
     database_url = database_url_of(database_url)
     sched = make_scheduler(database_url, blocking=True)
@@ -270,10 +270,10 @@ def scheduler(database_url: str) -> None:
               "(default: server.public_url, else where launch or serve last served the study).")
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
-    from hitkit.config import load_study
-    from hitkit.served import require_launched, served_url
+    from hitkit.study.config import load_study
+    from hitkit.study.served import require_launched, served_url
     from hitkit.providers.local import LocalProvider
-    from hitkit.study import resolve_secret
+    from hitkit.study.stored import resolve_secret
 
     config = load_study(study_file)
     if config.provider.kind != "local":
@@ -333,10 +333,10 @@ def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | Non
     OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size (share) checks them. A study with
     judge: (pairwise, Spot The Bot, live chat) is planned over the crowd's share of the items instead (--shares,
     --judge-agreement or --judge-correlation, --judge-bias, --pilot, --width)."""
-    from hitkit.config import load_study
-    from hitkit.planning import confirm, confirm_text
-    from hitkit.planning import plan as make_plan
-    from hitkit.planning import plan_text
+    from hitkit.study.config import load_study
+    from hitkit.simulation.planning import confirm, confirm_text
+    from hitkit.simulation.planning import plan as make_plan
+    from hitkit.simulation.planning import plan_text
     from hitkit.progress import showing_progress
 
     config = load_study(study_file)
@@ -404,10 +404,10 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
                 shares: str | None, agreement: float | None, bias: tuple[str, ...], pilot: Path | None,
                 width: float | None, correlation: float | None = None) -> None:
     """``hitkit plan`` for a study with an LLM judge: the crowd's share (the protocol's ``judge_plan``:
-    pairwise, Spot The Bot, live chat; the shared parts in hitkit.judge_planning), and with ``--confirm`` one
+    pairwise, Spot The Bot, live chat; the shared parts in hitkit.simulation.judge_planning), and with ``--confirm`` one
     real run at the recommended share (a protocol whose ``judge_plan`` has no ``decide_export`` refuses it)."""
-    from hitkit import judge_planning
-    from hitkit.planning import confirm_text
+    from hitkit.simulation import judge_planning
+    from hitkit.simulation.planning import confirm_text
     from hitkit.progress import showing_progress
 
     judge_plan, judge = _share_judge(config, agreement, correlation, bias, pilot)

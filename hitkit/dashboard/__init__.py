@@ -40,7 +40,7 @@ from hitkit.dashboard.workers import (
                                      unblock_worker,
                                      worker_rows,
 )
-from hitkit.qc import QcSummary, qc_summary
+from hitkit.money.qc import QcSummary, qc_summary
 
 __all__ = ["ACTOR", "BOT_TROUBLE", "OWED_FAILING_S", "RECENT_S", "ActionError", "BotRow", "Page", "QcSummary",
            "StudyProgress", "StudyShape", "SystemProgress", "WorkerRow", "approve_assignment", "automatic_metrics",

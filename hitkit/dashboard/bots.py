@@ -15,7 +15,7 @@ from hitkit.db.models import (
     System,
     Turn,
 )
-from hitkit.study import StudyContext
+from hitkit.study.stored import StudyContext
 
 # Bot health ----------------------------------------------------------------------------------------------
 BOT_TROUBLE = {"bot_timeout": "timed out", "bot_unavailable": "unreachable", "bot_slow": "slow"}

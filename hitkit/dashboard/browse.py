@@ -27,7 +27,7 @@ from hitkit.db.models import (
 from hitkit.prescreen.similarity import distinct_n
 from hitkit.prescreen.similarity import tokens as word_tokens
 from hitkit.protocols import PROTOCOLS
-from hitkit.study import StudyContext
+from hitkit.study.stored import StudyContext
 
 
 # Conversations ---------------------------------------------------------------------------------------

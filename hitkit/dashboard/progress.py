@@ -15,13 +15,13 @@ from sqlalchemy.orm import Session
 
 from hitkit.dashboard.bots import bot_health, fmt_seconds
 from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Payment, Study, System, Turn, Unit
-from hitkit import stopping
-from hitkit.schema import ACTIVE_STATUSES, DONE_STATUSES, UNPOSTED_HITS
-from hitkit.money import cents
+from hitkit.running import stopping
+from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES, UNPOSTED_HITS
+from hitkit.money.amounts import cents
 from hitkit.protocols import PROTOCOLS
-from hitkit.qc import QcSummary, qc_summary
-from hitkit.qc_policy import held_assignment_ids
-from hitkit.study import StudyContext, unit_answer_counts
+from hitkit.money.qc import QcSummary, qc_summary
+from hitkit.money.qc_policy import held_assignment_ids
+from hitkit.study.stored import StudyContext, unit_answer_counts
 
 
 # Static shape of a study, cached: units and HITs never change once a study is created ------------
@@ -106,7 +106,7 @@ class StudyProgress:
     bots: dict[str, Any] = field(default_factory=dict)
     held: int = 0
     stopping: dict[str, Any] | None = None
-    """The stopping rule's state (:func:`hitkit.stopping.summary`), when the study has one."""
+    """The stopping rule's state (:func:`hitkit.running.stopping.summary`), when the study has one."""
     leader: dict[str, Any] | None = None
     """The process that leads the study now (:func:`hitkit.running.lease.leader`), None when none does."""
 
@@ -163,7 +163,7 @@ class StudyProgress:
 
 def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> StudyProgress:
     """Everything the dashboard shows live about one study, read from its rows."""
-    from hitkit.ledger import committed_spend
+    from hitkit.money.ledger import committed_spend
     from hitkit.running.lease import leader
 
     study = session.get(Study, ctx.study_id)

@@ -1,5 +1,5 @@
 """The coordinator's workers: who did what with which QC result, and the actions on them (approve,
-reject, bonus, block, unblock), each through the provider and the ledger (:mod:`hitkit.ledger`).
+reject, bonus, block, unblock), each through the provider and the ledger (:mod:`hitkit.money.ledger`).
 
 Actions write the ledger row and commit it *before* the provider is called, then record the
 outcome: a crash in between leaves a ``pending`` row whose idempotency key stops a retry from
@@ -19,16 +19,16 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hitkit.authenticity import WorkerScore
-from hitkit.authenticity_table import worker_scores
+from hitkit.worker.authenticity import WorkerScore
+from hitkit.tables.authenticity import worker_scores
 from hitkit.db.models import Assignment, Event, Hit, Payment, Worker, utcnow
-from hitkit.schema import DONE_STATUSES
+from hitkit.tables.schema import DONE_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
-from hitkit.money import cents
-from hitkit.qc import QcSummary
-from hitkit.qc_policy import held_assignment_ids
-from hitkit.study import StudyContext
+from hitkit.money.amounts import cents
+from hitkit.money.qc import QcSummary
+from hitkit.money.qc_policy import held_assignment_ids
+from hitkit.study.stored import StudyContext
 
 ACTOR = "dashboard"
 
@@ -61,7 +61,7 @@ class WorkerRow:
     held: list[int] = field(default_factory=list)
     """Ids of the worker's assignments held for review by the QC outcome policy (schedule.qc_failures)."""
     authenticity: WorkerScore | None = None
-    """Whether the worker's answers look typed by them (:mod:`hitkit.authenticity`): for review, never acted on."""
+    """Whether the worker's answers look typed by them (:mod:`hitkit.worker.authenticity`): for review, never acted on."""
 
 
 def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> list[WorkerRow]:
@@ -131,7 +131,7 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int,
     scheduler and ``hitkit sync``. ``override_platform``, the coordinator's reason, skips that check
     explicitly and is logged as an ``approve_override`` event; nothing passes it by default.
     """
-    from hitkit.ledger import approve
+    from hitkit.money.ledger import approve
 
     with session_scope(database_url) as session:
         a = _assignment_in_study(session, ctx, assignment_id)
@@ -217,10 +217,10 @@ def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: D
                  key: str) -> str:
     """Pay ``worker_id`` a bonus once per ``key`` (the form's nonce): a second click pays nothing more.
 
-    The bonus is the ledger's (``hitkit.ledger.bonus_key`` with the nonce as its tag), on the
+    The bonus is the ledger's (``hitkit.money.ledger.bonus_key`` with the nonce as its tag), on the
     worker's latest handed-in assignment; a retry of the same form finds it by worker and nonce.
     """
-    from hitkit.ledger import pay_bonus
+    from hitkit.money.ledger import pay_bonus
 
     reason = (reason or "").strip() or "Thank you for your careful work."
     if not re.fullmatch(r"[A-Za-z0-9_-]{8,64}", key or ""):
@@ -249,7 +249,7 @@ def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: D
 def _prepare_bonus(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str,
                    nonce: str) -> tuple[str, str, Decimal] | str:
     """Have the ledger write (and commit) the pending bonus and fee; a message instead when nothing is left to do."""
-    from hitkit.ledger import bonus_by_tag, bonus_key, record_bonus
+    from hitkit.money.ledger import bonus_by_tag, bonus_key, record_bonus
 
     with session_scope(database_url) as session:
         # One coordinator action at a time per worker: the worker row is the lock.

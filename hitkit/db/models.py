@@ -125,7 +125,7 @@ class Turn(Base):
     text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     signals: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
-    """How the worker entered the message: counts and timings (:mod:`hitkit.authenticity`); None for a bot's."""
+    """How the worker entered the message: counts and timings (:mod:`hitkit.worker.authenticity`); None for a bot's."""
 
     conversation: Mapped[Conversation] = relationship(back_populates="turns")
 
@@ -252,7 +252,7 @@ class Assignment(Base):
     feedback: Mapped[Optional[str]] = mapped_column(Text)
     """The worker's optional comment on the whole HIT, given with the submission."""
     feedback_signals: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
-    """How the comment was entered (:mod:`hitkit.authenticity`); None without a comment or signals."""
+    """How the comment was entered (:mod:`hitkit.worker.authenticity`); None without a comment or signals."""
     confirmed_at: Mapped[Optional[dt.datetime]]
     """When a platform (or the coordinator, for a panel) confirmed that this worker did this work.
 
@@ -281,7 +281,7 @@ class Response(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     signals: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
-    """How a free-text answer was entered (:mod:`hitkit.authenticity`); None where no page watched it."""
+    """How a free-text answer was entered (:mod:`hitkit.worker.authenticity`); None where no page watched it."""
 
     assignment: Mapped[Assignment] = relationship(back_populates="responses")
 

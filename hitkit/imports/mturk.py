@@ -41,7 +41,7 @@ from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply
 from hitkit.errors import ConfigError, InputError
 from hitkit.imports.fields import Strict, Where, number
 from hitkit.protocols import PROTOCOLS, known_name
-from hitkit.schema import ASSIGNMENT_COLUMNS, KEY_COLUMNS
+from hitkit.tables.schema import ASSIGNMENT_COLUMNS, KEY_COLUMNS
 
 REQUIRED_COLUMNS = ("HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "WorkTimeInSeconds")
 PSEUDONYM = re.compile(r"^w[0-9a-f]{12}$")
@@ -313,8 +313,8 @@ def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.
                  table: pd.DataFrame, *, duplicates: dict | None = None) -> list[Path]:
     """Write ``assignments.csv``, the task's table and ``study.json`` (with the import's duplicate
     report, ``import_duplicates``) into ``out``."""
-    from hitkit.export import EXPORT_VERSION
-    from hitkit.versions import software_versions
+    from hitkit.tables.export import EXPORT_VERSION
+    from hitkit.tables.versions import software_versions
 
     out.mkdir(parents=True, exist_ok=True)
     files = []

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 from hitkit.errors import HitkitError
-from hitkit.generation import ConversationFile, Reply, history_for
+from hitkit.material.generation import ConversationFile, Reply, history_for
 from hitkit.prescreen.dimensions import fluency as fluency_scores
 from hitkit.prescreen.dimensions import score_turns
 from hitkit.prescreen.tournament import (
@@ -27,7 +27,7 @@ from hitkit.prescreen.tournament import (
     game_points,
     game_totals,
 )
-from hitkit.sections import PrescreenConfig
+from hitkit.study.sections import PrescreenConfig
 
 PerplexityFn = Callable[..., list[float]]
 EmbedFn = Callable[[list[str]], np.ndarray]
@@ -65,7 +65,7 @@ def play(game: Game, bots: Mapping[str, Reply], exchanges: int) -> list[dict]:
     """The game's turns: the starting utterance, then ``exchanges`` exchanges, starter first.
 
     The starting utterance is given to the opponent (speaker 1), so the starter reads it as the
-    other side's opening line; each bot sees the conversation as :func:`hitkit.generation.history_for`
+    other side's opening line; each bot sees the conversation as :func:`hitkit.material.generation.history_for`
     shows it (its own turns as the assistant's).
     """
     systems = (game.starter, game.opponent)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hitkit.errors import ConfigError
-from hitkit.generation import Reply
+from hitkit.material.generation import Reply
 from hitkit.prescreen import chateval
 
 PerplexityFn = Callable[..., list[float]]

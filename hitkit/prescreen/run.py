@@ -1,10 +1,10 @@
 """``hitkit prescreen``: a ChatMatch tournament and ChatEval metrics, before any human is paid.
 
 1. **Play.** Every ordered pair of the tournament's systems (:func:`~.tournament.double_round_robin`)
-   plays one game over the bot protocol, with :mod:`hitkit.generation`'s clients and history
+   plays one game over the bot protocol, with :mod:`hitkit.material.generation`'s clients and history
    mapping: the starting utterance is turn 0, the starter answers it, and the two bots alternate
    for ``exchanges`` exchanges. Finished games are appended to ``OUT/STUDY/prescreen/games.jsonl``
-   with :class:`hitkit.generation.ConversationFile`, so a rerun replays only what is missing; a
+   with :class:`hitkit.material.generation.ConversationFile`, so a rerun replays only what is missing; a
    game's id carries a digest of its settings, so changing them plays the games again.
 2. **Score.** Each turn on the seven dimensions (:mod:`.dimensions`), each game per dimension and
    in game points (:mod:`.tournament`).
@@ -28,15 +28,15 @@ import numpy as np
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
-from hitkit.generation import Reply, bots_for
+from hitkit.material.generation import Reply, bots_for
 from hitkit.prescreen import agreement
 from hitkit.prescreen.models import NONE, SMOLLM2
 from hitkit.prescreen.tournament import (
     standings,
 )
-from hitkit.sections import GenerationConfig
+from hitkit.study.sections import GenerationConfig
 
 PerplexityFn = Callable[..., list[float]]
 EmbedFn = Callable[[list[str]], np.ndarray]

@@ -12,7 +12,7 @@ from hitkit.protocols import live_chat, pairwise, rating, spot_the_bot
 from hitkit.protocols.base import Protocol, TaskType
 
 if TYPE_CHECKING:
-    from hitkit.config import StudyConfig
+    from hitkit.study.config import StudyConfig
 
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
     pairwise.PROTOCOL,

@@ -24,10 +24,10 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Study, Unit
-from hitkit.validation import answer_text
+from hitkit.worker.validation import answer_text
 
 if TYPE_CHECKING:
-    from hitkit.config import StudyConfig
+    from hitkit.study.config import StudyConfig
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Protocol:
     """True when the study's ``generation:`` section makes its material (bot–bot conversations)."""
     judged: bool = False
     """True when ``PACKAGE.judge`` says how an LLM judge labels its units (the study file's ``judge:``,
-    :mod:`hitkit.judging`) and its analysis combines the judge's labels with the crowd's."""
+    :mod:`hitkit.judges.judging`) and its analysis combines the judge's labels with the crowd's."""
     mturk_rules: bool = False
     """True when ``PACKAGE.mturk`` holds rules (a ``Rules`` section and ``rows``) that import its table
     from MTurk batch results; a protocol without them imports with a mapping's ``function:``."""
@@ -123,7 +123,7 @@ class Material:
 
 @dataclass(frozen=True)
 class JudgeRequest:
-    """One label an LLM judge is asked for (:mod:`hitkit.judging`): a unit of the material, asked one way.
+    """One label an LLM judge is asked for (:mod:`hitkit.judges.judging`): a unit of the material, asked one way.
 
     ``fields`` fill the judge's prompt; ``meta`` is stored with the label for the protocol's export;
     ``auto`` is a label given without asking (identical pairwise responses are a tie).
@@ -160,7 +160,7 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
     from sqlalchemy import select
 
     from hitkit.db.models import Assignment, Hit, Response, Worker
-    from hitkit.schema import DONE_STATUSES
+    from hitkit.tables.schema import DONE_STATUSES
 
     return session.execute(
         select(Response, Assignment, Hit, Worker, Unit)
@@ -204,7 +204,7 @@ class TaskType(ABC):
     """Questions a chat unit needs answered before its chat starts."""
     free_text: ClassVar[frozenset[str]] = frozenset()
     """Questions answered in the worker's own words, whose pages send how the text was typed
-    (:mod:`hitkit.authenticity`); chat messages always are."""
+    (:mod:`hitkit.worker.authenticity`); chat messages always are."""
 
     def __init__(self, config: StudyConfig):
         self.config = config

@@ -1,7 +1,7 @@
 """Crowd providers, by the name a study file gives in ``provider.kind``."""
 from __future__ import annotations
 
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
 from hitkit.providers.base import CrowdProvider
 

@@ -20,7 +20,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import ClassVar
 
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 
 
 @dataclass(frozen=True)
@@ -161,13 +161,13 @@ class CrowdProvider(ABC):
 
     def fee(self, reward: Decimal, max_assignments: int) -> Decimal:
         """The provider's fee on one assignment's reward."""
-        from hitkit.money import flat_fee
+        from hitkit.money.amounts import flat_fee
 
         return flat_fee(reward, self.config.provider.fee_rate)
 
     def bonus_fee(self, bonus: Decimal) -> Decimal:
         """The provider's fee on a bonus."""
-        from hitkit.money import flat_fee
+        from hitkit.money.amounts import flat_fee
 
         return flat_fee(bonus, self.config.provider.fee_rate)
 

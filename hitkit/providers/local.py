@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hitkit import tokens
+from hitkit.worker import tokens
 from hitkit.errors import FlowError
 from hitkit.providers.base import Arrival
 from hitkit.providers.internal import InternalProvider

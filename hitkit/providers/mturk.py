@@ -39,9 +39,9 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 from hitkit.errors import BudgetError, ConfigError, FlowError, HitkitError
-from hitkit.money import cents, hit_cost, mturk_bonus_fee, mturk_reward_fee
+from hitkit.money.amounts import cents, hit_cost, mturk_bonus_fee, mturk_reward_fee
 from hitkit.providers.base import (
     Arrival,
     BonusOutcome,
@@ -91,7 +91,7 @@ class MTurkProvider(CrowdProvider):
 
     study_uid: str | None = None
     """The study's random id from the database (:attr:`hitkit.db.models.Study.uid`); set by
-    :meth:`hitkit.study.StudyContext.of`. Request tokens and the cap qualification's name derive
+    :meth:`hitkit.study.stored.StudyContext.of`. Request tokens and the cap qualification's name derive
     from it, so two databases on one requester account never share a token."""
 
     def __init__(self, config: StudyConfig, secret: str):
@@ -131,7 +131,7 @@ class MTurkProvider(CrowdProvider):
         """
         if not self.study_uid:
             raise HitkitError("the MTurk provider has no study uid, so its request tokens would not be unique to "
-                              "this database; load the study with StudyContext (hitkit.study) before posting")
+                              "this database; load the study with StudyContext (hitkit.study.stored) before posting")
         digest = hashlib.sha256(f"{self.study_uid}:{purpose}:{key}".encode()).hexdigest()
         return f"hk-{digest[:48]}"
 

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from hitkit.errors import ConfigError, HitkitError
-from hitkit.money import cents
+from hitkit.money.amounts import cents
 
 log = logging.getLogger(__name__)
 

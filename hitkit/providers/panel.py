@@ -25,10 +25,10 @@ from urllib.parse import quote
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from hitkit.config import StudyConfig
-from hitkit.sections import PanelConfig
+from hitkit.study.config import StudyConfig
+from hitkit.study.sections import PanelConfig
 from hitkit.db.models import Assignment, Event, Hit, Worker, utcnow
-from hitkit.schema import DONE_STATUSES
+from hitkit.tables.schema import DONE_STATUSES
 from hitkit.errors import FlowError, InputError
 from hitkit.providers.base import Arrival, Completion, CompletionKind
 from hitkit.providers.internal import InternalProvider

@@ -1,4 +1,4 @@
-"""The ``simulated`` provider: the marketplace of the synthetic crowd in :mod:`hitkit.crowd`.
+"""The ``simulated`` provider: the marketplace of the synthetic crowd in :mod:`hitkit.simulation.crowd`.
 
 It speaks MTurk's arrival parameters (``workerId``, ``assignmentId``, ``hitId``, with
 ``ASSIGNMENT_ID_NOT_AVAILABLE`` for a preview), so a dry run goes through the same entry path a
@@ -15,7 +15,7 @@ PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
 
 
 class SimulatedProvider(InternalProvider):
-    """A synthetic crowd's marketplace; the crowd itself is :mod:`hitkit.crowd`."""
+    """A synthetic crowd's marketplace; the crowd itself is :mod:`hitkit.simulation.crowd`."""
 
     name = "simulated"
 

@@ -50,7 +50,7 @@ def _criteria_of(config) -> list[tuple[str, str, bool]] | None:
 
 def input_from_result(task: str, result, export_dir: Path | None, *, source: str, config=None) -> ReportInput:
     """A ReportInput from an :class:`~hitkit.analysis.base.AnalysisResult` and (optionally) an export folder."""
-    from hitkit.loading import load
+    from hitkit.tables.loading import load
 
     export, info = {}, {}
     if export_dir is not None:
@@ -68,13 +68,13 @@ def report(path: str | Path, out: str | Path | None = None, *, seed: int | None 
     ``out`` defaults to ``OUT/STUDY/report`` (the run folder's ``report``); ``seed`` overrides the study's
     seed; ``stability`` adds Spot The Bot's ranking stability (minutes).
     """
-    from hitkit.analyze import run_analysis
-    from hitkit.loading import export_from_database, load, locate
+    from hitkit.report.analyze import run_analysis
+    from hitkit.tables.loading import export_from_database, load, locate
 
     path = Path(path)
     config = None
     if path.is_file() and path.suffix in (".yaml", ".yml"):
-        from hitkit.config import load_study
+        from hitkit.study.config import load_study
 
         config = load_study(path)
         export_dir = export_from_database(path)

@@ -7,12 +7,12 @@ from decimal import Decimal, InvalidOperation
 
 import pandas as pd
 
-from hitkit import plots
+from hitkit.report import plots
 from hitkit.errors import HitkitError
 from hitkit.progress import progress
 from hitkit.protocols import PROTOCOLS
 from hitkit.report.parts import SECTION_HOOKS, ReportFigure, ReportInput, Section, SectionSource, protocol_title
-from hitkit.schema import DONE_STATUSES
+from hitkit.tables.schema import DONE_STATUSES
 
 
 def overview_section(inp: ReportInput) -> Section:
@@ -156,7 +156,7 @@ def stopping_sentence(rule: dict) -> str:
 # --- the methods paragraph ---------------------------------------------------------------------------
 
 def _versions(summary: dict) -> str:
-    from hitkit.versions import software_versions
+    from hitkit.tables.versions import software_versions
 
     versions = summary.get("software") or software_versions()
     # trueskill and lifelines are test-only references: no number hitkit computes depends on them.

@@ -1,7 +1,7 @@
 """turn.signals and response.signals: how a worker's message or free-text answer was entered
 
 Counts and timings only (keystrokes, typed, composed and pasted characters, intervals, focus
-changes), never a key's content; checked and bounded by hitkit.authenticity.clean_signals. Null
+changes), never a key's content; checked and bounded by hitkit.worker.authenticity.clean_signals. Null
 for bot turns, for answers no page watched, and for everything stored before this revision.
 
 Revision ID: 0007_authenticity

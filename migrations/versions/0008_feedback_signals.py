@@ -1,7 +1,7 @@
 """assignment.feedback_signals: how the worker's comment on the whole HIT was entered
 
 The same counts and timings as turn.signals and response.signals (never a key's content), checked
-and bounded by hitkit.authenticity.clean_signals. Null without a comment, when no page watched the
+and bounded by hitkit.worker.authenticity.clean_signals. Null without a comment, when no page watched the
 comment box, and for everything stored before this revision.
 
 Revision ID: 0008_feedback_signals

@@ -1,6 +1,6 @@
 """The simulated crowd's workers taking HITs from a live provider's fake, over real HTTP.
 
-:class:`hitkit.crowd.SimulatedCrowd` arrives with the ``simulated`` provider's parameters; a study
+:class:`hitkit.simulation.crowd.SimulatedCrowd` arrives with the ``simulated`` provider's parameters; a study
 on MTurk or Prolific needs each worker to arrive as that marketplace sends them and to be handed
 back to it. :func:`take_hit` plays one worker through one HIT with the same profiles and answers
 (:meth:`TaskType.simulate`); the caller says how the worker arrives and how the hand-back lands.
@@ -13,8 +13,8 @@ from typing import Any
 
 import requests
 
-from hitkit.crowd import SimWorker
-from hitkit.study import StudyContext
+from hitkit.simulation.crowd import SimWorker
+from hitkit.study.stored import StudyContext
 
 
 def take_hit(ctx: StudyContext, sim_context: Any, worker: SimWorker, entry_url: str,

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hitkit import plots
+from hitkit.report import plots
 
 
 def ranking(systems: pd.DataFrame, low, high) -> bytes:

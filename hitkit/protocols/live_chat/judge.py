@@ -1,4 +1,4 @@
-"""Live chat with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judging` runs it).
+"""Live chat with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judges.judging` runs it).
 
 Live chat's items, the conversations, are made by the crowd during the study, so they cannot be
 judged before posting (:data:`WHEN` is ``"after"``): the judge rates each finished conversation of a
@@ -8,7 +8,7 @@ one ``name: number`` line per criterion (:func:`parse`), becomes one label per c
 (:func:`split`); a criterion the reply does not rate counts as the neutral 50 with ``parsed`` false.
 
 Which conversations the worker also rates is drawn per chat slot when the study is built
-(:func:`hitkit.human_subset.rated`, a Bernoulli draw with ``judge.human_share``): independent of
+(:func:`hitkit.judges.human_subset.rated`, a Bernoulli draw with ``judge.human_share``): independent of
 anything the worker does, which is what prediction-powered inference needs. The QC bot's slot is
 always rated (the QC test needs it).
 
@@ -29,7 +29,7 @@ import pandas as pd
 from hitkit.protocols.base import JudgeRequest
 
 WHEN = "after"
-"""The judge rates the study's stored conversations once the crowd has made them (:mod:`hitkit.judging`)."""
+"""The judge rates the study's stored conversations once the crowd has made them (:mod:`hitkit.judges.judging`)."""
 
 PLACEHOLDERS = ("conversation", "criteria")
 """What a live-chat judge prompt names: the conversation's text and the criteria to rate, one per line."""
@@ -75,7 +75,7 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
 
     from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Unit, Worker
     from hitkit.protocols.live_chat.task import conversation_key
-    from hitkit.schema import DONE_STATUSES
+    from hitkit.tables.schema import DONE_STATUSES
 
     criteria = config.live_chat.criteria
     listed = "\n".join(f"{c.name}: {c.statement}" for c in criteria)

@@ -2,7 +2,7 @@
 
 In a judged live-chat study every HIT is still chatted through (the crowd makes the conversations);
 each real system's chat slot is *rated* by its worker with probability ``judge.human_share``
-(:func:`hitkit.human_subset.rated`, drawn when the study is built; the QC bot's slot always is) and
+(:func:`hitkit.judges.human_subset.rated`, drawn when the study is built; the QC bot's slot always is) and
 the judge rates every conversation. So the share does not change the number of HITs or what they
 cost as the study file prices them (``hit.reward``): it changes how many rating questionnaires the
 workers fill in, i.e. shorter HITs; lowering the reward to match is the coordinator's call.
@@ -33,10 +33,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from hitkit import judge_planning, planning
-from hitkit.config import StudyConfig
+from hitkit.simulation import judge_planning, planning
+from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError, HitkitError
-from hitkit.judge_planning import AssumedJudge, with_share
+from hitkit.simulation.judge_planning import AssumedJudge, with_share
 from hitkit.protocols import task_for
 
 DEFAULT_CORRELATION = 0.5
@@ -113,7 +113,7 @@ def _quality(config: StudyConfig) -> dict[str, float]:
 def _decide(overall: pd.DataFrame, kind: str, quality: dict[str, float], workers: pd.DataFrame,
             profiles: dict[str, str]) -> dict[str, bool | None]:
     """The :data:`DECISIONS` one analysis (``kind``: ppi or human) of the overall mean z per system gets right
-    (:func:`hitkit.planning.ranked_nothing` where a system has no score: no QC-passed worker chatted with it)."""
+    (:func:`hitkit.simulation.planning.ranked_nothing` where a system has no score: no QC-passed worker chatted with it)."""
     intervals = {s: (lo, hi) for s, lo, hi in overall[["system", f"{kind}_low", f"{kind}_high"]].itertuples(index=False)}
     ranked = list(overall.sort_values(kind, ascending=False)["system"])
     out = (planning.ranked_nothing(quality) if set(quality) - set(intervals) else
@@ -179,7 +179,7 @@ def _correlations(z: pd.DataFrame, judged: pd.DataFrame, criteria, passed: set[s
 
 def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = None,
          shares: list[float] | None = None, width: float | None = None) -> judge_planning.JudgePlan:
-    """The share plan (:func:`hitkit.judge_planning.plan_shares`) of a live-chat study: ``replicates``
+    """The share plan (:func:`hitkit.simulation.judge_planning.plan_shares`) of a live-chat study: ``replicates``
     simulated studies, each analysed at every share of the grid (``shares`` or the default with the
     study's own), and the share recommended for ``width`` (mean PPI half-width of the systems' overall
     mean z) or the first decision that applies."""

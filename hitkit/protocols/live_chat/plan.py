@@ -3,7 +3,7 @@
 decisions such a study makes.
 
 A simulated study has the study file's balanced HITs (the real systems and the QC bot's slot);
-each HIT goes to a worker of the simulated crowd (:func:`hitkit.staffing.staff`), who rates each
+each HIT goes to a worker of the simulated crowd (:func:`hitkit.simulation.staffing.staff`), who rates each
 chat as the task type's simulated worker does, with ``simulated.quality`` as the systems' strengths
 and the degraded bot far below. The chats themselves are not simulated: the analysis reads only the
 ratings.
@@ -14,13 +14,13 @@ import math
 
 import pandas as pd
 
-from hitkit import planning
-from hitkit.config import StudyConfig
+from hitkit.simulation import planning
+from hitkit.study.config import StudyConfig
 from hitkit.protocols import task_for
 from hitkit.protocols.live_chat.analysis import analyze_ratings
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.protocols.live_chat.task import SCORE_PREFIX
-from hitkit.staffing import simulated_study
+from hitkit.simulation.staffing import simulated_study
 
 UNIT = "hits"
 DECISIONS = planning.DECISIONS | {"spammers_fail_qc": "every spammer fails quality control"}

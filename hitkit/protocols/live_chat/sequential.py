@@ -40,7 +40,7 @@ import pandas as pd
 
 from hitkit.analysis.sequential import Comparison
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
-from hitkit.schema import DONE_STATUSES
+from hitkit.tables.schema import DONE_STATUSES
 
 UNIT = "hits"
 """What a comparison's n counts: counted HITs with ratings (each one worker's assignment)."""

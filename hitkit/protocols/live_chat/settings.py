@@ -8,7 +8,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hitkit.errors import ConfigError
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion, check_criteria
-from hitkit.sections import Model
+from hitkit.study.sections import Model
 
 
 def _default_criteria() -> list["CriterionConfig"]:

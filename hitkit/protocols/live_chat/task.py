@@ -17,18 +17,18 @@ Questions per slot, by name:
 - ``score_<criterion>`` for each configured criterion: an integer 0–100, as the slider gave it.
 - ``chat_done`` (``yes``) instead of the sliders in a slot the worker is not asked to rate: with an LLM
   judge (``judge:``) each real system's slot is rated with probability ``judge.human_share``
-  (:func:`hitkit.human_subset.rated`, drawn when the study is built and stored as the payload's
+  (:func:`hitkit.judges.human_subset.rated`, drawn when the study is built and stored as the payload's
   ``rated``); the QC bot's slot always is. Such a slot ends with "Next chatbot" alone, and its
   ratings are refused.
 - ``feedback`` (free text) when enabled: *optional*, in rated slots. :meth:`TaskType.questions` lists what a worker
-  must answer, which is what :func:`hitkit.flow.missing_answers` checks before submission, so
+  must answer, which is what :func:`hitkit.worker.flow.missing_answers` checks before submission, so
   ``feedback`` is not among them; :meth:`LiveChatTask.optional_questions` names it, ``view`` shows it
   under ``optional``, and :meth:`LiveChatTask.validate` accepts it (an empty comment included).
 
 A slot's ratings and comment are refused until the worker has typed ``min_inputs`` messages in it
 (:meth:`LiveChatTask.check_answer`), and so is submission (:meth:`LiveChatTask.check_submit`); the
 shared answer and submit flow applies both. Chatting itself — turns, the bot's replies, topic
-changes — lives in :mod:`hitkit.chat`.
+changes — lives in :mod:`hitkit.worker.chat`.
 """
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ from sqlalchemy.orm import Session
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
-from hitkit.human_subset import MIN_PER_STRATUM, rated
+from hitkit.judges.human_subset import MIN_PER_STRATUM, rated
 from hitkit.protocols.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
-from hitkit.validation import answer_text
+from hitkit.worker.validation import answer_text
 
 SCORE_PREFIX = "score_"
 """Question name of a criterion's slider: ``score_`` + criterion name."""

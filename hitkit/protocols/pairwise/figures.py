@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit import plots
+from hitkit.report import plots
 
 
 def ranking(table: pd.DataFrame) -> bytes:

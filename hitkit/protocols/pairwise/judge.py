@@ -1,4 +1,4 @@
-"""Pairwise A/B with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judging` runs it).
+"""Pairwise A/B with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judges.judging` runs it).
 
 The judge sees each comparison twice, once in each display order (``ab``: the unit's first system
 shown as A; ``ba``: its second), so that a preference for a position counts once for each system

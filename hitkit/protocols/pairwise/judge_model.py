@@ -9,7 +9,7 @@ verdict, P = ½ is a coin, uncorrelated with people and useless to prediction-po
 **Lean** per pair: how much higher the judge's win rate for the pair's first system (by name) is
 than the crowd's, a judge's bias toward one system (e.g. the verbose one); each call is moved toward
 that system with the probability that shifts the pair's mean by exactly that much. The judge is
-called in both display orders and the two scores averaged, as :mod:`hitkit.judging` does.
+called in both display orders and the two scores averaged, as :mod:`hitkit.judges.judging` does.
 
 A pilot (:func:`from_pilot`) measures the same two numbers on a previous export, so an assumed and
 a measured judge mean the same thing. The simulated crowd's votes on one item differ only by the
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hitkit import judge_planning
+from hitkit.simulation import judge_planning
 from hitkit.errors import HitkitError
 
 DEFAULT_AGREEMENT = 0.7

@@ -6,7 +6,7 @@ simulated study (seeded) draws the crowd's votes on every item as the plain plan
 (:func:`hitkit.protocols.pairwise.plan.simulate_votes`: the simulated crowd, ``simulated.quality``
 as strengths) and the judge's labels on every item (:mod:`hitkit.protocols.pairwise.judge_model`);
 then, at each share of the grid, the crowd's share is drawn as a launch draws it
-(:func:`hitkit.human_subset.human_subset`, uniformly within each pair), the other items' votes are
+(:func:`hitkit.judges.human_subset.human_subset`, uniformly within each pair), the other items' votes are
 dropped, and the real analysis runs on what is left: :func:`hitkit.analysis.ppi.win_rates` (PPI++,
 jackknife t intervals), which gives the people-only intervals from the same votes too.
 
@@ -14,7 +14,7 @@ A pair is called different when its win-rate interval at level 1 − 0.05/m (Bon
 pairs) lies wholly on one side of ½, in the direction it claims; systems rank by their mean
 estimated win rate. The decisions (:data:`DECISIONS`) are scored against the systems' true order
 in ``simulated.quality``, for the prediction-powered and the people-only analysis of the same
-votes. The recommended share is the smallest reaching :data:`hitkit.planning.POWER` for the first
+votes. The recommended share is the smallest reaching :data:`hitkit.simulation.planning.POWER` for the first
 decision that applies, or, with a width target, the smallest whose mean PPI half-width is at most
 it; the people-only share for the same target is printed beside it.
 
@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitkit import judge_planning, planning
-from hitkit.config import StudyConfig
-from hitkit.judge_planning import decide_pairs
+from hitkit.simulation import judge_planning, planning
+from hitkit.study.config import StudyConfig
+from hitkit.simulation.judge_planning import decide_pairs
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise import judge_model
 from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
@@ -88,7 +88,7 @@ def replicate(config: StudyConfig, units, shares: list[float], seed: int, judge:
     """One simulated study analysed at every share: per share the mean half-widths (people only, PPI,
     and the formula's), n_effective, λ, the human items per pair and each analysis' decisions."""
     from hitkit.analysis.ppi import win_rates
-    from hitkit.human_subset import human_subset
+    from hitkit.judges.human_subset import human_subset
 
     quality = task_for(config).perceived_quality()
     names = sorted(quality)
@@ -120,7 +120,7 @@ def plan(config: StudyConfig, judge: judge_model.SimulatedJudge, *, replicates: 
     ``width`` (mean PPI half-width of the win rates), else the power of the first decision that applies.
     The default grid's shares too small for every pair to get two human items are left out; a share the
     coordinator gave that is too small is an error."""
-    from hitkit.human_subset import human_subset
+    from hitkit.judges.human_subset import human_subset
 
     replicates = REPLICATES if replicates is None else replicates
     words = "the win rates' 95 % intervals"

@@ -2,7 +2,7 @@
 by :func:`~hitkit.protocols.pairwise.analysis.analyze_votes`, and the decisions such a study makes.
 
 A simulated study has the study file's prompts, pairs and packing; each HIT's places go to workers of
-the simulated crowd (:func:`hitkit.staffing.staff`), each shown every pair in a random order and
+the simulated crowd (:func:`hitkit.simulation.staffing.staff`), each shown every pair in a random order and
 answering as the task type's simulated worker does with ``simulated.quality`` as the systems'
 strengths (identical responses are an automatic tie, as on the real page).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit import planning
-from hitkit.config import StudyConfig
-from hitkit.staffing import simulated_study
+from hitkit.simulation import planning
+from hitkit.study.config import StudyConfig
+from hitkit.simulation.staffing import simulated_study
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise.analysis import analyze_votes
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from hitkit.sections import Model
+from hitkit.study.sections import Model
 
 
 class PairwiseConfig(Model):

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import InputError
-from hitkit.jsonl import iter_jsonl
+from hitkit.material.jsonl import iter_jsonl
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
 from hitkit.protocols.base import done_responses, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 

@@ -4,7 +4,7 @@ and the decisions such a study makes: live chat's (:mod:`hitkit.protocols.live_c
 scoring steps this protocol shares.
 
 A simulated study has the study file's responses and packing: each HIT's places go to workers of the
-simulated crowd (:func:`hitkit.staffing.staff`), who rate its responses as the task type's simulated
+simulated crowd (:func:`hitkit.simulation.staffing.staff`), who rate its responses as the task type's simulated
 worker does, with ``simulated.quality`` as the systems' strengths, and its degraded places as copies
 of distinct responses of the same HIT (as :meth:`~hitkit.protocols.rating.task.RatingTask.layout`
 makes them for each worker), perceived far below. The texts are not degraded: the analysis reads
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.config import StudyConfig
+from hitkit.study.config import StudyConfig
 from hitkit.protocols.live_chat import plan as live_chat_plan
 from hitkit.protocols.live_chat.plan import decide  # the same tables, the same decisions
 from hitkit.protocols.rating.analysis import analyze_da, as_chat_ratings
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX
 from hitkit.protocols.rating.task import DEGRADED_QUALITY
-from hitkit.staffing import simulated_study
+from hitkit.simulation.staffing import simulated_study
 
 UNIT = "ratings_per_item"
 DECISIONS = live_chat_plan.DECISIONS

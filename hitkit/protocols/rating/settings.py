@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from hitkit.protocols.live_chat.settings import CriterionConfig, LiveChatConfig
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA
-from hitkit.sections import Model
+from hitkit.study.sections import Model
 
 
 def _default_criteria() -> list[CriterionConfig]:

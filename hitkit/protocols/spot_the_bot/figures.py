@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit import plots
+from hitkit.report import plots
 
 
 def win_rates(table: pd.DataFrame, order: list[str], correction: str) -> bytes:

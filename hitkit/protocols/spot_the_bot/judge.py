@@ -1,4 +1,4 @@
-"""Spot The Bot with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judging` runs it).
+"""Spot The Bot with an LLM judge (the study file's ``judge:``; :mod:`hitkit.judges.judging` runs it).
 
 The judge reads each segment once, as the worker's page shows it (the first k exchanges,
 Speaker A = entity 0, Speaker B = entity 1), and labels each speaker human, bot or unsure. A reply
@@ -81,7 +81,7 @@ CLUSTER_NAME = "conversations"
 
 def cluster(unit: UnitSpec) -> str:
     """The unit's conversation: its segments are prefixes of each other, so strongly dependent; the crowd's
-    share is drawn by whole conversations (:func:`hitkit.human_subset.human_subset`) and the analysis
+    share is drawn by whole conversations (:func:`hitkit.judges.human_subset.human_subset`) and the analysis
     resamples conversations (:func:`conversation_totals`)."""
     return str(unit.payload["conversation"])
 

@@ -1,7 +1,7 @@
 """``hitkit plan`` for a Spot The Bot study with an LLM judge: how large the crowd's share must be.
 
 The judge labels every segment's two speakers; people annotate a uniformly random share of the
-conversations within each pair of systems, all their segments (:func:`hitkit.human_subset.human_subset`), so the plan sizes
+conversations within each pair of systems, all their segments (:func:`hitkit.judges.human_subset.human_subset`), so the plan sizes
 ``judge.human_share``. Each simulated study (seeded) draws the crowd's annotations of every segment
 as the plain plan does (:func:`hitkit.protocols.spot_the_bot.plan.simulate_annotations`, on
 placeholder bot–bot material of the study's |S_ij|) and the simulated judge's labels
@@ -10,7 +10,7 @@ the other segments' annotations are dropped and the real analysis runs on what i
 (:func:`hitkit.protocols.spot_the_bot.judge.win_rates`: PPI++ on the win rate WINS / (WINS +
 LOSSES), a ratio of means, :func:`hitkit.analysis.ppi.ppi_ratio`), which gives the people-only
 intervals from the same annotations too. The pairwise-win-rate decisions
-(:data:`hitkit.judge_planning.PAIR_DECISIONS`) are scored against simulated.quality (human-likeness)
+(:data:`hitkit.simulation.judge_planning.PAIR_DECISIONS`) are scored against simulated.quality (human-likeness)
 with Bonferroni-corrected intervals, as pairwise's share plan scores them.
 
 **The simulated judge.** Agreement P: the chance that its label of a speaker (human, unsure or bot)
@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitkit import judge_planning, planning
-from hitkit.config import StudyConfig
+from hitkit.simulation import judge_planning, planning
+from hitkit.study.config import StudyConfig
 from hitkit.errors import HitkitError
-from hitkit.judge_planning import AssumedJudge, with_share
+from hitkit.simulation.judge_planning import AssumedJudge, with_share
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.annotations import LABELS
 
@@ -114,7 +114,7 @@ def share_of(config: StudyConfig, units) -> float:
 def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: AssumedJudge) -> dict[float, dict]:
     """One simulated study analysed at every share: per share the mean half-widths (people only, PPI and
     the formula's), n_effective, λ, the human segments per pair and each analysis' decisions."""
-    from hitkit.human_subset import human_subset
+    from hitkit.judges.human_subset import human_subset
     from hitkit.protocols.spot_the_bot.judge import items, win_rates
     from hitkit.protocols.spot_the_bot.plan import simulate_annotations
 
@@ -153,10 +153,10 @@ def _decide(wide: pd.DataFrame, kind: str, quality: dict[str, float]) -> dict[st
 
 def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = None,
          shares: list[float] | None = None, width: float | None = None) -> judge_planning.JudgePlan:
-    """The share plan (:func:`hitkit.judge_planning.plan_shares`) of a Spot The Bot study: ``replicates``
+    """The share plan (:func:`hitkit.simulation.judge_planning.plan_shares`) of a Spot The Bot study: ``replicates``
     simulated studies, each analysed at every share of the grid (``shares`` or the default with the
     study's own), and the share recommended for ``width`` or the first decision that applies."""
-    from hitkit.human_subset import human_subset
+    from hitkit.judges.human_subset import human_subset
 
     replicates = REPLICATES if replicates is None else replicates
     judge_planning.check_options(replicates, shares, width, 0.5, "a win rate's interval")

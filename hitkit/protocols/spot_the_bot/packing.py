@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from hitkit.errors import ConfigError, InputError
-from hitkit.jsonl import iter_jsonl
+from hitkit.material.jsonl import iter_jsonl
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ per pair |S_ij| (the size the paper's stability analysis varies), analysed by
 No bot is asked: the bot–bot material is placeholders of the generation plan's pairs and length
 (:meth:`~hitkit.protocols.spot_the_bot.task.SpotTheBotTask.with_placeholder_material`, as ``launch
 --dry-run`` packs them), mixed with the study's human–human material and packed as a launch packs
-it. Each HIT's places go to workers of the simulated crowd (:func:`hitkit.staffing.staff`), at most
+it. Each HIT's places go to workers of the simulated crowd (:func:`hitkit.simulation.staffing.staff`), at most
 one HIT of a block each (as the task refuses a worker a second segment of a conversation), who label
 each segment as the task type's simulated worker does, with ``simulated.quality`` as the systems'
 human-likeness. A pair differs when its chi-square test on wins and losses is significant after
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from hitkit import planning
-from hitkit.config import StudyConfig
+from hitkit.simulation import planning
+from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.analysis import analyze_annotations, study_trueskill
@@ -29,8 +29,8 @@ from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.packing import read_bot_bot
 from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
 from hitkit.protocols.spot_the_bot.task import FEATURES, LABEL_QUESTIONS, preference_score
-from hitkit.sections import GenerationConfig
-from hitkit.staffing import simulated_study
+from hitkit.study.sections import GenerationConfig
+from hitkit.simulation.staffing import simulated_study
 
 UNIT = "conversations_per_pair"
 DECISIONS = planning.DECISIONS
@@ -86,7 +86,7 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
     removed when the process ends) and no generation plan left, so nothing built from it asks a bot.
     ConfigError when the human–human material cannot pack that many."""
     global _placeholders
-    from hitkit.generation import planned_pairs
+    from hitkit.material.generation import planned_pairs
 
     section = _section(config)
     generation = (config.generation or GenerationConfig(exchanges=max(2, *section.segment_lengths))).model_copy(

@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from hitkit.sections import Model
+from hitkit.study.sections import Model
 
 
 class TrueSkillConfig(Model):

@@ -1,7 +1,7 @@
 """Spot The Bot (Deriu et al. 2020; METHODS.md §2): label the two speakers of conversation segments.
 
 A unit is one *segment*: the first k exchanges of one conversation, for each k in
-``segment_lengths``. Conversations are bot–bot (generated, :class:`~hitkit.sections.GenerationConfig`'s
+``segment_lengths``. Conversations are bot–bot (generated, :class:`~hitkit.study.sections.GenerationConfig`'s
 JSONL) or human–human (mixed in so that workers do not conclude everyone is a bot); both are stored
 with the study. A unit's payload holds the conversation key, its kind, k, the two entities' systems
 (``human`` for people) and the first 2k turns.
@@ -218,7 +218,7 @@ class SpotTheBotTask(TaskType):
                 if self.config.judge is None:
                     raise
         if hits is None:
-            # A judged study's crowd share (hitkit.human_subset: whole conversations, drawn at random within
+            # A judged study's crowd share (hitkit.judges.human_subset: whole conversations, drawn at random within
             # each pair) may lack the full design's balance of kinds: greedy blocks.
             hits = pack_share(sources, available, cfg.segment_lengths, cfg.segments_per_hit, rng)
         return [HitSpec(tuple(keys[(s.conversation, s.k)] for s in hit), cfg.annotations_per_segment)

@@ -6,5 +6,5 @@
 - :mod:`.arrival`: a participant's arrival, verified against their live submission.
 - :mod:`.bonuses`: a bonus created, then paid, each step remembered; never paid twice.
 - :mod:`.provider`: :class:`~.provider.ProlificProvider`, the :class:`~hitkit.providers.base.CrowdProvider`
-  that calls the client and returns facts; it never writes ledger rows (:mod:`hitkit.ledger` does).
+  that calls the client and returns facts; it never writes ledger rows (:mod:`hitkit.money.ledger` does).
 """

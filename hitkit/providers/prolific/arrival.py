@@ -15,7 +15,7 @@ from hitkit.errors import FlowError
 from hitkit.providers.base import Arrival
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, is_prolific_id
 from hitkit.providers.prolific.state import ProlificMemory
-from hitkit.schema import DONE_STATUSES
+from hitkit.tables.schema import DONE_STATUSES
 
 
 def link_ids(args: Mapping[str, str]) -> tuple[str, str, str] | None:

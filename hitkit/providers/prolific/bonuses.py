@@ -3,7 +3,7 @@
 Prolific's pay call is not idempotent and pays asynchronously. A pay call that got no answer is
 settled from the submission's ``bonus_payments`` (:func:`settle_bonus`), never simply sent again.
 These functions only call Prolific and remember the steps as ``prolific_bonus_*`` events; the ledger
-(:mod:`hitkit.ledger`) alone writes the money.
+(:mod:`hitkit.money.ledger`) alone writes the money.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from hitkit.db.models import utcnow
-from hitkit.money import cents
+from hitkit.money.amounts import cents
 from hitkit.providers.base import BonusOutcome, PendingBonus
 from hitkit.providers.prolific.client import ProlificClient, ProlificError
 from hitkit.providers.prolific.state import ProlificMemory, require_posted

@@ -31,7 +31,7 @@ from sqlalchemy import func, select
 
 from hitkit.db.models import Hit, Study
 from hitkit.db.session import session_scope
-from hitkit.money import flat_fee
+from hitkit.money.amounts import flat_fee
 from hitkit.providers.base import (
     Arrival,
     BonusOutcome,
@@ -89,7 +89,7 @@ class ProlificProvider(CrowdProvider):
     chooses_hit = True
     confirmation = "arrival"  # the arrival is accepted only once Prolific confirms the submission
     arrival_calls_platform = True
-    """Each arrival is checked against the participant's live submission (hitkit.arrivals bounds it)."""
+    """Each arrival is checked against the participant's live submission (hitkit.worker.arrivals bounds it)."""
     lists_returns = True
     """:meth:`list_work` shows returned and timed-out submissions, so the scheduler frees their places."""
     timeout_s = 30.0

@@ -1,0 +1,89 @@
+"""The crowd's share of a study with an LLM judge (``judge:``): the units people also label.
+
+Drawn within each stratum the protocol's ``judge`` module names (pairwise: each pair of systems;
+Spot The Bot: each pair of a conversation's systems, human–human material its own),
+uniformly at random and seeded by the study's seed, by the sampling unit the module's optional
+``cluster(unit)`` names (Spot The Bot: the conversation, whose segments are prefixes of each other
+and so are labelled, and resampled in the analysis, together; absent: each unit its own): prediction-powered inference
+(:mod:`hitkit.analysis.ppi`) is valid only for a uniformly random labelled subset. Only these units
+become units of the study and are packed into HITs; the judge labels all of them
+(:mod:`hitkit.judges.judging`).
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from hitkit.study.config import StudyConfig
+from hitkit.errors import ConfigError
+from hitkit.protocols import PROTOCOLS
+from hitkit.protocols.base import UnitSpec
+
+MIN_PER_STRATUM = 2
+"""Human-labelled items each stratum needs: an interval needs at least two."""
+
+
+def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
+    """The units the crowd also labels: within each stratum, a uniformly random sample (seeded by the
+    study's seed) of ``judge.human_share`` of its clusters (the judge module's ``cluster(unit)``; each
+    unit its own where it has none), or of ``judge.human_items`` in all, shared among the strata in
+    proportion to their size (largest remainders; the study file refuses ``human_items`` for a protocol
+    with clusters). Every unit of a chosen cluster is chosen. Order kept.
+
+    Raises :class:`~hitkit.errors.ConfigError` when the size asks for more units than there are, or
+    leaves a stratum fewer than :data:`MIN_PER_STRATUM` clusters.
+    """
+    judge, module = config.judge, PROTOCOLS[config.task].module("judge")
+    cluster = getattr(module, "cluster", None)
+    what = getattr(module, "CLUSTER_NAME", "items")
+    strata: dict[str, dict[str, list[str]]] = {}
+    for unit in units:
+        strata.setdefault(module.stratum(unit), {}).setdefault(
+            unit.key if cluster is None else cluster(unit), []).append(unit.key)
+    total = sum(len(clusters) for clusters in strata.values())
+    if judge.human_items is not None:
+        if cluster is not None:
+            raise ConfigError(f"judge.human_items cannot size a {config.task} study's human share: it is drawn by "
+                              f"whole {what}; give judge.human_share instead")
+        if judge.human_items > total:
+            raise ConfigError(f"judge.human_items is {judge.human_items} but the study has only {total} items "
+                              f"to label; lower it (or use human_share)")
+        exact = {s: judge.human_items * len(clusters) / total for s, clusters in strata.items()}
+        sizes = {s: math.floor(x) for s, x in exact.items()}
+        for s in sorted(exact, key=lambda s: (sizes[s] - exact[s], s))[:judge.human_items - sum(sizes.values())]:
+            sizes[s] += 1
+        asked = f"judge.human_items {judge.human_items}"
+    else:
+        sizes = {s: min(len(clusters), math.floor(judge.human_share * len(clusters) + 0.5))
+                 for s, clusters in strata.items()}
+        asked = f"judge.human_share {judge.human_share:g}"
+    short = sorted(s for s, k in sizes.items() if k < MIN_PER_STRATUM)
+    if short:
+        s = short[0]
+        raise ConfigError(f"{asked} sends {sizes[s]} of the {len(strata[s])} {what} of {s} to the crowd; each "
+                          f"needs at least {MIN_PER_STRATUM} for an interval: raise it")
+    rng = random.Random(f"{config.seed}:judge")
+    chosen: set[str] = set()
+    for s in sorted(strata):
+        for c in rng.sample(sorted(strata[s]), sizes[s]):
+            chosen.update(strata[s][c])
+    return [u for u in units if u.key in chosen]
+
+
+def rated(config: StudyConfig, key: str) -> bool:
+    """Whether the crowd also labels the item made in the unit ``key``, for protocols whose items the crowd
+    makes (live chat: a conversation is rated by its worker): a Bernoulli draw with probability
+    ``judge.human_share``, seeded by the study's seed and the unit's key. Drawn when the unit is built,
+    so it is independent of whoever takes it and of anything they do, as prediction-powered inference needs."""
+    return random.Random(f"{config.seed}:judge:{key}").random() < config.judge.human_share
+
+
+def crowd_units(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
+    """The units the crowd labels: :func:`human_subset` with a judge of the material, else all of them
+    (a judge that labels after the crowd has the crowd make every item; :func:`rated` draws the share)."""
+    if config.judge is None or getattr(PROTOCOLS[config.task].module("judge"), "WHEN", "before") == "after":
+        return list(units)
+    return human_subset(config, units)
+
+

@@ -1,0 +1,60 @@
+"""Quality control of a running study: which workers pass their protocol's check over the work counted
+so far (``worker_qc`` of the protocol's analysis). The dashboard shows it, the approval step's QC
+policy (:mod:`hitkit.money.qc_policy`) acts on it, and the launch ends with its one-line summary."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from hitkit.db.models import Assignment, Hit, Study
+from hitkit.tables.schema import DONE_STATUSES
+from hitkit.protocols import PROTOCOLS
+from hitkit.study.stored import StudyContext
+
+
+@dataclass
+class QcSummary:
+    """How many of the workers with counted work pass the task's quality check so far."""
+
+    method: str
+    workers: int
+    passed: int
+    by_worker: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float | None:
+        return self.passed / self.workers if self.workers else None
+
+
+# Quality control as it develops ------------------------------------------------------------------
+_lock = threading.Lock()
+_qc_cache: dict[tuple[str, int], tuple[tuple[int, int], QcSummary | None]] = {}
+
+
+def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSummary | None:
+    """The task's quality check over the work counted so far, recomputed only when that work grows
+    or more of it is confirmed (``hitkit confirm`` changes what counts without finishing anything)."""
+    done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
+                                 .join(Hit).where(Hit.study_id == ctx.study_id,
+                                                  Assignment.status.in_(DONE_STATUSES))).one())
+    with _lock:
+        cached = _qc_cache.get((cache_key, ctx.study_id))
+    if cached is not None and cached[0] == done:
+        return cached[1]
+    result = _compute_qc(session, ctx) if done[0] else None
+    with _lock:
+        _qc_cache[(cache_key, ctx.study_id)] = (done, result)
+    return result
+
+
+def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
+    study = session.get(Study, ctx.study_id)
+    tables = ctx.task.export(session, study)
+    checked = PROTOCOLS[ctx.config.task].module("analysis").worker_qc(tables, ctx.config)
+    if checked is None:
+        return None
+    method, by_worker = checked
+    return QcSummary(method, len(by_worker), sum(by_worker.values()), by_worker)

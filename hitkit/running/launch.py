@@ -1,0 +1,450 @@
+"""``hitkit launch``: validate → build units → estimate cost → confirm → post → serve → schedule →
+watch progress → approve → export → analyse, on one machine. ``resume=True`` continues a study
+that an earlier launch left (stopped, crashed or killed) from what the database holds."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Protocol
+
+from sqlalchemy import select
+
+from hitkit.study.config import StudyConfig, load_study
+from hitkit.db.migrate import upgrade
+from hitkit.db.models import Event, Hit, Study
+from hitkit.db.session import session_scope
+from hitkit.errors import HitkitError
+from hitkit.tables.export import export_study
+from hitkit.money.ledger import estimate_cost
+from hitkit.running.monitor import StatusLine, only_held_left, progress, qc_outcome_line, snapshot
+from hitkit.protocols import PROTOCOLS
+from hitkit.study.served import dashboard_hint, record_served, served_url
+from hitkit.study.stored import StudyContext, create_study, resolve_secret
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LaunchResult:
+    study: str
+    status: str
+    out_dir: Path
+    exported: list[Path] = field(default_factory=list)
+    analysis: list[Path] = field(default_factory=list)
+    crowd_errors: list[str] = field(default_factory=list)
+    qc_line: str = ""
+    judged: bool = True
+    """False where a judge that labels the crowd's work (:func:`judge_crowd_work`) failed on some of it: the
+    export lacks those labels until `hitkit judge` asks again."""
+
+
+class WebTier(Protocol):
+    """The worker pages served in the background: what :func:`launch` needs of the web tier."""
+
+    url: str
+
+    def stop(self) -> None: ...
+
+
+WebFactory = Callable[[str, str, int, int, str], WebTier]
+"""Starts the worker pages of ``(database_url, host, port, threads, secret)`` and returns them serving
+(``server.embedded.WebServer.serve``): the CLI hands it to :func:`launch`, so the library never
+imports the web tier."""
+
+
+RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots", "authenticity")
+"""Study-file fields that may change between launches; the rest define the study and may not."""
+
+
+JUDGE_OPERATIONAL = ("url", "options")
+"""Parts of ``judge:`` that may change between launches (where the judge is and how patiently it is asked);
+the model, its prompt and the crowd's share define the study."""
+
+
+def _design(key: str, value):
+    """The part of a study-file field that defines the study."""
+    if key == "judge" and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in JUDGE_OPERATIONAL}
+    return value
+
+
+def stopped_by_rule(database_url: str, study_id: int) -> bool:
+    """Whether the study's stopping rule has fired (the crowd then runs out of work by design)."""
+    from hitkit.running.stopping import fired_event
+
+    with session_scope(database_url) as session:
+        return fired_event(session, study_id) is not None
+
+
+def _defaults(fields) -> dict:
+    """The default of every study-file field that has one, as the stored config holds it (JSON)."""
+    from pydantic import BaseModel
+
+    out = {}
+    for name, info in StudyConfig.model_fields.items():
+        if name not in fields or info.is_required():
+            continue
+        default = info.get_default(call_default_factory=True)
+        out[name] = default.model_dump(mode="json") if isinstance(default, BaseModel) else default
+    return out
+
+
+def _apply_resume_changes(study: Study, config: StudyConfig) -> list[str]:
+    """Take the budget and operational settings from the study file; refuse changes to the design."""
+    fresh = config.model_dump(mode="json")
+    # A field added to hitkit after the study was launched is stored as its default was then.
+    stored = {**_defaults(fresh), **study.config}
+    fixed = sorted(k for k in fresh if k not in RESUMABLE_FIELDS and k != "database"
+                   and _design(k, fresh[k]) != _design(k, stored.get(k)))
+    if fixed:
+        raise HitkitError(f"{', '.join(fixed)} changed since the study was launched; these define the study and "
+                          f"cannot change — restore them, or launch a new study under another name")
+    changed = [k for k in (*RESUMABLE_FIELDS, "judge") if fresh.get(k) != stored.get(k)]
+    if changed:
+        study.config = {**stored, **{k: fresh[k] for k in changed}}
+        study.budget = config.budget
+    return changed
+
+
+def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Callable[[str], bool],
+             echo: Callable[[str], None]) -> StudyContext:
+    url = config.database_url
+    upgrade(url)
+    secret = resolve_secret(url)
+    with session_scope(url) as session:
+        existing = session.scalar(select(Study).where(Study.name == config.study))
+        if resume:
+            if existing is None:
+                raise HitkitError(f"there is no study '{config.study}' to resume in {url}; launch it without --resume")
+            changed = _apply_resume_changes(existing, config)
+            if changed:
+                echo(f"Updated from {config_path.name}: {', '.join(changed)}.")
+                session.add(Event(study_id=existing.id, kind="study_config_changed", actor="cli", data={"fields": changed}))
+            ctx = StudyContext.of(existing, secret)
+            if existing.status == "stopped" or (existing.status == "draft" and not _judges_before(config)):
+                existing.status = "running"  # a draft judged study opens once its judge is done (_judge)
+            session.add(Event(study_id=ctx.study_id, kind="study_resumed", actor="cli", data={}))
+            echo(f"Resuming study '{config.study}' ({existing.status}). {estimate_cost(session, ctx).describe()}.")
+            return ctx
+        ctx = create_study(session, config, config_path, secret)
+        estimate = estimate_cost(session, ctx)
+        echo(f"Study '{config.study}': {config.task} on {config.provider.kind}. {estimate.describe()}.")
+        if not estimate.within_budget:
+            echo(f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs; the scheduler posts HITs only "
+                 f"while the worst-case spend stays within {estimate.budget} {estimate.currency}.")
+        if not confirm("Post this study?"):
+            session.rollback()
+            raise HitkitError("launch cancelled; nothing was saved")
+        # A judged study stays a draft, posting nothing, until every item has its judge label (_judge).
+        session.get(Study, ctx.study_id).status = "draft" if _judges_before(config) else "running"
+        session.add(Event(study_id=ctx.study_id, kind="study_launched", actor="cli", data={"estimate": estimate.describe()}))
+        return ctx
+
+
+class Stopped(KeyboardInterrupt):
+    """The launch was stopped by Ctrl-C or SIGTERM; everything it started has been stopped."""
+
+
+@contextmanager
+def sigterm_stops() -> Iterator[None]:
+    """Within the block, SIGTERM (``kill``, ``timeout``, systemd) unwinds like Ctrl-C, so every
+    ``finally`` runs and the children (bot server, web server, scheduler) are stopped, not orphaned."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(_signum, _frame):
+        raise Stopped()
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def launch(config_path: str | Path, *, web: WebFactory, yes: bool = False, resume: bool = False,
+           show_progress: bool = True, confirm: Callable[[str], bool] | None = None,
+           echo: Callable[[str], None] = print, timeout_s: float | None = None, analyse: bool = True,
+           lines_every_s: float | None = None, config: StudyConfig | None = None) -> LaunchResult:
+    """Run a study from its file to its exports and analysis, its worker pages served by ``web``; see the
+    module docstring.
+
+    ``show_progress`` redraws one status line on a terminal; ``lines_every_s`` writes a plain line
+    that often instead (for logs). Ctrl-C and SIGTERM raise :class:`Stopped` (a KeyboardInterrupt)
+    after stopping everything the launch started. ``config`` runs the file's study as changed in
+    memory (``hitkit plan --confirm``'s: another size, crowd and database); paths still resolve
+    against the file's folder.
+    """
+    config_path = Path(config_path)
+    config = config or load_study(config_path)
+    from hitkit.providers import make_provider
+
+    make_provider(config, "").check_posting()  # e.g. MTurk's closure: refused before anything is saved or posted
+    confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
+    check_material_before_generating(config)
+    with sigterm_stops(), (study_bots(config, echo) if needs_bot_server(config) else nullcontext()):
+        if config.generation is not None:
+            from hitkit.material.generation import generate
+
+            report = generate(config, show_progress=show_progress, lines_every_s=lines_every_s)
+            echo(f"Bot-bot conversations: {report.planned} planned, {report.already_done} already done, "
+                 f"{report.generated} generated ({config.bot_bot_path})")
+        ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
+        if _judges_before(config):
+            _judge(config, config_path, ctx, echo, show_progress, lines_every_s)
+        return _run(config, config_path, ctx, web, show_progress, echo, timeout_s, analyse, lines_every_s)
+
+
+def _judge(config: StudyConfig, config_path: Path, ctx: StudyContext, echo: Callable[[str], None],
+           show_progress: bool = False, lines_every_s: float | None = None) -> None:
+    """Have the study's judge label every item not yet labelled (:mod:`hitkit.judges.judging`), then open a
+    draft study for posting; HitkitError, with the study left a draft, while any label failed."""
+    from hitkit.judges.judging import judge_study
+
+    echo(f"Judging every item with {config.judge.model} at {config.judge.url} before posting…")
+    report = judge_study(config, config.database_url, ctx.study_id, show_progress=show_progress,
+                         lines_every_s=lines_every_s)
+    echo(report.line())
+    if report.failed:
+        raise HitkitError(f"the judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} "
+                          f"of {report.planned} labels (first: {report.failed[0]}); the "
+                          f"{report.already_done + report.judged + report.auto} stored are kept and nothing was "
+                          f"posted. Check the judge, then `hitkit launch {config_path} --resume` asks only for "
+                          f"the missing labels")
+    with session_scope(config.database_url) as session:
+        study = session.get(Study, ctx.study_id)
+        if study.status == "draft":
+            study.status = "running"
+            session.add(Event(study_id=ctx.study_id, kind="study_judged", actor="cli", data={"labels": report.planned}))
+
+
+def _judges_before(config: StudyConfig) -> bool:
+    """Whether the study's judge labels its material before anything is posted (pairwise), not what the
+    crowd makes (live chat: :func:`judge_crowd_work`)."""
+    if config.judge is None:
+        return False
+    from hitkit.judges.judging import judges_after
+
+    return not judges_after(config)
+
+
+def judge_crowd_work(config: StudyConfig, config_path: Path, study_id: int, echo: Callable[[str], None],
+                     show_progress: bool = False, lines_every_s: float | None = None) -> bool:
+    """Have the study's judge label what the crowd has made and is not yet labelled (live chat: each
+    finished conversation); True when every label is in. A failure loses nothing (the crowd's work is in
+    the database, every label stored is kept) and is reported with how to retry."""
+    from hitkit.judges.judging import judge_study
+
+    echo(f"Judging the crowd's conversations with {config.judge.model} at {config.judge.url}…")
+    report = judge_study(config, config.database_url, study_id, show_progress=show_progress,
+                         lines_every_s=lines_every_s)
+    echo(report.line())
+    if report.failed:
+        echo(f"The judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} of "
+             f"{report.planned} {report.what} (first: {report.failed[0]}); the crowd's work and every label "
+             f"stored are kept. Check the judge, then `hitkit judge {config_path}` asks only for the missing "
+             f"labels, and `hitkit export {config_path}` and `hitkit analyze` include them.")
+    return not report.failed
+
+
+def check_material_before_generating(config: StudyConfig) -> None:
+    """Refuse, before minutes of generation, a plan whose generated material the protocol cannot pack
+    (ConfigError with every fix; :meth:`~hitkit.protocols.base.TaskType.check_generation_plan`)."""
+    if config.generation is None or not PROTOCOLS[config.task].uses_generation:
+        return
+    from hitkit.material.generation import planned_pairs
+    from hitkit.protocols import task_for
+
+    task_for(config).check_generation_plan(*planned_pairs(config))
+
+
+def needs_bot_server(config: StudyConfig) -> bool:
+    """Whether a launch uses the study's bots: live chat talks to them, a judge may be one, other tasks only
+    generate with them.
+
+    A resumed study whose bot–bot conversations are all written starts no bot server (and loads no model).
+    """
+    if PROTOCOLS[config.task].has_chat or config.judge is not None:
+        return True  # a judge may be one of the study's own bots (its labels are asked for before posting)
+    if config.generation is None:
+        return False
+    from hitkit.material.generation import pending
+
+    return pending(config) > 0
+
+
+@contextmanager
+def study_bots(config: StudyConfig, echo: Callable[[str], None] = print) -> Iterator[None]:
+    """Serve the study's own bots (``bots.serve``) for the duration of the block, if it asks for any."""
+    if config.bots is None or config.bots.serve is None:
+        yield
+        return
+    from hitkit.bots.process import BotServerProcess
+
+    echo("Starting the study's bot server (loading models)…")
+    server = BotServerProcess(config.bots.serve, config.seed, config.out_dir / "bots.log")
+    try:  # start() inside: Ctrl-C or SIGTERM while the models load must not orphan the server either
+        server.start()
+        echo(f"Bots served at {server.url}")
+        yield
+    finally:
+        server.stop()
+
+
+def _start_web(config: StudyConfig, url: str, ctx: StudyContext, web: WebFactory) -> WebTier:
+    """The worker pages on the configured port; with port 0, the port of the study's last launch when
+    it is free (so invite links already handed out keep working), else any free port."""
+    port = config.server.port
+    if port == 0:
+        previous = served_url(url, config.study)
+        if previous and previous.startswith(f"http://{config.server.host}:"):
+            try:
+                return web(url, config.server.host, int(previous.rsplit(":", 1)[1]), config.server.threads,
+                           ctx.secret)
+            except (OSError, ValueError):
+                pass  # taken by something else now: a fresh port, and the new address is recorded
+    return web(url, config.server.host, port, config.server.threads, ctx.secret)
+
+
+def _quiet_shutdown() -> None:
+    """Silence what stopping mid-run makes noisy: waitress' channel errors and the simulated crowd's
+    refused requests (409s) from pages that close under it. The run is over; they mean nothing."""
+    for name in ("waitress", "waitress.queue", "hitkit.simulation.crowd", "hitkit.bots.client", "apscheduler"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _stop_scheduler(scheduler, wait: bool) -> None:
+    """Stop the in-process scheduler without the traceback APScheduler logs when a tick comes due while
+    its executor shuts down ("cannot schedule new futures after shutdown"): nothing is lost by it."""
+    aps = logging.getLogger("apscheduler")
+    level = aps.level
+    aps.setLevel(logging.CRITICAL)
+    try:
+        if scheduler.running:
+            scheduler.pause()
+            scheduler.shutdown(wait=wait)
+    finally:
+        aps.setLevel(level)
+
+
+def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory: WebFactory, show_progress: bool,
+         echo: Callable[[str], None], timeout_s: float | None, analyse: bool,
+         lines_every_s: float | None = None) -> LaunchResult:
+    from hitkit.simulation.crowd import SimulatedCrowd
+    from hitkit.running.scheduler import budget_blocked, make_scheduler, posting_blocked, schedule_study
+
+    url = config.database_url
+    out_dir = config.out_dir
+    web = _start_web(config, url, ctx, web_factory)
+    base_url = (config.server.public_url or web.url).rstrip("/")
+    record_served(url, [ctx.study_id], base_url)
+    echo(f"Worker pages at {base_url}; {dashboard_hint(base_url)}")
+    scheduler = make_scheduler(url)
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:
+        # "tick skipped: maximum number of running instances reached" only says a tick outlasted its
+        # interval on a busy machine; the next one catches up. Not worth a line per tick in a log.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    crowd = None
+    status_line = StatusLine(show_progress, lines_every_s)
+    held_noted = False
+    stopped = False
+    try:
+        schedule_study(scheduler, url, config.study, base_url, config.schedule.interval_s)
+        scheduler.start()
+        if config.provider.kind == "simulated":
+            ack_log = out_dir / "acks.jsonl" if config.simulated.ack_log else None
+            out_dir.mkdir(parents=True, exist_ok=True)
+            crowd = SimulatedCrowd(url, ctx, web.url, ack_log=ack_log).start()
+        elif config.provider.kind == "panel":
+            echo(f"Give {config.provider.panel.name} this study link: {ctx.provider.entry_link(base_url)}; confirm "
+                 f"who completed with `hitkit confirm {config_path} --completed FILE.csv`")
+        elif config.provider.kind == "local":
+            echo(f"Give annotators links from `hitkit invites {config_path} -n N`; entry: "
+                 f"{base_url}/s/{config.study}/enter")
+        started = time.monotonic()
+        snap, snapped = None, 0.0
+        while True:
+            done, total = progress(url, ctx.study_id)
+            with session_scope(url) as session:
+                status = session.get(Study, ctx.study_id).status
+                blocked = budget_blocked(session, ctx) if status == "running" else 0
+                refused = posting_blocked(session, ctx.study_id) if status == "running" else None
+                nothing_posted = refused and not session.scalar(select(Hit.id).where(
+                    Hit.study_id == ctx.study_id, Hit.status != "pending").limit(1))
+                if snap is None or time.monotonic() - snapped >= 1.0 or status != "running":
+                    # Bot health and held work once a second: the loop itself looks every 0.3 s.
+                    snap, snapped = snapshot(session, ctx, done, total), time.monotonic()
+                    held_only = only_held_left(session, ctx.study_id) if status == "running" else 0
+                snap.done, snap.total = done, total
+            status_line.show(snap.line(time.monotonic() - started))
+            if status == "completed":
+                break
+            if nothing_posted:
+                raise HitkitError(f"{config.provider.kind} refused to post the study: {refused}. Nothing was "
+                                  f"posted; fix it in {config_path}, then `hitkit resume {config_path}` and "
+                                  f"`hitkit launch --resume {config_path}`")
+            if held_only:
+                held_noted = True
+                break  # the rest is the coordinator's decision; the analysis can run on what is in
+            if blocked:
+                raise HitkitError(
+                    f"the budget ({config.budget} {config.provider.currency}) is committed with {done} of {total} "
+                    f"answers collected and {blocked} HIT(s) unposted; raise 'budget:' in {config_path} "
+                    f"and continue with `hitkit launch {config_path} --resume`")
+            if crowd is not None and crowd.finished and progress(url, ctx.study_id)[0] < total \
+                    and not stopped_by_rule(url, ctx.study_id):
+                # Counted again: the last workers may have submitted after `done` was read above.
+                raise HitkitError(
+                    f"the simulated crowd ran out of workers with {done} of {total} answers collected; "
+                    f"add workers under simulated.workers or raise schedule.per_worker_cap, then "
+                    f"`hitkit launch {config_path} --resume`")
+            if timeout_s is not None and time.monotonic() - started > timeout_s:
+                raise HitkitError(f"stopped after {timeout_s:.0f} s with {done} of {total} answers; "
+                                  f"continue with `hitkit launch {config_path} --resume`")
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        stopped = True
+        raise
+    finally:
+        status_line.close()
+        if stopped:
+            _quiet_shutdown()
+        if crowd is not None:
+            crowd._stop.set()  # every simulated worker stops at its next step, while the rest shuts down
+        _stop_scheduler(scheduler, wait=not stopped)
+        web.stop()
+        if crowd is not None:
+            crowd.stop(join_timeout=1.0 if stopped else 10.0)
+
+    result = LaunchResult(config.study, "completed" if not held_noted else "held",
+                          out_dir, crowd_errors=list(crowd.stats.errors) if crowd else [])
+    if config.judge is not None and not _judges_before(config):
+        # The crowd's work is done and stored; the judge's labels are added to it before the export.
+        result.judged = judge_crowd_work(config, config_path, ctx.study_id, echo, show_progress, lines_every_s)
+    with session_scope(url) as session:
+        result.exported = export_study(session, ctx, out_dir / "export")
+        result.qc_line = qc_outcome_line(session, ctx)
+    echo(f"Exported {', '.join(p.name for p in result.exported)} to {out_dir / 'export'}")
+    if analyse:
+        from hitkit.report.analyze import run_analysis
+
+        analysis = run_analysis(config.task, out_dir / "export", seed=config.seed, config=config)
+        result.analysis = analysis.write(out_dir / "analysis")
+        echo(f"Analysis written to {out_dir / 'analysis'}")
+        for name in ("ranking", "systems"):
+            if name in analysis.tables:
+                echo(analysis.tables[name].to_string(index=False))
+    echo(result.qc_line)
+    if held_noted:
+        echo(f"{held_only} assignment(s) from workers who fail QC are held for your review (schedule.qc_failures: "
+             f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard, "
+             f"then `hitkit launch {config_path} --resume` completes the study.")
+    return result
+
+

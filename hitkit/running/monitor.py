@@ -1,0 +1,151 @@
+"""A running study as its coordinator watches it: answers and chat turns so far, the ETA, the status
+line redrawn on a terminal (or plain lines in a log), and the one-line QC outcome at the end."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from hitkit.db.models import Conversation, Hit, HitUnit, Turn, Unit
+from hitkit.db.session import session_scope
+from hitkit.protocols import PROTOCOLS
+from hitkit.study.stored import StudyContext, unit_answer_counts
+
+
+def progress(database_url: str, study_id: int) -> tuple[int, int]:
+    """(answers collected, answers the study needs), counting at most the required number per unit; a unit
+    whose every HIT the stopping rule withdrew needs none."""
+    with session_scope(database_url) as session:
+        in_hits = select(HitUnit.unit_id).join(Hit, Hit.id == HitUnit.hit_id).where(Hit.study_id == study_id)
+        withdrawn, offered = in_hits.where(Hit.status == "withdrawn"), in_hits.where(Hit.status != "withdrawn")
+        required = dict(session.execute(select(Unit.id, Unit.required_answers).where(
+            Unit.study_id == study_id, ~Unit.id.in_(withdrawn) | Unit.id.in_(offered))).all())
+        counts = unit_answer_counts(session, study_id)
+    return sum(min(n, counts.get(uid, 0)) for uid, n in required.items()), sum(required.values())
+
+
+def chat_turns(session: Session, study_id: int) -> int:
+    """Messages workers have typed in the study's live chats so far."""
+    return session.scalar(select(func.count()).select_from(Turn).join(Conversation)
+                          .where(Conversation.study_id == study_id, Turn.speaker == "worker"))
+
+
+def eta_text(fraction: float, elapsed_s: float) -> str:
+    """'ETA 3 min' from the share of the work done and the time it took (pure; '' until it can tell)."""
+    if fraction <= 0.01 or fraction >= 1 or elapsed_s < 5:
+        return ""
+    left = elapsed_s * (1 - fraction) / fraction
+    if left < 90:
+        return f"ETA {max(5, round(left / 5) * 5):.0f} s"
+    if left < 5400:
+        return f"ETA {round(left / 60):.0f} min"
+    return f"ETA {left / 3600:.1f} h"
+
+
+@dataclass
+class Snapshot:
+    """What the progress line shows at one moment."""
+
+    done: int
+    total: int
+    turns: int | None = None
+    turns_needed: int | None = None
+    health: str = ""
+    held: int = 0
+
+    @property
+    def fraction(self) -> float:
+        """Share of the work done: chat messages move it from the first turn, answers finish it."""
+        answers = self.done / self.total if self.total else 0.0
+        if self.turns is None or not self.turns_needed:
+            return answers
+        return max(answers, 0.9 * min(1.0, self.turns / self.turns_needed) + 0.1 * answers)
+
+    def line(self, elapsed_s: float) -> str:
+        """The one-line status: answers, chat messages, ETA, bot health, held work."""
+        parts = [f"answers in submitted HITs {self.done}/{self.total}"]
+        if self.turns is not None:
+            parts.append(f"chat messages {self.turns}/{self.turns_needed}")
+        parts.append(f"{100 * self.fraction:.0f} %")
+        eta = eta_text(self.fraction, elapsed_s)
+        if eta:
+            parts.append(eta)
+        if self.health:
+            parts.append(self.health)
+        if self.held:
+            parts.append(f"{self.held} held for QC review")
+        return " · ".join(parts)
+
+
+def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snapshot:
+    """The progress figures of a running study (bot health as the dashboard shows it)."""
+    from hitkit.dashboard import bot_health
+    from hitkit.money.qc_policy import held_assignment_ids
+
+    config, study_id = ctx.config, ctx.study_id
+    snap = Snapshot(done, total, health=bot_health(session, ctx)["summary"],
+                    held=len(held_assignment_ids(session, study_id)))
+    if PROTOCOLS[config.task].has_chat:
+        snap.turns = chat_turns(session, study_id)
+        snap.turns_needed = ctx.task.chat_turns_needed(total)
+    return snap
+
+
+class StatusLine:
+    """One line redrawn in place on a terminal (stderr), or a plain line every ``every_s`` seconds for
+    logs, or nothing. Never a progress bar in a file."""
+
+    def __init__(self, tty: bool, every_s: float | None, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty, self.every_s = tty, every_s
+        self._last_plain = 0.0
+        self._width = 0
+
+    def show(self, text: str) -> None:
+        if self.tty:
+            pad = max(0, self._width - len(text))
+            self.stream.write("\r" + text + " " * pad)
+            self.stream.flush()
+            self._width = len(text)
+        elif self.every_s is not None and time.monotonic() - self._last_plain >= self.every_s:
+            self._last_plain = time.monotonic()
+            self.stream.write(time.strftime("%H:%M:%S ") + text + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._width = 0
+
+
+def only_held_left(session: Session, study_id: int) -> int:
+    """When all that keeps the study open is work held for QC review, how much; else 0."""
+    from hitkit.db.models import Assignment, Hit
+    from hitkit.money.qc_policy import held_assignment_ids
+
+    held = held_assignment_ids(session, study_id)
+    if not held:
+        return 0
+    open_hits = session.scalar(select(func.count()).select_from(Hit).where(
+        Hit.study_id == study_id, Hit.status.in_(("pending", "posted"))))
+    undecided = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
+        Hit.study_id == study_id, Assignment.status.in_(("submitted", "accepted"))))
+    return len(held) if open_hits == 0 and undecided == len(held) else 0
+
+
+def qc_outcome_line(session: Session, ctx: StudyContext) -> str:
+    """'1 of 4 workers failed QC (check): w-003' — the study's quality check over its counted work."""
+    from hitkit.money.qc import qc_summary
+
+    qc = qc_summary(session, ctx, cache_key="launch-summary")
+    if qc is None or not qc.workers:
+        return "QC: no verdict (no counted work to check)"
+    failed = sorted(w for w, ok in qc.by_worker.items() if not ok)
+    if not failed:
+        return f"QC: all {qc.workers} workers passed ({qc.method})"
+    shown = ", ".join(failed[:8]) + (f" and {len(failed) - 8} more" if len(failed) > 8 else "")
+    return f"{len(failed)} of {qc.workers} workers failed QC: {shown} (check: {qc.method})"

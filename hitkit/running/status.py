@@ -1,0 +1,42 @@
+"""A study's state at a glance, as plain data (for ``hitkit status`` and ``--json``)."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlalchemy import func, select
+
+from hitkit.db.models import Assignment, Hit, Payment, Study
+from hitkit.db.session import session_scope
+from hitkit.errors import HitkitError
+from hitkit.running.lease import leader
+from hitkit.running.stopping import fired_event
+
+
+def study_status(database_url: str, name: str) -> dict:
+    """Progress, HIT and assignment counts by status, spend and budget of the study ``name``."""
+    from hitkit.running.monitor import progress
+
+    with session_scope(database_url) as session:
+        study = session.scalar(select(Study).where(Study.name == name))
+        if study is None:
+            raise HitkitError(f"no study called '{name}' in {database_url}; launch it first")
+        hits = dict(session.execute(select(Hit.status, func.count()).where(Hit.study_id == study.id)
+                                    .group_by(Hit.status)).all())
+        assignments = dict(session.execute(select(Assignment.status, func.count()).join(Hit)
+                                           .where(Hit.study_id == study.id).group_by(Assignment.status)).all())
+        workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)
+                                 .where(Hit.study_id == study.id))
+        spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
+                               .where(Payment.study_id == study.id, Payment.status == "paid"))
+        info = {"study": study.name, "task": study.task_type, "provider": study.provider, "status": study.status,
+                "hits": hits, "assignments": assignments, "workers": workers,
+                "spent": str(Decimal(spent).quantize(Decimal("0.01"))), "budget": str(study.budget),
+                "currency": study.currency}
+        study_id = study.id
+        info["leader"] = leader(session, study.id)  # which process acts for the study, since when
+        fired = fired_event(session, study.id)
+        if fired is not None:
+            info["stopped_by_rule"] = {"after_hits": fired.data["hits"], "at": fired.data["at"],
+                                       "outcome": fired.data["outcome"]}
+    info["answers_done"], info["answers_needed"] = progress(database_url, study_id)
+    return info

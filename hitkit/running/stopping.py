@@ -1,0 +1,202 @@
+"""A running study's stopping rule (the study file's ``stop:``) and its adaptive design (``design: adaptive``).
+
+The rule's statistics are :mod:`hitkit.analysis.sequential`; the protocol's ``sequential`` module
+turns its export tables into the comparisons the rule watches. This module reads the study's rows and
+answers three questions for the scheduler, the dashboard and the export:
+
+* where each decision stands now (:func:`rule_state`, recomputed only when counted work grows);
+* whether the rule has fired, and if it fires now, what to record (:func:`check`): the scheduler
+  then withdraws the HITs it has not posted and closes the posted ones to newcomers (work already
+  started may still be handed in), and on Prolific the study stops growing places and is stopped;
+* in which order to post the pending HITs of an adaptive design (:func:`order_pending`): first those
+  whose comparisons the open decision needs most, every HIT as packed under the protocol's
+  constraints (balanced HITs with their QC slot, no worker seeing two segments of one conversation).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from hitkit.analysis.sequential import RuleState, as_table, intervals, settle
+from hitkit.db.models import Assignment, Event, Hit, HitUnit, Study, Unit
+from hitkit.protocols import PROTOCOLS
+from hitkit.tables.schema import DONE_STATUSES
+from hitkit.study.stored import StudyContext
+
+FIRED = "stop_rule_fired"
+"""The event that records the rule's firing: its data say when, after how many HITs, and what was decided."""
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, int], tuple[tuple[int, int], RuleState | None]] = {}
+"""(database, study) -> (the counted work it was computed on, the rule's state): one server may serve
+several databases, each with its own study 1."""
+
+
+def sequential_module(config):
+    return PROTOCOLS[config.task].module("sequential")
+
+
+def watched_systems(ctx: StudyContext) -> list[str]:
+    """The systems the rule compares: the study's systems, less any quality-control bot."""
+    control = set(ctx.task.control_systems())
+    return [s.name for s in ctx.config.systems if s.name not in control]
+
+
+def unit_payloads(session: Session, study_id: int) -> list[Mapping]:
+    """Every unit of the study's material (the fixed design the rule's sizes are planned on)."""
+    return list(session.scalars(select(Unit.payload).where(Unit.study_id == study_id)))
+
+
+def counted_hits(session: Session, study_id: int) -> int:
+    """Assignments whose work is handed in and counts (submitted or approved; confirmed or not)."""
+    return session.scalar(select(func.count()).select_from(Assignment).join(Hit)
+                          .where(Hit.study_id == study_id, Assignment.status.in_(DONE_STATUSES))) or 0
+
+
+def compute(session: Session, ctx: StudyContext) -> RuleState | None:
+    """The stop rule's state over the work handed in so far (None without a ``stop:`` section)."""
+    stop = ctx.config.stop
+    if stop is None:
+        return None
+    module = sequential_module(ctx.config)
+    study = session.get(Study, ctx.study_id)
+    tables = ctx.task.export(session, study)
+    systems = watched_systems(ctx)
+    plan = module.planned(unit_payloads(session, ctx.study_id), ctx.config)
+    # A pair the material never compares (a system left out of generation, say) has nothing to wait for.
+    comparisons = [c for c in module.comparisons(tables, systems, plan, config=ctx.config) if c.planned > 0]
+    compared = {s for c in comparisons for s in (c.a, c.b)}
+    systems = [s for s in systems if s in compared]
+    if stop.decision == "pair":
+        comparisons = [c for c in comparisons if {c.a, c.b} == set(stop.systems)]
+    return settle(intervals(comparisons, stop.alpha), stop.decision, systems,
+                  tuple(stop.systems) if stop.systems else None)
+
+
+def rule_state(session: Session, ctx: StudyContext) -> RuleState | None:
+    """:func:`compute`, cached until more work is handed in or confirmed."""
+    if ctx.config.stop is None:
+        return None
+    done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
+                                 .join(Hit).where(Hit.study_id == ctx.study_id,
+                                                  Assignment.status.in_(DONE_STATUSES))).one())
+    key = (session.get_bind().url.render_as_string(hide_password=True), ctx.study_id)
+    with _lock:
+        cached = _cache.get(key)
+    if cached is not None and cached[0] == done:
+        return cached[1]
+    state = compute(session, ctx)
+    with _lock:
+        _cache[key] = (done, state)
+    return state
+
+
+def fired_event(session: Session, study_id: int) -> Event | None:
+    """The event of the rule's firing, if it has fired."""
+    return session.scalar(select(Event).where(Event.study_id == study_id, Event.kind == FIRED).limit(1))
+
+
+def check(session: Session, ctx: StudyContext, now: dt.datetime) -> bool:
+    """True when the rule has fired (now or before). Firing now records the event and withdraws or
+    closes the study's open HITs in this session; the caller tells the provider (:func:`left_open_on_provider`)."""
+    stop = ctx.config.stop
+    if stop is None:
+        return False
+    if fired_event(session, ctx.study_id) is not None:
+        return True
+    hits = counted_hits(session, ctx.study_id)
+    if hits < stop.min_hits:
+        return False
+    state = rule_state(session, ctx)
+    if state is None or not state.fired:
+        return False
+    withdrawn = closed = 0
+    for hit in session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status.in_(("pending", "posted")))):
+        if hit.status == "pending":
+            hit.status, withdrawn = "withdrawn", withdrawn + 1
+        else:
+            hit.status, closed = "closed", closed + 1
+    session.add(Event(study_id=ctx.study_id, kind=FIRED, actor="scheduler", data={
+        "decision": stop.decision, "outcome": state.outcome, "hits": hits, "at": now.isoformat(),
+        "alpha": stop.alpha, "withdrawn": withdrawn, "closed": closed, "intervals": as_table(state)}))
+    return True
+
+
+CLOSED = "closed_on_provider"
+"""The event that records a provider's acknowledgement of a closing: ``{"hit": id}`` or ``{"study": true}``."""
+
+
+def left_open_on_provider(session: Session, study_id: int) -> tuple[list[tuple[int, str]], bool]:
+    """What the rule closed that the provider has not acknowledged yet: (HIT id, provider id) of each
+    closed HIT, and whether the study as a whole is still to be closed."""
+    done = [e.data for e in session.scalars(select(Event).where(Event.study_id == study_id, Event.kind == CLOSED))]
+    closed_hits = {d["hit"] for d in done if "hit" in d}
+    hits = [(h, p) for h, p in session.execute(select(Hit.id, Hit.provider_hit_id).where(
+        Hit.study_id == study_id, Hit.status == "closed", Hit.provider_hit_id.is_not(None))) if h not in closed_hits]
+    return hits, not any(d.get("study") for d in done)
+
+
+def order_pending(session: Session, ctx: StudyContext, pending: Sequence[Hit]) -> list[Hit]:
+    """An adaptive design's posting order: the pending HITs that serve the open decision most first
+    (the sum of the open pairs' needs over the pairs each HIT informs), then in their packed order."""
+    state = rule_state(session, ctx)
+    if state is None or not state.weights:
+        return list(pending)
+    module = sequential_module(ctx.config)
+    ids = [h.id for h in pending]
+    payloads: dict[int, list[Mapping]] = {i: [] for i in ids}
+    for hit_id, payload in session.execute(select(HitUnit.hit_id, Unit.payload).join(Unit, Unit.id == HitUnit.unit_id)
+                                           .where(HitUnit.hit_id.in_(ids)).order_by(HitUnit.position)):
+        payloads[hit_id].append(payload)
+
+    def need(hit: Hit) -> float:
+        return sum(state.weights.get(p, 0.0) for p in set(module.hit_pairs(payloads[hit.id])))
+
+    return sorted(pending, key=lambda h: (-need(h), h.index))
+
+
+def _pending_outcome(state: RuleState | None) -> str:
+    """Where an unfired rule stands, in words (a decision the data already make but the scheduler has not
+    acted on yet is said to be so)."""
+    if state is None:
+        return ""
+    if state.fired:
+        return (f"{state.outcome}, by the data so far; not acted on yet (fewer counted HITs than min_hits, "
+                f"or the study is not running)")
+    return state.outcome
+
+
+def summary(session: Session, ctx: StudyContext) -> dict | None:
+    """The rule, where it stands (or when it fired and what it decided) and what was spent against the
+    fixed design: the dashboard shows it, the export writes it into ``study.json`` and the report and
+    its methods paragraph state it. None without a ``stop:`` section."""
+    from hitkit.analysis.sequential import DECISIONS, REFERENCE
+    from hitkit.money.ledger import committed_spend, worst_case
+    from hitkit.money.amounts import cents
+
+    stop = ctx.config.stop
+    if stop is None:
+        return None
+    event = fired_event(session, ctx.study_id)
+    state = rule_state(session, ctx)
+    hits = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id)).all()
+    fixed = sum((worst_case(ctx, h) for h in hits), cents(0))
+    module = sequential_module(ctx.config)
+    return {
+        "decision": stop.decision, "meaning": DECISIONS[stop.decision], "systems": stop.systems,
+        "alpha": stop.alpha, "min_hits": stop.min_hits, "design": ctx.config.design, "method": REFERENCE,
+        "unit": module.UNIT, "correction": "Bonferroni over the watched pairs",
+        "fired": event is not None, "fired_at": event.data["at"] if event else None,
+        "fired_after_hits": event.data["hits"] if event else None,
+        "outcome": event.data["outcome"] if event else _pending_outcome(state),
+        "study_status": session.get(Study, ctx.study_id).status,
+        "counted_hits": counted_hits(session, ctx.study_id),
+        "intervals": event.data["intervals"] if event else (as_table(state) if state else []),
+        "now": as_table(state) if state else [],
+        "fixed_design": {"hits": len(hits), "assignments": sum(h.max_assignments for h in hits), "cost": str(fixed)},
+        "committed": str(cents(committed_spend(session, ctx))), "currency": ctx.config.provider.currency,
+    }

@@ -1,0 +1,278 @@
+"""The simulated crowd: synthetic workers who take HITs through the real pages over real HTTP.
+
+Coordinators use it to dry-run a study and to check their quality-control settings before paying
+anyone; the tests use it to drive the whole system. Each worker has a profile — ``diligent``,
+``noisy``, ``spammer`` or ``always_tie`` — that the study's task type turns into answers; the typing
+profiles ``llm_paster``, ``slow_typist`` and ``phone`` answer as diligent workers but enter their text
+their own way (:mod:`hitkit.simulation.crowd_typing`). Every message and free-text answer carries the signals a
+browser would send of how it was typed (:mod:`hitkit.worker.authenticity`). A worker
+looks at the marketplace (the study's posted HITs), previews a HIT, accepts it, reads the
+instructions, answers unit by unit (each answer is its own request, as a person's clicks are),
+submits, and comes back for more until the cap, the budget or the work runs out.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+import requests
+from sqlalchemy import func, select
+
+from hitkit.simulation import crowd_typing
+from hitkit.study.config import StudyConfig
+from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
+from hitkit.db.session import session_scope
+from hitkit.worker.admission import CAP_STATUSES, open_hits
+from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
+from hitkit.study.stored import StudyContext
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimWorker:
+    """One synthetic worker: a stable id, the profile it answers as, and the one it types as."""
+
+    worker_id: str
+    profile: str
+    typing: str = ""
+    """The typing profile (:mod:`hitkit.simulation.crowd_typing`); empty: the same as ``profile``."""
+
+    @property
+    def typist(self) -> crowd_typing.Typist:
+        return crowd_typing.typist(self.typing or self.profile, self.worker_id)
+
+
+def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
+    """The study's synthetic workers in the order of their groups, with ids that are the same on every run
+    (``sim-noisy-003``), numbered per profile across groups: two groups of one profile get distinct ids."""
+    from hitkit.protocols import task_for
+
+    task = task_for(config)
+    numbered: dict[str, int] = {}
+    workers = []
+    for g in config.simulated.workers:
+        first = numbered.get(g.profile, 0)
+        workers += [SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile)
+                    for i in range(first, first + g.count)]
+        numbered[g.profile] = first + g.count
+    return workers
+
+
+@dataclass
+class CrowdStats:
+    hits_done: int = 0
+    answers: int = 0
+    refused: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class SimulatedCrowd:
+    """Runs the study's synthetic workers on a thread pool until the work, or they, run out."""
+
+    def __init__(self, database_url: str, ctx: StudyContext, base_url: str, ack_log: Path | None = None,
+                 timeout_s: float = 30.0):
+        self.database_url, self.ctx, self.base_url = database_url, ctx, base_url.rstrip("/")
+        self.workers = crowd_from_config(ctx.config)
+        self.ack_log = ack_log
+        self.timeout_s = timeout_s
+        self.stats = CrowdStats()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._queue: queue.Queue[SimWorker] = queue.Queue()
+        self._retired = 0
+        self._ordinal = {w.worker_id: i for i, w in enumerate(self.workers)}
+        with session_scope(database_url) as session:
+            self._context = ctx.task.simulation_context(session, session.get(Study, ctx.study_id))
+            self._hit_count = session.scalar(select(func.count()).select_from(Hit).where(Hit.study_id == ctx.study_id))
+
+    # Lifecycle ------------------------------------------------------------------------------
+    def start(self) -> "SimulatedCrowd":
+        for w in self.workers:
+            self._queue.put(w)
+        for i in range(min(self.ctx.config.simulated.concurrency, len(self.workers))):
+            t = threading.Thread(target=self._loop, name=f"sim-crowd-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self, join_timeout: float = 10.0) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(join_timeout)
+
+    @property
+    def finished(self) -> bool:
+        """True when every worker has retired (capped or no work left in a completed study)."""
+        return self._retired >= len(self.workers)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worker = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                if self.finished:
+                    return
+                continue
+            try:
+                outcome = self._turn(worker)
+            except Exception as exc:  # a worker's failure must not stop the crowd; it is counted
+                log.warning("simulated worker %s failed: %s", worker.worker_id, exc)
+                with self._lock:
+                    self.stats.errors.append(f"{worker.worker_id}: {exc}")
+                outcome = "wait"
+            if outcome == "retire":
+                with self._lock:
+                    self._retired += 1
+                continue
+            if outcome == "wait":
+                self._stop.wait(0.2)
+            self._queue.put(worker)
+
+    # One worker's turn ----------------------------------------------------------------------
+    def _turn(self, worker: SimWorker) -> str:
+        """Take one HIT if there is one for this worker; say whether to come back or retire."""
+        with session_scope(self.database_url) as session:
+            study = session.get(Study, self.ctx.study_id)
+            row = session.scalar(select(Worker).where(Worker.provider == self.ctx.provider.name,
+                                                      Worker.external_id == worker.worker_id))
+            held = None
+            if row is not None:
+                # A worker who was mid-HIT (say, the process died) goes back to it first.
+                held = session.scalar(select(Assignment.hit_id).join(Hit).where(
+                    Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status == "accepted"))
+                taken = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
+                    Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status.in_(CAP_STATUSES)))
+                if held is None and taken >= self.ctx.config.schedule.per_worker_cap:
+                    return "retire"
+            if study.status == "completed":
+                return "retire"
+            if held:
+                hit = session.get(Hit, held)
+            else:
+                # Each worker starts from its own place in the list, so who takes which HIT does not
+                # depend on thread timing and a seeded dry run gives the same numbers every time.
+                hits = open_hits(session, study.id, row, utcnow(), self.ctx.task)
+                if not hits:
+                    return "wait"
+                start = self._ordinal[worker.worker_id] % max(1, self._hit_count)
+                hit = next((h for h in hits if h.index >= start), hits[0])
+            hit_id, provider_hit_id = hit.id, hit.provider_hit_id
+        return self._do_hit(worker, hit_id, provider_hit_id)
+
+    def _do_hit(self, worker: SimWorker, hit_id: int, provider_hit_id: str) -> str:
+        http = requests.Session()
+        rng = random.Random(f"{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        pace_rng = random.Random(f"pace:{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        # Typing has its own stream, so the answers of a seeded run do not depend on it.
+        typing_rng = random.Random(f"typing:{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        typist = worker.typist
+        entry = f"{self.base_url}/s/{self.ctx.name}/hit/{hit_id}"
+        # Preview first, as a person browsing the marketplace does.
+        http.get(f"{entry}?{urlencode({'hitId': provider_hit_id, 'assignmentId': PREVIEW_ASSIGNMENT})}",
+                 timeout=self.timeout_s).raise_for_status()
+        params = {"hitId": provider_hit_id, "workerId": worker.worker_id,
+                  "assignmentId": f"{worker.worker_id}-{provider_hit_id}"}
+        page = http.get(f"{entry}?{urlencode(params)}", timeout=self.timeout_s)
+        if page.status_code in (403, 409, 410):
+            with self._lock:
+                self.stats.refused += 1
+            return "retire" if page.status_code == 403 else "wait"
+        page.raise_for_status()
+        base = page.url.split("?")[0].rstrip("/")
+        http.post(f"{base}/consent", timeout=self.timeout_s).raise_for_status()
+        state = http.get(f"{base}/state", timeout=self.timeout_s).json()
+        answered = state["answers"]
+        pace = self.ctx.config.simulated.seconds_per_answer
+        task = self.ctx.task
+
+        def give(view: dict, question: str, value: str, shown_at: float) -> None:
+            if question in answered.get(str(view["unit_id"]), {}):
+                return  # back after a reload: the saved answer stands
+            if pace:
+                time.sleep(pace * pace_rng.uniform(0.5, 1.5))
+            # elapsed_s: seconds since the unit was shown, as the pages send it.
+            body = {"unit_id": view["unit_id"], "question": question, "value": value,
+                    "elapsed_s": time.monotonic() - shown_at}
+            if question in task.free_text:
+                body["signals"] = crowd_typing.typed_signals(typist, value, typing_rng)
+            reply = http.post(f"{base}/answer", json=body, timeout=self.timeout_s)
+            reply.raise_for_status()
+            self._acknowledge(worker, state["assignment"], view["unit_id"], question, value)
+
+        for view in sorted(state["units"], key=lambda v: v.get("position") or 0):
+            shown_at = time.monotonic()
+            answers = task.simulate(worker.profile, view, rng, self._context, worker.worker_id)
+            if task.has_chat:
+                for question in task.chat_opening:
+                    if question in answers:
+                        give(view, question, answers.pop(question), shown_at)
+                self._chat(http, base, worker, view, rng, typing_rng)
+            for question, value in answers.items():
+                give(view, question, value, shown_at)
+            if self._stop.is_set():
+                return "wait"
+        # The comment on the whole HIT has its own stream, so leaving one changes no answer of a seeded run.
+        comment = crowd_typing.hit_comment(typist, random.Random(f"comment:{self.ctx.config.seed}:"
+                                                                 f"{worker.worker_id}:{hit_id}"))
+        body = {"feedback": comment[0], "feedback_signals": comment[1]} if comment else None
+        done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, json=body,
+                         timeout=self.timeout_s)
+        done.raise_for_status()
+        with self._lock:
+            self.stats.hits_done += 1
+        return "again"
+
+    def _chat(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random,
+              typing_rng: random.Random) -> None:
+        """Chat in one unit until the protocol's minimum of messages, as a patient person would."""
+        typist = worker.typist
+        chat_url = f"{base}/chat/{view['unit_id']}"
+        state = http.get(chat_url, timeout=self.timeout_s).json()
+        waits = 0
+        while state["inputs"] < state["min_inputs"] or state["bot_owes_reply"]:
+            if self._stop.is_set():
+                return
+            if state["bot_owes_reply"]:
+                reply = http.post(f"{chat_url}/retry", json={}, timeout=self.timeout_s * 4)
+            else:
+                if typist.pastes(typing_rng):
+                    text = crowd_typing.bot_written_message(typing_rng)
+                    signals = crowd_typing.pasted_signals(typist, text, typing_rng)
+                else:
+                    text = self.ctx.task.simulate_message(worker.profile, view, rng, state["inputs"])
+                    signals = crowd_typing.typed_signals(typist, text, typing_rng)
+                reply = http.post(f"{chat_url}/message", json={"text": text, "signals": signals},
+                                  timeout=self.timeout_s * 4)
+                if rng.random() < 0.05:  # now and then the conversation drifts to a new topic
+                    http.post(f"{chat_url}/topic", json={"by": rng.choice(("worker", "bot"))}, timeout=self.timeout_s)
+            if reply.status_code == 502:  # the bot is slow or down: wait, as the page asks, then retry
+                waits += 1
+                if waits > 20:
+                    raise RuntimeError(f"the bot of unit {view['unit_id']} did not reply after {waits} tries")
+                self._stop.wait(min(0.2 * waits, 2.0))
+                state = http.get(chat_url, timeout=self.timeout_s).json()
+                continue
+            reply.raise_for_status()
+            state = reply.json()
+
+    def _acknowledge(self, worker: SimWorker, assignment: str, unit_id: int, question: str, value: str) -> None:
+        with self._lock:
+            self.stats.answers += 1
+            if self.ack_log is None:
+                return
+            # fsync: the log is the crash test's record of what the server acknowledged.
+            with self.ack_log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"worker": worker.worker_id, "assignment": assignment, "unit_id": unit_id,
+                                     "question": question, "value": value}) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())

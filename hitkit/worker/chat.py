@@ -1,0 +1,182 @@
+"""Live chat as database operations (METHODS.md §1): the worker's turns, the bot's replies, topics.
+
+No HTTP here; the web tier calls these. One assignment's conversation in one chat slot is a
+:class:`~hitkit.db.models.Conversation` of kind ``human_bot`` whose key is
+:func:`~hitkit.protocols.live_chat.task.conversation_key` (assignment × unit), created at the first message
+or topic change. Turns alternate: after a worker turn the bot owes a reply, and the worker's next
+turn is refused until the reply is stored.
+
+The order of one exchange, and why:
+
+1. :func:`~hitkit.worker.chat_turns.add_worker_turn` stores the worker's message, and the caller commits
+   it, *before* the bot is asked: a failed or slow bot must never cost the worker what they typed.
+2. The bot is asked with no transaction open. On SQLite every transaction takes the write lock
+   (``BEGIN IMMEDIATE``), so holding one across a bot call of seconds would stall every worker.
+3. :func:`~hitkit.worker.chat_turns.add_bot_turn` stores the reply if it is still owed (a retry may have
+   raced it).
+
+One owed reply is generated once, however many retries arrive at once: the request that owes
+the bot's call *claims* it (``Conversation.reply_claim``, set with the conversation's row locked)
+before calling the bot, and the others wait for the reply it stores. A claim is released when
+the bot fails, and abandoned once older than the bot's whole time budget (a web process killed
+mid-call), so a conversation is never stuck.
+
+A chat slot is named by its unit's public key (:attr:`~hitkit.db.models.Unit.public_key`), never by
+its row id: the order of ids would tell the control slot from the others.
+
+:func:`send` and :func:`bot_reply` do these steps with their own short transactions, taking the
+database URL rather than a session for that reason. The bot itself is injected as ``reply``, a
+callable ``reply(history) -> str`` over OpenAI-style messages (``BotClient.reply`` fits), or a
+mapping from system name to such callables. Any failure of the call raises :class:`BotReplyError`
+and leaves the worker's turn stored and the reply owed; calling :func:`bot_reply` again resumes.
+
+A slot may be rated ("Next chatbot") only after ``live_chat.min_inputs`` worker turns; the task
+type enforces that in the shared answer and submit flow. Before the first message the slot's ``topic`` and ``topic_sentiment``
+must be answered, as the protocol asks; once the slot has a rating, its chat is closed.
+
+Topic changes are kept in ``Conversation.meta["topic_changes"]``: a list of
+``{"by": "worker" | "bot", "at_turn": turns so far, "topic": new topic or None, "time": ISO UTC}``.
+Not a Response: a response holds one answer per question, and a chat may change topic many
+times; the meta also travels with the conversation into ``conversations.jsonl``.
+
+The steps in the caller's transaction are in :mod:`hitkit.worker.chat_turns`, their SQL in :mod:`hitkit.worker.chat_sql`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import update
+
+from hitkit import timing
+from hitkit.worker import chat_sql, chat_turns
+from hitkit.worker.chat_turns import ChatState
+from hitkit.db.models import Conversation, utcnow
+from hitkit.db.session import session_scope
+from hitkit.errors import FlowError, HitkitError
+from hitkit.study.stored import StudyContext
+
+Reply = Callable[[list[dict[str, str]]], str]
+"""A bot: OpenAI-style history (``{"role": "user" | "assistant", "content": ...}``) in, reply text out."""
+
+class BotReplyError(FlowError):
+    """The bot gave no reply; the worker's turn is stored and the reply still owed (HTTP 502)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 502)
+
+
+def claim_lease_s(ctx: StudyContext, system: str) -> float:
+    """How long a claim on a reply of ``system`` stands: its bot's whole time budget, plus a margin.
+
+    The claimant gives up by then (every attempt timed out), so an older claim belongs to a
+    request that died, and another may take it over.
+    """
+    options = next((s.options for s in ctx.config.systems if s.name == system), {}) or {}
+    timeout, retries = float(options.get("timeout_s", 30.0)), int(options.get("retries", 2))
+    backoff = float(options.get("backoff_s", 0.5))
+    return timeout * (retries + 1) + backoff * (2 ** retries - 1) + 2.0
+
+
+# One exchange, each step in its own transaction --------------------------------------------------
+def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int | str,
+              reply: Reply | Mapping[str, Reply]) -> ChatState:
+    """Ask the bot for the reply it owes, if any, and store it; BotReplyError if it gives none.
+
+    If another request is already asking the bot for this reply, wait for the reply it stores
+    (no transaction open) rather than ask again: one generation per owed reply.
+    """
+    with session_scope(database_url) as session:
+        assignment, unit = chat_turns.slot(session, ctx, token, unit_id, writable=True)
+        conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False)
+        turns = chat_sql.turns_of(session, conversation)
+        if not turns or turns[-1].speaker != "worker":
+            return chat_turns.state(ctx, assignment, unit, conversation, turns)
+        lease = claim_lease_s(ctx, unit.payload["system"])
+        claimed_at = conversation.reply_claimed_at
+        free = (conversation.reply_claim is None or claimed_at is None
+                or utcnow() - claimed_at > dt.timedelta(seconds=lease))
+        claim = chat_turns.claim_reply(conversation) if free else None
+        owed = chat_turns.owed_reply(assignment, unit, conversation, turns, claim)
+    if owed.claim is None:
+        return _await_reply(database_url, ctx, owed, min(lease, WAIT_FOR_CLAIM_S))
+    return _ask(database_url, ctx, reply, owed)
+
+
+WAIT_FOR_CLAIM_S = 20.0
+"""Longest a retry waits for the reply another request is generating before it answers "still waiting"."""
+
+
+def _await_reply(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, wait_s: float) -> ChatState:
+    """Poll, with no transaction open, until the reply another request claimed is stored; 502 if it is not yet."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.05
+    while True:
+        with session_scope(database_url) as session:
+            conversation = session.get(Conversation, owed.conversation_id)
+            turns = chat_sql.turns_of(session, conversation)
+            if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
+                return chat_turns.state_of(ctx, owed.unit_key, conversation, turns)
+            if conversation.reply_claim is None:  # the claimant failed and let go: the page may retry now
+                raise BotReplyError("the chatbot did not reply; your message is saved — please try again")
+        if time.monotonic() >= deadline:
+            raise BotReplyError("the chatbot is still writing its reply; your message is saved — please wait "
+                                "a moment")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+def _release(database_url: str, owed: chat_turns.Owed) -> None:
+    """Give up this request's claim (the bot failed), so that the next retry asks again at once."""
+    if owed.claim is None:
+        return
+    with session_scope(database_url) as session:
+        session.execute(update(Conversation).where(Conversation.id == owed.conversation_id,
+                                                   Conversation.reply_claim == owed.claim)
+                        .values(reply_claim=None, reply_claimed_at=None))
+
+
+def _ask(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply],
+         owed: chat_turns.Owed) -> ChatState:
+    """Ask the bot for the reply it owes with no transaction open, then store it if still owed."""
+    system = owed.system
+    from hitkit.bots.health import watch
+
+    try:
+        if isinstance(reply, Mapping):
+            if system not in reply:
+                raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
+            reply = reply[system]
+        try:
+            with watch(database_url, ctx.study_id, system), timing.phase("bot"):  # bot_* health events
+                text = reply(owed.history)
+        except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
+            raise BotReplyError(f"the chatbot did not reply ({exc}); your message is saved — "
+                                "please wait a moment and try again") from exc
+        if not isinstance(text, str):
+            raise BotReplyError(f"the chatbot's reply was {type(text).__name__}, not text; your message is saved — "
+                                "try again")
+    except BaseException:
+        _release(database_url, owed)
+        raise
+    with timing.phase("reply"), session_scope(database_url) as session:
+        return chat_turns.store_reply(session, ctx, owed, text)[1]
+
+
+def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
+         reply: Reply | Mapping[str, Reply], signals: Any = None) -> ChatState:
+    """The worker's message, committed first, then the bot's reply to it (see the module docstring).
+
+    ``signals``: how the page saw the message typed, as sent (:func:`hitkit.worker.chat_turns.add_worker_turn`)."""
+    with timing.phase("store"), session_scope(database_url) as session:
+        owed = chat_turns.store_worker_turn(session, ctx, token, unit_id, text, signals)[1]
+    return _ask(database_url, ctx, reply, owed)
+
+
+def bot_clients(ctx: StudyContext) -> dict[str, Reply]:
+    """One shared client per system of a live-chat study, keyed by system name."""
+    from hitkit.bots.client import BotClient
+
+    return {system.name: BotClient(system.bot_config()).reply for system in ctx.config.systems}
