@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from hitkit.study.config import load_study
     from hitkit.db.migrate import upgrade
-    from hitkit.db.models import HookEvent, HookSubscription
+    from hitkit.db.hook_models import HookEvent, HookSubscription
     from hitkit.db.session import session_scope
     from hitkit.providers.prolific.webhooks import signature
     from hitkit.study.stored import create_study, resolve_secret

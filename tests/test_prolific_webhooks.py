@@ -15,7 +15,8 @@ import requests
 from sqlalchemy import func, select
 
 from hitkit.running import provider_side
-from hitkit.db.models import Assignment, Event, HookEvent, HookSubscription, Payment, Study
+from hitkit.db.models import Assignment, Event, Payment, Study
+from hitkit.db.hook_models import HookEvent, HookSubscription
 from hitkit.db.session import session_scope
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.running import hooks

@@ -21,6 +21,7 @@ from hitkit.providers.mturk_client import MTurkError
 from hitkit.providers.prolific.client import ProlificError
 from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit.money.ledger import grant_bonus
+from hitkit.money.payments import PaymentUncertain
 from hitkit.running.scheduler import tick
 from hitkit.running.sync import sync_study
 from tests.fakes.mturk import FakeMTurk, dummy_aws
@@ -56,12 +57,13 @@ def prolific():
 
 
 def grant_bonus_then_crash(provider_class, database_url: str, assignment_id: int, amount: Decimal) -> None:
-    """grant_bonus dying as if killed with -9 just after its ledger row was committed: the provider is never asked."""
+    """grant_bonus dying as if killed with -9 just after its ledger row was committed: the provider is never asked
+    (its first bonus call: SendBonus on MTurk, setting the bonus up on Prolific)."""
     def crashing(self, *args, **kwargs):
         raise RuntimeError("kill -9 after the ledger row was committed")
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(provider_class, "pay_bonus", crashing)
+        patch.setattr(provider_class, "create_bonus" if provider_class.two_step_bonus else "pay_bonus", crashing)
         with pytest.raises(RuntimeError):
             grant_bonus(database_url, "ab-demo", assignment_id, amount, REASON)
 
@@ -272,7 +274,7 @@ def test_prolific_a_pay_call_whose_outcome_is_unknown_is_settled_from_bonus_paym
     with pytest.raises(ProlificError):
         grant_bonus(database_url, "ab-demo", a, Decimal("1.25"), REASON)
     assert len(prolific.paid) == 1  # Prolific paid; hitkit heard nothing
-    with pytest.raises(ProlificError, match="will not risk paying twice"):
+    with pytest.raises(PaymentUncertain, match="will not risk paying twice"):
         grant_bonus(database_url, "ab-demo", a, Decimal("1.25"), REASON)
     # The submission's bonus_payments shows it: sync marks it paid and pays nothing.
     report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)

@@ -33,6 +33,9 @@ def status(study_file: Path, as_json: bool) -> None:
     click.echo("  HITs " + ", ".join(f"{k} {v}" for k, v in info["hits"].items()))
     click.echo("  assignments " + ", ".join(f"{k} {v}" for k, v in info["assignments"].items()))
     click.echo(f"  spent {info['spent']} of budget {info['budget']} {info['currency']}; workers {info['workers']}")
+    lead = info.get("leader")
+    click.echo(f"  leader: {lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since']}" if lead
+               else "  leader: none (no scheduler or command acts on this study now)")
     if "stopped_by_rule" in info:
         click.echo(f"  {info['stopped_by_rule']['line']}")
 
@@ -40,7 +43,9 @@ def status(study_file: Path, as_json: bool) -> None:
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def sync(study_file: Path, as_json: bool) -> None:
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Seconds to wait for the study's lease (a running scheduler hands it over after its tick).")
+def sync(study_file: Path, as_json: bool, wait_s: float) -> None:
     """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
     from hitkit.study.config import load_study
     from hitkit.study.served import require_launched
@@ -48,7 +53,7 @@ def sync(study_file: Path, as_json: bool) -> None:
 
     config = load_study(study_file)
     require_launched(config, study_file)
-    report = sync_study(config.database_url, config.study)
+    report = sync_study(config.database_url, config.study, wait_s=wait_s)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2, default=str))
     else:

@@ -110,6 +110,16 @@ class StudyProgress:
     platform: dict[str, Any] | None = None
     """Webhook health and screen-outs (:func:`hitkit.dashboard.platform.platform_state`), where there are any."""
 
+    leader: dict[str, Any] | None = None
+    """The process that leads the study now (:func:`hitkit.study.lease.leader`), None when none does."""
+
+    @property
+    def leader_text(self) -> str:
+        """Who leads, in words: ``scheduler on HOST (pid N) since …``, or none."""
+        lead = self.leader
+        return (f"{lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since'][:19].replace('T', ' ')} UTC"
+                if lead else "none (no scheduler acts on this study now)")
+
     @property
     def hits_posted(self) -> int:
         return sum(n for status, n in self.hits.items() if status not in UNPOSTED_HITS)
@@ -130,6 +140,7 @@ class StudyProgress:
             "answers_done": self.answers_done, "answers_needed": self.answers_needed,
             "work_time_median_s": self.work_time_median_s, "work_time_mean_s": self.work_time_mean_s,
             "qc": qc, "systems": [asdict(s) for s in self.systems], "display": self.display(),
+            "leader": self.leader, "leader_text": self.leader_text,
             "bots": [{"name": r.name, "state": r.state, "owed": r.owed, "text": r.describe(),
                       "recent": r.recent, "total": r.total} for r in self.bots.get("rows", [])],
             "bots_failing": self.bots.get("failing", []), "held": self.held, "stopping": self.stopping,
@@ -158,6 +169,7 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
     """Everything the dashboard shows live about one study, read from its rows."""
     from hitkit.dashboard.platform import platform_state
     from hitkit.money.ledger import committed_spend
+    from hitkit.study.lease import leader
 
     study = session.get(Study, ctx.study_id)
     shape = study_shape(session, cache_key, study.id)
@@ -213,4 +225,5 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
         qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()), bots=bot_health(session, ctx),
         held=len(held_assignment_ids(session, study.id)), stopping=stopping.summary(session, ctx),
-        platform=platform_state(session, ctx))
+        platform=platform_state(session, ctx),
+        leader=leader(session, study.id))

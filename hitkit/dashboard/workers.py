@@ -10,6 +10,8 @@ import datetime as dt
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
@@ -138,8 +140,9 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int,
         if a.status != "submitted":
             raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be approved")
         worker = a.worker.external_id
-    outcome = approve(database_url, ctx, assignment_id, utcnow(), actor=ACTOR, coordinator=True,
-                      override_platform=override_platform)
+    with _leading(database_url, ctx):
+        outcome = approve(database_url, ctx, assignment_id, utcnow(), actor=ACTOR, coordinator=True,
+                          override_platform=override_platform)
     if outcome == "refused":
         raise ActionError(f"the {ctx.provider.name} platform records another worker on assignment "
                           f"{assignment_id}; it cannot be approved for {worker}")
@@ -151,6 +154,22 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int,
             status = session.get(Assignment, assignment_id).status
         return f"assignment {assignment_id} is {status} now; nothing done"
     return f"assignment {assignment_id} approved"
+
+
+LEASE_WAIT_S = 10.0
+"""How long a dashboard action waits for the study's lease (the scheduler hands over at the end of its tick)."""
+
+
+@contextmanager
+def _leading(database_url: str, ctx: StudyContext) -> Iterator[None]:
+    """Hold the study's lease for one dashboard action; ActionError naming the leader when it is not free."""
+    from hitkit.study import lease
+
+    try:
+        with lease.held(database_url, ctx.study_id, "dashboard", wait_s=LEASE_WAIT_S):
+            yield
+    except lease.LeaseBusy as busy:
+        raise ActionError(f"{busy}") from None
 
 
 def reject_assignment(database_url: str, ctx: StudyContext, assignment_id: int, reason: str) -> str:
@@ -165,9 +184,13 @@ def reject_assignment(database_url: str, ctx: StudyContext, assignment_id: int, 
         if a.status != "submitted":
             raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be rejected")
         provider_id = a.provider_assignment_id
-    ctx.provider.reject(provider_id, reason)
+    with _leading(database_url, ctx):
+        with session_scope(database_url) as session:
+            if session.get(Assignment, assignment_id).status != "submitted":
+                return f"assignment {assignment_id} was decided meanwhile; nothing done"
+        ctx.provider.reject(provider_id, reason)
     with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
+        a = session.get(Assignment, assignment_id, with_for_update=True)
         a.status, a.decided_at = "rejected", utcnow()
         session.add(Event(study_id=ctx.study_id, kind="assignment_rejected", actor=ACTOR,
                           data={"assignment": a.id, "reason": reason}))
@@ -211,8 +234,9 @@ def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: D
     external_id, ledger_key, amount = prepared
     # The ledger rows are committed: only now does the provider hear of the bonus.
     try:
-        pay_bonus(database_url, ctx, ledger_key, actor=ACTOR,
-                  note={"worker": external_id, "amount": str(amount), "reason": reason})
+        with _leading(database_url, ctx):
+            pay_bonus(database_url, ctx, ledger_key, actor=ACTOR,
+                      note={"worker": external_id, "amount": str(amount), "reason": reason})
     except Exception as exc:
         with session_scope(database_url) as session:
             session.add(Event(study_id=ctx.study_id, kind="bonus_failed", actor=ACTOR,

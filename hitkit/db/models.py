@@ -306,6 +306,33 @@ class Payment(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending")  # pending, paid, failed
     provider_ref: Mapped[Optional[str]] = mapped_column(String(128))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    state: Mapped[Optional[str]] = mapped_column(String(16))
+    """Where the payment stands on the platform (hitkit.money.payments.STATES): planned, created (the platform's
+    id in ``provider_ref``), sending (the pay call may have gone out), paid, confirmed; failed."""
+    state_at: Mapped[Optional[dt.datetime]]
+    """When ``state`` last changed (a ``sending`` bonus is settled from the platform after a while)."""
+
+
+class StudyLease(Base):
+    """The one process that may act on the platform or on money for a study (hitkit.study.lease).
+
+    Taken by compare-and-set when free or expired, renewed by its holder, handed over at the end of
+    a tick to a process that asked for it (``wanted_by``); ``epoch`` grows with every new holder.
+    """
+
+    __tablename__ = "study_lease"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str] = mapped_column(String(128))
+    pid: Mapped[int] = mapped_column(Integer)
+    since: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    epoch: Mapped[int] = mapped_column(Integer, default=1)
+    ttl_s: Mapped[float] = mapped_column(Float, default=30.0)
+    wanted_by: Mapped[Optional[str]] = mapped_column(String(128))
+    wanted_until: Mapped[Optional[dt.datetime]]
 
 
 class Event(Base):
@@ -319,54 +346,6 @@ class Event(Base):
     actor: Mapped[str] = mapped_column(String(32))  # server, scheduler, cli, provider
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-
-
-class HookSubscription(Base):
-    """A webhook subscription hitkit made on a platform for a study (revision 0010).
-
-    ``secret`` is the workspace's signing secret the deliveries are checked with; ``status`` is
-    created, confirmed, deleted or failed (``error`` says why)."""
-
-    __tablename__ = "hook_subscription"
-    __table_args__ = (UniqueConstraint("study_id", "event_type", name="uq_hook_subscription_study_event"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
-    provider: Mapped[str] = mapped_column(String(32))
-    event_type: Mapped[str] = mapped_column(String(64))
-    remote_id: Mapped[Optional[str]] = mapped_column(String(128))
-    target_url: Mapped[str] = mapped_column(String(512))
-    secret: Mapped[Optional[str]] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16))
-    error: Mapped[Optional[str]] = mapped_column(Text)
-    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-
-
-class HookEvent(Base):
-    """One webhook delivery that passed the signature check, queued for the scheduler (revision 0010).
-
-    One row per platform event id: a second delivery of the same event finds its row and adds nothing.
-    ``status`` is queued, done or failed; ``outcome`` says what draining it did (always after asking the
-    platform for the current state: the event itself is only a hint)."""
-
-    __tablename__ = "hook_event"
-    __table_args__ = (UniqueConstraint("study_id", "provider", "event_id", name="uq_hook_event_once"),
-                      Index("ix_hook_event_study_status", "study_id", "status"))
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))
-    provider: Mapped[str] = mapped_column(String(32))
-    event_id: Mapped[str] = mapped_column(String(128))
-    event_type: Mapped[str] = mapped_column(String(64))
-    resource_id: Mapped[str] = mapped_column(String(128))
-    sent_at: Mapped[Optional[str]] = mapped_column(String(64))
-    body: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON(none_as_null=True))
-    status: Mapped[str] = mapped_column(String(16))
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    outcome: Mapped[Optional[str]] = mapped_column(Text)
-    received_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    done_at: Mapped[Optional[dt.datetime]]
 
 
 class Setting(Base):

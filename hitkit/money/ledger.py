@@ -27,11 +27,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hitkit.money import qc_policy
-from hitkit.db.models import Assignment, Event, Hit, Payment, Study
+from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.events import record_once
 from hitkit.money.amounts import cents, hit_cost
+from hitkit.money.payments import legacy_keys
+from hitkit.providers.base import provider_agrees
 from hitkit.tables.schema import ACTIVE_STATUSES, UNPOSTED_HITS
 
 if TYPE_CHECKING:
@@ -73,30 +75,6 @@ def bonus_key(study_id: int, assignment_id: int, tag: str | int = 1) -> str:
 def fee_key(key: str) -> str:
     """The ledger key of the fee on the bonus keyed ``key``."""
     return f"{key}:fee"
-
-
-def legacy_keys(key: str) -> list[str]:
-    """Keys an older hitkit gave the bonus now keyed ``key`` (``settle:S:A`` for ``bonus:S:A:settle``)."""
-    parts = key.split(":")
-    if len(parts) == 4 and parts[0] == "bonus" and parts[3] == "settle":
-        return [f"settle:{parts[1]}:{parts[2]}"]
-    return []
-
-
-def provider_agrees(work: ProviderWork | None, worker_external_id: str) -> bool | None:
-    """Whether the provider's view lets hitkit approve: True yes, False never (another worker), None not yet.
-
-    MTurk's arrival parameters are not signed, so a worker id in a URL proves nothing; the
-    provider's own record of who holds the assignment decides. None from the provider (it keeps no
-    record of its own) lets the work through.
-    """
-    from hitkit.providers.base import WorkStatus
-
-    if work is None:
-        return True
-    if work.worker_id and work.worker_id != worker_external_id:
-        return False
-    return True if work.status in (WorkStatus.SUBMITTED, WorkStatus.APPROVED) else None
 
 
 # -- reading ----------------------------------------------------------------------------------------
@@ -161,10 +139,10 @@ def book_reward(session: Session, ctx: StudyContext, a: Assignment, paid: bool =
         if row is None:
             row = Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
                           amount=amount, currency=ctx.config.provider.currency, idempotency_key=key,
-                          status="pending")
+                          status="pending", state="planned")
             session.add(row)
         if paid:
-            row.status = "paid"
+            row.status, row.state, row.state_at = "paid", "confirmed", utcnow()
     session.flush()
 
 
@@ -185,6 +163,7 @@ def settle_reward(session: Session, a: Assignment, approved: bool) -> None:
     for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending",
                                                    Payment.kind.in_(REWARD_KINDS))):
         p.status = "paid" if approved else "failed"
+        p.state, p.state_at = p.status, utcnow()
 
 
 def record_bonus(session: Session, ctx: StudyContext, a: Assignment, amount: Decimal, key: str,
@@ -207,7 +186,7 @@ def record_bonus(session: Session, ctx: StudyContext, a: Assignment, amount: Dec
                           f"the budget of {budget} {ctx.config.provider.currency}; raise 'budget:' in the study file "
                           f"and resume the study, or pay less")
     common = {"study_id": ctx.study_id, "assignment_id": a.id, "worker_id": a.worker_id,
-              "currency": ctx.config.provider.currency, "status": "pending"}
+              "currency": ctx.config.provider.currency, "status": "pending", "state": "planned"}
     row = Payment(kind="bonus", amount=amount, idempotency_key=key, **common)
     session.add_all([row, Payment(kind="bonus_fee", amount=fee, idempotency_key=fee_key(key), **common)])
     session.add(Event(study_id=ctx.study_id, kind="bonus_recorded", actor=actor,
@@ -223,37 +202,34 @@ def mark_bonus_paid(session: Session, key: str, ref: str | None = None) -> None:
         return
     for p in session.scalars(select(Payment).where(
             Payment.idempotency_key.in_((bonus.idempotency_key, fee_key(bonus.idempotency_key))))):
-        p.status = "paid"
+        p.status, p.state, p.state_at = "paid", "confirmed", utcnow()
         if ref and p.kind == "bonus":
             p.provider_ref = p.provider_ref or ref
 
 
 def pay_bonus(database_url: str, ctx: StudyContext, key: str, actor: str = "scheduler",
               note: dict | None = None) -> str:
-    """Pay the ledger's bonus ``key`` through the provider (no transaction open) and mark it paid.
-
-    The provider gets the row's own key, so a bonus recorded under an older key is paid under it.
-    ``note`` adds to the ``bonus_paid`` event's data.
+    """Pay the ledger's bonus ``key`` through the provider, one recorded state at a time, under the study's
+    lease (:func:`hitkit.money.payments.pay`); the provider's reference. A bonus whose pay call went out without
+    an answer is not paid again here (PaymentUncertain): ``hitkit sync`` settles it from the platform.
     """
+    from hitkit.money.payments import pay
+
     with session_scope(database_url) as session:
         row = bonus_row(session, key)
         if row is None:
             raise HitkitError(f"the ledger holds no bonus keyed {key}")
-        if row.status == "paid":
-            return row.provider_ref or ""
         key = row.idempotency_key
-        a = session.get(Assignment, row.assignment_id)
-        worker, provider_assignment_id, amount = a.worker.external_id, a.provider_assignment_id, row.amount
         reason = next((d.get("reason") for d in session.scalars(
             select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "bonus_recorded"))
             if d.get("key") == key), None) or "Bonus for your work"
-    # No transaction is open here: Prolific's bonus commits its own steps, and SQLite has one writer.
-    ref = ctx.provider.pay_bonus(worker, provider_assignment_id, amount, reason, key)
-    with session_scope(database_url) as session:
-        mark_bonus_paid(session, key, ref)
-        session.add(Event(study_id=ctx.study_id, kind="bonus_paid", actor=actor,
-                          data={"key": key, "ref": ref, **(note or {})}))
-    return ref
+
+    def paid(ref: str) -> None:
+        with session_scope(database_url) as session:
+            session.add(Event(study_id=ctx.study_id, kind="bonus_paid", actor=actor,
+                              data={"key": key, "ref": ref, **(note or {})}))
+
+    return pay(database_url, ctx, key, reason, actor, on_paid=paid)[1]
 
 
 def grant_bonus(database_url: str, study_name: str, assignment_id: int, amount: Decimal, reason: str,
@@ -399,13 +375,13 @@ def approve(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.da
                 qc_policy.note_rejected(session, ctx, a)
         return "rejected"
     with session_scope(database_url) as session:  # committed before the provider pays: never twice
-        a = session.get(Assignment, assignment_id)
+        a = session.get(Assignment, assignment_id, with_for_update=True)
         if a.status != "submitted":
             return "gone"
         book_reward(session, ctx, a)
     ctx.provider.approve(provider_assignment_id)
     with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
+        a = session.get(Assignment, assignment_id, with_for_update=True)
         if a.status == "submitted":
             record_decision(session, ctx, a, "approved", now, actor)
     return "approved"

@@ -12,6 +12,7 @@ hitkit's own page).
 """
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +93,8 @@ class PendingBonus:
     status: str
     provider_ref: str | None
     paid_alike: int = 0
+    sent_at: dt.datetime | None = None
+    """When the pay call went out without an answer (the row's ``sending`` state), else None."""
 
 
 class BonusOutcome(str, Enum):
@@ -196,6 +199,26 @@ class CrowdProvider(ABC):
         """The provider's view of one assignment before it is approved; None when it has none to give."""
         return None
 
+    two_step_bonus: ClassVar[bool] = False
+    """True where a bonus is first set up (an id, nothing paid) and then paid by a call that is not
+    idempotent (Prolific): the ledger records each step before the next (:mod:`hitkit.money.payments`)."""
+
+    def create_bonus(self, provider_assignment_id: str, amount: Decimal) -> str:
+        """Set a bonus up on the platform, paying nothing; the platform's id for it (two-step platforms)."""
+        raise NotImplementedError(f"{self.name} pays bonuses in one step")
+
+    def send_bonus(self, platform_id: str) -> None:
+        """Pay a bonus set up by :meth:`create_bonus` (two-step platforms; not idempotent)."""
+        raise NotImplementedError(f"{self.name} pays bonuses in one step")
+
+    def bonuses_shown(self, provider_assignment_id: str, amount: Decimal) -> int:
+        """How many bonuses of ``amount`` the platform shows paid on the assignment (two-step platforms)."""
+        raise NotImplementedError(f"{self.name} pays bonuses in one step")
+
+    def recorded_bonus(self, idempotency_key: str) -> dict | None:
+        """Steps an older hitkit remembered for this bonus outside the ledger (``bonus_id``, ``sent_at``, ``paid``)."""
+        return None
+
     def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
         """Whether a pending bonus reached the worker.
 
@@ -203,3 +226,17 @@ class CrowdProvider(ABC):
         simply be asked to pay again. Providers whose pay call is not idempotent must override.
         """
         return BonusOutcome.UNPAID
+
+
+def provider_agrees(work: ProviderWork | None, worker_external_id: str) -> bool | None:
+    """Whether the provider's view lets hitkit approve: True yes, False never (another worker), None not yet.
+
+    MTurk's arrival parameters are not signed, so a worker id in a URL proves nothing; the
+    provider's own record of who holds the assignment decides. None from the provider (it keeps no
+    record of its own) lets the work through.
+    """
+    if work is None:
+        return True
+    if work.worker_id and work.worker_id != worker_external_id:
+        return False
+    return True if work.status in (WorkStatus.SUBMITTED, WorkStatus.APPROVED) else None

@@ -28,12 +28,19 @@ def _set_status(database_url: str, study_name: str, allowed: tuple[str, ...], ne
     return ctx
 
 
+def _as_leader(database_url: str, ctx: StudyContext, call) -> None:
+    """Tell the provider under the study's lease (:mod:`hitkit.study.lease`): one process acts at a time."""
+    from hitkit.study import lease
+
+    if callable(call):
+        with lease.held(database_url, ctx.study_id, "cli"):
+            call()
+
+
 def pause_study(database_url: str, study_name: str) -> str:
     """Stop recruiting (hitkit's pages and the provider's listing); work in progress may still be handed in."""
     ctx = _set_status(database_url, study_name, ("running", "paused"), "paused", "study_paused")
-    pause = getattr(ctx.provider, "pause", None)
-    if callable(pause):
-        pause()
+    _as_leader(database_url, ctx, getattr(ctx.provider, "pause", None))
     return f"study '{study_name}' is paused; `hitkit resume` recruits again"
 
 
@@ -43,18 +50,14 @@ def resume_study(database_url: str, study_name: str) -> str:
     with session_scope(database_url) as session:
         # Clears a lasting refusal to post: the coordinator says its cause is fixed.
         session.add(Event(study_id=ctx.study_id, kind="posting_resumed", actor=ACTOR, data={}))
-    resume = getattr(ctx.provider, "resume", None)
-    if callable(resume):
-        resume()
+    _as_leader(database_url, ctx, getattr(ctx.provider, "resume", None))
     return f"study '{study_name}' is running"
 
 
 def stop_study(database_url: str, study_name: str) -> str:
     """Stop recruiting for good; submitted work is still reviewed and paid by the scheduler and `hitkit sync`."""
     ctx = _set_status(database_url, study_name, ("running", "paused"), "stopped", "study_stopped")
-    stop = getattr(ctx.provider, "stop", None)
-    if callable(stop):
-        stop()
+    _as_leader(database_url, ctx, getattr(ctx.provider, "stop", None))
     return f"study '{study_name}' is stopped; submitted work is still reviewed and paid"
 
 

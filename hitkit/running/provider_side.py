@@ -13,10 +13,11 @@ import logging
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from hitkit.db.models import Assignment, Event, Hit
+from hitkit.db.models import Assignment, Event, Hit, Worker
 from hitkit.db.session import session_scope
 from hitkit.events import record_once
 from hitkit.providers.base import WorkStatus
+from hitkit.tables.schema import CAP_STATUSES
 from hitkit.study.stored import StudyContext
 
 log = logging.getLogger(__name__)
@@ -103,4 +104,36 @@ def hand_in_unfinished(database_url: str, ctx: StudyContext, now: dt.datetime) -
             continue
         with session_scope(database_url) as session:
             record_once(session, ctx.study_id, kind, data)
+    return n
+
+
+def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
+    """Tell the provider about workers who reached the per-worker cap, once each (retried if it fails)."""
+
+    taken = func.count(Assignment.id)
+    with session_scope(database_url) as session:
+        full = session.execute(
+            select(Worker.external_id, taken).join(Assignment, Assignment.worker_id == Worker.id).join(Hit)
+            .where(Hit.study_id == ctx.study_id, Assignment.status.in_(CAP_STATUSES))
+            .group_by(Worker.external_id).having(taken >= ctx.config.schedule.per_worker_cap)).all()
+        done = {d.get("worker") for d in session.scalars(
+            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_capped"))}
+    n = 0
+    for external_id, count in full:
+        if external_id in done:
+            continue
+        try:
+            ctx.provider.cap_worker(external_id)  # no transaction open while the provider answers
+        except SQLAlchemyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the next tick retries this worker
+            log.warning("capping worker %s failed (retried next tick): %s", external_id, exc)
+            with session_scope(database_url) as session:
+                session.add(Event(study_id=ctx.study_id, kind="cap_failed", actor="scheduler",
+                                  data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+            continue
+        with session_scope(database_url) as session:
+            session.add(Event(study_id=ctx.study_id, kind="worker_capped", actor="scheduler",
+                              data={"worker": external_id, "taken": count}))
+        n += 1
     return n

@@ -4,8 +4,8 @@ Each tick reads the truth from the database and moves the study one step: expire
 too long (their places open again), re-open HITs whose listing ran out while work is left, approve
 and pay submitted work (each assignment on its own: one the provider fails on waits for the next
 tick), tell the provider about workers at the per-worker cap, post the next wave within the budget
-and the concurrency cap, and mark the study complete at its target. Because every step is decided
-from rows, a tick after ``kill -9`` simply continues; nothing is remembered in memory between ticks.
+and the concurrency cap, and mark the study complete at its target; every step is decided from rows.
+Only the process holding the study's lease acts; another scheduler stands by to take over.
 """
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Hit, Study, Worker, utcnow
-from hitkit.tables.schema import CAP_STATUSES, DONE_STATUSES
 from hitkit.money import ledger, qc_policy
 from hitkit.running import provider_side, stopping
+from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
+from hitkit.study import lease
+from hitkit.tables.schema import DONE_STATUSES
 from hitkit.study.stored import StudyContext, resolve_secret
 from hitkit.running import hooks, recontact
 from hitkit.worker import screener
@@ -57,6 +58,7 @@ class TickReport:
     completed_hits: int = 0
     study_completed: bool = False
     hook_events: int = 0
+    standby: bool = False  # another process leads the study: this tick did nothing
 
 
 def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.datetime) -> int:
@@ -145,38 +147,6 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
     return approved
 
 
-def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
-    """Tell the provider about workers who reached the per-worker cap, once each (retried if it fails)."""
-
-    taken = func.count(Assignment.id)
-    with session_scope(database_url) as session:
-        full = session.execute(
-            select(Worker.external_id, taken).join(Assignment, Assignment.worker_id == Worker.id).join(Hit)
-            .where(Hit.study_id == ctx.study_id, Assignment.status.in_(CAP_STATUSES))
-            .group_by(Worker.external_id).having(taken >= ctx.config.schedule.per_worker_cap)).all()
-        done = {d.get("worker") for d in session.scalars(
-            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_capped"))}
-    n = 0
-    for external_id, count in full:
-        if external_id in done:
-            continue
-        try:
-            ctx.provider.cap_worker(external_id)  # no transaction open while the provider answers
-        except SQLAlchemyError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the next tick retries this worker
-            log.warning("capping worker %s failed (retried next tick): %s", external_id, exc)
-            with session_scope(database_url) as session:
-                session.add(Event(study_id=ctx.study_id, kind="cap_failed", actor="scheduler",
-                                  data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
-            continue
-        with session_scope(database_url) as session:
-            session.add(Event(study_id=ctx.study_id, kind="worker_capped", actor="scheduler",
-                              data={"worker": external_id, "taken": count}))
-        n += 1
-    return n
-
-
 def complete_full_hits(database_url: str, ctx: StudyContext) -> int:
     """Posted HITs whose every place holds finished work are complete (then the provider hears of it)."""
     done = (select(func.count()).select_from(Assignment)
@@ -248,7 +218,8 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
                         "" if permanent else " (retried next tick)", exc)
             return posted_now
         with session_scope(database_url) as session:
-            hit = session.get(Hit, hit_id)
+            lease.check(session, ctx.study_id)  # a process that lost the lead records nothing
+            hit = session.get(Hit, hit_id, with_for_update=True)
             if hit.status != "pending":
                 continue
             hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
@@ -318,10 +289,12 @@ def budget_blocked(session: Session, ctx: StudyContext) -> int:
 def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
     """One scheduler step for one study (the APScheduler job; safe to run again at any time).
 
-    Each step reads in a short transaction, calls the provider with no transaction open, and
-    records the outcome in another, so a slow or throttling provider never holds the database
-    that workers' answers are written to. A paused or stopped study is still tended (returns,
-    approvals) but gets no new work.
+    Only the holder of the study's lease acts (:mod:`hitkit.study.lease`); another scheduler's tick is a
+    standby that takes over once the leader's lease expires. The leader renews between steps and hands
+    over at the end of a tick to a one-shot command (``hitkit sync``, the dashboard) that asked for it.
+
+    Each step reads, calls the provider with no transaction open, and records the outcome in another
+    transaction. A paused or stopped study is still tended (returns, approvals) but gets no new work.
     """
     report = TickReport()
     with session_scope(database_url) as session:
@@ -329,16 +302,32 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
         status = session.get(Study, ctx.study_id).status
         if status not in ("running", "paused", "stopped"):
             return report
+    try:
+        if not lease.lead(database_url, ctx.study_id, ctx.config.schedule.interval_s):
+            raise lease.LeaseLost("another process leads")
+        _steps(database_url, ctx, status, base_url, report)
+    except lease.LeaseLost:
+        report.standby = True
+        return report
+    lease.end_tick(database_url, ctx.study_id, ctx.config.schedule.interval_s)
+    return report
+
+
+def _steps(database_url: str, ctx: StudyContext, status: str, base_url: str, report: TickReport) -> None:
+    with session_scope(database_url) as session:
         now = utcnow()
         report.expired = expire_stale_assignments(session, ctx, now)
     report.released = provider_side.release_returned(database_url, ctx)
     if status == "running":
         report.reopened = reopen_lapsed_hits(database_url, ctx, now)
     report.handed_in = provider_side.hand_in_unfinished(database_url, ctx, now)
+    lease.renew(database_url, ctx.study_id, ctx.config.schedule.interval_s)
     report.approved = approve_submitted(database_url, ctx, now, report)
-    report.capped = cap_full_workers(database_url, ctx)
+    lease.renew(database_url, ctx.study_id, ctx.config.schedule.interval_s)
+    report.capped = provider_side.cap_full_workers(database_url, ctx)
     report.completed_hits = complete_full_hits(database_url, ctx)
     if status == "running" and not stop_when_settled(database_url, ctx, now):
+        lease.renew(database_url, ctx.study_id, ctx.config.schedule.interval_s)
         report.posted = post_wave(database_url, ctx, now, base_url)
     with session_scope(database_url) as session:
         study = session.get(Study, ctx.study_id)
@@ -355,9 +344,9 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True
+    # Platform actions, under the lease like every step above.
     report.hook_events = hooks.tend(database_url, ctx)  # webhooks: subscribe, drain, end when over
     recontact.block_qc_failures(database_url, ctx)  # provider.prolific.qc_failures_blocklist
-    return report
 
 
 def job_id(study_name: str) -> str:

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.study.lease import leader
 from hitkit.running.stopping import fired_event, outcome_of
 
 
@@ -32,6 +33,7 @@ def study_status(database_url: str, name: str) -> dict:
                 "spent": str(Decimal(spent).quantize(Decimal("0.01"))), "budget": str(study.budget),
                 "currency": study.currency}
         study_id = study.id
+        info["leader"] = leader(session, study.id)  # which process acts for the study, since when
         fired = fired_event(session, study.id)
         if fired is not None:
             info["stopped_by_rule"] = {"after_hits": fired.data["hits"], "at": fired.data["at"],

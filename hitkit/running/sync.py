@@ -9,26 +9,28 @@ for the study's posted HITs and, for each, applies :func:`decide`:
 - take over decisions the provider already holds (approved, rejected), with their ledger rows;
 - record every disagreement as a ``sync_mismatch`` Event and report it, changing nothing.
 
-Then it settles the ledger's pending bonuses: each provider says whether the bonus reached the
-worker (:meth:`CrowdProvider.settle_bonus`); a paid one is marked paid, an unpaid one is paid with
-its original key, and one that cannot be told is left for the coordinator.
+Then it walks the ledger's open bonuses on from their recorded states (:mod:`hitkit.money.payments`): one
+whose pay call may have gone out is settled only from the platform's record of payments
+(:meth:`CrowdProvider.settle_bonus`), one that cannot be told yet is left for the coordinator, and paid
+ones the platform now shows become confirmed. All of it under the study's lease.
 """
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from hitkit.money import payments
 from hitkit.money import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
-from hitkit.providers.base import BonusOutcome, PendingBonus, ProviderWork, WorkStatus
 from hitkit.events import record_once
+from hitkit.providers.base import ProviderWork, WorkStatus
+from hitkit.study import lease
 from hitkit.tables.schema import DONE_STATUSES
 from hitkit.study.stored import StudyContext, resolve_secret
 
@@ -95,17 +97,26 @@ def decide(ours_status: str | None, ours_worker: str | None, theirs: ProviderWor
     return "none"
 
 
-def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONUS_MIN_AGE_S) -> SyncReport:
+def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONUS_MIN_AGE_S,
+               wait_s: float = lease.WAIT_S) -> SyncReport:
     """Reconcile one study with its provider, then settle its pending bonuses (see the module docstring).
 
-    The provider is only ever called with no transaction open: sync reads, closes its transaction,
-    asks the provider, and records each outcome in a short transaction of its own, so running it
-    again (or alongside the scheduler) repeats nothing. Bonuses recorded less than
-    ``bonus_min_age_s`` ago are left alone: another process may be paying them right now.
+    Sync acts only while it holds the study's lease (:mod:`hitkit.study.lease`): it waits up to
+    ``wait_s`` for a leading scheduler to hand over at the end of its tick, so two syncs, or a sync and
+    a scheduler, never act on one study at once. The provider is only ever called with no transaction
+    open, and every payment moves one recorded state at a time (:mod:`hitkit.money.payments`), so running it
+    again repeats nothing. Bonuses recorded less than ``bonus_min_age_s`` ago are left alone: the
+    process that recorded them may be about to pay them.
     """
     secret = resolve_secret(database_url)
     with session_scope(database_url) as session:
         ctx = StudyContext.load(session, study_name, secret)
+    with lease.held(database_url, ctx.study_id, "sync", wait_s=wait_s):
+        return _sync(database_url, ctx, study_name, bonus_min_age_s)
+
+
+def _sync(database_url: str, ctx: StudyContext, study_name: str, bonus_min_age_s: float) -> SyncReport:
+    with session_scope(database_url) as session:
         hit_ids = list(session.scalars(select(Hit.provider_hit_id).where(
             Hit.study_id == ctx.study_id, Hit.provider_hit_id.is_not(None), Hit.status != "pending")
             .order_by(Hit.index)))
@@ -187,49 +198,61 @@ def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork],
     return to_approve
 
 
-def _pending_bonuses(session: Session, ctx: StudyContext, recorded_before: dt.datetime,
-                     report: SyncReport) -> list[PendingBonus]:
-    rows = session.scalars(select(Payment).where(Payment.study_id == ctx.study_id, Payment.kind == "bonus",
-                                                 Payment.status.in_(("pending", "paying"))).order_by(Payment.id))
+def _open_bonuses(session: Session, ctx: StudyContext, recorded_before: dt.datetime,
+                  report: SyncReport) -> list[str]:
+    """The keys of bonuses not yet known paid (state planned, created or sending), oldest first."""
+    rows = session.scalars(select(Payment).where(
+        Payment.study_id == ctx.study_id, Payment.kind == "bonus",
+        Payment.state.in_(payments.OPEN) | (Payment.state.is_(None) & Payment.status.in_(("pending", "paying"))))
+        .order_by(Payment.id))
     out = []
     for p in rows:
         if p.created_at > recorded_before:
             report.bonuses_waiting.append(p.idempotency_key)
             continue
-        a = session.get(Assignment, p.assignment_id)
-        alike = session.scalar(select(func.count()).select_from(Payment).where(
-            Payment.assignment_id == p.assignment_id, Payment.kind == "bonus", Payment.status == "paid",
-            Payment.amount == p.amount))
-        out.append(PendingBonus(p.idempotency_key, a.worker.external_id, a.provider_assignment_id,
-                                Decimal(p.amount), p.status, p.provider_ref, alike))
+        out.append(p.idempotency_key)
     return out
 
 
 def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, recorded_before: dt.datetime) -> None:
     with session_scope(database_url) as session:
-        pending = _pending_bonuses(session, ctx, recorded_before, report)
-    for bonus in pending:
-        key = bonus.idempotency_key
+        keys = _open_bonuses(session, ctx, recorded_before, report)
+    for key in keys:
         try:
-            outcome = ctx.provider.settle_bonus(bonus)
-            if outcome is BonusOutcome.PAID:
+            outcome, _ = payments.pay(database_url, ctx, key, _reason(database_url, ctx, key), "sync", resolve=True)
+            if outcome == "found":
                 with session_scope(database_url) as session:
-                    ledger.mark_bonus_paid(session, key)
                     session.add(Event(study_id=ctx.study_id, kind="bonus_confirmed", actor="cli", data={"key": key}))
                 report.bonuses_confirmed.append(key)
-            elif outcome is BonusOutcome.UNPAID:
-                ledger.pay_bonus(database_url, ctx, key)
+            elif outcome == "paid":
                 report.bonuses_paid.append(key)
-            else:
+            elif outcome == "unknown":
                 with session_scope(database_url) as session:
+                    with session.no_autoflush:
+                        row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
+                        worker = session.get(Assignment, row.assignment_id).worker.external_id
                     record_once(session, ctx.study_id, "bonus_needs_review",
-                                {"key": key, "provider_ref": bonus.provider_ref, "amount": str(bonus.amount),
-                                 "worker": bonus.worker_id})
+                                {"key": key, "provider_ref": row.provider_ref, "amount": str(row.amount),
+                                 "worker": worker})
                 report.needs_review.append(key)
-        except SQLAlchemyError:
+        except (SQLAlchemyError, lease.LeaseLost):
             raise
-        except Exception as exc:  # noqa: BLE001 - the bonus stays pending; the next sync tries again
+        except Exception as exc:  # noqa: BLE001 - the bonus stays where it is; the next sync goes on from there
             report.errors.append(f"bonus {key}: {type(exc).__name__}: {exc}")
+    try:
+        report.bonuses_confirmed += [k for k in payments.confirm_paid(database_url, ctx, "sync")
+                                     if k not in report.bonuses_paid]
+    except (SQLAlchemyError, lease.LeaseLost):
+        raise
+    except Exception as exc:  # noqa: BLE001 - confirming is tried again by the next sync
+        report.errors.append(f"confirming paid bonuses: {type(exc).__name__}: {exc}")
+
+
+def _reason(database_url: str, ctx: StudyContext, key: str) -> str:
+    with session_scope(database_url) as session:
+        return next((d.get("reason") for d in session.scalars(
+            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "bonus_recorded"))
+            if d.get("key") == key), None) or "Bonus for your work"
 
 
 def describe(report: SyncReport) -> str:

@@ -10,14 +10,14 @@ Screened-out assignments need no column: their status is ``screened_out`` and th
 row of kind ``screen_out``.
 
 Revision ID: 0010_prolific_hooks
-Revises: 0008_feedback_signals
+Revises: 0009_study_lease_payment_states
 Create Date: 2026-11-27
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_prolific_hooks"
-down_revision = "0008_feedback_signals"
+down_revision = "0009_study_lease_payment_states"
 branch_labels = None
 depends_on = None
 

@@ -71,6 +71,18 @@ class Refused(Exception):
 
 
 @dataclass
+class Stall:
+    """A call the test holds (see :meth:`FakeProlific.stall_next`)."""
+
+    pattern: str
+    before: bool
+    skip: int = 0
+    taken: bool = False
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
 class Recorded:
     method: str
     path: str
@@ -99,6 +111,7 @@ class FakeProlific(HookSender):
     _throttle: list[str] = field(default_factory=list)
     _fail: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
     _hold: dict[str, list[float]] = field(default_factory=dict)
+    _stalls: list[Stall] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # -- steering (the tests play participants, the clock and faults) ------------------------------
@@ -114,6 +127,14 @@ class FakeProlific(HookSender):
     def hold_next(self, pattern: str, seconds: float = 3.0) -> None:
         """Do the next matching call's work, then hold its answer back ``seconds`` (the client times out)."""
         self._hold.setdefault(pattern, []).append(seconds)
+
+    def stall_next(self, pattern: str, before: bool = False, skip: int = 0) -> Stall:
+        """Stall the matching call (after ``skip`` others match) until the test releases it: ``before`` its work
+        is done (then it is answered 503 and never done: the caller was killed before Prolific acted), else
+        after (the work is done, the answer waits). ``reached`` is set when the call is stalled."""
+        stall = Stall(pattern, before, skip)
+        self._stalls.append(stall)
+        return stall
 
     def make_group(self) -> str:
         """A participant group, as the coordinator creates it on Prolific (API: POST /participant-groups/)."""
@@ -232,6 +253,11 @@ class FakeProlific(HookSender):
 
     def __call__(self, environ, start_response):
         request = Request(environ)
+        stall = self._stall_for(request)
+        if stall is not None and stall.before:
+            stall.reached.set()
+            stall.release.wait(60)
+            return _error(503, "Service unavailable.")(environ, start_response)
         with self._lock:
             response = self._answer(request)
             self._notice()  # a change made through the API (publish, pause, approve...) is an event too
@@ -242,7 +268,22 @@ class FakeProlific(HookSender):
                         0.0)
         if hold:
             threading.Event().wait(hold)  # not time.sleep, which tests stub out for Prolific's back-off
+        if stall is not None:
+            stall.reached.set()
+            stall.release.wait(60)
         return response(environ, start_response)
+
+    def _stall_for(self, request: Request) -> Stall | None:
+        with self._lock:
+            call = f"{request.method} {request.path.removeprefix('/api/v1')}"
+            for stall in self._stalls:
+                if not stall.reached.is_set() and not stall.taken and re.fullmatch(stall.pattern, call):
+                    if stall.skip > 0:
+                        stall.skip -= 1
+                        return None
+                    stall.taken = True
+                    return stall
+        return None
 
     def _check_request(self, request: Request) -> str | None:
         from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest

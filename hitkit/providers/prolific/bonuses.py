@@ -85,6 +85,36 @@ def settle_bonus(api: ProlificClient, memory: ProlificMemory, bonus: PendingBonu
     return BonusOutcome.UNKNOWN
 
 
+def create(api: ProlificClient, memory: ProlificMemory, provider_assignment_id: str, amount: Decimal) -> str:
+    """Set up a bonus on the submission (pays nothing); its bulk bonus id."""
+    created = api.call("POST", "/submissions/bonus-payments/",
+                       {"study_id": require_posted(memory.read().study_id, memory.study_name),
+                        "csv_bonuses": f"{provider_assignment_id},{cents(amount)}\n"})
+    return created["id"]
+
+
+def shown(api: ProlificClient, provider_assignment_id: str, amount: Decimal) -> int:
+    """How many payments of ``amount`` the submission's ``bonus_payments`` shows."""
+    sub = api.call("GET", f"/submissions/{provider_assignment_id}/") or {}
+    return sum(1 for paid in sub.get("bonus_payments") or [] if same_amount(paid, amount))
+
+
+def settle_sent(api: ProlificClient, bonus: PendingBonus) -> BonusOutcome:
+    """A bonus whose pay call went out at ``bonus.sent_at`` without an answer, settled from ``bonus_payments``.
+
+    PAID when the submission shows more payments of its amount than the ledger counts as paid; UNPAID
+    when it still does not :data:`BONUS_SETTLE_S` after the call (Prolific pays within minutes); else UNKNOWN.
+    """
+    if shown(api, bonus.provider_assignment_id, bonus.amount) > bonus.paid_alike:
+        return BonusOutcome.PAID
+    sent_at = bonus.sent_at
+    if sent_at.tzinfo is None:
+        sent_at = sent_at.replace(tzinfo=dt.UTC)
+    if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
+        return BonusOutcome.UNPAID
+    return BonusOutcome.UNKNOWN
+
+
 def same_amount(shown: Any, amount: Decimal) -> bool:
     """Whether a ``bonus_payments`` entry is this amount; the reference gives no unit, so cents or major units."""
     try:

@@ -5,6 +5,7 @@ to take money or places it would refuse; the ones that must read Prolific take t
 """
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -117,3 +118,28 @@ def check_reward(api: ProlificClient, study_id: str, hit_key: str, reward: Decim
         raise ProlificError(f"a Prolific study pays every participant one reward ({remote['reward']} minor "
                             f"units); HIT {hit_key} asks {reward}: give every HIT of the study the same "
                             f"hit.reward", permanent=True)
+
+
+def create_study(provider, state, entry_url: str, reward: Decimal, total: int) -> str:
+    """The Prolific study of a first post: found by its internal name (drawn once per database and recorded
+    before the study exists, so a retry or a rival finds it), else created with ``total`` places."""
+    check_pay_rules(provider.config, reward)
+    internal_name = state.internal_name
+    if internal_name is None:
+        # Drawn once per database and remembered before the study exists, so a retry finds it.
+        internal_name = f"hitkit:{provider.config.study}:{secrets.token_hex(6)}"
+        provider._record("prolific_study_named", {"internal_name": internal_name})
+        # The first name recorded wins: a rival that drew another one looks for the same study.
+        internal_name = provider.state().internal_name
+    study_id = find_remote_study(provider.api, provider.settings.project, internal_name)
+    if study_id is None:
+        # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
+        study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
+        body = study_body(provider.config, internal_name, study_entry, reward, total,
+                          provider.completion_code(), provider.screen_out_code(),
+                          provider.groups.filters(provider.settings.allowlist,
+                                                  provider.settings.qc_failures_blocklist))
+        created = provider._call("POST", "/studies/", body)
+        study_id = created["id"]
+    provider._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
+    return study_id

@@ -10,13 +10,10 @@ post retried after a crash adds nothing.
 The Prolific study's ``internal_name`` carries a token drawn once per database, so only the database
 that created a study ever adopts it again; a rerun with a fresh database creates a new study.
 
-State: the provider remembers what it did on Prolific (the study it created, the places per HIT key,
-each bonus's two steps) as ``prolific_*`` Event rows (:mod:`.state`, whose functions take the session
-they work in); the provider opens a short transaction of its own for each step (:class:`.state.ProlificMemory`).
-The study's body and the checks before publishing are in :mod:`.posting`, bonuses in :mod:`.bonuses`.
-Its callers (scheduler, ``hitkit sync``, the dashboard, the CLI) call it with no transaction open, so
-this never waits on a caller's lock; it never writes ledger rows. :meth:`arrival`, :meth:`completion`,
-:meth:`work_of` and :meth:`list_work` only read.
+State: what it did on Prolific (the study it created, the places per HIT key, publishing) is kept as
+``prolific_*`` Event rows (:mod:`.state`), each in a short transaction of its own; a bonus's steps are the
+ledger row's states (:mod:`hitkit.money.payments`). Body and checks: :mod:`.posting`; bonuses: :mod:`.bonuses`.
+Callers call it with no transaction open; it never writes ledger rows.
 
 Arrivals are verified against the live submission (:mod:`.arrival`).
 """
@@ -25,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import secrets
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -44,35 +40,18 @@ from hitkit.providers.base import (
     PendingBonus,
     PostedHit,
     ProviderWork,
-    WorkStatus,
 )
 from hitkit.providers.prolific import arrival, bonuses, messages, posting, rejection, test_run
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, fee_rate
 from hitkit.providers.prolific.state import ProlificMemory, ProlificState, created_study_id, require_posted
+from hitkit.providers.prolific.statuses import PUBLISHED_STATUSES, work_status
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProlificProvider", "COMPLETE_URL"]
+__all__ = ["COMPLETE_URL", "ProlificProvider"]
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 REJECTION_CATEGORIES = rejection.CATEGORIES
-WORK_STATUSES = {"RESERVED": WorkStatus.WORKING, "ACTIVE": WorkStatus.WORKING,
-                 "AWAITING REVIEW": WorkStatus.SUBMITTED, "APPROVED": WorkStatus.APPROVED,
-                 "REJECTED": WorkStatus.REJECTED, "PARTIALLY APPROVED": WorkStatus.APPROVED}
-"""Prolific's submission statuses in hitkit's words (API reference, SubmissionStatus); RETURNED, TIMED-OUT and
-SCREENED OUT gave their place back and need no decision. A partial approval was paid, so it counts as approved."""
-RELEASED_STATUSES = ("RETURNED", "TIMED-OUT", "SCREENED OUT", "SCREENED_OUT")
-
-
-def work_status(status: str | None) -> WorkStatus:
-    """hitkit's word for a Prolific submission status; an unknown one is logged and treated as given back."""
-    if status in WORK_STATUSES:
-        return WORK_STATUSES[status]
-    if status not in RELEASED_STATUSES:
-        log.warning("Prolific sent a submission status hitkit does not know: %r (treated as returned)", status)
-    return WorkStatus.RETURNED
-
-
 REFUSE_FULL = ("please return this study on Prolific (\"Stop without completing\") so that your place goes "
                "to someone else; you will not be penalised for it")
 
@@ -207,24 +186,7 @@ class ProlificProvider(CrowdProvider):
             state.places[hit_key] = max_assignments
         total = sum(state.places.values())
         if study_id is None:
-            posting.check_pay_rules(self.config, reward)
-            internal_name = state.internal_name
-            if internal_name is None:
-                # Drawn once per database and remembered before the study exists, so a retry finds it.
-                internal_name = f"hitkit:{self.config.study}:{secrets.token_hex(6)}"
-                self._record("prolific_study_named", {"internal_name": internal_name})
-            study_id = posting.find_remote_study(self.api, self.settings.project, internal_name)
-            if study_id is None:
-                # hitkit's worker entry is per study; the scheduler hands over the HIT's own URL.
-                study_entry = entry_url.rsplit("/hit/", 1)[0] + "/enter"
-                body = posting.study_body(self.config, internal_name, study_entry, reward, total,
-                                          self.completion_code(), self.screen_out_code(),
-                                          self.groups.filters(self.settings.allowlist,
-                                                              self.settings.qc_failures_blocklist))
-                created = self._call("POST", "/studies/", body)
-                study_id = created["id"]
-            self._record("prolific_study_created", {"study_id": study_id, "internal_name": internal_name})
-            self._study_id = study_id
+            study_id = self._study_id = posting.create_study(self, state, entry_url, reward, total)
         remote = self._call("GET", f"/studies/{study_id}/")
         status, places = remote.get("status"), int(remote.get("total_available_places") or 0)
         if status == "UNPUBLISHED":
@@ -244,6 +206,20 @@ class ProlificProvider(CrowdProvider):
             self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
         return PostedHit(provider_hit_id=f"{study_id}:{hit_key}", url=None)
 
+    def _publish(self, study_id: str) -> None:
+        """PUBLISH, recorded first; "Cannot PUBLISH a study that is ACTIVE" (an earlier call whose answer
+        was lost, or a rival's, did it) is success: the study's own status, asked now, decides."""
+        self._record("prolific_publishing", {"study_id": study_id})
+        try:
+            self._transition(study_id, "PUBLISH")
+        except ProlificError as refused:
+            if refused.status is None or not 400 <= refused.status < 500:
+                raise
+            status = self._call("GET", f"/studies/{study_id}/").get("status")
+            if status not in PUBLISHED_STATUSES:
+                raise
+            log.info("Prolific study %s was already published (%s): %s", study_id, status, refused)
+
     def _transition(self, study_id: str, action: str) -> dict[str, Any]:
         return self._call("POST", f"/studies/{study_id}/transition/", {"action": action}) or {}
 
@@ -252,23 +228,23 @@ class ProlificProvider(CrowdProvider):
         study_id = self.prolific_study_id()
         return None if study_id is None else self._call("GET", f"/studies/{study_id}/").get("status")
 
+    def _move(self, action: str, from_statuses: tuple[str, ...]) -> None:
+        """``action`` on the Prolific study if its status, asked now, is one it applies to."""
+        study_id = self._require_study()
+        if self._call("GET", f"/studies/{study_id}/").get("status") in from_statuses:
+            self._transition(study_id, action)
+
     def pause(self) -> None:
         """Pause the Prolific study: no new participants until it is started again."""
-        study_id = self._require_study()
-        if self._call("GET", f"/studies/{study_id}/").get("status") == "ACTIVE":
-            self._transition(study_id, "PAUSE")
+        self._move("PAUSE", ("ACTIVE",))
 
     def resume(self) -> None:
         """Start a paused Prolific study again (only ever on the coordinator's command)."""
-        study_id = self._require_study()
-        if self._call("GET", f"/studies/{study_id}/").get("status") == "PAUSED":
-            self._transition(study_id, "START")
+        self._move("START", ("PAUSED",))
 
     def stop(self) -> None:
         """Stop the Prolific study for good; work in progress can still be submitted (then AWAITING REVIEW)."""
-        study_id = self._require_study()
-        if self._call("GET", f"/studies/{study_id}/").get("status") in ("ACTIVE", "PAUSED"):
-            self._transition(study_id, "STOP")
+        self._move("STOP", ("ACTIVE", "PAUSED"))
 
     def close(self) -> None:
         """The stopping rule fired: no more places are added, and the study is stopped on Prolific
@@ -394,6 +370,25 @@ class ProlificProvider(CrowdProvider):
         """Create then pay a bonus once per key, each step remembered before the next (:mod:`.bonuses`)."""
         return bonuses.pay_bonus(self.api, self.memory, provider_assignment_id, amount, idempotency_key)
 
+    two_step_bonus = True
+
+    def create_bonus(self, provider_assignment_id: str, amount: Decimal) -> str:
+        """Set the bonus up on the submission (pays nothing); the bulk bonus id."""
+        return bonuses.create(self.api, self.memory, provider_assignment_id, amount)
+
+    def send_bonus(self, platform_id: str) -> None:
+        """Pay a bonus set up before (Prolific: not idempotent, the ledger records ``sending`` first)."""
+        self._call("POST", f"/bulk-bonus-payments/{platform_id}/pay/")
+
+    def bonuses_shown(self, provider_assignment_id: str, amount: Decimal) -> int:
+        """How many payments of ``amount`` the submission's ``bonus_payments`` shows."""
+        return bonuses.shown(self.api, provider_assignment_id, amount)
+
+    def recorded_bonus(self, idempotency_key: str) -> dict | None:
+        return self.memory.read().bonuses.get(idempotency_key)  # an older hitkit's prolific_bonus_* events
+
     def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
         """Whether a pending bonus reached the participant, from the submission's ``bonus_payments``."""
+        if bonus.sent_at is not None:
+            return bonuses.settle_sent(self.api, bonus)
         return bonuses.settle_bonus(self.api, self.memory, bonus)

@@ -32,7 +32,7 @@ def testing() -> bool:
 def publish_or_test(provider, study_id: str) -> None:
     """The last step of a first post: PUBLISH, or in a test run the test study (once) and no publication."""
     if not testing():
-        provider._transition(study_id, "PUBLISH")
+        provider._publish(study_id)  # PUBLISH, recorded first; an ACTIVE study counts as published
         return
     state = provider.state()
     if state.test_study is None:
@@ -56,5 +56,5 @@ def publish_after_test(provider) -> bool:
     reward = Decimal(remote.get("reward", 0)) / 100
     posting.check_balance(provider.api, provider.settings.workspace, reward, provider.fee_rate(),
                           int(remote.get("total_available_places") or 0))
-    provider._transition(state.study_id, "PUBLISH")
+    provider._publish(state.study_id)
     return True
