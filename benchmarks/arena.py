@@ -44,9 +44,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.inference import bootstrap_interval
 from hitkit.protocols.arena import bradley_terry as bt
-from hitkit.protocols.arena.leaderboard import Battles, bootstrap
+from hitkit.protocols.arena.leaderboard import Battles, style_intervals
 from hitkit.protocols.arena.sequential import next_pairs
 from hitkit.protocols.arena.simulation import (
     Crowd,
@@ -87,8 +86,7 @@ def style_interval(frame: pd.DataFrame, seed: int, n_boot: int = N_BOOT) -> tupl
     """The style-controlled ratings and their worker-clustered 95 % interval (as the leaderboard computes them)."""
     data = Battles.of(frame)
     fit = bt.style_control(data.first, data.second, data.outcome, K, data.counts_a, data.counts_b)
-    boot, _ = bootstrap(data, n_boot=n_boot, seed=seed, style=True)
-    lower, upper = bootstrap_interval(bt.to_rating(boot, data.systems, None), data.n_clusters)
+    lower, upper, _, _ = style_intervals(data, fit, n_boot=n_boot, seed=seed, anchor=None)
     order = [data.systems.index(name) for name in SYSTEMS.names]
     return bt.to_rating(fit.theta[0], data.systems, None)[order], lower[order], upper[order]
 
@@ -176,6 +174,8 @@ def main() -> None:
               f"{[(n, round(w, 1)) for n, w in curves[-1]]} ({time.monotonic() - started:.0f} s)", flush=True)
     mean_curve = [(n, float(np.mean([c[i][1] for c in curves]))) for i, (n, _) in enumerate(curves[0])]
     ratio = needed(mean_curve, float(np.mean(uniform_widths))) / STUDY_BATTLES
+    each = [needed(c, w) / STUDY_BATTLES for c, w in zip(curves, uniform_widths)]
+    print("votes_ratio per extension study:", [round(r, 3) for r in each])
     covered = np.mean([r["covered_each"] for r in runs], axis=0)
     print("coverage per system:", dict(zip(SYSTEMS.names, np.round(covered, 3).tolist())))
     tau_style = float(np.mean([r["tau_style"] for r in runs]))
@@ -183,7 +183,7 @@ def main() -> None:
     coverage = float(np.mean([r["covered"] for r in runs]))
     print(f"{time.monotonic() - started:.0f} s")
     print(f"RESULT tau_style={tau_style:.3f} tau_plain={tau_plain:.3f} coverage={coverage:.3f} "
-          f"votes_ratio={ratio:.3f}")
+          f"votes_ratio={ratio:.3f} studies={args.studies} adaptive_studies={args.adaptive_studies}")
 
 
 if __name__ == "__main__":
