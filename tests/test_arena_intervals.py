@@ -61,3 +61,18 @@ def test_the_style_intervals_are_the_bootstrap_replicates_shifted_by_the_ridge_s
     rows = board.set_index("system").loc[data.systems]
     assert np.allclose(rows["rating_style_lower"], lower) and np.allclose(rows["rating_style_upper"], upper)
     assert np.allclose(style["coefficient_upper"], c_upper)
+
+
+def test_the_summary_and_methods_say_the_style_intervals_are_corrected_for_the_penalty():
+    from hitkit.protocols.arena import report
+    from hitkit.protocols.arena.analysis import analyze_battles
+    from hitkit.report.parts import ReportInput
+
+    result = analyze_battles(_frame(400), n_boot=30, seed=7)
+    assert result.summary["style_interval_correction"] == "penalty"
+    methods = " ".join(report.methods(ReportInput(task="arena", tables=result.tables, summary=result.summary)))
+    assert "penalty's pull toward the mean" in methods and "(H + R)⁻¹·R·φ" in methods
+    unstyled = analyze_battles(_frame(400).assign(tokens_a=float("nan")), n_boot=30, seed=7)
+    assert unstyled.summary["style_interval_correction"] is None
+    assert "penalty's pull" not in " ".join(report.methods(ReportInput(task="arena", tables=unstyled.tables,
+                                                                       summary=unstyled.summary)))
