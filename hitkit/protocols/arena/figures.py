@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.report import plots
+from hitkit.report import matrices, plots
 
 
 def leaderboard(table: pd.DataFrame) -> bytes:
@@ -18,6 +18,6 @@ def leaderboard(table: pd.DataFrame) -> bytes:
 
 def win_rates(table: pd.DataFrame, order: list[str]) -> bytes:
     """The win rate of each row system against each column system (ties half); blank where never compared."""
-    values, _ = plots.pair_frames(table, "win_rate", order, a="system", b="opponent")
+    values, _ = matrices.pair_frames(table, "win_rate", order, a="system", b="opponent")
     return plots.pair_matrix(values, title="Win rate of row against column (ties ½)", colorbar="win rate",
                              vmin=0.0, vmax=1.0, fmt=lambda v: f"{v:.2f}", row_label="system", col_label="opponent")
