@@ -14,8 +14,9 @@ Measured:
 - ``tau_style`` / ``tau_plain``: Kendall τ of the style-controlled / plain Bradley–Terry order against the
   true one, averaged over ``--studies`` studies of ``BATTLES`` = 4,000 battles on uniformly drawn pairs;
 - ``coverage``: over those studies and systems, the share of worker-clustered 95 % intervals of the
-  style-controlled rating (``N_BOOT`` = 200 worker resamples, hitkit's expanded percentile interval, as
-  ``hitkit analyze arena`` computes it) that hold the rating the style-controlled fit converges to in this
+  style-controlled rating (``N_BOOT`` = 200 worker resamples, hitkit's expanded percentile interval of the
+  replicates moved by the penalty correction ``bradley_terry.ridge_shift``, as ``hitkit analyze arena``
+  computes it: :func:`hitkit.protocols.arena.leaderboard.style_intervals`) that hold the rating the style-controlled fit converges to in this
   crowd: its fit on 400,000 battles of a fresh crowd of 20,000 workers (the spammers and tastes shrink
   the scale a little, so that, not 1000 + 400·θ, is what an interval estimates);
 - ``votes_ratio``: the scenario adaptive sampling is for, a study that adds systems to a leaderboard.
@@ -31,7 +32,8 @@ Measured:
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/arena.py [--studies N] [--adaptive-studies M] [--seed S]``
 (defaults 30 and 4, seed 0; about five minutes of one core). Last line:
-``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=…``.
+``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=… studies=N adaptive_studies=M`` (the counts of
+studies behind coverage and votes_ratio; the votes_ratio of each extension study is printed above it).
 """
 from __future__ import annotations
 
