@@ -34,3 +34,17 @@ def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report
     text = files.markdown.read_text()
     assert "## Leaderboard" in text and "anna" in text
     assert "penalty's pull toward the mean" in files.methods
+
+
+def test_the_qc_policy_judges_a_worker_only_once_the_test_could_pass_them():
+    from hitkit.protocols.arena.analysis import decisive_needed, worker_qc
+    from tests.test_arena_stats import frame
+
+    assert decisive_needed(0.05) == 5 and decisive_needed(0.01) == 7
+    # One QC battle a HIT: a worker's first votes cannot pass a binomial test at 0.05, so they are not
+    # judged (failing them would hold every worker's work); five decisive votes are judged either way.
+    rows = ([("real", "qc", "b", "new")] + [("qc", "real", "a", "few")] * 3 + [("real", "qc", "tie", "few")] * 3
+            + [("real", "qc", "a", "good")] * 5 + [("qc", "real", "a", "bad")] * 5)
+    battles = pd.concat([frame(rows, is_control=1), frame([("real", "other", "a")])], ignore_index=True)
+    method, by_worker = worker_qc({"battles": battles})
+    assert by_worker == {"bad": False, "good": True} and "from 5 decisive QC votes on" in method
