@@ -14,8 +14,9 @@ Measured:
 - ``tau_style`` / ``tau_plain``: Kendall τ of the style-controlled / plain Bradley–Terry order against the
   true one, averaged over ``--studies`` studies of ``BATTLES`` = 4,000 battles on uniformly drawn pairs;
 - ``coverage``: over those studies and systems, the share of worker-clustered 95 % intervals of the
-  style-controlled rating (``N_BOOT`` = 200 worker resamples, hitkit's expanded percentile interval, as
-  ``hitkit analyze arena`` computes it) that hold the rating the style-controlled fit converges to in this
+  style-controlled rating (``N_BOOT`` = 200 worker resamples, hitkit's expanded percentile interval of the
+  replicates moved by the penalty correction ``bradley_terry.ridge_shift``, as ``hitkit analyze arena``
+  computes it: :func:`hitkit.protocols.arena.leaderboard.style_intervals`) that hold the rating the style-controlled fit converges to in this
   crowd: its fit on 400,000 battles of a fresh crowd of 20,000 workers (the spammers and tastes shrink
   the scale a little, so that, not 1000 + 400·θ, is what an interval estimates);
 - ``votes_ratio``: the scenario adaptive sampling is for, a study that adds systems to a leaderboard.
@@ -31,7 +32,8 @@ Measured:
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/arena.py [--studies N] [--adaptive-studies M] [--seed S]``
 (defaults 30 and 4, seed 0; about five minutes of one core). Last line:
-``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=…``.
+``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=… studies=N adaptive_studies=M`` (the counts of
+studies behind coverage and votes_ratio; the votes_ratio of each extension study is printed above it).
 """
 from __future__ import annotations
 
@@ -44,9 +46,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.inference import bootstrap_interval
 from hitkit.protocols.arena import bradley_terry as bt
-from hitkit.protocols.arena.leaderboard import Battles, bootstrap
+from hitkit.protocols.arena.leaderboard import Battles, style_intervals
 from hitkit.protocols.arena.sequential import next_pairs
 from hitkit.protocols.arena.simulation import (
     Crowd,
@@ -87,8 +88,7 @@ def style_interval(frame: pd.DataFrame, seed: int, n_boot: int = N_BOOT) -> tupl
     """The style-controlled ratings and their worker-clustered 95 % interval (as the leaderboard computes them)."""
     data = Battles.of(frame)
     fit = bt.style_control(data.first, data.second, data.outcome, K, data.counts_a, data.counts_b)
-    boot, _ = bootstrap(data, n_boot=n_boot, seed=seed, style=True)
-    lower, upper = bootstrap_interval(bt.to_rating(boot, data.systems, None), data.n_clusters)
+    lower, upper, _, _ = style_intervals(data, fit, n_boot=n_boot, seed=seed, anchor=None)
     order = [data.systems.index(name) for name in SYSTEMS.names]
     return bt.to_rating(fit.theta[0], data.systems, None)[order], lower[order], upper[order]
 
@@ -176,6 +176,8 @@ def main() -> None:
               f"{[(n, round(w, 1)) for n, w in curves[-1]]} ({time.monotonic() - started:.0f} s)", flush=True)
     mean_curve = [(n, float(np.mean([c[i][1] for c in curves]))) for i, (n, _) in enumerate(curves[0])]
     ratio = needed(mean_curve, float(np.mean(uniform_widths))) / STUDY_BATTLES
+    each = [needed(c, w) / STUDY_BATTLES for c, w in zip(curves, uniform_widths)]
+    print("votes_ratio per extension study:", [round(r, 3) for r in each])
     covered = np.mean([r["covered_each"] for r in runs], axis=0)
     print("coverage per system:", dict(zip(SYSTEMS.names, np.round(covered, 3).tolist())))
     tau_style = float(np.mean([r["tau_style"] for r in runs]))
@@ -183,7 +185,7 @@ def main() -> None:
     coverage = float(np.mean([r["covered"] for r in runs]))
     print(f"{time.monotonic() - started:.0f} s")
     print(f"RESULT tau_style={tau_style:.3f} tau_plain={tau_plain:.3f} coverage={coverage:.3f} "
-          f"votes_ratio={ratio:.3f}")
+          f"votes_ratio={ratio:.3f} studies={args.studies} adaptive_studies={args.adaptive_studies}")
 
 
 if __name__ == "__main__":

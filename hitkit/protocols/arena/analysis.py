@@ -17,6 +17,7 @@ stay out unless ``include_leaks``.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -124,17 +125,27 @@ def qc_table(battles: pd.DataFrame, control: set[str], alpha: float = QC_ALPHA) 
     return table.astype({"control_battles": int, "real_wins": int, "control_wins": int, "ties": int})
 
 
+def decisive_needed(alpha: float = QC_ALPHA) -> int:
+    """The fewest decisive QC votes with which :func:`qc_table`'s test can pass a worker: all n for the
+    real system give p = 2⁻ⁿ, so n is the smallest with 2⁻ⁿ < ``alpha`` (5 at 0.05)."""
+    return math.floor(math.log2(1.0 / alpha)) + 1
+
+
 def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
     """Which workers pass quality control so far (the dashboard's and the QC policy's check): those whose
-    votes in QC battles prefer the real system (:func:`qc_table`); workers without a QC battle are not
-    judged yet. None before any QC battle."""
+    votes in QC battles prefer the real system (:func:`qc_table`). Workers with fewer decisive QC votes
+    than the test needs to pass anyone (:func:`decisive_needed`) are not judged yet: with one QC battle a
+    HIT, failing them would hold or reject every worker's first four HITs. None before any QC battle."""
     battles = tables["battles"]
     if battles.empty or not (battles["is_control"].astype(int) == 1).any():
         return None
     battles = battles.assign(vote=battles["vote"].astype(str).str.strip().str.lower(),
                              worker_id=battles["worker_id"].astype(str))
     table = qc_table(battles, control_systems(battles, config))
-    return (f"prefers the real system over the QC bot (one-sided binomial test, p < {QC_ALPHA})",
+    table = table[table["real_wins"] + table["control_wins"] >= decisive_needed()]
+    method = (f"prefers the real system over the QC bot (one-sided binomial test, p < {QC_ALPHA}, from "
+              f"{decisive_needed()} decisive QC votes on)")
+    return (method,
             {str(w): bool(p) for w, p in zip(table["worker_id"], table["passed"])})
 
 
@@ -181,6 +192,7 @@ def analyze_battles(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
         "systems": len(board), "sources": sorted(set(battles["source"])) if "source" in battles else [],
         "ties": ties, "both_bad": "counted as a tie", "seed": seed, "n_boot": n_boot, "interval_unit": cluster,
         "interval_method": INTERVAL_METHOD, "style_control": facts["style_control"], "style_reg": STYLE_REG,
+        "style_interval_correction": "penalty" if facts["style_control"] and n_boot > 0 else None,
         "components": facts["components"], "control_systems": sorted(control),
         "qc_failed": int((~qc["passed"].astype(bool)).sum()) if len(qc) else 0,
         "anchor": {"system": anchor[0], "rating": anchor[1]} if anchor[0] in set(board["system"]) else None,

@@ -109,6 +109,21 @@ def bootstrap(data: Battles, *, n_boot: int, seed: int, ties: str = "half", styl
     return np.vstack(thetas), np.vstack(betas)
 
 
+def style_intervals(data: Battles, fit: bt.Fit, *, n_boot: int, seed: int,
+                    anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rating lower, rating upper, coefficient lower, coefficient upper) of style control: expanded
+    percentile 95 % intervals over ``n_boot`` worker resamples, each replicate moved by the point fit's
+    :func:`~hitkit.protocols.arena.bradley_terry.ridge_shift` (the penalty's pull toward the mean, which
+    every replicate shares and a percentile interval alone would keep)."""
+    boot, betas = bootstrap(data, n_boot=n_boot, seed=seed, style=True)
+    shift_theta, shift_beta = bt.ridge_shift(data.first, data.second, data.outcome, len(data.systems),
+                                             data.counts_a, data.counts_b, fit)
+    lower, upper = bootstrap_interval(bt.to_rating(boot + shift_theta, data.systems, anchor), data.n_clusters)
+    c_lower, c_upper = bootstrap_interval(betas + shift_beta, data.n_clusters)
+    return lower, upper, c_lower, c_upper
+
+
 def win_rates(battles: pd.DataFrame) -> pd.DataFrame:
     """Each ordered pair's record, both directions: system, opponent, battles, wins, losses, ties
     (ties and both-bad votes), win_rate = (wins + ties / 2) / battles. Pairs never compared have no row."""
@@ -128,7 +143,8 @@ def leaderboard(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, tie
     """(leaderboard, style coefficients, facts) of the battles given (the caller has already left out
     QC battles and leaks). ``ties``: ``half`` (FastChat's convention) or ``davidson`` for the plain
     ratings; style control always counts a tie as half a win, as FastChat's does. Intervals: expanded
-    percentile 95 % intervals over ``n_boot`` worker resamples (none with ``n_boot`` 0)."""
+    percentile 95 % intervals over ``n_boot`` worker resamples (none with ``n_boot`` 0), style control's
+    corrected for its penalty's pull (:func:`style_intervals`)."""
     if ties not in TIES:
         raise ValueError(f"ties={ties!r}; use one of {', '.join(TIES)}")
     data = Battles.of(battles)
@@ -154,9 +170,7 @@ def leaderboard(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, tie
         table["strength_style"] = fit.theta[0] * bt.LN10
         c_lower = c_upper = np.full(len(bt.STYLE_FEATURES), math.nan)
         if n_boot > 0:
-            boot, betas = bootstrap(data, n_boot=n_boot, seed=seed, style=True)
-            s_lower, s_upper = bootstrap_interval(bt.to_rating(boot, data.systems, anchor), data.n_clusters)
-            c_lower, c_upper = bootstrap_interval(betas, data.n_clusters)
+            s_lower, s_upper, c_lower, c_upper = style_intervals(data, fit, n_boot=n_boot, seed=seed, anchor=anchor)
         style_table = pd.DataFrame({"feature": bt.STYLE_FEATURES, "coefficient": fit.beta[0],
                                     "coefficient_lower": c_lower, "coefficient_upper": c_upper,
                                     "raw_mean": fit.feature_mean, "raw_std": fit.feature_std})

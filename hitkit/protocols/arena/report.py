@@ -90,7 +90,12 @@ def methods(inp: ReportInput) -> list[str]:
         f"95 % {interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
         f"{s.get('interval_unit', 'worker')}s, each with all their battles (numpy default_rng, seed "
         f"{s.get('seed', '?')}); ranks are FastChat's: one plus the number of systems whose interval lies "
-        "above the system's.")
+        "above the system's."
+        + (" Every style-controlled replicate is moved by the one-step estimate of the penalty's pull toward the "
+           "mean at the point fit, (H + R)⁻¹·R·φ (φ the ratings and style coefficients, H the logistic "
+           "information, R the penalty), which every replicate shares and a percentile interval would keep: the "
+           "intervals are for the unpenalised ratings the fit converges to as battles accumulate, while the "
+           "point ratings stay FastChat's." if s.get("style_interval_correction") == "penalty" else ""))
     out.append(
         "A worker passed quality control when their votes in QC battles preferred the real system over the "
         f"degraded QC bot (one-sided exact binomial test, p < 0.05, ties left out); {s.get('qc_failed', 0)} did not.")
