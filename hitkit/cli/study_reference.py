@@ -18,6 +18,19 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 FIELD_NOTES: dict[str, str] = {
+    "ProlificConfig.on_high_return_rate": "on Prolific's study.has_high_return_rate webhook: pause posting, or only warn",
+    "ProlificConfig.rejection_category": "Prolific's rejection category sent with every rejection hitkit makes",
+    "BotsConfig.pacing": "when each chat reply is released, so the quality-control slot is never the fast one",
+    "PacingConfig.mode": "observed: hold control replies to a draw from the real bots' latencies; fixed: hold every "
+                         "reply until floor_s; off: release replies as they come",
+    "StudyConfig.screener": "short multiple-choice questions before consent; a participant who fails is screened out "
+                            "with pay and never counts as a worker",
+    "ScreenerQuestion.name": "the answer's name in the database (lower-case letters, digits, _)",
+    "ScreenerQuestion.text": "the question as the participant reads it",
+    "ScreenerQuestion.options": "the choices shown",
+    "ScreenerQuestion.accept": "the choices that let a participant go on; any other screens them out",
+    "ScreenerConfig.intro": "text shown above the questions",
+    "ArenaConfig.crowd": "how the simulated crowd votes: strengths, length and position bias, ties",
     "StudyConfig.seed": "seeds the packing, the display order, the simulated crowd and every resampling",
     "StudyConfig.budget": "hard ceiling on worst-case spend: rewards, bonuses and fees",
     "StudyConfig.out": "results go to OUT/STUDY/ (database, export/, analysis/), relative to the study file",
