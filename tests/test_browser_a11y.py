@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from hitkit.db.models import Assignment, Response
+from hitkit.db.models import Assignment, Response, Turn
 from hitkit.db.session import session_scope
 from tests.axe import assert_accessible, tab_to
 from tests.browser import CHROMIUM_ARGS, chromium_path
@@ -96,3 +96,182 @@ def test_a_pairwise_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audi
     votes = [v for (_unit, question), v in answers.items() if question == "vote"]
     assert sorted(votes) == sorted(expected.values())  # one stored vote per key pressed, nothing else
     assert stored(url, "KEY-2")[0] == "returned"
+
+
+def test_the_audit_fails_on_an_unnamed_slider_and_low_contrast_text():
+    """The audit itself can fail: a slider without a name and grey-on-white text are both reported."""
+    from tests.axe import violations
+
+    with playwright.sync_playwright() as p:
+        browser, page = open_page(p)
+        page.set_content('<html lang="en"><title>t</title><main><input type="range">'
+                         '<p style="color:#bbb;background:#fff">faint</p></main></html>')
+        found = {v["id"] for v in violations(page)}
+        browser.close()
+    assert "color-contrast" in found and "label" in found, found
+
+
+# ---------------------------------------------------------------------------------------------- rating
+from tests.studies import served  # noqa: E402
+from tests.test_rating import rating_study  # noqa: E402
+
+
+def test_a_rating_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(tmp_path, one_database_url):
+    expected = {}
+    for base, config, _secret in served(rating_study(tmp_path, one_database_url), one_database_url):
+        with playwright.sync_playwright() as p:
+            browser, page = open_page(p)
+            page.goto(f"{base}/s/{config.study}/hit/1?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h1")
+            assert_accessible(page, "rating preview")
+            page.goto(f"{base}/s/{config.study}/hit/1?assignmentId=KEY-R&hitId=h1&workerId=W-keys")
+            consent_by_keyboard(page, "rating")
+            units = page.locator("fieldset.unit")
+            units.first.wait_for()
+            assert_accessible(page, "rating task")
+            for u in range(units.count()):
+                sliders = units.nth(u).locator("input[type=range]")
+                for i in range(sliders.count()):
+                    name = sliders.nth(i).get_attribute("name")
+                    tab_to(page, f'input[name="{name}"]')
+                    presses = 1 + (u + i) % 4
+                    for _ in range(presses):
+                        page.keyboard.press("ArrowRight" if (u + i) % 2 else "ArrowLeft")
+                    expected[name] = 50 + presses if (u + i) % 2 else 50 - presses
+                units.nth(u).locator(".saved", has_text="saved").wait_for()
+            assert_accessible(page, "rating task, every slider moved")
+            submit_by_keyboard(page, "rating", "Sliders by arrows.")
+            browser.close()
+    status, answers, feedback, _order = stored(one_database_url, "KEY-R")
+    assert status == "submitted" and feedback == "Sliders by arrows."
+    assert len(answers) == len(expected) >= 12
+    assert sorted(float(v) for v in answers.values()) == sorted(float(v) for v in expected.values())
+
+
+# ---------------------------------------------------------------------------------------------- Spot The Bot
+from hitkit.study.config import load_study  # noqa: E402
+from tests.browser import chromium_on  # noqa: E402
+from tests.test_spot_the_bot_study import stb_study  # noqa: E402
+
+STB_KEYS = {"human": "1", "bot": "2", "unsure": "3", "0": "1", "1": "2", "neither": "3"}
+STB_FEATURES = ("fluency", "sensibleness", "specificity")
+
+
+def test_a_spot_the_bot_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(tmp_path, one_database_url):
+    config = load_study(stb_study(tmp_path, one_database_url))
+    given = []
+    with chromium_on(one_database_url, config, height=900) as (base, page):
+        page.goto(f"{base}/s/stb-demo/hit/1?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h1")
+        assert_accessible(page, "Spot The Bot preview")
+        page.goto(f"{base}/s/stb-demo/hit/1?assignmentId=KEY-S&hitId=h1&workerId=W-keys")
+        consent_by_keyboard(page, "Spot The Bot")
+        total = int(page.locator("#stb-total").inner_text())
+        for i in range(total):
+            page.locator("#stb-number", has_text=str(i + 1)).wait_for()
+            page.locator("#stb-step-labels").wait_for(state="visible")
+            if i == 0:
+                assert_accessible(page, "Spot The Bot step 1 (labels)")
+                # Tab to each radio group: Space checks its first choice, ArrowRight the second.
+                tab_to(page, "input[name=label_0]")
+                page.keyboard.press("Space")
+                tab_to(page, "input[name=label_1]")
+                page.keyboard.press("ArrowRight")
+                answers = {"label_0": "human", "label_1": "bot"}
+                tab_to(page, "#stb-continue")
+                page.keyboard.press("Enter")
+            else:  # the number keys answer the highlighted question; Enter goes on
+                answers = {"label_0": ("bot", "unsure", "human")[i % 3], "label_1": ("human", "unsure")[i % 2]}
+                page.keyboard.press(STB_KEYS[answers["label_0"]])
+                page.keyboard.press(STB_KEYS[answers["label_1"]])
+                page.keyboard.press("Enter")
+            page.locator("#stb-step-preferences").wait_for(state="visible")
+            if i == 0:
+                assert_accessible(page, "Spot The Bot step 2 (preferences)")
+                for feature in STB_FEATURES:
+                    tab_to(page, f"input[name={feature}]")
+                    page.keyboard.press("Space")
+                    answers[feature] = "0"
+                tab_to(page, "#stb-next")
+                page.keyboard.press("Enter")
+            else:
+                for n, feature in enumerate(STB_FEATURES):
+                    answers[feature] = ("0", "1", "neither")[(i + n) % 3]
+                    page.keyboard.press(STB_KEYS[answers[feature]])
+                page.keyboard.press("Enter")
+            given.append(answers)
+            if i < total - 1:
+                page.locator("#stb-done", has_text=str(i + 1)).wait_for()
+        page.locator("#stb-finished").wait_for(state="visible")
+        assert_accessible(page, "Spot The Bot, every conversation labelled")
+        submit_by_keyboard(page, "Spot The Bot", "Numbers and Enter.")
+    status, stored_answers, feedback, order = stored(one_database_url, "KEY-S")
+    assert status == "submitted" and feedback == "Numbers and Enter." and len(order) == total >= 3
+    assert {(unit, q): v for unit, answers in zip(order, given, strict=True) for q, v in answers.items()} == \
+        stored_answers
+
+
+# ---------------------------------------------------------------------------------------------- live chat
+from hitkit.bots.server import BotServer, DegradedSpec, build_backends  # noqa: E402
+from tests.test_live_chat_study import REAL as CHAT_BOTS, live_chat_study  # noqa: E402
+from tests.test_arena_study import REAL as ARENA_BOTS, arena_study  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def degraded_bots():
+    names = sorted({*CHAT_BOTS, *ARENA_BOTS, "qc"})
+    server = BotServer(build_backends(degraded=[DegradedSpec(n) for n in names], seed=1), port=0).start()
+    yield server.url
+    server.shutdown()
+
+
+def test_a_live_chat_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(tmp_path, one_database_url,
+                                                                                    degraded_bots):
+    config = load_study(live_chat_study(tmp_path, one_database_url, degraded_bots, hits=1, min_inputs=2))
+    slots = 0
+    with chromium_on(one_database_url, config, height=900) as (base, page):
+        page.goto(f"{base}/s/chat-demo/hit/1?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h1")
+        assert_accessible(page, "live chat preview")
+        page.goto(f"{base}/s/chat-demo/hit/1?assignmentId=KEY-C&hitId=h1&workerId=W-keys")
+        consent_by_keyboard(page, "live chat")
+        while page.locator("#step-submit").is_hidden():
+            page.locator("#step-topic").wait_for(state="visible")
+            if slots == 0:
+                assert_accessible(page, "live chat topic step")
+            tab_to(page, "#topic-input")
+            page.keyboard.type(f"walks by the sea {slots + 1}")
+            tab_to(page, "input[name=sentiment]")
+            page.keyboard.press("Space")
+            tab_to(page, "#start-chat")
+            page.keyboard.press("Enter")
+            page.locator("#step-chat").wait_for(state="visible")
+            for turn in range(2):
+                tab_to(page, "#message")
+                page.keyboard.type(f"Message {turn + 1}: do you like the sea?")
+                page.keyboard.press("Enter")  # Enter sends; Shift+Enter would start a new line
+                page.locator("#messages li.bot").nth(turn).wait_for()
+            if slots == 0:
+                tab_to(page, "#topic-button")
+                page.keyboard.press("Enter")
+                page.locator("#topic-dialog").wait_for(state="visible")
+                assert_accessible(page, "live chat conversation, topic dialog open")
+            page.wait_for_function("() => !document.querySelector('#next-bot').disabled")
+            tab_to(page, "#next-bot")
+            page.keyboard.press("Enter")
+            page.locator("#step-rate").wait_for(state="visible")
+            if slots == 0:
+                assert_accessible(page, "live chat rating step")
+            for k in range(page.locator("#sliders input[type=range]").count()):
+                tab_to(page, f"#sliders .slider:nth-child({k + 1}) input")
+                page.keyboard.press("ArrowRight")
+            tab_to(page, "#save-ratings")
+            page.keyboard.press("Enter")
+            page.wait_for_function("() => document.querySelector('#step-rate').hidden")
+            slots += 1
+        assert_accessible(page, "live chat, every conversation done")
+        submit_by_keyboard(page, "live chat", "Chatted by keyboard.")
+    status, answers, feedback, _order = stored(one_database_url, "KEY-C")
+    assert status == "submitted" and feedback == "Chatted by keyboard." and slots == 6
+    scores = [v for (_u, q), v in answers.items() if q.startswith("score_")]
+    assert len(scores) == 7 * slots and set(scores) == {"51"}
+    with session_scope(one_database_url) as s:
+        typed = s.scalars(select(Turn.text).where(Turn.speaker == "worker")).all()
+    assert sorted(typed) == sorted(f"Message {t + 1}: do you like the sea?" for t in range(2) for _ in range(slots))
