@@ -275,3 +275,45 @@ def test_a_live_chat_hit_is_done_by_keyboard_alone_and_every_page_passes_the_aud
     with session_scope(one_database_url) as s:
         typed = s.scalars(select(Turn.text).where(Turn.speaker == "worker")).all()
     assert sorted(typed) == sorted(f"Message {t + 1}: do you like the sea?" for t in range(2) for _ in range(slots))
+
+
+# ---------------------------------------------------------------------------------------------- arena
+def test_an_arena_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(tmp_path, one_database_url,
+                                                                               degraded_bots):
+    config = load_study(arena_study(tmp_path, one_database_url, degraded_bots, hits=1, battles_per_hit=2,
+                                    control_share=0, reveal=True))
+    votes = ("a", "tie")
+    with chromium_on(one_database_url, config, height=900) as (base, page):
+        page.goto(f"{base}/s/arena-demo/hit/1?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h1")
+        assert_accessible(page, "arena preview")
+        page.goto(f"{base}/s/arena-demo/hit/1?assignmentId=KEY-A&hitId=h1&workerId=W-keys")
+        consent_by_keyboard(page, "arena")
+        for battle, vote in enumerate(votes):
+            page.locator(".battle-label", has_text=f"Battle {battle + 1}").wait_for()
+            page.wait_for_function("() => document.querySelector('#arena-message').value.length > 0")
+            if battle == 0:
+                assert_accessible(page, "arena battle, before sending")
+            tab_to(page, "#arena-message")
+            page.keyboard.press("Enter")  # the drawn prompt goes to both assistants
+            page.wait_for_function("() => !document.querySelector('button.vote').disabled")
+            if battle == 0:
+                assert_accessible(page, "arena battle, both replies in")
+            if battle == 0:  # the optional reason, typed before the vote (Shift+Tab goes back to the buttons)
+                tab_to(page, "#arena-reason")
+                page.keyboard.type("Clearer.")
+                tab_to(page, f'button.vote[data-vote="{vote}"]', key="Shift+Tab")
+            else:
+                tab_to(page, f'button.vote[data-vote="{vote}"]')
+            page.keyboard.press("Enter")
+            page.locator(".identity:not([hidden])").first.wait_for()
+            if battle == 0:
+                assert_accessible(page, "arena battle, voted and names shown")
+            tab_to(page, "#arena-next")
+            page.keyboard.press("Enter")
+        page.locator("#step-submit").wait_for(state="visible")
+        assert_accessible(page, "arena, every battle done")
+        submit_by_keyboard(page, "arena", "Voted by keyboard.")
+    status, answers, feedback, _order = stored(one_database_url, "KEY-A")
+    assert status == "submitted" and feedback == "Voted by keyboard."
+    assert sorted(v for (_u, q), v in answers.items() if q == "vote") == sorted(votes)
+    assert [v for (_u, q), v in answers.items() if q == "reason"] == ["Clearer."]
