@@ -6,10 +6,20 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.db.models import Assignment, Response, Turn
 from hitkit.db.session import session_scope
-from tests.axe import assert_accessible, tab_to
-from tests.browser import CHROMIUM_ARGS, chromium_path
+from hitkit.study.config import load_study
+from tests.axe import assert_accessible, tab_to, violations
+from tests.browser import CHROMIUM_ARGS, chromium_on, chromium_path
+from tests.studies import served
+from tests.test_arena_study import REAL as ARENA_BOTS
+from tests.test_arena_study import arena_study
+from tests.test_live_chat_study import REAL as CHAT_BOTS
+from tests.test_live_chat_study import live_chat_study
+from tests.test_rating import rating_study
+from tests.test_spot_the_bot_study import stb_study
+from tests.test_worker_flow import live  # noqa: F401 - the running pairwise study
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
@@ -47,7 +57,6 @@ def stored(url: str, assignment: str) -> tuple[str, dict, str | None, list[int]]
 
 
 # ---------------------------------------------------------------------------------------------- pairwise
-from tests.test_worker_flow import live  # noqa: E402,F401 - the running pairwise study
 
 # From an unanswered radio group: Space checks the focused first choice, ArrowRight the next, ArrowLeft wraps
 # to the last.
@@ -100,8 +109,6 @@ def test_a_pairwise_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audi
 
 def test_the_audit_fails_on_an_unnamed_slider_and_low_contrast_text():
     """The audit itself can fail: a slider without a name and grey-on-white text are both reported."""
-    from tests.axe import violations
-
     with playwright.sync_playwright() as p:
         browser, page = open_page(p)
         page.set_content('<html lang="en"><title>t</title><main><input type="range">'
@@ -112,8 +119,6 @@ def test_the_audit_fails_on_an_unnamed_slider_and_low_contrast_text():
 
 
 # ---------------------------------------------------------------------------------------------- rating
-from tests.studies import served  # noqa: E402
-from tests.test_rating import rating_study  # noqa: E402
 
 
 def test_a_rating_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(tmp_path, one_database_url):
@@ -148,9 +153,6 @@ def test_a_rating_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(
 
 
 # ---------------------------------------------------------------------------------------------- Spot The Bot
-from hitkit.study.config import load_study  # noqa: E402
-from tests.browser import chromium_on  # noqa: E402
-from tests.test_spot_the_bot_study import stb_study  # noqa: E402
 
 STB_KEYS = {"human": "1", "bot": "2", "unsure": "3", "0": "1", "1": "2", "neither": "3"}
 STB_FEATURES = ("fluency", "sensibleness", "specificity")
@@ -210,9 +212,6 @@ def test_a_spot_the_bot_hit_is_done_by_keyboard_alone_and_every_page_passes_the_
 
 
 # ---------------------------------------------------------------------------------------------- live chat
-from hitkit.bots.server import BotServer, DegradedSpec, build_backends  # noqa: E402
-from tests.test_live_chat_study import REAL as CHAT_BOTS, live_chat_study  # noqa: E402
-from tests.test_arena_study import REAL as ARENA_BOTS, arena_study  # noqa: E402
 
 
 @pytest.fixture(scope="module")
