@@ -1,0 +1,88 @@
+"""Numbers that cannot look wrong (issue 31): rate intervals inside [0, 1], an exact-style interval for
+0 of n and n of n (never [0, 0]), legends naming only what is drawn, overlapping curves told apart, and
+no order claimed between systems never compared."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from hitkit.analysis.bounded import clip_interval, rate_interval, wilson_interval
+from hitkit.analysis.ppi import mean_interval, win_rates
+from tests.studies import REPO
+
+GOLDEN = REPO / "tests" / "data" / "golden"
+
+
+def scipy_wilson(k: int, n: int) -> tuple[float, float]:
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return ci.low, ci.high
+
+
+@pytest.mark.parametrize("k,n", [(0, 6), (6, 6), (3, 6), (1, 40), (4, 4)])
+def test_the_wilson_interval_matches_scipys(k, n):
+    low, high = wilson_interval(k, n)
+    assert (low, high) == pytest.approx(scipy_wilson(k, n), abs=1e-12)
+    assert 0 <= low < high <= 1
+
+
+def test_bad_counts_are_refused_with_what_was_given():
+    with pytest.raises(ValueError, match="7 successes of 6"):
+        wilson_interval(7, 6)
+    assert all(math.isnan(x) for x in wilson_interval(0, 0))
+
+
+def test_an_interval_is_clipped_to_the_parameters_range_and_nan_stays_nan():
+    assert clip_interval(0.7836, 1.0856) == (0.7836, 1.0)
+    assert clip_interval(-0.2, 0.3) == (0.0, 0.3)
+    assert all(math.isnan(x) for x in clip_interval(math.nan, math.nan))
+
+
+def items(pair_scores: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    rows = [(a, b, y, y) for (a, b), ys in pair_scores.items() for y in ys]
+    return pd.DataFrame(rows, columns=["system_a", "system_b", "human", "judge"])
+
+
+def test_a_win_rate_whose_t_interval_passes_1_is_reported_inside_0_1():
+    # 14 wins of 15: the t interval (mean ± t·sd/√n) reaches past 1, as the [0.7836, 1.0856] the issue showed.
+    votes = [1.0] * 14 + [0.0]
+    raw = mean_interval(votes)
+    assert raw.high > 1
+    row = win_rates(items({("alpha", "beta"): votes})).iloc[0]
+    for kind in ("human", "judge", "ppi"):
+        assert 0 <= row[f"{kind}_low"] <= row[kind] <= row[f"{kind}_high"] == 1.0
+    assert row["human_low"] == pytest.approx(raw.low)  # only the impossible end moves
+
+
+def test_a_win_rate_of_0_of_6_gets_the_wilson_interval_not_0_0():
+    row = win_rates(items({("alpha", "beta"): [0.0] * 6})).iloc[0]
+    assert row["human"] == 0.0
+    for kind in ("human", "judge", "ppi"):
+        assert (row[f"{kind}_low"], row[f"{kind}_high"]) == pytest.approx(scipy_wilson(0, 6))
+        assert row[f"{kind}_high"] > 0.35
+    row = win_rates(items({("alpha", "beta"): [1.0] * 6})).iloc[0]
+    assert (row["human_low"], row["human_high"]) == pytest.approx(scipy_wilson(6, 6))
+
+
+def test_rate_interval_keeps_an_interval_with_spread_and_only_clips_it():
+    assert rate_interval([0, 1, 0.5], -0.3, 1.2) == (0.0, 1.0)
+    assert rate_interval([0, 1, 1], 0.2, 0.9) == (0.2, 0.9)
+
+
+def test_spot_the_bots_4_of_4_wins_get_the_wilson_interval_on_the_golden_study():
+    """tests/data/golden/spot_the_bot's export: alpha beat gamma in 4 of 4 decisive annotations; the
+    bootstrap interval was [1, 1] (every resample 4 of 4) and is Wilson's now."""
+    from hitkit.protocols.spot_the_bot.reading import read_annotations
+    from hitkit.protocols.spot_the_bot.win_rates import win_rates as stb_win_rates
+
+    table = stb_win_rates(read_annotations(GOLDEN / "spot_the_bot" / "export"), n_boot=200, seed=1)
+    row = table[(table.system_a == "alpha") & (table.system_b == "gamma")].iloc[0]
+    assert (row.wins, row.losses) == (4, 0)
+    assert (row.win_rate_low, row.win_rate_high) == pytest.approx(scipy_wilson(4, 4))
+    back = table[(table.system_a == "gamma") & (table.system_b == "alpha")].iloc[0]
+    assert (back.win_rate_low, back.win_rate_high) == pytest.approx(scipy_wilson(0, 4))
+    decided = table.dropna(subset=["win_rate"])
+    assert (decided.win_rate_low <= decided.win_rate).all() and (decided.win_rate <= decided.win_rate_high).all()
