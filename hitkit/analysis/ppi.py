@@ -70,10 +70,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from hitkit.analysis.bounded import rate_interval
 import pandas as pd
 from scipy import stats
+
+from hitkit.analysis.bounded import rate_interval
 
 REFERENCE = ("prediction-powered inference with power tuning, PPI++ (Angelopoulos, Duchi & Zrnic "
              "2023; Angelopoulos et al., Science 2023)")
