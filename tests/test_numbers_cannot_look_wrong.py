@@ -85,3 +85,32 @@ def test_spot_the_bots_4_of_4_wins_get_the_wilson_interval_on_the_golden_study()
     assert (back.win_rate_low, back.win_rate_high) == pytest.approx(scipy_wilson(0, 4))
     decided = table.dropna(subset=["win_rate"])
     assert (decided.win_rate_low <= decided.win_rate).all() and (decided.win_rate <= decided.win_rate_high).all()
+
+
+def test_a_legend_names_only_the_estimates_that_have_points():
+    """Spot The Bot's judge figure had a "judge only" legend entry with no points: an all-NaN kind is dropped."""
+    from hitkit.report.plots import compared_intervals, drawn
+
+    nan = [math.nan, math.nan]
+    kinds = [("people only", [0.4, 0.6], [0.2, 0.4], [0.6, 0.8]), ("judge only", nan, nan, nan),
+             ("prediction-powered", [0.45, math.nan], [0.3, math.nan], [0.6, math.nan])]
+    assert [k[0] for k in drawn(kinds)] == ["people only", "prediction-powered"]
+    png = compared_intervals(["a over b", "a over c"], kinds, xlabel="win rate", title="t")
+    assert png == compared_intervals(["a over b", "a over c"], [kinds[0], kinds[2]], xlabel="win rate", title="t")
+    assert png != compared_intervals(["a over b", "a over c"], kinds[:1], xlabel="win rate", title="t")
+
+
+def test_overlapping_survival_curves_differ_in_line_style_and_marker(monkeypatch):
+    from hitkit.report import plots
+
+    styles = [plots.curve_style(i) for i in range(28)]
+    assert len(set(styles)) == 28 and len({s for s, _m in styles[:4]}) == 4 and len({m for _s, m in styles[:7]}) == 7
+    # Two systems with exactly the same curve (the survival plot where one hid the other).
+    same = pd.DataFrame({"system": ["alpha"] * 3 + ["beta"] * 3, "time": [1, 2, 3] * 2,
+                         "survival": [0.8, 0.5, 0.2] * 2})
+    monkeypatch.setattr(plots, "to_png", lambda fig: fig)  # the figure itself, to read its lines
+    ax = plots.step_curves(same).axes[0]
+    lines = {line.get_label(): (line.get_linestyle(), line.get_marker()) for line in ax.get_lines()}
+    assert set(lines) == {"alpha", "beta"} and lines["alpha"] != lines["beta"]
+    assert all(line.get_linestyle() != lines["alpha"][0] for line in ax.get_lines() if line.get_label() == "beta")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["alpha", "beta"]
