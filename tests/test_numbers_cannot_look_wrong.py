@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
@@ -114,3 +115,40 @@ def test_overlapping_survival_curves_differ_in_line_style_and_marker(monkeypatch
     assert set(lines) == {"alpha", "beta"} and lines["alpha"] != lines["beta"]
     assert all(line.get_linestyle() != lines["alpha"][0] for line in ax.get_lines() if line.get_label() == "beta")
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["alpha", "beta"]
+
+
+def adaptive_votes() -> pd.DataFrame:
+    """An adaptive study that found alpha best early and then paired only alpha: beta and gamma each met
+    alpha, never each other (gamma lost to alpha a little less often, so its score is higher)."""
+    rows = []
+    for other, wins in (("beta", 3), ("gamma", 5)):
+        for i in range(12):
+            rows.append({"worker_id": f"w{i % 4}", "item_id": f"{other}{i}", "system_a": "alpha",
+                         "system_b": other, "vote": "b" if i < wins else "a"})
+    return pd.DataFrame(rows)
+
+
+def test_pairwise_claims_no_order_between_systems_that_never_met():
+    from hitkit.protocols.pairwise.bradley_terry import bradley_terry
+
+    table = bradley_terry(adaptive_votes(), n_boot=50, seed=1).set_index("system")
+    assert table.loc["gamma", "score"] > table.loc["beta", "score"]  # the fit alone would order them
+    assert table.loc["alpha", "rank"] == 1
+    assert table.loc["beta", "rank"] == table.loc["gamma", "rank"] == 2  # tied: 0 comparisons between them
+    # One vote between them, and the order is claimed again.
+    more = pd.concat([adaptive_votes(), pd.DataFrame([{"worker_id": "w9", "item_id": "x", "system_a": "beta",
+                                                       "system_b": "gamma", "vote": "b"}])])
+    table = bradley_terry(more, n_boot=0).set_index("system")
+    assert sorted(table["rank"]) == [1, 2, 3]
+
+
+def test_compared_ranks_follow_chains_of_direct_comparisons():
+    from hitkit.analysis.ranking import compared_ranks, ranks
+
+    score = np.array([3.0, 2.0, 1.0, 0.5])
+    everyone = ~np.eye(4, dtype=bool)
+    assert list(compared_ranks(score, everyone)) == list(ranks(score))
+    chain = np.zeros((4, 4), bool)
+    for i, j in ((0, 1), (1, 2)):  # 0 met 1, 1 met 2: 0 > 1 > 2 by a chain; 3 met nobody
+        chain[i, j] = chain[j, i] = True
+    assert list(compared_ranks(score, chain)) == [1, 2, 3, 1]

@@ -57,3 +57,21 @@ def clusters(low: np.ndarray, high: np.ndarray, score: np.ndarray) -> tuple[np.n
             labels[i] = f"({position + 1},{position + len(members)})"
         position += len(members)
     return np.array(order, dtype=int), labels
+
+
+def compared_ranks(score: np.ndarray, compared: np.ndarray) -> np.ndarray:
+    """Ranks that claim no order between systems never compared with each other.
+
+    ``compared[i, j]``: systems i and j met directly (a vote, a game). System j is placed above i only
+    where a chain of direct comparisons, each won on score, leads from j down to i (j beat k, k beat i);
+    rank = 1 + the number of systems placed above. Two systems no such chain orders (an adaptive design
+    that never paired them, each only beaten by the best) share a rank: tied, their order unknown. Where
+    every pair met this is :func:`ranks`.
+    """
+    score = np.round(np.asarray(score, dtype=float), RANK_DECIMALS)
+    met = np.asarray(compared, dtype=bool)
+    above = met & (score[:, None] > score[None, :])  # above[j, i]: j met i and scored higher
+    reach = above.copy()
+    for k in range(len(score)):  # transitive closure (Warshall)
+        reach |= reach[:, [k]] & reach[[k], :]
+    return (1 + reach.sum(axis=0)).astype(int)
