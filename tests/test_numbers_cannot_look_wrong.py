@@ -152,3 +152,24 @@ def test_compared_ranks_follow_chains_of_direct_comparisons():
     for i, j in ((0, 1), (1, 2)):  # 0 met 1, 1 met 2: 0 > 1 > 2 by a chain; 3 met nobody
         chain[i, j] = chain[j, i] = True
     assert list(compared_ranks(score, chain)) == [1, 2, 3, 1]
+
+
+def test_spot_the_bot_puts_systems_that_never_met_in_one_cluster():
+    from hitkit.protocols.spot_the_bot.ranking import rank_with_bootstrap
+
+    rows = []
+    for other, wins in (("beta", 2), ("gamma", 6)):  # alpha met both; beta and gamma never met
+        for i in range(16):
+            won = i < wins
+            rows.append({"winner": other if won else "alpha", "loser": "alpha" if won else other,
+                         "drawn": False, "conversation": f"{other}/{i}", "worker": f"w{i % 5}"})
+    games = pd.DataFrame(rows)
+    table = rank_with_bootstrap(games, n_boot=100, seed=2, resample="conversation").set_index("system")
+    assert table.loc["gamma", "win_rate"] > table.loc["beta", "win_rate"]
+    for cluster in ("cluster", "win_rate_cluster"):
+        assert table.loc["beta", cluster] == table.loc["gamma", cluster]
+    # With games between them, their clusters come from the bootstrap ranges alone again.
+    extra = pd.DataFrame([{"winner": "gamma", "loser": "beta", "drawn": False, "conversation": f"x/{i}",
+                           "worker": f"w{i}"} for i in range(30)])
+    table = rank_with_bootstrap(pd.concat([games, extra]), n_boot=100, seed=2, resample="conversation")
+    assert table.set_index("system").loc["beta", "cluster"] != table.set_index("system").loc["gamma", "cluster"]

@@ -68,10 +68,30 @@ def compared_ranks(score: np.ndarray, compared: np.ndarray) -> np.ndarray:
     that never paired them, each only beaten by the best) share a rank: tied, their order unknown. Where
     every pair met this is :func:`ranks`.
     """
+    return (1 + ordered_above(score, compared).sum(axis=0)).astype(int)
+
+
+def ordered_above(score: np.ndarray, compared: np.ndarray) -> np.ndarray:
+    """[j, i] True where a chain of direct comparisons (``compared``), each won on score, places j above i."""
     score = np.round(np.asarray(score, dtype=float), RANK_DECIMALS)
-    met = np.asarray(compared, dtype=bool)
-    above = met & (score[:, None] > score[None, :])  # above[j, i]: j met i and scored higher
-    reach = above.copy()
+    reach = np.asarray(compared, dtype=bool) & (score[:, None] > score[None, :])
     for k in range(len(score)):  # transitive closure (Warshall)
         reach |= reach[:, [k]] & reach[[k], :]
-    return (1 + reach.sum(axis=0)).astype(int)
+    return reach
+
+
+def widen_unordered(low: np.ndarray, high: np.ndarray, score: np.ndarray,
+                    compared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank ranges where two systems no chain of direct comparisons orders (:func:`ordered_above`) both
+    span the union of their ranges, so :func:`clusters` puts them in one cluster: no order claimed."""
+    low, high = np.array(low, dtype=float), np.array(high, dtype=float)
+    reach = ordered_above(score, compared)
+    unordered = ~(reach | reach.T) & ~np.eye(len(low), dtype=bool)
+    changed = True
+    while changed:
+        changed = False
+        for i, j in zip(*np.nonzero(unordered)):
+            lo, hi = min(low[i], low[j]), max(high[i], high[j])
+            if (low[i], high[i]) != (lo, hi):
+                low[i], high[i], changed = lo, hi, True
+    return low, high
