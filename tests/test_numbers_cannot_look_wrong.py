@@ -173,3 +173,12 @@ def test_spot_the_bot_puts_systems_that_never_met_in_one_cluster():
                            "worker": f"w{i}"} for i in range(30)])
     table = rank_with_bootstrap(pd.concat([games, extra]), n_boot=100, seed=2, resample="conversation")
     assert table.set_index("system").loc["beta", "cluster"] != table.set_index("system").loc["gamma", "cluster"]
+
+
+def test_the_pairwise_report_says_which_systems_share_a_rank_and_why():
+    from hitkit.protocols.pairwise.bradley_terry import bradley_terry
+    from hitkit.protocols.pairwise.report import shared_ranks
+
+    text = shared_ranks(bradley_terry(adaptive_votes(), n_boot=0))
+    assert len(text) == 1 and text[0].startswith("beta, gamma share rank 2") and "order is unknown" in text[0]
+    assert shared_ranks(bradley_terry(adaptive_votes().assign(system_b="beta"), n_boot=0)) == []
