@@ -26,6 +26,16 @@ if [ "${CI:-}" = "true" ] || [ "${HITKIT_REQUIRE_POSTGRES:-}" = "1" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   fi
 fi
+# The accessibility audit's axe-core (tests/axe.py, tests/test_browser_a11y.py), from npm into .cache/npm:
+# installed once, read from disk by the browser tests (nothing downloaded while they run).
+if [ ! -f .cache/npm/node_modules/axe-core/axe.min.js ]; then
+  if ! command -v npm >/dev/null 2>&1 && { [ "${CI:-}" = "true" ] || [ "${HITKIT_REQUIRE_POSTGRES:-}" = "1" ]; }; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+  fi
+  if command -v npm >/dev/null 2>&1; then
+    npm install --silent --no-save --no-package-lock --prefix .cache/npm axe-core@4.10 >/dev/null
+  fi
+fi
 # Three pytest-xdist workers, even on 2 cores: most tests wait on servers, browsers and databases
 # rather than compute (the suite takes about 11 minutes this way on 2 cores, 19 minutes in one process).
 # HITKIT_TEST_WORKERS=0 runs it in one process.

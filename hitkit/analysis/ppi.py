@@ -73,6 +73,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hitkit.analysis.bounded import rate_interval
+
 REFERENCE = ("prediction-powered inference with power tuning, PPI++ (Angelopoulos, Duchi & Zrnic "
              "2023; Angelopoulos et al., Science 2023)")
 
@@ -270,10 +272,14 @@ def win_rates(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = 
         y, f = pair["human"].to_numpy()[labelled], pair["judge"].to_numpy()
         ppi = ppi_mean(y, f[labelled], f[~labelled], level=level, small_sample=small_sample)
         judge = mean_interval(f, level=level, small_sample=small_sample)
+        # Win rates live in [0, 1]: intervals clipped there, and 0 (or n) of n wins gets Wilson's, not [0, 0].
+        human = rate_interval(y, ppi.human.low, ppi.human.high, level)
+        ppi_low, ppi_high = (human if ppi.lam == 0 and ppi.low == ppi.human.low and ppi.high == ppi.human.high
+                             else rate_interval(y if ppi.low == ppi.high else [], ppi.low, ppi.high, level))
         rows.append((a, b, int(labelled.sum()), len(pair),
-                     ppi.human.estimate, ppi.human.low, ppi.human.high,
-                     judge.estimate, judge.low, judge.high,
-                     ppi.estimate, ppi.low, ppi.high, ppi.lam, ppi.n_effective, ppi.fallback))
+                     ppi.human.estimate, *human,
+                     judge.estimate, *rate_interval(f, judge.low, judge.high, level),
+                     ppi.estimate, ppi_low, ppi_high, ppi.lam, ppi.n_effective, ppi.fallback))
     return pd.DataFrame(rows, columns=list(WIN_RATE_COLUMNS))
 
 

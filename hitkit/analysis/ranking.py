@@ -57,3 +57,41 @@ def clusters(low: np.ndarray, high: np.ndarray, score: np.ndarray) -> tuple[np.n
             labels[i] = f"({position + 1},{position + len(members)})"
         position += len(members)
     return np.array(order, dtype=int), labels
+
+
+def compared_ranks(score: np.ndarray, compared: np.ndarray) -> np.ndarray:
+    """Ranks that claim no order between systems never compared with each other.
+
+    ``compared[i, j]``: systems i and j met directly (a vote, a game). System j is placed above i only
+    where a chain of direct comparisons, each won on score, leads from j down to i (j beat k, k beat i);
+    rank = 1 + the number of systems placed above. Two systems no such chain orders (an adaptive design
+    that never paired them, each only beaten by the best) share a rank: tied, their order unknown. Where
+    every pair met this is :func:`ranks`.
+    """
+    return (1 + ordered_above(score, compared).sum(axis=0)).astype(int)
+
+
+def ordered_above(score: np.ndarray, compared: np.ndarray) -> np.ndarray:
+    """[j, i] True where a chain of direct comparisons (``compared``), each won on score, places j above i."""
+    score = np.round(np.asarray(score, dtype=float), RANK_DECIMALS)
+    reach = np.asarray(compared, dtype=bool) & (score[:, None] > score[None, :])
+    for k in range(len(score)):  # transitive closure (Warshall)
+        reach |= reach[:, [k]] & reach[[k], :]
+    return reach
+
+
+def widen_unordered(low: np.ndarray, high: np.ndarray, score: np.ndarray,
+                    compared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank ranges where two systems no chain of direct comparisons orders (:func:`ordered_above`) both
+    span the union of their ranges, so :func:`clusters` puts them in one cluster: no order claimed."""
+    low, high = np.array(low, dtype=float), np.array(high, dtype=float)
+    reach = ordered_above(score, compared)
+    unordered = ~(reach | reach.T) & ~np.eye(len(low), dtype=bool)
+    changed = True
+    while changed:
+        changed = False
+        for i, j in zip(*np.nonzero(unordered)):
+            lo, hi = min(low[i], low[j]), max(high[i], high[j])
+            if (low[i], high[i]) != (lo, hi):
+                low[i], high[i], changed = lo, hi, True
+    return low, high

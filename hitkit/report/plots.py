@@ -98,7 +98,8 @@ def compared_intervals(labels: Sequence[str], estimates: Sequence[tuple[str, Seq
     """Several estimates of each row's quantity, one above the other, each a point with its interval
     (``estimates``: (name, estimate, low, high) per kind, shown in that order with a legend)."""
     n = len(labels)
-    if not n:
+    estimates = drawn(estimates)  # the legend names only what has a point on the figure
+    if not n or not estimates:
         return _message("nothing to compare")
     colours = (GREY, ORANGE, BLUE, GREEN, RED)
     k = len(estimates)
@@ -119,6 +120,22 @@ def compared_intervals(labels: Sequence[str], estimates: Sequence[tuple[str, Seq
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     return to_png(fig)
+
+
+def drawn(estimates: Sequence[tuple]) -> list[tuple]:
+    """The (name, estimate, …) kinds with at least one finite estimate: the rest would be a legend entry
+    with no point (Spot The Bot's "judge only" once was)."""
+    return [e for e in estimates if np.isfinite(np.asarray(e[1], dtype=float)).any()]
+
+
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def curve_style(i: int) -> tuple[str, str]:
+    """The i-th curve's (line style, marker): no two of the first 28 alike, so curves that lie on top of
+    each other stay told apart by their dashes and markers, not by colour alone."""
+    return LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)]
 
 
 def rank_ranges(ranking: pd.DataFrame, *, low: str = "rank_low", high: str = "rank_high",
@@ -285,11 +302,14 @@ def step_curves(curves: pd.DataFrame) -> bytes:
         return _message("no bot annotations: no survival curves")
     fig = _figure(6.5, 4)
     ax = fig.subplots()
-    for system, curve in curves.groupby("system", sort=True):
+    for i, (system, curve) in enumerate(curves.groupby("system", sort=True)):
         time = np.concatenate([[0.0], curve["time"].to_numpy(dtype=float)])
         surv = np.concatenate([[1.0], curve["survival"].to_numpy(dtype=float)])
-        line, = ax.step(time, surv, where="post", label=system, linewidth=1.8)
-        ax.plot(time[1:], surv[1:], "o", color=line.get_color(), markersize=4)
+        style, marker = curve_style(i)
+        # Hollow markers of different shapes and sizes: a curve under another still shows its own.
+        ax.plot(time, surv, drawstyle="steps-post", linestyle=style, linewidth=1.8, alpha=0.85, label=system,
+                marker=marker, markevery=list(range(1, len(time))), markersize=7 - 0.8 * (i % 4),
+                markerfacecolor="none")
     _integer_ticks(ax.xaxis)
     ax.set_xlabel("exchanges")
     ax.set_ylabel("survival: share of the bot not yet spotted")

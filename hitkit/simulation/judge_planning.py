@@ -149,8 +149,9 @@ def corrected(table: pd.DataFrame, pairs: int) -> pd.DataFrame:
     out = table.copy()
     for kind in ("human", "ppi"):
         estimate = out[kind].to_numpy(float)
-        out[f"{kind}_low"] = estimate - (estimate - out[f"{kind}_low"].to_numpy(float)) * scale
-        out[f"{kind}_high"] = estimate + (out[f"{kind}_high"].to_numpy(float) - estimate) * scale
+        # Widened, then kept inside [0, 1] as win_rates keeps its own.
+        out[f"{kind}_low"] = np.clip(estimate - (estimate - out[f"{kind}_low"].to_numpy(float)) * scale, 0, 1)
+        out[f"{kind}_high"] = np.clip(estimate + (out[f"{kind}_high"].to_numpy(float) - estimate) * scale, 0, 1)
     return out
 
 

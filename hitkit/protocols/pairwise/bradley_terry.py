@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hitkit.analysis.inference import bootstrap_interval, cluster_codes, cluster_weights
-from hitkit.analysis.ranking import RANK_DECIMALS
+from hitkit.analysis.ranking import compared_ranks
 from hitkit.errors import InputError
 
 RESAMPLE_UNITS: tuple[str, ...] = ("vote", "worker", "item")
@@ -83,7 +83,9 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
     workers or items with all their votes instead (the clustered bootstrap of METHODS §2b; the
     analysis defaults to workers). The interval is the expanded percentile interval of
     :func:`~hitkit.analysis.inference.bootstrap_interval` for the number of units resampled.
-    rank 1 = highest score; equal scores share the lower rank (method "min"). With ``n_boot=0``
+    rank 1 = highest score; equal scores share the lower rank (method "min"), and systems that never
+    met in a vote are ordered only through a chain of direct comparisons, else tied
+    (:func:`~hitkit.analysis.ranking.compared_ranks`). With ``n_boot=0``
     the interval is NaN.
     """
     if resample not in RESAMPLE_UNITS:
@@ -99,6 +101,7 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
     systems = sorted(set(canon["first"]) | set(canon["second"]))
     if not systems:
         raise InputError("votes", "no votes to rank; check that some assignments count")
+    met_pairs = canon[["first", "second"]]  # a tie is a comparison too, whatever ``ties`` does with it
     if ties == "drop":
         canon = canon[canon["outcome"] != TIE]
     index = {s: i for i, s in enumerate(systems)}
@@ -139,5 +142,9 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
         ci_low = ci_high = np.zeros(k)
     table = pd.DataFrame({"system": systems, "score": score, "ci_low": ci_low,
                           "ci_high": ci_high})
-    table["rank"] = (-table["score"].round(RANK_DECIMALS)).rank(method="min").astype(int)
+    # No order claimed between systems that never met in a vote (tied, order unknown), only along chains of
+    # direct comparisons; where every pair met, the plain rank of the score.
+    met = np.zeros((k, k), dtype=bool)
+    met[[index[f] for f in met_pairs["first"]], [index[s] for s in met_pairs["second"]]] = True
+    table["rank"] = compared_ranks(score, met | met.T)
     return table.sort_values(["rank", "system"], ignore_index=True)

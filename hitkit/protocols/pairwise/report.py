@@ -15,6 +15,15 @@ def pair_test(s: dict) -> str:
     return ("two-sided exact sign test with every vote independent (binomial test, p = 0.5; "
             "scipy.stats.binomtest; ChatEval's test, which ignores that a worker's votes share their taste)")
 
+
+def shared_ranks(ranking) -> list[str]:
+    """A sentence per rank that several systems share: their order is not claimed."""
+    shared = sorted({r for r in ranking["rank"] if (ranking["rank"] == r).sum() > 1}) if "rank" in ranking else []
+    return [f"{', '.join(ranking.loc[ranking['rank'] == r, 'system'].astype(str))} share rank {r}: no vote, nor "
+            "chain of votes, orders them (never compared with each other, or scored the same), so their order "
+            "is unknown whatever their scores." for r in shared]
+
+
 def sections(inp: ReportInput) -> list[Section]:
     """Bradley–Terry ranking with bootstrap intervals, pair gains with sign tests, worker agreement."""
     t, s = inp.tables, inp.summary
@@ -23,6 +32,7 @@ def sections(inp: ReportInput) -> list[Section]:
     rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % bootstrap {interval_method(s)} "
                      f"from {s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'vote')}s (each "
                      "with all its votes); rank 1 is best.")
+    rank.text.extend(shared_ranks(ranking))
     rank.figures.append(ReportFigure(
         "ranking", "Bradley–Terry score of each system with its 95 % bootstrap interval, best at the top.",
         figures.ranking(ranking)))

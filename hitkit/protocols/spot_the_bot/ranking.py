@@ -9,8 +9,13 @@ import numpy as np
 import pandas as pd
 
 from hitkit.analysis.inference import cluster_codes, cluster_weights
-from hitkit.analysis.ranking import clusters, rank_range, ranks
-from hitkit.analysis.trueskill_vec import DEFAULT_TRUESKILL, TrueSkillEnv, rate_repeated, rate_sequences
+from hitkit.analysis.ranking import clusters, rank_range, ranks, widen_unordered
+from hitkit.analysis.trueskill_vec import (
+    DEFAULT_TRUESKILL,
+    TrueSkillEnv,
+    rate_repeated,
+    rate_sequences,
+)
 from hitkit.errors import InputError
 from hitkit.protocols.spot_the_bot.reading import segment_annotations
 
@@ -134,6 +139,11 @@ def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, 
     empty = np.zeros((0, k), dtype=int)
     ts_low, ts_high = rank_range(np.concatenate(ts_ranks or [empty]), ranks(score_of(mu, sigma)))
     wr_low, wr_high = rank_range(np.concatenate(wr_ranks or [empty]), ranks(point_rate))
+    # Systems that never met, and no chain of games orders, share one cluster: their order is unknown.
+    met = np.zeros((k, k), dtype=bool)
+    met[winner, loser] = met[loser, winner] = True
+    ts_low, ts_high = widen_unordered(ts_low, ts_high, score_of(mu, sigma), met)
+    wr_low, wr_high = widen_unordered(wr_low, wr_high, point_rate, met)
     order, ts_cluster = clusters(ts_low, ts_high, score_of(mu, sigma))
     _, wr_cluster = clusters(wr_low, wr_high, point_rate)
     table = pd.DataFrame({

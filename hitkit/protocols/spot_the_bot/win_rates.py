@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hitkit.analysis.bounded import wilson_interval
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     Correction,
@@ -111,6 +112,12 @@ def _add_win_intervals(table: pd.DataFrame, seg: pd.DataFrame, outcome: np.ndarr
     same = (table["system_a"] == table["system_b"]).to_numpy()
     table["win_rate_low"] = np.where(same, table["win_rate"], low)
     table["win_rate_high"] = np.where(same, table["win_rate"], high)
+    # Every resample of 0 wins (or 0 losses) is 0 (1): the percentile interval collapses to a point.
+    # Such a pair reports the Wilson interval for 0 of n (n of n) decisive annotations instead.
+    for i in np.flatnonzero(~same):
+        wins_i, losses_i = int(table["wins"].iat[i]), int(table["losses"].iat[i])
+        if wins_i + losses_i and (wins_i == 0 or losses_i == 0):
+            table.loc[table.index[i], ["win_rate_low", "win_rate_high"]] = wilson_interval(wins_i, wins_i + losses_i)
     return table
 
 
