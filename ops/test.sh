@@ -3,8 +3,16 @@
 # whole test suite, on SQLite and on PostgreSQL. PostgreSQL is taken from HITKIT_TEST_PG (default
 # postgres@127.0.0.1:5432/test); without one the PostgreSQL runs are skipped, except under CI=true,
 # where this script installs and starts one if needed and a skipped PostgreSQL run fails.
+#
+# --fast: the developer's tier while working: SQLite only, without the browser, model and slow tests
+# (tests/slow_tests.txt), in a few minutes; the whole suite stays what CI and the README run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FAST=0
+if [ "${1:-}" = "--fast" ]; then
+  FAST=1
+  shift
+fi
 # Outside CI, say first (one line) which tests this machine will skip and how to enable them.
 if [ "${CI:-}" != "true" ] && [ "${HITKIT_REQUIRE_POSTGRES:-}" != "1" ]; then
   bash ops/test_skips.sh
@@ -35,6 +43,11 @@ if [ ! -f .cache/npm/node_modules/axe-core/axe.min.js ]; then
   if command -v npm >/dev/null 2>&1; then
     npm install --silent --no-save --no-package-lock --prefix .cache/npm axe-core@4.10 >/dev/null
   fi
+fi
+if [ "$FAST" = "1" ]; then
+  export HITKIT_FAST=1
+  exec .venv/bin/python -m pytest -n "${HITKIT_TEST_WORKERS:-3}" --dist worksteal \
+    -m "not slow and not browser and not model and not postgres" "$@"
 fi
 # Three pytest-xdist workers, even on 2 cores: most tests wait on servers, browsers and databases
 # rather than compute (the suite takes about 11 minutes this way on 2 cores, 19 minutes in one process).
