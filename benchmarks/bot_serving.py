@@ -17,8 +17,16 @@ stay up throughout, so drifting load on a shared machine hits them alike; ``--bu
 the run by skipping whatever would start after the budget is spent. Throughput is generated tokens (without EOS) per
 wall-clock second; time-to-reply is per request, from send to full reply. The last line is::
 
-    RESULT device=cpu|cuda speedup_32=… vs_transformers_32=… p99_ms_32=… vs_llamacpp_32=…
-           llamacpp_tps_1=… llamacpp_tps_32=… hitkit_tps_1=… hitkit_tps_32=…
+    RESULT device=cpu|cuda default=… default_best_32=… llamacpp_32_over_8=… ttft_ms_1=… ttft_ms_32=…
+           speedup_32=… vs_transformers_32=… p99_ms_32=… vs_llamacpp_32=… llamacpp_tps_1=…
+           llamacpp_tps_8=… llamacpp_tps_32=… hitkit_tps_1=… hitkit_tps_32=… load_min=… load_max=…
+
+``default_best_32`` = the default engine's tokens/s (llama.cpp for a GGUF file) ÷ the faster of
+hitkit's two engines at 32 chats (≥ 1, or the default should change); ``llamacpp_32_over_8`` =
+llama.cpp engine tokens/s at 32 chats ÷ at 8 (≥ 1: more chats never lower throughput);
+``ttft_ms_N`` = the default engine's median time to the first streamed text at N chats. The HTTP
+systems are asked with ``stream: true``, as the chat pages ask; every row shows the 1-minute load
+average when it ended, so figures from a shared machine can be read for what they are.
 
 ``speedup_32`` = hitkit tokens/s ÷ sequential tokens/s at 32 chats; ``vs_transformers_32`` =
 hitkit tokens/s ÷ transformers tokens/s at 32 chats; ``vs_llamacpp_32`` = llama.cpp engine
@@ -33,8 +41,10 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
+import json
 import logging
 import os
+import statistics
 import sys
 import threading
 import time
@@ -76,6 +86,8 @@ class LevelResult:
     tokens: int
     wall_s: float
     latencies_s: list[float]
+    ttfts_s: list[float]
+    load: float = 0.0  # 1-minute load average when the level ended (shared machines drift)
 
     @property
     def tokens_per_s(self) -> float:
@@ -86,9 +98,14 @@ class LevelResult:
         index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
         return ordered[index] * 1000.0
 
+    def ttft_ms(self) -> float | None:
+        """Median time to the first streamed text, or None for a system that does not stream."""
+        return statistics.median(self.ttfts_s) * 1000.0 if self.ttfts_s else None
 
-Send = Callable[[int], int]
-"""Sends request number i (prompt i mod len(PROMPTS)), waits for the reply, returns its tokens."""
+
+Send = Callable[[int], tuple[int, float | None]]
+"""Sends request number i (prompt i mod len(PROMPTS)), waits for the whole reply; returns its tokens
+and the seconds to its first streamed text (None when the system does not stream)."""
 
 
 def closed_loop(system: str, send: Send, concurrency: int, n_requests: int) -> LevelResult:
@@ -96,6 +113,7 @@ def closed_loop(system: str, send: Send, concurrency: int, n_requests: int) -> L
     lock = threading.Lock()
     counter = iter(range(n_requests))
     latencies: list[float] = []
+    ttfts: list[float] = []
     tokens = [0]
     errors: list[BaseException] = []
 
@@ -107,12 +125,14 @@ def closed_loop(system: str, send: Send, concurrency: int, n_requests: int) -> L
                 return
             t0 = time.perf_counter()
             try:
-                n = send(i)
+                n, first = send(i)
             except BaseException as exc:  # noqa: BLE001 - reported after the level
                 errors.append(exc)
                 return
             with lock:
                 latencies.append(time.perf_counter() - t0)
+                if first is not None:
+                    ttfts.append(first)
                 tokens[0] += n
 
     threads = [threading.Thread(target=chat) for _ in range(concurrency)]
@@ -124,21 +144,35 @@ def closed_loop(system: str, send: Send, concurrency: int, n_requests: int) -> L
     wall = time.perf_counter() - start
     if errors:
         raise RuntimeError(f"{system} at {concurrency} chats: {errors[0]!r}")
-    return LevelResult(system, concurrency, n_requests, tokens[0], wall, latencies)
+    return LevelResult(system, concurrency, n_requests, tokens[0], wall, latencies, ttfts, os.getloadavg()[0])
 
 
 def http_sender(url: str, model: str, max_tokens: int) -> Send:
-    """Send chat requests to an OpenAI-compatible server, one keep-alive session per thread."""
+    """Send streamed chat requests (``stream: true``, as the chat pages ask) to an OpenAI-compatible
+    server, one keep-alive session per thread; time the first non-empty text of each reply."""
     local = threading.local()
 
-    def send(i: int) -> int:
+    def send(i: int) -> tuple[int, float | None]:
         if not hasattr(local, "session"):
             local.session = requests.Session()
         body = {"model": model, "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                "max_tokens": max_tokens, "temperature": 0}
-        response = local.session.post(f"{url}/v1/chat/completions", json=body, timeout=600)
-        response.raise_for_status()
-        return int(response.json()["usage"]["completion_tokens"])
+                "max_tokens": max_tokens, "temperature": 0, "stream": True}
+        t0 = time.perf_counter()
+        first, usage = None, None
+        with local.session.post(f"{url}/v1/chat/completions", json=body, timeout=600, stream=True) as response:
+            response.raise_for_status()
+            for line in response.iter_lines():
+                if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                if "error" in event:
+                    raise RuntimeError(f"{model}: {event['error']}")
+                if first is None and any(c.get("delta", {}).get("content") for c in event.get("choices", [])):
+                    first = time.perf_counter() - t0
+                usage = event.get("usage") or usage
+        if usage is None:
+            raise RuntimeError(f"{model}: the stream ended without usage")
+        return int(usage["completion_tokens"]), first
 
     return send
 
@@ -192,7 +226,7 @@ class TransformersCB:
         result = box[0]
         if result.error:
             raise RuntimeError(result.error)
-        return sum(1 for t in result.generated_tokens if t not in self.eos_ids)
+        return sum(1 for t in result.generated_tokens if t not in self.eos_ids), None
 
     def close(self) -> None:
         """Stop the router and the manager."""
@@ -216,10 +250,12 @@ def report(rows: list[LevelResult], header: bool = True) -> None:
     """Print one line per system and level."""
     if header:
         print(f"{'system':<13}{'chats':>6}{'reqs':>6}{'tokens':>8}{'wall s':>9}{'tok/s':>9}"
-              f"{'p50 ms':>10}{'p99 ms':>10}")
+              f"{'p50 ms':>10}{'p99 ms':>10}{'ttft ms':>9}{'load':>6}")
     for r in rows:
+        ttft = r.ttft_ms()
         print(f"{r.system:<13}{r.concurrency:>6}{r.requests:>6}{r.tokens:>8}{r.wall_s:>9.1f}"
-              f"{r.tokens_per_s:>9.1f}{r.pct_ms(0.5):>10.0f}{r.pct_ms(0.99):>10.0f}", flush=True)
+              f"{r.tokens_per_s:>9.1f}{r.pct_ms(0.5):>10.0f}{r.pct_ms(0.99):>10.0f}"
+              f"{'-' if ttft is None else f'{ttft:.0f}':>9}{r.load:>6.1f}", flush=True)
 
 
 def main() -> None:
@@ -238,6 +274,8 @@ def main() -> None:
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--skip-llamacpp", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    parser.add_argument("--kv-unified", action="store_true",
+                        help="llama.cpp engine: one key/value stream shared by all chats")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     logging.basicConfig(level=logging.WARNING)
@@ -272,7 +310,8 @@ def main() -> None:
 
         try:
             backend = LlamaCppBackend("llamacpp", model_path, max_batch=args.max_batch,
-                                      ctx_tokens=1024, threads=args.threads)
+                                      ctx_tokens=1024, threads=args.threads,
+                                      kv_unified=args.kv_unified)
         except LlamaCppUnavailable as exc:
             print(f"llamacpp: skipped ({exc})", flush=True)
         else:
@@ -324,9 +363,26 @@ def main() -> None:
         r = at(system, c)
         return f"{r.tokens_per_s:.1f}" if r else "n/a"
 
-    print(f"RESULT device={device} speedup_32={speedup} vs_transformers_32={vs_hf} p99_ms_32={p99} "
-          f"vs_llamacpp_32={vs_llama} llamacpp_tps_1={tps('llamacpp', 1)} llamacpp_tps_32={tps('llamacpp', ref)} "
-          f"hitkit_tps_1={tps('hitkit', 1)} hitkit_tps_32={tps('hitkit', ref)}")
+    def ratio(a: LevelResult | None, b: LevelResult | None) -> str:
+        return f"{a.tokens_per_s / b.tokens_per_s:.2f}" if a and b and b.tokens_per_s else "n/a"
+
+    # The default engine is what `hitkit bots serve` picks for this model (llama.cpp for a GGUF file
+    # when its library loads); the best is the fastest of the engines hitkit serves, at 32 chats.
+    default = "llamacpp" if "llamacpp" in senders else "hitkit"
+    served = [r for r in (at("llamacpp", ref), mine) if r is not None]
+    best = max(served, key=lambda r: r.tokens_per_s, default=None)
+    top = 8 if 8 in levels else levels[0]
+    ttft = {c: (at(default, c).ttft_ms() if at(default, c) else None) for c in (1, ref)}
+    loads = [r.load for r in rows]
+    print(f"RESULT device={device} default={default} default_best_32={ratio(at(default, ref), best)} "
+          f"llamacpp_32_over_8={ratio(at('llamacpp', ref), at('llamacpp', top))} "
+          f"ttft_ms_1={'n/a' if ttft[1] is None else f'{ttft[1]:.0f}'} "
+          f"ttft_ms_32={'n/a' if ttft[ref] is None else f'{ttft[ref]:.0f}'} "
+          f"speedup_32={speedup} vs_transformers_32={vs_hf} p99_ms_32={p99} "
+          f"vs_llamacpp_32={vs_llama} llamacpp_tps_1={tps('llamacpp', 1)} llamacpp_tps_8={tps('llamacpp', top)} "
+          f"llamacpp_tps_32={tps('llamacpp', ref)} hitkit_tps_1={tps('hitkit', 1)} "
+          f"hitkit_tps_32={tps('hitkit', ref)} load_min={min(loads, default=0):.1f} "
+          f"load_max={max(loads, default=0):.1f}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ in the running batch is held up.
 """
 from __future__ import annotations
 
+import heapq
 import queue
 import threading
 import time
@@ -137,3 +138,47 @@ def await_ticket(ticket, worker: threading.Thread, name: str):
         if not worker.is_alive():
             raise BackendClosed(f"model {name!r} shut down before replying")
     return ticket.outcome()
+
+
+class SeqIds:
+    """Sequence ids (one key/value cache stream each) of a batching engine; the lowest free id is
+    handed out first, so the ids in use stay one run ``0..n-1`` as chats come and go."""
+
+    def __init__(self, n: int) -> None:
+        """Ids ``0..n-1``, all free."""
+        self._free = list(range(n))  # a min-heap
+
+    def __bool__(self) -> bool:
+        return bool(self._free)
+
+    def take(self) -> int:
+        """The lowest free id (IndexError when none is free)."""
+        return heapq.heappop(self._free)
+
+    def give(self, seq_id: int) -> None:
+        """Free ``seq_id`` again."""
+        heapq.heappush(self._free, seq_id)
+
+
+def sequential_passes(row_seq_ids: Sequence[int]) -> int:
+    """Forward passes llama.cpp makes of a batch of one-token rows (decode steps) when every
+    sequence owns its own cache stream.
+
+    Its micro-batch split for split caches, ``split_equal(n_ubatch, sequential=true)`` in
+    llama.cpp's ``src/llama-batch.cpp`` (called from ``llama_kv_cache::init_batch``), scans the
+    unused rows in batch order and accepts a row's sequence only if its id is the last accepted id
+    plus one ("accept only increasing sequence ids"); every micro-batch is a pass over all the
+    weights. Rows in admission order after chats have come and gone therefore cost about one pass
+    per two chats; rows sorted by an unbroken run of ids cost one.
+    """
+    left = list(row_seq_ids)
+    passes = 0
+    while left:
+        passes += 1
+        taken, last = [], None
+        for i, seq_id in enumerate(left):
+            if last is None or seq_id == last + 1:
+                taken.append(i)
+                last = seq_id
+        left = [s for i, s in enumerate(left) if i not in set(taken)]
+    return passes

@@ -6,7 +6,7 @@ admits what has queued, drops what was cancelled (its cache cells are freed at o
 ``llama_batch`` holding the next token of every decoding chat plus prompt chunks of newcomers, so a
 chat that arrives mid-generation starts at the next step and one that finishes or is abandoned
 leaves at the next step. Each request samples with its own chain (temperature, top-p, a seed), stops
-at the model's end-of-generation tokens, its stop sequences or its token budget.
+at the model's end-of-generation tokens, its stop sequences or its token budget. Speed: docs/BOTS.md.
 
 Prompts are built with the chat template stored in the GGUF file (``tokenizer.chat_template``),
 rendered with Jinja2 as transformers renders it, so both engines see the same prompt text. Each
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, FinishReason, Ticket
-from hitkit.bots.batching import BatchStats, await_ticket, collect, enqueue, first_stop
+from hitkit.bots.batching import BatchStats, SeqIds, await_ticket, collect, enqueue, first_stop
 from hitkit.bots.llamacpp_lib import load
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 
@@ -86,7 +86,7 @@ class LlamaCppBackend(Backend):
 
     def __init__(self, name: str, path: str | Path, *, max_batch: int = 32, ctx_tokens: int | None = None,
                  threads: int | None = None, batch_window_ms: float = 5.0, max_queue: int = 1024,
-                 seed: int = 0) -> None:
+                 seed: int = 0, kv_unified: bool = False) -> None:
         """Load ``path`` (a .gguf file) and start the worker thread."""
         path = Path(path)
         if not path.is_file():
@@ -114,9 +114,8 @@ class LlamaCppBackend(Backend):
         self.bos = self._token_text(lib.llama_vocab_bos(self._vocab))
         self.eos = self._token_text(lib.llama_vocab_eos(self._vocab))
         train_ctx = int(lib.llama_model_n_ctx_train(self._model))
-        # Each sequence gets its own stream of the key/value cache (kv_unified off, as llama-server
-        # does): attention then runs over each chat's own cells only, which keeps a batch of 32 as
-        # cheap per token as a batch of 1. ``ctx_tokens`` is per chat (prompt + reply).
+        # By default each sequence owns a stream of the key/value cache (as llama-server does), so
+        # attention runs over each chat's own cells only. ``ctx_tokens`` is per chat.
         per_chat = ctx_tokens or min(train_ctx, 2048) if train_ctx > 0 else (ctx_tokens or 2048)
         self.n_batch = min(2048, per_chat * max_batch)
         params = lib.llama_context_default_params()
@@ -124,8 +123,7 @@ class LlamaCppBackend(Backend):
         params.n_batch = self.n_batch
         params.n_ubatch = min(512, self.n_batch)
         params.n_seq_max = max_batch
-        params.kv_unified = False
-        params.no_perf = True
+        params.kv_unified, params.no_perf = kv_unified, True
         self.threads = threads or os.cpu_count() or 1
         params.n_threads = params.n_threads_batch = self.threads
         self._ctx = lib.llama_init_from_model(self._model, params)
@@ -142,7 +140,7 @@ class LlamaCppBackend(Backend):
         self._queue: queue.Queue[_Seq] = queue.Queue(maxsize=max_queue)
         self._waiting: deque[_Seq] = deque()
         self._running: list[_Seq] = []
-        self._free_ids = list(range(max_batch - 1, -1, -1))
+        self._free_ids = SeqIds(max_batch)
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"hitkit-llamacpp-{name}", daemon=True)
         self._thread.start()
@@ -292,7 +290,7 @@ class LlamaCppBackend(Backend):
         """Give waiting requests a free sequence id (its own cache stream), first come first served."""
         while self._waiting and self._free_ids:
             seq = self._waiting.popleft()
-            seq.seq_id = self._free_ids.pop()
+            seq.seq_id = self._free_ids.take()
             seq.sampler = self._make_sampler(seq)
             self._running.append(seq)
 
@@ -311,20 +309,26 @@ class LlamaCppBackend(Backend):
         return chain
 
     def _step(self) -> None:
-        """One llama_decode over every decoding chat's next token and prompt chunks of newcomers."""
-        batch, lib = self._batch, self.lib
+        """One llama_decode over every decoding chat's next token and prompt chunks of newcomers,
+        laid out in sequence-id order: see :func:`~hitkit.bots.batching.sequential_passes` for why
+        (in admission order, 32 chats ran slower than 8)."""
+        batch = self._batch
         n = 0
         outputs: list[tuple[_Seq, int]] = []
         prefill_rows = prefill_tokens = 0
-        decoding = [s for s in self._running if s.last is not None]
-        for seq in decoding:
-            self._put(n, seq.last, len(seq.prompt) + len(seq.generated) - 1, seq.seq_id, True)
-            outputs.append((seq, n))
-            n += 1
-        for seq in self._running:
-            if seq.last is not None or n >= self.n_batch:
+        decoding = 0
+        owed = sum(1 for s in self._running if s.last is not None)  # decode rows still to place
+        for seq in sorted(self._running, key=lambda s: s.seq_id):
+            if seq.last is not None:
+                owed -= 1
+                self._put(n, seq.last, len(seq.prompt) + len(seq.generated) - 1, seq.seq_id, True)
+                outputs.append((seq, n))
+                n += 1
+                decoding += 1
                 continue
-            take = min(len(seq.prompt) - seq.fed, self.n_batch - n)
+            take = min(len(seq.prompt) - seq.fed, self.n_batch - n - owed)
+            if take <= 0:
+                continue
             for i in range(take):
                 pos = seq.fed + i
                 last = pos == len(seq.prompt) - 1
@@ -336,13 +340,14 @@ class LlamaCppBackend(Backend):
             prefill_rows += 1
             prefill_tokens += take
         batch.n_tokens = n
+        lib = self.lib
         rc = lib.llama_decode(self._ctx, batch)
         if rc != 0:
             raise RuntimeError(f"llama_decode returned {rc}")
         if prefill_rows:
             self.stats_.record_prefill(prefill_rows, prefill_tokens)
         if decoding:
-            self.stats_.record_step(len(decoding))
+            self.stats_.record_step(decoding)
         for seq, index in outputs:
             token = int(lib.llama_sampler_sample(seq.sampler, self._ctx, index))
             result = self._check_finished(seq, token)
@@ -386,7 +391,7 @@ class LlamaCppBackend(Backend):
             self._running.remove(seq)
             if self._ctx is not None:
                 self.lib.llama_memory_seq_rm(self._memory, seq.seq_id, -1, -1)
-            self._free_ids.append(seq.seq_id)
+            self._free_ids.give(seq.seq_id)
         if seq.sampler is not None:
             self.lib.llama_sampler_free(seq.sampler)
             seq.sampler = None
