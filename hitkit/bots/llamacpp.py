@@ -279,7 +279,7 @@ class LlamaCppBackend(Backend):
             self.stats_.record_cancelled(len(seq.generated))
             self._retire(seq, error=Cancelled(seq.ticket.cancel_reason or "cancelled"))
         if any(s.ticket.cancelled.is_set() for s in self._waiting):
-            keep = deque()
+            keep: deque[_Seq] = deque()
             for seq in self._waiting:
                 if seq.ticket.cancelled.is_set():
                     self.stats_.record_cancelled(0)
@@ -316,9 +316,9 @@ class LlamaCppBackend(Backend):
         n = 0
         outputs: list[tuple[_Seq, int]] = []
         prefill_rows = prefill_tokens = 0
-        decoding = [s for s in self._running if s.last is not None]
-        for seq in decoding:
-            self._put(n, seq.last, len(seq.prompt) + len(seq.generated) - 1, seq.seq_id, True)
+        decoding = [(s, s.last) for s in self._running if s.last is not None]
+        for seq, last in decoding:
+            self._put(n, last, len(seq.prompt) + len(seq.generated) - 1, seq.seq_id, True)
             outputs.append((seq, n))
             n += 1
         for seq in self._running:
