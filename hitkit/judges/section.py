@@ -21,3 +21,14 @@ def human_share(judge: JudgeConfig) -> float:
         raise ConfigError("judge.human_share is not given (the study gives judge.human_items); this needs the "
                           "crowd's share as a fraction of the items: give judge.human_share instead")
     return judge.human_share
+
+
+def own_share(config: StudyConfig, items: int) -> float:
+    """The study file's own share of the items the crowd labels: ``judge.human_share``, or
+    ``judge.human_items`` over the ``items``."""
+    judge = judge_section(config)
+    if judge.human_share is not None:
+        return judge.human_share
+    if judge.human_items is None:
+        raise ConfigError("judge: give exactly one of human_share and human_items")
+    return judge.human_items / items

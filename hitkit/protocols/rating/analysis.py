@@ -19,7 +19,7 @@ copies rated) and the options used.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -46,11 +46,11 @@ from hitkit.protocols.live_chat.quality import (
     standardise_per_worker,
     wilcoxon_qc,
 )
-from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, score_intervals
+from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, IntervalUnit, score_intervals
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
 # This protocol's --cluster units → live chat's names for the same clusters.
-_INTERVAL_UNITS = {"worker": "worker", "response": "conversation", "rating": "rating"}
+_INTERVAL_UNITS: dict[str, IntervalUnit] = {"worker": "worker", "response": "conversation", "rating": "rating"}
 
 
 def as_chat_ratings(table: pd.DataFrame) -> pd.DataFrame:
@@ -123,7 +123,7 @@ def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Se
     workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
     order = list(systems["system"])
     passed = set(workers.loc[workers["passed"], "worker_id"])
-    summary = {
+    summary: dict[str, Any] = {
         "workers": len(workers), "passed": len(passed),
         "pass_rate": len(passed) / len(workers) if len(workers) else None,
         "assignments": len(assignments),
