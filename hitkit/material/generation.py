@@ -114,7 +114,7 @@ class ConversationFile:
             os.fsync(fh.fileno())
 
 
-def _generation(config: StudyConfig) -> GenerationConfig:
+def generation_section(config: StudyConfig) -> GenerationConfig:
     """The study's ``generation:`` section; ConfigError when it has none."""
     if config.generation is None:
         raise ConfigError("the study file has no 'generation:' section; add one to generate bot–bot conversations")
@@ -125,7 +125,7 @@ def load_test_dialogues(config: StudyConfig):
     """The dialogues whose first exchanges seed the conversations."""
     from hitkit.bots.corpus import load_chatterbot_english, load_jsonl
 
-    gen = _generation(config)
+    gen = generation_section(config)
     return load_jsonl(config.path(gen.test_dialogues)) if gen.test_dialogues else load_chatterbot_english()
 
 
@@ -137,7 +137,7 @@ def bots_for(config: StudyConfig, names: Sequence[str]) -> dict[str, Reply]:
     missing = [n for n in names if not (by_name[n].url and by_name[n].model)]
     if missing:
         raise ConfigError(f"generation needs 'url' and 'model' for system(s) {', '.join(missing)}")
-    gen = _generation(config)
+    gen = generation_section(config)
     clients: dict[str, Reply] = {}
     for n in names:
         bot = by_name[n].bot_config()
@@ -150,7 +150,7 @@ def bots_for(config: StudyConfig, names: Sequence[str]) -> dict[str, Reply]:
 
 def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], ConversationFile]:
     """The systems that converse, every planned job, those not yet written, and the output file."""
-    gen = _generation(config)
+    gen = generation_section(config)
     known = [s.name for s in config.systems]
     systems = gen.systems or known
     unknown = sorted(set(systems) - set(known))
@@ -167,7 +167,7 @@ def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], Con
 
 def planned_pairs(config: StudyConfig) -> tuple[int, int]:
     """(bot–bot conversations the generation plans, pairs of systems), computed without any bot."""
-    gen = _generation(config)
+    gen = generation_section(config)
     systems = gen.systems or [s.name for s in config.systems]
     n = len(systems)
     pairs = n * (n - 1) // 2 + (n if gen.self_chat else 0)
@@ -191,7 +191,7 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
 
     from hitkit.progress import StatusLine, eta_text
 
-    gen = _generation(config)
+    gen = generation_section(config)
     systems, jobs, todo, out = _plan_for(config)
     report = GenerationReport(planned=len(jobs), already_done=len(jobs) - len(todo))
     if not todo:
