@@ -116,7 +116,7 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
     extra = bots_summary(session, ctx.study_id) if bots_summary is not None else None
     from hitkit.db.models import Study
 
-    sentence = health_sentence(extra, session.get(Study, ctx.study_id).status)
+    sentence = health_sentence(extra, session.get_one(Study, ctx.study_id).status)
     return {"rows": list(rows.values()), "failing": failing, "summary": summary, "window_s": RECENT_S,
             "owed_failing_s": OWED_FAILING_S, "bots": extra, "sentence": sentence}
 

@@ -323,6 +323,7 @@ class SimulatedCrowd:
             turn = min(inputs.values())
             if not owed and turn >= states[sides[0]]["min_inputs"] and turn == max(inputs.values()):
                 break
+            calls: list[tuple[str, str, dict]]
             if owed:
                 calls = [(side, "/retry", {}) for side in owed]
             else:
