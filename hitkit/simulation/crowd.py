@@ -256,8 +256,11 @@ class SimulatedCrowd:
 
     def _screened_in(self, http: requests.Session, base: str, worker: SimWorker) -> bool:
         """Answer the screener (accepted answers, or the first refused one for a worker who fails it)."""
+        screener = self.ctx.config.screener
+        if screener is None:
+            raise HitkitError(f"study '{self.ctx.name}' has no 'screener:' section to answer")
         answers = {}
-        for q in self.ctx.config.screener.questions:
+        for q in screener.questions:
             refused = [o for o in q.options if o not in q.accept]
             answers[q.name] = refused[0] if worker.fails_screener and refused else q.accept[0]
         reply = http.post(f"{base}/screener", json={"answers": answers}, timeout=self.timeout_s)
