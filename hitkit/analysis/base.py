@@ -49,7 +49,9 @@ class AnalysisResult:
 def png(draw: Callable[[], bytes]) -> Figure:
     """A :data:`Figure` that writes the PNG bytes ``draw`` returns (a protocol's ``figures`` function,
     the same one its report section shows)."""
-    return lambda path: Path(path).write_bytes(draw())
+    def write(path: Path) -> None:
+        Path(path).write_bytes(draw())
+    return write
 
 
 COMMON_OPTIONS = ("correction", "duplicates", "n_boot")

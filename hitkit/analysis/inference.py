@@ -201,7 +201,7 @@ def bootstrap_interval(boot: np.ndarray, n_clusters: Sequence[int] | np.ndarray 
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column: NaN interval
         for index in np.ndindex(*boot.shape[1:]):
             tail = 100 * expanded_tail(int(counts[index]), level)
-            column = boot[(slice(None), *index)]
+            column = boot[(slice(None),) + index]
             low[index], high[index] = np.nanpercentile(column, [tail, 100 - tail])
     return low, high
 

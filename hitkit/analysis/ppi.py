@@ -103,7 +103,7 @@ class PPIEstimate(Interval):
     n: int = 0
     n_unlabelled: int = 0
     n_effective: float = math.nan
-    human: Interval | None = None
+    human: Interval = Interval(math.nan, math.nan, math.nan, math.nan)
 
     @property
     def fallback(self) -> bool:
@@ -197,7 +197,7 @@ def ppi_mean(y, f_labelled, f_unlabelled, *, lam: float | None = None, level: fl
     if n < 2:
         return PPIEstimate(**vars(NAN), n=n, n_unlabelled=big_n, human=human)
     fitted = lam is None
-    if fitted:
+    if lam is None:
         lam = optimal_lambda(y, fh, fu)
     if big_n < 2:  # no variance of the judge's labels without a human one to pay for its weight: people only
         lam = 0.0

@@ -225,7 +225,7 @@ def _estimate(sums: _Sums, prior: float, design: np.ndarray, lam: float | None):
     return beta, lam_hat, hinv, residual, unlabelled
 
 
-def _variance(sums: _Sums, item_sums: np.ndarray, prior: float, design: np.ndarray,
+def _variance(sums: _Sums, item_sums: np.ndarray | None, prior: float, design: np.ndarray,
               lam: float | None, small_sample: bool) -> tuple[np.ndarray, float, np.ndarray]:
     """(β̂, λ̂, covariance of β̂) for the full sample: the sandwich, or (``small_sample``) the
     delete-one jackknife over labelled items with λ refitted, plus the unlabelled part."""
@@ -234,6 +234,8 @@ def _variance(sums: _Sums, item_sums: np.ndarray, prior: float, design: np.ndarr
     outside = (lam_hat[0] ** 2 * hinv[0] @ unlabelled[0] @ hinv[0] / big_n) if big_n > 1 else 0.0
     if not small_sample:
         return beta[0], float(lam_hat[0]), hinv[0] @ residual[0] @ hinv[0] / n + outside
+    if item_sums is None:
+        raise ValueError("the jackknife variance needs each labelled item's sums (item_sums)")
     leave_out = _Sums(sums.lab[:, 0][:, None, :] - item_sums, sums.unl, np.full(n, n - 1.0), big_n)
     betas = _estimate(leave_out, prior, design, lam)[0]
     centred = betas - betas.mean(axis=0)
@@ -309,7 +311,7 @@ def strengths(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = 
     human_low, human_high = bounds(human_beta, human_var, df)
     judge_low, judge_high = bounds(judge_beta, judge_var, judge_df)
     ppi_low, ppi_high = bounds(ppi_beta, ppi_var, df)
-    if human_var is None:
+    if human_var is None or ppi_var is None:
         effective = nan
     else:
         with np.errstate(divide="ignore", invalid="ignore"):

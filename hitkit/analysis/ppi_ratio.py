@@ -43,6 +43,7 @@ def _ratio_leave_out(y, z, fh, gh, fu, gu, lam: float | None) -> np.ndarray:
         pilot = sy / sz
         if big_n < 2 or (lam is None and m < 2):  # as optimal_lambda: no λ from one label
             lam = 0.0
+        weight: float | np.ndarray
         if lam is None:
             # Y = y − θ₀z and F = f − θ₀g expanded: every sum below is over the m items left.
             syf, syg, szf, szg = out(y * fh, y * fh), out(y * gh, y * gh), out(z * fh, z * fh), out(z * gh, z * gh)
@@ -53,11 +54,13 @@ def _ratio_leave_out(y, z, fh, gh, fu, gu, lam: float | None) -> np.ndarray:
                        + (fu * fu).sum() - 2 * pilot * (fu * gu).sum() + pilot ** 2 * (gu * gu).sum())
             total, count = sum_f + fu.sum() - pilot * gu.sum(), m + big_n
             variance = (squares - total ** 2 / count) / (count - 1)
-            lam = np.where(np.isfinite(pilot), _tuned(covariance, variance, m, big_n), 0.0)
+            weight = np.where(np.isfinite(pilot), _tuned(covariance, variance, m, big_n), 0.0)
+        else:
+            weight = lam
         gap_f = fu.mean() - sf / m if big_n else 0.0
         gap_g = gu.mean() - sg / m if big_n else 0.0
-        den = sz / m + lam * gap_g
-        return np.where(den > 0, (sy / m + lam * gap_f) / den, np.nan)
+        den = sz / m + weight * gap_g
+        return np.where(den > 0, (sy / m + weight * gap_f) / den, np.nan)
 
 
 def _jackknife(estimates) -> float:

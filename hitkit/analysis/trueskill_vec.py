@@ -140,7 +140,7 @@ def rate_sequences(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_s
     base = np.arange(n_replicates) * n_systems
     # Column-major copies so that game t of every replicate is one contiguous read.
     first_t, second_t = np.asfortranarray(first), np.asfortranarray(second)
-    any_drawn = drawn.any(axis=0)
+    any_drawn = np.asarray(drawn.any(axis=0))
     for game in range(n_games):
         play_flat(mu, var, base + first_t[:, game], base + second_t[:, game],
                   drawn[:, game] if any_drawn[game] else None, env)

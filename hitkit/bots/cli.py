@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
 from hitkit.bots.server import ENGINES, BotServer, build_backends, parse_degraded_spec, parse_model_spec
 
+T = TypeVar("T")
 
-def _specs(parse, values: tuple[str, ...], param: str) -> list:  # type: ignore[no-untyped-def]
+
+def _specs(parse: Callable[[str], T], values: tuple[str, ...], param: str) -> list[T]:
     try:
         return [parse(v) for v in values]
     except ValueError as exc:

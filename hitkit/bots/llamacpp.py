@@ -277,7 +277,7 @@ class LlamaCppBackend(Backend):
             self.stats_.record_cancelled(len(seq.generated))
             self._retire(seq, error=Cancelled(seq.ticket.cancel_reason or "cancelled"))
         if any(s.ticket.cancelled.is_set() for s in self._waiting):
-            keep = deque()
+            keep: deque[_Seq] = deque()
             for seq in self._waiting:
                 if seq.ticket.cancelled.is_set():
                     self.stats_.record_cancelled(0)

@@ -69,6 +69,8 @@ def completion(shell: str) -> None:
     from click.shell_completion import get_completion_class
 
     cls = get_completion_class(shell)
+    if cls is None:
+        raise click.BadParameter(f"click has no completion for shell '{shell}'", param_hint="SHELL")
     click.echo(cls(main, {}, "hitkit", "_HITKIT_COMPLETE").source())
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from hitkit.cli.app import main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 from hitkit.tables.schema import HANDED_IN_STATUSES
+
+if TYPE_CHECKING:
+    from hitkit.analysis.inference import DuplicatePolicy
 
 
 @main.command()
@@ -236,7 +240,7 @@ def import_group() -> None:
 @click.option("--duplicates", type=click.Choice(["first", "last", "drop", "error"]), default="first",
               show_default=True, help="A repeated AssignmentId (batch files pasted together): keep the first or "
                                       "last row, drop all copies, or stop with an error. The count is reported.")
-def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None, duplicates: str) -> None:
+def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None, duplicates: DuplicatePolicy) -> None:
     """Turn an MTurk batch-results CSV (BATCH) into assignments.csv and the task's tidy table."""
     import warnings
 

@@ -129,6 +129,8 @@ def judge(study_file: Path, no_progress: bool) -> None:
     require_launched(config, study_file)
     with session_scope(config.database_url) as session:
         study_id = session.scalar(select(Study.id).where(Study.name == config.study))
+    if study_id is None:
+        raise HitkitError(f"{study_file}: study '{config.study}' is not in the database; launch it before judging")
     bar = not no_progress and on_terminal()
     try:
         with sigterm_stops(), study_bots(config, click.echo):

@@ -173,7 +173,7 @@ def default_text(field) -> str:
         value = str(value)
     if value is None:
         return "none"
-    if isinstance(value, BaseModel.__class__):
+    if isinstance(value, type) and issubclass(value, BaseModel):  # a model class (pydantic's metaclass)
         return str(value)
     if isinstance(value, list) and value and isinstance(value[0], BaseModel):
         return ", ".join(str(v.model_dump(exclude_defaults=True) or v.model_dump()) for v in value[:3]) + \

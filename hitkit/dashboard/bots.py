@@ -3,6 +3,7 @@ unreachable and slow bots, recent and in total."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +72,7 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
     if not ctx.task.has_chat:
         return {"rows": [], "failing": [], "summary": "", "window_s": RECENT_S, "owed_failing_s": OWED_FAILING_S}
     systems = list(session.scalars(select(System).where(System.study_id == ctx.study_id).order_by(System.id)))
-    rows = {s.name: BotRow(s.name, s.is_control) for s in systems}
+    rows: dict[str | None, BotRow] = {s.name: BotRow(s.name, s.is_control) for s in systems}
     last = (select(Turn.conversation_id, func.max(Turn.index).label("last"))
             .join(Conversation).where(Conversation.study_id == ctx.study_id, Conversation.kind == "human_bot")
             .group_by(Turn.conversation_id).subquery())
@@ -106,14 +107,16 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
                                                if r.name in failing)
     elif any(r.state == "slow" for r in rows.values()):
         summary = "bots slow: " + ", ".join(r.name for r in rows.values() if r.state == "slow")
+    bots_summary: Callable[[Session, int], dict[str, Any]] | None
     try:  # the bots layer's own summary (latency, queue depth), where it provides one
-        from hitkit.bots.health import summary as bots_summary
+        from hitkit.bots import health
+        bots_summary = health.summary
     except ImportError:
         bots_summary = None
     extra = bots_summary(session, ctx.study_id) if bots_summary is not None else None
     from hitkit.db.models import Study
 
-    sentence = health_sentence(extra, session.get(Study, ctx.study_id).status)
+    sentence = health_sentence(extra, session.get_one(Study, ctx.study_id).status)
     return {"rows": list(rows.values()), "failing": failing, "summary": summary, "window_s": RECENT_S,
             "owed_failing_s": OWED_FAILING_S, "bots": extra, "sentence": sentence}
 

@@ -51,7 +51,7 @@ def conversations(session: Session, study_id: int, system: str | None = None, pa
     if system:
         sys_id = session.scalar(select(System.id).where(System.study_id == study_id, System.name == system))
         query = query.where(Conversation.id.in_(select(Turn.conversation_id).where(Turn.system_id == sys_id)))
-    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
     page, pages = _paginate(total, page, per_page)
     rows = session.scalars(query.order_by(Conversation.id.desc()).offset((page - 1) * per_page).limit(per_page)).all()
     ids = [c.id for c in rows]
@@ -99,17 +99,20 @@ def conversation_detail(session: Session, ctx: StudyContext, conversation_id: in
     conv = session.get(Conversation, conversation_id)
     if conv is None or conv.study_id != ctx.study_id:
         raise ActionError(f"conversation {conversation_id} is not part of study '{ctx.name}'")
-    names = dict(session.execute(select(System.id, System.name).where(System.study_id == ctx.study_id)).all())
+    names: dict[int | None, str] = dict(session.execute(select(System.id, System.name)
+                                                        .where(System.study_id == ctx.study_id)).all())
     turns = [{"index": t.index, "speaker": t.speaker, "system": names.get(t.system_id), "text": t.text,
               "time": t.created_at} for t in conv.turns]
     meta = conv.meta or {}
+    units: list[Unit | None]
     if conv.kind == "human_bot" and meta.get("unit_id") is not None:
         units = [session.get(Unit, meta["unit_id"])]
         answers = [x for x in _answers_by_assignment(session, [meta["unit_id"]])
                    if x["assignment"] == meta.get("assignment_id")]
     else:
-        units = list(session.scalars(select(Unit).where(Unit.conversation_id == conv.id).order_by(Unit.id)))
-        answers = _answers_by_assignment(session, [u.id for u in units])
+        found = list(session.scalars(select(Unit).where(Unit.conversation_id == conv.id).order_by(Unit.id)))
+        units = [*found]
+        answers = _answers_by_assignment(session, [u.id for u in found])
     by_unit = {u.id: u for u in units if u is not None}
     views = PROTOCOLS[ctx.config.task].module("views")
     for entry in answers:
@@ -141,7 +144,7 @@ def system_profile(session: Session, ctx: StudyContext, name: str) -> dict[str, 
         raise ActionError(f"study '{ctx.name}' has no system called '{name}'")
     texts = list(session.scalars(select(Turn.text).join(Conversation).where(
         Conversation.study_id == ctx.study_id, Turn.system_id == system.id)))
-    study = session.get(Study, ctx.study_id)
+    study = session.get_one(Study, ctx.study_id)
     tables = ctx.task.export(session, study)
     scores, score_note = PROTOCOLS[ctx.config.task].module("views").system_scores(tables, ctx.config, name)
     convs = conversations(session, ctx.study_id, system=name, per_page=20)
@@ -157,7 +160,7 @@ def side_by_side(session: Session, ctx: StudyContext, a: str, b: str, limit: int
     for n in (a, b):
         if n not in names:
             raise ActionError(f"study '{ctx.name}' has no system called '{n}'")
-    by_id = {v: k for k, v in names.items()}
+    by_id: dict[int | None, str] = {v: k for k, v in names.items()}
     convs = session.scalars(select(Conversation).where(Conversation.study_id == ctx.study_id)
                             .order_by(Conversation.id)).all()
 
@@ -176,10 +179,10 @@ def events(session: Session, study_id: int | None = None, page: int = 1, per_pag
     query = select(Event)
     if study_id is not None:
         query = query.where(Event.study_id == study_id)
-    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
     page, pages = _paginate(total, page, per_page)
     rows = session.scalars(query.order_by(Event.id.desc()).offset((page - 1) * per_page).limit(per_page)).all()
-    studies = dict(session.execute(select(Study.id, Study.name)).all())
+    studies: dict[int | None, str] = dict(session.execute(select(Study.id, Study.name)).all())
     items = [{"id": e.id, "time": e.created_at, "study": studies.get(e.study_id), "kind": e.kind, "actor": e.actor,
               "data": e.data} for e in rows]
     return Page(items, page, pages, total)

@@ -171,7 +171,7 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
     from hitkit.money.ledger import committed_spend
     from hitkit.study.lease import leader
 
-    study = session.get(Study, ctx.study_id)
+    study = session.get_one(Study, ctx.study_id)
     shape = study_shape(session, cache_key, study.id)
     hit_status = dict(session.execute(select(Hit.id, Hit.status).where(Hit.study_id == study.id)).all())
     per_hit = session.execute(select(Assignment.hit_id, Assignment.status, func.count()).join(Hit)
@@ -179,11 +179,12 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
                               .group_by(Assignment.hit_id, Assignment.status)).all()
     counts = unit_answer_counts(session, study.id)
     times = [t for (t,) in session.execute(select(Assignment.work_time_s).join(Hit).where(
-        Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.work_time_s.is_not(None)))]
+        Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.work_time_s.is_not(None)))
+        if t is not None]  # the query's condition, for the type checker
     workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)  # screened out: not
                              .where(Hit.study_id == study.id, Assignment.status != "screened_out")) or 0  # workers
-    spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
-                           .where(Payment.study_id == study.id, Payment.status == "paid"))
+    spent = session.execute(select(func.coalesce(func.sum(Payment.amount), 0))
+                            .where(Payment.study_id == study.id, Payment.status == "paid")).scalar_one()
     turns_by_system = dict(session.execute(
         select(Turn.system_id, func.count(func.distinct(Turn.conversation_id))).join(Conversation)
         .where(Conversation.study_id == study.id, Turn.system_id.is_not(None)).group_by(Turn.system_id)).all())

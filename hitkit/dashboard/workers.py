@@ -69,7 +69,7 @@ def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> li
     rows = session.execute(select(Assignment, Worker).join(Hit, Assignment.hit_id == Hit.id)
                            .join(Worker, Assignment.worker_id == Worker.id)
                            .where(Hit.study_id == ctx.study_id).order_by(Worker.id, Assignment.id)).all()
-    pay = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    pay: defaultdict[int | None, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     for worker_id, kind, amount in session.execute(
             select(Payment.worker_id, Payment.kind, func.sum(Payment.amount))
             .where(Payment.study_id == ctx.study_id, Payment.status == "paid", Payment.kind.in_(("reward", "bonus")))
@@ -117,7 +117,7 @@ def _worker_in_study(session: Session, ctx: StudyContext, worker_id: int) -> Wor
     worker = session.get(Worker, worker_id)
     took = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
         Assignment.worker_id == worker_id, Hit.study_id == ctx.study_id)) if worker else 0
-    if not took:
+    if worker is None or not took:
         raise ActionError(f"worker {worker_id} has no assignment in study '{ctx.name}'")
     return worker
 
@@ -151,7 +151,7 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int,
                           f"it once it is")
     if outcome != "approved":
         with session_scope(database_url) as session:
-            status = session.get(Assignment, assignment_id).status
+            status = session.get_one(Assignment, assignment_id).status
         return f"assignment {assignment_id} is {status} now; nothing done"
     return f"assignment {assignment_id} approved"
 
@@ -184,13 +184,15 @@ def reject_assignment(database_url: str, ctx: StudyContext, assignment_id: int, 
         if a.status != "submitted":
             raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be rejected")
         provider_id = a.provider_assignment_id
+    if provider_id is None:  # admission gives every assignment one
+        raise ActionError(f"assignment {assignment_id} has no {ctx.provider.name} assignment id to reject")
     with _leading(database_url, ctx):
         with session_scope(database_url) as session:
-            if session.get(Assignment, assignment_id).status != "submitted":
+            if session.get_one(Assignment, assignment_id).status != "submitted":
                 return f"assignment {assignment_id} was decided meanwhile; nothing done"
         ctx.provider.reject(provider_id, reason)
     with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id, with_for_update=True)
+        a = session.get_one(Assignment, assignment_id, with_for_update=True)
         a.status, a.decided_at = "rejected", utcnow()
         session.add(Event(study_id=ctx.study_id, kind="assignment_rejected", actor=ACTOR,
                           data={"assignment": a.id, "reason": reason}))

@@ -34,13 +34,16 @@ def read_or_create(conn: Connection, key: str, make: Callable[[], str]) -> str:
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     conn.execute(dialect.insert(Setting).values(key=key, value=make(), created_at=utcnow())
                  .on_conflict_do_nothing(index_elements=[Setting.key]))
-    return read(conn, key)
+    value = read(conn, key)
+    if value is None:
+        raise RuntimeError(f"setting '{key}' is missing right after it was stored")
+    return value
 
 
 def increment(conn: Connection, key: str) -> int:
     """Add one to the integer under ``key`` (0 if absent) and return the new value; the row is locked
     (PostgreSQL) or the database write-locked (SQLite's BEGIN IMMEDIATE) for the caller's transaction."""
     read_or_create(conn, key, lambda: "0")
-    value = int(conn.scalar(select(Setting.value).where(Setting.key == key).with_for_update())) + 1
+    value = int(conn.execute(select(Setting.value).where(Setting.key == key).with_for_update()).scalar_one()) + 1
     conn.execute(update(Setting).where(Setting.key == key).values(value=str(value)))
     return value

@@ -79,7 +79,7 @@ class _MappingBase(Strict):
         return known_name(task)
 
     @model_validator(mode="after")
-    def _one_rule(self) -> "MTurkMapping":
+    def _one_rule(self) -> "_MappingBase":
         section = self.section
         other = [name for name in _SECTIONS if name != self.task and getattr(self, name) is not None]
         if other:
@@ -195,6 +195,8 @@ def load_function(spec: str, base_dir: Path) -> Callable[[dict[str, str]], list[
             if not path.is_file():
                 raise ConfigError(f"function: {path} does not exist; give a path relative to the mapping file")
             loader_spec = importlib.util.spec_from_file_location(f"hitkit_mapping_{path.stem}", path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise ConfigError(f"function: {path} cannot be loaded as a Python module")
             module = importlib.util.module_from_spec(loader_spec)
             loader_spec.loader.exec_module(module)
         else:
@@ -287,7 +289,7 @@ def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: s
         seconds = number(work, "WorkTimeInSeconds", where) if work else None
         assignments.append({**ids, "status": m.statuses[status],
                             "work_time_s": int(seconds) if seconds is not None and seconds.is_integer() else seconds})
-        if function is not None:
+        if function is not None and m.function is not None:
             produced = function_rows(function, m.function, columns, fields, where)
         else:
             produced = PROTOCOLS[m.task].module("mturk").rows(m.section, fields, where)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
+from hitkit.judges.section import human_share, judge_section
 from hitkit.protocols import PROTOCOLS
 from hitkit.protocols.base import UnitSpec
 
@@ -34,7 +35,7 @@ def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpe
     Raises :class:`~hitkit.errors.ConfigError` when the size asks for more units than there are, or
     leaves a stratum fewer than :data:`MIN_PER_STRATUM` clusters.
     """
-    judge, module = config.judge, PROTOCOLS[config.task].module("judge")
+    judge, module = judge_section(config), PROTOCOLS[config.task].module("judge")
     cluster = getattr(module, "cluster", None)
     what = getattr(module, "CLUSTER_NAME", "items")
     strata: dict[str, dict[str, list[str]]] = {}
@@ -55,9 +56,10 @@ def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpe
             sizes[s] += 1
         asked = f"judge.human_items {judge.human_items}"
     else:
-        sizes = {s: min(len(clusters), math.floor(judge.human_share * len(clusters) + 0.5))
+        share = human_share(judge)
+        sizes = {s: min(len(clusters), math.floor(share * len(clusters) + 0.5))
                  for s, clusters in strata.items()}
-        asked = f"judge.human_share {judge.human_share:g}"
+        asked = f"judge.human_share {share:g}"
     short = sorted(s for s, k in sizes.items() if k < MIN_PER_STRATUM)
     if short:
         s = short[0]
@@ -76,7 +78,7 @@ def rated(config: StudyConfig, key: str) -> bool:
     makes (live chat: a conversation is rated by its worker): a Bernoulli draw with probability
     ``judge.human_share``, seeded by the study's seed and the unit's key. Drawn when the unit is built,
     so it is independent of whoever takes it and of anything they do, as prediction-powered inference needs."""
-    return random.Random(f"{config.seed}:judge:{key}").random() < config.judge.human_share
+    return random.Random(f"{config.seed}:judge:{key}").random() < human_share(judge_section(config))
 
 
 def crowd_units(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from hitkit.study.config import StudyConfig
 from hitkit.db.models import Event, JudgeLabel, Study, Unit, utcnow
 from hitkit.db.session import session_scope
+from hitkit.judges.section import judge_section
 
 from hitkit.protocols import PROTOCOLS, task_for
 from hitkit.protocols.base import JudgeRequest
@@ -77,7 +78,7 @@ def judge_client(config: StudyConfig) -> Ask:
     """Ask the study's judge over the OpenAI-compatible protocol, with its options."""
     from hitkit.bots.client import BotClient, BotConfig
 
-    j = config.judge
+    j = judge_section(config)
     o = j.options
     client = BotClient(BotConfig(
         name="judge", url=j.url, model=j.model, system_prompt=j.system_prompt, temperature=o.temperature,
@@ -96,8 +97,10 @@ def requests_for(config: StudyConfig, database_url: str | None = None, study_id:
     module = judge_module(config)
     if not judges_after(config):
         return module.requests(task_for(config).build().units)
+    if database_url is None or study_id is None:
+        raise ValueError("a judge that labels after the crowd reads the crowd's work: give database_url and study_id")
     with session_scope(database_url) as session:
-        return module.requests_from(session, session.get(Study, study_id), config)
+        return module.requests_from(session, session.get_one(Study, study_id), config)
 
 
 def _parts(module, request: JudgeRequest) -> list[JudgeRequest]:
@@ -150,7 +153,8 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
 
     module = judge_module(config)
     requests = requests_for(config, database_url, study_id)
-    template = config.judge.prompt or module.DEFAULT_PROMPT
+    judge = judge_section(config)
+    template = judge.prompt or module.DEFAULT_PROMPT
     with session_scope(database_url) as session:
         done = set(session.execute(select(JudgeLabel.unit_key, JudgeLabel.variant).where(
             JudgeLabel.study_id == study_id, JudgeLabel.status == "done")).all())
@@ -158,7 +162,7 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
     todo = [r for r in requests if any((p.unit_key, p.variant) not in done for p in _parts(module, r))]
     report = JudgeReport(planned=len(requests), already_done=len(requests) - len(todo),
                          what=getattr(module, "ASKED", "labels"))
-    model = config.judge.model
+    model = judge.model
     for r in [r for r in todo if r.auto is not None]:
         _store(database_url, study_id, model, [r], labels=[r.auto], source="auto")
         report.auto += 1
@@ -177,7 +181,7 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
     status = StatusLine(tty, None if tty else lines_every_s)
     started = time.monotonic()
     # Not a `with` block: on Ctrl-C the queued requests are cancelled instead of waited for.
-    pool = ThreadPoolExecutor(config.judge.options.concurrency)
+    pool = ThreadPoolExecutor(judge.options.concurrency)
     interrupted = False
     try:
         futures = {pool.submit(run, r): r for r in asked}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from hitkit.study.config import StudyConfig
+from hitkit.study.sections import GenerationConfig
 from hitkit.errors import ConfigError, HitkitError
 
 Reply = Callable[[list[dict[str, str]]], str]
@@ -113,11 +114,18 @@ class ConversationFile:
             os.fsync(fh.fileno())
 
 
+def generation_section(config: StudyConfig) -> GenerationConfig:
+    """The study's ``generation:`` section; ConfigError when it has none."""
+    if config.generation is None:
+        raise ConfigError("the study file has no 'generation:' section; add one to generate bot–bot conversations")
+    return config.generation
+
+
 def load_test_dialogues(config: StudyConfig):
     """The dialogues whose first exchanges seed the conversations."""
     from hitkit.bots.corpus import load_chatterbot_english, load_jsonl
 
-    gen = config.generation
+    gen = generation_section(config)
     return load_jsonl(config.path(gen.test_dialogues)) if gen.test_dialogues else load_chatterbot_english()
 
 
@@ -129,8 +137,8 @@ def bots_for(config: StudyConfig, names: Sequence[str]) -> dict[str, Reply]:
     missing = [n for n in names if not (by_name[n].url and by_name[n].model)]
     if missing:
         raise ConfigError(f"generation needs 'url' and 'model' for system(s) {', '.join(missing)}")
-    gen = config.generation
-    clients = {}
+    gen = generation_section(config)
+    clients: dict[str, Reply] = {}
     for n in names:
         bot = by_name[n].bot_config()
         # Every conversation in flight may be waiting on the same system: give it that many slots.
@@ -142,9 +150,7 @@ def bots_for(config: StudyConfig, names: Sequence[str]) -> dict[str, Reply]:
 
 def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], ConversationFile]:
     """The systems that converse, every planned job, those not yet written, and the output file."""
-    gen = config.generation
-    if gen is None:
-        raise ConfigError("the study file has no 'generation:' section; add one to generate bot–bot conversations")
+    gen = generation_section(config)
     known = [s.name for s in config.systems]
     systems = gen.systems or known
     unknown = sorted(set(systems) - set(known))
@@ -161,7 +167,7 @@ def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], Con
 
 def planned_pairs(config: StudyConfig) -> tuple[int, int]:
     """(bot–bot conversations the generation plans, pairs of systems), computed without any bot."""
-    gen = config.generation
+    gen = generation_section(config)
     systems = gen.systems or [s.name for s in config.systems]
     n = len(systems)
     pairs = n * (n - 1) // 2 + (n if gen.self_chat else 0)
@@ -185,7 +191,7 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
 
     from hitkit.progress import StatusLine, eta_text
 
-    gen = config.generation
+    gen = generation_section(config)
     systems, jobs, todo, out = _plan_for(config)
     report = GenerationReport(planned=len(jobs), already_done=len(jobs) - len(todo))
     if not todo:

@@ -76,15 +76,16 @@ def system_metrics(prompts: Sequence[str], responses: Sequence[str], references:
     ``embed`` (texts → [n, d] array) and ``perplexity`` (texts, contexts → values) are optional:
     without one, its metric is NaN.
     """
-    with_ref = [i for i, r in enumerate(references) if r]
+    referenced = [(i, r) for i, r in enumerate(references) if r]
+    with_ref = [i for i, _ in referenced]
     metrics = {"responses": len(responses), "with_reference": len(with_ref),
                "distinct_1": distinct_n(responses, 1), "distinct_2": distinct_n(responses, 2),
-               "bleu_2": float(np.mean([sentence_bleu2(responses[i], references[i]) for i in with_ref]))
+               "bleu_2": float(np.mean([sentence_bleu2(responses[i], r) for i, r in referenced]))
                if with_ref else float("nan"),
                "embedding_cosine": float("nan"), "perplexity": float("nan")}
     if embed is not None and with_ref:
         metrics["embedding_cosine"] = mean_cosine([responses[i] for i in with_ref],
-                                                  [references[i] for i in with_ref], embed)
+                                                  [r for _, r in referenced], embed)
     scored = [i for i, r in enumerate(responses) if r.strip()]
     if perplexity is not None and scored:
         values = perplexity([responses[i] for i in scored], [prompts[i] for i in scored])

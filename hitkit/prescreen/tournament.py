@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -123,7 +124,7 @@ def standings(games: Sequence[GameResult], systems: Sequence[str], *, shuffles: 
     over the shuffles), rank_trueskill (by mu) and rank_points (by points, then dimension points);
     rank 1 = best, equal values share the lower rank.
     """
-    rows = {s: {"system": s, "games": 0, "wins": 0, "ties": 0, "losses": 0, "dimension_points": 0}
+    rows: dict[str, dict[str, Any]] = {s: {"system": s, "games": 0, "wins": 0, "ties": 0, "losses": 0, "dimension_points": 0}
             for s in systems}
     for g in games:
         for me, mine, theirs in ((g.starter, g.starter_points, g.opponent_points),

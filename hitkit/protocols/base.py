@@ -166,7 +166,7 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
     from hitkit.db.models import Assignment, Hit, Response, Worker
     from hitkit.tables.schema import HANDED_IN_STATUSES
 
-    return session.execute(
+    return list(session.execute(
         select(Response, Assignment, Hit, Worker, Unit)
         .join(Assignment, Response.assignment_id == Assignment.id)
         .join(Hit, Assignment.hit_id == Hit.id)
@@ -176,7 +176,7 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
         .where(Hit.study_id == study.id, Assignment.status.in_(HANDED_IN_STATUSES), Assignment.confirmed_at.is_not(None),
                *conditions)
         .order_by(Hit.index, Assignment.id, Unit.id)
-    ).all()
+    ).all())
 
 
 def shuffled_order(units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
@@ -280,6 +280,11 @@ class TaskType(ABC):
     def control_systems(self) -> frozenset[str]:
         """The study's quality-control systems (a degraded bot), which no ranking includes."""
         return frozenset()
+
+    def perceived_quality(self) -> dict[str, float]:
+        """Each system's quality in [0, 1] as the simulated crowd perceives it (the simulated crowd and
+        :mod:`hitkit.simulation.staffing` ask it of every protocol that plans or simulates)."""
+        raise NotImplementedError(f"task '{self.name}' does not say how the simulated crowd perceives its systems")
 
     def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:
         """A simulated worker's ``turn``-th message in a chat unit (chat task types only)."""

@@ -73,6 +73,7 @@ def report(path: str | Path, out: str | Path | None = None, *, seed: int | None 
 
     path = Path(path)
     config = None
+    export_dir: Path | None
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         from hitkit.study.config import load_study
 

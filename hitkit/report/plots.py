@@ -70,16 +70,16 @@ def interval_ranking(systems: Sequence[str], score: Sequence[float], low: Sequen
     n = len(systems)
     if not n:
         return _message("nothing to rank")
-    score = np.asarray(score, dtype=float)
+    scores = np.asarray(score, dtype=float)
     y = np.arange(n)[::-1]
     fig = _figure(6.5, 1.3 + 0.42 * n)
     ax = fig.subplots()
     if low is not None and high is not None:
-        low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
-        ok = ~(np.isnan(low) | np.isnan(high))
-        ax.hlines(y[ok], low[ok], high[ok], color=BLUE, linewidth=2.2, alpha=0.55)
-    ax.plot(score, y, "o", color=BLUE, markersize=7, zorder=3)
-    for yi, s in zip(y, score):
+        lows, highs = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+        ok = ~(np.isnan(lows) | np.isnan(highs))
+        ax.hlines(y[ok], lows[ok], highs[ok], color=BLUE, linewidth=2.2, alpha=0.55)
+    ax.plot(scores, y, "o", color=BLUE, markersize=7, zorder=3)
+    for yi, s in zip(y, scores):
         if not math.isnan(s):
             ax.annotate(f"{s:.2f}", (s, yi), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=8)
     if zero_line:
@@ -108,10 +108,10 @@ def compared_intervals(labels: Sequence[str], estimates: Sequence[tuple[str, Seq
     base = np.arange(n)[::-1] * (k + 1)
     for i, (name, est, low, high) in enumerate(estimates):
         y = base + (k - 1 - i)
-        est, low, high = (np.asarray(v, dtype=float) for v in (est, low, high))
-        ok = ~(np.isnan(low) | np.isnan(high))
-        ax.hlines(y[ok], low[ok], high[ok], color=colours[i % len(colours)], linewidth=2.2, alpha=0.6)
-        ax.plot(est, y, "o", color=colours[i % len(colours)], markersize=6, zorder=3, label=name)
+        ests, lows, highs = (np.asarray(v, dtype=float) for v in (est, low, high))
+        ok = ~(np.isnan(lows) | np.isnan(highs))
+        ax.hlines(y[ok], lows[ok], highs[ok], color=colours[i % len(colours)], linewidth=2.2, alpha=0.6)
+        ax.plot(ests, y, "o", color=colours[i % len(colours)], markersize=6, zorder=3, label=name)
     if reference is not None:
         ax.axvline(reference, color=GREY, linewidth=0.8, linestyle=":")
     ax.set_yticks(base + (k - 1) / 2, short_labels(labels, 2 * LABEL_CHARS))

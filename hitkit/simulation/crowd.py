@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import requests
@@ -31,6 +32,7 @@ from hitkit.simulation import crowd_typing
 from hitkit.study.config import StudyConfig
 from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
+from hitkit.errors import HitkitError
 from hitkit.tables.schema import CAP_STATUSES
 from hitkit.worker.admission import open_hits
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
@@ -96,8 +98,9 @@ class SimulatedCrowd:
         self._retired = 0
         self._ordinal = {w.worker_id: i for i, w in enumerate(self.workers)}
         with session_scope(database_url) as session:
-            self._context = ctx.task.simulation_context(session, session.get(Study, ctx.study_id))
-            self._hit_count = session.scalar(select(func.count()).select_from(Hit).where(Hit.study_id == ctx.study_id))
+            self._context = ctx.task.simulation_context(session, session.get_one(Study, ctx.study_id))
+            self._hit_count = session.execute(select(func.count()).select_from(Hit)
+                                              .where(Hit.study_id == ctx.study_id)).scalar_one()
 
     # Lifecycle ------------------------------------------------------------------------------
     def start(self) -> "SimulatedCrowd":
@@ -146,7 +149,7 @@ class SimulatedCrowd:
     def _turn(self, worker: SimWorker) -> str:
         """Take one HIT if there is one for this worker; say whether to come back or retire."""
         with session_scope(self.database_url) as session:
-            study = session.get(Study, self.ctx.study_id)
+            study = session.get_one(Study, self.ctx.study_id)
             row = session.scalar(select(Worker).where(Worker.provider == self.ctx.provider.name,
                                                       Worker.external_id == worker.worker_id))
             held = None
@@ -154,14 +157,15 @@ class SimulatedCrowd:
                 # A worker who was mid-HIT (say, the process died) goes back to it first.
                 held = session.scalar(select(Assignment.hit_id).join(Hit).where(
                     Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status == "accepted"))
-                taken = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
-                    Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status.in_(CAP_STATUSES)))
+                taken = session.execute(select(func.count()).select_from(Assignment).join(Hit).where(
+                    Hit.study_id == study.id, Assignment.worker_id == row.id,
+                    Assignment.status.in_(CAP_STATUSES))).scalar_one()
                 if held is None and taken >= self.ctx.config.schedule.per_worker_cap:
                     return "retire"
             if study.status == "completed":
                 return "retire"
             if held:
-                hit = session.get(Hit, held)
+                hit = session.get_one(Hit, held)
             else:
                 # Each worker starts from its own place in the list, so who takes which HIT does not
                 # depend on thread timing and a seeded dry run gives the same numbers every time.
@@ -171,6 +175,8 @@ class SimulatedCrowd:
                 start = self._ordinal[worker.worker_id] % max(1, self._hit_count)
                 hit = next((h for h in hits if h.index >= start), hits[0])
             hit_id, provider_hit_id = hit.id, hit.provider_hit_id
+            if provider_hit_id is None:
+                raise HitkitError(f"HIT {hit_id} of study '{self.ctx.name}' is posted but has no provider HIT id")
         return self._do_hit(worker, hit_id, provider_hit_id)
 
     def _do_hit(self, worker: SimWorker, hit_id: int, provider_hit_id: str) -> str:
@@ -240,7 +246,7 @@ class SimulatedCrowd:
         # The comment on the whole HIT has its own stream, so leaving one changes no answer of a seeded run.
         comment = crowd_typing.hit_comment(typist, random.Random(f"comment:{self.ctx.config.seed}:"
                                                                  f"{worker.worker_id}:{hit_id}"))
-        body = {"feedback": comment[0], "feedback_signals": comment[1]} if comment else None
+        body: dict[str, Any] | None = {"feedback": comment[0], "feedback_signals": comment[1]} if comment else None
         done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, json=body,
                          timeout=self.timeout_s)
         done.raise_for_status()
@@ -250,8 +256,11 @@ class SimulatedCrowd:
 
     def _screened_in(self, http: requests.Session, base: str, worker: SimWorker) -> bool:
         """Answer the screener (accepted answers, or the first refused one for a worker who fails it)."""
+        screener = self.ctx.config.screener
+        if screener is None:
+            raise HitkitError(f"study '{self.ctx.name}' has no 'screener:' section to answer")
         answers = {}
-        for q in self.ctx.config.screener.questions:
+        for q in screener.questions:
             refused = [o for o in q.options if o not in q.accept]
             answers[q.name] = refused[0] if worker.fails_screener and refused else q.accept[0]
         reply = http.post(f"{base}/screener", json={"answers": answers}, timeout=self.timeout_s)
@@ -317,6 +326,7 @@ class SimulatedCrowd:
             turn = min(inputs.values())
             if not owed and turn >= states[sides[0]]["min_inputs"] and turn == max(inputs.values()):
                 break
+            calls: list[tuple[str, str, dict]]
             if owed:
                 calls = [(side, "/retry", {}) for side in owed]
             else:

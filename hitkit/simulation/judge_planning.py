@@ -46,7 +46,9 @@ AVERAGED = ("half_width_human", "half_width_ppi", "half_width_formula", "n_human
 
 def with_share(config: StudyConfig, share: float, seed: int | None = None) -> StudyConfig:
     """The study file with the crowd's share ``share`` (and the seed that draws it, where given)."""
-    judge = config.judge.model_copy(update={"human_share": share, "human_items": None})
+    from hitkit.judges.section import judge_section
+
+    judge = judge_section(config).model_copy(update={"human_share": share, "human_items": None})
     return config.model_copy(update={"judge": judge, **({"seed": seed} if seed is not None else {})})
 
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
@@ -115,7 +115,7 @@ def plan(config: StudyConfig, *, replicates: int | None = None, n_boot: int = 10
         outcomes[size].append(module.replicate(sized, config.seed * 100_003 + size * 1_009 + r, n_boot))
     for size in grid:
         hits, assignments, cost = design_cost(module.with_size(config, size))
-        row = {module.UNIT: size, "hits": hits, "assignments": assignments, "cost": str(cost)}
+        row: dict[str, Any] = {module.UNIT: size, "hits": hits, "assignments": assignments, "cost": str(cost)}
         for decision in module.DECISIONS:
             seen = [o[decision] for o in outcomes[size] if o.get(decision) is not None]
             row[decision] = round(sum(seen) / len(seen), 3) if seen else None
@@ -274,6 +274,7 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
     import shutil
 
     from hitkit.db.session import get_engine
+    from hitkit.judges.section import judge_section
     from hitkit.running.launch import launch
     from hitkit.study.provider_sections import ProviderConfig
 
@@ -298,7 +299,8 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
     finally:
         get_engine(database).dispose()  # its SQLite file closed: the next confirming run starts a new one
     if not run.judged:
-        raise HitkitError(f"the confirming run's judge ({sized.judge.model} at {sized.judge.url}) did not label all "
+        judge = judge_section(sized)
+        raise HitkitError(f"the confirming run's judge ({judge.model} at {judge.url}) did not label all "
                           f"of the crowd's work, so its analysis would be short of the judge's labels; the run is in "
                           f"{run.out_dir}. Check the judge, then run `hitkit plan {study_file} --confirm` again")
     return ConfirmingRun(sized, hits, assignments, sum(g.count for g in workers), run.out_dir, database)

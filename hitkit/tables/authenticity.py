@@ -32,7 +32,7 @@ def _assignments(session: Session, study_id: int):
 def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
     """Every chat message, free-text answer and HIT comment that came with signals, with its score, in HIT
     and turn order (an assignment's messages, then its answers, then its comment)."""
-    study = session.get(Study, ctx.study_id)
+    study = session.get_one(Study, ctx.study_id)
     assignments = {a.id: (a, hit, w) for a, hit, w in _assignments(session, ctx.study_id)}
     keys = {u.id: u.public_key for u in session.scalars(select(Unit).where(Unit.study_id == ctx.study_id))}
     rows = []
@@ -62,14 +62,15 @@ def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
         for key, turn in session.execute(
                 select(Conversation.key, Turn).join(Turn, Turn.conversation_id == Conversation.id)
                 .where(Conversation.study_id == ctx.study_id, Turn.speaker == "worker", Turn.signals.is_not(None))):
-            if key in by_key:
+            if key in by_key and turn.signals is not None:  # the query's condition, for the type checker
                 a_id, unit_id = by_key[key]
                 row(a_id, unit_id, "message", turn.index, "", turn.text, turn.signals)
     if ctx.task.free_text:
         for r in session.scalars(select(Response).join(Unit, Response.unit_id == Unit.id)
                                  .where(Unit.study_id == ctx.study_id, Response.signals.is_not(None),
                                         Response.question.in_(sorted(ctx.task.free_text)))):
-            row(r.assignment_id, r.unit_id, "answer", None, r.question, r.value, r.signals)
+            if r.signals is not None:  # the query's condition, for the type checker
+                row(r.assignment_id, r.unit_id, "answer", None, r.question, r.value, r.signals)
     for a, _hit, _w in assignments.values():  # the comment on the whole HIT, every protocol has one
         if a.feedback is not None and a.feedback_signals is not None:
             row(a.id, None, "comment", None, "feedback", a.feedback, a.feedback_signals)

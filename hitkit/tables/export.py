@@ -152,7 +152,8 @@ def write_table(table: pd.DataFrame, out: Path, name: str, formats: Iterable[str
 
 def write_conversations(session: Session, study: Study, path: Path) -> int:
     """One JSON line per conversation with its turns, speakers, systems and times."""
-    systems = {s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))}
+    systems: dict[int | None, str] = {
+        s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))}
     convs = session.scalars(select(Conversation).where(Conversation.study_id == study.id)
                             .options(selectinload(Conversation.turns)).order_by(Conversation.id)).all()
     with replacing(path) as temporary, temporary.open("w", encoding="utf-8") as fh:
@@ -174,7 +175,7 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
     formats = resolve_formats(formats)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    study = session.get(Study, ctx.study_id)
+    study = session.get_one(Study, ctx.study_id)
     steps = {"assignments": lambda: assignments_table(session, study),
              ctx.task.name: lambda: ctx.task.export(session, study),
              "feedback": lambda: feedback_table(session, study),

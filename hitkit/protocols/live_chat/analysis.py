@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -290,7 +290,7 @@ def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEF
     """
     check_criteria(criteria)
     check_correction(correction)
-    options = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
+    options: dict[str, Any] = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
                    significance_unit=significance_unit, ddof=ddof, correction=correction,
                    interval_unit=interval_unit, n_boot=n_boot, seed=seed)
     judge_path = Path(in_dir) / "judge.csv"

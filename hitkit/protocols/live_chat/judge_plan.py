@@ -36,6 +36,7 @@ import pandas as pd
 from hitkit.simulation import judge_planning, planning
 from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError, HitkitError
+from hitkit.judges.section import human_share, judge_section
 from hitkit.simulation.judge_planning import AssumedJudge, with_share
 from hitkit.protocols import task_for
 
@@ -185,7 +186,8 @@ def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = N
     mean z) or the first decision that applies."""
     replicates = REPLICATES if replicates is None else replicates
     judge_planning.check_options(replicates, shares, width, None, "a system's mean z interval")
-    grid, dropped = judge_planning.grid(config.judge.human_share, shares, lambda share: _units(config, share))
+    own = human_share(judge_section(config))
+    grid, dropped = judge_planning.grid(own, shares, lambda share: _units(config, share))
     hits, _, paid = planning.design_cost(config)
     control = config.live_chat.control
     criteria = len(config.live_chat.criterion_list())
@@ -198,7 +200,7 @@ def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = N
     real = sum(1 for u in task_for(config).build().units if u.payload["system"] != control)
     return judge_planning.plan_shares(
         config, judge, replicates=replicates, shares=grid, dropped=dropped, width=width,
-        width_words="the systems' 95 % mean-z intervals", own=config.judge.human_share, items=real,
+        width_words="the systems' 95 % mean-z intervals", own=own, items=real,
         decisions=DECISIONS, replicate=lambda seed: replicate(config, grid, seed, judge), cost=cost)
 
 

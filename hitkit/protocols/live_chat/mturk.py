@@ -65,7 +65,12 @@ def variant_applies(rule: VariantRule, fields: Mapping[str, str], i: int, where:
     if rule.equals is not None:
         return value == rule.equals
     read = number(value, name, where)
-    return read <= rule.at_most if rule.at_most is not None else read >= rule.at_least
+    if rule.at_most is not None:
+        return read <= rule.at_most
+    if rule.at_least is None:
+        raise InputError(where.path, f"the mapping's variant rule on {name} gives none of at_most, at_least and "
+                                     "equals; give one", line=where.line)
+    return read >= rule.at_least
 
 
 def rows(m: Rules, fields: Mapping[str, str], where: Where) -> list[dict[str, Any]]:

@@ -25,6 +25,20 @@ class CriterionConfig(Model):
     qc: bool
 
 
+def valid_criteria(criteria: list[CriterionConfig]) -> list[CriterionConfig]:
+    """``criteria`` unchanged, or ValueError (a pydantic validator's) saying what is wrong with them."""
+    try:
+        check_criteria(list(criterion_tuple(criteria)))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return criteria
+
+
+def criterion_tuple(criteria: list[CriterionConfig]) -> tuple[Criterion, ...]:
+    """The criteria as the analysis takes them (:class:`hitkit.protocols.live_chat.criteria.Criterion`)."""
+    return tuple(Criterion(c.name, c.polarity, c.statement, c.qc) for c in criteria)
+
+
 class LiveChatConfig(Model):
     """Live chat + Direct Assessment (Ji et al. 2022; METHODS.md §1): six blind chats per HIT, rated.
 
@@ -53,11 +67,7 @@ class LiveChatConfig(Model):
     @field_validator("criteria")
     @classmethod
     def _valid_criteria(cls, criteria: list[CriterionConfig]) -> list[CriterionConfig]:
-        try:
-            check_criteria([Criterion(c.name, c.polarity, c.statement, c.qc) for c in criteria])
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return criteria
+        return valid_criteria(criteria)
 
     @model_validator(mode="after")
     def _one_size(self) -> "LiveChatConfig":
@@ -69,11 +79,13 @@ class LiveChatConfig(Model):
         """The number of HITs for ``real_systems`` systems (the control bot not counted)."""
         if self.hits is not None:
             return self.hits
+        if self.conversations_per_system is None:
+            raise ConfigError("live_chat: give exactly one of 'hits' and 'conversations_per_system'")
         return self.conversations_per_system * real_systems // (self.slots_per_hit - 1)
 
-    def criterion_list(self):
+    def criterion_list(self) -> tuple[Criterion, ...]:
         """The criteria as the analysis takes them (:class:`hitkit.protocols.live_chat.criteria.Criterion`)."""
-        return tuple(Criterion(c.name, c.polarity, c.statement, c.qc) for c in self.criteria)
+        return criterion_tuple(self.criteria)
 
     def check_against(self, systems: list[str]) -> None:
         """Raise ValueError unless the systems can fill balanced HITs under this section."""

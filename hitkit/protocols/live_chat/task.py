@@ -214,10 +214,11 @@ class LiveChatTask(TaskType):
 
     def worker_inputs(self, session: Session, assignment_id: int, unit_id: int) -> int:
         """How many messages the worker has typed in one chat slot."""
-        return session.scalar(
+        return session.execute(
             select(func.count()).select_from(Turn).join(Conversation, Turn.conversation_id == Conversation.id)
-            .where(Conversation.study_id == session.get(Unit, unit_id).study_id,
-                   Conversation.key == conversation_key(assignment_id, unit_id), Turn.speaker == "worker"))
+            .where(Conversation.study_id == session.get_one(Unit, unit_id).study_id,
+                   Conversation.key == conversation_key(assignment_id, unit_id), Turn.speaker == "worker")
+        ).scalar_one()
 
     def check_answer(self, session: Session, assignment: Assignment, unit: Unit, question: str) -> None:
         # "Next chatbot" is refused until the worker has typed min_inputs messages: the ratings
@@ -262,7 +263,7 @@ class LiveChatTask(TaskType):
         return ({s.name: 0.5 for s in self.config.systems} | {self._cfg.control: _CONTROL_QUALITY}
                 | dict(self.config.simulated.quality))
 
-    def simulation_context(self, session: Session, study: Study) -> dict[int, float]:
+    def simulation_context(self, session: Session, study: Study) -> dict[str, float]:
         """Each unit's quality as the simulated crowd perceives it (unit public key → quality in [0, 1])."""
         quality = self.perceived_quality()
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))

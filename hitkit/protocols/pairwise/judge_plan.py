@@ -30,6 +30,7 @@ import pandas as pd
 
 from hitkit.simulation import judge_planning, planning
 from hitkit.study.config import StudyConfig
+from hitkit.judges.section import own_share
 from hitkit.simulation.judge_planning import decide_pairs
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise import judge_model
@@ -61,7 +62,7 @@ def pilot_judge(pilot, config: StudyConfig) -> judge_model.SimulatedJudge:
 
 def share_of(config: StudyConfig, units) -> float:
     """The study file's own share: ``judge.human_share``, or ``human_items`` over the items."""
-    return config.judge.human_share if config.judge.human_share is not None else config.judge.human_items / len(units)
+    return own_share(config, len(units))
 
 
 def _full_data(config: StudyConfig, seed: int, judge: judge_model.SimulatedJudge, pairs):

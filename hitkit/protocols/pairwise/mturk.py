@@ -10,6 +10,9 @@ from pydantic import Field
 from hitkit.errors import InputError
 from hitkit.imports.fields import Strict, Where, field_value
 
+_SAME_VOTES: dict[str, Literal["a", "b", "tie"]] = {"a": "a", "b": "b", "tie": "tie"}
+"""The votes' default mapping: the archive answers a, b and tie as hitkit does."""
+
 
 class Rules(Strict):
     """Votes: each row holds ``items`` comparisons; comparison ``i`` has an item id, the system shown
@@ -21,7 +24,7 @@ class Rules(Strict):
     system_b: str
     vote: str
     votes: dict[str, Literal["a", "b", "tie"]] = Field(
-        default_factory=lambda: {"a": "a", "b": "b", "tie": "tie"},
+        default_factory=lambda: dict(_SAME_VOTES),
         description="answer value in the archive -> a, b or tie")
     systems: dict[str, str] = Field(default_factory=dict, description="archive name -> hitkit name (default: kept)")
 

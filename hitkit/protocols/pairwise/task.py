@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import InputError
 from hitkit.material.jsonl import iter_jsonl
-from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
+from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
 from hitkit.protocols.base import done_responses, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
-VOTE = Question("vote", ("a", "b", "tie"))
+VOTE = Question("vote", VOTES)
 
 # How sharply each simulated profile tells a better system from a worse one: P(prefer the better)
 # = logistic(sharpness × quality difference); and how often it says "tie" anyway.
@@ -123,7 +123,7 @@ class PairwiseTask(TaskType):
         """Each system's quality in [0, 1] as the simulated crowd perceives it (``simulated.quality``, else 0.5)."""
         return {s.name: 0.5 for s in self.config.systems} | dict(self.config.simulated.quality)
 
-    def simulation_context(self, session: Session, study: Study) -> dict[str, str]:
+    def simulation_context(self, session: Session, study: Study) -> dict[str, float]:
         """Which system wrote each response text: how a simulated reader 'judges' a text."""
         quality = self.perceived_quality()
         by_text: dict[str, float] = {}
@@ -139,7 +139,7 @@ class PairwiseTask(TaskType):
         if profile == "always_tie":
             return {"vote": "tie"}
         if profile == "spammer":
-            return {"vote": rng.choice(VOTE.choices)}
+            return {"vote": rng.choice(VOTES)}
         sharpness, tie_rate = _PROFILE[profile]
         diff = context[view["a"]] - context[view["b"]]
         if profile == "judge_like":

@@ -19,7 +19,7 @@ copies rated) and the options used.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -46,11 +46,16 @@ from hitkit.protocols.live_chat.quality import (
     standardise_per_worker,
     wilcoxon_qc,
 )
-from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, score_intervals
+from hitkit.protocols.live_chat.scores import (
+    DEFAULT_SIGNIFICANCE_UNIT,
+    IntervalUnit,
+    SignificanceUnit,
+    score_intervals,
+)
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
 # This protocol's --cluster units → live chat's names for the same clusters.
-_INTERVAL_UNITS = {"worker": "worker", "response": "conversation", "rating": "rating"}
+_INTERVAL_UNITS: dict[str, IntervalUnit] = {"worker": "worker", "response": "conversation", "rating": "rating"}
 
 
 def as_chat_ratings(table: pd.DataFrame) -> pd.DataFrame:
@@ -105,7 +110,7 @@ def degraded_table(z: pd.DataFrame, qc: pd.DataFrame, criteria: Sequence[Criteri
 def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
                alpha: float = 0.05, qc_method: QcMethod = "asymptotic", ddof: int = 1,
                correction: Correction = DEFAULT_CORRECTION, interval_unit: str = "worker", n_boot: int = 1000,
-               seed: int = 0, significance_unit: str = DEFAULT_SIGNIFICANCE_UNIT) -> AnalysisResult:
+               seed: int = 0, significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT) -> AnalysisResult:
     """The steps above on tables already read: the assignments that count and their ratings in
     :func:`as_chat_ratings`' shape (duplicate reports, if any, in their ``attrs``); every choice is
     recorded in the summary. ``interval_unit`` is the bootstrap's cluster: worker (default), response
@@ -123,7 +128,7 @@ def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Se
     workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
     order = list(systems["system"])
     passed = set(workers.loc[workers["passed"], "worker_id"])
-    summary = {
+    summary: dict[str, Any] = {
         "workers": len(workers), "passed": len(passed),
         "pass_rate": len(passed) / len(workers) if len(workers) else None,
         "assignments": len(assignments),

@@ -48,7 +48,7 @@ def sections(inp: ReportInput) -> list[Section]:
 def methods(inp: ReportInput) -> list[str]:
     """The methods paragraph's sentences on Direct Assessment, from what the analysis recorded."""
     inp = _with_criteria(inp)
-    s, criteria = inp.summary, inp.criteria
+    s, criteria = inp.summary, inp.criteria or []  # never empty after _with_criteria
     negative = [c[0] for c in criteria if c[1] == "negative"]
     qc_names = [c[0] for c in criteria if c[2]]
     alpha = s.get("alpha", 0.05)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from hitkit.protocols.live_chat.settings import CriterionConfig, LiveChatConfig
+from hitkit.protocols.live_chat.criteria import Criterion
+from hitkit.protocols.live_chat.settings import CriterionConfig, criterion_tuple, valid_criteria
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA
 from hitkit.study.sections import Model
 
@@ -31,8 +32,14 @@ class RatingConfig(Model):
     criteria: list[CriterionConfig] = Field(default_factory=_default_criteria, min_length=1)
 
     # The same sliders as live chat's, checked the same way.
-    _valid_criteria = field_validator("criteria")(LiveChatConfig._valid_criteria.__func__)
-    criterion_list = LiveChatConfig.criterion_list
+    @field_validator("criteria")
+    @classmethod
+    def _valid_criteria(cls, criteria: list[CriterionConfig]) -> list[CriterionConfig]:
+        return valid_criteria(criteria)
+
+    def criterion_list(self) -> tuple[Criterion, ...]:
+        """The criteria as the analysis takes them (:class:`hitkit.protocols.live_chat.criteria.Criterion`)."""
+        return criterion_tuple(self.criteria)
 
     def hit_count(self, responses: int) -> int:
         """HITs for ``responses`` responses to rate: blocks of ``items_per_hit``, the last one shorter."""

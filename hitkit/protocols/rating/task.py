@@ -56,9 +56,9 @@ def rotation_blocks(units: Sequence[UnitSpec], size: int, rng: random.Random) ->
     systems = sorted({system for _, system in by_key})
     rng.shuffle(items)
     rng.shuffle(systems)
-    sequence = [by_key.get((items[m % len(items)], systems[(m % len(items) + m // len(items)) % len(systems)]))
-                for m in range(len(items) * len(systems))]
-    sequence = [u for u in sequence if u is not None]
+    found = [by_key.get((items[m % len(items)], systems[(m % len(items) + m // len(items)) % len(systems)]))
+             for m in range(len(items) * len(systems))]
+    sequence = [u for u in found if u is not None]
     return [sequence[i:i + size] for i in range(0, len(sequence), size)]
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 from hitkit.simulation import judge_planning, planning
 from hitkit.study.config import StudyConfig
 from hitkit.errors import HitkitError
+from hitkit.judges.section import own_share
 from hitkit.simulation.judge_planning import AssumedJudge, with_share
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.annotations import LABELS
@@ -108,7 +109,8 @@ def _base(config: StudyConfig) -> StudyConfig:
 
 
 def share_of(config: StudyConfig, units) -> float:
-    return config.judge.human_share if config.judge.human_share is not None else config.judge.human_items / len(units)
+    """The study file's own share: ``judge.human_share``, or ``human_items`` over the items."""
+    return own_share(config, len(units))
 
 
 def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: AssumedJudge) -> dict[float, dict]:

@@ -178,7 +178,8 @@ def human_count_for(bot_bot: int, pairs: int, configured: int | None, available:
 # Reading material --------------------------------------------------------------------------------
 def read_bot_bot(path: Path, systems: Sequence[str], min_exchanges: int) -> list[dict]:
     """Read generated bot–bot conversations (GenerationConfig's JSONL); InputError names file and line."""
-    out, seen = [], {}
+    out: list[dict] = []
+    seen: dict[str, int] = {}
     missing = "bot–bot conversations not found — generate them (generation:) or set spot_the_bot.bot_conversations"
     for lineno, row in iter_jsonl(path, missing):
         if not isinstance(row, dict) or not isinstance(row.get("turns"), list):

@@ -28,7 +28,8 @@ from hitkit.protocols.spot_the_bot.analysis import analyze_annotations, study_tr
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.packing import read_bot_bot
 from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
-from hitkit.protocols.spot_the_bot.task import FEATURES, LABEL_QUESTIONS, preference_score
+from hitkit.protocols.base import TaskType
+from hitkit.protocols.spot_the_bot.task import FEATURES, LABEL_QUESTIONS, SpotTheBotTask, preference_score
 from hitkit.study.sections import GenerationConfig
 from hitkit.simulation.staffing import simulated_study
 
@@ -46,6 +47,13 @@ _placeholders: tempfile.TemporaryDirectory | None = None
 
 def _section(config: StudyConfig) -> SpotTheBotConfig:
     return config.spot_the_bot or SpotTheBotConfig()
+
+
+def _spot_the_bot(task: TaskType) -> SpotTheBotTask:
+    """``task`` as the Spot The Bot task type it must be here; TypeError naming what it is otherwise."""
+    if not isinstance(task, SpotTheBotTask):
+        raise TypeError(f"the plan of Spot The Bot was given task '{task.name}', not Spot The Bot's")
+    return task
 
 
 def size_of(config: StudyConfig) -> int:
@@ -92,7 +100,7 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
     generation = (config.generation or GenerationConfig(exchanges=max(2, *section.segment_lengths))).model_copy(
         update={"conversations_per_pair": size})
     planned = config.model_copy(update={"generation": generation})
-    task = task_for(planned)
+    task = _spot_the_bot(task_for(planned))
     task.human_plan(*planned_pairs(planned))
     if _placeholders is None:
         _placeholders = tempfile.TemporaryDirectory(prefix="hitkit-plan-")
@@ -105,12 +113,13 @@ def simulate_annotations(config: StudyConfig, seed: int) -> pd.DataFrame:
     # HITs of one block hold the same conversations: a worker takes one of them at most.
     study = simulated_study(config, seed, apart=lambda hit, units: min(units[k].payload["conversation"]
                                                                          for k in hit.unit_keys))
+    task = _spot_the_bot(study.task)
     rows = []
     for hit, ids, profile in study.places:
         for key in hit.unit_keys:
             payload = study.units[key].payload
             answers = study.task.simulate(profile, {"unit_id": key, "k": payload["k"]}, study.rng,
-                                          {key: study.task.entities(payload["systems"], study.quality)},
+                                          {key: task.entities(payload["systems"], study.quality)},
                                           ids["worker_id"])
             rows += [{**ids, "conversation_id": payload["conversation"], "segment_exchanges": payload["k"],
                       "entity": entity, "system": payload["systems"][entity], "label": answers[LABEL_QUESTIONS[entity]],

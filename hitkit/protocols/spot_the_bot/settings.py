@@ -31,7 +31,7 @@ class TrueSkillConfig(Model):
     @field_validator("draw_probability")
     @classmethod
     def _probability(cls, value: float | str) -> float | str:
-        if value != "observed" and not 0 <= value < 1:
+        if not isinstance(value, str) and not 0 <= value < 1:  # a str is 'observed' (the field's Literal)
             raise ValueError(f"draw_probability is {value}; give a number in [0, 1) or 'observed' (the tie rate)")
         return value
 

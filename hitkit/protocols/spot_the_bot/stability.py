@@ -169,8 +169,8 @@ def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, system
         c = codes[t, :stop]
         play_flat(mu, var, base[:stop] + first_of[c], base[:stop] + second_of[c],
                   drawn_of[c] if any_drawn[t] else None, env)
-    mu, var = mu.reshape(n_sub, rows_per_sub, k), var.reshape(n_sub, rows_per_sub, k)
-    score = mu if by == "mu" else mu - 3 * np.sqrt(var)
+    means, variances = mu.reshape(n_sub, rows_per_sub, k), var.reshape(n_sub, rows_per_sub, k)
+    score = means if by == "mu" else means - 3 * np.sqrt(variances)
     boot_ranks = ranks(score[:, 1:])
     drop = math.floor(TAIL * n_boot)
     ordered = np.sort(boot_ranks, axis=1)

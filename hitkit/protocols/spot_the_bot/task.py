@@ -136,6 +136,9 @@ class SpotTheBotTask(TaskType):
         import json
 
         gen = self.config.generation
+        if gen is None:
+            raise ConfigError("the study file has no 'generation:' section, so there is no generated material to "
+                              "stand in for; add one or give spot_the_bot.bot_conversations")
         systems = gen.systems or [s.name for s in self.config.systems]
         pairs = list(itertools.combinations(systems, 2)) + ([(s, s) for s in systems] if gen.self_chat else [])
         with path.open("w", encoding="utf-8") as fh:
@@ -269,7 +272,7 @@ class SpotTheBotTask(TaskType):
         """A segment's two entities as :meth:`simulate` takes them: (is human, human-likeness)."""
         return tuple((s == HUMAN, _HUMAN_QUALITY if s == HUMAN else quality[s]) for s in systems)
 
-    def simulation_context(self, session: Session, study: Study) -> dict[int, tuple[tuple[bool, float], ...]]:
+    def simulation_context(self, session: Session, study: Study) -> dict[str, tuple[tuple[bool, float], ...]]:
         """Per unit public key, each entity's (is human, human-likeness in [0, 1]) as the simulated crowd sees it."""
         quality = self.perceived_quality()
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
