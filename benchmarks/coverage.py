@@ -46,11 +46,11 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from hitkit.protocols.live_chat.scores import score_intervals
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
+from hitkit.protocols.live_chat.scores import score_intervals
 from hitkit.protocols.pairwise.bradley_terry import bradley_terry
-from hitkit.protocols.spot_the_bot.win_rates import win_rates
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
+from hitkit.protocols.spot_the_bot.win_rates import win_rates
 
 N_BOOT = 1000
 BAR = 0.93

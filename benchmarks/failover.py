@@ -159,12 +159,12 @@ def main() -> None:
 
     from sqlalchemy import select
 
-    from hitkit.study.config import load_study
-    from hitkit.simulation.crowd import SimulatedCrowd
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
     from hitkit.running.monitor import progress
     from hitkit.running.scheduler import make_scheduler, schedule_study
+    from hitkit.simulation.crowd import SimulatedCrowd
+    from hitkit.study.config import load_study
     from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 

@@ -192,10 +192,10 @@ def write_study(folder: Path, database_url: str, bot_url: str, hits: int, turns:
 
 
 def start_study(study_file: Path, database_url: str, secret: str, base_url: str) -> None:
-    from hitkit.study.config import load_study
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
     from hitkit.running.scheduler import tick
+    from hitkit.study.config import load_study
     from hitkit.study.stored import create_study
 
     config = load_study(study_file)

@@ -47,6 +47,7 @@ import numpy as np
 
 # Benchmarks run as scripts: their folder is on sys.path, so the clustered simulator imports.
 from clustered_type1 import SCENARIOS, rejection_rates
+
 from hitkit.protocols.spot_the_bot.logrank import generalized_logrank
 
 SEGMENT_EXCHANGES = np.array([1.0, 2.0, 3.0, 5.0])

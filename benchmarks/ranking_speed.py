@@ -25,9 +25,9 @@ import pandas as pd
 import trueskill
 
 from hitkit.analysis.ranking import ranks as rank_scores
+from hitkit.analysis.trueskill_vec import DEFAULT_ENV, rate_sequences
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.stability import smallest_stable_size, stability
-from hitkit.analysis.trueskill_vec import DEFAULT_ENV, rate_sequences
 
 N_SYSTEMS = 6
 N_GAMES = 5000

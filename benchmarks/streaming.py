@@ -45,7 +45,7 @@ def level(url: str, chats: int, requests: int, max_tokens: int) -> tuple[list[fl
             seen: list[float] = []
             started = time.monotonic()
             client.reply([{"role": "user", "content": PROMPTS[(i + n) % len(PROMPTS)]}],
-                         on_text=lambda text: seen.append(time.monotonic()) if text and not seen else None)
+                         on_text=lambda text, seen=seen: seen.append(time.monotonic()) if text and not seen else None)
             done = time.monotonic()
             with lock:
                 first.append(1000 * ((seen[0] if seen else done) - started))

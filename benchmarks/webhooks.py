@@ -42,11 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
     from sqlalchemy import func, select
 
-    from hitkit.study.config import load_study
-    from hitkit.db.migrate import upgrade
     from hitkit.db.hook_models import HookEvent, HookSubscription
+    from hitkit.db.migrate import upgrade
     from hitkit.db.session import session_scope
     from hitkit.providers.prolific.webhooks import signature
+    from hitkit.study.config import load_study
     from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 

@@ -15,11 +15,10 @@ from werkzeug.routing import IntegerConverter
 
 import hit_templates
 from hitkit import timing
-from hitkit.worker import security, tokens, validation
 from hitkit.errors import ConfigError
 from hitkit.secret import check_secret
 from hitkit.study.stored import resolve_secret
-from hitkit.worker import bounds
+from hitkit.worker import bounds, security, tokens, validation
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body a worker page may send (an answer, a chat turn, a submission)."""

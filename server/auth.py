@@ -11,10 +11,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hitkit.worker import tokens
 from hitkit.db import settings
 from hitkit.db.session import get_engine
 from hitkit.errors import ConfigError
+from hitkit.worker import tokens
 
 SESSION_HOURS = 12
 

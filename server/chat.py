@@ -6,11 +6,10 @@ import threading
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from hitkit.worker import chat, chat_turns
-from hitkit.worker.chat import BotReplyError, Reply
 from hitkit.errors import FlowError
 from hitkit.study.stored import StudyContext
-from hitkit.worker import chat_stream
+from hitkit.worker import chat, chat_stream, chat_turns
+from hitkit.worker.chat import BotReplyError, Reply
 from server.worker import context, db
 
 bp = Blueprint("chat", __name__)

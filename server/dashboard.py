@@ -26,10 +26,10 @@ from flask import (
 )
 
 from hitkit import dashboard as dash
-from server import auth
-from hitkit.worker import security, tokens
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
+from hitkit.worker import security, tokens
+from server import auth
 from server.worker import context, db
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard")

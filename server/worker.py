@@ -11,13 +11,11 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
-from hitkit.worker import admission, flow, validation
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
-from hitkit.worker import bounds
 from hitkit.study.stored import StudyContext
-from hitkit.worker import screener
+from hitkit.worker import admission, bounds, flow, screener, validation
 
 bp = Blueprint("worker", __name__)
 _contexts: dict[tuple[str, str], StudyContext] = {}

@@ -20,10 +20,10 @@ def settle_worker() -> None:
     ``post_worker_init`` (ops/gunicorn.conf.py).
     """
     import hitkit.bots.client
-    import hitkit.worker.chat  # noqa: F401
     import hitkit.protocols.live_chat.task  # noqa: F401 - StudyContext.load imports one of the three
     import hitkit.protocols.pairwise.task  # noqa: F401
     import hitkit.protocols.spot_the_bot.task  # noqa: F401
+    import hitkit.worker.chat  # noqa: F401
 
     with app.app_context():
         for name in ("live_chat.html", "pairwise.html", "spot_the_bot.html", "error.html", "done.html"):

@@ -46,10 +46,10 @@ def launch(config_path, **options):
 def served(study_file, database_url: str):
     """A study created from ``study_file``, running, its first wave posted and its pages served on
     loopback: a generator of (pages URL, config, secret) that stops the server when closed."""
-    from hitkit.study.config import load_study
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
     from hitkit.running.scheduler import tick
+    from hitkit.study.config import load_study
     from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 

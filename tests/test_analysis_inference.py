@@ -6,8 +6,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from hitkit.analysis.inference import (bootstrap_interval, cluster_codes, cluster_weights,
-                                       clusters_per_column, expanded_tail)
+from hitkit.analysis.inference import (
+    bootstrap_interval,
+    cluster_codes,
+    cluster_weights,
+    clusters_per_column,
+    expanded_tail,
+)
 
 
 def test_expanded_tail_is_hesterbergs_and_tends_to_the_plain_tail():

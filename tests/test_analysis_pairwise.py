@@ -6,18 +6,18 @@ import math
 import time
 
 import numpy as np
-from scipy import stats
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from hitkit.analysis.inference import DuplicateRowsWarning
+from hitkit.errors import InputError
 from hitkit.protocols.pairwise.agreement import cohen_weighted_kappa, worker_agreement
 from hitkit.protocols.pairwise.analysis import analyze_pairwise, data_warnings, pair_table
 from hitkit.protocols.pairwise.bradley_terry import bradley_terry
 from hitkit.protocols.pairwise.reading import read_votes
-from hitkit.errors import InputError
 
 VOTE_HEADER = "study,hit_id,assignment_id,worker_id,item_id,system_a,system_b,vote\n"
 ASSIGNMENT_HEADER = "study,hit_id,assignment_id,worker_id,status,work_time_s\n"

@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from hitkit.analysis.inference import DuplicateRowsWarning
 from hitkit.analysis.ranking import clusters
 from hitkit.analysis.trueskill_vec import TrueSkillEnv, TrueSkillSettings, rate_repeated, rate_sequences
+from hitkit.errors import InputError
 from hitkit.protocols.spot_the_bot.analysis import analyze_spot_the_bot
+from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.annotators import agreement, annotation_time, annotator_correctness, segment_lengths
 from hitkit.protocols.spot_the_bot.ranking import games, rank_with_bootstrap, ranking
 from hitkit.protocols.spot_the_bot.reading import load_annotations, read_annotations, segment_annotations
 from hitkit.protocols.spot_the_bot.win_rates import feature_win_rates, system_feature_win_rates, win_rates
-from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
-from hitkit.errors import InputError
 
 ASSIGNMENT_HEADER = "study,hit_id,assignment_id,worker_id,status,work_time_s\n"
 
@@ -714,10 +714,10 @@ def _study_file(tmp_path, trueskill: dict):
 def test_trueskill_settings_from_the_study_file_reach_analyze_the_summary_and_the_methods(tmp_path):
     from click.testing import CliRunner
 
-    from hitkit.report.analyze import run_analysis
     from hitkit.cli import main
-    from hitkit.study.config import load_study
     from hitkit.report import ReportInput, methods_paragraph
+    from hitkit.report.analyze import run_analysis
+    from hitkit.study.config import load_study
 
     ann = frame(segment("w1", "c1", "A", "B", "human", "bot"), segment("w2", "c1", "A", "B", "human", "human"),
                 segment("w3", "c2", "B", "C", "human", "bot"), segment("w4", "c3", "A", "C", "unsure", "bot"))

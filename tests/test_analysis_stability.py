@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hitkit.protocols.spot_the_bot.ranking import ranking
 from hitkit.protocols.spot_the_bot import figures
+from hitkit.protocols.spot_the_bot.ranking import ranking
 from hitkit.protocols.spot_the_bot.stability import ALL_SYSTEMS, conversation_games, smallest_stable_size, stability
 from tests.test_analysis_spot_the_bot import simulate
 

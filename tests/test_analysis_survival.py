@@ -10,10 +10,24 @@ from lifelines import KaplanMeierFitter
 from lifelines.statistics import logrank_test
 from scipy import stats
 
-from hitkit.protocols.spot_the_bot.cox import cox_by_system, cox_interval
-from hitkit.protocols.spot_the_bot.logrank import clustered_logrank, generalized_logrank, imputed_logrank, holm, logrank_residuals, robust_score_variance, survival_tests
-from hitkit.protocols.spot_the_bot.survival import survival_curve, survival_curves, survival_data, turnbull, turnbull_intervals
 from hitkit.protocols.spot_the_bot import figures
+from hitkit.protocols.spot_the_bot.cox import cox_by_system, cox_interval
+from hitkit.protocols.spot_the_bot.logrank import (
+    clustered_logrank,
+    generalized_logrank,
+    holm,
+    imputed_logrank,
+    logrank_residuals,
+    robust_score_variance,
+    survival_tests,
+)
+from hitkit.protocols.spot_the_bot.survival import (
+    survival_curve,
+    survival_curves,
+    survival_data,
+    turnbull,
+    turnbull_intervals,
+)
 from tests.test_analysis_spot_the_bot import frame, segment, simulate
 
 INF = np.inf

@@ -8,12 +8,11 @@ import sys
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.study.config import load_study
 from hitkit.db.models import Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError, InputError
-from tests.studies import launch
-from tests.studies import REPO, pairwise_study
+from hitkit.study.config import load_study
+from tests.studies import REPO, launch, pairwise_study
 
 
 def test_malformed_yaml_names_the_file_and_line(tmp_path):

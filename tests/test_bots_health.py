@@ -6,11 +6,11 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
-from hitkit.worker import chat
 from hitkit.bots import health
 from hitkit.bots.client import BotUnavailable
 from hitkit.db.models import Event
 from hitkit.db.session import session_scope
+from hitkit.worker import chat
 from tests.test_live_chat_task import start_chat, study, take  # noqa: F401 - the fixture is used below
 
 

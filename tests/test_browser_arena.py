@@ -6,9 +6,9 @@ import pytest
 from sqlalchemy import select
 
 from hitkit.bots.server import BotServer
-from hitkit.study.config import load_study
 from hitkit.db.models import Response, Turn
 from hitkit.db.session import session_scope
+from hitkit.study.config import load_study
 from tests.browser import artifact, chromium_on
 from tests.streaming_bot import Typist
 from tests.test_arena_study import REAL, arena_study

@@ -6,15 +6,14 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from hitkit.study.config import load_study
 from hitkit.db.models import Response, Study, Turn
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, chromium_path
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
-
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser

@@ -13,15 +13,14 @@ from sqlalchemy import select
 
 from hitkit import dashboard as dash
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
-from hitkit.study.config import load_study
-from hitkit.simulation.crowd import SimulatedCrowd
 from hitkit.db.models import Conversation, Study
 from hitkit.db.session import session_scope
-from server.embedded import WebServer
 from hitkit.running.scheduler import tick
+from hitkit.simulation.crowd import SimulatedCrowd
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
-
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser

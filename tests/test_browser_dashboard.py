@@ -8,16 +8,15 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.study.config import load_study
-from hitkit.simulation.crowd import SimulatedCrowd
 from hitkit.db.models import Event, Payment, Study
 from hitkit.db.session import session_scope
-from server.embedded import WebServer
 from hitkit.running.scheduler import tick
+from hitkit.simulation.crowd import SimulatedCrowd
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import pairwise_study
-
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser

@@ -4,12 +4,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Conversation, Response, Turn
 from hitkit.db.session import session_scope
+from hitkit.study.config import load_study
 from tests.browser import artifact, chromium_on
 from tests.test_live_chat_study import REAL, bot_server, live_chat_study  # noqa: F401 - fixture
-
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser

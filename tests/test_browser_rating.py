@@ -11,7 +11,6 @@ from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.studies import served
 from tests.test_rating import rating_study
 
-
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 

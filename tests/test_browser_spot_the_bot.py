@@ -4,15 +4,14 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Response, Study
 from hitkit.db.session import session_scope
-from server.embedded import WebServer
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
 from tests.test_spot_the_bot_study import stb_study
-
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser

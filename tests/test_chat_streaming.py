@@ -19,8 +19,7 @@ from hitkit.db.session import session_scope
 from hitkit.study.stored import resolve_secret
 from server.embedded import WebServer
 from tests.streaming_bot import Typist
-from tests.test_fault_tolerance import (SYSTEMS, Process, bot_process, chat_study, free_port, start_study,
-                                        wait_http)
+from tests.test_fault_tolerance import SYSTEMS, Process, bot_process, chat_study, free_port, start_study, wait_http
 
 WORDS = 12
 

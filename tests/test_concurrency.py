@@ -23,13 +23,13 @@ import pytest
 import requests
 from sqlalchemy import func, select, update
 
-from hitkit.worker import security
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Event, Hit, Response, Study
 from hitkit.db.session import session_scope
-from server.embedded import WebServer
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from hitkit.worker import security
+from server.embedded import WebServer
 from tests.studies import REPO, pairwise_study
 
 JSON = {"Accept": "application/json"}
@@ -251,8 +251,8 @@ def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_worker
 
 # One bot generation per owed reply ---------------------------------------------------------------------
 def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tmp_path, database_url):
-    from hitkit.worker import chat, chat_turns
     from hitkit.db.models import Turn
+    from hitkit.worker import chat, chat_turns
     from tests.test_live_chat_task import config, start_chat, take
 
     with session_scope(database_url) as s:
@@ -300,9 +300,9 @@ def test_twenty_concurrent_retries_make_one_bot_generation_for_one_owed_reply(tm
 
 # The scheduler's expiry and an in-flight submit -----------------------------------------------------------
 def test_an_in_flight_submit_is_never_overwritten_by_the_scheduler_expiry(tmp_path, database_url):
-    from hitkit.worker import admission, flow
     from hitkit.running.scheduler import expire_stale_assignments
     from hitkit.study.stored import StudyContext
+    from hitkit.worker import admission, flow
 
     config, secret = running_study(tmp_path, database_url, "http://127.0.0.1:9")
     with session_scope(database_url) as s:
@@ -371,8 +371,8 @@ def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_d
                                                                                    monkeypatch):
     import uuid
 
-    from hitkit.worker.arrivals import FAILURE_BURST
     from hitkit.providers.prolific.provider import ProlificProvider
+    from hitkit.worker.arrivals import FAILURE_BURST
     from tests.fakes.prolific import TOKEN, FakeProlificServer
 
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hitkit.study.config import load_study
 from hitkit.errors import ConfigError
+from hitkit.study.config import load_study
 
 BASE = {"study": "hints", "task": "pairwise", "budget": "10.00", "systems": [{"name": "a"}, {"name": "b"}],
         "pairwise": {"responses": "r.jsonl"}}

@@ -12,9 +12,6 @@ import yaml
 from sqlalchemy import func, select
 
 from hitkit import dashboard as dash
-from server import auth
-from hitkit.worker import admission, flow
-from hitkit.study.config import load_study
 from hitkit.db.models import (
     Assignment,
     Conversation,
@@ -29,7 +26,10 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError
 from hitkit.providers.simulated import SimulatedProvider
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
+from hitkit.worker import admission, flow
+from server import auth
 from tests.studies import pairwise_study
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
 
@@ -383,8 +383,8 @@ def test_every_system_link_of_a_spot_the_bot_study_opens_and_human_material_has_
 
 def test_the_study_page_shows_each_comparisons_interval_and_the_stopping_rules_state(tmp_path, database_url,
                                                                                       dashboard_env, monkeypatch):
-    from hitkit.running import stopping
     from hitkit.analysis.sequential import RuleState
+    from hitkit.running import stopping
 
     ctx = make_study(tmp_path, database_url, stop={"decision": "pairs", "alpha": 0.1})
     for n in range(3):

@@ -12,9 +12,9 @@ from sqlalchemy import func, select
 from hitkit.bots.base import Backend, Completion
 from hitkit.bots.server import BotServer
 from hitkit.cli import main
-from hitkit.study.config import load_study
 from hitkit.db.models import Turn
 from hitkit.db.session import session_scope
+from hitkit.study.config import load_study
 from tests.browser import chromium_on
 from tests.studies import REPO
 from tests.test_live_chat_study import REAL, live_chat_study

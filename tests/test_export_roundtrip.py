@@ -15,9 +15,8 @@ from click.testing import CliRunner
 import hitkit
 from hitkit.cli import main
 from hitkit.db.session import session_scope
-from tests.studies import launch
 from hitkit.study.stored import StudyContext, resolve_secret
-from tests.studies import pairwise_study
+from tests.studies import launch, pairwise_study
 
 LIVE_QUALITY = {"anna": 0.9, "bert": 0.6, "cleo": 0.3}
 TASK_TABLE = {"pairwise": "votes", "live_chat": "ratings", "spot_the_bot": "annotations"}
@@ -78,8 +77,8 @@ def bot_url():
 
 def database_tables(study_file, database_url):
     """The study's tables straight from the database, as the task builds them (no file in between)."""
-    from hitkit.study.config import load_study
     from hitkit.db.models import Study
+    from hitkit.study.config import load_study
     from hitkit.tables.export import assignments_table
 
     config = load_study(study_file)
@@ -171,7 +170,7 @@ def test_analyze_on_exported_csv_and_parquet_reproduces_the_database_numbers(tas
         assert payload["task"] == task and payload["ranking"]
         results[label] = out
     for name, frame in expected.items():
-        for label, out in results.items():
+        for _label, out in results.items():
             assert_same(frame, pd.read_csv(out / f"{name}.csv"), KEYS[name])
     # Every analysis table is identical from CSV and from Parquet, and equal to launch's own analysis.
     for path in sorted(results["csv"].glob("*.csv")):

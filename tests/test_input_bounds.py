@@ -12,10 +12,10 @@ import pytest
 import requests
 from sqlalchemy import func, select, text
 
-from hitkit.worker import validation
 from hitkit.db.models import Conversation, Response
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError
+from hitkit.worker import validation
 from server.embedded import WebServer
 from tests.studies import pairwise_study
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - the bot server fixture

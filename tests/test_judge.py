@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from hitkit.study.config import load_study
 from hitkit.db.migrate import upgrade
 from hitkit.db.models import Hit, HitUnit, JudgeLabel, Study, Unit
 from hitkit.db.session import session_scope
@@ -24,6 +23,7 @@ from hitkit.judges.human_subset import human_subset
 from hitkit.judges.judging import judge_study
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise.judge import items, parse
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import REPO, launch, pairwise_study
 

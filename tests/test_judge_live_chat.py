@@ -16,13 +16,13 @@ import requests
 import yaml
 from sqlalchemy import select
 
-from hitkit.worker import admission, flow
-from hitkit.study.config import load_study
 from hitkit.db.models import Conversation, JudgeLabel, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
 from hitkit.protocols.live_chat.judge import parse
+from hitkit.study.config import load_study
+from hitkit.worker import admission, flow
 from tests.studies import REPO, launch, served
 from tests.test_judge import JudgeServer, serving
 from tests.test_live_chat_study import REAL as QUALITY

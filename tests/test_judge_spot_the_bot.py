@@ -17,7 +17,6 @@ import yaml
 from sqlalchemy import select
 
 from hitkit.analysis import ppi_ratio
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Hit, HitUnit, JudgeLabel, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
@@ -25,6 +24,7 @@ from hitkit.judges.human_subset import human_subset
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.judge import analysis_tables, conversation_totals, items, parse, requests, win_rates
 from hitkit.protocols.spot_the_bot.packing import SourceConversation, pack_share
+from hitkit.study.config import load_study
 from hitkit.tables.schema import DONE_STATUSES
 from tests.studies import REPO, launch
 from tests.test_judge import JudgeServer, serving
@@ -348,7 +348,7 @@ def test_packing_a_share_keeps_conversations_apart_and_hits_within_their_size(se
     for i, hit in enumerate(hits):
         for s in hit:
             where[s.conversation].add(i)
-    for c, at in where.items():
+    for _c, at in where.items():
         block = set().union(*(where[s.conversation] for i in at for s in hits[i]))
         assert len(block) <= len(lengths)
     # Full HITs, nearly: no more HITs than one block's worth beyond the fewest possible.

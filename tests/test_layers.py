@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 
 from hitkit.protocols import PROTOCOLS
-from tests.layers import (UPWARD, _room_of_rule, import_loops, layer_violations, oversized_modules,
-                          protocol_names_outside, read_graph, reasoned_upward_arrows, upward_arrows)
+from tests.layers import (
+    UPWARD,
+    _room_of_rule,
+    import_loops,
+    layer_violations,
+    oversized_modules,
+    protocol_names_outside,
+    read_graph,
+    reasoned_upward_arrows,
+    upward_arrows,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import select
 
 from hitkit import dashboard as dash
-from hitkit.money import ledger
 from hitkit.db.models import Assignment, Event, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.money import ledger
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.simulated import SimulatedProvider
 from tests.test_dashboard import do_hit, make_study

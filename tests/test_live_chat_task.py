@@ -15,17 +15,17 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from hitkit import timing
-from hitkit.worker import admission, chat, chat_turns, flow
-from hitkit.protocols.live_chat.analysis import analyze_live_chat
-from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, RATING_COLUMNS
-from hitkit.study.config import StudyConfig, parse_study
 from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, ConfigError, FlowError
-from hitkit.tables.export import export_study
-from hitkit.study.stored import create_study, resolve_secret
 from hitkit.protocols import task_for
+from hitkit.protocols.live_chat.analysis import analyze_live_chat
+from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, RATING_COLUMNS
 from hitkit.protocols.live_chat.task import SCORE_PREFIX, LiveChatTask, balanced_hits, conversation_key
+from hitkit.study.config import StudyConfig, parse_study
+from hitkit.study.stored import create_study, resolve_secret
+from hitkit.tables.export import export_study
+from hitkit.worker import admission, chat, chat_turns, flow
 from server import create_app
 
 REAL = ["bot-anna", "bot-bert", "bot-cleo", "bot-dora", "bot-emil"]

@@ -18,15 +18,14 @@ from sqlalchemy.exc import OperationalError
 
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.cli import main
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
+from hitkit.money.qc_policy import HELD_EVENT, decide
 from hitkit.progress import eta_text
 from hitkit.running.monitor import Snapshot
+from hitkit.study.config import load_study
 from hitkit.study.served import database_url_of
-from tests.studies import launch
-from hitkit.money.qc_policy import HELD_EVENT, decide
-from tests.studies import REPO, pairwise_study
+from tests.studies import REPO, launch, pairwise_study
 
 
 def _sqlite_study(tmp_path: Path, **changes) -> Path:

@@ -18,12 +18,12 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import select, update
 
-from hitkit.money import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, StudyLease, utcnow
 from hitkit.db.session import session_scope
+from hitkit.money import ledger
 from hitkit.providers.prolific import client as prolific_api
-from hitkit.study import lease
 from hitkit.running.scheduler import tick
+from hitkit.study import lease
 from hitkit.study.stored import StudyContext, resolve_secret
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.studies import REPO
@@ -247,9 +247,9 @@ def test_a_standby_scheduler_takes_over_within_two_ticks_when_the_leader_is_kill
 def test_two_schedulers_on_postgresql_run_a_whole_prolific_study_with_the_leader_killed_midway(tmp_path,
                                                                                              one_database_url,
                                                                                              prolific):
-    from hitkit.simulation.crowd import crowd_from_config
     from hitkit.db.models import Response, Unit
     from hitkit.providers.prolific.provider import ProlificProvider
+    from hitkit.simulation.crowd import crowd_from_config
     from tests.fakes.crowd import take_hit
     from tests.fakes.prolific import Refused
     from tests.test_provider_sync import context, prolific_pid

@@ -12,8 +12,7 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Hit, Payment, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from tests.studies import launch
-from tests.studies import REPO, pairwise_study
+from tests.studies import REPO, launch, pairwise_study
 
 
 def test_simulated_ab_study_stores_every_acknowledged_vote_once_within_budget_and_cap(tmp_path, database_url):

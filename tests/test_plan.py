@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from hitkit.cli import main
-from hitkit.study.config import load_study
-from hitkit.simulation.planning import plan
 from hitkit.protocols.pairwise.plan import simulate_votes
+from hitkit.simulation.planning import plan
+from hitkit.study.config import load_study
 from tests.studies import REPO, pairwise_study
 
 
@@ -204,9 +204,9 @@ def test_confirm_runs_the_recommended_size_once_over_http_on_its_own_database(tm
 def test_a_confirming_run_enlarges_the_crowd_by_whole_copies_of_its_mix_so_its_first_workers_are_the_studys():
     import yaml
 
-    from hitkit.study.config import parse_study
     from hitkit.simulation.crowd import crowd_from_config
     from hitkit.simulation.planning import enlarged_crowd
+    from hitkit.study.config import parse_study
     from hitkit.study.sections import CrowdGroup
 
     groups = [CrowdGroup(profile="diligent", count=8), CrowdGroup(profile="spammer", count=2)]

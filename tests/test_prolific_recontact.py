@@ -10,13 +10,13 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from hitkit.cli import main
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Event
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.running import recontact
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused
 from tests.studies import pairwise_study
 from tests.test_provider_prolific import code_of, launch_on, pid

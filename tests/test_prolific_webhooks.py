@@ -14,12 +14,11 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from hitkit.running import provider_side
-from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.hook_models import HookEvent, HookSubscription
+from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.providers.prolific import client as prolific_api
-from hitkit.running import hooks
+from hitkit.running import hooks, provider_side
 from hitkit.running.scheduler import tick
 from hitkit.running.sync import sync_study
 from tests.fakes.prolific import TOKEN, FakeProlificServer
@@ -233,8 +232,8 @@ def test_a_study_whose_webhooks_are_all_lost_ends_the_same_as_one_that_received_
 
 def test_a_study_without_a_public_address_polls_only_and_an_address_prolific_cannot_reach_is_refused(
         tmp_path, database_url, fake):
-    from hitkit.study.config import load_study
     from hitkit.errors import ConfigError
+    from hitkit.study.config import load_study
     from tests.studies import pairwise_study
 
     web, config, secret = launch_on(tmp_path, database_url, fake)

@@ -14,14 +14,14 @@ from sqlalchemy import select
 
 from hitkit.db.models import Assignment, Event, Hit, Payment
 from hitkit.db.session import session_scope
-from hitkit.providers.prolific import bonuses as prolific_bonuses
-from hitkit.providers.prolific import client as prolific_api
-from hitkit.providers.mturk import MTurkProvider
-from hitkit.providers.mturk_client import MTurkError
-from hitkit.providers.prolific.client import ProlificError
-from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit.money.ledger import grant_bonus
 from hitkit.money.payments import PaymentUncertain
+from hitkit.providers.mturk import MTurkProvider
+from hitkit.providers.mturk_client import MTurkError
+from hitkit.providers.prolific import bonuses as prolific_bonuses
+from hitkit.providers.prolific import client as prolific_api
+from hitkit.providers.prolific.client import ProlificError
+from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit.running.scheduler import tick
 from hitkit.running.sync import sync_study
 from tests.fakes.mturk import FakeMTurk, dummy_aws

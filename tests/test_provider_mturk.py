@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 import xml.etree.ElementTree as ET
 from decimal import Decimal
 from html import unescape
+from pathlib import Path
 
 import pytest
 import requests
 from sqlalchemy import select
 
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Payment, Study, Worker
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, ConfigError, FlowError
@@ -26,6 +25,7 @@ from hitkit.providers.mturk_posting import (
     LOCALE_QUALIFICATION,
     MASTERS_QUALIFICATION,
 )
+from hitkit.study.config import load_study
 from tests.fakes.mturk import FakeMTurk
 from tests.studies import pairwise_study
 
@@ -303,9 +303,9 @@ def test_arrival_reads_mturks_parameters(tmp_path, fake):
 @pytest.fixture
 def mturk_live(request, tmp_path, database_url, fake):
     """An MTurk study (sandbox or production, by ``request.param``) with its first wave posted to the fake."""
-    from server.embedded import WebServer
     from hitkit.running.scheduler import tick
     from hitkit.study.stored import create_study, resolve_secret
+    from server.embedded import WebServer
 
     config = load_study(study_file(tmp_path, fake, database_url, sandbox=request.param))
     secret = resolve_secret(database_url)
@@ -324,8 +324,8 @@ def export_tables(database_url: str, study: str) -> dict:
 
     import pandas as pd
 
-    from hitkit.tables.export import export_study
     from hitkit.study.stored import StudyContext, resolve_secret
+    from hitkit.tables.export import export_study
 
     out = Path(tempfile.mkdtemp())
     with session_scope(database_url) as s:
@@ -457,9 +457,9 @@ def test_an_unreachable_endpoint_is_an_error_a_coordinator_can_act_on(tmp_path, 
 def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_grant(tmp_path, database_url, fake,
                                                                                     monkeypatch):
     from hitkit.db.models import Event, Hit
-    from server.embedded import WebServer
     from hitkit.running.scheduler import tick
     from hitkit.study.stored import create_study, resolve_secret
+    from server.embedded import WebServer
 
     monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
     config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1, "approve_after_s": 0},
@@ -523,9 +523,8 @@ def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_
 def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_the_budget_is_a_ceiling(
         tmp_path, database_url, fake):
     from hitkit.db.models import Hit
-    from hitkit.money.ledger import grant_bonus
+    from hitkit.money.ledger import estimate_cost, grant_bonus
     from hitkit.running.scheduler import tick
-    from hitkit.money.ledger import estimate_cost
     from hitkit.study.stored import create_study, resolve_secret
 
     config = load_study(pairwise_study(tmp_path, database_url, budget="10.00",

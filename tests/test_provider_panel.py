@@ -12,8 +12,6 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from hitkit.cli import main
-from hitkit.study.config import load_study
-from hitkit.simulation.crowd import crowd_from_config
 from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError, InputError
@@ -21,6 +19,8 @@ from hitkit.providers import make_provider
 from hitkit.providers.base import CompletionKind
 from hitkit.providers.panel import PanelProvider
 from hitkit.running.scheduler import tick
+from hitkit.simulation.crowd import crowd_from_config
+from hitkit.study.config import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from tests.fakes.crowd import run_rounds, take_hit
 from tests.studies import pairwise_study

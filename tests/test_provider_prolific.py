@@ -15,23 +15,22 @@ import requests
 from click.testing import CliRunner
 from sqlalchemy import create_engine, func, select, text
 
+from hitkit.analysis.sequential import RuleState
 from hitkit.cli import main
-from hitkit.study.config import load_study
-from hitkit.running.control import pause_study, resume_study
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
-from server.embedded import WebServer
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.providers.prolific.client import ProlificError
 from hitkit.providers.prolific.provider import ProlificProvider
-from hitkit.running import provider_side
+from hitkit.running import provider_side, stopping
+from hitkit.running.control import pause_study, resume_study
 from hitkit.running.scheduler import tick
-from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from hitkit.running.sync import sync_study
+from hitkit.study.config import load_study
+from hitkit.study.stored import StudyContext, create_study, resolve_secret
+from server.embedded import WebServer
 from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused
-from hitkit.running import stopping
-from hitkit.analysis.sequential import RuleState
 from tests.studies import pairwise_study
 
 PROLIFIC = {"estimated_minutes": 2}

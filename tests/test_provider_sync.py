@@ -18,20 +18,20 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from hitkit.cli import main
-from hitkit.study.config import load_study
-from hitkit.simulation.crowd import SimWorker, crowd_from_config
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker, utcnow
 from hitkit.db.session import session_scope
-from hitkit.worker.admission import open_hits
-from server.embedded import WebServer
-from hitkit.providers.prolific import client as prolific_api
+from hitkit.money.ledger import grant_bonus
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.mturk import MTurkProvider
+from hitkit.providers.prolific import client as prolific_api
 from hitkit.providers.prolific.provider import ProlificProvider
-from hitkit.money.ledger import grant_bonus
 from hitkit.running.scheduler import tick
-from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from hitkit.running.sync import decide, sync_study
+from hitkit.simulation.crowd import SimWorker, crowd_from_config
+from hitkit.study.config import load_study
+from hitkit.study.stored import StudyContext, create_study, resolve_secret
+from hitkit.worker.admission import open_hits
+from server.embedded import WebServer
 from tests.fakes.crowd import run_rounds, take_hit
 from tests.fakes.mturk import FakeMTurk, dummy_aws
 from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused

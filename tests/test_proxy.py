@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from hitkit.study.config import load_study
 from hitkit.db.models import Study
 from hitkit.db.session import session_scope
-from server.embedded import WebServer
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from server.embedded import WebServer
 from tests.proxy import Client, ForwardingProxy
 from tests.studies import REPO, pairwise_study
 

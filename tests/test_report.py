@@ -236,8 +236,8 @@ def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_repor
 
 
 def test_live_chat_ranking_figure_draws_the_clustered_intervals(ji_report_input, monkeypatch):
-    from hitkit.report import plots
     from hitkit.protocols.live_chat.report import sections as live_chat_sections
+    from hitkit.report import plots
 
     drawn = {}
 
@@ -282,8 +282,7 @@ def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_tex
 
 
 def test_wide_tables_scroll_inside_the_column_and_their_headers_wrap():
-    from hitkit.report.render import CSS
-    from hitkit.report.render import html_table
+    from hitkit.report.render import CSS, html_table
 
     table = pd.DataFrame([{"system": "Huggingface-TransferTransfo", "mean_pairwise_win_rate": 0.5,
                            "win_rate_rank_low": 1, "label": "a_b"}])

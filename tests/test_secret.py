@@ -11,10 +11,9 @@ import time
 
 import pytest
 
-
-from hitkit.worker import tokens
 from hitkit.errors import ConfigError
 from hitkit.secret import resolve_secret, secret_problem
+from hitkit.worker import tokens
 from tests.studies import REPO
 
 WEAK = ["", "   ", "short-secret", "changeme", "change-me-to-a-long-random-string", "a" * 64,

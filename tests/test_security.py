@@ -18,14 +18,14 @@ import requests
 from markupsafe import escape
 from sqlalchemy import func, select
 
-from hitkit.worker import security, tokens
-from hitkit.study.config import load_study
 from hitkit.db.models import Assignment, Event, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
-from server.embedded import WebServer
 from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study
 from hitkit.study.stored import create_study, resolve_secret
+from hitkit.worker import security, tokens
+from server.embedded import WebServer
 from tests.studies import REPO, pairwise_study
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - the bot server fixture
 from tests.test_spot_the_bot_study import stb_study

@@ -67,7 +67,7 @@ def test_live_chat_comparisons_are_within_hit_differences_of_hits_that_pass_thei
     qc = {c.name for c in CHAT_CRITERIA if c.qc}
     diffs = []
     from scipy import stats
-    for hit, own in reverse.groupby("assignment_id", sort=False):
+    for _hit, own in reverse.groupby("assignment_id", sort=False):
         test = own[own["criterion"].isin(qc)]
         control, real = test.loc[test["is_control"], "oriented"], test.loc[~test["is_control"], "oriented"]
         if not len(control) or stats.mannwhitneyu(control, real, alternative="less").pvalue >= 0.05:

@@ -12,18 +12,18 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from hitkit.protocols.spot_the_bot.reading import read_annotations
-from hitkit.study.config import load_study, parse_study
 from hitkit.db.models import Assignment, Conversation, Hit, Response, Study, Unit, Worker, utcnow
-from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError
+from hitkit.protocols import task_for
+from hitkit.protocols.spot_the_bot.reading import read_annotations
+from hitkit.running.scheduler import tick
+from hitkit.study.config import load_study, parse_study
+from hitkit.study.stored import create_study, resolve_secret
+from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.worker.admission import enter, open_hits
 from hitkit.worker.flow import return_assignment
 from tests.studies import launch
-from hitkit.running.scheduler import tick
-from hitkit.study.stored import create_study, resolve_secret
-from hitkit.protocols import task_for
 
 QUALITY = {"alpha": 0.9, "beta": 0.6, "gamma": 0.2}
 LENGTHS = [2, 3, 5]

@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import yaml
 import pytest
+import yaml
 from sqlalchemy import func, select
 
 from hitkit.analysis.sequential import Comparison, intervals, radius, rho_for, settle
-from hitkit.study.config import parse_study
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Payment, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.report.build import report
 from hitkit.running.status import study_status
+from hitkit.study.config import parse_study
 from tests.studies import launch, pairwise_study
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
 
@@ -291,9 +291,9 @@ def test_a_rule_on_the_quality_control_bot_or_beside_a_judge_is_refused_with_the
 
 def test_a_provider_that_fails_to_close_a_hit_when_the_rule_fires_is_asked_again_next_tick(tmp_path, database_url,
                                                                                            monkeypatch):
-    from hitkit.running import stopping
     from hitkit.analysis.sequential import RuleState
     from hitkit.providers.simulated import SimulatedProvider
+    from hitkit.running import stopping
     from hitkit.running.scheduler import tick
     from tests.test_dashboard import do_hit, make_study
 

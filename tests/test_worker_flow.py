@@ -5,9 +5,9 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from hitkit.worker import tokens
 from hitkit.db.models import Assignment, Response
 from hitkit.db.session import session_scope
+from hitkit.worker import tokens
 from tests.studies import pairwise_study, served
 
 
@@ -181,8 +181,8 @@ def test_a_returned_assignment_frees_its_place_and_its_answers_do_not_count(live
 def test_a_comment_on_the_whole_hit_is_stored_with_the_submission_and_exported(live, tmp_path):
     import pandas as pd
 
-    from hitkit.tables.export import export_study
     from hitkit.study.stored import StudyContext
+    from hitkit.tables.export import export_study
 
     base, url, secret = live
     http, task = accept(base, "W-fb")

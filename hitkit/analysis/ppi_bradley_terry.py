@@ -126,7 +126,7 @@ def fit_weighted(wins: np.ndarray, games: np.ndarray, design: np.ndarray, tol: f
             break
     else:
         warnings.warn(f"prediction-powered Bradley–Terry fit stopped after {max_iter} Newton steps",
-                      RuntimeWarning)
+                      RuntimeWarning, stacklevel=2)
     return beta - beta.mean(axis=-1, keepdims=True)
 
 

@@ -18,7 +18,6 @@ from hitkit.errors import InputError
 from hitkit.tables.schema import ASSIGNMENT_COLUMNS, EXCLUDED, EXCLUSION_COLUMNS, HANDED_IN_STATUSES, TEXT_COLUMNS
 
 
-
 def table_path(path: Path) -> Path:
     """``path`` (a .csv), or the .parquet beside it when only that exists."""
     path = Path(path)

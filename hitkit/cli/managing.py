@@ -18,9 +18,9 @@ from hitkit.errors import HitkitError
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(study_file: Path, as_json: bool) -> None:
     """Show a study's progress, HITs, assignments and spend."""
+    from hitkit.running.status import study_status
     from hitkit.study.config import load_study
     from hitkit.study.served import require_launched
-    from hitkit.running.status import study_status
 
     config = load_study(study_file)
     require_launched(config, study_file)
@@ -47,9 +47,9 @@ def status(study_file: Path, as_json: bool) -> None:
               help="Seconds to wait for the study's lease (a running scheduler hands it over after its tick).")
 def sync(study_file: Path, as_json: bool, wait_s: float) -> None:
     """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
+    from hitkit.running.sync import describe, sync_study
     from hitkit.study.config import load_study
     from hitkit.study.served import require_launched
-    from hitkit.running.sync import describe, sync_study
 
     config = load_study(study_file)
     require_launched(config, study_file)
@@ -110,9 +110,9 @@ def db_current(database_url: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool) -> None:
     """Confirm the work of the workers or sessions the platform lists as completed (panels, MTurk-style)."""
-    from hitkit.study.config import load_study
     from hitkit.db.session import session_scope
     from hitkit.providers.panel import confirm_completed, read_completed
+    from hitkit.study.config import load_study
     from hitkit.study.stored import StudyContext, resolve_secret
 
     config = load_study(study_file)
@@ -180,10 +180,10 @@ def settle(study_file: Path, assignment: int, pay: bool) -> None:
 def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, ...], reason: str | None) -> None:
     """List the work held for review because its worker fails QC, or approve / reject it."""
     from hitkit import dashboard as dash
-    from hitkit.study.config import load_study
     from hitkit.db.session import session_scope
-    from hitkit.study.served import require_launched
     from hitkit.money.qc_policy import held_work
+    from hitkit.study.config import load_study
+    from hitkit.study.served import require_launched
     from hitkit.study.stored import StudyContext, resolve_secret
 
     config = load_study(study_file)

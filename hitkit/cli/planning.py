@@ -52,11 +52,10 @@ def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | Non
     OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size (share) checks them. A study with
     judge: (pairwise, Spot The Bot, live chat) is planned over the crowd's share of the items instead (--shares,
     --judge-agreement or --judge-correlation, --judge-bias, --pilot, --width)."""
-    from hitkit.study.config import load_study
-    from hitkit.simulation.planning import confirm, confirm_text
-    from hitkit.simulation.planning import plan as make_plan
-    from hitkit.simulation.planning import plan_text
     from hitkit.progress import showing_progress
+    from hitkit.simulation.planning import confirm, confirm_text, plan_text
+    from hitkit.simulation.planning import plan as make_plan
+    from hitkit.study.config import load_study
 
     config = load_study(study_file)
     judged = {"--shares": shares, "--judge-agreement": judge_agreement, "--judge-correlation": judge_correlation,
@@ -125,9 +124,9 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
     """``hitkit plan`` for a study with an LLM judge: the crowd's share (the protocol's ``judge_plan``:
     pairwise, Spot The Bot, live chat; the shared parts in hitkit.simulation.judge_planning), and with ``--confirm`` one
     real run at the recommended share (a protocol whose ``judge_plan`` has no ``decide_export`` refuses it)."""
+    from hitkit.progress import showing_progress
     from hitkit.simulation import judge_planning
     from hitkit.simulation.planning import confirm_text
-    from hitkit.progress import showing_progress
 
     judge_plan, judge = _share_judge(config, agreement, correlation, bias, pilot)
     if confirm_run and not hasattr(judge_plan, "decide_export"):

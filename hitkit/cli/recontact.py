@@ -66,8 +66,8 @@ def test_run_setup(study_file: Path) -> None:
     import logging
     import os
 
-    from hitkit.study.config import load_study
     from hitkit.providers.prolific import test_run
+    from hitkit.study.config import load_study
 
     if load_study(study_file).provider.kind != "prolific":
         raise click.UsageError("--test-participant is Prolific's test study; this study's provider is not prolific")

@@ -26,12 +26,12 @@ if TYPE_CHECKING:
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> None:
     """Write the study's tidy tables (CSV and/or Parquet), conversations.jsonl and study.json."""
-    from hitkit.study.config import load_study
     from hitkit.db.session import session_scope
-    from hitkit.tables.export import export_study
     from hitkit.progress import showing_progress
+    from hitkit.study.config import load_study
     from hitkit.study.served import require_launched
     from hitkit.study.stored import StudyContext, resolve_secret
+    from hitkit.tables.export import export_study
 
     config = load_study(study_file)
     require_launched(config, study_file)
@@ -124,8 +124,8 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
     Every setting used is recorded in OUT/summary.json; warnings about the data (repeated rows,
     implausible times, a dominant worker ...) are printed and kept there under "warnings".
     """
-    from hitkit.report.analyze import run_analysis
     from hitkit.progress import showing_progress
+    from hitkit.report.analyze import run_analysis
 
     config = None
     if study_file is not None:

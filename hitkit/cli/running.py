@@ -43,9 +43,9 @@ def init(directory: Path, task: str) -> None:
 def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress: bool,
            timeout: float | None, test_participant: bool) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
+    from hitkit.progress import showing_progress
     from hitkit.running.dry_run import dry_run as plan
     from hitkit.running.launch import launch as run
-    from hitkit.progress import showing_progress
     from server.embedded import WebServer  # the CLI composes the library and the web tier
 
     if dry_run:
@@ -87,11 +87,11 @@ def _stopped_message(study_file: Path) -> str:
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def generate(study_file: Path, no_progress: bool) -> None:
     """Generate the study's bot-bot conversations (resumable: finished ones are kept and skipped)."""
-    from hitkit.study.config import load_study
     from hitkit.material.generation import generate as run
     from hitkit.material.generation import pending
     from hitkit.running.bots import study_bots
     from hitkit.running.launch import sigterm_stops
+    from hitkit.study.config import load_study
 
     config = load_study(study_file)
     bar = not no_progress and on_terminal()
@@ -115,12 +115,12 @@ def judge(study_file: Path, no_progress: bool) -> None:
     failure (live chat: every finished conversation; pairwise: the material)."""
     from sqlalchemy import select
 
-    from hitkit.study.config import load_study
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
     from hitkit.judges.judging import judge_study
     from hitkit.running.bots import study_bots
     from hitkit.running.launch import sigterm_stops
+    from hitkit.study.config import load_study
     from hitkit.study.served import require_launched
 
     config = load_study(study_file)
@@ -157,12 +157,12 @@ def judge(study_file: Path, no_progress: bool) -> None:
 def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path | None, as_json: bool,
               no_progress: bool) -> None:
     """Automatic pre-screening: a ChatMatch bot-bot tournament and ChatEval metrics (OUT/STUDY/prescreen)."""
-    from hitkit.study.config import load_study
-    from hitkit.running.bots import study_bots
-    from hitkit.running.launch import sigterm_stops
     from hitkit.prescreen import agreement
     from hitkit.prescreen.run import prescreen as run
     from hitkit.prescreen.run import ranking_text
+    from hitkit.running.bots import study_bots
+    from hitkit.running.launch import sigterm_stops
+    from hitkit.study.config import load_study
 
     if human_ranking and study_analysis:
         raise HitkitError("give --human-ranking or --study-analysis, not both")
@@ -269,7 +269,6 @@ def _serve_app(urls: list[str], folders: tuple[Path, ...] = ()):
 def scheduler(database_url: str) -> None:
     """Run the scheduler for every running study whose jobs are in the database."""
     from hitkit.running.scheduler import make_scheduler
-
     from hitkit.study.served import database_url_of
 
     database_url = database_url_of(database_url)
@@ -288,9 +287,9 @@ def scheduler(database_url: str) -> None:
               "(default: server.public_url, else where launch or serve last served the study).")
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
+    from hitkit.providers.local import LocalProvider
     from hitkit.study.config import load_study
     from hitkit.study.served import require_launched, served_url
-    from hitkit.providers.local import LocalProvider
     from hitkit.study.stored import resolve_secret
 
     config = load_study(study_file)

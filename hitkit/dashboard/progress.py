@@ -15,13 +15,13 @@ from sqlalchemy.orm import Session
 
 from hitkit.dashboard.bots import bot_health, fmt_seconds
 from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Payment, Study, System, Turn, Unit
-from hitkit.running import stopping
-from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES, UNPOSTED_HITS
 from hitkit.money.amounts import cents
-from hitkit.protocols import PROTOCOLS
 from hitkit.money.qc import QcSummary, qc_summary
 from hitkit.money.qc_policy import held_assignment_ids
+from hitkit.protocols import PROTOCOLS
+from hitkit.running import stopping
 from hitkit.study.stored import StudyContext, unit_answer_counts
+from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES, UNPOSTED_HITS
 
 
 # Static shape of a study, cached: units and HITs never change once a study is created ------------

@@ -19,16 +19,16 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hitkit.worker.authenticity import WorkerScore
-from hitkit.tables.authenticity import worker_scores
 from hitkit.db.models import Assignment, Event, Hit, Payment, Worker, utcnow
-from hitkit.tables.schema import DONE_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.money.amounts import cents
 from hitkit.money.qc import QcSummary
 from hitkit.money.qc_policy import held_assignment_ids
 from hitkit.study.stored import StudyContext
+from hitkit.tables.authenticity import worker_scores
+from hitkit.tables.schema import DONE_STATUSES
+from hitkit.worker.authenticity import WorkerScore
 
 ACTOR = "dashboard"
 

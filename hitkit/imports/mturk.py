@@ -324,9 +324,9 @@ def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.
                  table: pd.DataFrame, *, duplicates: dict | None = None) -> list[Path]:
     """Write ``assignments.csv``, the task's table and ``study.json`` (with the import's duplicate
     report, ``import_duplicates``) into ``out``."""
-    from hitkit.tables.export import EXPORT_VERSION, neutralise_formulas
     from hitkit.tables import atomic
     from hitkit.tables.atomic import replacing
+    from hitkit.tables.export import EXPORT_VERSION, neutralise_formulas
     from hitkit.tables.versions import software_versions
 
     out.mkdir(parents=True, exist_ok=True)

@@ -15,11 +15,11 @@ import math
 import random
 from collections.abc import Sequence
 
-from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
 from hitkit.judges.section import human_share, judge_section
 from hitkit.protocols import PROTOCOLS
 from hitkit.protocols.base import UnitSpec
+from hitkit.study.config import StudyConfig
 
 MIN_PER_STRATUM = 2
 """Human-labelled items each stratum needs: an interval needs at least two."""

@@ -28,13 +28,12 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit.study.config import StudyConfig
 from hitkit.db.models import Event, JudgeLabel, Study, Unit, utcnow
 from hitkit.db.session import session_scope
 from hitkit.judges.section import judge_section
-
 from hitkit.protocols import PROTOCOLS, task_for
 from hitkit.protocols.base import JudgeRequest
+from hitkit.study.config import StudyConfig
 
 Ask = Callable[[str], str]
 """Sends one rendered judge prompt and returns the judge's reply text."""

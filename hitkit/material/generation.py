@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from hitkit.errors import ConfigError, HitkitError
 from hitkit.study.config import StudyConfig
 from hitkit.study.sections import GenerationConfig
-from hitkit.errors import ConfigError, HitkitError
 
 Reply = Callable[[list[dict[str, str]]], str]
 

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.money import qc_policy
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.events import record_once
+from hitkit.money import qc_policy
 from hitkit.money.amounts import cents, hit_cost
 from hitkit.money.payments import legacy_keys
 from hitkit.providers.base import provider_agrees
@@ -240,8 +240,8 @@ def grant_bonus(database_url: str, study_name: str, assignment_id: int, amount: 
     so a crash or a lost answer leaves a row that ``hitkit sync`` settles without paying twice.
     The budget is a hard ceiling: a bonus that would pass it is refused (BudgetError).
     """
-    from hitkit.tables.schema import DONE_STATUSES
     from hitkit.study.stored import StudyContext, resolve_secret
+    from hitkit.tables.schema import DONE_STATUSES
 
     amount = cents(amount)
     if amount <= 0:

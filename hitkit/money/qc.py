@@ -10,9 +10,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Hit, Study
-from hitkit.tables.schema import HANDED_IN_STATUSES
 from hitkit.protocols import PROTOCOLS
 from hitkit.study.stored import StudyContext
+from hitkit.tables.schema import HANDED_IN_STATUSES
 
 
 @dataclass

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.study.config import StudyConfig
 from hitkit.errors import HitkitError
 from hitkit.material.generation import ConversationFile, Reply, history_for
 from hitkit.prescreen.dimensions import fluency as fluency_scores
@@ -27,6 +26,7 @@ from hitkit.prescreen.tournament import (
     game_points,
     game_totals,
 )
+from hitkit.study.config import StudyConfig
 from hitkit.study.sections import PrescreenConfig
 
 PerplexityFn = Callable[..., list[float]]

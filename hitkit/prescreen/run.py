@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
 from hitkit.material.generation import Reply, bots_for
 from hitkit.prescreen import agreement
@@ -36,14 +35,15 @@ from hitkit.prescreen.models import NONE, SMOLLM2
 from hitkit.prescreen.tournament import (
     standings,
 )
+from hitkit.study.config import StudyConfig
 from hitkit.study.sections import GenerationConfig
 
 PerplexityFn = Callable[..., list[float]]
 EmbedFn = Callable[[list[str]], np.ndarray]
 
 
-from hitkit.prescreen.games import dimension_table, game_plan, play_games, score_games, settings
-from hitkit.prescreen.prompts import chateval_responses, chateval_table, read_prompts
+from hitkit.prescreen.games import dimension_table, game_plan, play_games, score_games, settings  # noqa: E402 - after the definitions it needs first
+from hitkit.prescreen.prompts import chateval_responses, chateval_table, read_prompts  # noqa: E402 - after the definitions it needs first
 
 
 def tournament_systems(config: StudyConfig) -> list[str]:

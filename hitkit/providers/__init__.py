@@ -1,9 +1,9 @@
 """Crowd providers, by the name a study file gives in ``provider.kind``."""
 from __future__ import annotations
 
-from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
 from hitkit.providers.base import CrowdProvider
+from hitkit.study.config import StudyConfig
 
 
 def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:

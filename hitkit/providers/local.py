@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hitkit.worker import tokens
 from hitkit.errors import FlowError
 from hitkit.providers.base import Arrival
 from hitkit.providers.internal import InternalProvider
+from hitkit.worker import tokens
 
 
 class LocalProvider(InternalProvider):

@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from hitkit.study.config import StudyConfig
 from hitkit.errors import BudgetError, ConfigError, FlowError, HitkitError
 from hitkit.money.amounts import cents, hit_cost, mturk_bonus_fee, mturk_reward_fee
 from hitkit.providers.base import (
@@ -71,6 +70,7 @@ from hitkit.providers.mturk_posting import (
     qualification_requirements,
     reward_rate,
 )
+from hitkit.study.config import StudyConfig
 
 SUBMIT_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://www.mturk.com"}
 PREVIEW_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://worker.mturk.com"}

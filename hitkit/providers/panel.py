@@ -25,13 +25,13 @@ from urllib.parse import quote
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from hitkit.study.config import StudyConfig
-from hitkit.study.provider_sections import PanelConfig
 from hitkit.db.models import Assignment, Event, Hit, Worker, utcnow
-from hitkit.tables.schema import DONE_STATUSES
 from hitkit.errors import FlowError, InputError
 from hitkit.providers.base import Arrival, Completion, CompletionKind
 from hitkit.providers.internal import InternalProvider
+from hitkit.study.config import StudyConfig
+from hitkit.study.provider_sections import PanelConfig
+from hitkit.tables.schema import DONE_STATUSES
 
 PANEL_ID = re.compile(r"^[A-Za-z0-9_.@:\-]{1,128}$")
 """What a participant or session id in a panel URL may look like: panels use letters, digits and a

@@ -32,10 +32,9 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
                           f"{', '.join(proto.cluster_units)}")
     result = proto.module("analysis").analyze(in_dir, seed=seed, config=config, options=options,
                                               replicate_dir=replicate_dir, stability=stability)
+    from hitkit.analysis.tables import read_exclusions
     from hitkit.tables.loading import study_name
     from hitkit.tables.versions import software_versions
-
-    from hitkit.analysis.tables import read_exclusions
 
     excluded = read_exclusions(in_dir)
     if excluded:  # stated, with each reason: work left out on purpose is reported, never silently dropped

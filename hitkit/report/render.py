@@ -12,7 +12,6 @@ import pandas as pd
 
 from hitkit.report.parts import ReportInput, Section, display, protocol_title
 
-
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1000px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}

@@ -7,10 +7,10 @@ from decimal import Decimal, InvalidOperation
 
 import pandas as pd
 
-from hitkit.report import plots
 from hitkit.errors import HitkitError
 from hitkit.progress import progress
 from hitkit.protocols import PROTOCOLS
+from hitkit.report import plots
 from hitkit.report.parts import SECTION_HOOKS, ReportFigure, ReportInput, Section, SectionSource, protocol_title
 from hitkit.tables.schema import DONE_STATUSES
 

@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.hook_models import HookEvent, HookSubscription
+from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.events import record_once
 

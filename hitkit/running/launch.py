@@ -14,19 +14,19 @@ from typing import Callable, Iterator, Protocol
 
 from sqlalchemy import select
 
-from hitkit.study.config import StudyConfig, load_study
 from hitkit.db.migrate import upgrade
 from hitkit.db.models import Event, Hit, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.tables.export import export_study
 from hitkit.money.ledger import estimate_cost
 from hitkit.progress import StatusLine
 from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots
-from hitkit.running.resume import apply_resume_changes
 from hitkit.running.monitor import only_held_left, progress, qc_outcome_line, snapshot
+from hitkit.running.resume import apply_resume_changes
+from hitkit.study.config import StudyConfig, load_study
 from hitkit.study.served import dashboard_hint, record_served, served_url
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
+from hitkit.tables.export import export_study
 
 log = logging.getLogger(__name__)
 
@@ -250,8 +250,8 @@ def _stop_scheduler(scheduler, wait: bool) -> None:
 def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory: WebFactory, show_progress: bool,
          echo: Callable[[str], None], timeout_s: float | None, analyse: bool,
          lines_every_s: float | None = None) -> LaunchResult:
-    from hitkit.simulation.crowd import SimulatedCrowd
     from hitkit.running.scheduler import budget_blocked, make_scheduler, posting_blocked, schedule_study
+    from hitkit.simulation.crowd import SimulatedCrowd
 
     url = config.database_url
     out_dir = config.out_dir

@@ -17,8 +17,8 @@ from hitkit.db.models import Assignment, Event, Hit, Worker
 from hitkit.db.session import session_scope
 from hitkit.events import record_once
 from hitkit.providers.base import WorkStatus
-from hitkit.tables.schema import CAP_STATUSES
 from hitkit.study.stored import StudyContext
+from hitkit.tables.schema import CAP_STATUSES
 
 log = logging.getLogger(__name__)
 

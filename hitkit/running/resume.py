@@ -6,7 +6,6 @@ from hitkit.db.models import Study
 from hitkit.errors import HitkitError
 from hitkit.study.config import StudyConfig
 
-
 RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots", "authenticity")
 """Study-file fields that may change between launches; the rest define the study and may not."""
 

@@ -19,16 +19,15 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from hitkit.money import ledger, qc_policy
-from hitkit.running import provider_side, stopping
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.events import record_once
+from hitkit.money import ledger, qc_policy
+from hitkit.running import hooks, provider_side, recontact, stopping
 from hitkit.study import lease
-from hitkit.tables.schema import DONE_STATUSES
 from hitkit.study.stored import StudyContext, resolve_secret
-from hitkit.running import hooks, recontact
+from hitkit.tables.schema import DONE_STATUSES
 from hitkit.worker import screener
 
 log = logging.getLogger(__name__)

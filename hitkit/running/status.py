@@ -8,8 +8,8 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Hit, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.study.lease import leader
 from hitkit.running.stopping import fired_event, outcome_of
+from hitkit.study.lease import leader
 
 
 def study_status(database_url: str, name: str) -> dict:

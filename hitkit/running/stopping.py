@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 from hitkit.analysis.sequential import RuleState, as_table, intervals, settle
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Study, Unit
 from hitkit.protocols import PROTOCOLS
-from hitkit.tables.schema import HANDED_IN_STATUSES
 from hitkit.study.stored import StudyContext
+from hitkit.tables.schema import HANDED_IN_STATUSES
 
 FIRED = "stop_rule_fired"
 """The event that records the rule's firing: its data say when, after how many HITs, and what was decided."""
@@ -193,8 +193,8 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     fixed design: the dashboard shows it, the export writes it into ``study.json`` and the report and
     its methods paragraph state it. None without a ``stop:`` section."""
     from hitkit.analysis.sequential import BOUNDED_REFERENCE, DECISIONS
-    from hitkit.money.ledger import committed_spend, worst_case
     from hitkit.money.amounts import cents
+    from hitkit.money.ledger import committed_spend, worst_case
 
     stop = ctx.config.stop
     if stop is None:

@@ -24,15 +24,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from hitkit.money import payments
-from hitkit.money import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.events import record_once
+from hitkit.money import ledger, payments
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.study import lease
-from hitkit.tables.schema import DONE_STATUSES
 from hitkit.study.stored import StudyContext, resolve_secret
+from hitkit.tables.schema import DONE_STATUSES
 
 BONUS_MIN_AGE_S = 120.0
 """A pending bonus younger than this may still be in the hands of the process paying it; sync waits."""

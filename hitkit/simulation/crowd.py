@@ -28,15 +28,15 @@ from urllib.parse import urlencode
 import requests
 from sqlalchemy import func, select
 
-from hitkit.simulation import crowd_typing
-from hitkit.study.config import StudyConfig
 from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
+from hitkit.simulation import crowd_typing
+from hitkit.study.config import StudyConfig
+from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import CAP_STATUSES
 from hitkit.worker.admission import open_hits
-from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
-from hitkit.study.stored import StudyContext
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hitkit.simulation import planning
-from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.progress import progress
+from hitkit.simulation import planning
+from hitkit.study.config import StudyConfig
 
 UNIT = "human_share"
 ALPHA = 0.05

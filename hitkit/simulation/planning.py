@@ -30,12 +30,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
-from hitkit.study.config import StudyConfig
 from hitkit.errors import HitkitError
 from hitkit.money.amounts import hit_cost
 from hitkit.progress import progress
-from hitkit.study.sections import CrowdGroup
 from hitkit.protocols import PROTOCOLS, task_for
+from hitkit.study.config import StudyConfig
+from hitkit.study.sections import CrowdGroup
 
 DECISIONS = {
     "closest_pair": "the two systems of closest quality differ (corrected test)",
@@ -79,9 +79,8 @@ def design_cost(config: StudyConfig) -> tuple[int, int, Decimal]:
     the provider's fee on each reward."""
     import random
 
-    from hitkit.providers import make_provider
-
     from hitkit.judges.human_subset import crowd_units
+    from hitkit.providers import make_provider
 
     task = task_for(config)
     hits = task.pack(crowd_units(config, task.build().units), random.Random(config.seed))

@@ -8,8 +8,8 @@ from typing import Callable, Hashable, Sequence
 
 import pandas as pd
 
-from hitkit.study.config import StudyConfig
 from hitkit.protocols.base import HitSpec, TaskType, UnitSpec
+from hitkit.study.config import StudyConfig
 from hitkit.tables.schema import ASSIGNMENT_COLUMNS
 
 

@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
 Money = Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from hitkit.study.config import StudyConfig
 from hitkit.db.models import Event, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.study.config import StudyConfig
 
 SERVED_EVENT = "served"
 """Event kind holding the address a launch or ``hitkit serve`` serves a study's pages at (for invites)."""

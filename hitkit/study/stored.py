@@ -9,13 +9,13 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.study.config import StudyConfig
 from hitkit.db.models import Conversation, Event, Hit, HitUnit, Study, System, Turn, Unit
 from hitkit.errors import HitkitError
-from hitkit.providers import CrowdProvider, make_provider
-from hitkit.secret import resolve_secret as deployment_secret
 from hitkit.protocols import task_for
 from hitkit.protocols.base import Material, TaskType
+from hitkit.providers import CrowdProvider, make_provider
+from hitkit.secret import resolve_secret as deployment_secret
+from hitkit.study.config import StudyConfig
 
 
 @dataclass

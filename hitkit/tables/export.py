@@ -18,16 +18,21 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from hitkit.db.models import Assignment, Conversation, Event, Hit, Payment, Study, System, Worker
-from hitkit.tables.schema import ASSIGNMENT_COLUMNS, EXCLUSION_COLUMNS, FEEDBACK_COLUMNS, PAYMENT_COLUMNS, exported_status
 from hitkit.errors import HitkitError
-from hitkit.tables import authenticity as authenticity_table
-from hitkit.running import stopping
 from hitkit.progress import progress
-from hitkit.tables.cells import neutralise_formula
-
-from hitkit.tables import atomic
-from hitkit.tables.atomic import replacing
+from hitkit.running import stopping
 from hitkit.study.stored import StudyContext
+from hitkit.tables import atomic
+from hitkit.tables import authenticity as authenticity_table
+from hitkit.tables.atomic import replacing
+from hitkit.tables.cells import neutralise_formula
+from hitkit.tables.schema import (
+    ASSIGNMENT_COLUMNS,
+    EXCLUSION_COLUMNS,
+    FEEDBACK_COLUMNS,
+    PAYMENT_COLUMNS,
+    exported_status,
+)
 
 EXPORT_VERSION = 3  # 2: feedback.csv; 3: payments.csv, study.json, Parquet beside every CSV
 FORMATS = ("csv", "parquet")

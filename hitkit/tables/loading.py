@@ -184,10 +184,10 @@ def locate(path: str | Path) -> tuple[Path | None, Path | None]:
 
 def export_from_database(study_file: Path, formats: str = "both") -> Path:
     """Export the study of ``study_file`` from its database into ``OUT/STUDY/export``; return it."""
-    from hitkit.study.config import load_study
     from hitkit.db.session import session_scope
-    from hitkit.tables.export import export_study
+    from hitkit.study.config import load_study
     from hitkit.study.stored import StudyContext, resolve_secret
+    from hitkit.tables.export import export_study
 
     config = load_study(study_file)
     out = config.out_dir / "export"

@@ -21,15 +21,15 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hitkit.worker import arrivals, tokens
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Response, Study, Worker, utcnow
-from hitkit.tables.schema import ACTIVE_STATUSES, CAP_STATUSES
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError
-from hitkit.worker.flow import MAX_ROW_ID
 from hitkit.protocols.base import TaskType
 from hitkit.providers.base import Arrival, ProviderWork
 from hitkit.study.stored import StudyContext
+from hitkit.tables.schema import ACTIVE_STATUSES, CAP_STATUSES
+from hitkit.worker import arrivals, tokens
+from hitkit.worker.flow import MAX_ROW_ID
 
 MAX_ID_CHARS = 128
 """Longest worker or assignment id a provider may hand over (the width of those columns)."""

@@ -59,14 +59,13 @@ from typing import Any
 from sqlalchemy import update
 
 from hitkit import timing
-from hitkit.worker import chat_sql, chat_turns
-from hitkit.worker.chat_turns import ChatState
 from hitkit.db.models import Conversation, utcnow
-from hitkit.study.sections import PacingConfig
-from hitkit.worker import pacing
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
+from hitkit.study.sections import PacingConfig
 from hitkit.study.stored import StudyContext
+from hitkit.worker import chat_sql, chat_turns, pacing
+from hitkit.worker.chat_turns import ChatState
 
 Reply = Callable[..., str]
 """A bot: OpenAI-style history (``{"role": "user" | "assistant", "content": ...}``) in, reply text out;

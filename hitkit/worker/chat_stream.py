@@ -27,9 +27,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from hitkit.errors import HitkitError
 from hitkit.worker.chat import BotReplyError, OnText
 from hitkit.worker.chat_turns import ChatState
-from hitkit.errors import HitkitError
 
 log = logging.getLogger(__name__)
 KEEPALIVE_S = 5.0

@@ -14,11 +14,11 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit.worker import authenticity, chat_sql, flow
-from hitkit.worker.chat_sql import TurnLike
 from hitkit.db.models import Assignment, Conversation, Turn, Unit, utcnow
 from hitkit.errors import AnswerError, FlowError
 from hitkit.study.stored import StudyContext
+from hitkit.worker import authenticity, chat_sql, flow
+from hitkit.worker.chat_sql import TurnLike
 from hitkit.worker.validation import check_topic_change
 
 

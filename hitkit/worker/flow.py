@@ -31,12 +31,12 @@ from typing import Any, Mapping
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, joinedload, object_session
 
-from hitkit.worker import arrivals, authenticity, tokens
 from hitkit.db.models import Assignment, Event, HitUnit, Response, Unit, utcnow
-from hitkit.tables.schema import DONE_STATUSES
 from hitkit.errors import AnswerError, FlowError
 from hitkit.providers.base import Completion
 from hitkit.study.stored import StudyContext
+from hitkit.tables.schema import DONE_STATUSES
+from hitkit.worker import arrivals, authenticity, tokens
 
 MAX_ROW_ID = 2**31 - 1
 """Largest id a row can have; a larger one in a URL names nothing (and would overflow the driver)."""

@@ -23,11 +23,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.worker import flow
-from hitkit.money import ledger
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.errors import AnswerError, FlowError
+from hitkit.money import ledger
 from hitkit.providers.base import Completion, CompletionKind
+from hitkit.worker import flow
 
 ANSWERED = "screener_answered"
 SCREENED_OUT = "screened_out"

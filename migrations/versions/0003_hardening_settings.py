@@ -4,8 +4,8 @@ Revision ID: 0003_hardening
 Revises: 0002
 Create Date: 2026-11-25
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0003_hardening"
 down_revision = "0002"

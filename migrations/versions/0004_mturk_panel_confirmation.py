@@ -7,8 +7,8 @@ Create Date: 2026-11-25
 import datetime as dt
 import secrets
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0003_mturk_panel"
 down_revision = "0003_hardening"

@@ -76,7 +76,7 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
         .order_by(Hit.index, Assignment.id, HitUnit.position)).all()
     conversations = conversation_turns(session, study)
     out = []
-    for assignment, hit, unit in rows:
+    for assignment, _hit, unit in rows:
         p = unit.payload
         sides = {s: conversations.get(task.chat_key(assignment.id, unit.id, s), []) for s in ("a", "b")}
         if p["is_control"] or not sides["a"] or not sides["b"]:

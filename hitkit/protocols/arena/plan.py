@@ -20,9 +20,9 @@ import math
 
 import numpy as np
 
-from hitkit.simulation import planning
 from hitkit.protocols.arena.analysis import analyze_battles
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
+from hitkit.simulation import planning
 
 UNIT = "hits"
 DECISIONS = planning.DECISIONS

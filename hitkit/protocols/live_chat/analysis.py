@@ -64,7 +64,7 @@ from hitkit.protocols.live_chat.criteria import (
 
 INTERVAL_UNITS: tuple[str, ...] = ("worker", "conversation", "rating")
 
-from hitkit.protocols.live_chat.quality import (
+from hitkit.protocols.live_chat.quality import (  # noqa: E402 - after the definitions it needs first
     QcMethod,
     passed_ratings,
     reverse_negative,
@@ -72,7 +72,7 @@ from hitkit.protocols.live_chat.quality import (
     wilcoxon_qc,
     worker_table,
 )
-from hitkit.protocols.live_chat.scores import (
+from hitkit.protocols.live_chat.scores import (  # noqa: E402 - after the definitions it needs first
     DEFAULT_SIGNIFICANCE_UNIT,
     IntervalUnit,
     SignificanceUnit,

@@ -33,12 +33,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from hitkit.simulation import judge_planning, planning
-from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.judges.section import human_share, judge_section
-from hitkit.simulation.judge_planning import AssumedJudge, with_share
 from hitkit.protocols import task_for
+from hitkit.simulation import judge_planning, planning
+from hitkit.simulation.judge_planning import AssumedJudge, with_share
+from hitkit.study.config import StudyConfig
 
 DEFAULT_CORRELATION = 0.5
 """The judge's correlation with the worker's rating that the plan assumes unless told."""

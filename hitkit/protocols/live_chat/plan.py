@@ -14,13 +14,13 @@ import math
 
 import pandas as pd
 
-from hitkit.simulation import planning
-from hitkit.study.config import StudyConfig
 from hitkit.protocols import task_for
 from hitkit.protocols.live_chat.analysis import analyze_ratings
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.protocols.live_chat.task import SCORE_PREFIX
+from hitkit.simulation import planning
 from hitkit.simulation.staffing import simulated_study
+from hitkit.study.config import StudyConfig
 
 UNIT = "hits"
 DECISIONS = planning.DECISIONS | {"spammers_fail_qc": "every spammer fails quality control"}

@@ -5,8 +5,16 @@ from __future__ import annotations
 import pandas as pd
 
 from hitkit.protocols.live_chat import figures
-from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, interval_method, judge_bias_part,
-                                 judge_parts, num)
+from hitkit.report.parts import (
+    ReportFigure,
+    ReportInput,
+    Section,
+    correction,
+    interval_method,
+    judge_bias_part,
+    judge_parts,
+    num,
+)
 
 
 def significance_test(s: dict) -> str:

@@ -41,11 +41,20 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.judges.human_subset import MIN_PER_STRATUM, rated
-from hitkit.protocols.base import done_responses, position, shuffled_order, HitSpec, Material, Question, TaskType, UnitSpec
+from hitkit.protocols.base import (
+    HitSpec,
+    Material,
+    Question,
+    TaskType,
+    UnitSpec,
+    done_responses,
+    position,
+    shuffled_order,
+)
+from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.worker.validation import answer_text
 
 SCORE_PREFIX = "score_"

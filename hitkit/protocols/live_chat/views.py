@@ -8,7 +8,6 @@ from typing import Any
 
 import pandas as pd
 
-
 WORDS = {
     "compare_note": "one worker's chats with both, in the same HIT",
     "compare_opening": "{a}'s chat opened with:",

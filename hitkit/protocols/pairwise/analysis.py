@@ -48,8 +48,8 @@ from hitkit.protocols.pairwise import figures
 
 # A worker who cast more than this share of a run's votes dominates it (a warning).
 from hitkit.protocols.pairwise.agreement import cohen_weighted_kappa, worker_agreement
-from hitkit.protocols.pairwise.judge import analysis_tables, read_judge
 from hitkit.protocols.pairwise.bradley_terry import Resample, _resample_weights, bradley_terry
+from hitkit.protocols.pairwise.judge import analysis_tables, read_judge
 from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical, item_columns, read_votes
 
 DOMINANT_SHARE = 0.5

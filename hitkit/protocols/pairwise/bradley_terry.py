@@ -14,7 +14,7 @@ from hitkit.analysis.ranking import compared_ranks
 from hitkit.errors import InputError
 
 RESAMPLE_UNITS: tuple[str, ...] = ("vote", "worker", "item")
-from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical
+from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical  # noqa: E402 - after the definitions it needs first
 
 Ties = Literal["half", "drop"]
 
@@ -64,7 +64,7 @@ def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
         if change < tol:
             return log_p
     warnings.warn(f"Bradley–Terry fit stopped after {max_iter} iterations (last change "
-                  f"{change:.2g}); a larger prior makes it converge faster", RuntimeWarning)
+                  f"{change:.2g}); a larger prior makes it converge faster", RuntimeWarning, stacklevel=2)
     return log_p
 
 

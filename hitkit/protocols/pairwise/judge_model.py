@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hitkit.simulation import judge_planning
 from hitkit.errors import HitkitError
+from hitkit.simulation import judge_planning
 
 DEFAULT_AGREEMENT = 0.7
 """The judge's agreement with the crowd that ``hitkit plan`` assumes when neither --judge-agreement

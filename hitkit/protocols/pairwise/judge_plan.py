@@ -28,13 +28,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitkit.simulation import judge_planning, planning
-from hitkit.study.config import StudyConfig
 from hitkit.judges.section import own_share
-from hitkit.simulation.judge_planning import decide_pairs
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise import judge_model
 from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
+from hitkit.simulation import judge_planning, planning
+from hitkit.simulation.judge_planning import decide_pairs
+from hitkit.study.config import StudyConfig
 
 UNIT = judge_planning.UNIT
 ALPHA = judge_planning.ALPHA

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.simulation import planning
-from hitkit.study.config import StudyConfig
-from hitkit.simulation.staffing import simulated_study
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise.analysis import analyze_votes
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
+from hitkit.simulation import planning
+from hitkit.simulation.staffing import simulated_study
+from hitkit.study.config import StudyConfig
 
 UNIT = "votes_per_prompt"
 DECISIONS = planning.DECISIONS

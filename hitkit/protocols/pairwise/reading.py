@@ -13,7 +13,6 @@ from hitkit.analysis.tables import keep_counted, read_table
 from hitkit.errors import InputError
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
 
-
 FIRST, TIE, SECOND = 0, 1, 2
 """The canonical outcomes of a vote: the first system (by name) preferred, a tie, the second preferred."""
 

@@ -2,9 +2,17 @@
 from __future__ import annotations
 
 from hitkit.protocols.pairwise import figures
-from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, flags, interval_method, judge_facts,
-                                 judge_section, num)
-
+from hitkit.report.parts import (
+    ReportFigure,
+    ReportInput,
+    Section,
+    correction,
+    flags,
+    interval_method,
+    judge_facts,
+    judge_section,
+    num,
+)
 
 
 def pair_test(s: dict) -> str:

@@ -16,8 +16,8 @@ claims at a worker-taste spread of 0.5–1.13 logits, per-HIT ≤ 5 %). Free of 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import math
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 
 import numpy as np

@@ -19,8 +19,17 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import InputError
 from hitkit.material.jsonl import iter_jsonl
+from hitkit.protocols.base import (
+    ConversationSpec,
+    HitSpec,
+    Material,
+    Question,
+    TaskType,
+    TurnSpec,
+    UnitSpec,
+    done_responses,
+)
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
-from hitkit.protocols.base import done_responses, ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec
 
 VOTE = Question("vote", VOTES)
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-
 WORDS = {
     "compare_note": "the same prompts",
     "compare_opening": "",

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.study.config import StudyConfig
 from hitkit.protocols.live_chat import plan as live_chat_plan
 from hitkit.protocols.live_chat.plan import decide  # the same tables, the same decisions
 from hitkit.protocols.rating.analysis import analyze_da, as_chat_ratings
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX
 from hitkit.protocols.rating.task import DEGRADED_QUALITY
 from hitkit.simulation.staffing import simulated_study
+from hitkit.study.config import StudyConfig
 
 UNIT = "ratings_per_item"
 DECISIONS = live_chat_plan.DECISIONS

@@ -6,7 +6,7 @@ import dataclasses
 
 from hitkit.protocols.live_chat import figures as live_chat_figures
 from hitkit.protocols.live_chat import report as live_chat_report
-from hitkit.report.parts import ReportInput, ReportFigure, Section, correction, interval_method, num
+from hitkit.report.parts import ReportFigure, ReportInput, Section, correction, interval_method, num
 
 
 def criteria_of(config) -> list[tuple[str, str, bool]] | None:

@@ -31,8 +31,18 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import AnswerError, ConfigError, InputError
-from hitkit.protocols.base import (ConversationSpec, HitSpec, Material, Question, TaskType, TurnSpec, UnitSpec,
-                                   done_responses, position, shuffled_order)
+from hitkit.protocols.base import (
+    ConversationSpec,
+    HitSpec,
+    Material,
+    Question,
+    TaskType,
+    TurnSpec,
+    UnitSpec,
+    done_responses,
+    position,
+    shuffled_order,
+)
 from hitkit.protocols.pairwise.task import read_responses
 from hitkit.protocols.rating.degrade import degrade
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE

@@ -10,7 +10,6 @@ import pandas as pd
 from hitkit.protocols.pairwise import views as _pairwise
 from hitkit.protocols.rating.scores import TABLE
 
-
 WORDS = {
     "compare_note": "their responses to the same prompts",
     "compare_opening": "",

@@ -26,13 +26,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitkit.simulation import judge_planning, planning
-from hitkit.study.config import StudyConfig
 from hitkit.errors import HitkitError
 from hitkit.judges.section import own_share
-from hitkit.simulation.judge_planning import AssumedJudge, with_share
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.annotations import LABELS
+from hitkit.simulation import judge_planning, planning
+from hitkit.simulation.judge_planning import AssumedJudge, with_share
+from hitkit.study.config import StudyConfig
 
 DEFAULT_AGREEMENT = 0.7
 """The judge's agreement with the crowd's label of a speaker that the plan assumes unless told."""

@@ -20,18 +20,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from hitkit.simulation import planning
-from hitkit.study.config import StudyConfig
 from hitkit.errors import ConfigError
 from hitkit.protocols import task_for
+from hitkit.protocols.base import TaskType
 from hitkit.protocols.spot_the_bot.analysis import analyze_annotations, study_trueskill
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.packing import read_bot_bot
 from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
-from hitkit.protocols.base import TaskType
 from hitkit.protocols.spot_the_bot.task import FEATURES, LABEL_QUESTIONS, SpotTheBotTask, preference_score
-from hitkit.study.sections import GenerationConfig
+from hitkit.simulation import planning
 from hitkit.simulation.staffing import simulated_study
+from hitkit.study.config import StudyConfig
+from hitkit.study.sections import GenerationConfig
 
 UNIT = "conversations_per_pair"
 DECISIONS = planning.DECISIONS

@@ -3,8 +3,16 @@ annotators, and the methods."""
 from __future__ import annotations
 
 from hitkit.protocols.spot_the_bot import figures
-from hitkit.report.parts import (ReportFigure, ReportInput, Section, correction, interval_method, judge_facts, judge_section,
-                                 num)
+from hitkit.report.parts import (
+    ReportFigure,
+    ReportInput,
+    Section,
+    correction,
+    interval_method,
+    judge_facts,
+    judge_section,
+    num,
+)
 
 
 def sections(inp: ReportInput) -> list[Section]:

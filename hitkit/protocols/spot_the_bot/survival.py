@@ -24,12 +24,11 @@ Kaplan–Meier).
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
-from hitkit.protocols.spot_the_bot.reading import segment_annotations
 from hitkit.protocols.spot_the_bot.annotations import FEATURES, HUMAN
+from hitkit.protocols.spot_the_bot.reading import segment_annotations
 
 SURVIVAL_DATA_COLUMNS = ["system", "left", "right", *FEATURES, "conversation", "worker"]
 CURVE_COLUMNS = ["system", "time", "survival"]

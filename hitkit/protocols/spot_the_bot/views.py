@@ -8,7 +8,6 @@ from typing import Any
 
 import pandas as pd
 
-
 WORDS = {
     "compare_note": "bot–bot conversations from the same seed dialogue",
     "compare_opening": "",

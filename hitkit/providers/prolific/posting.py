@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from hitkit.study.config import StudyConfig
 from hitkit.money.amounts import cents, flat_fee
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, pay_rule_problems
+from hitkit.study.config import StudyConfig
 
 URL_PARAMS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 
