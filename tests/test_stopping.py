@@ -164,7 +164,7 @@ def _adaptive_stb(tmp_path, database_url, quality, per_pair: int):
     the wide case has fourteen. The equal case keeps six, its whole design being run."""
     from tests.test_spot_the_bot_study import stb_study, write_bot_bot, write_human_human
 
-    humans = 9 if per_pair > 6 else 6
+    humans = 12 if per_pair > 10 else 9 if per_pair > 6 else 6
     study_file = stb_study(tmp_path, database_url, human_count=humans)
     write_bot_bot(tmp_path / "bot_bot.jsonl", per_pair=per_pair)
     write_human_human(tmp_path / "human.jsonl", count=humans + 2)
