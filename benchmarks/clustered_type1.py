@@ -22,6 +22,7 @@ Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/clustered_type1.py [n_dataset
 Last line: ``RESULT naive_type1=… clustered_type1=… naive_type1_strong=…
 clustered_type1_strong=… clustered_type1_independent=…`` (moderate clustering unless named).
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,10 +33,10 @@ import numpy as np
 from hitkit.protocols.spot_the_bot.logrank import clustered_logrank, generalized_logrank
 
 SEGMENTS = np.array([2.0, 3.0, 5.0])
-N_CONV = 60            # conversations per bot
+N_CONV = 60  # conversations per bot
 N_ANNOTATORS = 40
 ANNOTATORS_PER_SEGMENT = 2
-RATE = 0.35            # λ: per-exchange spotting rate before frailty
+RATE = 0.35  # λ: per-exchange spotting rate before frailty
 ALPHA = 0.05
 N_IMPUTATIONS = 20
 SCENARIOS = {"independent": (0.0, 0.0), "moderate": (0.6, 0.2), "strong": (1.0, 0.3)}
@@ -58,8 +59,7 @@ def dataset(rng: np.random.Generator, sd_conv: float, sd_ann: float):
         right.append(np.where(spotted, k, np.inf))
         group.append(np.full(len(conv), bot == 0))
         conversation.append(conv + bot * N_CONV)
-    return (np.concatenate(left), np.concatenate(right), np.concatenate(group),
-            np.concatenate(conversation))
+    return (np.concatenate(left), np.concatenate(right), np.concatenate(group), np.concatenate(conversation))
 
 
 def rejection_rates(sd_conv: float, sd_ann: float, n_datasets: int, seed: int) -> tuple[float, float]:
@@ -68,8 +68,7 @@ def rejection_rates(sd_conv: float, sd_ann: float, n_datasets: int, seed: int) -
     naive = clustered = 0
     for i in range(n_datasets):
         left, right, group, conv = dataset(rng, sd_conv, sd_ann)
-        naive += generalized_logrank(left, right, group, n_imputations=N_IMPUTATIONS,
-                                     seed=i)[1] < ALPHA
+        naive += generalized_logrank(left, right, group, n_imputations=N_IMPUTATIONS, seed=i)[1] < ALPHA
         clustered += clustered_logrank(left, right, group, conv)[1] < ALPHA
     return naive / n_datasets, clustered / n_datasets
 
@@ -81,15 +80,19 @@ def main() -> None:
     for s, (name, (sd_conv, sd_ann)) in enumerate(SCENARIOS.items()):
         rates[name] = rejection_rates(sd_conv, sd_ann, n, seed=1000 + s)
         se = (0.05 * 0.95 / n) ** 0.5
-        print(f"{name:12s} sd_conv={sd_conv} sd_ann={sd_ann}: naive {rates[name][0]:.3f}, "
-              f"clustered {rates[name][1]:.3f} (± {1.96 * se:.3f} around 0.05 by chance; "
-              f"{n} data sets)")
+        print(
+            f"{name:12s} sd_conv={sd_conv} sd_ann={sd_ann}: naive {rates[name][0]:.3f}, "
+            f"clustered {rates[name][1]:.3f} (± {1.96 * se:.3f} around 0.05 by chance; "
+            f"{n} data sets)"
+        )
     print(f"{time.perf_counter() - start:.0f} s")
-    print(f"RESULT naive_type1={rates['moderate'][0]:.3f} "
-          f"clustered_type1={rates['moderate'][1]:.3f} "
-          f"naive_type1_strong={rates['strong'][0]:.3f} "
-          f"clustered_type1_strong={rates['strong'][1]:.3f} "
-          f"clustered_type1_independent={rates['independent'][1]:.3f}")
+    print(
+        f"RESULT naive_type1={rates['moderate'][0]:.3f} "
+        f"clustered_type1={rates['moderate'][1]:.3f} "
+        f"naive_type1_strong={rates['strong'][0]:.3f} "
+        f"clustered_type1_strong={rates['strong'][1]:.3f} "
+        f"clustered_type1_independent={rates['independent'][1]:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ minutes on a shared 2-core machine). Last line: ``RESULT coverage_clustered=… 
 (each the minimum over the three estimators), then each estimator's figures, then
 ``live_chat_type1_default=… live_chat_type1_rating=… pairwise_type1_default=…``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,10 +67,10 @@ def pairwise_votes(rng: np.random.Generator, n_workers: int, votes_each: int) ->
         j = (i + rng.integers(1, len(names), votes_each)) % len(names)
         a_wins = rng.random(votes_each) < 1 / (1 + np.exp(taste[j] - taste[i]))
         for n, (x, y, won) in enumerate(zip(i, j, a_wins)):
-            rows.append(("s", "h", f"as{w}", f"w{w}", f"it{w}-{n}", names[x], names[y],
-                         "a" if won else "b"))
-    return pd.DataFrame(rows, columns=["study", "hit_id", "assignment_id", "worker_id", "item_id",
-                                       "system_a", "system_b", "vote"])
+            rows.append(("s", "h", f"as{w}", f"w{w}", f"it{w}-{n}", names[x], names[y], "a" if won else "b"))
+    return pd.DataFrame(
+        rows, columns=["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"]
+    )
 
 
 def bt_coverage(replicates: int, rng: np.random.Generator) -> tuple[float, float]:
@@ -92,10 +93,17 @@ def live_chat_kept(rng: np.random.Generator, effects: np.ndarray) -> pd.DataFram
             for chat in range(2):
                 chat_effect = rng.normal(0, 0.3)
                 for c in names:
-                    rows.append((f"w{w}", f"a{w}", f"c{w}-{s}-{chat}", f"sys{s}", c,
-                                 effect + taste[s] + chat_effect + rng.normal(0, 0.6)))
-    return pd.DataFrame(rows, columns=["worker_id", "assignment_id", "conversation_id", "system",
-                                       "criterion", "z"])
+                    rows.append(
+                        (
+                            f"w{w}",
+                            f"a{w}",
+                            f"c{w}-{s}-{chat}",
+                            f"sys{s}",
+                            c,
+                            effect + taste[s] + chat_effect + rng.normal(0, 0.6),
+                        )
+                    )
+    return pd.DataFrame(rows, columns=["worker_id", "assignment_id", "conversation_id", "system", "criterion", "z"])
 
 
 def live_chat_coverage(replicates: int, rng: np.random.Generator) -> tuple[float, float]:
@@ -120,18 +128,28 @@ def annotations(rng: np.random.Generator, per_pair: int) -> pd.DataFrame:
     rows = []
     c = 0
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             for _ in range(per_pair):
                 c += 1
                 effect = {a: rng.normal(0, 1.5), b: rng.normal(0, 1.5)}
                 for k in (2, 3, 5):
                     for annotator in range(2):
-                        labels = ["bot" if rng.random() < 1 / (1 + np.exp(-(BOTS[s] + effect[s])))
-                                  else "human" for s in (a, b)]
-                        base = dict(study="s", hit_id="h", assignment_id=f"a{c}-{k}-{annotator}",
-                                    worker_id=f"w{(c + annotator) % 50}", conversation_id=f"c{c}",
-                                    segment_exchanges=k, fluency=0, sensibleness=0, specificity=0,
-                                    elapsed_s=20.0)
+                        labels = [
+                            "bot" if rng.random() < 1 / (1 + np.exp(-(BOTS[s] + effect[s]))) else "human"
+                            for s in (a, b)
+                        ]
+                        base = dict(
+                            study="s",
+                            hit_id="h",
+                            assignment_id=f"a{c}-{k}-{annotator}",
+                            worker_id=f"w{(c + annotator) % 50}",
+                            conversation_id=f"c{c}",
+                            segment_exchanges=k,
+                            fluency=0,
+                            sensibleness=0,
+                            specificity=0,
+                            elapsed_s=20.0,
+                        )
                         rows.append({**base, "entity": 0, "system": a, "label": labels[0]})
                         rows.append({**base, "entity": 1, "system": b, "label": labels[1]})
     return pd.DataFrame(rows, columns=list(ANNOTATION_COLUMNS))
@@ -147,8 +165,7 @@ def win_rate_coverage(replicates: int, rng: np.random.Generator) -> tuple[float,
             t = win_rates(ann, n_boot=N_BOOT, seed=r, cluster=unit)
             t = t[t["system_a"] < t["system_b"]]
             want = truth.loc[list(zip(t["system_a"], t["system_b"]))].to_numpy()
-            hits[unit] += list((t["win_rate_low"].to_numpy() <= want)
-                               & (want <= t["win_rate_high"].to_numpy()))
+            hits[unit] += list((t["win_rate_low"].to_numpy() <= want) & (want <= t["win_rate_high"].to_numpy()))
     return float(np.mean(hits["conversation"])), float(np.mean(hits["annotation"]))
 
 
@@ -192,27 +209,37 @@ def main() -> int:
     results = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        for seed, (name, run) in enumerate((("bradley_terry", bt_coverage),
-                                            ("live_chat_scores", live_chat_coverage),
-                                            ("win_rates", win_rate_coverage))):
+        for seed, (name, run) in enumerate(
+            (("bradley_terry", bt_coverage), ("live_chat_scores", live_chat_coverage), ("win_rates", win_rate_coverage))
+        ):
             results[name] = run(replicates, np.random.default_rng([2019, seed]))
-            print(f"{name:18s} clustered {results[name][0]:.3f}  naive {results[name][1]:.3f}  "
-                  f"({replicates} replicates, {N_BOOT} resamples each)", flush=True)
+            print(
+                f"{name:18s} clustered {results[name][0]:.3f}  naive {results[name][1]:.3f}  "
+                f"({replicates} replicates, {N_BOOT} resamples each)",
+                flush=True,
+            )
         default, per_rating = live_chat_type1(max(replicates, 200), np.random.default_rng([2019, 7]))
-        print(f"live chat / rating significance, type-I at 0.05 under worker x system and chat effects: "
-              f"default (worker-clustered) {default:.3f}, per-rating Mann-Whitney {per_rating:.3f}", flush=True)
+        print(
+            f"live chat / rating significance, type-I at 0.05 under worker x system and chat effects: "
+            f"default (worker-clustered) {default:.3f}, per-rating Mann-Whitney {per_rating:.3f}",
+            flush=True,
+        )
         pair_default = pairwise_type1(max(replicates, 200), np.random.default_rng([2019, 8]))
-        print(f"pairwise pairs.csv default p (worker-clustered), type-I at 0.05 under worker tastes: "
-              f"{pair_default:.3f}", flush=True)
+        print(
+            f"pairwise pairs.csv default p (worker-clustered), type-I at 0.05 under worker tastes: {pair_default:.3f}",
+            flush=True,
+        )
     print(f"{time.perf_counter() - start:.0f} s")
     clustered = min(v[0] for v in results.values())
     naive = min(v[1] for v in results.values())
     if clustered < BAR:
         print(f"FAIL: a clustered coverage is below {BAR}")
-    print(f"RESULT coverage_clustered={clustered:.3f} coverage_naive={naive:.3f} "
-          + " ".join(f"{k}_clustered={v[0]:.3f} {k}_naive={v[1]:.3f}" for k, v in results.items())
-          + f" live_chat_type1_default={default:.3f} live_chat_type1_rating={per_rating:.3f}"
-          f" pairwise_type1_default={pair_default:.3f}")
+    print(
+        f"RESULT coverage_clustered={clustered:.3f} coverage_naive={naive:.3f} "
+        + " ".join(f"{k}_clustered={v[0]:.3f} {k}_naive={v[1]:.3f}" for k, v in results.items())
+        + f" live_chat_type1_default={default:.3f} live_chat_type1_rating={per_rating:.3f}"
+        f" pairwise_type1_default={pair_default:.3f}"
+    )
     return 0 if clustered >= BAR else 1
 
 

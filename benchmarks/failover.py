@@ -23,6 +23,7 @@ The last line is::
 Usage: ``python benchmarks/failover.py`` (5 minutes, a kill every 30 s); a short run:
 ``python benchmarks/failover.py --minutes 1 --kill-every 10``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,9 +92,14 @@ def scheduler_process(database_url: str, timeout_s: float = 60.0) -> subprocess.
     would make the gap after a kill the time Python takes to start, not the failover's)."""
     log = Path(tempfile.gettempdir()) / f"hitkit-failover-scheduler-{uuid.uuid4().hex[:8]}.log"
     LOGS.append(log)
-    proc = subprocess.Popen([sys.executable, "-m", "hitkit.cli", "scheduler", "--db", database_url], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                            stderr=log.open("w"), text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hitkit.cli", "scheduler", "--db", database_url],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
+    )
     said: list[str] = []
     reader = threading.Thread(target=lambda: said.append(proc.stdout.readline()), daemon=True)
     reader.start()
@@ -124,8 +130,9 @@ def count_doubles(database_url: str) -> int:
 
     with session_scope(database_url) as s:
         posted = Counter(e.data["hit"] for e in s.scalars(select(Event).where(Event.kind == "hit_posted")))
-        approved = Counter(e.data["assignment"] for e in s.scalars(
-            select(Event).where(Event.kind == "assignment_approved")))
+        approved = Counter(
+            e.data["assignment"] for e in s.scalars(select(Event).where(Event.kind == "assignment_approved"))
+        )
         money = Counter((p.assignment_id, p.kind) for p in s.scalars(select(Payment)))
     return sum(n - 1 for c in (posted, approved, money) for n in c.values() if n > 1)
 
@@ -138,8 +145,10 @@ def count_lost(database_url: str, acks: Path) -> int:
 
     with session_scope(database_url) as s:
         keys = dict(s.execute(select(Unit.id, Unit.public_key)).all())
-        stored = {(r.assignment.provider_assignment_id, keys[r.unit_id]): r.value
-                  for r in s.scalars(select(Response).where(Response.source == "worker"))}
+        stored = {
+            (r.assignment.provider_assignment_id, keys[r.unit_id]): r.value
+            for r in s.scalars(select(Response).where(Response.source == "worker"))
+        }
         undecided = len(s.scalars(select(Assignment.id).where(Assignment.status == "submitted")).all())
     acked = [json.loads(line) for line in acks.read_text().splitlines()] if acks.exists() else []
     return sum(1 for a in acked if stored.get((a["assignment"], a["unit_id"])) != a["value"]) + undecided
@@ -150,8 +159,11 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=5.0, help="how long the study runs under kills")
     parser.add_argument("--kill-every", type=float, default=30.0, help="seconds between kills of the leader")
     parser.add_argument("--interval", type=float, default=1.0, help="the scheduler's tick, seconds")
-    parser.add_argument("--postgres", default=os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
-                        help="a PostgreSQL URL whose server gets a fresh database for the run")
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="a PostgreSQL URL whose server gets a fresh database for the run",
+    )
     args = parser.parse_args()
     logging.getLogger("apscheduler").setLevel(logging.CRITICAL)  # the job-store writer below stops at once
     if args.minutes <= 0 or args.kill_every <= 0 or args.interval <= 0:
@@ -215,7 +227,7 @@ def main() -> None:
             if row is None or row[0] not in live:
                 continue  # no scheduler leads right now (one is taking over): try at the next kill
             os.kill(row[0], signal.SIGKILL)
-            killed_at = dt.datetime.now(dt.UTC)
+            killed_at = dt.datetime.now(dt.timezone.utc)
             live[row[0]].wait()
             deadline = time.monotonic() + 20 * args.interval
             while time.monotonic() < deadline:
@@ -226,8 +238,11 @@ def main() -> None:
                 time.sleep(0.02)
             else:
                 gaps.append(float("inf"))
-                print(f"no takeover after killing pid {row[0]}: lease {lease_row(database_url)}; survivors "
-                      f"{[p.pid for p in procs if p.poll() is None]}; logs {[str(x) for x in LOGS]}", flush=True)
+                print(
+                    f"no takeover after killing pid {row[0]}: lease {lease_row(database_url)}; survivors "
+                    f"{[p.pid for p in procs if p.poll() is None]}; logs {[str(x) for x in LOGS]}",
+                    flush=True,
+                )
             procs.append(scheduler_process(database_url))  # a fresh standby, as a supervisor would start
         crowd.stop()
         settle_until = time.monotonic() + 30 * args.interval  # the leader approves what was handed in
@@ -235,10 +250,16 @@ def main() -> None:
             time.sleep(args.interval)
         doubles, lost = count_doubles(database_url), count_lost(database_url, acks)
         failovers = sum(1 for g in gaps if g != float("inf"))
-        print(f"kills={len(gaps)} gaps_s={[round(g, 3) for g in gaps]} seconds_per_answer={spa:.3f} "
-              f"crowd_errors={len(crowd.stats.errors)}", flush=True)
-        print(f"RESULT failovers={failovers} max_gap_s={max(gaps, default=0.0):.3f} double_actions={doubles} "
-              f"lost={lost} interval_s={args.interval:g} kills={len(gaps)}", flush=True)
+        print(
+            f"kills={len(gaps)} gaps_s={[round(g, 3) for g in gaps]} seconds_per_answer={spa:.3f} "
+            f"crowd_errors={len(crowd.stats.errors)}",
+            flush=True,
+        )
+        print(
+            f"RESULT failovers={failovers} max_gap_s={max(gaps, default=0.0):.3f} double_actions={doubles} "
+            f"lost={lost} interval_s={args.interval:g} kills={len(gaps)}",
+            flush=True,
+        )
     finally:
         if crowd is not None:
             crowd.stop()

@@ -52,6 +52,7 @@ Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/judge_ppi.py [--reps N] [--se
 line: ``RESULT coverage_ppi=… coverage_judge=… width_ratio=… width_ratio_useless=… bt_coverage_ppi=…
 bt_coverage_judge=… bt_width_ratio=…``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,11 +70,15 @@ VERBOSE = "s1"
 BIAS_LOGIT = 0.3
 AGREEMENT = 0.8
 N_ITEMS, N_HUMAN = 5000, 200
-BARS = {"coverage_ppi": (">=", 0.94), "coverage_judge": ("<", 0.50),
-        "width_ratio": ("<=", 0.80), "width_ratio_useless": ("<=", 1.05)}
+BARS = {
+    "coverage_ppi": (">=", 0.94),
+    "coverage_judge": ("<", 0.50),
+    "width_ratio": ("<=", 0.80),
+    "width_ratio_useless": ("<=", 1.05),
+}
 
 NAMES = sorted(STRENGTHS)
-PAIRS = [(a, b) for i, a in enumerate(NAMES) for b in NAMES[i + 1:]]
+PAIRS = [(a, b) for i, a in enumerate(NAMES) for b in NAMES[i + 1 :]]
 PAIR_A = np.array([a for a, _ in PAIRS])
 PAIR_B = np.array([b for _, b in PAIRS])
 TRUTH = np.array([1 / (1 + np.exp(STRENGTHS[b] - STRENGTHS[a])) for a, b in PAIRS])
@@ -106,8 +111,7 @@ def replication(rng: np.random.Generator) -> dict[str, pd.DataFrame]:
     }
     out = {}
     for name, f in judges.items():
-        items = pd.DataFrame({"system_a": PAIR_A[pair], "system_b": PAIR_B[pair],
-                              "human": human, "judge": f})
+        items = pd.DataFrame({"system_a": PAIR_A[pair], "system_b": PAIR_B[pair], "human": human, "judge": f})
         out[name] = win_rates(items)
         if name == "good":
             out["items"] = items
@@ -126,8 +130,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=1000, help="replications (default 1000)")
     parser.add_argument("--seed", type=int, default=2023, help="seed (default 2023)")
-    parser.add_argument("--bt-reps", type=int, default=500,
-                        help="replications that also fit the Bradley–Terry strengths (default 500)")
+    parser.add_argument(
+        "--bt-reps", type=int, default=500, help="replications that also fit the Bradley–Terry strengths (default 500)"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
@@ -143,8 +148,12 @@ def main() -> int:
             table = strengths(rep["items"]).set_index("system").loc[NAMES]
             plug_in = strengths(rep["items"], small_sample=False).set_index("system").loc[NAMES]
             bt_seconds += time.perf_counter() - tick
-            for key, t, col in (("ppi", table, "ppi"), ("human", table, "human"), ("judge", table, "judge"),
-                                ("sandwich", plug_in, "ppi")):
+            for key, t, col in (
+                ("ppi", table, "ppi"),
+                ("human", table, "human"),
+                ("judge", table, "judge"),
+                ("sandwich", plug_in, "ppi"),
+            ):
                 bt[key].append(((t[f"{col}_low"] <= BT_TRUTH) & (BT_TRUTH <= t[f"{col}_high"])).to_numpy())
             bt["w_ppi"].append((table["ppi_high"] - table["ppi_low"]).mean())
             bt["w_human"].append((table["human_high"] - table["human_low"]).mean())
@@ -160,8 +169,7 @@ def main() -> int:
         widths["ppi"].append(good["ppi_high"] - good["ppi_low"])
         widths["human"].append(good["human_high"] - good["human_low"])
         widths["ppi_useless"].append(useless["ppi_high"] - useless["ppi_low"])
-        widths["ppi_deterministic"].append(rep["deterministic"]["ppi_high"]
-                                           - rep["deterministic"]["ppi_low"])
+        widths["ppi_deterministic"].append(rep["deterministic"]["ppi_high"] - rep["deterministic"]["ppi_low"])
         lam.append(good["lam"]), n_eff.append(good["n_effective"]), n_human.append(good["n_human"])
         fallback_useless.append(useless["fallback"]), bias.append(rep["bias"]["bias"])
     seconds = time.perf_counter() - start
@@ -169,63 +177,92 @@ def main() -> int:
     widths = {k: np.array(v, dtype=float) for k, v in widths.items()}
     verbose_pairs = LEAN != 0
 
-    print(f"{args.reps} replications: {len(PAIRS)} pairs, {N_ITEMS} judge-labelled items, "
-          f"{N_HUMAN} human-labelled; judge agreement {AGREEMENT:.0%}, +{BIAS_LOGIT} logits toward "
-          f"{VERBOSE}; {seconds:.0f} s")
-    print(f"{'pair':8s} {'truth':>6s} {'cov_ppi':>8s} {'cov_human':>9s} {'cov_judge':>9s} "
-          f"{'w_ppi/w_h':>9s} {'lambda':>7s} {'n_h':>5s} {'n_eff':>6s} {'cov_useless':>11s}")
+    print(
+        f"{args.reps} replications: {len(PAIRS)} pairs, {N_ITEMS} judge-labelled items, "
+        f"{N_HUMAN} human-labelled; judge agreement {AGREEMENT:.0%}, +{BIAS_LOGIT} logits toward "
+        f"{VERBOSE}; {seconds:.0f} s"
+    )
+    print(
+        f"{'pair':8s} {'truth':>6s} {'cov_ppi':>8s} {'cov_human':>9s} {'cov_judge':>9s} "
+        f"{'w_ppi/w_h':>9s} {'lambda':>7s} {'n_h':>5s} {'n_eff':>6s} {'cov_useless':>11s}"
+    )
     for j, (a, b) in enumerate(PAIRS):
-        print(f"{a}-{b}{'*' if LEAN[j] else ' '}  {TRUTH[j]:6.3f} {hits['ppi'][:, j].mean():8.3f} "
-              f"{hits['human'][:, j].mean():9.3f} {hits['judge'][:, j].mean():9.3f} "
-              f"{np.nanmean(widths['ppi'][:, j]) / np.nanmean(widths['human'][:, j]):9.3f} "
-              f"{np.mean(np.array(lam)[:, j]):7.3f} {np.mean(np.array(n_human)[:, j]):5.1f} "
-              f"{np.nanmean(np.array(n_eff)[:, j]):6.1f} {hits['ppi_useless'][:, j].mean():11.3f}")
-    print("(* the verbose system's pairs; truth = crowd win rate of the first system; n_eff = "
-          "human votes the PPI estimate is worth)")
+        print(
+            f"{a}-{b}{'*' if LEAN[j] else ' '}  {TRUTH[j]:6.3f} {hits['ppi'][:, j].mean():8.3f} "
+            f"{hits['human'][:, j].mean():9.3f} {hits['judge'][:, j].mean():9.3f} "
+            f"{np.nanmean(widths['ppi'][:, j]) / np.nanmean(widths['human'][:, j]):9.3f} "
+            f"{np.mean(np.array(lam)[:, j]):7.3f} {np.mean(np.array(n_human)[:, j]):5.1f} "
+            f"{np.nanmean(np.array(n_eff)[:, j]):6.1f} {hits['ppi_useless'][:, j].mean():11.3f}"
+        )
+    print(
+        "(* the verbose system's pairs; truth = crowd win rate of the first system; n_eff = "
+        "human votes the PPI estimate is worth)"
+    )
     mean_bias = np.mean(np.array(bias), axis=0)
-    print("judge bias per system (mean over replications): "
-          + ", ".join(f"{s} {v:+.3f}" for s, v in zip(NAMES, mean_bias)))
-    print(f"useless judge: lambda = 0 (human-only fallback) in {np.mean(fallback_useless):.0%} of "
-          f"pair estimates; PPI coverage {hits['ppi_useless'].mean():.3f}")
+    print(
+        "judge bias per system (mean over replications): "
+        + ", ".join(f"{s} {v:+.3f}" for s, v in zip(NAMES, mean_bias))
+    )
+    print(
+        f"useless judge: lambda = 0 (human-only fallback) in {np.mean(fallback_useless):.0%} of "
+        f"pair estimates; PPI coverage {hits['ppi_useless'].mean():.3f}"
+    )
     ratio = lambda key: np.nanmean(widths[key]) / np.nanmean(widths["human"])  # noqa: E731
     with np.errstate(divide="ignore", invalid="ignore"):  # a zero-width human interval (all votes alike)
         per_interval = np.nanmean(widths["ppi"] / widths["human"])
-    print(f"plug-in normal intervals (ppi-python's: z, ddof 0) instead of the jackknife t: PPI coverage "
-          f"{hits['ppi_normal'].mean():.3f}, human-only {hits['human_normal'].mean():.3f}")
-    print(f"sensitivity (no bar): a judge whose two calls always agree: width ratio "
-          f"{ratio('ppi_deterministic'):.3f}")
-    print(f"human-only coverage {hits['human'].mean():.3f}; judge-only coverage on the other pairs "
-          f"{hits['judge'][:, ~verbose_pairs].mean():.3f}; mean of per-interval width ratios "
-          f"{per_interval:.3f}; smallest pair's PPI coverage "
-          f"{hits['ppi'].mean(axis=0).min():.3f}")
+    print(
+        f"plug-in normal intervals (ppi-python's: z, ddof 0) instead of the jackknife t: PPI coverage "
+        f"{hits['ppi_normal'].mean():.3f}, human-only {hits['human_normal'].mean():.3f}"
+    )
+    print(f"sensitivity (no bar): a judge whose two calls always agree: width ratio {ratio('ppi_deterministic'):.3f}")
+    print(
+        f"human-only coverage {hits['human'].mean():.3f}; judge-only coverage on the other pairs "
+        f"{hits['judge'][:, ~verbose_pairs].mean():.3f}; mean of per-interval width ratios "
+        f"{per_interval:.3f}; smallest pair's PPI coverage "
+        f"{hits['ppi'].mean(axis=0).min():.3f}"
+    )
 
     per_pair = hits["ppi"].mean(axis=0)
     worst = int(np.argmin(per_pair))
     if per_pair[worst] < BARS["coverage_ppi"][1]:
-        print(f"NOTE: read per pair, the coverage bar is not met: {'-'.join(PAIRS[worst])} covers "
-              f"{per_pair[worst]:.3f} (Monte Carlo s.e. {np.sqrt(0.95 * 0.05 / args.reps):.3f}); the "
-              f"human-only t interval covers that pair {hits['human'][:, worst].mean():.3f}: about "
-              f"{np.mean(np.array(n_human)[:, worst]):.0f} votes on a win rate of "
-              f"{TRUTH[worst]:.2f} are too few for a Wald-type interval (mean ± quantile × estimated s.e.), human-only or "
-              "prediction-powered")
-    result = {"coverage_ppi": hits["ppi"].mean(),
-              "coverage_judge": hits["judge"][:, verbose_pairs].mean(),
-              "width_ratio": ratio("ppi"), "width_ratio_useless": ratio("ppi_useless")}
+        print(
+            f"NOTE: read per pair, the coverage bar is not met: {'-'.join(PAIRS[worst])} covers "
+            f"{per_pair[worst]:.3f} (Monte Carlo s.e. {np.sqrt(0.95 * 0.05 / args.reps):.3f}); the "
+            f"human-only t interval covers that pair {hits['human'][:, worst].mean():.3f}: about "
+            f"{np.mean(np.array(n_human)[:, worst]):.0f} votes on a win rate of "
+            f"{TRUTH[worst]:.2f} are too few for a Wald-type interval (mean ± quantile × estimated s.e.), human-only or "
+            "prediction-powered"
+        )
+    result = {
+        "coverage_ppi": hits["ppi"].mean(),
+        "coverage_judge": hits["judge"][:, verbose_pairs].mean(),
+        "width_ratio": ratio("ppi"),
+        "width_ratio_useless": ratio("ppi_useless"),
+    }
     if bt["ppi"]:
         covered = {k: np.array(bt[k]) for k in ("ppi", "human", "judge", "sandwich")}
         verbose = NAMES.index(VERBOSE)
-        print(f"Bradley–Terry strengths ({len(bt['ppi'])} replications × {len(NAMES)} systems, "
-              f"{bt_seconds:.0f} s): PPI jackknife t coverage {covered['ppi'].mean():.3f} (per system "
-              + ", ".join(f"{s} {v:.3f}" for s, v in zip(NAMES, covered["ppi"].mean(axis=0)))
-              + f"), plug-in sandwich {covered['sandwich'].mean():.3f}, human-only "
-              f"{covered['human'].mean():.3f}; judge-only {covered['judge'][:, verbose].mean():.3f} on "
-              f"{VERBOSE}, {np.delete(covered['judge'], verbose, axis=1).mean():.3f} on the others; "
-              f"mean lambda {np.mean(bt['lam']):.3f} (no bar)")
-        result.update({"bt_coverage_ppi": covered["ppi"].mean(),
-                       "bt_coverage_judge": covered["judge"][:, verbose].mean(),
-                       "bt_width_ratio": np.mean(bt["w_ppi"]) / np.mean(bt["w_human"])})
-    failed = [k for k, (op, bar) in BARS.items()
-              if not {">=": result[k] >= bar, "<": result[k] < bar, "<=": result[k] <= bar}[op]]
+        print(
+            f"Bradley–Terry strengths ({len(bt['ppi'])} replications × {len(NAMES)} systems, "
+            f"{bt_seconds:.0f} s): PPI jackknife t coverage {covered['ppi'].mean():.3f} (per system "
+            + ", ".join(f"{s} {v:.3f}" for s, v in zip(NAMES, covered["ppi"].mean(axis=0)))
+            + f"), plug-in sandwich {covered['sandwich'].mean():.3f}, human-only "
+            f"{covered['human'].mean():.3f}; judge-only {covered['judge'][:, verbose].mean():.3f} on "
+            f"{VERBOSE}, {np.delete(covered['judge'], verbose, axis=1).mean():.3f} on the others; "
+            f"mean lambda {np.mean(bt['lam']):.3f} (no bar)"
+        )
+        result.update(
+            {
+                "bt_coverage_ppi": covered["ppi"].mean(),
+                "bt_coverage_judge": covered["judge"][:, verbose].mean(),
+                "bt_width_ratio": np.mean(bt["w_ppi"]) / np.mean(bt["w_human"]),
+            }
+        )
+    failed = [
+        k
+        for k, (op, bar) in BARS.items()
+        if not {">=": result[k] >= bar, "<": result[k] < bar, "<=": result[k] <= bar}[op]
+    ]
     for k in failed:
         op, bar = BARS[k]
         print(f"FAIL: {k}={result[k]:.3f}, the bar is {op} {bar}")

@@ -28,6 +28,7 @@ The last line then names the hosts: ``RESULT workers=300 hosts=2 p99_overhead_ms
 Usage: ``python benchmarks/load.py`` (300 workers, 5 minutes); a smoke run:
 ``python benchmarks/load.py --workers 20 --duration 20 --min-gap 1 --max-gap 2``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,8 +80,9 @@ class StubBotProcess:
 
     def __init__(self, latency_s: float):
         self.port = free_port()
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve-stub-bot", str(latency_s),
-                                      "--stub-port", str(self.port)], cwd=REPO)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve-stub-bot", str(latency_s), "--stub-port", str(self.port)], cwd=REPO
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -113,8 +115,10 @@ class _StubHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def _reply(self, body: bytes) -> None:
-        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                f"Date: {self.date_time_string()}\r\n\r\n").encode()
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            f"Date: {self.date_time_string()}\r\n\r\n"
+        ).encode()
         self.wfile.write(head + body)
 
     def do_POST(self):
@@ -122,12 +126,22 @@ class _StubHandler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         last = next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
         time.sleep(self.server.latency_s)
-        reply = json.dumps({
-            "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": body.get("model", "stub"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Tell me more about that."},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 5, "total_tokens": 6},
-        }).encode()
+        reply = json.dumps(
+            {
+                "id": "stub",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "stub"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "Tell me more about that."},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 5, "total_tokens": 6},
+            }
+        ).encode()
         self._reply(reply)
         mark = MARK.search(last)
         if mark:
@@ -174,11 +188,21 @@ def drop_database(admin_url: str, name: str) -> None:
 
 def write_study(folder: Path, database_url: str, bot_url: str, hits: int, turns: int, bot_latency: float) -> Path:
     data = {
-        "study": "load", "task": "live_chat", "seed": 1, "budget": str(hits * 10), "out": str(folder / "runs"),
+        "study": "load",
+        "task": "live_chat",
+        "seed": 1,
+        "budget": str(hits * 10),
+        "out": str(folder / "runs"),
         "database": database_url,
-        "systems": [{"name": s, "url": bot_url, "model": s,
-                     "options": {"max_tokens": 8, "timeout_s": 30, "retries": 0, "max_concurrency": 64}}
-                    for s in SYSTEMS],
+        "systems": [
+            {
+                "name": s,
+                "url": bot_url,
+                "model": s,
+                "options": {"max_tokens": 8, "timeout_s": 30, "retries": 0, "max_concurrency": 64},
+            }
+            for s in SYSTEMS
+        ],
         "live_chat": {"hits": hits, "min_inputs": turns},
         # The QC slot's replies are held to the real bots' observed latency (hitkit.worker.pacing); before
         # any is observed, to the latency an operator expects of them: here the stub's, known in advance.
@@ -211,15 +235,28 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_gunicorn(database_url: str, secret: str, port: int, web_workers: int, threads: int,
-                   error_log: Path) -> subprocess.Popen:
-    env = {**os.environ, "HITKIT_DATABASE_URL": database_url, "HITKIT_SECRET": secret,
-           "HITKIT_BIND": f"127.0.0.1:{port}", "HITKIT_SERVER_TIMING": "1", "HITKIT_WEB_WORKERS": str(web_workers),
-           "HITKIT_WEB_THREADS": str(threads), "HITKIT_ACCESS_LOG": os.devnull,
-           # Every simulated worker arrives from loopback: one address, so the arrival limit is lifted.
-           "HITKIT_ENTRY_RATE_LIMIT": "10000/10000"}
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=error_log.open("w"))
+def start_gunicorn(
+    database_url: str, secret: str, port: int, web_workers: int, threads: int, error_log: Path
+) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "HITKIT_DATABASE_URL": database_url,
+        "HITKIT_SECRET": secret,
+        "HITKIT_BIND": f"127.0.0.1:{port}",
+        "HITKIT_SERVER_TIMING": "1",
+        "HITKIT_WEB_WORKERS": str(web_workers),
+        "HITKIT_WEB_THREADS": str(threads),
+        "HITKIT_ACCESS_LOG": os.devnull,
+        # Every simulated worker arrives from loopback: one address, so the arrival limit is lifted.
+        "HITKIT_ENTRY_RATE_LIMIT": "10000/10000",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=error_log.open("w"),
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -272,8 +309,12 @@ class Http:
             body, kind = json.dumps(json_body).encode(), "application/json"
         elif form is not None:
             body, kind = urlencode(form).encode(), "application/x-www-form-urlencoded"
-        head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Accept: */*",
-                f"Content-Length: {len(body)}"]
+        head = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            "Accept: */*",
+            f"Content-Length: {len(body)}",
+        ]
         if kind:
             head.append(f"Content-Type: {kind}")
         raw = ("\r\n".join(head) + "\r\n\r\n").encode() + body
@@ -306,7 +347,7 @@ class Http:
             headers[name.strip().lower()] = value.strip()
         if headers.get("transfer-encoding", "").lower() == "chunked":
             chunks = []
-            while (size := int((await self.reader.readline()).split(b";")[0], 16)):
+            while size := int((await self.reader.readline()).split(b";")[0], 16):
                 chunks.append(await self.reader.readexactly(size))
                 await self.reader.readline()
             await self.reader.readline()
@@ -332,8 +373,14 @@ def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, fl
     """Each turn's overhead in its parts (ms): the server's two transactions, the bot client's own time
     beyond the stub's hold, the QC reply's pacing, and *outside*: the round trip minus the application's whole time (waiting
     for a gunicorn thread, the network, this client)."""
-    parts: dict[str, list[float]] = {"store": [], "reply": [], "bot_client": [], "pace": [], "outside": [],
-                                     "other_app": []}
+    parts: dict[str, list[float]] = {
+        "store": [],
+        "reply": [],
+        "bot_client": [],
+        "pace": [],
+        "outside": [],
+        "other_app": [],
+    }
     commits: list[float] = []
     for mark, took in turns:
         p = phases.get(mark)
@@ -343,8 +390,9 @@ def split_overhead(turns, held: dict[str, float], phases: dict[str, dict[str, fl
         parts["reply"].append(p.get("reply", 0.0))
         parts["bot_client"].append(p.get("bot", 0.0) - held[mark] * 1000)
         parts["pace"].append(p.get("pace", 0.0))  # a QC reply held to the real bots' latency (hitkit.worker.pacing)
-        parts["other_app"].append(p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0)
-                                  - p.get("pace", 0.0))
+        parts["other_app"].append(
+            p["app"] - p.get("store", 0.0) - p.get("reply", 0.0) - p.get("bot", 0.0) - p.get("pace", 0.0)
+        )
         parts["outside"].append(took * 1000 - p["app"])
         commits.append(p.get("commit", 0.0))
     return parts, commits
@@ -407,8 +455,9 @@ class Worker:
                 return
 
     async def answer(self, task: str, unit: dict, question: str, value: str) -> bool:
-        reply = await self.http.request("POST", task + "answer", json_body={
-            "unit_id": unit["unit_id"], "question": question, "value": value})
+        reply = await self.http.request(
+            "POST", task + "answer", json_body={"unit_id": unit["unit_id"], "question": question, "value": value}
+        )
         if reply.status != 200:
             self.tally.errors.append(f"answer {question}: {reply.status} {reply.text[:100]}")
         return reply.status == 200
@@ -416,8 +465,10 @@ class Worker:
     async def slot(self, task: str, unit: dict) -> bool:
         """One chatbot: topic, the turns, the ratings; False when the deadline has come."""
         for question, value in (("topic", "travel"), ("topic_sentiment", "like")):
-            if not (await self.pause(self.rng.uniform(*self.args.click_gap))
-                    and await self.answer(task, unit, question, value)):
+            if not (
+                await self.pause(self.rng.uniform(*self.args.click_gap))
+                and await self.answer(task, unit, question, value)
+            ):
                 return False
         uid = unit["unit_id"]
         for _ in range(self.args.turns_per_slot):
@@ -426,8 +477,11 @@ class Worker:
             mark = f"m-{secrets.token_hex(6)}"
             sent = time.perf_counter()
             try:
-                reply = await self.http.request("POST", f"{task}chat/{uid}/message",
-                                                json_body={"text": f"I went somewhere nice last summer [{mark}]"})
+                reply = await self.http.request(
+                    "POST",
+                    f"{task}chat/{uid}/message",
+                    json_body={"text": f"I went somewhere nice last summer [{mark}]"},
+                )
             except (TimeoutError, OSError, ValueError) as exc:
                 self.tally.errors.append(f"message: {type(exc).__name__}")
                 return False
@@ -443,8 +497,10 @@ class Worker:
             self.tally.sent_at[mark] = sent
             self.tally.phases[mark] = server_timing(reply.headers.get("server-timing", ""))
         for c in unit["criteria"]:  # one slider at a time, as a person moves them
-            if not (await self.pause(self.rng.uniform(*self.args.click_gap))
-                    and await self.answer(task, unit, c["question"], str(self.rng.randint(0, 100)))):
+            if not (
+                await self.pause(self.rng.uniform(*self.args.click_gap))
+                and await self.answer(task, unit, c["question"], str(self.rng.randint(0, 100)))
+            ):
                 return False
         return True
 
@@ -530,7 +586,7 @@ def cpu_ticks() -> dict[str, int]:
     """The host's CPU time so far, in clock ticks, by kind (the first line of /proc/stat); empty off Linux."""
     try:
         with open("/proc/stat", encoding="ascii") as fh:
-            fields = fh.readline().split()[1:1 + len(_STAT_FIELDS)]
+            fields = fh.readline().split()[1 : 1 + len(_STAT_FIELDS)]
     except OSError:
         return {}
     return dict(zip(_STAT_FIELDS, map(int, fields)))
@@ -545,8 +601,11 @@ def host_share(before: dict[str, int], after: dict[str, int]) -> dict[str, float
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in _STAT_FIELDS}
     total = sum(delta.values()) or 1
     idle = delta["idle"] + delta["iowait"]
-    return {"busy": 100 * (total - idle - delta["steal"]) / total, "iowait": 100 * delta["iowait"] / total,
-            "steal": 100 * delta["steal"] / total}
+    return {
+        "busy": 100 * (total - idle - delta["steal"]) / total,
+        "iowait": 100 * delta["iowait"] / total,
+        "steal": 100 * delta["steal"] / total,
+    }
 
 
 class PgWaits:
@@ -572,7 +631,8 @@ class PgWaits:
                 rows = conn.execute(
                     "SELECT state, coalesce(wait_event_type, 'CPU'), coalesce(wait_event, '') FROM pg_stat_activity "
                     "WHERE datname = %s AND state IN ('active', 'idle in transaction') AND pid <> pg_backend_pid()",
-                    (self.dbname,)).fetchall()
+                    (self.dbname,),
+                ).fetchall()
                 self.samples += 1
                 for state, kind, event in rows:
                     key = f"{state}: {kind}/{event}" if event else f"{state}: {kind}"
@@ -626,8 +686,13 @@ class HostMonitor:
         """Load average (1 min) at the start, its peak and end, and the CPU shares over the whole run."""
         first, last = self.samples[0], self.samples[-1]
         share = host_share(first[2], last[2])
-        return {"load_start": first[1][0], "load_max": max(s[1][0] for s in self.samples), "load_end": last[1][0],
-                "cores": float(os.cpu_count() or 1), **share}
+        return {
+            "load_start": first[1][0],
+            "load_max": max(s[1][0] for s in self.samples),
+            "load_end": last[1][0],
+            "cores": float(os.cpu_count() or 1),
+            **share,
+        }
 
     def windows(self, start: float, width_s: float = 30.0) -> dict[int, dict[str, float]]:
         """CPU shares and the peak load average per ``width_s`` window after ``start`` (monotonic time)."""
@@ -653,15 +718,23 @@ def percentile(values: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=300, help="simulated workers, one HIT each")
-    parser.add_argument("--duration", type=float, default=300.0, help="seconds of chatting (at least 300 for the "
-                                                                        "real measurement)")
+    parser.add_argument(
+        "--duration", type=float, default=300.0, help="seconds of chatting (at least 300 for the real measurement)"
+    )
     parser.add_argument("--min-gap", type=float, default=3.0, help="shortest pause between a worker's turns (s)")
     parser.add_argument("--max-gap", type=float, default=8.0, help="longest pause between a worker's turns (s)")
     parser.add_argument("--turns-per-slot", type=int, default=10, help="messages per chatbot before rating it")
-    parser.add_argument("--click-gap", type=float, nargs=2, default=(1.0, 3.0), metavar=("MIN", "MAX"),
-                        help="pause before each topic choice and each slider (s): a person reads, then clicks")
-    parser.add_argument("--ramp", type=float, default=30.0,
-                        help="workers arrive at random times over this many seconds at the start")
+    parser.add_argument(
+        "--click-gap",
+        type=float,
+        nargs=2,
+        default=(1.0, 3.0),
+        metavar=("MIN", "MAX"),
+        help="pause before each topic choice and each slider (s): a person reads, then clicks",
+    )
+    parser.add_argument(
+        "--ramp", type=float, default=30.0, help="workers arrive at random times over this many seconds at the start"
+    )
     parser.add_argument("--bot-latency", type=float, default=0.5, help="the stub bot's fixed reply time (s)")
     parser.add_argument("--web-workers", type=int, default=4, help="gunicorn worker processes, all hosts together")
     parser.add_argument("--hosts", type=int, default=1, help="gunicorn instances (web hosts) sharing the database")
@@ -670,8 +743,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=24, help="threads per gunicorn worker")
     parser.add_argument("--request-timeout", type=float, default=60.0, help="client timeout of one request (s)")
     parser.add_argument("--grace", type=float, default=90.0, help="seconds after the deadline before giving up")
-    parser.add_argument("--postgres", default=os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
-                        help="a PostgreSQL server URL; the run's own database is created and dropped there")
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="a PostgreSQL server URL; the run's own database is created and dropped there",
+    )
     parser.add_argument("--serve-stub-bot", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--stub-port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -689,20 +765,28 @@ def main(argv: list[str] | None = None) -> int:
     per_host = max(1, args.web_workers // args.hosts)
     try:
         with tempfile.TemporaryDirectory() as folder:
-            study_file = write_study(Path(folder), database_url, bot.url, args.workers, args.turns_per_slot,
-                                     args.bot_latency)
+            study_file = write_study(
+                Path(folder), database_url, bot.url, args.workers, args.turns_per_slot, args.bot_latency
+            )
             start_study(study_file, database_url, secret, base)
             error_logs = [Path(folder) / f"gunicorn-{n}.err" for n in range(args.hosts)]
             for port, error_log in zip(ports, error_logs):
                 procs.append(start_gunicorn(database_url, secret, port, per_host, args.threads, error_log))
-            print(f"{args.workers} workers, {args.duration:.0f} s, a turn every {args.min_gap}-{args.max_gap} s, "
-                  f"bot latency {args.bot_latency * 1000:.0f} ms, {args.hosts} host(s) of gunicorn "
-                  f"{per_host}x{args.threads} on one PostgreSQL", flush=True)
+            print(
+                f"{args.workers} workers, {args.duration:.0f} s, a turn every {args.min_gap}-{args.max_gap} s, "
+                f"bot latency {args.bot_latency * 1000:.0f} ms, {args.hosts} host(s) of gunicorn "
+                f"{per_host}x{args.threads} on one PostgreSQL",
+                flush=True,
+            )
             tally = Tally()
             host = HostMonitor().start()
             pg_waits = PgWaits(args.postgres, dbname).start()
             cpu_before = sum(cpu_seconds(p.pid) for p in procs)
-            pg_before, client_before, stub_before = postgres_cpu_seconds(), sum(os.times()[:2]), cpu_seconds(bot.proc.pid)
+            pg_before, client_before, stub_before = (
+                postgres_cpu_seconds(),
+                sum(os.times()[:2]),
+                cpu_seconds(bot.proc.pid),
+            )
             started = time.monotonic()
             deadline = started + args.duration
             workers = [Worker(i, ports[i % args.hosts], args, deadline, tally) for i in range(args.workers)]
@@ -729,60 +813,90 @@ def main(argv: list[str] | None = None) -> int:
             lost = [mark for mark, _ in turns if mark not in stored]
             held = bot.held()
             # A QC reply held to the real bots' latency (hitkit.worker.pacing) waits on purpose: not overhead.
-            overhead_ms = [(took - held[mark]) * 1000 - tally.phases.get(mark, {}).get("pace", 0.0)
-                           for mark, took in turns if mark in held]
+            overhead_ms = [
+                (took - held[mark]) * 1000 - tally.phases.get(mark, {}).get("pace", 0.0)
+                for mark, took in turns
+                if mark in held
+            ]
             missing_hold = sum(mark not in held for mark, _ in turns)
-            print(f"elapsed {elapsed:.1f} s; requests {total_requests} ({total_requests / elapsed:.1f}/s), "
-                  f"{tally.resends} resent on a fresh connection; "
-                  f"chat turns acknowledged {len(turns)} ({len(turns) / elapsed:.2f}/s); "
-                  f"bot replies stored {bot_replies(database_url)}; gunicorn CPU {server_cpu:.1f} s "
-                  f"({server_cpu / max(1, total_requests) * 1000:.1f} ms a request, "
-                  f"{server_cpu / elapsed:.2f} cores)")
+            print(
+                f"elapsed {elapsed:.1f} s; requests {total_requests} ({total_requests / elapsed:.1f}/s), "
+                f"{tally.resends} resent on a fresh connection; "
+                f"chat turns acknowledged {len(turns)} ({len(turns) / elapsed:.2f}/s); "
+                f"bot replies stored {bot_replies(database_url)}; gunicorn CPU {server_cpu:.1f} s "
+                f"({server_cpu / max(1, total_requests) * 1000:.1f} ms a request, "
+                f"{server_cpu / elapsed:.2f} cores)"
+            )
             machine = host.summary()
-            print(f"host: {machine['cores']:.0f} cores; load average {machine['load_start']:.1f} at the start, "
-                  f"{machine['load_max']:.1f} at most, {machine['load_end']:.1f} at the end; CPU busy "
-                  f"{machine['busy']:.0f}%, iowait {machine['iowait']:.1f}%, steal {machine['steal']:.1f}% "
-                  f"(/proc/stat){' — a noisy host: figures are not comparable' if machine['steal'] > 2 or machine['load_start'] > 1 else ''}")
-            print(f"cores used: gunicorn {server_cpu / elapsed:.2f}, PostgreSQL (all sessions) {pg_cpu / elapsed:.2f}, "
-                  f"this client {client_cpu / elapsed:.2f}, stub bot {stub_cpu / elapsed:.2f}")
+            print(
+                f"host: {machine['cores']:.0f} cores; load average {machine['load_start']:.1f} at the start, "
+                f"{machine['load_max']:.1f} at most, {machine['load_end']:.1f} at the end; CPU busy "
+                f"{machine['busy']:.0f}%, iowait {machine['iowait']:.1f}%, steal {machine['steal']:.1f}% "
+                f"(/proc/stat){' — a noisy host: figures are not comparable' if machine['steal'] > 2 or machine['load_start'] > 1 else ''}"
+            )
+            print(
+                f"cores used: gunicorn {server_cpu / elapsed:.2f}, PostgreSQL (all sessions) {pg_cpu / elapsed:.2f}, "
+                f"this client {client_cpu / elapsed:.2f}, stub bot {stub_cpu / elapsed:.2f}"
+            )
             if overhead_ms:
-                print(f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms "
-                      f"and a QC reply's pacing): "
-                      f"p50 {percentile(overhead_ms, 50):.1f} ms, p99 {percentile(overhead_ms, 99):.1f} ms, "
-                      f"max {max(overhead_ms):.1f} ms, mean {statistics.fmean(overhead_ms):.1f} ms")
+                print(
+                    f"server overhead per chat turn (round trip minus the bot's {args.bot_latency * 1000:.0f} ms "
+                    f"and a QC reply's pacing): "
+                    f"p50 {percentile(overhead_ms, 50):.1f} ms, p99 {percentile(overhead_ms, 99):.1f} ms, "
+                    f"max {max(overhead_ms):.1f} ms, mean {statistics.fmean(overhead_ms):.1f} ms"
+                )
             parts, commits = split_overhead(turns, held, tally.phases)
             if parts["outside"]:
                 total = [sum(v) for v in zip(*parts.values())]
                 slow = [i for i, t in enumerate(total) if t > 50]
-                print(f"where the overhead went, ms (p50 / p99 / mean over the {len(slow)} turns over 50 ms): "
-                      + "; ".join(f"{name} {percentile(v, 50):.1f} / {percentile(v, 99):.1f} / "
-                                  f"{statistics.fmean([v[i] for i in slow]) if slow else 0:.1f}"
-                                  for name, v in parts.items()))
-                print(f"of which the two commits: {percentile(commits, 50):.1f} / {percentile(commits, 99):.1f} / "
-                      f"{statistics.fmean([commits[i] for i in slow]) if slow else 0:.1f}")
+                print(
+                    f"where the overhead went, ms (p50 / p99 / mean over the {len(slow)} turns over 50 ms): "
+                    + "; ".join(
+                        f"{name} {percentile(v, 50):.1f} / {percentile(v, 99):.1f} / "
+                        f"{statistics.fmean([v[i] for i in slow]) if slow else 0:.1f}"
+                        for name, v in parts.items()
+                    )
+                )
+                print(
+                    f"of which the two commits: {percentile(commits, 50):.1f} / {percentile(commits, 99):.1f} / "
+                    f"{statistics.fmean([commits[i] for i in slow]) if slow else 0:.1f}"
+                )
             print(f"PostgreSQL sessions of the run, mean number in each state: {pg_waits.summary()}")
             if lag_ms:
-                print(f"this client's own event-loop lag: p99 {percentile(lag_ms, 99):.1f} ms, "
-                      f"max {max(lag_ms):.1f} ms")
+                print(
+                    f"this client's own event-loop lag: p99 {percentile(lag_ms, 99):.1f} ms, max {max(lag_ms):.1f} ms"
+                )
             if overhead_ms:  # when the slow turns happened: spread out, or in bursts (a stall somewhere)
                 first = min(tally.sent_at.values())
-                slow = sorted(int((tally.sent_at[mark] - first) // 30) for mark, took in turns
-                              if mark in held and (took - held[mark]) * 1000
-                              - tally.phases.get(mark, {}).get("pace", 0.0) > 50)
+                slow = sorted(
+                    int((tally.sent_at[mark] - first) // 30)
+                    for mark, took in turns
+                    if mark in held and (took - held[mark]) * 1000 - tally.phases.get(mark, {}).get("pace", 0.0) > 50
+                )
                 windows = {w: slow.count(w) for w in sorted(set(slow))}
-                print("turns over 50 ms overhead per 30 s window: "
-                      + (", ".join(f"{w * 30}-{w * 30 + 30}s: {n}" for w, n in windows.items()) or "none"))
-                print("host per 30 s window (peak load, steal %): "
-                      + ", ".join(f"{w * 30}-{w * 30 + 30}s: {h['load']:.1f}, {h['steal']:.1f}%"
-                                  for w, h in host.windows(started).items()))
+                print(
+                    "turns over 50 ms overhead per 30 s window: "
+                    + (", ".join(f"{w * 30}-{w * 30 + 30}s: {n}" for w, n in windows.items()) or "none")
+                )
+                print(
+                    "host per 30 s window (peak load, steal %): "
+                    + ", ".join(
+                        f"{w * 30}-{w * 30 + 30}s: {h['load']:.1f}, {h['steal']:.1f}%"
+                        for w, h in host.windows(started).items()
+                    )
+                )
             if missing_hold:
                 errors.append(f"{missing_hold} acknowledged turns never reached the bot")
             print(f"errors {len(errors)}; lost turns {len(lost)}")
             for line in sorted({e.splitlines()[0] for e in errors})[:10]:
                 print(f"  error: {line}")
             if errors:  # the server's side of them: its distinct exception lines
-                causes = {ln.strip() for log in error_logs for ln in log.read_text().splitlines()
-                          if re.match(r"^\w+(\.\w+)*(Error|Exception|Timeout)\b", ln.strip())}
+                causes = {
+                    ln.strip()
+                    for log in error_logs
+                    for ln in log.read_text().splitlines()
+                    if re.match(r"^\w+(\.\w+)*(Error|Exception|Timeout)\b", ln.strip())
+                }
                 for line in sorted(causes)[:10]:
                     print(f"  server: {line[:200]}")
     finally:
@@ -797,8 +911,10 @@ def main(argv: list[str] | None = None) -> int:
         drop_database(args.postgres, dbname)
     p99 = percentile(overhead_ms, 99) if overhead_ms else float("nan")
     hosts = f" hosts={args.hosts}" if args.hosts > 1 else ""
-    print(f"RESULT workers={args.workers}{hosts} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)} "
-          f"load_start={machine['load_start']:.2f} load_max={machine['load_max']:.2f} steal_pct={machine['steal']:.1f}")
+    print(
+        f"RESULT workers={args.workers}{hosts} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)} "
+        f"load_start={machine['load_start']:.2f} load_max={machine['load_max']:.2f} steal_pct={machine['steal']:.1f}"
+    )
     return 0 if not errors and not lost else 1
 
 

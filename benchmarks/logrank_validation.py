@@ -37,6 +37,7 @@ Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/logrank_validation.py [--reps
 2000 data sets per check, about two minutes). The last line is
 ``RESULT type1_rate=… type1_clustered=… type1_clustered_naive=… power=…``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,9 @@ def rejection_rate(hazards: tuple[float, float], n_datasets: int, seed: int) -> 
     for r in range(n_datasets):
         la, ra = annotations(rng, hazards[0], N_PER_SYSTEM)
         lb, rb = annotations(rng, hazards[1], N_PER_SYSTEM)
-        _, p = generalized_logrank(np.r_[la, lb], np.r_[ra, rb], group,
-                                   n_imputations=N_IMPUTATIONS, seed=seed * 100_003 + r)
+        _, p = generalized_logrank(
+            np.r_[la, lb], np.r_[ra, rb], group, n_imputations=N_IMPUTATIONS, seed=seed * 100_003 + r
+        )
         rejected += p < ALPHA
     return rejected / n_datasets
 
@@ -94,26 +96,36 @@ def main() -> int:
     start = time.perf_counter()
     band = f"required {LEVEL_BAND[0]:.0%}–{LEVEL_BAND[1]:.0%}"
     type1 = rejection_rate((NULL_HAZARD, NULL_HAZARD), reps, seed=1)
-    print(f"independent null (h = {NULL_HAZARD} vs {NULL_HAZARD}, {N_PER_SYSTEM} annotations per "
-          f"system, segments {SEGMENT_EXCHANGES.tolist()}, M = {N_IMPUTATIONS}): rejected "
-          f"{type1:.2%} of {reps} ({band})", flush=True)
+    print(
+        f"independent null (h = {NULL_HAZARD} vs {NULL_HAZARD}, {N_PER_SYSTEM} annotations per "
+        f"system, segments {SEGMENT_EXCHANGES.tolist()}, M = {N_IMPUTATIONS}): rejected "
+        f"{type1:.2%} of {reps} ({band})",
+        flush=True,
+    )
     clustered = {}
     for name in CLUSTERED:
         sd_conv, sd_ann = SCENARIOS[name]
         clustered[name] = rejection_rates(sd_conv, sd_ann, reps, seed=1000 + list(SCENARIOS).index(name))
-        print(f"clustered null, {name} (sd_conv {sd_conv}, sd_ann {sd_ann}): robust {clustered[name][1]:.2%} "
-              f"({band}), naive {clustered[name][0]:.2%} of {reps}", flush=True)
+        print(
+            f"clustered null, {name} (sd_conv {sd_conv}, sd_ann {sd_ann}): robust {clustered[name][1]:.2%} "
+            f"({band}), naive {clustered[name][0]:.2%} of {reps}",
+            flush=True,
+        )
     power = rejection_rate(ALT_HAZARDS, reps, seed=2)
-    print(f"alternative (h = {ALT_HAZARDS[0]} vs {ALT_HAZARDS[1]}, independent): power {power:.2%} "
-          f"of {reps}")
+    print(f"alternative (h = {ALT_HAZARDS[0]} vs {ALT_HAZARDS[1]}, independent): power {power:.2%} of {reps}")
     print(f"took {time.perf_counter() - start:.0f} s")
     worst = max(CLUSTERED, key=lambda name: abs(clustered[name][1] - ALPHA))
-    failed = [what for what, rate in [("independent", type1)] + [(f"clustered {n} (robust)", clustered[n][1])
-                                                                  for n in CLUSTERED] if not within(rate)]
+    failed = [
+        what
+        for what, rate in [("independent", type1)] + [(f"clustered {n} (robust)", clustered[n][1]) for n in CLUSTERED]
+        if not within(rate)
+    ]
     for what in failed:
         print(f"FAIL: type-I error rate, {what}, outside {LEVEL_BAND[0]:.0%}–{LEVEL_BAND[1]:.0%}")
-    print(f"RESULT type1_rate={type1:.3f} type1_clustered={clustered[worst][1]:.3f} "
-          f"type1_clustered_naive={clustered[worst][0]:.3f} power={power:.3f}")
+    print(
+        f"RESULT type1_rate={type1:.3f} type1_clustered={clustered[worst][1]:.3f} "
+        f"type1_clustered_naive={clustered[worst][0]:.3f} power={power:.3f}"
+    )
     return 1 if failed else 0
 
 

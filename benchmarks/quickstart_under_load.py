@@ -15,6 +15,7 @@ generations the bot server dropped because nobody waited for them any more; ``un
 
 Usage: ``python benchmarks/quickstart_under_load.py [--hogs 2] [--timeout-min 20] [--hits N]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -101,9 +102,22 @@ def main() -> None:
     started = time.monotonic()
     poller.start()
     try:
-        launch = subprocess.run([sys.executable, "-m", "hitkit.cli", "launch", str(path), "--yes", "--no-progress",
-                                 "--timeout", str(args.timeout_min * 60)], cwd=ROOT, env=env,
-                                timeout=args.timeout_min * 60 + 120)
+        launch = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hitkit.cli",
+                "launch",
+                str(path),
+                "--yes",
+                "--no-progress",
+                "--timeout",
+                str(args.timeout_min * 60),
+            ],
+            cwd=ROOT,
+            env=env,
+            timeout=args.timeout_min * 60 + 120,
+        )
         code = launch.returncode
     except subprocess.TimeoutExpired:
         code = -1
@@ -118,9 +132,11 @@ def main() -> None:
     events = bot_events(out_dir / "hitkit.db")
     cancelled = last.get("cancelled_total", "n/a")
     print(f"launch exit status {code}; export written: {exported}; last bot server health: {last}")
-    print(f"RESULT finished={finished} minutes={minutes:.1f} timeouts={events['bot_timeout']} "
-          f"cancelled={cancelled} unavailable={events['bot_unavailable']} "
-          f"server_timeouts={last.get('timeouts', 'n/a')}")
+    print(
+        f"RESULT finished={finished} minutes={minutes:.1f} timeouts={events['bot_timeout']} "
+        f"cancelled={cancelled} unavailable={events['bot_unavailable']} "
+        f"server_timeouts={last.get('timeouts', 'n/a')}"
+    )
 
 
 if __name__ == "__main__":

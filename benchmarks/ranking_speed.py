@@ -15,6 +15,7 @@
 Run: ``.venv/bin/python benchmarks/ranking_speed.py``. Last line:
 ``RESULT speedup=… stability_seconds=…``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -79,13 +80,13 @@ def speed_comparison() -> float:
     loop_s = loop_part_s * N_BOOT / LOOP_RESAMPLES
     gap = float(np.abs(loop_mu - mu[:LOOP_RESAMPLES]).max())
     same_ranks = bool((loop_ranks == ranks[:LOOP_RESAMPLES]).all())
-    print(f"{N_BOOT} bootstrap TrueSkill rankings, {N_SYSTEMS} systems, {N_GAMES} games "
-          f"({drawn.mean():.0%} draws)")
+    print(f"{N_BOOT} bootstrap TrueSkill rankings, {N_SYSTEMS} systems, {N_GAMES} games ({drawn.mean():.0%} draws)")
     print(f"  hitkit vectorised: {vectorised_s:.2f} s for all {N_BOOT} resamples")
-    print(f"  trueskill package loop: {loop_part_s:.2f} s for the first {LOOP_RESAMPLES} "
-          f"resamples, scaled linearly to {N_BOOT}: {loop_s:.0f} s (not run in full: too long)")
-    print(f"  agreement on those {LOOP_RESAMPLES}: max |mu difference| {gap:.1e}, "
-          f"same ranks: {same_ranks}")
+    print(
+        f"  trueskill package loop: {loop_part_s:.2f} s for the first {LOOP_RESAMPLES} "
+        f"resamples, scaled linearly to {N_BOOT}: {loop_s:.0f} s (not run in full: too long)"
+    )
+    print(f"  agreement on those {LOOP_RESAMPLES}: max |mu difference| {gap:.1e}, same ranks: {same_ranks}")
     if gap > 1e-3 or not same_ranks:
         raise SystemExit("FAIL: the vectorised ratings do not match the trueskill package")
     speedup = loop_s / vectorised_s
@@ -99,22 +100,35 @@ def simulated_study(rng: np.random.Generator) -> pd.DataFrame:
     rows = []
     c = 0
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             for _ in range(CONVERSATIONS_PER_PAIR):
                 c += 1
                 for k in SEGMENTS:
                     for worker in rng.choice(30, size=2, replace=False):
-                        base = {"study": "bench", "hit_id": f"h{c}-{k}",
-                                "assignment_id": f"w{worker}-c{c}-k{k}",
-                                "worker_id": f"w{worker}", "conversation_id": f"c{c}",
-                                "segment_exchanges": k, "elapsed_s": 30.0}
+                        base = {
+                            "study": "bench",
+                            "hit_id": f"h{c}-{k}",
+                            "assignment_id": f"w{worker}-c{c}-k{k}",
+                            "worker_id": f"w{worker}",
+                            "conversation_id": f"c{c}",
+                            "segment_exchanges": k,
+                            "elapsed_s": 30.0,
+                        }
                         for entity, system in enumerate((a, b)):
                             u = rng.random()
                             p = DETECT[system]
                             label = "bot" if u < p else "unsure" if u < p + 0.1 else "human"
-                            rows.append({**base, "entity": entity, "system": system,
-                                         "label": label, "fluency": 0, "sensibleness": 0,
-                                         "specificity": 0})
+                            rows.append(
+                                {
+                                    **base,
+                                    "entity": entity,
+                                    "system": system,
+                                    "label": label,
+                                    "fluency": 0,
+                                    "sensibleness": 0,
+                                    "specificity": 0,
+                                }
+                            )
     return pd.DataFrame(rows, columns=list(ANNOTATION_COLUMNS))
 
 
@@ -124,13 +138,16 @@ def stability_run() -> float:
     table = stability(study, sizes=range(3, 46), n_sub=1000, seed=0, leave_one_out=False)
     seconds = time.perf_counter() - start
     smallest = smallest_stable_size(table)["smallest_size"].iloc[0]
-    print(f"stability: {N_SYSTEMS} systems, {CONVERSATIONS_PER_PAIR} conversations per pair, "
-          f"sizes 3–45 × 1000 subsamples × (40 + 1) rankings, no leave-one-out: {seconds:.0f} s "
-          f"(limit {STABILITY_LIMIT_S} s)")
-    print("  top share at 3 / 20 / 45: "
-          + " / ".join(f"{table.set_index('conversations_per_pair').loc[n, 'top_share']:.3f}"
-                       for n in (3, 20, 45))
-          + f"; smallest size reaching 95 %: {smallest}")
+    print(
+        f"stability: {N_SYSTEMS} systems, {CONVERSATIONS_PER_PAIR} conversations per pair, "
+        f"sizes 3–45 × 1000 subsamples × (40 + 1) rankings, no leave-one-out: {seconds:.0f} s "
+        f"(limit {STABILITY_LIMIT_S} s)"
+    )
+    print(
+        "  top share at 3 / 20 / 45: "
+        + " / ".join(f"{table.set_index('conversations_per_pair').loc[n, 'top_share']:.3f}" for n in (3, 20, 45))
+        + f"; smallest size reaching 95 %: {smallest}"
+    )
     return seconds
 
 

@@ -13,6 +13,7 @@ first words show within a quarter of the reply's time; with streaming off it wou
 
 Usage: ``python benchmarks/streaming.py [--model FILE.gguf] [--max-tokens 64] [--requests 16]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,14 +26,29 @@ from hitkit.bots.client import BotClient, BotConfig
 from hitkit.bots.process import packaged_smollm2
 from hitkit.bots.server import BotServer, build_backends, parse_model_spec
 
-PROMPTS = ["Why is the sky blue?", "Give me three tips for a job interview.", "How do bees make honey?",
-           "What is a prime number?", "Write a haiku about autumn rain.", "How does a refrigerator work?"]
+PROMPTS = [
+    "Why is the sky blue?",
+    "Give me three tips for a job interview.",
+    "How do bees make honey?",
+    "What is a prime number?",
+    "Write a haiku about autumn rain.",
+    "How does a refrigerator work?",
+]
 
 
 def level(url: str, chats: int, requests: int, max_tokens: int) -> tuple[list[float], list[float]]:
     """(ttft ms, whole-reply ms) of ``requests`` replies asked by ``chats`` concurrent closed-loop chats."""
-    client = BotClient(BotConfig(name="bench", url=url, model="bench", max_tokens=max_tokens, temperature=0.0,
-                                 timeout_s=120, max_concurrency=chats))
+    client = BotClient(
+        BotConfig(
+            name="bench",
+            url=url,
+            model="bench",
+            max_tokens=max_tokens,
+            temperature=0.0,
+            timeout_s=120,
+            max_concurrency=chats,
+        )
+    )
     first, whole, lock, left = [], [], threading.Lock(), [requests]
 
     def chat(n: int) -> None:
@@ -44,8 +60,10 @@ def level(url: str, chats: int, requests: int, max_tokens: int) -> tuple[list[fl
                 i = left[0]
             seen: list[float] = []
             started = time.monotonic()
-            client.reply([{"role": "user", "content": PROMPTS[(i + n) % len(PROMPTS)]}],
-                         on_text=lambda text, seen=seen: seen.append(time.monotonic()) if text and not seen else None)
+            client.reply(
+                [{"role": "user", "content": PROMPTS[(i + n) % len(PROMPTS)]}],
+                on_text=lambda text, seen=seen: seen.append(time.monotonic()) if text and not seen else None,
+            )
             done = time.monotonic()
             with lock:
                 first.append(1000 * ((seen[0] if seen else done) - started))
@@ -75,10 +93,16 @@ def main() -> None:
             first, whole = level(server.url, chats, args.requests, args.max_tokens)
             ttft, reply = statistics.median(first), statistics.median(whole)
             results[chats] = (ttft, reply)
-            print(f"{chats} chat(s): median first text {ttft:.0f} ms, whole reply {reply:.0f} ms "
-                  f"({len(first)} replies)", flush=True)
-    print("RESULT " + " ".join(f"ttft_ms_{n}={t:.0f} reply_ms_{n}={r:.0f} first_share_{n}={t / r:.2f}"
-                               for n, (t, r) in results.items()))
+            print(
+                f"{chats} chat(s): median first text {ttft:.0f} ms, whole reply {reply:.0f} ms ({len(first)} replies)",
+                flush=True,
+            )
+    print(
+        "RESULT "
+        + " ".join(
+            f"ttft_ms_{n}={t:.0f} reply_ms_{n}={r:.0f} first_share_{n}={t / r:.2f}" for n, (t, r) in results.items()
+        )
+    )
 
 
 if __name__ == "__main__":

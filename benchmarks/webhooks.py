@@ -13,6 +13,7 @@ The target: p99 ≤ 200 ms on the embedded default, exactly 1.0 row per event, 0
 
 Usage: ``python benchmarks/webhooks.py [--events 300] [--copies 2] [--clients 8] [--seed 5]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,22 +58,39 @@ def main(argv: list[str] | None = None) -> int:
         upgrade(url)
         data = yaml.safe_load((ROOT / "examples" / "pairwise.yaml").read_text())
         data["pairwise"]["responses"] = str(ROOT / "examples" / "data" / "ab_responses.jsonl")
-        data.update(out=str(folder / "runs"), database=url, provider={
-            "kind": "prolific", "currency": "GBP", "prolific": {"estimated_minutes": 2}})
+        data.update(
+            out=str(folder / "runs"),
+            database=url,
+            provider={"kind": "prolific", "currency": "GBP", "prolific": {"estimated_minutes": 2}},
+        )
         (folder / "study.yaml").write_text(yaml.safe_dump(data))
         config = load_study(folder / "study.yaml")
         secret = "bench-" + "%032x" % rng.getrandbits(128)
         with session_scope(url) as s:
             ctx = create_study(s, config, folder / "study.yaml", resolve_secret(url))
-            s.add(HookSubscription(study_id=ctx.study_id, provider="prolific", event_type="submission.status.change",
-                                   remote_id="sub", target_url="https://bench.example/hooks/prolific/ab-demo",
-                                   secret=secret, status="confirmed"))
+            s.add(
+                HookSubscription(
+                    study_id=ctx.study_id,
+                    provider="prolific",
+                    event_type="submission.status.change",
+                    remote_id="sub",
+                    target_url="https://bench.example/hooks/prolific/ab-demo",
+                    secret=secret,
+                    status="confirmed",
+                )
+            )
         web = WebServer(url, "127.0.0.1", 0, args.clients * 2, resolve_secret(url)).start()
         target = f"{web.url}/hooks/prolific/{config.study}"
         deliveries = []
         for i in range(args.events):
-            body = json.dumps({"resource_id": "%024x" % rng.getrandbits(96), "event_type": "submission.status.change",
-                               "participant_id": "%024x" % rng.getrandbits(96), "status": "RETURNED"}).encode()
+            body = json.dumps(
+                {
+                    "resource_id": "%024x" % rng.getrandbits(96),
+                    "event_type": "submission.status.change",
+                    "participant_id": "%024x" % rng.getrandbits(96),
+                    "status": "RETURNED",
+                }
+            ).encode()
             deliveries += [(f"evt-{i}", body, True)] * args.copies + [(f"forged-{i}", body, False)]
         rng.shuffle(deliveries)
         times: list[float] = []
@@ -91,9 +109,17 @@ def main(argv: list[str] | None = None) -> int:
                 stamp = str(int(time.time()))
                 sig = signature(secret if genuine else "not-the-secret", stamp, body)
                 began = time.perf_counter()
-                reply = http.post(target, data=body, headers={
-                    "Content-Type": "application/json", "X-Event-ID": event_id, "X-Timestamp": stamp,
-                    "X-Prolific-Request-Timestamp": stamp, "X-Prolific-Request-Signature": sig})
+                reply = http.post(
+                    target,
+                    data=body,
+                    headers={
+                        "Content-Type": "application/json",
+                        "X-Event-ID": event_id,
+                        "X-Timestamp": stamp,
+                        "X-Prolific-Request-Timestamp": stamp,
+                        "X-Prolific-Request-Signature": sig,
+                    },
+                )
                 took = (time.perf_counter() - began) * 1000
                 with lock:
                     times.append(took)
@@ -114,10 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     refused = sum(1 for genuine, status in answers if not genuine and status == 401)
     forged_accepted = sum(1 for genuine, status in answers if not genuine and status < 400)
     bad_genuine = sum(1 for genuine, status in answers if genuine and status != 200)
-    print(f"{len(answers)} deliveries ({args.events} events × {args.copies} + {args.events} forged) from "
-          f"{args.clients} clients in {wall:.1f} s; forged refused {refused}; genuine not 200: {bad_genuine}")
-    print(f"RESULT p50_ms={p50:.1f} p99_ms={p99:.1f} per_s={len(answers) / wall:.0f} "
-          f"rows_per_event={rows / args.events:.3f} forged_accepted={forged_accepted}")
+    print(
+        f"{len(answers)} deliveries ({args.events} events × {args.copies} + {args.events} forged) from "
+        f"{args.clients} clients in {wall:.1f} s; forged refused {refused}; genuine not 200: {bad_genuine}"
+    )
+    print(
+        f"RESULT p50_ms={p50:.1f} p99_ms={p99:.1f} per_s={len(answers) / wall:.0f} "
+        f"rows_per_event={rows / args.events:.3f} forged_accepted={forged_accepted}"
+    )
     return 0 if forged_accepted == 0 and rows == args.events and bad_genuine == 0 else 1
 
 

@@ -1,5 +1,6 @@
 """hitkit: human evaluation of chatbots with crowdworkers. ``hitkit.load(path)`` reads a study's
 tables into pandas DataFrames (imported on first use, so ``import hitkit`` stays light)."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Errors a coordinator can act on: each says what was wrong, where, and what to do."""
+
 from __future__ import annotations
 
 

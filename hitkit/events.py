@@ -1,4 +1,5 @@
 """Events that record a lasting state once, however often a job sees it (the scheduler, ``hitkit sync``, the ledger)."""
+
 from __future__ import annotations
 
 from sqlalchemy import select

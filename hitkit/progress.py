@@ -4,6 +4,7 @@ Library calls (tests, notebooks) stay quiet by default; the CLI turns bars on fo
 one command with :func:`showing_progress` unless the user passed ``--no-progress``. Long loops wrap
 their iterable in :func:`progress`, which is a plain pass-through when bars are off.
 """
+
 from __future__ import annotations
 
 import sys
@@ -52,6 +53,7 @@ def eta_text(fraction: float, elapsed_s: float) -> str:
     if left < 5400:
         return f"ETA {round(left / 60):.0f} min"
     return f"ETA {left / 3600:.1f} h"
+
 
 class StatusLine:
     """One line redrawn in place on a terminal (stderr), or a plain line every ``every_s`` seconds for

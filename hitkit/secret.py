@@ -6,6 +6,7 @@ study database (the ``setting`` table, one atomic insert-if-absent) and every la
 this host or another, reads that same row: nothing depends on ``$HOME`` or on a file that
 processes could race to create. A weak value, from either place, stops the start (ConfigError).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,17 +23,31 @@ from hitkit.errors import ConfigError
 MIN_SECRET_CHARS = 32
 """A signing secret shorter than this is refused: 32 random characters carry well over 128 bits."""
 
-PLACEHOLDER_SECRETS = frozenset({
-    "change-me-to-a-long-random-string",  # the placeholder ops/systemd/env.example once shipped
-    "changeme", "change-me", "change_me", "secret", "password", "hitkit", "test", "example", "default",
-    "your-secret-here", "replace-me", "xxx",
-})
+PLACEHOLDER_SECRETS = frozenset(
+    {
+        "change-me-to-a-long-random-string",  # the placeholder ops/systemd/env.example once shipped
+        "changeme",
+        "change-me",
+        "change_me",
+        "secret",
+        "password",
+        "hitkit",
+        "test",
+        "example",
+        "default",
+        "your-secret-here",
+        "replace-me",
+        "xxx",
+    }
+)
 """Values copied from examples or typed as a stand-in: refused whatever their length."""
 
-SECRET_HOWTO = ("set HITKIT_SECRET to at least 32 random characters, e.g. the output of "
-                "`python -c \"import secrets; print(secrets.token_urlsafe(48))\"`, and give every web worker, "
-                "the scheduler and every host the same value; or unset it so that hitkit keeps one, made "
-                "once, in the database")
+SECRET_HOWTO = (
+    "set HITKIT_SECRET to at least 32 random characters, e.g. the output of "
+    "`python -c \"import secrets; print(secrets.token_urlsafe(48))\"`, and give every web worker, "
+    "the scheduler and every host the same value; or unset it so that hitkit keeps one, made "
+    "once, in the database"
+)
 
 
 def secret_problem(value: str | None) -> str | None:
@@ -55,7 +70,7 @@ def secret_problem(value: str | None) -> str | None:
 def check_secret(value: str | None, source: str = "HITKIT_SECRET") -> str:
     """``value`` stripped, if it is a usable signing secret; else ConfigError saying what to set."""
     why = secret_problem(value)
-    if why:
+    if why or value is None:  # secret_problem calls None empty: narrowed here for the type checker
         raise ConfigError(f"{source} cannot sign tokens: {why}; {SECRET_HOWTO}")
     return value.strip()
 
@@ -77,9 +92,11 @@ def resolve_secret(database_url: str, environ: Mapping[str, str] | None = None) 
     engine = get_engine(database_url)
     with engine.begin() as conn:
         if not settings.has_settings(conn):
-            raise ConfigError(f"the database at {make_url(normalise_url(database_url)).render_as_string()} has no "
-                              "place for the signing secret yet; run `hitkit db upgrade --db URL` (or `hitkit "
-                              "launch`, which upgrades it), or set HITKIT_SECRET")
+            raise ConfigError(
+                f"the database at {make_url(normalise_url(database_url)).render_as_string()} has no "
+                "place for the signing secret yet; run `hitkit db upgrade --db URL` (or `hitkit "
+                "launch`, which upgrades it), or set HITKIT_SECRET"
+            )
         value = settings.read_or_create(conn, SECRET_KEY, lambda: _legacy_secret(database_url) or _fresh())
     return check_secret(value, f"the secret stored in the database (setting '{SECRET_KEY}')")
 

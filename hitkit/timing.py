@@ -6,6 +6,7 @@ header (``store;dur=3.1, bot;dur=501.0, reply;dur=2.2, app;dur=507.0``, millisec
 and the time a request waited before the application saw it. Phases are kept in a context
 variable, so threads and requests never mix.
 """
+
 from __future__ import annotations
 
 import contextvars

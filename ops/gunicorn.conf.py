@@ -3,6 +3,7 @@
 The database URL comes from HITKIT_DATABASE_URL and the signing secret from HITKIT_SECRET; every
 gunicorn worker must share both (a worker with another secret would refuse the others' tokens).
 """
+
 import multiprocessing
 import os
 
@@ -27,8 +28,8 @@ graceful_timeout = 20
 # and passes on only complete requests (proxy_request_buffering). The caps below bound what gets through.
 worker_connections = int(os.environ.get("HITKIT_WEB_CONNECTIONS", "1000"))  # open connections per worker
 backlog = 2048
-limit_request_line = 8190       # request line, bytes (gunicorn's default, kept explicit)
-limit_request_fields = 100      # header fields per request
+limit_request_line = 8190  # request line, bytes (gunicorn's default, kept explicit)
+limit_request_fields = 100  # header fields per request
 limit_request_field_size = 8190  # bytes per header field
 # Workers type a message every few seconds: an idle keep-alive connection must outlive that pause, or
 # the browser's next message races the server's close. 75 s is nginx's default keepalive_timeout.

@@ -4,6 +4,7 @@ took at least --seconds, so that ``ops/test.sh --fast`` leaves it to the full su
     .venv/bin/python -m pytest --junitxml=/tmp/junit.xml ...   # a whole run, e.g. ops/test.sh --junitxml=...
     .venv/bin/python ops/slow_tests.py /tmp/junit.xml
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ def main() -> None:
     times = durations(args.junit)
     slow = sorted((t, name) for name, t in times.items() if t >= args.seconds)
     fast_total = sum(t for t in times.values() if t < args.seconds)
-    header = (f"# Tests that took at least {args.seconds:g} s (all parameters together) in one whole run; the fast "
-              f"tier leaves them out.\n# Written by ops/slow_tests.py. The rest took {fast_total:.0f} s in that run.\n")
+    header = (
+        f"# Tests that took at least {args.seconds:g} s (all parameters together) in one whole run; the fast "
+        f"tier leaves them out.\n# Written by ops/slow_tests.py. The rest took {fast_total:.0f} s in that run.\n"
+    )
     OUT.write_text(header + "".join(f"{name}  # {t:.1f} s\n" for t, name in reversed(slow)), encoding="utf-8")
     print(f"{len(slow)} slow of {len(times)} tests; the rest took {fast_total:.0f} s; wrote {OUT}")
 

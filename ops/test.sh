@@ -50,6 +50,11 @@ if [ "$FAST" = "1" ]; then
     -m "not slow and not browser and not model and not postgres" "$@"
 fi
 # Three pytest-xdist workers, even on 2 cores: most tests wait on servers, browsers and databases
-# rather than compute (the suite takes about 11 minutes this way on 2 cores, 19 minutes in one process).
-# HITKIT_TEST_WORKERS=0 runs it in one process.
+# rather than compute (on 2026-11-27 the whole suite, 1,274 tests, took 13 min 27 s this way on an idle 2-core
+# machine and 22 min with two CPU-bound processes beside it; four workers were no faster). Later that day,
+# on the same machine running about half as fast, smaller test designs and a lighter CLI start took the
+# suite from 25 min 25 s (2,580 s of CPU) to 20 min 40 s (2,082 s of CPU), all passing; on a third machine,
+# later still, from 2,184 s of CPU (22 min 12 s) to 1,976 s (20 min 28 s).
+# HITKIT_TEST_WORKERS=0 runs it in one process. The modules that took longest (tests/slow_tests.txt) start
+# first (tests/conftest.py orders them), so that no long module is left running alone at the end.
 exec .venv/bin/python -m pytest -n "${HITKIT_TEST_WORKERS:-3}" --dist worksteal "$@"

@@ -1,6 +1,7 @@
 """hitkit's web application: worker pages and the JSON API they use. No business logic lives here:
 routes read the request, call :mod:`hitkit.worker.flow`, and render or serialise what it returns; the
 security policy applied to every request is :mod:`hitkit.worker.security` (see docs/THREAT_MODEL.md)."""
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,7 @@ class BoundedIntConverter(IntegerConverter):
 class _App(Flask):
     def log_exception(self, exc_info) -> None:
         # Flask's own message names request.path, which holds the worker's token.
-        self.logger.error("Exception on %s [%s]", security.redact_path(request.path), request.method,
-                          exc_info=exc_info)
+        self.logger.error("Exception on %s [%s]", security.redact_path(request.path), request.method, exc_info=exc_info)
 
 
 def create_app(database_url: str, secret: str | None = None) -> Flask:
@@ -51,8 +51,9 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
     from the environment; see :mod:`hitkit.worker.security` and docs/THREAT_MODEL.md.
     """
     templates = Path(hit_templates.__file__).parent
-    app = _App(__name__, template_folder=str(templates), static_folder=str(templates / "static"),
-               static_url_path="/static")
+    app = _App(
+        __name__, template_folder=str(templates), static_folder=str(templates / "static"), static_url_path="/static"
+    )
     app.url_map.converters["int"] = BoundedIntConverter  # before any route is registered
     app.config.update(
         HITKIT_DATABASE_URL=database_url,
@@ -74,7 +75,8 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
     if hops:
         # Behind nginx every request comes from nginx: trust its X-Forwarded-For for the client's
         # address (the per-address rate limit), and only as many hops as there are proxies.
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)
+        # Flask's documented way to wrap the app in WSGI middleware; its stubs declare wsgi_app a method.
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
     return app
 
 
@@ -82,8 +84,10 @@ def proxy_hops() -> int:
     """HITKIT_PROXY_HOPS: how many reverse proxies stand in front (ops/nginx: 1), 0 when unset."""
     hops = os.environ.get("HITKIT_PROXY_HOPS", "0").strip() or "0"
     if not (hops.isascii() and hops.isdigit()) or int(hops) > 5:
-        raise ConfigError(f"HITKIT_PROXY_HOPS is {hops!r}; give the number of reverse proxies in front, "
-                          "e.g. 1 behind ops/nginx/hitkit.conf, 0 without a proxy")
+        raise ConfigError(
+            f"HITKIT_PROXY_HOPS is {hops!r}; give the number of reverse proxies in front, "
+            "e.g. 1 behind ops/nginx/hitkit.conf, 0 without a proxy"
+        )
     return int(hops)
 
 
@@ -92,10 +96,14 @@ def _guard(app: Flask) -> None:
     secret = app.config["HITKIT_SECRET"]
     headers = security.security_headers(security.frame_ancestors(os.environ.get("HITKIT_FRAME_ANCESTORS")))
     dashboard_headers = security.security_headers(("'none'",))  # coordinator pages are never framed
-    per_token = security.TokenBuckets(security.RateLimit.parse(
-        os.environ.get("HITKIT_RATE_LIMIT"), security.TOKEN_LIMIT, "HITKIT_RATE_LIMIT"))
-    per_address = security.TokenBuckets(security.RateLimit.parse(
-        os.environ.get("HITKIT_ENTRY_RATE_LIMIT"), security.ENTRY_LIMIT, "HITKIT_ENTRY_RATE_LIMIT"))
+    per_token = security.TokenBuckets(
+        security.RateLimit.parse(os.environ.get("HITKIT_RATE_LIMIT"), security.TOKEN_LIMIT, "HITKIT_RATE_LIMIT")
+    )
+    per_address = security.TokenBuckets(
+        security.RateLimit.parse(
+            os.environ.get("HITKIT_ENTRY_RATE_LIMIT"), security.ENTRY_LIMIT, "HITKIT_ENTRY_RATE_LIMIT"
+        )
+    )
     app.jinja_env.globals["csrf_value"] = lambda token: security.csrf_value(secret, token)
     app.jinja_env.globals["CSRF_FIELD"] = security.CSRF_FIELD
 
@@ -117,16 +125,27 @@ def _guard(app: Flask) -> None:
         else:
             wait = 0.0
         if wait:
-            return _refusal("too many requests; please wait a moment and try again", 429,
-                            {"Retry-After": str(math.ceil(wait))})
-        # The dashboard checks its own CSRF field, bound to the coordinator's session (server/dashboard.py);
+            return _refusal(
+                "too many requests; please wait a moment and try again", 429, {"Retry-After": str(math.ceil(wait))}
+            )
+        # The dashboard checks its own CSRF field, bound to the coordinator's session (server/dashboard_login.py);
         # a webhook is a platform's server-to-server call, checked by its signature (server/webhooks.py).
-        if request.method == "POST" and request.url_rule is not None and request.blueprint not in (
-                "dashboard", "webhooks"):
-            form_value = (request.form.get(security.CSRF_FIELD) if request.mimetype in security.FORM_CONTENT_TYPES
-                          else None)
-            why = security.csrf_refusal(secret, token, request.content_type, request.headers.get("Origin"),
-                                        request.headers.get("Sec-Fetch-Site"), form_value)
+        if (
+            request.method == "POST"
+            and request.url_rule is not None
+            and request.blueprint not in ("dashboard", "webhooks")
+        ):
+            form_value = (
+                request.form.get(security.CSRF_FIELD) if request.mimetype in security.FORM_CONTENT_TYPES else None
+            )
+            why = security.csrf_refusal(
+                secret,
+                token,
+                request.content_type,
+                request.headers.get("Origin"),
+                request.headers.get("Sec-Fetch-Site"),
+                form_value,
+            )
             if why:
                 return _refusal(why, 403)
         return None

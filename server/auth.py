@@ -2,6 +2,7 @@
 HITKIT_DASHBOARD_PASSWORD, or HITKIT_DASHBOARD_PASSWORD_HASH made by werkzeug's
 ``generate_password_hash``), a signed, expiring session cookie bound to those credentials (changing the
 password logs everyone out, and so does revoking the sessions), and CSRF tokens for every form."""
+
 from __future__ import annotations
 
 import hashlib
@@ -57,15 +58,21 @@ def credentials_from_env(environ: Mapping[str, str]) -> Credentials | None:
     if not user and not password and not hashed:
         return None
     if not user:
-        raise ConfigError("HITKIT_DASHBOARD_PASSWORD(_HASH) is set but HITKIT_DASHBOARD_USER is not; "
-                          "set the coordinator's user name too, or unset both to disable the dashboard")
+        raise ConfigError(
+            "HITKIT_DASHBOARD_PASSWORD(_HASH) is set but HITKIT_DASHBOARD_USER is not; "
+            "set the coordinator's user name too, or unset both to disable the dashboard"
+        )
     if password and hashed:
-        raise ConfigError("both HITKIT_DASHBOARD_PASSWORD and HITKIT_DASHBOARD_PASSWORD_HASH are set; keep one "
-                          "(the hash, made with werkzeug.security.generate_password_hash, keeps the password "
-                          "out of the environment)")
+        raise ConfigError(
+            "both HITKIT_DASHBOARD_PASSWORD and HITKIT_DASHBOARD_PASSWORD_HASH are set; keep one "
+            "(the hash, made with werkzeug.security.generate_password_hash, keeps the password "
+            "out of the environment)"
+        )
     if not password and not hashed:
-        raise ConfigError("HITKIT_DASHBOARD_USER is set without a password; set HITKIT_DASHBOARD_PASSWORD or "
-                          "HITKIT_DASHBOARD_PASSWORD_HASH")
+        raise ConfigError(
+            "HITKIT_DASHBOARD_USER is set without a password; set HITKIT_DASHBOARD_PASSWORD or "
+            "HITKIT_DASHBOARD_PASSWORD_HASH"
+        )
     if password is not None and len(password) < 8:
         raise ConfigError(f"HITKIT_DASHBOARD_PASSWORD has {len(password)} characters; use at least 8")
     return Credentials(user, password, hashed)
@@ -78,8 +85,9 @@ def session_token(secret: str, creds: Credentials, generation: int = 0, now: flo
     return tokens.sign(secret, f"dashboard:{creds.fingerprint}", f"{expires}:{generation}:{secrets.token_hex(8)}")
 
 
-def session_valid(secret: str, creds: Credentials, token: str | None, generation: int = 0,
-                  now: float | None = None) -> bool:
+def session_valid(
+    secret: str, creds: Credentials, token: str | None, generation: int = 0, now: float | None = None
+) -> bool:
     """True for a genuine, unexpired session made for the current credentials since the last logout
     (its generation is the current ``generation``)."""
     if not token:
@@ -88,8 +96,7 @@ def session_valid(secret: str, creds: Credentials, token: str | None, generation
     if payload is None:
         return False
     expires, made_in, _ = (payload.split(":") + ["", ""])[:3]
-    return (expires.isdigit() and int(expires) > (now if now is not None else time.time())
-            and made_in == str(generation))
+    return expires.isdigit() and int(expires) > (now if now is not None else time.time()) and made_in == str(generation)
 
 
 def _generation_key(creds: Credentials) -> str:

@@ -1,5 +1,6 @@
 """Live-chat routes: a chat slot's state, the worker's message with the bot's reply, retry, topic,
 and the same exchange streamed (``/stream``: :mod:`hitkit.worker.chat_stream`)."""
+
 from __future__ import annotations
 
 import threading
@@ -55,8 +56,9 @@ def message(study: str, token: str, unit_id: str):
         return jsonify(error="send JSON with the message as 'text'"), 400
     ctx = _ctx(study)
     url = current_app.config["HITKIT_DATABASE_URL"]
-    return _reply_or_wait(lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx),
-                                            signals=body.get("signals")))
+    return _reply_or_wait(
+        lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx), signals=body.get("signals"))
+    )
 
 
 @bp.post("/a/<study>/<token>/chat/<unit_id>/retry")
@@ -84,8 +86,11 @@ def stream(study: str, token: str, unit_id: str):
         with db() as session:  # a wrong token or slot is refused before the stream starts
             chat_turns.conversation_state(session, ctx, token, unit_id)
         exchange = lambda on_text: chat.bot_reply(url, ctx, token, unit_id, bots, on_text=on_text)  # noqa: E731
-    return Response(chat_stream.relay(exchange), mimetype="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return Response(
+        chat_stream.relay(exchange),
+        mimetype="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 @bp.post("/a/<study>/<token>/chat/<unit_id>/topic")
@@ -95,6 +100,12 @@ def topic(study: str, token: str, unit_id: str):
         return jsonify(error="send JSON with 'by' (worker or bot) and optionally the new 'topic'"), 400
     new_topic = body.get("topic")
     with db() as session:
-        change = chat_turns.change_topic(session, context(session, study), token, unit_id, body["by"],
-                                   new_topic if isinstance(new_topic, str) and new_topic.strip() else None)
+        change = chat_turns.change_topic(
+            session,
+            context(session, study),
+            token,
+            unit_id,
+            body["by"],
+            new_topic if isinstance(new_topic, str) and new_topic.strip() else None,
+        )
     return jsonify(change)

@@ -27,6 +27,7 @@ out is connections, so each setting below is chosen deliberately (docs/THREAT_MO
 - Proxy headers are left for the app to judge (``HITKIT_PROXY_HOPS``, see :func:`server.create_app`)
   rather than cleared by waitress, so that behind nginx the rate limits see the real client.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,7 +37,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from waitress import create_server
+from waitress import create_server, wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer
 
@@ -78,8 +79,7 @@ def shed(held: list[Held], room_for: int) -> list[int]:
     if excess <= 0:
         return []
     per_host = Counter(h.host for h in held)
-    idle = sorted((h for h in held if not h.busy),
-                  key=lambda h: (h.served, -per_host[h.host], h.last_activity))
+    idle = sorted((h for h in held if not h.busy), key=lambda h: (h.served, -per_host[h.host], h.last_activity))
     return [h.key for h in idle[:excess]]
 
 
@@ -184,16 +184,26 @@ def waitress_options(threads: int) -> dict:
     }
 
 
-def make_server(app, host: str, port: int, threads: int, per_address: int = PER_ADDRESS_CONNECTIONS,
-                overall: int = SHED_ABOVE, request_timeout_s: float = REQUEST_TIMEOUT_S,
-                cleanup_interval_s: float = CLEANUP_INTERVAL_S):
+def make_server(
+    app,
+    host: str,
+    port: int,
+    threads: int,
+    per_address: int = PER_ADDRESS_CONNECTIONS,
+    overall: int = SHED_ABOVE,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+    cleanup_interval_s: float = CLEANUP_INTERVAL_S,
+):
     """A waitress server for ``app`` on ``host:port``, not yet running (call ``.run()``). The
     keyword arguments exist for tests (smaller caps and timeouts); hitkit serves with the defaults."""
     _raise_open_files(CONNECTION_LIMIT + 256)  # + the database pool, log files, bot clients
     server = create_server(app, host=host, port=port, **waitress_options(threads))
     channel = type("FairChannel", (_FairChannel,), {"per_address": per_address, "overall": overall})
-    servers = [server] if isinstance(server, BaseWSGIServer) else \
-        [s for s in server.map.values() if isinstance(s, BaseWSGIServer)]
+    servers = (
+        [server]
+        if isinstance(server, BaseWSGIServer)
+        else [s for s in server.map.values() if isinstance(s, BaseWSGIServer)]
+    )
     for each in servers:
         each.channel_class = channel
         each.adj.cleanup_interval = cleanup_interval_s
@@ -229,6 +239,28 @@ class WebServer:
         return cls(database_url, host, port, threads, secret).start()
 
     def stop(self) -> None:
+        """Stop serving. The serving thread, woken at once through waitress's trigger, closes the listening
+        socket and every connection with nothing in progress (kept-alive ones included), and its loop ends;
+        closed from here, the loop would notice only at its next 1 s poll timeout, or for a client's
+        kept-alive connection when that times out."""
         self._stopping.set()
-        self._server.close()
+        trigger = self._server.trigger
+        if not trigger._closed:  # closed already when the serving loop has ended (CI saw it once, under load)
+            try:
+                trigger.pull_trigger(self._close_idle)
+            except OSError:  # closed by the serving thread between the check and the pull: its loop is ending
+                pass
         self._thread.join(5)
+        self._server.close()  # the trigger too, where a request was in progress (or the thread never ran)
+
+    def _close_idle(self) -> None:
+        wasyncore.dispatcher.close(self._server)  # the listening socket (BaseWSGIServer.close would take the trigger)
+        busy = False
+        for channel in list(self._server._map.values()):
+            if isinstance(channel, HTTPChannel):
+                if channel.requests or channel.total_outbufs_len:
+                    busy = True  # its response is still being made or sent: left to finish
+                else:
+                    channel.handle_close()
+        if not busy:
+            self._server.trigger.close()  # nothing left in the loop's map: it ends

@@ -6,6 +6,7 @@ every request that names a study (``/s/STUDY/…``, ``/a/STUDY/…``, ``/dashboa
 The dashboard's pages that list studies read every database, and one coordinator login, signed
 with a secret the apps share for the dashboard only, holds across all of them.
 """
+
 from __future__ import annotations
 
 import logging

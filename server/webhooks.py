@@ -5,6 +5,7 @@ over the raw bytes and queues the event; the answer goes back at once (the platf
 the scheduler acts on the event later, after asking the platform. A refused delivery is 401 and writes
 nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,9 @@ def receive(provider: str, study: str):
         payload = json.loads(raw)
     except ValueError:
         payload = None
-    status, message = hooks.receive(current_app.config["HITKIT_DATABASE_URL"], provider, study,
-                                    request.headers, raw, payload)
+    status, message = hooks.receive(
+        current_app.config["HITKIT_DATABASE_URL"], provider, study, request.headers, raw, payload
+    )
     if status >= 400:
         current_app.logger.warning("webhook for %s refused (%d): %s", study, status, message)
     return jsonify(result=message), status

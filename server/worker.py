@@ -1,4 +1,5 @@
 """Worker-facing routes: arrive, read instructions, answer, submit, be handed back."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,15 @@ DB_RETRY_AFTER_S = 2
 HELD_COOKIE = "hitkit_assignment"
 """The cookie keeping the worker's latest assignment token for a study (path ``/s/STUDY/``): the proof
 a returning panel participant shows (:func:`hitkit.worker.admission._check_returning`)."""
-JSON_ENDPOINTS = {"worker.state", "worker.answer", "worker.screen", "chat.state", "chat.message", "chat.retry", "chat.topic"}
+JSON_ENDPOINTS = {
+    "worker.state",
+    "worker.answer",
+    "worker.screen",
+    "chat.state",
+    "chat.message",
+    "chat.retry",
+    "chat.topic",
+}
 """Routes the page calls with fetch: their errors are JSON whatever the request's Accept header."""
 
 
@@ -48,8 +57,7 @@ def context(session: Session, study: str) -> StudyContext:
 
 
 def _wants_json() -> bool:
-    return (request.is_json or request.accept_mimetypes.best == "application/json"
-            or request.endpoint in JSON_ENDPOINTS)
+    return request.is_json or request.accept_mimetypes.best == "application/json" or request.endpoint in JSON_ENDPOINTS
 
 
 @bp.app_errorhandler(FlowError)
@@ -74,10 +82,16 @@ def _database_unavailable(exc: Exception):
     nothing it carried was stored or acknowledged, so the page may send it again (503, Retry-After)."""
     if isinstance(exc, InterfaceError) and not exc.connection_invalidated:
         raise exc  # a driver misuse, not an outage: let it be the logged 500 it is
-    current_app.logger.warning("database unavailable on %s: %s (%s)", request.endpoint, type(exc).__name__,
-                               type(getattr(exc, "orig", None)).__name__)
-    message = ("the study's database is briefly unavailable; please try again in a moment "
-               "(everything the page already confirmed is saved)")
+    current_app.logger.warning(
+        "database unavailable on %s: %s (%s)",
+        request.endpoint,
+        type(exc).__name__,
+        type(getattr(exc, "orig", None)).__name__,
+    )
+    message = (
+        "the study's database is briefly unavailable; please try again in a moment "
+        "(everything the page already confirmed is saved)"
+    )
     if _wants_json():
         response = jsonify(error=message, retry=True)
     else:
@@ -118,8 +132,14 @@ def _enter(study: str, hit_id: int | None):
         ctx = context(session, study)
     # The provider is asked who arrived with no transaction open (admission.admit; hitkit.worker.arrivals).
     try:
-        entry = admission.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, hit_id, request.args,
-                                client=request.remote_addr or "", held_token=request.cookies.get(HELD_COOKIE))
+        entry = admission.admit(
+            current_app.config["HITKIT_DATABASE_URL"],
+            ctx,
+            hit_id,
+            request.args,
+            client=request.remote_addr or "",
+            held_token=request.cookies.get(HELD_COOKIE),
+        )
     except FlowError as exc:
         # A participant the marketplace let in but hitkit cannot use holds a place there: say how to free it.
         hint = getattr(ctx.provider, "refusal_hint", None)
@@ -129,13 +149,29 @@ def _enter(study: str, hit_id: int | None):
     if entry.preview:
         if entry.hit is None:
             raise FlowError("this study has no HITs yet", 404)
-        return render_template(ctx.task.template, study=ctx.config, units=entry.views, preview=True,
-                               answers={}, token=None, instructions=ctx.task.instructions_template)
+        return render_template(
+            ctx.task.template,
+            study=ctx.config,
+            units=entry.views,
+            preview=True,
+            answers={},
+            token=None,
+            instructions=ctx.task.instructions_template,
+        )
+    if entry.token is None:  # enter() hands every worker it admits a token; only a preview has none
+        raise FlowError("this arrival was admitted without an assignment token; please open the task again", 500)
     response = redirect(url_for("worker.page", study=study, token=entry.token))
     if ctx.provider.resume_needs_proof:
         # Kept by the worker's browser only, for this study's entry links: it lets them back in.
-        response.set_cookie(HELD_COOKIE, entry.token, max_age=int(ctx.config.hit.assignment_minutes * 60) + 3600,
-                            path=f"/s/{study}/", secure=request.is_secure, httponly=True, samesite="Lax")
+        response.set_cookie(
+            HELD_COOKIE,
+            entry.token,
+            max_age=int(ctx.config.hit.assignment_minutes * 60) + 3600,
+            path=f"/s/{study}/",
+            secure=request.is_secure,
+            httponly=True,
+            samesite="Lax",
+        )
     return response
 
 
@@ -149,13 +185,25 @@ def page(study: str, token: str):
         if assignment.status != "accepted":
             raise FlowError(f"this assignment is {assignment.status}", 410)
         if screener.pending(session, ctx, assignment):
-            return render_template("screener.html", study=ctx.config, token=token,
-                                   questions=screener.questions(ctx), intro=ctx.config.screener.intro)
+            return render_template(
+                "screener.html",
+                study=ctx.config,
+                token=token,
+                questions=screener.questions(ctx),
+                intro=screener.section(ctx).intro,
+            )
         if assignment.consented_at is None:
             return render_template(ctx.task.instructions_template, study=ctx.config, token=token, preview=False)
         st = flow.state(session, ctx, assignment)
-        return render_template(ctx.task.template, study=ctx.config, units=st["units"], answers=st["answers"],
-                               preview=False, token=token, instructions=ctx.task.instructions_template)
+        return render_template(
+            ctx.task.template,
+            study=ctx.config,
+            units=st["units"],
+            answers=st["answers"],
+            preview=False,
+            token=token,
+            instructions=ctx.task.instructions_template,
+        )
 
 
 @bp.post("/a/<study>/<token>/consent")
@@ -186,12 +234,14 @@ def screen(study: str, token: str):
         return redirect(url_for("worker.page", study=study, token=token))
     completion = screener.handback(ctx, assignment)  # after the commit
     if body is not None:
-        return jsonify(passed=False, screened_out=True, completion=completion.kind.value, url=completion.url,
-                       code=completion.code)
+        return jsonify(
+            passed=False, screened_out=True, completion=completion.kind.value, url=completion.url, code=completion.code
+        )
     if completion.kind is CompletionKind.REDIRECT:
-        return redirect(completion.url)
-    return render_template("screened_out.html", study=ctx.config, code=completion.code,
-                           reward=ctx.config.screener.screen_out_reward)
+        return redirect(completion.target)
+    return render_template(
+        "screened_out.html", study=ctx.config, code=completion.code, reward=screener.section(ctx).screen_out_reward
+    )
 
 
 @bp.get("/a/<study>/<token>/state")
@@ -209,8 +259,16 @@ def answer(study: str, token: str):
     unit_id = validation.unit_key(body["unit_id"], "unit_id")  # an opaque key as /state gives it; 400 otherwise
     elapsed = validation.elapsed_seconds(body.get("elapsed_s"))
     with db() as session:
-        flow.save_answer(session, context(session, study), token, unit_id, str(body["question"]),
-                         body["value"], elapsed, signals=body.get("signals"))
+        flow.save_answer(
+            session,
+            context(session, study),
+            token,
+            unit_id,
+            str(body["question"]),
+            body["value"],
+            elapsed,
+            signals=body.get("signals"),
+        )
     return jsonify(saved=True)
 
 
@@ -234,9 +292,9 @@ def give_back(study: str, token: str):
     return render_template("returned.html", study=ctx.config)
 
 
-def _form_answers() -> dict[tuple[str, str], str]:
+def _form_answers() -> dict[tuple[int | str, str], str]:
     """Answers posted with the submit form: fields named ``answer-UNITKEY-QUESTION`` (the unit's public key)."""
-    answers = {}
+    answers: dict[tuple[int | str, str], str] = {}
     for key, value in request.form.items():
         parts = key.split("-", 2)
         if len(parts) == 3 and parts[0] == "answer" and parts[1]:
@@ -265,14 +323,19 @@ def submit(study: str, token: str):
             body = {}  # a JSON submit needs no body; a malformed or non-object one carries no comment
         feedback = body.get("feedback") if body is not None else request.form.get("feedback")
         signals = body.get("feedback_signals") if body is not None else _form_signals()
-        assignment, _ = flow.submit(session, ctx, token, _form_answers(),
-                                    feedback=feedback if isinstance(feedback, str) else None,
-                                    feedback_signals=signals)
+        assignment, _ = flow.submit(
+            session,
+            ctx,
+            token,
+            _form_answers(),
+            feedback=feedback if isinstance(feedback, str) else None,
+            feedback_signals=signals,
+        )
     completion = flow.handback(ctx, assignment)  # after the commit: it may ask the platform
     if _wants_json():
         return jsonify(submitted=True, completion=completion.kind.value, url=completion.url, code=completion.code)
     if completion.kind is CompletionKind.REDIRECT:
-        return redirect(completion.url)
+        return redirect(completion.target)
     if completion.kind is CompletionKind.POST_FORM:
         return render_template("handback_form.html", url=completion.url, fields=completion.fields)
     return render_template("done.html", study=ctx.config, code=completion.code)

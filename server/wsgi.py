@@ -1,4 +1,5 @@
 """WSGI entry point for gunicorn: ``gunicorn -c ops/gunicorn.conf.py server.wsgi:app``."""
+
 import gc
 import os
 import sys

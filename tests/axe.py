@@ -2,6 +2,7 @@
 
 axe.min.js comes from npm's ``axe-core`` package, installed by ops/test.sh into ``.cache/npm`` (no download
 at run time); ``HITKIT_AXE_JS`` names another copy."""
+
 from __future__ import annotations
 
 import os
@@ -17,13 +18,18 @@ BLOCKING = ("serious", "critical")
 
 def axe_js() -> Path:
     """axe.min.js, or skip (fail under CI, where ops/test.sh installs it)."""
-    candidates = [os.environ.get("HITKIT_AXE_JS"), ROOT / ".cache/npm/node_modules/axe-core/axe.min.js",
-                  ROOT / "node_modules/axe-core/axe.min.js"]
+    candidates = [
+        os.environ.get("HITKIT_AXE_JS"),
+        ROOT / ".cache/npm/node_modules/axe-core/axe.min.js",
+        ROOT / "node_modules/axe-core/axe.min.js",
+    ]
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    message = ("axe-core is not installed: `npm install --no-save --no-package-lock --prefix .cache/npm "
-               "axe-core@4.10` (ops/test.sh does it)")
+    message = (
+        "axe-core is not installed: `npm install --no-save --no-package-lock --prefix .cache/npm "
+        "axe-core@4.10` (ops/test.sh does it)"
+    )
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
@@ -34,17 +40,22 @@ def violations(page) -> list[dict]:
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         # Evaluated through the DevTools protocol: the pages' CSP (script-src 'self') stays as it is.
         page.evaluate(axe_js().read_text(encoding="utf-8") + "\n;true")
-    result = page.evaluate("tags => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: "
-                           "['violations']})", WCAG_22_AA)
+    result = page.evaluate(
+        "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})", WCAG_22_AA
+    )
     return [v for v in result["violations"] if v["impact"] in BLOCKING]
 
 
 def assert_accessible(page, where: str) -> None:
     """Fail naming the page state, the rule and the elements for every serious or critical violation."""
     found = violations(page)
-    lines = [f"{v['impact']} {v['id']} ({v['help']}): " + "; ".join(
-        " ".join(n["target"]) if isinstance(n["target"][0], str) else str(n["target"]) for n in v["nodes"][:5])
-        for v in found]
+    lines = [
+        f"{v['impact']} {v['id']} ({v['help']}): "
+        + "; ".join(
+            " ".join(n["target"]) if isinstance(n["target"][0], str) else str(n["target"]) for n in v["nodes"][:5]
+        )
+        for v in found
+    ]
     assert not found, f"accessibility audit of {where}:\n" + "\n".join(lines)
 
 

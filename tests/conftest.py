@@ -6,11 +6,15 @@ PostgreSQL is found at HITKIT_TEST_PG (default: postgres@127.0.0.1:5432/test). W
 the PostgreSQL runs are skipped — unless HITKIT_REQUIRE_POSTGRES=1 (set by CI), which turns a
 skip into a failure and fails the session if no PostgreSQL test ran.
 """
+
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,8 +22,9 @@ from hypothesis import HealthCheck, settings
 
 # Property tests check what holds, never how fast inputs come: a loaded machine (CI beside other jobs)
 # must not fail them on Hypothesis's speed health checks or per-example deadlines.
-settings.register_profile("hitkit", deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                          HealthCheck.filter_too_much])
+settings.register_profile(
+    "hitkit", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 settings.load_profile("hitkit")
 
 PG_URL = os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -48,7 +53,7 @@ def _pg_url(dbname: str) -> str:
 
 @pytest.fixture(scope="session")
 def pg_template():
-    """A migrated PostgreSQL template database for the session, or the reason there is none."""
+    """The session's pool of databases cloned from a migrated PostgreSQL template, or the reason there is none."""
     if FAST:
         yield None, "the fast tier runs on SQLite only (ops/test.sh without --fast runs PostgreSQL too)"
         return
@@ -64,9 +69,51 @@ def pg_template():
     conn.execute(f'CREATE DATABASE "{name}"')
     upgrade(_pg_url(name))
     dispose_engines()
-    yield name, None
+    pool = _PgPool(name)
+    yield pool, None
+    pool.close()
     conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     conn.close()
+
+
+class _PgPool:
+    """The tests' PostgreSQL databases, cloned from the template one test ahead and dropped behind the
+    tests, in one background thread: a clone (~0.4 s) and a drop (0.2–1.5 s, more on a loaded machine)
+    overlap the tests instead of adding to each of them. Each database commits without waiting for its
+    WAL to reach the disk (``synchronous_commit = off``): what a test checks is the same (only a crash of
+    the server itself could lose the last commits), without a disk flush in every request."""
+
+    def __init__(self, template: str):
+        self.template = template
+        self.jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hitkit-test-pg")
+        self.ahead = self.jobs.submit(self._create)
+
+    def _create(self) -> str:
+        name = f"hitkit_t_{uuid.uuid4().hex[:10]}"
+        with _pg_admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+            conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+        return name
+
+    @staticmethod
+    def _drop(name: str) -> None:
+        with _pg_admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def take(self) -> str:
+        """A fresh, migrated database of its own for one test (the next one is cloned meanwhile)."""
+        name = self.ahead.result()
+        self.ahead = self.jobs.submit(self._create)
+        return name
+
+    def give_back(self, name: str) -> None:
+        self.jobs.submit(self._drop, name)
+
+    def close(self) -> None:
+        try:
+            self.give_back(self.ahead.result())
+        finally:
+            self.jobs.shutdown(wait=True)
 
 
 @pytest.fixture(scope="session")
@@ -95,12 +142,12 @@ def database_url(request, tmp_path, sqlite_template, pg_template):
     if request.param == "sqlite":
         yield from _sqlite_url(tmp_path, sqlite_template)
         return
-    template, reason = pg_template
-    if template is None:
+    pool, reason = pg_template
+    if pool is None:
         if REQUIRE_PG:
             pytest.fail(f"HITKIT_REQUIRE_POSTGRES=1 but {reason}")
         pytest.skip(reason)
-    yield from _pg_database(template)
+    yield from _pg_database(pool)
 
 
 @pytest.fixture
@@ -109,43 +156,53 @@ def one_database_url(tmp_path, sqlite_template, pg_template):
     HITKIT_REQUIRE_POSTGRES=1), else SQLite. For the long end-to-end runs whose subject is a policy (a
     stopping rule, a simulated profile) rather than storage: running them on both stores doubled the
     suite's longest tests and checked nothing the other tests on both stores do not."""
-    template, reason = pg_template
-    if template is None:
+    pool, reason = pg_template
+    if pool is None:
         if REQUIRE_PG:
             pytest.fail(f"HITKIT_REQUIRE_POSTGRES=1 but {reason}")
         yield from _sqlite_url(tmp_path, sqlite_template)
         return
-    yield from _pg_database(template)
+    yield from _pg_database(pool)
 
 
-def _pg_database(template: str):
+def _pg_database(pool: _PgPool):
     from hitkit.db.session import dispose_engines
 
-    name = f"hitkit_t_{uuid.uuid4().hex[:10]}"
-    with _pg_admin() as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    name = pool.take()
     _state["pg_ran"] += 1
     yield _pg_url(name)
     dispose_engines()
-    with _pg_admin() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pool.give_back(name)
 
 
-def _slow_tests() -> list[str]:
-    """Test ids (without parameters) measured to take more than a few seconds: tests/slow_tests.txt, one a
-    line, with the seconds it took after a '#'. Regenerate it with ops/slow_tests.py from a run's durations."""
+def _slow_tests() -> dict[str, float]:
+    """Test ids (without parameters) measured to take more than a few seconds, with those seconds:
+    tests/slow_tests.txt, one a line, the seconds after a '#'. Regenerate it with ops/slow_tests.py from a
+    run's durations."""
     path = Path(__file__).with_name("slow_tests.txt")
     if not path.exists():
-        return []
-    lines = (line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
-    return [line for line in lines if line]
+        return {}
+    out: dict[str, float] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        test, _, note = line.partition("#")
+        if test.strip():
+            seconds = re.match(r"\s*([0-9.]+)", note)
+            out[test.strip()] = float(seconds.group(1)) if seconds else 0.0
+    return out
 
 
 def pytest_collection_modifyitems(config, items):
-    slow = set(_slow_tests())
+    slow = _slow_tests()
     for item in items:
         if item.nodeid.split("[")[0] in slow:
             item.add_marker(pytest.mark.slow)
+    # The modules that take longest start first (each module's tests stay together and in order, so its
+    # module fixtures are made once a worker): a long module started last would run on alone at the end
+    # of a parallel run while the other workers idle. Every worker sorts the same collection the same way.
+    module_s: dict[str, float] = defaultdict(float)
+    for test, seconds in slow.items():
+        module_s[test.split("::")[0]] += seconds
+    items[:] = sorted(items, key=lambda item: -module_s.get(item.nodeid.split("::")[0], 0.0))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -14,6 +14,7 @@ hitkit/"):
 - no import loop;
 - no protocol's name is written outside its folder (shared code asks the registry).
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,13 +27,42 @@ COMPOSITION_ROOTS = ("hitkit.cli",)
 """The command line composes the library with the web tier; its modules alone may import both."""
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hitkit", WEB),
-    ("hitkit.protocols", ("hitkit.worker.flow", "hitkit.worker.admission", "hitkit.worker.chat", "hitkit.running",
-                          "hitkit.money.ledger", "hitkit.providers")),
+    (
+        "hitkit.protocols",
+        (
+            "hitkit.worker.flow",
+            "hitkit.worker.admission",
+            "hitkit.worker.chat",
+            "hitkit.running",
+            "hitkit.money.ledger",
+            "hitkit.money.bonuses",
+            "hitkit.providers",
+        ),
+    ),
     ("hitkit.analysis", ("hitkit.db", "sqlalchemy", "hitkit.providers", "hitkit.worker", "hitkit.running", *WEB)),
-    ("hitkit.tables", ("hitkit.worker.admission", "hitkit.worker.arrivals", "hitkit.worker.flow", "hitkit.worker.chat",
-                       "hitkit.worker.chat_sql", "hitkit.worker.chat_turns", "hitkit.providers")),
-    ("hitkit.simulation", ("hitkit.worker.flow", "hitkit.worker.chat", "hitkit.worker.chat_turns",
-                           "hitkit.worker.chat_sql", "hitkit.worker.arrivals", *WEB)),
+    (
+        "hitkit.tables",
+        (
+            "hitkit.worker.admission",
+            "hitkit.worker.arrivals",
+            "hitkit.worker.flow",
+            "hitkit.worker.chat",
+            "hitkit.worker.chat_sql",
+            "hitkit.worker.chat_turns",
+            "hitkit.providers",
+        ),
+    ),
+    (
+        "hitkit.simulation",
+        (
+            "hitkit.worker.flow",
+            "hitkit.worker.chat",
+            "hitkit.worker.chat_turns",
+            "hitkit.worker.chat_sql",
+            "hitkit.worker.arrivals",
+            *WEB,
+        ),
+    ),
 )
 """(modules under this prefix, may not import anything under these prefixes)."""
 
@@ -78,8 +108,9 @@ class _Imports(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         test = node.test
-        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-                (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
             for statement in node.orelse:
                 self.visit(statement)
             return
@@ -91,7 +122,7 @@ class _Imports(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
             base = self.module.split(".") if self.is_package else self.module.split(".")[:-1]
-            base = base[:len(base) - (node.level - 1)]
+            base = base[: len(base) - (node.level - 1)]
             source = ".".join(base + ([node.module] if node.module else []))
         else:
             source = node.module or ""
@@ -111,8 +142,9 @@ def layer_violations(graph: Graph) -> list[str]:
                 continue
             for target in sorted(imported):
                 if any(_under(target, f) for f in forbidden) and not _under(target, prefix):
-                    out.append(f"{importer} imports {target} (nothing under {prefix} may import "
-                               f"{', '.join(forbidden)})")
+                    out.append(
+                        f"{importer} imports {target} (nothing under {prefix} may import {', '.join(forbidden)})"
+                    )
     return out
 
 
@@ -179,45 +211,80 @@ def protocol_names_outside(root: Path, names: tuple[str, ...]) -> list[str]:
 
 
 ROOM_RANK: dict[str, int] = {
-    "hitkit.cli": 12, "hitkit": 12, "server": 11,
-    "hitkit.running": 10, "hitkit.dashboard": 10,
+    "hitkit.cli": 12,
+    "hitkit": 12,
+    "server": 11,
+    "hitkit.running": 10,
+    "hitkit.dashboard": 10,
     "hitkit.simulation": 9,
-    "hitkit.report": 8, "hitkit.prescreen": 8,
-    "hitkit.judges": 7, "hitkit.material": 7, "hitkit.imports": 7, "hitkit.tables": 7,
-    "hitkit.worker": 6, "hitkit.money": 6,
-    "hitkit.providers": 5, "hitkit.study": 5,
+    "hitkit.report": 8,
+    "hitkit.prescreen": 8,
+    "hitkit.judges": 7,
+    "hitkit.material": 7,
+    "hitkit.imports": 7,
+    "hitkit.tables": 7,
+    "hitkit.worker": 6,
+    "hitkit.money": 6,
+    "hitkit.providers": 5,
+    "hitkit.study": 5,
     "hitkit.protocols": 4,
-    "hitkit.study.sections": 3, "hitkit.study.provider_sections": 3,
+    "hitkit.study.sections": 3,
+    "hitkit.study.provider_sections": 3,
+    "hitkit.study.starter_sections": 3,
     "hitkit.bots": 2,
-    "hitkit.db": 1, "hitkit.analysis": 1, "hitkit.report.plots": 1, "hitkit.report.matrices": 1, "hitkit.events": 1, "hitkit.secret": 1,
-    "hitkit.errors": 0, "hitkit.progress": 0, "hitkit.timing": 0,
+    "hitkit.db": 1,
+    "hitkit.analysis": 1,
+    "hitkit.report.plots": 1,
+    "hitkit.report.curves": 1,
+    "hitkit.report.drawing": 1,
+    "hitkit.report.matrices": 1,
+    "hitkit.events": 1,
+    "hitkit.secret": 1,
+    "hitkit.errors": 0,
+    "hitkit.progress": 0,
+    "hitkit.timing": 0,
 }
 """Each room's place, highest first (the longest matching prefix counts): a module may import modules
 of its own room or of rooms ranked lower. ``hitkit.study.sections`` (the shared parts of a study
-file) sits below the protocols, whose settings build on it; the rest of ``hitkit.study`` assembles
+file) and ``hitkit.study.starter_sections`` (the sections every ``hitkit init`` starter shares) sit below
+the protocols, whose settings and starters build on them; the rest of ``hitkit.study`` assembles
 the study file from the protocols' settings (the registry), so it sits above them. The report's
-figures (``hitkit.report.plots`` and ``matrices``: tables in, PNG out) sit with the statistics that draw them."""
+figures (``hitkit.report.plots``, ``curves``, ``drawing`` and ``matrices``: tables in, PNG out) sit with the
+statistics that draw them."""
 
 SHARED = (
-    "hitkit.tables.schema", "hitkit.tables.cells", "hitkit.tables.versions", "hitkit.money.amounts",
-    "hitkit.worker.validation", "hitkit.worker.tokens", "hitkit.worker.security", "hitkit.worker.authenticity",
-    "hitkit.material.jsonl", "hitkit.imports.fields", "hitkit.worker.bounds", "hitkit.worker.pacing",
+    "hitkit.tables.schema",
+    "hitkit.tables.cells",
+    "hitkit.tables.versions",
+    "hitkit.money.amounts",
+    "hitkit.worker.validation",
+    "hitkit.worker.tokens",
+    "hitkit.worker.security",
+    "hitkit.worker.authenticity",
+    "hitkit.material.jsonl",
+    "hitkit.imports.fields",
+    "hitkit.worker.bounds",
+    "hitkit.worker.pacing",
 )
 """Pure policy and vocabulary (statuses and columns, money arithmetic, input bounds, signed tokens,
 the security policy, authenticity scores, reading JSONL, archive field templates): functions over
 plain values that every room may use, kept in the room whose subject they are."""
 
 UPWARD: dict[tuple[str, str], str] = {
-    ("hitkit.protocols", "hitkit.judges"):
-        "a protocol draws the crowd's share of judged units (judges.human_subset) when it builds its "
-        "units and plans",
-    ("hitkit.study", "hitkit.judges"):
-        "the stored study records which units people label when a judge labels the rest",
-    ("hitkit.tables", "hitkit.running"):
-        "the export's study.json and the dashboard record the stopping rule's state as the rule itself "
-        "computes it (running.stopping.summary)",
-    ("hitkit.simulation", "hitkit.running"):
-        "`hitkit plan --confirm` runs the recommended study once as `hitkit launch` runs it",
+    (
+        "hitkit.protocols",
+        "hitkit.judges",
+    ): "a protocol draws the crowd's share of judged units (judges.human_subset) when it builds its units and plans",
+    ("hitkit.study", "hitkit.judges"): "the stored study records which units people label when a judge labels the rest",
+    (
+        "hitkit.tables",
+        "hitkit.running",
+    ): "the export's study.json and the dashboard record the stopping rule's state as the rule itself "
+    "computes it (running.stopping.summary)",
+    (
+        "hitkit.simulation",
+        "hitkit.running",
+    ): "`hitkit plan --confirm` runs the recommended study once as `hitkit launch` runs it",
 }
 """The arrows that go up, each with the reason it must: (importing room, imported room) -> why."""
 
@@ -226,7 +293,9 @@ MAX_LINES = 400
 
 
 PROTOCOL_PARTS: dict[str, str] = {
-    "plan": "hitkit.simulation", "judge_plan": "hitkit.simulation", "judge_model": "hitkit.simulation",
+    "plan": "hitkit.simulation",
+    "judge_plan": "hitkit.simulation",
+    "judge_model": "hitkit.simulation",
     "report": "hitkit.report",
 }
 """A protocol's folder holds its part of other rooms' work: its ``hitkit plan`` sizing (plan.py,

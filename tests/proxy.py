@@ -5,6 +5,7 @@ Per request it sets what the recipe's ``location /`` sets: ``Host`` passed on,
 proxy saw) and ``X-Forwarded-Proto: https``. It reads each request whole before passing it on, as
 nginx does with ``proxy_request_buffering on``, and never follows redirects.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -26,8 +27,11 @@ class ForwardingProxy:
             def _forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in HOP_BY_HOP and k.lower() not in ("x-forwarded-for", "x-forwarded-proto")}
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() not in HOP_BY_HOP and k.lower() not in ("x-forwarded-for", "x-forwarded-proto")
+                }
                 seen = self.headers.get("X-Forwarded-For")
                 headers["X-Forwarded-For"] = f"{seen}, {self.client_address[0]}" if seen else self.client_address[0]
                 headers["X-Forwarded-Proto"] = "https"
@@ -54,7 +58,9 @@ class ForwardingProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )  # shutdown() waits for the next look
 
     def __enter__(self) -> ForwardingProxy:
         self._thread.start()
@@ -71,8 +77,9 @@ class Client:
     def __init__(self, port: int, source_ip: str):
         self.port, self.source_ip, self.cookies = port, source_ip, {}
 
-    def request(self, method: str, path: str, form: dict | None = None,
-                headers: dict | None = None) -> tuple[int, dict[str, str], str]:
+    def request(
+        self, method: str, path: str, form: dict | None = None, headers: dict | None = None
+    ) -> tuple[int, dict[str, str], str]:
         from urllib.parse import urlencode
 
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30, source_address=(self.source_ip, 0))

@@ -4,6 +4,7 @@ ticket is cancelled. Slow on purpose, so a test can break a stream while a reply
 
 Run as ``python -m tests.streaming_bot PORT STEP_S`` for a bot process a test can kill.
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """Study files for tests: the example A/B study, pointed at a test database, with overrides."""
+
 from __future__ import annotations
 
 import copy

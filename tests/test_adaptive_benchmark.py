@@ -1,4 +1,5 @@
 """benchmarks/adaptive.py: its vectorised stopping rule is hitkit's (intervals + settle), and it runs."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,7 @@ def random_states(rng: np.random.Generator, count: int):
     for t in range(n.max()):
         on = n > t
         state[on] = adaptive.bounded_step(state[on], x[..., t][on], each, PLANNED_HITS)
-    means = [[tuple(float(v) for v in x[k, j, :n[k, j]]) for j in range(len(adaptive.PAIRS))] for k in range(count)]
+    means = [[tuple(float(v) for v in x[k, j, : n[k, j]]) for j in range(len(adaptive.PAIRS))] for k in range(count)]
     return n, state, means
 
 
@@ -34,10 +35,19 @@ PLANNED_HITS = 50
 
 
 def reference(row):
-    comparisons = [Comparison(adaptive.SYSTEMS[a], adaptive.SYSTEMS[b], len(x), float(np.mean(x)) if x else 0.5,
-                              float(np.var(x, ddof=1)) if len(x) > 1 else 0.0, PLANNED_HITS, null=0.5,
-                              clusters=x)
-                   for (a, b), x in zip(adaptive.PAIRS, row)]
+    comparisons = [
+        Comparison(
+            adaptive.SYSTEMS[a],
+            adaptive.SYSTEMS[b],
+            len(x),
+            float(np.mean(x)) if x else 0.5,
+            float(np.var(x, ddof=1)) if len(x) > 1 else 0.0,
+            PLANNED_HITS,
+            null=0.5,
+            clusters=x,
+        )
+        for (a, b), x in zip(adaptive.PAIRS, row)
+    ]
     return settle(intervals(comparisons, alpha=0.05), "best", adaptive.SYSTEMS)
 
 
@@ -60,13 +70,35 @@ def test_vectorised_best_rule_agrees_with_intervals_and_settle():
 
 def test_main_runs_small_and_ends_with_the_result_line(capsys):
     start = time.perf_counter()
-    out = adaptive.main(["--studies", "40", "--uniform-studies", "20", "--gap", "0.6", "--planned", "1000",
-                         "--null-cap", "2000", "--null-studies", "200", "--rating-cap", "100", "--stb-cap", "100",
-                         "--seed", "3"])
+    out = adaptive.main(
+        [
+            "--studies",
+            "40",
+            "--uniform-studies",
+            "20",
+            "--gap",
+            "0.6",
+            "--planned",
+            "1000",
+            "--null-cap",
+            "2000",
+            "--null-studies",
+            "200",
+            "--rating-cap",
+            "100",
+            "--stb-cap",
+            "100",
+            "--seed",
+            "3",
+        ]
+    )
     assert time.perf_counter() - start < 30
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert re.fullmatch(r"RESULT votes_ratio=\d+\.\d{3} p_correct=\d\.\d{3} false_claims=\d\.\d{3} "
-                        r"false_claims_clustered=\d\.\d{3}", last), last
+    assert re.fullmatch(
+        r"RESULT votes_ratio=\d+\.\d{3} p_correct=\d\.\d{3} false_claims=\d\.\d{3} "
+        r"false_claims_clustered=\d\.\d{3}",
+        last,
+    ), last
     # the per-vote sequence fails under the widest worker taste; the per-HIT one does not
     assert out["nulls"]["pairwise, worker taste sd 1.13"][0] > 0.1
     assert out["false_claims_clustered"] <= 0.08

@@ -1,4 +1,5 @@
 """Shared inference (METHODS §2b): the expanded percentile interval of a bootstrap of few clusters."""
+
 from __future__ import annotations
 
 import numpy as np

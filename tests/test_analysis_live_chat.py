@@ -1,4 +1,5 @@
 """Live chat + Direct Assessment analysis (METHODS §1): the paper's figures, hand-worked cases."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,10 @@ from scipy import stats
 
 from hitkit.analysis.inference import DuplicateRowsWarning
 from hitkit.errors import ConfigError, InputError
-from hitkit.protocols.live_chat.analysis import analyze_live_chat, read_ratings
+from hitkit.protocols.live_chat.analysis import analyze_live_chat
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
 from hitkit.protocols.live_chat.quality import reverse_negative, standardise_per_worker, wilcoxon_qc
+from hitkit.protocols.live_chat.reading import read_ratings
 from hitkit.protocols.live_chat.scores import pairwise_significance, replication, system_scores
 
 SHARED_RUN = Path(__file__).resolve().parent / "data" / "ji2022-run1"  # shipped with the tests (MIT, see its README)
@@ -26,12 +28,24 @@ POSITIVE = [c.name for c in DEFAULT_CRITERIA if c.polarity == "positive"]
 
 # ---------------------------------------------------------------- building small studies
 
+
 def conversation(assignment: str, worker: str, slot: int, system: str, scores: dict) -> list[dict]:
     """Rating rows of one conversation; ``scores`` maps criterion → raw score as entered."""
-    return [dict(study="s", hit_id=f"h-{assignment}", assignment_id=assignment, worker_id=worker,
-                 conversation_id=f"{assignment}-{slot}", slot=slot, system=system,
-                 is_control=int(system == "qc"), criterion=name, score=score)
-            for name, score in scores.items()]
+    return [
+        dict(
+            study="s",
+            hit_id=f"h-{assignment}",
+            assignment_id=assignment,
+            worker_id=worker,
+            conversation_id=f"{assignment}-{slot}",
+            slot=slot,
+            system=system,
+            is_control=int(system == "qc"),
+            criterion=name,
+            score=score,
+        )
+        for name, score in scores.items()
+    ]
 
 
 def hit(assignment: str, worker: str, per_system: dict[str, dict]) -> list[dict]:
@@ -48,16 +62,15 @@ def flat(value: float, negative: float | None = None) -> dict:
     return {n: (value if n in POSITIVE else neg) for n in NAMES}
 
 
-def write_study(folder: Path, ratings: list[dict], assignments: list[dict] | None = None,
-                minutes: float = 30) -> Path:
+def write_study(folder: Path, ratings: list[dict], assignments: list[dict] | None = None, minutes: float = 30) -> Path:
     """Write ratings.csv and assignments.csv (one submitted row per rated assignment by default)."""
     folder.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(ratings)
     if assignments is None:
-        assignments = [dict(study="s", hit_id=f"h-{a}", assignment_id=a, worker_id=w,
-                            status="submitted", work_time_s=minutes * 60)
-                       for a, w in table[["assignment_id", "worker_id"]].drop_duplicates()
-                       .itertuples(index=False)]
+        assignments = [
+            dict(study="s", hit_id=f"h-{a}", assignment_id=a, worker_id=w, status="submitted", work_time_s=minutes * 60)
+            for a, w in table[["assignment_id", "worker_id"]].drop_duplicates().itertuples(index=False)
+        ]
     table.to_csv(folder / "ratings.csv", index=False)
     pd.DataFrame(assignments).to_csv(folder / "assignments.csv", index=False)
     return folder
@@ -75,6 +88,7 @@ LEVELS = {"good": 80, "mid": 55, "bad": 30, "worse": 20, "worst": 12}
 
 
 # ---------------------------------------------------------------- the paper's run
+
 
 @pytest.fixture(scope="module")
 def paper_run():
@@ -95,8 +109,18 @@ def test_paper_workers_and_pass_rate(paper_run):
 
 def test_paper_overall_z_per_system(paper_run):
     systems = paper_run.tables["systems"].set_index("system")
-    expected = {"A": 0.534, "B": 0.419, "A_p": 0.318, "C": 0.262, "C_p": 0.189, "B_p": 0.173,
-                "D": -0.087, "D_p": -0.201, "E_p": -0.217, "E": -0.243}
+    expected = {
+        "A": 0.534,
+        "B": 0.419,
+        "A_p": 0.318,
+        "C": 0.262,
+        "C_p": 0.189,
+        "B_p": 0.173,
+        "D": -0.087,
+        "D_p": -0.201,
+        "E_p": -0.217,
+        "E": -0.243,
+    }
     assert systems["z"].round(3).to_dict() == expected
     assert list(systems.index) == list(expected)  # sorted by z, the control left out
     assert list(systems["rank"]) == list(range(1, 11))
@@ -105,8 +129,15 @@ def test_paper_overall_z_per_system(paper_run):
 
 def test_paper_model_a_per_criterion(paper_run):
     a = paper_run.tables["systems"].set_index("system").loc["A"]
-    expected = {"interesting": 0.564, "fun": 0.602, "consistent": 0.711, "fluent": 0.863,
-                "topic": 0.964, "robotic": -0.038, "repetitive": 0.069}
+    expected = {
+        "interesting": 0.564,
+        "fun": 0.602,
+        "consistent": 0.711,
+        "fluent": 0.863,
+        "topic": 0.964,
+        "robotic": -0.038,
+        "repetitive": 0.069,
+    }
     assert {k: round(float(a[k]), 3) for k in expected} == expected
 
 
@@ -120,8 +151,14 @@ def test_paper_significance_and_self_replication(paper_run, tmp_path):
     assert np.allclose(rep[["pearson", "spearman", "kendall"]], 1.0)
     assert (rep["n_systems"] == 10).all()
     written = {p.name for p in paper_run.write(tmp_path)}
-    assert {"workers.csv", "systems.csv", "significance.csv", "replication.csv", "summary.json",
-            "significance.png"} <= written
+    assert {
+        "workers.csv",
+        "systems.csv",
+        "significance.csv",
+        "replication.csv",
+        "summary.json",
+        "significance.png",
+    } <= written
     assert (tmp_path / "significance.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "summary.json").read_text())["passed"] == 173
     # Fisher-z interval of r: degenerate at r = 1.
@@ -144,6 +181,7 @@ def test_paper_run_intervals_and_corrected_significance(paper_run):
     # Resampling single ratings pretends the 7 ratings of a chat and a worker's many chats are
     # independent: narrower intervals than resampling workers.
     naive = analyze_live_chat(SHARED_RUN, interval_unit="rating", n_boot=300, significance_unit="rating")
+
     def width(t):
         t = t[t["criterion"] == "overall"]
         return float((t["high"] - t["low"]).mean())
@@ -153,10 +191,10 @@ def test_paper_run_intervals_and_corrected_significance(paper_run):
 
 # ---------------------------------------------------------------- steps, by hand
 
+
 def test_default_criteria_follow_methods_table():
     assert NAMES == ["robotic", "interesting", "fun", "consistent", "fluent", "repetitive", "topic"]
-    assert {c.name for c in DEFAULT_CRITERIA if c.polarity == "negative"} == {"robotic",
-                                                                              "repetitive"}
+    assert {c.name for c in DEFAULT_CRITERIA if c.polarity == "negative"} == {"robotic", "repetitive"}
     assert all(c.qc == (c.polarity == "positive") for c in DEFAULT_CRITERIA)
     assert DEFAULT_CRITERIA[-1].statement == "The chatbot stays on topic."
 
@@ -180,8 +218,7 @@ def test_reverse_negative_flips_only_negative_criteria():
 
 
 def test_standardise_per_worker_by_hand():
-    ratings = pd.DataFrame({"worker_id": ["a"] * 3 + ["b"] * 4,
-                            "oriented": [10.0, 20, 30, 0, 0, 50, 50]})
+    ratings = pd.DataFrame({"worker_id": ["a"] * 3 + ["b"] * 4, "oriented": [10.0, 20, 30, 0, 0, 50, 50]})
     z = standardise_per_worker(ratings)["z"]
     # a: μ 20, σ (ddof 1) 10; b: μ 25, σ √(4·625/3) → ±√3/2
     h = math.sqrt(3) / 2
@@ -239,13 +276,16 @@ def test_qc_compares_on_qc_criteria_only():
 def test_rejected_work_counts_and_an_exclusion_with_its_reason_does_not(tmp_path):
     rows = diligent("a1", "w1", LEVELS) + diligent("a2", "w2", LEVELS)
     rows += diligent("r1", "w1", LEVELS, shift=10)
-    assignments = [dict(study="s", hit_id="h", assignment_id=a, worker_id=w, status=st_,
-                        work_time_s=t)
-                   for a, w, st_, t in [("a1", "w1", "submitted", 600),
-                                        ("a2", "w2", "approved", 1200),
-                                        ("e1", "w4", "submitted", 60),  # the empty submission
-                                        ("r1", "w1", "rejected", 60),
-                                        ("r2", "w3", "returned", 0)]]
+    assignments = [
+        dict(study="s", hit_id="h", assignment_id=a, worker_id=w, status=st_, work_time_s=t)
+        for a, w, st_, t in [
+            ("a1", "w1", "submitted", 600),
+            ("a2", "w2", "approved", 1200),
+            ("e1", "w4", "submitted", 60),  # the empty submission
+            ("r1", "w1", "rejected", 60),
+            ("r2", "w3", "returned", 0),
+        ]
+    ]
     result = analyze_live_chat(write_study(tmp_path, rows, assignments))
     workers = result.tables["workers"].set_index("worker_id")
     assert sorted(workers.index) == ["w1", "w2", "w4"]  # returned-only w3 does not count
@@ -260,8 +300,9 @@ def test_rejected_work_counts_and_an_exclusion_with_its_reason_does_not(tmp_path
     assert s["minutes_per_conversation_failed"] is None
     assert result.tables["systems"].set_index("system").loc["good", "n"] == 3 * 7
     # Excluded explicitly, with its reason, it does not
-    (tmp_path / "exclusions.csv").write_text("study,assignment_id,worker_id,reason\n"
-                                             "s,r1,w1,rejected by the coordinator: copied another worker\n")
+    (tmp_path / "exclusions.csv").write_text(
+        "study,assignment_id,worker_id,reason\ns,r1,w1,rejected by the coordinator: copied another worker\n"
+    )
     result = analyze_live_chat(tmp_path)
     workers = result.tables["workers"].set_index("worker_id")
     assert workers.loc["w1", "assignments"] == 1 and result.summary["hits"] == 3
@@ -272,10 +313,15 @@ def test_rejected_work_counts_and_an_exclusion_with_its_reason_does_not(tmp_path
 
 
 def test_system_scores_by_hand():
-    kept = pd.DataFrame({
-        "system": ["x", "x", "x", "y", "y"], "conversation_id": ["1", "1", "2", "3", "3"],
-        "criterion": ["fun", "robotic", "fun", "fun", "robotic"],
-        "z": [1.0, 0.0, 2.0, -1.0, 0.5], "oriented": [80.0, 40, 90, 10, 60]})
+    kept = pd.DataFrame(
+        {
+            "system": ["x", "x", "x", "y", "y"],
+            "conversation_id": ["1", "1", "2", "3", "3"],
+            "criterion": ["fun", "robotic", "fun", "fun", "robotic"],
+            "z": [1.0, 0.0, 2.0, -1.0, 0.5],
+            "oriented": [80.0, 40, 90, 10, 60],
+        }
+    )
     table = system_scores(kept).set_index("system")
     assert table.loc["x", "n"] == 3 and table.loc["x", "z"] == pytest.approx(1.0)
     assert table.loc["x", "fun"] == pytest.approx(1.5) and table.loc["x", "robotic"] == 0
@@ -294,18 +340,20 @@ def test_control_and_failed_workers_stay_out_of_system_scores(tmp_path):
 
 def test_pairwise_significance_direction_and_units():
     rng = np.random.default_rng(7)
-    kept = pd.DataFrame({"system": np.repeat(["hi", "lo", "mid"], 14),
-                         "conversation_id": np.repeat([f"c{i}" for i in range(6)], 7),
-                         "worker_id": np.tile(np.repeat(["w1", "w2"], 7), 3),
-                         "z": np.concatenate([rng.normal(1, 0.3, 14), rng.normal(-1, 0.3, 14),
-                                              rng.normal(0, 0.3, 14)])})
+    kept = pd.DataFrame(
+        {
+            "system": np.repeat(["hi", "lo", "mid"], 14),
+            "conversation_id": np.repeat([f"c{i}" for i in range(6)], 7),
+            "worker_id": np.tile(np.repeat(["w1", "w2"], 7), 3),
+            "z": np.concatenate([rng.normal(1, 0.3, 14), rng.normal(-1, 0.3, 14), rng.normal(0, 0.3, 14)]),
+        }
+    )
     sig = pairwise_significance(kept, unit="rating").set_index(["system_a", "system_b"])["p_value"]
     assert len(sig) == 6
     assert sig[("hi", "lo")] < 0.001 and sig[("lo", "hi")] > 0.999
     conv = pairwise_significance(kept, unit="conversation")
     means = kept.groupby(["system", "conversation_id"])["z"].mean()
-    expected = stats.mannwhitneyu(means["hi"], means["mid"], alternative="greater",
-                                  method="asymptotic").pvalue
+    expected = stats.mannwhitneyu(means["hi"], means["mid"], alternative="greater", method="asymptotic").pvalue
     got = conv.set_index(["system_a", "system_b"]).loc[("hi", "mid"), "p_value"]
     assert got == pytest.approx(expected)
     with pytest.raises(ValueError, match="unit"):
@@ -326,8 +374,11 @@ def test_the_default_significance_test_is_clustered_by_worker_by_hand():
     table = pairwise_significance(kept).set_index(["system_a", "system_b"])
     m = kept.groupby("system")["z"].mean()
     n = kept.groupby("system")["z"].size()
-    infl = sum(((g.loc[g.system == "x", "z"] - m["x"]).sum() / n["x"] - (g.loc[g.system == "y", "z"] - m["y"]).sum()
-                / n["y"]) ** 2 for _, g in kept.groupby("worker_id"))
+    infl = sum(
+        ((g.loc[g.system == "x", "z"] - m["x"]).sum() / n["x"] - (g.loc[g.system == "y", "z"] - m["y"]).sum() / n["y"])
+        ** 2
+        for _, g in kept.groupby("worker_id")
+    )
     se = np.sqrt(12 / 11 * infl)
     assert table.loc[("x", "y"), "p_value"] == pytest.approx(stats.t.sf((m["x"] - m["y"]) / se, 11))
     assert table.loc[("y", "x"), "p_value"] == pytest.approx(1 - table.loc[("x", "y"), "p_value"])
@@ -337,8 +388,16 @@ def test_the_default_significance_test_is_clustered_by_worker_by_hand():
 
 
 def test_replication_by_hand():
-    a = pd.DataFrame({"system": ["p", "q", "r", "s"], "n": 1, "z": [1.0, 0.5, 0.0, -1.0],
-                      "fun": [0.1, 0.2, 0.3, 0.4], "raw": 0.0, "rank": 1})
+    a = pd.DataFrame(
+        {
+            "system": ["p", "q", "r", "s"],
+            "n": 1,
+            "z": [1.0, 0.5, 0.0, -1.0],
+            "fun": [0.1, 0.2, 0.3, 0.4],
+            "raw": 0.0,
+            "rank": 1,
+        }
+    )
     same = replication(a, a)
     assert np.allclose(same[["pearson", "spearman", "kendall"]], 1.0)
     flipped = a.assign(z=-a["z"], fun=-a["fun"])
@@ -351,8 +410,7 @@ def test_replication_by_hand():
 def test_replication_between_two_runs(tmp_path):
     run1 = write_study(tmp_path / "r1", diligent("a1", "w1", LEVELS) + diligent("a2", "w2", LEVELS))
     other = {"good": 50, "mid": 70, "bad": 30, "worse": 20, "worst": 12}
-    run2 = write_study(tmp_path / "r2",
-                       diligent("b1", "v1", other) + diligent("b2", "v2", other, shift=3))
+    run2 = write_study(tmp_path / "r2", diligent("b1", "v1", other) + diligent("b2", "v2", other, shift=3))
     rep = analyze_live_chat(run1, replicate_dir=run2).tables["replication"].set_index("criterion")
     assert rep.loc["overall", "n_systems"] == 5
     assert rep.loc["overall", "spearman"] == pytest.approx(0.9)  # one adjacent swap in five
@@ -360,6 +418,7 @@ def test_replication_between_two_runs(tmp_path):
 
 
 # ---------------------------------------------------------------- bad input
+
 
 def test_unknown_criterion_names_file_value_and_configured(tmp_path):
     rows = diligent("a1", "w1", LEVELS)
@@ -374,15 +433,22 @@ def test_unknown_criterion_names_file_value_and_configured(tmp_path):
     assert analyze_live_chat(study, criteria=extra).tables["systems"]["boring"].notna().sum() == 1
 
 
-@pytest.mark.parametrize("breakage, match", [
-    (lambda r: r.drop(columns="score"), r"missing column\(s\) \['score'\]"),
-    (lambda r: r.assign(score=r["score"].where(r.index != 3, 101)),
-     "line 5: score '101.0' is not a number within 0–100"),
-    (lambda r: r.assign(score=r["score"].astype(object).where(r.index != 0, "high")), "'high'"),
-    (lambda r: r.assign(is_control=r["is_control"].where(r.index != 0, 2)), "is_control"),
-    (lambda r: r.assign(assignment_id=r["assignment_id"].where(r.index != 0, "ghost")),
-     "'ghost' is not in assignments.csv"),
-])
+@pytest.mark.parametrize(
+    "breakage, match",
+    [
+        (lambda r: r.drop(columns="score"), r"missing column\(s\) \['score'\]"),
+        (
+            lambda r: r.assign(score=r["score"].where(r.index != 3, 101)),
+            "line 5: score '101.0' is not a number within 0–100",
+        ),
+        (lambda r: r.assign(score=r["score"].astype(object).where(r.index != 0, "high")), "'high'"),
+        (lambda r: r.assign(is_control=r["is_control"].where(r.index != 0, 2)), "is_control"),
+        (
+            lambda r: r.assign(assignment_id=r["assignment_id"].where(r.index != 0, "ghost")),
+            "'ghost' is not in assignments.csv",
+        ),
+    ],
+)
 def test_bad_ratings_are_reported(tmp_path, breakage, match):
     study = write_study(tmp_path, diligent("a1", "w1", LEVELS))
     ratings = pd.read_csv(study / "ratings.csv")
@@ -401,8 +467,7 @@ def test_repeated_ratings_follow_the_duplicate_policy(tmp_path):
     assert first.summary["duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
     assert "removed 1 row(s)" in first.summary["warnings"][0]
     clean = write_study(tmp_path / "clean", diligent("a1", "w1", LEVELS))
-    pd.testing.assert_frame_equal(first.tables["systems"],
-                                  analyze_live_chat(clean, n_boot=10).tables["systems"])
+    pd.testing.assert_frame_equal(first.tables["systems"], analyze_live_chat(clean, n_boot=10).tables["systems"])
     with pytest.warns(DuplicateRowsWarning):
         last = analyze_live_chat(study, n_boot=10, duplicates="last")
     assert not last.tables["systems"].equals(first.tables["systems"])
@@ -423,8 +488,10 @@ def test_a_repeated_assignment_id_is_counted_and_resolved_not_refused(tmp_path):
     with pytest.warns(DuplicateRowsWarning, match="removed 1 row"):
         result = analyze_live_chat(study, n_boot=10)
     assert result.summary["assignment_duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}
-    assert "1 assignment_id(s) of assignments.csv repeat; duplicate policy 'first' removed 1 row(s)" in \
-        result.summary["warnings"]
+    assert (
+        "1 assignment_id(s) of assignments.csv repeat; duplicate policy 'first' removed 1 row(s)"
+        in result.summary["warnings"]
+    )
     assert result.summary["hits"] == 1 and list(result.tables["workers"]["assignments"]) == [1]
     with pytest.raises(InputError, match="repeats .*assignment_id='a1'") as info:
         analyze_live_chat(study, duplicates="error")
@@ -436,21 +503,36 @@ def test_the_paper_run_by_default_uses_the_worker_clustered_test_and_says_so(tmp
 
     from hitkit.cli import main
 
-    default = CliRunner().invoke(main, ["analyze", "live_chat", str(SHARED_RUN), "--out", str(tmp_path / "d"),
-                                        "--n-boot", "20", "--no-progress"])
-    paper = CliRunner().invoke(main, ["analyze", "live_chat", str(SHARED_RUN), "--out", str(tmp_path / "p"),
-                                      "--n-boot", "20", "--unit", "rating", "--no-progress"])
+    default = CliRunner().invoke(
+        main, ["analyze", "live_chat", str(SHARED_RUN), "--out", str(tmp_path / "d"), "--n-boot", "20", "--no-progress"]
+    )
+    paper = CliRunner().invoke(
+        main,
+        [
+            "analyze",
+            "live_chat",
+            str(SHARED_RUN),
+            "--out",
+            str(tmp_path / "p"),
+            "--n-boot",
+            "20",
+            "--unit",
+            "rating",
+            "--no-progress",
+        ],
+    )
     assert default.exit_code == 0 and paper.exit_code == 0, default.output + paper.output
     d = pd.read_csv(tmp_path / "d" / "significance.csv").set_index(["system_a", "system_b"])["p_value"]
     p = pd.read_csv(tmp_path / "p" / "significance.csv").set_index(["system_a", "system_b"])["p_value"]
     assert json.loads((tmp_path / "d" / "summary.json").read_text())["significance_unit"] == "worker"
     assert json.loads((tmp_path / "p" / "summary.json").read_text())["significance_unit"] == "rating"
-    ahead = p < 0.5   # where the first system leads, the clustered p-values are larger, as they must be
+    ahead = p < 0.5  # where the first system leads, the clustered p-values are larger, as they must be
     assert d[("A", "E")] < 1e-6 and (d[ahead] > p[ahead]).mean() > 0.8
     from hitkit.report.build import report
 
     files = report(tmp_path / "d")
     assert "clustered by worker" in files.methods
-    refused = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(SHARED_RUN), "--out", str(tmp_path / "x"),
-                                        "--unit", "rating"])
+    refused = CliRunner().invoke(
+        main, ["analyze", "spot_the_bot", str(SHARED_RUN), "--out", str(tmp_path / "x"), "--unit", "rating"]
+    )
     assert refused.exit_code != 0 and "--unit applies to" in refused.output

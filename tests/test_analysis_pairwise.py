@@ -1,4 +1,5 @@
 """Pairwise A/B analysis (METHODS §3): hand-worked counts, Bradley–Terry, agreement, bad inputs."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,7 @@ def repeat(n, worker, item, a, b, vote):
     return [(f"{worker}{i}", f"{item}{i}", a, b, vote) for i in range(n)]
 
 
-def simulate(strengths: dict[str, float], n: int, seed: int, tie_share: float = 0.1
-             ) -> pd.DataFrame:
+def simulate(strengths: dict[str, float], n: int, seed: int, tie_share: float = 0.1) -> pd.DataFrame:
     """n votes on random pairs in random display order, outcomes drawn by Bradley–Terry."""
     rng = np.random.default_rng(seed)
     names = list(strengths)
@@ -48,12 +48,12 @@ def simulate(strengths: dict[str, float], n: int, seed: int, tie_share: float = 
     p_a = 1 / (1 + np.exp(s[j] - s[i]))
     vote = np.where(rng.random(n) < tie_share, "tie", np.where(rng.random(n) < p_a, "a", "b"))
     workers = rng.integers(0, 8, n)
-    return votes_frame([(f"w{w}", f"item{k}", names[x], names[y], v)
-                        for k, (w, x, y, v) in enumerate(zip(workers, i, j, vote))])
+    return votes_frame(
+        [(f"w{w}", f"item{k}", names[x], names[y], v) for k, (w, x, y, v) in enumerate(zip(workers, i, j, vote))]
+    )
 
 
-def crowd(seed: int, n_items: int = 40, accuracy: float = 0.85, spammer: bool = True
-          ) -> pd.DataFrame:
+def crowd(seed: int, n_items: int = 40, accuracy: float = 0.85, spammer: bool = True) -> pd.DataFrame:
     """Every item × pair voted by 3 of 6 honest workers (and a spammer voting uniformly at random).
 
     Honest workers give the item's true preference (in canonical orientation) with ``accuracy``,
@@ -74,8 +74,7 @@ def crowd(seed: int, n_items: int = 40, accuracy: float = 0.85, spammer: bool = 
                         answer = truth
                     else:
                         answer = rng.choice([o for o in ["first", "tie", "second"] if o != truth])
-                    shown = (systems[x], systems[y]) if rng.random() < 0.5 else (systems[y],
-                                                                                 systems[x])
+                    shown = (systems[x], systems[y]) if rng.random() < 0.5 else (systems[y], systems[x])
                     if answer == "tie":
                         vote = "tie"
                     else:
@@ -94,34 +93,54 @@ def write_study(tmp_path, votes: str, assignments: str | None = None):
 
 # --- pair_table -------------------------------------------------------------------------------
 
+
 def test_vote_a_counts_for_the_system_shown_first_whatever_its_name():
-    votes = votes_frame([
-        ("w1", "i1", "X", "Y", "a"),    # X wins
-        ("w2", "i1", "Y", "X", "a"),    # Y wins: shown first
-        ("w3", "i1", "Y", "X", "b"),    # X wins
-        ("w4", "i2", "X", "Y", "tie"),
-    ])
+    votes = votes_frame(
+        [
+            ("w1", "i1", "X", "Y", "a"),  # X wins
+            ("w2", "i1", "Y", "X", "a"),  # Y wins: shown first
+            ("w3", "i1", "Y", "X", "b"),  # X wins
+            ("w4", "i2", "X", "Y", "tie"),
+        ]
+    )
     row = pair_table(votes).iloc[0]
     assert (row["system_a"], row["system_b"]) == ("X", "Y")
     assert (row["wins_a"], row["wins_b"], row["ties"]) == (2, 1, 1)
 
 
 def test_pair_table_has_one_row_per_unordered_pair_in_sorted_order():
-    votes = votes_frame([("w1", "i1", "c", "a", "a"), ("w1", "i2", "b", "a", "b"),
-                         ("w1", "i3", "a", "c", "tie"), ("w1", "i4", "c", "b", "b")])
+    votes = votes_frame(
+        [
+            ("w1", "i1", "c", "a", "a"),
+            ("w1", "i2", "b", "a", "b"),
+            ("w1", "i3", "a", "c", "tie"),
+            ("w1", "i4", "c", "b", "b"),
+        ]
+    )
     table = pair_table(votes)
-    assert list(table.columns) == ["system_a", "system_b", "wins_a", "wins_b", "ties", "gain",
-                                   "p_value", "p_adjusted", "correction", "gain_low",
-                                   "gain_high", "interval_unit"]
+    assert list(table.columns) == [
+        "system_a",
+        "system_b",
+        "wins_a",
+        "wins_b",
+        "ties",
+        "gain",
+        "p_value",
+        "p_adjusted",
+        "correction",
+        "gain_low",
+        "gain_high",
+        "interval_unit",
+    ]
     assert list(zip(table["system_a"], table["system_b"])) == [("a", "b"), ("a", "c"), ("b", "c")]
     # c beat a once, tied once; a beat b once; b beat c once.
-    assert table[["wins_a", "wins_b", "ties"]].to_numpy().tolist() == [[1, 0, 0], [0, 1, 1],
-                                                                       [1, 0, 0]]
+    assert table[["wins_a", "wins_b", "ties"]].to_numpy().tolist() == [[1, 0, 0], [0, 1, 1], [1, 0, 0]]
 
 
 def test_gain_is_win_margin_over_decisive_votes_ignoring_ties():
-    votes = votes_frame(repeat(6, "w", "i", "X", "Y", "a") + repeat(2, "v", "j", "Y", "X", "a")
-                        + repeat(5, "u", "k", "X", "Y", "tie"))
+    votes = votes_frame(
+        repeat(6, "w", "i", "X", "Y", "a") + repeat(2, "v", "j", "Y", "X", "a") + repeat(5, "u", "k", "X", "Y", "tie")
+    )
     row = pair_table(votes).iloc[0]
     assert (row["wins_a"], row["wins_b"], row["ties"]) == (6, 2, 5)
     assert row["gain"] == pytest.approx((6 - 2) / 8)
@@ -129,8 +148,9 @@ def test_gain_is_win_margin_over_decisive_votes_ignoring_ties():
 
 def test_sign_test_p_value_is_the_exact_two_sided_binomial():
     # 9 wins against 1: P = 2 · (C(10,9) + C(10,10)) / 2^10 = 22 / 1024.
-    lopsided = votes_frame(repeat(9, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b")
-                           + repeat(3, "u", "k", "X", "Y", "tie"))
+    lopsided = votes_frame(
+        repeat(9, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b") + repeat(3, "u", "k", "X", "Y", "tie")
+    )
     assert pair_table(lopsided, test="vote").iloc[0]["p_value"] == pytest.approx(22 / 1024)
     # 2 against 1: every outcome at least as extreme, p = 1.
     close = votes_frame(repeat(2, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b"))
@@ -145,10 +165,10 @@ def test_the_default_pair_test_is_clustered_by_worker_by_hand():
     votes = votes_frame(worker("w1", 5, 1) + worker("w2", 4, 2) + worker("w3", 3, 3) + worker("w4", 6, 0))
     rate = 18 / 24
     influence = np.array([5 - rate * 6, 4 - rate * 6, 3 - rate * 6, 6 - rate * 6]) / 24
-    se = np.sqrt(4 / 3 * (influence ** 2).sum())
+    se = np.sqrt(4 / 3 * (influence**2).sum())
     row = pair_table(votes).iloc[0]
     assert row["p_value"] == pytest.approx(2 * stats.t.sf((rate - 0.5) / se, 3))
-    assert row["p_value"] > pair_table(votes, test="vote").iloc[0]["p_value"]   # 24 votes, but only 4 tastes
+    assert row["p_value"] > pair_table(votes, test="vote").iloc[0]["p_value"]  # 24 votes, but only 4 tastes
 
 
 def test_pair_with_only_ties_has_nan_gain_and_p_value_one():
@@ -158,9 +178,13 @@ def test_pair_with_only_ties_has_nan_gain_and_p_value_one():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.sampled_from("ABCD"),
-                          st.sampled_from(["a", "b", "tie"]), st.booleans()),
-                min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("ABCD"), st.sampled_from("ABCD"), st.sampled_from(["a", "b", "tie"]), st.booleans()),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_pair_table_is_the_same_whichever_way_round_each_pair_was_shown(draws):
     draws = [d for d in draws if d[0] != d[1]]
     if not draws:
@@ -168,28 +192,31 @@ def test_pair_table_is_the_same_whichever_way_round_each_pair_was_shown(draws):
     shown = votes_frame([("w", f"i{k}", x, y, v) for k, (x, y, v, _) in enumerate(draws)])
     # The same preferences with the display order swapped where the flag says so.
     swap = {"a": "b", "b": "a", "tie": "tie"}
-    flipped = votes_frame([("w", f"i{k}", *((y, x, swap[v]) if flip else (x, y, v)))
-                           for k, (x, y, v, flip) in enumerate(draws)])
+    flipped = votes_frame(
+        [("w", f"i{k}", *((y, x, swap[v]) if flip else (x, y, v))) for k, (x, y, v, flip) in enumerate(draws)]
+    )
     pd.testing.assert_frame_equal(pair_table(shown), pair_table(flipped))
 
 
 # --- Bradley–Terry ----------------------------------------------------------------------------
 
+
 def test_two_systems_score_gap_is_the_log_odds_of_the_win_share():
-    votes = votes_frame(repeat(15, "w", "i", "X", "Y", "a") + repeat(15, "v", "j", "Y", "X", "b")
-                        + repeat(10, "u", "k", "Y", "X", "a"))   # X 30 wins, Y 10
+    votes = votes_frame(
+        repeat(15, "w", "i", "X", "Y", "a") + repeat(15, "v", "j", "Y", "X", "b") + repeat(10, "u", "k", "Y", "X", "a")
+    )  # X 30 wins, Y 10
     ranking = bradley_terry(votes, n_boot=0, prior=1e-9).set_index("system")
     assert ranking.at["X", "score"] - ranking.at["Y", "score"] == pytest.approx(math.log(3))
     assert ranking.at["X", "score"] + ranking.at["Y", "score"] == pytest.approx(0, abs=1e-12)
     # The default prior adds one virtual tie to the pair: half a win to each side.
     shrunk = bradley_terry(votes, n_boot=0).set_index("system")
-    assert shrunk.at["X", "score"] - shrunk.at["Y", "score"] == pytest.approx(
-        math.log(30.5 / 10.5))
+    assert shrunk.at["X", "score"] - shrunk.at["Y", "score"] == pytest.approx(math.log(30.5 / 10.5))
 
 
 def test_ties_count_half_a_win_each_or_are_dropped():
-    votes = votes_frame(repeat(3, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b")
-                        + repeat(4, "u", "k", "Y", "X", "tie"))
+    votes = votes_frame(
+        repeat(3, "w", "i", "X", "Y", "a") + repeat(1, "v", "j", "X", "Y", "b") + repeat(4, "u", "k", "Y", "X", "tie")
+    )
     half = bradley_terry(votes, n_boot=0, ties="half").set_index("system")["score"]
     drop = bradley_terry(votes, n_boot=0, ties="drop").set_index("system")["score"]
     assert half["X"] - half["Y"] == pytest.approx(math.log((3 + 2 + 0.5) / (1 + 2 + 0.5)))
@@ -223,9 +250,12 @@ def test_bootstrap_interval_contains_the_point_estimate():
 
 
 def test_system_that_never_loses_gets_a_finite_top_score():
-    votes = votes_frame(repeat(10, "w", "i", "champ", "X", "a") + repeat(10, "v", "j", "Y",
-                                                                           "champ", "b")
-                        + repeat(5, "u", "k", "X", "Y", "a") + repeat(5, "t", "l", "X", "Y", "b"))
+    votes = votes_frame(
+        repeat(10, "w", "i", "champ", "X", "a")
+        + repeat(10, "v", "j", "Y", "champ", "b")
+        + repeat(5, "u", "k", "X", "Y", "a")
+        + repeat(5, "t", "l", "X", "Y", "b")
+    )
     ranking = bradley_terry(votes, n_boot=100, seed=0)
     assert ranking.iloc[0]["system"] == "champ"
     assert np.isfinite(ranking[["score", "ci_low", "ci_high"]].to_numpy()).all()
@@ -233,9 +263,14 @@ def test_system_that_never_loses_gets_a_finite_top_score():
 
 def test_systems_with_equal_scores_share_the_better_rank():
     # A beats B, B beats C, C beats A, equally often: all three equally strong.
-    votes = votes_frame(repeat(4, "w", "i", "A", "B", "a") + repeat(4, "v", "j", "C", "B", "b")
-                        + repeat(4, "u", "k", "A", "C", "b") + repeat(6, "t", "l", "A", "D", "a")
-                        + repeat(6, "s", "m", "D", "B", "b") + repeat(6, "r", "n", "C", "D", "a"))
+    votes = votes_frame(
+        repeat(4, "w", "i", "A", "B", "a")
+        + repeat(4, "v", "j", "C", "B", "b")
+        + repeat(4, "u", "k", "A", "C", "b")
+        + repeat(6, "t", "l", "A", "D", "a")
+        + repeat(6, "s", "m", "D", "B", "b")
+        + repeat(6, "r", "n", "C", "D", "a")
+    )
     ranking = bradley_terry(votes, n_boot=0)
     assert list(ranking["system"]) == ["A", "B", "C", "D"]
     assert list(ranking["rank"]) == [1, 1, 1, 4]
@@ -258,14 +293,16 @@ def test_bradley_terry_rejects_an_unknown_tie_rule_and_a_zero_prior():
 
 # --- reading the tables -----------------------------------------------------------------------
 
+
 def test_missing_votes_file_is_named(tmp_path):
     with pytest.raises(InputError, match="votes.csv.*not found"):
         read_votes(tmp_path)
 
 
 def test_missing_vote_column_is_named_with_its_file(tmp_path):
-    (tmp_path / "votes.csv").write_text("study,hit_id,assignment_id,worker_id,item_id,system_a,"
-                                        "system_b\ns,h,a1,w1,i1,X,Y\n")
+    (tmp_path / "votes.csv").write_text(
+        "study,hit_id,assignment_id,worker_id,item_id,system_a,system_b\ns,h,a1,w1,i1,X,Y\n"
+    )
     with pytest.raises(InputError, match=r"votes.csv.*missing column.*'vote'"):
         read_votes(tmp_path)
 
@@ -290,8 +327,7 @@ def test_same_system_on_both_sides_names_its_line(tmp_path):
 
 def test_missing_status_column_is_named_with_assignments_file(tmp_path):
     write_study(tmp_path, "s,h,a1,w1,i1,X,Y,a\n")
-    (tmp_path / "assignments.csv").write_text("study,hit_id,assignment_id,worker_id,work_time_s\n"
-                                              "s,h,a1,w1,30\n")
+    (tmp_path / "assignments.csv").write_text("study,hit_id,assignment_id,worker_id,work_time_s\ns,h,a1,w1,30\n")
     with pytest.raises(InputError, match=r"assignments.csv.*missing column.*'status'"):
         read_votes(tmp_path)
 
@@ -303,16 +339,17 @@ def test_vote_of_an_unknown_assignment_is_refused(tmp_path):
 
 
 def test_only_votes_of_handed_in_assignments_count_rejected_included(tmp_path):
-    write_study(tmp_path,
-                "s,h,a1,w1,i1,X,Y,A\ns,h,a2,w2,i1,Y,X,b\ns,h,a3,w3,i1,X,Y,b\n"
-                "s,h,a4,w4,i1,X,Y,b\ns,h,a5,w5,i1,X,Y,tie\n",
-                "s,h,a1,w1,submitted,30\ns,h,a2,w2,approved,31\ns,h,a3,w3,rejected,5\n"
-                "s,h,a4,w4,returned,0\ns,h,a5,w5,expired,0\n")
+    write_study(
+        tmp_path,
+        "s,h,a1,w1,i1,X,Y,A\ns,h,a2,w2,i1,Y,X,b\ns,h,a3,w3,i1,X,Y,b\ns,h,a4,w4,i1,X,Y,b\ns,h,a5,w5,i1,X,Y,tie\n",
+        "s,h,a1,w1,submitted,30\ns,h,a2,w2,approved,31\ns,h,a3,w3,rejected,5\n"
+        "s,h,a4,w4,returned,0\ns,h,a5,w5,expired,0\n",
+    )
     votes = read_votes(tmp_path)
-    assert list(votes["assignment_id"]) == ["a1", "a2", "a3"]   # a rejection is an outcome, not an input
-    assert list(votes["vote"]) == ["a", "b", "b"]       # case normalised
+    assert list(votes["assignment_id"]) == ["a1", "a2", "a3"]  # a rejection is an outcome, not an input
+    assert list(votes["vote"]) == ["a", "b", "b"]  # case normalised
     (tmp_path / "assignments.csv").unlink()
-    assert len(read_votes(tmp_path)) == 5           # no assignments.csv: every vote counts
+    assert len(read_votes(tmp_path)) == 5  # no assignments.csv: every vote counts
 
 
 def test_system_names_stay_text(tmp_path):
@@ -322,6 +359,7 @@ def test_system_names_stay_text(tmp_path):
 
 
 # --- agreement --------------------------------------------------------------------------------
+
 
 def test_kappa_is_one_when_workers_agree_however_the_pair_was_shown():
     rng = np.random.default_rng(0)
@@ -337,31 +375,41 @@ def test_kappa_is_one_when_workers_agree_however_the_pair_was_shown():
 
 def test_kappa_is_near_zero_for_workers_voting_at_random():
     rng = np.random.default_rng(1)
-    rows = [(f"w{w}", f"i{item}", "X", "Y", rng.choice(["a", "b", "tie"]))
-            for item in range(1500) for w in range(3)]
+    rows = [(f"w{w}", f"i{item}", "X", "Y", rng.choice(["a", "b", "tie"])) for item in range(1500) for w in range(3)]
     assert abs(cohen_weighted_kappa(votes_frame(rows))) < 0.05
 
 
 def test_kappa_matches_a_hand_worked_table():
     # Ordered pairs: (F,F)×2, (F,T)×2, (T,F)×2; observed 4/6, chance 7/9, kappa −0.5.
-    votes = votes_frame([("w1", "i1", "X", "Y", "a"), ("w2", "i1", "Y", "X", "b"),
-                         ("w3", "i1", "X", "Y", "tie")])
+    votes = votes_frame([("w1", "i1", "X", "Y", "a"), ("w2", "i1", "Y", "X", "b"), ("w3", "i1", "X", "Y", "tie")])
     assert cohen_weighted_kappa(votes) == pytest.approx(-0.5)
 
 
 def test_kappa_is_nan_without_two_workers_on_the_same_item_and_pair():
     # Different items, a different pair on i3, and one worker's two votes on i3: no pairs.
-    votes = votes_frame([("w1", "i1", "X", "Y", "a"), ("w2", "i2", "X", "Y", "b"),
-                         ("w1", "i3", "X", "Y", "a"), ("w1", "i3", "Y", "X", "a"),
-                         ("w3", "i3", "X", "Z", "b")])
+    votes = votes_frame(
+        [
+            ("w1", "i1", "X", "Y", "a"),
+            ("w2", "i2", "X", "Y", "b"),
+            ("w1", "i3", "X", "Y", "a"),
+            ("w1", "i3", "Y", "X", "a"),
+            ("w3", "i3", "X", "Z", "b"),
+        ]
+    )
     assert math.isnan(cohen_weighted_kappa(votes))
 
 
 def test_worker_agreement_compares_with_the_majority_of_the_other_workers():
-    votes = votes_frame([
-        ("w1", "i1", "X", "Y", "a"), ("w2", "i1", "Y", "X", "b"), ("w3", "i1", "X", "Y", "b"),
-        ("w1", "i2", "X", "Y", "a"), ("w2", "i2", "X", "Y", "a"), ("w3", "i2", "Y", "X", "b"),
-    ])
+    votes = votes_frame(
+        [
+            ("w1", "i1", "X", "Y", "a"),
+            ("w2", "i1", "Y", "X", "b"),
+            ("w3", "i1", "X", "Y", "b"),
+            ("w1", "i2", "X", "Y", "a"),
+            ("w2", "i2", "X", "Y", "a"),
+            ("w3", "i2", "Y", "X", "b"),
+        ]
+    )
     table = worker_agreement(votes).set_index("worker_id")
     # On i1 only w3 has a majority among the others (X, X) and disagrees; on i2 everyone agrees.
     assert table["votes"].tolist() == [2, 2, 2]
@@ -388,13 +436,15 @@ def test_careful_crowd_has_substantial_kappa():
 
 def test_equally_careful_workers_are_flagged_only_at_the_test_level():
     # Among workers who all behave alike the test is calibrated: about alpha = 5 % are flagged.
-    flagged = pd.concat([worker_agreement(crowd(100 + seed, n_items=30, spammer=False))["flagged"]
-                         for seed in range(20)])
+    flagged = pd.concat(
+        [worker_agreement(crowd(100 + seed, n_items=30, spammer=False))["flagged"] for seed in range(20)]
+    )
     assert len(flagged) == 120
     assert flagged.mean() <= 0.12
 
 
 # --- the whole analysis -----------------------------------------------------------------------
+
 
 def test_analyze_pairwise_returns_tables_summary_and_figure_and_repeats_exactly(tmp_path):
     study = tmp_path / "study"
@@ -439,6 +489,7 @@ def test_analyze_pairwise_refuses_a_study_without_counted_votes(tmp_path):
 
 # --- issue 19: corrections, clustered intervals, warnings --------------------------------------
 
+
 def test_sign_tests_are_corrected_over_the_pairs():
     votes = simulate({"a": 1.0, "b": 0.5, "c": 0.0, "d": -0.5}, 600, seed=4)
     table = pair_table(votes, n_boot=0)
@@ -472,8 +523,7 @@ def test_worker_clustered_intervals_are_wider_when_workers_differ():
     pairs = pair_table(votes, n_boot=400, seed=0)
     naive = pair_table(votes, n_boot=400, seed=0, resample="vote")
     assert pairs["interval_unit"].iloc[0] == "worker"
-    assert (pairs["gain_high"] - pairs["gain_low"]).iloc[0] > 1.5 * (
-        naive["gain_high"] - naive["gain_low"]).iloc[0]
+    assert (pairs["gain_high"] - pairs["gain_low"]).iloc[0] > 1.5 * (naive["gain_high"] - naive["gain_low"]).iloc[0]
     assert pairs["gain_low"].iloc[0] <= pairs["gain"].iloc[0] <= pairs["gain_high"].iloc[0]
     items = bradley_terry(votes, n_boot=50, seed=0, resample="item")
     assert items["ci_low"].notna().all()
@@ -482,8 +532,12 @@ def test_worker_clustered_intervals_are_wider_when_workers_differ():
 
 
 def test_referee_warnings_repeated_votes_dominant_worker_and_chance_agreement():
-    rows = [("w1", "i1", "X", "Y", "a"), ("w1", "i2", "X", "Y", "b"), ("w2", "i1", "Y", "X", "a"),
-            ("w1", "i3", "X", "Y", "a")]
+    rows = [
+        ("w1", "i1", "X", "Y", "a"),
+        ("w1", "i2", "X", "Y", "b"),
+        ("w2", "i1", "Y", "X", "a"),
+        ("w1", "i3", "X", "Y", "a"),
+    ]
     votes = votes_frame(rows)
     votes.loc[3, ["item_id", "assignment_id"]] = ["i1", "as-w1-again"]  # w1 votes i1 again
     counts, lines = data_warnings(votes, kappa=0.05)
@@ -492,7 +546,8 @@ def test_referee_warnings_repeated_votes_dominant_worker_and_chance_agreement():
     assert "1 vote(s) repeat" in lines[0] and "75%" in lines[1] and "chance" in lines[2]
     assert data_warnings(votes_frame(rows[:3]), kappa=0.6)[1] == [
         "one worker cast 67% of the votes; the results mostly say what that worker thinks "
-        "(the worker-clustered intervals account for it)"]
+        "(the worker-clustered intervals account for it)"
+    ]
 
 
 def test_repeated_rows_of_one_assignment_follow_the_policy(tmp_path):
@@ -509,9 +564,11 @@ def test_repeated_rows_of_one_assignment_follow_the_policy(tmp_path):
 
 def test_a_repeated_assignment_id_in_assignments_csv_is_counted_not_refused(tmp_path):
     # as1 twice in assignments.csv: first returned, then approved (two exports pasted together).
-    write_study(tmp_path, "s1,h1,as1,w1,i1,X,Y,a\ns1,h1,as2,w2,i1,X,Y,b\ns1,h1,as3,w3,i1,X,Y,a\n",
-                "s1,h1,as1,w1,returned,60\ns1,h1,as2,w2,approved,60\ns1,h1,as3,w3,approved,60\n"
-                "s1,h1,as1,w1,approved,60\n")
+    write_study(
+        tmp_path,
+        "s1,h1,as1,w1,i1,X,Y,a\ns1,h1,as2,w2,i1,X,Y,b\ns1,h1,as3,w3,i1,X,Y,a\n",
+        "s1,h1,as1,w1,returned,60\ns1,h1,as2,w2,approved,60\ns1,h1,as3,w3,approved,60\ns1,h1,as1,w1,approved,60\n",
+    )
     with pytest.warns(DuplicateRowsWarning, match="assignment .*removed 1 row"):
         first = analyze_pairwise(tmp_path, n_boot=20)
     assert first.summary["assignment_duplicates"] == {"policy": "first", "keys": 1, "rows_removed": 1}

@@ -1,4 +1,5 @@
 """Spot The Bot ranking stability (METHODS §2): subsampling conversations per pair."""
+
 from __future__ import annotations
 
 import time
@@ -15,8 +16,7 @@ from tests.test_analysis_spot_the_bot import simulate
 
 @pytest.fixture(scope="module")
 def separated() -> pd.DataFrame:
-    return simulate({"good": 0.05, "middle": 0.5, "bad": 0.95}, n_conv=12, seed=5, unsure=0.0,
-                    human_human=2)
+    return simulate({"good": 0.05, "middle": 0.5, "bad": 0.95}, n_conv=12, seed=5, unsure=0.0, human_human=2)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +40,7 @@ def test_separated_systems_rank_stably_from_few_conversations(separated):
     assert smallest[ALL_SYSTEMS] <= 6
     # Leave-one-system-out rows: two systems each, still clearly ordered.
     assert set(table["left_out"]) == {ALL_SYSTEMS, "good", "middle", "bad"}
-    without_middle = table[(table["left_out"] == "middle")
-                           & (table["conversations_per_pair"] == 12)].iloc[0]
+    without_middle = table[(table["left_out"] == "middle") & (table["conversations_per_pair"] == 12)].iloc[0]
     assert without_middle["top_ranking"] == "(1,1) good | (2,2) bad"
 
 
@@ -99,9 +98,13 @@ def test_options_are_checked(identical):
 
 
 def test_smallest_stable_size_hand_worked_and_figure(tmp_path):
-    table = pd.DataFrame({"left_out": [ALL_SYSTEMS] * 3 + ["x"] * 3,
-                          "conversations_per_pair": [3, 4, 5] * 2,
-                          "top_share": [0.5, 0.96, 0.94, 0.2, 0.3, 0.95]})
+    table = pd.DataFrame(
+        {
+            "left_out": [ALL_SYSTEMS] * 3 + ["x"] * 3,
+            "conversations_per_pair": [3, 4, 5] * 2,
+            "top_share": [0.5, 0.96, 0.94, 0.2, 0.3, 0.95],
+        }
+    )
     smallest = smallest_stable_size(table)
     assert list(smallest["left_out"]) == [ALL_SYSTEMS, "x"]
     assert list(smallest["smallest_size"]) == [4.0, 5.0]
@@ -110,18 +113,33 @@ def test_smallest_stable_size_hand_worked_and_figure(tmp_path):
 
 # --- wired into the analysis and the command line ----------------------------------------------
 
+
 def test_analyze_spot_the_bot_adds_survival_and_stability_on_request(tmp_path, separated):
     from hitkit.protocols.spot_the_bot.analysis import analyze_spot_the_bot
 
     separated.to_csv(tmp_path / "annotations.csv", index=False)
     plain = analyze_spot_the_bot(tmp_path, n_boot=20)
     assert "survival" not in plain.tables and "stability" not in plain.tables
-    full = analyze_spot_the_bot(tmp_path, n_boot=20, survival=True, n_imputations=10,
-                                stability=True, stability_sizes=[3, 4], n_sub=20,
-                                stability_boot=10)
+    full = analyze_spot_the_bot(
+        tmp_path,
+        n_boot=20,
+        survival=True,
+        n_imputations=10,
+        stability=True,
+        stability_sizes=[3, 4],
+        n_sub=20,
+        stability_boot=10,
+    )
     names = {p.name for p in full.write(tmp_path / "out")}
-    assert {"survival.csv", "survival_tests.csv", "cox.csv", "survival.png", "stability.csv",
-            "stability_smallest.csv", "stability.png"} <= names
+    assert {
+        "survival.csv",
+        "survival_tests.csv",
+        "cox.csv",
+        "survival.png",
+        "stability.csv",
+        "stability_smallest.csv",
+        "stability.png",
+    } <= names
     assert list(full.tables["stability"]["conversations_per_pair"].unique()) == [3, 4]
     assert full.summary["stability"]["n_sub"] == 20
     assert len(full.tables["survival_tests"]) == 3
@@ -135,15 +153,13 @@ def test_cli_spot_the_bot_writes_survival_and_refuses_stability_elsewhere(tmp_pa
     data = tmp_path / "data"
     data.mkdir()
     separated.to_csv(data / "annotations.csv", index=False)
-    run = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(data), "--out",
-                                    str(tmp_path / "out")])
+    run = CliRunner().invoke(main, ["analyze", "spot_the_bot", str(data), "--out", str(tmp_path / "out")])
     assert run.exit_code == 0, run.output
     assert (tmp_path / "out" / "survival.csv").exists()
     assert (tmp_path / "out" / "survival_tests.csv").exists()
     assert (tmp_path / "out" / "cox.csv").exists()
     assert not (tmp_path / "out" / "stability.csv").exists()
-    refused = CliRunner().invoke(main, ["analyze", "pairwise", str(data), "--out",
-                                        str(tmp_path / "o2"), "--stability"])
+    refused = CliRunner().invoke(main, ["analyze", "pairwise", str(data), "--out", str(tmp_path / "o2"), "--stability"])
     assert refused.exit_code != 0 and "--stability" in refused.output
 
 

@@ -1,4 +1,5 @@
 """Spot The Bot survival (METHODS §2): interval data, Turnbull, generalized log-rank, Holm."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,17 +36,27 @@ INF = np.inf
 
 # --- interval data ------------------------------------------------------------------------------
 
+
 def test_survival_data_hand_worked():
-    ann = frame(segment("w1", "c1", "A", "B", "bot", "human", k=3, features=(1, 0, -1)),
-                segment("w2", "c1", "A", "B", "unsure", "bot", k=2),
-                segment("w3", "c2", "human", "B", "bot", "unsure", k=1))
+    ann = frame(
+        segment("w1", "c1", "A", "B", "bot", "human", k=3, features=(1, 0, -1)),
+        segment("w2", "c1", "A", "B", "unsure", "bot", k=2),
+        segment("w3", "c2", "human", "B", "bot", "unsure", k=1),
+    )
     data = survival_data(ann)
-    assert list(data.columns) == ["system", "left", "right", "fluency", "sensibleness",
-                                  "specificity", "conversation", "worker"]
+    assert list(data.columns) == [
+        "system",
+        "left",
+        "right",
+        "fluency",
+        "sensibleness",
+        "specificity",
+        "conversation",
+        "worker",
+    ]
     assert set(data["conversation"]) == {"s1/c1", "s1/c2"}
     rows = {tuple(r) for r in data[["system", "left", "right"]].itertuples(index=False)}
-    assert rows == {("A", 0.0, 3.0), ("B", 3.0, INF), ("A", 2.0, INF), ("B", 0.0, 2.0),
-                    ("B", 1.0, INF)}
+    assert rows == {("A", 0.0, 3.0), ("B", 3.0, INF), ("A", 2.0, INF), ("B", 0.0, 2.0), ("B", 1.0, INF)}
     assert len(data) == 5  # the human speaker is no bot
     first_a = data[(data["system"] == "A") & (data["right"] == 3.0)].iloc[0]
     first_b = data[(data["system"] == "B") & (data["left"] == 3.0)].iloc[0]
@@ -54,6 +65,7 @@ def test_survival_data_hand_worked():
 
 
 # --- Turnbull -----------------------------------------------------------------------------------
+
 
 def test_turnbull_intervals_textbook_example():
     # (1,3], (2,4], (5,6]: innermost intervals (2,3] and (5,6], masses 2/3 and 1/3.
@@ -96,8 +108,7 @@ def test_turnbull_is_kaplan_meier_on_exact_and_right_censored_data(seed):
     assert set(time[observed]) <= set(curve["time"])
 
 
-intervals_strategy = st.lists(
-    st.tuples(st.integers(0, 6), st.integers(0, 4), st.booleans()), min_size=1, max_size=25)
+intervals_strategy = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.booleans()), min_size=1, max_size=25)
 
 
 @settings(max_examples=60, deadline=None)
@@ -146,6 +157,7 @@ def test_survival_curves_per_system_and_figure(tmp_path):
 
 # --- generalized log-rank and Holm --------------------------------------------------------------
 
+
 def spotting(rng, hazard: float, n: int, segments=(1, 2, 3)):
     """Geometric spotting time per exchange; each annotation sees one of ``segments`` exchanges."""
     t = rng.geometric(hazard, n).astype(float)
@@ -165,8 +177,9 @@ def test_logrank_size_under_the_null():
     # rejection rate at 5 % lies in a band of about ±3 binomial standard errors around 5 %.
     # (benchmarks/logrank_validation.py runs the same check on 1000 data sets.)
     rng = np.random.default_rng(11)
-    p = np.array([generalized_logrank(*two_groups(rng, 0.3, 0.3, segments=(1, 2, 3, 5)),
-                                      seed=r)[1] for r in range(200)])
+    p = np.array(
+        [generalized_logrank(*two_groups(rng, 0.3, 0.3, segments=(1, 2, 3, 5)), seed=r)[1] for r in range(200)]
+    )
     assert 0.015 <= (p < 0.05).mean() <= 0.10
     assert p.max() > 0.5  # not degenerate
     # Uniform-ish p-values: the lower half holds about half of them (not all piled near 1).
@@ -205,7 +218,7 @@ def test_logrank_score_is_the_expected_imputed_score_and_variance_subtracts_the_
     chi2, p = generalized_logrank(left, right, group, n_imputations=20, seed=2)
     variance = small_v.mean() - small_u.var(ddof=1)
     assert 0 < variance < small_v.mean()
-    assert chi2 == pytest.approx(u ** 2 / variance, rel=1e-12)
+    assert chi2 == pytest.approx(u**2 / variance, rel=1e-12)
     assert p == pytest.approx(stats.chi2.sf(chi2, 1), rel=1e-12)
 
 
@@ -218,7 +231,7 @@ def test_logrank_falls_back_to_the_within_variance_when_the_difference_is_not_po
     u, u_imp, v_imp = imputed_logrank(left, right, group, 2, seed=23)
     assert v_imp.mean() - u_imp.var(ddof=1) <= 0 < v_imp.mean()
     chi2, _ = generalized_logrank(left, right, group, n_imputations=2, seed=23)
-    assert chi2 == pytest.approx(u ** 2 / v_imp.mean(), rel=1e-12)
+    assert chi2 == pytest.approx(u**2 / v_imp.mean(), rel=1e-12)
 
 
 def test_logrank_is_seeded_and_checks_imputations():
@@ -230,8 +243,7 @@ def test_logrank_is_seeded_and_checks_imputations():
 
 def test_two_systems_solved_by_hand():
     # A is spotted within 1 exchange by both annotators; B survives 1 exchange both times.
-    ann = frame(segment("w1", "c1", "A", "B", "bot", "human", k=1),
-                segment("w2", "c1", "A", "B", "bot", "unsure", k=1))
+    ann = frame(segment("w1", "c1", "A", "B", "bot", "human", k=1), segment("w2", "c1", "A", "B", "bot", "unsure", k=1))
     data = survival_data(ann)
     curves = survival_curves(data).set_index(["system", "time"])["survival"]
     assert curves[("A", 0.0)] == 1.0 and curves[("A", 1.0)] == pytest.approx(0.0, abs=1e-9)
@@ -240,8 +252,9 @@ def test_two_systems_solved_by_hand():
     # 4 at risk and both expected failures, 2 − 2·2/4 = 1; at (1,inf) A has no one at risk: 0.
     # Imputed data (every imputation alike): A fails at 1 twice, B is censored at 1 twice, so
     # the between variance is 0 and V = n_A n_B d (n − d) / (n² (n − 1)) = 2·2·2·2 / (16·3) = 1/3.
-    u, u_imp, v_imp = imputed_logrank(data["left"].to_numpy(), data["right"].to_numpy(),
-                                      (data["system"] == "A").to_numpy(), 5, seed=0)
+    u, u_imp, v_imp = imputed_logrank(
+        data["left"].to_numpy(), data["right"].to_numpy(), (data["system"] == "A").to_numpy(), 5, seed=0
+    )
     assert u == pytest.approx(1.0) and np.allclose(u_imp, 1.0) and np.allclose(v_imp, 1 / 3)
     table = survival_tests(data, n_imputations=5)
     row = table.iloc[0]
@@ -253,18 +266,29 @@ def test_two_systems_solved_by_hand():
 
 
 def test_holm_hand_worked():
-    np.testing.assert_allclose(holm(np.array([0.01, 0.04, 0.03, 0.5])),
-                               [0.04, 0.09, 0.09, 0.5])
+    np.testing.assert_allclose(holm(np.array([0.01, 0.04, 0.03, 0.5])), [0.04, 0.09, 0.09, 0.5])
     assert list(holm(np.array([0.3, 0.3]))) == [0.6, 0.6]
 
 
 def test_survival_tests_every_pair():
     study = simulate({"easy": 0.85, "twin1": 0.4, "twin2": 0.4}, n_conv=40, seed=2)
     table = survival_tests(survival_data(study), n_imputations=20, seed=1)
-    assert list(table.columns) == ["system_a", "system_b", "statistic", "p_value", "p_adjusted",
-                                   "correction", "variance", "statistic_model", "p_model"]
+    assert list(table.columns) == [
+        "system_a",
+        "system_b",
+        "statistic",
+        "p_value",
+        "p_adjusted",
+        "correction",
+        "variance",
+        "statistic_model",
+        "p_model",
+    ]
     assert [tuple(r) for r in table[["system_a", "system_b"]].itertuples(index=False)] == [
-        ("easy", "twin1"), ("easy", "twin2"), ("twin1", "twin2")]
+        ("easy", "twin1"),
+        ("easy", "twin2"),
+        ("twin1", "twin2"),
+    ]
     by = table.set_index(["system_a", "system_b"])
     assert by.loc[("easy", "twin1"), "p_adjusted"] < 0.01
     assert by.loc[("twin1", "twin2"), "p_value"] > 0.01
@@ -273,8 +297,7 @@ def test_survival_tests_every_pair():
     holm_table = survival_tests(survival_data(study), n_imputations=20, seed=1, correction="holm")
     np.testing.assert_allclose(holm_table["p_adjusted"], holm(table["p_value"].to_numpy()))
     assert (holm_table["p_adjusted"] <= table["p_adjusted"]).all()
-    pd.testing.assert_frame_equal(table, survival_tests(survival_data(study), n_imputations=20,
-                                                        seed=1))
+    pd.testing.assert_frame_equal(table, survival_tests(survival_data(study), n_imputations=20, seed=1))
 
 
 def test_logrank_residuals_sum_to_the_score_and_give_the_usual_variance():
@@ -305,8 +328,7 @@ def test_clustered_logrank_is_unmoved_by_copies_the_naive_one_is_fooled_by():
     chi2_copies, _ = clustered_logrank(left[rep], right[rep], group[rep], rep)
     assert chi2_copies == pytest.approx(chi2, rel=1e-9)
     naive, _ = generalized_logrank(left, right, group, n_imputations=30, seed=0)
-    naive_copies, _ = generalized_logrank(left[rep], right[rep], group[rep], n_imputations=30,
-                                          seed=0)
+    naive_copies, _ = generalized_logrank(left[rep], right[rep], group[rep], n_imputations=30, seed=0)
     assert naive_copies > 2.5 * naive
 
 
@@ -317,9 +339,12 @@ def test_survival_tests_with_a_cluster_use_the_robust_variance():
     row = table.iloc[0]
     assert row["variance"] == "robust (conversation)"
     pair = data[data["system"].isin(["easy", "twin1"])]
-    want, _ = clustered_logrank(pair["left"].to_numpy(), pair["right"].to_numpy(),
-                                (pair["system"] == "easy").to_numpy(),
-                                pair["conversation"].to_numpy())
+    want, _ = clustered_logrank(
+        pair["left"].to_numpy(),
+        pair["right"].to_numpy(),
+        (pair["system"] == "easy").to_numpy(),
+        pair["conversation"].to_numpy(),
+    )
     assert row["statistic"] == pytest.approx(want)
     naive = survival_tests(data, n_imputations=20, seed=1)
     assert row["statistic_model"] == pytest.approx(naive.iloc[0]["statistic"])
@@ -328,6 +353,7 @@ def test_survival_tests_with_a_cluster_use_the_robust_variance():
 
 
 # --- Cox proportional hazards -------------------------------------------------------------------
+
 
 def ph_sample(rng, beta, n, base=0.4):
     """Exponential spotting times with hazard base · exp(x β), seen in segments of 1–3."""
@@ -363,14 +389,34 @@ def test_cox_by_system_and_constant_features():
     rng = np.random.default_rng(23)
     left, right, x = ph_sample(rng, [0.7, 0.0, 0.0], 800)
     x[:, 2] = 0  # never varies: no estimate
-    data = pd.DataFrame({"system": "A", "left": left, "right": right, "fluency": x[:, 0],
-                         "sensibleness": x[:, 1], "specificity": x[:, 2]})
+    data = pd.DataFrame(
+        {
+            "system": "A",
+            "left": left,
+            "right": right,
+            "fluency": x[:, 0],
+            "sensibleness": x[:, 1],
+            "specificity": x[:, 2],
+        }
+    )
     table = cox_by_system(data)
-    assert list(table.columns) == ["system", "feature", "coef", "se", "hazard_ratio", "p_value",
-                                   "p_adjusted", "correction", "variance", "se_model", "p_model"]
+    assert list(table.columns) == [
+        "system",
+        "feature",
+        "coef",
+        "se",
+        "hazard_ratio",
+        "p_value",
+        "p_adjusted",
+        "correction",
+        "variance",
+        "se_model",
+        "p_model",
+    ]
     assert (table["variance"] == "model").all()
-    np.testing.assert_allclose(table["p_adjusted"].iloc[:2],
-                               np.minimum(1, 2 * table["p_value"].iloc[:2]))  # 2 real tests
+    np.testing.assert_allclose(
+        table["p_adjusted"].iloc[:2], np.minimum(1, 2 * table["p_value"].iloc[:2])
+    )  # 2 real tests
     assert list(table["feature"]) == ["fluency", "sensibleness", "specificity"]
     assert table["coef"].iloc[0] > 0.4 and table["p_value"].iloc[0] < 1e-4
     assert table.iloc[2][["coef", "p_value"]].isna().all()
@@ -402,7 +448,16 @@ def test_cox_fit_that_does_not_converge_is_a_stated_failure_without_p_value():
     row = cox_interval(left, right, x, ["fluency"]).iloc[0]
     assert row["variance"].startswith("none: the fit did not converge")
     assert np.isnan(row["p_value"]) and np.isnan(row["coef"]) and np.isnan(row["se"])
-    data = pd.DataFrame({"system": "A", "left": left, "right": right, "fluency": x[:, 0],
-                         "sensibleness": 0.0, "specificity": 0.0, "conversation": np.arange(200) // 4})
+    data = pd.DataFrame(
+        {
+            "system": "A",
+            "left": left,
+            "right": right,
+            "fluency": x[:, 0],
+            "sensibleness": 0.0,
+            "specificity": 0.0,
+            "conversation": np.arange(200) // 4,
+        }
+    )
     table = cox_by_system(data, cluster="conversation")
     assert table.iloc[0]["variance"].startswith("none:") and np.isnan(table.iloc[0]["p_adjusted"])

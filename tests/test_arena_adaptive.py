@@ -1,5 +1,6 @@
 """An arena study with ``design: adaptive`` and a ``stop:`` rule, through the real pages (real HTTP), and
 `hitkit plan` on an arena study file."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,7 @@ from tests.test_stopping import adaptive, assert_stopped_early_only_if
 WIDE = {"anna": 0.95, "bert": 0.3, "cleo": 0.1, "qc": 0.02}
 
 
-def test_an_adaptive_arena_study_stops_early_when_one_system_is_far_better(tmp_path, one_database_url,
-                                                                             bot_server):  # noqa: F811
+def test_an_adaptive_arena_study_stops_early_when_one_system_is_far_better(tmp_path, one_database_url, bot_server):  # noqa: F811
     study_file = arena_study(tmp_path, one_database_url, bot_server, hits=24, battles_per_hit=5)
     adaptive(study_file, yaml.safe_load(study_file.read_text()), WIDE, min_hits=3, per_worker_cap=2)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400, analyse=False)
@@ -43,8 +43,9 @@ def test_an_adaptive_arena_study_stops_early_when_one_system_is_far_better(tmp_p
 
 def test_hitkit_plan_on_an_arena_study_prints_and_writes_its_plan(tmp_path):
     study = arena_study(tmp_path, f"sqlite:///{tmp_path / 'x.db'}", "http://127.0.0.1:9")
-    run = CliRunner().invoke(main, ["plan", str(study), "--replicates", "3", "--n-boot", "20", "--sizes", "4,12",
-                                    "--json"])
+    run = CliRunner().invoke(
+        main, ["plan", str(study), "--replicates", "3", "--n-boot", "20", "--sizes", "4,12", "--json"]
+    )
     assert run.exit_code == 0, run.output
     out = json.loads(run.output)
     assert out["unit"] == "hits" and [r["hits"] for r in out["table"]] == [4, 12]

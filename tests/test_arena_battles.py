@@ -1,5 +1,6 @@
 """One arena battle over real HTTP: the same message to both sides, no vote before both replies are
 complete, one vote however many arrive at once, names shown only after it; and the style and leak rules."""
+
 from __future__ import annotations
 
 import random
@@ -99,8 +100,10 @@ def test_battles_cover_pairs_uniformly_with_sides_balanced_and_the_control_share
 
 
 def test_style_counts_follow_fastchats_markdown_definitions():
-    text = ("# Title\n## Part\nSome **bold** and __also bold__ words.\n- one\n  * two\n+ three\n1. first\n"
-            "10. tenth\n```python\n# a comment, not a header\n- not a list\n```\n#not a header\n**not\nbold**")
+    text = (
+        "# Title\n## Part\nSome **bold** and __also bold__ words.\n- one\n  * two\n+ three\n1. first\n"
+        "10. tenth\n```python\n# a comment, not a header\n- not a list\n```\n#not a header\n**not\nbold**"
+    )
     assert markdown_counts(text) == (2, 5, 2)
     assert count_tokens("Hello, world! It's 2026.") == 9  # Hello , world ! It ' s 2026 .
     both = style_of(["# A\n- x", "**b** c"])

@@ -7,6 +7,7 @@ as 0.5, style covariates (a − b)/(a + b + 1) standardised with ddof 0, count d
 optimiser FastChat calls (scipy's L-BFGS-B from zeros, maxiter 100, gtol 1e-6). hitkit fits by damped
 Newton to convergence, so the two can only agree if the formulas are the same.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,19 +34,32 @@ def fastchat_battles(n: int, seed: int) -> list[dict]:
         logit = math.log(10) * (TRUE[a] - TRUE[b]) + 2.0 * (ta - tb) / (ta + tb + 1)
         p = 1 / (1 + math.exp(-logit))
         u = rng.random()
-        winner = ("tie (bothbad)" if u < 0.05 else "tie" if u < 0.2 else
-                  "model_a" if rng.random() < p else "model_b")
+        winner = "tie (bothbad)" if u < 0.05 else "tie" if u < 0.2 else "model_a" if rng.random() < p else "model_b"
         heads = [{f"h{j}": int(rng.poisson(0.3)) for j in range(1, 7)} for _ in (a, b)]
         lists = [{"ordered": int(rng.poisson(1)), "unordered": int(rng.poisson(2))} for _ in (a, b)]
         bold = [{"**": int(rng.poisson(1.5)), "__": int(rng.poisson(0.2))} for _ in (a, b)]
-        out.append({
-            "question_id": f"q{i}", "model_a": MODELS[a], "model_b": MODELS[b], "winner": winner,
-            "judge": f"arena_user_{rng.integers(0, 300)}", "turn": 1, "anony": True, "language": "English",
-            "conv_metadata": {"sum_assistant_a_tokens": ta, "sum_assistant_b_tokens": tb,
-                              "header_count_a": heads[0], "header_count_b": heads[1],
-                              "list_count_a": lists[0], "list_count_b": lists[1],
-                              "bold_count_a": bold[0], "bold_count_b": bold[1]},
-        })
+        out.append(
+            {
+                "question_id": f"q{i}",
+                "model_a": MODELS[a],
+                "model_b": MODELS[b],
+                "winner": winner,
+                "judge": f"arena_user_{rng.integers(0, 300)}",
+                "turn": 1,
+                "anony": True,
+                "language": "English",
+                "conv_metadata": {
+                    "sum_assistant_a_tokens": ta,
+                    "sum_assistant_b_tokens": tb,
+                    "header_count_a": heads[0],
+                    "header_count_b": heads[1],
+                    "list_count_a": lists[0],
+                    "list_count_b": lists[1],
+                    "bold_count_a": bold[0],
+                    "bold_count_b": bold[1],
+                },
+            }
+        )
     return out
 
 
@@ -71,8 +85,7 @@ def reference(battles: list[dict]) -> tuple[dict, dict, np.ndarray]:
         grad = np.bincount(a, g, len(models)) - np.bincount(bb, g, len(models))
         return loss, grad
 
-    r = minimize(bt_loss, np.zeros(len(models)), jac=True, method="L-BFGS-B",
-                 options={"maxiter": 100, "gtol": 1e-6}).x
+    r = minimize(bt_loss, np.zeros(len(models)), jac=True, method="L-BFGS-B", options={"maxiter": 100, "gtol": 1e-6}).x
 
     def total(v):
         return v if isinstance(v, int) else sum(v.values())
@@ -94,8 +107,9 @@ def reference(battles: list[dict]) -> tuple[dict, dict, np.ndarray]:
         grad[k:] -= x.T @ err
         return loss, grad
 
-    params = minimize(style_loss, np.zeros(k + 4), jac=True, method="L-BFGS-B",
-                      options={"maxiter": 100, "gtol": 1e-6}).x
+    params = minimize(
+        style_loss, np.zeros(k + 4), jac=True, method="L-BFGS-B", options={"maxiter": 100, "gtol": 1e-6}
+    ).x
 
     def scaled(theta):
         rating = 400 * theta + 1000

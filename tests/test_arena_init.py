@@ -2,6 +2,7 @@
 
 `hitkit init DIR --task NAME` writes a protocol's ``starter`` module (``STUDY_YAML`` and ``material()``);
 the ``--task`` flag lands on another branch, so this test writes the starter as that command does."""
+
 from __future__ import annotations
 
 import json

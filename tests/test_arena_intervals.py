@@ -1,10 +1,12 @@
 """Style control's intervals undo its penalty's pull toward the mean (bradley_terry.ridge_shift)."""
+
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 
-from hitkit.analysis.inference import bootstrap_interval
 from hitkit.protocols.arena import bradley_terry as bt
+from hitkit.protocols.arena import robust
 from hitkit.protocols.arena.leaderboard import (
     Battles,
     bootstrap,
@@ -13,8 +15,12 @@ from hitkit.protocols.arena.leaderboard import (
 )
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 
-SYSTEMS = Systems(tuple(f"s{i}" for i in range(6)), (-1.0, -0.6, -0.2, 0.2, 0.6, 1.0),
-                  (1200.0, 800.0, 500.0, 300.0, 200.0, 100.0), (1.0, 1.2, 1.4, 1.6, 1.8, 2.0))
+SYSTEMS = Systems(
+    tuple(f"s{i}" for i in range(6)),
+    (-1.0, -0.6, -0.2, 0.2, 0.6, 1.0),
+    (1200.0, 800.0, 500.0, 300.0, 200.0, 100.0),
+    (1.0, 1.2, 1.4, 1.6, 1.8, 2.0),
+)
 CROWD = Crowd(workers=150, activity_shape=3.0, taste=0.03, spammers=0.05, length_bias=6.0, tie_rate=0.2)
 
 
@@ -47,20 +53,54 @@ def test_the_ridge_shift_moves_the_penalised_fit_to_the_unpenalised_one():
     assert np.abs(zero).max() == 0.0
 
 
-def test_the_style_intervals_are_the_bootstrap_replicates_shifted_by_the_ridge_shift():
+def test_the_style_intervals_are_the_corrected_fit_plus_minus_t_times_the_sandwich_error():
     data = _battles(800)
     fit = _fit(data, bt.STYLE_REG)
-    lower, upper, c_lower, c_upper = style_intervals(data, fit, n_boot=60, seed=5, anchor=None)
-    boot, betas = bootstrap(data, n_boot=60, seed=5, style=True)
+    lower, upper, c_lower, c_upper = style_intervals(data, fit, anchor=None)
     theta, beta = bt.ridge_shift(data.first, data.second, data.outcome, 6, data.counts_a, data.counts_b, fit)
-    want_lo, want_hi = bootstrap_interval(bt.to_rating(boot, data.systems, None), data.n_clusters)
-    assert np.allclose(lower, want_lo + 400 * theta) and np.allclose(upper, want_hi + 400 * theta)
-    assert np.allclose(c_lower, bootstrap_interval(betas, data.n_clusters)[0] + beta)
-    # The leaderboard reports these intervals (same battles, same seed) and the style table these coefficients.
+    # Centred on the unpenalised (shifted) fit, not on FastChat's penalised point ratings.
+    assert np.allclose((lower + upper) / 2, bt.to_rating(fit.theta[0] + theta, data.systems, None))
+    assert np.allclose((c_lower + c_upper) / 2, fit.beta[0] + beta)
+    features, _, _ = bt.style_features(data.counts_a, data.counts_b)
+    x = bt.design(data.first, data.second, 6, features)
+    cov = robust.covariance(
+        x, data.outcome, np.concatenate([fit.theta[0], fit.beta[0]]), data.clusters, data.n_clusters, 6
+    )
+    centred = np.eye(6) - 1 / 6
+    se = 400 * np.sqrt(np.diag(centred @ cov[:6, :6] @ centred))
+    t = stats.t.ppf(0.975, data.n_clusters - 1)
+    assert np.allclose((upper - lower) / 2, t * se) and np.allclose(
+        (c_upper - c_lower) / 2, t * np.sqrt(np.diag(cov)[6:])
+    )
+    # The leaderboard reports these intervals and the style table these coefficients' intervals.
     board, style, _ = leaderboard(_frame(800), n_boot=60, seed=5, anchor=None)
     rows = board.set_index("system").loc[data.systems]
     assert np.allclose(rows["rating_style_lower"], lower) and np.allclose(rows["rating_style_upper"], upper)
     assert np.allclose(style["coefficient_upper"], c_upper)
+
+
+def test_the_sandwich_error_is_the_spread_of_the_worker_bootstrap():
+    data = _battles(1500)
+    fit = _fit(data, bt.STYLE_REG)
+    lower, upper, _, _ = style_intervals(data, fit, anchor=None)
+    se = (upper - lower) / 2 / stats.t.ppf(0.975, data.n_clusters - 1)
+    boot, _ = bootstrap(data, n_boot=300, seed=2, style=True)
+    spread = 400 * boot.std(axis=0, ddof=1)
+    assert np.all(np.abs(se / spread - 1) < 0.15), (se, spread)
+    # Resampling battles instead of workers would miss the workers' shared taste: clustering by battle is narrower.
+    by_battle = Battles.of(_frame(1500).assign(worker_id=[f"b{i}" for i in range(1500)]))
+    lo_b, hi_b, _, _ = style_intervals(by_battle, fit, anchor=None)
+    assert np.mean(hi_b - lo_b) < np.mean(upper - lower)
+
+
+def test_an_anchored_systems_interval_is_its_point_and_the_others_are_relative_to_it():
+    data = _battles(800)
+    fit = _fit(data, bt.STYLE_REG)
+    lower, upper, _, _ = style_intervals(data, fit, anchor=("s2", 1114.0))
+    assert lower[2] == upper[2] == 1114.0
+    assert np.all(np.delete(upper - lower, 2) > 0)
+    theta, _ = bt.ridge_shift(data.first, data.second, data.outcome, 6, data.counts_a, data.counts_b, fit)
+    assert np.allclose((lower + upper) / 2, bt.to_rating(fit.theta[0] + theta, data.systems, ("s2", 1114.0)))
 
 
 def test_the_summary_and_methods_say_the_style_intervals_are_corrected_for_the_penalty():
@@ -70,9 +110,13 @@ def test_the_summary_and_methods_say_the_style_intervals_are_corrected_for_the_p
 
     result = analyze_battles(_frame(400), n_boot=30, seed=7)
     assert result.summary["style_interval_correction"] == "penalty"
+    assert result.summary["style_interval_method"] == "sandwich"
     methods = " ".join(report.methods(ReportInput(task="arena", tables=result.tables, summary=result.summary)))
     assert "penalty's pull toward the mean" in methods and "(H + R)⁻¹·R·φ" in methods
+    assert "cluster-robust (sandwich, CR1) standard error" in methods
     unstyled = analyze_battles(_frame(400).assign(tokens_a=float("nan")), n_boot=30, seed=7)
     assert unstyled.summary["style_interval_correction"] is None
-    assert "penalty's pull" not in " ".join(report.methods(ReportInput(task="arena", tables=unstyled.tables,
-                                                                       summary=unstyled.summary)))
+    assert unstyled.summary["style_interval_method"] is None
+    assert "penalty's pull" not in " ".join(
+        report.methods(ReportInput(task="arena", tables=unstyled.tables, summary=unstyled.summary))
+    )

@@ -1,5 +1,6 @@
 """An arena study with an LLM judge: the worker votes on a random share of the real battles, the judge
 on every real battle in both display orders, and the exports say which battles have a worker's vote."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -39,12 +40,18 @@ def bot_server():
     server.shutdown()
 
 
-def test_the_judge_votes_every_real_battle_in_both_orders_and_workers_a_random_share(tmp_path, database_url,
-                                                                                      bot_server, judge):
+def test_the_judge_votes_every_real_battle_in_both_orders_and_workers_a_random_share(
+    tmp_path, one_database_url, bot_server, judge
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
     path = arena_study(tmp_path, database_url, bot_server, hits=6)
     data = yaml.safe_load(path.read_text())
-    data["judge"] = {"url": judge.url, "model": "left-judge", "human_share": 0.5,
-                     "options": {"retries": 0, "timeout_s": 10, "concurrency": 4}}
+    data["judge"] = {
+        "url": judge.url,
+        "model": "left-judge",
+        "human_share": 0.5,
+        "options": {"retries": 0, "timeout_s": 10, "concurrency": 4},
+    }
     data["simulated"]["workers"] = [{"profile": "diligent", "count": 6}]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     result = launch(path, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=300, analyse=False)

@@ -1,5 +1,6 @@
 """An arena study launched whole, analysis and report included (the seam of the two arena branches: the
 launch's analysis writes the leaderboard and its figures, and the report reads them)."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,11 @@ from tests.studies import launch
 from tests.test_arena_study import arena_study, bot_server  # noqa: F401 (the module's bot server fixture)
 
 
-def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report(tmp_path, one_database_url,
-                                                                                bot_server):  # noqa: F811
+def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report(
+    tmp_path,
+    one_database_url,
+    bot_server,  # noqa: F811 - the fixture imported above
+):
     study = arena_study(tmp_path, one_database_url, bot_server, hits=8)
     launch(study, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
     run = tmp_path / "runs" / "arena-demo"
@@ -28,8 +32,9 @@ def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report
     assert summary["style_interval_correction"] == "penalty"
     for figure in ("leaderboard.png", "win_rates.png"):
         assert (analysis / figure).read_bytes()[:4] == b"\x89PNG"
-    assert set(pd.read_csv(analysis / "qc.csv")["worker_id"]) <= set(pd.read_csv(run / "export" / "battles.csv")
-                                                                          ["worker_id"])
+    assert set(pd.read_csv(analysis / "qc.csv")["worker_id"]) <= set(
+        pd.read_csv(run / "export" / "battles.csv")["worker_id"]
+    )
     files = report(run)
     text = files.markdown.read_text()
     assert "## Leaderboard" in text and "anna" in text
@@ -43,8 +48,13 @@ def test_the_qc_policy_judges_a_worker_only_once_the_test_could_pass_them():
     assert decisive_needed(0.05) == 5 and decisive_needed(0.01) == 7
     # One QC battle a HIT: a worker's first votes cannot pass a binomial test at 0.05, so they are not
     # judged (failing them would hold every worker's work); five decisive votes are judged either way.
-    rows = ([("real", "qc", "b", "new")] + [("qc", "real", "a", "few")] * 3 + [("real", "qc", "tie", "few")] * 3
-            + [("real", "qc", "a", "good")] * 5 + [("qc", "real", "a", "bad")] * 5)
+    rows = (
+        [("real", "qc", "b", "new")]
+        + [("qc", "real", "a", "few")] * 3
+        + [("real", "qc", "tie", "few")] * 3
+        + [("real", "qc", "a", "good")] * 5
+        + [("qc", "real", "a", "bad")] * 5
+    )
     battles = pd.concat([frame(rows, is_control=1), frame([("real", "other", "a")])], ignore_index=True)
     method, by_worker = worker_qc({"battles": battles})
     assert by_worker == {"bad": False, "good": True} and "from 5 decisive QC votes on" in method

@@ -1,4 +1,5 @@
 """The arena's stopping comparisons and adaptive pair priorities, and `hitkit analyze` given a file."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_p
 
 
 def table(rows, **extra) -> pd.DataFrame:
-    return pd.DataFrame([{"system_a": a, "system_b": b, "vote": v, "is_control": 0, "leak": 0, **extra}
-                         for a, b, v in rows])
+    return pd.DataFrame(
+        [{"system_a": a, "system_b": b, "vote": v, "is_control": 0, "leak": 0, **extra} for a, b, v in rows]
+    )
 
 
 def test_comparisons_score_battles_and_skip_qc_and_leaks():
@@ -39,16 +41,28 @@ def test_a_decisive_run_of_battles_settles_the_pair():
 
 def test_planned_counts_units_with_a_pair_and_spreads_those_without():
     config = SimpleNamespace(systems=[SimpleNamespace(name=n) for n in ("x", "y", "z")])
-    payloads = [{"systems": ["y", "x"]}, {"systems": ["x", "y"], "required_answers": 2}, {"prompt": "hi"},
-                {"prompt": "yo"}, {"prompt": "ho"}, {"systems": ["x", "qc"], "is_control": True}]
+    payloads = [
+        {"systems": ["y", "x"]},
+        {"systems": ["x", "y"], "required_answers": 2},
+        {"prompt": "hi"},
+        {"prompt": "yo"},
+        {"prompt": "ho"},
+        {"systems": ["x", "qc"], "is_control": True},
+    ]
     plan = sequential.planned(payloads, config)
     assert plan[("x", "y")] == 3 + 1 and plan[("x", "z")] == 1 and plan[("y", "z")] == 1
     assert sequential.hit_pairs(payloads) == [("x", "y")]
 
 
 def test_priorities_favour_a_system_not_yet_measured():
-    rows = table([("x", "y", "a")] * 60 + [("x", "y", "b")] * 40 + [("x", "w", "a")] * 99 + [("x", "w", "b")]
-                 + [("y", "w", "a")] * 95 + [("y", "w", "b")] * 5)
+    rows = table(
+        [("x", "y", "a")] * 60
+        + [("x", "y", "b")] * 40
+        + [("x", "w", "a")] * 99
+        + [("x", "w", "b")]
+        + [("y", "w", "a")] * 95
+        + [("y", "w", "b")] * 5
+    )
     weights = sequential.pair_priorities({"battles": rows}, ["x", "y", "w", "new"])
     assert abs(sum(weights.values()) - 1.0) < 1e-9
     assert min(weights[p] for p in weights if "new" in p) > max(weights[p] for p in weights if "new" not in p)
@@ -77,16 +91,26 @@ def test_analyze_refuses_a_file_for_a_task_that_reads_folders(tmp_path):
     assert "is a file; `hitkit analyze pairwise` reads a folder of exported tables" in result.output
 
 
-
 def plan_config(hits: int, quality: dict[str, float]):
     """A study's settings as the arena's plan reads them (the ``arena:`` section's fields it uses)."""
-    arena = SimpleNamespace(hits=hits, battles_per_hit=10, control="qc", control_share=0.2,
-                            crowd=SimpleNamespace(scale=6.0, length_bias=0.5, position_bias=0.1, tie_share=0.1))
+    arena = SimpleNamespace(
+        hits=hits,
+        battles_per_hit=10,
+        control="qc",
+        control_share=0.2,
+        crowd=SimpleNamespace(scale=6.0, length_bias=0.5, position_bias=0.1, tie_share=0.1),
+    )
     arena.battle_count = lambda: arena.hits * arena.battles_per_hit
     arena.control_count = lambda: round(arena.battle_count() * arena.control_share)
-    return SimpleNamespace(study="plan", arena=arena, systems=[SimpleNamespace(name=n) for n in [*quality, "qc"]],
-                           simulated=SimpleNamespace(quality=quality, workers=[
-                               SimpleNamespace(profile="diligent", count=18), SimpleNamespace(profile="spammer", count=2)]))
+    return SimpleNamespace(
+        study="plan",
+        arena=arena,
+        systems=[SimpleNamespace(name=n) for n in [*quality, "qc"]],
+        simulated=SimpleNamespace(
+            quality=quality,
+            workers=[SimpleNamespace(profile="diligent", count=18), SimpleNamespace(profile="spammer", count=2)],
+        ),
+    )
 
 
 def test_plan_simulates_the_studys_leaderboard_battles_and_grows_power_with_size():
@@ -98,8 +122,9 @@ def test_plan_simulates_the_studys_leaderboard_battles_and_grows_power_with_size
     assert len(frame) == 80 and truth == quality and "qc" not in set(frame["system_a"]) | set(frame["system_b"])
     assert frame.equals(plan.simulate(small, seed=1)[0])
     assert plan.size_of(large) == 120 and 120 in plan.sizes(large)
-    runs = {size: [plan.replicate(cfg, seed, n_boot=50) for seed in range(4)]
-            for size, cfg in ((10, small), (120, large))}
+    runs = {
+        size: [plan.replicate(cfg, seed, n_boot=50) for seed in range(4)] for size, cfg in ((10, small), (120, large))
+    }
     assert all(r["closest_pair"] is None or isinstance(r["closest_pair"], bool) for r in runs[10])
     assert sum(r["best"] for r in runs[120]) >= sum(r["best"] for r in runs[10])
     assert sum(r["every_pair"] for r in runs[120]) >= 3  # 960 battles separate qualities 0.2 apart

@@ -1,4 +1,5 @@
 """The arena's statistics on small data: ratings, style control, intervals, ranks, win rates, QC, reading."""
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,28 @@ def frame(rows: list[tuple], **extra) -> pd.DataFrame:
         a, b, vote = row[:3]
         worker = row[3] if len(row) > 3 else "w1"
         record = {c: "" for c in BATTLE_COLUMNS}
-        record.update(study="s", worker_id=worker, battle_id=f"b{i}", assignment_id=f"a{i}", system_a=a,
-                      system_b=b, vote=vote, turns=1, is_control=0, leak=0)
-        for c in ("tokens_a", "tokens_b", "header_count_a", "list_count_a", "bold_count_a", "header_count_b",
-                  "list_count_b", "bold_count_b"):
+        record.update(
+            study="s",
+            worker_id=worker,
+            battle_id=f"b{i}",
+            assignment_id=f"a{i}",
+            system_a=a,
+            system_b=b,
+            vote=vote,
+            turns=1,
+            is_control=0,
+            leak=0,
+        )
+        for c in (
+            "tokens_a",
+            "tokens_b",
+            "header_count_a",
+            "list_count_a",
+            "bold_count_a",
+            "header_count_b",
+            "list_count_b",
+            "bold_count_b",
+        ):
             record[c] = 10
         record.update(extra)
         data.append(record)
@@ -172,9 +191,14 @@ def test_category_leaderboards_need_enough_battles():
 
 
 def test_qc_passes_a_worker_who_prefers_the_real_system_significantly():
-    rows = ([("real", "qc", "a", "good")] * 3 + [("qc", "real", "b", "good")] * 2 + [("qc", "real", "tie", "good")]
-            + [("real", "qc", "a", "meh")] * 4 + [("qc", "real", "a", "meh")]
-            + [("real", "qc", "b", "bad")] * 5)
+    rows = (
+        [("real", "qc", "a", "good")] * 3
+        + [("qc", "real", "b", "good")] * 2
+        + [("qc", "real", "tie", "good")]
+        + [("real", "qc", "a", "meh")] * 4
+        + [("qc", "real", "a", "meh")]
+        + [("real", "qc", "b", "bad")] * 5
+    )
     battles_ = frame(rows, is_control=1)
     table = qc_table(battles_, {"qc"}).set_index("worker_id")
     assert table.at["good", "real_wins"] == 5 and table.at["good", "ties"] == 1
@@ -190,8 +214,12 @@ def test_qc_passes_a_worker_who_prefers_the_real_system_significantly():
 
 def test_reading_names_the_line_of_bad_input(tmp_path):
     good = frame([("x", "y", "a")] * 2).drop(columns="source")
-    for column, value, words in (("vote", "left", "vote 'left' is not one of"), ("system_b", "x", "system_a and system_b are both 'x'"),
-                                 ("tokens_a", "-3", "tokens_a is '-3'"), ("leak", "maybe", "leak is 'maybe'")):
+    for column, value, words in (
+        ("vote", "left", "vote 'left' is not one of"),
+        ("system_b", "x", "system_a and system_b are both 'x'"),
+        ("tokens_a", "-3", "tokens_a is '-3'"),
+        ("leak", "maybe", "leak is 'maybe'"),
+    ):
         bad = good.astype(str).copy()
         bad.loc[1, column] = value
         folder = tmp_path / column
@@ -207,14 +235,28 @@ def test_reading_names_the_line_of_bad_input(tmp_path):
 def test_analyze_puts_a_study_and_fastchat_battles_on_one_scale(tmp_path):
     study = tmp_path / "export"
     study.mkdir()
-    frame([("x", "y", "a", f"w{i}") for i in range(6)] + [("y", "z", "b", "w9")] * 4).drop(columns="source") \
-        .to_csv(study / "battles.csv", index=False)
-    public = [{"model_a": "z", "model_b": "x", "winner": w, "judge": f"u{i}",
-               "conv_metadata": {"sum_assistant_a_tokens": 10, "sum_assistant_b_tokens": 12,
-                                 "header_count_a": {"h1": 1}, "header_count_b": {"h1": 0},
-                                 "list_count_a": {"ordered": 0, "unordered": 2}, "list_count_b": {"ordered": 1},
-                                 "bold_count_a": {"**": 0, "__": 0}, "bold_count_b": {"**": 1, "__": 0}}}
-              for i, w in enumerate(["model_a", "model_b", "tie (bothbad)", "model_b"])]
+    frame([("x", "y", "a", f"w{i}") for i in range(6)] + [("y", "z", "b", "w9")] * 4).drop(columns="source").to_csv(
+        study / "battles.csv", index=False
+    )
+    public = [
+        {
+            "model_a": "z",
+            "model_b": "x",
+            "winner": w,
+            "judge": f"u{i}",
+            "conv_metadata": {
+                "sum_assistant_a_tokens": 10,
+                "sum_assistant_b_tokens": 12,
+                "header_count_a": {"h1": 1},
+                "header_count_b": {"h1": 0},
+                "list_count_a": {"ordered": 0, "unordered": 2},
+                "list_count_b": {"ordered": 1},
+                "bold_count_a": {"**": 0, "__": 0},
+                "bold_count_b": {"**": 1, "__": 0},
+            },
+        }
+        for i, w in enumerate(["model_a", "model_b", "tie (bothbad)", "model_b"])
+    ]
     (tmp_path / "public.json").write_text("\n".join(json.dumps(b) for b in public))  # JSON lines
     result = analyze(study, seed=0, options={"n_boot": 10, "add": [tmp_path / "public.json"]})
     assert result.summary["sources"] == ["public", "s"]
@@ -222,8 +264,17 @@ def test_analyze_puts_a_study_and_fastchat_battles_on_one_scale(tmp_path):
     out = tmp_path / "out"
     result.write(out)
     board = pd.read_csv(out / "leaderboard.csv")
-    for column in ("system", "rating", "rating_lower", "rating_upper", "rating_style", "rating_style_lower",
-                   "rating_style_upper", "rank", "battles"):
+    for column in (
+        "system",
+        "rating",
+        "rating_lower",
+        "rating_upper",
+        "rating_style",
+        "rating_style_lower",
+        "rating_style_upper",
+        "rank",
+        "battles",
+    ):
         assert column in board.columns
     assert sorted(board["system"]) == ["x", "y", "z"] and (out / "leaderboard.png").stat().st_size > 1000
 
@@ -236,7 +287,7 @@ def test_simulated_battles_are_seeded_and_lean_to_longer_replies():
     assert one.equals(two)
     longer_won = np.where(one["tokens_a"] > one["tokens_b"], one["vote"] == "a", one["vote"] == "b")
     assert longer_won.mean() > 0.7
-    assert list(one.columns[:len(BATTLE_COLUMNS)]) == list(BATTLE_COLUMNS)
+    assert list(one.columns[: len(BATTLE_COLUMNS)]) == list(BATTLE_COLUMNS)
 
 
 def test_report_section_and_methods_state_what_was_done():
@@ -253,7 +304,9 @@ def test_report_section_and_methods_state_what_was_done():
     titles = [s.title for s in sections]
     assert titles[:3] == ["Leaderboard", "Style control", "Win rates"] and "Quality control" in titles
     assert sections[0].figures[0].png[:4] == b"\x89PNG"
-    assert "1 of 2 workers with QC battles did not prefer the real system" in " ".join(sections[-1].text)
+    assert "1 of 2 workers with enough QC votes to be judged did not prefer the real system" in " ".join(
+        sections[-1].text
+    )
     methods = " ".join(report.methods(inp))
     assert "10 battles against the QC bot never do" in methods and "30 bootstrap resamples of the workers" in methods
     assert "seed 7" in methods and "compute_style_control" in methods
@@ -262,12 +315,31 @@ def test_report_section_and_methods_state_what_was_done():
 def test_davidson_ties_and_the_cli_options_reach_the_analysis():
     from hitkit.protocols.arena.analysis import cli_options
 
-    rows = [("x", "y", "a", f"w{i}") for i in range(6)] + [("x", "y", "tie", f"w{i}") for i in range(6)] + \
-        [("y", "x", "a", f"w{i}") for i in range(3)]
+    rows = (
+        [("x", "y", "a", f"w{i}") for i in range(6)]
+        + [("x", "y", "tie", f"w{i}") for i in range(6)]
+        + [("y", "x", "a", f"w{i}") for i in range(3)]
+    )
     half = analyze_battles(frame(rows), n_boot=0).tables["leaderboard"].set_index("system")
     davidson = analyze_battles(frame(rows), n_boot=0, ties="davidson")
     board = davidson.tables["leaderboard"].set_index("system")
     assert davidson.summary["ties"] == "davidson" and board.at["x", "rating"] > board.at["y", "rating"]
     assert board.at["x", "rating"] != pytest.approx(half.at["x", "rating"], abs=0.5)
-    assert cli_options(None, {"ties": "davidson", "include_leaks": True, "add": None, "resample": "game"}) == \
-        {"ties": "davidson", "include_leaks": True}
+    assert cli_options(None, {"ties": "davidson", "include_leaks": True, "add": None, "resample": "game"}) == {
+        "ties": "davidson",
+        "include_leaks": True,
+    }
+
+
+def test_qc_gives_no_verdict_to_a_worker_with_too_few_qc_votes_to_pass():
+    """Two decisive QC votes for the real system give p = 1/4: no worker could pass on them, so the worker
+    is not judged (no verdict, not a failure), and the report's counts say so."""
+    from hitkit.protocols.arena.analysis import qc_counts
+
+    rows = [("real", "qc", "a", "new")] * 2 + [("real", "qc", "b", "bad")] * 5
+    table = qc_table(frame(rows, is_control=1), {"qc"}).set_index("worker_id")
+    assert table.at["new", "judged"] == False and pd.isna(table.at["new", "passed"])  # noqa: E712
+    assert table.at["bad", "judged"] == True and table.at["bad", "passed"] == False  # noqa: E712
+    assert qc_counts(table.reset_index()) == (1, 1, 1)
+    everything = pd.concat([frame(rows, is_control=1), frame([("real", "other", "a")])], ignore_index=True)
+    assert worker_qc({"battles": everything})[1] == {"bad": False}

@@ -1,5 +1,6 @@
 """A whole arena study: simulated workers battle through the real pages (real HTTP) against bots served
 over the OpenAI protocol, vote, and the exports hold every battle with its sides, style and flags."""
+
 from __future__ import annotations
 
 import json
@@ -32,26 +33,49 @@ def bot_server():
 
 def arena_study(tmp_path, database_url, bot_url, **arena) -> Path:
     data = {
-        "study": "arena-demo", "task": "arena", "seed": 7, "budget": "100.00",
-        "out": str(tmp_path / "runs"), "database": database_url,
-        "systems": [{"name": n, "url": bot_url, "model": n, "options": {"max_tokens": 30, "timeout_s": 10}}
-                    for n in [*REAL, "qc"]],
-        "arena": {"hits": 12, "battles_per_hit": 5, "control": "qc", "control_share": 0.2,
-                  "prompts": str(PROMPTS), **arena},
+        "study": "arena-demo",
+        "task": "arena",
+        "seed": 7,
+        "budget": "100.00",
+        "out": str(tmp_path / "runs"),
+        "database": database_url,
+        "systems": [
+            {"name": n, "url": bot_url, "model": n, "options": {"max_tokens": 30, "timeout_s": 10}}
+            for n in [*REAL, "qc"]
+        ],
+        "arena": {
+            "hits": 12,
+            "battles_per_hit": 5,
+            "control": "qc",
+            "control_share": 0.2,
+            "prompts": str(PROMPTS),
+            **arena,
+        },
         "hit": {"title": "Compare two assistants", "reward": "1.00"},
         "schedule": {"per_worker_cap": 1, "interval_s": 0.5, "wave_size": 12, "max_concurrent": 12},
-        "simulated": {"workers": [{"profile": "diligent", "count": 9}, {"profile": "spammer", "count": 3}],
-                      "quality": {**REAL, "qc": 0.05}, "concurrency": 6},
+        "simulated": {
+            "workers": [{"profile": "diligent", "count": 9}, {"profile": "spammer", "count": 3}],
+            "quality": {**REAL, "qc": 0.05},
+            "concurrency": 6,
+        },
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_and_qc(tmp_path, database_url,
-                                                                                         bot_server):
-    result = launch(arena_study(tmp_path, database_url, bot_server), yes=True, show_progress=False,
-                    echo=lambda _m: None, timeout_s=400, analyse=False)
+def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_and_qc(
+    tmp_path, one_database_url, bot_server
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
+    result = launch(
+        arena_study(tmp_path, database_url, bot_server),
+        yes=True,
+        show_progress=False,
+        echo=lambda _m: None,
+        timeout_s=400,
+        analyse=False,
+    )
     assert result.crowd_errors == []
     out = tmp_path / "runs" / "arena-demo" / "export"
     battles = pd.read_csv(out / "battles.csv", keep_default_na=False)
@@ -73,19 +97,24 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
     assert (battles["turns"] >= 1).all() and (battles["tokens_a"] > 0).all() and (battles["tokens_b"] > 0).all()
     # The diligent prefer the real system in QC battles; the best real system beats the worst.
     diligent = control[control["worker_id"].str.startswith("sim-diligent")]
-    real_won = ((diligent["system_a"] != "qc") & (diligent["vote"] == "a")) | \
-               ((diligent["system_b"] != "qc") & (diligent["vote"] == "b"))
+    real_won = ((diligent["system_a"] != "qc") & (diligent["vote"] == "a")) | (
+        (diligent["system_b"] != "qc") & (diligent["vote"] == "b")
+    )
     assert real_won.mean() >= 0.8
-    ac = real[real["worker_id"].str.startswith("sim-diligent") & real["system_a"].isin(["anna", "cleo"])
-              & real["system_b"].isin(["anna", "cleo"])]
+    ac = real[
+        real["worker_id"].str.startswith("sim-diligent")
+        & real["system_a"].isin(["anna", "cleo"])
+        & real["system_b"].isin(["anna", "cleo"])
+    ]
     anna_won = ((ac["system_a"] == "anna") & (ac["vote"] == "a")) | ((ac["system_b"] == "anna") & (ac["vote"] == "b"))
     assert anna_won.mean() >= 0.7
     # The database: two conversations per battle, replies whole and timed.
     with session_scope(database_url) as s:
         assert s.scalar(select(func.count()).select_from(Conversation)) == 120
         assert s.scalar(select(func.count()).select_from(Response).where(Response.question == "vote")) == 60
-        assert s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "bot",
-                                                                     Turn.reply_ms.is_(None))) == 0
+        assert (
+            s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "bot", Turn.reply_ms.is_(None))) == 0
+        )
         sides = Counter(c.meta["side"] for c in s.scalars(select(Conversation)))
         assert sides == {"a": 60, "b": 60}
     # preferences.jsonl: the decisive votes of real battles without a leak, the winner's conversation chosen.
@@ -101,6 +130,10 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
     typed = pd.read_csv(out / "authenticity.csv", keep_default_na=False)
     assert (typed["kind"] == "message").sum() == battles["turns"].sum()
     assert typed.loc[typed["kind"] == "message", "conversation_id"].str.endswith(":a").all()
-    turns = [t for line in (out / "conversations.jsonl").read_text().splitlines()
-             for t in json.loads(line)["turns"] if t["speaker"] == "bot"]
+    turns = [
+        t
+        for line in (out / "conversations.jsonl").read_text().splitlines()
+        for t in json.loads(line)["turns"]
+        if t["speaker"] == "bot"
+    ]
     assert turns and all(t["reply_ms"] >= t["first_token_ms"] >= 0 for t in turns)

@@ -1,5 +1,6 @@
 """Answers a human really typed: signals bounded at the edge, scored for review, and shown in the export,
 the dashboard and QC; a simulated crowd with LLM pasters, slow typists and phone typists over real HTTP."""
+
 from __future__ import annotations
 
 import json
@@ -34,16 +35,39 @@ from tests.test_input_bounds import PASSWORD, USER, logged_in
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - the bot server fixture
 from tests.test_security import arrive, serve, token_of
 
-TYPED = {"keys": 60, "typed_chars": 60, "composed_chars": 0, "pasted_chars": 0, "pastes": 0, "deletes": 3,
-         "iki_median_ms": 150, "iki_iqr_ms": 90, "compose_ms": 12_000, "blurs": 0}
+TYPED = {
+    "keys": 60,
+    "typed_chars": 60,
+    "composed_chars": 0,
+    "pasted_chars": 0,
+    "pastes": 0,
+    "deletes": 3,
+    "iki_median_ms": 150,
+    "iki_iqr_ms": 90,
+    "compose_ms": 12_000,
+    "blurs": 0,
+}
 
 
 # The signals at the edge ----------------------------------------------------------------------------
 def test_signals_keep_known_numbers_clamped_and_drop_everything_else():
-    raw = {"keys": 12.7, "pasted_chars": 10**12, "pastes": -4, "compose_ms": float("nan"), "blurs": True,
-           "typed_chars": "40", "deletes": None, "keystrokes": ["h", "e"], "iki_median_ms": 3e9}
-    assert clean_signals(raw) == {"keys": 12, "pasted_chars": COUNT_MAX, "pastes": 0,
-                                  "iki_median_ms": SIGNALS["iki_median_ms"][0]}
+    raw = {
+        "keys": 12.7,
+        "pasted_chars": 10**12,
+        "pastes": -4,
+        "compose_ms": float("nan"),
+        "blurs": True,
+        "typed_chars": "40",
+        "deletes": None,
+        "keystrokes": ["h", "e"],
+        "iki_median_ms": 3e9,
+    }
+    assert clean_signals(raw) == {
+        "keys": 12,
+        "pasted_chars": COUNT_MAX,
+        "pastes": 0,
+        "iki_median_ms": SIGNALS["iki_median_ms"][0],
+    }
     for junk in (None, "pasted", 3, ["keys", 3], {"keys": "x"}, {}):
         assert clean_signals(junk) is None
 
@@ -86,8 +110,10 @@ def test_honest_simulated_typists_are_rarely_flagged(profile):
     flagged = 0
     for w in range(50):
         who = crowd_typing.typist(profile, f"sim-{profile}-{w:03d}")
-        answers = [score_answer(crowd_typing.typed_signals(who, text, rng), len(text))
-                   for text in ["I went for a long walk yesterday and it was lovely."] * 12]
+        answers = [
+            score_answer(crowd_typing.typed_signals(who, text, rng), len(text))
+            for text in ["I went for a long walk yesterday and it was lovely."] * 12
+        ]
         flagged += score_worker(answers).flag
     assert flagged == 0
 
@@ -110,7 +136,11 @@ def test_simulated_llm_pasters_are_flagged():
 
 # Over real HTTP ----------------------------------------------------------------------------------------
 def test_a_forged_signals_object_is_bounded_and_never_costs_the_message(
-        tmp_path, database_url, bot_server, monkeypatch):  # noqa: F811
+    tmp_path,
+    database_url,
+    bot_server,  # noqa: F811 - the fixture imported above
+    monkeypatch,
+):
     monkeypatch.setenv("HITKIT_DASHBOARD_USER", USER)
     monkeypatch.setenv("HITKIT_DASHBOARD_PASSWORD", PASSWORD)
     monkeypatch.delenv("HITKIT_DASHBOARD_PASSWORD_HASH", raising=False)
@@ -118,17 +148,26 @@ def test_a_forged_signals_object_is_bounded_and_never_costs_the_message(
     try:
         task = arrive(web.url, "chat-demo", "W-forger")
         uid = next(u for u in requests.get(task + "state").json()["units"] if u["position"] == 0)["unit_id"]
-        topic = {"unit_id": uid, "question": "topic", "value": "films and the people who make them",
-                 "signals": {"keys": 30, "typed_chars": 30, "pasted_chars": 4, "pastes": 1, "compose_ms": 9000}}
+        topic = {
+            "unit_id": uid,
+            "question": "topic",
+            "value": "films and the people who make them",
+            "signals": {"keys": 30, "typed_chars": 30, "pasted_chars": 4, "pastes": 1, "compose_ms": 9000},
+        }
         assert requests.post(task + "answer", json=topic).ok
-        assert requests.post(task + "answer", json={"unit_id": uid, "question": "topic_sentiment", "value": "like",
-                                                    "signals": "typed, honest"}).ok
+        assert requests.post(
+            task + "answer",
+            json={"unit_id": uid, "question": "topic_sentiment", "value": "like", "signals": "typed, honest"},
+        ).ok
         forged = {"keys": 10**30, "typed_chars": -1, "content": "h,e,l,l,o", **{f"x{i}": i for i in range(2000)}}
         pasted = {"keys": 0, "typed_chars": 0, "pasted_chars": 120, "pastes": 1, "compose_ms": 8000, "blurs": 2}
-        sent = [("Hello there, which films have you liked lately?", forged),
-                ("A wonderful question! Many films explore the human condition in fascinating ways.", pasted),
-                ("Cinema offers a unique window into diverse cultures and perspectives worth exploring.", pasted),
-                ("and no signals at all", None), ("a list", [1, 2, 3])]
+        sent = [
+            ("Hello there, which films have you liked lately?", forged),
+            ("A wonderful question! Many films explore the human condition in fascinating ways.", pasted),
+            ("Cinema offers a unique window into diverse cultures and perspectives worth exploring.", pasted),
+            ("and no signals at all", None),
+            ("a list", [1, 2, 3]),
+        ]
         for text, signals in sent:
             reply = requests.post(task + f"chat/{uid}/message", json={"text": text, "signals": signals})
             assert reply.ok, reply.text
@@ -146,19 +185,24 @@ def test_a_forged_signals_object_is_bounded_and_never_costs_the_message(
         assert stored[3] is None and stored[4] is None
 
 
-def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(tmp_path, one_database_url,
-                                                                             bot_server):  # noqa: F811
+def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(
+    tmp_path,
+    one_database_url,
+    bot_server,  # noqa: F811 - the fixture imported above
+):
     path = live_chat_study(tmp_path, one_database_url, bot_server, hits=8, min_inputs=3)
     data = yaml.safe_load(path.read_text())
-    data["simulated"]["workers"] = [{"profile": p, "count": 2}
-                                    for p in ("llm_paster", "slow_typist", "phone", "diligent")]
+    data["simulated"]["workers"] = [
+        {"profile": p, "count": 2} for p in ("llm_paster", "slow_typist", "phone", "diligent")
+    ]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     result = launch(path, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=300)
     assert result.crowd_errors == []
     export = tmp_path / "runs" / "chat-demo" / "export"
     workers = pd.read_csv(export / "authenticity_workers.csv", dtype={"worker_id": str}).set_index("worker_id")
-    assert sorted(workers.index) == sorted(f"sim-{p}-{i:03d}" for p in ("llm_paster", "slow_typist", "phone",
-                                                                         "diligent") for i in range(2))
+    assert sorted(workers.index) == sorted(
+        f"sim-{p}-{i:03d}" for p in ("llm_paster", "slow_typist", "phone", "diligent") for i in range(2)
+    )
     pasters = workers.index.str.startswith("sim-llm_paster")
     assert workers.loc[pasters, "flag"].tolist() == [1, 1]
     assert workers.loc[~pasters, "flag"].tolist() == [0] * 6
@@ -176,8 +220,10 @@ def test_a_live_chat_crowd_of_pasters_and_honest_typists_is_scored_end_to_end(tm
     assert pd.read_csv(export / "ratings.csv")["worker_id"].nunique() == 8
     config = load_study(path)
     with session_scope(one_database_url) as s:
-        assert s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "worker",
-                                                                     Turn.signals.is_(None))) == 0
+        assert (
+            s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "worker", Turn.signals.is_(None)))
+            == 0
+        )
         study = s.scalar(select(Study))
         ctx = StudyContext.of(study, resolve_secret(one_database_url))
         rows = {r.external_id: r for r in worker_rows(s, ctx, None)}
@@ -194,28 +240,41 @@ def test_the_hit_comment_carries_signals_on_a_pairwise_page(tmp_path, database_u
     pasted_comment = crowd_typing.bot_written_message(random.Random(1))
     typed_comment = "The second answers were often cut off mid-sentence."
     rng = random.Random(2)
-    sent = {"W-paster": (pasted_comment, json.dumps(crowd_typing.pasted_signals(
-                crowd_typing.typist("llm_paster", "W-paster"), pasted_comment, rng))),
-            "W-typist": (typed_comment, json.dumps(crowd_typing.typed_signals(
-                crowd_typing.typist("diligent", "W-typist"), typed_comment, rng))),
-            "W-forger": ("Nothing to add, it was fine.", "{not json"),
-            "W-silent": ("", json.dumps({"keys": 3}))}
+    sent = {
+        "W-paster": (
+            pasted_comment,
+            json.dumps(crowd_typing.pasted_signals(crowd_typing.typist("llm_paster", "W-paster"), pasted_comment, rng)),
+        ),
+        "W-typist": (
+            typed_comment,
+            json.dumps(crowd_typing.typed_signals(crowd_typing.typist("diligent", "W-typist"), typed_comment, rng)),
+        ),
+        "W-forger": ("Nothing to add, it was fine.", "{not json"),
+        "W-silent": ("", json.dumps({"keys": 3})),
+    }
     try:
         for hit, (worker, (comment, signals)) in enumerate(sent.items(), start=1):
             task = arrive(web.url, "ab-demo", worker, hit=hit)
             page = requests.get(task).text
             assert "authenticity.js" in page and 'name="feedback"' in page  # the page watches the comment box
             state = requests.get(task + "state").json()
-            form = {"csrf": security.csrf_value(secret, token_of(task)), "feedback": comment,
-                    "feedback_signals": signals}
+            form = {
+                "csrf": security.csrf_value(secret, token_of(task)),
+                "feedback": comment,
+                "feedback_signals": signals,
+            }
             form.update({f"answer-{u['unit_id']}-{q['name']}": "a" for u in state["units"] for q in u["questions"]})
             reply = requests.post(task + "submit", data=form)
             assert reply.status_code == 200 and "submitted" in reply.text, reply.text
     finally:
         web.stop()
     with session_scope(database_url) as s:
-        stored = {w: (a.feedback, a.feedback_signals) for a, w in s.execute(
-            select(Assignment, Worker.external_id).join(Worker, Assignment.worker_id == Worker.id))}
+        stored = {
+            w: (a.feedback, a.feedback_signals)
+            for a, w in s.execute(
+                select(Assignment, Worker.external_id).join(Worker, Assignment.worker_id == Worker.id)
+            )
+        }
         assert stored["W-paster"] == (pasted_comment, clean_signals(json.loads(sent["W-paster"][1])))
         assert stored["W-paster"][1]["pasted_chars"] == len(pasted_comment)
         assert stored["W-typist"][1]["typed_chars"] >= len(typed_comment)
@@ -230,4 +289,6 @@ def test_the_hit_comment_carries_signals_on_a_pairwise_page(tmp_path, database_u
     assert answers.loc["W-typist", "flagged"] == 0 and answers.loc["W-typist", "chars"] == len(typed_comment)
     workers = pd.read_csv(tmp_path / "export" / "authenticity_workers.csv", dtype={"worker_id": str})
     assert workers.set_index("worker_id")[["answers", "flagged"]].to_dict("index") == {
-        "W-paster": {"answers": 1, "flagged": 1}, "W-typist": {"answers": 1, "flagged": 0}}
+        "W-paster": {"answers": 1, "flagged": 1},
+        "W-typist": {"answers": 1, "flagged": 0},
+    }

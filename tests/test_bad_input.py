@@ -1,4 +1,5 @@
 """Bad input gets a message naming what and where, and leaves what is saved untouched."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,14 @@ def test_malformed_yaml_names_the_file_and_line(tmp_path):
 
 
 def test_invalid_fields_are_named_with_a_fix(tmp_path):
-    path = pairwise_study(tmp_path, "sqlite:///unused.db", budget="lots", schedule={"per_worker_cap": 0},
-                          provider={"kind": "amazon"}, colour="blue")
+    path = pairwise_study(
+        tmp_path,
+        "sqlite:///unused.db",
+        budget="lots",
+        schedule={"per_worker_cap": 0},
+        provider={"kind": "amazon"},
+        colour="blue",
+    )
     with pytest.raises(ConfigError) as err:
         load_study(path)
     text = str(err.value)
@@ -72,8 +79,9 @@ def test_launching_an_existing_study_again_keeps_it_and_points_to_resume(tmp_pat
 def test_the_cli_prints_one_clear_line_not_a_traceback(tmp_path):
     path = tmp_path / "study.yaml"
     path.write_text("study: Bad Name\n")
-    run = subprocess.run([sys.executable, "-m", "hitkit.cli", "launch", str(path), "--yes"],
-                         capture_output=True, text=True, cwd=REPO)
+    run = subprocess.run(
+        [sys.executable, "-m", "hitkit.cli", "launch", str(path), "--yes"], capture_output=True, text=True, cwd=REPO
+    )
     assert run.returncode == 1
     assert "Traceback" not in run.stderr
     assert "study: String should match pattern" in run.stderr and "task: Field required" in run.stderr

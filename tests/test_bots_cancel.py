@@ -4,6 +4,7 @@ Real HTTP to hitkit's bot server hosting a tiny random Llama (built offline, as 
 test_bots_server), slowed to ~20 ms a step so that a generation is still running when the client
 goes away. Every assertion is on the server's own counters and state.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,12 @@ def server(tiny):
 
 
 def body(max_tokens: int = LONG) -> dict:
-    return {"model": "tiny", "messages": [{"role": "user", "content": "hello , how are you ?"}],
-            "max_tokens": max_tokens, "temperature": 0}
+    return {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hello , how are you ?"}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
 
 
 def wait_for(condition, timeout_s: float = 5.0) -> bool:
@@ -79,10 +84,17 @@ def wait_for(condition, timeout_s: float = 5.0) -> bool:
 
 def test_killing_the_client_mid_generation_stops_the_generation(server):
     srv, backend = server
-    client = subprocess.Popen([sys.executable, "-c", (
-        "import json, sys, requests\n"
-        f"requests.post({srv.url + '/v1/chat/completions'!r}, json=json.loads(sys.argv[1]), timeout=60)\n"),
-        __import__("json").dumps(body())])
+    client = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import json, sys, requests\n"
+                f"requests.post({srv.url + '/v1/chat/completions'!r}, json=json.loads(sys.argv[1]), timeout=60)\n"
+            ),
+            __import__("json").dumps(body()),
+        ]
+    )
     try:
         assert wait_for(lambda: backend.stats()["running"] == 1 and backend.stats()["decode_steps"] >= 5)
         client.kill()
@@ -103,8 +115,7 @@ def test_killing_the_client_mid_generation_stops_the_generation(server):
 def test_a_passed_deadline_cancels_the_generation_and_answers_504(server):
     srv, backend = server
     started = time.monotonic()
-    r = requests.post(f"{srv.url}/v1/chat/completions", json=body(),
-                      headers={"X-Hitkit-Deadline-S": "0.4"}, timeout=10)
+    r = requests.post(f"{srv.url}/v1/chat/completions", json=body(), headers={"X-Hitkit-Deadline-S": "0.4"}, timeout=10)
     assert r.status_code == 504 and "deadline" in r.json()["error"]["message"]
     assert time.monotonic() - started < 2.0
     assert wait_for(lambda: backend.stats()["cancelled"] == 1 and backend.stats()["running"] == 0)
@@ -134,8 +145,7 @@ def test_a_retry_with_the_same_key_joins_the_running_generation(server):
 def test_an_abandoned_keyed_generation_is_cancelled_after_the_grace_period(server):
     srv, backend = server
     with pytest.raises(requests.Timeout):
-        requests.post(f"{srv.url}/v1/chat/completions", json=body(), headers={"Idempotency-Key": "gone"},
-                      timeout=0.3)
+        requests.post(f"{srv.url}/v1/chat/completions", json=body(), headers={"Idempotency-Key": "gone"}, timeout=0.3)
     assert wait_for(lambda: backend.stats()["cancelled"] == 1, timeout_s=3.0)
     assert backend.stats()["running"] == 0
 
@@ -155,8 +165,18 @@ def test_bot_client_retries_never_stack_generations(tiny):
 
         opener = threading.Thread(target=open_once_joined, daemon=True)
         opener.start()
-        client = BotClient(BotConfig(name="slow", url=srv.url, model="tiny", max_tokens=5, temperature=0,
-                                     timeout_s=0.5, retries=10, backoff_s=0.05))
+        client = BotClient(
+            BotConfig(
+                name="slow",
+                url=srv.url,
+                model="tiny",
+                max_tokens=5,
+                temperature=0,
+                timeout_s=0.5,
+                retries=10,
+                backoff_s=0.05,
+            )
+        )
         text = client.reply([{"role": "user", "content": "hello"}])
         opener.join(5)
         assert text and gate.is_set()
@@ -169,8 +189,10 @@ def test_bot_client_retries_never_stack_generations(tiny):
 def _concurrent_replies_are_separate_generations(client, backend):
     # Concurrent replies are separate generations, decoded together.
     results: list[str] = []
-    threads = [threading.Thread(target=lambda: results.append(client.reply([{"role": "user", "content": "hi"}])))
-               for _ in range(3)]
+    threads = [
+        threading.Thread(target=lambda: results.append(client.reply([{"role": "user", "content": "hi"}])))
+        for _ in range(3)
+    ]
     for t in threads:
         t.start()
     for t in threads:

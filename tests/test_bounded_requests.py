@@ -1,6 +1,7 @@
 """Bounded requests over real HTTP (docs/THREAT_MODEL.md, "input bounds"): JSON nested deeper than the
 limit, a NUL or a byte that is not UTF-8 in a path or query, and a malformed chunked body are each
 refused with a 400 before any route parses them — never a 500 — and store nothing."""
+
 from __future__ import annotations
 
 import os
@@ -35,25 +36,34 @@ def test_json_nested_30000_deep_is_400_on_every_json_route_and_stores_nothing(tm
         http.post(task + "consent").raise_for_status()
         unit = http.get(task + "state").json()["units"][0]["unit_id"]
         before = _stored(database_url)
-        bodies = {"answer": DEEP, "submit": DEEP, f"chat/{unit}/message": DEEP, f"chat/{unit}/topic": DEEP,
-                  "answer?x": '{"unit_id": ' + "[" * 20_000 + "]" * 20_000 + ', "question": "vote", "value": "a"}',
-                  "return": "{" * 1000 + "}" * 1000}
+        bodies = {
+            "answer": DEEP,
+            "submit": DEEP,
+            f"chat/{unit}/message": DEEP,
+            f"chat/{unit}/topic": DEEP,
+            "answer?x": '{"unit_id": ' + "[" * 20_000 + "]" * 20_000 + ', "question": "vote", "value": "a"}',
+            "return": "{" * 1000 + "}" * 1000,
+        }
         for route, body in bodies.items():
             sent = http.post(task + route.split("?")[0], data=body, headers=JSON)
             assert sent.status_code == 400, (route, sent.status_code, sent.text[:200])
             assert "nested more than" in sent.json()["error"]
         # A flat body still works, and nothing the refused ones carried was stored.
-        ok = http.post(task + "answer", json={"unit_id": unit, "question": "vote", "value": "a"},
-                       )
+        ok = http.post(
+            task + "answer",
+            json={"unit_id": unit, "question": "vote", "value": "a"},
+        )
         assert ok.status_code == 200
         assert _stored(database_url)[0] == before[0] + 1 and _stored(database_url)[1:] == before[1:]
         # The comment's signals in a form submit, nested deep, cost the worker nothing either.
         for view in http.get(task + "state").json()["units"]:
             http.post(task + "answer", json={"unit_id": view["unit_id"], "question": "vote", "value": "a"})
         csrf = csrf_field(http.get(task).text)
-        form = http.post(task + "submit", data={"feedback": "fine", "feedback_signals": "[" * 2000 + "]" * 2000,
-                                                "csrf": csrf},
-                         allow_redirects=False)
+        form = http.post(
+            task + "submit",
+            data={"feedback": "fine", "feedback_signals": "[" * 2000 + "]" * 2000, "csrf": csrf},
+            allow_redirects=False,
+        )
         assert form.status_code in (200, 302), form.text[-600:]
 
 
@@ -65,12 +75,18 @@ def test_a_nul_or_a_byte_that_is_not_utf8_in_a_path_or_query_is_400(tmp_path, da
         before = _stored(database_url)
         for path in ("chat/ab%00cd", "chat/%FF%FE", "chat/%00/message", "chat/x%C3/retry"):
             method = http.post if path.endswith(("message", "retry")) else http.get
-            got = method(task + path, headers={"Accept": "application/json"},
-                         **({"json": {"text": "hi"}} if method is http.post else {}))
+            got = method(
+                task + path,
+                headers={"Accept": "application/json"},
+                **({"json": {"text": "hi"}} if method is http.post else {}),
+            )
             assert got.status_code == 400, (path, got.status_code, got.text[:200])
             assert "NUL" in got.json()["error"] or "UTF-8" in got.json()["error"]
-        for query in ("workerId=W%00X&assignmentId=A1&hitId=h", "workerId=%FF&assignmentId=A1&hitId=h",
-                      "workerId=W2&assignmentId=A1&hitId=h&%00=1"):
+        for query in (
+            "workerId=W%00X&assignmentId=A1&hitId=h",
+            "workerId=%FF&assignmentId=A1&hitId=h",
+            "workerId=W2&assignmentId=A1&hitId=h&%00=1",
+        ):
             got = requests.get(f"{base}/s/ab-demo/enter?{query}")
             assert got.status_code == 400, (query, got.status_code)
         assert _stored(database_url) == before
@@ -78,11 +94,22 @@ def test_a_nul_or_a_byte_that_is_not_utf8_in_a_path_or_query_is_400(tmp_path, da
 
 def _gunicorn(database_url: str, secret: str, log):
     port = free_port()
-    env = {**os.environ, "HITKIT_DATABASE_URL": database_url, "HITKIT_SECRET": secret,
-           "HITKIT_BIND": f"127.0.0.1:{port}", "HITKIT_WEB_WORKERS": "1", "HITKIT_WEB_THREADS": "4",
-           "HITKIT_ACCESS_LOG": str(log.with_suffix(".access"))}
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
-                            cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "HITKIT_DATABASE_URL": database_url,
+        "HITKIT_SECRET": secret,
+        "HITKIT_BIND": f"127.0.0.1:{port}",
+        "HITKIT_WEB_WORKERS": "1",
+        "HITKIT_WEB_THREADS": "4",
+        "HITKIT_ACCESS_LOG": str(log.with_suffix(".access")),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -114,11 +141,15 @@ def test_a_malformed_chunked_body_straight_to_gunicorn_is_400(tmp_path, one_data
         path = task.split(f":{port}", 1)[1]
         http.post(task + "consent").raise_for_status()
         before = _stored(one_database_url)
-        for body in (b"zz\r\n{}\r\n0\r\n\r\n",          # a chunk size that is not hex
-                     b"5\r\n{\"a\":1}\r\n0\r\n\r\n",      # a chunk longer than its size
-                     b"10\r\n{}"):                       # the body ends inside a chunk
-            head = (f"POST {path}answer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-                    f"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        for body in (
+            b"zz\r\n{}\r\n0\r\n\r\n",  # a chunk size that is not hex
+            b"5\r\n{\"a\":1}\r\n0\r\n\r\n",  # a chunk longer than its size
+            b"10\r\n{}",
+        ):  # the body ends inside a chunk
+            head = (
+                f"POST {path}answer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                f"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            )
             reply = _raw(port, head.encode() + body)
             status = reply.split(b"\r\n", 1)[0]
             assert status.startswith(b"HTTP/1.1 400"), (body, reply[:300])

@@ -1,6 +1,7 @@
 """Worker pages anyone can use: every page of every protocol's HIT passes axe-core's WCAG 2.2 AA audit
 (no serious or critical violation), and each HIT is done from entry to the completion page with the
 keyboard alone (Tab, Space, Enter, arrows, typing), the answers checked in the database."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,7 +20,7 @@ from tests.test_live_chat_study import REAL as CHAT_BOTS
 from tests.test_live_chat_study import live_chat_study
 from tests.test_rating import rating_study
 from tests.test_spot_the_bot_study import stb_study
-from tests.test_worker_flow import live  # noqa: F401 - the running pairwise study
+from tests.test_worker_flow import live_one  # noqa: F401 - the running pairwise study, on one store
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
@@ -51,8 +52,10 @@ def stored(url: str, assignment: str) -> tuple[str, dict, str | None, list[int]]
     """The assignment's status, its answers by (unit id, question), its comment and its units' order."""
     with session_scope(url) as s:
         a = s.scalar(select(Assignment).where(Assignment.provider_assignment_id == assignment))
-        answers = {(r.unit_id, r.question): r.value for r in s.scalars(select(Response).where(
-            Response.assignment_id == a.id, Response.source == "worker"))}
+        answers = {
+            (r.unit_id, r.question): r.value
+            for r in s.scalars(select(Response).where(Response.assignment_id == a.id, Response.source == "worker"))
+        }
         return a.status, answers, a.feedback, (a.layout or {}).get("order", [])
 
 
@@ -63,8 +66,8 @@ def stored(url: str, assignment: str) -> tuple[str, dict, str | None, list[int]]
 PAIRWISE_KEYS = (("Space", "a"), ("ArrowRight", "tie"), ("ArrowLeft", "b"))
 
 
-def test_a_pairwise_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(live):  # noqa: F811
-    base, url, _ = live
+def test_a_pairwise_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(live_one):  # noqa: F811
+    base, url, _ = live_one
     expected = {}
     with playwright.sync_playwright() as p:
         browser, page = open_page(p)
@@ -111,8 +114,10 @@ def test_the_audit_fails_on_an_unnamed_slider_and_low_contrast_text():
     """The audit itself can fail: a slider without a name and grey-on-white text are both reported."""
     with playwright.sync_playwright() as p:
         browser, page = open_page(p)
-        page.set_content('<html lang="en"><title>t</title><main><input type="range">'
-                         '<p style="color:#bbb;background:#fff">faint</p></main></html>')
+        page.set_content(
+            '<html lang="en"><title>t</title><main><input type="range">'
+            '<p style="color:#bbb;background:#fff">faint</p></main></html>'
+        )
         found = {v["id"] for v in violations(page)}
         browser.close()
     assert "color-contrast" in found and "label" in found, found
@@ -207,8 +212,9 @@ def test_a_spot_the_bot_hit_is_done_by_keyboard_alone_and_every_page_passes_the_
         submit_by_keyboard(page, "Spot The Bot", "Numbers and Enter.")
     status, stored_answers, feedback, order = stored(one_database_url, "KEY-S")
     assert status == "submitted" and feedback == "Numbers and Enter." and len(order) == total >= 3
-    assert {(unit, q): v for unit, answers in zip(order, given, strict=True) for q, v in answers.items()} == \
-        stored_answers
+    assert {
+        (unit, q): v for unit, answers in zip(order, given, strict=True) for q, v in answers.items()
+    } == stored_answers
 
 
 # ---------------------------------------------------------------------------------------------- live chat
@@ -222,8 +228,9 @@ def degraded_bots():
     server.shutdown()
 
 
-def test_a_live_chat_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(tmp_path, one_database_url,
-                                                                                    degraded_bots):
+def test_a_live_chat_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(
+    tmp_path, one_database_url, degraded_bots
+):
     config = load_study(live_chat_study(tmp_path, one_database_url, degraded_bots, hits=1, min_inputs=2))
     slots = 0
     with chromium_on(one_database_url, config, height=900) as (base, page):
@@ -277,10 +284,12 @@ def test_a_live_chat_hit_is_done_by_keyboard_alone_and_every_page_passes_the_aud
 
 
 # ---------------------------------------------------------------------------------------------- arena
-def test_an_arena_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(tmp_path, one_database_url,
-                                                                               degraded_bots):
-    config = load_study(arena_study(tmp_path, one_database_url, degraded_bots, hits=1, battles_per_hit=2,
-                                    control_share=0, reveal=True))
+def test_an_arena_hit_is_done_by_keyboard_alone_and_every_page_passes_the_audit(
+    tmp_path, one_database_url, degraded_bots
+):
+    config = load_study(
+        arena_study(tmp_path, one_database_url, degraded_bots, hits=1, battles_per_hit=2, control_share=0, reveal=True)
+    )
     votes = ("a", "tie")
     with chromium_on(one_database_url, config, height=900) as (base, page):
         page.goto(f"{base}/s/arena-demo/hit/1?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=h1")

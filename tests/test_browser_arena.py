@@ -1,5 +1,6 @@
 """A person does arena battles in chromium: both replies stream side by side, the vote waits for both,
 the names show after it, and on a phone the two replies stack."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,15 +30,18 @@ def words_on_both_sides(page, n: int) -> None:
     page.wait_for_function(
         "n => ['a', 'b'].every(s => { const li = document.querySelector("
         "`.arena-side[data-side=\"${s}\"] li.bot-typing`); return li && li.textContent.split(' ').length >= n; })",
-        arg=n)
+        arg=n,
+    )
 
 
-def test_both_replies_stream_side_by_side_and_the_vote_waits_for_both_in_chromium(tmp_path, one_database_url,
-                                                                                  typing_bots):
+def test_both_replies_stream_side_by_side_and_the_vote_waits_for_both_in_chromium(
+    tmp_path, one_database_url, typing_bots
+):
     # Two real systems a battle: the control bot's reply is held until its release time and shown whole
     # (hitkit.worker.pacing), so a battle against it does not stream on both sides.
-    config = load_study(arena_study(tmp_path, one_database_url, typing_bots, hits=1, battles_per_hit=2,
-                                    control_share=0.0, reveal=True))
+    config = load_study(
+        arena_study(tmp_path, one_database_url, typing_bots, hits=1, battles_per_hit=2, control_share=0.0, reveal=True)
+    )
     with chromium_on(one_database_url, config) as (url, page):
         page.goto(f"{url}/s/arena-demo/hit/1?assignmentId=AR-1&hitId=h1&workerId=W-person")
         page.get_by_role("button", name="I agree").click()
@@ -74,12 +78,15 @@ def test_both_replies_stream_side_by_side_and_the_vote_waits_for_both_in_chromiu
 
 
 def test_on_a_phone_the_two_replies_stack_in_chromium(tmp_path, one_database_url, typing_bots):
-    config = load_study(arena_study(tmp_path, one_database_url, typing_bots, hits=1, battles_per_hit=1,
-                                    control_share=0))
+    config = load_study(
+        arena_study(tmp_path, one_database_url, typing_bots, hits=1, battles_per_hit=1, control_share=0)
+    )
     with chromium_on(one_database_url, config) as (url, page):
         page.set_viewport_size({"width": 390, "height": 844})
         page.goto(f"{url}/s/arena-demo/hit/1?assignmentId=AR-2&hitId=h1&workerId=W-phone")
         page.get_by_role("button", name="I agree").click()
+        # The drawn prompt fills the box once the battle has loaded: sending before that sends nothing.
+        page.wait_for_function("() => document.querySelector('#arena-message').value.length > 0")
         page.get_by_role("button", name="Send to both").click()
         for side in ("a", "b"):
             page.locator(f'.arena-side[data-side="{side}"] li.bot').wait_for()
@@ -91,7 +98,8 @@ def test_on_a_phone_the_two_replies_stack_in_chromium(tmp_path, one_database_url
 
 
 def test_with_a_judge_a_battle_not_drawn_for_a_vote_ends_with_next_battle_alone_in_chromium(
-        tmp_path, one_database_url, typing_bots):
+    tmp_path, one_database_url, typing_bots
+):
     import yaml
 
     path = arena_study(tmp_path, one_database_url, typing_bots, hits=1, battles_per_hit=4, control_share=0)

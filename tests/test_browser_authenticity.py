@@ -1,5 +1,6 @@
 """Chromium captures how chat messages are entered: a pasted message is stored with its paste, a typed
 one with its keystrokes and intervals, and with ``authenticity.block_paste`` a paste inserts nothing."""
+
 from __future__ import annotations
 
 import pytest
@@ -79,8 +80,9 @@ def test_chromium_reports_a_paste_and_typing_with_the_message(tmp_path, one_data
     finally:
         web.stop()
     with session_scope(one_database_url) as s:
-        pasted, typed = [t.signals for t in s.scalars(select(Turn).where(Turn.speaker == "worker")
-                                                       .order_by(Turn.index))]
+        pasted, typed = [
+            t.signals for t in s.scalars(select(Turn).where(Turn.speaker == "worker").order_by(Turn.index))
+        ]
         topic = s.scalar(select(Response.signals).where(Response.question == "topic"))
     assert pasted["pastes"] == 1 and pasted["pasted_chars"] == len(PASTED)
     assert pasted["typed_chars"] == 0 and pasted["keys"] == 0
@@ -88,8 +90,18 @@ def test_chromium_reports_a_paste_and_typing_with_the_message(tmp_path, one_data
     assert typed["iki_median_ms"] >= 40 and typed["compose_ms"] >= 40 * (len(TYPED) - 1)
     assert topic["typed_chars"] == len("the sea")
     # Nothing but counts and timings is stored: no text of the keys beyond the message itself.
-    assert set(pasted) <= {"keys", "typed_chars", "composed_chars", "pasted_chars", "pastes", "deletes",
-                           "iki_median_ms", "iki_iqr_ms", "compose_ms", "blurs"}
+    assert set(pasted) <= {
+        "keys",
+        "typed_chars",
+        "composed_chars",
+        "pasted_chars",
+        "pastes",
+        "deletes",
+        "iki_median_ms",
+        "iki_iqr_ms",
+        "compose_ms",
+        "blurs",
+    }
 
 
 def test_with_block_paste_a_paste_inserts_nothing_but_is_counted(tmp_path, one_database_url, bot_server):  # noqa: F811

@@ -1,6 +1,7 @@
 """A coordinator sees a failing bot on the dashboard: one system's endpoint is down, simulated workers
 chat through the real pages, their messages to it stay unanswered, and the study page says which bot
 fails and why. Screenshot: test-artifacts/dashboard-failing-bot.png."""
+
 from __future__ import annotations
 
 import socket
@@ -50,11 +51,17 @@ def test_the_dashboard_shows_which_bot_is_failing(tmp_path, one_database_url, mo
     dead = _dead_url()
     options = {"max_tokens": 12, "timeout_s": 2, "retries": 0}
     data = {
-        "study": "bot-health", "task": "live_chat", "seed": 3, "budget": "50.00",
-        "out": str(tmp_path / "runs"), "database": one_database_url,
-        "systems": [{"name": "anna", "url": bots.url, "model": "anna", "options": options},
-                    {"name": "bert", "url": dead, "model": "bert", "options": options},
-                    {"name": "qc", "url": bots.url, "model": "qc", "options": options}],
+        "study": "bot-health",
+        "task": "live_chat",
+        "seed": 3,
+        "budget": "50.00",
+        "out": str(tmp_path / "runs"),
+        "database": one_database_url,
+        "systems": [
+            {"name": "anna", "url": bots.url, "model": "anna", "options": options},
+            {"name": "bert", "url": dead, "model": "bert", "options": options},
+            {"name": "qc", "url": bots.url, "model": "qc", "options": options},
+        ],
         "live_chat": {"hits": 2, "min_inputs": 2, "slots_per_hit": 3},
         "schedule": {"per_worker_cap": 1, "interval_s": 0.5},
         "simulated": {"workers": [{"profile": "diligent", "count": 2}], "concurrency": 2},

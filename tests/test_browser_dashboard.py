@@ -1,5 +1,6 @@
 """A coordinator in chromium: logs in, watches a simulated study progress without reloading, opens a
 conversation, and pays a worker a bonus; screenshots go to test-artifacts/dashboard-*.png."""
+
 from __future__ import annotations
 
 import threading
@@ -33,8 +34,9 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
     monkeypatch.setenv("HITKIT_DASHBOARD_USER", USER)
     monkeypatch.setenv("HITKIT_DASHBOARD_PASSWORD", PASSWORD)
     # Slow workers, so the coordinator sees the figures move.
-    config = load_study(pairwise_study(tmp_path, one_database_url, simulated={"seconds_per_answer": 0.25,
-                                                                          "concurrency": 4}))
+    config = load_study(
+        pairwise_study(tmp_path, one_database_url, simulated={"seconds_per_answer": 0.25, "concurrency": 4})
+    )
     secret = resolve_secret(one_database_url)
     with session_scope(one_database_url) as s:
         ctx = create_study(s, config, None, secret)
@@ -49,8 +51,14 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
             # Script errors and CSP violations; refused logins and the missing favicon are expected.
-            page.on("console", lambda m: errors.append(m.text)
-                    if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+            page.on(
+                "console",
+                lambda m: (
+                    errors.append(m.text)
+                    if m.type == "error" and not m.text.startswith("Failed to load resource")
+                    else None
+                ),
+            )
 
             page.goto(f"{web.url}/dashboard/")
             page.get_by_label("User name").fill(USER)
@@ -72,13 +80,15 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
             crowd = SimulatedCrowd(one_database_url, ctx, web.url).start()
             page.wait_for_function(
                 "() => parseInt(document.querySelector('.figures [data-live=\"answers\"]').textContent) >= 40",
-                timeout=60_000)
+                timeout=60_000,
+            )
             assert page.evaluate("window.__notReloaded === true")
             assert int(page.locator('[data-system="alpha"] [data-live="answers"]').inner_text()) > 0
             page.locator("tbody[data-live-events]", has_text="assignment_submitted").wait_for()
             page.screenshot(path=str(artifact("dashboard-study.png")), full_page=True)
             page.wait_for_function(
-                "() => document.querySelector('[data-live=\"status\"]').textContent === 'completed'", timeout=90_000)
+                "() => document.querySelector('[data-live=\"status\"]').textContent === 'completed'", timeout=90_000
+            )
             assert page.evaluate("window.__notReloaded === true")
             assert page.locator('.figures [data-live="answers"]').inner_text() == "270 / 270"
             page.screenshot(path=str(artifact("dashboard-study-completed.png")), full_page=True)
@@ -126,5 +136,9 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
     with session_scope(one_database_url) as s:
         bonus = s.scalars(select(Payment).where(Payment.kind == "bonus")).one()
         assert bonus.amount == Decimal("0.75") and bonus.status == "paid"
-        assert s.scalar(select(func.count()).select_from(Event).where(Event.kind == "bonus_paid",
-                                                                      Event.actor == "dashboard")) == 1
+        assert (
+            s.scalar(
+                select(func.count()).select_from(Event).where(Event.kind == "bonus_paid", Event.actor == "dashboard")
+            )
+            == 1
+        )

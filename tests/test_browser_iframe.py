@@ -1,6 +1,7 @@
 """A worker does a HIT inside a cross-site iframe, as on MTurk and Prolific: the page of another site
 (``localhost``) frames our pages (``127.0.0.1``). The CSP's frame-ancestors lets that site frame us
 and no other; the consent, answer, submit and return posts work with no cookie at all."""
+
 from __future__ import annotations
 
 import threading
@@ -29,8 +30,10 @@ class _Parent(BaseHTTPRequestHandler):
         src = self.path.split("?src=", 1)[1] if "?src=" in self.path else ""
         from urllib.parse import unquote
 
-        body = (f'<!doctype html><title>crowd site</title><h1>Crowd site</h1>'
-                f'<iframe id="hit" src="{unquote(src)}" width="1000" height="1400"></iframe>').encode()
+        body = (
+            f'<!doctype html><title>crowd site</title><h1>Crowd site</h1>'
+            f'<iframe id="hit" src="{unquote(src)}" width="1000" height="1400"></iframe>'
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -43,7 +46,7 @@ class _Parent(BaseHTTPRequestHandler):
 
 def _parent_site() -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Parent)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
 
@@ -90,7 +93,7 @@ def test_a_worker_completes_a_hit_inside_a_cross_site_iframe_without_cookies(fra
         for i in range(n):
             unit = units.nth(i)
             if unit.locator(".note").count() == 0:
-                unit.get_by_label(choices[i % 3]).check()   # saved by the page's JSON fetch
+                unit.get_by_label(choices[i % 3]).check()  # saved by the page's JSON fetch
                 unit.locator(".saved", has_text="saved").wait_for()
         page.screenshot(path=str(artifact("iframe-task.png")), full_page=True)
         frame.get_by_role("button", name="Submit").click()  # the form post again, answers with it
@@ -108,6 +111,7 @@ def test_a_worker_completes_a_hit_inside_a_cross_site_iframe_without_cookies(fra
     with session_scope(url) as s:
         rows = dict(s.execute(select(Assignment.provider_assignment_id, Assignment.status)).all())
         assert rows["W-frame-1"] == "submitted"
-        assert s.scalar(select(Assignment.consented_at).where(Assignment.provider_assignment_id == "W-stranger-2")) \
-            is None
+        assert (
+            s.scalar(select(Assignment.consented_at).where(Assignment.provider_assignment_id == "W-stranger-2")) is None
+        )
         assert s.scalar(select(func.count()).select_from(Response)) >= n - 1

@@ -1,4 +1,5 @@
 """A person does a whole live-chat HIT in chromium: six bots, each topic → ten turns → sliders."""
+
 from __future__ import annotations
 
 import pytest
@@ -62,11 +63,12 @@ def test_a_worker_completes_a_live_chat_hit_in_chromium(tmp_path, one_database_u
         changes = [c.meta["topic_changes"] for c in s.scalars(select(Conversation)) if c.meta["topic_changes"]]
         assert changes and changes[0][0]["by"] == "bot" and changes[0][0]["topic"] == "mountains"
         assert changes[0][0]["at_turn"] == 10
-        assert s.scalar(select(Response.value).where(Response.question == "feedback")) == "It kept changing the subject."
+        assert (
+            s.scalar(select(Response.value).where(Response.question == "feedback")) == "It kept changing the subject."
+        )
 
 
-def test_with_a_judge_an_unrated_chat_ends_with_next_chatbot_alone_in_chromium(tmp_path, one_database_url,
-                                                                               bot_server):  # noqa: F811
+def test_with_a_judge_an_unrated_chat_ends_with_next_chatbot_alone_in_chromium(tmp_path, one_database_url, bot_server):  # noqa: F811
     import yaml
 
     from hitkit.db.models import Unit
@@ -132,8 +134,9 @@ def test_live_chat_shows_the_reply_as_it_streams_then_the_whole_stored_reply_in_
             page.get_by_role("button", name="Send").click()
             typing = page.locator("#messages li.bot-typing")
             typing.wait_for()
-            page.wait_for_function("() => (document.querySelector('#messages li.bot-typing') || {}).textContent"
-                                   "?.split(' ').length >= 3")
+            page.wait_for_function(
+                "() => (document.querySelector('#messages li.bot-typing') || {}).textContent?.split(' ').length >= 3"
+            )
             partial = typing.inner_text()
             assert page.locator("#messages li.bot").count() == 0  # nothing stored yet: the reply is not complete
             page.locator("#messages li.bot").first.wait_for()

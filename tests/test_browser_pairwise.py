@@ -1,4 +1,5 @@
 """A person does a whole A/B HIT in a real browser: consent, click, reload, comment (its typing watched), submit."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,14 +8,14 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Response
 from hitkit.db.session import session_scope
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path
-from tests.test_worker_flow import live  # noqa: F401 - the running-study fixture
+from tests.test_worker_flow import live_one  # noqa: F401 - the running pairwise study, on one store
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
 
-def test_a_worker_labels_a_whole_ab_hit_in_chromium_and_a_reload_keeps_answers(live):  # noqa: F811
-    base, url, _ = live
+def test_a_worker_labels_a_whole_ab_hit_in_chromium_and_a_reload_keeps_answers(live_one):  # noqa: F811
+    base, url, _ = live_one
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1100, "height": 1400})

@@ -1,5 +1,6 @@
 """The coordinator's pages on a 390 × 844 phone in chromium: no page scrolls sideways (a wide table scrolls
 inside its card), the bonus amount is labelled, and `/` says what the server is and links to the dashboard."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,9 +40,16 @@ def test_every_dashboard_page_fits_a_phone_and_the_bonus_amount_is_labelled(tmp_
             page.get_by_label("Password").fill(PASSWORD)
             page.get_by_role("button", name="Log in").click()
             page.get_by_role("heading", name="Studies").wait_for()
-            paths = ["/dashboard/", f"/dashboard/study/{name}", f"/dashboard/study/{name}/workers",
-                     f"/dashboard/study/{name}/conversations", f"/dashboard/study/{name}/systems/alpha",
-                     f"/dashboard/study/{name}/compare", "/dashboard/events", "/"]
+            paths = [
+                "/dashboard/",
+                f"/dashboard/study/{name}",
+                f"/dashboard/study/{name}/workers",
+                f"/dashboard/study/{name}/conversations",
+                f"/dashboard/study/{name}/systems/alpha",
+                f"/dashboard/study/{name}/compare",
+                "/dashboard/events",
+                "/",
+            ]
             if conversation is not None:
                 paths.append(f"/dashboard/study/{name}/conversations/{conversation}")
             wide = {}
@@ -57,15 +65,23 @@ def test_every_dashboard_page_fits_a_phone_and_the_bonus_amount_is_labelled(tmp_
             page.goto(f"{web.url}/dashboard/study/{name}/workers")
             page.screenshot(path=str(artifact("phone-workers.png")), full_page=True)
             amount = page.get_by_label("Bonus amount (USD)").first
-            assert amount.is_visible() and amount.input_value() == "" and amount.get_attribute("placeholder") in (None, "")
+            assert (
+                amount.is_visible() and amount.input_value() == "" and amount.get_attribute("placeholder") in (None, "")
+            )
             browser.close()
     finally:
         web.stop()
 
 
 def test_the_root_page_says_what_the_server_is_and_links_to_the_dashboard(tmp_path, one_database_url):
-    launch(pairwise_study(tmp_path, one_database_url, pairwise={"votes_per_prompt": 1}), yes=True,
-           show_progress=False, echo=lambda _m: None, timeout_s=300)
+    launch(
+        pairwise_study(tmp_path, one_database_url, pairwise={"votes_per_prompt": 1}),
+        yes=True,
+        show_progress=False,
+        echo=lambda _m: None,
+        timeout_s=300,
+        analyse=False,
+    )
     web = WebServer(one_database_url, "127.0.0.1", 0, 8, resolve_secret(one_database_url)).start()
     try:
         root = requests.get(web.url + "/", timeout=10)
@@ -75,8 +91,11 @@ def test_the_root_page_says_what_the_server_is_and_links_to_the_dashboard(tmp_pa
     assert "hitkit" in root.text and "worker pages" in root.text
 
 
-def test_on_a_phone_the_chat_page_fits_and_next_chatbot_looks_disabled_until_it_works(tmp_path, one_database_url,
-                                                                                        bot_server):  # noqa: F811
+def test_on_a_phone_the_chat_page_fits_and_next_chatbot_looks_disabled_until_it_works(
+    tmp_path,
+    one_database_url,
+    bot_server,  # noqa: F811 - the fixture imported above
+):
     from hitkit.study.config import load_study
     from tests.browser import chromium_on
 

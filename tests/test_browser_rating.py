@@ -1,5 +1,6 @@
 """A person rates a whole Direct Assessment HIT in a real browser: the preview shows no unit ids, every
 slider saves when let go, Submit waits until each slider has been moved, a reload keeps the ratings."""
+
 from __future__ import annotations
 
 import pytest
@@ -57,6 +58,7 @@ def test_a_worker_rates_every_response_in_chromium_and_submit_waits_for_every_sl
         page.get_by_text("your work is submitted").wait_for()
         browser.close()
     with session_scope(url) as s:
-        assert s.scalar(select(Assignment.status).where(Assignment.provider_assignment_id == "BROWSER-R1")) == \
-            "submitted"
+        assert (
+            s.scalar(select(Assignment.status).where(Assignment.provider_assignment_id == "BROWSER-R1")) == "submitted"
+        )
         assert s.scalar(select(func.count()).select_from(Response)) == n * criteria

@@ -1,5 +1,6 @@
 """A person answers the screener in a real browser (Debian's chromium): passing leads to the instructions
 and consent; failing ends on the screened-out page, with the place freed and the screen-out paid once."""
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.browser
 
 
 def test_the_screener_is_answered_in_chromium_before_consent_and_a_failure_ends_on_its_own_page(
-        tmp_path, one_database_url):
+    tmp_path, one_database_url
+):
     study_file = pairwise_study(tmp_path, one_database_url, screener=SCREENER)
     for base, config, _secret in served(study_file, one_database_url):
         with playwright.sync_playwright() as p:

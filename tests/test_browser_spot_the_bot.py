@@ -1,4 +1,5 @@
 """A person labels a whole Spot The Bot HIT in chromium: keyboard and mouse, a reload mid-way, submit."""
+
 from __future__ import annotations
 
 import pytest
@@ -49,9 +50,13 @@ def test_a_worker_labels_a_whole_spot_the_bot_hit_in_chromium(tmp_path, one_data
                 turns = page.locator("#stb-turns li")
                 assert page.locator("#stb-turns b").count() == 0  # text, never markup
                 first_lines.append(turns.first.inner_text())
-                answers = {"label_0": ("human", "bot", "unsure")[i % 3], "label_1": ("bot", "human")[i % 2],
-                           "fluency": ("0", "1", "neither")[i % 3], "sensibleness": ("1", "0")[i % 2],
-                           "specificity": ("neither", "0", "1")[i % 3]}
+                answers = {
+                    "label_0": ("human", "bot", "unsure")[i % 3],
+                    "label_1": ("bot", "human")[i % 2],
+                    "fluency": ("0", "1", "neither")[i % 3],
+                    "sensibleness": ("1", "0")[i % 2],
+                    "specificity": ("neither", "0", "1")[i % 3],
+                }
                 given.append(answers)
                 by_keyboard = i % 2 == 0
                 # Step 1: both speakers.

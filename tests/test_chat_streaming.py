@@ -4,6 +4,7 @@ Real HTTP all the way: the chat page's ``/stream`` route on the embedded web ser
 client asking with ``stream: true``, hitkit's bot server relaying a backend that types one word at a
 time (:mod:`tests.streaming_bot`). Assertions are on the stored turns.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,11 +69,20 @@ def web(database_url):
     server.stop()
 
 
-def test_a_streamed_reply_arrives_in_pieces_and_is_stored_once_whole_with_its_timing(tmp_path, database_url,
-                                                                                        typing_bots, web):
+def test_a_streamed_reply_arrives_in_pieces_and_is_stored_once_whole_with_its_timing(
+    tmp_path, database_url, typing_bots, web
+):
     server, _ = typing_bots
-    study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url,
-                                                           ), web.url)
+    study = start_study(
+        tmp_path,
+        database_url,
+        chat_study(
+            tmp_path,
+            database_url,
+            server.url,
+        ),
+        web.url,
+    )
     with requests.Session() as http:
         chat = open_chat(http, web.url, study, database_url)
         with http.post(chat + "/stream", json={"text": "hello"}, stream=True) as reply:
@@ -91,7 +101,8 @@ def test_a_streamed_reply_arrives_in_pieces_and_is_stored_once_whole_with_its_ti
 
 
 def test_a_page_that_leaves_mid_stream_cancels_the_generation_and_the_retry_stores_the_reply_whole(
-        tmp_path, database_url, typing_bots, web):
+    tmp_path, database_url, typing_bots, web
+):
     server, typists = typing_bots
     study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url), web.url)
     with requests.Session() as http:
@@ -118,11 +129,15 @@ def test_a_page_that_leaves_mid_stream_cancels_the_generation_and_the_retry_stor
 
 def test_a_bot_killed_mid_stream_stores_no_half_turn_and_the_retry_stores_it_whole(tmp_path, database_url, web):
     port = free_port()
-    bot = Process([__import__("sys").executable, "-m", "tests.streaming_bot", str(port), "0.1"],
-                  tmp_path / "bot.log", f"http://127.0.0.1:{port}/v1/models").start()
+    bot = Process(
+        [__import__("sys").executable, "-m", "tests.streaming_bot", str(port), "0.1"],
+        tmp_path / "bot.log",
+        f"http://127.0.0.1:{port}/v1/models",
+    ).start()
     try:
-        study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{port}"),
-                            web.url)
+        study = start_study(
+            tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{port}"), web.url
+        )
         with requests.Session() as http:
             chat = open_chat(http, web.url, study, database_url)
             with http.post(chat + "/stream", json={"text": "hello"}, stream=True) as reply:
@@ -150,8 +165,9 @@ def test_a_bot_that_does_not_stream_gives_its_whole_reply_as_one_piece(tmp_path,
     bot = bot_process(port, tmp_path / "bot.log").start()  # answers JSON whatever it is asked
     try:
         wait_http(f"http://127.0.0.1:{port}/v1/models")
-        study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{port}"),
-                            web.url)
+        study = start_study(
+            tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{port}"), web.url
+        )
         with requests.Session() as http:
             chat = open_chat(http, web.url, study, database_url)
             with http.post(chat + "/stream", json={"text": "hello"}, stream=True) as reply:
@@ -166,8 +182,9 @@ def test_a_bot_that_does_not_stream_gives_its_whole_reply_as_one_piece(tmp_path,
     assert first is not None and first <= total  # the whole reply was its one piece: shown as it arrived
 
 
-def test_twenty_concurrent_streamed_retries_make_one_generation_for_one_owed_reply(tmp_path, database_url,
-                                                                                   typing_bots, web):
+def test_twenty_concurrent_streamed_retries_make_one_generation_for_one_owed_reply(
+    tmp_path, database_url, typing_bots, web
+):
     from concurrent.futures import ThreadPoolExecutor
 
     server, typists = typing_bots
@@ -209,9 +226,11 @@ def test_a_bot_that_refuses_to_stream_is_asked_for_its_whole_reply():
         def do_POST(self):  # noqa: N802 - stdlib naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             asked.append(bool(body.get("stream")))
-            status, payload = ((400, {"error": {"message": "streaming is not supported; send stream=false"}})
-                               if body.get("stream") else
-                               (200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"}}]}))
+            status, payload = (
+                (400, {"error": {"message": "streaming is not supported; send stream=false"}})
+                if body.get("stream")
+                else (200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"}}]})
+            )
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -223,7 +242,7 @@ def test_a_bot_that_refuses_to_stream_is_asked_for_its_whole_reply():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         client = BotClient(BotConfig(name="old", url=f"http://127.0.0.1:{server.server_address[1]}", model="old"))
         seen: list[str] = []

@@ -1,4 +1,5 @@
 """The CLI around a study: init scaffolds a study that runs; local invites work; status reports."""
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,13 @@ def test_local_invite_links_let_annotators_work_and_forged_invites_are_refused(t
 
 def test_db_upgrade_command_reports_the_head_revision(tmp_path):
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    run = subprocess.run([sys.executable, "-m", "hitkit.cli", "db", "upgrade", "--db", url],
-                         capture_output=True, text=True, cwd=REPO, env=os.environ.copy())
+    run = subprocess.run(
+        [sys.executable, "-m", "hitkit.cli", "db", "upgrade", "--db", url],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=os.environ.copy(),
+    )
     from alembic.script import ScriptDirectory
 
     from hitkit.db.migrate import alembic_config
@@ -89,9 +95,13 @@ def test_db_upgrade_command_reports_the_head_revision(tmp_path):
 
 def test_analyze_live_chat_with_replicate_adds_run_to_run_correlations(tmp_path):
     data = REPO / "tests" / "data" / "ji2022-run1"
-    run = CliRunner().invoke(main, ["analyze", "live_chat", str(data), "--out", str(tmp_path), "--replicate", str(data)])
+    run = CliRunner().invoke(
+        main, ["analyze", "live_chat", str(data), "--out", str(tmp_path), "--replicate", str(data)]
+    )
     assert run.exit_code == 0, run.output
     replication = pd.read_csv(tmp_path / "replication.csv").set_index("criterion")
     assert replication.loc["overall", "pearson"] == pytest.approx(1.0)
-    refused = CliRunner().invoke(main, ["analyze", "pairwise", str(data), "--out", str(tmp_path), "--replicate", str(data)])
+    refused = CliRunner().invoke(
+        main, ["analyze", "pairwise", str(data), "--out", str(tmp_path), "--replicate", str(data)]
+    )
     assert refused.exit_code == 1 and "live_chat` only" in refused.output

@@ -1,5 +1,6 @@
 """CLI polish: shell completion, --json output, progress bars that --no-progress silences, helpful errors,
 and hitkit.load without a database."""
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,18 @@ def write_votes(folder, n_items: int = 10):
     rows = []
     for i in range(n_items):
         for w, vote in enumerate(["a", "a", "tie"]):
-            rows.append({"study": "s", "hit_id": f"h{i // 5}", "assignment_id": f"h{i // 5}-w{w}",
-                         "worker_id": f"w{w}", "item_id": f"i{i}", "system_a": "alpha", "system_b": "beta",
-                         "vote": vote})
+            rows.append(
+                {
+                    "study": "s",
+                    "hit_id": f"h{i // 5}",
+                    "assignment_id": f"h{i // 5}-w{w}",
+                    "worker_id": f"w{w}",
+                    "item_id": f"i{i}",
+                    "system_a": "alpha",
+                    "system_b": "beta",
+                    "vote": vote,
+                }
+            )
     folder.mkdir(parents=True, exist_ok=True)
     votes = pd.DataFrame(rows)
     votes.to_csv(folder / "votes.csv", index=False)
@@ -29,7 +39,9 @@ def write_votes(folder, n_items: int = 10):
     return folder
 
 
-@pytest.mark.parametrize("shell, marker", [("bash", "complete -o"), ("zsh", "compdef"), ("fish", "complete --no-files")])
+@pytest.mark.parametrize(
+    "shell, marker", [("bash", "complete -o"), ("zsh", "compdef"), ("fish", "complete --no-files")]
+)
 def test_completion_prints_the_script_for_each_shell(shell, marker):
     run = CliRunner().invoke(main, ["completion", shell])
     assert run.exit_code == 0, run.output
@@ -68,8 +80,9 @@ def test_analyze_reads_parquet_when_there_is_no_csv(tmp_path):
         run = CliRunner().invoke(main, ["analyze", "pairwise", str(src), "--out", str(outs[label])])
         assert run.exit_code == 0, run.output
     for name in ("pairs", "ranking", "workers"):
-        pd.testing.assert_frame_equal(pd.read_csv(outs["csv"] / f"{name}.csv"),
-                                      pd.read_csv(outs["parquet"] / f"{name}.csv"))
+        pd.testing.assert_frame_equal(
+            pd.read_csv(outs["csv"] / f"{name}.csv"), pd.read_csv(outs["parquet"] / f"{name}.csv")
+        )
 
 
 def test_report_from_an_export_folder_and_its_json(tmp_path):
@@ -102,8 +115,10 @@ def test_analyze_uses_the_seed_the_export_records(tmp_path):
         run = CliRunner().invoke(main, ["analyze", "pairwise", str(folder), "--out", str(outs[name]), *extra])
         assert run.exit_code == 0, run.output
     ranking = {name: (out / "ranking.csv").read_text() for name, out in outs.items()}
-    assert ranking["recorded"] == ranking["given"] and json.loads((outs["recorded"] / "summary.json").read_text())[
-        "seed"] == 7
+    assert (
+        ranking["recorded"] == ranking["given"]
+        and json.loads((outs["recorded"] / "summary.json").read_text())["seed"] == 7
+    )
 
 
 def test_helpful_errors_name_the_problem_and_the_fix(tmp_path):
@@ -136,10 +151,20 @@ def test_progress_bars_are_off_by_default_and_on_in_a_showing_block(capsys):
 
 def test_load_reads_an_export_folder_into_dataframes(tmp_path):
     folder = write_votes(tmp_path / "export")
-    (folder / "conversations.jsonl").write_text(json.dumps({
-        "study": "s", "conversation_id": "c1", "kind": "prompt", "meta": {},
-        "turns": [{"index": 0, "speaker": "user", "system": None, "text": "hi", "time": "2026-01-01T00:00:00+00:00"}],
-    }) + "\n")
+    (folder / "conversations.jsonl").write_text(
+        json.dumps(
+            {
+                "study": "s",
+                "conversation_id": "c1",
+                "kind": "prompt",
+                "meta": {},
+                "turns": [
+                    {"index": 0, "speaker": "user", "system": None, "text": "hi", "time": "2026-01-01T00:00:00+00:00"}
+                ],
+            }
+        )
+        + "\n"
+    )
     data = hitkit.load(folder)
     assert data.task == "pairwise" and len(data.votes) == 30 and len(data["assignments"]) == 6
     assert list(data.conversations["text"]) == ["hi"]

@@ -5,6 +5,7 @@ The HTTP tests run the way hitkit is deployed: on PostgreSQL behind gunicorn wit
 ``ops/gunicorn.conf.py`` (real processes), and on SQLite behind the embedded waitress server.
 Every assertion is on the database: what was stored, how often, and which events were written.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -53,12 +54,24 @@ def serving(database_url: str, secret: str, log: Path, env: dict[str, str] | Non
             web.stop()
         return
     port = free_port()
-    full = {**os.environ, **(env or {}), "HITKIT_DATABASE_URL": database_url, "HITKIT_SECRET": secret,
-            "HITKIT_BIND": f"127.0.0.1:{port}", "HITKIT_WEB_WORKERS": "2", "HITKIT_WEB_THREADS": "16",
-            "HITKIT_ACCESS_LOG": str(log.with_suffix(".access"))}
+    full = {
+        **os.environ,
+        **(env or {}),
+        "HITKIT_DATABASE_URL": database_url,
+        "HITKIT_SECRET": secret,
+        "HITKIT_BIND": f"127.0.0.1:{port}",
+        "HITKIT_WEB_WORKERS": "2",
+        "HITKIT_WEB_THREADS": "16",
+        "HITKIT_ACCESS_LOG": str(log.with_suffix(".access")),
+    }
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
-                                cwd=REPO, env=full, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
+            cwd=REPO,
+            env=full,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -127,14 +140,25 @@ def events(url: str, kind: str) -> int:
 def test_thirty_simultaneous_fresh_arrivals_are_all_placed_while_places_are_free(tmp_path, database_url):
     # 30 HITs of 3 prompts × 3 places: 90 places, the 30 arrivals need a third of them.
     with serving(database_url, resolve_secret(database_url), tmp_path / "web.log") as base:
-        running_study(tmp_path, database_url, base, budget="500.00",
-                      pairwise={"prompts_per_hit": 3}, schedule={"wave_size": 30, "max_concurrent": 30})
+        running_study(
+            tmp_path,
+            database_url,
+            base,
+            budget="500.00",
+            pairwise={"prompts_per_hit": 3},
+            schedule={"wave_size": 30, "max_concurrent": 30},
+        )
         with session_scope(database_url) as s:
             posted = s.scalar(select(func.count()).select_from(Hit).where(Hit.status == "posted"))
         assert posted == 30
-        replies = all_at_once(30, lambda i: requests.get(
-            f"{base}/s/ab-demo/enter", params={"workerId": f"W{i:02d}", "assignmentId": f"A{i:02d}", "hitId": "h"},
-            timeout=60))
+        replies = all_at_once(
+            30,
+            lambda i: requests.get(
+                f"{base}/s/ab-demo/enter",
+                params={"workerId": f"W{i:02d}", "assignmentId": f"A{i:02d}", "hitId": "h"},
+                timeout=60,
+            ),
+        )
     assert [r.status_code for r in replies] == [200] * 30, {r.status_code: r.text[:200] for r in replies}
     with session_scope(database_url) as s:
         per_hit = dict(s.execute(select(Assignment.hit_id, func.count()).group_by(Assignment.hit_id)).all())
@@ -156,12 +180,20 @@ def test_parallel_identical_answers_and_submits_store_once_with_no_server_error(
         unit = state["units"][0]["unit_id"]
         values = ("a", "b", "tie")
         # 20 answers to one question at once, with different values: one row, the last one wins.
-        answers = all_at_once(20, lambda i: http.post(task + "answer", json={
-            "unit_id": unit, "question": "vote", "value": values[i % 3]}, timeout=60))
+        answers = all_at_once(
+            20,
+            lambda i: http.post(
+                task + "answer", json={"unit_id": unit, "question": "vote", "value": values[i % 3]}, timeout=60
+            ),
+        )
         assert {r.status_code for r in answers} == {200}, [r.text[:200] for r in answers if r.status_code != 200]
         for view in state["units"][1:]:
-            assert http.post(task + "answer", json={"unit_id": view["unit_id"], "question": "vote",
-                                                    "value": "a"}).status_code == 200
+            assert (
+                http.post(
+                    task + "answer", json={"unit_id": view["unit_id"], "question": "vote", "value": "a"}
+                ).status_code
+                == 200
+            )
         # 20 identical JSON submits at once: every one says submitted, one is stored.
         submits = all_at_once(20, lambda i: http.post(task + "submit", headers=JSON, timeout=60))
         assert {r.status_code for r in submits} == {200}, [r.text[:200] for r in submits if r.status_code != 200]
@@ -178,14 +210,20 @@ def test_parallel_identical_answers_and_submits_store_once_with_no_server_error(
         assert all(r.status_code < 500 for r in forms), [r.status_code for r in forms]
         assert {r.status_code for r in forms} == {200}, [r.text[:200] for r in forms if r.status_code != 200]
     with session_scope(database_url) as s:
-        rows = s.execute(select(Assignment.provider_assignment_id, Assignment.status, func.count(Response.id))
-                         .join(Response, Response.assignment_id == Assignment.id)
-                         .group_by(Assignment.provider_assignment_id, Assignment.status)).all()
-        assert {r[0]: (r[1], r[2]) for r in rows} == {"W-answers-A": ("submitted", len(views)),
-                                                     "W-form-A": ("submitted", len(views))}
-        duplicates = s.execute(select(Response.assignment_id, Response.unit_id, Response.question, func.count())
-                               .group_by(Response.assignment_id, Response.unit_id, Response.question)
-                               .having(func.count() > 1)).all()
+        rows = s.execute(
+            select(Assignment.provider_assignment_id, Assignment.status, func.count(Response.id))
+            .join(Response, Response.assignment_id == Assignment.id)
+            .group_by(Assignment.provider_assignment_id, Assignment.status)
+        ).all()
+        assert {r[0]: (r[1], r[2]) for r in rows} == {
+            "W-answers-A": ("submitted", len(views)),
+            "W-form-A": ("submitted", len(views)),
+        }
+        duplicates = s.execute(
+            select(Response.assignment_id, Response.unit_id, Response.question, func.count())
+            .group_by(Response.assignment_id, Response.unit_id, Response.question)
+            .having(func.count() > 1)
+        ).all()
         assert duplicates == []
     assert events(database_url, "assignment_submitted") == 2
 
@@ -195,15 +233,13 @@ def _answer_latencies(http: requests.Session, task: str, unit: str, n: int) -> l
     out = []
     for i in range(n):
         started = time.perf_counter()
-        reply = http.post(task + "answer", json={"unit_id": unit, "question": "vote", "value": "ab"[i % 2]},
-                          timeout=60)
+        reply = http.post(task + "answer", json={"unit_id": unit, "question": "vote", "value": "ab"[i % 2]}, timeout=60)
         out.append(time.perf_counter() - started)
         assert reply.status_code == 200, reply.text
     return sorted(out)
 
 
-def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_workers(tmp_path, database_url,
-                                                                                   monkeypatch):
+def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_workers(tmp_path, database_url, monkeypatch):
     from hitkit.providers.prolific import client as prolific_module
     from hitkit.providers.prolific.provider import ProlificProvider
     from tests.fakes.prolific import TOKEN, FakeProlificServer
@@ -212,16 +248,27 @@ def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_worker
     monkeypatch.setattr(prolific_module.time, "sleep", lambda s: None)
     secret = resolve_secret(database_url)
     with FakeProlificServer() as fake, serving(database_url, secret, tmp_path / "web.log") as base:
-        config, _ = running_study(tmp_path, database_url, base, provider={
-            "kind": "prolific", "currency": "GBP", "fee_rate": "0.333",
-            "prolific": {"api_url": fake.url, "project": "proj42", "estimated_minutes": 2}})
+        config, _ = running_study(
+            tmp_path,
+            database_url,
+            base,
+            provider={
+                "kind": "prolific",
+                "currency": "GBP",
+                "fee_rate": "0.333",
+                "prolific": {"api_url": fake.url, "project": "proj42", "estimated_minutes": 2},
+            },
+        )
         sid = ProlificProvider(config, secret).prolific_study_id()
 
         def enter(pid: str) -> tuple[requests.Session, requests.Response]:
             session_id = fake.start_session(pid, sid)
             http = requests.Session()
-            return http, http.get(f"{base}/s/ab-demo/enter", timeout=60,
-                                  params={"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": session_id})
+            return http, http.get(
+                f"{base}/s/ab-demo/enter",
+                timeout=60,
+                params={"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": session_id},
+            )
 
         http, page = enter(hashlib.sha1(b"worker1").hexdigest()[:24])  # Prolific ids: 24 hex characters
         assert page.status_code == 200, page.text[:300]
@@ -233,7 +280,9 @@ def test_a_platform_answering_arrival_checks_in_10_s_does_not_delay_other_worker
         # Prolific now takes 10 s to answer the next arrival check; another participant arrives.
         fake.hold_next(r"GET /submissions/", 10.0)
         slow: dict[str, requests.Response] = {}
-        arriving = threading.Thread(target=lambda: slow.update(page=enter(hashlib.sha1(b"worker2").hexdigest()[:24])[1]))
+        arriving = threading.Thread(
+            target=lambda: slow.update(page=enter(hashlib.sha1(b"worker2").hexdigest()[:24])[1])
+        )
         started = time.monotonic()
         arriving.start()
         time.sleep(0.5)  # the slow check is in flight
@@ -342,23 +391,29 @@ def test_consent_and_the_time_limit_are_enforced_at_the_request(tmp_path, databa
     with serving(database_url, resolve_secret(database_url), tmp_path / "web.log") as base:
         running_study(tmp_path, database_url, base)
         http = requests.Session()
-        page = http.get(f"{base}/s/ab-demo/hit/1", params={"workerId": "W-late", "assignmentId": "A-late",
-                                                           "hitId": "h"})
+        page = http.get(
+            f"{base}/s/ab-demo/hit/1", params={"workerId": "W-late", "assignmentId": "A-late", "hitId": "h"}
+        )
         task = page.url.split("?")[0]
         units = http.get(task + "state").json()["units"]
         before = http.post(task + "answer", json={"unit_id": units[0]["unit_id"], "question": "vote", "value": "a"})
         assert before.status_code == 409 and "agree" in before.json()["error"]
         assert http.post(task + "consent").status_code == 200
         for view in units:
-            assert http.post(task + "answer", json={"unit_id": view["unit_id"], "question": "vote",
-                                                    "value": "a"}).status_code == 200
+            assert (
+                http.post(
+                    task + "answer", json={"unit_id": view["unit_id"], "question": "vote", "value": "a"}
+                ).status_code
+                == 200
+            )
         # Three hours pass with the scheduler paused (nothing expires the assignment).
         with session_scope(database_url) as s:
             late = s.scalar(select(Assignment))
             late.accepted_at -= dt.timedelta(hours=3)
         late_submit = http.post(task + "submit", headers=JSON)
-        late_answer = http.post(task + "answer", json={"unit_id": units[0]["unit_id"], "question": "vote",
-                                                       "value": "b"})
+        late_answer = http.post(
+            task + "answer", json={"unit_id": units[0]["unit_id"], "question": "vote", "value": "b"}
+        )
     assert late_submit.status_code == 410 and "time limit" in late_submit.json()["error"]
     assert late_answer.status_code == 410
     with session_scope(database_url) as s:
@@ -367,8 +422,9 @@ def test_consent_and_the_time_limit_are_enforced_at_the_request(tmp_path, databa
     assert events(database_url, "assignment_submitted") == 0
 
 
-def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_does(tmp_path, database_url,
-                                                                                   monkeypatch):
+def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_does(
+    tmp_path, database_url, monkeypatch
+):
     import uuid
 
     from hitkit.providers.prolific.provider import ProlificProvider
@@ -379,9 +435,17 @@ def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_d
     secret = resolve_secret(database_url)
     processes = 1 if database_url.startswith("sqlite") else 2
     with FakeProlificServer() as fake, serving(database_url, secret, tmp_path / "web.log") as base:
-        config, _ = running_study(tmp_path, database_url, base, provider={
-            "kind": "prolific", "currency": "GBP", "fee_rate": "0.333",
-            "prolific": {"api_url": fake.url, "project": "proj42", "estimated_minutes": 2}})
+        config, _ = running_study(
+            tmp_path,
+            database_url,
+            base,
+            provider={
+                "kind": "prolific",
+                "currency": "GBP",
+                "fee_rate": "0.333",
+                "prolific": {"api_url": fake.url, "project": "proj42", "estimated_minutes": 2},
+            },
+        )
         sid = ProlificProvider(config, secret).prolific_study_id()
 
         def checks() -> int:
@@ -390,19 +454,32 @@ def test_refused_arrivals_stop_reaching_the_platform_and_a_path_in_an_id_never_d
         logged_before = events(database_url, "prolific_call")
 
         def bogus(i: int, session_id: str | None = None) -> requests.Response:
-            return requests.get(f"{base}/s/ab-demo/enter", timeout=60, params={
-                "PROLIFIC_PID": uuid.uuid4().hex[:24], "STUDY_ID": sid,
-                "SESSION_ID": session_id or uuid.uuid4().hex[:24]})
+            return requests.get(
+                f"{base}/s/ab-demo/enter",
+                timeout=60,
+                params={
+                    "PROLIFIC_PID": uuid.uuid4().hex[:24],
+                    "STUDY_ID": sid,
+                    "SESSION_ID": session_id or uuid.uuid4().hex[:24],
+                },
+            )
 
         # The same made-up link, 10 times at once: one question to Prolific.
         same = uuid.uuid4().hex[:24]
         pid = uuid.uuid4().hex[:24]
-        repeated = all_at_once(10, lambda i: requests.get(f"{base}/s/ab-demo/enter", timeout=60, params={
-            "PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": same}))
+        repeated = all_at_once(
+            10,
+            lambda i: requests.get(
+                f"{base}/s/ab-demo/enter", timeout=60, params={"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": same}
+            ),
+        )
         assert {r.status_code for r in repeated} == {403}
         assert checks() <= processes  # one per web process at most (each keeps its own cache)
-        traversal = requests.get(f"{base}/s/ab-demo/enter", timeout=60, params={
-            "PROLIFIC_PID": "P1", "STUDY_ID": sid, "SESSION_ID": "../../studies/x/"})
+        traversal = requests.get(
+            f"{base}/s/ab-demo/enter",
+            timeout=60,
+            params={"PROLIFIC_PID": "P1", "STUDY_ID": sid, "SESSION_ID": "../../studies/x/"},
+        )
         # 40 different made-up links from one address: the platform hears of the first few only.
         replies = [bogus(i) for i in range(40)]
         calls = checks()

@@ -1,5 +1,6 @@
 """The coordinator dashboard: login, CSRF, escaping of worker text, and actions through the provider
 and the ledger, on SQLite and PostgreSQL, through Flask's test client."""
+
 from __future__ import annotations
 
 import re
@@ -60,8 +61,9 @@ def do_hit(database_url: str, ctx: StudyContext, worker: str, feedback: str | No
     """One worker takes the first open HIT, votes "a" everywhere and submits; the assignment id."""
     with session_scope(database_url) as s:
         hit = s.scalar(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted").order_by(Hit.index))
-        entry = admission.enter(s, ctx, hit.id, {"workerId": worker, "assignmentId": f"{worker}-{hit.id}",
-                                            "hitId": hit.provider_hit_id})
+        entry = admission.enter(
+            s, ctx, hit.id, {"workerId": worker, "assignmentId": f"{worker}-{hit.id}", "hitId": hit.provider_hit_id}
+        )
         flow.consent(s, ctx, entry.token)
         for unit, question in flow.missing_answers(ctx, entry.assignment):
             flow.save_answer(s, ctx, entry.token, unit, question, "a")
@@ -91,8 +93,9 @@ def csrf_of(html: str) -> str:
 
 def login(client, password: str = PASSWORD):
     page = client.get("/dashboard/login")
-    return client.post("/dashboard/login", data={"username": USER, "password": password,
-                                                 "csrf": csrf_of(page.get_data(as_text=True))})
+    return client.post(
+        "/dashboard/login", data={"username": USER, "password": password, "csrf": csrf_of(page.get_data(as_text=True))}
+    )
 
 
 # Access ----------------------------------------------------------------------------------------
@@ -140,8 +143,9 @@ def test_a_forged_or_foreign_session_cookie_is_not_a_login(tmp_path, dashboard_e
     client.set_cookie("hitkit_dashboard", "eyJ4Ijp0cnVlfQ.AAAA", path="/dashboard")
     assert client.get("/dashboard/").status_code == 302
     creds = auth.credentials_from_env({"HITKIT_DASHBOARD_USER": USER, "HITKIT_DASHBOARD_PASSWORD": "another password"})
-    client.set_cookie("hitkit_dashboard", auth.session_token(resolve_secret(empty_db(tmp_path)), creds),
-                      path="/dashboard")
+    client.set_cookie(
+        "hitkit_dashboard", auth.session_token(resolve_secret(empty_db(tmp_path)), creds), path="/dashboard"
+    )
     assert client.get("/dashboard/").status_code == 302  # made for other credentials
 
 
@@ -163,8 +167,12 @@ def test_worker_text_is_escaped_on_every_dashboard_page(tmp_path, database_url, 
     ctx = make_study(tmp_path, database_url)
     assignment = do_hit(database_url, ctx, XSS_IMG, feedback=XSS)
     with session_scope(database_url) as s:
-        conv = Conversation(study_id=ctx.study_id, key="chat:test", kind="human_bot",
-                            meta={"topic_changes": [{"at_turn": 1, "topic": XSS, "by": "worker"}]})
+        conv = Conversation(
+            study_id=ctx.study_id,
+            key="chat:test",
+            kind="human_bot",
+            meta={"topic_changes": [{"at_turn": 1, "topic": XSS, "by": "worker"}]},
+        )
         conv.turns = [Turn(index=0, speaker="worker", text=XSS), Turn(index=1, speaker="bot", text="hello")]
         s.add(conv)
         s.flush()
@@ -172,10 +180,17 @@ def test_worker_text_is_escaped_on_every_dashboard_page(tmp_path, database_url, 
         prompt_conv = s.scalar(select(Conversation.id).where(Conversation.kind == "prompt").order_by(Conversation.id))
     client = app_for(database_url).test_client()
     login(client)
-    pages = ["/dashboard/", f"/dashboard/study/{ctx.name}", f"/dashboard/study/{ctx.name}/workers",
-             f"/dashboard/study/{ctx.name}/conversations", f"/dashboard/study/{ctx.name}/conversations/{conv_id}",
-             f"/dashboard/study/{ctx.name}/conversations/{prompt_conv}", "/dashboard/events",
-             f"/dashboard/study/{ctx.name}/systems/alpha", f"/dashboard/study/{ctx.name}/compare?a=alpha&b=beta"]
+    pages = [
+        "/dashboard/",
+        f"/dashboard/study/{ctx.name}",
+        f"/dashboard/study/{ctx.name}/workers",
+        f"/dashboard/study/{ctx.name}/conversations",
+        f"/dashboard/study/{ctx.name}/conversations/{conv_id}",
+        f"/dashboard/study/{ctx.name}/conversations/{prompt_conv}",
+        "/dashboard/events",
+        f"/dashboard/study/{ctx.name}/systems/alpha",
+        f"/dashboard/study/{ctx.name}/compare?a=alpha&b=beta",
+    ]
     for path in pages:
         reply = client.get(path)
         assert reply.status_code == 200, path
@@ -212,8 +227,7 @@ def test_a_post_without_the_csrf_field_is_refused_and_changes_nothing(tmp_path, 
 
 
 # Actions through the provider and the ledger ----------------------------------------------------
-def test_a_bonus_clicked_twice_is_one_payment_and_one_provider_call(tmp_path, database_url, dashboard_env,
-                                                                     monkeypatch):
+def test_a_bonus_clicked_twice_is_one_payment_and_one_provider_call(tmp_path, database_url, dashboard_env, monkeypatch):
     calls = []
     original = SimulatedProvider.pay_bonus
 
@@ -245,13 +259,16 @@ def test_a_bonus_clicked_twice_is_one_payment_and_one_provider_call(tmp_path, da
         events = s.scalars(select(Event).where(Event.kind == "bonus_paid")).all()
         assert len(events) == 1 and events[0].actor == "dashboard"
     # A fresh form is a new bonus; an amount over the budget is refused before the provider hears of it.
-    reply = client.post(url, data={**form, "key": "another-key-1", "amount": "999.00"}, headers={"Accept": "application/json"})
+    reply = client.post(
+        url, data={**form, "key": "another-key-1", "amount": "999.00"}, headers={"Accept": "application/json"}
+    )
     assert reply.status_code == 400 and "budget" in reply.get_json()["message"]
     assert len(calls) == 1
 
 
-def test_approve_reject_and_block_go_through_the_provider_and_are_logged(tmp_path, database_url, dashboard_env,
-                                                                          monkeypatch):
+def test_approve_reject_and_block_go_through_the_provider_and_are_logged(
+    tmp_path, database_url, dashboard_env, monkeypatch
+):
     decided = []
     monkeypatch.setattr(SimulatedProvider, "approve", lambda self, pid, feedback="": decided.append(("approve", pid)))
     monkeypatch.setattr(SimulatedProvider, "reject", lambda self, pid, reason: decided.append(("reject", pid)))
@@ -264,8 +281,10 @@ def test_approve_reject_and_block_go_through_the_provider_and_are_logged(tmp_pat
     base = f"/dashboard/study/{ctx.name}"
     assert client.post(f"{base}/assignments/{good}/approve", data={"csrf": csrf}).status_code == 302
     assert client.post(f"{base}/assignments/{good}/approve", data={"csrf": csrf}).status_code == 302  # no-op
-    assert client.post(f"{base}/assignments/{bad}/reject", data={"csrf": csrf, "reason": "voted a everywhere"}
-                       ).status_code == 302
+    assert (
+        client.post(f"{base}/assignments/{bad}/reject", data={"csrf": csrf, "reason": "voted a everywhere"}).status_code
+        == 302
+    )
     with session_scope(database_url) as s:
         bad_worker = s.scalar(select(Assignment.worker_id).where(Assignment.id == bad))
     assert client.post(f"{base}/workers/{bad_worker}/block", data={"csrf": csrf, "reason": "spam"}).status_code == 302
@@ -281,7 +300,9 @@ def test_approve_reject_and_block_go_through_the_provider_and_are_logged(tmp_pat
         # hitkit itself now refuses the blocked worker.
         hit = s.scalar(select(Hit).where(Hit.status == "posted").order_by(Hit.index.desc()))
         with pytest.raises(FlowError, match="not able to take part"):
-            admission.enter(s, ctx, hit.id, {"workerId": "W-bad", "assignmentId": "again", "hitId": hit.provider_hit_id})
+            admission.enter(
+                s, ctx, hit.id, {"workerId": "W-bad", "assignmentId": "again", "hitId": hit.provider_hit_id}
+            )
     # The scheduler does not pay the approved reward a second time.
     tick(database_url, ctx.name, "http://127.0.0.1:9")
     with session_scope(database_url) as s:
@@ -310,8 +331,13 @@ def test_progress_counts_per_system_and_qc_come_from_the_rows(tmp_path, database
 
 
 # Live chat: chats, ratings and the QC test as the dashboard shows them -------------------------------
-def test_a_live_chat_study_shows_its_chats_ratings_qc_and_side_by_side(tmp_path, database_url, dashboard_env,
-                                                                        bot_server):  # noqa: F811
+def test_a_live_chat_study_shows_its_chats_ratings_qc_and_side_by_side(
+    tmp_path,
+    one_database_url,
+    dashboard_env,
+    bot_server,  # noqa: F811 - the fixture imported above
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
     from tests.studies import launch
 
     study_file = live_chat_study(tmp_path, database_url, bot_server, hits=2)
@@ -346,7 +372,10 @@ def test_answers_read_in_system_names_and_automatic_metrics():
     assert pairwise.readable_answers({"systems": ["x", "y"]}, entry) == {"vote": "y"}
     entry = {"unit_id": 1, "layout": {}, "answers": {"label_0": "bot", "label_1": "human", "fluency": "1"}}
     assert spot_the_bot.readable_answers({"systems": ["x", "human"]}, entry) == {
-        "label_0": "x → bot", "label_1": "human → human", "fluency": "human"}
+        "label_0": "x → bot",
+        "label_1": "human → human",
+        "fluency": "human",
+    }
     assert dash.unit_systems({"systems": ["a", "a"]}) == ("a",) and dash.unit_systems({"system": "q"}) == ("q",)
 
 
@@ -381,8 +410,9 @@ def test_every_system_link_of_a_spot_the_bot_study_opens_and_human_material_has_
     assert links and all(client.get(link).status_code == 200 for link in links)
 
 
-def test_the_study_page_shows_each_comparisons_interval_and_the_stopping_rules_state(tmp_path, database_url,
-                                                                                      dashboard_env, monkeypatch):
+def test_the_study_page_shows_each_comparisons_interval_and_the_stopping_rules_state(
+    tmp_path, database_url, dashboard_env, monkeypatch
+):
     from hitkit.analysis.sequential import RuleState
     from hitkit.running import stopping
 
@@ -406,4 +436,9 @@ def test_the_study_page_shows_each_comparisons_interval_and_the_stopping_rules_s
     monkeypatch.setattr(stopping, "rule_state", lambda session, c: decided)
     tick(database_url, "ab-demo", "http://127.0.0.1:9")
     html = client.get("/dashboard/study/ab-demo").get_data(as_text=True)
-    assert 'data-stop-fired="yes"' in html and "Fired after 3 of " in html and " assignments (" in html and "differ: alpha &gt; gamma" in html
+    assert (
+        'data-stop-fired="yes"' in html
+        and "Fired after 3 of " in html
+        and " assignments (" in html
+        and "differ: alpha &gt; gamma" in html
+    )

@@ -1,4 +1,5 @@
 """Sessions and engines: one pool and one sessionmaker per database and process."""
+
 from __future__ import annotations
 
 from hitkit.db.session import dispose_engines, get_engine, session_factory, session_scope

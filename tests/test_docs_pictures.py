@@ -1,8 +1,11 @@
 """The README's and the docs' two pictures are made by the test suite, so they show what hitkit does now:
 the live-chat page as a worker sees it in chromium, and the ranking figure of a pairwise report."""
+
 from __future__ import annotations
 
 import shutil
+from io import BytesIO
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -20,9 +23,27 @@ from tests.studies import REPO
 from tests.test_live_chat_study import REAL, live_chat_study
 
 IMG = REPO / "docs" / "img"
-REPLIES = ["Not lately, but I love a long walk in the hills on a Sunday. Do you hike often?",
-           "The ridge path above the lake is lovely: two hours, gentle, and a café at the end.",
-           "Yes, it is mostly flat, with benches along the way. Wear good shoes after rain!"]
+
+
+def keep_picture(png: bytes, path: Path) -> None:
+    """Write ``png`` to ``path`` unless the picture there already shows the same pixels: a new screenshot
+    or figure of an unchanged page differs only in its encoding, and must not leave a change to commit."""
+    from PIL import Image, ImageChops
+
+    new = Image.open(BytesIO(png)).convert("RGBA")
+    if path.is_file():
+        old = Image.open(path).convert("RGBA")
+        if old.size == new.size and ImageChops.difference(old, new).getbbox() is None:
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png)
+
+
+REPLIES = [
+    "Not lately, but I love a long walk in the hills on a Sunday. Do you hike often?",
+    "The ridge path above the lake is lovely: two hours, gentle, and a café at the end.",
+    "Yes, it is mostly flat, with benches along the way. Wear good shoes after rain!",
+]
 
 
 class FriendlyBot(Backend):
@@ -59,8 +80,7 @@ def test_the_report_picture_is_the_ranking_figure_of_a_real_pairwise_report(tmp_
     assert "figures/ranking.png" in (out / "report.md").read_text()
     ranking = pd.read_csv(REPO / "tests" / "data" / "golden" / "pairwise" / "analysis" / "ranking.csv")
     assert list(ranking.sort_values("rank")["system"]) == ["alpha", "beta", "gamma"]  # what the picture shows
-    IMG.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(figure, IMG / "report-ranking.png")
+    keep_picture(figure.read_bytes(), IMG / "report-ranking.png")
 
 
 @pytest.mark.browser
@@ -74,13 +94,13 @@ def test_the_live_chat_picture_is_a_worker_chatting_in_chromium(tmp_path, one_da
         page.locator("#topic-input").fill("weekend hiking trips")
         page.get_by_label("I like it").check()
         page.get_by_role("button", name="Start chatting").click()
-        for turn, text in enumerate(["Hi! Have you been hiking lately?", "Which trail would you recommend?",
-                                     "Is it good for a beginner?"]):
+        for turn, text in enumerate(
+            ["Hi! Have you been hiking lately?", "Which trail would you recommend?", "Is it good for a beginner?"]
+        ):
             page.locator("#message").fill(text)
             page.get_by_role("button", name="Send").click()
             page.locator("#messages li.bot").nth(turn).wait_for()
-        IMG.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(IMG / "live-chat.png"))
+        keep_picture(page.screenshot(), IMG / "live-chat.png")
     with session_scope(one_database_url) as s:
         assert s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "worker")) == 3
         assert s.scalar(select(func.count()).select_from(Turn).where(Turn.speaker == "bot")) == 3

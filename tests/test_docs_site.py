@@ -1,6 +1,7 @@
 """The first day's documents: a README that fits on a screen and whose links resolve, and references
 generated from the code that cannot drift: the study file's (pydantic models), the CLI's (click
 commands) and the JSON Schema `hitkit schema` writes."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,15 @@ def test_the_readme_fits_on_a_screen_and_keeps_the_two_quickstart_commands():
     text = README.read_text()
     assert len(text.splitlines()) <= 200
     assert "bash ops/quickstart.sh" in text and "bash ops/test.sh" in text
-    for written in ("feedback.csv", "payments.csv", "authenticity.csv", "authenticity_workers.csv",
-                    "score_intervals.csv", "conversations.jsonl", "study.json"):
+    for written in (
+        "feedback.csv",
+        "payments.csv",
+        "authenticity.csv",
+        "authenticity_workers.csv",
+        "score_intervals.csv",
+        "conversations.jsonl",
+        "study.json",
+    ):
         assert written in text
     assert "../shared/data" not in text
 
@@ -76,8 +84,12 @@ def test_the_study_file_reference_lists_every_field_of_study_config_with_type_de
         assert type_cell and description, f"{path} has no type or description"
         if field.is_required():
             assert default_cell == "required", path
-        elif field.default_factory is None and field.default is not PydanticUndefined \
-                and isinstance(field.default, (int, float, str)) and not isinstance(field.default, bool):
+        elif (
+            field.default_factory is None
+            and field.default is not PydanticUndefined
+            and isinstance(field.default, (int, float, str))
+            and not isinstance(field.default, bool)
+        ):
             assert repr(field.default) in default_cell or str(field.default) in default_cell, (path, default_cell)
     assert set(rows) == {path for path, *_ in fields}  # nothing listed that the models do not hold
 
@@ -147,7 +159,16 @@ def test_hitkit_schema_prints_the_schema_without_out():
     assert result.exit_code == 0 and json.loads(result.output)["title"] == "hitkit study file"
 
 
-@pytest.mark.parametrize("page", ["reference/editor.md", "reference/api.md", "tutorials/pairwise.md",
-                                  "tutorials/live-chat.md", "tutorials/spot-the-bot.md", "tutorials/rating.md"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "reference/editor.md",
+        "reference/api.md",
+        "tutorials/pairwise.md",
+        "tutorials/live-chat.md",
+        "tutorials/spot-the-bot.md",
+        "tutorials/rating.md",
+    ],
+)
 def test_the_pages_the_readme_promises_are_in_the_site_navigation(page):
     assert page in (REPO / "mkdocs.yml").read_text() and (REPO / "docs" / page).is_file()

@@ -1,5 +1,6 @@
 """Exports neutralise spreadsheet formulas (OWASP CSV injection) in CSV and Parquet alike, keep
 numbers numeric, and the Markdown report shows worker text as text, never as HTML."""
+
 from __future__ import annotations
 
 import csv
@@ -29,13 +30,16 @@ def hostile_export(tmp_path, database_url):
         ctx = create_study(s, config, None, resolve_secret(database_url))
         s.get(Study, ctx.study_id).status = "running"
     tick(database_url, config.study, "http://127.0.0.1:9")
-    for i, (worker, feedback) in enumerate([(HOSTILE_WORKER, HOSTILE_FEEDBACK[0])]
-                                           + [(f"W{i}", text) for i, text in enumerate(HOSTILE_FEEDBACK[1:])]):
+    for i, (worker, feedback) in enumerate(
+        [(HOSTILE_WORKER, HOSTILE_FEEDBACK[0])] + [(f"W{i}", text) for i, text in enumerate(HOSTILE_FEEDBACK[1:])]
+    ):
         with session_scope(database_url) as s:
-            hit = s.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted")
-                            .order_by(Hit.index)).all()[i % 2]
-            entry = admission.enter(s, ctx, hit.id, {"workerId": worker, "assignmentId": f"A{i}",
-                                                "hitId": hit.provider_hit_id})
+            hit = s.scalars(
+                select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted").order_by(Hit.index)
+            ).all()[i % 2]
+            entry = admission.enter(
+                s, ctx, hit.id, {"workerId": worker, "assignmentId": f"A{i}", "hitId": hit.provider_hit_id}
+            )
             flow.consent(s, ctx, entry.token)
             for unit, question in flow.missing_answers(ctx, entry.assignment):
                 flow.save_answer(s, ctx, entry.token, unit, question, "a", 12.5)
@@ -52,8 +56,10 @@ def test_no_exported_text_cell_starts_a_formula_and_numbers_stay_numbers(tmp_pat
         with path.open(newline="", encoding="utf-8") as fh:
             for row in csv.reader(fh):
                 for cell in row:
-                    assert cell[:1] not in cells.FORMULA_TRIGGERS or cells.neutralise_formula(cell) == cell, \
-                        (path.name, cell)
+                    assert cell[:1] not in cells.FORMULA_TRIGGERS or cells.neutralise_formula(cell) == cell, (
+                        path.name,
+                        cell,
+                    )
     for path in (p for p in written if p.suffix == ".parquet"):
         for _column, values in pd.read_parquet(path).items():
             for value in values:
@@ -69,18 +75,42 @@ def test_no_exported_text_cell_starts_a_formula_and_numbers_stay_numbers(tmp_pat
     assert pd.api.types.is_float_dtype(pd.read_csv(tmp_path / "export" / "assignments.csv")["work_time_s"])
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("=1+1", "'=1+1"), ("+A1", "'+A1"), ("-A1", "'-A1"), ("@x", "'@x"), ("\tx", "'\tx"), ("\rx", "'\rx"),
-    ("-0.50", "-0.50"), ("+3", "+3"), ("1e-3", "1e-3"), ("-", "'-"), ("'=1", "'=1"), ("a=1", "a=1"), ("", ""),
-    (-2, -2), (1.5, 1.5), (None, None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("=1+1", "'=1+1"),
+        ("+A1", "'+A1"),
+        ("-A1", "'-A1"),
+        ("@x", "'@x"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("-0.50", "-0.50"),
+        ("+3", "+3"),
+        ("1e-3", "1e-3"),
+        ("-", "'-"),
+        ("'=1", "'=1"),
+        ("a=1", "a=1"),
+        ("", ""),
+        (-2, -2),
+        (1.5, 1.5),
+        (None, None),
+    ],
+)
 def test_the_neutraliser_on_plain_values(value, expected):
     assert cells.neutralise_formula(value) == expected
     assert cells.neutralise_formula(cells.neutralise_formula(value)) == expected
 
 
-HOSTILE_TEXT = ['<img src=x onerror=alert(1)>', '<script>alert("x")</script>', '[prize](http://evil.example/)',
-                '![t](http://evil.example/t.png)', '# Approve me', '- fake | row', '**bold** `code`', 'A & B']
+HOSTILE_TEXT = [
+    '<img src=x onerror=alert(1)>',
+    '<script>alert("x")</script>',
+    '[prize](http://evil.example/)',
+    '![t](http://evil.example/t.png)',
+    '# Approve me',
+    '- fake | row',
+    '**bold** `code`',
+    'A & B',
+]
 
 
 def test_the_markdown_report_shows_worker_text_as_text_never_as_html_or_links(tmp_path):
@@ -90,8 +120,9 @@ def test_the_markdown_report_shows_worker_text_as_text_never_as_html_or_links(tm
 
     workers = pd.DataFrame({"worker_id": HOSTILE_TEXT, "answers": range(len(HOSTILE_TEXT))})
     section = Section("Workers " + HOSTILE_TEXT[0], text=HOSTILE_TEXT, tables=[(HOSTILE_TEXT[2], workers)])
-    markdown = render_markdown(ReportInput("pairwise", {}, {}, info={"study": HOSTILE_TEXT[1]}), [section],
-                               "methods", {})
+    markdown = render_markdown(
+        ReportInput("pairwise", {}, {}, info={"study": HOSTILE_TEXT[1]}), [section], "methods", {}
+    )
     rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
     for tag in ("<img", "<script", "<a ", "<h1>Approve", "<strong>bold", "<code>", "<li>fake"):
         assert tag not in rendered, tag

@@ -9,6 +9,7 @@
 - the bot server killed and restarted: the worker's turn is kept, the page is told to wait (502,
   ``waiting``), and ``/retry`` resumes the conversation with every turn intact.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,8 +54,9 @@ def _pg_bin() -> Path:
     """Where initdb and pg_ctl are: HITKIT_PG_BIN, else Debian's newest, else on PATH."""
     if os.environ.get("HITKIT_PG_BIN"):
         return Path(os.environ["HITKIT_PG_BIN"])
-    debian = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3])
-                    if p.parts[-3].isdigit() else 0)
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0
+    )
     if debian:
         return debian[-1].parent
     found = shutil.which("initdb")
@@ -129,8 +131,9 @@ class Process:
 
     def start(self) -> Process:
         with self.log.open("a") as out:
-            self.proc = subprocess.Popen(self.args, cwd=REPO, env=os.environ.copy(), stdout=out,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                self.args, cwd=REPO, env=os.environ.copy(), stdout=out, stderr=subprocess.STDOUT
+            )
         if self.health:
             try:
                 wait_http(self.health, self.proc)
@@ -153,8 +156,24 @@ class Process:
 
 def web_process(url: str, port: int, log: Path) -> Process:
     """``hitkit serve`` on ``port`` for the database at ``url``."""
-    return Process([sys.executable, "-m", "hitkit.cli", "serve", "--db", url, "--host", "127.0.0.1",
-                    "--port", str(port), "--threads", "8"], log, f"http://127.0.0.1:{port}/health")
+    return Process(
+        [
+            sys.executable,
+            "-m",
+            "hitkit.cli",
+            "serve",
+            "--db",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--threads",
+            "8",
+        ],
+        log,
+        f"http://127.0.0.1:{port}/health",
+    )
 
 
 def bot_process(port: int, log: Path) -> Process:
@@ -175,14 +194,25 @@ def chat_study(tmp_path: Path, url: str, bot_url: str, **live_chat) -> Path:
     import yaml
 
     data = {
-        "study": "chat-demo", "task": "live_chat", "seed": 3, "budget": "100.00", "out": str(tmp_path / "runs"),
+        "study": "chat-demo",
+        "task": "live_chat",
+        "seed": 3,
+        "budget": "100.00",
+        "out": str(tmp_path / "runs"),
         "database": url,
-        "systems": [{"name": n, "url": bot_url, "model": n,
-                     "options": {"max_tokens": 20, "timeout_s": 3, "retries": 0}} for n in SYSTEMS],
+        "systems": [
+            {"name": n, "url": bot_url, "model": n, "options": {"max_tokens": 20, "timeout_s": 3, "retries": 0}}
+            for n in SYSTEMS
+        ],
         "live_chat": {"hits": 5, "slots_per_hit": 2, "min_inputs": 2, **live_chat},
         "hit": {"title": "Chat with two chatbots", "reward": "1.00"},
-        "schedule": {"per_worker_cap": 1, "interval_s": 0.5, "wave_size": 20, "max_concurrent": 20,
-                     "approve_after_s": 0},
+        "schedule": {
+            "per_worker_cap": 1,
+            "interval_s": 0.5,
+            "wave_size": 20,
+            "max_concurrent": 20,
+            "approve_after_s": 0,
+        },
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -194,8 +224,8 @@ class Acks:
     def __init__(self):
         self.lock = threading.Lock()
         self.answers: list[tuple[str, int, str, str]] = []  # (assignment, unit, question, value)
-        self.turns: list[str] = []                           # the worker's chat messages
-        self.unanswered = 0                                   # requests that got no answer at all
+        self.turns: list[str] = []  # the worker's chat messages
+        self.unanswered = 0  # requests that got no answer at all
 
     def add(self, kind: str, item) -> None:
         with self.lock:
@@ -254,8 +284,13 @@ class PatientWorker(threading.Thread):
             questions = [q["name"] for q in unit["questions"]]
             for question in ("topic", "topic_sentiment"):
                 if question in questions:
-                    self.answer(task, assignment, uid, question,
-                                "like" if question == "topic_sentiment" else f"topic of {self.worker}")
+                    self.answer(
+                        task,
+                        assignment,
+                        uid,
+                        question,
+                        "like" if question == "topic_sentiment" else f"topic of {self.worker}",
+                    )
             self.chat(task, uid)
             for question in questions:
                 if question.startswith("score_"):
@@ -295,9 +330,11 @@ class PatientWorker(threading.Thread):
 def assert_acknowledged_work_is_stored_once(url: str, acks: Acks) -> None:
     with session_scope(url) as s:
         # Workers (and so the acks) name units by their public key.
-        rows = s.execute(select(Assignment.provider_assignment_id, Unit.public_key, Response.question,
-                                Response.value).join(Assignment, Response.assignment_id == Assignment.id)
-                         .join(Unit, Response.unit_id == Unit.id)).all()
+        rows = s.execute(
+            select(Assignment.provider_assignment_id, Unit.public_key, Response.question, Response.value)
+            .join(Assignment, Response.assignment_id == Assignment.id)
+            .join(Unit, Response.unit_id == Unit.id)
+        ).all()
         stored = Counter((a, u, q) for a, u, q, _ in rows)
         values = {(a, u, q): v for a, u, q, v in rows}
         for assignment, uid, question, value in acks.answers:
@@ -330,8 +367,9 @@ def test_killed_web_server_loses_no_acknowledged_answer_or_chat_turn(tmp_path, d
     web = web_process(database_url, web_port, tmp_path / "web.log")
     workers: list[PatientWorker] = []
     try:
-        study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{bot_port}"),
-                            base)
+        study = start_study(
+            tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{bot_port}"), base
+        )
         web.start()
         acks = Acks()
         with session_scope(database_url) as s:
@@ -375,12 +413,13 @@ def test_killed_web_server_loses_no_acknowledged_answer_or_chat_turn(tmp_path, d
 def test_killed_scheduler_resumes_without_posting_approving_or_paying_twice(tmp_path, database_url):
     from hitkit.simulation.crowd import SimulatedCrowd
 
-    study_file = pairwise_study(tmp_path, database_url,
-                                pairwise={"votes_per_prompt": 1, "prompts_per_hit": 5},
-                                schedule={"wave_size": 2, "max_concurrent": 3, "interval_s": 0.3,
-                                          "per_worker_cap": 3, "approve_after_s": 0},
-                                simulated={"workers": [{"profile": "diligent", "count": 8}], "concurrency": 3,
-                                           "seconds_per_answer": 0.01})
+    study_file = pairwise_study(
+        tmp_path,
+        database_url,
+        pairwise={"votes_per_prompt": 1, "prompts_per_hit": 5},
+        schedule={"wave_size": 2, "max_concurrent": 3, "interval_s": 0.3, "per_worker_cap": 3, "approve_after_s": 0},
+        simulated={"workers": [{"profile": "diligent", "count": 8}], "concurrency": 3, "seconds_per_answer": 0.01},
+    )
     config = load_study(study_file)
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
@@ -393,8 +432,9 @@ def test_killed_scheduler_resumes_without_posting_approving_or_paying_twice(tmp_
     schedule_study(jobs, database_url, config.study, web.url, config.schedule.interval_s)
     jobs.start(paused=True)
     jobs.shutdown(wait=False)
-    scheduler = Process([sys.executable, "-m", "hitkit.cli", "scheduler", "--db", database_url],
-                        tmp_path / "scheduler.log")
+    scheduler = Process(
+        [sys.executable, "-m", "hitkit.cli", "scheduler", "--db", database_url], tmp_path / "scheduler.log"
+    )
     crowd = None
     try:
         scheduler.start()
@@ -402,8 +442,10 @@ def test_killed_scheduler_resumes_without_posting_approving_or_paying_twice(tmp_
 
         def counts() -> tuple[int, int]:
             with session_scope(database_url) as s:
-                return (s.scalar(select(func.count()).select_from(Hit).where(Hit.status != "pending")),
-                        s.scalar(select(func.count()).select_from(Assignment).where(Assignment.status == "approved")))
+                return (
+                    s.scalar(select(func.count()).select_from(Hit).where(Hit.status != "pending")),
+                    s.scalar(select(func.count()).select_from(Assignment).where(Assignment.status == "approved")),
+                )
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -443,13 +485,15 @@ def test_killed_scheduler_resumes_without_posting_approving_or_paying_twice(tmp_
         assert len({h.provider_hit_id for h in hits}) == n_hits and None not in {h.provider_hit_id for h in hits}
         posted = Counter(e.data["hit"] for e in s.scalars(select(Event).where(Event.kind == "hit_posted")))
         assert posted == Counter({h.id: 1 for h in hits})
-        approved = Counter(e.data["assignment"] for e in s.scalars(select(Event).where(
-            Event.kind == "assignment_approved")))
+        approved = Counter(
+            e.data["assignment"] for e in s.scalars(select(Event).where(Event.kind == "assignment_approved"))
+        )
         assert approved == Counter({a.id: 1 for a in assignments})
         # The ledger: exactly one reward and one fee per approved assignment, all paid.
         payments = s.scalars(select(Payment)).all()
         assert Counter((p.assignment_id, p.kind) for p in payments) == Counter(
-            {(a.id, kind): 1 for a in assignments for kind in ("reward", "fee")})
+            {(a.id, kind): 1 for a in assignments for kind in ("reward", "fee")}
+        )
         assert {p.status for p in payments} == {"paid"}
         assert len({p.idempotency_key for p in payments}) == len(payments)
 
@@ -481,15 +525,39 @@ class PrivatePostgres:
             raise AssertionError(f"{args[0]} failed: {done.stdout}{done.stderr}{log}")
 
     def init(self) -> PrivatePostgres:
-        self._run(str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                  "--no-sync", "--no-instructions")
+        self._run(
+            str(PG_BIN / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        )
         return self.start()
 
     def pg_ctl(self, *args: str) -> None:
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c full_page_writes=off -c synchronous_commit=off")
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "server.log"),
-                  "-w", "-t", "60", *args)
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c full_page_writes=off -c synchronous_commit=off"
+        )
+        self._run(
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            *args,
+        )
 
     def start(self) -> PrivatePostgres:
         self.pg_ctl("start")
@@ -503,8 +571,12 @@ class PrivatePostgres:
 
     def destroy(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            subprocess.run(self.as_postgres + [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "stop", "-m", "immediate"],
-                           check=False, capture_output=True, timeout=60)
+            subprocess.run(
+                self.as_postgres + [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "stop", "-m", "immediate"],
+                check=False,
+                capture_output=True,
+                timeout=60,
+            )
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -537,8 +609,7 @@ def test_postgresql_restart_gives_clean_503s_then_recovers_without_losing_answer
         study = start_study(tmp_path, url, pairwise_study(tmp_path, url), base)
         web.start()
         http = requests.Session()
-        page = http.get(f"{base}/s/{study}/hit/1", params={"workerId": "W-pg", "assignmentId": "W-pg-1",
-                                                            "hitId": "h1"})
+        page = http.get(f"{base}/s/{study}/hit/1", params={"workerId": "W-pg", "assignmentId": "W-pg-1", "hitId": "h1"})
         task = page.url.split("?")[0]
         assert http.post(task + "consent").status_code == 200
         asked = [(u["unit_id"], q["name"]) for u in http.get(task + "state").json()["units"] for q in u["questions"]]
@@ -579,9 +650,14 @@ def test_postgresql_restart_gives_clean_503s_then_recovers_without_losing_answer
         web.stop()
     assert "Exception on" not in (tmp_path / "web.log").read_text()  # Flask's line for a 500
     with session_scope(url) as s:
-        stored = Counter((u, q) for u, q in s.execute(select(Unit.public_key, Response.question)
-                                                        .join(Unit, Response.unit_id == Unit.id)
-                                                        .where(Response.source == "worker")))
+        stored = Counter(
+            (u, q)
+            for u, q in s.execute(
+                select(Unit.public_key, Response.question)
+                .join(Unit, Response.unit_id == Unit.id)
+                .where(Response.source == "worker")
+            )
+        )
         assert all(stored[item] == 1 for item in acked) and set(stored) == set(asked)
         assert s.scalar(select(Assignment.status)) == "submitted"
 
@@ -594,10 +670,12 @@ def test_a_dead_bot_server_leaves_the_worker_waiting_and_the_conversation_surviv
     web = WebServer(database_url, "127.0.0.1", 0, 8, secret).start()
     http = requests.Session()
     try:
-        study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{bot_port}"),
-                            web.url)
-        page = http.get(f"{web.url}/s/{study}/hit/1", params={"workerId": "W-bot", "assignmentId": "W-bot-1",
-                                                               "hitId": "h1"})
+        study = start_study(
+            tmp_path, database_url, chat_study(tmp_path, database_url, f"http://127.0.0.1:{bot_port}"), web.url
+        )
+        page = http.get(
+            f"{web.url}/s/{study}/hit/1", params={"workerId": "W-bot", "assignmentId": "W-bot-1", "hitId": "h1"}
+        )
         task = page.url.split("?")[0]
         assert http.post(task + "consent").status_code == 200
         uid = http.get(task + "state").json()["units"][0]["unit_id"]
@@ -631,5 +709,11 @@ def test_a_dead_bot_server_leaves_the_worker_waiting_and_the_conversation_surviv
         bot.stop()
     with session_scope(database_url) as s:
         turns = list(s.execute(select(Turn.index, Turn.speaker, Turn.text).order_by(Turn.index)).all())
-        assert turns == [(0, "worker", "hello"), (1, "bot", "reply 1"), (2, "worker", "are you there?"),
-                         (3, "bot", "reply 2"), (4, "worker", "welcome back"), (5, "bot", "reply 3")]
+        assert turns == [
+            (0, "worker", "hello"),
+            (1, "bot", "reply 1"),
+            (2, "worker", "are you there?"),
+            (3, "bot", "reply 2"),
+            (4, "worker", "welcome back"),
+            (5, "bot", "reply 3"),
+        ]

@@ -7,6 +7,7 @@ Whatever it sends, the server never answers 500 (the only 5xx allowed are the do
 "the bot is slow, your turn is saved" and 503 "the database is unavailable"), a JSON endpoint
 answers JSON, and a refused request stores nothing. Runs derandomised, so CI is reproducible.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,13 @@ from hitkit.worker import security, tokens
 from tests.studies import pairwise_study
 from tests.test_live_chat_study import live_chat_study
 
-FUZZ = settings(max_examples=150, deadline=timedelta(seconds=10), derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=150,
+    deadline=timedelta(seconds=10),
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 CHAT, AB = "chat-demo", "ab-demo"
 
 
@@ -51,8 +57,13 @@ class _Bot(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Tell me more."},
-                                        "finish_reason": "stop"}]}).encode()
+        body = json.dumps(
+            {
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "Tell me more."}, "finish_reason": "stop"}
+                ]
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -67,7 +78,7 @@ class _Bot(BaseHTTPRequestHandler):
 def stub_bot():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Bot)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -85,10 +96,13 @@ class Site:
     def arrive(self, study: str, worker: str, nth: int) -> str:
         """Arrive as ``worker`` on the study's ``nth`` posted HIT and consent; the assignment's token."""
         with session_scope(self.url) as s:
-            hit = s.scalars(select(Hit.id).join(Study).where(Study.name == study, Hit.status == "posted")
-                            .order_by(Hit.index)).all()[nth]
-        reply = self.client.get(f"/s/{study}/hit/{hit}?" + urlencode(
-            {"workerId": worker, "assignmentId": f"{worker}-{hit}", "hitId": f"h{hit}"}))
+            hit = s.scalars(
+                select(Hit.id).join(Study).where(Study.name == study, Hit.status == "posted").order_by(Hit.index)
+            ).all()[nth]
+        reply = self.client.get(
+            f"/s/{study}/hit/{hit}?"
+            + urlencode({"workerId": worker, "assignmentId": f"{worker}-{hit}", "hitId": f"h{hit}"})
+        )
         assert reply.status_code == 302, reply.text
         token = reply.headers["Location"].rstrip("/").rsplit("/", 1)[1]
         assert self.client.post(f"/a/{study}/{token}/consent").status_code == 302
@@ -98,13 +112,21 @@ class Site:
     def snapshot(self) -> tuple:
         """Every row a worker request can write, in a comparable form."""
         with session_scope(self.url) as s:
-            counts = tuple(s.scalar(select(func.count()).select_from(m))
-                           for m in (Response, Turn, Conversation, Assignment, Worker, Event, Payment))
+            counts = tuple(
+                s.scalar(select(func.count()).select_from(m))
+                for m in (Response, Turn, Conversation, Assignment, Worker, Event, Payment)
+            )
             responses = tuple(s.execute(select(Response.id, Response.value).order_by(Response.id)).all())
-            assignments = tuple(s.execute(select(Assignment.id, Assignment.status, Assignment.consented_at,
-                                                 Assignment.feedback).order_by(Assignment.id)).all())
-            metas = tuple(json.dumps(m, sort_keys=True) for m in s.scalars(select(Conversation.meta)
-                                                                          .order_by(Conversation.id)))
+            assignments = tuple(
+                s.execute(
+                    select(Assignment.id, Assignment.status, Assignment.consented_at, Assignment.feedback).order_by(
+                        Assignment.id
+                    )
+                ).all()
+            )
+            metas = tuple(
+                json.dumps(m, sort_keys=True) for m in s.scalars(select(Conversation.meta).order_by(Conversation.id))
+            )
         return counts, responses, assignments, metas
 
 
@@ -122,8 +144,10 @@ def site(tmp_path, sqlite_template, stub_bot, monkeypatch):
     secret = resolve_secret(url)
     chat_dir, ab_dir = tmp_path / "chat", tmp_path / "ab"
     chat_dir.mkdir(), ab_dir.mkdir()
-    files = [live_chat_study(chat_dir, url, stub_bot, hits=4, min_inputs=2),
-             pairwise_study(ab_dir, url, schedule={"per_worker_cap": 50})]
+    files = [
+        live_chat_study(chat_dir, url, stub_bot, hits=4, min_inputs=2),
+        pairwise_study(ab_dir, url, schedule={"per_worker_cap": 50}),
+    ]
     for study_file in files:
         config = load_study(study_file)
         with session_scope(url) as s:
@@ -143,8 +167,12 @@ def site(tmp_path, sqlite_template, stub_bot, monkeypatch):
     state = site.client.get(f"/a/{CHAT}/{chat_token}/state").get_json()
     first = state["units"][0]["unit_id"]
     for question, value in (("topic", "cooking"), ("topic_sentiment", "like")):
-        assert site.client.post(f"/a/{CHAT}/{chat_token}/answer",
-                                json={"unit_id": first, "question": question, "value": value}).status_code == 200
+        assert (
+            site.client.post(
+                f"/a/{CHAT}/{chat_token}/answer", json={"unit_id": first, "question": question, "value": value}
+            ).status_code
+            == 200
+        )
     site.questions[CHAT] = sorted({q["name"] for u in state["units"] for q in u["questions"]} | {"feedback"})
     ab_state = site.client.get(f"/a/{AB}/{site.tokens[AB][0]}/state").get_json()
     site.questions[AB] = sorted({q["name"] for u in ab_state["units"] for q in u["questions"]})
@@ -154,11 +182,18 @@ def site(tmp_path, sqlite_template, stub_bot, monkeypatch):
 # Strategies -----------------------------------------------------------------------------------------
 # Text as hostile clients send it: any code point, lone surrogates and NUL included.
 any_text = st.text(st.characters(exclude_categories=()), max_size=40) | st.sampled_from(
-    ["", " ", "\x00", "\ud800", "a\x00b", "<script>alert(1)</script>", "0", "-1", "1e400", "NaN", "x" * 3000])
-json_scalar = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-               | st.floats(allow_nan=True, allow_infinity=True) | any_text)
-json_value = st.recursive(json_scalar, lambda inner: st.lists(inner, max_size=3)
-                          | st.dictionaries(any_text, inner, max_size=3), max_leaves=6)
+    ["", " ", "\x00", "\ud800", "a\x00b", "<script>alert(1)</script>", "0", "-1", "1e400", "NaN", "x" * 3000]
+)
+json_scalar = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | any_text
+)
+json_value = st.recursive(
+    json_scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3), max_leaves=6
+)
 segment = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=30)
 
 
@@ -168,8 +203,11 @@ def study_names():
 
 def tokens_for(site: Site):
     genuine = st.sampled_from(site.tokens[CHAT] + site.tokens[AB])
-    forged = st.builds(lambda n, nonce: tokens.assignment_token(site.secret, n, nonce),
-                       st.integers(min_value=0, max_value=2**40), st.text("0123456789abcdef", max_size=16))
+    forged = st.builds(
+        lambda n, nonce: tokens.assignment_token(site.secret, n, nonce),
+        st.integers(min_value=0, max_value=2**40),
+        st.text("0123456789abcdef", max_size=16),
+    )
     wrong_key = st.builds(lambda n: tokens.assignment_token("not-the-secret", n, "0" * 16), st.integers(0, 50))
     return genuine | genuine | forged | wrong_key | segment
 
@@ -183,9 +221,13 @@ def questions(site: Site, study: str):
 
 
 HOSTILE_TEXT = st.sampled_from(["\x00", "\ud800", "a\x00b", "ok \udfff", "x" * 3000, " ", ""]) | st.text(
-    st.characters(exclude_categories=()), min_size=1, max_size=8)
-ANSWER_VALUES = st.one_of(st.sampled_from(["a", "b", "tie", "like", "dislike", "neutral", "0", "100", "101", "-5",
-                                          "50.5", " 7 ", "cooking"]), HOSTILE_TEXT, json_value)
+    st.characters(exclude_categories=()), min_size=1, max_size=8
+)
+ANSWER_VALUES = st.one_of(
+    st.sampled_from(["a", "b", "tie", "like", "dislike", "neutral", "0", "100", "101", "-5", "50.5", " 7 ", "cooking"]),
+    HOSTILE_TEXT,
+    json_value,
+)
 
 
 def body(fields):
@@ -206,19 +248,33 @@ def send(site: Site, method: str, path: str, kind: str = "none", payload=None, a
     headers = {"Accept": "application/json"} if accept_json else {}
     client = site.client
     if kind == "json":  # json.dumps escapes lone surrogates and writes NaN/Infinity, as a hostile client may
-        return client.open(path, method=method, data=json.dumps(payload), content_type="application/json",
-                           headers=headers)
+        return client.open(
+            path, method=method, data=json.dumps(payload), content_type="application/json", headers=headers
+        )
     if kind == "raw":
         return client.open(path, method=method, data=payload, content_type="application/json", headers=headers)
     if kind == "form":
-        form = {k.encode("utf-8", "surrogatepass").decode("utf-8", "replace"):
-                v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for k, v in payload.items()}
+        form = {
+            k.encode("utf-8", "surrogatepass").decode("utf-8", "replace"): v.encode("utf-8", "surrogatepass").decode(
+                "utf-8", "replace"
+            )
+            for k, v in payload.items()
+        }
         return client.open(path, method=method, data=form, headers=headers)
     return client.open(path, method=method, headers=headers)
 
 
-def check(site: Site, method: str, path: str, kind: str = "none", payload=None, *, json_endpoint: bool,
-          accept_json: bool = False, waiting_ok: bool = False):
+def check(
+    site: Site,
+    method: str,
+    path: str,
+    kind: str = "none",
+    payload=None,
+    *,
+    json_endpoint: bool,
+    accept_json: bool = False,
+    waiting_ok: bool = False,
+):
     """Send one request; assert no 500, JSON where promised, and nothing stored when refused."""
     before = site.snapshot()
     reply = send(site, method, path, kind, payload, accept_json)
@@ -249,11 +305,25 @@ def check(site: Site, method: str, path: str, kind: str = "none", payload=None, 
 
 # The fuzzers ---------------------------------------------------------------------------------------
 def test_entry_with_arbitrary_query_parameters_never_fails(site):
-    keys = st.sampled_from(["workerId", "assignmentId", "hitId", "turkSubmitTo", "invite", "preview",
-                            "PROLIFIC_PID", "STUDY_ID", "SESSION_ID"]) | segment
-    params = st.dictionaries(keys, any_text.map(lambda t: t.encode("utf-8", "surrogatepass").decode("utf-8",
-                                                                                                      "replace")),
-                             max_size=4)
+    keys = (
+        st.sampled_from(
+            [
+                "workerId",
+                "assignmentId",
+                "hitId",
+                "turkSubmitTo",
+                "invite",
+                "preview",
+                "PROLIFIC_PID",
+                "STUDY_ID",
+                "SESSION_ID",
+            ]
+        )
+        | segment
+    )
+    params = st.dictionaries(
+        keys, any_text.map(lambda t: t.encode("utf-8", "surrogatepass").decode("utf-8", "replace")), max_size=4
+    )
 
     @FUZZ
     @given(study=study_names(), hit=st.none() | st.integers(min_value=0, max_value=2**80), args=params)
@@ -269,9 +339,16 @@ def test_answer_with_arbitrary_bodies_never_fails_and_refusals_store_nothing(sit
     @given(data=st.data(), study=st.sampled_from([CHAT, AB]))
     def fuzz(data, study):
         token = data.draw(tokens_for(site))
-        payload = data.draw(body({"unit_id": unit_ids(site, study), "question": questions(site, study),
-                                            "value": ANSWER_VALUES,
-                                            "elapsed_s": json_scalar}))
+        payload = data.draw(
+            body(
+                {
+                    "unit_id": unit_ids(site, study),
+                    "question": questions(site, study),
+                    "value": ANSWER_VALUES,
+                    "elapsed_s": json_scalar,
+                }
+            )
+        )
         check(site, "POST", f"/a/{study}/{quote(token, safe='')}/answer", *payload, json_endpoint=True)
 
     fuzz()
@@ -279,9 +356,12 @@ def test_answer_with_arbitrary_bodies_never_fails_and_refusals_store_nothing(sit
 
 def test_state_consent_submit_and_return_never_fail(site):
     @FUZZ
-    @given(data=st.data(), study=study_names(), action=st.sampled_from(["state", "page", "consent", "submit",
-                                                                        "return"]),
-           accept_json=st.booleans())
+    @given(
+        data=st.data(),
+        study=study_names(),
+        action=st.sampled_from(["state", "page", "consent", "submit", "return"]),
+        accept_json=st.booleans(),
+    )
     def fuzz(data, study, action, accept_json):
         token = data.draw(tokens_for(site))
         base = f"/a/{quote(study, safe='')}/{quote(token, safe='')}/"
@@ -291,11 +371,15 @@ def test_state_consent_submit_and_return_never_fail(site):
             check(site, "GET", base, json_endpoint=False)
         else:
             units = site.units.get(study, site.units[AB])
-            form_key = st.builds(lambda u, q: f"answer-{u}-{q}", st.sampled_from(units) | st.integers() | segment,
-                                 st.sampled_from(site.questions.get(study, site.questions[AB])) | segment)
+            form_key = st.builds(
+                lambda u, q: f"answer-{u}-{q}",
+                st.sampled_from(units) | st.integers() | segment,
+                st.sampled_from(site.questions.get(study, site.questions[AB])) | segment,
+            )
             fields = {"feedback": json_value, "csrf": st.just(security.csrf_value(site.secret, token)) | any_text}
-            kind, payload = data.draw(body(fields) | st.dictionaries(form_key | any_text, any_text,
-                                                                             max_size=4).map(lambda d: ("form", d)))
+            kind, payload = data.draw(
+                body(fields) | st.dictionaries(form_key | any_text, any_text, max_size=4).map(lambda d: ("form", d))
+            )
             if kind == "form" and data.draw(st.booleans()):
                 payload = {**payload, "csrf": security.csrf_value(site.secret, token)}
             check(site, "POST", base + action, kind, payload, json_endpoint=False, accept_json=accept_json)
@@ -305,8 +389,11 @@ def test_state_consent_submit_and_return_never_fail(site):
 
 def test_chat_message_retry_topic_and_state_never_fail(site):
     @FUZZ
-    @given(data=st.data(), study=st.sampled_from([CHAT, CHAT, AB]) | segment,
-           action=st.sampled_from(["state", "message", "retry", "topic"]))
+    @given(
+        data=st.data(),
+        study=st.sampled_from([CHAT, CHAT, AB]) | segment,
+        action=st.sampled_from(["state", "message", "retry", "topic"]),
+    )
     def fuzz(data, study, action):
         token = data.draw(tokens_for(site))
         unit = data.draw(st.sampled_from(site.units[CHAT]) | st.integers(min_value=0, max_value=2**80))
@@ -314,11 +401,21 @@ def test_chat_message_retry_topic_and_state_never_fail(site):
         if action == "state":
             check(site, "GET", path, json_endpoint=True)
             return
-        fields = {"text": st.sampled_from(["hello there", "how are you?"]) | json_value,
-                  "by": st.sampled_from(["worker", "bot"]) | json_value, "topic": json_value}
+        fields = {
+            "text": st.sampled_from(["hello there", "how are you?"]) | json_value,
+            "by": st.sampled_from(["worker", "bot"]) | json_value,
+            "topic": json_value,
+        }
         kind, payload = data.draw(body(fields))
-        check(site, "POST", f"{path}/{action}", kind, payload, json_endpoint=True,
-              waiting_ok=action in ("message", "retry"))
+        check(
+            site,
+            "POST",
+            f"{path}/{action}",
+            kind,
+            payload,
+            json_endpoint=True,
+            waiting_ok=action in ("message", "retry"),
+        )
 
     fuzz()
 
@@ -334,17 +431,37 @@ def test_genuine_workers_own_units_with_arbitrary_values_never_fail(site):
         state = site.client.get(f"/a/{study}/{token}/state").get_json()
         unit = data.draw(st.sampled_from(state["units"]))
         names = [q["name"] for q in unit["questions"]] + ["feedback"]
-        question = data.draw(st.sampled_from(names) | st.sampled_from([n for n in names if n in ("topic", "feedback")]
-                                                                      or names))
-        check(site, "POST", f"/a/{study}/{token}/answer", "json",
-              {"unit_id": unit["unit_id"], "question": question, "value": value, "elapsed_s": elapsed},
-              json_endpoint=True)
+        question = data.draw(
+            st.sampled_from(names) | st.sampled_from([n for n in names if n in ("topic", "feedback")] or names)
+        )
+        check(
+            site,
+            "POST",
+            f"/a/{study}/{token}/answer",
+            "json",
+            {"unit_id": unit["unit_id"], "question": question, "value": value, "elapsed_s": elapsed},
+            json_endpoint=True,
+        )
         if study == CHAT:
-            kind, payload = data.draw(st.sampled_from(["message", "topic"]).flatmap(
-                lambda a: st.tuples(st.just(a), st.fixed_dictionaries(
-                    {"text": ANSWER_VALUES, "by": st.sampled_from(["worker", "bot"]), "topic": ANSWER_VALUES}))))
-            check(site, "POST", f"/a/{CHAT}/{chat_token}/chat/{state['units'][0]['unit_id']}/{kind}", "json",
-                  payload, json_endpoint=True, waiting_ok=True)
+            kind, payload = data.draw(
+                st.sampled_from(["message", "topic"]).flatmap(
+                    lambda a: st.tuples(
+                        st.just(a),
+                        st.fixed_dictionaries(
+                            {"text": ANSWER_VALUES, "by": st.sampled_from(["worker", "bot"]), "topic": ANSWER_VALUES}
+                        ),
+                    )
+                )
+            )
+            check(
+                site,
+                "POST",
+                f"/a/{CHAT}/{chat_token}/chat/{state['units'][0]['unit_id']}/{kind}",
+                "json",
+                payload,
+                json_endpoint=True,
+                waiting_ok=True,
+            )
 
     fuzz()
 
@@ -355,7 +472,11 @@ def test_the_fuzzed_study_still_works_for_a_genuine_worker(site):
     state = site.client.get(f"/a/{AB}/{token}/state").get_json()
     for unit in state["units"]:
         for q in unit["questions"]:
-            assert site.client.post(f"/a/{AB}/{token}/answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                                                     "value": "a"}).status_code == 200
+            assert (
+                site.client.post(
+                    f"/a/{AB}/{token}/answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": "a"}
+                ).status_code
+                == 200
+            )
     done = site.client.post(f"/a/{AB}/{token}/submit", headers={"Accept": "application/json"})
     assert done.status_code == 200 and done.get_json()["submitted"] is True

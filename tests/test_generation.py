@@ -1,5 +1,6 @@
 """Bot–bot generation: every pair (and self-chat) gets its conversations, seeded, and an interrupted
 generation resumes without duplicating a conversation."""
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,16 @@ def degraded_server():
 
 
 def study(tmp_path, url, **generation) -> "object":
-    data = {"study": "gen", "task": "pairwise", "budget": "1", "seed": 4, "out": str(tmp_path / "runs"),
-            "systems": [{"name": n, "url": url, "model": n} for n in SYSTEMS],
-            "pairwise": {"responses": "unused.jsonl"},
-            "generation": {"conversations_per_pair": 4, "exchanges": 4, "parallel": 3, **generation}}
+    data = {
+        "study": "gen",
+        "task": "pairwise",
+        "budget": "1",
+        "seed": 4,
+        "out": str(tmp_path / "runs"),
+        "systems": [{"name": n, "url": url, "model": n} for n in SYSTEMS],
+        "pairwise": {"responses": "unused.jsonl"},
+        "generation": {"conversations_per_pair": 4, "exchanges": 4, "parallel": 3, **generation},
+    }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -51,8 +58,14 @@ def test_the_plan_covers_every_pair_and_self_chat_and_is_seeded():
     dialogues = [Dialogue(f"d{i}", (f"hello {i}", f"hi {i}", "bye")) for i in range(20)]
     jobs = plan(SYSTEMS, 5, True, dialogues, random.Random(1))
     pairs = Counter(j.systems for j in jobs)
-    assert pairs == {("ava", "ben"): 5, ("ava", "cai"): 5, ("ben", "cai"): 5,
-                     ("ava", "ava"): 5, ("ben", "ben"): 5, ("cai", "cai"): 5}
+    assert pairs == {
+        ("ava", "ben"): 5,
+        ("ava", "cai"): 5,
+        ("ben", "cai"): 5,
+        ("ava", "ava"): 5,
+        ("ben", "ben"): 5,
+        ("cai", "cai"): 5,
+    }
     assert len({j.id for j in jobs}) == 30
     assert jobs == plan(SYSTEMS, 5, True, dialogues, random.Random(1))
     assert all(j.seed == (f"hello {j.seed_dialogue[1:]}", f"hi {j.seed_dialogue[1:]}") for j in jobs)
@@ -85,6 +98,7 @@ def test_an_interrupted_generation_resumes_without_duplicates(tmp_path, degraded
                 if name == "cai" and calls[name] > 5:
                     raise ConnectionError("bot went away")
             return client.reply(history)
+
         return reply
 
     with pytest.raises(HitkitError, match="failed .* run again to resume"):
@@ -98,7 +112,7 @@ def test_an_interrupted_generation_resumes_without_duplicates(tmp_path, degraded
     final = read(config.bot_bot_path)
     assert report.already_done == len(first) and report.generated == 24 - len(first)
     assert sorted(c["id"] for c in final) == sorted({c["id"] for c in final}) and len(final) == 24
-    assert final[:len(first)] == first
+    assert final[: len(first)] == first
 
 
 def test_kill_minus_nine_mid_generation_then_resume(tmp_path, degraded_server):
@@ -128,8 +142,13 @@ def test_generate_with_nothing_left_to_do_starts_no_bot_server(tmp_path, degrade
     data = yaml.safe_load(path.read_text())
     data["bots"] = {"serve": {"models": {"ava": str(tmp_path / "no-such-model")}, "port": 1}}
     path.write_text(yaml.safe_dump(data))
-    done = subprocess.run([sys.executable, "-m", "hitkit.cli", "generate", str(path), "--no-progress"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "hitkit.cli", "generate", str(path), "--no-progress"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert load_study(path).bot_bot_path.read_text() == written
 
@@ -157,14 +176,26 @@ def test_smollm2_systems_generate_bot_bot_conversations_and_resume(tmp_path):
     gguf = packaged_smollm2()
     server = BotServer(build_backends([ModelSpec("smol", gguf.parent, gguf.name)], seed=0), port=0).start()
     try:
-        data = {"study": "gen-smol", "task": "pairwise", "budget": "1", "seed": 1, "out": str(tmp_path / "runs"),
-                "systems": [{"name": "warm", "url": server.url, "model": "smol", "options": {"max_tokens": 12},
-                             "system_prompt": "You are a friendly person. Reply in one short sentence."},
-                            {"name": "plain", "url": server.url, "model": "smol", "options": {"max_tokens": 12}},
-                            {"name": "hot", "url": server.url, "model": "smol",
-                             "options": {"max_tokens": 12, "temperature": 1.5}}],
-                "pairwise": {"responses": "unused.jsonl"},
-                "generation": {"conversations_per_pair": 1, "exchanges": 3, "parallel": 6}}
+        data = {
+            "study": "gen-smol",
+            "task": "pairwise",
+            "budget": "1",
+            "seed": 1,
+            "out": str(tmp_path / "runs"),
+            "systems": [
+                {
+                    "name": "warm",
+                    "url": server.url,
+                    "model": "smol",
+                    "options": {"max_tokens": 8},
+                    "system_prompt": "You are a friendly person. Reply in one short sentence.",
+                },
+                {"name": "plain", "url": server.url, "model": "smol", "options": {"max_tokens": 8}},
+                {"name": "hot", "url": server.url, "model": "smol", "options": {"max_tokens": 8, "temperature": 1.5}},
+            ],
+            "pairwise": {"responses": "unused.jsonl"},
+            "generation": {"conversations_per_pair": 1, "exchanges": 2, "parallel": 6},
+        }
         path = tmp_path / "study.yaml"
         path.write_text(yaml.safe_dump(data))
         config = load_study(path)
@@ -180,6 +211,7 @@ def test_smollm2_systems_generate_bot_bot_conversations_and_resume(tmp_path):
                 if count["calls"] == 4:
                     stop.set()  # as Ctrl-C does: conversations in flight finish, no new ones start
                 return real[name](history)
+
             return reply
 
         with pytest.raises(HitkitError):
@@ -189,6 +221,6 @@ def test_smollm2_systems_generate_bot_bot_conversations_and_resume(tmp_path):
         report = generate(config, show_progress=False)
         convs = read(config.bot_bot_path)
         assert report.generated == 6 - partial and len({c["id"] for c in convs}) == len(convs) == 6
-        assert all(len(c["turns"]) == 6 and all(t["text"] for t in c["turns"]) for c in convs)
+        assert all(len(c["turns"]) == 4 and all(t["text"] for t in c["turns"]) for c in convs)
     finally:
         server.shutdown()

@@ -10,6 +10,7 @@ summary.json / study.json and the library-written parts of Parquet files are nor
 deliberate change). Only the CLI is used (``hitkit db upgrade``, ``export``, ``analyze``), never the
 modules behind it, whose paths may change.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,10 @@ def same_line(a: bytes, b: bytes) -> bool:
         return True
     if FRACTION.sub(b"#", a) != FRACTION.sub(b"#", b):
         return False
-    return all(math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12)
-               for x, y in zip(FRACTION.findall(a), FRACTION.findall(b)))
+    return all(
+        math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12)
+        for x, y in zip(FRACTION.findall(a), FRACTION.findall(b))
+    )
 
 
 def first_difference(expected: bytes, actual: bytes, names: tuple[str, str] = ("golden", "now")) -> str | None:
@@ -72,12 +75,14 @@ def assert_outputs_match_the_goldens(protocol: str, tmp_path: Path) -> None:
     golden, now = output_files(HERE / protocol), output_files(outputs_now(protocol, tmp_path))
     assert sorted(now) == sorted(golden), (
         f"{protocol}: the CLI wrote other files than the goldens; missing {sorted(set(golden) - set(now))}, "
-        f"new {sorted(set(now) - set(golden))}")
+        f"new {sorted(set(now) - set(golden))}"
+    )
     for name, path in golden.items():
         where = first_difference(comparable(path), comparable(now[name]))
         assert where is None, (
             f"{protocol}/{name} differs from its golden at {where}\n(a deliberate change of the outputs? "
-            f"regenerate with `python tests/data/golden/make_golden.py {protocol}` and review the diff)")
+            f"regenerate with `python tests/data/golden/make_golden.py {protocol}` and review the diff)"
+        )
 
 
 def test_pairwise_exports_and_analysis_match_the_goldens(tmp_path):

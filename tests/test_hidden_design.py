@@ -8,6 +8,7 @@ PostgreSQL, waitress + SQLite), read every id and position a worker is shown —
 URLs, the form fields — and check that none of them predicts the QC slot or the material's origin
 better than chance, while the row ids, checked the same way, would give it away.
 """
+
 from __future__ import annotations
 
 import re
@@ -54,8 +55,10 @@ def test_no_worker_visible_id_or_position_predicts_the_qc_slot_over_100_hits(tmp
     with serving(one_database_url, secret, tmp_path / "web.log") as base:
         for n, hit_id in enumerate(hit_ids):
             http = requests.Session()
-            page = http.get(f"{base}/s/chat-test/hit/{hit_id}",
-                            params={"workerId": f"W{n:03d}", "assignmentId": f"A{n:03d}", "hitId": "h"})
+            page = http.get(
+                f"{base}/s/chat-test/hit/{hit_id}",
+                params={"workerId": f"W{n:03d}", "assignmentId": f"A{n:03d}", "hitId": "h"},
+            )
             assert page.status_code == 200, page.text[:300]
             task = page.url.split("?")[0]
             assert http.post(task + "consent").status_code == 200
@@ -99,8 +102,10 @@ def test_no_worker_visible_id_or_position_predicts_human_human_material(tmp_path
     with serving(one_database_url, secret, tmp_path / "web.log") as base:
         for n, hit_id in enumerate(hit_ids):
             http = requests.Session()
-            page = http.get(f"{base}/s/stb-demo/hit/{hit_id}",
-                            params={"workerId": f"W{n:03d}", "assignmentId": f"A{n:03d}", "hitId": "h"})
+            page = http.get(
+                f"{base}/s/stb-demo/hit/{hit_id}",
+                params={"workerId": f"W{n:03d}", "assignmentId": f"A{n:03d}", "hitId": "h"},
+            )
             assert page.status_code == 200, page.text[:300]
             task = page.url.split("?")[0]
             assert http.post(task + "consent").status_code == 200
@@ -110,8 +115,12 @@ def test_no_worker_visible_id_or_position_predicts_human_human_material(tmp_path
             for i, view in enumerate(views):
                 unit = units[view["unit_id"]]
                 human = 0 if unit.payload["kind"] == "human_human" else 1
-                features = {"key": _rank(view["unit_id"], keys) / len(keys), "listed": i / len(keys),
-                            "position": view["position"] / len(keys), "id": _rank(unit.id, ids) / len(ids)}
+                features = {
+                    "key": _rank(view["unit_id"], keys) / len(keys),
+                    "listed": i / len(keys),
+                    "position": view["position"] / len(keys),
+                    "id": _rank(unit.id, ids) / len(ids),
+                }
                 for name, value in features.items():
                     scores[name][human].append(value)
     assert len(hit_ids) >= 20 and all(len(p) >= 40 for p, _ in scores.values())
@@ -134,12 +143,18 @@ def test_upgrading_gives_every_existing_unit_its_own_random_key(database_url):
     dispose_engines()
     engine = create_engine(normalise_url(database_url))
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO study (id, name, task_type, provider, status, config, budget, currency, seed, "
-                          "created_at) VALUES (1, 'old', 'pairwise', 'simulated', 'running', '{}', 5, 'USD', 0, :t)"),
-                     {"t": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)})
+        conn.execute(
+            text(
+                "INSERT INTO study (id, name, task_type, provider, status, config, budget, currency, seed, "
+                "created_at) VALUES (1, 'old', 'pairwise', 'simulated', 'running', '{}', 5, 'USD', 0, :t)"
+            ),
+            {"t": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)},
+        )
         for n in range(1, 6):
-            conn.execute(text("INSERT INTO unit (id, study_id, key, payload, required_answers) "
-                              "VALUES (:n, 1, :k, '{}', 1)"), {"n": n, "k": f"u{n}"})
+            conn.execute(
+                text("INSERT INTO unit (id, study_id, key, payload, required_answers) VALUES (:n, 1, :k, '{}', 1)"),
+                {"n": n, "k": f"u{n}"},
+            )
     engine.dispose()
     upgrade(database_url)
     engine = create_engine(normalise_url(database_url))

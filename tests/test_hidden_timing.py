@@ -2,6 +2,7 @@
 fast its replies come (the degraded bot answers at once, real models take a while), nor by the error
 text a failing bot gives. Real HTTP (gunicorn + PostgreSQL, or waitress + SQLite) to a fake
 OpenAI-compatible bot server whose real models take 0.15-0.35 s and whose QC bot takes 0.01 s."""
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,7 @@ class FakeBots:
         self.rng, self.lock = random.Random(7), threading.Lock()
         self._server = make_server("127.0.0.1", 0, self.app, threaded=True, request_handler=_Quiet)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     @Request.application
     def app(self, request: Request) -> Response:
@@ -55,8 +56,15 @@ class FakeBots:
             low, high = self.latency[model]
             wait = self.rng.uniform(low, high)
         time.sleep(wait)
-        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": f"a reply from {model}"},
-                              "finish_reason": "stop"}]}
+        reply = {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": f"a reply from {model}"},
+                    "finish_reason": "stop",
+                }
+            ]
+        }
         return Response(json.dumps(reply), content_type="application/json")
 
     def stop(self) -> None:
@@ -71,33 +79,45 @@ def bots():
 
 
 def _study(database_url: str, bot_url: str, hits: int):
-    data = {"study": "chat-pace", "task": "live_chat", "seed": 11, "budget": "100.00", "database": database_url,
-            "systems": [{"name": s, "url": bot_url, "model": s, "options": {"timeout_s": 5, "retries": 0}}
-                        for s in [*REAL, "qc"]],
-            "live_chat": {"hits": hits, "min_inputs": 2},
-            "bots": {"pacing": {"cold_start_s": 0.3, "min_observed": 5}}}
+    data = {
+        "study": "chat-pace",
+        "task": "live_chat",
+        "seed": 11,
+        "budget": "100.00",
+        "database": database_url,
+        "systems": [
+            {"name": s, "url": bot_url, "model": s, "options": {"timeout_s": 5, "retries": 0}} for s in [*REAL, "qc"]
+        ],
+        "live_chat": {"hits": hits, "min_inputs": 2},
+        "bots": {"pacing": {"cold_start_s": 0.3, "min_observed": 5}},
+    }
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, parse_study(data), None, secret)
         s.get(Study, ctx.study_id).status = "running"
         s.execute(update(Hit).where(Hit.study_id == ctx.study_id).values(status="posted"))
-        control = {u.public_key: bool(u.payload["is_control"])
-                   for u in s.scalars(select(Unit).where(Unit.study_id == ctx.study_id))}
+        control = {
+            u.public_key: bool(u.payload["is_control"])
+            for u in s.scalars(select(Unit).where(Unit.study_id == ctx.study_id))
+        }
     return secret, control
 
 
 def _open(base: str, worker: str) -> tuple[requests.Session, str, list[str]]:
     http = requests.Session()
-    page = http.get(f"{base}/s/chat-pace/enter", params={"workerId": worker, "assignmentId": f"{worker}-A",
-                                                          "hitId": "h"})
+    page = http.get(
+        f"{base}/s/chat-pace/enter", params={"workerId": worker, "assignmentId": f"{worker}-A", "hitId": "h"}
+    )
     assert page.status_code == 200, page.text[:300]
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
     keys = [v["unit_id"] for v in http.get(task + "state").json()["units"]]
     for key in keys:
         for question, value in (("topic", "gardening"), ("topic_sentiment", "like")):
-            assert http.post(task + "answer", json={"unit_id": key, "question": question,
-                                                     "value": value}).status_code == 200
+            assert (
+                http.post(task + "answer", json={"unit_id": key, "question": question, "value": value}).status_code
+                == 200
+            )
     return http, task, keys
 
 
@@ -159,26 +179,29 @@ def test_no_reply_time_or_error_text_tells_the_qc_slot(tmp_path, one_database_ur
     assert any(r.get("system") == "qc" and "10.0.0.5" in json.dumps(r) for r in reasons), reasons[:3]
 
 
-@pytest.mark.parametrize("mode, elapsed, is_control, observed, expected", [
-    ("off", 0.01, True, [1.0] * 10, 0.0),
-    ("fixed", 0.01, True, [], 0.49),           # every slot waits for the floor
-    ("fixed", 0.9, False, [], 0.0),
-    ("observed", 0.01, True, [], 0.99),        # cold start: the configured time
-    ("observed", 0.01, True, [2.0] * 10, 1.99),  # a draw from the real bots' latencies
-    ("observed", 0.3, False, [2.0] * 10, 0.2),   # a real reply waits only for the floor
-    ("observed", 3.0, True, [2.0] * 10, 0.0),    # a reply slower than the draw is never held
-])
+@pytest.mark.parametrize(
+    "mode, elapsed, is_control, observed, expected",
+    [
+        ("off", 0.01, True, [1.0] * 10, 0.0),
+        ("fixed", 0.01, True, [], 0.49),  # every slot waits for the floor
+        ("fixed", 0.9, False, [], 0.0),
+        ("observed", 0.01, True, [], 0.99),  # cold start: the configured time
+        ("observed", 0.01, True, [2.0] * 10, 1.99),  # a draw from the real bots' latencies
+        ("observed", 0.3, False, [2.0] * 10, 0.2),  # a real reply waits only for the floor
+        ("observed", 3.0, True, [2.0] * 10, 0.0),  # a reply slower than the draw is never held
+    ],
+)
 def test_the_release_policy(mode, elapsed, is_control, observed, expected):
     settings = PacingConfig(mode=mode, floor_s=0.5, cold_start_s=1.0, min_observed=5)
     assert release_delay(elapsed, is_control, observed, settings, random.Random(1)) == pytest.approx(
-        expected if mode != "observed" or is_control else max(0.0, 0.5 - elapsed))
+        expected if mode != "observed" or is_control else max(0.0, 0.5 - elapsed)
+    )
 
 
 def test_draws_are_seeded_and_follow_the_observed_distribution():
     settings = PacingConfig(min_observed=1)
     observed = [0.2, 0.4, 0.6, 0.8]
     draws = [release_delay(0.0, True, observed, settings, random.Random(f"3:pace:{n}:1")) for n in range(2000)]
-    assert draws == [release_delay(0.0, True, observed, settings, random.Random(f"3:pace:{n}:1"))
-                     for n in range(2000)]
+    assert draws == [release_delay(0.0, True, observed, settings, random.Random(f"3:pace:{n}:1")) for n in range(2000)]
     shares = {v: draws.count(v) / len(draws) for v in observed}
     assert set(draws) == set(observed) and all(0.2 < share < 0.3 for share in shares.values()), shares

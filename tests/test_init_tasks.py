@@ -1,5 +1,6 @@
 """`hitkit init DIR --task NAME` writes a commented, runnable study for every protocol with a starter, and
 every example study checks with `--dry-run`: validated, packed and priced, nothing posted or saved."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Pairwise studies with an LLM judge (the study file's ``judge:``): a scripted OpenAI-compatible judge
 over real HTTP labels every comparison in both orders, the simulated crowd votes on a random share,
 and the analysis reports human-only, judge-only and prediction-powered win rates."""
+
 from __future__ import annotations
 
 import hashlib
@@ -87,7 +88,7 @@ class ScriptedJudge(JudgeServer):
         a = self.writer[message, re.search(r"Response A:\n(.*)\n\nResponse B:", prompt, re.S).group(1)]
         b = self.writer[message, re.search(r"Response B:\n(.*)\n\nWhich", prompt, re.S).group(1)]
         logit = 8 * (QUALITY[a] - QUALITY[b]) + 4 * ((a == FAVOURED) - (b == FAVOURED)) + 0.3
-        u = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16) / 16 ** 8
+        u = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16) / 16**8
         return 200, "A" if u < 1 / (1 + math.exp(-logit)) else "B. Response B is better."
 
 
@@ -103,8 +104,11 @@ class _JudgeHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         status, text = self.server.reply_to(body)
-        reply = ({"choices": [{"message": {"role": "assistant", "content": text}}]} if status == 200
-                 else {"error": {"message": text}})
+        reply = (
+            {"choices": [{"message": {"role": "assistant", "content": text}}]}
+            if status == 200
+            else {"error": {"message": text}}
+        )
         data = json.dumps(reply).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -129,8 +133,11 @@ def judge_server(request):
 
 def judged_study(tmp_path, database_url, judge_url, **judge):
     options = {"retries": 0, "backoff_s": 0, "timeout_s": 10, "concurrency": 4, **judge.pop("options", {})}
-    return pairwise_study(tmp_path, database_url, judge={"url": judge_url, "model": "scripted-judge",
-                                                         "human_share": 0.3, "options": options, **judge})
+    return pairwise_study(
+        tmp_path,
+        database_url,
+        judge={"url": judge_url, "model": "scripted-judge", "human_share": 0.3, "options": options, **judge},
+    )
 
 
 def quiet(_message):
@@ -138,7 +145,9 @@ def quiet(_message):
 
 
 def test_a_judged_study_labels_every_comparison_in_both_orders_and_reports_prediction_powered_win_rates(
-        tmp_path, database_url, judge_server):
+    tmp_path, one_database_url, judge_server
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
     study_file = judged_study(tmp_path, database_url, judge_server.url)
     lines = []
     result = launch(study_file, yes=True, show_progress=False, echo=lines.append, timeout_s=240)
@@ -155,7 +164,10 @@ def test_a_judged_study_labels_every_comparison_in_both_orders_and_reports_predi
         # Only the crowd's share became units and reached HITs: 30 % of each pair's 30 prompts.
         keys = set(s.scalars(select(Unit.key)))
         assert len(keys) == 27 and Counter(k.split(":")[1] for k in keys) == {
-            "alpha~beta": 9, "alpha~gamma": 9, "beta~gamma": 9}
+            "alpha~beta": 9,
+            "alpha~gamma": 9,
+            "beta~gamma": 9,
+        }
         posted = set(s.scalars(select(Unit.key).join(HitUnit, HitUnit.unit_id == Unit.id)))
         assert posted == keys
         assert s.scalar(select(Study.status)) == "completed"
@@ -164,13 +176,19 @@ def test_a_judged_study_labels_every_comparison_in_both_orders_and_reports_predi
     assert len(judge) == 2 * UNITS and judge["human_subset"].sum() == 2 * 27
     votes = pd.read_csv(out / "export" / "votes.csv", dtype={"item_id": str})
     voted = {(i, *sorted((a, b))) for i, a, b in votes[["item_id", "system_a", "system_b"]].itertuples(index=False)}
-    subset = {(i, *sorted((a, b))) for i, a, b, h in judge[["item_id", "system_a", "system_b", "human_subset"]]
-              .itertuples(index=False) if h}
+    subset = {
+        (i, *sorted((a, b)))
+        for i, a, b, h in judge[["item_id", "system_a", "system_b", "human_subset"]].itertuples(index=False)
+        if h
+    }
     assert voted == subset  # the crowd voted on the subset, all of it, and on nothing else
 
     rates = pd.read_csv(out / "analysis" / "judge_win_rates.csv")
     assert list(rates[["system_a", "system_b"]].itertuples(index=False, name=None)) == [
-        ("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")]
+        ("alpha", "beta"),
+        ("alpha", "gamma"),
+        ("beta", "gamma"),
+    ]
     assert (rates["n_human"] == 9).all() and (rates["n_judge"] == 30).all()
     for kind in ("human", "judge", "ppi"):
         assert ((rates[f"{kind}_low"] <= rates[kind]) & (rates[kind] <= rates[f"{kind}_high"])).all()
@@ -197,7 +215,9 @@ def test_a_judged_study_labels_every_comparison_in_both_orders_and_reports_predi
 
 @pytest.mark.parametrize("judge_server", [{"fail_after": 60}], indirect=True)
 def test_a_failing_judge_is_reported_posts_nothing_and_a_resume_asks_only_for_the_missing_labels(
-        tmp_path, database_url, judge_server):
+    tmp_path, one_database_url, judge_server
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
     study_file = judged_study(tmp_path, database_url, judge_server.url)
     with pytest.raises(HitkitError, match=r"the judge \(scripted-judge .*\) failed on 116 of 180 labels .*HTTP 500"):
         launch(study_file, yes=True, show_progress=False, echo=quiet, timeout_s=60)
@@ -221,7 +241,8 @@ def test_a_failing_judge_is_reported_posts_nothing_and_a_resume_asks_only_for_th
 
 @pytest.mark.parametrize("judge_server", [{"fail_first": 3}], indirect=True)
 def test_judging_stopped_halfway_resumes_without_asking_again_and_retries_transient_failures(
-        tmp_path, database_url, judge_server):
+    tmp_path, database_url, judge_server
+):
     study_file = judged_study(tmp_path, database_url, judge_server.url, options={"retries": 2, "concurrency": 3})
     config = load_study(study_file)
     upgrade(database_url)
@@ -249,12 +270,27 @@ def test_judging_stopped_halfway_resumes_without_asking_again_and_retries_transi
 
 
 def test_a_reply_becomes_a_label_and_items_average_both_orders_and_every_vote():
-    assert [parse(r) for r in ("A", " b.", "Tie", "**A**", "The answer is B", "Verdict: [[B]]", "Response A",
-                               "I think both", "")] == ["a", "b", "tie", "a", "b", "b", "a", None, None]
-    judge = pd.DataFrame({"item_id": ["q1", "q1", "q2", "q2"], "system_a": ["x", "y", "y", "x"],
-                          "system_b": ["y", "x", "x", "y"], "vote": ["a", "a", "tie", "b"]})
-    votes = pd.DataFrame({"item_id": ["q1", "q1", "q1"], "system_a": ["x", "y", "x"], "system_b": ["y", "x", "y"],
-                          "vote": ["a", "a", "tie"], "worker_id": ["w1", "w2", "w3"]})
+    assert [
+        parse(r)
+        for r in ("A", " b.", "Tie", "**A**", "The answer is B", "Verdict: [[B]]", "Response A", "I think both", "")
+    ] == ["a", "b", "tie", "a", "b", "b", "a", None, None]
+    judge = pd.DataFrame(
+        {
+            "item_id": ["q1", "q1", "q2", "q2"],
+            "system_a": ["x", "y", "y", "x"],
+            "system_b": ["y", "x", "x", "y"],
+            "vote": ["a", "a", "tie", "b"],
+        }
+    )
+    votes = pd.DataFrame(
+        {
+            "item_id": ["q1", "q1", "q1"],
+            "system_a": ["x", "y", "x"],
+            "system_b": ["y", "x", "y"],
+            "vote": ["a", "a", "tie"],
+            "worker_id": ["w1", "w2", "w3"],
+        }
+    )
     table = items(votes, judge).set_index("item_id")
     # q1: the judge preferred whatever was shown first (x once, y once): ½; people: 1, 0, ½.
     assert table.loc["q1", "judge"] == 0.5 and table.loc["q1", "human"] == pytest.approx(0.5)
@@ -262,32 +298,40 @@ def test_a_reply_becomes_a_label_and_items_average_both_orders_and_every_vote():
 
 
 def _config(tmp_path, database_url, **judge):
-    return load_study(pairwise_study(tmp_path, database_url, judge={"url": "http://127.0.0.1:9", "model": "j",
-                                                                    **judge}))
+    return load_study(
+        pairwise_study(tmp_path, database_url, judge={"url": "http://127.0.0.1:9", "model": "j", **judge})
+    )
 
 
-@pytest.mark.parametrize("judge, message", [
-    ({}, "give exactly one of human_share"),
-    ({"human_share": 0.2, "human_items": 10}, "give exactly one of human_share"),
-    ({"human_share": 1.5}, "human_share: Input should be less than or equal to 1"),
-    ({"human_share": 0.2, "url": "127.0.0.1:8011"}, "must be an http"),
-    ({"human_share": 0.2, "prompt": "Which is better, {response_a} or {response_b}?"}, "it lacks {prompt}"),
-    ({"human_share": 0.2, "prompt": "{prompt} {response_a} {response_b} {reference}"}, "it names {reference}"),
-    ({"human_share": 0.2, "prompt": "{prompt} {response_a} {response_b} {"}, "stray brace"),
-    ({"human_share": 0.2, "temperature": 0}, "judge.temperature: Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    "judge, message",
+    [
+        ({}, "give exactly one of human_share"),
+        ({"human_share": 0.2, "human_items": 10}, "give exactly one of human_share"),
+        ({"human_share": 1.5}, "human_share: Input should be less than or equal to 1"),
+        ({"human_share": 0.2, "url": "127.0.0.1:8011"}, "must be an http"),
+        ({"human_share": 0.2, "prompt": "Which is better, {response_a} or {response_b}?"}, "it lacks {prompt}"),
+        ({"human_share": 0.2, "prompt": "{prompt} {response_a} {response_b} {reference}"}, "it names {reference}"),
+        ({"human_share": 0.2, "prompt": "{prompt} {response_a} {response_b} {"}, "stray brace"),
+        ({"human_share": 0.2, "temperature": 0}, "judge.temperature: Extra inputs are not permitted"),
+    ],
+)
 def test_bad_judge_sections_give_clear_errors(tmp_path, database_url, judge, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         _config(tmp_path, database_url, **judge)
 
 
-@pytest.mark.parametrize("judge, message", [
-    ({"human_items": 91}, "judge.human_items is 91 but the study has only 90 items"),
-    ({"human_share": 0.05}, "judge.human_share 0.05 sends 2 of the 30 items"),
-    ({"human_share": 0.04}, "judge.human_share 0.04 sends 1 of the 30 items of alpha~beta to the crowd"),
-])
-def test_a_crowd_share_too_large_or_too_small_is_refused_before_anything_is_stored(tmp_path, database_url,
-                                                                                   judge, message):
+@pytest.mark.parametrize(
+    "judge, message",
+    [
+        ({"human_items": 91}, "judge.human_items is 91 but the study has only 90 items"),
+        ({"human_share": 0.05}, "judge.human_share 0.05 sends 2 of the 30 items"),
+        ({"human_share": 0.04}, "judge.human_share 0.04 sends 1 of the 30 items of alpha~beta to the crowd"),
+    ],
+)
+def test_a_crowd_share_too_large_or_too_small_is_refused_before_anything_is_stored(
+    tmp_path, database_url, judge, message
+):
     config = _config(tmp_path, database_url, **judge)
     units = task_for(config).build().units
     if "0.05" in message:  # 0.05 × 30 = 1.5 rounds to 2: enough
@@ -316,7 +360,9 @@ def test_a_protocol_without_a_judge_refuses_the_judge_section(tmp_path, database
     data = yaml.safe_load(path.read_text())
     data["judge"] = {"url": "http://127.0.0.1:9", "model": "j", "human_share": 0.2}
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError, match="judge: is available for .*live_chat.* studies only .* not for task 'rating'"):
+    with pytest.raises(
+        ConfigError, match="judge: is available for .*live_chat.* studies only .* not for task 'rating'"
+    ):
         load_study(path)
 
 

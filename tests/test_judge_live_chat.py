@@ -3,6 +3,7 @@ rated by its worker with probability ``judge.human_share`` (the QC bot's always)
 OpenAI-compatible judge over real HTTP rates every finished conversation on every criterion after the
 crowd, and the analysis reports human-only, judge-only and prediction-powered mean z per system and
 criterion."""
+
 from __future__ import annotations
 
 import hashlib
@@ -58,8 +59,11 @@ class ChatAndJudge(JudgeServer):
         system = re.search(r"Chatbot: \[(\w+)\]", prompt).group(1)
         agree = 100 * min(1.0, QUALITY.get(system, 0.05) + 0.4 * (system == FAVOURED))
         noise = int(hashlib.sha256(prompt.encode()).hexdigest()[:4], 16) % 11 - 5
-        lines = [f"{name}: {round(max(0, min(100, (100 - agree if name in NEGATIVE else agree) + noise)))}"
-                 for name in NAMES if not (n % 5 == 0 and name == "fun")]
+        lines = [
+            f"{name}: {round(max(0, min(100, (100 - agree if name in NEGATIVE else agree) + noise)))}"
+            for name in NAMES
+            if not (n % 5 == 0 and name == "fun")
+        ]
         return 200, "Here are my ratings:\n" + "\n".join(lines)
 
 
@@ -68,21 +72,28 @@ def endpoint():
     yield from serving(ChatAndJudge())
 
 
-def judged_chat_study(tmp_path, database_url, url, **judge) -> str:
+def judged_chat_study(tmp_path, database_url, url, hits: int = HITS, **judge) -> str:
     """Live chat's study of :mod:`tests.test_live_chat_study`, smaller, all diligent, with a judge."""
-    path = live_chat_study(tmp_path, database_url, url, hits=HITS, min_inputs=1)
+    path = live_chat_study(tmp_path, database_url, url, hits=hits, min_inputs=1)
     data = yaml.safe_load(path.read_text())
     data["study"] = "chat-judge"
-    data["schedule"].update(wave_size=HITS, max_concurrent=HITS, qc_failures="pay")
-    data["simulated"].update(workers=[{"profile": "diligent", "count": HITS}], concurrency=5)
-    data["judge"] = {"url": url, "model": "scripted-judge", "human_share": 0.5,
-                     "options": {"retries": 0, "backoff_s": 0, "timeout_s": 10, "concurrency": 4}, **judge}
+    data["schedule"].update(wave_size=hits, max_concurrent=hits, qc_failures="pay")
+    data["simulated"].update(workers=[{"profile": "diligent", "count": hits}], concurrency=5)
+    data["judge"] = {
+        "url": url,
+        "model": "scripted-judge",
+        "human_share": 0.5,
+        "options": {"retries": 0, "backoff_s": 0, "timeout_s": 10, "concurrency": 4},
+        **judge,
+    }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
 def test_a_judged_live_chat_study_rates_a_random_share_judges_every_conversation_and_reports_ppi(
-        tmp_path, database_url, endpoint):
+    tmp_path, one_database_url, endpoint
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
     study_file = judged_chat_study(tmp_path, database_url, endpoint.url)
     lines = []
     result = launch(study_file, yes=True, show_progress=False, echo=lines.append, timeout_s=300)
@@ -179,12 +190,16 @@ def test_the_server_refuses_ratings_on_an_unrated_slot_and_needs_none_there(tmp_
 
 
 def test_a_reply_becomes_a_rating_per_criterion():
-    reply = ("Sure! Here you go:\n- **Interesting**: 73\nfun = 60.5\n 3. robotic - 20\nrepetitive: 250\n"
-             "topic: 40\nTopic: 99\nfluent: n/a")
+    reply = (
+        "Sure! Here you go:\n- **Interesting**: 73\nfun = 60.5\n 3. robotic - 20\nrepetitive: 250\n"
+        "topic: 40\nTopic: 99\nfluent: n/a"
+    )
     assert parse(reply, NAMES) == {"interesting": 73, "fun": 60, "robotic": 20, "topic": 40}
     assert parse("I cannot rate this.", NAMES) == {}
     assert parse("Consistent: 100\nstays on topic: 5", ["consistent", "stays_on_topic"]) == {
-        "consistent": 100, "stays_on_topic": 5}
+        "consistent": 100,
+        "stays_on_topic": 5,
+    }
 
 
 def test_a_judge_whose_replies_named_no_rating_falls_back_to_the_peoples_estimates():
@@ -196,10 +211,28 @@ def test_a_judge_whose_replies_named_no_rating_falls_back_to_the_peoples_estimat
         worker, system = f"w{c % 4}", ("anna", "bert")[c % 2]
         for k, criterion in enumerate(("interesting", "fun")):
             if c % 3:  # two in three conversations rated by their worker
-                rows.append({"conversation_id": f"c{c}", "worker_id": worker, "system": system, "criterion": criterion,
-                             "is_control": False, "z": (c % 5 - 2) / 2 + k / 4})
-            judged.append({"conversation_id": f"c{c}", "worker_id": worker, "system": system, "criterion": criterion,
-                           "score": 50.0, "parsed": False, "human_subset": bool(c % 3), "model": "m"})
+                rows.append(
+                    {
+                        "conversation_id": f"c{c}",
+                        "worker_id": worker,
+                        "system": system,
+                        "criterion": criterion,
+                        "is_control": False,
+                        "z": (c % 5 - 2) / 2 + k / 4,
+                    }
+                )
+            judged.append(
+                {
+                    "conversation_id": f"c{c}",
+                    "worker_id": worker,
+                    "system": system,
+                    "criterion": criterion,
+                    "score": 50.0,
+                    "parsed": False,
+                    "human_subset": bool(c % 3),
+                    "model": "m",
+                }
+            )
     criteria = [c for c in DEFAULT_CRITERIA if c.name in ("interesting", "fun")]
     tables, _, _ = analysis_tables(pd.DataFrame(rows), pd.DataFrame(judged), criteria, {f"w{i}" for i in range(4)})
     table = tables["judge_scores"]
@@ -210,7 +243,9 @@ def test_a_judge_whose_replies_named_no_rating_falls_back_to_the_peoples_estimat
 
 
 def test_a_failing_judge_keeps_the_crowds_work_and_hitkit_judge_asks_only_for_the_rest(
-        tmp_path, database_url, endpoint):
+    tmp_path, one_database_url, endpoint
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
     from click.testing import CliRunner
 
     from hitkit.cli import main
@@ -232,11 +267,14 @@ def test_a_failing_judge_keeps_the_crowds_work_and_hitkit_judge_asks_only_for_th
         assert {r.status for r in rows} == {"done"} and len(rows) == 50 * len(NAMES)
 
 
-@pytest.mark.parametrize("judge, message", [
-    ({"human_share": None, "human_items": 20}, "judge.human_items cannot size a live_chat study"),
-    ({"prompt": "Rate {conversation}"}, "it lacks {criteria}"),
-    ({"human_share": 0.01}, "each system needs at least 2 rated"),
-])
+@pytest.mark.parametrize(
+    "judge, message",
+    [
+        ({"human_share": None, "human_items": 20}, "judge.human_items cannot size a live_chat study"),
+        ({"prompt": "Rate {conversation}"}, "it lacks {criteria}"),
+        ({"human_share": 0.01}, "each system needs at least 2 rated"),
+    ],
+)
 def test_a_live_chat_judge_is_checked_before_anything_is_stored(tmp_path, database_url, judge, message):
     from hitkit.protocols import task_for
 

@@ -1,6 +1,7 @@
 """Spot The Bot studies with an LLM judge (the study file's ``judge:``): a scripted OpenAI-compatible judge
 over real HTTP labels both speakers of every segment, the simulated crowd annotates a random share, and
 the analysis reports human-only, judge-only and prediction-powered win rates (a ratio of means)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,8 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.judges.human_subset import human_subset
 from hitkit.protocols import task_for
-from hitkit.protocols.spot_the_bot.judge import analysis_tables, conversation_totals, items, parse, requests, win_rates
+from hitkit.protocols.spot_the_bot.judge import parse, requests
+from hitkit.protocols.spot_the_bot.judge_analysis import analysis_tables, conversation_totals, items, win_rates
 from hitkit.protocols.spot_the_bot.packing import SourceConversation, pack_share
 from hitkit.study.config import load_study
 from hitkit.tables.schema import DONE_STATUSES
@@ -58,8 +60,13 @@ class ScriptedJudge(JudgeServer):
             k = prompt.count(f"Speaker {name}: ")
             human = 0.75 * ((1 + QUALITY[writer]) / 2) ** k + (0.5 if writer == FAVOURED else 0.0)
             labels.append("human" if rng.random() < human else "bot")
-        form = rng.choice(["Speaker A: {}, Speaker B: {}", "**Speaker 1**: {}\n**Speaker 2**: {}",
-                           "Speaker A is a {}. Speaker B is a {}."])
+        form = rng.choice(
+            [
+                "Speaker A: {}, Speaker B: {}",
+                "**Speaker 1**: {}\n**Speaker 2**: {}",
+                "Speaker A is a {}. Speaker B is a {}.",
+            ]
+        )
         return 200, form.format(*labels)
 
 
@@ -74,14 +81,21 @@ def judged_stb_study(tmp_path, database_url, judge_url, **judge):
     write_bot_bot(tmp_path / "bot_bot.jsonl", per_pair=PER_PAIR)
     write_human_human(tmp_path / "human.jsonl", count=HUMANS + 1)
     data = yaml.safe_load(path.read_text())
-    data["judge"] = {"url": judge_url, "model": "scripted-judge", "human_share": 0.4,
-                     "options": {"retries": 0, "backoff_s": 0, "timeout_s": 10, "concurrency": 4}, **judge}
+    data["judge"] = {
+        "url": judge_url,
+        "model": "scripted-judge",
+        "human_share": 0.4,
+        "options": {"retries": 0, "backoff_s": 0, "timeout_s": 10, "concurrency": 4},
+        **judge,
+    }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
 def test_a_judged_spot_the_bot_study_labels_every_segment_and_reports_prediction_powered_win_rates(
-        tmp_path, database_url, judge_server):
+    tmp_path, one_database_url, judge_server
+):
+    database_url = one_database_url  # one store: what this test checks is not storage
     study_file = judged_stb_study(tmp_path, database_url, judge_server.url)
     lines = []
     result = launch(study_file, yes=True, show_progress=False, echo=lines.append, timeout_s=300)
@@ -101,8 +115,10 @@ def test_a_judged_spot_the_bot_study_labels_every_segment_and_reports_prediction
         # ones (2), each with all its 3 segments.
         units = {u.id: u for u in s.scalars(select(Unit))}
         strata = Counter("~".join(sorted(u.payload["systems"])) for u in units.values())
-        assert strata == {**{p: 6 for p in ("alpha~alpha", "alpha~beta", "alpha~gamma", "beta~beta", "beta~gamma",
-                                             "gamma~gamma")}, "human~human": 6}
+        assert strata == {
+            **{p: 6 for p in ("alpha~alpha", "alpha~beta", "alpha~gamma", "beta~beta", "beta~gamma", "gamma~gamma")},
+            "human~human": 6,
+        }
         assert s.scalar(select(Study.status)) == "completed"
         # Packing of the share: every unit in one HIT, never two segments of one conversation in a HIT.
         hit_units = defaultdict(list)
@@ -136,7 +152,10 @@ def test_a_judged_spot_the_bot_study_labels_every_segment_and_reports_prediction
 
     rates = pd.read_csv(out / "analysis" / "judge_win_rates.csv")
     assert list(rates[["system_a", "system_b"]].itertuples(index=False, name=None)) == [
-        ("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")]
+        ("alpha", "beta"),
+        ("alpha", "gamma"),
+        ("beta", "gamma"),
+    ]
     assert (rates["n_human"] == 6).all() and (rates["n_judge"] == 12).all()
     for kind in ("human", "ppi"):
         assert ((rates[f"{kind}_low"] <= rates[kind]) & (rates[kind] <= rates[f"{kind}_high"])).all()
@@ -248,11 +267,20 @@ def _studies_with_conversation_effects(n_studies: int, seed: int):
         outcome = np.where(rng.random(n * segments) < 0.7, base, fresh)
         judged = np.where(rng.random(n * segments) < 0.8, outcome, rng.choice(3, size=n * segments, p=[0.3, 0.4, 0.3]))
         drawn = np.isin(conversation, rng.choice(n, size=n // 5, replace=False))
-        yield pd.DataFrame({
-            "study": "s", "conversation_id": conversation.astype(str), "segment_exchanges": np.tile(np.arange(segments), n),
-            "system_a": "alpha", "system_b": "beta", "human_subset": drawn,
-            "human_wins": np.where(drawn, outcome == 0, np.nan), "human_decisive": np.where(drawn, outcome != 2, np.nan),
-            "judge_wins": (judged == 0) * 1.0, "judge_decisive": (judged != 2) * 1.0})
+        yield pd.DataFrame(
+            {
+                "study": "s",
+                "conversation_id": conversation.astype(str),
+                "segment_exchanges": np.tile(np.arange(segments), n),
+                "system_a": "alpha",
+                "system_b": "beta",
+                "human_subset": drawn,
+                "human_wins": np.where(drawn, outcome == 0, np.nan),
+                "human_decisive": np.where(drawn, outcome != 2, np.nan),
+                "judge_wins": (judged == 0) * 1.0,
+                "judge_decisive": (judged != 2) * 1.0,
+            }
+        )
 
 
 def test_with_conversation_effects_the_conversation_level_ratio_covers_at_its_level():
@@ -275,20 +303,32 @@ def test_with_conversation_effects_the_conversation_level_ratio_covers_at_its_le
 
 def test_segment_items_and_tables_from_annotations_and_the_judge():
     def rows(study, conversation, k, systems, labels, **extra):
-        return [{"study": study, "conversation_id": conversation, "segment_exchanges": k, "entity": e,
-                 "system": systems[e], "label": labels[e], **extra} for e in (0, 1)]
+        return [
+            {
+                "study": study,
+                "conversation_id": conversation,
+                "segment_exchanges": k,
+                "entity": e,
+                "system": systems[e],
+                "label": labels[e],
+                **extra,
+            }
+            for e in (0, 1)
+        ]
 
     # c1 (beta speaks first): two annotations, one tie; c2: nobody; hh: human–human.
     annotations = pd.DataFrame(
         rows("s", "c1", 2, ["beta", "alpha"], ["bot", "human"], assignment_id="a1")
         + rows("s", "c1", 2, ["beta", "alpha"], ["unsure", "unsure"], assignment_id="a2")
         + rows("s", "c3", 3, ["alpha", "beta"], ["human", "bot"], assignment_id="a1")
-        + rows("s", "hh", 2, ["human", "human"], ["human", "bot"], assignment_id="a1"))
+        + rows("s", "hh", 2, ["human", "human"], ["human", "bot"], assignment_id="a1")
+    )
     judge = pd.DataFrame(
         rows("s", "c1", 2, ["beta", "alpha"], ["human", "bot"], parsed=True, model="m", human_subset=True)
         + rows("s", "c2", 2, ["alpha", "beta"], ["human", "unsure"], parsed=False, model="m", human_subset=False)
         + rows("s", "c3", 3, ["alpha", "beta"], ["human", "human"], parsed=True, model="m", human_subset=True)
-        + rows("s", "hh", 2, ["human", "human"], ["human", "human"], parsed=True, model="m", human_subset=True))
+        + rows("s", "hh", 2, ["human", "human"], ["human", "human"], parsed=True, model="m", human_subset=True)
+    )
     table = items(annotations, judge).set_index("conversation_id")
     assert list(table.index) == ["c1", "c2", "c3"]  # human–human material is no pair of bots
     assert (table.loc["c1", "system_a"], table.loc["c1", "system_b"]) == ("alpha", "beta")
@@ -309,16 +349,23 @@ def test_segment_items_and_tables_from_annotations_and_the_judge():
 
     # Labelled by design: c2 drawn too but nobody annotated it is left out of both sides, with a warning;
     # c1 gains an unannotated segment of its own, whose judge label is left out of c1's judged side.
-    more = pd.concat([judge.assign(human_subset=True),
-                      pd.DataFrame(rows("s", "c1", 4, ["beta", "alpha"], ["bot", "human"], parsed=True, model="m",
-                                        human_subset=True))])
+    more = pd.concat(
+        [
+            judge.assign(human_subset=True),
+            pd.DataFrame(
+                rows("s", "c1", 4, ["beta", "alpha"], ["bot", "human"], parsed=True, model="m", human_subset=True)
+            ),
+        ]
+    )
     totals = conversation_totals(items(annotations, more)).set_index("conversation_id")
     assert list(totals["labelled"]) == [True, False, True] and totals.loc["c1", "segments"] == 2
     assert totals.loc["c1", "judge_wins"] == 0 and totals.loc["c1", "judge_decisive"] == 1
     assert math.isnan(totals.loc["c2", "human_wins"])
     tables, summary, lines = analysis_tables(annotations, more)
-    assert any(line.startswith("1 conversation(s) drawn for the crowd have no annotations") and "at random" in line
-               for line in lines)
+    assert any(
+        line.startswith("1 conversation(s) drawn for the crowd have no annotations") and "at random" in line
+        for line in lines
+    )
     assert any(line.startswith("1 segment(s) of annotated conversations") for line in lines)
     rate = tables["judge_win_rates"].iloc[0]
     assert (rate["n_human"], rate["n_judge"], rate["human"]) == (2, 4, 1.0)
@@ -362,7 +409,8 @@ def test_a_share_too_small_for_a_hit_is_refused_clearly():
 
 
 def test_the_crowds_share_is_drawn_by_conversation_within_each_pair_and_the_human_human_material(
-        tmp_path, database_url):
+    tmp_path, database_url
+):
     config = load_study(judged_stb_study(tmp_path, database_url, "http://127.0.0.1:9", human_share=0.5))
     units = task_for(config).build().units
     chosen = human_subset(config, units)
@@ -376,19 +424,25 @@ def test_the_crowds_share_is_drawn_by_conversation_within_each_pair_and_the_huma
     small = config.model_copy(update={"judge": config.judge.model_copy(update={"human_share": 0.25})})
     with pytest.raises(ConfigError, match="sends 1 of the 4 conversations of .* to the crowd"):
         human_subset(small, units)
-    counted = config.model_copy(update={"judge": config.judge.model_copy(update={"human_share": None,
-                                                                                   "human_items": 30})})
-    with pytest.raises(ConfigError, match="human_items cannot size a spot_the_bot study's human share: it is drawn "
-                                          "by whole conversations"):
+    counted = config.model_copy(
+        update={"judge": config.judge.model_copy(update={"human_share": None, "human_items": 30})}
+    )
+    with pytest.raises(
+        ConfigError,
+        match="human_items cannot size a spot_the_bot study's human share: it is drawn by whole conversations",
+    ):
         human_subset(counted, units)
     with pytest.raises(ConfigError, match="human_items cannot size a spot_the_bot study"):
         load_study(judged_stb_study(tmp_path, database_url, "http://127.0.0.1:9", human_share=None, human_items=30))
 
 
-@pytest.mark.parametrize("prompt, message", [
-    ("Who is a bot?", "it lacks {conversation}"),
-    ("{conversation} {prompt}", "it names {prompt}"),
-])
+@pytest.mark.parametrize(
+    "prompt, message",
+    [
+        ("Who is a bot?", "it lacks {conversation}"),
+        ("{conversation} {prompt}", "it names {prompt}"),
+    ],
+)
 def test_a_judge_prompt_must_name_the_conversation(tmp_path, database_url, prompt, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_study(judged_stb_study(tmp_path, database_url, "http://127.0.0.1:9", prompt=prompt))

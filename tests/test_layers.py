@@ -1,5 +1,6 @@
 """The layer rules of ARCHITECTURE.md hold for the code as it is, and the checks catch a forbidden
 import, a loop or a protocol's name written in shared code when one is added to a copy of the tree."""
+
 from __future__ import annotations
 
 import shutil
@@ -34,8 +35,10 @@ def test_rooms_import_downward_except_where_a_reason_is_given():
 
 
 def test_every_reason_for_an_upward_arrow_is_still_needed():
-    used = {(_room_of_rule(a), _room_of_rule(b))
-            for a, b in (arrow.split(" -> ") for arrow in reasoned_upward_arrows(read_graph(REPO)))}
+    used = {
+        (_room_of_rule(a), _room_of_rule(b))
+        for a, b in (arrow.split(" -> ") for arrow in reasoned_upward_arrows(read_graph(REPO)))
+    }
     assert set(UPWARD) <= used, set(UPWARD) - used
 
 
@@ -77,35 +80,78 @@ def _append(path: Path, line: str) -> None:
     path.write_text(path.read_text(encoding="utf-8") + f"\n\ndef _added():\n    {line}\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("module, line, expected", [
-    ("hitkit/tables/export.py", "import server.embedded", "hitkit.tables.export imports server.embedded"),
-    ("hitkit/report/render.py", "from flask import escape", "hitkit.report.render imports flask"),
-    ("hitkit/protocols/pairwise/task.py", "from hitkit.worker import flow", "hitkit.protocols.pairwise.task imports hitkit.worker.flow"),
-    ("hitkit/protocols/live_chat/analysis.py", "from hitkit.providers import make_provider",
-     "hitkit.protocols.live_chat.analysis imports hitkit.providers"),
-    ("hitkit/analysis/ranking.py", "from hitkit.db.models import Study", "hitkit.analysis.ranking imports hitkit.db.models"),
-])
+@pytest.mark.parametrize(
+    "module, line, expected",
+    [
+        ("hitkit/tables/export.py", "import server.embedded", "hitkit.tables.export imports server.embedded"),
+        ("hitkit/report/render.py", "from flask import escape", "hitkit.report.render imports flask"),
+        (
+            "hitkit/protocols/pairwise/task.py",
+            "from hitkit.worker import flow",
+            "hitkit.protocols.pairwise.task imports hitkit.worker.flow",
+        ),
+        (
+            "hitkit/protocols/live_chat/analysis.py",
+            "from hitkit.providers import make_provider",
+            "hitkit.protocols.live_chat.analysis imports hitkit.providers",
+        ),
+        (
+            "hitkit/analysis/ranking.py",
+            "from hitkit.db.models import Study",
+            "hitkit.analysis.ranking imports hitkit.db.models",
+        ),
+    ],
+)
 def test_a_forbidden_import_is_caught(tree, module, line, expected):
     _append(tree / module, line)
     assert any(v.startswith(expected) for v in layer_violations(read_graph(tree)))
 
 
-@pytest.mark.parametrize("module, line, expected", [
-    ("hitkit/tables/loading.py", "from hitkit.simulation import crowd", "hitkit.tables.loading imports hitkit.simulation.crowd"),
-    ("hitkit/worker/flow.py", "from hitkit.running.scheduler import tick",
-     "hitkit.worker.flow imports hitkit.running.scheduler"),
-    ("hitkit/study/stored.py", "from hitkit.simulation import crowd", "hitkit.study.stored imports hitkit.simulation.crowd"),
-])
+@pytest.mark.parametrize(
+    "module, line, expected",
+    [
+        (
+            "hitkit/tables/loading.py",
+            "from hitkit.simulation import crowd",
+            "hitkit.tables.loading imports hitkit.simulation.crowd",
+        ),
+        (
+            "hitkit/worker/flow.py",
+            "from hitkit.running.scheduler import tick",
+            "hitkit.worker.flow imports hitkit.running.scheduler",
+        ),
+        (
+            "hitkit/study/stored.py",
+            "from hitkit.simulation import crowd",
+            "hitkit.study.stored imports hitkit.simulation.crowd",
+        ),
+    ],
+)
 def test_an_upward_import_without_a_reason_is_caught(tree, module, line, expected):
     _append(tree / module, line)
     assert any(v.startswith(expected) for v in upward_arrows(read_graph(tree)))
 
 
-@pytest.mark.parametrize("module, line, expected", [
-    ("hitkit/tables/loading.py", "from hitkit.worker import flow", "hitkit.tables.loading imports hitkit.worker.flow"),
-    ("hitkit/analysis/ranking.py", "from hitkit.worker import flow", "hitkit.analysis.ranking imports hitkit.worker.flow"),
-    ("hitkit/simulation/crowd.py", "from hitkit.worker import chat", "hitkit.simulation.crowd imports hitkit.worker.chat"),
-])
+@pytest.mark.parametrize(
+    "module, line, expected",
+    [
+        (
+            "hitkit/tables/loading.py",
+            "from hitkit.worker import flow",
+            "hitkit.tables.loading imports hitkit.worker.flow",
+        ),
+        (
+            "hitkit/analysis/ranking.py",
+            "from hitkit.worker import flow",
+            "hitkit.analysis.ranking imports hitkit.worker.flow",
+        ),
+        (
+            "hitkit/simulation/crowd.py",
+            "from hitkit.worker import chat",
+            "hitkit.simulation.crowd imports hitkit.worker.chat",
+        ),
+    ],
+)
 def test_tables_analysis_and_the_simulated_crowd_never_reach_into_the_worker_path(tree, module, line, expected):
     _append(tree / module, line)
     assert any(v.startswith(expected) for v in layer_violations(read_graph(tree)))
@@ -125,15 +171,21 @@ def test_a_loop_is_caught_even_through_a_lazy_import(tree):
 
 def test_an_import_only_for_type_checking_is_no_loop(tree):
     path = tree / "hitkit" / "tables" / "versions.py"
-    path.write_text(path.read_text(encoding="utf-8") + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
-                    "    from hitkit.tables.export import export_study\n", encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8") + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from hitkit.tables.export import export_study\n",
+        encoding="utf-8",
+    )
     assert import_loops(read_graph(tree)) == import_loops(read_graph(REPO))
 
 
 def test_a_protocol_name_in_shared_code_is_caught(tree):
     _append(tree / "hitkit" / "tables" / "export.py", "return config.task == 'live_chat'")
-    assert protocol_names_outside(tree, tuple(PROTOCOLS)) == ["hitkit/tables/export.py:" + str(
-        len((tree / "hitkit" / "tables" / "export.py").read_text().splitlines())) + ": live_chat"]
+    assert protocol_names_outside(tree, tuple(PROTOCOLS)) == [
+        "hitkit/tables/export.py:"
+        + str(len((tree / "hitkit" / "tables" / "export.py").read_text().splitlines()))
+        + ": live_chat"
+    ]
 
 
 def test_a_protocol_name_in_a_shared_template_is_caught(tree):

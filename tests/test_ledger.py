@@ -1,5 +1,6 @@
 """The ledger is the only writer of money, its one approve path guards every approval, and bonus keys
 written by an older hitkit are still recognised (nothing is paid twice after an upgrade)."""
+
 from __future__ import annotations
 
 import ast
@@ -14,7 +15,7 @@ from hitkit import dashboard as dash
 from hitkit.db.models import Assignment, Event, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.money import ledger
+from hitkit.money import bonuses, ledger, payments
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.simulated import SimulatedProvider
 from tests.test_dashboard import do_hit, make_study
@@ -32,16 +33,23 @@ def payment_writes(path: Path) -> list[int]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         args = [a.id for a in node.args if isinstance(a, ast.Name)]
-        if name == "Payment" or (name == "insert" and "Payment" in args) or (
-                name == "insert" and isinstance(func, ast.Attribute) and "payment" in ast.unparse(func.value).lower()):
+        if (
+            name == "Payment"
+            or (name == "insert" and "Payment" in args)
+            or (name == "insert" and isinstance(func, ast.Attribute) and "payment" in ast.unparse(func.value).lower())
+        ):
             lines.append(node.lineno)
     return lines
 
 
 def test_no_module_but_the_ledger_writes_payment_rows():
-    found = {str(p.relative_to(ROOT)): payment_writes(p)
-             for folder in ("hitkit", "server") for p in sorted((ROOT / folder).rglob("*.py"))}
-    assert found.pop("hitkit/money/ledger.py"), "the scan no longer sees the ledger's own writes"
+    found = {
+        str(p.relative_to(ROOT)): payment_writes(p)
+        for folder in ("hitkit", "server")
+        for p in sorted((ROOT / folder).rglob("*.py"))
+    }
+    for ledger_module in ("hitkit/money/ledger.py", "hitkit/money/bonuses.py"):  # rewards and fees; bonuses
+        assert found.pop(ledger_module), f"the scan no longer sees the ledger's own writes in {ledger_module}"
     assert {path: lines for path, lines in found.items() if lines} == {}
 
 
@@ -56,15 +64,16 @@ def test_bonus_keys_follow_one_scheme_and_know_their_old_names():
     assert ledger.bonus_key(3, 17) == "bonus:3:17:1"
     assert ledger.bonus_key(3, 17, "settle") == "bonus:3:17:settle"
     assert ledger.fee_key("bonus:3:17:1") == "bonus:3:17:1:fee"
-    assert ledger.legacy_keys("bonus:3:17:settle") == ["settle:3:17"]
-    assert ledger.legacy_keys("bonus:3:17:1") == []
+    assert payments.legacy_keys("bonus:3:17:settle") == ["settle:3:17"]
+    assert payments.legacy_keys("bonus:3:17:1") == []
 
 
 def platform_shows(monkeypatch, worker: str | None, status: WorkStatus = WorkStatus.SUBMITTED) -> list:
     """The simulated platform lists every assignment as ``worker``'s (None: as the arriving worker's); records approvals."""
     approved = []
-    monkeypatch.setattr(SimulatedProvider, "work_of",
-                        lambda self, pid: ProviderWork(pid, worker or pid.rsplit("-", 1)[0], status))
+    monkeypatch.setattr(
+        SimulatedProvider, "work_of", lambda self, pid: ProviderWork(pid, worker or pid.rsplit("-", 1)[0], status)
+    )
     monkeypatch.setattr(SimulatedProvider, "approve", lambda self, pid, feedback="": approved.append(pid))
     return approved
 
@@ -122,9 +131,19 @@ def add_legacy_bonus(database_url, ctx, assignment_id: int, key: str, status: st
     with session_scope(database_url) as s:
         a = s.get(Assignment, assignment_id)
         for kind, amount, k in (("bonus", Decimal("0.80"), key), ("bonus_fee", Decimal("0.20"), f"{key}:fee")):
-            s.add(Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind, amount=amount,
-                          currency="USD", idempotency_key=k, status=status,
-                          created_at=utcnow() - dt.timedelta(seconds=age_s)))
+            s.add(
+                Payment(
+                    study_id=ctx.study_id,
+                    assignment_id=a.id,
+                    worker_id=a.worker_id,
+                    kind=kind,
+                    amount=amount,
+                    currency="USD",
+                    idempotency_key=k,
+                    status=status,
+                    created_at=utcnow() - dt.timedelta(seconds=age_s),
+                )
+            )
 
 
 def record_bonus_calls(monkeypatch) -> list:
@@ -133,14 +152,17 @@ def record_bonus_calls(monkeypatch) -> list:
     def pay(self, worker, provider_assignment_id, amount, reason, key):
         calls.append((worker, amount, key))
         return f"ref-{key}"
+
     monkeypatch.setattr(SimulatedProvider, "pay_bonus", pay)
     return calls
 
 
 def bonus_keys(database_url) -> list[tuple[str, str]]:
     with session_scope(database_url) as s:
-        return sorted((p.idempotency_key, p.status) for p in s.scalars(select(Payment).where(
-            Payment.kind.in_(("bonus", "bonus_fee")))))
+        return sorted(
+            (p.idempotency_key, p.status)
+            for p in s.scalars(select(Payment).where(Payment.kind.in_(("bonus", "bonus_fee"))))
+        )
 
 
 def test_a_dashboard_bonus_under_the_old_worker_key_is_not_paid_twice(tmp_path, database_url, monkeypatch):
@@ -170,7 +192,7 @@ def test_a_settlement_under_the_old_settle_key_is_not_paid_twice(tmp_path, datab
     a = do_hit(database_url, ctx, "W-1")
     calls = record_bonus_calls(monkeypatch)
     add_legacy_bonus(database_url, ctx, a, f"settle:{ctx.study_id}:{a}", "paid")
-    ledger.grant_bonus(database_url, ctx.name, a, Decimal("0.80"), "settled", tag="settle")
+    bonuses.grant_bonus(database_url, ctx.name, a, Decimal("0.80"), "settled", tag="settle")
     assert calls == [] and len(bonus_keys(database_url)) == 2
     with pytest.raises(HitkitError, match="already used"):
-        ledger.grant_bonus(database_url, ctx.name, a, Decimal("0.50"), "settled", tag="settle")
+        bonuses.grant_bonus(database_url, ctx.name, a, Decimal("0.50"), "settled", tag="settle")

@@ -1,5 +1,6 @@
 """A whole live-chat study: simulated workers chat through the real pages with bots served over the
 OpenAI protocol, rate, and the analysis keeps the diligent and drops the spammers."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -27,23 +28,35 @@ def bot_server():
 
 def live_chat_study(tmp_path, database_url, bot_url, **live_chat) -> str:
     data = {
-        "study": "chat-demo", "task": "live_chat", "seed": 5, "budget": "100.00",
-        "out": str(tmp_path / "runs"), "database": database_url,
-        "systems": [{"name": n, "url": bot_url, "model": n, "options": {"max_tokens": 20, "timeout_s": 10}}
-                    for n in [*REAL, "qc"]],
+        "study": "chat-demo",
+        "task": "live_chat",
+        "seed": 5,
+        "budget": "100.00",
+        "out": str(tmp_path / "runs"),
+        "database": database_url,
+        "systems": [
+            {"name": n, "url": bot_url, "model": n, "options": {"max_tokens": 20, "timeout_s": 10}}
+            for n in [*REAL, "qc"]
+        ],
         "live_chat": {"hits": 20, "min_inputs": 2, **live_chat},
         "hit": {"title": "Chat with six chatbots", "reward": "2.00"},
         "schedule": {"per_worker_cap": 1, "interval_s": 0.5, "wave_size": 20, "max_concurrent": 20},
         # Half the spammers rate at random, so each of those passes the QC test with probability ~0.05.
-        "simulated": {"workers": [{"profile": "diligent", "count": 10}, {"profile": "spammer", "count": 10}],
-                      "quality": {**REAL, "qc": 0.05}, "concurrency": 7},
+        "simulated": {
+            "workers": [{"profile": "diligent", "count": 10}, {"profile": "spammer", "count": 10}],
+            "quality": {**REAL, "qc": 0.05},
+            "concurrency": 7,
+        },
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def test_simulated_live_chat_study_filters_spammers_and_ranks_systems_in_order(tmp_path, database_url, bot_server):
+def test_simulated_live_chat_study_filters_spammers_and_ranks_systems_in_order(tmp_path, one_database_url, bot_server):
+    # One store (PostgreSQL where there is one): the subject is the QC and ranking policy; storing chats
+    # and ratings on both stores is checked by test_live_chat_task.py, test_security.py and the fault tests.
+    database_url = one_database_url
     study_file = live_chat_study(tmp_path, database_url, bot_server)
     result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
     assert result.crowd_errors == []
@@ -67,8 +80,9 @@ def test_simulated_live_chat_study_filters_spammers_and_ranks_systems_in_order(t
         assert s.scalar(select(System.name).where(System.is_control)) == "qc"
         # Every conversation alternates worker and bot and has at least min_inputs worker turns.
         for conv in s.scalars(select(Conversation).where(Conversation.kind == "human_bot")):
-            speakers = [t.speaker for t in s.scalars(select(Turn).where(Turn.conversation_id == conv.id)
-                                                     .order_by(Turn.index))]
+            speakers = [
+                t.speaker for t in s.scalars(select(Turn).where(Turn.conversation_id == conv.id).order_by(Turn.index))
+            ]
             assert speakers[::2] == ["worker"] * len(speakers[::2])
             assert speakers[1::2] == ["bot"] * len(speakers[1::2])
             assert Counter(speakers)["worker"] >= 2

@@ -1,5 +1,6 @@
 """The live_chat task type and its chat mechanics (METHODS §1): packing, blind shuffled slots,
 answer validation, turns on the database (SQLite and PostgreSQL), and export → analysis."""
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,15 @@ def bot(name: str, **extra) -> dict:
 
 
 def config(database_url: str | None = None, systems=REAL, **live_chat) -> StudyConfig:
-    data = {"study": "chat-test", "task": "live_chat", "seed": 3, "budget": "100.00",
-            "systems": [{"name": s, "url": "http://127.0.0.1:9", "model": s} for s in [*systems, "qc"]],
-            "live_chat": {"hits": 2, "min_inputs": 2, **live_chat},
-            "simulated": {"quality": {s: q for s, q in QUALITY.items() if s in [*systems, "qc"]}}}
+    data = {
+        "study": "chat-test",
+        "task": "live_chat",
+        "seed": 3,
+        "budget": "100.00",
+        "systems": [{"name": s, "url": "http://127.0.0.1:9", "model": s} for s in [*systems, "qc"]],
+        "live_chat": {"hits": 2, "min_inputs": 2, **live_chat},
+        "simulated": {"quality": {s: q for s, q in QUALITY.items() if s in [*systems, "qc"]}},
+    }
     if database_url:
         data["database"] = database_url
     return parse_study(data)
@@ -49,13 +55,16 @@ def config(database_url: str | None = None, systems=REAL, **live_chat) -> StudyC
 
 # ------------------------------------------------------------------------- config
 
+
 def test_the_study_file_needs_a_live_chat_section_that_can_be_balanced():
     base = {"study": "x", "task": "live_chat", "budget": "1", "systems": [bot(s) for s in [*REAL, "qc"]]}
-    cases = [({}, "needs a 'live_chat:' section"),
-             ({"live_chat": {"hits": 2, "conversations_per_system": 2}}, "exactly one of"),
-             ({"live_chat": {"hits": 2, "control": "judge"}}, "not in 'systems'"),
-             ({"live_chat": {"hits": 2, "slots_per_hit": 7}}, "needs 6 real systems"),
-             ({"live_chat": {"hits": 2, "icebreaker": True}}, "persona statements for every system")]
+    cases = [
+        ({}, "needs a 'live_chat:' section"),
+        ({"live_chat": {"hits": 2, "conversations_per_system": 2}}, "exactly one of"),
+        ({"live_chat": {"hits": 2, "control": "judge"}}, "not in 'systems'"),
+        ({"live_chat": {"hits": 2, "slots_per_hit": 7}}, "needs 6 real systems"),
+        ({"live_chat": {"hits": 2, "icebreaker": True}}, "persona statements for every system"),
+    ]
     for extra, message in cases:
         with pytest.raises(ConfigError, match=message):
             parse_study({**base, **extra})
@@ -64,18 +73,31 @@ def test_the_study_file_needs_a_live_chat_section_that_can_be_balanced():
         parse_study({**seven, "live_chat": {"hits": 3}})
     assert parse_study({**seven, "live_chat": {"conversations_per_system": 5}}).live_chat.hit_count(7) == 7
     default = parse_study({**base, "live_chat": {"hits": 1}}).live_chat
-    assert [c.name for c in default.criteria] == ["robotic", "interesting", "fun", "consistent", "fluent",
-                                                  "repetitive", "topic"]
+    assert [c.name for c in default.criteria] == [
+        "robotic",
+        "interesting",
+        "fun",
+        "consistent",
+        "fluent",
+        "repetitive",
+        "topic",
+    ]
     assert (default.slots_per_hit, default.min_inputs, default.control) == (6, 10, "qc")
     assert default.criterion_list() == DEFAULT_CRITERIA  # what the analysis takes
     with pytest.raises(ConfigError, match=r"systems.0 \('bot-anna'\): a live-chat system needs 'url'"):
         parse_study({**base, "live_chat": {"hits": 1}, "systems": [{"name": "bot-anna"}] + base["systems"][1:]})
     with pytest.raises(ConfigError, match=r"systems.1 \('bot-bert'\) options: temperature"):
-        parse_study({**base, "live_chat": {"hits": 1},
-                     "systems": [base["systems"][0], bot("bot-bert", options={"temperature": 9})] + base["systems"][2:]})
+        parse_study(
+            {
+                **base,
+                "live_chat": {"hits": 1},
+                "systems": [base["systems"][0], bot("bot-bert", options={"temperature": 9})] + base["systems"][2:],
+            }
+        )
 
 
 # ------------------------------------------------------------------------- packing
+
 
 @st.composite
 def study_sizes(draw):
@@ -108,8 +130,11 @@ def test_balanced_hits_refuses_what_cannot_be_balanced():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(2, 9).flatmap(lambda n: st.tuples(st.just(n), st.integers(2, n + 1), st.integers(1, 4),
-                                                     st.integers(0, 999))))
+@given(
+    st.integers(2, 9).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(2, n + 1), st.integers(1, 4), st.integers(0, 999))
+    )
+)
 def test_packed_hits_hold_one_control_slot_and_distinct_systems(size):
     n_real, slots, multiple, seed = size
     step = n_real // math.gcd(n_real, slots - 1)
@@ -131,9 +156,16 @@ def test_packed_hits_hold_one_control_slot_and_distinct_systems(size):
 
 # ------------------------------------------------------------------------- questions, validation, view
 
+
 def _unit(task: LiveChatTask, unit_id: int = 1, system: str = "bot-anna", **extra) -> Unit:
-    return Unit(id=unit_id, public_key=f"k{unit_id}", study_id=1, key=f"{system}#0", required_answers=1,
-                payload={"system": system, "is_control": system == "qc", "slot": 0, **extra})
+    return Unit(
+        id=unit_id,
+        public_key=f"k{unit_id}",
+        study_id=1,
+        key=f"{system}#0",
+        required_answers=1,
+        payload={"system": system, "is_control": system == "qc", "slot": 0, **extra},
+    )
 
 
 def test_slider_sentiment_and_topic_answers_are_validated_and_normalised():
@@ -202,8 +234,14 @@ def test_simulated_profiles_rate_as_described():
     # A spammer keeps one kind across slots: constant everywhere, or random everywhere.
     kinds = set()
     for worker in (f"sim-spammer-{i:03d}" for i in range(12)):
-        scores = [{v for q, v in task.simulate("spammer", views[u], rng, context, worker).items()
-                   if q.startswith(SCORE_PREFIX)} for u in (1, 2, 1, 2)]
+        scores = [
+            {
+                v
+                for q, v in task.simulate("spammer", views[u], rng, context, worker).items()
+                if q.startswith(SCORE_PREFIX)
+            }
+            for u in (1, 2, 1, 2)
+        ]
         constant = all(len(s) == 1 for s in scores) and len(set.union(*scores)) == 1
         kinds.add(constant)
         if not constant:
@@ -212,6 +250,7 @@ def test_simulated_profiles_rate_as_described():
 
 
 # ------------------------------------------------------------------------- on the database
+
 
 @pytest.fixture
 def study(tmp_path, database_url):
@@ -349,8 +388,14 @@ def test_chatting_needs_a_topic_first_and_rating_needs_min_inputs(study):
         for unit_id in order:
             for q in ctx.task.questions(s.get(Unit, unit_id)):
                 if (unit_id, q.name) not in given:
-                    s.add(Response(assignment_id=assignment.id, unit_id=unit_id, question=q.name,
-                                   value="like" if q.name == "topic_sentiment" else "50"))
+                    s.add(
+                        Response(
+                            assignment_id=assignment.id,
+                            unit_id=unit_id,
+                            question=q.name,
+                            value="like" if q.name == "topic_sentiment" else "50",
+                        )
+                    )
     with session_scope(url) as s:
         with pytest.raises(FlowError, match="5 chat\\(s\\) have fewer than 2"):
             flow.submit(s, ctx, token)
@@ -371,8 +416,7 @@ def test_topic_changes_are_recorded_with_who_and_when(study):
             chat_turns.change_topic(s, ctx, token, order[1], "coordinator")
     with session_scope(url) as s:
         changes = chat_turns.conversation_state(s, ctx, token, order[1]).topic_changes
-        assert [(c["by"], c["at_turn"], c["topic"]) for c in changes] == [("worker", 2, "football"),
-                                                                          ("bot", 4, None)]
+        assert [(c["by"], c["at_turn"], c["topic"]) for c in changes] == [("worker", 2, "football"), ("bot", 4, None)]
         assert s.scalar(select(Conversation)).meta["topic_changes"] == changes
 
 
@@ -412,13 +456,15 @@ def test_exported_ratings_are_the_methods_table_and_the_analysis_accepts_them(tm
     assert set(ratings.loc[ratings["is_control"] == 1, "system"]) == {"qc"}
     # Raw as entered, negative criteria not reversed.
     assert {(r.conversation_id, SCORE_PREFIX + r.criterion): str(r.score) for r in ratings.itertuples()} == {
-        k: v for k, v in entered.items() if k[1].startswith(SCORE_PREFIX)}
+        k: v for k, v in entered.items() if k[1].startswith(SCORE_PREFIX)
+    }
     # Slot is the position the worker saw the chat at.
     with session_scope(database_url) as s:
         asg = s.scalar(select(Assignment).order_by(Assignment.id))
         first = ratings[ratings["assignment_id"] == asg.provider_assignment_id]
         assert list(first.drop_duplicates("slot")["conversation_id"]) == [
-            conversation_key(asg.id, u) for u in asg.layout["order"]]
+            conversation_key(asg.id, u) for u in asg.layout["order"]
+        ]
     conversations = [json.loads(line) for line in (out / "conversations.jsonl").read_text().splitlines()]
     assert {c["conversation_id"] for c in conversations} == set(ratings["conversation_id"])
 

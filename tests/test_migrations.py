@@ -1,4 +1,5 @@
 """Schema migrations keep what a database already holds, on SQLite and PostgreSQL."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,15 +21,33 @@ def test_upgrading_from_the_first_revision_keeps_every_row(tmp_path, database_ur
     engine = create_engine(normalise_url(database_url))
     now = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO study (id, name, task_type, provider, status, config, budget, currency, seed, "
-                          "created_at) VALUES (1, 'old', 'pairwise', 'simulated', 'running', '{}', 5, 'USD', 0, :t)"),
-                     {"t": now})
-        conn.execute(text("INSERT INTO hit (id, study_id, \"index\", status, max_assignments, reward, lifetime_s) "
-                          "VALUES (1, 1, 0, 'posted', 3, 0.5, 60)"))
-        conn.execute(text("INSERT INTO worker (id, provider, external_id, blocked, created_at) "
-                          "VALUES (1, 'simulated', 'w1', false, :t)"), {"t": now})
-        conn.execute(text("INSERT INTO assignment (id, hit_id, worker_id, status, token_nonce, layout, accepted_at) "
-                          "VALUES (1, 1, 1, 'submitted', 'n', '{}', :t)"), {"t": now})
+        conn.execute(
+            text(
+                "INSERT INTO study (id, name, task_type, provider, status, config, budget, currency, seed, "
+                "created_at) VALUES (1, 'old', 'pairwise', 'simulated', 'running', '{}', 5, 'USD', 0, :t)"
+            ),
+            {"t": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO hit (id, study_id, \"index\", status, max_assignments, reward, lifetime_s) "
+                "VALUES (1, 1, 0, 'posted', 3, 0.5, 60)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO worker (id, provider, external_id, blocked, created_at) "
+                "VALUES (1, 'simulated', 'w1', false, :t)"
+            ),
+            {"t": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO assignment (id, hit_id, worker_id, status, token_nonce, layout, accepted_at) "
+                "VALUES (1, 1, 1, 'submitted', 'n', '{}', :t)"
+            ),
+            {"t": now},
+        )
     engine.dispose()
     upgrade(database_url)
     from alembic.script import ScriptDirectory

@@ -2,8 +2,10 @@
 database, as two web hosts behind nginx share PostgreSQL. A simulated crowd goes through a whole study
 with every worker's requests spread over both hosts (what a load balancer without sticky sessions
 does): a token made on one host is good on the other, every answer is kept once, the study completes
-and every submission is paid once. The shipped nginx recipe balances over two or more hosts with the
-same client timeouts as the one-host recipe."""
+and every submission is paid once. With two ``hitkit scheduler`` processes beside the two hosts and the
+leading one killed midway, the standby finishes the study on Prolific with every place paid once. The
+shipped nginx recipe balances over two or more hosts with the same client timeouts as the one-host recipe."""
+
 from __future__ import annotations
 
 import random
@@ -11,6 +13,7 @@ import re
 from collections import Counter
 from itertools import cycle
 
+import pytest
 import requests
 from sqlalchemy import func, select
 
@@ -28,10 +31,12 @@ from tests.test_bounded_requests import _gunicorn
 def _take(ctx, sim, n: int, worker, visit: int, hosts: list[str], acks: Counter) -> bool:
     """The ``n``-th simulated worker takes a HIT, each request on the next host; False when refused."""
     http = requests.Session()
-    host = cycle(hosts[n % len(hosts):] + hosts[:n % len(hosts)])  # half the crowd starts on each host
-    page = http.get(f"{next(host)}/s/ab-demo/enter", params={"workerId": worker.worker_id,
-                                                              "assignmentId": f"{worker.worker_id}-{visit}",
-                                                              "hitId": "h"}, timeout=30)
+    host = cycle(hosts[n % len(hosts) :] + hosts[: n % len(hosts)])  # half the crowd starts on each host
+    page = http.get(
+        f"{next(host)}/s/ab-demo/enter",
+        params={"workerId": worker.worker_id, "assignmentId": f"{worker.worker_id}-{visit}", "hitId": "h"},
+        timeout=30,
+    )
     if page.status_code in (403, 409, 410):
         return False
     assert page.status_code == 200, page.text[:300]
@@ -41,8 +46,11 @@ def _take(ctx, sim, n: int, worker, visit: int, hosts: list[str], acks: Counter)
     rng = random.Random(f"{worker.worker_id}:{path}")
     for view in state["units"]:
         for question, value in ctx.task.simulate(worker.profile, view, rng, sim, worker.worker_id).items():
-            saved = http.post(f"{next(host)}{path}answer", timeout=30,
-                              json={"unit_id": view["unit_id"], "question": question, "value": value})
+            saved = http.post(
+                f"{next(host)}{path}answer",
+                timeout=30,
+                json={"unit_id": view["unit_id"], "question": question, "value": value},
+            )
             assert saved.status_code == 200, saved.text[:300]
             acks[(path, view["unit_id"], question)] = value
     done = http.post(f"{next(host)}{path}submit", json={}, timeout=30)
@@ -104,8 +112,15 @@ def test_the_nginx_recipe_for_several_hosts_balances_over_them_with_the_one_host
     servers = re.findall(r"^\s*server (\S+):8000\b[^;]*;", upstream.group(1), re.MULTILINE)
     assert len(servers) >= 2 and len(set(servers)) == len(servers)
     assert re.search(r"^\s*proxy_pass http://hitkit_web;", many, re.MULTILINE)
-    for directive in ("client_header_timeout", "client_body_timeout", "send_timeout", "client_max_body_size",
-                      "limit_conn hitkit_per_client", "proxy_request_buffering", "proxy_read_timeout"):
+    for directive in (
+        "client_header_timeout",
+        "client_body_timeout",
+        "send_timeout",
+        "client_max_body_size",
+        "limit_conn hitkit_per_client",
+        "proxy_request_buffering",
+        "proxy_read_timeout",
+    ):
         ours = re.search(rf"^\s*{directive} (\S+);", many, re.MULTILINE)
         theirs = re.search(rf"^\s*{directive} (\S+);", one, re.MULTILINE)
         assert ours and theirs and ours.group(1) == theirs.group(1), directive
@@ -113,3 +128,46 @@ def test_the_nginx_recipe_for_several_hosts_balances_over_them_with_the_one_host
     assert re.search(r"^\s*proxy_http_version 1\.1;", many, re.MULTILINE)
     assert re.search(r"^\s*proxy_set_header Connection \"\";", many, re.MULTILINE)
     assert re.search(r"^\s*proxy_next_upstream error timeout;", many, re.MULTILINE)  # never a non-idempotent retry
+
+
+def test_two_web_hosts_and_two_schedulers_finish_a_prolific_study_with_the_leader_killed_midway(
+    tmp_path, one_database_url, monkeypatch
+):
+    """Issue 34's deployment, whole: two gunicorn web hosts and two ``hitkit scheduler`` processes share one
+    PostgreSQL database; half the crowd enters through each host; the scheduler holding the study's lease is
+    killed (SIGKILL) after ten HITs. Every acknowledged answer is kept once, each place is paid once, one
+    Prolific study is created, and the standby finishes the study."""
+    from tests.fakes.prolific import TOKEN, FakeProlificServer
+    from tests.test_one_leader import (
+        assert_whole_study_paid_once,
+        crowd_through_a_killed_leader,
+        scheduler_job,
+        schedulers,
+        stop,
+    )
+    from tests.test_provider_sync import on_prolific, start
+
+    database_url = one_database_url
+    if not database_url.startswith("postgresql"):
+        pytest.skip("several web hosts and schedulers share PostgreSQL, as a deployment of them does")
+    monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
+    with FakeProlificServer() as prolific:
+        web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
+        web.stop()  # start() made the study; its pages are served by the two gunicorn hosts below
+        hosts, procs = [], []
+        for n in range(2):
+            proc, port = _gunicorn(database_url, secret, tmp_path / f"host{n}.log")
+            hosts.append(f"http://127.0.0.1:{port}")
+            procs.append(proc)
+        scheduler_job(database_url, hosts[0])
+        procs += schedulers(database_url, 2)
+        try:
+            taken, killed, entered = crowd_through_a_killed_leader(database_url, prolific, config, secret, hosts)
+        finally:
+            stop(procs)
+        assert prolific.violations == []
+        assert killed in {p.pid for p in procs[2:]}
+        assert entered[hosts[0]] > 0 and entered[hosts[1]] > 0  # half the crowd on each web host
+        for n in range(2):
+            assert "Traceback" not in (tmp_path / f"host{n}.log").read_text()
+        assert_whole_study_paid_once(database_url, prolific, taken)

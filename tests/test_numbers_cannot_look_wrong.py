@@ -1,6 +1,7 @@
 """Numbers that cannot look wrong (issue 31): rate intervals inside [0, 1], an exact-style interval for
 0 of n and n of n (never [0, 0]), legends naming only what is drawn, overlapping curves told apart, and
 no order claimed between systems never compared."""
+
 from __future__ import annotations
 
 import math
@@ -93,8 +94,11 @@ def test_a_legend_names_only_the_estimates_that_have_points():
     from hitkit.report.plots import compared_intervals, drawn
 
     nan = [math.nan, math.nan]
-    kinds = [("people only", [0.4, 0.6], [0.2, 0.4], [0.6, 0.8]), ("judge only", nan, nan, nan),
-             ("prediction-powered", [0.45, math.nan], [0.3, math.nan], [0.6, math.nan])]
+    kinds = [
+        ("people only", [0.4, 0.6], [0.2, 0.4], [0.6, 0.8]),
+        ("judge only", nan, nan, nan),
+        ("prediction-powered", [0.45, math.nan], [0.3, math.nan], [0.6, math.nan]),
+    ]
     assert [k[0] for k in drawn(kinds)] == ["people only", "prediction-powered"]
     png = compared_intervals(["a over b", "a over c"], kinds, xlabel="win rate", title="t")
     assert png == compared_intervals(["a over b", "a over c"], [kinds[0], kinds[2]], xlabel="win rate", title="t")
@@ -102,15 +106,16 @@ def test_a_legend_names_only_the_estimates_that_have_points():
 
 
 def test_overlapping_survival_curves_differ_in_line_style_and_marker(monkeypatch):
-    from hitkit.report import plots
+    from hitkit.report import curves
 
-    styles = [plots.curve_style(i) for i in range(28)]
+    styles = [curves.curve_style(i) for i in range(28)]
     assert len(set(styles)) == 28 and len({s for s, _m in styles[:4]}) == 4 and len({m for _s, m in styles[:7]}) == 7
     # Two systems with exactly the same curve (the survival plot where one hid the other).
-    same = pd.DataFrame({"system": ["alpha"] * 3 + ["beta"] * 3, "time": [1, 2, 3] * 2,
-                         "survival": [0.8, 0.5, 0.2] * 2})
-    monkeypatch.setattr(plots, "to_png", lambda fig: fig)  # the figure itself, to read its lines
-    ax = plots.step_curves(same).axes[0]
+    same = pd.DataFrame(
+        {"system": ["alpha"] * 3 + ["beta"] * 3, "time": [1, 2, 3] * 2, "survival": [0.8, 0.5, 0.2] * 2}
+    )
+    monkeypatch.setattr(curves, "to_png", lambda fig: fig)  # the figure itself, to read its lines
+    ax = curves.step_curves(same).axes[0]
     lines = {line.get_label(): (line.get_linestyle(), line.get_marker()) for line in ax.get_lines()}
     assert set(lines) == {"alpha", "beta"} and lines["alpha"] != lines["beta"]
     assert all(line.get_linestyle() != lines["alpha"][0] for line in ax.get_lines() if line.get_label() == "beta")
@@ -123,8 +128,15 @@ def adaptive_votes() -> pd.DataFrame:
     rows = []
     for other, wins in (("beta", 3), ("gamma", 5)):
         for i in range(12):
-            rows.append({"worker_id": f"w{i % 4}", "item_id": f"{other}{i}", "system_a": "alpha",
-                         "system_b": other, "vote": "b" if i < wins else "a"})
+            rows.append(
+                {
+                    "worker_id": f"w{i % 4}",
+                    "item_id": f"{other}{i}",
+                    "system_a": "alpha",
+                    "system_b": other,
+                    "vote": "b" if i < wins else "a",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -136,8 +148,12 @@ def test_pairwise_claims_no_order_between_systems_that_never_met():
     assert table.loc["alpha", "rank"] == 1
     assert table.loc["beta", "rank"] == table.loc["gamma", "rank"] == 2  # tied: 0 comparisons between them
     # One vote between them, and the order is claimed again.
-    more = pd.concat([adaptive_votes(), pd.DataFrame([{"worker_id": "w9", "item_id": "x", "system_a": "beta",
-                                                       "system_b": "gamma", "vote": "b"}])])
+    more = pd.concat(
+        [
+            adaptive_votes(),
+            pd.DataFrame([{"worker_id": "w9", "item_id": "x", "system_a": "beta", "system_b": "gamma", "vote": "b"}]),
+        ]
+    )
     table = bradley_terry(more, n_boot=0).set_index("system")
     assert sorted(table["rank"]) == [1, 2, 3]
 
@@ -161,16 +177,27 @@ def test_spot_the_bot_puts_systems_that_never_met_in_one_cluster():
     for other, wins in (("beta", 2), ("gamma", 6)):  # alpha met both; beta and gamma never met
         for i in range(16):
             won = i < wins
-            rows.append({"winner": other if won else "alpha", "loser": "alpha" if won else other,
-                         "drawn": False, "conversation": f"{other}/{i}", "worker": f"w{i % 5}"})
+            rows.append(
+                {
+                    "winner": other if won else "alpha",
+                    "loser": "alpha" if won else other,
+                    "drawn": False,
+                    "conversation": f"{other}/{i}",
+                    "worker": f"w{i % 5}",
+                }
+            )
     games = pd.DataFrame(rows)
     table = rank_with_bootstrap(games, n_boot=100, seed=2, resample="conversation").set_index("system")
     assert table.loc["gamma", "win_rate"] > table.loc["beta", "win_rate"]
     for cluster in ("cluster", "win_rate_cluster"):
         assert table.loc["beta", cluster] == table.loc["gamma", cluster]
     # With games between them, their clusters come from the bootstrap ranges alone again.
-    extra = pd.DataFrame([{"winner": "gamma", "loser": "beta", "drawn": False, "conversation": f"x/{i}",
-                           "worker": f"w{i}"} for i in range(30)])
+    extra = pd.DataFrame(
+        [
+            {"winner": "gamma", "loser": "beta", "drawn": False, "conversation": f"x/{i}", "worker": f"w{i}"}
+            for i in range(30)
+        ]
+    )
     table = rank_with_bootstrap(pd.concat([games, extra]), n_boot=100, seed=2, resample="conversation")
     assert table.set_index("system").loc["beta", "cluster"] != table.set_index("system").loc["gamma", "cluster"]
 

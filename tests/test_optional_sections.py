@@ -1,5 +1,6 @@
 """Code that needs an optional study-file section (judge:, generation:) stops with a ConfigError naming
 it, instead of an AttributeError on None deep inside (the helpers the type check relies on)."""
+
 from __future__ import annotations
 
 import pytest

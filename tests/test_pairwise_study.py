@@ -1,4 +1,5 @@
 """A whole A/B study with the simulated crowd, through real HTTP, asserted on the database and exports."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ def test_simulated_ab_study_stores_every_acknowledged_vote_once_within_budget_an
         study = s.scalar(select(Study))
         assert study.status == "completed"
         keys = dict(s.execute(select(Unit.id, Unit.public_key)).all())  # workers (and the acks) name units by key
-        stored = {(r.assignment.provider_assignment_id, keys[r.unit_id]): r.value
-                  for r in s.scalars(select(Response).where(Response.question == "vote", Response.source == "worker"))}
+        stored = {
+            (r.assignment.provider_assignment_id, keys[r.unit_id]): r.value
+            for r in s.scalars(select(Response).where(Response.question == "vote", Response.source == "worker"))
+        }
         # Every acknowledged vote is in the database with the value the worker gave.
         for ack in acks:
             assert stored[(ack["assignment"], ack["unit_id"])] == ack["value"]
@@ -48,15 +51,22 @@ def test_simulated_ab_study_stores_every_acknowledged_vote_once_within_budget_an
         assert s.scalar(select(func.count()).select_from(Assignment).where(Assignment.status != "approved")) == 0
 
     # Identical responses were recorded as ties without asking.
-    assert set(votes.loc[votes["item_id"].isin(["q07", "q19"]) & votes["system_a"].isin(["beta", "gamma"])
-                         & votes["system_b"].isin(["beta", "gamma"]), "vote"]) == {"tie"}
+    assert set(
+        votes.loc[
+            votes["item_id"].isin(["q07", "q19"])
+            & votes["system_a"].isin(["beta", "gamma"])
+            & votes["system_b"].isin(["beta", "gamma"]),
+            "vote",
+        ]
+    ) == {"tie"}
     ranking = pd.read_csv(out / "analysis" / "ranking.csv")
     assert list(ranking.sort_values("rank")["system"]) == ["alpha", "beta", "gamma"]
     assert (out / "analysis" / "pairs.csv").exists()
 
 
-def test_budget_is_a_hard_ceiling_and_raising_it_lets_a_resumed_study_finish(tmp_path, database_url):
+def test_budget_is_a_hard_ceiling_and_raising_it_lets_a_resumed_study_finish(tmp_path, one_database_url):
     # Each HIT costs 3 × 0.50 = 1.50 at worst; a 4.00 budget allows two HITs, never a third.
+    database_url = one_database_url  # one store: what this test checks is not storage
     study_file = pairwise_study(tmp_path, database_url, budget="4.00")
     with pytest.raises(HitkitError, match="budget .* is committed"):
         launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=60)
@@ -67,7 +77,7 @@ def test_budget_is_a_hard_ceiling_and_raising_it_lets_a_resumed_study_finish(tmp
         answers_before = s.scalar(select(func.count()).select_from(Response))
 
     study_file = pairwise_study(tmp_path, database_url, budget="60.00")
-    launch(study_file, yes=True, resume=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
+    launch(study_file, yes=True, resume=True, show_progress=False, echo=lambda _m: None, timeout_s=240, analyse=False)
     with session_scope(database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
         assert s.scalar(select(func.count()).select_from(Response)) > answers_before
@@ -84,20 +94,34 @@ def test_resume_refuses_a_changed_study_design(tmp_path, database_url):
 
 def test_judge_like_simulated_workers_prefer_the_longer_and_the_first_response_over_http(tmp_path, one_database_url):
     # Equal systems, so only a judge's habits move the votes: the longer response and position A win.
-    study_file = pairwise_study(tmp_path, one_database_url, simulated={
-        "workers": [{"profile": "judge_like", "count": 14}], "quality": {"alpha": 0.5, "beta": 0.5, "gamma": 0.5}},
+    study_file = pairwise_study(
+        tmp_path,
+        one_database_url,
+        simulated={
+            "workers": [{"profile": "judge_like", "count": 14}],
+            "quality": {"alpha": 0.5, "beta": 0.5, "gamma": 0.5},
+        },
         schedule={"per_worker_cap": 9},
-        pairwise={"votes_per_prompt": 9}, budget="200.00")
-    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
+        pairwise={"votes_per_prompt": 9},
+        budget="200.00",
+    )
+    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240, analyse=False)
     out = tmp_path / "runs" / "ab-demo"
     votes = pd.read_csv(out / "export" / "votes.csv")
-    texts = {(r["id"], s): t for r in map(json.loads, (REPO / "examples" / "data" / "ab_responses.jsonl")
-                                          .read_text().splitlines()) for s, t in r["responses"].items()}
+    texts = {
+        (r["id"], s): t
+        for r in map(json.loads, (REPO / "examples" / "data" / "ab_responses.jsonl").read_text().splitlines())
+        for s, t in r["responses"].items()
+    }
     decided = votes[votes["vote"].isin(["a", "b"])]
-    longer = [len(texts[(i, a)]) > len(texts[(i, b)]) for i, a, b in decided[["item_id", "system_a", "system_b"]]
-              .itertuples(index=False)]
-    different = [len(texts[(i, a)]) != len(texts[(i, b)]) for i, a, b in decided[["item_id", "system_a", "system_b"]]
-                 .itertuples(index=False)]
+    longer = [
+        len(texts[(i, a)]) > len(texts[(i, b)])
+        for i, a, b in decided[["item_id", "system_a", "system_b"]].itertuples(index=False)
+    ]
+    different = [
+        len(texts[(i, a)]) != len(texts[(i, b)])
+        for i, a, b in decided[["item_id", "system_a", "system_b"]].itertuples(index=False)
+    ]
     picked_longer = [(v == "a") == lng for v, lng, d in zip(decided["vote"], longer, different) if d]
     assert sum(picked_longer) / len(picked_longer) > 0.65
     # Position: the longer response wins more often when it is shown as A than when shown as B. (Comparing

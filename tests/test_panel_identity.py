@@ -1,6 +1,7 @@
 """Identity on the panel provider: a participant id typed into a URL opens nobody's work. A returning
 participant gets their assignment only with the session id stored at their first arrival or with the
 assignment's signed token their browser kept; ``hitkit confirm`` counts a session only as it arrived."""
+
 from __future__ import annotations
 
 import csv
@@ -51,15 +52,18 @@ def _answer_first(http: requests.Session, page: requests.Response, value: str) -
     base = page.url.split("?")[0].rstrip("/")
     http.post(f"{base}/consent", timeout=30).raise_for_status()
     unit = http.get(f"{base}/state", timeout=30).json()["units"][0]["unit_id"]
-    http.post(f"{base}/answer", json={"unit_id": unit, "question": "vote", "value": value},
-              timeout=30).raise_for_status()
+    http.post(
+        f"{base}/answer", json={"unit_id": unit, "question": "vote", "value": value}, timeout=30
+    ).raise_for_status()
     return base
 
 
 def _stored(database_url: str) -> tuple[list[tuple[str, str, str]], list[str]]:
     with session_scope(database_url) as s:
-        rows = [(a.worker.external_id, a.provider_assignment_id, a.status)
-                for a in s.scalars(select(Assignment).order_by(Assignment.id))]
+        rows = [
+            (a.worker.external_id, a.provider_assignment_id, a.status)
+            for a in s.scalars(select(Assignment).order_by(Assignment.id))
+        ]
         votes = list(s.scalars(select(Response.value).where(Response.question == "vote", Response.source != "auto")))
     return rows, votes
 
@@ -83,9 +87,12 @@ def test_a_victims_participant_id_with_a_made_up_session_id_opens_nothing_of_the
     # Nor on another HIT's own link: the participant id holds work, and this arrival proves nothing.
     with session_scope(database_url) as s:
         other_hit = s.scalar(select(Hit.id).where(Hit.id != s.scalar(select(Assignment.hit_id))).order_by(Hit.id))
-    elsewhere = attacker.get(f"{url}/s/ab-demo/hit/{other_hit}", params={"participantId": "P-VICTIM",
-                                                                        "assignmentId": "S-ATTACKER"},
-                             allow_redirects=False, timeout=30)
+    elsewhere = attacker.get(
+        f"{url}/s/ab-demo/hit/{other_hit}",
+        params={"participantId": "P-VICTIM", "assignmentId": "S-ATTACKER"},
+        allow_redirects=False,
+        timeout=30,
+    )
     assert elsewhere.status_code == 403 and "another session" in elsewhere.text and _stored(database_url) == before
 
     # The victim comes back: with the session id they arrived with (a fresh browser) ...
@@ -120,8 +127,9 @@ def test_without_session_ids_the_participant_id_alone_resumes_nothing(panel_site
 def _submit(http: requests.Session, base: str) -> None:
     state = http.get(f"{base}/state", timeout=30).json()
     for view in state["units"]:
-        http.post(f"{base}/answer", json={"unit_id": view["unit_id"], "question": "vote", "value": "a"},
-                  timeout=30).raise_for_status()
+        http.post(
+            f"{base}/answer", json={"unit_id": view["unit_id"], "question": "vote", "value": "a"}, timeout=30
+        ).raise_for_status()
     done = http.post(f"{base}/submit", allow_redirects=False, timeout=30)
     assert done.status_code in (200, 302), done.text
 
@@ -146,22 +154,34 @@ def test_confirm_counts_work_only_under_the_session_id_stored_at_arrival(panel_s
             return s.scalar(select(func.count()).select_from(Assignment).where(Assignment.confirmed_at.is_not(None)))
 
     # The panel lists the participant with another session id: the participant id alone confirms nothing.
-    other = CliRunner().invoke(main, ["confirm", str(study_file), "--completed",
-                                      str(_listing(tmp_path, [("P-VICTIM", "S-OTHER")]))])
+    other = CliRunner().invoke(
+        main, ["confirm", str(study_file), "--completed", str(_listing(tmp_path, [("P-VICTIM", "S-OTHER")]))]
+    )
     assert other.exit_code == 0, other.output
     assert "Confirmed 0 assignment(s)" in other.output and "S-OTHER" in other.output and confirmed() == 0
     # The stored session id listed for another participant is not this arrival's either.
-    swapped = CliRunner().invoke(main, ["confirm", str(study_file), "--completed",
-                                        str(_listing(tmp_path, [("P-SOMEONE", "S-VICTIM")]))])
+    swapped = CliRunner().invoke(
+        main, ["confirm", str(study_file), "--completed", str(_listing(tmp_path, [("P-SOMEONE", "S-VICTIM")]))]
+    )
     assert "Confirmed 0 assignment(s)" in swapped.output and "another participant id" in swapped.output
     assert confirmed() == 0
     # Confirming by the participant column is refused with the reason.
-    by_worker = CliRunner().invoke(main, ["confirm", str(study_file), "--column", "participantId", "--completed",
-                                          str(_listing(tmp_path, [("P-VICTIM", "S-VICTIM")]))])
+    by_worker = CliRunner().invoke(
+        main,
+        [
+            "confirm",
+            str(study_file),
+            "--column",
+            "participantId",
+            "--completed",
+            str(_listing(tmp_path, [("P-VICTIM", "S-VICTIM")])),
+        ],
+    )
     assert by_worker.exit_code == 1 and "session column" in by_worker.output and confirmed() == 0
     # The session as it arrived confirms it.
-    right = CliRunner().invoke(main, ["confirm", str(study_file), "--completed",
-                                      str(_listing(tmp_path, [("P-VICTIM", "S-VICTIM")]))])
+    right = CliRunner().invoke(
+        main, ["confirm", str(study_file), "--completed", str(_listing(tmp_path, [("P-VICTIM", "S-VICTIM")]))]
+    )
     assert "Confirmed 1 assignment(s)" in right.output and confirmed() == 1
 
 

@@ -1,4 +1,5 @@
 """`hitkit plan`: power and cost over a grid of sizes from simulated studies, seeded, per protocol."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,16 @@ def test_a_plan_is_the_same_twice_and_the_simulated_votes_are_the_exports_shape(
     first = plan(config, replicates=5, n_boot=10, sizes=[2]).table
     assert first.equals(plan(config, replicates=5, n_boot=10, sizes=[2]).table)
     votes = simulate_votes(config, seed=1)
-    assert list(votes.columns) == ["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a",
-                                   "system_b", "vote"]
+    assert list(votes.columns) == [
+        "study",
+        "hit_id",
+        "assignment_id",
+        "worker_id",
+        "item_id",
+        "system_a",
+        "system_b",
+        "vote",
+    ]
     # Every place of every HIT votes on each of its prompts' pairs, and no worker takes a HIT twice.
     assert len(votes) == 30 * 3 * config.pairwise.votes_per_prompt
     assert not votes.duplicated(["hit_id", "worker_id", "item_id", "system_a", "system_b"]).any()
@@ -52,8 +61,9 @@ def test_a_plan_is_the_same_twice_and_the_simulated_votes_are_the_exports_shape(
 
 def test_the_command_prints_the_plan_and_writes_it(tmp_path):
     study = pairwise_study(tmp_path, f"sqlite:///{tmp_path / 'x.db'}")
-    run = CliRunner().invoke(main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1,2",
-                                    "--json"])
+    run = CliRunner().invoke(
+        main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1,2", "--json"]
+    )
     assert run.exit_code == 0, run.output
     out = json.loads(run.output)
     assert out["unit"] == "votes_per_prompt" and [r["votes_per_prompt"] for r in out["table"]] == [1, 2]
@@ -130,11 +140,17 @@ def _spot_the_bot(tmp_path, quality, per_pair=6):
 
     from hitkit.study.config import load_study
 
-    data = {"study": "stb-plan", "task": "spot_the_bot", "seed": 5, "budget": "100.00", "out": str(tmp_path / "runs"),
-            "systems": [{"name": n, "url": "http://127.0.0.1:9/v1", "model": n} for n in quality],
-            "generation": {"conversations_per_pair": per_pair},
-            "hit": {"title": "Is it a person or a bot?", "reward": "1.00"},
-            "simulated": {"quality": quality}}
+    data = {
+        "study": "stb-plan",
+        "task": "spot_the_bot",
+        "seed": 5,
+        "budget": "100.00",
+        "out": str(tmp_path / "runs"),
+        "systems": [{"name": n, "url": "http://127.0.0.1:9/v1", "model": n} for n in quality],
+        "generation": {"conversations_per_pair": per_pair},
+        "hit": {"title": "Is it a person or a bot?", "reward": "1.00"},
+        "simulated": {"quality": quality},
+    }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return load_study(path)
@@ -177,8 +193,9 @@ def test_confirm_runs_the_recommended_size_once_over_http_on_its_own_database(tm
     study = pairwise_study(tmp_path, f"sqlite:///{own}", provider={"kind": "mturk"})
     # Even where the environment names the study's database, the confirming run keeps to its own.
     monkeypatch.setenv("HITKIT_DATABASE_URL", f"sqlite:///{own}")
-    run = CliRunner().invoke(main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1,2",
-                                    "--confirm", "--json"])
+    run = CliRunner().invoke(
+        main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1,2", "--confirm", "--json"]
+    )
     assert run.exit_code == 0, run.output
     out = json.loads(run.output)
     confirm = out["confirm"]
@@ -194,8 +211,9 @@ def test_confirm_runs_the_recommended_size_once_over_http_on_its_own_database(tm
 
     votes = pd.read_csv(folder / "export" / "votes.csv")
     assert len(votes) == 30 * 3  # 30 prompts × 3 pairs, one vote each: the size confirmed
-    text = CliRunner().invoke(main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1",
-                                     "--confirm"])
+    text = CliRunner().invoke(
+        main, ["plan", str(study), "--replicates", "3", "--n-boot", "10", "--sizes", "1", "--confirm"]
+    )
     assert text.exit_code == 0, text.output
     assert "provider forced to the simulated crowd instead of mturk: nothing was posted" in text.output
     assert "simulated power  this run" in text.output and not own.exists()
@@ -221,3 +239,26 @@ def test_a_confirming_run_enlarges_the_crowd_by_whole_copies_of_its_mix_so_its_f
     assert len(set(ids)) == 20
     assert ids[:10] == [f"sim-diligent-{i:03d}" for i in range(8)] + ["sim-spammer-000", "sim-spammer-001"]
     assert ids[10:] == [f"sim-diligent-{i:03d}" for i in range(8, 16)] + ["sim-spammer-002", "sim-spammer-003"]
+
+
+def test_a_simulated_study_that_never_compared_a_system_separates_no_intervals():
+    from hitkit.simulation.planning import decide
+
+    # a one-HIT simulated arena can leave a system out of every battle: it has no interval to separate
+    quality = {"a": 0.9, "b": 0.5, "c": 0.1}
+    outcome = decide(quality, lambda x, y: False, ["b", "c"], {"b": (0.0, 1.0), "c": (2.0, 3.0)})
+    assert outcome["clusters"] is False and outcome["best"] is False
+
+
+def test_the_arena_starter_plans_from_one_hit(tmp_path):
+    from hitkit.protocols.arena import starter
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name, text in {"study.yaml": starter.STUDY_YAML, **starter.material()}.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    run = CliRunner().invoke(
+        main, ["plan", str(folder / "study.yaml"), "--sizes", "1", "--replicates", "2", "--n-boot", "10"]
+    )
+    assert run.exit_code == 0, run.output
+    assert "(1 HIT," in run.output or "below 80%" in run.output

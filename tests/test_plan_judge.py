@@ -1,5 +1,6 @@
 """`hitkit plan` for a pairwise study with an LLM judge: the crowd's share, sized by simulated studies analysed
 with the real PPI++ code (hitkit/protocols/pairwise/judge_plan.py, judge_model.py)."""
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,27 @@ def _study_file(tmp_path, prompts: int | None = None, quality=CLOSE, share: floa
     changes = {}
     if prompts is not None:
         responses = tmp_path / "responses.jsonl"
-        responses.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"Question {i}?", "responses": {
-            s: f"{s} answers question {i}." for s in SYSTEMS}}) + "\n" for i in range(prompts)))
+        responses.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": f"p{i}",
+                        "prompt": f"Question {i}?",
+                        "responses": {s: f"{s} answers question {i}." for s in SYSTEMS},
+                    }
+                )
+                + "\n"
+                for i in range(prompts)
+            )
+        )
         changes["pairwise"] = {"responses": str(responses)}
-    return pairwise_study(tmp_path, f"sqlite:///{tmp_path / 'x.db'}", simulated={"quality": quality},
-                          judge={"url": "http://127.0.0.1:9", "model": "j", "human_share": share}, **changes)
+    return pairwise_study(
+        tmp_path,
+        f"sqlite:///{tmp_path / 'x.db'}",
+        simulated={"quality": quality},
+        judge={"url": "http://127.0.0.1:9", "model": "j", "human_share": share},
+        **changes,
+    )
 
 
 def _plan(config, agreement, **options):
@@ -56,8 +73,13 @@ def test_the_command_prints_the_grid_the_estimator_and_the_assumption(tmp_path):
     assert "- people only, from the same votes:" in out and "the study file's own share: 0.3" in out
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert [r[0] for r in rows] == ["0.2", "0.5", "1.0"] and [r[1] for r in rows] == ["54", "135", "270"]
-    as_json = json.loads(CliRunner().invoke(main, ["plan", str(study), "--replicates", "2", "--shares", "0.5,1",
-                                                   "--judge-agreement", "0.9", "--json"]).output)
+    as_json = json.loads(
+        CliRunner()
+        .invoke(
+            main, ["plan", str(study), "--replicates", "2", "--shares", "0.5,1", "--judge-agreement", "0.9", "--json"]
+        )
+        .output
+    )
     assert as_json["judge"] == {"agreement": 0.9, "source": "assumed", "lean": {}}
     assert as_json["unit"] == "human_share" and as_json["formula"] == judge_plan.FORMULA
 
@@ -100,8 +122,14 @@ def test_the_simulated_ppi_width_follows_the_sizing_formula(big):
 def test_the_corrected_intervals_are_win_rates_at_the_bonferroni_level():
     rng = np.random.default_rng(3)
     n = 90
-    items = pd.DataFrame({"system_a": rng.choice(["a", "b"], n), "system_b": "c", "judge": rng.random(n).round(1),
-                          "human": np.where(rng.random(n) < 0.4, rng.integers(0, 2, n), np.nan)})
+    items = pd.DataFrame(
+        {
+            "system_a": rng.choice(["a", "b"], n),
+            "system_b": "c",
+            "judge": rng.random(n).round(1),
+            "human": np.where(rng.random(n) < 0.4, rng.integers(0, 2, n), np.nan),
+        }
+    )
     columns = ["human_low", "human_high", "ppi_low", "ppi_high"]
     got = judge_plan.corrected(win_rates(items), 3)[columns].to_numpy()
     assert np.allclose(got, win_rates(items, level=1 - 0.05 / 3)[columns].to_numpy(), atol=1e-12)
@@ -147,8 +175,9 @@ def test_bad_options_are_refused_with_what_to_do(tmp_path):
 
 def test_confirm_runs_the_recommended_share_and_its_export_is_a_pilot(tmp_path, judge_server):  # noqa: F811
     study = judged_study(tmp_path, f"sqlite:///{tmp_path / 'x.db'}", judge_server.url)
-    run = CliRunner().invoke(main, ["plan", str(study), "--replicates", "2", "--shares", "0.3,1", "--width", "0.3",
-                                    "--confirm", "--json"])
+    run = CliRunner().invoke(
+        main, ["plan", str(study), "--replicates", "2", "--shares", "0.3,1", "--width", "0.3", "--confirm", "--json"]
+    )
     assert run.exit_code == 0, run.output
     out = json.loads(run.output)
     confirmed = out["confirm"]
@@ -158,8 +187,9 @@ def test_confirm_runs_the_recommended_share_and_its_export_is_a_pilot(tmp_path, 
     export = tmp_path / "runs" / "ab-demo" / "plan" / "confirm" / "ab-demo" / "export"
     assert (export / "judge.csv").is_file() and (export / "votes.csv").is_file()
     # The confirming run's export is a pilot: the scripted judge favours gamma, far more than people do.
-    measured = CliRunner().invoke(main, ["plan", str(study), "--replicates", "2", "--shares", "0.3,1",
-                                         "--pilot", str(export)])
+    measured = CliRunner().invoke(
+        main, ["plan", str(study), "--replicates", "2", "--shares", "0.3,1", "--pilot", str(export)]
+    )
     assert measured.exit_code == 0, measured.output
     assert f"measured on the pilot {export}" in measured.output and "ASSUMED" not in measured.output
     judge = judge_model.from_pilot(export, SYSTEMS)

@@ -1,5 +1,6 @@
 """`hitkit plan` for Spot The Bot and live-chat studies with an LLM judge: the crowd's share, sized by simulated
 studies analysed with the real PPI++ code (hitkit/simulation/judge_planning.py, hitkit/protocols/*/judge_plan.py)."""
+
 from __future__ import annotations
 
 import json
@@ -25,11 +26,19 @@ STB = {"alpha": 0.62, "beta": 0.5, "gamma": 0.38}
 
 def _stb_file(tmp_path, per_pair=24):
     """A Spot The Bot study with a judge (never called) whose bots lead nowhere: a plan asks neither."""
-    data = {"study": "stb-plan", "task": "spot_the_bot", "seed": 5, "budget": "100.00", "out": str(tmp_path / "runs"),
-            "systems": [{"name": n, "url": "http://127.0.0.1:9/v1", "model": n} for n in STB],
-            "generation": {"conversations_per_pair": per_pair}, "spot_the_bot": {"segment_lengths": [2, 3]},
-            "hit": {"title": "Is it a person or a bot?", "reward": "1.00"}, "simulated": {"quality": STB},
-            "judge": {"url": "http://127.0.0.1:9", "model": "j", "human_share": 0.5}}
+    data = {
+        "study": "stb-plan",
+        "task": "spot_the_bot",
+        "seed": 5,
+        "budget": "100.00",
+        "out": str(tmp_path / "runs"),
+        "systems": [{"name": n, "url": "http://127.0.0.1:9/v1", "model": n} for n in STB],
+        "generation": {"conversations_per_pair": per_pair},
+        "spot_the_bot": {"segment_lengths": [2, 3]},
+        "hit": {"title": "Is it a person or a bot?", "reward": "1.00"},
+        "simulated": {"quality": STB},
+        "judge": {"url": "http://127.0.0.1:9", "model": "j", "human_share": 0.5},
+    }
     path = tmp_path / "stb.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -75,9 +84,26 @@ def test_a_spot_the_bot_share_plan_prints_its_grid_the_estimator_and_the_assumpt
     assert table["half_width_ppi"].iloc[-1] == table["half_width_human"].iloc[-1]
     for column in ("closest_pair", "closest_pair_human", "every_pair", "best"):
         assert column in table, column
-    as_json = json.loads(CliRunner().invoke(main, ["plan", str(study), "--replicates", "1", "--shares", "0.5,1",
-                                                   "--judge-agreement", "0.9", "--judge-bias", "alpha=0.1",
-                                                   "--json"]).output)
+    as_json = json.loads(
+        CliRunner()
+        .invoke(
+            main,
+            [
+                "plan",
+                str(study),
+                "--replicates",
+                "1",
+                "--shares",
+                "0.5,1",
+                "--judge-agreement",
+                "0.9",
+                "--judge-bias",
+                "alpha=0.1",
+                "--json",
+            ],
+        )
+        .output
+    )
     assert as_json["judge"] == {"agreement": 0.9, "source": "assumed", "bias": {"alpha": 0.1}}
 
 
@@ -88,8 +114,10 @@ def stb(tmp_path_factory):
 
 def test_a_better_spot_the_bot_judge_needs_a_smaller_share_and_a_die_the_people_only_share(stb):
     shares = [0.2, 0.3, 0.4, 0.5, 0.75, 1.0]
-    plans = {p: spot_the_bot.plan(stb, spot_the_bot.assumed(p, {}, list(STB)), replicates=8, shares=shares,
-                                  width=0.2) for p in (1 / 3, 0.7, 0.95)}
+    plans = {
+        p: spot_the_bot.plan(stb, spot_the_bot.assumed(p, {}, list(STB)), replicates=8, shares=shares, width=0.2)
+        for p in (1 / 3, 0.7, 0.95)
+    }
     people = plans[1 / 3].people_only
     # Conversations are drawn and resampled whole (their segments are dependent): 0.75 measured (0.4–0.5 when
     # segments were treated as independent items).
@@ -104,7 +132,8 @@ def test_a_better_spot_the_bot_judge_needs_a_smaller_share_and_a_die_the_people_
 
 
 def test_the_simulated_spot_the_bot_judge_agrees_and_leans_as_told_and_a_pilot_measures_it(stb, tmp_path):
-    from hitkit.protocols.spot_the_bot.judge import JUDGE_COLUMNS, judge_bias
+    from hitkit.protocols.spot_the_bot.judge import JUDGE_COLUMNS
+    from hitkit.protocols.spot_the_bot.judge_analysis import judge_bias
     from hitkit.protocols.spot_the_bot.plan import simulate_annotations
 
     base = spot_the_bot._base(stb)
@@ -120,7 +149,8 @@ def test_the_simulated_spot_the_bot_judge_agrees_and_leans_as_told_and_a_pilot_m
     export.mkdir()
     annotations.to_csv(export / "annotations.csv", index=False)
     labels.assign(parsed=True, human_subset=True, model="m", reply="")[list(JUDGE_COLUMNS)].to_csv(
-        export / "judge.csv", index=False)
+        export / "judge.csv", index=False
+    )
     measured = spot_the_bot.from_pilot(export, list(STB))
     # Off gamma's speakers the judge agrees as told; the bias moves some of gamma's labels away from the crowd's.
     assert 0.7 < measured.value < 0.85 and measured.measured_on == 2 * len(labels) / 2
@@ -144,8 +174,10 @@ def test_a_better_live_chat_judge_needs_no_larger_share_and_a_useless_one_the_pe
     config = load_study(_live_chat_file(tmp_path))
     shares = [0.5, 0.75, 1.0]
     systems = [s.name for s in config.systems]
-    plans = {r: live_chat.plan(config, live_chat.assumed(r, {}, systems), replicates=3, shares=shares, width=0.12)
-             for r in (0.0, 0.95)}
+    plans = {
+        r: live_chat.plan(config, live_chat.assumed(r, {}, systems), replicates=3, shares=shares, width=0.12)
+        for r in (0.0, 0.95)
+    }
     people = plans[0.0].people_only
     assert people == plans[0.95].people_only == 0.75
     assert abs(shares.index(plans[0.0].recommended) - shares.index(people)) <= 1
@@ -172,7 +204,8 @@ def test_a_live_chat_pilot_measures_the_simulated_judge(tmp_path):
     ratings.to_csv(export / "ratings.csv", index=False)
     ids = ratings.drop_duplicates("conversation_id").set_index("conversation_id")[["study", "hit_id", "assignment_id"]]
     scores.join(ids, on="conversation_id").assign(human_subset=True, model="m", reply="")[list(JUDGE_COLUMNS)].to_csv(
-        export / "judge.csv", index=False)
+        export / "judge.csv", index=False
+    )
     measured = live_chat.from_pilot(export, config)
     assert measured.source == f"measured on the pilot {export}" and measured.measured_on > 1000
     assert 0.65 < measured.value < 0.85, measured
@@ -209,7 +242,9 @@ def _confirmed(study, study_name, *args) -> tuple[dict, Path]:
 
 
 def test_a_spot_the_bot_confirming_run_annotates_the_recommended_share_and_scores_its_ppi_win_rates(
-        tmp_path, judge_server):  # noqa: F811
+    tmp_path,
+    judge_server,  # noqa: F811 - the fixture imported above
+):
     from sqlalchemy import select
 
     from hitkit.db.models import JudgeLabel, Unit
@@ -235,32 +270,40 @@ def test_a_spot_the_bot_confirming_run_annotates_the_recommended_share_and_score
     assert len(conversations) == judge.loc[judge["human_subset"], "conversation_id"].nunique()
     # Half of each pair's conversations, two of four (each system in three pairs, its self-chat one included),
     # and three of the five human–human ones (2.5 rounded half up).
-    assert drawn.to_dict() == {"alpha": 3 * PER_PAIR // 2, "beta": 3 * PER_PAIR // 2, "gamma": 3 * PER_PAIR // 2,
-                               "human": 3}
+    assert drawn.to_dict() == {
+        "alpha": 3 * PER_PAIR // 2,
+        "beta": 3 * PER_PAIR // 2,
+        "gamma": 3 * PER_PAIR // 2,
+        "human": 3,
+    }
     assert confirmed["outcome"] == spot_the_bot.decide_export(load_study(study), folder / "export")
 
 
 def test_a_live_chat_confirming_run_rates_the_recommended_share_judges_every_conversation_and_scores_it(
-        tmp_path, endpoint):  # noqa: F811
+    tmp_path,
+    endpoint,  # noqa: F811 - the fixture imported above
+):
     from sqlalchemy import select
 
     from hitkit.db.models import JudgeLabel, Unit
     from hitkit.db.session import session_scope
-    from tests.test_judge_live_chat import HITS, NAMES
+    from tests.test_judge_live_chat import NAMES
 
-    study = judged_chat_study(tmp_path, f"sqlite:///{tmp_path / 'own.db'}", endpoint.url)
+    hits = 6  # smaller than the judged study's 10; the plan still recommends half
+    study = judged_chat_study(tmp_path, f"sqlite:///{tmp_path / 'own.db'}", endpoint.url, hits=hits)
     # A judge that fails after the crowd's chats: the confirming run says so instead of scoring without it.
     endpoint.fail_after = 0
-    failed = CliRunner().invoke(main, ["plan", str(study), "--replicates", "1", "--shares", "0.5,1", "--width", "5",
-                                       "--confirm", "--json"])
+    failed = CliRunner().invoke(
+        main, ["plan", str(study), "--replicates", "1", "--shares", "0.5,1", "--width", "5", "--confirm", "--json"]
+    )
     assert failed.exit_code != 0 and "did not label all of the crowd's work" in failed.output, failed.output
     endpoint.fail_after = None
     out, folder = _confirmed(study, "chat-judge", "--shares", "0.5,1", "--width", "5")
     confirmed = out["confirm"]
     assert confirmed["share"] == out["recommended"] == 0.5
-    assert confirmed["hits"] == confirmed["assignments"] == HITS
+    assert confirmed["hits"] == confirmed["assignments"] == hits
     assert set(confirmed["outcome"]) == set(out["decisions"]) == set(live_chat.DECISIONS)
-    real = HITS * 5
+    real = hits * 5
     assert len(endpoint.judged) == real  # the judge rated every real-system conversation, after the crowd
     with session_scope(confirmed["database"]) as s:
         labels = s.scalars(select(JudgeLabel)).all()

@@ -1,4 +1,5 @@
 """Pure policy: wave planning within budget and cap, fees, tokens, packing."""
+
 from __future__ import annotations
 
 import random
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from hitkit.money.amounts import hit_cost, mturk_bonus_fee, mturk_reward_fee
 from hitkit.protocols.pairwise.task import PairwiseTask
-from hitkit.running.scheduler import hits_to_post
+from hitkit.running.posting import hits_to_post
 from hitkit.study.config import load_study
 from hitkit.worker import tokens
 from tests.studies import EXAMPLE
@@ -26,10 +27,14 @@ def test_waves_respect_wave_size_concurrency_and_budget():
     assert hits_to_post(costs, D("3.00"), D("4.50"), open_hits=0, max_concurrent=6, wave_size=4) == 1
 
 
-@given(st.lists(st.decimals(min_value=D("0.01"), max_value=D("50"), places=2), max_size=20),
-       st.decimals(min_value=D("0"), max_value=D("100"), places=2),
-       st.decimals(min_value=D("0"), max_value=D("200"), places=2),
-       st.integers(0, 30), st.integers(1, 30), st.integers(1, 30))
+@given(
+    st.lists(st.decimals(min_value=D("0.01"), max_value=D("50"), places=2), max_size=20),
+    st.decimals(min_value=D("0"), max_value=D("100"), places=2),
+    st.decimals(min_value=D("0"), max_value=D("200"), places=2),
+    st.integers(0, 30),
+    st.integers(1, 30),
+    st.integers(1, 30),
+)
 def test_posting_never_commits_more_than_the_budget(costs, committed, budget, open_hits, cap, wave):
     n = hits_to_post(costs, committed, budget, open_hits, cap, wave)
     assert 0 <= n <= wave and open_hits + n <= max(cap, open_hits)

@@ -1,4 +1,5 @@
 """Prediction-powered inference (hitkit.analysis.ppi): PPI++ for a mean and pairwise win rates."""
+
 from __future__ import annotations
 
 import math
@@ -82,7 +83,7 @@ def test_default_interval_is_the_jackknife_over_human_items_by_hand():
         lam_i = min(1.0, max(0.0, lam_i))
         leave_out.append(y.mean() + lam_i * (FU.mean() - f.mean()))
     leave_out = np.array(leave_out)
-    variance = (n - 1) / n * ((leave_out - leave_out.mean()) ** 2).sum() + lam ** 2 * FU.var(ddof=1) / big_n
+    variance = (n - 1) / n * ((leave_out - leave_out.mean()) ** 2).sum() + lam**2 * FU.var(ddof=1) / big_n
     estimate = Y.mean() + lam * (FU.mean() - FH.mean())
     half = stats.t.ppf(0.975, n - 1) * math.sqrt(variance)
     got = ppi_mean(Y, FH, FU)
@@ -118,20 +119,20 @@ def test_a_useless_judge_gets_lambda_near_zero_and_costs_almost_nothing():
     assert np.mean(ratios) < 1.03
     constant = ppi_mean(y, np.full(200, 0.5), np.full(3000, 0.5))
     assert constant.lam == 0 and constant.fallback
-    assert (constant.low, constant.high) == pytest.approx((constant.human.low, constant.human.high),
-                                                          abs=1e-14)
+    assert (constant.low, constant.high) == pytest.approx((constant.human.low, constant.human.high), abs=1e-14)
 
 
 SYSTEMS = {"a": 0.4, "b": 0.0, "c": -0.4}
 
 
-def simulated_items(rng: np.random.Generator, n_items: int = 1200, n_human: int = 120,
-                    bias_toward: str | None = None, bias: float = 0.0) -> tuple[pd.DataFrame, dict]:
+def simulated_items(
+    rng: np.random.Generator, n_items: int = 1200, n_human: int = 120, bias_toward: str | None = None, bias: float = 0.0
+) -> tuple[pd.DataFrame, dict]:
     """Three systems; the crowd votes Bernoulli(σ(s_a − s_b)); each of the judge's two calls flips
     the crowd's vote with probability 0.2 (then shifted by ``bias`` logits toward one system);
     ``n_human`` items at random carry the crowd's vote. Rows in random orientation."""
     names = sorted(SYSTEMS)
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     truth = {p: 1 / (1 + math.exp(SYSTEMS[p[1]] - SYSTEMS[p[0]])) for p in pairs}
     k = rng.integers(0, len(pairs), n_items)
     a = np.array([pairs[i][0] for i in k])
@@ -143,8 +144,7 @@ def simulated_items(rng: np.random.Generator, n_items: int = 1200, n_human: int 
     human = np.full(n_items, np.nan)
     chosen = rng.choice(n_items, n_human, replace=False)
     human[chosen] = y[chosen]
-    items = pd.DataFrame({"system_a": a, "system_b": b, "human": human,
-                          "judge": order_averaged(calls[0], calls[1])})
+    items = pd.DataFrame({"system_a": a, "system_b": b, "human": human, "judge": order_averaged(calls[0], calls[1])})
     flip = rng.random(n_items) < 0.5
     items.loc[flip, ["system_a", "system_b"]] = items.loc[flip, ["system_b", "system_a"]].to_numpy()
     items.loc[flip, ["human", "judge"]] = 1 - items.loc[flip, ["human", "judge"]]
@@ -162,8 +162,7 @@ def test_prediction_powered_win_rates_cover_the_crowds_value():
         table = win_rates(items)
         want = np.array([truth[(a, b)] for a, b in zip(table["system_a"], table["system_b"])])
         hits += list((table["ppi_low"] <= want) & (want <= table["ppi_high"]))
-        widths.append((table["ppi_high"] - table["ppi_low"]).mean()
-                      / (table["human_high"] - table["human_low"]).mean())
+        widths.append((table["ppi_high"] - table["ppi_low"]).mean() / (table["human_high"] - table["human_low"]).mean())
     assert 0.93 <= np.mean(hits) <= 0.97
     assert np.mean(widths) < 0.9
 
@@ -181,8 +180,8 @@ def test_win_rate_table_and_the_judges_bias_toward_a_verbose_system():
     assert bias.loc["b", "bias_low"] > 0.02
     assert bias.loc["a", "bias_high"] < 0 and bias.loc["c", "bias_high"] < 0
     assert list(bias["n_human"]) == [
-        int(((items["system_a"] == s) | (items["system_b"] == s))[items["human"].notna()].sum())
-        for s in "abc"]
+        int(((items["system_a"] == s) | (items["system_b"] == s))[items["human"].notna()].sum()) for s in "abc"
+    ]
 
 
 def test_order_averaging_cancels_a_position_preference():

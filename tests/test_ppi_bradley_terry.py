@@ -1,5 +1,6 @@
 """Prediction-powered Bradley–Terry strengths (hitkit.analysis.ppi_bradley_terry) and their table in
 ``hitkit analyze`` and the report."""
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,7 @@ from hitkit.protocols.pairwise.judge import analysis_tables
 
 STRENGTHS = {"s0": 0.6, "s1": 0.2, "s2": -0.2, "s3": -0.6}
 NAMES = sorted(STRENGTHS)
-PAIRS = [(a, b) for i, a in enumerate(NAMES) for b in NAMES[i + 1:]]
+PAIRS = [(a, b) for i, a in enumerate(NAMES) for b in NAMES[i + 1 :]]
 TRUTH = np.array([expit(STRENGTHS[a] - STRENGTHS[b]) for a, b in PAIRS])
 
 
@@ -51,8 +52,14 @@ def study(rng, n_items=5000, n_human=200, **judge) -> pd.DataFrame:
     a, b = np.array(PAIRS).T[:, pair]
     f = judged(rng, pair, y, **judge)
     flip = rng.random(n_items) < 0.5
-    return pd.DataFrame({"system_a": np.where(flip, b, a), "system_b": np.where(flip, a, b),
-                         "human": np.where(flip, 1 - human, human), "judge": np.where(flip, 1 - f, f)})
+    return pd.DataFrame(
+        {
+            "system_a": np.where(flip, b, a),
+            "system_b": np.where(flip, a, b),
+            "human": np.where(flip, 1 - human, human),
+            "judge": np.where(flip, 1 - f, f),
+        }
+    )
 
 
 def vote_rows(rng, n_items, votes_per_item) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -70,8 +77,9 @@ def vote_rows(rng, n_items, votes_per_item) -> tuple[pd.DataFrame, pd.DataFrame]
         for first, second in ((a, b), (b, a)):
             judge.append((f"q{item}", first, second, rng.choice(["a", "b", "tie"]), True, True, "j", ""))
     votes = pd.DataFrame(votes, columns=["worker_id", "item_id", "system_a", "system_b", "vote"])
-    judge = pd.DataFrame(judge, columns=["item_id", "system_a", "system_b", "vote", "parsed", "human_subset",
-                                         "model", "reply"])
+    judge = pd.DataFrame(
+        judge, columns=["item_id", "system_a", "system_b", "vote", "parsed", "human_subset", "model", "reply"]
+    )
     return votes, judge
 
 
@@ -88,6 +96,7 @@ def test_lambda_zero_and_the_human_only_column_are_the_rankings_bradley_terry_fi
     assert np.abs(table["human"] - ranking).max() < 1e-8
     assert abs(table["human"].sum()) < 1e-12 and abs(table["ppi"].sum()) < 1e-12
     from hitkit.protocols.pairwise.judge import items
+
     fixed = strengths(items(votes, judge), lam=0, prior=1 / votes_per_item).set_index("system")
     assert np.abs(fixed["ppi"] - ranking).max() < 1e-8 and (fixed["ppi_low"] == fixed["human_low"]).all()
     assert fixed["fallback"].all() and fixed["n_effective"].to_numpy() == pytest.approx(120.0)
@@ -131,8 +140,9 @@ def test_the_fit_minimises_the_lambda_loss_written_item_by_item_and_the_sandwich
     def total(beta):
         d0 = prior_x @ beta
         penalty = prior * (0.5 * d0 - np.logaddexp(0, d0)).sum()
-        return (loss(beta, y[h], h).mean() + lam * (loss(beta, f[~h], ~h).mean() - loss(beta, f[h], h).mean())
-                - penalty / n)
+        return (
+            loss(beta, y[h], h).mean() + lam * (loss(beta, f[~h], ~h).mean() - loss(beta, f[h], h).mean()) - penalty / n
+        )
 
     best = optimize.minimize(total, np.zeros(4), method="BFGS", options={"gtol": 1e-12}).x
     assert table["ppi"].to_numpy() == pytest.approx(best - best.mean(), abs=1e-6)
@@ -143,10 +153,13 @@ def test_the_fit_minimises_the_lambda_loss_written_item_by_item_and_the_sandwich
     w = p * (1 - p)
     w0 = expit(prior_x @ beta) * (1 - expit(prior_x @ beta))
     outer = lambda weights, rows: weights[:, None, None] * rows[:, :, None] * rows[:, None, :]  # noqa: E731
-    hessian = ((1 - lam) * outer(w[h], x[h]).mean(0) + lam * outer(w[~h], x[~h]).mean(0)
-               + prior * outer(w0, prior_x).sum(0) / n)
+    hessian = (
+        (1 - lam) * outer(w[h], x[h]).mean(0)
+        + lam * outer(w[~h], x[~h]).mean(0)
+        + prior * outer(w0, prior_x).sum(0) / n
+    )
     hinv = np.linalg.pinv(hessian)
-    middle = np.cov((g_y - lam * g_f)[h].T) / n + lam ** 2 * np.cov(g_f[~h].T) / big_n
+    middle = np.cov((g_y - lam * g_f)[h].T) / n + lam**2 * np.cov(g_f[~h].T) / big_n
     se = np.sqrt(np.diag(hinv @ middle @ hinv))
     assert ((table["ppi_high"] - table["ppi_low"]) / (2 * 1.959963984540054)).to_numpy() == pytest.approx(se, rel=1e-6)
 
@@ -205,8 +218,9 @@ def test_hitkit_analyze_writes_judge_strengths_and_the_report_shows_them(tmp_pat
     votes.to_csv(export / "votes.csv", index=False)
     pd.concat([judge, extra], ignore_index=True).assign(study="s").to_csv(export / "judge.csv", index=False)
     out = tmp_path / "analysis"
-    run = CliRunner().invoke(main, ["analyze", "pairwise", str(export), "--out", str(out), "--no-progress",
-                                    "--n-boot", "50"])
+    run = CliRunner().invoke(
+        main, ["analyze", "pairwise", str(export), "--out", str(out), "--no-progress", "--n-boot", "50"]
+    )
     assert run.exit_code == 0, run.output
     table = pd.read_csv(out / "judge_strengths.csv")
     assert tuple(table.columns) == STRENGTH_COLUMNS and sorted(table["system"]) == NAMES

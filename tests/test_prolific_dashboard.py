@@ -1,5 +1,6 @@
 """The dashboard's Prolific panel over real HTTP: webhook health ("polling only", last event, failures, a high
 return rate), screen-out counts, and writing to participants, against the fake."""
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,12 @@ def csrf_of(html: str) -> str:
 def coordinator(base: str) -> requests.Session:
     http = requests.Session()
     page = http.get(f"{base}/dashboard/login")
-    assert http.post(f"{base}/dashboard/login", data={"username": USER, "password": PASSWORD,
-                                                      "csrf": csrf_of(page.text)}).status_code == 200
+    assert (
+        http.post(
+            f"{base}/dashboard/login", data={"username": USER, "password": PASSWORD, "csrf": csrf_of(page.text)}
+        ).status_code
+        == 200
+    )
     return http
 
 
@@ -52,8 +57,9 @@ def test_the_study_page_shows_polling_only_then_webhook_health_and_a_high_return
     finally:
         web.stop()
     (tmp_path / "hooked").mkdir()
-    web, config, _ = launch_on(tmp_path / "hooked", database_url, fake, study="hooked",
-                               prolific={"webhook_url": PUBLIC})
+    web, config, _ = launch_on(
+        tmp_path / "hooked", database_url, fake, study="hooked", prolific={"webhook_url": PUBLIC}
+    )
     fake.route_hooks(lambda url: url.replace(PUBLIC, web.url))
     try:
         sid = next(s for s, v in fake.studies.items() if v["internal_name"].startswith("hitkit:hooked:"))
@@ -79,18 +85,22 @@ def test_screen_out_counts_show_and_the_coordinator_writes_from_the_dashboard(tm
         [sid] = fake.studies
         session_id = fake.start_session(pid("out"), sid)
         worker = requests.Session()
-        page = worker.get(f"{web.url}/s/ab-demo/enter", params={"PROLIFIC_PID": pid("out"), "STUDY_ID": sid,
-                                                                "SESSION_ID": session_id})
+        page = worker.get(
+            f"{web.url}/s/ab-demo/enter", params={"PROLIFIC_PID": pid("out"), "STUDY_ID": sid, "SESSION_ID": session_id}
+        )
         task = page.url.split("?")[0]
         assert worker.post(task + "screener", json={"answers": {"language": "no", "device": "computer"}}).json()[
-            "screened_out"]
+            "screened_out"
+        ]
         http = coordinator(web.url)
         page = http.get(f"{web.url}/dashboard/study/ab-demo").text
         assert 'data-screened-out="1"' in page and "1 of 5 slots (0.15 GBP)" in page
         assert re.search(r'data-live="workers">0<', page)  # a screened-out participant is not a worker
         workers = http.get(f"{web.url}/dashboard/study/ab-demo/workers").text
-        sent = http.post(f"{web.url}/dashboard/study/ab-demo/message",
-                         data={"csrf": csrf_of(workers), "to": pid("out"), "text": "Sorry, and thank you!"})
+        sent = http.post(
+            f"{web.url}/dashboard/study/ab-demo/message",
+            data={"csrf": csrf_of(workers), "to": pid("out"), "text": "Sorry, and thank you!"},
+        )
         assert sent.status_code == 200 and "message sent to 1 participant(s)" in sent.text
         assert fake.messages == [{"to": pid("out"), "body": "Sorry, and thank you!", "study_id": sid}]
         refused = http.post(f"{web.url}/dashboard/study/ab-demo/message", data={"text": "no csrf"})

@@ -2,6 +2,7 @@
 wave's workers who passed quality control; workers who fail it join a blocklist group every study shares;
 the coordinator writes to one participant or to everyone; a rejection always carries the study's message.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -38,15 +39,20 @@ def fake():
 def take(base: str, name: str, participant: str, study_id: str, session_id: str, value: str) -> requests.Response:
     """Arrive from Prolific, consent, vote ``value`` on every comparison, submit (the submit response)."""
     http = requests.Session()
-    page = http.get(f"{base}/s/{name}/enter", params={"PROLIFIC_PID": participant, "STUDY_ID": study_id,
-                                                      "SESSION_ID": session_id})
+    page = http.get(
+        f"{base}/s/{name}/enter", params={"PROLIFIC_PID": participant, "STUDY_ID": study_id, "SESSION_ID": session_id}
+    )
     assert page.status_code == 200, page.text
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
     for unit in http.get(task + "state").json()["units"]:
         for q in unit["questions"]:
-            assert http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                                    "value": value}).status_code == 200
+            assert (
+                http.post(
+                    task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": value}
+                ).status_code
+                == 200
+            )
     return http.post(task + "submit", allow_redirects=False)
 
 
@@ -67,10 +73,15 @@ def test_a_second_wave_invited_from_the_first_waves_passing_workers_admits_only_
     web, config, sid = first_wave(tmp_path, database_url, fake)
     try:
         ctx = recontact.context(database_url, config.study)
-        assert recontact.qc_outcomes(database_url, ctx) == {pid("g1"): True, pid("g2"): True, pid("g3"): True,
-                                                            pid("bad"): False}
-        result = CliRunner().invoke(main, ["workers", "--passed-qc", str(tmp_path / "study.yaml"),
-                                           "--to-group", "ab-demo-passed"])
+        assert recontact.qc_outcomes(database_url, ctx) == {
+            pid("g1"): True,
+            pid("g2"): True,
+            pid("g3"): True,
+            pid("bad"): False,
+        }
+        result = CliRunner().invoke(
+            main, ["workers", "--passed-qc", str(tmp_path / "study.yaml"), "--to-group", "ab-demo-passed"]
+        )
         assert result.exit_code == 0, result.output
         [gid] = [g for g, meta in fake.hooks["groups"].items() if meta["name"] == "ab-demo-passed"]
         assert sorted(fake.groups[gid]) == sorted(pid(x) for x in ("g1", "g2", "g3"))
@@ -78,18 +89,20 @@ def test_a_second_wave_invited_from_the_first_waves_passing_workers_admits_only_
     finally:
         web.stop()
     (tmp_path / "wave2").mkdir()
-    web2, _, _ = launch_on(tmp_path / "wave2", database_url, fake, study="wave-2",
-                           prolific={"allowlist": "ab-demo-passed"})
+    web2, _, _ = launch_on(
+        tmp_path / "wave2", database_url, fake, study="wave-2", prolific={"allowlist": "ab-demo-passed"}
+    )
     try:
         [second] = [s for s in fake.studies if s != sid]
-        assert {"filter_id": "participant_group_allowlist", "selected_values": [gid]} in \
-            fake.studies[second]["filters"]
+        assert {"filter_id": "participant_group_allowlist", "selected_values": [gid]} in fake.studies[second]["filters"]
         for outsider in ("bad", "newcomer"):
             with pytest.raises(Refused, match="allowlist"):
                 fake.start_session(pid(outsider), second)
         session_id = fake.start_session(pid("g2"), second)
-        arrived = requests.get(f"{web2.url}/s/wave-2/enter", params={
-            "PROLIFIC_PID": pid("g2"), "STUDY_ID": second, "SESSION_ID": session_id})
+        arrived = requests.get(
+            f"{web2.url}/s/wave-2/enter",
+            params={"PROLIFIC_PID": pid("g2"), "STUDY_ID": second, "SESSION_ID": session_id},
+        )
         assert arrived.status_code == 200
         with session_scope(database_url) as s:
             workers = {a.worker.external_id for a in s.scalars(select(Assignment)) if a.hit.study.name == "wave-2"}
@@ -104,14 +117,15 @@ def test_an_allowlist_group_that_does_not_exist_stops_posting_with_what_to_do(tm
         assert fake.studies == {}
         with session_scope(database_url) as s:
             [refusal] = s.scalars(select(Event.data).where(Event.kind == "provider_refused_post"))
-        assert refusal["permanent"] and "hitkit workers --passed-qc FIRST_STUDY_FILE --to-group never-made" in \
-            refusal["reason"]
+        assert (
+            refusal["permanent"]
+            and "hitkit workers --passed-qc FIRST_STUDY_FILE --to-group never-made" in refusal["reason"]
+        )
     finally:
         web.stop()
 
 
-def test_workers_who_fail_qc_join_a_blocklist_group_every_study_of_the_workspace_shares(
-        tmp_path, database_url, fake):
+def test_workers_who_fail_qc_join_a_blocklist_group_every_study_of_the_workspace_shares(tmp_path, database_url, fake):
     web, config, sid = first_wave(tmp_path, database_url, fake, qc_failures_blocklist="qc-failed")
     try:
         [gid] = [g for g, meta in fake.hooks["groups"].items() if meta["name"] == "qc-failed"]
@@ -122,12 +136,12 @@ def test_workers_who_fail_qc_join_a_blocklist_group_every_study_of_the_workspace
     finally:
         web.stop()
     (tmp_path / "other").mkdir()
-    web2, _, _ = launch_on(tmp_path / "other", database_url, fake, study="other",
-                           prolific={"qc_failures_blocklist": "qc-failed"})
+    web2, _, _ = launch_on(
+        tmp_path / "other", database_url, fake, study="other", prolific={"qc_failures_blocklist": "qc-failed"}
+    )
     try:
         [second] = [s for s in fake.studies if s != sid]
-        assert {"filter_id": "participant_group_blocklist", "selected_values": [gid]} in \
-            fake.studies[second]["filters"]
+        assert {"filter_id": "participant_group_blocklist", "selected_values": [gid]} in fake.studies[second]["filters"]
         with pytest.raises(Refused, match="blocklisted"):
             fake.start_session(pid("bad"), second)
     finally:
@@ -149,16 +163,23 @@ def test_the_coordinator_writes_to_one_participant_or_everyone_in_the_study(tmp_
         assert stranger.exit_code != 0 and "did not take part" in stranger.output
         with session_scope(database_url) as s:
             assert [d["to"] for d in s.scalars(select(Event.data).where(Event.kind == "message_sent"))] == [
-                [pid("g1")], sorted(pid(x) for x in ("g1", "g2", "g3", "bad"))]
+                [pid("g1")],
+                sorted(pid(x) for x in ("g1", "g2", "g3", "bad")),
+            ]
     finally:
         web.stop()
 
 
 def test_a_rejection_template_that_could_fall_short_of_100_characters_is_refused_at_load(tmp_path, database_url):
     base = {"kind": "prolific", "currency": "GBP"}
-    for prolific, why in (({"rejection_message": "Rejected: {reason}"}, "Prolific needs 100 or more"),
-                          ({"rejection_message": "x" * 120 + "{who}"}, "may name only {study} and {reason}"),
-                          ({"rejection_category": "SLOW"}, "not one of Prolific's")):
+    for prolific, why in (
+        ({"rejection_message": "Rejected: {reason}"}, "Prolific needs 100 or more"),
+        ({"rejection_message": "x" * 120 + "{who}"}, "may name only {study} and {reason}"),
+        ({"rejection_category": "SLOW"}, "not one of Prolific's"),
+    ):
         with pytest.raises(ConfigError, match=why):
-            load_study(pairwise_study(tmp_path, database_url, provider={
-                **base, "prolific": {"estimated_minutes": 2, **prolific}}))
+            load_study(
+                pairwise_study(
+                    tmp_path, database_url, provider={**base, "prolific": {"estimated_minutes": 2, **prolific}}
+                )
+            )

@@ -1,5 +1,6 @@
 """``hitkit launch --test-participant``: Prolific's documented test study, against the fake. The study is made
 but not published; the coordinator takes the test study through hitkit's real pages; a later launch publishes."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,7 +32,8 @@ def fake():
 
 
 def test_a_test_run_leaves_the_study_unpublished_admits_the_coordinator_and_a_later_launch_publishes(
-        tmp_path, database_url, fake, monkeypatch):
+    tmp_path, database_url, fake, monkeypatch
+):
     monkeypatch.setenv(test_run.ENV, "1")
     web, config, secret = launch_on(tmp_path, database_url, fake)
     try:
@@ -45,8 +47,13 @@ def test_a_test_run_leaves_the_study_unpublished_admits_the_coordinator_and_a_la
         # The coordinator takes the test study: hitkit's pages verify the submission like any other.
         session_id = fake.start_session(pid("me"), test["study_id"])
         # A link naming neither study is still refused.
-        assert requests.get(f"{web.url}/s/ab-demo/enter", params={"PROLIFIC_PID": pid("me"), "STUDY_ID": "f" * 24,
-                                                                   "SESSION_ID": session_id}).status_code == 403
+        assert (
+            requests.get(
+                f"{web.url}/s/ab-demo/enter",
+                params={"PROLIFIC_PID": pid("me"), "STUDY_ID": "f" * 24, "SESSION_ID": session_id},
+            ).status_code
+            == 403
+        )
         assert take(web.url, "ab-demo", pid("me"), test["study_id"], session_id, "tie").status_code == 302
         monkeypatch.setenv(test_run.ENV, "0")  # launched again without --test-participant
         tick(database_url, config.study, web.url)
@@ -58,10 +65,14 @@ def test_a_test_run_leaves_the_study_unpublished_admits_the_coordinator_and_a_la
 
 
 def test_the_flag_runs_a_launch_as_a_test_run_and_is_refused_off_prolific(tmp_path, database_url, fake):
-    study_file = pairwise_study(tmp_path, database_url, provider={
-        "kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, **PROLIFIC}})
-    result = CliRunner().invoke(main, ["launch", str(study_file), "--yes", "--no-progress", "--timeout", "3",
-                                       "--test-participant"])
+    study_file = pairwise_study(
+        tmp_path,
+        database_url,
+        provider={"kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, **PROLIFIC}},
+    )
+    result = CliRunner().invoke(
+        main, ["launch", str(study_file), "--yes", "--no-progress", "--timeout", "3", "--test-participant"]
+    )
     assert "Test run: the Prolific study is created but not published" in result.output, result.output
     [sid] = [s for s, v in fake.studies.items() if "_test_of" not in v]
     assert fake.studies[sid]["status"] == "UNPUBLISHED" and len(fake.hooks["test_studies"]) == 1

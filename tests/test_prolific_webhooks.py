@@ -4,6 +4,7 @@ per event id, acted on only after asking the API, and never needed (polling ends
 Real HTTP both ways: the fake's sender posts signed deliveries to hitkit's server; hitkit's client calls
 the fake. Every request and answer is validated against Prolific's OpenAPI document.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,15 +53,20 @@ def hooked(tmp_path, database_url, fake, **changes):
 def take(base: str, name: str, participant: str, study_id: str, session_id: str) -> requests.Response:
     """Arrive at study ``name`` from Prolific, consent, answer everything, submit (the submit response)."""
     http = requests.Session()
-    page = http.get(f"{base}/s/{name}/enter", params={"PROLIFIC_PID": participant, "STUDY_ID": study_id,
-                                                      "SESSION_ID": session_id})
+    page = http.get(
+        f"{base}/s/{name}/enter", params={"PROLIFIC_PID": participant, "STUDY_ID": study_id, "SESSION_ID": session_id}
+    )
     assert page.status_code == 200, page.text
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
     for unit in http.get(task + "state").json()["units"]:
         for q in unit["questions"]:
-            assert http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                                    "value": "a"}).status_code == 200
+            assert (
+                http.post(
+                    task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": "a"}
+                ).status_code
+                == 200
+            )
     return http.post(task + "submit", allow_redirects=False)
 
 
@@ -69,14 +75,16 @@ def queued(url: str) -> list[HookEvent]:
         return list(s.scalars(select(HookEvent).order_by(HookEvent.id)))
 
 
-def test_a_study_with_a_public_address_subscribes_its_workspace_as_documented_and_ends_it(
-        tmp_path, database_url, fake):
+def test_a_study_with_a_public_address_subscribes_its_workspace_as_documented_and_ends_it(tmp_path, database_url, fake):
     web, config, secret = hooked(tmp_path, database_url, fake)
     try:
         [sid] = fake.studies
         subs = fake.hooks["subscriptions"]
         assert sorted(s["event_type"] for s in subs.values()) == [
-            "study.has_high_return_rate", "study.status.change", "submission.status.change"]
+            "study.has_high_return_rate",
+            "study.status.change",
+            "submission.status.change",
+        ]
         assert all(s["confirmed"] and s["target_url"] == f"{PUBLIC}/hooks/prolific/ab-demo" for s in subs.values())
         # The secret was created once (creating another would replace the one other studies verify with).
         assert len(fake.calls("POST", "/hooks/secrets/")) == 1
@@ -97,7 +105,8 @@ def test_a_study_with_a_public_address_subscribes_its_workspace_as_documented_an
 
 
 def test_every_event_twice_and_out_of_order_pays_each_participant_once_and_frees_each_place_once(
-        tmp_path, database_url, fake, monkeypatch):
+    tmp_path, database_url, fake, monkeypatch
+):
     monkeypatch.setattr(provider_side, "RETURNS_EVERY_S", 1e9)  # no polling: only the webhooks can free places
     web, config, secret = hooked(tmp_path, database_url, fake)
     try:
@@ -110,8 +119,13 @@ def test_every_event_twice_and_out_of_order_pays_each_participant_once_and_frees
             finished.append(session_id)
         for i, end in enumerate((fake.return_session, fake.time_out)):
             session_id = fake.start_session(pid(f"gone-{i}"), sid)
-            assert requests.get(f"{web.url}/s/ab-demo/enter", params={
-                "PROLIFIC_PID": pid(f"gone-{i}"), "STUDY_ID": sid, "SESSION_ID": session_id}).status_code == 200
+            assert (
+                requests.get(
+                    f"{web.url}/s/ab-demo/enter",
+                    params={"PROLIFIC_PID": pid(f"gone-{i}"), "STUDY_ID": sid, "SESSION_ID": session_id},
+                ).status_code
+                == 200
+            )
             end(session_id)
             given_back.append(session_id)
         events_sent = len(fake.outbox)
@@ -124,8 +138,10 @@ def test_every_event_twice_and_out_of_order_pays_each_participant_once_and_frees
         tick(database_url, config.study, web.url)
         with session_scope(database_url) as s:
             status = {a.provider_assignment_id: a.status for a in s.scalars(select(Assignment))}
-            returned = [e.data["provider_assignment_id"] for e in s.scalars(
-                select(Event).where(Event.kind == "assignment_returned"))]
+            returned = [
+                e.data["provider_assignment_id"]
+                for e in s.scalars(select(Event).where(Event.kind == "assignment_returned"))
+            ]
             rewards = Counter(p.assignment_id for p in s.scalars(select(Payment).where(Payment.kind == "reward")))
             assert s.scalar(select(func.count()).select_from(HookEvent).where(HookEvent.status != "done")) == 0
         assert sorted(returned) == sorted(given_back)  # each freed once, by the webhook (polling is off)
@@ -140,8 +156,14 @@ def test_every_event_twice_and_out_of_order_pays_each_participant_once_and_frees
         web.stop()
 
 
-def deliver_by_hand(url: str, body: bytes, secret: str | None, stamp: str | None = None,
-                    signed_body: bytes | None = None, event_id: str = "evt-1") -> requests.Response:
+def deliver_by_hand(
+    url: str,
+    body: bytes,
+    secret: str | None,
+    stamp: str | None = None,
+    signed_body: bytes | None = None,
+    event_id: str = "evt-1",
+) -> requests.Response:
     stamp = stamp or str(int(time.time()))
     headers = {"Content-Type": "application/json", "X-Event-ID": event_id, "X-Prolific-Request-Timestamp": stamp}
     if secret is not None:
@@ -150,19 +172,26 @@ def deliver_by_hand(url: str, body: bytes, secret: str | None, stamp: str | None
 
 
 def test_forged_unsigned_reserialised_and_stale_deliveries_are_refused_and_change_nothing(
-        tmp_path, database_url, fake, monkeypatch):
+    tmp_path, database_url, fake, monkeypatch
+):
     monkeypatch.setattr(provider_side, "RETURNS_EVERY_S", 1e9)
     web, config, secret = hooked(tmp_path, database_url, fake)
     try:
         [sid] = fake.studies
         session_id = fake.start_session(pid("victim"), sid)
-        requests.get(f"{web.url}/s/ab-demo/enter", params={"PROLIFIC_PID": pid("victim"), "STUDY_ID": sid,
-                                                           "SESSION_ID": session_id})
+        requests.get(
+            f"{web.url}/s/ab-demo/enter",
+            params={"PROLIFIC_PID": pid("victim"), "STUDY_ID": sid, "SESSION_ID": session_id},
+        )
         fake.outbox.clear()
         target = f"{web.url}/hooks/prolific/ab-demo"
         real = fake.hooks["secrets"][fake.workspace["id"]]["value"]
-        event = {"resource_id": session_id, "event_type": "submission.status.change",
-                 "participant_id": pid("victim"), "status": "RETURNED"}
+        event = {
+            "resource_id": session_id,
+            "event_type": "submission.status.change",
+            "participant_id": pid("victim"),
+            "status": "RETURNED",
+        }
         body = json.dumps(event, separators=(",", ":")).encode()
         reserialised = json.dumps(json.loads(body), indent=2).encode()  # same JSON, other bytes
         cases = {
@@ -200,8 +229,10 @@ def run_script(tmp_path, database_url, fake, name: str, lose: bool):
             fake.complete(session_id, code_of(config, secret))
         for i, end in enumerate((fake.return_session, fake.time_out)):
             session_id = fake.start_session(pid(f"{name}-gone-{i}"), sid)
-            requests.get(f"{web.url}/s/{name}/enter", params={"PROLIFIC_PID": pid(f"{name}-gone-{i}"),
-                                                              "STUDY_ID": sid, "SESSION_ID": session_id})
+            requests.get(
+                f"{web.url}/s/{name}/enter",
+                params={"PROLIFIC_PID": pid(f"{name}-gone-{i}"), "STUDY_ID": sid, "SESSION_ID": session_id},
+            )
             end(session_id)
         for _ in range(3):
             fake.deliver(twice=True, shuffle=3, lose=lose)
@@ -209,10 +240,13 @@ def run_script(tmp_path, database_url, fake, name: str, lose: bool):
         sync_study(database_url, config.study)
         with session_scope(database_url) as s:
             study_id = s.scalar(select(Study.id).where(Study.name == name))
-            statuses = Counter(s.scalars(select(Assignment.status).join(Assignment.hit).where(
-                Assignment.hit.has(study_id=study_id))))
-            paid = sorted((p.kind, str(p.amount), p.status) for p in s.scalars(
-                select(Payment).where(Payment.study_id == study_id)))
+            statuses = Counter(
+                s.scalars(select(Assignment.status).join(Assignment.hit).where(Assignment.hit.has(study_id=study_id)))
+            )
+            paid = sorted(
+                (p.kind, str(p.amount), p.status)
+                for p in s.scalars(select(Payment).where(Payment.study_id == study_id))
+            )
             health = hooks.health(s, study_id)
         return statuses, paid, health
     finally:
@@ -220,7 +254,8 @@ def run_script(tmp_path, database_url, fake, name: str, lose: bool):
 
 
 def test_a_study_whose_webhooks_are_all_lost_ends_the_same_as_one_that_received_them(
-        tmp_path, database_url, fake, monkeypatch):
+    tmp_path, database_url, fake, monkeypatch
+):
     monkeypatch.setattr(provider_side, "RETURNS_EVERY_S", 0)  # polling, the fallback, on every tick
     heard = run_script(tmp_path, database_url, fake, "heard", lose=False)
     lost = run_script(tmp_path, database_url, fake, "lost", lose=True)
@@ -231,7 +266,8 @@ def test_a_study_whose_webhooks_are_all_lost_ends_the_same_as_one_that_received_
 
 
 def test_a_study_without_a_public_address_polls_only_and_an_address_prolific_cannot_reach_is_refused(
-        tmp_path, database_url, fake):
+    tmp_path, database_url, fake
+):
     from hitkit.errors import ConfigError
     from hitkit.study.config import load_study
     from tests.studies import pairwise_study
@@ -243,18 +279,39 @@ def test_a_study_without_a_public_address_polls_only_and_an_address_prolific_can
             assert hooks.health(s, s.scalar(select(Study.id)))["mode"] == "polling only"
     finally:
         web.stop()
-    for bad, why in (("http://hooks.example.org", "not an https:// address"),
-                     ("https://localhost:8443", "Prolific cannot reach"),
-                     ("https://10.0.0.7", "private address")):
+    for bad, why in (
+        ("http://hooks.example.org", "not an https:// address"),
+        ("https://localhost:8443", "Prolific cannot reach"),
+        ("https://10.0.0.7", "private address"),
+    ):
         with pytest.raises(ConfigError, match=why):
-            load_study(pairwise_study(tmp_path, database_url, provider={
-                "kind": "prolific", "currency": "GBP",
-                "prolific": {"api_url": fake.url, "estimated_minutes": 2, "webhook_url": bad}}))
+            load_study(
+                pairwise_study(
+                    tmp_path,
+                    database_url,
+                    provider={
+                        "kind": "prolific",
+                        "currency": "GBP",
+                        "prolific": {"api_url": fake.url, "estimated_minutes": 2, "webhook_url": bad},
+                    },
+                )
+            )
 
 
 def test_a_high_return_rate_pauses_posting_when_the_study_says_so(tmp_path, database_url, fake):
-    web, config, secret = hooked(tmp_path, database_url, fake, provider={"prolific": {
-        "webhook_url": PUBLIC, "on_high_return_rate": "pause", "api_url": fake.url, "estimated_minutes": 2}})
+    web, config, secret = hooked(
+        tmp_path,
+        database_url,
+        fake,
+        provider={
+            "prolific": {
+                "webhook_url": PUBLIC,
+                "on_high_return_rate": "pause",
+                "api_url": fake.url,
+                "estimated_minutes": 2,
+            }
+        },
+    )
     try:
         [sid] = fake.studies
         fake.outbox.clear()
@@ -291,7 +348,8 @@ def test_a_delivery_that_fails_is_retried_as_documented_and_queued_once(tmp_path
 
 
 def test_a_refused_subscription_leaves_the_study_polling_says_why_and_is_tried_again_later(
-        tmp_path, database_url, fake, monkeypatch):
+    tmp_path, database_url, fake, monkeypatch
+):
     fake.fail_next(r"POST /hooks/subscriptions/", status=400)
     web, config, _ = hooked(tmp_path, database_url, fake)
     try:

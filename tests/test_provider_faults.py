@@ -3,6 +3,7 @@
 Whatever fails, and however often it is retried, the assertions are on money: the fake's own
 record of what it approved and paid, and the Payment ledger. Nothing is lost, nothing is paid twice.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -14,7 +15,7 @@ from sqlalchemy import select
 
 from hitkit.db.models import Assignment, Event, Hit, Payment
 from hitkit.db.session import session_scope
-from hitkit.money.ledger import grant_bonus
+from hitkit.money.bonuses import grant_bonus
 from hitkit.money.payments import PaymentUncertain
 from hitkit.providers.mturk import MTurkProvider
 from hitkit.providers.mturk_client import MTurkError
@@ -59,6 +60,7 @@ def prolific():
 def grant_bonus_then_crash(provider_class, database_url: str, assignment_id: int, amount: Decimal) -> None:
     """grant_bonus dying as if killed with -9 just after its ledger row was committed: the provider is never asked
     (its first bonus call: SendBonus on MTurk, setting the bonus up on Prolific)."""
+
     def crashing(self, *args, **kwargs):
         raise RuntimeError("kill -9 after the ledger row was committed")
 
@@ -77,8 +79,9 @@ def do_hit(web_url: str, hit_id: int | None, params: dict) -> requests.Response:
     http.post(task + "consent").raise_for_status()
     for unit in http.get(task + "state").json()["units"]:
         for q in unit["questions"]:
-            http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                             "value": "a"}).raise_for_status()
+            http.post(
+                task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": "a"}
+            ).raise_for_status()
     return http.post(task + "submit", allow_redirects=False)
 
 
@@ -111,9 +114,9 @@ def assignment_ids(database_url: str) -> list[int]:
 
 # MTurk --------------------------------------------------------------------------------------------
 def test_mturk_throttling_server_errors_and_timeouts_are_retried_without_duplicates(tmp_path, database_url, mturk):
-    mturk.inject("CreateHITWithHITType", "ThrottlingException")                # botocore backs off
+    mturk.inject("CreateHITWithHITType", "ThrottlingException")  # botocore backs off
     mturk.inject("CreateHITWithHITType", "ServiceFault", status=500, after=True)  # made, answer lost
-    mturk.inject("CreateHITWithHITType", "Timeout", after=True)                  # made, client gave up
+    mturk.inject("CreateHITWithHITType", "Timeout", after=True)  # made, client gave up
     web, _, _ = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}})
     try:
         assert tick(database_url, "ab-demo", PUBLIC).posted == 4
@@ -145,15 +148,18 @@ def test_mturk_throttling_server_errors_and_timeouts_are_retried_without_duplica
     finally:
         web.stop()
     assert sorted(b["AssignmentId"] for b in mturk.bonuses) == sorted([first, second])
-    assert ledger(database_url) == {("reward", "paid"): 2, ("fee", "paid"): 2, ("bonus", "paid"): 2,
-                                    ("bonus_fee", "paid"): 2}
+    assert ledger(database_url) == {
+        ("reward", "paid"): 2,
+        ("fee", "paid"): 2,
+        ("bonus", "paid"): 2,
+        ("bonus_fee", "paid"): 2,
+    }
     report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)
     assert (report.approved, report.bonuses_paid, report.bonuses_confirmed, report.errors) == ([], [], [], [])
 
 
 @pytest.mark.parametrize("crash", ["before the call", "after MTurk paid"])
-def test_mturk_a_crash_between_bonus_recorded_and_paid_is_settled_by_sync_once(tmp_path, database_url, mturk,
-                                                                                crash):
+def test_mturk_a_crash_between_bonus_recorded_and_paid_is_settled_by_sync_once(tmp_path, database_url, mturk, crash):
     web, _, _ = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}})
     try:
         tick(database_url, "ab-demo", PUBLIC)
@@ -203,10 +209,8 @@ def prolific_submit(web_url: str, fake, pids: list[str], config, secret) -> list
     return sessions
 
 
-def test_prolific_throttling_and_server_errors_on_approval_are_isolated_and_retried(tmp_path, database_url,
-                                                                                   prolific):
-    web, config, secret = start(tmp_path, database_url, on_prolific(prolific),
-                                approve_after_s=3600)
+def test_prolific_throttling_and_server_errors_on_approval_are_isolated_and_retried(tmp_path, database_url, prolific):
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific), approve_after_s=3600)
     try:
         tick(database_url, "ab-demo", web.url)
         first, second = prolific_submit(web.url, prolific, ["P1", "P2"], config, secret)
@@ -258,7 +262,8 @@ def test_prolific_a_crash_between_bonus_recorded_and_paid_is_paid_by_sync_once(t
 
 @pytest.mark.parametrize("fault", ["502 after paying", "timeout"])
 def test_prolific_a_pay_call_whose_outcome_is_unknown_is_settled_from_bonus_payments_and_never_paid_twice(
-        tmp_path, database_url, prolific, fault):
+    tmp_path, database_url, prolific, fault
+):
     web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
     try:
         tick(database_url, "ab-demo", web.url)
@@ -288,7 +293,8 @@ def test_prolific_a_pay_call_whose_outcome_is_unknown_is_settled_from_bonus_paym
 
 
 def test_prolific_a_pay_call_lost_before_prolific_is_paid_once_after_the_settling_window(
-        tmp_path, database_url, prolific, monkeypatch):
+    tmp_path, database_url, prolific, monkeypatch
+):
     web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
     try:
         tick(database_url, "ab-demo", web.url)

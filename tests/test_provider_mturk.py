@@ -1,4 +1,5 @@
 """The MTurk provider through boto3, against a local fake of MTurk's JSON 1.1 wire protocol."""
+
 from __future__ import annotations
 
 import re
@@ -6,6 +7,7 @@ import xml.etree.ElementTree as ET
 from decimal import Decimal
 from html import unescape
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import requests
@@ -18,7 +20,7 @@ from hitkit.money.amounts import mturk_bonus_fee, mturk_reward_fee
 from hitkit.providers import make_provider
 from hitkit.providers.base import CompletionKind
 from hitkit.providers.mturk import MTurkProvider
-from hitkit.providers.mturk_client import MTurkClosedError, MTurkError
+from hitkit.providers.mturk_client import MTurkClosedError, MTurkError, make_client
 from hitkit.providers.mturk_posting import (
     APPROVAL_RATE_QUALIFICATION,
     APPROVED_HITS_QUALIFICATION,
@@ -55,9 +57,12 @@ def fake():
 def study_file(tmp_path, fake: FakeMTurk | None, database_url: str | None = None, **mturk):
     """The example A/B study on MTurk, its requester endpoint pointed at ``fake`` (None: MTurk's own)."""
     endpoint = {"endpoint_url": fake.url} if fake is not None else {}
-    return pairwise_study(tmp_path, database_url or f"sqlite:///{tmp_path / 'unused.db'}",
-                          provider={"kind": "mturk", "mturk": {**endpoint, **mturk}},
-                          schedule={"approve_after_s": 0})  # a real provider's default is a review window
+    return pairwise_study(
+        tmp_path,
+        database_url or f"sqlite:///{tmp_path / 'unused.db'}",
+        provider={"kind": "mturk", "mturk": {**endpoint, **mturk}},
+        schedule={"approve_after_s": 0},
+    )  # a real provider's default is a review window
 
 
 # MTurk's closure ----------------------------------------------------------------------------
@@ -70,8 +75,12 @@ def test_posting_to_mturks_own_endpoints_is_refused_naming_the_closure(tmp_path,
 
     monkeypatch.setattr(socket, "create_connection", no_network)
     p = provider_for(tmp_path, None, sandbox=sandbox)
-    for attempt in (lambda: p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600), p.check_posting, p.balance,
-                    lambda: p.approve("A1")):
+    for attempt in (
+        lambda: p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 3600),
+        p.check_posting,
+        p.balance,
+        lambda: p.approve("A1"),
+    ):
         with pytest.raises(MTurkClosedError) as err:
             attempt()
         text = str(err.value)
@@ -109,8 +118,17 @@ def provider_for(tmp_path, fake: FakeMTurk | None, uid: str = UID, **mturk) -> M
 # Posting ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sandbox", [True, False])
 def test_create_sends_the_external_question_and_the_qualifications(tmp_path, fake, sandbox):
-    p = provider_for(tmp_path, fake, sandbox=sandbox, locales=["US", "gb"], min_approval_rate=95,
-                     min_approved_hits=500, masters=True, frame_height=700, auto_approval_delay_s=3600)
+    p = provider_for(
+        tmp_path,
+        fake,
+        sandbox=sandbox,
+        locales=["US", "gb"],
+        min_approval_rate=95,
+        min_approved_hits=500,
+        masters=True,
+        frame_height=700,
+        auto_approval_delay_s=3600,
+    )
     posted = p.post_hit("ab-demo-0", ENTRY, Decimal("0.50"), 3, 7200)
 
     [hit_type] = fake.calls("CreateHITType")
@@ -122,8 +140,10 @@ def test_create_sends_the_external_question_and_the_qualifications(tmp_path, fak
     reqs = {r["QualificationTypeId"]: r for r in hit_type["QualificationRequirements"]}
     assert reqs[LOCALE_QUALIFICATION]["Comparator"] == "In"
     assert reqs[LOCALE_QUALIFICATION]["LocaleValues"] == [{"Country": "US"}, {"Country": "GB"}]
-    assert (reqs[APPROVAL_RATE_QUALIFICATION]["Comparator"], reqs[APPROVAL_RATE_QUALIFICATION]["IntegerValues"]) \
-        == ("GreaterThanOrEqualTo", [95])
+    assert (reqs[APPROVAL_RATE_QUALIFICATION]["Comparator"], reqs[APPROVAL_RATE_QUALIFICATION]["IntegerValues"]) == (
+        "GreaterThanOrEqualTo",
+        [95],
+    )
     assert reqs[APPROVED_HITS_QUALIFICATION]["IntegerValues"] == [500]
     assert reqs[MASTERS_QUALIFICATION[sandbox]]["Comparator"] == "Exists"
     assert MASTERS_QUALIFICATION[not sandbox] not in reqs
@@ -285,8 +305,9 @@ def test_arrival_reads_mturks_parameters(tmp_path, fake):
     p = provider_for(tmp_path, fake, sandbox=True)
     preview = p.arrival({"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "H1"})
     assert preview.preview and preview.worker_id is None and preview.provider_hit_id == "H1"
-    worker = p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "AW1",
-                        "turkSubmitTo": "https://workersandbox.mturk.com"})
+    worker = p.arrival(
+        {"assignmentId": "A1", "hitId": "H1", "workerId": "AW1", "turkSubmitTo": "https://workersandbox.mturk.com"}
+    )
     assert (worker.preview, worker.worker_id, worker.provider_assignment_id) == (False, "AW1", "A1")
     with pytest.raises(FlowError):  # a production host on a sandbox study: never post the form there
         p.arrival({"assignmentId": "A1", "hitId": "H1", "workerId": "AW1", "turkSubmitTo": "https://www.mturk.com"})
@@ -350,8 +371,12 @@ def _do_the_hit(base: str, hit_id: int, params: dict) -> requests.Response:
     state = http.get(task + "state").json()
     for unit in state["units"]:
         for q in unit["questions"]:
-            assert http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                                    "value": "a"}).status_code == 200
+            assert (
+                http.post(
+                    task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": "a"}
+                ).status_code
+                == 200
+            )
     return http.post(task + "submit")
 
 
@@ -364,8 +389,11 @@ def test_the_hand_back_form_posts_to_the_marketplaces_external_submit(mturk_live
     hit_id, provider_hit_id, reward, places = _hit_row(database_url)
     assert provider_hit_id in fake.hits
     assignment_id = fake.submit_assignment(provider_hit_id, "AWONE")
-    done = _do_the_hit(base, hit_id, {"workerId": "AWONE", "assignmentId": assignment_id, "hitId": provider_hit_id,
-                                      "turkSubmitTo": host})
+    done = _do_the_hit(
+        base,
+        hit_id,
+        {"workerId": "AWONE", "assignmentId": assignment_id, "hitId": provider_hit_id, "turkSubmitTo": host},
+    )
     assert done.status_code == 200, done.text
     [action] = re.findall(r'<form id="handback" method="post" action="([^"]+)"', done.text)
     assert unescape(action) == (SANDBOX_SUBMIT if sandbox else PRODUCTION_SUBMIT)
@@ -391,14 +419,23 @@ def test_a_preview_is_read_only(mturk_live, fake):
     base, database_url, _ = mturk_live
     hit_id, provider_hit_id, _, _ = _hit_row(database_url)
     calls = len(fake.requests)
-    page = requests.get(f"{base}/s/ab-demo/hit/{hit_id}",
-                        params={"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": provider_hit_id})
+    page = requests.get(
+        f"{base}/s/ab-demo/hit/{hit_id}",
+        params={"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": provider_hit_id},
+    )
     assert page.status_code == 200 and "disabled" in page.text and 'id="submit"' not in page.text
     with session_scope(database_url) as s:
         assert s.scalar(select(Assignment.id)) is None and s.scalar(select(Worker.id)) is None
     assert len(fake.requests) == calls
-    wrong = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={
-        "assignmentId": "A1", "hitId": provider_hit_id, "workerId": "AW1", "turkSubmitTo": "https://www.mturk.com"})
+    wrong = requests.get(
+        f"{base}/s/ab-demo/hit/{hit_id}",
+        params={
+            "assignmentId": "A1",
+            "hitId": provider_hit_id,
+            "workerId": "AW1",
+            "turkSubmitTo": "https://www.mturk.com",
+        },
+    )
     assert wrong.status_code == 400
 
 
@@ -417,7 +454,9 @@ def test_approve_and_reject_once_each(tmp_path, fake):
     with pytest.raises(MTurkError):  # approved work cannot be rejected
         p.reject(good, "changed my mind")
     assert {(w.provider_assignment_id, w.worker_id, w.status) for w in p.sync_submissions(hit_id)} == {
-        (good, "AW1", "Approved"), (bad, "AW2", "Rejected")}
+        (good, "AW1", "Approved"),
+        (bad, "AW2", "Rejected"),
+    }
 
 
 def test_a_retried_bonus_pays_once(tmp_path, fake):
@@ -441,8 +480,9 @@ def test_the_cap_qualification_is_granted_without_notification(tmp_path, fake):
     [grant] = fake.calls("AssociateQualificationWithWorker")
     assert grant["WorkerId"] == "AW1" and grant["SendNotification"] is False
     [hit_type] = fake.calls("CreateHITType")
-    excluded = [r["QualificationTypeId"] for r in hit_type["QualificationRequirements"]
-                if r["Comparator"] == "DoesNotExist"]
+    excluded = [
+        r["QualificationTypeId"] for r in hit_type["QualificationRequirements"] if r["Comparator"] == "DoesNotExist"
+    ]
     assert excluded == [grant["QualificationTypeId"]]
 
 
@@ -454,16 +494,23 @@ def test_an_unreachable_endpoint_is_an_error_a_coordinator_can_act_on(tmp_path, 
 
 
 # The cap and forged arrivals through the scheduler -------------------------------------------------
-def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_grant(tmp_path, database_url, fake,
-                                                                                    monkeypatch):
+def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_grant(
+    tmp_path, database_url, fake, monkeypatch
+):
     from hitkit.db.models import Event, Hit
     from hitkit.running.scheduler import tick
     from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 
     monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
-    config = load_study(pairwise_study(tmp_path, database_url, schedule={"per_worker_cap": 1, "approve_after_s": 0},
-                                       provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}))
+    config = load_study(
+        pairwise_study(
+            tmp_path,
+            database_url,
+            schedule={"per_worker_cap": 1, "approve_after_s": 0},
+            provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}},
+        )
+    )
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, config, tmp_path / "study.yaml", secret)
@@ -473,8 +520,16 @@ def test_the_scheduler_grants_the_cap_qualification_once_and_retries_a_failed_gr
         tick(database_url, config.study, "https://tasks.example.org")
         hit_id, provider_hit_id, _, _ = _hit_row(database_url)
         aid = fake.accept_assignment(provider_hit_id, "AWCAP")
-        done = _do_the_hit(web.url, hit_id, {"workerId": "AWCAP", "assignmentId": aid, "hitId": provider_hit_id,
-                                             "turkSubmitTo": "https://workersandbox.mturk.com"})
+        done = _do_the_hit(
+            web.url,
+            hit_id,
+            {
+                "workerId": "AWCAP",
+                "assignmentId": aid,
+                "hitId": provider_hit_id,
+                "turkSubmitTo": "https://workersandbox.mturk.com",
+            },
+        )
         assert done.status_code == 200
         fake.external_submit(aid)
         fake.inject("AssociateQualificationWithWorker", "ServiceFault", times=MTurkProvider.service_fault_attempts)
@@ -503,8 +558,16 @@ def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_
     victim = fake.accept_assignment(provider_hit_id, "AWVICTIM")
     fake.external_submit(victim)  # the victim did the work on MTurk
     # Someone who learnt the victim's assignment id arrives with it under their own worker id.
-    forged = _do_the_hit(base, hit_id, {"workerId": "AWFORGER", "assignmentId": victim, "hitId": provider_hit_id,
-                                        "turkSubmitTo": "https://workersandbox.mturk.com"})
+    forged = _do_the_hit(
+        base,
+        hit_id,
+        {
+            "workerId": "AWFORGER",
+            "assignmentId": victim,
+            "hitId": provider_hit_id,
+            "turkSubmitTo": "https://workersandbox.mturk.com",
+        },
+    )
     assert forged.status_code == 200
     for _ in range(2):
         assert tick(database_url, "ab-demo", "https://tasks.example.org").approved == 0
@@ -521,20 +584,29 @@ def test_a_forged_worker_id_on_someone_elses_assignment_is_never_approved(mturk_
 
 
 def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_the_budget_is_a_ceiling(
-        tmp_path, database_url, fake):
+    tmp_path, database_url, fake
+):
     from hitkit.db.models import Hit
-    from hitkit.money.ledger import estimate_cost, grant_bonus
+    from hitkit.money.bonuses import grant_bonus
+    from hitkit.money.ledger import estimate_cost
     from hitkit.running.scheduler import tick
     from hitkit.study.stored import create_study, resolve_secret
 
-    config = load_study(pairwise_study(tmp_path, database_url, budget="10.00",
-                                       provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}))
+    config = load_study(
+        pairwise_study(
+            tmp_path, database_url, budget="10.00", provider={"kind": "mturk", "mturk": {"endpoint_url": fake.url}}
+        )
+    )
     with session_scope(database_url) as s:
         ctx = create_study(s, config, None, resolve_secret(database_url))
         estimate = estimate_cost(s, ctx)
     # 10 HITs × 3 places × ($0.50 + MTurk's 20 % = $0.10)
     assert (estimate.rewards, estimate.fees, estimate.bonuses, estimate.total) == (
-        Decimal("15.00"), Decimal("3.00"), Decimal(0), Decimal("18.00"))
+        Decimal("15.00"),
+        Decimal("3.00"),
+        Decimal(0),
+        Decimal("18.00"),
+    )
     assert not estimate.within_budget and estimate.hits_covered == 5
     text = estimate.describe()
     assert "rewards 15.00 + fees 3.00 + bonuses 0" in text and "first 5 of 10 HITs" in text
@@ -547,8 +619,9 @@ def test_the_cost_shown_before_posting_has_rewards_mturks_fees_and_bonuses_and_t
         s.flush()
         hit = s.scalar(select(Hit).where(Hit.index == 0))
         fake.submit_assignment(hit.provider_hit_id, "AW1")
-        a = Assignment(hit_id=hit.id, worker_id=a_worker.id, provider_assignment_id="A-x", status="submitted",
-                       token_nonce="n")
+        a = Assignment(
+            hit_id=hit.id, worker_id=a_worker.id, provider_assignment_id="A-x", status="submitted", token_nonce="n"
+        )
         s.add(a)
         s.flush()
         a_id = a.id
@@ -565,12 +638,17 @@ def test_a_forged_worker_id_cannot_open_someone_elses_assignment(mturk_live, fak
     base, database_url, _ = mturk_live
     hit_id, provider_hit_id, _, _ = _hit_row(database_url)
     victim = fake.accept_assignment(provider_hit_id, "AWVICTIM")
-    params = {"workerId": "AWVICTIM", "assignmentId": victim, "hitId": provider_hit_id,
-              "turkSubmitTo": "https://workersandbox.mturk.com"}
+    params = {
+        "workerId": "AWVICTIM",
+        "assignmentId": victim,
+        "hitId": provider_hit_id,
+        "turkSubmitTo": "https://workersandbox.mturk.com",
+    }
     assert requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params).status_code == 200
     # Someone who knows only the victim's worker id arrives with an assignment id of their own.
-    forged = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": "A-other"},
-                          allow_redirects=False)
+    forged = requests.get(
+        f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": "A-other"}, allow_redirects=False
+    )
     assert forged.status_code in (403, 409), "a worker id alone must not open the assignment it holds"
 
 
@@ -579,15 +657,34 @@ def test_a_new_assignment_id_mturk_cannot_vouch_for_is_refused(mturk_live, fake)
     base, database_url, _ = mturk_live
     hit_id, provider_hit_id, _, _ = _hit_row(database_url)
     first = fake.accept_assignment(provider_hit_id, "AWAGAIN")
-    params = {"workerId": "AWAGAIN", "assignmentId": first, "hitId": provider_hit_id,
-              "turkSubmitTo": "https://workersandbox.mturk.com"}
+    params = {
+        "workerId": "AWAGAIN",
+        "assignmentId": first,
+        "hitId": provider_hit_id,
+        "turkSubmitTo": "https://workersandbox.mturk.com",
+    }
     assert requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params=params).status_code == 200
     # Returned on MTurk and accepted again: MTurk's requester API shows no unsubmitted assignment
     # (AssignmentStatus is Submitted/Approved/Rejected only), so the new id cannot be told from a
     # stranger's, and the hitkit assignment stays with the first id.
     second = fake.accept_assignment(provider_hit_id, "AWAGAIN")
-    again = requests.get(f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": second},
-                         allow_redirects=False)
+    again = requests.get(
+        f"{base}/s/ab-demo/hit/{hit_id}", params={**params, "assignmentId": second}, allow_redirects=False
+    )
     assert again.status_code == 403
     with session_scope(database_url) as s:
         assert s.scalars(select(Assignment.provider_assignment_id)).all() == [first]
+
+
+def test_one_client_is_made_per_endpoint_and_credentials_and_then_shared(monkeypatch):
+    """Providers are made afresh each tick; the boto3 client behind them is made once for what it depends on."""
+    here = SimpleNamespace(endpoint_url="http://127.0.0.1:9", region="us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFIRST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    first = make_client(here, 30.0)
+    assert make_client(SimpleNamespace(**vars(here)), 30.0) is first
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIASECOND")  # other credentials: never the first's client
+    second = make_client(here, 30.0)
+    assert second is not first and second._request_signer._credentials.access_key == "AKIASECOND"
+    assert make_client(SimpleNamespace(endpoint_url="http://127.0.0.1:10", region="us-east-1"), 30.0) is not second
+    assert make_client(here, 5.0) is not second

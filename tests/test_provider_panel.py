@@ -1,5 +1,6 @@
 """The ``panel`` provider: participants arrive through the panel's URL parameters; their work counts
 only once the coordinator confirms it with the panel's completion list (``hitkit confirm``)."""
+
 from __future__ import annotations
 
 import csv
@@ -26,8 +27,13 @@ from tests.fakes.crowd import run_rounds, take_hit
 from tests.studies import pairwise_study
 
 COMPLETE = "https://connect.cloudresearch.com/participant/project/ABC/complete?code={code}&s={session_id}"
-PANEL = {"name": "CloudResearch Connect", "worker_param": "participantId", "session_param": "assignmentId",
-         "completion_url": COMPLETE, "completion_code": "HK7Q2"}
+PANEL = {
+    "name": "CloudResearch Connect",
+    "worker_param": "participantId",
+    "session_param": "assignmentId",
+    "completion_url": COMPLETE,
+    "completion_code": "HK7Q2",
+}
 
 
 def panel_study(tmp_path, database_url, **panel):
@@ -39,8 +45,9 @@ def export(database_url: str, out) -> dict[str, pd.DataFrame]:
 
     with session_scope(database_url) as s:
         export_study(s, StudyContext.load(s, "ab-demo", resolve_secret(database_url)), out, "csv")
-    return {name: pd.read_csv(out / f"{name}.csv", dtype=str, keep_default_na=False)
-            for name in ("assignments", "votes")}
+    return {
+        name: pd.read_csv(out / f"{name}.csv", dtype=str, keep_default_na=False) for name in ("assignments", "votes")
+    }
 
 
 # Arrival and hand-back --------------------------------------------------------------------------
@@ -50,10 +57,12 @@ def test_arrival_reads_the_configured_parameters_and_refuses_what_is_not_an_id(t
     visit = p.arrival({"participantId": "P-123", "assignmentId": "S-9"})
     assert (visit.preview, visit.worker_id, visit.provider_assignment_id) == (False, "P-123", "S-9")
     assert p.arrival({}).preview  # the coordinator opening the link: read-only
-    for bad in ({"participantId": "{{%PARTICIPANT_ID%}}", "assignmentId": "S-9"},  # the panel did not fill it in
-                {"participantId": "../x", "assignmentId": "S-9"},
-                {"participantId": "P-123"},  # the panel sends a session id; this link has none
-                {"assignmentId": "S-9"}):
+    for bad in (
+        {"participantId": "{{%PARTICIPANT_ID%}}", "assignmentId": "S-9"},  # the panel did not fill it in
+        {"participantId": "../x", "assignmentId": "S-9"},
+        {"participantId": "P-123"},  # the panel sends a session id; this link has none
+        {"assignmentId": "S-9"},
+    ):
         with pytest.raises(FlowError) as err:
             p.arrival(bad)
         assert err.value.status == 400
@@ -61,20 +70,25 @@ def test_arrival_reads_the_configured_parameters_and_refuses_what_is_not_an_id(t
     assert done.kind is CompletionKind.REDIRECT
     assert done.url == "https://connect.cloudresearch.com/participant/project/ABC/complete?code=HK7Q2&s=S-9"
     assert p.entry_link("https://tasks.example.org/") == (
-        "https://tasks.example.org/s/ab-demo/enter?participantId=<participant id>&assignmentId=<session id>")
-    code_only = make_provider(load_study(panel_study(tmp_path, "sqlite://", completion_url=None,
-                                                     session_param=None)), "s")
+        "https://tasks.example.org/s/ab-demo/enter?participantId=<participant id>&assignmentId=<session id>"
+    )
+    code_only = make_provider(
+        load_study(panel_study(tmp_path, "sqlite://", completion_url=None, session_param=None)), "s"
+    )
     shown = code_only.completion(None, {})
     assert shown.kind is CompletionKind.PAGE and shown.code == "HK7Q2"
 
 
-@pytest.mark.parametrize("panel, message", [
-    ({"completion_url": None, "completion_code": None}, "completion_url, completion_code or both"),
-    ({"completion_code": None}, "names {code} but completion_code is not set"),
-    ({"completion_url": "https://x.example/done?u={worker}"}, "may name only {code}, {session_id}"),
-    ({"session_param": None}, "names {session_id} but session_param is not set"),
-    ({"worker_param": "id&x=1"}, "provider.panel.worker_param"),
-])
+@pytest.mark.parametrize(
+    "panel, message",
+    [
+        ({"completion_url": None, "completion_code": None}, "completion_url, completion_code or both"),
+        ({"completion_code": None}, "names {code} but completion_code is not set"),
+        ({"completion_url": "https://x.example/done?u={worker}"}, "may name only {code}, {session_id}"),
+        ({"session_param": None}, "names {session_id} but session_param is not set"),
+        ({"worker_param": "id&x=1"}, "provider.panel.worker_param"),
+    ],
+)
 def test_a_panel_section_that_cannot_work_is_refused_with_the_fix(tmp_path, panel, message):
     with pytest.raises(ConfigError, match=message.replace("{", r"\{").replace("}", r"\}")):
         load_study(panel_study(tmp_path, "sqlite://", **panel))
@@ -86,7 +100,8 @@ def test_a_panel_study_needs_its_section(tmp_path):
 
 
 # The whole study ---------------------------------------------------------------------------------
-def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_path, database_url):
+def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_path, one_database_url):
+    database_url = one_database_url  # one store: what this test checks is not storage
     path = panel_study(tmp_path, database_url)
     config = load_study(path)
     secret = resolve_secret(database_url)
@@ -109,8 +124,13 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
             for w in workers:
                 session_id = f"S{next(visits):05d}"
                 # The panel sends the participant to the study link with its ids filled in.
-                done = take_hit(ctx, sim, w, f"{web.url}/s/ab-demo/enter",
-                                {"participantId": w.worker_id, "assignmentId": session_id})
+                done = take_hit(
+                    ctx,
+                    sim,
+                    w,
+                    f"{web.url}/s/ab-demo/enter",
+                    {"participantId": w.worker_id, "assignmentId": session_id},
+                )
                 if done is None:
                     continue
                 assert done.status_code == 302
@@ -119,8 +139,12 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
                 n += 1
             return n
 
-        taken = run_rounds(20, one_round, lambda: tick(database_url, "ab-demo", web.url),
-                           lambda: _study_status(database_url) == "completed")
+        taken = run_rounds(
+            20,
+            one_round,
+            lambda: tick(database_url, "ab-demo", web.url),
+            lambda: _study_status(database_url) == "completed",
+        )
     finally:
         web.stop()
     assert taken == 10 * 3 == sum(len(v) for v in sessions.values())
@@ -157,14 +181,17 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
     assert f"Confirmed {len(listed)} assignment(s); 0 were confirmed already." in result.output
     assert "S-nobody" in result.output
     again = CliRunner().invoke(main, ["confirm", str(path), "--completed", str(completed), "--json"])
-    assert json.loads(again.output)["confirmed"] == [] and len(json.loads(again.output)["already_confirmed"]) == len(listed)
+    assert json.loads(again.output)["confirmed"] == [] and len(json.loads(again.output)["already_confirmed"]) == len(
+        listed
+    )
 
     with session_scope(database_url) as s:
-        confirmed = {a.provider_assignment_id for a in s.scalars(select(Assignment))
-                     if a.confirmed_at is not None}
+        confirmed = {a.provider_assignment_id for a in s.scalars(select(Assignment)) if a.confirmed_at is not None}
         assert confirmed == set(listed)
-        assert [e.data["confirmed"] for e in s.scalars(select(Event).where(Event.kind == "work_confirmed"))] == \
-            [len(listed), 0]
+        assert [e.data["confirmed"] for e in s.scalars(select(Event).where(Event.kind == "work_confirmed"))] == [
+            len(listed),
+            0,
+        ]
 
     # The scheduler now approves (and books) the confirmed work only.
     tick(database_url, "ab-demo", "https://tasks.example.org")
@@ -181,8 +208,12 @@ def test_a_panel_study_counts_work_only_once_the_coordinator_confirms_it(tmp_pat
     with session_scope(database_url) as s:
         from hitkit.db.models import Response
 
-        asked = s.scalar(select(func.count()).select_from(Response).join(Assignment)
-                         .where(Response.question == "vote", Assignment.provider_assignment_id.in_(listed)))
+        asked = s.scalar(
+            select(func.count())
+            .select_from(Response)
+            .join(Assignment)
+            .where(Response.question == "vote", Assignment.provider_assignment_id.in_(listed))
+        )
     assert len(after["votes"]) == asked > 0  # every vote of the confirmed work, none of the rest
     summary = run_analysis("pairwise", tmp_path / "after").summary
     assert summary["votes"] == asked

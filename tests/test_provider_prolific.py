@@ -4,6 +4,7 @@ Real HTTP both ways: hitkit's client calls the fake, participants reach hitkit's
 validates every request and answer against Prolific's OpenAPI document; each test ends by checking
 that nothing hitkit sent or read broke it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,9 +60,15 @@ def fake():
 def launch_on(tmp_path, database_url, fake, prolific=None, schedule=None, provider=None, **changes):
     """The example A/B study on the fake, running, its first wave posted, pages served: (web, config, secret)."""
     settings = {"api_url": fake.url, **PROLIFIC, **(prolific or {})}
-    config = load_study(pairwise_study(tmp_path, database_url, provider={
-        "kind": "prolific", "currency": "GBP", "prolific": settings, **(provider or {})},
-        schedule={"approve_after_s": 0, **(schedule or {})}, **changes))
+    config = load_study(
+        pairwise_study(
+            tmp_path,
+            database_url,
+            provider={"kind": "prolific", "currency": "GBP", "prolific": settings, **(provider or {})},
+            schedule={"approve_after_s": 0, **(schedule or {})},
+            **changes,
+        )
+    )
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, config, tmp_path / "study.yaml", secret)
@@ -75,16 +82,27 @@ def launch_on(tmp_path, database_url, fake, prolific=None, schedule=None, provid
 def study(tmp_path, database_url, fake):
     """(base url, database url, secret, config) of a running study whose first wave is posted."""
     group = fake.make_group()
-    web, config, secret = launch_on(tmp_path, database_url, fake, prolific={
-        "project": "proj42", "device_compatibility": ["desktop", "tablet"], "blocklist_group": group,
-        "filters": [{"filter_id": "current-country-of-residence", "selected_values": ["1"]}]})
+    web, config, secret = launch_on(
+        tmp_path,
+        database_url,
+        fake,
+        prolific={
+            "project": "proj42",
+            "device_compatibility": ["desktop", "tablet"],
+            "blocklist_group": group,
+            "filters": [{"filter_id": "current-country-of-residence", "selected_values": ["1"]}],
+        },
+    )
     yield web.url, database_url, secret, config
     web.stop()
 
 
 def enter(base: str, participant: str, study_id: str, session_id: str, **kw) -> requests.Response:
-    return requests.get(f"{base}/s/ab-demo/enter",
-                        params={"PROLIFIC_PID": participant, "STUDY_ID": study_id, "SESSION_ID": session_id}, **kw)
+    return requests.get(
+        f"{base}/s/ab-demo/enter",
+        params={"PROLIFIC_PID": participant, "STUDY_ID": study_id, "SESSION_ID": session_id},
+        **kw,
+    )
 
 
 def take_and_submit(base: str, participant: str, study_id: str, session_id: str) -> requests.Response:
@@ -96,8 +114,12 @@ def take_and_submit(base: str, participant: str, study_id: str, session_id: str)
     assert http.post(task + "consent").status_code == 200
     for unit in http.get(task + "state").json()["units"]:
         for q in unit["questions"]:
-            assert http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                                    "value": "a"}).status_code == 200
+            assert (
+                http.post(
+                    task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": "a"}
+                ).status_code
+                == 200
+            )
     return http.post(task + "submit", allow_redirects=False)
 
 
@@ -112,20 +134,24 @@ def events(url: str, kind: str) -> list[dict]:
 
 # -- posting -----------------------------------------------------------------------------------------
 
+
 def test_first_post_creates_checks_and_publishes_the_study_as_documented(study, fake):
     base, url, secret, config = study
     [created] = fake.calls("POST", "/studies/")
     body = created.body
     assert created.authorization == f"Token {TOKEN}"
-    assert body["external_study_url"] == (f"{base}/s/ab-demo/enter?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-                                          f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}")
+    assert body["external_study_url"] == (
+        f"{base}/s/ab-demo/enter?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+        f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}"
+    )
     assert "currency" not in body and body["reward"] == 50
     assert body["submissions_config"] == {"max_submissions_per_participant": 3}  # schedule.per_worker_cap
     assert body["internal_name"].startswith("hitkit:ab-demo:") and len(body["internal_name"]) > len("hitkit:ab-demo:")
     assert body["estimated_completion_time"] == 2 and body["maximum_allowed_time"] == 10
     assert body["project"] == "proj42" and body["device_compatibility"] == ["desktop", "tablet"]
-    assert body["completion_codes"] == [{"code": code_of(config, secret), "code_type": "COMPLETED",
-                                         "actions": [{"action": "MANUALLY_REVIEW"}]}]
+    assert body["completion_codes"] == [
+        {"code": code_of(config, secret), "code_type": "COMPLETED", "actions": [{"action": "MANUALLY_REVIEW"}]}
+    ]
     [sid] = fake.studies
     # The balance is read before publishing; the currency the study came back with matched.
     assert fake.calls("GET", rf"/workspaces/{fake.workspace['id']}/balance/")
@@ -176,8 +202,11 @@ def test_fees_default_to_prolifics_rate_plus_vat_in_estimate_and_ledger(tmp_path
 
 
 def test_a_study_that_breaks_prolifics_pay_rules_is_refused_before_anything_is_posted(tmp_path, database_url, fake):
-    underpaid = pairwise_study(tmp_path, database_url, provider={
-        "kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, "estimated_minutes": 8}})
+    underpaid = pairwise_study(
+        tmp_path,
+        database_url,
+        provider={"kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, "estimated_minutes": 8}},
+    )
     with pytest.raises(ConfigError) as refused:
         load_study(underpaid)
     message = str(refused.value)
@@ -190,7 +219,8 @@ def test_a_study_that_breaks_prolifics_pay_rules_is_refused_before_anything_is_p
 
 
 def test_a_currency_mismatch_is_refused_once_before_publishing_and_waits_for_the_coordinator(
-        tmp_path, database_url, fake):
+    tmp_path, database_url, fake
+):
     fake.workspace["currency_code"] = "USD"
     web, config, secret = launch_on(tmp_path, database_url, fake)
     try:
@@ -198,7 +228,9 @@ def test_a_currency_mismatch_is_refused_once_before_publishing_and_waits_for_the
         assert fake.studies[sid]["status"] == "UNPUBLISHED"
         assert not fake.calls("POST", f"/studies/{sid}/transition/")
         [refusal] = events(database_url, "provider_refused_post")
-        assert refusal["permanent"] and "pays in USD but the study file says provider.currency: GBP" in refusal["reason"]
+        assert (
+            refusal["permanent"] and "pays in USD but the study file says provider.currency: GBP" in refusal["reason"]
+        )
         before = len(fake.requests)
         report = tick(database_url, config.study, web.url)  # no rollback loop: the next tick posts nothing
         assert report.posted == 0 and len(fake.requests) == before
@@ -222,7 +254,8 @@ def test_a_balance_that_cannot_cover_the_places_is_refused_before_publishing(tmp
 
 
 def test_a_rerun_with_a_fresh_database_creates_a_new_study_and_never_adopts_another_databases(
-        tmp_path, database_url, fake):
+    tmp_path, database_url, fake
+):
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     web, config, _ = launch_on(tmp_path / "one", database_url, fake)
@@ -238,12 +271,18 @@ def test_a_rerun_with_a_fresh_database_creates_a_new_study_and_never_adopts_anot
     names = {s["internal_name"] for s in fake.studies.values()}
     assert len(names) == 2 and all(n.startswith("hitkit:ab-demo:") for n in names)
     assert fake.studies[first]["total_available_places"] == sum(
-        h["places"] for h in events(database_url, "prolific_places"))
+        h["places"] for h in events(database_url, "prolific_places")
+    )
 
 
 def test_a_post_recorded_on_prolific_before_a_crash_is_not_posted_twice(tmp_path, database_url, fake):
-    config = load_study(pairwise_study(tmp_path, database_url, provider={
-        "kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, **PROLIFIC}}))
+    config = load_study(
+        pairwise_study(
+            tmp_path,
+            database_url,
+            provider={"kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, **PROLIFIC}},
+        )
+    )
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, config, tmp_path / "study.yaml", secret)
@@ -264,6 +303,7 @@ def test_a_post_recorded_on_prolific_before_a_crash_is_not_posted_twice(tmp_path
 
 
 # -- arrival -----------------------------------------------------------------------------------------
+
 
 def test_arrival_reads_the_participant_from_the_single_submission_shape(study, fake):
     base, url, secret, config = study
@@ -289,22 +329,34 @@ def test_arrival_reads_the_participant_from_the_single_submission_shape(study, f
 def test_forged_malformed_foreign_or_finished_sessions_are_refused_and_store_nothing(study, fake):
     base, url, _, _ = study
     [sid] = fake.studies
-    other = requests.post(f"{fake.url}/studies/", headers={"Authorization": f"Token {TOKEN}"}, json={
-        "name": "x", "description": "x", "external_study_url": "https://x.example", "prolific_id_option":
-        "url_parameters", "total_available_places": 5, "reward": 100, "estimated_completion_time": 1,
-        "completion_codes": [{"code": "X", "code_type": "COMPLETED", "actions": []}]}).json()["id"]
+    other = requests.post(
+        f"{fake.url}/studies/",
+        headers={"Authorization": f"Token {TOKEN}"},
+        json={
+            "name": "x",
+            "description": "x",
+            "external_study_url": "https://x.example",
+            "prolific_id_option": "url_parameters",
+            "total_available_places": 5,
+            "reward": 100,
+            "estimated_completion_time": 1,
+            "completion_codes": [{"code": "X", "code_type": "COMPLETED", "actions": []}],
+        },
+    ).json()["id"]
     fake.studies[other]["status"] = "ACTIVE"
     mine = fake.start_session(pid("two"), sid)
     foreign_study = fake.start_session(pid("two"), other)
     gone = fake.start_session(pid("three"), sid)
     fake.return_session(gone)
-    cases = [(pid("two"), sid, "0" * 24, 403),          # no such submission
-             (pid("nine"), sid, mine, 403),             # someone else's session
-             (pid("two"), other, foreign_study, 403),   # a session of another study
-             (pid("two"), sid, foreign_study, 403),     # study id swapped in the link
-             (pid("three"), sid, gone, 403),            # returned on Prolific
-             (pid("two"), sid, "../../studies/x", 400),  # not a Prolific id: never reaches a URL path
-             ("PID-2", sid, mine, 400)]
+    cases = [
+        (pid("two"), sid, "0" * 24, 403),  # no such submission
+        (pid("nine"), sid, mine, 403),  # someone else's session
+        (pid("two"), other, foreign_study, 403),  # a session of another study
+        (pid("two"), sid, foreign_study, 403),  # study id swapped in the link
+        (pid("three"), sid, gone, 403),  # returned on Prolific
+        (pid("two"), sid, "../../studies/x", 400),  # not a Prolific id: never reaches a URL path
+        ("PID-2", sid, mine, 400),
+    ]
     for participant, study_id, session_id, status in cases:
         assert enter(base, participant, study_id, session_id).status_code == status, (participant, session_id)
     assert requests.get(f"{base}/s/ab-demo/enter", params={"PROLIFIC_PID": pid("two")}).status_code == 403
@@ -334,14 +386,16 @@ def test_a_burst_of_participants_arriving_at_once_each_get_one_place_and_none_is
             if status != 409:
                 break
         answers[participant] = status
-        texts[participant] = reply.text[reply.text.find("<main"):][:400]
+        texts[participant] = reply.text[reply.text.find("<main") :][:400]
 
     threads = [threading.Thread(target=arrive, args=s) for s in sessions]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
-    assert sorted(set(answers.values())) == [302] and len(answers) == places, [t for p, t in texts.items() if answers[p] != 302]
+    assert sorted(set(answers.values())) == [302] and len(answers) == places, [
+        t for p, t in texts.items() if answers[p] != 302
+    ]
     with session_scope(url) as s:
         rows = s.scalars(select(Assignment)).all()
         assert len(rows) == places and {a.provider_assignment_id for a in rows} == {x for _, x in sessions}
@@ -383,8 +437,7 @@ def test_a_participant_hitkit_cannot_place_is_told_to_return_the_study_on_prolif
     assert refused.status_code == 409 and "return this study on Prolific" in refused.text
 
 
-def test_work_submitted_in_hitkit_but_never_handed_in_is_completed_on_prolific_or_listed(
-        tmp_path, database_url, fake):
+def test_work_submitted_in_hitkit_but_never_handed_in_is_completed_on_prolific_or_listed(tmp_path, database_url, fake):
     web, config, secret = launch_on(tmp_path, database_url, fake, prolific={"complete_after_s": 0})
     try:
         [sid] = fake.studies
@@ -396,7 +449,9 @@ def test_work_submitted_in_hitkit_but_never_handed_in_is_completed_on_prolific_o
         report = tick(database_url, config.study, web.url)
         assert report.handed_in == 1
         assert fake.calls("POST", f"/submissions/{closed_tab}/transition/")[0].body == {
-            "action": "COMPLETE", "completion_code": code_of(config, secret)}
+            "action": "COMPLETE",
+            "completion_code": code_of(config, secret),
+        }
         assert fake.submissions[closed_tab]["status"] == "APPROVED"  # then approved like any other
         [listed] = events(database_url, "work_not_handed_in")
         sync = sync_study(database_url, config.study)
@@ -416,6 +471,7 @@ def test_work_submitted_in_hitkit_but_never_handed_in_is_completed_on_prolific_o
 
 
 # -- decisions ---------------------------------------------------------------------------------------
+
 
 def test_approval_waits_for_prolific_and_repeats_safely(study, fake):
     base, url, secret, config = study
@@ -469,6 +525,7 @@ def test_submission_and_study_lists_are_read_across_every_page(study, fake):
 
 # -- bonuses -----------------------------------------------------------------------------------------
 
+
 def test_a_bonus_is_created_by_submission_id_then_paid_once_even_when_paying_fails(study, fake):
     base, url, secret, config = study
     [sid] = fake.studies
@@ -512,6 +569,7 @@ def test_a_missing_token_is_a_clear_error(study, monkeypatch):
 
 
 # -- study states ------------------------------------------------------------------------------------
+
 
 def test_a_paused_study_stays_paused_until_the_coordinator_resumes_it(study, fake):
     base, url, secret, config = study
@@ -581,9 +639,16 @@ def test_the_study_stops_when_no_package_is_left_and_extra_places_only_ever_go_u
 
 
 def test_when_the_stopping_rule_fires_prolific_gets_no_more_places_and_the_study_is_stopped(
-        tmp_path, database_url, fake, monkeypatch):
-    web, config, secret = launch_on(tmp_path, database_url, fake, design="adaptive", stop={"decision": "best"},
-                                    schedule={"wave_size": 1, "max_concurrent": 1})
+    tmp_path, database_url, fake, monkeypatch
+):
+    web, config, secret = launch_on(
+        tmp_path,
+        database_url,
+        fake,
+        design="adaptive",
+        stop={"decision": "best"},
+        schedule={"wave_size": 1, "max_concurrent": 1},
+    )
     try:
         [sid] = fake.studies
         places = fake.studies[sid]["total_available_places"]
@@ -638,7 +703,8 @@ def test_a_whole_study_runs_end_to_end_with_participants_arriving_from_prolific(
 
 
 def test_provider_calls_are_never_made_while_the_scheduler_or_sync_hold_a_write_transaction(
-        tmp_path, fake, monkeypatch):
+    tmp_path, fake, monkeypatch
+):
     """On SQLite a write transaction locks the file: the fake tries to write at every call and must never wait."""
     url = f"sqlite:///{tmp_path / 'locks.db'}"
     from hitkit.db.migrate import upgrade
@@ -672,7 +738,7 @@ def test_provider_calls_are_never_made_while_the_scheduler_or_sync_hold_a_write_
             fake.complete(session_id, code_of(config, secret))
         probing.set()
         tick(url, config.study, web.url)
-        from hitkit.money.ledger import grant_bonus
+        from hitkit.money.bonuses import grant_bonus
 
         with session_scope(url) as s:
             first = s.scalar(select(Assignment.id).order_by(Assignment.id).limit(1))
@@ -686,9 +752,12 @@ def test_provider_calls_are_never_made_while_the_scheduler_or_sync_hold_a_write_
 
 def test_refusing_to_post_is_reported_by_launch_with_the_fix(tmp_path, database_url, fake):
     fake.workspace["currency_code"] = "USD"
-    path = pairwise_study(tmp_path, database_url, provider={
-        "kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, **PROLIFIC}},
-        schedule={"interval_s": 0.2})
+    path = pairwise_study(
+        tmp_path,
+        database_url,
+        provider={"kind": "prolific", "currency": "GBP", "prolific": {"api_url": fake.url, **PROLIFIC}},
+        schedule={"interval_s": 0.2},
+    )
     result = CliRunner().invoke(main, ["launch", str(path), "--yes", "--no-progress", "--timeout", "60"])
     assert result.exit_code != 0
     assert "prolific refused to post the study" in result.output and "set provider.currency to USD" in result.output

@@ -5,6 +5,7 @@ marketplace sends them, the scheduler ticking between rounds, then a bonus for e
 assignment (each asked for twice): every submission is approved once, every bonus paid once, and
 no worker does more than the cap, on the provider's own books as much as in the database.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from sqlalchemy import func, select
 from hitkit.cli import main
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, Worker, utcnow
 from hitkit.db.session import session_scope
-from hitkit.money.ledger import grant_bonus
+from hitkit.money.bonuses import grant_bonus
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.providers.mturk import MTurkProvider
 from hitkit.providers.prolific import client as prolific_api
@@ -66,8 +67,11 @@ def prolific():
 
 def on_prolific(fake, **settings) -> dict:
     """``provider:`` for the fake Prolific: its workspace pays in GBP; 0.50 for 2 minutes meets the hourly minimum."""
-    return {"kind": "prolific", "currency": "GBP",
-            "prolific": {"api_url": fake.url, "estimated_minutes": 2, **settings}}
+    return {
+        "kind": "prolific",
+        "currency": "GBP",
+        "prolific": {"api_url": fake.url, "estimated_minutes": 2, **settings},
+    }
 
 
 def prolific_pid(name: str) -> str:
@@ -77,10 +81,13 @@ def prolific_pid(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()[:24]
 
 
-def start(tmp_path, database_url, provider: dict, approve_after_s: float = 0):
+def start(tmp_path, database_url, provider: dict, approve_after_s: float = 0, **schedule):
     """The example A/B study on ``provider``, running, pages served; (web, config, secret)."""
-    config = load_study(pairwise_study(tmp_path, database_url, provider=provider,
-                                       schedule={"approve_after_s": approve_after_s}))
+    config = load_study(
+        pairwise_study(
+            tmp_path, database_url, provider=provider, schedule={"approve_after_s": approve_after_s, **schedule}
+        )
+    )
     secret = resolve_secret(database_url)
     with session_scope(database_url) as s:
         ctx = create_study(s, config, tmp_path / "study.yaml", secret)
@@ -122,19 +129,26 @@ def assert_ledger_once(database_url: str, approved: int) -> None:
 def assert_cap(database_url: str, cap: int) -> set[str]:
     """No worker did more than the cap; the workers at the cap."""
     with session_scope(database_url) as s:
-        counts = dict(s.execute(select(Worker.external_id, func.count(Assignment.id))
-                                .join(Assignment, Assignment.worker_id == Worker.id).group_by(Worker.external_id)).all())
+        counts = dict(
+            s.execute(
+                select(Worker.external_id, func.count(Assignment.id))
+                .join(Assignment, Assignment.worker_id == Worker.id)
+                .group_by(Worker.external_id)
+            ).all()
+        )
     assert counts and max(counts.values()) <= cap
     return {w for w, n in counts.items() if n == cap}
 
 
-def test_a_whole_study_on_mturk_pays_every_reward_and_bonus_once_and_holds_the_cap(tmp_path, database_url, mturk):
+def test_a_whole_study_on_mturk_pays_every_reward_and_bonus_once_and_holds_the_cap(tmp_path, one_database_url, mturk):
+    database_url = one_database_url  # one store: what this test checks is not storage
     web, config, secret = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}})
     try:
         ctx, sim = context(database_url, secret)
         # MTurk worker ids have MTurk's shape (botocore: ^A[A-Z0-9]+$), which the fake enforces.
-        workers = [SimWorker("A" + re.sub(r"[^A-Z0-9]", "", w.worker_id.upper()), w.profile)
-                   for w in crowd_from_config(config)]
+        workers = [
+            SimWorker("A" + re.sub(r"[^A-Z0-9]", "", w.worker_id.upper()), w.profile) for w in crowd_from_config(config)
+        ]
         refused_by_mturk: set[str] = set()
 
         def one_round() -> int:
@@ -151,15 +165,21 @@ def test_a_whole_study_on_mturk_pays_every_reward_and_bonus_once_and_holds_the_c
                 except PermissionError:  # the cap qualification hides the HIT from this worker
                     refused_by_mturk.add(w.worker_id)
                     continue
-                done = take_hit(ctx, sim, w, f"{web.url}/s/ab-demo/hit/{hit_id}", {
-                    "workerId": w.worker_id, "assignmentId": aid, "hitId": provider_hit_id, "turkSubmitTo": SANDBOX})
+                done = take_hit(
+                    ctx,
+                    sim,
+                    w,
+                    f"{web.url}/s/ab-demo/hit/{hit_id}",
+                    {"workerId": w.worker_id, "assignmentId": aid, "hitId": provider_hit_id, "turkSubmitTo": SANDBOX},
+                )
                 assert done is not None, f"{w.worker_id} was refused by hitkit after MTurk let them in"
                 mturk.external_submit(aid)
                 n += 1
             return n
 
-        taken = run_rounds(40, one_round, lambda: tick(database_url, "ab-demo", PUBLIC),
-                           lambda: completed(database_url))
+        taken = run_rounds(
+            40, one_round, lambda: tick(database_url, "ab-demo", PUBLIC), lambda: completed(database_url)
+        )
         assert completed(database_url)
         ids = bonus_everyone(database_url)
     finally:
@@ -185,8 +205,7 @@ def test_a_whole_study_on_mturk_pays_every_reward_and_bonus_once_and_holds_the_c
     assert report.checked == places
 
 
-def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_the_cap(tmp_path, database_url,
-                                                                                    prolific):
+def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_the_cap(tmp_path, database_url, prolific):
     group = prolific.make_group()
     web, config, secret = start(tmp_path, database_url, on_prolific(prolific, blocklist_group=group))
     try:
@@ -205,8 +224,13 @@ def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_th
                     session_id = prolific.start_session(participant, sid)
                 except Refused:
                     continue
-                done = take_hit(ctx, sim, w, f"{web.url}/s/ab-demo/enter",
-                                {"PROLIFIC_PID": participant, "STUDY_ID": sid, "SESSION_ID": session_id})
+                done = take_hit(
+                    ctx,
+                    sim,
+                    w,
+                    f"{web.url}/s/ab-demo/enter",
+                    {"PROLIFIC_PID": participant, "STUDY_ID": sid, "SESSION_ID": session_id},
+                )
                 if done is None:  # no package left for this participant right now: they return the place
                     prolific.return_session(session_id)
                     continue
@@ -215,8 +239,9 @@ def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_th
                 n += 1
             return n
 
-        taken = run_rounds(40, one_round, lambda: tick(database_url, "ab-demo", web.url),
-                           lambda: completed(database_url))
+        taken = run_rounds(
+            40, one_round, lambda: tick(database_url, "ab-demo", web.url), lambda: completed(database_url)
+        )
         assert completed(database_url)
         ids = bonus_everyone(database_url)
     finally:
@@ -225,8 +250,11 @@ def test_a_whole_study_on_prolific_pays_every_reward_and_bonus_once_and_holds_th
     assert taken == places == len(ids)
     done = [s for s in prolific.submissions.values() if s["status"] != "RETURNED"]
     assert len(done) == places and {s["status"] for s in done} == {"APPROVED"}
-    approvals = Counter(r.path for r in prolific.requests if r.method == "POST" and r.path.endswith("/transition/")
-                        and r.path.startswith("/submissions/"))
+    approvals = Counter(
+        r.path
+        for r in prolific.requests
+        if r.method == "POST" and r.path.endswith("/transition/") and r.path.startswith("/submissions/")
+    )
     assert set(approvals.values()) == {1} and len(approvals) == places
     # Prolific's own record of payments: one paid bulk bonus per approved submission, keyed by submission.
     assert len(prolific.paid) == len(set(prolific.paid)) == places
@@ -249,23 +277,30 @@ def work(status: WorkStatus, worker: str = "W1") -> ProviderWork:
     return ProviderWork("A1", worker, status)
 
 
-@pytest.mark.parametrize("ours, theirs, action", [
-    (("submitted", "W1"), work(WorkStatus.SUBMITTED), "approve"),
-    (("approved", "W1"), work(WorkStatus.SUBMITTED), "approve"),  # approved here, the approve call was lost
-    (("accepted", "W1"), work(WorkStatus.SUBMITTED), "mismatch:submitted on the provider but accepted in hitkit"),
-    (("submitted", "W2"), work(WorkStatus.SUBMITTED), "mismatch:the provider records another worker on this assignment"),
-    ((None, None), work(WorkStatus.SUBMITTED), "mismatch:the provider holds work hitkit has no record of"),
-    (("submitted", "W1"), None, "mismatch:not submitted on the provider"),
-    (("submitted", "W1"), work(WorkStatus.APPROVED), "mark_approved"),
-    (("approved", "W1"), work(WorkStatus.APPROVED), "none"),
-    (("submitted", "W1"), work(WorkStatus.REJECTED), "mark_rejected"),
-    (("accepted", "W1"), work(WorkStatus.APPROVED), "mismatch:approved on the provider but accepted in hitkit"),
-    (("accepted", "W1"), work(WorkStatus.WORKING), "none"),
-    (("submitted", "W1"), work(WorkStatus.WORKING), "none"),  # not handed in yet: the scheduler does it in time
-    (("accepted", "W1"), work(WorkStatus.RETURNED), "mark_returned"),  # returned or timed out: the place is free
-    (("submitted", "W1"), work(WorkStatus.RETURNED), "mismatch:completed in hitkit but returned on the provider"),
-    (("expired", "W1"), None, "none"),
-])
+@pytest.mark.parametrize(
+    "ours, theirs, action",
+    [
+        (("submitted", "W1"), work(WorkStatus.SUBMITTED), "approve"),
+        (("approved", "W1"), work(WorkStatus.SUBMITTED), "approve"),  # approved here, the approve call was lost
+        (("accepted", "W1"), work(WorkStatus.SUBMITTED), "mismatch:submitted on the provider but accepted in hitkit"),
+        (
+            ("submitted", "W2"),
+            work(WorkStatus.SUBMITTED),
+            "mismatch:the provider records another worker on this assignment",
+        ),
+        ((None, None), work(WorkStatus.SUBMITTED), "mismatch:the provider holds work hitkit has no record of"),
+        (("submitted", "W1"), None, "mismatch:not submitted on the provider"),
+        (("submitted", "W1"), work(WorkStatus.APPROVED), "mark_approved"),
+        (("approved", "W1"), work(WorkStatus.APPROVED), "none"),
+        (("submitted", "W1"), work(WorkStatus.REJECTED), "mark_rejected"),
+        (("accepted", "W1"), work(WorkStatus.APPROVED), "mismatch:approved on the provider but accepted in hitkit"),
+        (("accepted", "W1"), work(WorkStatus.WORKING), "none"),
+        (("submitted", "W1"), work(WorkStatus.WORKING), "none"),  # not handed in yet: the scheduler does it in time
+        (("accepted", "W1"), work(WorkStatus.RETURNED), "mark_returned"),  # returned or timed out: the place is free
+        (("submitted", "W1"), work(WorkStatus.RETURNED), "mismatch:completed in hitkit but returned on the provider"),
+        (("expired", "W1"), None, "none"),
+    ],
+)
 def test_sync_approves_only_work_both_sides_agree_on(ours, theirs, action):
     assert decide(ours[0], ours[1], theirs) == action
 
@@ -279,16 +314,19 @@ def _arrive_and_submit(web_url: str, hit_id: int, params: dict) -> None:
     http.post(task + "consent").raise_for_status()
     for unit in http.get(task + "state").json()["units"]:
         for q in unit["questions"]:
-            http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                             "value": "a"}).raise_for_status()
+            http.post(
+                task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": "a"}
+            ).raise_for_status()
     http.post(task + "submit").raise_for_status()
 
 
 def test_sync_on_mturk_approves_what_both_agree_on_takes_over_decisions_and_reports_the_rest(
-        tmp_path, database_url, mturk):
+    tmp_path, database_url, mturk
+):
     # The scheduler ticks once, before any work is in: sync alone decides here (no review window).
-    web, _, _ = start(tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}},
-                      approve_after_s=0)
+    web, _, _ = start(
+        tmp_path, database_url, {"kind": "mturk", "mturk": {"endpoint_url": mturk.url}}, approve_after_s=0
+    )
     try:
         tick(database_url, "ab-demo", PUBLIC)
         mturk.page_limit = 1  # every listing comes one assignment a page: sync must follow NextToken
@@ -297,22 +335,30 @@ def test_sync_on_mturk_approves_what_both_agree_on_takes_over_decisions_and_repo
             hit.max_assignments = 10  # room for the whole cast, here and on MTurk
             hit_id, phid = hit.id, hit.provider_hit_id
         mturk.hits[phid]["MaxAssignments"] = mturk.hits[phid]["NumberOfAssignmentsAvailable"] = 10
-        good, auto, rejected, forged, early, half = (mturk.accept_assignment(phid, w) for w in
-                                                     ("W-good", "W-auto", "W-rej", "W-victim", "W-early", "W-half"))
+        good, auto, rejected, forged, early, half = (
+            mturk.accept_assignment(phid, w) for w in ("W-good", "W-auto", "W-rej", "W-victim", "W-early", "W-half")
+        )
         # W-half opens the HIT in hitkit but never finishes it there; MTurk approves it all the same.
-        assert requests.get(f"{web.url}/s/ab-demo/hit/{hit_id}", params={
-            "workerId": "W-half", "assignmentId": half, "hitId": phid, "turkSubmitTo": SANDBOX}).status_code == 200
+        assert (
+            requests.get(
+                f"{web.url}/s/ab-demo/hit/{hit_id}",
+                params={"workerId": "W-half", "assignmentId": half, "hitId": phid, "turkSubmitTo": SANDBOX},
+            ).status_code
+            == 200
+        )
         mturk.external_submit(half)
         mturk.assignments[half]["AssignmentStatus"] = "Approved"
         for aid, worker in ((good, "W-good"), (auto, "W-auto"), (rejected, "W-rej"), (early, "W-early")):
-            _arrive_and_submit(web.url, hit_id, {"workerId": worker, "assignmentId": aid, "hitId": phid,
-                                                 "turkSubmitTo": SANDBOX})
+            _arrive_and_submit(
+                web.url, hit_id, {"workerId": worker, "assignmentId": aid, "hitId": phid, "turkSubmitTo": SANDBOX}
+            )
         # Someone else arrives with the victim's assignment id and a worker id of their own.
-        _arrive_and_submit(web.url, hit_id, {"workerId": "W-forger", "assignmentId": forged, "hitId": phid,
-                                             "turkSubmitTo": SANDBOX})
+        _arrive_and_submit(
+            web.url, hit_id, {"workerId": "W-forger", "assignmentId": forged, "hitId": phid, "turkSubmitTo": SANDBOX}
+        )
         for aid in (good, auto, rejected, forged):
             mturk.external_submit(aid)
-        mturk.assignments[auto]["AssignmentStatus"] = "Approved"   # MTurk's auto-approval ran
+        mturk.assignments[auto]["AssignmentStatus"] = "Approved"  # MTurk's auto-approval ran
         mturk.assignments[rejected]["AssignmentStatus"] = "Rejected"  # rejected on the requester site
         # W-early's hand-back form never reached MTurk: their work is complete here only.
         stray = mturk.submit_assignment(phid, "W-stranger")  # work MTurk holds that hitkit never saw
@@ -328,17 +374,25 @@ def test_sync_on_mturk_approves_what_both_agree_on_takes_over_decisions_and_repo
     assert len(mturk.calls("ApproveAssignment")) == 1
     with session_scope(database_url) as s:
         status = {a.worker.external_id: a.status for a in s.scalars(select(Assignment))}
-        assert status == {"W-good": "approved", "W-auto": "approved", "W-rej": "rejected", "W-forger": "submitted",
-                          "W-early": "submitted", "W-half": "accepted"}
+        assert status == {
+            "W-good": "approved",
+            "W-auto": "approved",
+            "W-rej": "rejected",
+            "W-forger": "submitted",
+            "W-early": "submitted",
+            "W-half": "accepted",
+        }
         rewards = Counter((p.kind, p.status) for p in s.scalars(select(Payment)))
         # The approved two, and W-half's reward that MTurk paid; nothing for the rest.
         assert rewards == {("reward", "paid"): 3, ("fee", "paid"): 3}
         mismatches = s.scalars(select(Event).where(Event.kind == "sync_mismatch")).all()
     reasons = {m["provider_assignment_id"]: m["reason"] for m in report["mismatches"]}
-    assert reasons == {forged: "the provider records another worker on this assignment",
-                       early: "not submitted on the provider",
-                       half: "approved on the provider but accepted in hitkit",
-                       stray: "the provider holds work hitkit has no record of"}
+    assert reasons == {
+        forged: "the provider records another worker on this assignment",
+        early: "not submitted on the provider",
+        half: "approved on the provider but accepted in hitkit",
+        stray: "the provider holds work hitkit has no record of",
+    }
     assert {m["status"] for m in report["marked"]} == {"approved", "rejected"} and len(report["approved"]) == 1
     # A second sync changes nothing and logs each lasting mismatch once.
     assert (again.approved, again.marked) == ([], []) and len(again.mismatches) == 4
@@ -346,7 +400,8 @@ def test_sync_on_mturk_approves_what_both_agree_on_takes_over_decisions_and_repo
 
 
 def test_sync_on_prolific_approves_awaiting_review_work_and_takes_over_prolifics_decisions(
-        tmp_path, database_url, prolific):
+    tmp_path, database_url, prolific
+):
     # No review window, so sync may approve at once (the scheduler's tick below runs before any work is in).
     web, config, secret = start(tmp_path, database_url, on_prolific(prolific), approve_after_s=0)
     names = {name: prolific_pid(name) for name in ("P-good", "P-approved", "P-active", "P-returned")}
@@ -358,8 +413,10 @@ def test_sync_on_prolific_approves_awaiting_review_work_and_takes_over_prolifics
         for name, pid in names.items():
             sessions[name] = prolific.start_session(pid, sid)
             http = requests.Session()
-            page = http.get(f"{web.url}/s/ab-demo/enter",
-                            params={"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": sessions[name]})
+            page = http.get(
+                f"{web.url}/s/ab-demo/enter",
+                params={"PROLIFIC_PID": pid, "STUDY_ID": sid, "SESSION_ID": sessions[name]},
+            )
             assert page.status_code == 200
             if name == "P-returned":
                 continue  # opened the task, then returned the study on Prolific
@@ -367,8 +424,9 @@ def test_sync_on_prolific_approves_awaiting_review_work_and_takes_over_prolifics
             http.post(task + "consent").raise_for_status()
             for unit in http.get(task + "state").json()["units"]:
                 for q in unit["questions"]:
-                    http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"],
-                                                     "value": "a"}).raise_for_status()
+                    http.post(
+                        task + "answer", json={"unit_id": unit["unit_id"], "question": q["name"], "value": "a"}
+                    ).raise_for_status()
             http.post(task + "submit", allow_redirects=False)
         prolific.complete(sessions["P-good"], code)
         prolific.complete(sessions["P-approved"], code)
@@ -384,14 +442,17 @@ def test_sync_on_prolific_approves_awaiting_review_work_and_takes_over_prolifics
     assert report.mismatches == []  # still ACTIVE on Prolific: the scheduler hands it in in time
     with session_scope(database_url) as s:
         status = {a.worker.external_id: a.status for a in s.scalars(select(Assignment))}
-    assert status == {names["P-good"]: "approved", names["P-approved"]: "approved", names["P-active"]: "submitted",
-                      names["P-returned"]: "returned"}
+    assert status == {
+        names["P-good"]: "approved",
+        names["P-approved"]: "approved",
+        names["P-active"]: "submitted",
+        names["P-returned"]: "returned",
+    }
     assert sync_study(database_url, "ab-demo").marked == []  # a second sync repeats nothing
     assert prolific.violations == []
 
 
-def test_hitkit_sync_on_a_prolific_study_on_sqlite_finishes_without_waiting_on_its_own_lock(
-        tmp_path, prolific):
+def test_hitkit_sync_on_a_prolific_study_on_sqlite_finishes_without_waiting_on_its_own_lock(tmp_path, prolific):
     """The old provider registered session listeners inside an open session: `hitkit sync` waited 30 s, then failed."""
     import time
 

@@ -2,6 +2,7 @@
 the real client's address: one client cannot lock the coordinator out of the dashboard login nor
 throttle every worker's arrival. Real HTTP through a forwarding proxy to the embedded server, clients
 on distinct loopback addresses."""
+
 from __future__ import annotations
 
 import re
@@ -59,8 +60,9 @@ def behind_proxy(tmp_path, database_url, monkeypatch, request):
 def try_login(client: Client, password: str, headers: dict | None = None) -> int:
     _, _, page = client.request("GET", "/dashboard/login", headers=headers)
     csrf = re.search(r'name="csrf" value="([0-9a-f]{32})"', page).group(1)
-    status, _, _ = client.request("POST", "/dashboard/login", headers=headers,
-                                  form={"username": USER, "password": password, "csrf": csrf})
+    status, _, _ = client.request(
+        "POST", "/dashboard/login", headers=headers, form={"username": USER, "password": password, "csrf": csrf}
+    )
     return status
 
 
@@ -81,7 +83,8 @@ def test_one_client_flooding_arrivals_behind_the_proxy_does_not_throttle_other_w
     assert codes[:5] == [200] * 5 and codes[-1] == 429
     for i, ip in enumerate(("127.0.0.5", "127.0.0.6", "127.0.0.7")):
         status, headers, _ = Client(behind_proxy, ip).request(
-            "GET", f"/s/ab-demo/hit/1?workerId=W-proxy-{i}&assignmentId=A-proxy-{i}&hitId=h1")
+            "GET", f"/s/ab-demo/hit/1?workerId=W-proxy-{i}&assignmentId=A-proxy-{i}&hitId=h1"
+        )
         assert status == 302 and "/a/ab-demo/" in headers["location"], status
 
 

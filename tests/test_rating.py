@@ -1,5 +1,6 @@
 """Direct Assessment of single responses (the `rating` protocol): packing, degraded copies, validation,
 the analysis, and one whole study through real HTTP on SQLite and PostgreSQL."""
+
 from __future__ import annotations
 
 import json
@@ -32,19 +33,30 @@ QUALITY = {"alpha": 0.85, "beta": 0.5, "gamma": 0.2}
 
 
 def config(**rating):
-    return parse_study({"study": "da-test", "task": "rating", "seed": 3, "budget": "100.00",
-                        "systems": [{"name": s} for s in SYSTEMS],
-                        "rating": {"responses": str(RESPONSES), **rating}, "simulated": {"quality": QUALITY}})
+    return parse_study(
+        {
+            "study": "da-test",
+            "task": "rating",
+            "seed": 3,
+            "budget": "100.00",
+            "systems": [{"name": s} for s in SYSTEMS],
+            "rating": {"responses": str(RESPONSES), **rating},
+            "simulated": {"quality": QUALITY},
+        }
+    )
 
 
 def units_of(specs, hit):
     """Unsaved Unit rows for one HIT's specs, with ids 1, 2, ... in HIT order."""
     by_key = {s.key: s for s in specs}
-    return [Unit(id=i, public_key=f"k{i}", study_id=1, key=key, payload=dict(by_key[key].payload), required_answers=1)
-            for i, key in enumerate(hit.unit_keys, 1)]
+    return [
+        Unit(id=i, public_key=f"k{i}", study_id=1, key=key, payload=dict(by_key[key].payload), required_answers=1)
+        for i, key in enumerate(hit.unit_keys, 1)
+    ]
 
 
 # ------------------------------------------------------------------------- study file, packing
+
 
 def test_the_study_file_checks_the_rating_section():
     with pytest.raises(ConfigError, match="needs a 'rating:' section"):
@@ -83,8 +95,13 @@ def test_a_short_last_hit_gets_no_more_degraded_places_than_it_has_responses():
     material = task.build()
     hits = task.pack(material.units, random.Random(5))
     by_key = {u.key: u for u in material.units}
-    shapes = [(sum(not by_key[k].payload["is_control"] for k in h.unit_keys),
-               sum(by_key[k].payload["is_control"] for k in h.unit_keys)) for h in hits]
+    shapes = [
+        (
+            sum(not by_key[k].payload["is_control"] for k in h.unit_keys),
+            sum(by_key[k].payload["is_control"] for k in h.unit_keys),
+        )
+        for h in hits
+    ]
     assert shapes == [(89, 2), (1, 1)]
     assert sum(1 for u in material.units if u.payload["is_control"]) == 3
 
@@ -150,14 +167,23 @@ def test_sliders_take_whole_numbers_from_0_to_100():
 
 # ------------------------------------------------------------------------- analysis
 
+
 def _synthetic_export(folder: Path) -> None:
     """Four diligent workers, a constant spammer and a random spammer, each rating every system and 3 degraded copies."""
     rng = np.random.default_rng(0)
     rows, assignments = [], []
     workers = [f"d{i}" for i in range(4)] + ["constant", "random"]
     for w in workers:
-        assignments.append({"study": "s", "hit_id": "h", "assignment_id": f"a-{w}", "worker_id": w,
-                            "status": "approved", "work_time_s": 300})
+        assignments.append(
+            {
+                "study": "s",
+                "hit_id": "h",
+                "assignment_id": f"a-{w}",
+                "worker_id": w,
+                "status": "approved",
+                "work_time_s": 300,
+            }
+        )
         texts = [(f"q{i}", s, 0, QUALITY[s]) for i in range(8) for s in SYSTEMS]
         texts += [(f"q{i}", "alpha", 1, 0.05) for i in range(3)]
         for item, system, control, quality in texts:
@@ -169,9 +195,20 @@ def _synthetic_export(folder: Path) -> None:
                 else:
                     agree = float(np.clip(100 * quality + rng.normal(0, 8), 0, 100))
                     score = round(agree if c.polarity == "positive" else 100 - agree)
-                rows.append({"study": "s", "hit_id": "h", "assignment_id": f"a-{w}", "worker_id": w, "item_id": item,
-                             "system": system, "is_control": control, "position": 0, "criterion": c.name,
-                             "score": score})
+                rows.append(
+                    {
+                        "study": "s",
+                        "hit_id": "h",
+                        "assignment_id": f"a-{w}",
+                        "worker_id": w,
+                        "item_id": item,
+                        "system": system,
+                        "is_control": control,
+                        "position": 0,
+                        "criterion": c.name,
+                        "score": score,
+                    }
+                )
     pd.DataFrame(assignments).to_csv(folder / "assignments.csv", index=False)
     pd.DataFrame(rows, columns=DA_COLUMNS).to_csv(folder / f"{TABLE}.csv", index=False)
 
@@ -183,8 +220,15 @@ def test_the_analysis_keeps_workers_who_rate_degraded_copies_lower_and_ranks_the
     assert workers.loc[["d0", "d1", "d2", "d3"], "passed"].all()
     assert not workers.loc["constant", "passed"] and np.isnan(workers.loc["constant", "p_value"])
     degraded = result.tables["degraded"].set_index("worker_id")
-    assert list(result.tables["degraded"].columns) == ["worker_id", "n_degraded", "n_original", "mean_z_degraded",
-                                                       "mean_z_original", "p_value", "passed"]
+    assert list(result.tables["degraded"].columns) == [
+        "worker_id",
+        "n_degraded",
+        "n_original",
+        "mean_z_degraded",
+        "mean_z_original",
+        "p_value",
+        "passed",
+    ]
     assert degraded.loc["d0", "n_degraded"] == 3 * 3 and degraded.loc["d0", "n_original"] == 24 * 3
     assert degraded.loc["d0", "mean_z_degraded"] < degraded.loc["d0", "mean_z_original"]
     systems = result.tables["systems"]
@@ -199,7 +243,10 @@ def test_the_analysis_keeps_workers_who_rate_degraded_copies_lower_and_ranks_the
     passed = int(workers["passed"].sum())
     assert (s["workers"], s["passed"], s["items"], s["responses"], s["degraded"]) == (6, passed, 8, 24, 6 * 3)
     assert result.tables["score_intervals"]["unit"].unique().tolist() == ["worker"]
-    assert analyze_rating(tmp_path, n_boot=0, interval_unit="response").tables["score_intervals"]["unit"].iloc[0] == "response"
+    assert (
+        analyze_rating(tmp_path, n_boot=0, interval_unit="response").tables["score_intervals"]["unit"].iloc[0]
+        == "response"
+    )
     # The dashboard's check is the same test on the same table.
     method, by_worker = worker_qc({TABLE: pd.read_csv(tmp_path / f"{TABLE}.csv", dtype={"worker_id": str})})
     assert "degraded" in method and by_worker == {w: bool(p) for w, p in workers["passed"].items()}
@@ -216,6 +263,7 @@ def test_the_analysis_refuses_a_score_out_of_range(tmp_path):
 
 # ------------------------------------------------------------------------- a whole study
 
+
 def rating_study(tmp_path: Path, database_url: str) -> Path:
     lines = RESPONSES.read_text().splitlines()[:12]
     (tmp_path / "responses.jsonl").write_text("\n".join(lines) + "\n")
@@ -223,14 +271,18 @@ def rating_study(tmp_path: Path, database_url: str) -> Path:
     data.update(out=str(tmp_path / "runs"), database=database_url)
     data["rating"].update(responses=str(tmp_path / "responses.jsonl"), items_per_hit=6, ratings_per_item=2)
     data["schedule"]["qc_failures"] = "pay"
-    data["simulated"]["workers"] = [{"profile": "diligent", "count": 6}, {"profile": "noisy", "count": 1},
-                                    {"profile": "spammer", "count": 2}]
+    data["simulated"]["workers"] = [
+        {"profile": "diligent", "count": 6},
+        {"profile": "noisy", "count": 1},
+        {"profile": "spammer", "count": 2},
+    ]
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def test_a_simulated_rating_study_fails_spammers_and_recovers_the_quality_order(tmp_path, database_url):
+def test_a_simulated_rating_study_fails_spammers_and_recovers_the_quality_order(tmp_path, one_database_url):
+    database_url = one_database_url  # one store: what this test checks is not storage
     study_file = rating_study(tmp_path, database_url)
     result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=120)
     assert result.crowd_errors == []
@@ -248,8 +300,11 @@ def test_a_simulated_rating_study_fails_spammers_and_recovers_the_quality_order(
         assert all(per_unit[u.id] == 2 * len(DEFAULT_CRITERIA) for u in units)
         # Every degraded copy degrades a response its worker also rated intact, and shows other text.
         for a in s.scalars(select(Assignment)):
-            intact = {(u.payload["item_id"], u.payload["system"]): u.payload["response"]
-                      for u in (hu.unit for hu in a.hit.units) if not u.payload["is_control"]}
+            intact = {
+                (u.payload["item_id"], u.payload["system"]): u.payload["response"]
+                for u in (hu.unit for hu in a.hit.units)
+                if not u.payload["is_control"]
+            }
             assert len(a.layout["degraded"]) == 2
             for made in a.layout["degraded"].values():
                 assert intact[(made["item_id"], made["system"])] != made["text"]

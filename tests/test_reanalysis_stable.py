@@ -1,6 +1,7 @@
 """A re-analysis that does not move: a real simulated study whose QC rejects the spammers' work
 (``qc_failures: reject``) is analysed the same before and after the rejections, because QC and the
 analysis count all work handed in; a coordinator's rejection with its own reason is excluded explicitly."""
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,20 @@ def _analyse(study_file, out):
     export = out / "export"
     run = CliRunner().invoke(main, ["export", str(study_file), "--out", str(export), "--format", "csv"])
     assert run.exit_code == 0, run.output
-    run = CliRunner().invoke(main, ["analyze", "pairwise", str(export), "--out", str(out / "analysis"),
-                                    "--n-boot", "50", "--seed", "1"])
+    run = CliRunner().invoke(
+        main, ["analyze", "pairwise", str(export), "--out", str(out / "analysis"), "--n-boot", "50", "--seed", "1"]
+    )
     assert run.exit_code == 0, run.output
     return export, {name: (out / "analysis" / name).read_text() for name in ("pairs.csv", "ranking.csv", "workers.csv")}
 
 
 def test_a_study_analysed_before_and_after_its_qc_rejections_gives_the_same_numbers(tmp_path, one_database_url):
-    study_file = pairwise_study(tmp_path, one_database_url,
-                                schedule={"qc_failures": "reject", "qc_reject_reason": "Your votes ignored the replies.",
-                                          "approve_after_s": 0})
-    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
+    study_file = pairwise_study(
+        tmp_path,
+        one_database_url,
+        schedule={"qc_failures": "reject", "qc_reject_reason": "Your votes ignored the replies.", "approve_after_s": 0},
+    )
+    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240, analyse=False)
     with session_scope(one_database_url) as s:
         rejected = [a.id for a in s.scalars(select(Assignment).where(Assignment.status == "rejected"))]
         assert s.scalars(select(Event).where(Event.kind == "qc_rejected")).first() is not None
@@ -52,7 +56,7 @@ def test_a_coordinators_rejection_with_its_reason_is_excluded_explicitly(tmp_pat
     from hitkit.study.stored import StudyContext, resolve_secret
 
     study_file = pairwise_study(tmp_path, one_database_url)
-    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
+    launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240, analyse=False)
     config = load_study(study_file)
     with session_scope(one_database_url) as s:
         ctx = StudyContext.load(s, config.study, resolve_secret(one_database_url))

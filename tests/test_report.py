@@ -4,6 +4,7 @@ figures are real PNG images, a Markdown summary, and a methods paragraph naming 
 With HITKIT_REPORT_ARTIFACTS=1 the reports and their figures are also copied to test-artifacts/
 (report-TASK.html, report-TASK-N.png) for a look by eye.
 """
+
 from __future__ import annotations
 
 import base64
@@ -136,8 +137,15 @@ def test_spot_the_bot_report_from_the_analysis_folder_and_with_stability(studies
     assert "was not computed" in html
 
     # Stability with few subsamples (the default takes minutes) through the library API.
-    result = analyze_spot_the_bot(run_dir / "export", seed=3, survival=True, stability=True,
-                                  stability_sizes=range(1, 5), n_sub=40, stability_boot=10)
+    result = analyze_spot_the_bot(
+        run_dir / "export",
+        seed=3,
+        survival=True,
+        stability=True,
+        stability_sizes=range(1, 5),
+        n_sub=40,
+        stability_boot=10,
+    )
     inp = input_from_result("spot_the_bot", result, run_dir / "export", source="test")
     files = write_report(inp, tmp_path / "stable")
     html = files.html.read_text()
@@ -153,16 +161,31 @@ def test_text_from_the_data_is_escaped_and_extra_sections_come_before_cost(tmp_p
     rows = []
     for i in range(12):
         for w, vote in enumerate(["a", "a", "b"]):
-            rows.append({"study": "s", "hit_id": "h", "assignment_id": f"a{i}-{w}", "worker_id": f"w{w}",
-                         "item_id": f"i{i}", "system_a": evil, "system_b": "plain", "vote": vote})
+            rows.append(
+                {
+                    "study": "s",
+                    "hit_id": "h",
+                    "assignment_id": f"a{i}-{w}",
+                    "worker_id": f"w{w}",
+                    "item_id": f"i{i}",
+                    "system_a": evil,
+                    "system_b": "plain",
+                    "vote": vote,
+                }
+            )
     pd.DataFrame(rows).to_csv(tmp_path / "votes.csv", index=False)
     result = analyze_pairwise(tmp_path, n_boot=50)
     inp = ReportInput("pairwise", result.tables, result.summary, source=evil)
     extra = Section("Pre-screen", text=["automatic metrics & <more>"])
     names = [s.title for s in build_sections(inp, [extra, lambda _inp: None])]
     assert names.index("Pre-screen") == names.index("Cost") - 1
-    raw = Section("Ready-made", html='<section id="ready"><h2>Ready-made</h2><p>as is</p></section>',
-                  markdown="## Ready-made\n\nas is", raw=True, id="ready")
+    raw = Section(
+        "Ready-made",
+        html='<section id="ready"><h2>Ready-made</h2><p>as is</p></section>',
+        markdown="## Ready-made\n\nas is",
+        raw=True,
+        id="ready",
+    )
     files = write_report(inp, tmp_path / "report", extra_sections=[extra, raw])
     html = files.html.read_text()
     assert html.count("<h2>Ready-made</h2>") == 1 and '<a href="#ready">Ready-made</a>' in html
@@ -175,9 +198,20 @@ def test_text_from_the_data_is_escaped_and_extra_sections_come_before_cost(tmp_p
 def _pairwise_votes(folder: Path, study: str = "chateval-pilot") -> Path:
     """A small pairwise export (votes.csv) of ``study`` in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    rows = [{"study": study, "hit_id": "h", "assignment_id": f"a{i}-{w}", "worker_id": f"w{w}", "item_id": f"i{i}",
-             "system_a": "x", "system_b": "y", "vote": vote}
-            for i in range(8) for w, vote in enumerate(["a", "a", "b"])]
+    rows = [
+        {
+            "study": study,
+            "hit_id": "h",
+            "assignment_id": f"a{i}-{w}",
+            "worker_id": f"w{w}",
+            "item_id": f"i{i}",
+            "system_a": "x",
+            "system_b": "y",
+            "vote": vote,
+        }
+        for i in range(8)
+        for w, vote in enumerate(["a", "a", "b"])
+    ]
     pd.DataFrame(rows).to_csv(folder / "votes.csv", index=False)
     return folder
 
@@ -229,9 +263,12 @@ def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_repor
     assert "each HIT held conversations with 5 of the 10 systems and a degraded quality-control bot" in methods
     assert "chatted with every system" not in methods
     # An older analysis without the count: read from the exported ratings.
-    older = ReportInput("live_chat", ji_report_input.tables,
-                        {k: v for k, v in ji_report_input.summary.items() if k not in ("systems_per_hit", "systems")},
-                        export=ji_report_input.export)
+    older = ReportInput(
+        "live_chat",
+        ji_report_input.tables,
+        {k: v for k, v in ji_report_input.summary.items() if k not in ("systems_per_hit", "systems")},
+        export=ji_report_input.export,
+    )
     assert "5 of the 10 systems" in methods_paragraph(older)
 
 
@@ -264,14 +301,17 @@ def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_tex
     from hitkit.report import plots
     from hitkit.report.matrices import p_cell
 
-    for names in (["A", "B", "A_p", "C", "C_p", "B_p", "D", "D_p", "E_p", "E"],
-                  [f"Huggingface-TransferTransfo-{i}" for i in range(10)]):
+    for names in (
+        ["A", "B", "A_p", "C", "C_p", "B_p", "D", "D_p", "E_p", "E"],
+        [f"Huggingface-TransferTransfo-{i}" for i in range(10)],
+    ):
         values = pd.DataFrame(0.0004, index=names, columns=names)
         for name in names:
             values.loc[name, name] = float("nan")
         marks = values < 0.05
-        width, height = png_size(plots.pair_matrix(values, marks=marks, title="t", colorbar="p", fmt=p_cell,
-                                                   vmin=0, vmax=1, cmap="Greens_r"))
+        width, height = png_size(
+            plots.pair_matrix(values, marks=marks, title="t", colorbar="p", fmt=p_cell, vmin=0, vmax=1, cmap="Greens_r")
+        )
         assert width <= COLUMN_PX - 32 and height <= COLUMN_PX
     assert plots.short_labels(["Huggingface-TransferTransfo", "KV-MemNN"]) == ["Huggingface-Transfe…", "KV-MemNN"]
     # Cutting would make two labels alike: the names stay whole.
@@ -284,8 +324,16 @@ def test_pair_matrices_of_ten_systems_fit_the_column_without_shrinking_their_tex
 def test_wide_tables_scroll_inside_the_column_and_their_headers_wrap():
     from hitkit.report.render import CSS, html_table
 
-    table = pd.DataFrame([{"system": "Huggingface-TransferTransfo", "mean_pairwise_win_rate": 0.5,
-                           "win_rate_rank_low": 1, "label": "a_b"}])
+    table = pd.DataFrame(
+        [
+            {
+                "system": "Huggingface-TransferTransfo",
+                "mean_pairwise_win_rate": 0.5,
+                "win_rate_rank_low": 1,
+                "label": "a_b",
+            }
+        ]
+    )
     html = html_table("Ranking", table)
     assert html.startswith('<h3>Ranking</h3><div class="table"><table')
     assert "<th>mean_<wbr>pairwise_<wbr>win_<wbr>rate</th>" in html

@@ -1,6 +1,7 @@
 """Runs that explain themselves: `launch` and `status` state the stopping rule's outcome in one sentence with
 one meaning of HIT and assignment; the status line counts answers as they are saved (and says which are in
 submitted work); bot trouble leaves it once the study is done; the dashboard says bot health in a sentence."""
+
 from __future__ import annotations
 
 import re
@@ -21,12 +22,19 @@ from tests.studies import REPO, launch, pairwise_study, served
 
 
 def test_the_outcome_sentence_names_assignments_hits_decision_and_spend():
-    assert outcome_line(fired=True, counted=14, assignments=27, hits=9, outcome="alpha is best", spent="8.50",
-                        budget="60.00", currency="USD") == (
-        "Stopped after 14 of 27 assignments (9 HITs in the fixed design): alpha is best; spent 8.50 of 60.00 USD.")
-    assert outcome_line(fired=False, counted=27, assignments=27, hits=9, outcome="", spent="13.50", budget="60.00",
-                        currency="USD") == ("The stopping rule did not fire: the whole design ran (27 assignments, "
-                                            "9 HITs); spent 13.50 of 60.00 USD.")
+    assert outcome_line(
+        fired=True,
+        counted=14,
+        assignments=27,
+        hits=9,
+        outcome="alpha is best",
+        spent="8.50",
+        budget="60.00",
+        currency="USD",
+    ) == ("Stopped after 14 of 27 assignments (9 HITs in the fixed design): alpha is best; spent 8.50 of 60.00 USD.")
+    assert outcome_line(
+        fired=False, counted=27, assignments=27, hits=9, outcome="", spent="13.50", budget="60.00", currency="USD"
+    ) == ("The stopping rule did not fire: the whole design ran (27 assignments, 9 HITs); spent 13.50 of 60.00 USD.")
 
 
 def test_launch_and_status_print_the_rules_outcome_as_the_database_holds_it(tmp_path, one_database_url):
@@ -36,10 +44,13 @@ def test_launch_and_status_print_the_rules_outcome_as_the_database_holds_it(tmp_
     study_file = tmp_path / "study.yaml"
     study_file.write_text(yaml.safe_dump(data, sort_keys=False))
     said: list[str] = []
-    result = launch(study_file, yes=True, show_progress=False, echo=said.append, timeout_s=300)
+    result = launch(study_file, yes=True, show_progress=False, echo=said.append, timeout_s=300, analyse=False)
     assert result.stop_line in said
-    m = re.fullmatch(r"Stopped after (\d+) of (\d+) assignments \((\d+) HITs in the fixed design\): (.+); "
-                     r"spent (\S+) of 60\.00 USD\.", result.stop_line)
+    m = re.fullmatch(
+        r"Stopped after (\d+) of (\d+) assignments \((\d+) HITs in the fixed design\): (.+); "
+        r"spent (\S+) of 60\.00 USD\.",
+        result.stop_line,
+    )
     assert m, result.stop_line
     with session_scope(one_database_url) as s:
         study = s.scalar(select(Study))
@@ -56,8 +67,14 @@ def test_launch_and_status_print_the_rules_outcome_as_the_database_holds_it(tmp_
 
 def test_a_study_without_a_rule_prints_no_outcome_sentence(tmp_path, one_database_url):
     said: list[str] = []
-    result = launch(pairwise_study(tmp_path, one_database_url, pairwise={"votes_per_prompt": 1}), yes=True,
-                    show_progress=False, echo=said.append, timeout_s=300)
+    result = launch(
+        pairwise_study(tmp_path, one_database_url, pairwise={"votes_per_prompt": 1}),
+        yes=True,
+        show_progress=False,
+        echo=said.append,
+        timeout_s=300,
+        analyse=False,
+    )
     assert result.stop_line == "" and not any(line.startswith(("Stopped after", "The stopping rule")) for line in said)
 
 
@@ -72,9 +89,11 @@ def test_the_status_line_counts_an_answer_as_it_is_saved_before_the_hit_is_submi
             q = unit["questions"][0]["name"]
             assert http.post(task + "answer", json={"unit_id": unit["unit_id"], "question": q, "value": "a"}).ok
         with session_scope(one_database_url) as s:
-            study = s.scalar(select(Study))
-            assert answers_in_progress(s, study.id) == 2
-            done, total = progress(one_database_url, study.id)
+            study_id = s.scalar(select(Study.id))
+        # progress() opens its own session: not inside another one, which on SQLite holds the write lock
+        done, total = progress(one_database_url, study_id)
+        with session_scope(one_database_url) as s:
+            assert answers_in_progress(s, study_id) == 2
             snap = snapshot(s, StudyContext.load(s, config.study, secret), done, total)
         assert done == 0 and snap.saved == 2
         assert snap.line(30).startswith(f"answers saved 2/{total} (0 in submitted work)")
@@ -84,10 +103,12 @@ def test_bot_health_is_a_sentence_and_a_finished_study_asks_the_bots_nothing():
     ok = {"status": "ok", "window_s": 600.0, "systems": {}, "message": "bots ok"}
     assert health_sentence(ok, "running") == "Every bot answered in time over the last 10 minutes."
     slow = {"status": "slow", "window_s": 600.0, "systems": {}, "message": "bots slow: alpha, beta (replies over 10 s)"}
-    assert health_sentence(slow, "running") == ("Some bots were slow over the last 10 minutes: alpha, beta "
-                                                "(replies over 10 s).")
-    assert health_sentence(slow, "completed") == ("The study is completed: no worker is chatting, so the bots are "
-                                                  "not being asked anything now.")
+    assert health_sentence(slow, "running") == (
+        "Some bots were slow over the last 10 minutes: alpha, beta (replies over 10 s)."
+    )
+    assert health_sentence(slow, "completed") == (
+        "The study is completed: no worker is chatting, so the bots are not being asked anything now."
+    )
     assert health_sentence(None, "running") == ""
     assert "{" not in health_sentence(ok, "running")
 

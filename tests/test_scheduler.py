@@ -1,4 +1,5 @@
 """The scheduler's tick against the database: what it posts, and what it does when a provider refuses."""
+
 from __future__ import annotations
 
 from sqlalchemy import func, select
@@ -35,3 +36,23 @@ def test_a_provider_refusing_a_post_stops_the_wave_without_losing_what_was_poste
         assert "balance" in refused.data["reason"]
     monkeypatch.setattr(SimulatedProvider, "post_hit", original)
     assert tick(database_url, config.study, "http://127.0.0.1:9").posted == 5  # the next tick carries on
+
+
+def test_the_scheduler_starts_on_python_3_10_whose_datetime_has_no_UTC(tmp_path, database_url, monkeypatch):
+    """hitkit supports Python 3.10 (requires-python), where ``datetime.UTC`` does not exist yet: making the
+    scheduler and adding a study's tick once used it, so `hitkit launch` and `hitkit scheduler` failed there."""
+    import datetime
+
+    from hitkit.running.scheduler import job_id, make_scheduler, schedule_study
+
+    config = load_study(pairwise_study(tmp_path, database_url))
+    with session_scope(database_url) as s:
+        create_study(s, config, None, resolve_secret(database_url))
+    monkeypatch.delattr(datetime, "UTC")  # as on Python 3.10
+    scheduler = make_scheduler(database_url)
+    schedule_study(scheduler, database_url, config.study, "http://127.0.0.1:9", 60.0)
+    scheduler.start(paused=True)
+    try:
+        assert scheduler.get_job(job_id(config.study)) is not None
+    finally:
+        scheduler.shutdown(wait=False)

@@ -1,4 +1,5 @@
 """One schema per exported table and one reader: hitkit.load and the analysis read ids alike."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -11,12 +12,28 @@ from hitkit.tables.schema import ASSIGNMENT_COLUMNS, SHARED_TABLES
 
 def _votes(folder):
     folder.mkdir()
-    pd.DataFrame({"study": ["s", "s"], "hit_id": ["h1", "h2"], "assignment_id": ["007", "NA"],
-                  "worker_id": ["001", "NA"], "status": ["approved", "submitted"], "work_time_s": [12, None]}
-                 ).to_csv(folder / "assignments.csv", index=False)
-    pd.DataFrame({"study": ["s", "s"], "hit_id": ["h1", "h2"], "assignment_id": ["007", "NA"], "worker_id": ["001", "NA"],
-                  "item_id": ["1", "2"], "system_a": ["x", "y"], "system_b": ["y", "x"], "vote": ["a", "tie"]}
-                 ).to_csv(folder / "votes.csv", index=False)
+    pd.DataFrame(
+        {
+            "study": ["s", "s"],
+            "hit_id": ["h1", "h2"],
+            "assignment_id": ["007", "NA"],
+            "worker_id": ["001", "NA"],
+            "status": ["approved", "submitted"],
+            "work_time_s": [12, None],
+        }
+    ).to_csv(folder / "assignments.csv", index=False)
+    pd.DataFrame(
+        {
+            "study": ["s", "s"],
+            "hit_id": ["h1", "h2"],
+            "assignment_id": ["007", "NA"],
+            "worker_id": ["001", "NA"],
+            "item_id": ["1", "2"],
+            "system_a": ["x", "y"],
+            "system_b": ["y", "x"],
+            "vote": ["a", "tie"],
+        }
+    ).to_csv(folder / "votes.csv", index=False)
     return folder
 
 

@@ -1,5 +1,6 @@
 """One signing secret per deployment (docs/THREAT_MODEL.md): every process and every host reads the
 same one, created once in the database when HITKIT_SECRET is unset; weak values stop the start."""
+
 from __future__ import annotations
 
 import os
@@ -16,18 +17,24 @@ from hitkit.secret import resolve_secret, secret_problem
 from hitkit.worker import tokens
 from tests.studies import REPO
 
-WEAK = ["", "   ", "short-secret", "changeme", "change-me-to-a-long-random-string", "a" * 64,
-        "CHANGEME-please-to-something-long-and-random-0123456789"]
+WEAK = [
+    "",
+    "   ",
+    "short-secret",
+    "changeme",
+    "change-me-to-a-long-random-string",
+    "a" * 64,
+    "CHANGEME-please-to-something-long-and-random-0123456789",
+]
 
 CHILD = textwrap.dedent("""
-    import os, sys, time
+    import sys
     from hitkit.worker import tokens
     from hitkit.secret import resolve_secret
     print("ready", flush=True)
-    while not os.path.exists(sys.argv[2]):
-        time.sleep(0.002)
+    sys.stdin.readline()  # blocks until the test says go (no polling that would slow the others' start)
     secret = resolve_secret(sys.argv[1])
-    print(secret, tokens.assignment_token(secret, int(sys.argv[3]), "nonce"), flush=True)
+    print(secret, tokens.assignment_token(secret, int(sys.argv[2]), "nonce"), flush=True)
 """)
 
 
@@ -43,15 +50,24 @@ def test_an_empty_short_or_placeholder_secret_is_refused_with_the_fix(value):
 
 
 def test_the_shipped_env_example_cannot_start_a_server_as_it_is():
-    values = dict(line.split("=", 1) for line in (REPO / "ops/systemd/env.example").read_text().splitlines()
-                  if line.strip() and not line.startswith("#"))
+    values = dict(
+        line.split("=", 1)
+        for line in (REPO / "ops/systemd/env.example").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
     assert secret_problem(values["HITKIT_SECRET"]) is not None
 
 
 def test_hitkit_serve_refuses_a_weak_secret_and_says_what_to_set(tmp_path):
     env = {**_env_without_secret(tmp_path), "HITKIT_SECRET": "changeme"}
-    result = subprocess.run([sys.executable, "-m", "hitkit.cli", "serve", "--db", f"sqlite:///{tmp_path}/h.db",
-                             "--port", "0"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "hitkit.cli", "serve", "--db", f"sqlite:///{tmp_path}/h.db", "--port", "0"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "HITKIT_SECRET cannot sign tokens: it is a placeholder" in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
@@ -63,31 +79,50 @@ def test_an_unmigrated_database_without_a_secret_says_how_to_fix_it(tmp_path):
 
 
 def test_processes_starting_together_on_different_hosts_share_one_secret(tmp_path, database_url):
-    """30 processes, each with its own HOME (another "host"), start at the same instant against a
+    """8 processes, each with its own HOME (another "host"), start at the same instant against a
     database that holds no secret yet: all read one strong secret, and each one's tokens verify
     in a process started later on yet another host."""
-    go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, database_url, str(go), str(i)],
-                              env=_env_without_secret(tmp_path / f"home{i}"), cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(30)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, database_url, str(i)],
+            env=_env_without_secret(tmp_path / f"home{i}"),
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
     try:
         for proc in procs:
             assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
-        go.touch()  # every process is imported and waiting: they all hit the empty table together
+        for proc in procs:  # every process is imported and waiting: they all hit the empty table together
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
         outputs = [proc.communicate(timeout=120) for proc in procs]
     finally:
         for proc in procs:
             proc.kill()
-    assert [p.returncode for p in procs] == [0] * 30, [err for _, err in outputs if err][:1]
+    assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outputs if err][:1]
     lines = [out.split() for out, _ in outputs]
     secrets_read = {line[0] for line in lines}
     assert len(secrets_read) == 1
     secret = secrets_read.pop()
     assert secret_problem(secret) is None
-    later = subprocess.run([sys.executable, "-c", "import sys; from hitkit.secret import resolve_secret; "
-                            "print(resolve_secret(sys.argv[1]))", database_url],
-                           env=_env_without_secret(tmp_path / "another-host"), cwd=REPO, capture_output=True,
-                           text=True, timeout=120)
+    later = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from hitkit.secret import resolve_secret; print(resolve_secret(sys.argv[1]))",
+            database_url,
+        ],
+        env=_env_without_secret(tmp_path / "another-host"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert later.stdout.strip() == secret, later.stderr
     for i, (_, token) in enumerate(lines):
         assert tokens.read_assignment_token(later.stdout.strip(), token) == (i, "nonce")

@@ -1,4 +1,5 @@
 """hitkit.analysis.sequential's "best" decision keeps a pair open until the leader itself has won it."""
+
 from __future__ import annotations
 
 from hitkit.analysis.sequential import Interval, settle

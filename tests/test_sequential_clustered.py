@@ -1,6 +1,7 @@
 """The bounded (empirical-Bernstein) confidence sequence over clusters: it keeps its level when each HIT's
 answers share one worker's taste, where the per-vote sequence does not; it equals its closed form; the
 pairwise comparisons count HITs in arrival order."""
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ def test_bounded_interval_is_the_hedged_capital_of_waudby_smith_and_ramdas():
             sq += (xi - (0.5 + total) / (t + 2)) ** 2
         return max(kp, km) / 2
 
-    low, high = bounded_interval(x * 10 - 5, -5.0, 5.0, alpha, planned)   # any range: scaled to [0, 1] and back
+    low, high = bounded_interval(x * 10 - 5, -5.0, 5.0, alpha, planned)  # any range: scaled to [0, 1] and back
     low, high = (low + 5) / 10, (high + 5) / 10
     assert capital(low) < 1 / alpha and capital(high) < 1 / alpha
     assert capital(low - 0.002) >= 1 / alpha and capital(high + 0.002) >= 1 / alpha
@@ -68,7 +69,7 @@ def test_per_hit_bounded_sequence_keeps_its_level_when_workers_differ_and_per_vo
         state = bounded_step(state, wins[:, h] / 10, alpha, hits)
         above, below = bounded_excludes(state, alpha)
         ever |= above | below
-    assert per_vote.any(axis=1).mean() > 0.2          # the failure the issue measured (0.35 at 20,000 votes)
+    assert per_vote.any(axis=1).mean() > 0.2  # the failure the issue measured (0.35 at 20,000 votes)
     assert ever.mean() <= alpha
 
 
@@ -76,10 +77,13 @@ def test_a_bounded_comparison_names_a_clear_winner_and_holds_a_null():
     rng = np.random.default_rng(6)
     better = tuple(rng.binomial(10, 0.7, 300) / 10)
     even = tuple(rng.binomial(10, 0.5, 300) / 10)
-    won, held = intervals([Comparison("a", "b", 300, float(np.mean(better)), float(np.var(better)), 300, 0.5,
-                                      clusters=better),
-                           Comparison("a", "c", 300, float(np.mean(even)), float(np.var(even)), 300, 0.5,
-                                      clusters=even)], 0.05)
+    won, held = intervals(
+        [
+            Comparison("a", "b", 300, float(np.mean(better)), float(np.var(better)), 300, 0.5, clusters=better),
+            Comparison("a", "c", 300, float(np.mean(even)), float(np.var(even)), 300, 0.5, clusters=even),
+        ],
+        0.05,
+    )
     assert won.winner == "a" and won.low > 0.5
     assert held.winner is None and held.low < 0.5 < held.high
 
@@ -87,11 +91,19 @@ def test_a_bounded_comparison_names_a_clear_winner_and_holds_a_null():
 def test_pairwise_comparisons_count_hits_in_arrival_order():
     # two HITs of one pair: a worker who always picks x, then one who always picks y; their order decides
     # the bets, and n counts HITs, not votes
-    votes = pd.DataFrame({"assignment_id": ["h1"] * 10 + ["h2"] * 10, "system_a": "x", "system_b": "y",
-                          "vote": ["a"] * 10 + ["b"] * 10, "worker_id": ["w1"] * 10 + ["w2"] * 10})
+    votes = pd.DataFrame(
+        {
+            "assignment_id": ["h1"] * 10 + ["h2"] * 10,
+            "system_a": "x",
+            "system_b": "y",
+            "vote": ["a"] * 10 + ["b"] * 10,
+            "worker_id": ["w1"] * 10 + ["w2"] * 10,
+        }
+    )
     plan = {("x", "y"): 40.0}
-    one = pairwise_sequential.comparisons({"votes": votes, "assignments": pd.DataFrame(
-        {"assignment_id": ["h2", "h1"]})}, ["x", "y"], plan)[0]
+    one = pairwise_sequential.comparisons(
+        {"votes": votes, "assignments": pd.DataFrame({"assignment_id": ["h2", "h1"]})}, ["x", "y"], plan
+    )[0]
     assert one.n == 2 and one.clusters == (0.0, 1.0) and one.estimate == 0.5
     other = pairwise_sequential.comparisons({"votes": votes}, ["x", "y"], plan)[0]
     assert other.clusters == (1.0, 0.0)
@@ -99,9 +111,10 @@ def test_pairwise_comparisons_count_hits_in_arrival_order():
 
 def test_the_clear_decision_stops_once_the_clear_pairs_differ_and_declares_the_rest_undecided():
     rng = np.random.default_rng(9)
-    clear = tuple(rng.binomial(10, 0.8, 60) / 10)          # far from ½: differs
-    close = tuple(rng.binomial(10, 0.51, 60) / 10)         # near ½: would not differ at the planned size
-    young = tuple(rng.binomial(10, 0.51, 10) / 10)         # too few observations to be declared anything
+    clear = tuple(rng.binomial(10, 0.8, 60) / 10)  # far from ½: differs
+    close = tuple(rng.binomial(10, 0.51, 60) / 10)  # near ½: would not differ at the planned size
+    young = tuple(rng.binomial(10, 0.51, 10) / 10)  # too few observations to be declared anything
+
     def comparison(b, x, planned=200):
         return Comparison("a", b, len(x), float(np.mean(x)), float(np.var(x, ddof=1)), planned, 0.5, clusters=x)
 
@@ -109,6 +122,6 @@ def test_the_clear_decision_stops_once_the_clear_pairs_differ_and_declares_the_r
     assert found[0].winner == "a" and found[1].undecided and not found[1].futile
     state = settle(found, "clear", ["a", "b", "c"])
     assert state.fired and state.outcome == "differ: a > b; undecided: a–c"
-    assert not settle(found, "pairs", ["a", "b", "c"]).fired        # the plain rule waits for a–c
+    assert not settle(found, "pairs", ["a", "b", "c"]).fired  # the plain rule waits for a–c
     waiting = settle(intervals([comparison("b", clear), comparison("c", young)], 0.05), "clear", ["a", "b", "c"])
     assert not waiting.fired and waiting.open == [("a", "c")]

@@ -1,5 +1,6 @@
 """`hitkit serve --db RUNS_FOLDER` serves the studies launched into the folder after it started, as a
 coordinator expects of a runs folder: a real `hitkit serve` process over real HTTP."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,11 @@ def login(base: str) -> requests.Session:
     http = requests.Session()
     page = http.get(f"{base}/dashboard/login", timeout=10).text
     csrf = re.search(r'name="csrf" value="([0-9a-f]{32})"', page).group(1)
-    done = http.post(f"{base}/dashboard/login", data={"username": "coordinator", "password": "a long test password",
-                                                      "csrf": csrf}, timeout=10)
+    done = http.post(
+        f"{base}/dashboard/login",
+        data={"username": "coordinator", "password": "a long test password", "csrf": csrf},
+        timeout=10,
+    )
     assert done.status_code == 200
     return http
 
@@ -44,11 +48,20 @@ def test_a_study_launched_into_the_runs_folder_after_serve_started_is_served_and
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "HITKIT_DASHBOARD_USER": "coordinator", "HITKIT_DASHBOARD_PASSWORD": "a long test password",
-           "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "HITKIT_DASHBOARD_USER": "coordinator",
+        "HITKIT_DASHBOARD_PASSWORD": "a long test password",
+        "PYTHONPATH": str(REPO),
+    }
     env.pop("HITKIT_DATABASE_URL", None)
-    server = subprocess.Popen([sys.executable, "-m", "hitkit.cli", "serve", "--db", str(runs), "--port", str(port)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "hitkit.cli", "serve", "--db", str(runs), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):

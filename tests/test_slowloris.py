@@ -1,5 +1,6 @@
 """The embedded server (waitress, as `hitkit serve` and `hitkit launch` run it) stays up while one
 client holds hundreds of idle or half-sent connections (slowloris); loopback only, bounded loops."""
+
 from __future__ import annotations
 
 import socket
@@ -201,15 +202,21 @@ def test_a_request_trickled_byte_by_byte_is_cut_after_the_request_timeout():
         thread.join(5)
 
 
-@pytest.mark.parametrize("held, room, closed", [
-    ([], 5, []),
-    # Busy connections are never closed; never-served ones go before served ones.
-    ([("a", True, False, 1.0), ("a", False, True, 0.0), ("b", False, False, 9.0)], 2, [2]),
-    # Among the never-served, the address holding the most loses first, its longest-idle first.
-    ([("a", False, False, 5.0), ("a", False, False, 1.0), ("a", False, False, 3.0), ("b", False, False, 0.0)],
-     2, [1, 2]),
-    ([("a", True, False, 0.0), ("a", True, False, 0.0)], 1, []),
-])
+@pytest.mark.parametrize(
+    "held, room, closed",
+    [
+        ([], 5, []),
+        # Busy connections are never closed; never-served ones go before served ones.
+        ([("a", True, False, 1.0), ("a", False, True, 0.0), ("b", False, False, 9.0)], 2, [2]),
+        # Among the never-served, the address holding the most loses first, its longest-idle first.
+        (
+            [("a", False, False, 5.0), ("a", False, False, 1.0), ("a", False, False, 3.0), ("b", False, False, 0.0)],
+            2,
+            [1, 2],
+        ),
+        ([("a", True, False, 0.0), ("a", True, False, 0.0)], 1, []),
+    ],
+)
 def test_the_shedding_policy(held, room, closed):
     from server.embedded import Held, shed
 

@@ -5,6 +5,7 @@ expire — and take HITs under the flow's rules (free place, not taken before, c
 refusal rule. Every packing constraint must hold, and every segment must end with exactly its
 required annotations from distinct workers.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,9 @@ def studies(draw):
     humans = draw(st.integers(1, 30))
     annotations = draw(st.integers(1, 3))
     seed = draw(st.integers(0, 2**32 - 1))
-    conversations = ([SourceConversation(f"bb:{i}", False) for i in range(bots)]
-                     + [SourceConversation(f"hh:{i}", True) for i in range(humans)])
+    conversations = [SourceConversation(f"bb:{i}", False) for i in range(bots)] + [
+        SourceConversation(f"hh:{i}", True) for i in range(humans)
+    ]
     random.Random(seed).shuffle(conversations)
     return conversations, lengths, per_hit, annotations, seed
 
@@ -39,8 +41,7 @@ def feasible(conversations, lengths, per_hit) -> bool:
     humans = sum(c.human_human for c in conversations)
     bots = len(conversations) - humans
     groups = math.ceil(len(conversations) / per_hit)
-    return (humans >= groups and bots >= groups
-            and humans // groups + bots // groups >= max(len(lengths), 2))
+    return humans >= groups and bots >= groups and humans // groups + bots // groups >= max(len(lengths), 2)
 
 
 def check_packing(hits, conversations, lengths, per_hit):
@@ -79,8 +80,10 @@ def run_crowd(hits, annotations, rng: random.Random):
         return out
 
     def done():
-        return all(sum(1 for a in assignments if a["hit"] == h and a["status"] == "submitted") == annotations
-                   for h in range(len(hits)))
+        return all(
+            sum(1 for a in assignments if a["hit"] == h and a["status"] == "submitted") == annotations
+            for h in range(len(hits))
+        )
 
     for _ in range(100_000):
         if done():
@@ -148,8 +151,9 @@ def test_every_packing_constraint_holds_and_every_segment_gets_its_annotations(s
 
 def test_the_paper_design_gives_hits_of_twenty_mixed_segments():
     # 3 systems with self-chat: 6 pairs × 10 conversations, plus 20 human–human ones → 80 conversations.
-    conversations = ([SourceConversation(f"bb:{i}", False) for i in range(60)]
-                     + [SourceConversation(f"hh:{i}", True) for i in range(20)])
+    conversations = [SourceConversation(f"bb:{i}", False) for i in range(60)] + [
+        SourceConversation(f"hh:{i}", True) for i in range(20)
+    ]
     hits = pack_segments(conversations, [2, 3, 5], 20, random.Random(0))
     assert len(hits) == 12 and {len(h) for h in hits} == {20}
     check_packing(hits, conversations, [2, 3, 5], 20)

@@ -2,6 +2,7 @@
 bot–bot material (a fixture in GenerationConfig's format) plus human–human dialogues → segments →
 HITs → labels → ``annotations.csv`` → the analysis, with the packing constraints re-checked on the
 database."""
+
 from __future__ import annotations
 
 import json
@@ -36,37 +37,62 @@ def write_bot_bot(path, per_pair: int = 2, exchanges: int = 5) -> int:
     lines = []
     for a, b in pairs:
         for n in range(per_pair):
-            turns = [{"speaker": t % 2, "system": (a, b)[t % 2],
-                      "text": f"{(a, b)[t % 2]} <b>says</b> line {t} of {a}-{b} #{n}"} for t in range(2 * exchanges)]
-            lines.append(json.dumps({"id": f"{a}-{b}-{n}", "systems": [a, b], "seed_dialogue": f"seed-{n}",
-                                     "turns": turns}))
+            turns = [
+                {
+                    "speaker": t % 2,
+                    "system": (a, b)[t % 2],
+                    "text": f"{(a, b)[t % 2]} <b>says</b> line {t} of {a}-{b} #{n}",
+                }
+                for t in range(2 * exchanges)
+            ]
+            lines.append(
+                json.dumps({"id": f"{a}-{b}-{n}", "systems": [a, b], "seed_dialogue": f"seed-{n}", "turns": turns})
+            )
     path.write_text("\n".join(lines) + "\n")
     return len(lines)
 
 
 def write_human_human(path, count: int = 4, turns: int = 12) -> None:
-    rows = [{"id": f"d{i}", "turns": [f"person {t % 2} in dialogue {i}, turn {t}" for t in range(turns)]}
-            for i in range(count)]
+    rows = [
+        {"id": f"d{i}", "turns": [f"person {t % 2} in dialogue {i}, turn {t}" for t in range(turns)]}
+        for i in range(count)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def stb_study(tmp_path, database_url, *, human_file: bool = True, **section) -> str:
     write_bot_bot(tmp_path / "bot_bot.jsonl")
-    spot = {"bot_conversations": "bot_bot.jsonl", "segment_lengths": LENGTHS, "segments_per_hit": 8,
-            "annotations_per_segment": 2, "human_count": 3, **section}
+    spot = {
+        "bot_conversations": "bot_bot.jsonl",
+        "segment_lengths": LENGTHS,
+        "segments_per_hit": 8,
+        "annotations_per_segment": 2,
+        "human_count": 3,
+        **section,
+    }
     if human_file:
         write_human_human(tmp_path / "human.jsonl")
         spot["human_conversations"] = "human.jsonl"
     data = {
-        "study": "stb-demo", "task": "spot_the_bot", "seed": 3, "budget": "100.00",
-        "out": str(tmp_path / "runs"), "database": database_url,
+        "study": "stb-demo",
+        "task": "spot_the_bot",
+        "seed": 3,
+        "budget": "100.00",
+        "out": str(tmp_path / "runs"),
+        "database": database_url,
         "systems": [{"name": n} for n in QUALITY],
         "spot_the_bot": spot,
         "hit": {"title": "Is it a person or a bot?", "reward": "1.00"},
         "schedule": {"per_worker_cap": 3, "interval_s": 0.3, "wave_size": 10, "max_concurrent": 10},
-        "simulated": {"workers": [{"profile": "diligent", "count": 7}, {"profile": "noisy", "count": 2},
-                                  {"profile": "spammer", "count": 2}],
-                      "quality": QUALITY, "concurrency": 6},
+        "simulated": {
+            "workers": [
+                {"profile": "diligent", "count": 7},
+                {"profile": "noisy", "count": 2},
+                {"profile": "spammer", "count": 2},
+            ],
+            "quality": QUALITY,
+            "concurrency": 6,
+        },
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -119,9 +145,21 @@ def test_simulated_spot_the_bot_study_keeps_every_constraint_and_exports_the_ana
 
     export = out / "export"
     table = pd.read_csv(export / "annotations.csv", dtype=str, keep_default_na=False)
-    assert list(table.columns) == ["study", "hit_id", "assignment_id", "worker_id", "conversation_id",
-                                   "segment_exchanges", "entity", "system", "label", "fluency", "sensibleness",
-                                   "specificity", "elapsed_s"]
+    assert list(table.columns) == [
+        "study",
+        "hit_id",
+        "assignment_id",
+        "worker_id",
+        "conversation_id",
+        "segment_exchanges",
+        "entity",
+        "system",
+        "label",
+        "fluency",
+        "sensibleness",
+        "specificity",
+        "elapsed_s",
+    ]
     assert len(table) == 2 * 2 * len(units)
     assert set(table["fluency"]) <= {"+1", "0", "-1"} and set(table["label"]) <= {"human", "bot", "unsure"}
     assert (table["elapsed_s"] != "").all()
@@ -209,7 +247,11 @@ def test_the_section_is_optional_and_checked_against_generation(tmp_path):
         parse_study({**base, "generation": {"exchanges": 3}})
     with pytest.raises(ConfigError, match="segment lengths must be distinct"):
         parse_study({**base, "spot_the_bot": {"segment_lengths": [2, 2]}})
-    assert parse_study({**base, "spot_the_bot": {"segment_lengths": [3, 1, 2]}}).spot_the_bot.segment_lengths == [1, 2, 3]
+    assert parse_study({**base, "spot_the_bot": {"segment_lengths": [3, 1, 2]}}).spot_the_bot.segment_lengths == [
+        1,
+        2,
+        3,
+    ]
     with pytest.raises(ConfigError, match="needs 6 different workers"):
         parse_study({**base, "simulated": {"workers": [{"profile": "diligent", "count": 5}]}})
 
@@ -226,20 +268,29 @@ def test_human_material_defaults_to_one_pairs_share_and_says_when_the_corpus_is_
         task_for(config).build()
 
 
-def test_from_bot_bot_generation_to_annotations_in_one_launch(tmp_path, database_url):
+def test_from_bot_bot_generation_to_annotations_in_one_launch(tmp_path, one_database_url):
     """launch generates the bot–bot material over the OpenAI protocol, then runs the labelling study."""
+    database_url = one_database_url  # one store: what this test checks is not storage
     from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 
     server = BotServer(build_backends(degraded=[DegradedSpec(n) for n in QUALITY], seed=4), port=0).start()
     try:
         write_human_human(tmp_path / "human.jsonl")
         data = {
-            "study": "stb-gen", "task": "spot_the_bot", "seed": 8, "budget": "100.00",
-            "out": str(tmp_path / "runs"), "database": database_url,
+            "study": "stb-gen",
+            "task": "spot_the_bot",
+            "seed": 8,
+            "budget": "100.00",
+            "out": str(tmp_path / "runs"),
+            "database": database_url,
             "systems": [{"name": n, "url": server.url, "model": n} for n in QUALITY],
             "generation": {"conversations_per_pair": 2, "exchanges": 5, "parallel": 4},
-            "spot_the_bot": {"human_conversations": "human.jsonl", "segment_lengths": LENGTHS,
-                             "segments_per_hit": 8, "human_count": 3},
+            "spot_the_bot": {
+                "human_conversations": "human.jsonl",
+                "segment_lengths": LENGTHS,
+                "segments_per_hit": 8,
+                "human_count": 3,
+            },
             "schedule": {"per_worker_cap": 3, "interval_s": 0.3, "wave_size": 10, "max_concurrent": 10},
             "simulated": {"workers": [{"profile": "diligent", "count": 8}], "quality": QUALITY, "concurrency": 6},
         }

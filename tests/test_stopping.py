@@ -1,5 +1,6 @@
 """Studies that stop when their decision is made: the stop rule's statistics, and whole adaptive studies
 with the simulated crowd through real HTTP, asserted on the database, the export and the report."""
+
 from __future__ import annotations
 
 import json
@@ -47,17 +48,32 @@ def test_an_interval_narrows_with_data_and_names_the_better_system():
 
 
 def test_a_pair_too_close_to_settle_within_the_planned_size_is_futile_and_a_wide_one_is_not():
-    close, wide = intervals([Comparison("a", "b", 1500, 0.505, 0.25, 2000, null=0.5),
-                             Comparison("a", "c", 100, 0.56, 0.25, 2000, null=0.5)], 0.05)
+    close, wide = intervals(
+        [
+            Comparison("a", "b", 1500, 0.505, 0.25, 2000, null=0.5),
+            Comparison("a", "c", 100, 0.56, 0.25, 2000, null=0.5),
+        ],
+        0.05,
+    )
     assert close.futile and close.settled
     assert not wide.futile and not wide.settled
 
 
 def test_best_fires_only_when_one_system_beats_every_other():
     def state(ab, ac, bc):
-        return settle(intervals([Comparison("a", "b", 900, ab, 0.25, 1000, 0.5),
-                                 Comparison("a", "c", 900, ac, 0.25, 1000, 0.5),
-                                 Comparison("b", "c", 900, bc, 0.25, 1000, 0.5)], 0.05), "best", ["a", "b", "c"])
+        return settle(
+            intervals(
+                [
+                    Comparison("a", "b", 900, ab, 0.25, 1000, 0.5),
+                    Comparison("a", "c", 900, ac, 0.25, 1000, 0.5),
+                    Comparison("b", "c", 900, bc, 0.25, 1000, 0.5),
+                ],
+                0.05,
+            ),
+            "best",
+            ["a", "b", "c"],
+        )
+
     fired = state(0.7, 0.8, 0.6)
     assert fired.fired and fired.leader == "a" and "a is best" in fired.outcome
     tied_top = state(0.5, 0.8, 0.8)
@@ -67,8 +83,13 @@ def test_best_fires_only_when_one_system_beats_every_other():
 
 # The study file -----------------------------------------------------------------------------------
 def _study(**changes):
-    base = {"study": "s", "task": "pairwise", "budget": "10", "systems": [{"name": "a"}, {"name": "b"}],
-            "pairwise": {"responses": "r.jsonl"}}
+    base = {
+        "study": "s",
+        "task": "pairwise",
+        "budget": "10",
+        "systems": [{"name": "a"}, {"name": "b"}],
+        "pairwise": {"responses": "r.jsonl"},
+    }
     return parse_study({**base, **changes})
 
 
@@ -86,12 +107,19 @@ def test_a_stop_rule_on_a_pair_must_name_two_systems_of_the_study():
 
 
 # Whole studies ------------------------------------------------------------------------------------
-def _adaptive_pairwise(tmp_path, database_url, quality):
-    return pairwise_study(tmp_path, database_url, design="adaptive", stop={"decision": "best"},
-                          simulated={"quality": quality, "workers": [{"profile": "diligent", "count": 12},
-                                                                     {"profile": "spammer", "count": 2}]},
-                          pairwise={"prompts_per_hit": 5},
-                          schedule={"wave_size": 1, "max_concurrent": 2, "per_worker_cap": 6})
+def _adaptive_pairwise(tmp_path, database_url, quality, prompts_per_hit: int = 5):
+    return pairwise_study(
+        tmp_path,
+        database_url,
+        design="adaptive",
+        stop={"decision": "best"},
+        simulated={
+            "quality": quality,
+            "workers": [{"profile": "diligent", "count": 12}, {"profile": "spammer", "count": 2}],
+        },
+        pairwise={"prompts_per_hit": prompts_per_hit},
+        schedule={"wave_size": 1, "max_concurrent": 2, "per_worker_cap": 6},
+    )
 
 
 def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tmp_path, one_database_url):
@@ -115,12 +143,15 @@ def test_an_adaptive_pairwise_study_stops_early_when_one_system_is_far_better(tm
     assert shown["stopped_by_rule"]["outcome"].startswith("alpha is best") and shown["hits"]["withdrawn"] > 0
     files = report(out)
     assert "## Stopping rule" in files.markdown.read_text()
-    assert (f"The rule fired after {rule['fired_after_hits']} of the fixed design's "
-            f"{rule['fixed_design']['assignments']} assignments (alpha is best") in files.methods
+    assert (
+        f"The rule fired after {rule['fired_after_hits']} of the fixed design's "
+        f"{rule['fixed_design']['assignments']} assignments (alpha is best"
+    ) in files.methods
 
 
 def test_an_adaptive_pairwise_study_of_equal_systems_runs_its_whole_design(tmp_path, one_database_url):
-    study_file = _adaptive_pairwise(tmp_path, one_database_url, EQUAL)
+    # Ten prompts a HIT: the whole design in half as many HITs (each still a look for the rule).
+    study_file = _adaptive_pairwise(tmp_path, one_database_url, EQUAL, prompts_per_hit=10)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
     with session_scope(one_database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
@@ -161,39 +192,65 @@ def _adaptive_stb(tmp_path, database_url, quality, per_pair: int):
     rule fired after 17 to 26 of its 36 assignments, and in one loaded CI run not at all; with ten a
     pair it fired after 14 to 16 of 54 with the earlier asymptotic sequences. The bounded per-conversation
     sequences need more conversations before they can settle (in one loaded run ten a pair never fired), so
-    the wide case has fourteen. The equal case keeps six, its whole design being run."""
+    the wide case has fourteen. The equal case has four, its whole design being run."""
     from tests.test_spot_the_bot_study import stb_study, write_bot_bot, write_human_human
 
-    humans = 12 if per_pair > 10 else 9 if per_pair > 6 else 6
+    humans = 12 if per_pair > 10 else 9 if per_pair > 6 else 6 if per_pair > 4 else 4
     study_file = stb_study(tmp_path, database_url, human_count=humans)
     write_bot_bot(tmp_path / "bot_bot.jsonl", per_pair=per_pair)
     write_human_human(tmp_path / "human.jsonl", count=humans + 2)
     return adaptive(study_file, yaml.safe_load(study_file.read_text()), quality, per_worker_cap=4)
 
 
-@pytest.mark.parametrize("quality, stops, per_pair", [({"alpha": 0.95, "beta": 0.05, "gamma": 0.05}, True, 14),
-                                                      ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False, 6)],
-                         ids=["wide", "equal"])
-def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_better(tmp_path, one_database_url,
-                                                                                     quality, stops, per_pair):
-    launch(_adaptive_stb(tmp_path, one_database_url, quality, per_pair), yes=True, show_progress=False, echo=lambda _m: None,
-           timeout_s=300)
+@pytest.mark.parametrize(
+    "quality, stops, per_pair",
+    [({"alpha": 0.95, "beta": 0.05, "gamma": 0.05}, True, 14), ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False, 4)],
+    ids=["wide", "equal"],
+)
+def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_better(
+    tmp_path, one_database_url, quality, stops, per_pair
+):
+    launch(
+        _adaptive_stb(tmp_path, one_database_url, quality, per_pair),
+        yes=True,
+        show_progress=False,
+        echo=lambda _m: None,
+        timeout_s=300,
+    )
     assert_stopped_early_only_if(stops, one_database_url, "alpha")
     with session_scope(one_database_url) as s:
         # The adaptive order keeps the packing's constraint: no worker saw two segments of one conversation.
-        seen = s.execute(select(Assignment.worker_id, Unit.conversation_id).join(Hit, Hit.id == Assignment.hit_id)
-                         .join(HitUnit, HitUnit.hit_id == Hit.id).join(Unit, Unit.id == HitUnit.unit_id)).all()
+        seen = s.execute(
+            select(Assignment.worker_id, Unit.conversation_id)
+            .join(Hit, Hit.id == Assignment.hit_id)
+            .join(HitUnit, HitUnit.hit_id == Hit.id)
+            .join(Unit, Unit.id == HitUnit.unit_id)
+        ).all()
         assert len(seen) == len(set(seen)) > 0
 
 
-@pytest.mark.parametrize("quality, stops", [({"anna": 0.95, "bert": 0.3, "cleo": 0.3, "dora": 0.2, "emil": 0.1}, True),
-                                            ({"anna": 0.5, "bert": 0.5, "cleo": 0.5, "dora": 0.5, "emil": 0.5}, False)],
-                         ids=["wide", "equal"])
-def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_better(tmp_path, one_database_url,
-                                                                                     bot_server, quality, stops):  # noqa: F811
-    # the bounded sequence over HITs needs about 20 HITs holding a pair before it can settle it at α/10
-    study_file = live_chat_study(tmp_path, one_database_url, bot_server, hits=90 if stops else 20, slots_per_hit=4)
-    adaptive(study_file, yaml.safe_load(study_file.read_text()), {**quality, "qc": 0.02}, min_hits=3, per_worker_cap=2)
+@pytest.mark.parametrize(
+    "quality, stops",
+    [
+        ({"anna": 0.95, "bert": 0.3, "cleo": 0.2, "dora": 0.1}, True),
+        ({"anna": 0.5, "bert": 0.5, "cleo": 0.5, "dora": 0.5}, False),
+    ],
+    ids=["wide", "equal"],
+)
+def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_better(
+    tmp_path,
+    one_database_url,
+    bot_server,  # noqa: F811 - the fixture imported above
+    quality,
+    stops,
+):
+    # Four systems, three in each HIT (the design picks which), so a pair is in half of the HITs: the bounded
+    # sequence over HITs needs about 20 HITs holding a pair before it can settle it at α/10. The equal case
+    # runs its whole design: eight HITs, each a look for the rule.
+    study_file = live_chat_study(tmp_path, one_database_url, bot_server, hits=60 if stops else 8, slots_per_hit=4)
+    data = yaml.safe_load(study_file.read_text())
+    data["systems"] = [s for s in data["systems"] if s["name"] in {*quality, "qc"}]
+    adaptive(study_file, data, {**quality, "qc": 0.02}, min_hits=3, per_worker_cap=2)
     launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
     assert_stopped_early_only_if(stops, one_database_url, "anna")
     with session_scope(one_database_url) as s:
@@ -203,24 +260,36 @@ def test_an_adaptive_live_chat_study_stops_early_only_when_one_system_is_far_bet
             assert sum(p["is_control"] for p in payloads) == 1 and len({p.get("system") for p in payloads}) == 4
 
 
-def _adaptive_rating(tmp_path, database_url, quality):
+def _adaptive_rating(tmp_path, database_url, quality, prompts: int = 30):
+    """The example rating study on its first ``prompts`` prompts (of 30), five items a HIT, adaptive."""
     from tests.studies import REPO
 
     data = yaml.safe_load((REPO / "examples" / "rating.yaml").read_text())
-    data["rating"]["responses"] = str(REPO / "examples" / "data" / "ab_responses.jsonl")
+    responses = (REPO / "examples" / "data" / "ab_responses.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "responses.jsonl").write_text("".join(responses[:prompts]))
+    data["rating"]["responses"] = str(tmp_path / "responses.jsonl")
     data["rating"]["items_per_hit"] = 5
     data.update(out=str(tmp_path / "runs"), database=database_url)
     data["simulated"]["seconds_per_answer"] = 0
     return adaptive(tmp_path / "study.yaml", data, quality, min_hits=3, qc_failures="pay")
 
 
-@pytest.mark.parametrize("quality, stops", [({"alpha": 0.95, "beta": 0.3, "gamma": 0.1}, True),
-                                            ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False)],
-                         ids=["wide", "equal"])
-def test_an_adaptive_rating_study_stops_early_only_when_one_system_is_far_better(tmp_path, one_database_url,
-                                                                                 quality, stops):
-    launch(_adaptive_rating(tmp_path, one_database_url, quality), yes=True, show_progress=False, echo=lambda _m: None,
-           timeout_s=300)
+@pytest.mark.parametrize(
+    "quality, stops",
+    [({"alpha": 0.95, "beta": 0.3, "gamma": 0.1}, True), ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False)],
+    ids=["wide", "equal"],
+)
+def test_an_adaptive_rating_study_stops_early_only_when_one_system_is_far_better(
+    tmp_path, one_database_url, quality, stops
+):
+    launch(
+        # The equal case runs its whole design, on 12 of the 30 prompts: each of its HITs a look for the rule.
+        _adaptive_rating(tmp_path, one_database_url, quality, prompts=30 if stops else 12),
+        yes=True,
+        show_progress=False,
+        echo=lambda _m: None,
+        timeout_s=300,
+    )
     assert_stopped_early_only_if(stops, one_database_url, "alpha")
 
 
@@ -229,8 +298,12 @@ def test_a_dry_run_states_the_stopping_rule_and_that_its_cost_is_a_ceiling(tmp_p
 
     from hitkit.cli import main
 
-    study = pairwise_study(tmp_path, f"sqlite:///{tmp_path / 'db.sqlite'}", design="adaptive",
-                           stop={"decision": "pair", "systems": ["alpha", "gamma"], "alpha": 0.01})
+    study = pairwise_study(
+        tmp_path,
+        f"sqlite:///{tmp_path / 'db.sqlite'}",
+        design="adaptive",
+        stop={"decision": "pair", "systems": ["alpha", "gamma"], "alpha": 0.01},
+    )
     run = CliRunner().invoke(main, ["launch", str(study), "--dry-run"])
     assert run.exit_code == 0, run.output
     assert "Stopping rule: pair (one named pair of systems" in run.output and "α = 0.01" in run.output
@@ -253,9 +326,13 @@ def test_asymptotic_sequences_looked_at_after_every_hit_keep_false_claims_near_a
                 held = rng.choice(3, size=2, replace=False)
                 sums[t, held] += rng.normal(size=2)
                 counts[t, held] += 1
-            claims += any(i.winner for n in range(1, hits + 1)
-                          for i in intervals([c for c in from_hit_sums(sums[:n], counts[:n], n, systems, plan)
-                                              if (c.a, c.b) == ("a", "b")], 0.05))
+            claims += any(
+                i.winner
+                for n in range(1, hits + 1)
+                for i in intervals(
+                    [c for c in from_hit_sums(sums[:n], counts[:n], n, systems, plan) if (c.a, c.b) == ("a", "b")], 0.05
+                )
+            )
         return claims / studies
 
     assert false_claims(seed=1) <= 0.06
@@ -263,36 +340,59 @@ def test_asymptotic_sequences_looked_at_after_every_hit_keep_false_claims_near_a
     assert false_claims(seed=1) > 0.12
 
 
-def test_a_study_launched_before_stopping_rules_existed_resumes_but_cannot_gain_a_rule(tmp_path, database_url):
+def test_a_study_launched_before_stopping_rules_existed_resumes_but_cannot_gain_a_rule(tmp_path, one_database_url):
+    database_url = one_database_url  # one store: what this test checks is not storage
     from hitkit.errors import HitkitError
 
     with pytest.raises(HitkitError):  # the budget stops it after two HITs
-        launch(pairwise_study(tmp_path, database_url, budget="4.00"), yes=True, show_progress=False,
-               echo=lambda _m: None, timeout_s=60)
+        launch(
+            pairwise_study(tmp_path, database_url, budget="4.00"),
+            yes=True,
+            show_progress=False,
+            echo=lambda _m: None,
+            timeout_s=60,
+        )
     with session_scope(database_url) as s:  # as an older hitkit stored it: no design, stop, judge, authenticity
         study = s.scalar(select(Study))
         study.config = {k: v for k, v in study.config.items() if k not in ("design", "stop", "judge", "authenticity")}
     with pytest.raises(HitkitError, match="stop changed since the study was launched"):
-        launch(pairwise_study(tmp_path, database_url, budget="60.00", stop={"decision": "best"}), yes=True,
-               resume=True, show_progress=False, echo=lambda _m: None, timeout_s=10)
-    launch(pairwise_study(tmp_path, database_url, budget="60.00"), yes=True, resume=True, show_progress=False,
-           echo=lambda _m: None, timeout_s=120)
+        launch(
+            pairwise_study(tmp_path, database_url, budget="60.00", stop={"decision": "best"}),
+            yes=True,
+            resume=True,
+            show_progress=False,
+            echo=lambda _m: None,
+            timeout_s=10,
+        )
+    launch(
+        pairwise_study(tmp_path, database_url, budget="60.00"),
+        yes=True,
+        resume=True,
+        show_progress=False,
+        echo=lambda _m: None,
+        timeout_s=120,
+    )
     with session_scope(database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
 
 
 def test_a_rule_on_the_quality_control_bot_or_beside_a_judge_is_refused_with_the_reason():
-    chat = {"study": "c", "task": "live_chat", "budget": "10",
-            "systems": [{"name": n, "url": "http://127.0.0.1:9", "model": n} for n in ("a", "b", "qc")],
-            "live_chat": {"hits": 2, "slots_per_hit": 3, "control": "qc"}}
+    chat = {
+        "study": "c",
+        "task": "live_chat",
+        "budget": "10",
+        "systems": [{"name": n, "url": "http://127.0.0.1:9", "model": n} for n in ("a", "b", "qc")],
+        "live_chat": {"hits": 2, "slots_per_hit": 3, "control": "qc"},
+    }
     with pytest.raises(ConfigError, match="stop.systems names the quality-control system qc"):
         parse_study({**chat, "stop": {"decision": "pair", "systems": ["a", "qc"]}})
     with pytest.raises(ConfigError, match="stop: and judge: cannot be used together yet"):
         _study(stop={"decision": "best"}, judge={"url": "http://127.0.0.1:9", "model": "j", "human_share": 0.5})
 
 
-def test_a_provider_that_fails_to_close_a_hit_when_the_rule_fires_is_asked_again_next_tick(tmp_path, database_url,
-                                                                                           monkeypatch):
+def test_a_provider_that_fails_to_close_a_hit_when_the_rule_fires_is_asked_again_next_tick(
+    tmp_path, database_url, monkeypatch
+):
     from hitkit.analysis.sequential import RuleState
     from hitkit.providers.simulated import SimulatedProvider
     from hitkit.running import stopping

@@ -1,4 +1,5 @@
 """The worker entry flow over real HTTP: preview, tokens, answers, submission, hand-back."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,11 +19,20 @@ def live(tmp_path, database_url):
         yield url, database_url, secret
 
 
+@pytest.fixture
+def live_one(tmp_path, one_database_url):
+    """``live`` on one store, for the browser tests, whose subject is the page rather than storage."""
+    for url, _config, secret in served(pairwise_study(tmp_path, one_database_url), one_database_url):
+        yield url, one_database_url, secret
+
+
 def accept(base: str, worker: str, hit: int = 1) -> tuple[requests.Session, str]:
     """Arrive as ``worker`` on HIT ``hit``, consent, and return the session and the task page URL."""
     http = requests.Session()
-    page = http.get(f"{base}/s/ab-demo/hit/{hit}", params={"workerId": worker, "assignmentId": f"{worker}-A{hit}",
-                                                           "hitId": f"h{hit}"})
+    page = http.get(
+        f"{base}/s/ab-demo/hit/{hit}",
+        params={"workerId": worker, "assignmentId": f"{worker}-A{hit}", "hitId": f"h{hit}"},
+    )
     assert page.status_code == 200, page.text
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
@@ -40,7 +50,9 @@ def answer_all(http: requests.Session, task: str) -> dict:
 
 def test_preview_shows_the_task_read_only_and_cannot_submit(live):
     base, url, _ = live
-    page = requests.get(f"{base}/s/ab-demo/hit/1", params={"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "h1"})
+    page = requests.get(
+        f"{base}/s/ab-demo/hit/1", params={"assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE", "hitId": "h1"}
+    )
     assert page.status_code == 200
     assert "Preview" in page.text and "disabled" in page.text and 'id="submit"' not in page.text
     # With no token there is nothing to post to; a made-up one is refused.
@@ -61,7 +73,9 @@ def test_a_token_for_one_assignment_cannot_answer_or_submit_another(live):
         forged = tokens.assignment_token("wrong-secret", b.id, b.token_nonce)
         swapped = token_a.split(".")[0][:-2] + "Mg." + token_a.split(".")[1]
     for bad in (forged, swapped, "x.y", token_a + "x"):
-        assert requests.post(f"{base}/a/ab-demo/{bad}/submit", headers={"Accept": "application/json"}).status_code == 403
+        assert (
+            requests.post(f"{base}/a/ab-demo/{bad}/submit", headers={"Accept": "application/json"}).status_code == 403
+        )
     # A's genuine token only ever reaches A's assignment, which is still open and unanswered.
     assert http_a.post(task_a + "submit", headers={"Accept": "application/json"}).status_code == 400
     with session_scope(url) as s:
@@ -136,10 +150,20 @@ def test_gunicorn_serves_the_worker_pages_with_the_shipped_config(live, tmp_path
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "HITKIT_DATABASE_URL": url, "HITKIT_SECRET": secret, "HITKIT_BIND": f"127.0.0.1:{port}",
-           "HITKIT_WEB_WORKERS": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "HITKIT_DATABASE_URL": url,
+        "HITKIT_SECRET": secret,
+        "HITKIT_BIND": f"127.0.0.1:{port}",
+        "HITKIT_WEB_WORKERS": "2",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "ops/gunicorn.conf.py", "server.wsgi:app"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -187,8 +211,9 @@ def test_a_comment_on_the_whole_hit_is_stored_with_the_submission_and_exported(l
     base, url, secret = live
     http, task = accept(base, "W-fb")
     answer_all(http, task)
-    done = http.post(task + "submit", json={"feedback": "The B answers were cut off."},
-                     headers={"Accept": "application/json"})
+    done = http.post(
+        task + "submit", json={"feedback": "The B answers were cut off."}, headers={"Accept": "application/json"}
+    )
     assert done.status_code == 200
     with session_scope(url) as s:
         assert s.scalar(select(Assignment.feedback)) == "The B answers were cut off."

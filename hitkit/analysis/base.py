@@ -5,6 +5,7 @@ the report and a notebook treat them alike: ``result.tables["ranking"]`` is a Da
 ``result.summary`` a JSON-able dict, and ``result.write(out_dir)`` puts every table as CSV, the
 summary as ``summary.json`` and every figure as PNG into one folder.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,10 @@ class AnalysisResult:
 def png(draw: Callable[[], bytes]) -> Figure:
     """A :data:`Figure` that writes the PNG bytes ``draw`` returns (a protocol's ``figures`` function,
     the same one its report section shows)."""
+
     def write(path: Path) -> None:
         Path(path).write_bytes(draw())
+
     return write
 
 
@@ -63,8 +66,11 @@ def common_options(options: dict) -> dict:
     return {k: options[k] for k in COMMON_OPTIONS if k in options}
 
 
-def add_judge(result: AnalysisResult, parts: tuple[dict[str, pd.DataFrame], dict, list[str]],
-              figure: Callable[[pd.DataFrame], bytes]) -> None:
+def add_judge(
+    result: AnalysisResult,
+    parts: tuple[dict[str, pd.DataFrame], dict, list[str]],
+    figure: Callable[[pd.DataFrame], bytes],
+) -> None:
     """Add a judged study's part of the analysis to ``result``: the protocol's ``analysis_tables``
     (tables, summary, warnings) as its tables, ``summary["judge"]`` and more ``warnings``, and
     ``figure`` of ``judge_win_rates``."""

@@ -3,6 +3,7 @@ sequence for the mean of bounded observations (Waudby-Smith & Ramdas, "Estimatin
 variables by betting", JRSS-B 86(1), 2024, Theorem 3, with predictable plug-in bets), valid in finite
 samples at every look at once whenever each observation has the same conditional mean given those before
 it. Pure numpy; vectorised where a benchmark runs many studies at once."""
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,9 @@ def bounded_excludes(state: np.ndarray, alpha: float) -> tuple[np.ndarray, np.nd
     return (kp >= level) & (kp >= km), (km >= level) & (km > kp)
 
 
-def bounded_interval(values: np.ndarray, lo: float, hi: float, alpha: float, planned: float,
-                     null: float | None = None) -> tuple[float, float]:
+def bounded_interval(
+    values: np.ndarray, lo: float, hi: float, alpha: float, planned: float, null: float | None = None
+) -> tuple[float, float]:
     """(low, high) of the two-sided (1 − α) hedged betting confidence sequence (Waudby-Smith & Ramdas
     2024, Theorem 3, predictable plug-in bets) for the mean of observations in [lo, hi] that arrive in
     this order, at its last look: the candidate means m whose hedged capital max(K⁺(m), K⁻(m))/2 stays
@@ -79,14 +81,17 @@ def bounded_interval(values: np.ndarray, lo: float, hi: float, alpha: float, pla
     return lo + (hi - lo) * float(inside.min()), lo + (hi - lo) * float(inside.max())
 
 
-def bounded_radius(n, variance, alpha: float, planned: float):
+def bounded_radius(n, variance, alpha: float, planned, m: float = 0.5):
     """The half-width (in [0, 1] units) the bounded sequence is expected to have after ``n`` observations
-    of this variance, its bets at their planned value: the capital's expected log-growth at distance r
-    from the mean, n(λr − λ²σ²/2 − …), reaches log(2/α) (the empirical-Bernstein form,
-    (log(2/α) + n·σ²·(−log(1 − λ) − λ)) / (nλ)); for futility, an approximation (vectorised over ``n``)."""
+    of this variance around the candidate mean ``m``, its bets at their planned value λ (:func:`_bets`,
+    truncated as :func:`bounded_step` truncates them, at c/max(m, 1 − m)): where the capital's expected
+    log-growth at distance r from the mean, to second order n(λr − λ²σ²/2), reaches log(2/α), i.e.
+    r = log(2/α)/(nλ) + λσ²/2. For futility and ``undecided``, an approximation (vectorised over ``n``,
+    ``variance`` and ``planned``)."""
     n = np.asarray(n, dtype=float)
-    variance = max(float(variance), 1e-12)
-    lam = min(math.sqrt(2 * math.log(2 / alpha) / (variance * max(planned, 1.0))), BET_CAP)
+    variance = np.maximum(np.asarray(variance, dtype=float), 1e-12)
+    cap = BET_CAP / max(m, 1 - m)
+    lam = np.minimum(np.sqrt(2 * math.log(2 / alpha) / (variance * np.maximum(planned, 1.0))), cap)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = (math.log(2 / alpha) + n * variance * (-math.log1p(-lam) - lam)) / (n * lam)
+        r = math.log(2 / alpha) / (n * lam) + lam * variance / 2
     return np.where(n > 0, r, np.inf)

@@ -2,6 +2,7 @@
 sample of 0-or-1 outcomes is all one way (0 of n, n of n), whose t interval collapses to a point.
 
 Pure functions; the win-rate tables call them after computing their usual intervals."""
+
 from __future__ import annotations
 
 import math

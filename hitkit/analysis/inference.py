@@ -18,6 +18,7 @@ those policies as small pure functions so that every protocol applies them the s
   small-sample factor √(C/(C − 1)) · t_{C−1} / z for C clusters. With 24 workers the plain one
   covers 92.7 % (``benchmarks/coverage.py``); a bootstrap of few clusters is too narrow.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,7 @@ def check_correction(correction: str) -> Correction:
     return correction  # type: ignore[return-value]
 
 
-def adjust(p_values: Sequence[float] | np.ndarray, correction: Correction = DEFAULT_CORRECTION
-           ) -> np.ndarray:
+def adjust(p_values: Sequence[float] | np.ndarray, correction: Correction = DEFAULT_CORRECTION) -> np.ndarray:
     """Family-wise adjusted p-values, in input order; NaN stays NaN and is not counted.
 
     ``bonferroni``: min(1, m·p). ``holm``: step-down, min(1, max over j ≤ i of (m − j + 1)·p_(j))
@@ -75,8 +75,11 @@ def adjust(p_values: Sequence[float] | np.ndarray, correction: Correction = DEFA
 
 def correction_label(correction: str) -> str:
     """How a table or a sentence names the correction: e.g. "Bonferroni-corrected"."""
-    return {"bonferroni": "Bonferroni-corrected", "holm": "Holm-corrected",
-            "none": "not corrected for multiple comparisons"}[correction]
+    return {
+        "bonferroni": "Bonferroni-corrected",
+        "holm": "Holm-corrected",
+        "none": "not corrected for multiple comparisons",
+    }[correction]
 
 
 def check_duplicates_policy(policy: str) -> DuplicatePolicy:
@@ -86,9 +89,15 @@ def check_duplicates_policy(policy: str) -> DuplicatePolicy:
     return policy  # type: ignore[return-value]
 
 
-def apply_duplicate_policy(table: pd.DataFrame, key: Sequence[str], policy: DuplicatePolicy,
-                           *, what: str, source, unit: Sequence[str] | None = None
-                           ) -> tuple[pd.DataFrame, dict]:
+def apply_duplicate_policy(
+    table: pd.DataFrame,
+    key: Sequence[str],
+    policy: DuplicatePolicy,
+    *,
+    what: str,
+    source,
+    unit: Sequence[str] | None = None,
+) -> tuple[pd.DataFrame, dict]:
     """Resolve rows whose ``unit`` columns repeat within one ``key``; returns (table, report).
 
     A *unit* is the group of rows that belong together (for Spot The Bot: one segment
@@ -104,40 +113,47 @@ def apply_duplicate_policy(table: pd.DataFrame, key: Sequence[str], policy: Dupl
     unit_cols = list(unit) if unit is not None else None
     frame = table.reset_index(drop=True)
     frame["_row"] = table.index.to_numpy()
-    frame["_unit"] = (frame.groupby(unit_cols, sort=False).ngroup() if unit_cols
-                      else np.arange(len(frame)))
+    frame["_unit"] = frame.groupby(unit_cols, sort=False).ngroup() if unit_cols else np.arange(len(frame))
     units = frame.drop_duplicates("_unit")[key + ["_unit", "_row"]]
     repeated = units.duplicated(key, keep=False)
-    report = {"policy": policy, "keys": int(units[repeated].drop_duplicates(key).shape[0]),
-              "rows_removed": 0}
+    report = {"policy": policy, "keys": int(units[repeated].drop_duplicates(key).shape[0]), "rows_removed": 0}
     if not repeated.any():
         return table, report
     if policy == "error":
         first = units[units.duplicated(key, keep="first")].iloc[0]
         row = first["_row"]
         row = row.item() if isinstance(row, np.generic) else row
-        where = ({"path": source, "line": int(row) + 2} if hasattr(source, "suffix")
-                 else {"path": f"{source} row {row!r}"})
-        raise InputError(message=f"{what} repeats ({', '.join(f'{k}={first[k]!r}' for k in key)}); "
-                         "choose a duplicate policy (first, last or drop: `--duplicates`) to "
-                         "analyse the file anyway", **where)
+        where = (
+            {"path": source, "line": int(row) + 2} if hasattr(source, "suffix") else {"path": f"{source} row {row!r}"}
+        )
+        raise InputError(
+            message=f"{what} repeats ({', '.join(f'{k}={first[k]!r}' for k in key)}); "
+            "choose a duplicate policy (first, last or drop: `--duplicates`) to "
+            "analyse the file anyway",
+            **where,
+        )
     if policy == "drop":
         keep_units = set(units.loc[~repeated, "_unit"])
     else:
         keep_units = set(units.drop_duplicates(key, keep=policy)["_unit"])
     keep = frame["_unit"].isin(keep_units).to_numpy()
     report["rows_removed"] = int((~keep).sum())
-    warnings.warn(f"{report['keys']} {what} key(s) repeat; duplicate policy '{policy}' removed "
-                  f"{report['rows_removed']} row(s)", DuplicateRowsWarning, stacklevel=2)
+    warnings.warn(
+        f"{report['keys']} {what} key(s) repeat; duplicate policy '{policy}' removed {report['rows_removed']} row(s)",
+        DuplicateRowsWarning,
+        stacklevel=2,
+    )
     return table[keep], report
 
 
 def duplicate_warnings(reports: Sequence[tuple[str, dict | None]]) -> list[str]:
     """One warning line per duplicate report that removed rows: ``(what repeated, report)`` pairs,
     e.g. ``("rating key(s) (assignment, conversation, criterion)", report)``."""
-    return [f"{report['keys']} {what} repeat; duplicate policy '{report['policy']}' removed "
-            f"{report['rows_removed']} row(s)"
-            for what, report in reports if report and report.get("rows_removed")]
+    return [
+        f"{report['keys']} {what} repeat; duplicate policy '{report['policy']}' removed {report['rows_removed']} row(s)"
+        for what, report in reports
+        if report and report.get("rows_removed")
+    ]
 
 
 def cluster_codes(labels: Sequence | np.ndarray) -> tuple[np.ndarray, int]:
@@ -150,8 +166,7 @@ def cluster_codes(labels: Sequence | np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), len(uniques)
 
 
-def cluster_weights(cluster: np.ndarray, n_clusters: int, n_boot: int,
-                    rng: np.random.Generator) -> np.ndarray:
+def cluster_weights(cluster: np.ndarray, n_clusters: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """How often each row is in each cluster-bootstrap resample: [n_boot, n_rows] integers.
 
     Each resample draws ``n_clusters`` clusters uniformly with replacement; a row's weight is the
@@ -185,8 +200,9 @@ def expanded_tail(n_clusters: int, level: float = 0.95) -> float:
     return float(stats.norm.sf(z))
 
 
-def bootstrap_interval(boot: np.ndarray, n_clusters: Sequence[int] | np.ndarray | int,
-                       level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_interval(
+    boot: np.ndarray, n_clusters: Sequence[int] | np.ndarray | int, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) per column of ``boot`` [n_boot, statistics]: the expanded percentile interval.
 
     ``n_clusters`` is, per statistic (or one for all), the number of clusters that hold rows of

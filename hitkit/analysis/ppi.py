@@ -64,6 +64,7 @@ The human subset must be a uniformly random sample of the items the judge labell
 pair's items): PPI's validity rests on it. Items are treated as independent; clustering of votes
 by worker is not accounted for here. Pure functions: numpy, scipy and pandas, no database.
 """
+
 from __future__ import annotations
 
 import math
@@ -74,9 +75,12 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.bounded import rate_interval
+from hitkit.tables.schema import JUDGE_ESTIMATE_COLUMNS
 
-REFERENCE = ("prediction-powered inference with power tuning, PPI++ (Angelopoulos, Duchi & Zrnic "
-             "2023; Angelopoulos et al., Science 2023)")
+REFERENCE = (
+    "prediction-powered inference with power tuning, PPI++ (Angelopoulos, Duchi & Zrnic "
+    "2023; Angelopoulos et al., Science 2023)"
+)
 
 
 @dataclass(frozen=True)
@@ -169,15 +173,16 @@ def jackknife_variance(y, f_labelled, f_unlabelled) -> float:
     sy, sf, syf, sff = y.sum(), fh.sum(), (y * fh).sum(), (fh * fh).sum()
     covariance = ((syf - y * fh) - (sy - y) * (sf - fh) / m) / (m - 1)
     total, squares, count = sf - fh + fu.sum(), sff - fh * fh + (fu * fu).sum(), m + big_n
-    variance = (squares - total ** 2 / count) / (count - 1)
+    variance = (squares - total**2 / count) / (count - 1)
     lam = _tuned(covariance, variance, m, big_n)
     leave_out = (sy - y) / m + lam * (fu.mean() - (sf - fh) / m)
     jack = m / n * ((leave_out - leave_out.mean()) ** 2).sum()
     return float(jack + optimal_lambda(y, fh, fu) ** 2 * fu.var(ddof=1) / big_n)
 
 
-def ppi_mean(y, f_labelled, f_unlabelled, *, lam: float | None = None, level: float = 0.95,
-             small_sample: bool = True) -> PPIEstimate:
+def ppi_mean(
+    y, f_labelled, f_unlabelled, *, lam: float | None = None, level: float = 0.95, small_sample: bool = True
+) -> PPIEstimate:
     """PPI++ estimate of the mean of the human label, with its interval (module docstring).
 
     ``y`` and ``f_labelled``: the human and the judge's labels on the n labelled items (same
@@ -190,8 +195,10 @@ def ppi_mean(y, f_labelled, f_unlabelled, *, lam: float | None = None, level: fl
     """
     y, fh, fu = (np.asarray(a, dtype=float) for a in (y, f_labelled, f_unlabelled))
     if y.shape != fh.shape:
-        raise ValueError(f"{y.size} human labels but {fh.size} judge labels on the same items; "
-                         "give the judge's label for every human-labelled item")
+        raise ValueError(
+            f"{y.size} human labels but {fh.size} judge labels on the same items; "
+            "give the judge's label for every human-labelled item"
+        )
     n, big_n = y.size, fu.size
     human = mean_interval(y, level=level, small_sample=small_sample)
     if n < 2:
@@ -203,19 +210,24 @@ def ppi_mean(y, f_labelled, f_unlabelled, *, lam: float | None = None, level: fl
         lam = 0.0
     estimate = y.mean() + (lam * (fu.mean() - fh.mean()) if lam else 0.0)  # λ = 0: the mean, whatever f holds
     if not small_sample:
-        variance, df = (y - lam * fh).var() / n + (lam ** 2 * fu.var() / big_n if big_n else 0), None
+        variance, df = (y - lam * fh).var() / n + (lam**2 * fu.var() / big_n if big_n else 0), None
     elif fitted and big_n > 1 and n > 2:
         variance, df = jackknife_variance(y, fh, fu), n - 1
     else:
         variance, df = (y - lam * fh).var(ddof=1) / n, n - 1
         if lam and big_n > 1:
-            variance += lam ** 2 * fu.var(ddof=1) / big_n
+            variance += lam**2 * fu.var(ddof=1) / big_n
     se = math.sqrt(variance)
-    human_variance = human.se ** 2
-    effective = (n * human_variance / variance if variance > 0
-                 else float(n) if human_variance == 0 else math.inf)
-    return PPIEstimate(**vars(_interval(estimate, se, level, df)), lam=float(lam), n=n,
-                       n_unlabelled=big_n, n_effective=float(effective), human=human)
+    human_variance = human.se**2
+    effective = n * human_variance / variance if variance > 0 else float(n) if human_variance == 0 else math.inf
+    return PPIEstimate(
+        **vars(_interval(estimate, se, level, df)),
+        lam=float(lam),
+        n=n,
+        n_unlabelled=big_n,
+        n_effective=float(effective),
+        human=human,
+    )
 
 
 def order_averaged(first_shown, second_shown):
@@ -236,25 +248,26 @@ def _canonical(items: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"items lack column(s) {', '.join(missing)}; need {', '.join(ITEM_COLUMNS)}")
     if items["judge"].isna().any():
-        raise ValueError(f"{int(items['judge'].isna().sum())} item(s) have no judge score; the "
-                         "judge labels every item (drop the items it failed on, at random)")
+        raise ValueError(
+            f"{int(items['judge'].isna().sum())} item(s) have no judge score; the "
+            "judge labels every item (drop the items it failed on, at random)"
+        )
     swap = (items["system_a"] > items["system_b"]).to_numpy()
-    out = pd.DataFrame({
-        "system_a": np.where(swap, items["system_b"], items["system_a"]),
-        "system_b": np.where(swap, items["system_a"], items["system_b"]),
-        "human": np.where(swap, 1 - items["human"].to_numpy(float), items["human"].to_numpy(float)),
-        "judge": np.where(swap, 1 - items["judge"].to_numpy(float), items["judge"].to_numpy(float)),
-    })
+    out = pd.DataFrame(
+        {
+            "system_a": np.where(swap, items["system_b"], items["system_a"]),
+            "system_b": np.where(swap, items["system_a"], items["system_b"]),
+            "human": np.where(swap, 1 - items["human"].to_numpy(float), items["human"].to_numpy(float)),
+            "judge": np.where(swap, 1 - items["judge"].to_numpy(float), items["judge"].to_numpy(float)),
+        }
+    )
     return out
 
 
-WIN_RATE_COLUMNS = ("system_a", "system_b", "n_human", "n_judge",
-                    "human", "human_low", "human_high", "judge", "judge_low", "judge_high",
-                    "ppi", "ppi_low", "ppi_high", "lam", "n_effective", "fallback")
+WIN_RATE_COLUMNS = ("system_a", "system_b", *JUDGE_ESTIMATE_COLUMNS)
 
 
-def win_rates(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = True
-              ) -> pd.DataFrame:
+def win_rates(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = True) -> pd.DataFrame:
     """Per unordered pair (system_a < system_b by name): the win rate of system_a over system_b,
     human-only, judge-only and prediction-powered, each with its ``level`` interval.
 
@@ -274,17 +287,33 @@ def win_rates(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = 
         judge = mean_interval(f, level=level, small_sample=small_sample)
         # Win rates live in [0, 1]: intervals clipped there, and 0 (or n) of n wins gets Wilson's, not [0, 0].
         human = rate_interval(y, ppi.human.low, ppi.human.high, level)
-        ppi_low, ppi_high = (human if ppi.lam == 0 and ppi.low == ppi.human.low and ppi.high == ppi.human.high
-                             else rate_interval(y if ppi.low == ppi.high else [], ppi.low, ppi.high, level))
-        rows.append((a, b, int(labelled.sum()), len(pair),
-                     ppi.human.estimate, *human,
-                     judge.estimate, *rate_interval(f, judge.low, judge.high, level),
-                     ppi.estimate, ppi_low, ppi_high, ppi.lam, ppi.n_effective, ppi.fallback))
+        ppi_low, ppi_high = (
+            human
+            if ppi.lam == 0 and ppi.low == ppi.human.low and ppi.high == ppi.human.high
+            else rate_interval(y if ppi.low == ppi.high else [], ppi.low, ppi.high, level)
+        )
+        rows.append(
+            (
+                a,
+                b,
+                int(labelled.sum()),
+                len(pair),
+                ppi.human.estimate,
+                *human,
+                judge.estimate,
+                *rate_interval(f, judge.low, judge.high, level),
+                ppi.estimate,
+                ppi_low,
+                ppi_high,
+                ppi.lam,
+                ppi.n_effective,
+                ppi.fallback,
+            )
+        )
     return pd.DataFrame(rows, columns=list(WIN_RATE_COLUMNS))
 
 
-def judge_bias(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = True
-              ) -> pd.DataFrame:
+def judge_bias(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = True) -> pd.DataFrame:
     """The judge's bias for each system on the human-labelled items: the mean of (judge's score
     for the system − the human's score for it) over the labelled items it took part in, with its
     normal interval. Positive: the judge favours the system (e.g. a verbose one).
@@ -294,8 +323,7 @@ def judge_bias(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool =
     diff = (labelled["judge"] - labelled["human"]).to_numpy()
     rows = []
     for system in sorted(set(canon["system_a"]) | set(canon["system_b"])):
-        sign = np.where(labelled["system_a"] == system, 1.0,
-                        np.where(labelled["system_b"] == system, -1.0, 0.0))
+        sign = np.where(labelled["system_a"] == system, 1.0, np.where(labelled["system_b"] == system, -1.0, 0.0))
         d = (sign * diff)[sign != 0]
         est = mean_interval(d, level=level, small_sample=small_sample)
         rows.append((system, int(d.size), est.estimate, est.low, est.high))

@@ -63,6 +63,7 @@ The jackknife costs n + 1 batched fits (about 20 ms for 200 items and 4 systems)
 Items are independent here (clustering of votes by worker is not accounted for), and the human
 subset must be a uniformly random sample of the judged items. Pure functions over arrays.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -72,15 +73,15 @@ import pandas as pd
 from scipy.special import expit
 
 from hitkit.analysis.ppi import _canonical, _quantile
+from hitkit.tables.schema import JUDGE_ESTIMATE_COLUMNS
 
-REFERENCE = ("PPI++ for M-estimation applied to the Bradley–Terry likelihood (Angelopoulos, Duchi & "
-             "Zrnic 2023)")
-INTERVAL = ("delete-one jackknife over the human-labelled items (β refitted, λ re-estimated) plus "
-            "the judge-only part, with t on n − 1 degrees of freedom")
+REFERENCE = "PPI++ for M-estimation applied to the Bradley–Terry likelihood (Angelopoulos, Duchi & Zrnic 2023)"
+INTERVAL = (
+    "delete-one jackknife over the human-labelled items (β refitted, λ re-estimated) plus "
+    "the judge-only part, with t on n − 1 degrees of freedom"
+)
 
-STRENGTH_COLUMNS = ("system", "n_human", "n_judge", "human", "human_low", "human_high",
-                    "judge", "judge_low", "judge_high", "ppi", "ppi_low", "ppi_high", "lam",
-                    "n_effective", "fallback")
+STRENGTH_COLUMNS = ("system", *JUDGE_ESTIMATE_COLUMNS)
 
 
 def _design(k: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -92,8 +93,9 @@ def _design(k: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
     return design, pairs
 
 
-def fit_weighted(wins: np.ndarray, games: np.ndarray, design: np.ndarray, tol: float = 1e-11,
-                 max_iter: int = 200) -> np.ndarray:
+def fit_weighted(
+    wins: np.ndarray, games: np.ndarray, design: np.ndarray, tol: float = 1e-11, max_iter: int = 200
+) -> np.ndarray:
     """Centred strengths maximising Σ_p wins_p d_p − games_p log(1 + e^{d_p}), d = β_a − β_b per pair,
     for a batch (rows of ``wins``/``games``, one column per pair): Newton's method with step halving.
 
@@ -125,8 +127,9 @@ def fit_weighted(wins: np.ndarray, games: np.ndarray, design: np.ndarray, tol: f
         if np.max(np.abs(size[:, None] * step)) < tol:
             break
     else:
-        warnings.warn(f"prediction-powered Bradley–Terry fit stopped after {max_iter} Newton steps",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"prediction-powered Bradley–Terry fit stopped after {max_iter} Newton steps", RuntimeWarning, stacklevel=2
+        )
     return beta - beta.mean(axis=-1, keepdims=True)
 
 
@@ -149,8 +152,7 @@ def _gradient_cov(s_uv, s_u, s_v, count, p, design, total) -> np.ndarray:
     mean_u = ((s_u - count * p) @ design) / total[:, None]
     mean_v = ((s_v - count * p) @ design) / total[:, None]
     outer = np.einsum("bp,pi,pj->bij", second, design, design)
-    return (outer - total[:, None, None] * mean_u[:, :, None] * mean_v[:, None, :]) / (
-        total - 1)[:, None, None]
+    return (outer - total[:, None, None] * mean_u[:, :, None] * mean_v[:, None, :]) / (total - 1)[:, None, None]
 
 
 def _trace(hinv: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -181,8 +183,10 @@ class _Sums:
         c, y, f = self.lab[0], self.lab[1], self.lab[2]
         ratio = (self.n / self.big_n)[:, None]
         caps = [np.ones(len(self.n))]
-        for start, slope in ((y + prior / 2, ratio * self.unl[1] - f),
-                             (c - y + prior / 2, ratio * (self.unl[0] - self.unl[1]) - (c - f))):
+        for start, slope in (
+            (y + prior / 2, ratio * self.unl[1] - f),
+            (c - y + prior / 2, ratio * (self.unl[0] - self.unl[1]) - (c - f)),
+        ):
             with np.errstate(divide="ignore", invalid="ignore"):
                 cap = np.where(slope < 0, (start - prior / 4) / -slope, np.inf)
             caps.append(cap.min(axis=-1))
@@ -202,8 +206,9 @@ def _estimate(sums: _Sums, prior: float, design: np.ndarray, lam: float | None):
         p = expit(fit_weighted(*sums.wins_games(cap, prior), design) @ design.T)
         cross = _gradient_cov(yf, y, f, c, p, design, n)
         count_all, total = c + sums.unl[0], n + big_n
-        judge_cov = _gradient_cov(ff + sums.unl[2], f + sums.unl[1], f + sums.unl[1], count_all,
-                                  p, design, total.astype(float))
+        judge_cov = _gradient_cov(
+            ff + sums.unl[2], f + sums.unl[1], f + sums.unl[1], count_all, p, design, total.astype(float)
+        )
         hinv = _pinv(_hessian(count_all, p, design) / total[:, None, None])
         numerator = _trace(hinv, cross + np.swapaxes(cross, -1, -2))
         denominator = 2 * (1 + n / big_n) * _trace(hinv, judge_cov)
@@ -218,15 +223,26 @@ def _estimate(sums: _Sums, prior: float, design: np.ndarray, lam: float | None):
     cross = _gradient_cov(yf, y, f, c, p, design, n)
     judge = _gradient_cov(ff, f, f, c, p, design, n)
     lam3 = lam_hat[:, None, None]
-    residual = human - lam3 * (cross + np.swapaxes(cross, -1, -2)) + lam3 ** 2 * judge
-    unlabelled = (_gradient_cov(sums.unl[2][None], sums.unl[1][None], sums.unl[1][None],
-                                sums.unl[0][None], p, design, np.full(rows, float(big_n)))
-                  if big_n > 1 else np.zeros_like(human))
+    residual = human - lam3 * (cross + np.swapaxes(cross, -1, -2)) + lam3**2 * judge
+    unlabelled = (
+        _gradient_cov(
+            sums.unl[2][None],
+            sums.unl[1][None],
+            sums.unl[1][None],
+            sums.unl[0][None],
+            p,
+            design,
+            np.full(rows, float(big_n)),
+        )
+        if big_n > 1
+        else np.zeros_like(human)
+    )
     return beta, lam_hat, hinv, residual, unlabelled
 
 
-def _variance(sums: _Sums, item_sums: np.ndarray | None, prior: float, design: np.ndarray,
-              lam: float | None, small_sample: bool) -> tuple[np.ndarray, float, np.ndarray]:
+def _variance(
+    sums: _Sums, item_sums: np.ndarray | None, prior: float, design: np.ndarray, lam: float | None, small_sample: bool
+) -> tuple[np.ndarray, float, np.ndarray]:
     """(β̂, λ̂, covariance of β̂) for the full sample: the sandwich, or (``small_sample``) the
     delete-one jackknife over labelled items with λ refitted, plus the unlabelled part."""
     beta, lam_hat, hinv, residual, unlabelled = _estimate(sums, prior, design, lam)
@@ -243,8 +259,9 @@ def _variance(sums: _Sums, item_sums: np.ndarray | None, prior: float, design: n
     return beta[0], float(lam_hat[0]), jackknife + outside
 
 
-def strengths(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = True,
-              prior: float = 1.0, lam: float | None = None) -> pd.DataFrame:
+def strengths(
+    items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = True, prior: float = 1.0, lam: float | None = None
+) -> pd.DataFrame:
     """Per system: Bradley–Terry strength (log-strength, mean 0) human-only, judge-only and
     prediction-powered, each with its ``level`` interval (:data:`STRENGTH_COLUMNS`), by PPI
     strength, best first.
@@ -273,13 +290,12 @@ def strengths(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = 
     n, big_n = int(labelled.sum()), int((~labelled).sum())
 
     def per_pair(where, *values):
-        return np.stack([np.bincount(pair[where], weights=v[where], minlength=len(pairs))
-                         for v in values])
+        return np.stack([np.bincount(pair[where], weights=v[where], minlength=len(pairs)) for v in values])
 
     ones = np.ones(len(canon))
-    item_values = np.stack([ones, y, f, y * y, f * f, y * f])[:, labelled]      # [6, n]
-    onehot = np.eye(len(pairs))[pair[labelled]]                                  # [n, P]
-    item_sums = item_values[:, :, None] * onehot[None]                            # [6, n, P]
+    item_values = np.stack([ones, y, f, y * y, f * f, y * f])[:, labelled]  # [6, n]
+    onehot = np.eye(len(pairs))[pair[labelled]]  # [n, P]
+    item_sums = item_values[:, :, None] * onehot[None]  # [6, n, P]
     lab = item_sums.sum(axis=1)[:, None, :]
     unl = per_pair(~labelled, ones, f, f * f)
     sums = _Sums(lab, unl, np.array([float(n)]), big_n)
@@ -317,11 +333,23 @@ def strengths(items: pd.DataFrame, *, level: float = 0.95, small_sample: bool = 
         with np.errstate(divide="ignore", invalid="ignore"):
             effective = n * np.diag(human_var) / np.diag(ppi_var)
     takes_part = np.equal.outer(np.arange(k), first) | np.equal.outer(np.arange(k), second)
-    table = pd.DataFrame({
-        "system": systems, "n_human": (takes_part & labelled).sum(axis=1),
-        "n_judge": takes_part.sum(axis=1),
-        "human": human_beta, "human_low": human_low, "human_high": human_high,
-        "judge": judge_beta, "judge_low": judge_low, "judge_high": judge_high,
-        "ppi": ppi_beta, "ppi_low": ppi_low, "ppi_high": ppi_high,
-        "lam": lam_hat, "n_effective": effective, "fallback": lam_hat == 0.0})
+    table = pd.DataFrame(
+        {
+            "system": systems,
+            "n_human": (takes_part & labelled).sum(axis=1),
+            "n_judge": takes_part.sum(axis=1),
+            "human": human_beta,
+            "human_low": human_low,
+            "human_high": human_high,
+            "judge": judge_beta,
+            "judge_low": judge_low,
+            "judge_high": judge_high,
+            "ppi": ppi_beta,
+            "ppi_low": ppi_low,
+            "ppi_high": ppi_high,
+            "lam": lam_hat,
+            "n_effective": effective,
+            "fallback": lam_hat == 0.0,
+        }
+    )
     return table.sort_values(["ppi", "system"], ascending=[False, True], ignore_index=True)

@@ -5,6 +5,7 @@ the people's ratio Σy/Σz, corrected with the judge's labels on every item, wit
 labelled items with θ̂₀ and λ re-estimated, plus the judge-only part, and t_{n−1}. The estimator and
 its contract are those of :mod:`hitkit.analysis.ppi` (means); this module adds the ratio.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,7 @@ def _ratio_fit(y, z, fh, gh, fu, gu, lam: float | None) -> tuple[float, float, f
     PPI++'s λ for a mean (:func:`optimal_lambda`) applies to them unchanged."""
     if lam is None:
         pilot = y.sum() / z.sum() if z.sum() > 0 else math.nan
-        lam = (optimal_lambda(y - pilot * z, fh - pilot * gh, fu - pilot * gu)
-               if math.isfinite(pilot) else 0.0)
+        lam = optimal_lambda(y - pilot * z, fh - pilot * gh, fu - pilot * gu) if math.isfinite(pilot) else 0.0
     if fu.size < 2:  # as ppi_mean: people only without two unlabelled items
         lam = 0.0
     den = z.mean() + (lam * (gu.mean() - gh.mean()) if lam else 0.0)
@@ -48,12 +48,18 @@ def _ratio_leave_out(y, z, fh, gh, fu, gu, lam: float | None) -> np.ndarray:
             # Y = y − θ₀z and F = f − θ₀g expanded: every sum below is over the m items left.
             syf, syg, szf, szg = out(y * fh, y * fh), out(y * gh, y * gh), out(z * fh, z * fh), out(z * gh, z * gh)
             sum_y, sum_f = sy - pilot * sz, sf - pilot * sg
-            covariance = (syf - pilot * (syg + szf) + pilot ** 2 * szg - sum_y * sum_f / m) / (m - 1)
+            covariance = (syf - pilot * (syg + szf) + pilot**2 * szg - sum_y * sum_f / m) / (m - 1)
             sff, sfg, sgg = out(fh * fh, fh * fh), out(fh * gh, fh * gh), out(gh * gh, gh * gh)
-            squares = (sff - 2 * pilot * sfg + pilot ** 2 * sgg
-                       + (fu * fu).sum() - 2 * pilot * (fu * gu).sum() + pilot ** 2 * (gu * gu).sum())
+            squares = (
+                sff
+                - 2 * pilot * sfg
+                + pilot**2 * sgg
+                + (fu * fu).sum()
+                - 2 * pilot * (fu * gu).sum()
+                + pilot**2 * (gu * gu).sum()
+            )
             total, count = sum_f + fu.sum() - pilot * gu.sum(), m + big_n
-            variance = (squares - total ** 2 / count) / (count - 1)
+            variance = (squares - total**2 / count) / (count - 1)
             weight = np.where(np.isfinite(pilot), _tuned(covariance, variance, m, big_n), 0.0)
         else:
             weight = lam
@@ -79,8 +85,9 @@ def ratio_interval(y, z, *, level: float = 0.95) -> Interval:
     return ppi_ratio(y, z, y, z, [], [], lam=0.0, level=level).human
 
 
-def ppi_ratio(y, z, f_labelled, g_labelled, f_unlabelled, g_unlabelled, *, lam: float | None = None,
-              level: float = 0.95) -> PPIEstimate:
+def ppi_ratio(
+    y, z, f_labelled, g_labelled, f_unlabelled, g_unlabelled, *, lam: float | None = None, level: float = 0.95
+) -> PPIEstimate:
     """PPI++ estimate of a ratio of means θ = E[y] / E[z], with its interval.
 
     ``y``, ``z``: the human numerator and denominator on the n labelled items; ``f_labelled``,
@@ -105,12 +112,15 @@ def ppi_ratio(y, z, f_labelled, g_labelled, f_unlabelled, g_unlabelled, *, lam: 
     denominator²), and t with n − 1 degrees of freedom. NaN with fewer than two labelled items or
     a zero denominator (every labelled item a tie).
     """
-    y, z, fh, gh, fu, gu = (np.asarray(a, dtype=float) for a in
-                            (y, z, f_labelled, g_labelled, f_unlabelled, g_unlabelled))
+    y, z, fh, gh, fu, gu = (
+        np.asarray(a, dtype=float) for a in (y, z, f_labelled, g_labelled, f_unlabelled, g_unlabelled)
+    )
     if not (y.shape == z.shape == fh.shape == gh.shape) or fu.shape != gu.shape:
-        raise ValueError(f"ppi_ratio needs y, z and the judge's f, g on the same {y.size} labelled items, and "
-                         f"f, g of equal length on the unlabelled ones; got {z.size}, {fh.size}, {gh.size} and "
-                         f"{fu.size}, {gu.size}")
+        raise ValueError(
+            f"ppi_ratio needs y, z and the judge's f, g on the same {y.size} labelled items, and "
+            f"f, g of equal length on the unlabelled ones; got {z.size}, {fh.size}, {gh.size} and "
+            f"{fu.size}, {gu.size}"
+        )
     n, big_n = y.size, fu.size
     if n < 2:
         return PPIEstimate(**vars(NAN), n=n, n_unlabelled=big_n, human=NAN)
@@ -119,7 +129,7 @@ def ppi_ratio(y, z, f_labelled, g_labelled, f_unlabelled, g_unlabelled, *, lam: 
         estimate, lam_used, den = _ratio_fit(y, z, fh, gh, fu, gu, lam_given)
         variance = _jackknife(_ratio_leave_out(y, z, fh, gh, fu, gu, lam_given))
         if lam_used and big_n > 1 and math.isfinite(estimate):
-            variance += lam_used ** 2 * (fu - estimate * gu).var(ddof=1) / big_n / den ** 2
+            variance += lam_used**2 * (fu - estimate * gu).var(ddof=1) / big_n / den**2
         if not (math.isfinite(estimate) and math.isfinite(variance)):
             return NAN, lam_used, variance
         return _interval(estimate, math.sqrt(variance), level, n - 1), lam_used, variance
@@ -133,5 +143,4 @@ def ppi_ratio(y, z, f_labelled, g_labelled, f_unlabelled, g_unlabelled, *, lam: 
         effective = math.nan
     else:
         effective = n * human_variance / variance if variance > 0 else float(n) if human_variance == 0 else math.inf
-    return PPIEstimate(**vars(ppi), lam=lam_used, n=n, n_unlabelled=big_n, n_effective=float(effective),
-                       human=human)
+    return PPIEstimate(**vars(ppi), lam=lam_used, n=n, n_unlabelled=big_n, n_effective=float(effective), human=human)

@@ -1,6 +1,7 @@
 """Ranking shared by the protocols: ranks of scores, 95 % rank ranges from bootstrap ranks, and
 clusters of systems whose ranges overlap (Dušek et al. 2018), as Spot The Bot's TrueSkill and
 win-rate rankings and its stability curve use them. Arrays in, arrays out."""
+
 from __future__ import annotations
 
 import math
@@ -80,8 +81,9 @@ def ordered_above(score: np.ndarray, compared: np.ndarray) -> np.ndarray:
     return reach
 
 
-def widen_unordered(low: np.ndarray, high: np.ndarray, score: np.ndarray,
-                    compared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def widen_unordered(
+    low: np.ndarray, high: np.ndarray, score: np.ndarray, compared: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Rank ranges where two systems no chain of direct comparisons orders (:func:`ordered_above`) both
     span the union of their ranges, so :func:`clusters` puts them in one cluster: no order claimed."""
     low, high = np.array(low, dtype=float), np.array(high, dtype=float)

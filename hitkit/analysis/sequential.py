@@ -39,20 +39,24 @@ exact sequence it is fixed before the study; for the asymptotic one it scales wi
 estimated so far, which is asymptotically harmless. Any fixed ρ gives a valid sequence. A family of comparisons shares α by
 Bonferroni (α/K each), which keeps every sequence simultaneously valid.
 
-The rule (:func:`settle`) says when a pre-registered decision is made: ``best`` (one system's
-intervals against every other exclude the null in its favour), ``pairs`` (every pair either differs
-or is not expected to differ within the study's planned size: futility never adds a false claim) or
-``pair`` (one named pair, likewise). Pure functions: no database, no scipy.
+The rule (:func:`settle`, :mod:`hitkit.analysis.decisions`) says when a pre-registered decision is made:
+``best`` (one system's intervals against every other exclude the null in its favour), ``pairs`` (every
+pair either differs or is not expected to differ by the end of the design: futility never adds a false
+claim), ``pair`` (one named pair, likewise) or ``clear`` (every pair differs, is futile, or is undecided:
+at its present estimate it would not differ by the end of the design; undecided pairs are reported as
+such). "By the end of the design" is a comparison's horizon: the observations it can still expect
+(:attr:`Comparison.horizon`), computed online from the data so far, never from data still to come.
+Pure functions: no database, no scipy.
 """
+
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
 from hitkit.analysis.betting import (  # noqa: F401 - re-exported: the bounded sequence's statistics
     BET_CAP,
@@ -62,21 +66,23 @@ from hitkit.analysis.betting import (  # noqa: F401 - re-exported: the bounded s
     bounded_radius,
     bounded_step,
 )
+from hitkit.analysis.decisions import (  # noqa: F401 - re-exported: the rule's decisions
+    DECISIONS,
+    Decision,
+    RuleState,
+    as_table,
+    leader,
+    settle,
+)
 
-Decision = Literal["best", "pairs", "pair", "clear"]
-
-DECISIONS: dict[str, str] = {
-    "best": "which system is best: one system beats every other",
-    "pairs": "every pair of systems: differs, or is not expected to differ within the study's size",
-    "pair": "one named pair of systems: differs, or is not expected to differ within the study's size",
-    "clear": "every pair that looks clear differs; the rest are declared undecided (at their present estimate "
-             "they would not differ within the study's size)",
-}
-
-REFERENCE = ("Robbins' normal-mixture confidence sequence (Howard et al., Annals of Statistics 2021; "
-             "asymptotic form: Waudby-Smith et al., Annals of Statistics 2024)")
-BOUNDED_REFERENCE = ("hedged betting confidence sequence over cluster means, predictable plug-in bets "
-                     "(Waudby-Smith & Ramdas, JRSS-B 2024, Theorem 3)")
+REFERENCE = (
+    "Robbins' normal-mixture confidence sequence (Howard et al., Annals of Statistics 2021; "
+    "asymptotic form: Waudby-Smith et al., Annals of Statistics 2024)"
+)
+BOUNDED_REFERENCE = (
+    "hedged betting confidence sequence over cluster means, predictable plug-in bets "
+    "(Waudby-Smith & Ramdas, JRSS-B 2024, Theorem 3)"
+)
 
 
 def radius(t, variance, alpha: float, rho: float):
@@ -85,7 +91,7 @@ def radius(t, variance, alpha: float, rho: float):
     t = np.asarray(t, dtype=float)
     v = t * np.asarray(variance, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.sqrt((v + rho) * np.log((v + rho) / (rho * alpha ** 2))) / t
+        r = np.sqrt((v + rho) * np.log((v + rho) / (rho * alpha**2))) / t
     return np.where(t > 0, r, np.inf)
 
 
@@ -128,6 +134,19 @@ class Comparison:
     variance so far, and ``estimate`` their mean)."""
     bounds: tuple[float, float] = (0.0, 1.0)
     """The range every cluster mean lies in (the bounded sequence only)."""
+    expected: float | None = None
+    """The observations the comparison is expected to have when the fixed design is done, projected from
+    the data so far (live chat: ``n`` + the HITs still planned to hold the pair × the share of HITs so far
+    that pass their own QC test, since a HIT that fails adds no observation; at the end of the design,
+    ``n``); the horizon of futility and of ``undecided``. None: ``planned``.
+    The bets stay tuned at ``planned``, fixed before the study (a data-dependent tuning must be predictable,
+    and this one is not)."""
+
+    @property
+    def horizon(self) -> float:
+        """The observations the pair can still expect by the end of the budget: :attr:`expected`, else
+        :attr:`planned`."""
+        return self.planned if self.expected is None else self.expected
 
 
 @dataclass(frozen=True)
@@ -144,7 +163,8 @@ class Interval:
     futile: bool = False
     undecided: bool = False
     """The ``clear`` decision's relaxed futility: after :data:`MIN_UNDECIDED` observations, an estimate that
-    stayed where it is would not exclude the null at the planned size (no allowance for what is still to
+    stayed where it is would not exclude the null at the comparison's horizon (:attr:`Comparison.horizon`:
+    the observations it can still expect by the end of the design; no allowance for what is still to
     come). Never a claim: an undecided pair is reported as such."""
 
     @property
@@ -173,8 +193,10 @@ about 17 % of simulated studies at α = 0.05 (tests/test_stopping.py measures th
 
 def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]:
     """Every comparison's interval, α shared among them by Bonferroni; each pair also says whether it
-    is futile: even at its planned size, an interval around an estimate this close to the null (plus
-    two standard errors of what is left to observe) would still hold the null."""
+    is futile: even at its horizon (:attr:`Comparison.horizon`, the planned size or what the pair can
+    still expect), an interval around an estimate this close to the null (plus two standard errors of
+    what is left to observe) would still hold the null. For a bounded comparison the interval it will
+    have there is :func:`bounded_radius`'s approximation."""
     k = max(len(comparisons), 1)
     each = alpha / k
     out = []
@@ -183,20 +205,40 @@ def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]
             lo, hi = c.bounds
             width = hi - lo
             low, high = bounded_interval(np.asarray(c.clusters, dtype=float), lo, hi, each, c.planned, c.null)
-            r_plan = width * float(bounded_radius(max(c.planned, c.n), c.variance / width ** 2, each, c.planned))
+            r_plan = width * float(
+                bounded_radius(
+                    max(c.horizon, c.n),
+                    c.variance / width**2,
+                    each,
+                    c.planned,
+                    min(max((c.null - lo) / width, 0.01), 0.99),
+                )
+            )
             inside = low <= c.null <= high
-            # at or past its planned size the interval it will have is the one it has: inside, it is futile
-            futile = inside and c.n > 0 if c.n >= c.planned else _futile(c, inside, r_plan)
-            out.append(Interval(c.a, c.b, c.n, c.estimate, low, high, c.null, futile,
-                                futile or _undecided(c, inside, r_plan)))
+            # at or past its horizon the interval it will have is the one it has: inside, it is futile
+            futile = inside and c.n > 0 if c.n >= c.horizon else _futile(c, inside, r_plan)
+            out.append(
+                Interval(c.a, c.b, c.n, c.estimate, low, high, c.null, futile, futile or _undecided(c, inside, r_plan))
+            )
             continue
         rho = rho_for(c.planned, c.variance, each)
         known = c.n > 0 and c.variance > 0 and (c.exact or c.n >= MIN_ASYMPTOTIC)
         r = float(radius(c.n, c.variance, each, rho)) if known else math.inf
-        r_plan = float(radius(max(c.planned, c.n), c.variance, each, rho)) if c.variance > 0 else math.inf
+        r_plan = float(radius(max(c.horizon, c.n), c.variance, each, rho)) if c.variance > 0 else math.inf
         inside = math.isfinite(r) and abs(c.estimate - c.null) < r
-        out.append(Interval(c.a, c.b, c.n, c.estimate, c.estimate - r, c.estimate + r, c.null,
-                            _futile(c, inside, r_plan), _undecided(c, inside, r_plan)))
+        out.append(
+            Interval(
+                c.a,
+                c.b,
+                c.n,
+                c.estimate,
+                c.estimate - r,
+                c.estimate + r,
+                c.null,
+                _futile(c, inside, r_plan),
+                _undecided(c, inside, r_plan),
+            )
+        )
     return out
 
 
@@ -207,23 +249,24 @@ def _undecided(c: Comparison, inside: bool, r_planned: float) -> bool:
 
 
 def _futile(c: Comparison, inside: bool, r_planned: float) -> bool:
-    """True when the comparison cannot be expected to exclude its null by its planned size: its
+    """True when the comparison cannot be expected to exclude its null by its horizon: its
     estimate (``inside`` its interval now), moved toward the far side by two standard errors of its own
     uncertainty and of what is still to be observed, stays inside the interval it will have then
     (radius ``r_planned``)."""
     if c.n <= 0 or not inside or c.variance <= 0 or not math.isfinite(r_planned):
         return False
-    planned = max(c.planned, c.n)
+    planned = max(c.horizon, c.n)
     left = planned - c.n
     sd = math.sqrt(c.variance)
     reach = 2 * sd * math.sqrt(left) / planned + 2 * sd / math.sqrt(c.n) * left / planned
     return abs(c.estimate - c.null) + reach < r_planned
 
 
-def cluster_means(values: np.ndarray, clusters: np.ndarray, order: Sequence | None = None
-                  ) -> tuple[np.ndarray, list]:
+def cluster_means(values: np.ndarray, clusters: np.ndarray, order: Sequence | None = None) -> tuple[np.ndarray, list]:
     """Each cluster's mean of ``values``, clusters in ``order`` (those it names, then the rest in order of
     first appearance): the bounded sequence's observations, and the clusters' labels."""
+    import pandas as pd  # here, not at the top: the scheduler and sync load this module without needing pandas
+
     frame = pd.DataFrame({"value": np.asarray(values, dtype=float), "cluster": list(clusters)})
     means = frame.groupby("cluster", sort=False)["value"].mean()
     seen = list(means.index)
@@ -233,88 +276,35 @@ def cluster_means(values: np.ndarray, clusters: np.ndarray, order: Sequence | No
     return means.reindex(seen).to_numpy(), seen
 
 
-def bounded_comparison(a: str, b: str, values: np.ndarray, clusters: np.ndarray, planned: float, *,
-                       null: float, bounds: tuple[float, float], order: Sequence | None = None) -> Comparison:
+def bounded_comparison(
+    a: str,
+    b: str,
+    values: np.ndarray,
+    clusters: np.ndarray,
+    planned: float,
+    *,
+    null: float,
+    bounds: tuple[float, float],
+    order: Sequence | None = None,
+    expected: float | None = None,
+) -> Comparison:
     """The bounded sequence's comparison of a and b from per-answer scores and their clusters."""
     means, _ = cluster_means(values, clusters, order)
     if not len(means):
-        return Comparison(a, b, 0, null, 0.0, planned, null=null, clusters=(), bounds=bounds)
+        return Comparison(a, b, 0, null, 0.0, planned, null=null, clusters=(), bounds=bounds, expected=expected)
     variance = float(means.var(ddof=1)) if len(means) > 1 else 0.0
-    return Comparison(a, b, len(means), float(means.mean()), variance, planned, null=null,
-                      clusters=tuple(float(m) for m in means), bounds=bounds)
-
-
-@dataclass(frozen=True)
-class RuleState:
-    """Where a decision stands: ``fired`` when it is made, with the outcome in words; ``open`` lists the
-    pairs still to settle; ``weights`` says how much more data each open pair needs (for an adaptive
-    design: post what most serves the open pairs)."""
-
-    decision: str
-    fired: bool
-    outcome: str
-    intervals: list[Interval]
-    open: list[tuple[str, str]] = field(default_factory=list)
-    weights: dict[tuple[str, str], float] = field(default_factory=dict)
-    leader: str | None = None
-
-
-def _pair(i: Interval) -> tuple[str, str]:
-    return (i.a, i.b)
-
-
-def leader(found: Sequence[Interval], systems: Sequence[str]) -> str | None:
-    """The system not yet shown worse than another with the best average score against the others
-    (ties: the first named)."""
-    beaten = {i.b if i.winner == i.a else i.a for i in found if i.winner is not None}
-    score: dict[str, list[float]] = {s: [] for s in systems}
-    for i in found:
-        if i.n:
-            score.setdefault(i.a, []).append(i.estimate - i.null)
-            score.setdefault(i.b, []).append(i.null - i.estimate)
-    alive = [s for s in systems if s not in beaten] or list(systems)
-    return max(alive, key=lambda s: (float(np.mean(score[s])) if score.get(s) else 0.0, -list(systems).index(s)))
-
-
-def settle(found: Sequence[Interval], decision: Decision, systems: Sequence[str],
-           pair: tuple[str, str] | None = None) -> RuleState:
-    """Whether the decision is made by these intervals, and what is left open (and how much it needs)."""
-    def need(i: Interval) -> float:
-        # Fewer observations and a narrower margin need more; settled pairs need nothing.
-        return 0.0 if i.settled else 1.0 / (1.0 + i.n)
-
-    if decision == "best":
-        top = leader(found, systems)
-        against = [i for i in found if top in (i.a, i.b)]
-        wins = [i for i in against if i.winner == top]
-        if against and len(wins) == len(systems) - 1:
-            return RuleState(decision, True, f"{top} is best: it beats every other system", list(found),
-                             leader=top)
-        # The claim is that the leader beats every other system itself, so a challenger that a third
-        # system has already beaten still has to meet it: leaving such pairs out of the open ones left
-        # an adaptive design with nothing to post and a decision that could never be made.
-        open_pairs = [i for i in against if i.winner is None]
-        weights = {_pair(i): 1.0 / (1.0 + i.n) for i in open_pairs}
-        return RuleState(decision, False, f"not yet: {top} leads", list(found), [_pair(i) for i in open_pairs],
-                         weights, top)
-    watched = [i for i in found if pair is None or {i.a, i.b} == set(pair)] if decision == "pair" else list(found)
-    if decision == "clear":
-        open_pairs = [i for i in watched if not (i.settled or i.undecided)]
-        if watched and not open_pairs:
-            differ = [f"{i.winner} > {i.b if i.winner == i.a else i.a}" for i in watched if i.winner is not None]
-            rest = [f"{i.a}–{i.b}" for i in watched if i.winner is None]
-            return RuleState(decision, True, (("differ: " + ", ".join(differ)) if differ else "no pair differs")
-                             + ((f"; undecided: {', '.join(rest)}") if rest else ""), list(found))
-        return RuleState(decision, False, f"not yet: {len(open_pairs)} of {len(watched)} pairs look clear but are "
-                         "not settled", list(found), [_pair(i) for i in open_pairs],
-                         {_pair(i): need(i) for i in open_pairs})
-    open_pairs = [i for i in watched if not i.settled]
-    if watched and not open_pairs:
-        differ = [f"{i.winner} > {i.b if i.winner == i.a else i.a}" for i in watched if i.winner is not None]
-        return RuleState(decision, True, ("differ: " + ", ".join(differ)) if differ else
-                         "no pair can come to differ within the study's size", list(found))
-    return RuleState(decision, False, f"not yet: {len(open_pairs)} of {len(watched)} pairs open", list(found),
-                     [_pair(i) for i in open_pairs], {_pair(i): need(i) for i in open_pairs})
+    return Comparison(
+        a,
+        b,
+        len(means),
+        float(means.mean()),
+        variance,
+        planned,
+        null=null,
+        clusters=tuple(float(m) for m in means),
+        bounds=bounds,
+        expected=expected,
+    )
 
 
 def mean_and_variance(values: np.ndarray, clusters: np.ndarray | None = None) -> tuple[float, float]:
@@ -332,13 +322,4 @@ def mean_and_variance(values: np.ndarray, clusters: np.ndarray | None = None) ->
     totals = np.bincount(inverse, weights=resid)
     g = len(totals)
     correction = g / (g - 1) if g > 1 else 0.0
-    return mean, float(correction * (totals ** 2).sum() / n)
-
-
-def as_table(state: RuleState) -> list[Mapping[str, object]]:
-    """The intervals as rows for a table (dashboard, export)."""
-    return [{"system_a": i.a, "system_b": i.b, "n": i.n, "estimate": round(i.estimate, 4),
-             "low": round(i.low, 4) if math.isfinite(i.low) else None,
-             "high": round(i.high, 4) if math.isfinite(i.high) else None, "null": i.null,
-             "winner": i.winner, "futile": i.futile, "undecided": i.undecided, "open": (i.a, i.b) in state.open}
-            for i in state.intervals]
+    return mean, float(correction * (totals**2).sum() / n)

@@ -5,6 +5,7 @@ with a missing column or an unreadable file fails the same way everywhere. Where
 ``NAME.parquet`` but no ``NAME.csv``, the Parquet file is read instead, through the same text
 parsing as the CSV, so both give the same table and the same numbers.
 """
+
 from __future__ import annotations
 
 import io
@@ -74,8 +75,9 @@ def read_assignments(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAUL
     table = table[list(ASSIGNMENT_COLUMNS)].copy()
     table["status"] = table["status"].str.strip().str.lower()
     table["work_time_s"] = pd.to_numeric(table["work_time_s"].replace("", None), errors="coerce")
-    table, report = apply_duplicate_policy(table, ["assignment_id"], duplicates,
-                                           what="assignment (same assignment_id)", source=path)
+    table, report = apply_duplicate_policy(
+        table, ["assignment_id"], duplicates, what="assignment (same assignment_id)", source=path
+    )
     table = table.reset_index(drop=True)
     excluded = read_exclusions(in_dir, set(table["assignment_id"]))
     if excluded:
@@ -98,8 +100,11 @@ def read_exclusions(in_dir: str | Path, known: set[str] | None = None) -> dict[s
         if not str(reason).strip():
             raise InputError(path, f"assignment {assignment!r} has no reason; every exclusion states why", line=i + 2)
         if known is not None and assignment not in known:
-            raise InputError(path, f"assignment_id {assignment!r} is not in assignments.csv; export both tables "
-                             "from the same study", line=i + 2)
+            raise InputError(
+                path,
+                f"assignment_id {assignment!r} is not in assignments.csv; export both tables from the same study",
+                line=i + 2,
+            )
         out[str(assignment)] = str(reason).strip()
     return out
 
@@ -110,8 +115,9 @@ def counted(assignments: pd.DataFrame, statuses: tuple[str, ...] = HANDED_IN_STA
     return assignments[assignments["status"].isin(statuses)].reset_index(drop=True)
 
 
-def keep_counted(table: pd.DataFrame, in_dir: str | Path, path: Path, *,
-                 duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
+def keep_counted(
+    table: pd.DataFrame, in_dir: str | Path, path: Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
+) -> pd.DataFrame:
     """Rows of ``table`` (read from ``path``) whose assignment counts, if ``assignments.csv`` is there.
 
     A row naming an assignment that ``assignments.csv`` lacks is an InputError naming its line:
@@ -127,8 +133,12 @@ def keep_counted(table: pd.DataFrame, in_dir: str | Path, path: Path, *,
     orphans = table.index[~table["assignment_id"].isin(set(assignments["assignment_id"]))]
     if len(orphans):
         i = orphans[0]
-        raise InputError(path, f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
-                         f"{assignments_path.name}; export both tables from the same study", line=int(i) + 2)
+        raise InputError(
+            path,
+            f"assignment_id {table.at[i, 'assignment_id']!r} is not in "
+            f"{assignments_path.name}; export both tables from the same study",
+            line=int(i) + 2,
+        )
     kept = table[table["assignment_id"].isin(set(counted(assignments)["assignment_id"]))].copy()
     kept.attrs["assignment_duplicates"] = assignments.attrs["duplicates"]
     return kept
@@ -156,5 +166,9 @@ def read_frame(folder: str | Path, name: str) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     text = [c for c in header if c in TEXT_COLUMNS]
-    return pd.read_csv(path, dtype={c: str for c in text}, keep_default_na=False,
-                       na_values={c: _MISSING for c in header if c not in TEXT_COLUMNS})
+    return pd.read_csv(
+        path,
+        dtype={c: str for c in text},
+        keep_default_na=False,
+        na_values={c: _MISSING for c in header if c not in TEXT_COLUMNS},
+    )

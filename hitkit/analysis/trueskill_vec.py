@@ -10,6 +10,7 @@ before the game, and the draw margin is
 gives the same ratings to ~1e-12; its default backend approximates ``erfc`` (~1e-7 relative), which
 drifts from this by about 1e-6 over a few dozen games.
 """
+
 from __future__ import annotations
 
 import functools
@@ -80,8 +81,9 @@ def _v_w_draw(t: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.where(t < 0, -v, v), w
 
 
-def play_flat(mu: np.ndarray, var: np.ndarray, first: np.ndarray, second: np.ndarray,
-              drawn: np.ndarray | None, env: TrueSkillEnv) -> None:
+def play_flat(
+    mu: np.ndarray, var: np.ndarray, first: np.ndarray, second: np.ndarray, drawn: np.ndarray | None, env: TrueSkillEnv
+) -> None:
     """Play one game per replicate on flat state, updating ``mu`` and ``var`` (σ²) in place.
 
     ``mu`` and ``var`` are 1-D (replicate r's system s at ``r * n_systems + s``); ``first`` and
@@ -114,8 +116,9 @@ def play_flat(mu: np.ndarray, var: np.ndarray, first: np.ndarray, second: np.nda
     var[second] = var_2 * (1 - var_2 * w)
 
 
-def rate_sequences(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_systems: int,
-                   env: TrueSkillEnv = DEFAULT_ENV) -> tuple[np.ndarray, np.ndarray]:
+def rate_sequences(
+    first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_systems: int, env: TrueSkillEnv = DEFAULT_ENV
+) -> tuple[np.ndarray, np.ndarray]:
     """Ratings after playing game sequences from the prior; returns ``(mu, sigma)``.
 
     ``first``, ``second`` (system indices, winner first unless drawn) and ``drawn`` are
@@ -126,14 +129,12 @@ def rate_sequences(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_s
     one = first.ndim == 1
     first, second, drawn = (np.atleast_2d(x) for x in (first, second, drawn))
     if not first.shape == second.shape == drawn.shape:
-        raise ValueError(f"first {first.shape}, second {second.shape} and drawn {drawn.shape} "
-                         "must have the same shape")
+        raise ValueError(f"first {first.shape}, second {second.shape} and drawn {drawn.shape} must have the same shape")
     if np.any(first == second):
         raise ValueError("a system cannot play itself: first and second must differ")
     drawn = drawn.astype(bool)
     if env.draw_probability == 0 and drawn.any():
-        raise ValueError("a game is drawn but draw_probability is 0; give the environment a "
-                         "draw probability > 0")
+        raise ValueError("a game is drawn but draw_probability is 0; give the environment a draw probability > 0")
     n_replicates, n_games = first.shape
     mu = np.full(n_replicates * n_systems, float(env.mu))
     var = np.full(n_replicates * n_systems, float(env.sigma) ** 2)
@@ -142,14 +143,21 @@ def rate_sequences(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, n_s
     first_t, second_t = np.asfortranarray(first), np.asfortranarray(second)
     any_drawn = np.asarray(drawn.any(axis=0))
     for game in range(n_games):
-        play_flat(mu, var, base + first_t[:, game], base + second_t[:, game],
-                  drawn[:, game] if any_drawn[game] else None, env)
+        play_flat(
+            mu, var, base + first_t[:, game], base + second_t[:, game], drawn[:, game] if any_drawn[game] else None, env
+        )
     mu, sigma = mu.reshape(n_replicates, n_systems), np.sqrt(var).reshape(n_replicates, n_systems)
     return (mu[0], sigma[0]) if one else (mu, sigma)
 
 
-def rate_repeated(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, weights: np.ndarray,
-                  n_systems: int, env: TrueSkillEnv = DEFAULT_ENV) -> tuple[np.ndarray, np.ndarray]:
+def rate_repeated(
+    first: np.ndarray,
+    second: np.ndarray,
+    drawn: np.ndarray,
+    weights: np.ndarray,
+    n_systems: int,
+    env: TrueSkillEnv = DEFAULT_ENV,
+) -> tuple[np.ndarray, np.ndarray]:
     """Ratings when replicate r plays game g ``weights[r, g]`` times, games in their order.
 
     ``first``, ``second``, ``drawn`` describe one sequence of n games (1-D); ``weights`` is
@@ -164,8 +172,7 @@ def rate_repeated(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, weig
     if np.any(first == second):
         raise ValueError("a system cannot play itself: first and second must differ")
     if env.draw_probability == 0 and drawn[weights.sum(axis=0) > 0].any():
-        raise ValueError("a game is drawn but draw_probability is 0; give the environment a "
-                         "draw probability > 0")
+        raise ValueError("a game is drawn but draw_probability is 0; give the environment a draw probability > 0")
     n_replicates = weights.shape[0]
     lengths = weights.sum(axis=1)
     order = np.argsort(-lengths, kind="stable")
@@ -173,7 +180,7 @@ def rate_repeated(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, weig
     games = np.zeros((longest, n_replicates), dtype=np.int64)  # game-major: step t is one row
     every = np.arange(len(first))
     for rank, r in enumerate(order):
-        games[:lengths[r], rank] = np.repeat(every, weights[r])
+        games[: lengths[r], rank] = np.repeat(every, weights[r])
     active = (lengths[order][None, :] > np.arange(longest)[:, None]).sum(axis=1)
     mu = np.full(n_replicates * n_systems, float(env.mu))
     var = np.full(n_replicates * n_systems, float(env.sigma) ** 2)
@@ -182,8 +189,7 @@ def rate_repeated(first: np.ndarray, second: np.ndarray, drawn: np.ndarray, weig
         stop = int(active[t])
         g = games[t, :stop]
         d = drawn[g]
-        play_flat(mu, var, base[:stop] + first[g], base[:stop] + second[g],
-                  d if d.any() else None, env)
+        play_flat(mu, var, base[:stop] + first[g], base[:stop] + second[g], d if d.any() else None, env)
     mu, sigma = mu.reshape(n_replicates, n_systems), np.sqrt(var).reshape(n_replicates, n_systems)
     back = np.empty_like(order)
     back[order] = np.arange(n_replicates)
@@ -236,10 +242,14 @@ class TrueSkillSettings:
 
     def record(self, env: TrueSkillEnv) -> dict:
         """The settings as summary.json records them: values used and where each came from."""
-        return {"mu": env.mu, "sigma": env.sigma, "beta": env.beta, "tau": env.tau,
-                "draw_probability": env.draw_probability,
-                "draw_probability_source": ("observed tie rate" if self.draw_probability is None
-                                            else "given")}
+        return {
+            "mu": env.mu,
+            "sigma": env.sigma,
+            "beta": env.beta,
+            "tau": env.tau,
+            "draw_probability": env.draw_probability,
+            "draw_probability_source": ("observed tie rate" if self.draw_probability is None else "given"),
+        }
 
 
 DEFAULT_TRUESKILL = TrueSkillSettings()

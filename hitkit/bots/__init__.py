@@ -4,6 +4,7 @@ Everything importable from here is light (requests, pydantic, PyYAML). The bot s
 engine (:mod:`hitkit.bots.engine`) imports torch and transformers and is loaded only when a
 Hugging Face model is served, so the web tier runs without the ``bots`` extra.
 """
+
 from hitkit.bots.client import BotClient, BotConfig, BotError, BotRequestError, BotUnavailable
 from hitkit.bots.corpus import CorpusError, Dialogue
 from hitkit.bots.degraded import DegradedBot, distort, replacement_length

@@ -1,4 +1,5 @@
 """``python -m hitkit.bots serve …``: the bot server without the main ``hitkit`` CLI."""
+
 from hitkit.bots.cli import bots
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ batching (:mod:`hitkit.bots.engine`) or the degraded quality-control bot
 (:mod:`hitkit.bots.degraded`). Backends never see HTTP; the server maps their errors to status
 codes.
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,6 +6,7 @@ blocks for the first request and then waits a few milliseconds for company (simu
 share one prefill); when sequences are already decoding it only takes what is waiting, so nobody
 in the running batch is held up.
 """
+
 from __future__ import annotations
 
 import heapq

@@ -23,6 +23,7 @@ which it drops the generation. Timeouts on slow local models: one attempt waits 
 long enough for ``max_tokens`` at twice that pace, whichever is longer; with the default two
 retries a reply may take three attempts' time before the bot counts as unavailable.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,20 +55,21 @@ class BotConfig(BaseModel):
     name: str = Field(min_length=1, description="the system's name in the study")
     url: str = Field(description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     model: str = Field(min_length=1, description="model name the server knows the bot by")
-    system_prompt: str = Field(default="", validation_alias=AliasChoices("system_prompt", "persona"),
-                               description="system message (a persona) sent before the history")
+    system_prompt: str = Field(
+        default="",
+        validation_alias=AliasChoices("system_prompt", "persona"),
+        description="system message (a persona) sent before the history",
+    )
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(default=64, ge=1, description="longest reply, in tokens")
     stop: list[str] = Field(default_factory=list, max_length=8)
-    context_tokens: int = Field(default=1024, ge=16,
-                                description="approximate token budget of system prompt + history")
+    context_tokens: int = Field(default=1024, ge=16, description="approximate token budget of system prompt + history")
     timeout_s: float = Field(default=30.0, gt=0, description="wait for one attempt's reply")
     retries: int = Field(default=2, ge=0, le=10, description="further attempts after the first")
     backoff_s: float = Field(default=0.5, ge=0, description="first retry delay; doubles each retry")
     max_concurrency: int = Field(default=8, ge=1, description="calls in flight to this system")
-    api_key_env: str | None = Field(default=None,
-                                    description="environment variable holding a bearer API key")
+    api_key_env: str | None = Field(default=None, description="environment variable holding a bearer API key")
 
     @field_validator("url")
     @classmethod
@@ -89,10 +91,13 @@ class BotRequestError(BotError):
 class BotUnavailable(BotError):
     """No reply after every attempt; show "the bot is taking longer, please wait" and retry later."""
 
-    def __init__(self, system: str, attempts: int, reason: str, timed_out: bool = False,
-                 waited_s: float | None = None) -> None:
-        super().__init__(f"bot {system!r} did not reply after {attempts} attempt(s): {reason}. "
-                         "The worker's turn is kept; ask them to wait and try again.")
+    def __init__(
+        self, system: str, attempts: int, reason: str, timed_out: bool = False, waited_s: float | None = None
+    ) -> None:
+        super().__init__(
+            f"bot {system!r} did not reply after {attempts} attempt(s): {reason}. "
+            "The worker's turn is kept; ask them to wait and try again."
+        )
         self.system = system
         self.attempts = attempts
         self.reason = reason
@@ -109,8 +114,9 @@ def _as_message(turn: ChatMessage | Mapping[str, Any]) -> ChatMessage:
     return turn if isinstance(turn, ChatMessage) else ChatMessage.model_validate(dict(turn))
 
 
-def truncate_history(history: Sequence[ChatMessage | Mapping[str, Any]], system_prompt: str,
-                     budget_tokens: int) -> list[ChatMessage]:
+def truncate_history(
+    history: Sequence[ChatMessage | Mapping[str, Any]], system_prompt: str, budget_tokens: int
+) -> list[ChatMessage]:
     """System prompt plus the newest turns that fit in ``budget_tokens`` (approximate).
 
     The newest turn is always kept, whatever its length. If older turns were dropped, leading
@@ -164,16 +170,16 @@ class BotClient:
         # trust_env walks os.environ and looks for ~/.netrc on each call (about 1 ms of a chat turn).
         if session is None:
             self._session.proxies.update(requests.utils.get_environ_proxies(self.endpoint))
-            self._session.verify = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-                                    or True)
+            self._session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
             self._session.trust_env = False
         self._headers = {"Content-Type": "application/json"}
         self._tokens_per_s: float | None = None  # the server's recent per-chat decode rate
         if config.api_key_env:
             key = os.environ.get(config.api_key_env)
             if not key:
-                raise BotRequestError(f"bot {config.name!r}: environment variable "
-                                      f"{config.api_key_env} (api_key_env) is not set")
+                raise BotRequestError(
+                    f"bot {config.name!r}: environment variable {config.api_key_env} (api_key_env) is not set"
+                )
             self._headers["Authorization"] = f"Bearer {key}"
 
     def messages(self, history: Sequence[ChatMessage | Mapping[str, Any]]) -> list[ChatMessage]:
@@ -186,15 +192,18 @@ class BotClient:
         body: dict[str, Any] = {
             "model": c.model,
             "messages": [m.model_dump() for m in self.messages(history)],
-            "max_tokens": c.max_tokens, "temperature": c.temperature, "top_p": c.top_p,
+            "max_tokens": c.max_tokens,
+            "temperature": c.temperature,
+            "top_p": c.top_p,
             "stream": False,
         }
         if c.stop:
             body["stop"] = list(c.stop)
         return body
 
-    def reply(self, history: Sequence[ChatMessage | Mapping[str, Any]],
-              on_text: Callable[[str], None] | None = None) -> str:
+    def reply(
+        self, history: Sequence[ChatMessage | Mapping[str, Any]], on_text: Callable[[str], None] | None = None
+    ) -> str:
         """Return the bot's next turn after ``history`` (user/assistant messages, oldest first);
         with ``on_text``, streamed, each piece announced as the reply so far (see the module docstring).
 
@@ -206,8 +215,13 @@ class BotClient:
         body = self.payload(history)
         body["stream"] = on_text is not None
         if not self._semaphore.acquire(timeout=c.timeout_s):
-            raise BotUnavailable(c.name, 0, f"{c.max_concurrency} calls to it stayed busy for "
-                                            f"{c.timeout_s:g} s", timed_out=True, waited_s=c.timeout_s)
+            raise BotUnavailable(
+                c.name,
+                0,
+                f"{c.max_concurrency} calls to it stayed busy for {c.timeout_s:g} s",
+                timed_out=True,
+                waited_s=c.timeout_s,
+            )
         try:
             return self._post_with_retries(body, on_text)
         finally:
@@ -235,8 +249,13 @@ class BotClient:
             left = max(1.0, budget - (time.monotonic() - started))
             headers = {**self._headers, "Idempotency-Key": key, "X-Hitkit-Deadline-S": f"{left:.1f}"}
             try:
-                response = self._session.post(self.endpoint, json=body, headers=headers,
-                                              timeout=(min(timeout, 10.0), timeout), stream=on_text is not None)
+                response = self._session.post(
+                    self.endpoint,
+                    json=body,
+                    headers=headers,
+                    timeout=(min(timeout, 10.0), timeout),
+                    stream=on_text is not None,
+                )
             except requests.Timeout:
                 reason = f"no reply within {timeout:g} s"
                 timed_out = True
@@ -271,14 +290,14 @@ class BotClient:
                     on_text(text)
                     return text
                 else:
-                    raise BotRequestError(f"bot {c.name!r} refused the request (HTTP "
-                                          f"{response.status_code}): {_error_message(response)}")
+                    raise BotRequestError(
+                        f"bot {c.name!r} refused the request (HTTP {response.status_code}): {_error_message(response)}"
+                    )
             if attempt < c.retries:
-                delay = min(c.backoff_s * 2 ** attempt, _MAX_BACKOFF_S)
+                delay = min(c.backoff_s * 2**attempt, _MAX_BACKOFF_S)
                 # Jitter spreads the retries of many chats that failed at the same moment.
                 time.sleep(max(delay * random.uniform(0.8, 1.2), min(wait_hint, _MAX_BACKOFF_S)))
-        raise BotUnavailable(c.name, c.retries + 1, reason, timed_out=timed_out,
-                             waited_s=time.monotonic() - started)
+        raise BotUnavailable(c.name, c.retries + 1, reason, timed_out=timed_out, waited_s=time.monotonic() - started)
 
     def _note_rate(self, response: requests.Response) -> None:
         try:

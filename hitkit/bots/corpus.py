@@ -6,6 +6,7 @@ Two sources: a JSONL file of dialogues, one per line, either
 human-written English conversations shipped by the ``chatterbot-corpus`` package (YAML files with a
 ``conversations:`` list), so the QC bot works with no data of one's own.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,8 +36,10 @@ def _turn_text(turn: Any, where: str, index: int) -> str:
         return turn
     if isinstance(turn, dict) and isinstance(turn.get("text"), str):
         return turn["text"]
-    raise CorpusError(f"{where}: turn {index} must be a string or an object with a string 'text' "
-                      f"(and a 'speaker'), got {json.dumps(turn)[:80]}")
+    raise CorpusError(
+        f"{where}: turn {index} must be a string or an object with a string 'text' "
+        f"(and a 'speaker'), got {json.dumps(turn)[:80]}"
+    )
 
 
 def parse_dialogue(obj: Any, where: str, default_id: str) -> Dialogue:
@@ -45,8 +48,9 @@ def parse_dialogue(obj: Any, where: str, default_id: str) -> Dialogue:
         raise CorpusError(f"{where}: expected a JSON object with 'turns', got {type(obj).__name__}")
     turns = obj.get("turns")
     if not isinstance(turns, list) or not turns:
-        raise CorpusError(f"{where}: 'turns' must be a non-empty list of strings or of "
-                          f"{{\"speaker\", \"text\"}} objects")
+        raise CorpusError(
+            f"{where}: 'turns' must be a non-empty list of strings or of {{\"speaker\", \"text\"}} objects"
+        )
     texts = tuple(_turn_text(t, where, i) for i, t in enumerate(turns))
     ident = obj.get("id", default_id)
     if not isinstance(ident, (str, int)):
@@ -73,8 +77,9 @@ def load_jsonl(path: str | Path) -> list[Dialogue]:
             dialogue = parse_dialogue(obj, where, default_id=f"{path.name}:{lineno}")
             # Duplicate ids would let a "different dialogue" donor be the same dialogue.
             if dialogue.id in seen:
-                raise CorpusError(f"{where}: dialogue id {dialogue.id!r} already used on line "
-                                  f"{seen[dialogue.id]}; ids must be unique")
+                raise CorpusError(
+                    f"{where}: dialogue id {dialogue.id!r} already used on line {seen[dialogue.id]}; ids must be unique"
+                )
             seen[dialogue.id] = lineno
             dialogues.append(dialogue)
     if not dialogues:
@@ -93,8 +98,10 @@ def _chatterbot_english() -> tuple[Dialogue, ...]:
     try:
         root = importlib.resources.files("chatterbot_corpus") / "data" / "english"
     except ModuleNotFoundError:
-        raise CorpusError("the default QC-bot corpus needs the chatterbot-corpus package "
-                          "(pip install chatterbot-corpus), or pass a JSONL corpus file") from None
+        raise CorpusError(
+            "the default QC-bot corpus needs the chatterbot-corpus package "
+            "(pip install chatterbot-corpus), or pass a JSONL corpus file"
+        ) from None
     dialogues: list[Dialogue] = []
     for entry in sorted(root.iterdir(), key=lambda p: p.name):
         if not entry.name.endswith((".yml", ".yaml")):

@@ -14,6 +14,7 @@ Choices the paper leaves open, made here and documented:
   least r words (so the inserted phrase is itself natural text); only if no donor utterance is that
   long are the donor dialogue's turns read as one running text.
 """
+
 from __future__ import annotations
 
 import random
@@ -50,8 +51,9 @@ class Distortion:
     donor_words: tuple[str, ...]
 
 
-def _donor_runs(donors: Sequence[Dialogue], r: int, *, utterances: bool = True,
-                running: bool = True) -> list[tuple[str, list[str]]]:
+def _donor_runs(
+    donors: Sequence[Dialogue], r: int, *, utterances: bool = True, running: bool = True
+) -> list[tuple[str, list[str]]]:
     """The donor word runs of at least r words: the donors' utterances that long, else (none being that
     long) the donors' whole dialogues read as running text. ``utterances``/``running`` pick one kind."""
     found = [(d.id, words) for d in donors for t in d.turns if len(words := t.split()) >= r] if utterances else []
@@ -70,13 +72,16 @@ class _DonorRuns:
 
     def without(self, dialogue_id: str) -> Callable[[int], list[tuple[str, list[str]]]]:
         """The runs of every dialogue but ``dialogue_id``, as ``_donor_runs(donors, r)`` gives them."""
+
         def runs(r: int) -> list[tuple[str, list[str]]]:
             if r not in self._by_r:
-                self._by_r[r] = (_donor_runs(self._dialogues, r, running=False),
-                                 _donor_runs(self._dialogues, r, utterances=False))
+                self._by_r[r] = (
+                    _donor_runs(self._dialogues, r, running=False),
+                    _donor_runs(self._dialogues, r, utterances=False),
+                )
             utterances, running = self._by_r[r]
-            return ([c for c in utterances if c[0] != dialogue_id]
-                    or [c for c in running if c[0] != dialogue_id])
+            return [c for c in utterances if c[0] != dialogue_id] or [c for c in running if c[0] != dialogue_id]
+
         return runs
 
 
@@ -90,25 +95,25 @@ def distort(response: str, donor_dialogues: Sequence[Dialogue], rng: random.Rand
     return _distort(response, lambda r: _donor_runs(donor_dialogues, r), rng)
 
 
-def _distort(response: str, donor_runs: Callable[[int], list[tuple[str, list[str]]]],
-             rng: random.Random) -> Distortion:
+def _distort(response: str, donor_runs: Callable[[int], list[tuple[str, list[str]]]], rng: random.Random) -> Distortion:
     """:func:`distort` with the donors' runs of r words given by ``donor_runs(r)``."""
     words = response.split()
     n = len(words)
     r = replacement_length(n)
     candidates = donor_runs(r)
     if not candidates:
-        raise ValueError(f"no donor dialogue has {r} consecutive words to replace a run of an "
-                         f"{n}-word response; add longer dialogues to the corpus")
+        raise ValueError(
+            f"no donor dialogue has {r} consecutive words to replace a run of an "
+            f"{n}-word response; add longer dialogues to the corpus"
+        )
     # For n >= 3 the run [start, start + r) must lie inside words[1 : n - 1].
     lo, hi = (1, n - 1 - r) if n >= 3 else (0, n - r)
     start = rng.randint(lo, hi)
     donor_id, donor_words = rng.choice(candidates)
     offset = rng.randint(0, len(donor_words) - r)
-    inserted = tuple(donor_words[offset:offset + r])
-    new_words = words[:start] + list(inserted) + words[start + r:]
-    return Distortion(text=" ".join(new_words), start=start, length=r, donor_id=donor_id,
-                      donor_words=inserted)
+    inserted = tuple(donor_words[offset : offset + r])
+    new_words = words[:start] + list(inserted) + words[start + r :]
+    return Distortion(text=" ".join(new_words), start=start, length=r, donor_id=donor_id, donor_words=inserted)
 
 
 @dataclass(frozen=True)
@@ -133,15 +138,20 @@ class DegradedBot:
         """Use ``corpus`` (default: chatterbot-corpus English) and a ``random.Random(seed)``."""
         dialogues = list(corpus) if corpus is not None else load_chatterbot_english()
         if len({d.id for d in dialogues}) < 2:
-            raise CorpusError(f"the QC bot needs at least two distinct dialogues (donor words must "
-                              f"come from a different dialogue), got {len(dialogues)}")
+            raise CorpusError(
+                f"the QC bot needs at least two distinct dialogues (donor words must "
+                f"come from a different dialogue), got {len(dialogues)}"
+            )
         self.dialogues = dialogues
         # Every turn after a dialogue's first is a response; empty ones cannot be distorted.
-        self._responses = [(i, j) for i, d in enumerate(dialogues)
-                           for j in range(1, len(d.turns)) if d.turns[j].split()]
+        self._responses = [
+            (i, j) for i, d in enumerate(dialogues) for j in range(1, len(d.turns)) if d.turns[j].split()
+        ]
         if not self._responses:
-            raise CorpusError("the QC bot's corpus has no responses: every dialogue needs at "
-                              "least two non-empty turns to sample a reply from")
+            raise CorpusError(
+                "the QC bot's corpus has no responses: every dialogue needs at "
+                "least two non-empty turns to sample a reply from"
+            )
         self._donors = _DonorRuns(dialogues)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -166,8 +176,9 @@ class DegradedBot:
                     failed.add((i, j))
                     pool = [p for p in self._responses if p not in failed]
                     if not pool:
-                        raise CorpusError("no response in the QC bot's corpus can be distorted: "
-                                          "the donor dialogues are all too short") from None
+                        raise CorpusError(
+                            "no response in the QC bot's corpus can be distorted: the donor dialogues are all too short"
+                        ) from None
                     i, j = self._rng.choice(pool)
 
     def reply(self, history: Sequence[Mapping[str, Any] | Any] = ()) -> str:
@@ -198,15 +209,15 @@ class DegradedBackend(Backend):
             text = text[:cut].rstrip()
         words = text.split()
         if len(words) > request.reply_budget:
-            text, finish = " ".join(words[:request.reply_budget]), "length"
+            text, finish = " ".join(words[: request.reply_budget]), "length"
         with self._lock:
             self._requests += 1
         prompt_words = sum(len(m.content.split()) for m in request.messages)
-        return Completion(text=text, finish_reason=finish, prompt_tokens=prompt_words,
-                          completion_tokens=len(text.split()))
+        return Completion(
+            text=text, finish_reason=finish, prompt_tokens=prompt_words, completion_tokens=len(text.split())
+        )
 
     def stats(self) -> dict[str, Any]:
         """Requests served and corpus size."""
         with self._lock:
-            return {"kind": "degraded", "requests": self._requests,
-                    "dialogues": len(self.bot.dialogues)}
+            return {"kind": "degraded", "requests": self._requests, "dialogues": len(self.bot.dialogues)}

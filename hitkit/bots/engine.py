@@ -11,6 +11,7 @@ sequences and token budget; finished sequences leave at once and their callers a
 We run our own loop rather than ``model.generate`` because ``generate`` applies one sampling
 configuration to the whole batch and cannot admit requests while it runs.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,14 +29,16 @@ from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, Fini
 from hitkit.bots.batching import BatchStats, await_ticket, collect, enqueue, first_stop
 from hitkit.bots.hf_model import eos_token_ids, load_model
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
+from hitkit.bots.sampling import sample_next
 
 log = logging.getLogger(__name__)
 
 if not hasattr(DynamicCache(), "layers"):  # the per-layer cache API our batch surgery relies on
     import transformers
 
-    raise ImportError(f"hitkit's bot server needs transformers 5 or newer (per-layer KV caches); "
-                      f"found {transformers.__version__}")
+    raise ImportError(
+        f"hitkit's bot server needs transformers 5 or newer (per-layer KV caches); found {transformers.__version__}"
+    )
 
 
 @dataclass
@@ -65,49 +68,33 @@ class _Batch:
 
     seqs: list[_Pending]
     cache: DynamicCache
-    mask: torch.Tensor          # [rows, time] 1 where the cache column is a real token
-    positions: torch.Tensor     # [rows] position id of the next token to feed
-    last: torch.Tensor          # [rows] the token sampled last, not yet fed
-
-
-def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
-                generator: torch.Generator | None,
-                row_generators: list[torch.Generator | None] | None = None) -> torch.Tensor:
-    """Draw one token per row: argmax where temperature is 0, else nucleus sampling per row.
-
-    A row with its own generator in ``row_generators`` (a request that sent a seed) draws from it,
-    so its reply does not depend on which other chats share the batch.
-    """
-    greedy = logits.argmax(dim=-1)
-    sampled_rows = temperature > 0
-    if not bool(sampled_rows.any()):
-        return greedy
-    probs = torch.softmax(logits.float() / temperature.clamp_min(1e-5).unsqueeze(1), dim=-1)
-    if bool((top_p < 1).any()):
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        # Drop a token once the mass before it already reaches top_p; the top token always stays.
-        drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= top_p.unsqueeze(1)
-        sorted_p = sorted_p.masked_fill(drop, 0.0)
-        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
-    sampled = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-    for row, own in enumerate(row_generators or ()):
-        if own is not None and bool(sampled_rows[row]):
-            sampled[row] = torch.multinomial(probs[row], 1, generator=own)[0]
-    return torch.where(sampled_rows, sampled, greedy)
+    mask: torch.Tensor  # [rows, time] 1 where the cache column is a real token
+    positions: torch.Tensor  # [rows] position id of the next token to feed
+    last: torch.Tensor  # [rows] the token sampled last, not yet fed
 
 
 class HFBackend(Backend):
     """A Hugging Face causal LM behind a dynamic-batching worker thread."""
 
-    def __init__(self, name: str, model: Any, tokenizer: PreTrainedTokenizerBase, *,
-                 max_batch: int = 32, batch_window_ms: float = 5.0, max_queue: int = 1024,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: Any,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_batch: int = 32,
+        batch_window_ms: float = 5.0,
+        max_queue: int = 1024,
+        seed: int = 0,
+    ) -> None:
         """Serve ``model`` as ``name``; start the worker thread at once."""
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError(f"model {name!r} has no chat template; use an instruction-tuned model "
-                             "or set tokenizer.chat_template before serving it")
+            raise ValueError(
+                f"model {name!r} has no chat template; use an instruction-tuned model "
+                "or set tokenizer.chat_template before serving it"
+            )
         self.name = name
         self.model = model
         self.tokenizer = tokenizer
@@ -128,8 +115,9 @@ class HFBackend(Backend):
         self._thread.start()
 
     @classmethod
-    def load(cls, name: str, path: str | Path, gguf_file: str | None = None,
-             device: str = "auto", **options: Any) -> HFBackend:
+    def load(
+        cls, name: str, path: str | Path, gguf_file: str | None = None, device: str = "auto", **options: Any
+    ) -> HFBackend:
         """Load a model from disk (see :func:`hitkit.bots.hf_model.load_model`) and serve it."""
         model, tokenizer = load_model(path, gguf_file, device)
         return cls(name, model, tokenizer, **options)
@@ -141,11 +129,11 @@ class HFBackend(Backend):
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         try:
             with self._tok_lock:
-                ids: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                              tokenize=True)
+                ids: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         except Exception as exc:  # noqa: BLE001 - template errors are the client's to fix
-            raise ProtocolError(f"model {self.name!r} chat template rejected the messages: {exc}",
-                                param="messages") from None
+            raise ProtocolError(
+                f"model {self.name!r} chat template rejected the messages: {exc}", param="messages"
+            ) from None
         if hasattr(ids, "keys"):  # some versions return a BatchEncoding
             ids = ids["input_ids"]
         return [int(i) for i in ids]
@@ -162,7 +150,8 @@ class HFBackend(Backend):
                 raise ProtocolError(
                     f"the conversation is {len(prompt)} tokens but model {self.name!r} holds at most "
                     f"{self.max_context}; send a shorter history (BotConfig.context_tokens)",
-                    param="messages")
+                    param="messages",
+                )
             max_new = min(max_new, room)
         generator = None
         if request.seed is not None:
@@ -179,9 +168,14 @@ class HFBackend(Backend):
     def stats(self) -> dict[str, Any]:
         """Batching counters plus what is queued and running now."""
         batch = self._batch
-        return {"kind": "transformers", "device": str(self.device), "max_batch": self.max_batch,
-                "queued": self._queue.qsize(), "running": len(batch.seqs) if batch else 0,
-                **self.stats_.snapshot()}
+        return {
+            "kind": "transformers",
+            "device": str(self.device),
+            "max_batch": self.max_batch,
+            "queued": self._queue.qsize(),
+            "running": len(batch.seqs) if batch else 0,
+            **self.stats_.snapshot(),
+        }
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop after the current step; every unfinished request fails with BackendClosed."""
@@ -197,9 +191,12 @@ class HFBackend(Backend):
                 running = self._batch.seqs if self._batch else []
                 # Idle: block briefly for a first request, then give simultaneous chats a few ms to
                 # arrive so they share one prefill. Busy: take only what is already waiting.
-                fresh = collect(self._queue, self.max_batch - len(running),
-                                block_s=None if running else 0.1,
-                                window_s=0.0 if running else self.batch_window_s)
+                fresh = collect(
+                    self._queue,
+                    self.max_batch - len(running),
+                    block_s=None if running else 0.1,
+                    window_s=0.0 if running else self.batch_window_s,
+                )
                 fresh = self._skip_cancelled(fresh)
                 try:
                     self._drop_cancelled()
@@ -250,9 +247,13 @@ class HFBackend(Backend):
             return
         rows = torch.tensor(keep, device=self.device)
         cache, mask = kvcache.keep_rows(b.cache, b.mask, rows)
-        self._batch = _Batch(seqs=[b.seqs[r] for r in keep], cache=cache, mask=mask,
-                             positions=b.positions.index_select(0, rows),
-                             last=b.last.index_select(0, rows))
+        self._batch = _Batch(
+            seqs=[b.seqs[r] for r in keep],
+            cache=cache,
+            mask=mask,
+            positions=b.positions.index_select(0, rows),
+            last=b.last.index_select(0, rows),
+        )
 
     def _fail_all(self, error: BaseException) -> None:
         victims = list(self._batch.seqs) if self._batch else []
@@ -277,29 +278,37 @@ class HFBackend(Backend):
         ids = torch.full((len(fresh), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(fresh), width), dtype=torch.long)
         for row, p in enumerate(fresh):
-            ids[row, width - len(p.prompt_ids):] = torch.tensor(p.prompt_ids)
-            mask[row, width - len(p.prompt_ids):] = 1
+            ids[row, width - len(p.prompt_ids) :] = torch.tensor(p.prompt_ids)
+            mask[row, width - len(p.prompt_ids) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(dim=1) - 1).clamp_min(0)
         cache = DynamicCache()
         # logits_to_keep=1: only the last position's logits are needed; skips a vocab-sized matmul
         # per prompt token.
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         temps, top_ps = self._sampling_params(fresh)
-        first = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator,
-                            [p.generator for p in fresh])
+        first = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator, [p.generator for p in fresh])
         self.stats_.record_prefill(len(fresh), sum(len(p.prompt_ids) for p in fresh))
-        incoming = _Batch(seqs=fresh, cache=out.past_key_values, mask=mask,
-                          positions=mask.sum(dim=1), last=first)
+        incoming = _Batch(seqs=fresh, cache=out.past_key_values, mask=mask, positions=mask.sum(dim=1), last=first)
         if self._batch is None:
             self._batch = incoming
         else:
             old = self._batch
             cache_, mask_ = kvcache.join(old.cache, old.mask, incoming.cache, incoming.mask)
-            self._batch = _Batch(seqs=old.seqs + fresh, cache=cache_, mask=mask_,
-                                 positions=torch.cat([old.positions, incoming.positions]),
-                                 last=torch.cat([old.last, incoming.last]))
+            self._batch = _Batch(
+                seqs=old.seqs + fresh,
+                cache=cache_,
+                mask=mask_,
+                positions=torch.cat([old.positions, incoming.positions]),
+                last=torch.cat([old.last, incoming.last]),
+            )
         self._accept(first.tolist(), offset=len(self._batch.seqs) - len(fresh))
 
     def _step(self) -> None:
@@ -307,14 +316,17 @@ class HFBackend(Backend):
         b = self._batch
         assert b is not None
         b.mask = torch.cat([b.mask, b.mask.new_ones((b.mask.shape[0], 1))], dim=1)
-        out = self.model(input_ids=b.last.unsqueeze(1), attention_mask=b.mask,
-                         position_ids=b.positions.unsqueeze(1), past_key_values=b.cache,
-                         use_cache=True)
+        out = self.model(
+            input_ids=b.last.unsqueeze(1),
+            attention_mask=b.mask,
+            position_ids=b.positions.unsqueeze(1),
+            past_key_values=b.cache,
+            use_cache=True,
+        )
         b.cache = out.past_key_values
         b.positions = b.positions + 1
         temps, top_ps = self._sampling_params(b.seqs)
-        b.last = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator,
-                             [p.generator for p in b.seqs])
+        b.last = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator, [p.generator for p in b.seqs])
         self.stats_.record_step(len(b.seqs))
         self._accept(b.last.tolist(), offset=0)
 
@@ -357,6 +369,6 @@ class HFBackend(Backend):
         if text is None:
             text = self._decode(p.generated)
         # Leading/trailing whitespace is template residue, never part of what a chat shows.
-        return Completion(text=text.strip(), finish_reason=reason,
-                          prompt_tokens=len(p.prompt_ids), completion_tokens=len(p.generated))
-
+        return Completion(
+            text=text.strip(), finish_reason=reason, prompt_tokens=len(p.prompt_ids), completion_tokens=len(p.generated)
+        )

@@ -7,6 +7,7 @@ a kind is written per system every ``INTERVAL_S`` seconds; the ones held back in
 in the next event's ``occurrences``, so the events stay few while the counts stay right.
 :func:`summary` turns the recent events into the one dict the CLI and the dashboard show.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -51,8 +52,15 @@ def _reason(error: BaseException | None) -> str:
     return str(getattr(cause, "reason", None) or cause)[:300]
 
 
-def record(database_url: str, study_id: int | None, system: str, kind: str, latency_s: float,
-           reason: str = "", interval_s: float = INTERVAL_S) -> bool:
+def record(
+    database_url: str,
+    study_id: int | None,
+    system: str,
+    kind: str,
+    latency_s: float,
+    reason: str = "",
+    interval_s: float = INTERVAL_S,
+) -> bool:
     """Write one ``kind`` event for ``system`` unless one was written in the last ``interval_s``;
     return whether it was written. Never raises: health reporting must not break a chat."""
     key = (database_url, study_id, system, kind)
@@ -69,9 +77,19 @@ def record(database_url: str, study_id: int | None, system: str, kind: str, late
         from hitkit.db.session import session_scope
 
         with session_scope(database_url) as session:
-            session.add(Event(study_id=study_id, kind=kind, actor="server",
-                              data={"system": system, "latency_s": round(latency_s, 3), "reason": reason,
-                                    "occurrences": occurrences}))
+            session.add(
+                Event(
+                    study_id=study_id,
+                    kind=kind,
+                    actor="server",
+                    data={
+                        "system": system,
+                        "latency_s": round(latency_s, 3),
+                        "reason": reason,
+                        "occurrences": occurrences,
+                    },
+                )
+            )
     except Exception:  # noqa: BLE001 - a failed health write is retried by the next event
         with _lock:
             _last_written.pop(key, None)
@@ -92,16 +110,21 @@ def watch(database_url: str, study_id: int | None, system: str, slow_s: float | 
         yield
     except BaseException as exc:
         if isinstance(exc, Exception):
-            record(database_url, study_id, system, classify(exc, 0.0) or "bot_unavailable",
-                   time.monotonic() - started, _reason(exc))
+            record(
+                database_url,
+                study_id,
+                system,
+                classify(exc, 0.0) or "bot_unavailable",
+                time.monotonic() - started,
+                _reason(exc),
+            )
         raise
     latency = time.monotonic() - started
     if latency >= slow_s:
         record(database_url, study_id, system, "bot_slow", latency, f"replied after {latency:.1f} s")
 
 
-def summary(session: Session, study_id: int, window_s: float = 600.0,
-            now: dt.datetime | None = None) -> dict[str, Any]:
+def summary(session: Session, study_id: int, window_s: float = 600.0, now: dt.datetime | None = None) -> dict[str, Any]:
     """Recent bot health of a study, from its ``bot_*`` events of the last ``window_s`` seconds.
 
     Returns ``{"status": "ok"|"slow"|"failing", "window_s", "systems": {name: {"bot_slow": n,
@@ -112,8 +135,9 @@ def summary(session: Session, study_id: int, window_s: float = 600.0,
 
     now = now or dt.datetime.now(dt.timezone.utc)
     since = now - dt.timedelta(seconds=window_s)
-    rows = session.scalars(select(Event).where(Event.study_id == study_id, Event.kind.in_(KINDS))
-                           .order_by(Event.id)).all()
+    rows = session.scalars(
+        select(Event).where(Event.study_id == study_id, Event.kind.in_(KINDS)).order_by(Event.id)
+    ).all()
     systems: dict[str, dict[str, Any]] = {}
     for event in rows:
         created = event.created_at if event.created_at.tzinfo else event.created_at.replace(tzinfo=dt.timezone.utc)
@@ -123,16 +147,22 @@ def summary(session: Session, study_id: int, window_s: float = 600.0,
         name = str(data.get("system", "?"))
         entry = systems.setdefault(name, {kind: 0 for kind in KINDS})
         entry[event.kind] += int(data.get("occurrences", 1))
-        entry.update(last_at=created.isoformat(), last_kind=event.kind,
-                     last_latency_s=data.get("latency_s"), last_reason=data.get("reason", ""))
+        entry.update(
+            last_at=created.isoformat(),
+            last_kind=event.kind,
+            last_latency_s=data.get("latency_s"),
+            last_reason=data.get("reason", ""),
+        )
     failing = sorted(n for n, e in systems.items() if e["bot_timeout"] or e["bot_unavailable"])
     slow = sorted(n for n, e in systems.items() if e["bot_slow"] and n not in failing)
     if failing:
         status = "failing"
         worst = systems[failing[0]]
-        message = (f"bots failing: {', '.join(failing)} ({worst['bot_timeout']} timeouts, "
-                   f"{worst['bot_unavailable']} unavailable for {failing[0]} in the last "
-                   f"{window_s / 60:g} min: {worst['last_reason']})")
+        message = (
+            f"bots failing: {', '.join(failing)} ({worst['bot_timeout']} timeouts, "
+            f"{worst['bot_unavailable']} unavailable for {failing[0]} in the last "
+            f"{window_s / 60:g} min: {worst['last_reason']})"
+        )
     elif slow:
         status = "slow"
         message = f"bots slow: {', '.join(slow)} (replies over {SLOW_S:g} s)"

@@ -10,6 +10,7 @@ cancelled as soon as their client leaves.
 :class:`ServerStats` keeps the counters ``/health`` and ``/v1/hitkit/stats`` show: in flight,
 deduplicated retries, cancellations by cause, deadline timeouts, and recent latency.
 """
+
 from __future__ import annotations
 
 import threading
@@ -85,12 +86,17 @@ class ServerStats:
         with self._lock:
             lat = sorted(self._latency)
             pick = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 3)) if lat else (lambda q: None)
-            return {"requests": self.requests, "completed": self.completed, "failed": self.failed,
-                    "in_flight": in_flight, "deduplicated": self.deduplicated,
-                    "cancelled": dict(self.cancelled), "cancelled_total": sum(self.cancelled.values()),
-                    "timeouts": self.timeouts,
-                    "latency_s": {"p50": pick(0.5), "p95": pick(0.95), "max": lat[-1] if lat else None,
-                                  "n": len(lat)}}
+            return {
+                "requests": self.requests,
+                "completed": self.completed,
+                "failed": self.failed,
+                "in_flight": in_flight,
+                "deduplicated": self.deduplicated,
+                "cancelled": dict(self.cancelled),
+                "cancelled_total": sum(self.cancelled.values()),
+                "timeouts": self.timeouts,
+                "latency_s": {"p50": pick(0.5), "p95": pick(0.95), "max": lat[-1] if lat else None, "n": len(lat)},
+            }
 
 
 class JobRegistry:
@@ -105,14 +111,16 @@ class JobRegistry:
         self._jobs: dict[str, Job] = {}
         self._anonymous = 0
 
-    def attach(self, key: str | None, model: str, deadline: float | None,
-               start: Callable[[], Ticket]) -> Job:
+    def attach(self, key: str | None, model: str, deadline: float | None, start: Callable[[], Ticket]) -> Job:
         """The job for ``key`` (a retry re-attaches to it), or a new one started with ``start()``."""
         with self._lock:
             self._expire()
             job = self._jobs.get(key) if key else None
-            if job is not None and job.model == model and not (job.ticket.cancelled.is_set()
-                                                                and not job.ticket.done.is_set()):
+            if (
+                job is not None
+                and job.model == model
+                and not (job.ticket.cancelled.is_set() and not job.ticket.done.is_set())
+            ):
                 job.waiters += 1
                 job.orphaned_at = None
                 if deadline is not None:
@@ -159,13 +167,11 @@ class JobRegistry:
         now = time.monotonic()
         for key, job in list(self._jobs.items()):
             done = job.ticket.done.is_set()
-            if not done and job.waiters == 0 and job.orphaned_at is not None \
-                    and now - job.orphaned_at >= self.grace_s:
+            if not done and job.waiters == 0 and job.orphaned_at is not None and now - job.orphaned_at >= self.grace_s:
                 self._cancel(job, "disconnected")
             elif not done and job.deadline is not None and now > job.deadline:
                 self._cancel(job, "deadline")
-            if (done or job.ticket.cancelled.is_set()) and job.waiters == 0 \
-                    and now - job.created > self.keep_done_s:
+            if (done or job.ticket.cancelled.is_set()) and job.waiters == 0 and now - job.created > self.keep_done_s:
                 del self._jobs[key]
             elif job.ticket.cancelled.is_set() and job.waiters == 0 and done:
                 del self._jobs[key]  # a cancelled reply has nothing to give a later retry

@@ -9,10 +9,11 @@ leaves at the next step. Each request samples with its own chain (temperature, t
 at the model's end-of-generation tokens, its stop sequences or its token budget. Speed: docs/BOTS.md.
 
 Prompts are built with the chat template stored in the GGUF file (``tokenizer.chat_template``),
-rendered with Jinja2 as transformers renders it, so both engines see the same prompt text. Each
+rendered with Jinja2 as transformers renders it (:mod:`hitkit.bots.gguf_text`). Each
 sequence owns one stream of the cache (``ctx_tokens`` cells), so chats never compete for cells: a
 request waits only for a free sequence id. The C library comes from ``llama-cpp-py-sync`` (see :mod:`hitkit.bots.llamacpp_lib`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,6 +28,7 @@ from typing import Any
 
 from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, FinishReason, Ticket
 from hitkit.bots.batching import BatchStats, SeqIds, await_ticket, collect, enqueue, first_stop
+from hitkit.bots.gguf_text import GgufText
 from hitkit.bots.llamacpp_lib import load
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 
@@ -49,20 +51,6 @@ def _route_logs(ffi: Any, lib: Any) -> None:
     lib.llama_log_set(_cb, ffi.NULL)
 
 
-def render_chat_template(template: str, messages: list[dict[str, str]], bos: str, eos: str) -> str:
-    """Render a Hugging Face chat template (Jinja2) the way ``apply_chat_template`` does."""
-    from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str) -> None:
-        raise TemplateError(message)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = raise_exception
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True,
-                                            bos_token=bos, eos_token=eos)
-
-
 @dataclass
 class _Seq:
     """A request inside the worker: its prompt, budget, sampler and progress."""
@@ -75,18 +63,28 @@ class _Seq:
     stop: list[str]
     ticket: Ticket = field(default_factory=Ticket)
     seq_id: int = -1
-    fed: int = 0                       # prompt tokens already in the cache
+    fed: int = 0  # prompt tokens already in the cache
     sampler: Any = None
     generated: list[int] = field(default_factory=list)
-    last: int | None = None            # sampled, not yet fed
+    last: int | None = None  # sampled, not yet fed
 
 
 class LlamaCppBackend(Backend):
     """A GGUF chat model in llama.cpp, continuously batched on one worker thread."""
 
-    def __init__(self, name: str, path: str | Path, *, max_batch: int = 32, ctx_tokens: int | None = None,
-                 threads: int | None = None, batch_window_ms: float = 5.0, max_queue: int = 1024,
-                 seed: int = 0, kv_unified: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        path: str | Path,
+        *,
+        max_batch: int = 32,
+        ctx_tokens: int | None = None,
+        threads: int | None = None,
+        batch_window_ms: float = 5.0,
+        max_queue: int = 1024,
+        seed: int = 0,
+        kv_unified: bool = False,
+    ) -> None:
         """Load ``path`` (a .gguf file) and start the worker thread."""
         path = Path(path)
         if not path.is_file():
@@ -108,11 +106,11 @@ class LlamaCppBackend(Backend):
         template = lib.llama_model_chat_template(self._model, ffi.NULL)
         if template == ffi.NULL:
             self.close_model()
-            raise ValueError(f"model {name!r} ({path.name}) has no chat template in its GGUF metadata; "
-                             "use an instruction-tuned model")
-        self.template = ffi.string(template).decode("utf-8")
-        self.bos = self._token_text(lib.llama_vocab_bos(self._vocab))
-        self.eos = self._token_text(lib.llama_vocab_eos(self._vocab))
+            raise ValueError(
+                f"model {name!r} ({path.name}) has no chat template in its GGUF metadata; "
+                "use an instruction-tuned model"
+            )
+        self.text = GgufText(ffi, lib, self._vocab, ffi.string(template).decode("utf-8"), name)
         train_ctx = int(lib.llama_model_n_ctx_train(self._model))
         # By default each sequence owns a stream of the key/value cache (as llama-server does), so
         # attention runs over each chat's own cells only. ``ctx_tokens`` is per chat.
@@ -129,13 +127,13 @@ class LlamaCppBackend(Backend):
         self._ctx = lib.llama_init_from_model(self._model, params)
         if self._ctx == ffi.NULL:
             self.close_model()
-            raise ValueError(f"llama.cpp could not create a context of {max_batch} x {per_chat} tokens "
-                             f"for {name!r}; lower max_batch")
+            raise ValueError(
+                f"llama.cpp could not create a context of {max_batch} x {per_chat} tokens for {name!r}; lower max_batch"
+            )
         self.max_context = int(lib.llama_n_ctx_seq(self._ctx))
         self._memory = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
         self._rng = random.Random(seed)
-        self._tok_lock = threading.Lock()
         self.stats_ = BatchStats()
         self._queue: queue.Queue[_Seq] = queue.Queue(maxsize=max_queue)
         self._waiting: deque[_Seq] = deque()
@@ -145,69 +143,26 @@ class LlamaCppBackend(Backend):
         self._thread = threading.Thread(target=self._run, name=f"hitkit-llamacpp-{name}", daemon=True)
         self._thread.start()
 
-    # ------------------------------------------------------------------ text <-> tokens
-
-    def _token_text(self, token: int) -> str:
-        if token < 0:
-            return ""
-        text = self.lib.llama_vocab_get_text(self._vocab, token)
-        return self.ffi.string(text).decode("utf-8", "replace") if text != self.ffi.NULL else ""
-
-    def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text``, special tokens (e.g. ``<|im_start|>``) parsed, no BOS added."""
-        data = text.encode("utf-8")
-        size = len(data) + 16
-        with self._tok_lock:
-            for _ in range(2):
-                out = self.ffi.new("llama_token[]", size)
-                n = self.lib.llama_tokenize(self._vocab, data, len(data), out, size, False, True)
-                if n >= 0:
-                    return list(out[0:n])
-                size = -n
-        raise ProtocolError(f"model {self.name!r} could not tokenize the conversation", param="messages")
-
-    def detokenize(self, tokens: list[int]) -> str:
-        """Text of ``tokens`` with special tokens left out (as ``skip_special_tokens``)."""
-        if not tokens:
-            return ""
-        arr = self.ffi.new("llama_token[]", tokens)
-        size = len(tokens) * 8 + 16
-        with self._tok_lock:
-            for _ in range(2):
-                buf = self.ffi.new("char[]", size)
-                n = self.lib.llama_detokenize(self._vocab, arr, len(tokens), buf, size, False, False)
-                if n >= 0:
-                    return self.ffi.unpack(buf, n).decode("utf-8", "ignore")
-                size = -n + 1
-        return ""
-
-    def encode(self, request: ChatCompletionRequest) -> list[int]:
-        """Apply the GGUF chat template to the request's messages and tokenize."""
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        try:
-            text = render_chat_template(self.template, messages, self.bos, self.eos)
-        except Exception as exc:  # noqa: BLE001 - template errors are the client's to fix
-            raise ProtocolError(f"model {self.name!r} chat template rejected the messages: {exc}",
-                                param="messages") from None
-        return self.tokenize(text)
-
     # ------------------------------------------------------------------ caller side (HTTP threads)
 
     def submit(self, request: ChatCompletionRequest) -> Ticket:
         """Queue the request for the next decode step and return its ticket."""
         if self._closing.is_set():
             raise BackendClosed(f"model {self.name!r} is shutting down")
-        prompt = self.encode(request)
+        prompt = self.text.encode(request)
         room = self.max_context - len(prompt)
         if room < 1:
             raise ProtocolError(
                 f"the conversation is {len(prompt)} tokens but model {self.name!r} holds at most "
-                f"{self.max_context}; send a shorter history (BotConfig.context_tokens)", param="messages")
+                f"{self.max_context}; send a shorter history (BotConfig.context_tokens)",
+                param="messages",
+            )
         seed = request.seed if request.seed is not None else self._rng.getrandbits(32)
-        seq = _Seq(prompt, min(request.reply_budget, room), request.temperature, request.top_p, seed,
-                   list(request.stop))
+        seq = _Seq(
+            prompt, min(request.reply_budget, room), request.temperature, request.top_p, seed, list(request.stop)
+        )
         # The reply so far, for streaming: a copy of the token list, detokenized on the caller's thread.
-        seq.ticket.partial = lambda: self.detokenize(list(seq.generated))
+        seq.ticket.partial = lambda: self.text.detokenize(list(seq.generated))
         enqueue(self._queue, seq, self.name)
         return seq.ticket
 
@@ -217,10 +172,16 @@ class LlamaCppBackend(Backend):
 
     def stats(self) -> dict[str, Any]:
         """Batching counters plus what is queued and running now."""
-        return {"kind": "llamacpp", "device": "cpu", "threads": self.threads, "max_batch": self.max_batch,
-                "ctx_tokens": self.max_context, "queued": self._queue.qsize() + len(self._waiting),
-                "running": len(self._running),
-                **self.stats_.snapshot()}
+        return {
+            "kind": "llamacpp",
+            "device": "cpu",
+            "threads": self.threads,
+            "max_batch": self.max_batch,
+            "ctx_tokens": self.max_context,
+            "queued": self._queue.qsize() + len(self._waiting),
+            "running": len(self._running),
+            **self.stats_.snapshot(),
+        }
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop after the current step; unfinished requests fail with BackendClosed; free memory."""
@@ -259,8 +220,12 @@ class LlamaCppBackend(Backend):
             try:
                 self._drop_cancelled()
                 busy = bool(self._running)
-                fresh = collect(self._queue, self.max_batch, block_s=None if busy or self._waiting else 0.1,
-                                window_s=0.0 if busy else self.batch_window_s)
+                fresh = collect(
+                    self._queue,
+                    self.max_batch,
+                    block_s=None if busy or self._waiting else 0.1,
+                    window_s=0.0 if busy else self.batch_window_s,
+                )
                 self._waiting.extend(fresh)
                 self._admit()
                 if self._running:
@@ -370,7 +335,7 @@ class LlamaCppBackend(Backend):
         seq.generated.append(token)
         seq.last = token
         if seq.stop:
-            text = self.detokenize(seq.generated)
+            text = self.text.detokenize(seq.generated)
             cut = first_stop(text, seq.stop)
             if cut is not None:
                 return self._completion(seq, "stop", text[:cut])
@@ -380,10 +345,11 @@ class LlamaCppBackend(Backend):
 
     def _completion(self, seq: _Seq, reason: FinishReason, text: str | None = None) -> Completion:
         if text is None:
-            text = self.detokenize(seq.generated)
+            text = self.text.detokenize(seq.generated)
         # Leading/trailing whitespace is template residue, never part of what a chat shows.
-        return Completion(text=text.strip(), finish_reason=reason, prompt_tokens=len(seq.prompt),
-                          completion_tokens=len(seq.generated))
+        return Completion(
+            text=text.strip(), finish_reason=reason, prompt_tokens=len(seq.prompt), completion_tokens=len(seq.generated)
+        )
 
     def _retire(self, seq: _Seq, result: Completion | None = None, error: BaseException | None = None) -> None:
         """Remove a sequence: free its cache cells, sampler and id; wake its caller."""

@@ -14,6 +14,7 @@ functions at glibc's base version (GLIBC_2.2.5), and loads the copy. The copy is
 written: any other glibc 2.38 import, or an unexpected ELF layout, is refused with the original
 error, so nothing is patched that we did not read. The installed package is never modified.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,19 +37,20 @@ class LlamaCppUnavailable(ImportError):
 
 
 def _cstr(data: bytes | bytearray, offset: int) -> bytes:
-    return bytes(data[offset:data.index(b"\0", offset)])
+    return bytes(data[offset : data.index(b"\0", offset)])
 
 
 def _sections(data: bytes | bytearray) -> list[tuple[int, int, int, int, int]]:
     """(type, offset, size, link, info) of every section of a little-endian ELF64 file."""
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise ValueError("not a little-endian 64-bit ELF file")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     out = []
     for i in range(shnum):
         _name, stype, _flags, _addr, off, size, link, info = struct.unpack_from(
-            "<IIQQQQII", data, shoff + i * shentsize)
+            "<IIQQQQII", data, shoff + i * shentsize
+        )
         out.append((stype, off, size, link, info))
     return out
 
@@ -94,8 +96,8 @@ def retarget_c23_imports(data: bytes) -> bytes | None:
     dynstr = sections[ds_link][1]
     renames = []
     for i in range(ds_size // 24):
-        st_name, = struct.unpack_from("<I", buf, ds_off + i * 24)
-        ver, = struct.unpack_from("<H", buf, vs_off + i * 2)
+        (st_name,) = struct.unpack_from("<I", buf, ds_off + i * 24)
+        (ver,) = struct.unpack_from("<H", buf, vs_off + i * 2)
         if ver & 0x7FFF != new_index:
             continue
         name = _cstr(buf, dynstr + st_name)
@@ -107,7 +109,7 @@ def retarget_c23_imports(data: bytes) -> bytes | None:
         classic = name.removeprefix(b"__isoc23_")
         # Written over the head of the old string: a shorter name ended by its own NUL. The tail
         # ("...strtol\0") is left as it was, so a name shared by suffix still reads the same.
-        buf[offset:offset + len(classic) + 1] = classic + b"\0"
+        buf[offset : offset + len(classic) + 1] = classic + b"\0"
     base_hash, _f, _o, base_name, _n = struct.unpack_from("<IHHII", buf, base_aux)
     struct.pack_into("<I", buf, new_aux, base_hash)
     struct.pack_into("<I", buf, new_aux + 8, base_name)
@@ -153,8 +155,8 @@ def load() -> tuple[Any, Any]:
             from llama_cpp_py_sync import _cffi_bindings as bindings
         except ImportError as exc:
             raise LlamaCppUnavailable(
-                f"the llama.cpp engine needs the llama-cpp-py-sync package ({exc}): "
-                "pip install 'hitkit[bots]'") from None
+                f"the llama.cpp engine needs the llama-cpp-py-sync package ({exc}): pip install 'hitkit[bots]'"
+            ) from None
         # llama.cpp's OpenMP threads spin while they wait for each other by default. On a machine
         # whose cores are shared (a web tier, a simulated crowd, other users) a spinning thread
         # holds a core its partner needs: decoding fell from 13 to 1 token/s on 2 busy cores.
@@ -172,6 +174,7 @@ def load() -> tuple[Any, Any]:
             except (OSError, ValueError) as exc2:
                 raise LlamaCppUnavailable(
                     f"llama.cpp's library needs glibc 2.38 and no compatible copy could be made "
-                    f"({exc2}); use bots.serve.engine: transformers") from None
+                    f"({exc2}); use bots.serve.engine: transformers"
+                ) from None
         _loaded = (ffi, lib)
         return _loaded

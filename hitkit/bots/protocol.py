@@ -7,6 +7,7 @@ reply). Fields that OpenAI clients send routinely but that hitkit's engines do n
 (``user``, penalties …) are accepted and ignored; a field that would change the
 shape of the answer (``n`` > 1) is refused with a 400 rather than silently dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ MAX_STOP_SEQUENCES = 8
 class ProtocolError(Exception):
     """A request the server refuses, with the HTTP status and an actionable message."""
 
-    def __init__(self, message: str, status: int = 400, param: str | None = None,
-                 kind: str = "invalid_request_error") -> None:
+    def __init__(
+        self, message: str, status: int = 400, param: str | None = None, kind: str = "invalid_request_error"
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -37,8 +39,7 @@ class ProtocolError(Exception):
 
     def body(self) -> dict[str, Any]:
         """Return the OpenAI-style error object ``{"error": {...}}``."""
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param,
-                          "code": None}}
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": None}}
 
 
 class ChatMessage(BaseModel):
@@ -56,8 +57,7 @@ class ChatMessage(BaseModel):
         if isinstance(value, list):
             texts = []
             for part in value:
-                if not (isinstance(part, dict) and part.get("type") == "text"
-                        and isinstance(part.get("text"), str)):
+                if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                     raise ValueError("only text content parts ({'type': 'text', 'text': ...}) are supported")
                 texts.append(part["text"])
             return "".join(texts)
@@ -132,8 +132,9 @@ def parse_chat_request(raw: bytes) -> ChatCompletionRequest:
         return ChatCompletionRequest.model_validate(data)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]["loc"]
-        raise ProtocolError(f"invalid chat completion request: {_describe(exc)}",
-                            param=str(first[0]) if first else None) from None
+        raise ProtocolError(
+            f"invalid chat completion request: {_describe(exc)}", param=str(first[0]) if first else None
+        ) from None
 
 
 def completion_body(model: str, completion: Completion) -> dict[str, Any]:
@@ -143,11 +144,13 @@ def completion_body(model: str, completion: Completion) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": completion.text},
-            "finish_reason": completion.finish_reason,
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": completion.text},
+                "finish_reason": completion.finish_reason,
+            }
+        ],
         "usage": {
             "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens,
@@ -156,11 +159,17 @@ def completion_body(model: str, completion: Completion) -> dict[str, Any]:
     }
 
 
-def chunk_body(model: str, chunk_id: str, created: int, delta: dict[str, str],
-               finish_reason: str | None = None) -> dict[str, Any]:
+def chunk_body(
+    model: str, chunk_id: str, created: int, delta: dict[str, str], finish_reason: str | None = None
+) -> dict[str, Any]:
     """One ``chat.completion.chunk`` of a streamed reply (OpenAI's shape: ``choices[0].delta``)."""
-    return {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+    return {
+        "id": chunk_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
 
 
 def sse(data: Any) -> bytes:

@@ -13,25 +13,30 @@ While it waits, the handler watches its client: a client that disconnected or wh
 (``X-Hitkit-Deadline-S``) passed no longer gets a generation, which is cancelled at the engine's
 next step; a retry carrying the same ``Idempotency-Key`` re-attaches to the running generation
 (:mod:`hitkit.bots.jobs`). Successful replies carry ``X-Hitkit-Tokens-Per-S``, the recent per-chat
-decode rate, from which clients size their timeouts. The engines are imported only when a model is
-actually served, so the web tier can import this package without them.
+decode rate, from which clients size their timeouts. Which models it hosts, on which engine, is
+:mod:`hitkit.bots.backends`.
 """
+
 from __future__ import annotations
 
 import json
 import logging
-import re
 import select
 import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
+from hitkit.bots.backends import (  # noqa: F401 - re-exported: who starts a server names its models here
+    DegradedSpec,
+    ModelSpec,
+    build_backends,
+    parse_degraded_spec,
+    parse_model_spec,
+)
 from hitkit.bots.base import Backend, BackendClosed, BackendOverloaded, Cancelled
 from hitkit.bots.jobs import DEADLINE_HEADER, IDEMPOTENCY_HEADER, JobRegistry, ServerStats
 from hitkit.bots.protocol import ProtocolError, completion_body, parse_chat_request
@@ -39,111 +44,7 @@ from hitkit.bots.streaming import stream_reply
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-ENGINES = ("auto", "llamacpp", "transformers")
 _POLL_S = 0.05  # how often a waiting handler checks its client and deadline
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A Hugging Face model to serve: a directory, or a GGUF file inside a directory."""
-
-    name: str
-    path: Path
-    gguf_file: str | None = None
-
-
-@dataclass(frozen=True)
-class DegradedSpec:
-    """A degraded QC bot to serve; ``corpus`` None means the chatterbot-corpus default."""
-
-    name: str
-    corpus: Path | None = None
-
-
-def _split_name(text: str, what: str) -> tuple[str, str | None]:
-    name, sep, rest = text.partition("=")
-    if not _NAME.match(name):
-        raise ValueError(f"{what} {text!r}: the model name {name!r} must be letters, digits, '.', "
-                         "'_' or '-' (e.g. smollm=/models/smollm)")
-    return name, (rest if sep else None)
-
-
-def parse_model_spec(text: str) -> ModelSpec:
-    """Parse ``NAME=PATH`` or ``NAME=DIR:FILE.gguf`` or ``NAME=DIR/FILE.gguf``."""
-    name, rest = _split_name(text, "--model")
-    if not rest:
-        raise ValueError(f"--model {text!r}: expected NAME=PATH or NAME=DIR:FILE.gguf")
-    head, sep, tail = rest.rpartition(":")
-    if sep and tail.endswith(".gguf") and head:
-        return ModelSpec(name, Path(head), tail)
-    path = Path(rest)
-    if path.suffix == ".gguf":
-        return ModelSpec(name, path.parent, path.name)
-    return ModelSpec(name, path)
-
-
-def parse_degraded_spec(text: str) -> DegradedSpec:
-    """Parse ``NAME`` (default corpus) or ``NAME=CORPUS.jsonl``."""
-    name, rest = _split_name(text, "--degraded")
-    return DegradedSpec(name, Path(rest) if rest else None)
-
-
-def pick_engine(spec: ModelSpec, engine: str = "auto", device: str = "auto") -> str:
-    """The engine that serves ``spec``: ``auto`` is llama.cpp for a GGUF file when it loads, else
-    transformers (the reason is logged); a model folder is always served by transformers."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
-    if spec.gguf_file is None:
-        if engine == "llamacpp":
-            raise ValueError(f"--model {spec.name}: the llama.cpp engine serves .gguf files, and "
-                             f"{spec.path} is a folder; use --engine transformers")
-        return "transformers"
-    if engine != "auto":
-        return engine
-    if device == "cuda":
-        return "transformers"  # the llama.cpp wheel hitkit installs is CPU-only
-    from hitkit.bots.llamacpp_lib import LlamaCppUnavailable, load
-
-    try:
-        load()
-    except LlamaCppUnavailable as exc:
-        log.warning("model %s: serving with transformers, because %s", spec.name, exc)
-        return "transformers"
-    return "llamacpp"
-
-
-def build_backends(models: Sequence[ModelSpec] = (), degraded: Sequence[DegradedSpec] = (), *,
-                   device: str = "auto", max_batch: int = 32, batch_window_ms: float = 5.0,
-                   seed: int = 0, engine: str = "auto", threads: int | None = None) -> dict[str, Backend]:
-    """Load every requested model (on ``engine``, see :func:`pick_engine`) and QC bot; names must be unique."""
-    names = [m.name for m in models] + [d.name for d in degraded]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"model names must be unique; repeated: {', '.join(duplicates)}")
-    backends: dict[str, Backend] = {}
-    if degraded:
-        from hitkit.bots.degraded import DegradedBackend, DegradedBot
-
-        for qc in degraded:
-            bot = DegradedBot.from_jsonl(qc.corpus, seed) if qc.corpus else DegradedBot(seed=seed)
-            backends[qc.name] = DegradedBackend(qc.name, bot)
-    for spec in models:
-        chosen = pick_engine(spec, engine, device)
-        if chosen == "llamacpp":
-            from hitkit.bots.llamacpp import LlamaCppBackend
-
-            assert spec.gguf_file is not None
-            backends[spec.name] = LlamaCppBackend(spec.name, spec.path / spec.gguf_file, max_batch=max_batch,
-                                                  batch_window_ms=batch_window_ms, seed=seed, threads=threads)
-        else:
-            from hitkit.bots.engine import HFBackend  # torch/transformers only when a model is served
-
-            backends[spec.name] = HFBackend.load(spec.name, spec.path, spec.gguf_file, device,
-                                                 max_batch=max_batch,
-                                                 batch_window_ms=batch_window_ms, seed=seed)
-        log.info("model %s: %s engine", spec.name, chosen)
-    return backends
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -158,8 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: int, body: Mapping[str, Any],
-              headers: Mapping[str, str] | None = None) -> None:
+    def _send(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
         data = json.dumps(body).encode("utf-8")
         try:
             self.send_response(status)
@@ -181,22 +81,34 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         if path == "/health":
             ok = not app.closing.is_set()
-            self._send(200 if ok else 503, {"status": "ok" if ok else "shutting down",
-                                            "models": sorted(app.backends), **app.health()})
+            self._send(
+                200 if ok else 503,
+                {"status": "ok" if ok else "shutting down", "models": sorted(app.backends), **app.health()},
+            )
         elif path == "/v1/hitkit/stats":
-            self._send(200, {**app.health(),
-                             "models": {name: b.stats() for name, b in sorted(app.backends.items())}})
+            self._send(200, {**app.health(), "models": {name: b.stats() for name, b in sorted(app.backends.items())}})
         elif path == "/v1/models":
-            self._send(200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": app.started, "owned_by": "hitkit"}
-                for name in sorted(app.backends)]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": name, "object": "model", "created": app.started, "owned_by": "hitkit"}
+                        for name in sorted(app.backends)
+                    ],
+                },
+            )
         elif path == "/metrics":
             self._send(200, {name: b.stats() for name, b in sorted(app.backends.items())})
         elif path == "/v1/chat/completions":
             self._error(ProtocolError("use POST for /v1/chat/completions", status=405))
         else:
-            self._error(ProtocolError(f"no route {self.path}; try /v1/chat/completions, "
-                                      "/v1/models, /health or /v1/hitkit/stats", status=404))
+            self._error(
+                ProtocolError(
+                    f"no route {self.path}; try /v1/chat/completions, /v1/models, /health or /v1/hitkit/stats",
+                    status=404,
+                )
+            )
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         """Serve /v1/chat/completions."""
@@ -209,8 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(exc)
             return
         if path != "/v1/chat/completions":
-            self._error(ProtocolError(f"no route POST {self.path}; use /v1/chat/completions",
-                                      status=404))
+            self._error(ProtocolError(f"no route POST {self.path}; use /v1/chat/completions", status=404))
             return
         self._chat(raw)
 
@@ -223,8 +134,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise ProtocolError(f"bad Content-Length {length!r}") from None
         if size < 0 or size > MAX_BODY_BYTES:
-            raise ProtocolError(f"request body of {size} bytes exceeds the {MAX_BODY_BYTES}-byte limit",
-                                status=413)
+            raise ProtocolError(f"request body of {size} bytes exceeds the {MAX_BODY_BYTES}-byte limit", status=413)
         return self.rfile.read(size)
 
     def _client_gone(self) -> bool:
@@ -257,9 +167,13 @@ class _Handler(BaseHTTPRequestHandler):
             request = parse_chat_request(raw)
             backend = app.backends.get(request.model)
             if backend is None:
-                raise ProtocolError(f"model {request.model!r} is not served here; available: "
-                                    f"{', '.join(sorted(app.backends)) or 'none'}",
-                                    status=404, param="model", kind="not_found_error")
+                raise ProtocolError(
+                    f"model {request.model!r} is not served here; available: "
+                    f"{', '.join(sorted(app.backends)) or 'none'}",
+                    status=404,
+                    param="model",
+                    kind="not_found_error",
+                )
             if app.closing.is_set():
                 raise BackendClosed("the bot server is shutting down")
             deadline = self._deadline(arrived)
@@ -284,8 +198,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if left == "deadline":
                 app.stats.count("timeouts")
-                raise ProtocolError(f"no reply within the client's deadline ({DEADLINE_HEADER}); "
-                                    "the generation was cancelled", status=504, kind="timeout_error")
+                raise ProtocolError(
+                    f"no reply within the client's deadline ({DEADLINE_HEADER}); the generation was cancelled",
+                    status=504,
+                    kind="timeout_error",
+                )
             completion = job.ticket.outcome()
         except ProtocolError as exc:
             if exc.status >= 500:
@@ -293,8 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(exc)
         except BackendOverloaded as exc:
             app.stats.count("failed")
-            self._error(ProtocolError(str(exc), status=503, kind="overloaded_error"),
-                        {"Retry-After": "1"})
+            self._error(ProtocolError(str(exc), status=503, kind="overloaded_error"), {"Retry-After": "1"})
         except (BackendClosed, Cancelled) as exc:
             app.stats.count("failed")
             self._error(ProtocolError(str(exc), status=503, kind="unavailable_error"))
@@ -324,8 +240,7 @@ class _HTTPServer(ThreadingHTTPServer):
 class BotServer:
     """Hosts named backends over HTTP; start in the background or serve until SIGTERM/SIGINT."""
 
-    def __init__(self, backends: Mapping[str, Backend], host: str = "127.0.0.1",
-                 port: int = 8000) -> None:
+    def __init__(self, backends: Mapping[str, Backend], host: str = "127.0.0.1", port: int = 8000) -> None:
         """Bind ``host:port`` (port 0 picks a free port) for ``backends`` keyed by model name."""
         if not backends:
             raise ValueError("the bot server needs at least one model (--model or --degraded)")
@@ -346,8 +261,12 @@ class BotServer:
             queued += int(stats.get("queued", 0))
             running += int(stats.get("running", 0))
         rate = self.stats.tokens_per_s()
-        return {"queue_depth": queued, "running": running, **self.stats.snapshot(self.jobs.in_flight()),
-                "tokens_per_s": round(rate, 2) if rate is not None else None}
+        return {
+            "queue_depth": queued,
+            "running": running,
+            **self.stats.snapshot(self.jobs.in_flight()),
+            "tokens_per_s": round(rate, 2) if rate is not None else None,
+        }
 
     @property
     def url(self) -> str:
@@ -357,8 +276,9 @@ class BotServer:
 
     def start(self) -> BotServer:
         """Serve on a background thread and return at once."""
-        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="hitkit-bot-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.1}, name="hitkit-bot-http", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -376,8 +296,7 @@ class BotServer:
     def serve_until_signal(self) -> None:
         """Serve in the foreground until SIGTERM or SIGINT, then shut down cleanly."""
         stop = threading.Event()
-        previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.start()
             # A timed wait keeps the main thread returning to the interpreter, where signals run.

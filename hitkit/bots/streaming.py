@@ -6,6 +6,7 @@ events, the last with ``finish_reason`` and ``usage``, then ``data: [DONE]``. Ev
 job registry, cancellation when the client leaves or its deadline passes, one generation per
 ``Idempotency-Key`` — is the whole reply's (:mod:`hitkit.bots.server`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,7 +49,7 @@ def stream_reply(handler, job, request, arrived: float) -> None:
                 break
             shown = settled_prefix(job.ticket.partial, request.stop)
             if len(shown) > len(sent) and shown.startswith(sent):
-                _event(handler, chunk_body(model, chunk_id, created, {"content": shown[len(sent):]}))
+                _event(handler, chunk_body(model, chunk_id, created, {"content": shown[len(sent) :]}))
                 sent = shown
     except OSError:  # the client went away while a chunk was written
         left = "disconnected"
@@ -60,8 +61,11 @@ def stream_reply(handler, job, request, arrived: float) -> None:
     try:
         if left == "deadline":
             app.stats.count("timeouts")
-            raise ProtocolError(f"no reply within the client's deadline ({DEADLINE_HEADER}); "
-                                "the generation was cancelled", status=504, kind="timeout_error")
+            raise ProtocolError(
+                f"no reply within the client's deadline ({DEADLINE_HEADER}); the generation was cancelled",
+                status=504,
+                kind="timeout_error",
+            )
         try:
             completion = job.ticket.outcome()
         except ProtocolError:
@@ -71,13 +75,15 @@ def stream_reply(handler, job, request, arrived: float) -> None:
         text = completion.text
         if not text.startswith(sent):  # cannot happen with a sane tokenizer; say so rather than hide it
             log.warning("model %s: the finished reply does not continue the streamed text", model)
-        rest = text[len(sent):] if text.startswith(sent) else text[len(_common(sent, text)):]
+        rest = text[len(sent) :] if text.startswith(sent) else text[len(_common(sent, text)) :]
         latency = time.monotonic() - min(arrived, job.created)
         app.stats.reply(latency, completion.completion_tokens)
         last = chunk_body(model, chunk_id, created, {"content": rest} if rest else {}, completion.finish_reason)
-        last["usage"] = {"prompt_tokens": completion.prompt_tokens,
-                         "completion_tokens": completion.completion_tokens,
-                         "total_tokens": completion.prompt_tokens + completion.completion_tokens}
+        last["usage"] = {
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "total_tokens": completion.prompt_tokens + completion.completion_tokens,
+        }
         _event(handler, last)
     except ProtocolError as exc:
         app.stats.count("failed")
@@ -91,6 +97,7 @@ def stream_reply(handler, job, request, arrived: float) -> None:
     except OSError:
         handler.close_connection = True
 
+
 def _start(handler) -> None:
     handler.send_response(200)
     handler.send_header("Content-Type", "text/event-stream")
@@ -102,9 +109,11 @@ def _start(handler) -> None:
     handler.end_headers()
     handler.wfile.flush()
 
+
 def _write_chunk(handler, data: bytes) -> None:
     handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
     handler.wfile.flush()
+
 
 def _event(handler, data: Any) -> None:
     _write_chunk(handler, sse(data))
@@ -124,7 +133,7 @@ def settled_prefix(partial, stops: Sequence[str]) -> str:
     if cut is not None:
         text = text[:cut]
     elif stops:
-        text = text[:max(0, len(text) - max(len(s) for s in stops) + 1)]
+        text = text[: max(0, len(text) - max(len(s) for s in stops) + 1)]
     return text.rstrip("\ufffd").rstrip()
 
 

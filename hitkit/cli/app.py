@@ -1,4 +1,5 @@
 """The ``hitkit`` command group, its error handling and what its commands share."""
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,9 @@ class _Group(click.Group):
 @click.version_option(package_name="hitkit")
 def main(verbose: bool) -> None:
     """hitkit: human evaluation of chatbots with crowdworkers, from study file to ranked results."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 PLAIN_LINE_EVERY_S = 30.0
@@ -59,11 +61,18 @@ _add_bots_group()
 
 def database_option(f):
     """The ``--db`` option of the commands that work on a database rather than a study file."""
+
     def as_url(_ctx, _param, value: str | None) -> str | None:
         from hitkit.study.served import database_url_of
 
         return database_url_of(value) if value else value
 
-    return click.option("--db", "database_url", envvar="HITKIT_DATABASE_URL", required=True, callback=as_url,
-                        help="Database URL (or HITKIT_DATABASE_URL), e.g. postgresql://user@host/db, "
-                             "or the path of a study's SQLite file, e.g. runs/STUDY/hitkit.db.")(f)
+    return click.option(
+        "--db",
+        "database_url",
+        envvar="HITKIT_DATABASE_URL",
+        required=True,
+        callback=as_url,
+        help="Database URL (or HITKIT_DATABASE_URL), e.g. postgresql://user@host/db, "
+        "or the path of a study's SQLite file, e.g. runs/STUDY/hitkit.db.",
+    )(f)

@@ -1,6 +1,7 @@
 """Commands that look after a running study: its status, syncing with the platform, confirming a
 panel's completions, pausing, resuming, stopping, settling bonuses, deciding held work, the database
 and shell completion."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ def status(study_file: Path, as_json: bool) -> None:
     click.echo("  assignments " + ", ".join(f"{k} {v}" for k, v in info["assignments"].items()))
     click.echo(f"  spent {info['spent']} of budget {info['budget']} {info['currency']}; workers {info['workers']}")
     lead = info.get("leader")
-    click.echo(f"  leader: {lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since']}" if lead
-               else "  leader: none (no scheduler or command acts on this study now)")
+    click.echo(
+        f"  leader: {lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since']}"
+        if lead
+        else "  leader: none (no scheduler or command acts on this study now)"
+    )
     if "stopped_by_rule" in info:
         click.echo(f"  {info['stopped_by_rule']['line']}")
 
@@ -43,8 +47,14 @@ def status(study_file: Path, as_json: bool) -> None:
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=60.0, show_default=True,
-              help="Seconds to wait for the study's lease (a running scheduler hands it over after its tick).")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for the study's lease (a running scheduler hands it over after its tick).",
+)
 def sync(study_file: Path, as_json: bool, wait_s: float) -> None:
     """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
     from hitkit.running.sync import describe, sync_study
@@ -101,12 +111,19 @@ def db_current(database_url: str) -> None:
 
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--completed", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="CSV from the panel listing who completed (session ids where the panel sends them, "
-                   "else worker ids).")
-@click.option("--column", default=None, help="Column of the ids (default: the panel's session parameter, "
-                                             "session_id or assignment_id where the panel sends session ids; "
-                                             "else its worker parameter, worker_id, participant_id, id).")
+@click.option(
+    "--completed",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="CSV from the panel listing who completed (session ids where the panel sends them, else worker ids).",
+)
+@click.option(
+    "--column",
+    default=None,
+    help="Column of the ids (default: the panel's session parameter, "
+    "session_id or assignment_id where the panel sends session ids; "
+    "else its worker parameter, worker_id, participant_id, id).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool) -> None:
     """Confirm the work of the workers or sessions the platform lists as completed (panels, MTurk-style)."""
@@ -175,8 +192,11 @@ def settle(study_file: Path, assignment: int, pay: bool) -> None:
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--approve", "approve_ids", type=int, multiple=True, help="Approve (and pay) this held assignment.")
 @click.option("--reject", "reject_ids", type=int, multiple=True, help="Reject this held assignment (needs --reason).")
-@click.option("--reason", default=None, help="The message the worker reads (Prolific: at least 100 characters; "
-              "default: schedule.qc_reject_reason).")
+@click.option(
+    "--reason",
+    default=None,
+    help="The message the worker reads (Prolific: at least 100 characters; default: schedule.qc_reject_reason).",
+)
 def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, ...], reason: str | None) -> None:
     """List the work held for review because its worker fails QC, or approve / reject it."""
     from hitkit import dashboard as dash
@@ -197,15 +217,18 @@ def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, 
             click.echo(f"No work held for review in '{config.study}' (schedule.qc_failures: {config.qc_failures}).")
             return
         for row in rows:
-            click.echo(f"assignment {row['assignment']}  worker {row['worker']}  held since "
-                       f"{row['since']:%Y-%m-%d %H:%M} UTC")
+            click.echo(
+                f"assignment {row['assignment']}  worker {row['worker']}  held since {row['since']:%Y-%m-%d %H:%M} UTC"
+            )
         click.echo(f"Decide with `hitkit held {study_file} --approve ID` or `--reject ID --reason TEXT`.")
         return
     held_ids = {row["assignment"] for row in rows}
     for aid in approve_ids + reject_ids:
         if aid not in held_ids:
-            raise HitkitError(f"assignment {aid} is not held for review in '{config.study}'; "
-                              f"`hitkit held {study_file}` lists those that are")
+            raise HitkitError(
+                f"assignment {aid} is not held for review in '{config.study}'; "
+                f"`hitkit held {study_file}` lists those that are"
+            )
     text = (reason or config.schedule.qc_reject_reason or "").strip()
     if reject_ids and not text:
         raise HitkitError("give the worker a reason: --reason TEXT (Prolific needs at least 100 characters)")

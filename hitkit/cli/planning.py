@@ -1,5 +1,6 @@
 """``hitkit plan``: before paying anyone, how many HITs a study needs for the decisions it exists for, and
 with an LLM judge, the crowd's share; ``--confirm`` runs the recommendation once on the simulated crowd."""
+
 from __future__ import annotations
 
 import json
@@ -13,40 +14,89 @@ from hitkit.errors import HitkitError
 
 @main.command()
 @click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--replicates", type=click.IntRange(1, 10_000), default=None,
-              help="Simulated studies per size [default: 40; Spot The Bot, and the share plans of Spot The Bot and "
-                   "live chat: 20].")
-@click.option("--n-boot", type=click.IntRange(1, 10_000), default=100, show_default=True,
-              help="Bootstrap resamples in each simulated study's analysis (not used with judge:, whose PPI intervals "
-                   "are jackknife ones).")
+@click.option(
+    "--replicates",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Simulated studies per size [default: 40; Spot The Bot, and the share plans of Spot The Bot and "
+    "live chat: 20].",
+)
+@click.option(
+    "--n-boot",
+    type=click.IntRange(1, 10_000),
+    default=100,
+    show_default=True,
+    help="Bootstrap resamples in each simulated study's analysis (not used with judge:, whose PPI intervals "
+    "are jackknife ones).",
+)
 @click.option("--sizes", default=None, help="The grid, comma-separated (pairwise: votes per prompt), e.g. 1,2,4,8.")
-@click.option("--confirm", "confirm_run", is_flag=True,
-              help="Then run the study once for real at the recommended size (with judge: share, the study file's "
-                   "judge labelling): real HTTP, the simulated crowd (whatever the file's provider), its own database "
-                   "in OUT/STUDY/plan/confirm/.")
+@click.option(
+    "--confirm",
+    "confirm_run",
+    is_flag=True,
+    help="Then run the study once for real at the recommended size (with judge: share, the study file's "
+    "judge labelling): real HTTP, the simulated crowd (whatever the file's provider), its own database "
+    "in OUT/STUDY/plan/confirm/.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--shares", default=None, help="With judge: the crowd's shares to plan, comma-separated, e.g. "
-              "0.1,0.2,0.5 [default: 0.05 to 1 and the study's own].")
-@click.option("--judge-agreement", type=float, default=None,
-              help="With judge (pairwise, Spot The Bot): the assumed chance that the judge names the crowd's majority "
-                   "winner of an item (pairwise; 0.5 = a coin) or the crowd's most frequent label of a speaker (Spot "
-                   "The Bot; 1/3 = a die) [default: 0.7].")
-@click.option("--judge-correlation", type=float, default=None,
-              help="With judge (live chat): the assumed correlation, within a system, of the judge's rating with the "
-                   "worker's z rating (0 = useless, 1 = the worker's) [default: 0.5].")
-@click.option("--judge-bias", "judge_bias", multiple=True, metavar="SYSTEM=B",
-              help="With judge: the judge's assumed bias for SYSTEM (repeatable): its win rate B higher than the "
-                   "crowd's (pairwise), its speakers labelled human B more often (Spot The Bot), its mean z B higher "
-                   "(live chat).")
-@click.option("--pilot", type=click.Path(path_type=Path), default=None,
-              help="With judge: a previous export (judge.csv with votes.csv, annotations.csv or ratings.csv) to "
-                   "measure the judge's agreement (correlation) and bias on, instead of assuming them.")
-@click.option("--width", type=float, default=None,
-              help="With judge: the target mean half-width of the win rates' 95 % intervals (live chat: of the "
-                   "systems' mean z), instead of the decisions' 80 % power.")
-def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | None, confirm_run: bool,
-         as_json: bool, shares: str | None, judge_agreement: float | None, judge_correlation: float | None,
-         judge_bias: tuple[str, ...], pilot: Path | None, width: float | None) -> None:
+@click.option(
+    "--shares",
+    default=None,
+    help="With judge: the crowd's shares to plan, comma-separated, e.g. "
+    "0.1,0.2,0.5 [default: 0.05 to 1 and the study's own].",
+)
+@click.option(
+    "--judge-agreement",
+    type=float,
+    default=None,
+    help="With judge (pairwise, Spot The Bot): the assumed chance that the judge names the crowd's majority "
+    "winner of an item (pairwise; 0.5 = a coin) or the crowd's most frequent label of a speaker (Spot "
+    "The Bot; 1/3 = a die) [default: 0.7].",
+)
+@click.option(
+    "--judge-correlation",
+    type=float,
+    default=None,
+    help="With judge (live chat): the assumed correlation, within a system, of the judge's rating with the "
+    "worker's z rating (0 = useless, 1 = the worker's) [default: 0.5].",
+)
+@click.option(
+    "--judge-bias",
+    "judge_bias",
+    multiple=True,
+    metavar="SYSTEM=B",
+    help="With judge: the judge's assumed bias for SYSTEM (repeatable): its win rate B higher than the "
+    "crowd's (pairwise), its speakers labelled human B more often (Spot The Bot), its mean z B higher "
+    "(live chat).",
+)
+@click.option(
+    "--pilot",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With judge: a previous export (judge.csv with votes.csv, annotations.csv or ratings.csv) to "
+    "measure the judge's agreement (correlation) and bias on, instead of assuming them.",
+)
+@click.option(
+    "--width",
+    type=float,
+    default=None,
+    help="With judge: the target mean half-width of the win rates' 95 % intervals (live chat: of the "
+    "systems' mean z), instead of the decisions' 80 % power.",
+)
+def plan(
+    study_file: Path,
+    replicates: int | None,
+    n_boot: int,
+    sizes: str | None,
+    confirm_run: bool,
+    as_json: bool,
+    shares: str | None,
+    judge_agreement: float | None,
+    judge_correlation: float | None,
+    judge_bias: tuple[str, ...],
+    pilot: Path | None,
+    width: float | None,
+) -> None:
     """Before paying anyone: power and cost of the study's decisions over a grid of sizes, from simulated
     studies of the simulated crowd with simulated.quality as the effect sizes (no HTTP). Writes
     OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size (share) checks them. A study with
@@ -58,20 +108,40 @@ def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | Non
     from hitkit.study.config import load_study
 
     config = load_study(study_file)
-    judged = {"--shares": shares, "--judge-agreement": judge_agreement, "--judge-correlation": judge_correlation,
-              "--judge-bias": judge_bias or None,
-              "--pilot": pilot, "--width": width}
+    judged = {
+        "--shares": shares,
+        "--judge-agreement": judge_agreement,
+        "--judge-correlation": judge_correlation,
+        "--judge-bias": judge_bias or None,
+        "--pilot": pilot,
+        "--width": width,
+    }
     if config.judge is not None:
         if sizes:
-            raise HitkitError(f"{study_file} has an LLM judge (judge:): plan sizes the crowd's share of the items, "
-                              f"votes per prompt stay the study's; give --shares (e.g. 0.1,0.2,0.5), not --sizes")
-        _plan_share(config, study_file, replicates, confirm_run, as_json, shares, judge_agreement, judge_bias,
-                    pilot, width, judge_correlation)
+            raise HitkitError(
+                f"{study_file} has an LLM judge (judge:): plan sizes the crowd's share of the items, "
+                f"votes per prompt stay the study's; give --shares (e.g. 0.1,0.2,0.5), not --sizes"
+            )
+        _plan_share(
+            config,
+            study_file,
+            replicates,
+            confirm_run,
+            as_json,
+            shares,
+            judge_agreement,
+            judge_bias,
+            pilot,
+            width,
+            judge_correlation,
+        )
         return
     given = [name for name, value in judged.items() if value is not None]
     if given:
-        raise HitkitError(f"{', '.join(given)}: for a study with an LLM judge (judge:); {study_file} has none, "
-                          f"so plan sizes its votes (--sizes)")
+        raise HitkitError(
+            f"{', '.join(given)}: for a study with an LLM judge (judge:); {study_file} has none, "
+            f"so plan sizes its votes (--sizes)"
+        )
     config = load_study(study_file)
     try:
         grid = [int(x) for x in sizes.split(",")] if sizes else None
@@ -93,21 +163,43 @@ def plan(study_file: Path, replicates: int | None, n_boot: int, sizes: str | Non
 
         if not as_json:
             click.echo("")
-        confirmation = confirm(config, study_file, result, web=WebServer.serve, n_boot=n_boot,
-                               echo=(lambda _line: None) if as_json else click.echo)
+        confirmation = confirm(
+            config,
+            study_file,
+            result,
+            web=WebServer.serve,
+            n_boot=n_boot,
+            echo=(lambda _line: None) if as_json else click.echo,
+        )
         if not as_json:
             click.echo(confirm_text(result, confirmation))
     if as_json:
-        click.echo(json.dumps({"unit": result.unit, "decisions": result.decisions, "smallest": result.smallest,
-                               "table": json.loads(result.table.to_json(orient="records")),
-                               "file": str(out / "plan.csv"),
-                               "confirm": None if confirmation is None else {
-                                   "size": confirmation.size, "hits": confirmation.hits,
-                                   "assignments": confirmation.assignments, "workers": confirmation.workers,
-                                   "folder": str(confirmation.folder), "database": confirmation.database,
-                                   "provider": "simulated", "study_provider": confirmation.provider,
-                                   "outcome": confirmation.outcome, "seconds": confirmation.seconds}},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "unit": result.unit,
+                    "decisions": result.decisions,
+                    "smallest": result.smallest,
+                    "table": json.loads(result.table.to_json(orient="records")),
+                    "file": str(out / "plan.csv"),
+                    "confirm": None
+                    if confirmation is None
+                    else {
+                        "size": confirmation.size,
+                        "hits": confirmation.hits,
+                        "assignments": confirmation.assignments,
+                        "workers": confirmation.workers,
+                        "folder": str(confirmation.folder),
+                        "database": confirmation.database,
+                        "provider": "simulated",
+                        "study_provider": confirmation.provider,
+                        "outcome": confirmation.outcome,
+                        "seconds": confirmation.seconds,
+                    },
+                },
+                indent=2,
+            )
+        )
 
 
 def _numbers(option: str, text: str, example: str) -> list[float]:
@@ -118,9 +210,19 @@ def _numbers(option: str, text: str, example: str) -> list[float]:
         raise HitkitError(f"{option} {text!r}: give numbers separated by commas, e.g. {example}") from None
 
 
-def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: bool, as_json: bool,
-                shares: str | None, agreement: float | None, bias: tuple[str, ...], pilot: Path | None,
-                width: float | None, correlation: float | None = None) -> None:
+def _plan_share(
+    config,
+    study_file: Path,
+    replicates: int | None,
+    confirm_run: bool,
+    as_json: bool,
+    shares: str | None,
+    agreement: float | None,
+    bias: tuple[str, ...],
+    pilot: Path | None,
+    width: float | None,
+    correlation: float | None = None,
+) -> None:
     """``hitkit plan`` for a study with an LLM judge: the crowd's share (the protocol's ``judge_plan``:
     pairwise, Spot The Bot, live chat; the shared parts in hitkit.simulation.judge_planning), and with ``--confirm`` one
     real run at the recommended share (a protocol whose ``judge_plan`` has no ``decide_export`` refuses it)."""
@@ -130,8 +232,10 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
 
     judge_plan, judge = _share_judge(config, agreement, correlation, bias, pilot)
     if confirm_run and not hasattr(judge_plan, "decide_export"):
-        raise HitkitError(f"--confirm: a confirming run of the crowd's share is not there for {config.task} studies "
-                          f"yet; launch the study at the recommended share (judge.human_share) instead")
+        raise HitkitError(
+            f"--confirm: a confirming run of the crowd's share is not there for {config.task} studies "
+            f"yet; launch the study at the recommended share (judge.human_share) instead"
+        )
     grid = _numbers("--shares", shares, "0.1,0.2,0.5") if shares else None
     with showing_progress(not as_json and on_terminal()):
         result = judge_plan.plan(config, judge, replicates=replicates, shares=grid, width=width)
@@ -147,28 +251,58 @@ def _plan_share(config, study_file: Path, replicates: int | None, confirm_run: b
 
         if not as_json:
             click.echo("")
-        confirmation = judge_planning.confirm(config, study_file, result, judge_plan.decide_export, web=WebServer.serve,
-                                              echo=(lambda _line: None) if as_json else click.echo)
+        confirmation = judge_planning.confirm(
+            config,
+            study_file,
+            result,
+            judge_plan.decide_export,
+            web=WebServer.serve,
+            echo=(lambda _line: None) if as_json else click.echo,
+        )
         if not as_json:
             click.echo(confirm_text(result, confirmation))
     if as_json:
-        click.echo(json.dumps({
-            "unit": result.unit, "decisions": result.decisions, "target": result.target,
-            "recommended": result.recommended, "people_only": result.people_only, "own_share": result.own_share,
-            "judge": result.judge.as_json() if hasattr(result.judge, "as_json") else {
-                "agreement": result.judge.agreement, "source": result.judge.source,
-                "lean": {f"{a} vs {b}": x for (a, b), x in result.judge.lean.items()}},
-            "estimator": judge_plan.ESTIMATOR, "formula": judge_planning.FORMULA,
-            "table": json.loads(result.table.to_json(orient="records")), "file": str(out / "plan.csv"),
-            "confirm": None if confirmation is None else {
-                "share": confirmation.size, "hits": confirmation.hits, "assignments": confirmation.assignments,
-                "workers": confirmation.workers, "folder": str(confirmation.folder),
-                "database": confirmation.database, "provider": "simulated", "study_provider": confirmation.provider,
-                "outcome": confirmation.outcome, "seconds": confirmation.seconds}}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "unit": result.unit,
+                    "decisions": result.decisions,
+                    "target": result.target,
+                    "recommended": result.recommended,
+                    "people_only": result.people_only,
+                    "own_share": result.own_share,
+                    "judge": result.judge.as_json()
+                    if hasattr(result.judge, "as_json")
+                    else {
+                        "agreement": result.judge.agreement,
+                        "source": result.judge.source,
+                        "lean": {f"{a} vs {b}": x for (a, b), x in result.judge.lean.items()},
+                    },
+                    "estimator": judge_plan.ESTIMATOR,
+                    "formula": judge_planning.FORMULA,
+                    "table": json.loads(result.table.to_json(orient="records")),
+                    "file": str(out / "plan.csv"),
+                    "confirm": None
+                    if confirmation is None
+                    else {
+                        "share": confirmation.size,
+                        "hits": confirmation.hits,
+                        "assignments": confirmation.assignments,
+                        "workers": confirmation.workers,
+                        "folder": str(confirmation.folder),
+                        "database": confirmation.database,
+                        "provider": "simulated",
+                        "study_provider": confirmation.provider,
+                        "outcome": confirmation.outcome,
+                        "seconds": confirmation.seconds,
+                    },
+                },
+                indent=2,
+            )
+        )
 
 
-def _share_judge(config, agreement: float | None, correlation: float | None, bias: tuple[str, ...],
-                 pilot: Path | None):
+def _share_judge(config, agreement: float | None, correlation: float | None, bias: tuple[str, ...], pilot: Path | None):
     """The study's share-plan module (its protocol's ``judge_plan``) and its simulated judge: measured on
     ``--pilot``, else assumed from the module's option (--judge-agreement or --judge-correlation) and
     --judge-bias."""
@@ -178,20 +312,25 @@ def _share_judge(config, agreement: float | None, correlation: float | None, bia
 
     planned = [p for p in PROTOCOLS.values() if p.judged and find_spec(f"{p.package}.judge_plan") is not None]
     if config.task not in {p.name for p in planned}:
-        raise HitkitError(f"hitkit plan sizes the crowd's share for {', '.join(p.name for p in planned)} studies with "
-                          f"judge:, not {config.task}")
+        raise HitkitError(
+            f"hitkit plan sizes the crowd's share for {', '.join(p.name for p in planned)} studies with "
+            f"judge:, not {config.task}"
+        )
     module = PROTOCOLS[config.task].module("judge_plan")
     given = {"--judge-agreement": agreement, "--judge-correlation": correlation}
     value = given.pop(module.JUDGE_OPTION)
     wrong = next((name for name, v in given.items() if v is not None), None)
     if wrong is not None:
-        raise HitkitError(f"{wrong} is not for {config.task} studies: give {module.JUDGE_OPTION} (the judge's "
-                          f"{module.JUDGE_MEANS})")
+        raise HitkitError(
+            f"{wrong} is not for {config.task} studies: give {module.JUDGE_OPTION} (the judge's {module.JUDGE_MEANS})"
+        )
     systems = [s.name for s in config.systems]
     if pilot is not None:
         if value is not None or bias:
-            raise HitkitError(f"--pilot measures the judge's {module.JUDGE_MEANS} and bias: give it, or "
-                              f"{module.JUDGE_OPTION} and --judge-bias, not both")
+            raise HitkitError(
+                f"--pilot measures the judge's {module.JUDGE_MEANS} and bias: give it, or "
+                f"{module.JUDGE_OPTION} and --judge-bias, not both"
+            )
         return module, module.pilot_judge(pilot, config)
     leans = {}
     for item in bias:
@@ -199,6 +338,8 @@ def _share_judge(config, agreement: float | None, correlation: float | None, bia
         try:
             leans[name.strip()] = float(number)
         except ValueError:
-            raise HitkitError(f"--judge-bias {item!r}: give SYSTEM=B, B the judge's {module.BIAS_MEANS} minus the "
-                              f"crowd's, e.g. {systems[0]}=0.05") from None
+            raise HitkitError(
+                f"--judge-bias {item!r}: give SYSTEM=B, B the judge's {module.BIAS_MEANS} minus the "
+                f"crowd's, e.g. {systems[0]}=0.05"
+            ) from None
     return module, module.assumed(module.DEFAULT_JUDGE if value is None else value, leans, systems)

@@ -1,5 +1,6 @@
 """Commands that reach a study's participants on the platform: ``hitkit workers`` (re-contact) and
 ``hitkit message``; and the set-up of ``hitkit launch --test-participant`` (Prolific's test study)."""
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,22 @@ def _launched(study_file: Path):
 
 
 @main.command()
-@click.option("--passed-qc", "passed_qc", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              metavar="STUDY_FILE", help="The study whose workers who passed quality control are listed.")
-@click.option("--to-group", "group", default=None, metavar="NAME",
-              help="Add them to this Prolific participant group (made if absent), e.g. for a second wave's "
-                   "provider.prolific.allowlist.")
+@click.option(
+    "--passed-qc",
+    "passed_qc",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="STUDY_FILE",
+    help="The study whose workers who passed quality control are listed.",
+)
+@click.option(
+    "--to-group",
+    "group",
+    default=None,
+    metavar="NAME",
+    help="Add them to this Prolific participant group (made if absent), e.g. for a second wave's "
+    "provider.prolific.allowlist.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def workers(passed_qc: Path, group: str | None, as_json: bool) -> None:
     """List the workers who passed a study's quality control, or put them into a participant group."""
@@ -40,9 +52,11 @@ def workers(passed_qc: Path, group: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"group": group, "group_id": group_id, "added": added}))
     else:
-        click.echo(f"{len(added)} worker(s) who passed quality control in '{config.study}' are in the participant "
-                   f"group '{group}' ({group_id}); a study with provider.prolific.allowlist: {group} invites only "
-                   f"its members")
+        click.echo(
+            f"{len(added)} worker(s) who passed quality control in '{config.study}' are in the participant "
+            f"group '{group}' ({group_id}); a study with provider.prolific.allowlist: {group} invites only "
+            f"its members"
+        )
 
 
 @main.command()

@@ -3,6 +3,7 @@
 The docs site's "Command line" page is :func:`cli_reference_markdown`, built from the same click
 objects that parse the command line, so every command, argument and option is there with its help.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -46,9 +47,15 @@ def _param_row(param: click.Parameter) -> str:
 
 def cli_reference_markdown() -> str:
     """The "Command line" reference page: usage, help, arguments and options of every command."""
-    lines = ["# Command line reference", "",
-             ("Generated from hitkit's click commands when the site is built; `hitkit COMMAND --help` "
-              "prints the same. The [commands guide](../guide/commands.md) says what each one is for."), ""]
+    lines = [
+        "# Command line reference",
+        "",
+        (
+            "Generated from hitkit's click commands when the site is built; `hitkit COMMAND --help` "
+            "prints the same. The [commands guide](../guide/commands.md) says what each one is for."
+        ),
+        "",
+    ]
     for full_name, command in [("hitkit", main), *commands()]:
         ctx = click.Context(command, info_name=full_name)
         lines += [f"## `{full_name}`", ""]
@@ -69,8 +76,13 @@ def cli_reference_markdown() -> str:
 
 
 @main.command()
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the schema to this file (default: print it).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the schema to this file (default: print it).",
+)
 def schema(out: Path | None) -> None:
     """Write the study file's JSON Schema, for an editor's completion and checking of study.yaml."""
     from hitkit.cli.study_reference import study_schema

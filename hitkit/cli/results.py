@@ -1,28 +1,34 @@
-"""Commands that turn a study's work into results: export the tables, analyse them, write the report,
-import an MTurk archive."""
+"""Commands that turn a study's work into results: export the tables, analyse them, write the report
+(importing an archive from another platform is :mod:`hitkit.cli.archives`)."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from hitkit.cli.app import main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
-from hitkit.tables.schema import HANDED_IN_STATUSES
-
-if TYPE_CHECKING:
-    from hitkit.analysis.inference import DuplicatePolicy
 
 
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for the tables (default: OUT/STUDY/export).")
-@click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "both"]), default="both", show_default=True,
-              help="Table format(s); docs/COLUMNS.md documents every column.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the tables (default: OUT/STUDY/export).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "parquet", "both"]),
+    default="both",
+    show_default=True,
+    help="Table format(s); docs/COLUMNS.md documents every column.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> None:
     """Write the study's tidy tables (CSV and/or Parquet), conversations.jsonl and study.json."""
@@ -59,64 +65,146 @@ def _analysis_option(name: str) -> str:
 @click.argument("task", type=click.Choice(list(PROTOCOLS)))
 @click.argument("directory", type=click.Path(exists=True, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the results.")
-@click.option("--study", "study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The study file the tables come from: its settings apply (live-chat criteria, Spot The Bot "
-                   "spot_the_bot.trueskill, the seed); the options below override them.")
+@click.option(
+    "--study",
+    "study_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The study file the tables come from: its settings apply (live-chat criteria, Spot The Bot "
+    "spot_the_bot.trueskill, the seed); the options below override them.",
+)
 @click.option("--seed", type=int, default=None, help="Seed of every resampling (default: the study's, else 0).")
-@click.option("--replicate", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="live_chat: a second run's tables; adds run-to-run correlations (replication.csv).")
-@click.option("--stability", is_flag=True,
-              help="spot_the_bot: add the ranking stability over 3-45 conversations per pair, "
-                   "1000 subsamples each, and without each system (stability.csv, "
-                   "stability.png; ~5 minutes per variant for 6 pairs of 45 conversations).")
-@click.option("--correction", type=click.Choice(["bonferroni", "holm", "none"]), default="bonferroni",
-              show_default=True, help="Multiple-comparison correction of every table of p-values (p_adjusted).")
-@click.option("--duplicates", type=click.Choice(["first", "last", "drop", "error"]), default="first",
-              show_default=True, help="Repeated annotations/ratings/votes: keep the first or last, drop all "
-                                      "copies, or stop with an error. The count is reported either way.")
-@click.option("--cluster", default=None,
-              help="Unit a clustered bootstrap resamples (and, spot_the_bot, the robust log-rank/Cox "
-                   "variances cluster on): spot_the_bot conversation (default) | worker | annotation "
-                   "(none); live_chat worker (default) | conversation | rating; pairwise worker (default) "
-                   "| item | vote; arena worker (default) | battle.")
-@click.option("--n-boot", type=click.IntRange(min=1), default=None,
-              help="Bootstrap resamples of every interval and rank range (default 1000; at least 1: "
-                   "with none there would be no interval at all).")
-@click.option("--unit", type=click.Choice(sorted({u for p in PROTOCOLS.values() for u in p.significance_units})),
-              default=None,
-              help="The significance tests' unit. live_chat, rating: worker (default: clustered by worker, valid "
-                   "when workers differ) | rating (Ji et al.'s per-rating Mann-Whitney, to reproduce the paper) | "
-                   "conversation (Mann-Whitney on conversation means); pairwise: worker (default) | vote "
-                   "(ChatEval's sign test per vote).")
-@click.option("--resample", type=click.Choice(["game", "conversation", "worker"]), default=None,
-              help="spot_the_bot: unit the ranking bootstrap resamples (default game, as Dušek et al.).")
-@click.option("--rank-by", type=click.Choice(["mu", "conservative"]), default=None,
-              help="spot_the_bot: rank by TrueSkill mu (default) or mu - 3 sigma.")
+@click.option(
+    "--replicate",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="live_chat: a second run's tables; adds run-to-run correlations (replication.csv).",
+)
+@click.option(
+    "--stability",
+    is_flag=True,
+    help="spot_the_bot: add the ranking stability over 3-45 conversations per pair, "
+    "1000 subsamples each, and without each system (stability.csv, "
+    "stability.png; ~5 minutes per variant for 6 pairs of 45 conversations).",
+)
+@click.option(
+    "--correction",
+    type=click.Choice(["bonferroni", "holm", "none"]),
+    default="bonferroni",
+    show_default=True,
+    help="Multiple-comparison correction of every table of p-values (p_adjusted).",
+)
+@click.option(
+    "--duplicates",
+    type=click.Choice(["first", "last", "drop", "error"]),
+    default="first",
+    show_default=True,
+    help="Repeated annotations/ratings/votes: keep the first or last, drop all "
+    "copies, or stop with an error. The count is reported either way.",
+)
+@click.option(
+    "--cluster",
+    default=None,
+    help="Unit a clustered bootstrap resamples (and, spot_the_bot, the robust log-rank/Cox "
+    "variances cluster on): spot_the_bot conversation (default) | worker | annotation "
+    "(none); live_chat worker (default) | conversation | rating; pairwise worker (default) "
+    "| item | vote; arena worker (default) | battle.",
+)
+@click.option(
+    "--n-boot",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Bootstrap resamples of every interval and rank range (default 1000; at least 1: "
+    "with none there would be no interval at all).",
+)
+@click.option(
+    "--unit",
+    type=click.Choice(sorted({u for p in PROTOCOLS.values() for u in p.significance_units})),
+    default=None,
+    help="The significance tests' unit. live_chat, rating: worker (default: clustered by worker, valid "
+    "when workers differ) | rating (Ji et al.'s per-rating Mann-Whitney, to reproduce the paper) | "
+    "conversation (Mann-Whitney on conversation means); pairwise: worker (default) | vote "
+    "(ChatEval's sign test per vote).",
+)
+@click.option(
+    "--resample",
+    type=click.Choice(["game", "conversation", "worker"]),
+    default=None,
+    help="spot_the_bot: unit the ranking bootstrap resamples (default game, as Dušek et al.).",
+)
+@click.option(
+    "--rank-by",
+    type=click.Choice(["mu", "conservative"]),
+    default=None,
+    help="spot_the_bot: rank by TrueSkill mu (default) or mu - 3 sigma.",
+)
 @click.option("--trueskill-mu", type=float, default=None, help="spot_the_bot: TrueSkill prior mean (default 25).")
-@click.option("--trueskill-sigma", type=float, default=None,
-              help="spot_the_bot: TrueSkill prior sigma (default mu / 3).")
-@click.option("--trueskill-beta", type=float, default=None,
-              help="spot_the_bot: TrueSkill performance spread beta (default sigma / 2).")
-@click.option("--trueskill-tau", type=float, default=None,
-              help="spot_the_bot: TrueSkill dynamics tau (default 0, as the original Spot The Bot code; "
-                   "the trueskill package's default is 25/300).")
-@click.option("--draw-probability", default=None,
-              help="spot_the_bot: TrueSkill draw probability, a number in [0, 1) or 'observed' (default: "
-                   "the observed tie rate of the games).")
-@click.option("--ties", type=click.Choice(["half", "davidson"]), default=None,
-              help="arena: a tie as half a win (default, FastChat's convention) or Davidson's tie model.")
-@click.option("--include-leaks", is_flag=True,
-              help="arena: count battles whose reply named a model or vendor in the leaderboard.")
-@click.option("--add", "add", multiple=True, type=click.Path(exists=True, path_type=Path),
-              help="arena: more battles on the same scale (an export folder or a FastChat battle file); repeatable.")
+@click.option(
+    "--trueskill-sigma", type=float, default=None, help="spot_the_bot: TrueSkill prior sigma (default mu / 3)."
+)
+@click.option(
+    "--trueskill-beta",
+    type=float,
+    default=None,
+    help="spot_the_bot: TrueSkill performance spread beta (default sigma / 2).",
+)
+@click.option(
+    "--trueskill-tau",
+    type=float,
+    default=None,
+    help="spot_the_bot: TrueSkill dynamics tau (default 0, as the original Spot The Bot code; "
+    "the trueskill package's default is 25/300).",
+)
+@click.option(
+    "--draw-probability",
+    default=None,
+    help="spot_the_bot: TrueSkill draw probability, a number in [0, 1) or 'observed' (default: "
+    "the observed tie rate of the games).",
+)
+@click.option(
+    "--ties",
+    type=click.Choice(["half", "davidson"]),
+    default=None,
+    help="arena: a tie as half a win (default, FastChat's convention) or Davidson's tie model.",
+)
+@click.option(
+    "--include-leaks", is_flag=True, help="arena: count battles whose reply named a model or vendor in the leaderboard."
+)
+@click.option(
+    "--add",
+    "add",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="arena: more battles on the same scale (an export folder or a FastChat battle file); repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
-def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed: int | None, replicate: Path | None,
-            stability: bool, correction: str, duplicates: str, cluster: str | None, n_boot: int | None,
-            unit: str | None, resample: str | None, rank_by: str | None, trueskill_mu: float | None,
-            trueskill_sigma: float | None, trueskill_beta: float | None, trueskill_tau: float | None,
-            draw_probability: str | None, ties: str | None, include_leaks: bool, add: tuple[Path, ...],
-            as_json: bool, no_progress: bool) -> None:
+def analyze(
+    task: str,
+    directory: Path,
+    out: Path,
+    study_file: Path | None,
+    seed: int | None,
+    replicate: Path | None,
+    stability: bool,
+    correction: str,
+    duplicates: str,
+    cluster: str | None,
+    n_boot: int | None,
+    unit: str | None,
+    resample: str | None,
+    rank_by: str | None,
+    trueskill_mu: float | None,
+    trueskill_sigma: float | None,
+    trueskill_beta: float | None,
+    trueskill_tau: float | None,
+    draw_probability: str | None,
+    ties: str | None,
+    include_leaks: bool,
+    add: tuple[Path, ...],
+    as_json: bool,
+    no_progress: bool,
+) -> None:
     """Analyse exported tables in DIRECTORY (CSV, or Parquet where there is no CSV) into OUT.
 
     DIRECTORY may be a file where the task's analysis reads one (arena: FastChat clean-battle JSON).
@@ -133,23 +221,42 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
 
         config = load_study(study_file)
         if config.task != task:
-            raise HitkitError(f"{study_file} is a {config.task} study; run `hitkit analyze {config.task} …` "
-                              "or give this task's study file")
+            raise HitkitError(
+                f"{study_file} is a {config.task} study; run `hitkit analyze {config.task} …` "
+                "or give this task's study file"
+            )
     if seed is None:  # the study's seed, so that analyze reproduces the launch's and the report's numbers
         seed = config.seed if config is not None else _export_seed(directory)
     proto = PROTOCOLS[task]
-    own = {"replicate": replicate, "stability": stability or None, "unit": unit, "resample": resample, "rank_by": rank_by,
-           "trueskill_mu": trueskill_mu, "trueskill_sigma": trueskill_sigma, "trueskill_beta": trueskill_beta,
-           "trueskill_tau": trueskill_tau, "draw_probability": draw_probability, "ties": ties,
-           "include_leaks": include_leaks or None, "add": list(add) or None}
+    own = {
+        "replicate": replicate,
+        "stability": stability or None,
+        "unit": unit,
+        "resample": resample,
+        "rank_by": rank_by,
+        "trueskill_mu": trueskill_mu,
+        "trueskill_sigma": trueskill_sigma,
+        "trueskill_beta": trueskill_beta,
+        "trueskill_tau": trueskill_tau,
+        "draw_probability": draw_probability,
+        "ties": ties,
+        "include_leaks": include_leaks or None,
+        "add": list(add) or None,
+    }
     given = {name: value for name, value in own.items() if value is not None}
     foreign = [name for name in given if _analysis_option(name) not in proto.analysis_options]
     if foreign:
         takers = [p.name for p in PROTOCOLS.values() if _analysis_option(foreign[0]) in p.analysis_options]
-        raise HitkitError(f"--{foreign[0].replace('_', '-')} applies to `analyze {' / '.join(takers)}` only, "
-                          f"not to {task}")
-    options: dict = {"correction": correction, "duplicates": duplicates, "cluster": cluster, "n_boot": n_boot,
-                     "unit": unit}
+        raise HitkitError(
+            f"--{foreign[0].replace('_', '-')} applies to `analyze {' / '.join(takers)}` only, not to {task}"
+        )
+    options: dict = {
+        "correction": correction,
+        "duplicates": duplicates,
+        "cluster": cluster,
+        "n_boot": n_boot,
+        "unit": unit,
+    }
     analysis = proto.module("analysis")
     if hasattr(analysis, "cli_options"):
         options.update(analysis.cli_options(config, given))
@@ -168,8 +275,15 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
             with warnings.catch_warnings():
                 # Counted in the summary's warnings and printed below, once.
                 warnings.simplefilter("ignore", DuplicateRowsWarning)
-                result = run_analysis(task, directory, seed=seed, config=config, replicate_dir=replicate,
-                                      stability=stability, options=options)
+                result = run_analysis(
+                    task,
+                    directory,
+                    seed=seed,
+                    config=config,
+                    replicate_dir=replicate,
+                    stability=stability,
+                    options=options,
+                )
         except ValueError as exc:  # an option the analysis refused
             raise HitkitError(str(exc)) from None
         written = result.write(out)
@@ -178,9 +292,18 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
             click.echo(f"warning: {line}", err=True)
     ranking = next((result.tables[n] for n in ("ranking", "systems", "leaderboard") if n in result.tables), None)
     if as_json:
-        click.echo(json.dumps({"task": task, "files": [str(p) for p in written], "summary": result.summary,
-                               "ranking": None if ranking is None else json.loads(ranking.to_json(orient="records"))},
-                              indent=2, default=str))
+        click.echo(
+            json.dumps(
+                {
+                    "task": task,
+                    "files": [str(p) for p in written],
+                    "summary": result.summary,
+                    "ranking": None if ranking is None else json.loads(ranking.to_json(orient="records")),
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return
     for path in written:
         click.echo(f"wrote {path}")
@@ -193,14 +316,17 @@ def analyze(task: str, directory: Path, out: Path, study_file: Path | None, seed
 
 @main.command()
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for report.html, report.md and figures/ (default: OUT/STUDY/report).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for report.html, report.md and figures/ (default: OUT/STUDY/report).",
+)
 @click.option("--seed", type=int, default=None, help="Seed of every resampling (default: the study's).")
 @click.option("--stability", is_flag=True, help="spot_the_bot: add the ranking stability curve (minutes).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: the files and methods paragraph.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
-def report(source: Path, out: Path | None, seed: int | None, stability: bool, as_json: bool,
-           no_progress: bool) -> None:
+def report(source: Path, out: Path | None, seed: int | None, stability: bool, as_json: bool, no_progress: bool) -> None:
     """Write an HTML report (one file) and a Markdown summary of SOURCE.
 
     SOURCE is a study file (exported and analysed afresh from its database), a run folder OUT/STUDY,
@@ -222,47 +348,3 @@ def report(source: Path, out: Path | None, seed: int | None, stability: bool, as
         return
     click.echo(f"wrote {files.html}")
     click.echo(f"wrote {files.markdown} (figures in {files.markdown.parent / 'figures'})")
-
-
-# --- MTurk archives and panel confirmations (branch mturk-panel) -------------------------------
-@main.group("import")
-def import_group() -> None:
-    """Bring archives from other platforms into hitkit's tidy tables."""
-
-
-@import_group.command("mturk")
-@click.argument("batch", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--mapping", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="YAML mapping of answers to ratings/votes (e.g. examples/ji2022_mturk_mapping.yaml).")
-@click.option("--study", required=True, help="Study name written in every row.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for the tables (default: ./STUDY/export).")
-@click.option("--duplicates", type=click.Choice(["first", "last", "drop", "error"]), default="first",
-              show_default=True, help="A repeated AssignmentId (batch files pasted together): keep the first or "
-                                      "last row, drop all copies, or stop with an error. The count is reported.")
-def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None, duplicates: DuplicatePolicy) -> None:
-    """Turn an MTurk batch-results CSV (BATCH) into assignments.csv and the task's tidy table."""
-    import warnings
-
-    from hitkit.analysis.inference import DuplicateRowsWarning, duplicate_warnings
-    from hitkit.imports.mturk import import_mturk
-
-    out = out or Path(study) / "export"
-    with warnings.catch_warnings():  # printed below, once
-        warnings.simplefilter("ignore", DuplicateRowsWarning)
-        result = import_mturk(batch, mapping, study, out, duplicates=duplicates)
-    for line in duplicate_warnings([("AssignmentId(s) of the batch", result.duplicates)]):
-        click.echo(f"warning: {line}", err=True)
-    counted = result.assignments["status"].isin(HANDED_IN_STATUSES).sum()
-    workers = result.assignments["worker_id"].nunique()
-    for path in result.files:
-        click.echo(f"wrote {path}")
-    click.echo(f"{len(result.assignments)} assignments ({counted} counted) by {workers} workers; "
-               f"{len(result.table)} rows in {result.table_name}.csv. Next: hitkit analyze "
-               f"{_task_of(mapping)} {out} --out {out.parent / 'analysis'}")
-
-
-def _task_of(mapping: Path) -> str:
-    from hitkit.imports.mturk import load_mapping
-
-    return load_mapping(mapping).task

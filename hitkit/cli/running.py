@@ -1,5 +1,6 @@
 """Commands that run a study: scaffold it, launch it, generate its material, pre-screen its bots, serve
 its pages, run its scheduler, hand out invite links."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,13 @@ from hitkit.protocols import names as protocol_names
 
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--task", type=click.Choice(protocol_names()), default=protocol_names()[0], show_default=True,
-              help="The protocol of the study to scaffold.")
+@click.option(
+    "--task",
+    type=click.Choice(protocol_names()),
+    default=protocol_names()[0],
+    show_default=True,
+    help="The protocol of the study to scaffold.",
+)
 def init(directory: Path, task: str) -> None:
     """Scaffold a study in DIRECTORY: a commented, runnable study.yaml and the material it reads."""
     from hitkit.study.scaffold import scaffold
@@ -37,11 +43,23 @@ def init(directory: Path, task: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Validate, pack and price the study; post and save nothing.")
 @click.option("--no-progress", is_flag=True, help="No redrawn status line; a plain line every 30 s instead.")
 @click.option("--timeout", type=float, default=None, help="Stop watching after this many seconds.")
-@click.option("--test-participant", is_flag=True, help=(
-    "Prolific: create the study but do not publish it; Prolific makes a test study you take yourself "
-    "(its address is logged). Launch again with --resume, without this flag, to publish."))
-def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress: bool,
-           timeout: float | None, test_participant: bool) -> None:
+@click.option(
+    "--test-participant",
+    is_flag=True,
+    help=(
+        "Prolific: create the study but do not publish it; Prolific makes a test study you take yourself "
+        "(its address is logged). Launch again with --resume, without this flag, to publish."
+    ),
+)
+def launch(
+    study_file: Path,
+    yes: bool,
+    resume: bool,
+    dry_run: bool,
+    no_progress: bool,
+    timeout: float | None,
+    test_participant: bool,
+) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
     from hitkit.progress import showing_progress
     from hitkit.running.dry_run import dry_run as plan
@@ -58,9 +76,16 @@ def launch(study_file: Path, yes: bool, resume: bool, dry_run: bool, no_progress
     bar = not no_progress and on_terminal()
     try:
         with showing_progress(bar):  # the export's and analysis' bars, on a terminal only
-            run(study_file, web=WebServer.serve, yes=yes, resume=resume, show_progress=bar, timeout_s=timeout,
+            run(
+                study_file,
+                web=WebServer.serve,
+                yes=yes,
+                resume=resume,
+                show_progress=bar,
+                timeout_s=timeout,
                 lines_every_s=None if bar else PLAIN_LINE_EVERY_S,
-                confirm=lambda q: click.confirm(q, default=False))
+                confirm=lambda q: click.confirm(q, default=False),
+            )
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM: the launch has stopped its bot server, web server and scheduler.
         click.echo("\n" + _stopped_message(study_file), err=True)
@@ -97,14 +122,17 @@ def generate(study_file: Path, no_progress: bool) -> None:
     bar = not no_progress and on_terminal()
     # With everything written there is no bot server to start, and no model to load.
     try:
-        with sigterm_stops(), (study_bots(config, click.echo) if pending(config) else nullcontext()):
+        with sigterm_stops(), study_bots(config, click.echo) if pending(config) else nullcontext():
             report = run(config, show_progress=bar, lines_every_s=None if bar else PLAIN_LINE_EVERY_S)
     except KeyboardInterrupt:
-        click.echo(f"\nStopped; finished conversations are kept. Continue with `hitkit generate {study_file}`.",
-                   err=True)
+        click.echo(
+            f"\nStopped; finished conversations are kept. Continue with `hitkit generate {study_file}`.", err=True
+        )
         sys.exit(130)
-    click.echo(f"{report.planned} conversations planned: {report.already_done} were already done, "
-               f"{report.generated} generated now; in {config.bot_bot_path}")
+    click.echo(
+        f"{report.planned} conversations planned: {report.already_done} were already done, "
+        f"{report.generated} generated now; in {config.bot_bot_path}"
+    )
 
 
 @main.command()
@@ -134,28 +162,44 @@ def judge(study_file: Path, no_progress: bool) -> None:
     bar = not no_progress and on_terminal()
     try:
         with sigterm_stops(), study_bots(config, click.echo):
-            report = judge_study(config, config.database_url, study_id, show_progress=bar,
-                                 lines_every_s=None if bar else PLAIN_LINE_EVERY_S)
+            report = judge_study(
+                config,
+                config.database_url,
+                study_id,
+                show_progress=bar,
+                lines_every_s=None if bar else PLAIN_LINE_EVERY_S,
+            )
     except KeyboardInterrupt:
         click.echo(f"\nStopped; every label stored is kept. Continue with `hitkit judge {study_file}`.", err=True)
         sys.exit(130)
     click.echo(report.line())
     if report.failed:
-        raise HitkitError(f"the judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} "
-                          f"of {report.planned}; check it, then `hitkit judge {study_file}` asks only for those")
+        raise HitkitError(
+            f"the judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} "
+            f"of {report.planned}; check it, then `hitkit judge {study_file}` asks only for those"
+        )
     click.echo(f"Export and analyse to include the labels: `hitkit export {study_file}`, then `hitkit analyze`.")
 
 
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--human-ranking", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="CSV with 'system' and 'rank' (1 = best) or 'score': the human ranking to compare with.")
-@click.option("--study-analysis", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="A finished study's analysis folder (ranking.csv or systems.csv) to compare with.")
+@click.option(
+    "--human-ranking",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="CSV with 'system' and 'rank' (1 = best) or 'score': the human ranking to compare with.",
+)
+@click.option(
+    "--study-analysis",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A finished study's analysis folder (ranking.csv or systems.csv) to compare with.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: the summary.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
-def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path | None, as_json: bool,
-              no_progress: bool) -> None:
+def prescreen(
+    study_file: Path, human_ranking: Path | None, study_analysis: Path | None, as_json: bool, no_progress: bool
+) -> None:
     """Automatic pre-screening: a ChatMatch bot-bot tournament and ChatEval metrics (OUT/STUDY/prescreen)."""
     from hitkit.prescreen import agreement
     from hitkit.prescreen.run import prescreen as run
@@ -173,8 +217,9 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
         human, source = agreement.human_ranking_from_analysis(study_analysis), str(study_analysis)
     config = load_study(study_file)
     with sigterm_stops(), study_bots(config, lambda line: None if as_json else click.echo(line)):
-        result = run(config, human=human, human_source=source,
-                     show_progress=not no_progress and not as_json and on_terminal())
+        result = run(
+            config, human=human, human_source=source, show_progress=not no_progress and not as_json and on_terminal()
+        )
     if as_json:
         click.echo(json.dumps(result.summary, indent=2, default=str))
         return
@@ -183,9 +228,15 @@ def prescreen(study_file: Path, human_ranking: Path | None, study_analysis: Path
 
 
 @main.command()
-@click.option("--db", "databases", envvar="HITKIT_DATABASE_URL", multiple=True, required=True,
-              help="Database URL or SQLite file path (or HITKIT_DATABASE_URL); repeat it, or give a runs folder "
-                   "(every STUDY/hitkit.db in it), to serve several studies' databases under one dashboard.")
+@click.option(
+    "--db",
+    "databases",
+    envvar="HITKIT_DATABASE_URL",
+    multiple=True,
+    required=True,
+    help="Database URL or SQLite file path (or HITKIT_DATABASE_URL); repeat it, or give a runs folder "
+    "(every STUDY/hitkit.db in it), to serve several studies' databases under one dashboard.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--threads", default=16, show_default=True, type=int)
@@ -208,8 +259,10 @@ def serve(databases: tuple[str, ...], host: str, port: int, threads: int) -> Non
     for url in urls:
         found = launched_studies(url)
         if found is None:  # no hitkit tables: nothing was ever launched into it
-            raise HitkitError(f"no study has been launched into {url}; launch one with `hitkit launch STUDY.yaml` "
-                              f"(check it first with --dry-run)")
+            raise HitkitError(
+                f"no study has been launched into {url}; launch one with `hitkit launch STUDY.yaml` "
+                f"(check it first with --dry-run)"
+            )
         names[url] = found
     folders = tuple(Path(v) for v in databases if "://" not in v and Path(v).is_dir())
     app = _serve_app(urls, folders)
@@ -241,13 +294,16 @@ def expand_databases(values: tuple[str, ...]) -> list[str]:
         if "://" not in value and path.is_dir():
             found = sorted(path.glob("*/hitkit.db")) or sorted(path.glob("hitkit.db"))
             if not found:
-                raise HitkitError(f"{value} is a folder without any STUDY/hitkit.db in it; give a study's "
-                                  f"database file or a database URL")
+                raise HitkitError(
+                    f"{value} is a folder without any STUDY/hitkit.db in it; give a study's "
+                    f"database file or a database URL"
+                )
             urls += [database_url_of(str(p)) for p in found]
         else:
             if "://" not in value and not path.is_file():
-                raise HitkitError(f"{value}: no such database file; give runs/STUDY/hitkit.db of a launched study "
-                                  f"or a database URL")
+                raise HitkitError(
+                    f"{value}: no such database file; give runs/STUDY/hitkit.db of a launched study or a database URL"
+                )
             urls.append(database_url_of(value))
     return list(dict.fromkeys(urls))
 
@@ -283,8 +339,12 @@ def scheduler(database_url: str) -> None:
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-n", "count", type=int, default=5, show_default=True, help="How many links.")
-@click.option("--base-url", default=None, help="Address the annotators reach the server at "
-              "(default: server.public_url, else where launch or serve last served the study).")
+@click.option(
+    "--base-url",
+    default=None,
+    help="Address the annotators reach the server at "
+    "(default: server.public_url, else where launch or serve last served the study).",
+)
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
     from hitkit.providers.local import LocalProvider
@@ -294,15 +354,19 @@ def invites(study_file: Path, count: int, base_url: str | None) -> None:
 
     config = load_study(study_file)
     if config.provider.kind != "local":
-        raise HitkitError(f"{study_file}: invites are for provider.kind 'local'; this study uses '{config.provider.kind}'")
+        raise HitkitError(
+            f"{study_file}: invites are for provider.kind 'local'; this study uses '{config.provider.kind}'"
+        )
     require_launched(config, study_file)
     served = served_url(config.database_url, config.study)
     base = base_url or config.server.public_url or served
     if base is None and config.server.port:
         base = f"http://{config.server.host}:{config.server.port}"
     if base is None:
-        raise HitkitError(f"'{config.study}' has not been served yet, so its address is not known: run "
-                          f"`hitkit launch {study_file} --resume` (or `hitkit serve`) first, or give --base-url")
+        raise HitkitError(
+            f"'{config.study}' has not been served yet, so its address is not known: run "
+            f"`hitkit launch {study_file} --resume` (or `hitkit serve`) first, or give --base-url"
+        )
     base = base.rstrip("/")
     provider = LocalProvider(config, resolve_secret(config.database_url))
     for i in range(1, count + 1):

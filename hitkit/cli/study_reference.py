@@ -5,6 +5,7 @@ The docs site builds its "Study file" reference page from :func:`study_reference
 description is its ``Field(description=...)``; :data:`FIELD_NOTES` gives one to fields whose model
 has none yet (a test checks every field has one, and that no note is stale or shadowed).
 """
+
 from __future__ import annotations
 
 import typing
@@ -22,9 +23,9 @@ FIELD_NOTES: dict[str, str] = {
     "ProlificConfig.rejection_category": "Prolific's rejection category sent with every rejection hitkit makes",
     "BotsConfig.pacing": "when each chat reply is released, so the quality-control slot is never the fast one",
     "PacingConfig.mode": "observed: hold control replies to a draw from the real bots' latencies; fixed: hold every "
-                         "reply until floor_s; off: release replies as they come",
+    "reply until floor_s; off: release replies as they come",
     "StudyConfig.screener": "short multiple-choice questions before consent; a participant who fails is screened out "
-                            "with pay and never counts as a worker",
+    "with pay and never counts as a worker",
     "ScreenerQuestion.name": "the answer's name in the database (lower-case letters, digits, _)",
     "ScreenerQuestion.text": "the question as the participant reads it",
     "ScreenerQuestion.options": "the choices shown",
@@ -78,7 +79,7 @@ FIELD_NOTES: dict[str, str] = {
     "MTurkConfig.auto_approval_delay_s": "the platform's own auto-approval delay",
     "SimulatedConfig.workers": "groups of simulated workers",
     "CrowdGroup.profile": "how they answer (diligent, noisy, spammer, always_tie, judge_like) or type "
-                          "(llm_paster, slow_typist, phone)",
+    "(llm_paster, slow_typist, phone)",
     "CrowdGroup.count": "workers of this profile",
     "BotsConfig.serve": "the bot server's settings",
     "BotServeConfig.host": "address the bot server binds",
@@ -143,15 +144,22 @@ def type_name(annotation: Any) -> str:
         return " or ".join(type_name(a) for a in args)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "section"
-    return {str: "text", int: "integer", float: "number", bool: "true/false", Decimal: "amount",
-            Path: "path"}.get(annotation, "any" if annotation is Any else getattr(annotation, "__name__", str(annotation)))
+    return {str: "text", int: "integer", float: "number", bool: "true/false", Decimal: "amount", Path: "path"}.get(
+        annotation, "any" if annotation is Any else getattr(annotation, "__name__", str(annotation))
+    )
 
 
 def _constraints(field) -> str:
     marks = []
     for meta in field.metadata:
-        for attr, sign in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤"), ("min_length", "at least"),
-                           ("max_length", "at most")):
+        for attr, sign in (
+            ("gt", ">"),
+            ("ge", "≥"),
+            ("lt", "<"),
+            ("le", "≤"),
+            ("min_length", "at least"),
+            ("max_length", "at most"),
+        ):
             value = getattr(meta, attr, None)
             if value is not None:
                 marks.append(f"{sign} {value}")
@@ -176,8 +184,9 @@ def default_text(field) -> str:
     if isinstance(value, type) and issubclass(value, BaseModel):  # a model class (pydantic's metaclass)
         return str(value)
     if isinstance(value, list) and value and isinstance(value[0], BaseModel):
-        return ", ".join(str(v.model_dump(exclude_defaults=True) or v.model_dump()) for v in value[:3]) + \
-            (" …" if len(value) > 3 else "")
+        return ", ".join(str(v.model_dump(exclude_defaults=True) or v.model_dump()) for v in value[:3]) + (
+            " …" if len(value) > 3 else ""
+        )
     return f"`{value!r}`" if not isinstance(value, bool) else f"`{str(value).lower()}`"
 
 
@@ -194,13 +203,22 @@ def fields(model: type[BaseModel] | None = None, prefix: str = "", seen: set | N
             continue
         owner = "StudyConfig" if model.__name__ == "StudyConfig" else model.__name__
         description = field.description or FIELD_NOTES.get(f"{owner}.{name}", "") or _protocol_section(owner, name)
-        rows.append(FieldRow(prefix + name, owner, name, type_name(field.annotation) + _constraints(field),
-                             default_text(field), description))
+        rows.append(
+            FieldRow(
+                prefix + name,
+                owner,
+                name,
+                type_name(field.annotation) + _constraints(field),
+                default_text(field),
+                description,
+            )
+        )
         for sub in models_in(field.annotation):
             if (prefix + name, sub) not in seen:
                 seen.add((prefix + name, sub))
-                rows += fields(sub, prefix + name + ("[]." if typing.get_origin(field.annotation) is list else "."),
-                               seen)
+                rows += fields(
+                    sub, prefix + name + ("[]." if typing.get_origin(field.annotation) is list else "."), seen
+                )
     return rows
 
 
@@ -219,11 +237,17 @@ def _cell(text: str) -> str:
 def study_reference_markdown() -> str:
     """The "Study file reference" page: one table per section, every field with type, default, description."""
     rows = fields()
-    lines = ["# Study file reference", "",
-             ("Generated from hitkit's pydantic models when the site is built, so it lists exactly what "
-              "this version accepts. Paths are relative to the study file. `hitkit schema` writes the same "
-              "as a JSON Schema for your editor (see [Editor support](editor.md)); the "
-              "[study-file guide](../guide/study-file.md) explains the protocols."), ""]
+    lines = [
+        "# Study file reference",
+        "",
+        (
+            "Generated from hitkit's pydantic models when the site is built, so it lists exactly what "
+            "this version accepts. Paths are relative to the study file. `hitkit schema` writes the same "
+            "as a JSON Schema for your editor (see [Editor support](editor.md)); the "
+            "[study-file guide](../guide/study-file.md) explains the protocols."
+        ),
+        "",
+    ]
     sections: dict[str, list[FieldRow]] = {}
     for row in rows:
         section = row.path.rsplit(".", 1)[0] if "." in row.path else ""
@@ -245,7 +269,8 @@ def study_schema() -> dict:
     schema["title"] = "hitkit study file"
     schema["properties"].pop("base_dir", None)
     for owner, props in [("StudyConfig", schema["properties"])] + [
-            (name, d.get("properties", {})) for name, d in schema.get("$defs", {}).items()]:
+        (name, d.get("properties", {})) for name, d in schema.get("$defs", {}).items()
+    ]:
         for name, prop in props.items():
             if "description" not in prop and f"{owner}.{name}" in FIELD_NOTES:
                 prop["description"] = FIELD_NOTES[f"{owner}.{name}"]

@@ -1,5 +1,6 @@
 """Bot health on the dashboard, the CLI's status line and the events: replies owed to workers, timeouts,
 unreachable and slow bots, recent and in total."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -73,13 +74,19 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
         return {"rows": [], "failing": [], "summary": "", "window_s": RECENT_S, "owed_failing_s": OWED_FAILING_S}
     systems = list(session.scalars(select(System).where(System.study_id == ctx.study_id).order_by(System.id)))
     rows: dict[str | None, BotRow] = {s.name: BotRow(s.name, s.is_control) for s in systems}
-    last = (select(Turn.conversation_id, func.max(Turn.index).label("last"))
-            .join(Conversation).where(Conversation.study_id == ctx.study_id, Conversation.kind == "human_bot")
-            .group_by(Turn.conversation_id).subquery())
+    last = (
+        select(Turn.conversation_id, func.max(Turn.index).label("last"))
+        .join(Conversation)
+        .where(Conversation.study_id == ctx.study_id, Conversation.kind == "human_bot")
+        .group_by(Turn.conversation_id)
+        .subquery()
+    )
     owed = session.execute(
-        select(Conversation.meta, Turn.created_at).join(Turn, Turn.conversation_id == Conversation.id)
+        select(Conversation.meta, Turn.created_at)
+        .join(Turn, Turn.conversation_id == Conversation.id)
         .join(last, (last.c.conversation_id == Turn.conversation_id) & (last.c.last == Turn.index))
-        .where(Turn.speaker == "worker")).all()
+        .where(Turn.speaker == "worker")
+    ).all()
     for meta, since in owed:
         row = rows.get((meta or {}).get("system"))
         if row is None:
@@ -90,8 +97,11 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
             wait = max(0.0, (now - since).total_seconds())
             row.oldest_wait_s = max(row.oldest_wait_s or 0.0, wait)
     recent_since = now - dt.timedelta(seconds=RECENT_S)
-    for kind, data, created in session.execute(select(Event.kind, Event.data, Event.created_at).where(
-            Event.study_id == ctx.study_id, Event.kind.in_(tuple(BOT_TROUBLE)))):
+    for kind, data, created in session.execute(
+        select(Event.kind, Event.data, Event.created_at).where(
+            Event.study_id == ctx.study_id, Event.kind.in_(tuple(BOT_TROUBLE))
+        )
+    ):
         data = data or {}
         row = rows.get(data.get("system") or data.get("bot") or data.get("model"))
         if row is None:
@@ -103,13 +113,13 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
     failing = [r.name for r in rows.values() if r.state == "failing"]
     summary = ""
     if failing:
-        summary = "bots failing: " + "; ".join(f"{r.name} ({r.describe()})" for r in rows.values()
-                                               if r.name in failing)
+        summary = "bots failing: " + "; ".join(f"{r.name} ({r.describe()})" for r in rows.values() if r.name in failing)
     elif any(r.state == "slow" for r in rows.values()):
         summary = "bots slow: " + ", ".join(r.name for r in rows.values() if r.state == "slow")
     bots_summary: Callable[[Session, int], dict[str, Any]] | None
     try:  # the bots layer's own summary (latency, queue depth), where it provides one
         from hitkit.bots import health
+
         bots_summary = health.summary
     except ImportError:
         bots_summary = None
@@ -117,8 +127,15 @@ def bot_health(session: Session, ctx: StudyContext, now: dt.datetime | None = No
     from hitkit.db.models import Study
 
     sentence = health_sentence(extra, session.get_one(Study, ctx.study_id).status)
-    return {"rows": list(rows.values()), "failing": failing, "summary": summary, "window_s": RECENT_S,
-            "owed_failing_s": OWED_FAILING_S, "bots": extra, "sentence": sentence}
+    return {
+        "rows": list(rows.values()),
+        "failing": failing,
+        "summary": summary,
+        "window_s": RECENT_S,
+        "owed_failing_s": OWED_FAILING_S,
+        "bots": extra,
+        "sentence": sentence,
+    }
 
 
 def fmt_seconds(value: float | None) -> str:

@@ -1,5 +1,6 @@
 """What the dashboard shows of the platform's side of a study: webhook health (last event, failures, or
 "polling only"), a high return rate, and the screener's screen-outs. Reads rows only; never asks the platform."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,17 +23,22 @@ def platform_state(session: Session, ctx) -> dict[str, Any] | None:
         health = hooks.health(session, ctx.study_id)
         out["webhooks"] = health
         out["webhooks_text"] = (
-            "polling only" + (f" (subscribing failed: {health['subscription_errors'][0]})"
-                              if health["subscription_errors"] else "")
-            if health["mode"] == "polling only" else
-            f"{len(health['subscribed'])} subscribed; last event "
+            "polling only"
+            + (f" (subscribing failed: {health['subscription_errors'][0]})" if health["subscription_errors"] else "")
+            if health["mode"] == "polling only"
+            else f"{len(health['subscribed'])} subscribed; last event "
             f"{health['last_event_at'][:19].replace('T', ' ') if health['last_event_at'] else 'none yet'}; "
-            f"{health['failures']} failure(s)")
+            f"{health['failures']} failure(s)"
+        )
     if ctx.config.screener is not None:
         screened = screener.screened_out_count(session, ctx.study_id)
-        paid = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0)).where(
-            Payment.study_id == ctx.study_id, Payment.kind == "screen_out"))
+        paid = session.scalar(
+            select(func.coalesce(func.sum(Payment.amount), 0)).where(
+                Payment.study_id == ctx.study_id, Payment.kind == "screen_out"
+            )
+        )
         out["screened_out"] = screened
-        out["screened_out_text"] = (f"{screened} of {ctx.config.screener.slots} slots "
-                                    f"({paid} {ctx.config.provider.currency})")
+        out["screened_out_text"] = (
+            f"{screened} of {ctx.config.screener.slots} slots ({paid} {ctx.config.provider.currency})"
+        )
     return out

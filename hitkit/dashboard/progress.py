@@ -1,5 +1,6 @@
 """A study's progress as the dashboard shows it: answers per unit and per system, assignments by status,
 and the protocol's quality check so far."""
+
 from __future__ import annotations
 
 import statistics
@@ -52,12 +53,12 @@ def study_shape(session: Session, key: str, study_id: int) -> StudyShape:
     with _lock:
         if (key, study_id) in _shapes:
             return _shapes[(key, study_id)]
-    units = session.execute(select(Unit.id, Unit.payload, Unit.required_answers)
-                            .where(Unit.study_id == study_id)).all()
+    units = session.execute(select(Unit.id, Unit.payload, Unit.required_answers).where(Unit.study_id == study_id)).all()
     systems = {uid: unit_systems(payload) for uid, payload, _ in units}
     hits: dict[int, set[str]] = defaultdict(set)
-    for hit_id, unit_id in session.execute(select(HitUnit.hit_id, HitUnit.unit_id).join(Hit)
-                                           .where(Hit.study_id == study_id)):
+    for hit_id, unit_id in session.execute(
+        select(HitUnit.hit_id, HitUnit.unit_id).join(Hit).where(Hit.study_id == study_id)
+    ):
         hits[hit_id].update(systems.get(unit_id, ()))
     shape = StudyShape(systems, {uid: req for uid, _, req in units}, {h: frozenset(s) for h, s in hits.items()})
     with _lock:
@@ -117,8 +118,11 @@ class StudyProgress:
     def leader_text(self) -> str:
         """Who leads, in words: ``scheduler on HOST (pid N) since …``, or none."""
         lead = self.leader
-        return (f"{lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since'][:19].replace('T', ' ')} UTC"
-                if lead else "none (no scheduler acts on this study now)")
+        return (
+            f"{lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since'][:19].replace('T', ' ')} UTC"
+            if lead
+            else "none (no scheduler acts on this study now)"
+        )
 
     @property
     def hits_posted(self) -> int:
@@ -128,22 +132,48 @@ class StudyProgress:
         """Plain JSON for the dashboard's live refresh."""
         qc = None
         if self.qc is not None:
-            qc = {"method": self.qc.method, "workers": self.qc.workers, "passed": self.qc.passed,
-                  "rate": self.qc.rate}
+            qc = {"method": self.qc.method, "workers": self.qc.workers, "passed": self.qc.passed, "rate": self.qc.rate}
         return {
-            "name": self.name, "task": self.task, "provider": self.provider, "status": self.status,
-            "currency": self.currency, "budget": str(self.budget), "spent": str(self.spent),
-            "committed": str(self.committed), "hits_total": self.hits_total, "hits_posted": self.hits_posted,
-            "hits": self.hits, "assignments": self.assignments, "accepted": self.assignments.get("accepted", 0),
-            "submitted": self.assignments.get("submitted", 0), "approved": self.assignments.get("approved", 0),
-            "rejected": self.assignments.get("rejected", 0), "workers": self.workers,
-            "answers_done": self.answers_done, "answers_needed": self.answers_needed,
-            "work_time_median_s": self.work_time_median_s, "work_time_mean_s": self.work_time_mean_s,
-            "qc": qc, "systems": [asdict(s) for s in self.systems], "display": self.display(),
-            "leader": self.leader, "leader_text": self.leader_text,
-            "bots": [{"name": r.name, "state": r.state, "owed": r.owed, "text": r.describe(),
-                      "recent": r.recent, "total": r.total} for r in self.bots.get("rows", [])],
-            "bots_failing": self.bots.get("failing", []), "held": self.held, "stopping": self.stopping,
+            "name": self.name,
+            "task": self.task,
+            "provider": self.provider,
+            "status": self.status,
+            "currency": self.currency,
+            "budget": str(self.budget),
+            "spent": str(self.spent),
+            "committed": str(self.committed),
+            "hits_total": self.hits_total,
+            "hits_posted": self.hits_posted,
+            "hits": self.hits,
+            "assignments": self.assignments,
+            "accepted": self.assignments.get("accepted", 0),
+            "submitted": self.assignments.get("submitted", 0),
+            "approved": self.assignments.get("approved", 0),
+            "rejected": self.assignments.get("rejected", 0),
+            "workers": self.workers,
+            "answers_done": self.answers_done,
+            "answers_needed": self.answers_needed,
+            "work_time_median_s": self.work_time_median_s,
+            "work_time_mean_s": self.work_time_mean_s,
+            "qc": qc,
+            "systems": [asdict(s) for s in self.systems],
+            "display": self.display(),
+            "leader": self.leader,
+            "leader_text": self.leader_text,
+            "bots": [
+                {
+                    "name": r.name,
+                    "state": r.state,
+                    "owed": r.owed,
+                    "text": r.describe(),
+                    "recent": r.recent,
+                    "total": r.total,
+                }
+                for r in self.bots.get("rows", [])
+            ],
+            "bots_failing": self.bots.get("failing", []),
+            "held": self.held,
+            "stopping": self.stopping,
             "platform": self.platform,
         }
 
@@ -158,11 +188,17 @@ class StudyProgress:
         if self.qc is not None and self.qc.rate is not None:
             qc = f"{100 * self.qc.rate:.0f} % of {self.qc.workers}"
         share = f"{100 * self.answers_done / self.answers_needed:.0f} %" if self.answers_needed else "–"
-        return {"qc": qc, "work_time": fmt_seconds(self.work_time_median_s),
-                "spent": f"{self.spent} {self.currency}", "committed": f"{self.committed} {self.currency}",
-                "budget": f"{self.budget} {self.currency}", "answers": f"{self.answers_done} / {self.answers_needed}",
-                "share": share, "bots": self.bots.get("summary") or ("ok" if self.bots.get("rows") else "–"),
-                "held": str(self.held)}
+        return {
+            "qc": qc,
+            "work_time": fmt_seconds(self.work_time_median_s),
+            "spent": f"{self.spent} {self.currency}",
+            "committed": f"{self.committed} {self.currency}",
+            "budget": f"{self.budget} {self.currency}",
+            "answers": f"{self.answers_done} / {self.answers_needed}",
+            "share": share,
+            "bots": self.bots.get("summary") or ("ok" if self.bots.get("rows") else "–"),
+            "held": str(self.held),
+        }
 
 
 def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> StudyProgress:
@@ -174,23 +210,46 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
     study = session.get_one(Study, ctx.study_id)
     shape = study_shape(session, cache_key, study.id)
     hit_status = dict(session.execute(select(Hit.id, Hit.status).where(Hit.study_id == study.id)).all())
-    per_hit = session.execute(select(Assignment.hit_id, Assignment.status, func.count()).join(Hit)
-                              .where(Hit.study_id == study.id)
-                              .group_by(Assignment.hit_id, Assignment.status)).all()
+    per_hit = session.execute(
+        select(Assignment.hit_id, Assignment.status, func.count())
+        .join(Hit)
+        .where(Hit.study_id == study.id)
+        .group_by(Assignment.hit_id, Assignment.status)
+    ).all()
     counts = unit_answer_counts(session, study.id)
-    times = [t for (t,) in session.execute(select(Assignment.work_time_s).join(Hit).where(
-        Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.work_time_s.is_not(None)))
-        if t is not None]  # the query's condition, for the type checker
-    workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)  # screened out: not
-                             .where(Hit.study_id == study.id, Assignment.status != "screened_out")) or 0  # workers
-    spent = session.execute(select(func.coalesce(func.sum(Payment.amount), 0))
-                            .where(Payment.study_id == study.id, Payment.status == "paid")).scalar_one()
-    turns_by_system = dict(session.execute(
-        select(Turn.system_id, func.count(func.distinct(Turn.conversation_id))).join(Conversation)
-        .where(Conversation.study_id == study.id, Turn.system_id.is_not(None)).group_by(Turn.system_id)).all())
+    times = [
+        t
+        for (t,) in session.execute(
+            select(Assignment.work_time_s)
+            .join(Hit)
+            .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.work_time_s.is_not(None))
+        )
+        if t is not None
+    ]  # the query's condition, for the type checker
+    workers = (
+        session.scalar(
+            select(func.count(func.distinct(Assignment.worker_id)))
+            .join(Hit)  # screened out: not
+            .where(Hit.study_id == study.id, Assignment.status != "screened_out")
+        )
+        or 0
+    )  # workers
+    spent = session.execute(
+        select(func.coalesce(func.sum(Payment.amount), 0)).where(Payment.study_id == study.id, Payment.status == "paid")
+    ).scalar_one()
+    turns_by_system = dict(
+        session.execute(
+            select(Turn.system_id, func.count(func.distinct(Turn.conversation_id)))
+            .join(Conversation)
+            .where(Conversation.study_id == study.id, Turn.system_id.is_not(None))
+            .group_by(Turn.system_id)
+        ).all()
+    )
 
-    rows = {s.name: SystemProgress(s.name, s.is_control, conversations=turns_by_system.get(s.id, 0))
-            for s in session.scalars(select(System).where(System.study_id == study.id).order_by(System.id))}
+    rows = {
+        s.name: SystemProgress(s.name, s.is_control, conversations=turns_by_system.get(s.id, 0))
+        for s in session.scalars(select(System).where(System.study_id == study.id).order_by(System.id))
+    }
     for names in shape.unit_systems.values():
         for name in names:
             rows.setdefault(name, SystemProgress(name, False, has_profile=False))
@@ -217,14 +276,27 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
     need_total = sum(shape.unit_required.values())
     done_total = sum(min(n, counts.get(uid, 0)) for uid, n in shape.unit_required.items())
     return StudyProgress(
-        name=study.name, task=study.task_type, provider=study.provider, status=study.status,
-        currency=study.currency, budget=study.budget, spent=cents(Decimal(spent)),
-        committed=cents(committed_spend(session, ctx)), hits_total=len(hit_status),
-        hits=dict(Counter(hit_status.values())), assignments=dict(assignments), workers=workers,
-        answers_done=done_total, answers_needed=need_total,
+        name=study.name,
+        task=study.task_type,
+        provider=study.provider,
+        status=study.status,
+        currency=study.currency,
+        budget=study.budget,
+        spent=cents(Decimal(spent)),
+        committed=cents(committed_spend(session, ctx)),
+        hits_total=len(hit_status),
+        hits=dict(Counter(hit_status.values())),
+        assignments=dict(assignments),
+        workers=workers,
+        answers_done=done_total,
+        answers_needed=need_total,
         work_time_median_s=round(statistics.median(times), 1) if times else None,
         work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
-        qc=qc_summary(session, ctx, cache_key), systems=list(rows.values()), bots=bot_health(session, ctx),
-        held=len(held_assignment_ids(session, study.id)), stopping=stopping.summary(session, ctx),
+        qc=qc_summary(session, ctx, cache_key),
+        systems=list(rows.values()),
+        bots=bot_health(session, ctx),
+        held=len(held_assignment_ids(session, study.id)),
+        stopping=stopping.summary(session, ctx),
         platform=platform_state(session, ctx),
-        leader=leader(session, study.id))
+        leader=leader(session, study.id),
+    )

@@ -4,6 +4,7 @@ reject, bonus, block, unblock), each through the provider and the ledger (:mod:`
 Actions write the ledger row and commit it *before* the provider is called, then record the
 outcome: a crash in between leaves a ``pending`` row whose idempotency key stops a retry from
 paying twice (the scheduler's rule for rewards, applied to the coordinator's clicks)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -66,14 +67,19 @@ class WorkerRow:
 
 def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> list[WorkerRow]:
     """Every worker who took a HIT of the study, with what they did and what they were paid."""
-    rows = session.execute(select(Assignment, Worker).join(Hit, Assignment.hit_id == Hit.id)
-                           .join(Worker, Assignment.worker_id == Worker.id)
-                           .where(Hit.study_id == ctx.study_id).order_by(Worker.id, Assignment.id)).all()
+    rows = session.execute(
+        select(Assignment, Worker)
+        .join(Hit, Assignment.hit_id == Hit.id)
+        .join(Worker, Assignment.worker_id == Worker.id)
+        .where(Hit.study_id == ctx.study_id)
+        .order_by(Worker.id, Assignment.id)
+    ).all()
     pay: defaultdict[int | None, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     for worker_id, kind, amount in session.execute(
-            select(Payment.worker_id, Payment.kind, func.sum(Payment.amount))
-            .where(Payment.study_id == ctx.study_id, Payment.status == "paid", Payment.kind.in_(("reward", "bonus")))
-            .group_by(Payment.worker_id, Payment.kind)):
+        select(Payment.worker_id, Payment.kind, func.sum(Payment.amount))
+        .where(Payment.study_id == ctx.study_id, Payment.status == "paid", Payment.kind.in_(("reward", "bonus")))
+        .group_by(Payment.worker_id, Payment.kind)
+    ):
         pay[worker_id][0] += Decimal(amount)
         if kind == "bonus":
             pay[worker_id][1] += Decimal(amount)
@@ -83,9 +89,20 @@ def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> li
     for a, w in rows:
         row = out.get(w.id)
         if row is None:
-            row = out[w.id] = WorkerRow(w.id, w.external_id, w.provider, w.blocked, {}, cents(pay[w.id][0]),
-                                        cents(pay[w.id][1]), None,
-                                        qc.by_worker.get(w.external_id) if qc else None, [], [], None)
+            row = out[w.id] = WorkerRow(
+                w.id,
+                w.external_id,
+                w.provider,
+                w.blocked,
+                {},
+                cents(pay[w.id][0]),
+                cents(pay[w.id][1]),
+                None,
+                qc.by_worker.get(w.external_id) if qc else None,
+                [],
+                [],
+                None,
+            )
         row.statuses[a.status] = row.statuses.get(a.status, 0) + 1
         if a.feedback:
             row.feedback.append(a.feedback)
@@ -115,15 +132,24 @@ def _assignment_in_study(session: Session, ctx: StudyContext, assignment_id: int
 
 def _worker_in_study(session: Session, ctx: StudyContext, worker_id: int) -> Worker:
     worker = session.get(Worker, worker_id)
-    took = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
-        Assignment.worker_id == worker_id, Hit.study_id == ctx.study_id)) if worker else 0
+    took = (
+        session.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .join(Hit)
+            .where(Assignment.worker_id == worker_id, Hit.study_id == ctx.study_id)
+        )
+        if worker
+        else 0
+    )
     if worker is None or not took:
         raise ActionError(f"worker {worker_id} has no assignment in study '{ctx.name}'")
     return worker
 
 
-def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int,
-                       override_platform: str | None = None) -> str:
+def approve_assignment(
+    database_url: str, ctx: StudyContext, assignment_id: int, override_platform: str | None = None
+) -> str:
     """Approve submitted work now, through the ledger's one approve path as the coordinator's decision.
 
     The coordinator's approval replaces the review window, a panel's confirmation and the QC hold,
@@ -141,14 +167,24 @@ def approve_assignment(database_url: str, ctx: StudyContext, assignment_id: int,
             raise ActionError(f"assignment {assignment_id} is {a.status}; only submitted work can be approved")
         worker = a.worker.external_id
     with _leading(database_url, ctx):
-        outcome = approve(database_url, ctx, assignment_id, utcnow(), actor=ACTOR, coordinator=True,
-                          override_platform=override_platform)
+        outcome = approve(
+            database_url,
+            ctx,
+            assignment_id,
+            utcnow(),
+            actor=ACTOR,
+            coordinator=True,
+            override_platform=override_platform,
+        )
     if outcome == "refused":
-        raise ActionError(f"the {ctx.provider.name} platform records another worker on assignment "
-                          f"{assignment_id}; it cannot be approved for {worker}")
+        raise ActionError(
+            f"the {ctx.provider.name} platform records another worker on assignment "
+            f"{assignment_id}; it cannot be approved for {worker}"
+        )
     if outcome == "waiting":
-        raise ActionError(f"assignment {assignment_id} is not handed in on {ctx.provider.name} yet; approve "
-                          f"it once it is")
+        raise ActionError(
+            f"assignment {assignment_id} is not handed in on {ctx.provider.name} yet; approve it once it is"
+        )
     if outcome != "approved":
         with session_scope(database_url) as session:
             status = session.get_one(Assignment, assignment_id).status
@@ -194,8 +230,14 @@ def reject_assignment(database_url: str, ctx: StudyContext, assignment_id: int, 
     with session_scope(database_url) as session:
         a = session.get_one(Assignment, assignment_id, with_for_update=True)
         a.status, a.decided_at = "rejected", utcnow()
-        session.add(Event(study_id=ctx.study_id, kind="assignment_rejected", actor=ACTOR,
-                          data={"assignment": a.id, "reason": reason}))
+        session.add(
+            Event(
+                study_id=ctx.study_id,
+                kind="assignment_rejected",
+                actor=ACTOR,
+                data={"assignment": a.id, "reason": reason},
+            )
+        )
     return f"assignment {assignment_id} rejected"
 
 
@@ -215,14 +257,13 @@ def parse_amount(text: str | None) -> Decimal:
     return amount
 
 
-def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str,
-                 key: str) -> str:
+def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str, key: str) -> str:
     """Pay ``worker_id`` a bonus once per ``key`` (the form's nonce): a second click pays nothing more.
 
     The bonus is the ledger's (``hitkit.money.ledger.bonus_key`` with the nonce as its tag), on the
     worker's latest handed-in assignment; a retry of the same form finds it by worker and nonce.
     """
-    from hitkit.money.ledger import pay_bonus
+    from hitkit.money.bonuses import pay_bonus
 
     reason = (reason or "").strip() or "Thank you for your careful work."
     if not re.fullmatch(r"[A-Za-z0-9_-]{8,64}", key or ""):
@@ -237,21 +278,36 @@ def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: D
     # The ledger rows are committed: only now does the provider hear of the bonus.
     try:
         with _leading(database_url, ctx):
-            pay_bonus(database_url, ctx, ledger_key, actor=ACTOR,
-                      note={"worker": external_id, "amount": str(amount), "reason": reason})
+            pay_bonus(
+                database_url,
+                ctx,
+                ledger_key,
+                actor=ACTOR,
+                note={"worker": external_id, "amount": str(amount), "reason": reason},
+            )
     except Exception as exc:
         with session_scope(database_url) as session:
-            session.add(Event(study_id=ctx.study_id, kind="bonus_failed", actor=ACTOR,
-                              data={"worker": external_id, "amount": str(amount), "error": str(exc)[:500]}))
-        raise ActionError(f"the provider did not pay the bonus ({exc}); the ledger keeps it pending under its key, "
-                          f"so sending the same form again in a minute retries it without paying twice") from exc
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="bonus_failed",
+                    actor=ACTOR,
+                    data={"worker": external_id, "amount": str(amount), "error": str(exc)[:500]},
+                )
+            )
+        raise ActionError(
+            f"the provider did not pay the bonus ({exc}); the ledger keeps it pending under its key, "
+            f"so sending the same form again in a minute retries it without paying twice"
+        ) from exc
     return f"bonus of {amount} {ctx.config.provider.currency} paid to {external_id}"
 
 
-def _prepare_bonus(database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str,
-                   nonce: str) -> tuple[str, str, Decimal] | str:
+def _prepare_bonus(
+    database_url: str, ctx: StudyContext, worker_id: int, amount: Decimal, reason: str, nonce: str
+) -> tuple[str, str, Decimal] | str:
     """Have the ledger write (and commit) the pending bonus and fee; a message instead when nothing is left to do."""
-    from hitkit.money.ledger import bonus_by_tag, bonus_key, record_bonus
+    from hitkit.money.bonuses import bonus_by_tag, record_bonus
+    from hitkit.money.ledger import bonus_key
 
     with session_scope(database_url) as session:
         # One coordinator action at a time per worker: the worker row is the lock.
@@ -262,20 +318,28 @@ def _prepare_bonus(database_url: str, ctx: StudyContext, worker_id: int, amount:
         worker = _worker_in_study(session, ctx, worker_id)
         if existing is not None:
             if existing.amount != amount:
-                raise ActionError(f"this form already started a bonus of {existing.amount}; reload the page for a "
-                                  f"new one")
+                raise ActionError(
+                    f"this form already started a bonus of {existing.amount}; reload the page for a new one"
+                )
             if utcnow() - existing.created_at < IN_FLIGHT:
                 # Another click of the same form is paying it right now; a second provider call is not needed.
                 return f"this bonus of {existing.amount} {existing.currency} is being paid"
             return worker.external_id, existing.idempotency_key, amount
-        assignment = session.scalar(select(Assignment).join(Hit).where(
-            Hit.study_id == ctx.study_id, Assignment.worker_id == worker_id,
-            Assignment.status.in_(DONE_STATUSES)).order_by(Assignment.id.desc()).limit(1))
+        assignment = session.scalar(
+            select(Assignment)
+            .join(Hit)
+            .where(
+                Hit.study_id == ctx.study_id, Assignment.worker_id == worker_id, Assignment.status.in_(DONE_STATUSES)
+            )
+            .order_by(Assignment.id.desc())
+            .limit(1)
+        )
         if assignment is None:
             raise ActionError(f"worker {worker.external_id} has no submitted or approved work to pay a bonus on")
         try:
-            row = record_bonus(session, ctx, assignment, amount, bonus_key(ctx.study_id, assignment.id, nonce),
-                               reason, ACTOR)
+            row = record_bonus(
+                session, ctx, assignment, amount, bonus_key(ctx.study_id, assignment.id, nonce), reason, ACTOR
+            )
         except BudgetError as exc:
             raise ActionError(str(exc)) from None
         return worker.external_id, row.idempotency_key, amount
@@ -298,8 +362,14 @@ def block_worker(database_url: str, ctx: StudyContext, worker_id: int, reason: s
     else:
         where = "hitkit"
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind="worker_blocked", actor=ACTOR,
-                          data={"worker": external_id, "reason": (reason or "").strip(), "where": where}))
+        session.add(
+            Event(
+                study_id=ctx.study_id,
+                kind="worker_blocked",
+                actor=ACTOR,
+                data={"worker": external_id, "reason": (reason or "").strip(), "where": where},
+            )
+        )
     return f"worker {external_id} {'was already' if already else 'is now'} blocked in {where}"
 
 
@@ -308,6 +378,7 @@ def unblock_worker(database_url: str, ctx: StudyContext, worker_id: int) -> str:
     with session_scope(database_url) as session:
         worker = _worker_in_study(session, ctx, worker_id)
         worker.blocked = False
-        session.add(Event(study_id=ctx.study_id, kind="worker_unblocked", actor=ACTOR,
-                          data={"worker": worker.external_id}))
+        session.add(
+            Event(study_id=ctx.study_id, kind="worker_unblocked", actor=ACTOR, data={"worker": worker.external_id})
+        )
         return f"worker {worker.external_id} is no longer blocked in hitkit"

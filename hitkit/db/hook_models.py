@@ -1,6 +1,7 @@
 """The webhook tables (revision 0010): subscriptions hitkit made on a platform, and the deliveries that
 passed the signature check, queued for the scheduler. Part of the data model in :mod:`hitkit.db.models`
 (imported with the package, so the metadata always holds them)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -42,8 +43,10 @@ class HookEvent(Base):
     platform for the current state: the event itself is only a hint)."""
 
     __tablename__ = "hook_event"
-    __table_args__ = (UniqueConstraint("study_id", "provider", "event_id", name="uq_hook_event_once"),
-                      Index("ix_hook_event_study_status", "study_id", "status"))
+    __table_args__ = (
+        UniqueConstraint("study_id", "provider", "event_id", name="uq_hook_event_once"),
+        Index("ix_hook_event_study_status", "study_id", "status"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id"))

@@ -1,4 +1,5 @@
 """Alembic, driven from Python: ``hitkit db upgrade`` and every launch call :func:`upgrade`."""
+
 from __future__ import annotations
 
 from pathlib import Path

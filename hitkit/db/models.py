@@ -4,6 +4,7 @@ Money is ``Numeric`` (``Decimal`` in Python), time is timezone-aware UTC. Unique
 carry the idempotency rules: one assignment per worker per HIT, one response per
 assignment × unit × question, one payment per idempotency key.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -230,8 +231,6 @@ class Worker(Base):
     blocked: Mapped[bool] = mapped_column(Boolean, default=False)
     qc_passed: Mapped[Optional[bool]]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-
-
 
 
 class Assignment(Base):

@@ -1,4 +1,5 @@
 """Engines and sessions for SQLite (the embedded default, in WAL mode) and PostgreSQL."""
+
 from __future__ import annotations
 
 import os
@@ -7,9 +8,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import CursorResult, Engine, Result, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -23,9 +25,9 @@ _lock = threading.Lock()
 def normalise_url(url: str) -> str:
     """Accept ``postgresql://`` and ``postgres://`` and use the psycopg 3 driver for them."""
     if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
+        url = "postgresql://" + url[len("postgres://") :]
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return url
 
 
@@ -158,3 +160,12 @@ def session_scope(url: str) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def rowcount(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE without RETURNING changed. ``Session.execute`` returns a
+    ``CursorResult`` for those (SQLAlchemy's ORM docs) but is typed to return any ``Result``, so this
+    narrows it, with a TypeError should a statement ever come back without a cursor."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"expected the CursorResult of an UPDATE or DELETE, got a {type(result).__name__}")
+    return result.rowcount

@@ -4,6 +4,7 @@ Every writer uses one atomic statement (``INSERT … ON CONFLICT DO NOTHING`` or
 ``UPDATE``), so processes and hosts starting together never see a half-made value and never
 disagree about which value won.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -32,8 +33,11 @@ def read_or_create(conn: Connection, key: str, make: Callable[[], str]) -> str:
     if existing is not None:
         return existing
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(Setting).values(key=key, value=make(), created_at=utcnow())
-                 .on_conflict_do_nothing(index_elements=[Setting.key]))
+    conn.execute(
+        dialect.insert(Setting)
+        .values(key=key, value=make(), created_at=utcnow())
+        .on_conflict_do_nothing(index_elements=[Setting.key])
+    )
     value = read(conn, key)
     if value is None:
         raise RuntimeError(f"setting '{key}' is missing right after it was stored")

@@ -1,5 +1,6 @@
 """What every archive import rule reads with: a strict mapping section, where a row is, a field of a
 row by its ``{i}`` template, and a number read from it with an error that names the line."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

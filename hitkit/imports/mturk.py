@@ -8,8 +8,9 @@ file into ``assignments.csv`` plus the protocol's table (``ratings.csv`` for liv
 ``hitkit report`` work on years-old runs exactly as on new ones.
 
 How answers become ratings or votes is the coordinator's to say, in a small YAML *mapping*
-(:class:`MTurkMapping`, validated here; see docs/COLUMNS.md "Importing MTurk archives"), or, for
-rules a mapping cannot say, a Python function named ``module:function`` in it.
+(:class:`~hitkit.imports.mturk_mapping.MTurkMapping`, validated in :mod:`hitkit.imports.mturk_mapping`;
+see docs/COLUMNS.md "Importing MTurk archives"), or, for rules a mapping cannot say, a Python function
+named ``module:function`` in it.
 
 Answers: a column named in ``flatten`` (default ``Answer.taskAnswers``, what crowd-html forms
 submit) holds JSON; it is flattened into ``Answer.<key>`` fields, so a mapping reads
@@ -21,6 +22,7 @@ id already in that form is kept, so importing an already pseudonymised file (the
 release) or re-importing an output gives the same ids. MTurk's results list only work MTurk
 holds as submitted, approved or rejected, so every imported assignment is confirmed work.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,16 +33,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pandas as pd
-import yaml
-from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
 from hitkit.analysis.inference import DEFAULT_DUPLICATES, DuplicatePolicy, apply_duplicate_policy
 from hitkit.errors import ConfigError, InputError
-from hitkit.imports.fields import Strict, Where, number
-from hitkit.protocols import PROTOCOLS, known_name
+from hitkit.imports.fields import Where, number
+from hitkit.imports.mturk_mapping import MTurkMapping, load_mapping
+from hitkit.protocols import PROTOCOLS
 from hitkit.tables.schema import ASSIGNMENT_COLUMNS, KEY_COLUMNS
 from hitkit.worker.bounds import json_refusal
 
@@ -49,7 +50,6 @@ PSEUDONYM = re.compile(r"^w[0-9a-f]{12}$")
 MAX_ANSWER_DEPTH = 32
 """Deepest nesting a flattened JSON answer column may have; deeper is refused before parsing
 (Python's parser recurses per level: 30,000 levels raised RecursionError, a traceback)."""
-DEFAULT_STATUSES = {"Submitted": "submitted", "Approved": "approved", "Rejected": "rejected"}
 
 
 def pseudonym(worker_id: str) -> str:
@@ -58,79 +58,6 @@ def pseudonym(worker_id: str) -> str:
     if PSEUDONYM.match(worker_id):
         return worker_id
     return "w" + hashlib.sha256(worker_id.encode("utf-8")).hexdigest()[:12]
-
-
-# The mapping ---------------------------------------------------------------------------------
-class _MappingBase(Strict):
-    """How one MTurk batch-results file becomes hitkit's tables (``--mapping MAPPING.yaml``)."""
-
-    task: str = Field(description="the protocol: " + ", ".join(PROTOCOLS))
-    flatten: list[str] = Field(default_factory=lambda: ["Answer.taskAnswers"],
-                               description="columns holding JSON answers, flattened into Answer.<key>")
-    statuses: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_STATUSES),
-                                     description="AssignmentStatus -> hitkit status")
-    function: Optional[str] = Field(None, pattern=r"^[^:]+:[A-Za-z_][A-Za-z0-9_]*$", description=(
-        "module:function or path/file.py:function, called with each row's fields; returns the task "
-        "table's rows without study, hit_id, assignment_id and worker_id"))
-
-    @field_validator("task")
-    @classmethod
-    def _known_task(cls, task: str) -> str:
-        return known_name(task)
-
-    @model_validator(mode="after")
-    def _one_rule(self) -> "_MappingBase":
-        section = self.section
-        other = [name for name in _SECTIONS if name != self.task and getattr(self, name) is not None]
-        if other:
-            raise ValueError(f"task is {self.task}, but the mapping has a '{other[0]}:' section; remove it")
-        if (section is None) == (self.function is None):
-            if self.task not in _SECTIONS:
-                raise ValueError(f"{PROTOCOLS[self.task].title} archives are imported with a function: add "
-                                 "'function: module:function' (see docs/COLUMNS.md)")
-            raise ValueError(f"give exactly one of a '{self.task}:' section and 'function:'")
-        return self
-
-    @property
-    def section(self):
-        """The protocol's own rules (its section of the mapping), or None when a function imports."""
-        return getattr(self, self.task, None) if self.task in _SECTIONS else None
-
-
-def _mapping_sections() -> dict[str, Any]:
-    """One optional section per protocol whose folder has MTurk import rules (``PACKAGE.mturk``)."""
-    return {p.name: (Optional[p.module("mturk").Rules], None) for p in PROTOCOLS.values() if p.mturk_rules}
-
-
-_SECTIONS = _mapping_sections()
-MTurkMapping = create_model("MTurkMapping", __base__=_MappingBase, __module__=__name__, **_SECTIONS)
-
-
-def load_mapping(path: str | Path) -> MTurkMapping:
-    """Read and validate a mapping file; ConfigError names the file, the key and the fix."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such mapping file; see examples/ji2022_mturk_mapping.yaml for one")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc}); "
-                          f"fix the syntax there") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a mapping file is a YAML mapping of keys (task:, live_chat:, ...)")
-    try:
-        return MTurkMapping.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for e in exc.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "(top level)"
-            fix = {"extra_forbidden": " — fix: remove it or check its spelling", "missing": " — fix: add it",
-                   "literal_error": " — fix: use one of the allowed values"}.get(e["type"], "")
-            message = re.sub(r"^(Value|Assertion) error, ", "", e["msg"])  # pydantic's prefix says nothing
-            lines.append(f"  {where}: {message}{fix}")
-        raise ConfigError(f"{path}: the mapping is not valid:\n" + "\n".join(lines)) from None
 
 
 # Reading the archive -------------------------------------------------------------------------
@@ -171,14 +98,22 @@ def read_batch(path: str | Path, flatten: list[str]) -> tuple[pd.DataFrame, list
                 continue
             deep = json_refusal(text, MAX_ANSWER_DEPTH)
             if deep:
-                raise InputError(path, f"column {column}: {deep.replace('the JSON sent', 'the JSON')} "
-                                       f"(MTurk's own answers nest 3 levels); this row was not made by MTurk's "
-                                       f"form — remove it or the column from the mapping's 'flatten'", line=i + 2)
+                raise InputError(
+                    path,
+                    f"column {column}: {deep.replace('the JSON sent', 'the JSON')} "
+                    f"(MTurk's own answers nest 3 levels); this row was not made by MTurk's "
+                    f"form — remove it or the column from the mapping's 'flatten'",
+                    line=i + 2,
+                )
             try:
                 blob = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise InputError(path, f"column {column} is not JSON ({exc.msg}); remove it from the mapping's "
-                                       f"'flatten' if it holds plain text", line=i + 2) from None
+                raise InputError(
+                    path,
+                    f"column {column} is not JSON ({exc.msg}); remove it from the mapping's "
+                    f"'flatten' if it holds plain text",
+                    line=i + 2,
+                ) from None
             prefix = "Answer" if column.startswith("Answer.") else column
             fields.update(flatten_answers(blob, prefix))
         rows.append(fields)
@@ -202,34 +137,46 @@ def load_function(spec: str, base_dir: Path) -> Callable[[dict[str, str]], list[
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"function: cannot import {module_name!r} ({exc}); install it, or give a .py file "
-                          f"path relative to the mapping file") from None
+        raise ConfigError(
+            f"function: cannot import {module_name!r} ({exc}); install it, or give a .py file "
+            f"path relative to the mapping file"
+        ) from None
     function = getattr(module, name, None)
     if not callable(function):
         raise ConfigError(f"function: {module_name!r} has no function {name!r}")
     return function
 
 
-def function_rows(function: Callable, spec: str, columns: tuple[str, ...], fields: dict[str, str],
-                  where: Where) -> list[dict[str, Any]]:
+def function_rows(
+    function: Callable, spec: str, columns: tuple[str, ...], fields: dict[str, str], where: Where
+) -> list[dict[str, Any]]:
     """Call the mapping's function on one row; check that it returned the table's columns."""
     try:
         produced = function(dict(fields))
     except Exception as exc:  # noqa: BLE001 - the coordinator's code: say where it failed
-        raise InputError(where.path, f"the mapping's function {spec} failed on this row: "
-                                     f"{type(exc).__name__}: {exc}", line=where.line) from exc
+        raise InputError(
+            where.path,
+            f"the mapping's function {spec} failed on this row: {type(exc).__name__}: {exc}",
+            line=where.line,
+        ) from exc
     if produced is None:
         return []
     rows = list(produced)
     wanted = [c for c in columns if c not in KEY_COLUMNS]
     for row in rows:
         if not isinstance(row, Mapping):
-            raise InputError(where.path, f"the mapping's function {spec} returned {type(row).__name__}, not a "
-                                         f"dict per table row", line=where.line)
+            raise InputError(
+                where.path,
+                f"the mapping's function {spec} returned {type(row).__name__}, not a dict per table row",
+                line=where.line,
+            )
         missing = [c for c in wanted if c not in row]
         if missing:
-            raise InputError(where.path, f"the mapping's function {spec} returned a row without {missing}; each "
-                                         f"row needs {wanted}", line=where.line)
+            raise InputError(
+                where.path,
+                f"the mapping's function {spec} returned a row without {missing}; each row needs {wanted}",
+                line=where.line,
+            )
     return [{c: row[c] for c in wanted} for row in rows]
 
 
@@ -246,20 +193,25 @@ class ImportResult:
     """What the duplicate policy did to repeated AssignmentIds: ``{"policy", "keys", "rows_removed"}``."""
 
 
-def unique_assignments(rows: list[dict[str, str]], batch: Path, policy: DuplicatePolicy
-                       ) -> tuple[list[int], dict]:
+def unique_assignments(rows: list[dict[str, str]], batch: Path, policy: DuplicatePolicy) -> tuple[list[int], dict]:
     """Positions of the batch rows left after the duplicate ``policy`` for repeated AssignmentIds
     (two batch files pasted together, a re-downloaded batch), and its report; a warning counts
     them. ``error`` refuses the file, naming the line of the first repeat."""
     ids = pd.DataFrame({"AssignmentId": [r["AssignmentId"].strip() for r in rows]})
-    kept, report = apply_duplicate_policy(ids, ["AssignmentId"], policy, what="batch row (same AssignmentId)",
-                                          source=batch)
+    kept, report = apply_duplicate_policy(
+        ids, ["AssignmentId"], policy, what="batch row (same AssignmentId)", source=batch
+    )
     return list(kept.index), report
 
 
-def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: str,
-                 out_dir: str | Path | None = None, *,
-                 duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> ImportResult:
+def import_mturk(
+    batch: str | Path,
+    mapping: MTurkMapping | str | Path,
+    study: str,
+    out_dir: str | Path | None = None,
+    *,
+    duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+) -> ImportResult:
     """Turn ``batch`` (MTurk batch results) into ``assignments`` and the task's table; write them to
     ``out_dir`` as CSV with a ``study.json`` when it is given. A repeated AssignmentId is resolved
     by ``duplicates`` (:func:`unique_assignments`: keep the first row by default; last, drop or
@@ -279,16 +231,29 @@ def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: s
         where = Where(batch, n + 2)
         status = fields["AssignmentStatus"].strip()
         if status not in m.statuses:
-            raise InputError(batch, f"AssignmentStatus {status!r} is not in the mapping's 'statuses' "
-                                    f"({', '.join(m.statuses)}); add it there", line=where.line)
-        ids = {"study": study, "hit_id": fields["HITId"].strip(), "assignment_id": fields["AssignmentId"].strip(),
-               "worker_id": pseudonym(fields["WorkerId"])}
+            raise InputError(
+                batch,
+                f"AssignmentStatus {status!r} is not in the mapping's 'statuses' "
+                f"({', '.join(m.statuses)}); add it there",
+                line=where.line,
+            )
+        ids = {
+            "study": study,
+            "hit_id": fields["HITId"].strip(),
+            "assignment_id": fields["AssignmentId"].strip(),
+            "worker_id": pseudonym(fields["WorkerId"]),
+        }
         if not all(ids.values()):
             raise InputError(batch, "HITId, AssignmentId and WorkerId must not be empty", line=where.line)
         work = fields["WorkTimeInSeconds"].strip()
         seconds = number(work, "WorkTimeInSeconds", where) if work else None
-        assignments.append({**ids, "status": m.statuses[status],
-                            "work_time_s": int(seconds) if seconds is not None and seconds.is_integer() else seconds})
+        assignments.append(
+            {
+                **ids,
+                "status": m.statuses[status],
+                "work_time_s": int(seconds) if seconds is not None and seconds.is_integer() else seconds,
+            }
+        )
         if function is not None and m.function is not None:
             produced = function_rows(function, m.function, columns, fields, where)
         else:
@@ -300,8 +265,9 @@ def import_mturk(batch: str | Path, mapping: MTurkMapping | str | Path, study: s
     task_table = pd.DataFrame(task_rows, columns=list(columns))
     files: list[Path] = []
     if out_dir is not None:
-        files = write_import(Path(out_dir), study, m.task, batch, assignment_table, name, task_table,
-                             duplicates=duplicate_report)
+        files = write_import(
+            Path(out_dir), study, m.task, batch, assignment_table, name, task_table, duplicates=duplicate_report
+        )
     return ImportResult(assignment_table, name, task_table, files, duplicate_report)
 
 
@@ -315,13 +281,24 @@ def _check_fields_exist(m: MTurkMapping, rows: list[dict[str, str]], batch: Path
     for template in templates:
         if template.replace("{i}", "0") not in present:
             known = sorted(k for k in present if k.startswith(("Answer.", "Input.")))
-            raise ConfigError(f"the mapping reads {template!r}, but no row of {batch} has "
-                              f"{template.replace('{i}', '0')!r}; fields there: {', '.join(known[:40])}"
-                              f"{' …' if len(known) > 40 else ''}")
+            raise ConfigError(
+                f"the mapping reads {template!r}, but no row of {batch} has "
+                f"{template.replace('{i}', '0')!r}; fields there: {', '.join(known[:40])}"
+                f"{' …' if len(known) > 40 else ''}"
+            )
 
 
-def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.DataFrame, name: str,
-                 table: pd.DataFrame, *, duplicates: dict | None = None) -> list[Path]:
+def write_import(
+    out: Path,
+    study: str,
+    task: str,
+    batch: Path,
+    assignments: pd.DataFrame,
+    name: str,
+    table: pd.DataFrame,
+    *,
+    duplicates: dict | None = None,
+) -> list[Path]:
     """Write ``assignments.csv``, the task's table and ``study.json`` (with the import's duplicate
     report, ``import_duplicates``) into ``out``."""
     from hitkit.tables import atomic
@@ -338,9 +315,16 @@ def write_import(out: Path, study: str, task: str, batch: Path, assignments: pd.
         with replacing(path) as temporary:
             neutralise_formulas(frame).to_csv(temporary, index=False)
         files.append(path)
-    info = {"study": study, "task": task, "provider": "mturk", "status": "completed",
-            "imported_from": batch.name, "import_duplicates": duplicates, "export_version": EXPORT_VERSION,
-            "software": software_versions()}
+    info = {
+        "study": study,
+        "task": task,
+        "provider": "mturk",
+        "status": "completed",
+        "imported_from": batch.name,
+        "import_duplicates": duplicates,
+        "export_version": EXPORT_VERSION,
+        "software": software_versions(),
+    }
     path = out / "study.json"
     atomic.write_text(path, json.dumps(info, indent=2) + "\n")
     files.append(path)

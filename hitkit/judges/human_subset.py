@@ -9,6 +9,7 @@ and so are labelled, and resampled in the analysis, together; absent: each unit 
 become units of the study and are packed into HITs; the judge labels all of them
 (:mod:`hitkit.judges.judging`).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,30 +42,36 @@ def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpe
     strata: dict[str, dict[str, list[str]]] = {}
     for unit in units:
         strata.setdefault(module.stratum(unit), {}).setdefault(
-            unit.key if cluster is None else cluster(unit), []).append(unit.key)
+            unit.key if cluster is None else cluster(unit), []
+        ).append(unit.key)
     total = sum(len(clusters) for clusters in strata.values())
     if judge.human_items is not None:
         if cluster is not None:
-            raise ConfigError(f"judge.human_items cannot size a {config.task} study's human share: it is drawn by "
-                              f"whole {what}; give judge.human_share instead")
+            raise ConfigError(
+                f"judge.human_items cannot size a {config.task} study's human share: it is drawn by "
+                f"whole {what}; give judge.human_share instead"
+            )
         if judge.human_items > total:
-            raise ConfigError(f"judge.human_items is {judge.human_items} but the study has only {total} items "
-                              f"to label; lower it (or use human_share)")
+            raise ConfigError(
+                f"judge.human_items is {judge.human_items} but the study has only {total} items "
+                f"to label; lower it (or use human_share)"
+            )
         exact = {s: judge.human_items * len(clusters) / total for s, clusters in strata.items()}
         sizes = {s: math.floor(x) for s, x in exact.items()}
-        for s in sorted(exact, key=lambda s: (sizes[s] - exact[s], s))[:judge.human_items - sum(sizes.values())]:
+        for s in sorted(exact, key=lambda s: (sizes[s] - exact[s], s))[: judge.human_items - sum(sizes.values())]:
             sizes[s] += 1
         asked = f"judge.human_items {judge.human_items}"
     else:
         share = human_share(judge)
-        sizes = {s: min(len(clusters), math.floor(share * len(clusters) + 0.5))
-                 for s, clusters in strata.items()}
+        sizes = {s: min(len(clusters), math.floor(share * len(clusters) + 0.5)) for s, clusters in strata.items()}
         asked = f"judge.human_share {share:g}"
     short = sorted(s for s, k in sizes.items() if k < MIN_PER_STRATUM)
     if short:
         s = short[0]
-        raise ConfigError(f"{asked} sends {sizes[s]} of the {len(strata[s])} {what} of {s} to the crowd; each "
-                          f"needs at least {MIN_PER_STRATUM} for an interval: raise it")
+        raise ConfigError(
+            f"{asked} sends {sizes[s]} of the {len(strata[s])} {what} of {s} to the crowd; each "
+            f"needs at least {MIN_PER_STRATUM} for an interval: raise it"
+        )
     rng = random.Random(f"{config.seed}:judge")
     chosen: set[str] = set()
     for s in sorted(strata):
@@ -87,5 +94,3 @@ def crowd_units(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec
     if config.judge is None or getattr(PROTOCOLS[config.task].module("judge"), "WHEN", "before") == "after":
         return list(units)
     return human_subset(config, units)
-
-

@@ -17,6 +17,7 @@ is missing and says how to retry.
 Which units the crowd also labels is :mod:`hitkit.judges.human_subset`'s: a uniformly random share, the
 design prediction-powered inference (:mod:`hitkit.analysis.ppi`) needs.
 """
+
 from __future__ import annotations
 
 import threading
@@ -38,6 +39,7 @@ from hitkit.study.config import StudyConfig
 Ask = Callable[[str], str]
 """Sends one rendered judge prompt and returns the judge's reply text."""
 
+
 @dataclass
 class JudgeReport:
     """What one judging run did: labels planned, already stored, asked now, given without asking,
@@ -54,8 +56,10 @@ class JudgeReport:
 
     def line(self) -> str:
         """One line for the coordinator."""
-        text = (f"Judge: {self.planned} {self.what} planned, {self.already_done} already stored, {self.judged} "
-                f"judged now, {self.auto} given without asking")
+        text = (
+            f"Judge: {self.planned} {self.what} planned, {self.already_done} already stored, {self.judged} "
+            f"judged now, {self.auto} given without asking"
+        )
         if self.unparsed:
             text += f", {self.unparsed} replies named no label (counted as the neutral label)"
         if self.failed:
@@ -79,17 +83,28 @@ def judge_client(config: StudyConfig) -> Ask:
 
     j = judge_section(config)
     o = j.options
-    client = BotClient(BotConfig(
-        name="judge", url=j.url, model=j.model, system_prompt=j.system_prompt, temperature=o.temperature,
-        max_tokens=o.max_tokens if o.max_tokens is not None else judge_module(config).MAX_TOKENS,
-        timeout_s=o.timeout_s, retries=o.retries, backoff_s=o.backoff_s,
-        max_concurrency=o.concurrency, api_key_env=o.api_key_env,
-        context_tokens=1_000_000))  # a judge prompt is sent whole, never trimmed
+    client = BotClient(
+        BotConfig(
+            name="judge",
+            url=j.url,
+            model=j.model,
+            system_prompt=j.system_prompt,
+            temperature=o.temperature,
+            max_tokens=o.max_tokens if o.max_tokens is not None else judge_module(config).MAX_TOKENS,
+            timeout_s=o.timeout_s,
+            retries=o.retries,
+            backoff_s=o.backoff_s,
+            max_concurrency=o.concurrency,
+            api_key_env=o.api_key_env,
+            context_tokens=1_000_000,
+        )
+    )  # a judge prompt is sent whole, never trimmed
     return lambda prompt: client.reply([{"role": "user", "content": prompt}])
 
 
-def requests_for(config: StudyConfig, database_url: str | None = None, study_id: int | None = None
-                 ) -> list[JudgeRequest]:
+def requests_for(
+    config: StudyConfig, database_url: str | None = None, study_id: int | None = None
+) -> list[JudgeRequest]:
     """Every request the study's judge is asked: over all of the material (not only the crowd's share),
     or, for a judge that labels after the crowd, over what the crowd has made so far (read from the
     study in ``database_url``)."""
@@ -112,17 +127,30 @@ def _labels(module, request: JudgeRequest, reply: str) -> list[tuple[JudgeReques
     return module.split(request, reply) if hasattr(module, "split") else [(request, module.parse(reply))]
 
 
-def _store(database_url: str, study_id: int, model: str, requests: list[JudgeRequest], *,
-           labels: list[str | None] | None = None, neutral: str | None = None, reply: str | None = None,
-           error: str | None = None, source: str = "judge") -> None:
+def _store(
+    database_url: str,
+    study_id: int,
+    model: str,
+    requests: list[JudgeRequest],
+    *,
+    labels: list[str | None] | None = None,
+    neutral: str | None = None,
+    reply: str | None = None,
+    error: str | None = None,
+    source: str = "judge",
+) -> None:
     """Insert or update each request's row, in one transaction (the labels of one reply are stored
     together): done with its label (``neutral`` where the reply named none, ``parsed`` false), or
     failed with ``error``."""
     with session_scope(database_url) as session:
         for i, request in enumerate(requests):
-            row = session.scalar(select(JudgeLabel).where(
-                JudgeLabel.study_id == study_id, JudgeLabel.unit_key == request.unit_key,
-                JudgeLabel.variant == request.variant))
+            row = session.scalar(
+                select(JudgeLabel).where(
+                    JudgeLabel.study_id == study_id,
+                    JudgeLabel.unit_key == request.unit_key,
+                    JudgeLabel.variant == request.variant,
+                )
+            )
             if row is None:
                 row = JudgeLabel(study_id=study_id, unit_key=request.unit_key, variant=request.variant, attempts=0)
                 session.add(row)
@@ -135,9 +163,16 @@ def _store(database_url: str, study_id: int, model: str, requests: list[JudgeReq
             row.updated_at = utcnow()
 
 
-def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: Ask | None = None,
-                stop: threading.Event | None = None, show_progress: bool = False,
-                lines_every_s: float | None = None) -> JudgeReport:
+def judge_study(
+    config: StudyConfig,
+    database_url: str,
+    study_id: int,
+    *,
+    ask: Ask | None = None,
+    stop: threading.Event | None = None,
+    show_progress: bool = False,
+    lines_every_s: float | None = None,
+) -> JudgeReport:
     """Label every request of the study not yet stored as done; return what was done.
 
     ``ask`` replaces the study's judge client (tests); ``stop`` set ends the run after the labels
@@ -155,12 +190,18 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
     judge = judge_section(config)
     template = judge.prompt or module.DEFAULT_PROMPT
     with session_scope(database_url) as session:
-        done = set(session.execute(select(JudgeLabel.unit_key, JudgeLabel.variant).where(
-            JudgeLabel.study_id == study_id, JudgeLabel.status == "done")).all())
+        done = set(
+            session.execute(
+                select(JudgeLabel.unit_key, JudgeLabel.variant).where(
+                    JudgeLabel.study_id == study_id, JudgeLabel.status == "done"
+                )
+            ).all()
+        )
     # A request is asked again unless every label it gives is stored as done.
     todo = [r for r in requests if any((p.unit_key, p.variant) not in done for p in _parts(module, r))]
-    report = JudgeReport(planned=len(requests), already_done=len(requests) - len(todo),
-                         what=getattr(module, "ASKED", "labels"))
+    report = JudgeReport(
+        planned=len(requests), already_done=len(requests) - len(todo), what=getattr(module, "ASKED", "labels")
+    )
     model = judge.model
     for r in [r for r in todo if r.auto is not None]:
         _store(database_url, study_id, model, [r], labels=[r.auto], source="auto")
@@ -188,9 +229,12 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
         while pending:
             fraction = 1 - len(pending) / len(asked)
             eta = eta_text(fraction, time.monotonic() - started)
-            status.show(f"judge labels {report.already_done + report.auto + len(asked) - len(pending)}/"
-                        f"{report.planned} ({100 * fraction:.0f} % of {len(asked)} to ask)"
-                        + (f" · {len(report.failed)} failed" if report.failed else "") + (f" · {eta}" if eta else ""))
+            status.show(
+                f"judge labels {report.already_done + report.auto + len(asked) - len(pending)}/"
+                f"{report.planned} ({100 * fraction:.0f} % of {len(asked)} to ask)"
+                + (f" · {len(report.failed)} failed" if report.failed else "")
+                + (f" · {eta}" if eta else "")
+            )
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in finished:  # stored here, in one thread: one writer, one row at a time
                 request = futures[future]
@@ -204,8 +248,15 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
                     report.failed.append(f"{request.unit_key}/{request.variant}: {error}")
                     continue
                 labels = _labels(module, request, reply)
-                _store(database_url, study_id, model, [p for p, _ in labels], labels=[lab for _, lab in labels],
-                       neutral=module.NEUTRAL, reply=reply)
+                _store(
+                    database_url,
+                    study_id,
+                    model,
+                    [p for p, _ in labels],
+                    labels=[lab for _, lab in labels],
+                    neutral=module.NEUTRAL,
+                    reply=reply,
+                )
                 report.judged += 1
                 report.unparsed += any(label is None for _, label in labels)
     except BaseException:
@@ -216,9 +267,20 @@ def judge_study(config: StudyConfig, database_url: str, study_id: int, *, ask: A
         status.close()
         pool.shutdown(wait=not interrupted, cancel_futures=True)
     with session_scope(database_url) as session:
-        session.add(Event(study_id=study_id, kind="judge_run", actor="cli", data={
-            "planned": report.planned, "judged": report.judged, "auto": report.auto,
-            "unparsed": report.unparsed, "failed": len(report.failed)}))
+        session.add(
+            Event(
+                study_id=study_id,
+                kind="judge_run",
+                actor="cli",
+                data={
+                    "planned": report.planned,
+                    "judged": report.judged,
+                    "auto": report.auto,
+                    "unparsed": report.unparsed,
+                    "failed": len(report.failed),
+                },
+            )
+        )
     return report
 
 
@@ -226,8 +288,20 @@ def judge_table(session: Session, study: Study, config: StudyConfig) -> pd.DataF
     """The protocol's ``judge`` export table of the study's done labels, in the material's order,
     each marked with whether its unit went to the crowd."""
     subset = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
-    rows = session.scalars(select(JudgeLabel).where(JudgeLabel.study_id == study.id, JudgeLabel.status == "done")
-                           .order_by(JudgeLabel.unit_key, JudgeLabel.variant)).all()
-    labels = [{"meta": r.meta, "label": r.label, "parsed": r.parsed, "human_subset": r.unit_key in subset,
-               "model": r.model, "reply": r.reply} for r in rows]
+    rows = session.scalars(
+        select(JudgeLabel)
+        .where(JudgeLabel.study_id == study.id, JudgeLabel.status == "done")
+        .order_by(JudgeLabel.unit_key, JudgeLabel.variant)
+    ).all()
+    labels = [
+        {
+            "meta": r.meta,
+            "label": r.label,
+            "parsed": r.parsed,
+            "human_subset": r.unit_key in subset,
+            "model": r.model,
+            "reply": r.reply,
+        }
+        for r in rows
+    ]
     return judge_module(config).export(study.name, labels)

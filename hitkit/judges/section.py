@@ -1,4 +1,5 @@
 """The study file's ``judge:`` section, for code that runs only with one (judging, judge planning)."""
+
 from __future__ import annotations
 
 from hitkit.errors import ConfigError
@@ -9,8 +10,9 @@ from hitkit.study.sections import JudgeConfig
 def judge_section(config: StudyConfig) -> JudgeConfig:
     """The study's ``judge:`` section; ConfigError when the study file has none."""
     if config.judge is None:
-        raise ConfigError(f"study '{config.study}' has no 'judge:' section; add one to have an LLM judge "
-                          "label the study")
+        raise ConfigError(
+            f"study '{config.study}' has no 'judge:' section; add one to have an LLM judge label the study"
+        )
     return config.judge
 
 
@@ -18,8 +20,10 @@ def human_share(judge: JudgeConfig) -> float:
     """The fraction of the items the crowd also labels, where the study sizes it by ``human_share``;
     ConfigError when it gives ``human_items`` instead."""
     if judge.human_share is None:
-        raise ConfigError("judge.human_share is not given (the study gives judge.human_items); this needs the "
-                          "crowd's share as a fraction of the items: give judge.human_share instead")
+        raise ConfigError(
+            "judge.human_share is not given (the study gives judge.human_items); this needs the "
+            "crowd's share as a fraction of the items: give judge.human_share instead"
+        )
     return judge.human_share
 
 

@@ -11,6 +11,7 @@ nothing is written for an unfinished one. A rerun skips the ids already in the f
 interrupted generation resumes without duplicating a conversation. A line torn by a crash
 mid-write is cut off and its conversation generated again.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -70,8 +71,10 @@ def history_for(speaker: int, turns: Sequence[dict]) -> list[dict[str, str]]:
 
 def converse(job: Job, bots: Mapping[str, Reply], exchanges: int) -> list[dict]:
     """The job's turns: the seed exchange, then the two bots in alternation to ``exchanges`` exchanges."""
-    turns = [{"speaker": 0, "system": job.systems[0], "text": job.seed[0]},
-             {"speaker": 1, "system": job.systems[1], "text": job.seed[1]}]
+    turns = [
+        {"speaker": 0, "system": job.systems[0], "text": job.seed[0]},
+        {"speaker": 1, "system": job.systems[1], "text": job.seed[1]},
+    ]
     while len(turns) < 2 * exchanges:
         speaker = len(turns) % 2
         system = job.systems[speaker]
@@ -142,8 +145,12 @@ def bots_for(config: StudyConfig, names: Sequence[str]) -> dict[str, Reply]:
     for n in names:
         bot = by_name[n].bot_config()
         # Every conversation in flight may be waiting on the same system: give it that many slots.
-        bot = bot.model_copy(update={"timeout_s": max(bot.timeout_s, gen.timeout_s),
-                                     "max_concurrency": max(bot.max_concurrency, gen.parallel)})
+        bot = bot.model_copy(
+            update={
+                "timeout_s": max(bot.timeout_s, gen.timeout_s),
+                "max_concurrency": max(bot.max_concurrency, gen.parallel),
+            }
+        )
         clients[n] = BotClient(bot).reply
     return clients
 
@@ -156,8 +163,13 @@ def _plan_for(config: StudyConfig) -> tuple[list[str], list[Job], list[Job], Con
     unknown = sorted(set(systems) - set(known))
     if unknown:
         raise ConfigError(f"generation.systems names systems that are not in 'systems': {', '.join(unknown)}")
-    jobs = plan(systems, gen.conversations_per_pair, gen.self_chat, load_test_dialogues(config),
-                random.Random(f"{config.seed}:generation"))
+    jobs = plan(
+        systems,
+        gen.conversations_per_pair,
+        gen.self_chat,
+        load_test_dialogues(config),
+        random.Random(f"{config.seed}:generation"),
+    )
     config.bot_bot_path.parent.mkdir(parents=True, exist_ok=True)
     out = ConversationFile(config.bot_bot_path)
     done = out.done_ids()
@@ -179,8 +191,14 @@ def pending(config: StudyConfig) -> int:
     return len(_plan_for(config)[2])
 
 
-def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, show_progress: bool = True,
-             stop: threading.Event | None = None, lines_every_s: float | None = 30.0) -> GenerationReport:
+def generate(
+    config: StudyConfig,
+    bots: Mapping[str, Reply] | None = None,
+    *,
+    show_progress: bool = True,
+    stop: threading.Event | None = None,
+    lines_every_s: float | None = 30.0,
+) -> GenerationReport:
     """Generate the study's missing bot–bot conversations into ``config.bot_bot_path``.
 
     Progress counts bot replies, so it moves from the first reply of a slow local model: one line
@@ -208,6 +226,7 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
             with lock:
                 counter["replies"] += 1
             return text
+
         return wrapped
 
     counting = {name: counted(bot) for name, bot in bots.items()}
@@ -226,12 +245,16 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
     def show() -> None:
         fraction = counter["replies"] / replies_needed if replies_needed else 1.0
         eta = eta_text(fraction, time.monotonic() - started)
-        line.show(f"bot-bot conversations {report.already_done + report.generated}/{len(jobs)} · bot replies "
-                  f"{counter['replies']}/{replies_needed} ({100 * fraction:.0f} %)" + (f" · {eta}" if eta else ""))
+        line.show(
+            f"bot-bot conversations {report.already_done + report.generated}/{len(jobs)} · bot replies "
+            f"{counter['replies']}/{replies_needed} ({100 * fraction:.0f} %)" + (f" · {eta}" if eta else "")
+        )
 
     if not tty and lines_every_s is not None:
-        sys.stderr.write(f"Generating {len(todo)} bot-bot conversations ({replies_needed} bot replies); "
-                         f"a progress line every {lines_every_s:.0f} s\n")
+        sys.stderr.write(
+            f"Generating {len(todo)} bot-bot conversations ({replies_needed} bot replies); "
+            f"a progress line every {lines_every_s:.0f} s\n"
+        )
     # Not a `with` block: on Ctrl-C its exit would wait for every reply in flight (minutes for a slow
     # model); here the queued conversations are cancelled and the launch goes on to stop the bot server,
     # which ends the replies in flight.
@@ -260,6 +283,8 @@ def generate(config: StudyConfig, bots: Mapping[str, Reply] | None = None, *, sh
         line.close()
         pool.shutdown(wait=not interrupted, cancel_futures=True)
     if report.failed:
-        raise HitkitError(f"{len(report.failed)} of {len(todo)} conversations failed (first: {report.failed[0]}); "
-                          f"the {report.generated} finished ones are kept — run again to resume")
+        raise HitkitError(
+            f"{len(report.failed)} of {len(todo)} conversations failed (first: {report.failed[0]}); "
+            f"the {report.generated} finished ones are kept — run again to resume"
+        )
     return report

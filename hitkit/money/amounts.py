@@ -5,6 +5,7 @@ has 10 or more assignments, at least $0.01 per assignment. Other providers take 
 rate on rewards and bonuses; Prolific's is its service fee plus VAT on that fee
 (:func:`hitkit.providers.prolific.client.fee_rate`, about 33.3 % + 20 % of it by default).
 """
+
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal

@@ -1,7 +1,7 @@
 """The ledger: the only writer of money (``Payment`` rows), and the one approve path.
 
-Every reward, fee and bonus is a ``Payment`` row written here, *before* the provider is asked to
-pay, and keyed so that no retry (next tick, ``hitkit sync``, a second click) books or pays twice.
+Every reward, fee and bonus is a ``Payment`` row written here (bonuses: :mod:`hitkit.money.bonuses`),
+*before* the provider is asked to pay, and keyed so that no retry (next tick, ``hitkit sync``, a second click) books or pays twice.
 Providers call platforms and return facts; this module decides what those facts mean for money.
 
 Keys, one scheme: ``reward:STUDY:ASSIGNMENT`` and ``fee:STUDY:ASSIGNMENT`` for an approved
@@ -9,12 +9,13 @@ assignment; ``bonus:STUDY:ASSIGNMENT:TAG`` for a bonus (TAG is ``1`` for the fir
 from the CLI, ``settle`` for ``hitkit settle --pay``, the form's nonce for the dashboard), and
 ``KEY:fee`` for each bonus's fee. Databases written before this scheme hold two older bonus keys,
 still recognised so an upgrade never pays twice: ``settle:STUDY:ASSIGNMENT`` and the dashboard's
-``bonus:STUDY:WORKER:NONCE`` (found by worker and nonce, see :func:`bonus_by_tag`).
+``bonus:STUDY:WORKER:NONCE`` (found by worker and nonce, see :func:`hitkit.money.bonuses.bonus_by_tag`).
 
 The budget: the ``Study.budget`` column is the one copy money decisions read (:func:`budget_of`);
 ``hitkit launch --resume`` keeps the study-file copy in ``Study.config`` equal to it. The ceiling
 itself is :func:`within_budget`, the one place "committed + cost ≤ budget" is written.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -28,11 +29,10 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.db.session import session_scope
-from hitkit.errors import BudgetError, HitkitError
+from hitkit.errors import HitkitError
 from hitkit.events import record_once
 from hitkit.money import qc_policy
-from hitkit.money.amounts import cents, hit_cost
-from hitkit.money.payments import legacy_keys
+from hitkit.money.amounts import hit_cost
 from hitkit.providers.base import provider_agrees
 from hitkit.tables.schema import ACTIVE_STATUSES, UNPOSTED_HITS
 
@@ -45,6 +45,7 @@ REWARD_KINDS = ("reward", "fee")
 
 
 # -- policy: pure functions -------------------------------------------------------------------------
+
 
 def within_budget(committed: Decimal, cost: Decimal, budget: Decimal) -> bool:
     """Whether spending ``cost`` more keeps the worst-case spend within the budget (the hard ceiling)."""
@@ -79,9 +80,18 @@ def fee_key(key: str) -> str:
 
 # -- reading ----------------------------------------------------------------------------------------
 
+
+def provider_assignment_of(a: Assignment) -> str:
+    """The assignment's id on the provider, which admission records for every assignment (an id of its own,
+    ``PROVIDER-aID``, where the platform gives none); HitkitError if a row lacks one."""
+    if a.provider_assignment_id is None:
+        raise HitkitError(f"assignment {a.id} has no id on the provider; hitkit's admission gives every assignment one")
+    return a.provider_assignment_id
+
+
 def budget_of(session: Session, study_id: int) -> Decimal:
     """The study's budget: the ``Study.budget`` column, the one copy money decisions read."""
-    return Decimal(session.scalar(select(Study.budget).where(Study.id == study_id)))
+    return Decimal(session.execute(select(Study.budget).where(Study.id == study_id)).scalar_one())
 
 
 def worst_case(ctx: StudyContext, hit: Hit) -> Decimal:
@@ -91,8 +101,13 @@ def worst_case(ctx: StudyContext, hit: Hit) -> Decimal:
 
 def booked_bonuses(session: Session, study_id: int) -> dict[str, Decimal]:
     """The ledger's bonuses and bonus fees (any status), by kind."""
-    rows = dict(session.execute(select(Payment.kind, func.sum(Payment.amount)).where(
-        Payment.study_id == study_id, Payment.kind.in_(BONUS_KINDS)).group_by(Payment.kind)).all())
+    rows = dict(
+        session.execute(
+            select(Payment.kind, func.sum(Payment.amount))
+            .where(Payment.study_id == study_id, Payment.kind.in_(BONUS_KINDS))
+            .group_by(Payment.kind)
+        ).all()
+    )
     return {kind: Decimal(rows.get(kind) or 0) for kind in BONUS_KINDS}
 
 
@@ -100,30 +115,28 @@ def committed_spend(session: Session, ctx: StudyContext) -> Decimal:
     """Worst-case spend of every posted HIT plus every bonus in the ledger. A HIT the stopping rule closed
     takes no one new: only its places already held (or handed in) can still be paid."""
     posted = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status.not_in(UNPOSTED_HITS)))
-    held = dict(session.execute(select(Assignment.hit_id, func.count()).join(Hit).where(
-        Hit.study_id == ctx.study_id, Hit.status == "closed", Assignment.status.in_(ACTIVE_STATUSES))
-        .group_by(Assignment.hit_id)).all())
-    spend = sum((hit_cost(h.reward, min(held.get(h.id, 0), h.max_assignments), ctx.fee(h.reward, h.max_assignments))
-                 if h.status == "closed" else worst_case(ctx, h) for h in posted), Decimal(0))
+    held = dict(
+        session.execute(
+            select(Assignment.hit_id, func.count())
+            .join(Hit)
+            .where(Hit.study_id == ctx.study_id, Hit.status == "closed", Assignment.status.in_(ACTIVE_STATUSES))
+            .group_by(Assignment.hit_id)
+        ).all()
+    )
+    spend = sum(
+        (
+            hit_cost(h.reward, min(held.get(h.id, 0), h.max_assignments), ctx.fee(h.reward, h.max_assignments))
+            if h.status == "closed"
+            else worst_case(ctx, h)
+            for h in posted
+        ),
+        Decimal(0),
+    )
     return spend + sum(booked_bonuses(session, ctx.study_id).values())
 
 
-def bonus_by_tag(session: Session, study_id: int, worker_id: int, tag: str) -> Payment | None:
-    """The worker's bonus whose key ends in ``tag`` (a dashboard form's nonce), in either key format."""
-    for row in session.scalars(select(Payment).where(Payment.study_id == study_id, Payment.worker_id == worker_id,
-                                                     Payment.kind == "bonus")):
-        if row.idempotency_key.rsplit(":", 1)[-1] == tag:
-            return row
-    return None
-
-
-def bonus_row(session: Session, key: str) -> Payment | None:
-    """The ledger's bonus row keyed ``key``, or under one of its older keys (:func:`legacy_keys`)."""
-    return session.scalar(select(Payment).where(Payment.idempotency_key.in_([key, *legacy_keys(key)]),
-                                                Payment.kind == "bonus"))
-
-
 # -- writing ----------------------------------------------------------------------------------------
+
 
 def book_reward(session: Session, ctx: StudyContext, a: Assignment, paid: bool = False) -> None:
     """The assignment's reward and fee as ledger rows, each once; ``paid`` when the provider already paid.
@@ -137,9 +150,17 @@ def book_reward(session: Session, ctx: StudyContext, a: Assignment, paid: bool =
         key = reward_key(kind, ctx.study_id, a.id)
         row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
         if row is None:
-            row = Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
-                          amount=amount, currency=ctx.config.provider.currency, idempotency_key=key,
-                          status="pending", state="planned")
+            row = Payment(
+                study_id=ctx.study_id,
+                assignment_id=a.id,
+                worker_id=a.worker_id,
+                kind=kind,
+                amount=amount,
+                currency=ctx.config.provider.currency,
+                idempotency_key=key,
+                status="pending",
+                state="planned",
+            )
             session.add(row)
         if paid:
             row.status, row.state, row.state_at = "paid", "confirmed", utcnow()
@@ -151,113 +172,36 @@ def book_screen_out(session: Session, ctx: StudyContext, a: Assignment, amount: 
     key = f"screen_out:{ctx.study_id}:{a.id}"
     for kind, value, k in (("screen_out", amount, key), ("fee", ctx.fee(amount, 1), fee_key(key))):
         if (value > 0 or kind == "screen_out") and not session.scalar(
-                select(Payment.id).where(Payment.idempotency_key == k)):
-            session.add(Payment(study_id=ctx.study_id, assignment_id=a.id, worker_id=a.worker_id, kind=kind,
-                                amount=value, currency=ctx.config.provider.currency, idempotency_key=k,
-                                status="paid" if paid else "pending"))
+            select(Payment.id).where(Payment.idempotency_key == k)
+        ):
+            session.add(
+                Payment(
+                    study_id=ctx.study_id,
+                    assignment_id=a.id,
+                    worker_id=a.worker_id,
+                    kind=kind,
+                    amount=value,
+                    currency=ctx.config.provider.currency,
+                    idempotency_key=k,
+                    status="paid" if paid else "pending",
+                )
+            )
     return key
 
 
 def settle_reward(session: Session, a: Assignment, approved: bool) -> None:
     """The assignment's pending reward and fee rows become paid (approved) or failed (rejected)."""
-    for p in session.scalars(select(Payment).where(Payment.assignment_id == a.id, Payment.status == "pending",
-                                                   Payment.kind.in_(REWARD_KINDS))):
+    for p in session.scalars(
+        select(Payment).where(
+            Payment.assignment_id == a.id, Payment.status == "pending", Payment.kind.in_(REWARD_KINDS)
+        )
+    ):
         p.status = "paid" if approved else "failed"
         p.state, p.state_at = p.status, utcnow()
 
 
-def record_bonus(session: Session, ctx: StudyContext, a: Assignment, amount: Decimal, key: str,
-                 reason: str, actor: str) -> Payment:
-    """The bonus keyed ``key`` and its fee as pending rows (once), within the budget; return the bonus row.
-
-    A key already used for another amount or assignment is refused (HitkitError); a bonus that
-    would take the committed spend past the budget is refused (BudgetError) before anything is written.
-    """
-    row = bonus_row(session, key)
-    if row is not None:
-        if row.amount != amount or row.assignment_id != a.id:
-            raise HitkitError(f"bonus key {row.idempotency_key} was already used for {row.amount} on assignment "
-                              f"{row.assignment_id}; give every distinct bonus its own key")
-        return row
-    fee = ctx.provider.bonus_fee(amount)
-    committed, budget = committed_spend(session, ctx), budget_of(session, ctx.study_id)
-    if not within_budget(committed, amount + fee, budget):
-        raise BudgetError(f"a bonus of {amount} (+ {fee} fee) would take the committed spend from {committed} past "
-                          f"the budget of {budget} {ctx.config.provider.currency}; raise 'budget:' in the study file "
-                          f"and resume the study, or pay less")
-    common = {"study_id": ctx.study_id, "assignment_id": a.id, "worker_id": a.worker_id,
-              "currency": ctx.config.provider.currency, "status": "pending", "state": "planned"}
-    row = Payment(kind="bonus", amount=amount, idempotency_key=key, **common)
-    session.add_all([row, Payment(kind="bonus_fee", amount=fee, idempotency_key=fee_key(key), **common)])
-    session.add(Event(study_id=ctx.study_id, kind="bonus_recorded", actor=actor,
-                      data={"key": key, "assignment": a.id, "amount": str(amount), "reason": reason}))
-    session.flush()
-    return row
-
-
-def mark_bonus_paid(session: Session, key: str, ref: str | None = None) -> None:
-    """The bonus keyed ``key`` (in either key format) and its fee are paid; ``ref`` is the provider's reference."""
-    bonus = bonus_row(session, key)
-    if bonus is None:
-        return
-    for p in session.scalars(select(Payment).where(
-            Payment.idempotency_key.in_((bonus.idempotency_key, fee_key(bonus.idempotency_key))))):
-        p.status, p.state, p.state_at = "paid", "confirmed", utcnow()
-        if ref and p.kind == "bonus":
-            p.provider_ref = p.provider_ref or ref
-
-
-def pay_bonus(database_url: str, ctx: StudyContext, key: str, actor: str = "scheduler",
-              note: dict | None = None) -> str:
-    """Pay the ledger's bonus ``key`` through the provider, one recorded state at a time, under the study's
-    lease (:func:`hitkit.money.payments.pay`); the provider's reference. A bonus whose pay call went out without
-    an answer is not paid again here (PaymentUncertain): ``hitkit sync`` settles it from the platform.
-    """
-    from hitkit.money.payments import pay
-
-    with session_scope(database_url) as session:
-        row = bonus_row(session, key)
-        if row is None:
-            raise HitkitError(f"the ledger holds no bonus keyed {key}")
-        key = row.idempotency_key
-        reason = next((d.get("reason") for d in session.scalars(
-            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "bonus_recorded"))
-            if d.get("key") == key), None) or "Bonus for your work"
-
-    def paid(ref: str) -> None:
-        with session_scope(database_url) as session:
-            session.add(Event(study_id=ctx.study_id, kind="bonus_paid", actor=actor,
-                              data={"key": key, "ref": ref, **(note or {})}))
-
-    return pay(database_url, ctx, key, reason, actor, on_paid=paid)[1]
-
-
-def grant_bonus(database_url: str, study_name: str, assignment_id: int, amount: Decimal, reason: str,
-                key: str | None = None, tag: str | int = 1) -> str:
-    """Pay a bonus on an assignment exactly once per key (``bonus_key(study, assignment, tag)`` unless given).
-
-    The bonus and its fee are committed to the ledger as ``pending`` before the provider is called,
-    so a crash or a lost answer leaves a row that ``hitkit sync`` settles without paying twice.
-    The budget is a hard ceiling: a bonus that would pass it is refused (BudgetError).
-    """
-    from hitkit.study.stored import StudyContext, resolve_secret
-    from hitkit.tables.schema import DONE_STATUSES
-
-    amount = cents(amount)
-    if amount <= 0:
-        raise HitkitError(f"a bonus must be positive; got {amount}")
-    with session_scope(database_url) as session:
-        ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
-        a = session.get(Assignment, assignment_id)
-        if a is None or a.hit.study_id != ctx.study_id or a.status not in DONE_STATUSES:
-            raise HitkitError(f"assignment {assignment_id} is not submitted or approved work of study "
-                              f"'{study_name}'; bonuses go to work that was handed in")
-        key = record_bonus(session, ctx, a, amount, key or bonus_key(ctx.study_id, a.id, tag), reason,
-                           "scheduler").idempotency_key
-    return pay_bonus(database_url, ctx, key)
-
-
 # -- estimates --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CostEstimate:
@@ -284,9 +228,11 @@ class CostEstimate:
 
     def describe(self) -> str:
         """One sentence for the coordinator: the parts, the total and the budget."""
-        text = (f"{self.hits} HITs × their places = {self.assignments} assignments; rewards {self.rewards} "
-                f"+ fees {self.fees} + bonuses {self.bonuses} (+ fees {self.bonus_fees}) = {self.total} "
-                f"{self.currency} at most (budget {self.budget})")
+        text = (
+            f"{self.hits} HITs × their places = {self.assignments} assignments; rewards {self.rewards} "
+            f"+ fees {self.fees} + bonuses {self.bonuses} (+ fees {self.bonus_fees}) = {self.total} "
+            f"{self.currency} at most (budget {self.budget})"
+        )
         if not self.within_budget:
             text += f"; the budget covers the first {self.hits_covered} of {self.hits} HITs"
         return text
@@ -300,15 +246,26 @@ def estimate_cost(session: Session, ctx: StudyContext) -> CostEstimate:
     booked = booked_bonuses(session, ctx.study_id)
     bonuses, bonus_fees = booked["bonus"], booked["bonus_fee"]
     hit_total, budget = sum(costs, Decimal(0)), budget_of(session, ctx.study_id)
-    return CostEstimate(len(hits), sum(h.max_assignments for h in hits), rewards, hit_total - rewards,
-                        hit_total + bonuses + bonus_fees, budget, ctx.config.provider.currency,
-                        bonuses, bonus_fees, hits_covered(costs, bonuses + bonus_fees, budget))
+    return CostEstimate(
+        len(hits),
+        sum(h.max_assignments for h in hits),
+        rewards,
+        hit_total - rewards,
+        hit_total + bonuses + bonus_fees,
+        budget,
+        ctx.config.provider.currency,
+        bonuses,
+        bonus_fees,
+        hits_covered(costs, bonuses + bonus_fees, budget),
+    )
 
 
 # -- the one approve path ---------------------------------------------------------------------------
 
-def record_decision(session: Session, ctx: StudyContext, a: Assignment, status: str, now: dt.datetime,
-                    actor: str = "scheduler") -> None:
+
+def record_decision(
+    session: Session, ctx: StudyContext, a: Assignment, status: str, now: dt.datetime, actor: str = "scheduler"
+) -> None:
     """Record a decision the provider holds: the assignment's status, and its reward rows paid or failed."""
     settle_reward(session, a, approved=status == "approved")
     a.status, a.decided_at = status, now
@@ -317,9 +274,17 @@ def record_decision(session: Session, ctx: StudyContext, a: Assignment, status: 
     session.add(Event(study_id=ctx.study_id, kind=f"assignment_{status}", actor=actor, data={"assignment": a.id}))
 
 
-def approve(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.datetime, *,
-            seen: ProviderWork | None = None, actor: str = "scheduler", coordinator: bool = False,
-            override_platform: str | None = None) -> str:
+def approve(
+    database_url: str,
+    ctx: StudyContext,
+    assignment_id: int,
+    now: dt.datetime,
+    *,
+    seen: ProviderWork | None = None,
+    actor: str = "scheduler",
+    coordinator: bool = False,
+    override_platform: str | None = None,
+) -> str:
     """Approve one submitted assignment if its guards let it through: the path of the scheduler, ``hitkit
     sync`` and the dashboard. Returns ``approved``, ``waiting`` (not yet), ``refused`` (the platform
     records another worker), ``held``, ``rejected`` or ``gone`` (no longer submitted).
@@ -341,21 +306,31 @@ def approve(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.da
             return "gone"
         if not coordinator and (a.submitted_at is None or a.submitted_at > now - delay):
             return "waiting"
-        provider_assignment_id, worker = a.provider_assignment_id, a.worker.external_id
+        provider_assignment_id, worker = provider_assignment_of(a), a.worker.external_id
     if override_platform is None:
         agrees = provider_agrees(seen if seen is not None else ctx.provider.work_of(provider_assignment_id), worker)
         if agrees is None:
             return "waiting"  # not handed in on the provider yet
     with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
+        a = session.get_one(Assignment, assignment_id)
         if a.status != "submitted":
             return "gone"
         if override_platform is not None:
-            session.add(Event(study_id=ctx.study_id, kind="approve_override", actor=actor,
-                              data={"assignment": a.id, "reason": override_platform.strip()}))
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="approve_override",
+                    actor=actor,
+                    data={"assignment": a.id, "reason": override_platform.strip()},
+                )
+            )
         elif agrees is False:
-            record_once(session, ctx.study_id, "approve_held",
-                        {"assignment": a.id, "reason": "the provider records another worker on this assignment"})
+            record_once(
+                session,
+                ctx.study_id,
+                "approve_held",
+                {"assignment": a.id, "reason": "the provider records another worker on this assignment"},
+            )
             return "refused"
         elif ctx.provider.confirmation == "platform" and a.confirmed_at is None:
             a.confirmed_at = now  # the platform lists this work as this worker's: it counts from here
@@ -369,19 +344,19 @@ def approve(database_url: str, ctx: StudyContext, assignment_id: int, now: dt.da
     if outcome == "reject":  # schedule.qc_failures: rejected with the study's reason
         ctx.provider.reject(provider_assignment_id, ctx.config.schedule.qc_reject_reason or "")
         with session_scope(database_url) as session:
-            a = session.get(Assignment, assignment_id)
+            a = session.get_one(Assignment, assignment_id)
             if a.status == "submitted":
                 record_decision(session, ctx, a, "rejected", now)
                 qc_policy.note_rejected(session, ctx, a)
         return "rejected"
     with session_scope(database_url) as session:  # committed before the provider pays: never twice
-        a = session.get(Assignment, assignment_id, with_for_update=True)
+        a = session.get_one(Assignment, assignment_id, with_for_update=True)
         if a.status != "submitted":
             return "gone"
         book_reward(session, ctx, a)
     ctx.provider.approve(provider_assignment_id)
     with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id, with_for_update=True)
+        a = session.get_one(Assignment, assignment_id, with_for_update=True)
         if a.status == "submitted":
             record_decision(session, ctx, a, "approved", now, actor)
     return "approved"

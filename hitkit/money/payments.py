@@ -20,6 +20,7 @@ One-step platforms (MTurk's SendBonus with its request token, hitkit's own provi
 sending → paid. Each walk runs under the study's lease, so two processes never walk one study's
 payments at once; the row lock and state checks keep a step from being taken twice even so.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -33,6 +34,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.money.ledger import provider_assignment_of
 from hitkit.providers.base import BonusOutcome, PendingBonus
 from hitkit.study import lease
 
@@ -71,12 +73,21 @@ def bonus_keys(key: str) -> list[str]:
 
 def locked_bonus(session: Session, key: str) -> Payment | None:
     """The bonus row keyed ``key`` (or an older key), locked for this transaction."""
-    return session.scalar(select(Payment).where(Payment.idempotency_key.in_(bonus_keys(key)),
-                                                Payment.kind == "bonus").with_for_update())
+    return session.scalar(
+        select(Payment).where(Payment.idempotency_key.in_(bonus_keys(key)), Payment.kind == "bonus").with_for_update()
+    )
 
 
-def move(database_url: str, study_id: int, key: str, frm: tuple[str, ...], to: str, ref: str | None = None,
-         at: dt.datetime | None = None, actor: str = "scheduler") -> bool:
+def move(
+    database_url: str,
+    study_id: int,
+    key: str,
+    frm: tuple[str, ...],
+    to: str,
+    ref: str | None = None,
+    at: dt.datetime | None = None,
+    actor: str = "scheduler",
+) -> bool:
     """Move the bonus (and its fee) from one of ``frm`` to ``to`` under the row lock and the lease; False
     when the row is no longer in ``frm`` (another step was taken meanwhile)."""
     with session_scope(database_url) as session:
@@ -85,8 +96,9 @@ def move(database_url: str, study_id: int, key: str, frm: tuple[str, ...], to: s
         if row is None or state_of(row) not in frm:
             return False
         now = utcnow()
-        fee = session.scalar(select(Payment).where(Payment.idempotency_key == f"{row.idempotency_key}:fee")
-                             .with_for_update())
+        fee = session.scalar(
+            select(Payment).where(Payment.idempotency_key == f"{row.idempotency_key}:fee").with_for_update()
+        )
         for p in (row, fee):
             if p is None:
                 continue
@@ -94,26 +106,58 @@ def move(database_url: str, study_id: int, key: str, frm: tuple[str, ...], to: s
             p.status = "paid" if to in DONE else "pending"
         if ref:
             row.provider_ref = ref
-        session.add(Event(study_id=study_id, kind="bonus_state", actor=actor,
-                          data={"key": row.idempotency_key, "from": frm[0] if len(frm) == 1 else list(frm),
-                                "to": to, "ref": row.provider_ref}))
+        session.add(
+            Event(
+                study_id=study_id,
+                kind="bonus_state",
+                actor=actor,
+                data={
+                    "key": row.idempotency_key,
+                    "from": frm[0] if len(frm) == 1 else list(frm),
+                    "to": to,
+                    "ref": row.provider_ref,
+                },
+            )
+        )
     return True
 
 
 def pending_of(session: Session, row: Payment) -> PendingBonus:
     """What a provider needs to settle the bonus ``row``: ids, amount, when it was sent, and its paid twins."""
-    a = session.get(Assignment, row.assignment_id)
-    twins = session.scalar(select(func.count()).select_from(Payment).where(
-        Payment.assignment_id == row.assignment_id, Payment.kind == "bonus", Payment.id != row.id,
-        Payment.amount == row.amount,
-        (Payment.state.in_(DONE)) | (Payment.state.is_(None) & (Payment.status == "paid"))))
+    a = session.get_one(Assignment, row.assignment_id)
+    twins = session.execute(
+        select(func.count())
+        .select_from(Payment)
+        .where(
+            Payment.assignment_id == row.assignment_id,
+            Payment.kind == "bonus",
+            Payment.id != row.id,
+            Payment.amount == row.amount,
+            (Payment.state.in_(DONE)) | (Payment.state.is_(None) & (Payment.status == "paid")),
+        )
+    ).scalar_one()
     sent_at = row.state_at if state_of(row) == "sending" else None
-    return PendingBonus(row.idempotency_key, a.worker.external_id, a.provider_assignment_id,
-                        Decimal(row.amount), state_of(row), row.provider_ref, twins, sent_at)
+    return PendingBonus(
+        row.idempotency_key,
+        a.worker.external_id,
+        provider_assignment_of(a),
+        Decimal(row.amount),
+        state_of(row),
+        row.provider_ref,
+        twins,
+        sent_at,
+    )
 
 
-def pay(database_url: str, ctx: StudyContext, key: str, reason: str, actor: str = "scheduler",
-        resolve: bool = False, on_paid: Callable[[str], None] | None = None) -> tuple[str, str]:
+def pay(
+    database_url: str,
+    ctx: StudyContext,
+    key: str,
+    reason: str,
+    actor: str = "scheduler",
+    resolve: bool = False,
+    on_paid: Callable[[str], None] | None = None,
+) -> tuple[str, str]:
     """Walk the bonus ``key`` to paid; (outcome, the platform's reference).
 
     Outcomes: ``paid`` (paid now), ``found`` (the platform shows it paid), ``done`` (already paid),
@@ -138,8 +182,16 @@ def pay(database_url: str, ctx: StudyContext, key: str, reason: str, actor: str 
                 if legacy and legacy.get("paid"):
                     move(database_url, ctx.study_id, key, ("planned",), "paid", legacy["bonus_id"], actor=actor)
                 elif legacy and legacy.get("sent_at") is not None:
-                    move(database_url, ctx.study_id, key, ("planned",), "sending", legacy["bonus_id"],
-                         at=legacy["sent_at"], actor=actor)
+                    move(
+                        database_url,
+                        ctx.study_id,
+                        key,
+                        ("planned",),
+                        "sending",
+                        legacy["bonus_id"],
+                        at=legacy["sent_at"],
+                        actor=actor,
+                    )
                 elif legacy:
                     move(database_url, ctx.study_id, key, ("planned",), "created", legacy["bonus_id"], actor=actor)
                 else:
@@ -147,15 +199,22 @@ def pay(database_url: str, ctx: StudyContext, key: str, reason: str, actor: str 
                     move(database_url, ctx.study_id, key, ("planned",), "created", ref, actor=actor)
                 continue
             if step in ("planned", "created"):
+                set_up = bonus.provider_ref if provider.two_step_bonus else None
+                if provider.two_step_bonus and set_up is None:  # `created` is recorded with the set-up's id
+                    raise HitkitError(
+                        f"the bonus {key} is {step} on {provider.name} without the id of its set-up "
+                        "there, so it cannot be sent; nothing was paid"
+                    )
                 if not move(database_url, ctx.study_id, key, (step,), "sending", actor=actor):
                     continue
                 try:
-                    if provider.two_step_bonus:
-                        provider.send_bonus(bonus.provider_ref)
-                        ref = bonus.provider_ref
+                    if set_up is not None:
+                        provider.send_bonus(set_up)
+                        ref = set_up
                     else:
-                        ref = provider.pay_bonus(bonus.worker_id, bonus.provider_assignment_id, bonus.amount,
-                                                 reason, key)
+                        ref = provider.pay_bonus(
+                            bonus.worker_id, bonus.provider_assignment_id, bonus.amount, reason, key
+                        )
                 except Exception as exc:
                     if getattr(exc, "outcome_unknown", True) is False:  # refused with an answer: nothing paid
                         move(database_url, ctx.study_id, key, ("sending",), step, actor=actor)
@@ -169,7 +228,8 @@ def pay(database_url: str, ctx: StudyContext, key: str, reason: str, actor: str 
                 raise PaymentUncertain(
                     f"the bonus {key} ({bonus.provider_ref or 'no platform id'}) was sent to {provider.name}'s pay "
                     f"call without an answer; `hitkit sync` settles it from the platform's record of payments "
-                    f"— hitkit will not risk paying twice")
+                    f"— hitkit will not risk paying twice"
+                )
             outcome = provider.settle_bonus(bonus)
             if outcome is BonusOutcome.PAID:
                 move(database_url, ctx.study_id, key, ("sending",), "confirmed", actor=actor)
@@ -186,21 +246,34 @@ def confirm_paid(database_url: str, ctx: StudyContext, actor: str = "cli") -> li
     if not ctx.provider.two_step_bonus:
         return []
     with session_scope(database_url) as session:
-        rows = session.scalars(select(Payment).where(Payment.study_id == ctx.study_id, Payment.kind == "bonus",
-                                                     Payment.state == "paid").order_by(Payment.id)).all()
+        rows = session.scalars(
+            select(Payment)
+            .where(Payment.study_id == ctx.study_id, Payment.kind == "bonus", Payment.state == "paid")
+            .order_by(Payment.id)
+        ).all()
         by_sub: dict[tuple[str, Decimal], list[str]] = {}
         for row in rows:
             b = pending_of(session, row)
             by_sub.setdefault((b.provider_assignment_id, b.amount), []).append(row.idempotency_key)
-        confirmed = {k: session.scalar(select(func.count()).select_from(Payment).where(
-            Payment.assignment_id == session.scalar(select(Assignment.id).where(
-                Assignment.provider_assignment_id == k[0]).limit(1)),
-            Payment.kind == "bonus", Payment.amount == k[1], Payment.state == "confirmed")) for k in by_sub}
+        confirmed = {
+            k: session.execute(
+                select(func.count())
+                .select_from(Payment)
+                .where(
+                    Payment.assignment_id
+                    == session.scalar(select(Assignment.id).where(Assignment.provider_assignment_id == k[0]).limit(1)),
+                    Payment.kind == "bonus",
+                    Payment.amount == k[1],
+                    Payment.state == "confirmed",
+                )
+            ).scalar_one()
+            for k in by_sub
+        }
     out = []
     with lease.held(database_url, ctx.study_id, actor):
         for (sub, amount), keys in by_sub.items():
             shown = ctx.provider.bonuses_shown(sub, amount)
-            for key in keys[:max(0, shown - confirmed[(sub, amount)])]:
+            for key in keys[: max(0, shown - confirmed[(sub, amount)])]:
                 if move(database_url, ctx.study_id, key, ("paid",), "confirmed", actor=actor):
                     out.append(key)
     return out

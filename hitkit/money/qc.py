@@ -1,6 +1,7 @@
 """Quality control of a running study: which workers pass their protocol's check over the work counted
 so far (``worker_qc`` of the protocol's analysis). The dashboard shows it, the approval step's QC
 policy (:mod:`hitkit.money.qc_policy`) acts on it, and the launch ends with its one-line summary."""
+
 from __future__ import annotations
 
 import threading
@@ -37,9 +38,13 @@ _qc_cache: dict[tuple[str, int], tuple[tuple[int, int], QcSummary | None]] = {}
 def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSummary | None:
     """The task's quality check over the work counted so far, recomputed only when that work grows
     or more of it is confirmed (``hitkit confirm`` changes what counts without finishing anything)."""
-    done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
-                                 .join(Hit).where(Hit.study_id == ctx.study_id,
-                                                  Assignment.status.in_(HANDED_IN_STATUSES))).one())
+    counted, confirmed = session.execute(
+        select(func.count(), func.count(Assignment.confirmed_at))
+        .select_from(Assignment)
+        .join(Hit)
+        .where(Hit.study_id == ctx.study_id, Assignment.status.in_(HANDED_IN_STATUSES))
+    ).one()
+    done = (counted, confirmed)
     with _lock:
         cached = _qc_cache.get((cache_key, ctx.study_id))
     if cached is not None and cached[0] == done:
@@ -51,7 +56,7 @@ def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSu
 
 
 def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
-    study = session.get(Study, ctx.study_id)
+    study = session.get_one(Study, ctx.study_id)
     tables = ctx.task.export(session, study)
     checked = PROTOCOLS[ctx.config.task].module("analysis").worker_qc(tables, ctx.config)
     if checked is None:

@@ -9,6 +9,7 @@ The QC check is the one the dashboard shows (:func:`hitkit.money.qc.qc_summary`)
 counted so far. :func:`decide` is the policy itself, a pure function; :func:`gate` is the one call
 the scheduler makes before approving an assignment.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -40,8 +41,10 @@ def decide(policy: str, passed: bool | None) -> Decision:
 
 def held_assignment_ids(session: Session, study_id: int) -> set[int]:
     """Assignments of the study held for review and not decided since."""
-    held = {int(e.data.get("assignment")) for e in session.scalars(
-        select(Event).where(Event.study_id == study_id, Event.kind == HELD_EVENT))}
+    held = {
+        int(e.data["assignment"])
+        for e in session.scalars(select(Event).where(Event.study_id == study_id, Event.kind == HELD_EVENT))
+    }
     if not held:
         return set()
     still = session.scalars(select(Assignment.id).where(Assignment.id.in_(held), Assignment.status == "submitted"))
@@ -63,32 +66,57 @@ def gate(session: Session, ctx, a: Assignment) -> str | None:
         return "hold"
     from hitkit.money.qc import qc_summary
 
-    qc = qc_summary(session, ctx, cache_key=f"qc-policy:{session.get_bind().url}")
+    qc = qc_summary(session, ctx, cache_key=f"qc-policy:{session.get_bind().engine.url}")
     passed = qc.by_worker.get(a.worker.external_id) if qc is not None else None
     outcome = decide(policy, passed)
     if outcome == "approve":
         return None
     if outcome == "hold":
-        session.add(Event(study_id=ctx.study_id, kind=HELD_EVENT, actor="scheduler",
-                          data={"assignment": a.id, "worker": a.worker.external_id,
-                                "check": qc.method if qc else None,
-                                "reason": "the worker fails quality control so far; approve or reject it on the "
-                                          "dashboard or with `hitkit held`"}))
+        session.add(
+            Event(
+                study_id=ctx.study_id,
+                kind=HELD_EVENT,
+                actor="scheduler",
+                data={
+                    "assignment": a.id,
+                    "worker": a.worker.external_id,
+                    "check": qc.method if qc else None,
+                    "reason": "the worker fails quality control so far; approve or reject it on the "
+                    "dashboard or with `hitkit held`",
+                },
+            )
+        )
         return "hold"
     return "reject"
 
 
 def note_rejected(session: Session, ctx, a: Assignment) -> None:
     """Log why a QC rejection the platform has accepted was made (the ledger records the decision)."""
-    session.add(Event(study_id=ctx.study_id, kind="qc_rejected", actor="scheduler",
-                      data={"assignment": a.id, "worker": a.worker.external_id,
-                            "reason": ctx.config.schedule.qc_reject_reason or ""}))
+    session.add(
+        Event(
+            study_id=ctx.study_id,
+            kind="qc_rejected",
+            actor="scheduler",
+            data={
+                "assignment": a.id,
+                "worker": a.worker.external_id,
+                "reason": ctx.config.schedule.qc_reject_reason or "",
+            },
+        )
+    )
 
 
 def held_work(session: Session, ctx) -> list[dict]:
     """The held assignments of a study, for the dashboard and ``hitkit held``: id, worker, since, check."""
-    events = {int(e.data["assignment"]): e for e in session.scalars(
-        select(Event).where(Event.study_id == ctx.study_id, Event.kind == HELD_EVENT).order_by(Event.id))}
+    events = {
+        int(e.data["assignment"]): e
+        for e in session.scalars(
+            select(Event).where(Event.study_id == ctx.study_id, Event.kind == HELD_EVENT).order_by(Event.id)
+        )
+    }
     open_ids = held_assignment_ids(session, ctx.study_id)
-    return [{"assignment": aid, "worker": e.data.get("worker"), "since": e.created_at, "check": e.data.get("check")}
-            for aid, e in events.items() if aid in open_ids]
+    return [
+        {"assignment": aid, "worker": e.data.get("worker"), "since": e.created_at, "check": e.data.get("check")}
+        for aid, e in events.items()
+        if aid in open_ids
+    ]

@@ -6,6 +6,7 @@ pairwise and Spot The Bot ``ranking.csv``, live chat ``systems.csv``), from any 
 study on the simulated crowd, from the quality the simulation gives each system
 (:func:`simulated_ranking`: the order the simulated workers perceive).
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,10 @@ def human_ranking_from_analysis(directory: str | Path) -> dict[str, float]:
     for name in ("ranking.csv", "systems.csv"):
         if (directory / name).is_file():
             return human_ranking_from_csv(directory / name)
-    raise HitkitError(f"{directory}: no ranking.csv (pairwise, Spot The Bot) or systems.csv (live chat); "
-                      f"give the folder that `hitkit analyze` wrote")
+    raise HitkitError(
+        f"{directory}: no ranking.csv (pairwise, Spot The Bot) or systems.csv (live chat); "
+        f"give the folder that `hitkit analyze` wrote"
+    )
 
 
 def simulated_ranking(quality: Mapping[str, float], systems: list[str], default: float = 0.5) -> dict[str, float]:

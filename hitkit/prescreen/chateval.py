@@ -14,6 +14,7 @@ For one system's responses to a set of prompts, each with a human reference resp
   method 1: a zero bigram precision becomes ε / (bigram count), ε = 0.1; the mean over prompts;
 - perplexity of the response given its prompt under a local language model, the mean over prompts.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,7 @@ SMOOTHING_EPSILON = 0.1
 
 
 def _ngrams(words: Sequence[str], n: int) -> Counter:
-    return Counter(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+    return Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
 def sentence_bleu2(hypothesis: str, reference: str, epsilon: float = SMOOTHING_EPSILON) -> float:
@@ -57,8 +58,7 @@ def sentence_bleu2(hypothesis: str, reference: str, epsilon: float = SMOOTHING_E
     return brevity * math.exp(sum(logs) / len(logs))
 
 
-def mean_cosine(responses: Sequence[str], references: Sequence[str],
-                embed: Callable[[list[str]], np.ndarray]) -> float:
+def mean_cosine(responses: Sequence[str], references: Sequence[str], embed: Callable[[list[str]], np.ndarray]) -> float:
     """The mean cosine similarity between each response's embedding and its reference's."""
     if not responses:
         return float("nan")
@@ -68,9 +68,14 @@ def mean_cosine(responses: Sequence[str], references: Sequence[str],
     return float(np.mean(np.sum(a * b, axis=1)))
 
 
-def system_metrics(prompts: Sequence[str], responses: Sequence[str], references: Sequence[str | None], *,
-                   embed: Callable[[list[str]], np.ndarray] | None = None,
-                   perplexity: Callable[[list[str], list[str]], list[float]] | None = None) -> dict[str, float]:
+def system_metrics(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    references: Sequence[str | None],
+    *,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    perplexity: Callable[[list[str], list[str]], list[float]] | None = None,
+) -> dict[str, float]:
     """One system's ChatEval metrics; ``references[i]`` None leaves prompt i out of the reference metrics.
 
     ``embed`` (texts → [n, d] array) and ``perplexity`` (texts, contexts → values) are optional:
@@ -78,14 +83,19 @@ def system_metrics(prompts: Sequence[str], responses: Sequence[str], references:
     """
     referenced = [(i, r) for i, r in enumerate(references) if r]
     with_ref = [i for i, _ in referenced]
-    metrics = {"responses": len(responses), "with_reference": len(with_ref),
-               "distinct_1": distinct_n(responses, 1), "distinct_2": distinct_n(responses, 2),
-               "bleu_2": float(np.mean([sentence_bleu2(responses[i], r) for i, r in referenced]))
-               if with_ref else float("nan"),
-               "embedding_cosine": float("nan"), "perplexity": float("nan")}
+    metrics = {
+        "responses": len(responses),
+        "with_reference": len(with_ref),
+        "distinct_1": distinct_n(responses, 1),
+        "distinct_2": distinct_n(responses, 2),
+        "bleu_2": float(np.mean([sentence_bleu2(responses[i], r) for i, r in referenced]))
+        if with_ref
+        else float("nan"),
+        "embedding_cosine": float("nan"),
+        "perplexity": float("nan"),
+    }
     if embed is not None and with_ref:
-        metrics["embedding_cosine"] = mean_cosine([responses[i] for i in with_ref],
-                                                  [r for _, r in referenced], embed)
+        metrics["embedding_cosine"] = mean_cosine([responses[i] for i in with_ref], [r for _, r in referenced], embed)
     scored = [i for i, r in enumerate(responses) if r.strip()]
     if perplexity is not None and scored:
         values = perplexity([responses[i] for i in scored], [prompts[i] for i in scored])

@@ -26,6 +26,7 @@ Concepts (Algorithm 3): ChatMatch kept the words a POS tagger marked as nouns, v
 adjectives. Here a concept is a stemmed, alphabetic token of three or more letters that is not a
 stopword — the same idea without a tagger.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,6 +62,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*|[^A-Za-z\s]+")
 
 # ---------------------------------------------------------------- the simple dimensions
 
+
 def is_question(text: str) -> bool:
     """A turn raises a question when it contains a question mark (ChatMatch's test)."""
     return "?" in text
@@ -81,8 +83,12 @@ def entities(text: str) -> list[str]:
     """The entity heuristic: runs of capitalised words, less "I", stopwords and interjections."""
     found, run = [], []
     for word in _WORD.findall(text) + ["."]:
-        keep = (_CAPITALISED.fullmatch(word) is not None and word != "I"
-                and word.lower().split("'")[0] not in STOPWORDS and word.lower() not in STOPWORDS)
+        keep = (
+            _CAPITALISED.fullmatch(word) is not None
+            and word != "I"
+            and word.lower().split("'")[0] not in STOPWORDS
+            and word.lower() not in STOPWORDS
+        )
         if keep:
             run.append(word.removesuffix("'s"))
         elif run:
@@ -122,8 +128,10 @@ def fluency(texts: Sequence[str], perplexity: Callable[[list[str]], list[float]]
 
 # ---------------------------------------------------------------- ChatMatch Algorithms 1-3
 
-def repetitions(texts: Sequence[str], speakers: Sequence[int], similarity: np.ndarray,
-                threshold: float = 0.95) -> tuple[list[int], list[list[int]]]:
+
+def repetitions(
+    texts: Sequence[str], speakers: Sequence[int], similarity: np.ndarray, threshold: float = 0.95
+) -> tuple[list[int], list[list[int]]]:
     """Diversity, ChatMatch Algorithm 1: the repetition penalty of each turn.
 
     Turn i repeats an earlier turn j of the same speaker when ``similarity[i, j] >= threshold``.
@@ -157,8 +165,9 @@ def repetitions(texts: Sequence[str], speakers: Sequence[int], similarity: np.nd
     return penalty, repeated_questions
 
 
-def contradictions(speakers: Sequence[int], similarity: np.ndarray, repeated_questions: Sequence[Sequence[int]],
-                   threshold: float = 0.8) -> list[int]:
+def contradictions(
+    speakers: Sequence[int], similarity: np.ndarray, repeated_questions: Sequence[Sequence[int]], threshold: float = 0.8
+) -> list[int]:
     """Consistency, ChatMatch Algorithm 2: the contradiction penalty of each turn.
 
     When the other bot has just repeated a question (turn i − 1 repeats turn j, per Algorithm 1),
@@ -227,14 +236,25 @@ class TurnScores:
     relevance: list[int]
 
 
-def score_turns(texts: Sequence[str], speakers: Sequence[int], fluency_values: Sequence[float], *,
-                repetition_threshold: float = 0.95, consistency_threshold: float = 0.8,
-                concept_share: float = 0.5, concept_gap: int = 2) -> TurnScores:
+def score_turns(
+    texts: Sequence[str],
+    speakers: Sequence[int],
+    fluency_values: Sequence[float],
+    *,
+    repetition_threshold: float = 0.95,
+    consistency_threshold: float = 0.8,
+    concept_share: float = 0.5,
+    concept_gap: int = 2,
+) -> TurnScores:
     """All seven scores of every turn; ``fluency_values`` come from :func:`fluency` (the slow part)."""
     similarity = tfidf_cosine(texts)
     repeat, asked_again = repetitions(texts, speakers, similarity, repetition_threshold)
     return TurnScores(
-        fluency=list(fluency_values), knowledge=new_entities(texts), proactivity=questions(texts),
-        specificity=specificity(texts), repetition=repeat,
+        fluency=list(fluency_values),
+        knowledge=new_entities(texts),
+        proactivity=questions(texts),
+        specificity=specificity(texts),
+        repetition=repeat,
         contradiction=contradictions(speakers, similarity, asked_again, consistency_threshold),
-        relevance=relevance(texts, concept_share, concept_gap))
+        relevance=relevance(texts, concept_share, concept_gap),
+    )

@@ -1,6 +1,7 @@
 """The pre-screen's tournament games (ChatMatch, Yang et al. 2022): the plan of bot–bot games, playing them
 (resumable: a game already in the games file is not played again) and scoring each turn on the seven
 dimensions."""
+
 from __future__ import annotations
 
 import hashlib
@@ -54,8 +55,15 @@ def game_plan(config: StudyConfig, systems: Sequence[str]) -> list[Game]:
     by_name = {s.name: s for s in config.systems}
     games = []
     for starter, opponent in double_round_robin(systems):
-        key = json.dumps([pre.starting_utterance, pre.exchanges, by_name[starter].model_dump(mode="json"),
-                          by_name[opponent].model_dump(mode="json")], sort_keys=True)
+        key = json.dumps(
+            [
+                pre.starting_utterance,
+                pre.exchanges,
+                by_name[starter].model_dump(mode="json"),
+                by_name[opponent].model_dump(mode="json"),
+            ],
+            sort_keys=True,
+        )
         digest = hashlib.sha1(key.encode()).hexdigest()[:8]
         games.append(Game(f"{starter}~{opponent}#{digest}", starter, opponent, pre.starting_utterance))
     return games
@@ -83,8 +91,15 @@ def _read_games(path: Path) -> dict[str, dict]:
     return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
-def play_games(games: Sequence[Game], bots: Mapping[str, Reply], exchanges: int, path: Path, *,
-               parallel: int = 4, show_progress: bool = True) -> list[dict]:
+def play_games(
+    games: Sequence[Game],
+    bots: Mapping[str, Reply],
+    exchanges: int,
+    path: Path,
+    *,
+    parallel: int = 4,
+    show_progress: bool = True,
+) -> list[dict]:
     """Play the games not yet in ``path`` (in parallel), append each when done; return all records."""
     from tqdm import tqdm
 
@@ -99,12 +114,28 @@ def play_games(games: Sequence[Game], bots: Mapping[str, Reply], exchanges: int,
         if stop.is_set():
             raise InterruptedError("prescreen stopped")
         turns = play(game, bots, exchanges)
-        out.append({"id": game.id, "systems": [game.starter, game.opponent], "starter": game.starter,
-                    "opponent": game.opponent, "exchanges": exchanges, "turns": turns})
+        out.append(
+            {
+                "id": game.id,
+                "systems": [game.starter, game.opponent],
+                "starter": game.starter,
+                "opponent": game.opponent,
+                "exchanges": exchanges,
+                "turns": turns,
+            }
+        )
 
     if todo:
-        with tqdm(total=len(games), initial=len(games) - len(todo), desc="tournament games", unit="game",
-                  disable=not show_progress) as bar, ThreadPoolExecutor(parallel) as pool:
+        with (
+            tqdm(
+                total=len(games),
+                initial=len(games) - len(todo),
+                desc="tournament games",
+                unit="game",
+                disable=not show_progress,
+            ) as bar,
+            ThreadPoolExecutor(parallel) as pool,
+        ):
             futures = {pool.submit(run, g): g for g in todo}
             try:
                 for future in as_completed(futures):
@@ -117,14 +148,17 @@ def play_games(games: Sequence[Game], bots: Mapping[str, Reply], exchanges: int,
                 stop.set()  # Ctrl-C: start nothing new, keep what is written
                 raise
     if failed:
-        raise HitkitError(f"{len(failed)} of {len(todo)} games failed (first: {failed[0]}); the finished "
-                          f"ones are kept in {path} — run again to resume")
+        raise HitkitError(
+            f"{len(failed)} of {len(todo)} games failed (first: {failed[0]}); the finished "
+            f"ones are kept in {path} — run again to resume"
+        )
     records = _read_games(path)
     return [records[g.id] for g in games]
 
 
-def score_games(records: Sequence[dict], perplexity: PerplexityFn | None, pre: PrescreenConfig, *,
-                show_progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[GameResult]]:
+def score_games(
+    records: Sequence[dict], perplexity: PerplexityFn | None, pre: PrescreenConfig, *, show_progress: bool = True
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[GameResult]]:
     """Score every game: the per-turn table, the per-game table, the per-game-dimension table, results.
 
     Without a ``perplexity`` scorer every turn's fluency is NaN and nobody wins fluency.
@@ -140,30 +174,63 @@ def score_games(records: Sequence[dict], perplexity: PerplexityFn | None, pre: P
             flu = [float("nan")] * len(texts)
         else:
             flu = fluency_scores(texts, perplexity, pre.fluency_cap)
-        scores = score_turns(texts, speakers, flu, repetition_threshold=pre.repetition_threshold,
-                             consistency_threshold=pre.consistency_threshold,
-                             concept_share=pre.concept_share, concept_gap=pre.concept_gap)
+        scores = score_turns(
+            texts,
+            speakers,
+            flu,
+            repetition_threshold=pre.repetition_threshold,
+            consistency_threshold=pre.consistency_threshold,
+            concept_share=pre.concept_share,
+            concept_gap=pre.concept_gap,
+        )
         for i, t in enumerate(turns):
-            turn_rows.append({"game_id": record["id"], "turn": i, "speaker": t["speaker"], "system": t["system"],
-                              "start": bool(t.get("start", False)), "text": t["text"],
-                              "perplexity": scores.fluency[i], "entities": scores.knowledge[i],
-                              "question": scores.proactivity[i], "specificity": scores.specificity[i],
-                              "repetition": scores.repetition[i], "contradiction": scores.contradiction[i],
-                              "relevance_bonus": scores.relevance[i]})
+            turn_rows.append(
+                {
+                    "game_id": record["id"],
+                    "turn": i,
+                    "speaker": t["speaker"],
+                    "system": t["system"],
+                    "start": bool(t.get("start", False)),
+                    "text": t["text"],
+                    "perplexity": scores.fluency[i],
+                    "entities": scores.knowledge[i],
+                    "question": scores.proactivity[i],
+                    "specificity": scores.specificity[i],
+                    "repetition": scores.repetition[i],
+                    "contradiction": scores.contradiction[i],
+                    "relevance_bonus": scores.relevance[i],
+                }
+            )
         totals = game_totals(scores, speakers)
         points = game_points(totals[0], totals[1])
         systems = (record["starter"], record["opponent"])
         for side in (0, 1):
             for dim in DIMENSIONS:
-                dim_rows.append({"game_id": record["id"], "system": systems[side], "opponent": systems[1 - side],
-                                 "role": ("starter", "opponent")[side], "dimension": dim,
-                                 "value": totals[side][dim], "point": points[side][dim]})
+                dim_rows.append(
+                    {
+                        "game_id": record["id"],
+                        "system": systems[side],
+                        "opponent": systems[1 - side],
+                        "role": ("starter", "opponent")[side],
+                        "dimension": dim,
+                        "value": totals[side][dim],
+                        "point": points[side][dim],
+                    }
+                )
         result = GameResult(record["id"], systems[0], systems[1], sum(points[0].values()), sum(points[1].values()))
         results.append(result)
         winner = {"starter": systems[0], "opponent": systems[1], "draw": ""}[result.outcome]
-        game_rows.append({"game_id": record["id"], "starter": systems[0], "opponent": systems[1],
-                          "starter_points": result.starter_points, "opponent_points": result.opponent_points,
-                          "winner": winner, "turns": len(turns)})
+        game_rows.append(
+            {
+                "game_id": record["id"],
+                "starter": systems[0],
+                "opponent": systems[1],
+                "starter_points": result.starter_points,
+                "opponent_points": result.opponent_points,
+                "winner": winner,
+                "turns": len(turns),
+            }
+        )
     return pd.DataFrame(turn_rows), pd.DataFrame(game_rows), pd.DataFrame(dim_rows), results
 
 
@@ -171,7 +238,10 @@ def dimension_table(game_dimensions: pd.DataFrame) -> pd.DataFrame:
     """Per system and dimension: the mean game value, game points won, and whether lower is better."""
     if game_dimensions.empty:
         return pd.DataFrame(columns=["system", "dimension", "mean_value", "points", "better"])
-    table = (game_dimensions.groupby(["system", "dimension"], sort=False)
-             .agg(mean_value=("value", "mean"), points=("point", "sum")).reset_index())
+    table = (
+        game_dimensions.groupby(["system", "dimension"], sort=False)
+        .agg(mean_value=("value", "mean"), points=("point", "sum"))
+        .reset_index()
+    )
     table["better"] = ["lower" if d in LOWER_IS_BETTER else "higher" for d in table["dimension"]]
     return table

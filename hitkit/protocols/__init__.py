@@ -3,6 +3,7 @@
 Everything one protocol knows lives in its folder (``hitkit/protocols/NAME/``); shared code looks
 the protocol up here and never compares names.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -14,13 +15,16 @@ from hitkit.protocols.base import Protocol, TaskType
 if TYPE_CHECKING:
     from hitkit.study.config import StudyConfig
 
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
-    pairwise.PROTOCOL,
-    live_chat.PROTOCOL,
-    spot_the_bot.PROTOCOL,
-    rating.PROTOCOL,
-    arena.PROTOCOL,
-)}
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        pairwise.PROTOCOL,
+        live_chat.PROTOCOL,
+        spot_the_bot.PROTOCOL,
+        rating.PROTOCOL,
+        arena.PROTOCOL,
+    )
+}
 
 
 def names() -> tuple[str, ...]:
@@ -32,8 +36,9 @@ def known_name(name: str) -> str:
     """``name`` if a protocol has it, else a ValueError naming the protocols (a study file's or a
     mapping's ``task:`` validator)."""
     if name not in PROTOCOLS:
-        raise ValueError(f"task '{name}' is not a protocol of this version of hitkit; use one of "
-                         f"{', '.join(PROTOCOLS)}")
+        raise ValueError(
+            f"task '{name}' is not a protocol of this version of hitkit; use one of {', '.join(PROTOCOLS)}"
+        )
     return name
 
 
@@ -42,8 +47,9 @@ def protocol(name: str) -> Protocol:
     try:
         return PROTOCOLS[name]
     except KeyError:
-        raise ConfigError(f"task '{name}' is not available in this version of hitkit; "
-                          f"available: {', '.join(PROTOCOLS)}") from None
+        raise ConfigError(
+            f"task '{name}' is not available in this version of hitkit; available: {', '.join(PROTOCOLS)}"
+        ) from None
 
 
 def by_table(name: str) -> Protocol | None:

@@ -10,6 +10,7 @@ questions each unit asks and what answers are valid, answers like a simulated wo
 stored responses into its tidy export tables. Everything else — entry, tokens, saving, submitting,
 paying, scheduling — is shared and lives outside the task type.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -20,13 +21,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
-import pandas as pd
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Study, Unit
 from hitkit.worker.validation import answer_text
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from hitkit.study.config import StudyConfig
 
 
@@ -166,17 +168,23 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
     from hitkit.db.models import Assignment, Hit, Response, Worker
     from hitkit.tables.schema import HANDED_IN_STATUSES
 
-    return list(session.execute(
-        select(Response, Assignment, Hit, Worker, Unit)
-        .join(Assignment, Response.assignment_id == Assignment.id)
-        .join(Hit, Assignment.hit_id == Hit.id)
-        .join(Worker, Assignment.worker_id == Worker.id)
-        .join(Unit, Response.unit_id == Unit.id)
-        # Only confirmed work: what no platform has confirmed is never exported as answers.
-        .where(Hit.study_id == study.id, Assignment.status.in_(HANDED_IN_STATUSES), Assignment.confirmed_at.is_not(None),
-               *conditions)
-        .order_by(Hit.index, Assignment.id, Unit.id)
-    ).all())
+    return list(
+        session.execute(
+            select(Response, Assignment, Hit, Worker, Unit)
+            .join(Assignment, Response.assignment_id == Assignment.id)
+            .join(Hit, Assignment.hit_id == Hit.id)
+            .join(Worker, Assignment.worker_id == Worker.id)
+            .join(Unit, Response.unit_id == Unit.id)
+            # Only confirmed work: what no platform has confirmed is never exported as answers.
+            .where(
+                Hit.study_id == study.id,
+                Assignment.status.in_(HANDED_IN_STATUSES),
+                Assignment.confirmed_at.is_not(None),
+                *conditions,
+            )
+            .order_by(Hit.index, Assignment.id, Unit.id)
+        ).all()
+    )
 
 
 def shuffled_order(units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
@@ -256,8 +264,9 @@ class TaskType(ABC):
         """What the simulated crowd may know about the material (e.g. which text came from which system)."""
 
     @abstractmethod
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
-                 worker: str = "") -> dict[str, str]:
+    def simulate(
+        self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any, worker: str = ""
+    ) -> dict[str, str]:
         """A simulated worker's answers to one unit's questions; ``worker`` seeds traits a worker keeps."""
 
     def chat_turns_needed(self, units: int) -> int:
@@ -329,7 +338,9 @@ class TaskType(ABC):
 
         asked = {q.name: q for q in self.questions(unit)}
         if question not in asked:
-            raise AnswerError(f"unit {unit.public_key} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}")
+            raise AnswerError(
+                f"unit {unit.public_key} has no question '{question}'; it asks: {', '.join(asked) or 'nothing'}"
+            )
         value = answer_text(value)  # JSON for objects and numbers, never Python's repr
         limit = self.config.hit.max_answer_chars
         if len(value) > limit:

@@ -1,4 +1,5 @@
 """Crowd providers, by the name a study file gives in ``provider.kind``."""
+
 from __future__ import annotations
 
 from hitkit.errors import ConfigError
@@ -26,6 +27,8 @@ def make_provider(config: StudyConfig, secret: str) -> CrowdProvider:
 
         kinds["prolific"] = ProlificProvider
     if config.provider.kind not in kinds:
-        raise ConfigError(f"provider.kind '{config.provider.kind}' is not available in this version of hitkit; "
-                          f"available: {', '.join(sorted(kinds))}")
+        raise ConfigError(
+            f"provider.kind '{config.provider.kind}' is not available in this version of hitkit; "
+            f"available: {', '.join(sorted(kinds))}"
+        )
     return kinds[config.provider.kind](config, secret)

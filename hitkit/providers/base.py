@@ -10,6 +10,7 @@ an :class:`Arrival` — preview, or a worker with the provider's ids — and ref
 submit, :meth:`completion` says how to hand the worker back (a redirect, an auto-posted form, or
 hitkit's own page).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,6 +21,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import ClassVar
 
+from hitkit.errors import FlowError
 from hitkit.study.config import StudyConfig
 
 
@@ -33,11 +35,18 @@ class Arrival:
     provider_hit_id: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def worker(self) -> str:
+        """The worker's id on the platform; FlowError for an arrival that names none (only a preview may)."""
+        if self.worker_id is None:
+            raise FlowError("the crowd site did not say who you are; open the task again from the crowd site", 400)
+        return self.worker_id
+
 
 class CompletionKind(str, Enum):
-    REDIRECT = "redirect"   # send the browser to ``url`` (Prolific's completion URL)
+    REDIRECT = "redirect"  # send the browser to ``url`` (Prolific's completion URL)
     POST_FORM = "post_form"  # auto-submit ``fields`` to ``url`` (MTurk's externalSubmit)
-    PAGE = "page"           # hitkit's own thank-you page, showing ``code`` if any
+    PAGE = "page"  # hitkit's own thank-you page, showing ``code`` if any
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,13 @@ class Completion:
     url: str | None = None
     fields: Mapping[str, str] = field(default_factory=dict)
     code: str | None = None
+
+    @property
+    def target(self) -> str:
+        """Where a REDIRECT or POST_FORM completion sends the worker; ValueError for one without a url."""
+        if self.url is None:
+            raise ValueError(f"a {self.kind.value} completion needs a url, and this one has none")
+        return self.url
 
 
 @dataclass(frozen=True)
@@ -61,11 +77,11 @@ class PostedHit:
 class WorkStatus(str, Enum):
     """Where a provider says one worker's assignment stands, in hitkit's words."""
 
-    WORKING = "working"      # accepted, not yet handed in on the provider
+    WORKING = "working"  # accepted, not yet handed in on the provider
     SUBMITTED = "submitted"  # handed in, waiting for a decision
     APPROVED = "approved"
     REJECTED = "rejected"
-    RETURNED = "returned"    # given back, timed out or screened out: no decision to make
+    RETURNED = "returned"  # given back, timed out or screened out: no decision to make
 
 
 @dataclass(frozen=True)
@@ -100,8 +116,8 @@ class PendingBonus:
 class BonusOutcome(str, Enum):
     """What the provider says happened to a bonus whose pay call may or may not have gone out."""
 
-    PAID = "paid"        # the worker has it: mark the ledger paid, pay nothing
-    UNPAID = "unpaid"    # the worker does not have it: paying (again, with the same key) is safe
+    PAID = "paid"  # the worker has it: mark the ledger paid, pay nothing
+    UNPAID = "unpaid"  # the worker does not have it: paying (again, with the same key) is safe
     UNKNOWN = "unknown"  # cannot be told: a coordinator checks by hand; hitkit pays nothing
 
 
@@ -122,13 +138,19 @@ class CrowdProvider(ABC):
     returning to an assignment they hold must then show the session id stored at their first arrival
     or the assignment's signed token kept in their browser (:func:`hitkit.worker.admission.enter`)."""
 
+    study_uid: str | None = None
+    """The study's random id in its database (``Study.uid``), set when the study is loaded
+    (:meth:`hitkit.study.stored.StudyContext.of`): what request tokens derive from (MTurk's), so that
+    several databases on one provider account never collide."""
+
     def __init__(self, config: StudyConfig, secret: str):
         self.config = config
         self.secret = secret
 
     @abstractmethod
-    def post_hit(self, hit_key: str, entry_url: str, reward: Decimal, max_assignments: int,
-                 lifetime_s: float) -> PostedHit:
+    def post_hit(
+        self, hit_key: str, entry_url: str, reward: Decimal, max_assignments: int, lifetime_s: float
+    ) -> PostedHit:
         """Publish one HIT. ``hit_key`` is stable across retries so a retried post never duplicates."""
 
     @abstractmethod
@@ -156,8 +178,9 @@ class CrowdProvider(ABC):
         """Refuse submitted work, with the reason shown to the worker."""
 
     @abstractmethod
-    def pay_bonus(self, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
-                  idempotency_key: str) -> str:
+    def pay_bonus(
+        self, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str, idempotency_key: str
+    ) -> str:
         """Pay a bonus once per ``idempotency_key``; return the provider's reference."""
 
     def check_posting(self) -> None:

@@ -3,6 +3,7 @@
 Posting a HIT only marks it open (the HIT row's status and ``expires_at`` are the listing);
 approving and paying are recorded in hitkit's ledger by the scheduler, with nothing to call.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal

@@ -2,6 +2,7 @@
 
 Annotators arrive at ``/s/STUDY/enter?invite=TOKEN``; hitkit picks each next HIT for them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -18,18 +18,11 @@ the HIT it already made instead of making a second one, and no other database's 
 for it. Posting refuses (BudgetError) when the account balance cannot
 cover the HIT's worst case.
 
-Arrival: MTurk opens the entry URL with ``workerId``, ``assignmentId``, ``hitId`` and
-``turkSubmitTo``; ``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE`` is a preview.
-
-Completion: the worker's browser posts ``assignmentId`` to ``{turkSubmitTo}/mturk/externalSubmit``.
-hitkit does not store ``turkSubmitTo``: a HIT lives on exactly one marketplace, the one
-``provider.mturk.sandbox`` chose when it was posted, so the submit host is derived from that flag
-(``workersandbox.mturk.com`` or ``www.mturk.com``). An arrival whose ``turkSubmitTo`` names any other
-host is refused, so a forged parameter can never send the worker's form elsewhere.
-
 The client, its retries and errors are in :mod:`hitkit.providers.mturk_client`; the HIT's parts
-(question, qualification requirements, fee rates) in :mod:`hitkit.providers.mturk_posting`.
+(question, qualification requirements, fee rates) in :mod:`hitkit.providers.mturk_posting`; a worker's
+arrival and the form that hands the work in, in :mod:`hitkit.providers.mturk_arrival`.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -39,13 +32,13 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from hitkit.errors import BudgetError, ConfigError, FlowError, HitkitError
+from hitkit.errors import BudgetError, ConfigError, HitkitError
 from hitkit.money.amounts import cents, hit_cost, mturk_bonus_fee, mturk_reward_fee
+from hitkit.providers import mturk_arrival
 from hitkit.providers.base import (
     Arrival,
     BonusOutcome,
     Completion,
-    CompletionKind,
     CrowdProvider,
     PendingBonus,
     PostedHit,
@@ -66,18 +59,15 @@ from hitkit.providers.mturk_client import (
 from hitkit.providers.mturk_posting import (
     EXPIRED_AT,
     MASTERS_FEE_RATE,
+    cap_qualification,
     external_question,
     qualification_requirements,
     reward_rate,
 )
 from hitkit.study.config import StudyConfig
 
-SUBMIT_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://www.mturk.com"}
-PREVIEW_HOSTS = {True: "https://workersandbox.mturk.com", False: "https://worker.mturk.com"}
-PREVIEW_ASSIGNMENT = "ASSIGNMENT_ID_NOT_AVAILABLE"
+WORK_STATUSES = {"Submitted": WorkStatus.SUBMITTED, "Approved": WorkStatus.APPROVED, "Rejected": WorkStatus.REJECTED}
 
-WORK_STATUSES = {"Submitted": WorkStatus.SUBMITTED, "Approved": WorkStatus.APPROVED,
-                 "Rejected": WorkStatus.REJECTED}
 
 class MTurkProvider(CrowdProvider):
     """Amazon Mechanical Turk, sandbox or production (``provider.mturk.sandbox``)."""
@@ -130,8 +120,10 @@ class MTurkProvider(CrowdProvider):
         hold many databases, and a secret from the environment is shared by all of them).
         """
         if not self.study_uid:
-            raise HitkitError("the MTurk provider has no study uid, so its request tokens would not be unique to "
-                              "this database; load the study with StudyContext (hitkit.study.stored) before posting")
+            raise HitkitError(
+                "the MTurk provider has no study uid, so its request tokens would not be unique to "
+                "this database; load the study with StudyContext (hitkit.study.stored) before posting"
+            )
         digest = hashlib.sha256(f"{self.study_uid}:{purpose}:{key}".encode()).hexdigest()
         return f"hk-{digest[:48]}"
 
@@ -159,22 +151,8 @@ class MTurkProvider(CrowdProvider):
     def cap_qualification_id(self) -> str:
         """The study's private qualification for workers at the per-worker cap (created once)."""
         if self._cap_qualification_id is None:
-            name = f"hitkit cap {self.config.study} {self.token('cap', self.config.study)[3:15]}"
-            try:
-                made = self._call("CreateQualificationType", Name=name, QualificationTypeStatus="Active",
-                                  Description=f"Workers who have done the most HITs allowed in the study "
-                                              f"'{self.config.study}'.")
-                self._cap_qualification_id = made["QualificationType"]["QualificationTypeId"]
-            except MTurkError as exc:
-                if exc.code != "RequestError":
-                    raise
-                # Made by an earlier process: names are unique per account, so look it up.
-                found = self._call("ListQualificationTypes", Query=name, MustBeRequestable=False,
-                                   MustBeOwnedByCaller=True)["QualificationTypes"]
-                match = [q for q in found if q["Name"] == name]
-                if not match:
-                    raise
-                self._cap_qualification_id = match[0]["QualificationTypeId"]
+            tag = self.token("cap", self.config.study)[3:15]
+            self._cap_qualification_id = cap_qualification(self._call, self.config.study, tag)
         return self._cap_qualification_id
 
     def hit_type_id(self, reward: Decimal) -> str:
@@ -183,45 +161,62 @@ class MTurkProvider(CrowdProvider):
         if reward not in self._hit_type_ids:
             hit = self.config.hit
             made = self._call(
-                "CreateHITType", Title=hit.title, Description=hit.description, Keywords=hit.keywords,
-                Reward=f"{reward:.2f}", AssignmentDurationInSeconds=int(hit.assignment_minutes * 60),
+                "CreateHITType",
+                Title=hit.title,
+                Description=hit.description,
+                Keywords=hit.keywords,
+                Reward=f"{reward:.2f}",
+                AssignmentDurationInSeconds=int(hit.assignment_minutes * 60),
                 AutoApprovalDelayInSeconds=self.settings.auto_approval_delay_s,
-                QualificationRequirements=self.qualification_requirements())
+                QualificationRequirements=self.qualification_requirements(),
+            )
             self._hit_type_ids[reward] = made["HITTypeId"]
         return self._hit_type_ids[reward]
 
-    def post_hit(self, hit_key: str, entry_url: str, reward: Decimal, max_assignments: int,
-                 lifetime_s: float) -> PostedHit:
+    def post_hit(
+        self, hit_key: str, entry_url: str, reward: Decimal, max_assignments: int, lifetime_s: float
+    ) -> PostedHit:
         """Create the HIT once per ``hit_key``; BudgetError if the balance cannot cover its worst case.
 
         MTurkClosedError, before any call, when no ``endpoint_url`` names a compatible service.
         """
         self.check_posting()
         if not entry_url.startswith("https://"):
-            raise ConfigError(f"MTurk frames only HTTPS pages, and the entry URL is {entry_url}; set "
-                              f"server.public_url to the https:// address workers reach this server at")
+            raise ConfigError(
+                f"MTurk frames only HTTPS pages, and the entry URL is {entry_url}; set "
+                f"server.public_url to the https:// address workers reach this server at"
+            )
         worst = hit_cost(reward, max_assignments, self.fee(reward, max_assignments))
         available = self.balance()
         if worst > available:
-            raise BudgetError(f"the MTurk account balance is ${available}, but HIT {hit_key} may cost ${worst} "
-                              f"({max_assignments} × (${reward} + ${self.fee(reward, max_assignments)} fee)); "
-                              f"add funds to the requester account, then resume the study")
+            raise BudgetError(
+                f"the MTurk account balance is ${available}, but HIT {hit_key} may cost ${worst} "
+                f"({max_assignments} × (${reward} + ${self.fee(reward, max_assignments)} fee)); "
+                f"add funds to the requester account, then resume the study"
+            )
         token = self.token("hit", hit_key)
         try:
-            hit = self._call("CreateHITWithHITType", HITTypeId=self.hit_type_id(reward),
-                             MaxAssignments=max_assignments, LifetimeInSeconds=max(30, int(lifetime_s)),
-                             Question=external_question(entry_url, self.settings.frame_height),
-                             RequesterAnnotation=f"{hit_key} {token}"[:255], UniqueRequestToken=token)["HIT"]
+            hit = self._call(
+                "CreateHITWithHITType",
+                HITTypeId=self.hit_type_id(reward),
+                MaxAssignments=max_assignments,
+                LifetimeInSeconds=max(30, int(lifetime_s)),
+                Question=external_question(entry_url, self.settings.frame_height),
+                RequesterAnnotation=f"{hit_key} {token}"[:255],
+                UniqueRequestToken=token,
+            )["HIT"]
         except MTurkError as exc:
             if not exc.already_processed:
                 raise
             hit = find_hit(self._call, token)
             if hit is None:
-                raise MTurkError("CreateHITWithHITType", exc.code,
-                                 f"MTurk says HIT {hit_key} was created already, but no HIT of this account "
-                                 f"carries its annotation; look for it in the requester site") from None
-        return PostedHit(provider_hit_id=hit["HITId"],
-                         url=f"{PREVIEW_HOSTS[self.sandbox]}/mturk/preview?groupId={hit['HITGroupId']}")
+                raise MTurkError(
+                    "CreateHITWithHITType",
+                    exc.code,
+                    f"MTurk says HIT {hit_key} was created already, but no HIT of this account "
+                    f"carries its annotation; look for it in the requester site",
+                ) from None
+        return PostedHit(provider_hit_id=hit["HITId"], url=mturk_arrival.preview_url(self.sandbox, hit["HITGroupId"]))
 
     def check_posting(self) -> None:
         """Refuse, before any call, to post to MTurk's own endpoints: MTurk closed on 2026-09-30."""
@@ -244,8 +239,9 @@ class MTurkProvider(CrowdProvider):
             if not exc.already_processed:
                 raise
 
-    def extend_hit(self, provider_hit_id: str, extra_assignments: int, lifetime_s: float,
-                   request_key: str | None = None) -> None:
+    def extend_hit(
+        self, provider_hit_id: str, extra_assignments: int, lifetime_s: float, request_key: str | None = None
+    ) -> None:
         """More places (once per ``request_key``) and a fresh lifetime from now.
 
         Without ``request_key`` the token is keyed by the HIT and the number of places, so a retry
@@ -255,35 +251,28 @@ class MTurkProvider(CrowdProvider):
         if extra_assignments > 0:
             token = self.token("extend", f"{provider_hit_id}:{request_key or extra_assignments}")
             try:
-                self._call("CreateAdditionalAssignmentsForHIT", HITId=provider_hit_id,
-                           NumberOfAdditionalAssignments=extra_assignments, UniqueRequestToken=token)
+                self._call(
+                    "CreateAdditionalAssignmentsForHIT",
+                    HITId=provider_hit_id,
+                    NumberOfAdditionalAssignments=extra_assignments,
+                    UniqueRequestToken=token,
+                )
             except MTurkError as exc:
                 if not exc.already_processed:
                     raise
         # Whole seconds: MTurk's duplicate key is the time as it prints it, to the second.
-        self._update_expiration(provider_hit_id, dt.datetime.now(dt.UTC).replace(microsecond=0)
-                                + dt.timedelta(seconds=lifetime_s))
+        self._update_expiration(
+            provider_hit_id, dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(seconds=lifetime_s)
+        )
 
     # Arrival and completion -----------------------------------------------------------------
     def arrival(self, args: Mapping[str, str]) -> Arrival:
-        submit_to = args.get("turkSubmitTo")
-        if submit_to and submit_to.rstrip("/") != SUBMIT_HOSTS[self.sandbox]:
-            raise FlowError(f"this HIT belongs to {SUBMIT_HOSTS[self.sandbox]}, not {submit_to}; "
-                            f"open it from that MTurk site", 400)
-        assignment = args.get("assignmentId")
-        if assignment in (None, "", PREVIEW_ASSIGNMENT):
-            return Arrival(preview=True, provider_hit_id=args.get("hitId"))
-        if not args.get("workerId") or not args.get("hitId"):
-            raise FlowError("MTurk did not say who you are (workerId and hitId are missing); "
-                            "open the HIT again from MTurk", 400)
-        return Arrival(preview=False, worker_id=args["workerId"], provider_assignment_id=assignment,
-                       provider_hit_id=args["hitId"], extra={"turkSubmitTo": SUBMIT_HOSTS[self.sandbox]})
+        """A preview, or the worker MTurk names (:mod:`hitkit.providers.mturk_arrival`)."""
+        return mturk_arrival.arrival(args, self.sandbox)
 
     def completion(self, provider_assignment_id: str | None, args: Mapping[str, str]) -> Completion:
         """Post ``assignmentId`` back to the marketplace the HIT lives on (MTurk needs one more field)."""
-        url = f"{SUBMIT_HOSTS[self.sandbox]}/mturk/externalSubmit"
-        return Completion(CompletionKind.POST_FORM, url=url,
-                          fields={"assignmentId": provider_assignment_id or "", "submitted": "hitkit"})
+        return mturk_arrival.completion(provider_assignment_id, self.sandbox)
 
     # Deciding and paying --------------------------------------------------------------------
     def _decide(self, operation: str, provider_assignment_id: str, status: str, feedback: str) -> None:
@@ -308,8 +297,9 @@ class MTurkProvider(CrowdProvider):
             raise ValueError("MTurk shows the worker why their work was rejected; give a reason")
         self._decide("RejectAssignment", provider_assignment_id, "Rejected", reason)
 
-    def pay_bonus(self, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
-                  idempotency_key: str) -> str:
+    def pay_bonus(
+        self, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str, idempotency_key: str
+    ) -> str:
         """SendBonus with a token made from the ledger key, so a retried payment pays once.
 
         The ledger key holds only this database's row ids; the token adds the study's ``uid`` so a
@@ -317,8 +307,14 @@ class MTurkProvider(CrowdProvider):
         """
         token = self.token("bonus", idempotency_key)
         try:
-            self._call("SendBonus", WorkerId=worker_id, AssignmentId=provider_assignment_id,
-                       BonusAmount=f"{cents(amount):.2f}", Reason=reason, UniqueRequestToken=token)
+            self._call(
+                "SendBonus",
+                WorkerId=worker_id,
+                AssignmentId=provider_assignment_id,
+                BonusAmount=f"{cents(amount):.2f}",
+                Reason=reason,
+                UniqueRequestToken=token,
+            )
         except MTurkError as exc:
             if not exc.already_processed:
                 raise
@@ -331,8 +327,11 @@ class MTurkProvider(CrowdProvider):
 
     def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork]:
         """ListAssignmentsForHIT, every page, for each HIT: what ``hitkit sync`` compares with the database."""
-        return [ProviderWork(w.provider_assignment_id, w.worker_id, WORK_STATUSES[w.status], hit_id)
-                for hit_id in provider_hit_ids for w in self.sync_submissions(hit_id)]
+        return [
+            ProviderWork(w.provider_assignment_id, w.worker_id, WORK_STATUSES[w.status], hit_id)
+            for hit_id in provider_hit_ids
+            for w in self.sync_submissions(hit_id)
+        ]
 
     def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
         """GetAssignment: MTurk's arrival parameters are unsigned, so who did the work is checked here.
@@ -362,5 +361,10 @@ class MTurkProvider(CrowdProvider):
 
     def cap_worker(self, worker_id: str) -> None:
         """Give the worker the study's cap qualification (silently), so no more of its HITs reach them."""
-        self._call("AssociateQualificationWithWorker", QualificationTypeId=self.cap_qualification_id(),
-                   WorkerId=worker_id, IntegerValue=1, SendNotification=False)
+        self._call(
+            "AssociateQualificationWithWorker",
+            QualificationTypeId=self.cap_qualification_id(),
+            WorkerId=worker_id,
+            IntegerValue=1,
+            SendNotification=False,
+        )

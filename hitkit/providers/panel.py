@@ -14,6 +14,7 @@ of who completed and runs ``hitkit confirm STUDY_FILE --completed FILE.csv``
 task tables and the analysis, and not approved. The panel pays the participants; hitkit's ledger
 books the reward of confirmed work when the scheduler approves it.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from sqlalchemy import or_, select
+from sqlalchemy import Row, or_, select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Worker, utcnow
-from hitkit.errors import FlowError, InputError
+from hitkit.errors import ConfigError, FlowError, InputError
 from hitkit.providers.base import Arrival, Completion, CompletionKind
 from hitkit.providers.internal import InternalProvider
 from hitkit.study.config import StudyConfig
@@ -48,7 +49,13 @@ class PanelProvider(InternalProvider):
 
     def __init__(self, config: StudyConfig, secret: str):
         super().__init__(config, secret)
-        self.settings: PanelConfig = config.provider.panel
+        panel = config.provider.panel
+        if panel is None:  # ProviderConfig's validator requires the section for kind 'panel'
+            raise ConfigError(
+                "provider.kind 'panel' needs a provider.panel section: worker_param and "
+                "completion_url and/or completion_code (see docs/howto/panels.md)"
+            )
+        self.settings: PanelConfig = panel
 
     def entry_link(self, base_url: str) -> str:
         """The study link to give the panel, with its placeholders for the ids left as ``<...>``."""
@@ -64,17 +71,20 @@ class PanelProvider(InternalProvider):
         worker = args.get(s.worker_param)
         if worker is None or worker == "":
             if s.session_param and args.get(s.session_param):
-                raise FlowError(f"this link has no participant id ({s.worker_param}); open the study again "
-                                f"from {s.name}", 400)
+                raise FlowError(
+                    f"this link has no participant id ({s.worker_param}); open the study again from {s.name}", 400
+                )
             return Arrival(preview=True)
         session_id = args.get(s.session_param) if s.session_param else None
         for what, value in ((s.worker_param, worker), (s.session_param, session_id)):
             if value is not None and not PANEL_ID.match(value):
-                raise FlowError(f"the {what} in this link is not a valid id; open the study again from {s.name} "
-                                f"(coordinators: check that the panel fills in its placeholder)", 400)
+                raise FlowError(
+                    f"the {what} in this link is not a valid id; open the study again from {s.name} "
+                    f"(coordinators: check that the panel fills in its placeholder)",
+                    400,
+                )
         if s.session_param and not session_id:
-            raise FlowError(f"this link has no session id ({s.session_param}); open the study again from {s.name}",
-                            400)
+            raise FlowError(f"this link has no session id ({s.session_param}); open the study again from {s.name}", 400)
         return Arrival(preview=False, worker_id=worker, provider_assignment_id=session_id)
 
     def completion(self, provider_assignment_id: str | None, args: Mapping[str, str]) -> Completion:
@@ -111,25 +121,33 @@ def read_completed(path: str | Path, column: str | None, config: StudyConfig) ->
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"is not a readable CSV with a header row ({exc}); export the completion list "
-                               f"from the panel as CSV") from None
+        raise InputError(
+            path, f"is not a readable CSV with a header row ({exc}); export the completion list from the panel as CSV"
+        ) from None
     panel = config.provider.panel
-    by_session = bool(panel and panel.session_param)
+    session_param = (panel.session_param if panel else None) or None
+    by_session = session_param is not None
     worker_names = [c for c in ((panel.worker_param if panel else None), *WORKER_COLUMNS) if c]
     if by_session and column in worker_names:
-        raise InputError(path, f"column {column!r} holds participant ids, which anyone can type into a link; "
-                               f"this panel sends session ids ({panel.session_param}), so confirm by the session "
-                               f"column (--column {panel.session_param} or leave --column out)")
+        raise InputError(
+            path,
+            f"column {column!r} holds participant ids, which anyone can type into a link; "
+            f"this panel sends session ids ({session_param}), so confirm by the session "
+            f"column (--column {session_param} or leave --column out)",
+        )
     if column:
         candidates = [column]
-    elif by_session:
-        candidates = [panel.session_param, "session_id", "assignment_id"]
+    elif session_param is not None:
+        candidates = [session_param, "session_id", "assignment_id"]
     else:
         candidates = [c for c in (panel.worker_param if panel else None, *ID_COLUMNS) if c]
     found = next((c for c in candidates if c in table.columns), None)
     if found is None:
-        raise InputError(path, f"has no column {' or '.join(repr(c) for c in candidates)}; its columns are "
-                               f"{list(table.columns)} — name the id column with --column")
+        raise InputError(
+            path,
+            f"has no column {' or '.join(repr(c) for c in candidates)}; its columns are "
+            f"{list(table.columns)} — name the id column with --column",
+        )
     worker_column = next((c for c in worker_names if c in table.columns and c != found), None) if by_session else None
     seen: dict[str, str | None] = {}
     for i, value in enumerate(table[found]):
@@ -154,30 +172,41 @@ class ConfirmOutcome:
 
     def as_dict(self) -> dict[str, list[str]]:
         """The outcome as plain lists, for ``--json``."""
-        return {"confirmed": self.confirmed, "already_confirmed": self.already, "unknown": self.unknown,
-                "not_submitted": self.not_submitted, "mismatched": self.mismatched}
+        return {
+            "confirmed": self.confirmed,
+            "already_confirmed": self.already,
+            "unknown": self.unknown,
+            "not_submitted": self.not_submitted,
+            "mismatched": self.mismatched,
+        }
 
     def describe(self) -> str:
         """One paragraph for the coordinator."""
         lines = [f"Confirmed {len(self.confirmed)} assignment(s); {len(self.already)} were confirmed already."]
         if self.not_submitted:
-            lines.append(f"{len(self.not_submitted)} listed id(s) hold no submitted work in hitkit (not finished, "
-                         f"returned or expired here): {', '.join(self.not_submitted[:10])}"
-                         f"{' …' if len(self.not_submitted) > 10 else ''}")
+            lines.append(
+                f"{len(self.not_submitted)} listed id(s) hold no submitted work in hitkit (not finished, "
+                f"returned or expired here): {', '.join(self.not_submitted[:10])}"
+                f"{' …' if len(self.not_submitted) > 10 else ''}"
+            )
         if self.unknown:
-            lines.append(f"{len(self.unknown)} listed id(s) match no worker or session of this study: "
-                         f"{', '.join(self.unknown[:10])}{' …' if len(self.unknown) > 10 else ''} — check that "
-                         f"the file is this study's completion list")
+            lines.append(
+                f"{len(self.unknown)} listed id(s) match no worker or session of this study: "
+                f"{', '.join(self.unknown[:10])}{' …' if len(self.unknown) > 10 else ''} — check that "
+                f"the file is this study's completion list"
+            )
         if self.mismatched:
-            lines.append(f"{len(self.mismatched)} listed session id(s) arrived here with another participant id "
-                         f"than the list gives, so they were not confirmed: {', '.join(self.mismatched[:10])}"
-                         f"{' …' if len(self.mismatched) > 10 else ''}")
+            lines.append(
+                f"{len(self.mismatched)} listed session id(s) arrived here with another participant id "
+                f"than the list gives, so they were not confirmed: {', '.join(self.mismatched[:10])}"
+                f"{' …' if len(self.mismatched) > 10 else ''}"
+            )
         return "\n".join(lines)
 
 
 def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def confirm_completed(session: Session, ctx, ids: list[str] | list[Listed], source: str = "") -> ConfirmOutcome:
@@ -200,15 +229,21 @@ def confirm_completed(session: Session, ctx, ids: list[str] | list[Listed], sour
     outcome = ConfirmOutcome()
     now = utcnow()
     matched: set[str] = set()
-    rows = []
+    rows: list[Row[Assignment, str]] = []
     for chunk in _chunks(ids):
-        match = (Assignment.provider_assignment_id.in_(chunk) if by_session
-                 else or_(Assignment.provider_assignment_id.in_(chunk), Worker.external_id.in_(chunk)))
+        match = (
+            Assignment.provider_assignment_id.in_(chunk)
+            if by_session
+            else or_(Assignment.provider_assignment_id.in_(chunk), Worker.external_id.in_(chunk))
+        )
         rows += session.execute(
-            select(Assignment, Worker.external_id).join(Hit, Assignment.hit_id == Hit.id)
+            select(Assignment, Worker.external_id)
+            .join(Hit, Assignment.hit_id == Hit.id)
             .join(Worker, Assignment.worker_id == Worker.id)
             .where(Hit.study_id == ctx.study_id, match)
-            .order_by(Assignment.id).with_for_update(of=Assignment)).all()
+            .order_by(Assignment.id)
+            .with_for_update(of=Assignment)
+        ).all()
     done_ids: set[str] = set()  # listed ids that matched finished work
     seen_assignments: set[int] = set()
     mismatched: set[str] = set()
@@ -216,8 +251,11 @@ def confirm_completed(session: Session, ctx, ids: list[str] | list[Listed], sour
         if a.id in seen_assignments:
             continue
         seen_assignments.add(a.id)
-        hits = {x for x in ((a.provider_assignment_id,) if by_session else (a.provider_assignment_id, worker_id))
-                if x in listed}
+        hits = {
+            x
+            for x in ((a.provider_assignment_id,) if by_session else (a.provider_assignment_id, worker_id))
+            if x in listed
+        }
         if by_session and any(listed[x] is not None and listed[x] != worker_id for x in hits):
             mismatched.update(hits)
             continue
@@ -234,9 +272,20 @@ def confirm_completed(session: Session, ctx, ids: list[str] | list[Listed], sour
     outcome.mismatched = [i for i in ids if i in mismatched]
     outcome.unknown = [i for i in ids if i not in matched and i not in mismatched]
     outcome.not_submitted = [i for i in ids if i in matched and i not in done_ids]
-    session.add(Event(study_id=ctx.study_id, kind="work_confirmed", actor="cli",
-                      data={"source": source[:200], "confirmed": len(outcome.confirmed),
-                            "already": len(outcome.already), "unknown": len(outcome.unknown),
-                            "not_submitted": len(outcome.not_submitted), "mismatched": len(outcome.mismatched)}))
+    session.add(
+        Event(
+            study_id=ctx.study_id,
+            kind="work_confirmed",
+            actor="cli",
+            data={
+                "source": source[:200],
+                "confirmed": len(outcome.confirmed),
+                "already": len(outcome.already),
+                "unknown": len(outcome.unknown),
+                "not_submitted": len(outcome.not_submitted),
+                "mismatched": len(outcome.mismatched),
+            },
+        )
+    )
     session.flush()
     return outcome

@@ -4,6 +4,7 @@ It speaks MTurk's arrival parameters (``workerId``, ``assignmentId``, ``hitId``,
 ``ASSIGNMENT_ID_NOT_AVAILABLE`` for a preview), so a dry run goes through the same entry path a
 real crowd takes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -23,5 +24,9 @@ class SimulatedProvider(InternalProvider):
         assignment = args.get("assignmentId")
         if assignment in (None, "", PREVIEW_ASSIGNMENT) or not args.get("workerId"):
             return Arrival(preview=True, provider_hit_id=args.get("hitId"))
-        return Arrival(preview=False, worker_id=args["workerId"], provider_assignment_id=assignment,
-                       provider_hit_id=args.get("hitId"))
+        return Arrival(
+            preview=False,
+            worker_id=args["workerId"],
+            provider_assignment_id=assignment,
+            provider_hit_id=args.get("hitId"),
+        )

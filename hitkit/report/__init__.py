@@ -14,11 +14,25 @@ export folder (analysed here) or an analysis folder. Other parts of hitkit add s
 The automatic pre-screen (``OUT/STUDY/prescreen``, from ``hitkit prescreen``) is included this way
 when the run folder has one (:func:`prescreen_section`).
 """
+
 from hitkit.report.build import input_from_result, report, summary_json, write_report
 from hitkit.report.parts import ReportFigure, ReportFiles, ReportInput, Section, register_section
 from hitkit.report.render import render_html, render_markdown
 from hitkit.report.sections import build_sections, methods_paragraph, prescreen_section
 
-__all__ = ["ReportFigure", "ReportFiles", "ReportInput", "Section", "build_sections", "input_from_result",
-           "methods_paragraph", "prescreen_section", "register_section", "render_html", "render_markdown", "report",
-           "summary_json", "write_report"]
+__all__ = [
+    "ReportFigure",
+    "ReportFiles",
+    "ReportInput",
+    "Section",
+    "build_sections",
+    "input_from_result",
+    "methods_paragraph",
+    "prescreen_section",
+    "register_section",
+    "render_html",
+    "render_markdown",
+    "report",
+    "summary_json",
+    "write_report",
+]

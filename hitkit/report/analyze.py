@@ -1,5 +1,6 @@
 """``hitkit analyze``'s entry: the protocol's analysis of exported tables in a folder, with the run's
 record (task, study, software versions) in its summary."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +10,16 @@ from hitkit.errors import HitkitError
 from hitkit.protocols import protocol
 
 
-def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
-                 replicate_dir: str | Path | None = None, stability: bool = False,
-                 options: dict | None = None) -> AnalysisResult:
+def run_analysis(
+    task: str,
+    in_dir: str | Path,
+    *,
+    seed: int = 0,
+    config=None,
+    replicate_dir: str | Path | None = None,
+    stability: bool = False,
+    options: dict | None = None,
+) -> AnalysisResult:
     """The analysis of ``task`` on the exported tables in ``in_dir`` (``config``: the study's, if known).
 
     ``replicate_dir`` adds live chat's run-to-run correlations; ``stability`` adds Spot The Bot's
@@ -28,10 +36,12 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
     proto = protocol(task)
     cluster = options.get("cluster")
     if cluster is not None and cluster not in proto.cluster_units:
-        raise HitkitError(f"--cluster {cluster!r} does not apply to {task}; use one of "
-                          f"{', '.join(proto.cluster_units)}")
-    result = proto.module("analysis").analyze(in_dir, seed=seed, config=config, options=options,
-                                              replicate_dir=replicate_dir, stability=stability)
+        raise HitkitError(
+            f"--cluster {cluster!r} does not apply to {task}; use one of {', '.join(proto.cluster_units)}"
+        )
+    result = proto.module("analysis").analyze(
+        in_dir, seed=seed, config=config, options=options, replicate_dir=replicate_dir, stability=stability
+    )
     from hitkit.analysis.tables import read_exclusions
     from hitkit.tables.loading import study_name
     from hitkit.tables.versions import software_versions
@@ -41,9 +51,9 @@ def run_analysis(task: str, in_dir: str | Path, *, seed: int = 0, config=None,
         result.summary["exclusions"] = [{"assignment_id": a, "reason": r} for a, r in excluded.items()]
         result.summary["warnings"] = list(result.summary.get("warnings", [])) + [
             f"{len(excluded)} assignment(s) excluded from the analysis by exclusions.csv, each with its reason "
-            "(summary.json: exclusions)"]
+            "(summary.json: exclusions)"
+        ]
     result.summary.setdefault("task", task)
     result.summary.setdefault("study", study_name(Path(in_dir)))
     result.summary.setdefault("software", software_versions())
     return result
-

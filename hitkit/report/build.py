@@ -1,5 +1,6 @@
 """Writing a report: from an analysis (and export) to ``report.html``, ``report.md`` and ``figures/``,
 and from whatever the user points at (a study file, a run, export or analysis folder)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ from hitkit.report.render import render_html, render_markdown
 from hitkit.report.sections import build_sections, methods_paragraph
 
 
-def write_report(inp: ReportInput, out_dir: str | Path, *, extra_sections: Iterable[SectionSource] = (),
-                 name: str = "report") -> ReportFiles:
+def write_report(
+    inp: ReportInput, out_dir: str | Path, *, extra_sections: Iterable[SectionSource] = (), name: str = "report"
+) -> ReportFiles:
     """Write ``NAME.html`` (self-contained), ``NAME.md`` and the figures (``figures/*.png``) into ``out_dir``."""
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -40,6 +42,7 @@ def write_report(inp: ReportInput, out_dir: str | Path, *, extra_sections: Itera
 
 # --- from a study file or a folder --------------------------------------------------------------------
 
+
 def _criteria_of(config) -> list[tuple[str, str, bool]] | None:
     """The study's rated criteria (name, polarity, qc), for a protocol whose report shows them."""
     if config is None:
@@ -56,12 +59,26 @@ def input_from_result(task: str, result, export_dir: Path | None, *, source: str
     if export_dir is not None:
         data = load(export_dir)
         export, info = data.tables, data.info
-    return ReportInput(task=task, tables=dict(result.tables), summary=dict(result.summary), export=export,
-                       info=info, source=source, criteria=_criteria_of(config))
+    return ReportInput(
+        task=task,
+        tables=dict(result.tables),
+        summary=dict(result.summary),
+        export=export,
+        info=info,
+        source=source,
+        criteria=_criteria_of(config),
+    )
 
 
-def report(path: str | Path, out: str | Path | None = None, *, seed: int | None = None, stability: bool = False,
-           extra_sections: Iterable[SectionSource] = (), name: str = "report") -> ReportFiles:
+def report(
+    path: str | Path,
+    out: str | Path | None = None,
+    *,
+    seed: int | None = None,
+    stability: bool = False,
+    extra_sections: Iterable[SectionSource] = (),
+    name: str = "report",
+) -> ReportFiles:
     """Write the report of ``path``: a study file (exported and analysed afresh from its database), a run
     folder, an export folder (analysed here) or an analysis folder (its tables as they are).
 
@@ -94,9 +111,15 @@ def report(path: str | Path, out: str | Path | None = None, *, seed: int | None 
         if task is None:
             raise HitkitError(f"cannot tell which task {analysis_dir} holds; give the export folder instead")
         export = load(export_dir) if export_dir is not None else None
-        inp = ReportInput(task=task, tables=analysed.analysis, summary=analysed.summary,
-                          export=export.tables if export else {}, info=export.info if export else {},
-                          source=f"analysis tables in {analysis_dir}", run_dir=run_dir)
+        inp = ReportInput(
+            task=task,
+            tables=analysed.analysis,
+            summary=analysed.summary,
+            export=export.tables if export else {},
+            info=export.info if export else {},
+            source=f"analysis tables in {analysis_dir}",
+            run_dir=run_dir,
+        )
         files = write_report(inp, out_dir, extra_sections=extra_sections, name=name)
         files.analysis_dir = analysis_dir
         return files
@@ -111,9 +134,16 @@ def report(path: str | Path, out: str | Path | None = None, *, seed: int | None 
     result = run_analysis(task, export_dir, seed=use_seed, config=config, stability=stability)
     analysis_out = (run_dir / "analysis") if config is not None or export_dir.name == "export" else out_dir / "analysis"
     result.write(analysis_out)
-    inp = ReportInput(task=task, tables=dict(result.tables), summary=dict(result.summary), export=data.tables,
-                      info=data.info, source=source if config is not None else f"exported tables in {export_dir}",
-                      criteria=_criteria_of(config), run_dir=run_dir)
+    inp = ReportInput(
+        task=task,
+        tables=dict(result.tables),
+        summary=dict(result.summary),
+        export=data.tables,
+        info=data.info,
+        source=source if config is not None else f"exported tables in {export_dir}",
+        criteria=_criteria_of(config),
+        run_dir=run_dir,
+    )
     files = write_report(inp, out_dir, extra_sections=extra_sections, name=name)
     files.analysis_dir = analysis_out
     return files

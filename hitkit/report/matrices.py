@@ -1,5 +1,6 @@
 """The tables behind the report's pair matrices: a pair table spread into a square of values and
 significance marks, and p-values short enough for a matrix cell."""
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,16 @@ def p_cell(value) -> str:
     return "1" if value >= 0.9995 else f"{value:.3f}".lstrip("0")
 
 
-def pair_frames(table: pd.DataFrame, value: str, order: Sequence[str], *, mark: str | None = None,
-            alpha: float = 0.05, a: str = "system_a", b: str = "system_b") -> tuple[pd.DataFrame, pd.DataFrame]:
+def pair_frames(
+    table: pd.DataFrame,
+    value: str,
+    order: Sequence[str],
+    *,
+    mark: str | None = None,
+    alpha: float = 0.05,
+    a: str = "system_a",
+    b: str = "system_b",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Square matrices (row = a, column = b) of ``value`` and of ``mark`` < alpha from a long table."""
     names = list(order) + sorted((set(table[a]) | set(table[b])) - set(order))
     values = pd.DataFrame(math.nan, index=names, columns=names)

@@ -1,5 +1,6 @@
 """The pieces every report is made of: sections, figures, the input, and the formatting of numbers,
 p-values and pair matrices that the protocols' report sections share."""
+
 from __future__ import annotations
 
 import math
@@ -96,8 +97,13 @@ class ReportFiles:
     methods: str = ""
 
     def as_json(self) -> dict:
-        return {"html": str(self.html), "markdown": str(self.markdown), "figures": [str(p) for p in self.figures],
-                "analysis_dir": str(self.analysis_dir) if self.analysis_dir else None, "methods": self.methods}
+        return {
+            "html": str(self.html),
+            "markdown": str(self.markdown),
+            "figures": [str(p) for p in self.figures],
+            "analysis_dir": str(self.analysis_dir) if self.analysis_dir else None,
+            "methods": self.methods,
+        }
 
 
 def num(value, digits: int = 3) -> str:
@@ -141,8 +147,7 @@ def correction(summary: dict) -> str:
 def interval_method(summary: dict) -> str:
     """How the analysis read its bootstrap intervals, in words (older analyses: plain percentiles)."""
     if summary.get("interval_method") == "expanded percentile":
-        return ("expanded percentile intervals (Hesterberg 2015: widened by √(C/(C − 1))·t/z for the C units "
-                "resampled)")
+        return "expanded percentile intervals (Hesterberg 2015: widened by √(C/(C − 1))·t/z for the C units resampled)"
     return "percentile intervals"
 
 
@@ -185,8 +190,9 @@ def judge_bias_part(section: Section, inp: ReportInput, bias_words: str, unparse
         section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} {unparsed_words}")
 
 
-def judge_section(inp: ReportInput, intro: str, bias_note: str, unparsed_as: str,
-                  figure: Callable[[pd.DataFrame], bytes]) -> list[Section]:
+def judge_section(
+    inp: ReportInput, intro: str, bias_note: str, unparsed_as: str, figure: Callable[[pd.DataFrame], bytes]
+) -> list[Section]:
     """The *People and the LLM judge* section of a study judged by pairs (win rates): ``intro`` (what the
     judge and the people labelled, and what the columns mean) with the count of pairs that fell back to
     people only, the protocol's ``figure`` and table of ``judge_win_rates``, ``judge_bias`` after
@@ -197,9 +203,14 @@ def judge_section(inp: ReportInput, intro: str, bias_note: str, unparsed_as: str
     _, rates, fallback, _ = parts
     section = Section("People and the LLM judge")
     section.text.append(f"{intro} {fallback} of {len(rates)} pair(s) fell back to people only (λ = 0).")
-    section.figures.append(ReportFigure(
-        "judge_win_rates", "Win rate of the first system of each pair: people only, judge only and "
-        "prediction-powered, with 95 % intervals.", figure(rates)))
+    section.figures.append(
+        ReportFigure(
+            "judge_win_rates",
+            "Win rate of the first system of each pair: people only, judge only and "
+            "prediction-powered, with 95 % intervals.",
+            figure(rates),
+        )
+    )
     section.tables.append(("Win rates: people, judge, prediction-powered", rates))
     judge_bias_part(section, inp, bias_note, f"judge replies named no label and count as {unparsed_as}.")
     return [section]

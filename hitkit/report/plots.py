@@ -1,78 +1,54 @@
 """The report's figures: each function takes the analysis tables and returns one PNG as bytes.
 
-matplotlib's object API only (no pyplot): no global state, the Agg renderer, safe in threads and
-on headless machines. Figures grow with the number of systems so labels never overlap.
+Rankings, intervals, pair matrices, criterion bars, quality control and spend; the line figures are
+in :mod:`hitkit.report.curves`, and what every figure shares (sizes, colours, PNG bytes) in
+:mod:`hitkit.report.drawing`. Figures grow with the number of systems so labels never overlap.
 """
+
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-DPI = 110
-COLUMN_IN = 8.6
-"""Widest figure, in inches: the report's text column (1000 px less its padding) at :data:`DPI`. A
-wider PNG is shrunk to the column by the browser, and its 8-point text with it."""
-CELL_FONT = 9
-"""Points of the numbers written in a pair matrix's cells."""
-LABEL_CHARS = 20
-"""Longest system name written whole on an axis; longer ones are cut with an ellipsis."""
-BLUE, ORANGE, GREY, RED, GREEN = "#3b6ea8", "#e08a2c", "#888888", "#c0392b", "#2e8b57"
+from hitkit.report.drawing import (
+    BLUE,
+    CELL_FONT,
+    COLUMN_IN,
+    GREEN,
+    GREY,
+    LABEL_CHARS,
+    ORANGE,
+    RED,
+    integer_ticks,
+    message_png,
+    new_figure,
+    short_labels,
+    text_inches,
+    to_png,
+)
 
 
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _integer_ticks(axis) -> None:
-    from matplotlib.ticker import MaxNLocator
-
-    axis.set_major_locator(MaxNLocator(integer=True))
-
-
-def to_png(fig) -> bytes:
-    """Render ``fig`` as PNG bytes."""
-    buffer = io.BytesIO()
-    # "tight" keeps a colour-bar label or a long tick label from being cut off at the edge.
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.08)
-    return buffer.getvalue()
-
-
-def text_inches(text: str, points: float) -> float:
-    """About how wide ``text`` is at ``points`` (DejaVu Sans averages 0.6 em a character)."""
-    return len(text) * points * 0.6 / 72
-
-
-def short_labels(names: Sequence[str], limit: int = LABEL_CHARS) -> list[str]:
-    """Axis labels: a name longer than ``limit`` is cut to ``limit`` characters ending in "…",
-    unless that would make two labels alike (then the names stay whole)."""
-    cut = [n if len(n) <= limit else n[:limit - 1] + "…" for n in map(str, names)]
-    return cut if len(set(cut)) == len(cut) else [str(n) for n in names]
-
-
-def _message(text: str) -> bytes:
-    fig = _figure(5, 1.2)
-    ax = fig.subplots()
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=10, color=GREY, wrap=True)
-    ax.set_axis_off()
-    return to_png(fig)
-
-
-def interval_ranking(systems: Sequence[str], score: Sequence[float], low: Sequence[float] | None,
-                     high: Sequence[float] | None, *, xlabel: str, title: str, zero_line: bool = True,
-                     labels: Sequence[str] | None = None) -> bytes:
+def interval_ranking(
+    systems: Sequence[str],
+    score: Sequence[float],
+    low: Sequence[float] | None,
+    high: Sequence[float] | None,
+    *,
+    xlabel: str,
+    title: str,
+    zero_line: bool = True,
+    labels: Sequence[str] | None = None,
+) -> bytes:
     """Systems best at the top: a point per score, with its interval where there is one."""
     n = len(systems)
     if not n:
-        return _message("nothing to rank")
+        return message_png("nothing to rank")
     scores = np.asarray(score, dtype=float)
     y = np.arange(n)[::-1]
-    fig = _figure(6.5, 1.3 + 0.42 * n)
+    fig = new_figure(6.5, 1.3 + 0.42 * n)
     ax = fig.subplots()
     if low is not None and high is not None:
         lows, highs = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
@@ -92,18 +68,23 @@ def interval_ranking(systems: Sequence[str], score: Sequence[float], low: Sequen
     return to_png(fig)
 
 
-def compared_intervals(labels: Sequence[str], estimates: Sequence[tuple[str, Sequence[float], Sequence[float],
-                                                                     Sequence[float]]],
-                       *, xlabel: str, title: str, reference: float | None = None) -> bytes:
+def compared_intervals(
+    labels: Sequence[str],
+    estimates: Sequence[tuple[str, Sequence[float], Sequence[float], Sequence[float]]],
+    *,
+    xlabel: str,
+    title: str,
+    reference: float | None = None,
+) -> bytes:
     """Several estimates of each row's quantity, one above the other, each a point with its interval
     (``estimates``: (name, estimate, low, high) per kind, shown in that order with a legend)."""
     n = len(labels)
     estimates = drawn(estimates)  # the legend names only what has a point on the figure
     if not n or not estimates:
-        return _message("nothing to compare")
+        return message_png("nothing to compare")
     colours = (GREY, ORANGE, BLUE, GREEN, RED)
     k = len(estimates)
-    fig = _figure(6.5, 1.5 + 0.3 * n * k)
+    fig = new_figure(6.5, 1.5 + 0.3 * n * k)
     ax = fig.subplots()
     base = np.arange(n)[::-1] * (k + 1)
     for i, (name, est, low, high) in enumerate(estimates):
@@ -128,24 +109,15 @@ def drawn(estimates: Sequence[tuple]) -> list[tuple]:
     return [e for e in estimates if np.isfinite(np.asarray(e[1], dtype=float)).any()]
 
 
-LINE_STYLES = ("-", "--", "-.", ":")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
-def curve_style(i: int) -> tuple[str, str]:
-    """The i-th curve's (line style, marker): no two of the first 28 alike, so curves that lie on top of
-    each other stay told apart by their dashes and markers, not by colour alone."""
-    return LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)]
-
-
-def rank_ranges(ranking: pd.DataFrame, *, low: str = "rank_low", high: str = "rank_high",
-                cluster: str = "cluster", title: str) -> bytes:
+def rank_ranges(
+    ranking: pd.DataFrame, *, low: str = "rank_low", high: str = "rank_high", cluster: str = "cluster", title: str
+) -> bytes:
     """Each system's 95 % bootstrap rank range as a bar on the rank axis, its cluster written beside."""
     n = len(ranking)
     if not n:
-        return _message("nothing to rank")
+        return message_png("nothing to rank")
     y = np.arange(n)[::-1]
-    fig = _figure(6.5, 1.3 + 0.42 * n)
+    fig = new_figure(6.5, 1.3 + 0.42 * n)
     ax = fig.subplots()
     clusters = list(dict.fromkeys(ranking[cluster]))
     colours = [BLUE, ORANGE, GREEN, RED, "#8e44ad", "#16a085"]
@@ -164,9 +136,20 @@ def rank_ranges(ranking: pd.DataFrame, *, low: str = "rank_low", high: str = "ra
     return to_png(fig)
 
 
-def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, title: str, colorbar: str,
-                cmap: str = "RdBu", vmin: float = -1.0, vmax: float = 1.0, fmt=None,
-                mark_note: str = "", row_label: str = "row", col_label: str = "column") -> bytes:
+def pair_matrix(
+    values: pd.DataFrame,
+    *,
+    marks: pd.DataFrame | None = None,
+    title: str,
+    colorbar: str,
+    cmap: str = "RdBu",
+    vmin: float = -1.0,
+    vmax: float = 1.0,
+    fmt=None,
+    mark_note: str = "",
+    row_label: str = "row",
+    col_label: str = "column",
+) -> bytes:
     """A square heatmap of ``values`` (rows and columns are systems), each cell written out with
     ``fmt`` (a function of the value); cells where ``marks`` is true get a star. Systems without
     any value are left out."""
@@ -179,7 +162,7 @@ def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, titl
     names = list(values.index)
     n = len(names)
     if not n:
-        return _message("no pairs to compare")
+        return message_png("no pairs to compare")
     grid = values.to_numpy(dtype=float)
     texts = [(fmt(v) if fmt is not None else f"{v:.2f}") + "*" for v in grid.ravel() if not math.isnan(v)]
     labels = short_labels(names)
@@ -193,10 +176,11 @@ def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, titl
     font = CELL_FONT * min(1.0, cell / needed)
     width = label + cell * n + bar
     height = 0.75 * label + cell * n + 0.9  # x labels at 45°, the title
-    fig = _figure(width, height)
+    fig = new_figure(width, height)
     ax = fig.subplots()
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap=colormaps[cmap].with_extremes(bad="0.9"),
-                      vmin=vmin, vmax=vmax, aspect="auto")
+    image = ax.imshow(
+        np.ma.masked_invalid(grid), cmap=colormaps[cmap].with_extremes(bad="0.9"), vmin=vmin, vmax=vmax, aspect="auto"
+    )
     norm = image.norm
     for (i, j), value in np.ndenumerate(grid):
         if math.isnan(value):
@@ -205,11 +189,11 @@ def pair_matrix(values: pd.DataFrame, *, marks: pd.DataFrame | None = None, titl
         shade = colormaps[cmap](norm(value))
         dark = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] < 0.5
         text = fmt(value) if fmt is not None else f"{value:.2f}"
-        ax.text(j, i, text + star, ha="center", va="center", fontsize=font,
-                color="white" if dark else "black")
+        ax.text(j, i, text + star, ha="center", va="center", fontsize=font, color="white" if dark else "black")
     rotate = n > 3 or max(map(len, labels)) > 6
-    ax.set_xticks(range(n), labels, rotation=45 if rotate else 0, ha="right" if rotate else "center",
-                  rotation_mode="anchor")
+    ax.set_xticks(
+        range(n), labels, rotation=45 if rotate else 0, ha="right" if rotate else "center", rotation_mode="anchor"
+    )
     ax.set_yticks(range(n), labels)
     ax.set_xlabel(col_label)
     ax.set_ylabel(row_label)
@@ -222,42 +206,53 @@ def criterion_bars(systems: pd.DataFrame, criteria: Sequence[str]) -> bytes:
     """Grouped bars: mean z per criterion (groups) for each system (bars), best system first."""
     criteria = [c for c in criteria if c in systems.columns]
     if systems.empty or not criteria:
-        return _message("no criterion scores")
+        return message_png("no criterion scores")
     from matplotlib import colormaps
 
     n_sys = len(systems)
     width = 0.8 / n_sys
     x = np.arange(len(criteria))
-    fig = _figure(min(COLUMN_IN, max(6.5, 0.5 + len(criteria) * (0.45 + 0.18 * n_sys))), 4.2)
+    fig = new_figure(min(COLUMN_IN, max(6.5, 0.5 + len(criteria) * (0.45 + 0.18 * n_sys))), 4.2)
     ax = fig.subplots()
     cmap = colormaps["viridis"]
     for k, row in enumerate(systems.itertuples(index=False)):
         values = [getattr(row, c) for c in criteria]
-        ax.bar(x - 0.4 + width * (k + 0.5), values, width=width * 0.95, label=row.system,
-               color=cmap(k / max(n_sys - 1, 1) * 0.9))
+        ax.bar(
+            x - 0.4 + width * (k + 0.5),
+            values,
+            width=width * 0.95,
+            label=row.system,
+            color=cmap(k / max(n_sys - 1, 1) * 0.9),
+        )
     ax.axhline(0, color="black", linewidth=0.7)
     ax.set_xticks(x, criteria)
     ax.set_ylabel("mean z (per-worker standardised; higher = better)")
-    ax.set_title("Per-criterion scores of the workers who passed QC (negative criteria reversed)",
-                 fontsize=10)
+    ax.set_title("Per-criterion scores of the workers who passed QC (negative criteria reversed)", fontsize=10)
     # One row of systems when they fit (read left to right, best first), else rows of 6.
-    ax.legend(fontsize=8, ncol=n_sys if n_sys <= 10 else 6, loc="upper center", bbox_to_anchor=(0.5, -0.1),
-              frameon=False)
+    ax.legend(
+        fontsize=8, ncol=n_sys if n_sys <= 10 else 6, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False
+    )
     ax.grid(axis="y", alpha=0.3)
     return to_png(fig)
 
 
 def qc_pass(workers: pd.DataFrame, alpha: float, test: str = "QC bot rated lower than real systems") -> bytes:
     """Left: workers passed / failed QC. Right: the distribution of the workers' QC p-values."""
-    fig = _figure(8, 3.4)
+    fig = new_figure(8, 3.4)
     left, right = fig.subplots(1, 2, width_ratios=[1, 2])
     passed = int(workers["passed"].astype(bool).sum())
     failed = len(workers) - passed
     bars = left.bar(["passed", "failed"], [passed, failed], color=[GREEN, RED], width=0.6)
     for bar, count in zip(bars, [passed, failed]):
         share = count / len(workers) if len(workers) else 0
-        left.annotate(f"{count} ({share:.0%})", (bar.get_x() + bar.get_width() / 2, count),
-                      xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
+        left.annotate(
+            f"{count} ({share:.0%})",
+            (bar.get_x() + bar.get_width() / 2, count),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=9,
+        )
     left.set_ylabel("workers")
     left.set_ylim(0, max(passed, failed, 1) * 1.2)
     left.set_title("QC outcome", fontsize=10)
@@ -271,8 +266,8 @@ def qc_pass(workers: pd.DataFrame, alpha: float, test: str = "QC bot rated lower
     right.axvline(alpha, color=RED, linestyle="--", linewidth=1.2, label=f"pass if p < {alpha}")
     right.set_xlabel(f"one-sided Mann–Whitney p ({test})")
     right.set_ylabel("workers")
-    _integer_ticks(left.yaxis)
-    _integer_ticks(right.yaxis)
+    integer_ticks(left.yaxis)
+    integer_ticks(right.yaxis)
     note = f"; {missing} without a p-value (fail)" if missing else ""
     right.set_title(f"QC test p-values{note}", fontsize=10)
     right.legend(fontsize=8)
@@ -283,70 +278,27 @@ def agreement_histogram(workers: pd.DataFrame) -> bytes:
     """Pairwise: each worker's agreement with the other workers' majority, flagged workers in red."""
     rate = pd.to_numeric(workers["agree_with_majority"], errors="coerce")
     flagged = workers["flagged"].astype(str).str.lower().isin(["true", "1"])
-    fig = _figure(6.5, 3.2)
+    fig = new_figure(6.5, 3.2)
     ax = fig.subplots()
     bins = np.linspace(0, 1, 21)
-    ax.hist([rate[~flagged].dropna(), rate[flagged].dropna()], bins=bins, stacked=True,
-            color=[BLUE, RED], label=["not flagged", "flagged (p < 0.05)"])
+    ax.hist(
+        [rate[~flagged].dropna(), rate[flagged].dropna()],
+        bins=bins,
+        stacked=True,
+        color=[BLUE, RED],
+        label=["not flagged", "flagged (p < 0.05)"],
+    )
     ax.set_xlabel("share of votes agreeing with the other workers' majority")
     ax.set_ylabel("workers")
-    _integer_ticks(ax.yaxis)
+    integer_ticks(ax.yaxis)
     ax.set_title("Worker agreement", fontsize=10)
-    ax.legend(fontsize=8)
-    return to_png(fig)
-
-
-def step_curves(curves: pd.DataFrame) -> bytes:
-    """Spot The Bot: Turnbull survival curve per system, S(k) = share still not spotted after k."""
-    if curves.empty:
-        return _message("no bot annotations: no survival curves")
-    fig = _figure(6.5, 4)
-    ax = fig.subplots()
-    for i, (system, curve) in enumerate(curves.groupby("system", sort=True)):
-        time = np.concatenate([[0.0], curve["time"].to_numpy(dtype=float)])
-        surv = np.concatenate([[1.0], curve["survival"].to_numpy(dtype=float)])
-        style, marker = curve_style(i)
-        # Hollow markers of different shapes and sizes: a curve under another still shows its own.
-        ax.plot(time, surv, drawstyle="steps-post", linestyle=style, linewidth=1.8, alpha=0.85, label=system,
-                marker=marker, markevery=list(range(1, len(time))), markersize=7 - 0.8 * (i % 4),
-                markerfacecolor="none")
-    _integer_ticks(ax.xaxis)
-    ax.set_xlabel("exchanges")
-    ax.set_ylabel("survival: share of the bot not yet spotted")
-    ax.set_ylim(0, 1.03)
-    ax.set_xlim(left=0)
-    ax.set_title("Turnbull estimate of time until spotted", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return to_png(fig)
-
-
-def stability_curve(table: pd.DataFrame, level: float = 0.95) -> bytes:
-    """Spot The Bot: share of the most frequent clustered ranking against conversations per pair."""
-    if table.empty:
-        return _message("no stability rows")
-    fig = _figure(6.5, 4)
-    ax = fig.subplots()
-    for left_out, rows in table.groupby("left_out", sort=False):
-        everyone = left_out == "none"
-        ax.plot(rows["conversations_per_pair"], rows["top_share"], marker="." if everyone else None,
-                label="all systems" if everyone else f"without {left_out}",
-                linewidth=2.2 if everyone else 1, color="black" if everyone else None,
-                alpha=1 if everyone else 0.7)
-    ax.axhline(level, color=GREY, linestyle="--", linewidth=1, label=f"{level:.0%}")
-    _integer_ticks(ax.xaxis)
-    ax.set_xlabel("conversations per pair")
-    ax.set_ylabel("share of the most frequent ranking")
-    ax.set_ylim(0, 1.03)
-    ax.set_title("Ranking stability", fontsize=10)
-    ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return to_png(fig)
 
 
 def cost_bar(paid: dict[str, float], pending: float, budget: float | None, currency: str) -> bytes:
     """One stacked bar of what was paid (rewards, bonuses, fees) and still pending, against the budget."""
-    fig = _figure(7.5, 2.4)
+    fig = new_figure(7.5, 2.4)
     ax = fig.subplots()
     left = 0.0
     colours = {"reward": BLUE, "bonus": GREEN, "fee": ORANGE}
@@ -356,13 +308,18 @@ def cost_bar(paid: dict[str, float], pending: float, budget: float | None, curre
             ax.barh(0, amount, left=left, color=colours[kind], label=f"{kind}s {amount:.2f}", height=0.5)
             left += amount
     if pending > 0:
-        ax.barh(0, pending, left=left, color=GREY, alpha=0.5, hatch="//", label=f"pending {pending:.2f}",
-                height=0.5)
+        ax.barh(0, pending, left=left, color=GREY, alpha=0.5, hatch="//", label=f"pending {pending:.2f}", height=0.5)
         left += pending
     if budget:
         ax.axvline(budget, color=RED, linewidth=2, label=f"budget {budget:.2f}")
-        ax.annotate(f"{left / budget:.0%} of budget", (left, 0), xytext=(6, 0), textcoords="offset points",
-                    va="center", fontsize=9)
+        ax.annotate(
+            f"{left / budget:.0%} of budget",
+            (left, 0),
+            xytext=(6, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=9,
+        )
     ax.set_xlim(0, max(left, budget or 0, 0.01) * 1.12)
     ax.set_ylim(-0.6, 0.6)
     ax.set_yticks([])
@@ -372,19 +329,28 @@ def cost_bar(paid: dict[str, float], pending: float, budget: float | None, curre
     return to_png(fig)
 
 
-def people_judge_ppi(labels: Sequence[str], table: pd.DataFrame, *, xlabel: str, title: str,
-                     reference: float) -> bytes:
+def people_judge_ppi(labels: Sequence[str], table: pd.DataFrame, *, xlabel: str, title: str, reference: float) -> bytes:
     """A judge table's three estimates per row (columns ``human``, ``judge``, ``ppi`` and their
     ``_low``/``_high``): people only, judge only and prediction-powered, with their intervals."""
     return compared_intervals(
-        list(labels), [(name, table[col], table[f"{col}_low"], table[f"{col}_high"])
-                       for name, col in (("people only", "human"), ("judge only", "judge"),
-                                         ("prediction-powered", "ppi"))],
-        xlabel=xlabel, title=title, reference=reference)
+        list(labels),
+        [
+            (name, table[col], table[f"{col}_low"], table[f"{col}_high"])
+            for name, col in (("people only", "human"), ("judge only", "judge"), ("prediction-powered", "ppi"))
+        ],
+        xlabel=xlabel,
+        title=title,
+        reference=reference,
+    )
 
 
 def judge_win_rates(table: pd.DataFrame, xlabel: str) -> bytes:
     """A judged study's ``judge_win_rates``: each pair's win rate human-only, judge-only and
     prediction-powered, with their intervals (``xlabel`` says how ties count)."""
-    return people_judge_ppi([f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])], table,
-                            xlabel=xlabel, title="Win rates with 95 % intervals", reference=0.5)
+    return people_judge_ppi(
+        [f"{a} over {b}" for a, b in zip(table["system_a"], table["system_b"])],
+        table,
+        xlabel=xlabel,
+        title="Win rates with 95 % intervals",
+        reference=0.5,
+    )

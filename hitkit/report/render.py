@@ -1,5 +1,6 @@
 """The report rendered: one self-contained HTML document (figures as data URIs, every text escaped)
 and a Markdown summary whose text renders as the same plain text."""
+
 from __future__ import annotations
 
 import base64
@@ -41,8 +42,7 @@ def html_table(caption: str, table: pd.DataFrame) -> str:
     body = f'<div class="table">{body}</div>'
     title = f"<h3>{html.escape(caption)}</h3>" if caption else ""
     if len(table) > _LONG_TABLE:
-        return (f"<details><summary>{html.escape(caption or 'table')} ({len(table)} rows)</summary>"
-                f"{body}</details>")
+        return f"<details><summary>{html.escape(caption or 'table')} ({len(table)} rows)</summary>{body}</details>"
     return title + body
 
 
@@ -57,8 +57,10 @@ def section_html(section: Section) -> str:
     parts = [f'<section id="{html.escape(section.anchor)}"><h2>{html.escape(section.title)}</h2>']
     parts += [f"<p>{html.escape(text)}</p>" for text in section.text]
     for fig in section.figures:
-        parts.append(f'<figure><img src="{_data_uri(fig.png)}" alt="{html.escape(fig.caption, quote=True)}">'
-                     f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>")
+        parts.append(
+            f'<figure><img src="{_data_uri(fig.png)}" alt="{html.escape(fig.caption, quote=True)}">'
+            f"<figcaption>{html.escape(fig.caption)}</figcaption></figure>"
+        )
     parts += [html_table(caption, table) for caption, table in section.tables]
     parts += [section.html, "</section>"]
     return "\n".join(parts)
@@ -90,13 +92,16 @@ def render_html(inp: ReportInput, sections: Sequence[Section], methods: str) -> 
     """The report as one HTML document; figures inline as data URIs, every text escaped."""
     title = f"hitkit report: {inp.study}"
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # noqa: UP017 - Python 3.10
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>",
-             (f'<p class="meta">{html.escape(protocol_title(inp.task))} · generated '
-              f"{html.escape(generated)}</p>"),
-             "<nav>" + "".join(f'<a href="#{html.escape(s.anchor)}">{html.escape(s.title)}</a>' for s in sections)
-             + '<a href="#methods">Methods</a></nav>']
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        (f'<p class="meta">{html.escape(protocol_title(inp.task))} · generated {html.escape(generated)}</p>'),
+        "<nav>"
+        + "".join(f'<a href="#{html.escape(s.anchor)}">{html.escape(s.title)}</a>' for s in sections)
+        + '<a href="#methods">Methods</a></nav>',
+    ]
     parts += [section_html(section) for section in sections]
     parts.append(f'<section id="methods"><h2>Methods</h2><p class="methods">{html.escape(methods)}</p></section>')
     parts.append("</body></html>")
@@ -118,8 +123,9 @@ def md_text(value: object, paragraph: bool = False) -> str:
     text = _MD_SPECIAL.sub(r"\\\1", text)
     if not paragraph:
         return text
-    return _MD_BLOCK_START.sub(lambda m: f"{m.group(1)}\\{m.group(2)}" if m.group(2) else f"{m.group(3)}\\{m.group(4)}",
-                               text, count=1)
+    return _MD_BLOCK_START.sub(
+        lambda m: f"{m.group(1)}\\{m.group(2)}" if m.group(2) else f"{m.group(3)}\\{m.group(4)}", text, count=1
+    )
 
 
 def _md_cell(value: str) -> str:
@@ -135,8 +141,7 @@ def markdown_table(table: pd.DataFrame) -> str:
     return "\n".join([header, rule, *rows])
 
 
-def render_markdown(inp: ReportInput, sections: Sequence[Section], methods: str,
-                    figure_links: dict[str, str]) -> str:
+def render_markdown(inp: ReportInput, sections: Sequence[Section], methods: str, figure_links: dict[str, str]) -> str:
     """The Markdown summary: every section's text and tables (long ones cut), figures linked."""
     lines = [f"# hitkit report: {md_text(inp.study)}", "", f"{md_text(protocol_title(inp.task))}", ""]
     for section in sections:

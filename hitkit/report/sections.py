@@ -1,5 +1,6 @@
 """The sections every report has (study, cost, pre-screen), the protocol's through the registry,
 and the methods paragraph around the protocol's own sentences."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -29,9 +30,14 @@ def overview_section(inp: ReportInput) -> Section:
         counts = assignments["status"].astype(str).value_counts()
         facts.append(("assignments", ", ".join(f"{k} {v}" for k, v in counts.items())))
         facts.append(("workers with an assignment", str(assignments["worker_id"].nunique())))
-    for key, label in [("votes", "votes"), ("items", "items compared"), ("segment_annotations", "segment annotations"),
-                       ("games", "ranking games"), ("conversations", "conversations annotated"),
-                       ("hits", "HITs (counted assignments)")]:
+    for key, label in [
+        ("votes", "votes"),
+        ("items", "items compared"),
+        ("segment_annotations", "segment annotations"),
+        ("games", "ranking games"),
+        ("conversations", "conversations annotated"),
+        ("hits", "HITs (counted assignments)"),
+    ]:
         if key in summary and not isinstance(summary[key], (dict, list)):
             facts.append((label, str(summary[key])))
     facts.append(("computed from", inp.source or "analysis tables"))
@@ -54,8 +60,10 @@ def cost_summary(inp: ReportInput) -> dict | None:
 
     amounts = ledger["amount"].map(amount)
     status = ledger["status"].astype(str)
-    paid = {kind: sum(amounts[(ledger["kind"] == kind) & (status == "paid")], Decimal(0))
-            for kind in ("reward", "bonus", "fee")}
+    paid = {
+        kind: sum(amounts[(ledger["kind"] == kind) & (status == "paid")], Decimal(0))
+        for kind in ("reward", "bonus", "fee")
+    }
     pending = sum(amounts[status == "pending"], Decimal(0))
     budget = amount(inp.info["budget"]) if inp.info.get("budget") not in (None, "") else None
     total = sum(paid.values(), Decimal(0))
@@ -63,9 +71,16 @@ def cost_summary(inp: ReportInput) -> dict | None:
     paid_assignments = None
     if assignments is not None:
         paid_assignments = int(assignments["status"].astype(str).isin(DONE_STATUSES).sum())
-    return {"currency": currency, "paid": paid, "pending": pending, "total": total, "budget": budget,
-            "failed": int((status == "failed").sum()), "counted_assignments": paid_assignments,
-            "workers_paid": int(ledger.loc[status == "paid", "worker_id"].replace("", None).dropna().nunique())}
+    return {
+        "currency": currency,
+        "paid": paid,
+        "pending": pending,
+        "total": total,
+        "budget": budget,
+        "failed": int((status == "failed").sum()),
+        "counted_assignments": paid_assignments,
+        "workers_paid": int(ledger.loc[status == "paid", "worker_id"].replace("", None).dropna().nunique()),
+    }
 
 
 LEDGER_LABELS = {"reward": "rewards", "bonus": "bonuses", "fee": "fees", "bonus_fee": "bonus fees"}
@@ -92,12 +107,18 @@ def cost_section(inp: ReportInput) -> Section:
     if cost["failed"]:
         rows.append(("failed payments", str(cost["failed"])))
     section.tables.append((f"Payment ledger ({cost['currency']})", pd.DataFrame(rows, columns=["", cost["currency"]])))
-    section.figures.append(ReportFigure("cost", "What was paid (rewards, bonuses, fees) and is pending, against the "
-                                        "study's budget.",
-                                        plots.cost_bar({k: float(v) for k, v in cost["paid"].items()},
-                                                       float(cost["pending"]),
-                                                       float(cost["budget"]) if cost["budget"] is not None else None,
-                                                       cost["currency"])))
+    section.figures.append(
+        ReportFigure(
+            "cost",
+            "What was paid (rewards, bonuses, fees) and is pending, against the study's budget.",
+            plots.cost_bar(
+                {k: float(v) for k, v in cost["paid"].items()},
+                float(cost["pending"]),
+                float(cost["budget"]) if cost["budget"] is not None else None,
+                cost["currency"],
+            ),
+        )
+    )
     return section
 
 
@@ -119,44 +140,67 @@ def stopping_section(inp: ReportInput) -> Section | None:
         return None
     section = Section("Stopping rule", id="stopping")
     section.text.append(stopping_sentence(rule))
-    rows = [("decision", f"{rule['decision']}: {rule['meaning']}"), ("design", rule["design"]),
-            ("α (every claim, at any look)", str(rule["alpha"])), ("method", rule["method"]),
-            ("multiple comparisons", rule["correction"]),
-            ("fired", f"after {rule['fired_after_hits']} of {rule['fixed_design']['assignments']} assignments "
-                      f"({rule['fired_at']})" if rule["fired"] else "no"),
-            ("outcome", rule["outcome"]),
-            (f"fixed design ({rule['fixed_design']['hits']} HITs, every place paid)",
-             f"{rule['fixed_design']['cost']} {rule['currency']}"),
-            ("committed when exported", f"{rule['committed']} {rule['currency']}")]
+    rows = [
+        ("decision", f"{rule['decision']}: {rule['meaning']}"),
+        ("design", rule["design"]),
+        ("α (every claim, at any look)", str(rule["alpha"])),
+        ("method", rule["method"]),
+        ("multiple comparisons", rule["correction"]),
+        (
+            "fired",
+            f"after {rule['fired_after_hits']} of {rule['fixed_design']['assignments']} assignments "
+            f"({rule['fired_at']})"
+            if rule["fired"]
+            else "no",
+        ),
+        ("outcome", rule["outcome"]),
+        (
+            f"fixed design ({rule['fixed_design']['hits']} HITs, every place paid)",
+            f"{rule['fixed_design']['cost']} {rule['currency']}",
+        ),
+        ("committed when exported", f"{rule['committed']} {rule['currency']}"),
+    ]
     section.tables.append(("", pd.DataFrame(rows, columns=["", "value"])))
     if rule.get("intervals"):
         table = pd.DataFrame(rule["intervals"])
-        section.tables.append((f"Each comparison's interval {'when the rule fired' if rule['fired'] else 'now'} "
-                               f"(n counts {rule['unit']})", table))
+        section.tables.append(
+            (
+                f"Each comparison's interval {'when the rule fired' if rule['fired'] else 'now'} "
+                f"(n counts {rule['unit']})",
+                table,
+            )
+        )
     return section
 
 
 def stopping_sentence(rule: dict) -> str:
     """The methods paragraph's sentence on the stopping rule."""
-    said = (f"The study was pre-registered to stop when its decision ({rule['meaning']}) was made, by "
-            f"{rule['method']} at α = {rule['alpha']} with {rule['correction']} ({rule['design']} design), "
-            f"looked at by the scheduler after each newly counted assignment (a worker's HIT handed in and not "
-            f"rejected) from the {rule['min_hits']}th on.")
+    said = (
+        f"The study was pre-registered to stop when its decision ({rule['meaning']}) was made, by "
+        f"{rule['method']} at α = {rule['alpha']} with {rule['correction']} ({rule['design']} design), "
+        f"looked at by the scheduler after each newly counted assignment (a worker's HIT handed in and not "
+        f"rejected) from the {rule['min_hits']}th on."
+    )
     if rule["fired"]:
-        said += (f" The rule fired after {rule['fired_after_hits']} of the fixed design's "
-                 f"{rule['fixed_design']['assignments']} assignments ({rule['outcome']}); "
-                 f"{rule['committed']} {rule['currency']} was committed against the fixed design's "
-                 f"{rule['fixed_design']['cost']} {rule['currency']}. The report's other intervals and tests are "
-                 f"fixed-sample ones and do not allow for the early stop; the rule's intervals do.")
+        said += (
+            f" The rule fired after {rule['fired_after_hits']} of the fixed design's "
+            f"{rule['fixed_design']['assignments']} assignments ({rule['outcome']}); "
+            f"{rule['committed']} {rule['currency']} was committed against the fixed design's "
+            f"{rule['fixed_design']['cost']} {rule['currency']}. The report's other intervals and tests are "
+            f"fixed-sample ones and do not allow for the early stop; the rule's intervals do."
+        )
     elif rule.get("study_status") == "completed":
         said += f" The rule did not fire; the study ran its whole design (at the end: {rule['outcome']})."
     else:
-        said += (f" The rule had not fired when these data were exported (the study {rule.get('study_status')}, "
-                 f"{rule['counted_hits']} counted assignments; {rule['outcome']}).")
+        said += (
+            f" The rule had not fired when these data were exported (the study {rule.get('study_status')}, "
+            f"{rule['counted_hits']} counted assignments; {rule['outcome']})."
+        )
     return said
 
 
 # --- the methods paragraph ---------------------------------------------------------------------------
+
 
 def _versions(summary: dict) -> str:
     from hitkit.tables.versions import software_versions
@@ -178,6 +222,7 @@ def methods_paragraph(inp: ReportInput) -> str:
 
 # --- assembling ---------------------------------------------------------------------------------------
 
+
 def _report_module(task: str):
     if task not in PROTOCOLS:
         raise HitkitError(f"no report for task '{task}'; tasks with a report: {', '.join(PROTOCOLS)}")
@@ -186,8 +231,15 @@ def _report_module(task: str):
 
 def build_sections(inp: ReportInput, extra_sections: Iterable[SectionSource] = ()) -> list[Section]:
     """The report's sections in order: study, the protocol's, extra and registered ones, cost."""
-    makers: list = [overview_section, _report_module(inp.task).sections, stopping_section, prescreen_section, *SECTION_HOOKS,
-                    *extra_sections, cost_section]
+    makers: list = [
+        overview_section,
+        _report_module(inp.task).sections,
+        stopping_section,
+        prescreen_section,
+        *SECTION_HOOKS,
+        *extra_sections,
+        cost_section,
+    ]
     sections: list[Section] = []
     for maker in progress(makers, "report", total=len(makers), unit="section"):
         made = maker if isinstance(maker, Section) else maker(inp)

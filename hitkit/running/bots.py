@@ -1,5 +1,6 @@
 """The study's own bots during a command: whether a launch needs them, the material check before
 minutes of generation, and serving them (``bots.serve``) for the duration of a block."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager

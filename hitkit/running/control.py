@@ -4,6 +4,7 @@ Each command records its decision in the database first (so the scheduler, the w
 every other process see it at once), then tells the provider, with no transaction open. A study
 paused by its coordinator stays paused: only ``resume`` restarts it, never the scheduler.
 """
+
 from __future__ import annotations
 
 from sqlalchemy import select
@@ -19,10 +20,11 @@ ACTOR = "cli"
 def _set_status(database_url: str, study_name: str, allowed: tuple[str, ...], new: str, kind: str) -> StudyContext:
     with session_scope(database_url) as session:
         ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
-        study = session.get(Study, ctx.study_id)
+        study = session.get_one(Study, ctx.study_id)
         if study.status not in allowed:
-            raise HitkitError(f"study '{study_name}' is {study.status}; only a study that is "
-                              f"{' or '.join(allowed)} can be {new}")
+            raise HitkitError(
+                f"study '{study_name}' is {study.status}; only a study that is {' or '.join(allowed)} can be {new}"
+            )
         study.status = new
         session.add(Event(study_id=ctx.study_id, kind=kind, actor=ACTOR, data={}))
     return ctx
@@ -67,7 +69,7 @@ def settle_assignment(database_url: str, study_name: str, assignment_id: int, pa
     ``pay`` pays its reward as a bonus (once: the bonus key is the assignment's) and counts it as
     approved; otherwise its answers are dropped (the assignment counts as returned).
     """
-    from hitkit.money.ledger import grant_bonus
+    from hitkit.money.bonuses import grant_bonus
 
     with session_scope(database_url) as session:
         ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
@@ -76,18 +78,32 @@ def settle_assignment(database_url: str, study_name: str, assignment_id: int, pa
             raise HitkitError(f"there is no assignment {assignment_id} in study '{study_name}'")
         if a.status != "submitted":
             raise HitkitError(f"assignment {assignment_id} is {a.status}; only submitted work is settled this way")
-        reward = session.scalar(select(Hit.reward).where(Hit.id == a.hit_id))
+        reward = session.execute(select(Hit.reward).where(Hit.id == a.hit_id)).scalar_one()
     if pay:
-        grant_bonus(database_url, study_name, assignment_id, reward,
-                    f"Payment for the work you submitted, which {ctx.provider.name} could no longer approve",
-                    tag="settle")
+        grant_bonus(
+            database_url,
+            study_name,
+            assignment_id,
+            reward,
+            f"Payment for the work you submitted, which {ctx.provider.name} could no longer approve",
+            tag="settle",
+        )
     with session_scope(database_url) as session:
-        a = session.get(Assignment, assignment_id)
+        a = session.get_one(Assignment, assignment_id)
         if a.status == "submitted":
             a.status = "approved" if pay else "returned"
             if pay and a.confirmed_at is None:
                 a.confirmed_at = utcnow()  # the coordinator paying for it vouches for it
-            session.add(Event(study_id=ctx.study_id, kind="assignment_settled", actor=ACTOR,
-                              data={"assignment": assignment_id, "paid": pay}))
-    return (f"assignment {assignment_id}: its reward of {reward} was paid as a bonus" if pay
-            else f"assignment {assignment_id}: dropped; its answers are not counted")
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="assignment_settled",
+                    actor=ACTOR,
+                    data={"assignment": assignment_id, "paid": pay},
+                )
+            )
+    return (
+        f"assignment {assignment_id}: its reward of {reward} was paid as a bonus"
+        if pay
+        else f"assignment {assignment_id}: dropped; its answers are not counted"
+    )

@@ -1,5 +1,6 @@
 """``hitkit launch --dry-run``: validate the study and its material, pack the HITs and print the cost and
 the plan, posting nothing."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,8 +45,10 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
 
     config_path = Path(config_path)
     config = load_study(config_path)
-    lines = [f"Study '{config.study}': {config.task} on {config.provider.kind}, {len(config.systems)} systems "
-             f"({', '.join(s.name for s in config.systems)}); valid."]
+    lines = [
+        f"Study '{config.study}': {config.task} on {config.provider.kind}, {len(config.systems)} systems "
+        f"({', '.join(s.name for s in config.systems)}); valid."
+    ]
     check_material_before_generating(config)
     tmp = tempfile.TemporaryDirectory(prefix="hitkit-dry-run-")
     if config.generation is not None:
@@ -54,9 +57,11 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
         # Without a file yet, everything is pending; pending() would create the output folder.
         left = pending(config) if config.bot_bot_path.exists() else planned_pairs(config)[0]
         if left:
-            lines.append(f"Bot–bot conversations: {left} still to generate into {config.bot_bot_path} (launch does it "
-                         f"first, or `hitkit generate {config_path}`); the plan below packs placeholders of the "
-                         f"same number and length.")
+            lines.append(
+                f"Bot–bot conversations: {left} still to generate into {config.bot_bot_path} (launch does it "
+                f"first, or `hitkit generate {config_path}`); the plan below packs placeholders of the "
+                f"same number and length."
+            )
             from hitkit.protocols import task_for
 
             config = task_for(config).with_placeholder_material(Path(tmp.name) / "bot_bot.jsonl")
@@ -81,31 +86,43 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
 
         get_engine(url).dispose()
     shape = ", ".join(f"{n} HIT(s) of {k} units" for k, n in sorted(sizes.items(), reverse=True))
-    lines.append(f"Material checked: {units} units packed into {estimate.hits} HITs ({shape}), "
-                 f"{estimate.assignments} assignments at {config.hit.reward} {config.provider.currency} each.")
+    lines.append(
+        f"Material checked: {units} units packed into {estimate.hits} HITs ({shape}), "
+        f"{estimate.assignments} assignments at {config.hit.reward} {config.provider.currency} each."
+    )
     if config.judge is not None:
         if judge_labels is None:
-            lines.append(f"Judge: {config.judge.model} at {config.judge.url} rates every finished conversation "
-                         f"once the crowd is done (`hitkit judge` before then); the worker rates each of its "
-                         f"conversations with probability {config.judge.human_share:g} (drawn per slot, seed "
-                         f"{config.seed}), the QC bot's always.")
+            lines.append(
+                f"Judge: {config.judge.model} at {config.judge.url} rates every finished conversation "
+                f"once the crowd is done (`hitkit judge` before then); the worker rates each of its "
+                f"conversations with probability {config.judge.human_share:g} (drawn per slot, seed "
+                f"{config.seed}), the QC bot's always."
+            )
         else:
-            lines.append(f"Judge: {judge_labels} labels (every item of the material, each way it is asked) from "
-                         f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
-                         f"units above, a uniformly random share (seed {config.seed}).")
+            lines.append(
+                f"Judge: {judge_labels} labels (every item of the material, each way it is asked) from "
+                f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
+                f"units above, a uniformly random share (seed {config.seed})."
+            )
     lines.append(f"Cost: {estimate.describe()}.")
     if not estimate.within_budget:
-        lines.append(f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs: raise 'budget:' to at "
-                     f"least {estimate.total} to post them all.")
-    lines.append(f"Posting: waves of {config.schedule.wave_size} HITs, at most {config.schedule.max_concurrent} "
-                 f"open, {config.schedule.per_worker_cap} per worker; QC failures: {config.qc_failures}.")
+        lines.append(
+            f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs: raise 'budget:' to at "
+            f"least {estimate.total} to post them all."
+        )
+    lines.append(
+        f"Posting: waves of {config.schedule.wave_size} HITs, at most {config.schedule.max_concurrent} "
+        f"open, {config.schedule.per_worker_cap} per worker; QC failures: {config.qc_failures}."
+    )
     if config.stop is not None:
         from hitkit.analysis.sequential import DECISIONS
 
-        lines.append(f"Stopping rule: {config.stop.decision} ({DECISIONS[config.stop.decision]}) at α = {config.stop.alpha}, "
-                     f"looked at after every counted assignment (a worker's HIT handed in) from the {config.stop.min_hits}th on; "
-                     f"{config.design} design. "
-                     f"The cost above is the most it can spend; when the rule fires the rest is never posted.")
+        lines.append(
+            f"Stopping rule: {config.stop.decision} ({DECISIONS[config.stop.decision]}) at α = {config.stop.alpha}, "
+            f"looked at after every counted assignment (a worker's HIT handed in) from the {config.stop.min_hits}th on; "
+            f"{config.design} design. "
+            f"The cost above is the most it can spend; when the rule fires the rest is never posted."
+        )
     lines.append(f"Nothing was posted or saved. Launch it with `hitkit launch {config_path}`.")
     for line in lines:
         echo(line)

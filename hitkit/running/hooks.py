@@ -13,12 +13,12 @@
   webhooks are all lost ends the same (:mod:`hitkit.running.provider_side`, ``hitkit sync``).
 - :func:`health` is what the dashboard shows.
 """
+
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -27,6 +27,9 @@ from hitkit.db.hook_models import HookEvent, HookSubscription
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.events import record_once
+
+if TYPE_CHECKING:
+    from hitkit.providers.prolific.webhooks import Headers
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +48,16 @@ def _hooks(ctx):
 
 # -- receiving (the web route) ---------------------------------------------------------------------
 
-def receive(database_url: str, provider: str, study_name: str, headers: Mapping[str, str], raw: bytes,
-            payload: Any, now: float | None = None) -> tuple[int, str]:
+
+def receive(
+    database_url: str,
+    provider: str,
+    study_name: str,
+    headers: Headers,
+    raw: bytes,
+    payload: Any,
+    now: float | None = None,
+) -> tuple[int, str]:
     """Check and queue one delivery: (HTTP status, what happened). Refused deliveries write nothing."""
     from hitkit.providers.prolific import webhooks
 
@@ -54,8 +65,19 @@ def receive(database_url: str, provider: str, study_name: str, headers: Mapping[
         return 404, "no such platform"
     with session_scope(database_url) as session:
         study_id = session.scalar(select(Study.id).where(Study.name == study_name))
-        secrets = [s for s in session.scalars(select(HookSubscription.secret).where(
-            HookSubscription.study_id == study_id, HookSubscription.provider == provider)) if s] if study_id else []
+        secrets = (
+            [
+                s
+                for s in session.scalars(
+                    select(HookSubscription.secret).where(
+                        HookSubscription.study_id == study_id, HookSubscription.provider == provider
+                    )
+                )
+                if s
+            ]
+            if study_id
+            else []
+        )
     if study_id is None:
         return 404, "no such study"
     why = webhooks.refusal(secrets, headers, raw, time.time() if now is None else now)
@@ -66,14 +88,27 @@ def receive(database_url: str, provider: str, study_name: str, headers: Mapping[
         return 400, delivery
     try:
         with session_scope(database_url) as session:
-            seen = session.scalar(select(HookEvent.id).where(
-                HookEvent.study_id == study_id, HookEvent.provider == provider,
-                HookEvent.event_id == delivery.event_id))
+            seen = session.scalar(
+                select(HookEvent.id).where(
+                    HookEvent.study_id == study_id,
+                    HookEvent.provider == provider,
+                    HookEvent.event_id == delivery.event_id,
+                )
+            )
             if seen is not None:
                 return 200, "already received"
-            session.add(HookEvent(study_id=study_id, provider=provider, event_id=delivery.event_id,
-                                  event_type=delivery.event_type, resource_id=delivery.resource_id,
-                                  sent_at=delivery.sent_at, body=delivery.body, status="queued"))
+            session.add(
+                HookEvent(
+                    study_id=study_id,
+                    provider=provider,
+                    event_id=delivery.event_id,
+                    event_type=delivery.event_type,
+                    resource_id=delivery.resource_id,
+                    sent_at=delivery.sent_at,
+                    body=delivery.body,
+                    status="queued",
+                )
+            )
     except IntegrityError:
         return 200, "already received"  # the same event, delivered twice at once: the other one queued it
     return 200, "queued"
@@ -81,23 +116,33 @@ def receive(database_url: str, provider: str, study_name: str, headers: Mapping[
 
 # -- draining (the scheduler) ----------------------------------------------------------------------
 
+
 def drain(database_url: str, ctx, limit: int = 200) -> int:
     """Act on the study's queued events, oldest sent first, each after asking the platform; how many were done."""
     hooks = _hooks(ctx)
     if hooks is None:
         return 0
     with session_scope(database_url) as session:
-        rows = [(e.id, e.event_type, e.resource_id) for e in session.scalars(
-            select(HookEvent).where(HookEvent.study_id == ctx.study_id, HookEvent.status == "queued")
-            .order_by(HookEvent.sent_at, HookEvent.id).limit(limit))]
+        rows = [
+            (e.id, e.event_type, e.resource_id)
+            for e in session.scalars(
+                select(HookEvent)
+                .where(HookEvent.study_id == ctx.study_id, HookEvent.status == "queued")
+                .order_by(HookEvent.sent_at, HookEvent.id)
+                .limit(limit)
+            )
+        ]
     done = 0
     for row_id, event_type, resource_id in rows:
         try:
             facts = hooks.current(event_type, resource_id)  # no transaction open while the platform answers
             with session_scope(database_url) as session:
                 outcome = act(session, ctx, event_type, resource_id, facts)
-                session.execute(update(HookEvent).where(HookEvent.id == row_id).values(
-                    status="done", outcome=outcome, done_at=utcnow(), attempts=HookEvent.attempts + 1))
+                session.execute(
+                    update(HookEvent)
+                    .where(HookEvent.id == row_id)
+                    .values(status="done", outcome=outcome, done_at=utcnow(), attempts=HookEvent.attempts + 1)
+                )
             done += 1
             if outcome == "pause":
                 _pause(database_url, ctx)
@@ -106,7 +151,7 @@ def drain(database_url: str, ctx, limit: int = 200) -> int:
         except Exception as exc:  # noqa: BLE001 - one event's failure waits for the next tick
             log.warning("acting on webhook event %s failed (retried next tick): %s", row_id, exc)
             with session_scope(database_url) as session:
-                event = session.get(HookEvent, row_id)
+                event = session.get_one(HookEvent, row_id)
                 event.attempts += 1
                 event.outcome = f"{type(exc).__name__}: {exc}"[:1000]
                 if event.attempts >= MAX_ATTEMPTS:
@@ -120,20 +165,33 @@ def act(session, ctx, event_type: str, resource_id: str, facts) -> str:
         return "ignored: not this study's"
     if event_type == "submission.status.change":
         if facts.status in GIVEN_BACK:
-            freed = session.execute(update(Assignment).where(
-                Assignment.provider_assignment_id == resource_id, Assignment.status == "accepted",
-                Assignment.hit_id.in_(select(Hit.id).where(Hit.study_id == ctx.study_id)))
-                .values(status="returned").execution_options(synchronize_session=False))
+            freed = session.execute(
+                update(Assignment)
+                .where(
+                    Assignment.provider_assignment_id == resource_id,
+                    Assignment.status == "accepted",
+                    Assignment.hit_id.in_(select(Hit.id).where(Hit.study_id == ctx.study_id)),
+                )
+                .values(status="returned")
+                .execution_options(synchronize_session=False)
+            )
             if freed.rowcount:
-                assignment = session.scalar(select(Assignment.id).where(
-                    Assignment.provider_assignment_id == resource_id))
-                session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="webhook",
-                                  data={"assignment": assignment, "provider_assignment_id": resource_id}))
+                assignment = session.scalar(
+                    select(Assignment.id).where(Assignment.provider_assignment_id == resource_id)
+                )
+                session.add(
+                    Event(
+                        study_id=ctx.study_id,
+                        kind="assignment_returned",
+                        actor="webhook",
+                        data={"assignment": assignment, "provider_assignment_id": resource_id},
+                    )
+                )
                 return f"freed the place ({facts.status})"
         return f"noted ({facts.status})"
     if event_type == "study.has_high_return_rate":
         record_once(session, ctx.study_id, "high_return_rate", {"study": resource_id})
-        study = session.get(Study, ctx.study_id)
+        study = session.get_one(Study, ctx.study_id)
         if ctx.config.provider.prolific.on_high_return_rate == "pause" and study.status == "running":
             return "pause"
         return "warned"
@@ -149,6 +207,7 @@ def _pause(database_url: str, ctx) -> None:
 
 
 # -- subscribing and ending (the scheduler) --------------------------------------------------------
+
 
 def tend(database_url: str, ctx) -> int:
     """Subscribe (once posted), drain, and unsubscribe once the study is over; the events drained.
@@ -170,16 +229,20 @@ def tend(database_url: str, ctx) -> int:
             screener.settle(database_url, ctx)
         return drain(database_url, ctx)
     with session_scope(database_url) as session:
-        status = session.get(Study, ctx.study_id).status
-        have = {s.event_type: (s.status, s.updated_at) for s in session.scalars(
-            select(HookSubscription).where(HookSubscription.study_id == ctx.study_id))}
+        status = session.get_one(Study, ctx.study_id).status
+        have = {
+            s.event_type: (s.status, s.updated_at)
+            for s in session.scalars(select(HookSubscription).where(HookSubscription.study_id == ctx.study_id))
+        }
     from hitkit.providers.prolific.webhooks import EVENT_TYPES
 
     if status not in OVER and hooks.posted():
         for event_type in EVENT_TYPES:
             state, at = have.get(event_type, (None, None))
             # A failed subscription is tried again after a while, not on every tick (polling covers meanwhile).
-            if state is None or (state == "failed" and (utcnow() - at).total_seconds() >= RETRY_SUBSCRIBE_S):
+            if state is None or (
+                state == "failed" and at is not None and (utcnow() - at).total_seconds() >= RETRY_SUBSCRIBE_S
+            ):
                 _subscribe(database_url, ctx, hooks, event_type)
     done = drain(database_url, ctx)
     if ctx.config.screener is not None:
@@ -201,11 +264,15 @@ def _subscribe(database_url: str, ctx, hooks, event_type: str) -> None:
         log.warning("subscribing %s to Prolific's %s webhooks failed: %s", ctx.name, event_type, exc)
         values = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:1000]}
     with session_scope(database_url) as session:
-        row = session.scalar(select(HookSubscription).where(
-            HookSubscription.study_id == ctx.study_id, HookSubscription.event_type == event_type))
+        row = session.scalar(
+            select(HookSubscription).where(
+                HookSubscription.study_id == ctx.study_id, HookSubscription.event_type == event_type
+            )
+        )
         if row is None:
-            row = HookSubscription(study_id=ctx.study_id, provider=hooks.provider, event_type=event_type,
-                                   target_url=hooks.target())
+            row = HookSubscription(
+                study_id=ctx.study_id, provider=hooks.provider, event_type=event_type, target_url=hooks.target()
+            )
             session.add(row)
         for key, value in values.items():
             setattr(row, key, value)
@@ -218,8 +285,14 @@ def unsubscribe_all(database_url: str, ctx) -> int:
     if hooks is None:
         return 0
     with session_scope(database_url) as session:
-        live = [(s.id, s.remote_id) for s in session.scalars(select(HookSubscription).where(
-            HookSubscription.study_id == ctx.study_id, HookSubscription.status == "confirmed"))]
+        live = [
+            (s.id, s.remote_id)
+            for s in session.scalars(
+                select(HookSubscription).where(
+                    HookSubscription.study_id == ctx.study_id, HookSubscription.status == "confirmed"
+                )
+            )
+        ]
     n = 0
     for row_id, remote_id in live:
         try:
@@ -230,7 +303,7 @@ def unsubscribe_all(database_url: str, ctx) -> int:
             log.warning("ending webhook subscription %s failed: %s", remote_id, exc)
             continue
         with session_scope(database_url) as session:
-            row = session.get(HookSubscription, row_id)
+            row = session.get_one(HookSubscription, row_id)
             row.status, row.updated_at = "deleted", utcnow()
         n += 1
     return n
@@ -238,20 +311,27 @@ def unsubscribe_all(database_url: str, ctx) -> int:
 
 # -- what the dashboard shows ----------------------------------------------------------------------
 
+
 def health(session, study_id: int) -> dict[str, Any]:
     """Webhook health: the mode (webhooks or polling only), subscriptions, the last event, failures."""
     subs = session.scalars(select(HookSubscription).where(HookSubscription.study_id == study_id)).all()
     confirmed = [s for s in subs if s.status == "confirmed"]
     last = session.scalar(select(func.max(HookEvent.received_at)).where(HookEvent.study_id == study_id))
-    failed_events = session.scalar(select(func.count()).select_from(HookEvent).where(
-        HookEvent.study_id == study_id, HookEvent.status == "failed"))
-    queued = session.scalar(select(func.count()).select_from(HookEvent).where(
-        HookEvent.study_id == study_id, HookEvent.status == "queued"))
-    high = session.scalar(select(func.count()).select_from(Event).where(
-        Event.study_id == study_id, Event.kind == "high_return_rate"))
-    return {"mode": "webhooks" if confirmed else "polling only",
-            "subscribed": sorted(s.event_type for s in confirmed),
-            "subscription_errors": [f"{s.event_type}: {s.error}" for s in subs if s.status == "failed"],
-            "last_event_at": last.isoformat() if last else None,
-            "queued": queued, "failures": failed_events + sum(1 for s in subs if s.status == "failed"),
-            "high_return_rate": bool(high)}
+    failed_events = session.scalar(
+        select(func.count()).select_from(HookEvent).where(HookEvent.study_id == study_id, HookEvent.status == "failed")
+    )
+    queued = session.scalar(
+        select(func.count()).select_from(HookEvent).where(HookEvent.study_id == study_id, HookEvent.status == "queued")
+    )
+    high = session.scalar(
+        select(func.count()).select_from(Event).where(Event.study_id == study_id, Event.kind == "high_return_rate")
+    )
+    return {
+        "mode": "webhooks" if confirmed else "polling only",
+        "subscribed": sorted(s.event_type for s in confirmed),
+        "subscription_errors": [f"{s.event_type}: {s.error}" for s in subs if s.status == "failed"],
+        "last_event_at": last.isoformat() if last else None,
+        "queued": queued,
+        "failures": failed_events + sum(1 for s in subs if s.status == "failed"),
+        "high_return_rate": bool(high),
+    }

@@ -1,6 +1,7 @@
 """``hitkit launch``: validate → build units → estimate cost → confirm → post → serve → schedule →
 watch progress → approve → export → analyse, on one machine. ``resume=True`` continues a study
 that an earlier launch left (stopped, crashed or killed) from what the database holds."""
+
 from __future__ import annotations
 
 import logging
@@ -21,6 +22,7 @@ from hitkit.errors import HitkitError
 from hitkit.money.ledger import estimate_cost
 from hitkit.progress import StatusLine
 from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots
+from hitkit.running.launch_judging import judge_crowd_work, judge_material, judges_before
 from hitkit.running.monitor import only_held_left, progress, qc_outcome_line, snapshot
 from hitkit.running.resume import apply_resume_changes
 from hitkit.study.config import StudyConfig, load_study
@@ -43,7 +45,7 @@ class LaunchResult:
     stop_line: str = ""
     """The stopping rule's outcome (:func:`hitkit.running.stopping.outcome_line`), where the study has a rule."""
     judged: bool = True
-    """False where a judge that labels the crowd's work (:func:`judge_crowd_work`) failed on some of it: the
+    """False where a judge that labels the crowd's work (:func:`hitkit.running.launch_judging.judge_crowd_work`) failed on some of it: the
     export lacks those labels until `hitkit judge` asks again."""
 
 
@@ -69,8 +71,9 @@ def stopped_by_rule(database_url: str, study_id: int) -> bool:
         return fired_event(session, study_id) is not None
 
 
-def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Callable[[str], bool],
-             echo: Callable[[str], None]) -> StudyContext:
+def _prepare(
+    config: StudyConfig, config_path: Path, resume: bool, confirm: Callable[[str], bool], echo: Callable[[str], None]
+) -> StudyContext:
     url = config.database_url
     upgrade(url)
     secret = resolve_secret(url)
@@ -82,10 +85,12 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
             changed = apply_resume_changes(existing, config)
             if changed:
                 echo(f"Updated from {config_path.name}: {', '.join(changed)}.")
-                session.add(Event(study_id=existing.id, kind="study_config_changed", actor="cli", data={"fields": changed}))
+                session.add(
+                    Event(study_id=existing.id, kind="study_config_changed", actor="cli", data={"fields": changed})
+                )
             ctx = StudyContext.of(existing, secret)
-            if existing.status == "stopped" or (existing.status == "draft" and not _judges_before(config)):
-                existing.status = "running"  # a draft judged study opens once its judge is done (_judge)
+            if existing.status == "stopped" or (existing.status == "draft" and not judges_before(config)):
+                existing.status = "running"  # a draft judged study opens once its judge is done (judge_material)
             session.add(Event(study_id=ctx.study_id, kind="study_resumed", actor="cli", data={}))
             echo(f"Resuming study '{config.study}' ({existing.status}). {estimate_cost(session, ctx).describe()}.")
             return ctx
@@ -93,14 +98,18 @@ def _prepare(config: StudyConfig, config_path: Path, resume: bool, confirm: Call
         estimate = estimate_cost(session, ctx)
         echo(f"Study '{config.study}': {config.task} on {config.provider.kind}. {estimate.describe()}.")
         if not estimate.within_budget:
-            echo(f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs; the scheduler posts HITs only "
-                 f"while the worst-case spend stays within {estimate.budget} {estimate.currency}.")
+            echo(
+                f"The budget covers {estimate.hits_covered} of {estimate.hits} HITs; the scheduler posts HITs only "
+                f"while the worst-case spend stays within {estimate.budget} {estimate.currency}."
+            )
         if not confirm("Post this study?"):
             session.rollback()
             raise HitkitError("launch cancelled; nothing was saved")
-        # A judged study stays a draft, posting nothing, until every item has its judge label (_judge).
-        session.get(Study, ctx.study_id).status = "draft" if _judges_before(config) else "running"
-        session.add(Event(study_id=ctx.study_id, kind="study_launched", actor="cli", data={"estimate": estimate.describe()}))
+        # A judged study stays a draft, posting nothing, until every item has its judge label (judge_material).
+        session.get_one(Study, ctx.study_id).status = "draft" if judges_before(config) else "running"
+        session.add(
+            Event(study_id=ctx.study_id, kind="study_launched", actor="cli", data={"estimate": estimate.describe()})
+        )
         return ctx
 
 
@@ -126,10 +135,20 @@ def sigterm_stops() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def launch(config_path: str | Path, *, web: WebFactory, yes: bool = False, resume: bool = False,
-           show_progress: bool = True, confirm: Callable[[str], bool] | None = None,
-           echo: Callable[[str], None] = print, timeout_s: float | None = None, analyse: bool = True,
-           lines_every_s: float | None = None, config: StudyConfig | None = None) -> LaunchResult:
+def launch(
+    config_path: str | Path,
+    *,
+    web: WebFactory,
+    yes: bool = False,
+    resume: bool = False,
+    show_progress: bool = True,
+    confirm: Callable[[str], bool] | None = None,
+    echo: Callable[[str], None] = print,
+    timeout_s: float | None = None,
+    analyse: bool = True,
+    lines_every_s: float | None = None,
+    config: StudyConfig | None = None,
+) -> LaunchResult:
     """Run a study from its file to its exports and analysis, its worker pages served by ``web``; see the
     module docstring.
 
@@ -146,69 +165,19 @@ def launch(config_path: str | Path, *, web: WebFactory, yes: bool = False, resum
     make_provider(config, "").check_posting()  # e.g. MTurk's closure: refused before anything is saved or posted
     confirm = (lambda _q: True) if yes else (confirm or (lambda _q: False))
     check_material_before_generating(config)
-    with sigterm_stops(), (study_bots(config, echo) if needs_bot_server(config) else nullcontext()):
+    with sigterm_stops(), study_bots(config, echo) if needs_bot_server(config) else nullcontext():
         if config.generation is not None:
             from hitkit.material.generation import generate
 
             report = generate(config, show_progress=show_progress, lines_every_s=lines_every_s)
-            echo(f"Bot-bot conversations: {report.planned} planned, {report.already_done} already done, "
-                 f"{report.generated} generated ({config.bot_bot_path})")
+            echo(
+                f"Bot-bot conversations: {report.planned} planned, {report.already_done} already done, "
+                f"{report.generated} generated ({config.bot_bot_path})"
+            )
         ctx = _prepare(config, config_path.resolve(), resume, confirm, echo)
-        if _judges_before(config):
-            _judge(config, config_path, ctx, echo, show_progress, lines_every_s)
+        if judges_before(config):
+            judge_material(config, config_path, ctx, echo, show_progress, lines_every_s)
         return _run(config, config_path, ctx, web, show_progress, echo, timeout_s, analyse, lines_every_s)
-
-
-def _judge(config: StudyConfig, config_path: Path, ctx: StudyContext, echo: Callable[[str], None],
-           show_progress: bool = False, lines_every_s: float | None = None) -> None:
-    """Have the study's judge label every item not yet labelled (:mod:`hitkit.judges.judging`), then open a
-    draft study for posting; HitkitError, with the study left a draft, while any label failed."""
-    from hitkit.judges.judging import judge_study
-
-    echo(f"Judging every item with {config.judge.model} at {config.judge.url} before posting…")
-    report = judge_study(config, config.database_url, ctx.study_id, show_progress=show_progress,
-                         lines_every_s=lines_every_s)
-    echo(report.line())
-    if report.failed:
-        raise HitkitError(f"the judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} "
-                          f"of {report.planned} labels (first: {report.failed[0]}); the "
-                          f"{report.already_done + report.judged + report.auto} stored are kept and nothing was "
-                          f"posted. Check the judge, then `hitkit launch {config_path} --resume` asks only for "
-                          f"the missing labels")
-    with session_scope(config.database_url) as session:
-        study = session.get(Study, ctx.study_id)
-        if study.status == "draft":
-            study.status = "running"
-            session.add(Event(study_id=ctx.study_id, kind="study_judged", actor="cli", data={"labels": report.planned}))
-
-
-def _judges_before(config: StudyConfig) -> bool:
-    """Whether the study's judge labels its material before anything is posted (pairwise), not what the
-    crowd makes (live chat: :func:`judge_crowd_work`)."""
-    if config.judge is None:
-        return False
-    from hitkit.judges.judging import judges_after
-
-    return not judges_after(config)
-
-
-def judge_crowd_work(config: StudyConfig, config_path: Path, study_id: int, echo: Callable[[str], None],
-                     show_progress: bool = False, lines_every_s: float | None = None) -> bool:
-    """Have the study's judge label what the crowd has made and is not yet labelled (live chat: each
-    finished conversation); True when every label is in. A failure loses nothing (the crowd's work is in
-    the database, every label stored is kept) and is reported with how to retry."""
-    from hitkit.judges.judging import judge_study
-
-    echo(f"Judging the crowd's conversations with {config.judge.model} at {config.judge.url}…")
-    report = judge_study(config, config.database_url, study_id, show_progress=show_progress,
-                         lines_every_s=lines_every_s)
-    echo(report.line())
-    if report.failed:
-        echo(f"The judge ({config.judge.model} at {config.judge.url}) failed on {len(report.failed)} of "
-             f"{report.planned} {report.what} (first: {report.failed[0]}); the crowd's work and every label "
-             f"stored are kept. Check the judge, then `hitkit judge {config_path}` asks only for the missing "
-             f"labels, and `hitkit export {config_path}` and `hitkit analyze` include them.")
-    return not report.failed
 
 
 def _start_web(config: StudyConfig, url: str, ctx: StudyContext, web: WebFactory) -> WebTier:
@@ -219,8 +188,7 @@ def _start_web(config: StudyConfig, url: str, ctx: StudyContext, web: WebFactory
         previous = served_url(url, config.study)
         if previous and previous.startswith(f"http://{config.server.host}:"):
             try:
-                return web(url, config.server.host, int(previous.rsplit(":", 1)[1]), config.server.threads,
-                           ctx.secret)
+                return web(url, config.server.host, int(previous.rsplit(":", 1)[1]), config.server.threads, ctx.secret)
             except (OSError, ValueError):
                 pass  # taken by something else now: a fresh port, and the new address is recorded
     return web(url, config.server.host, port, config.server.threads, ctx.secret)
@@ -247,10 +215,29 @@ def _stop_scheduler(scheduler, wait: bool) -> None:
         aps.setLevel(level)
 
 
-def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory: WebFactory, show_progress: bool,
-         echo: Callable[[str], None], timeout_s: float | None, analyse: bool,
-         lines_every_s: float | None = None) -> LaunchResult:
-    from hitkit.running.scheduler import budget_blocked, make_scheduler, posting_blocked, schedule_study
+def _panel_link(config: StudyConfig, ctx: StudyContext, base_url: str) -> tuple[str, str]:
+    """The panel's name and the study link to give it. ``provider.kind: panel`` makes a PanelProvider and
+    needs a ``panel:`` section (ProviderConfig's validator); TypeError naming the provider otherwise."""
+    from hitkit.providers.panel import PanelProvider
+
+    if not isinstance(ctx.provider, PanelProvider) or config.provider.panel is None:
+        raise TypeError(f"study '{config.study}' runs on {ctx.provider.name}, not on a panel with a panel: section")
+    return config.provider.panel.name, ctx.provider.entry_link(base_url)
+
+
+def _run(
+    config: StudyConfig,
+    config_path: Path,
+    ctx: StudyContext,
+    web_factory: WebFactory,
+    show_progress: bool,
+    echo: Callable[[str], None],
+    timeout_s: float | None,
+    analyse: bool,
+    lines_every_s: float | None = None,
+) -> LaunchResult:
+    from hitkit.running.posting import budget_blocked, posting_blocked
+    from hitkit.running.scheduler import make_scheduler, schedule_study
     from hitkit.simulation.crowd import SimulatedCrowd
 
     url = config.database_url
@@ -276,21 +263,27 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
             out_dir.mkdir(parents=True, exist_ok=True)
             crowd = SimulatedCrowd(url, ctx, web.url, ack_log=ack_log).start()
         elif config.provider.kind == "panel":
-            echo(f"Give {config.provider.panel.name} this study link: {ctx.provider.entry_link(base_url)}; confirm "
-                 f"who completed with `hitkit confirm {config_path} --completed FILE.csv`")
+            panel, link = _panel_link(config, ctx, base_url)
+            echo(
+                f"Give {panel} this study link: {link}; confirm "
+                f"who completed with `hitkit confirm {config_path} --completed FILE.csv`"
+            )
         elif config.provider.kind == "local":
-            echo(f"Give annotators links from `hitkit invites {config_path} -n N`; entry: "
-                 f"{base_url}/s/{config.study}/enter")
+            echo(
+                f"Give annotators links from `hitkit invites {config_path} -n N`; entry: "
+                f"{base_url}/s/{config.study}/enter"
+            )
         started = time.monotonic()
         snap, snapped = None, 0.0
         while True:
             done, total = progress(url, ctx.study_id)
             with session_scope(url) as session:
-                status = session.get(Study, ctx.study_id).status
+                status = session.get_one(Study, ctx.study_id).status
                 blocked = budget_blocked(session, ctx) if status == "running" else 0
                 refused = posting_blocked(session, ctx.study_id) if status == "running" else None
-                nothing_posted = refused and not session.scalar(select(Hit.id).where(
-                    Hit.study_id == ctx.study_id, Hit.status != "pending").limit(1))
+                nothing_posted = refused and not session.scalar(
+                    select(Hit.id).where(Hit.study_id == ctx.study_id, Hit.status != "pending").limit(1)
+                )
                 if snap is None or time.monotonic() - snapped >= 1.0 or status != "running":
                     # Bot health and held work once a second: the loop itself looks every 0.3 s.
                     snap, snapped = snapshot(session, ctx, done, total), time.monotonic()
@@ -300,9 +293,11 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
             if status == "completed":
                 break
             if nothing_posted:
-                raise HitkitError(f"{config.provider.kind} refused to post the study: {refused}. Nothing was "
-                                  f"posted; fix it in {config_path}, then `hitkit resume {config_path}` and "
-                                  f"`hitkit launch --resume {config_path}`")
+                raise HitkitError(
+                    f"{config.provider.kind} refused to post the study: {refused}. Nothing was "
+                    f"posted; fix it in {config_path}, then `hitkit resume {config_path}` and "
+                    f"`hitkit launch --resume {config_path}`"
+                )
             if held_only:
                 held_noted = True
                 break  # the rest is the coordinator's decision; the analysis can run on what is in
@@ -310,17 +305,25 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
                 raise HitkitError(
                     f"the budget ({config.budget} {config.provider.currency}) is committed with {done} of {total} "
                     f"answers collected and {blocked} HIT(s) unposted; raise 'budget:' in {config_path} "
-                    f"and continue with `hitkit launch {config_path} --resume`")
-            if crowd is not None and crowd.finished and progress(url, ctx.study_id)[0] < total \
-                    and not stopped_by_rule(url, ctx.study_id):
+                    f"and continue with `hitkit launch {config_path} --resume`"
+                )
+            if (
+                crowd is not None
+                and crowd.finished
+                and progress(url, ctx.study_id)[0] < total
+                and not stopped_by_rule(url, ctx.study_id)
+            ):
                 # Counted again: the last workers may have submitted after `done` was read above.
                 raise HitkitError(
                     f"the simulated crowd ran out of workers with {done} of {total} answers collected; "
                     f"add workers under simulated.workers or raise schedule.per_worker_cap, then "
-                    f"`hitkit launch {config_path} --resume`")
+                    f"`hitkit launch {config_path} --resume`"
+                )
             if timeout_s is not None and time.monotonic() - started > timeout_s:
-                raise HitkitError(f"stopped after {timeout_s:.0f} s with {done} of {total} answers; "
-                                  f"continue with `hitkit launch {config_path} --resume`")
+                raise HitkitError(
+                    f"stopped after {timeout_s:.0f} s with {done} of {total} answers; "
+                    f"continue with `hitkit launch {config_path} --resume`"
+                )
             time.sleep(0.3)
     except KeyboardInterrupt:
         stopped = True
@@ -336,9 +339,13 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
         if crowd is not None:
             crowd.stop(join_timeout=1.0 if stopped else 10.0)
 
-    result = LaunchResult(config.study, "completed" if not held_noted else "held",
-                          out_dir, crowd_errors=list(crowd.stats.errors) if crowd else [])
-    if config.judge is not None and not _judges_before(config):
+    result = LaunchResult(
+        config.study,
+        "completed" if not held_noted else "held",
+        out_dir,
+        crowd_errors=list(crowd.stats.errors) if crowd else [],
+    )
+    if config.judge is not None and not judges_before(config):
         # The crowd's work is done and stored; the judge's labels are added to it before the export.
         result.judged = judge_crowd_work(config, config_path, ctx.study_id, echo, show_progress, lines_every_s)
     with session_scope(url) as session:
@@ -354,16 +361,16 @@ def _run(config: StudyConfig, config_path: Path, ctx: StudyContext, web_factory:
         analysis = run_analysis(config.task, out_dir / "export", seed=config.seed, config=config)
         result.analysis = analysis.write(out_dir / "analysis")
         echo(f"Analysis written to {out_dir / 'analysis'}")
-        for name in ("ranking", "systems"):
+        for name in ("ranking", "systems", "leaderboard"):
             if name in analysis.tables:
                 echo(analysis.tables[name].to_string(index=False))
     echo(result.qc_line)
     if result.stop_line:
         echo(result.stop_line)
     if held_noted:
-        echo(f"{held_only} assignment(s) from workers who fail QC are held for your review (schedule.qc_failures: "
-             f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard, "
-             f"then `hitkit launch {config_path} --resume` completes the study.")
+        echo(
+            f"{held_only} assignment(s) from workers who fail QC are held for your review (schedule.qc_failures: "
+            f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard, "
+            f"then `hitkit launch {config_path} --resume` completes the study."
+        )
     return result
-
-

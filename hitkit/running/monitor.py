@@ -1,5 +1,6 @@
 """A running study as its coordinator watches it: answers and chat turns so far, the ETA, the status
 line redrawn on a terminal (or plain lines in a log), and the one-line QC outcome at the end."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,13 @@ def progress(database_url: str, study_id: int) -> tuple[int, int]:
     with session_scope(database_url) as session:
         in_hits = select(HitUnit.unit_id).join(Hit, Hit.id == HitUnit.hit_id).where(Hit.study_id == study_id)
         withdrawn, offered = in_hits.where(Hit.status == "withdrawn"), in_hits.where(Hit.status != "withdrawn")
-        required = dict(session.execute(select(Unit.id, Unit.required_answers).where(
-            Unit.study_id == study_id, ~Unit.id.in_(withdrawn) | Unit.id.in_(offered))).all())
+        required = dict(
+            session.execute(
+                select(Unit.id, Unit.required_answers).where(
+                    Unit.study_id == study_id, ~Unit.id.in_(withdrawn) | Unit.id.in_(offered)
+                )
+            ).all()
+        )
         counts = unit_answer_counts(session, study_id)
     return sum(min(n, counts.get(uid, 0)) for uid, n in required.items()), sum(required.values())
 
@@ -31,16 +37,25 @@ def answers_in_progress(session: Session, study_id: int) -> int:
     they are saved, beside those in submitted work."""
     from hitkit.db.models import Assignment, Response
 
-    per_unit = (select(Response.assignment_id, Response.unit_id).join(Assignment, Response.assignment_id == Assignment.id)
-                .join(Hit, Assignment.hit_id == Hit.id)
-                .where(Hit.study_id == study_id, Assignment.status == "accepted").distinct().subquery())
+    per_unit = (
+        select(Response.assignment_id, Response.unit_id)
+        .join(Assignment, Response.assignment_id == Assignment.id)
+        .join(Hit, Assignment.hit_id == Hit.id)
+        .where(Hit.study_id == study_id, Assignment.status == "accepted")
+        .distinct()
+        .subquery()
+    )
     return session.scalar(select(func.count()).select_from(per_unit)) or 0
 
 
 def chat_turns(session: Session, study_id: int) -> int:
     """Messages workers have typed in the study's live chats so far."""
-    return session.scalar(select(func.count()).select_from(Turn).join(Conversation)
-                          .where(Conversation.study_id == study_id, Turn.speaker == "worker"))
+    return session.execute(
+        select(func.count())
+        .select_from(Turn)
+        .join(Conversation)
+        .where(Conversation.study_id == study_id, Turn.speaker == "worker")
+    ).scalar_one()
 
 
 @dataclass
@@ -63,11 +78,13 @@ class Snapshot:
 
     @property
     def fraction(self) -> float:
-        """Share of the work done: chat messages move it from the first turn, answers finish it."""
+        """Share of the work done: chat messages move it from the first turn, answers finish it. It shows
+        100 % only once every answer is in submitted work: a chat whose rating has begun still has its last
+        messages or sliders to come."""
         answers = self.saved / self.total if self.total else 0.0
-        if self.turns is None or not self.turns_needed:
-            return answers
-        return max(answers, 0.9 * min(1.0, self.turns / self.turns_needed) + 0.1 * answers)
+        if self.turns is not None and self.turns_needed:
+            answers = 0.9 * min(1.0, self.turns / self.turns_needed) + 0.1 * answers
+        return answers if self.done >= self.total else min(answers, 0.99)
 
     def line(self, elapsed_s: float) -> str:
         """The one-line status: answers, chat messages, ETA, bot health, held work."""
@@ -92,10 +109,15 @@ def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snap
     from hitkit.money.qc_policy import held_assignment_ids
 
     config, study_id = ctx.config, ctx.study_id
-    running = session.get(Study, study_id).status == "running"
+    running = session.get_one(Study, study_id).status == "running"
     # Bot trouble matters while workers chat; a finished (or paused) study's bots are no longer asked.
-    snap = Snapshot(done, total, health=bot_health(session, ctx)["summary"] if running else "",
-                    held=len(held_assignment_ids(session, study_id)), in_progress=answers_in_progress(session, study_id))
+    snap = Snapshot(
+        done,
+        total,
+        health=bot_health(session, ctx)["summary"] if running else "",
+        held=len(held_assignment_ids(session, study_id)),
+        in_progress=answers_in_progress(session, study_id),
+    )
     if PROTOCOLS[config.task].has_chat:
         snap.turns = chat_turns(session, study_id)
         snap.turns_needed = ctx.task.chat_turns_needed(total)
@@ -110,10 +132,15 @@ def only_held_left(session: Session, study_id: int) -> int:
     held = held_assignment_ids(session, study_id)
     if not held:
         return 0
-    open_hits = session.scalar(select(func.count()).select_from(Hit).where(
-        Hit.study_id == study_id, Hit.status.in_(("pending", "posted"))))
-    undecided = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
-        Hit.study_id == study_id, Assignment.status.in_(("submitted", "accepted"))))
+    open_hits = session.scalar(
+        select(func.count()).select_from(Hit).where(Hit.study_id == study_id, Hit.status.in_(("pending", "posted")))
+    )
+    undecided = session.scalar(
+        select(func.count())
+        .select_from(Assignment)
+        .join(Hit)
+        .where(Hit.study_id == study_id, Assignment.status.in_(("submitted", "accepted")))
+    )
     return len(held) if open_hits == 0 and undecided == len(held) else 0
 
 
@@ -122,8 +149,10 @@ def qc_outcome_line(session: Session, ctx: StudyContext) -> str:
     from hitkit.money.qc import qc_summary
 
     qc = qc_summary(session, ctx, cache_key="launch-summary")
-    if qc is None or not qc.workers:
+    if qc is None:
         return "QC: no verdict (no counted work to check)"
+    if not qc.workers:
+        return f"QC: no worker has enough QC work to be judged yet (check: {qc.method})"
     failed = sorted(w for w, ok in qc.by_worker.items() if not ok)
     if not failed:
         return f"QC: all {qc.workers} workers passed ({qc.method})"

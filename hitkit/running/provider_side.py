@@ -5,6 +5,7 @@ accepted: :func:`release_returned` frees it. A worker may submit in hitkit and c
 the provider's completion page: :func:`hand_in_unfinished` hands that work in on the provider, or
 lists it for the coordinator. Neither holds a transaction open while the provider answers.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hitkit.db.models import Assignment, Event, Hit, Worker
 from hitkit.db.session import session_scope
 from hitkit.events import record_once
+from hitkit.money.ledger import provider_assignment_of
 from hitkit.providers.base import WorkStatus
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import CAP_STATUSES
@@ -41,8 +43,12 @@ def release_returned(database_url: str, ctx: StudyContext) -> int:
     if time.monotonic() - _returns_checked.get(key, -1e18) < RETURNS_EVERY_S:
         return 0
     with session_scope(database_url) as session:
-        accepted = session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
-            Hit.study_id == ctx.study_id, Assignment.status == "accepted"))
+        accepted = session.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .join(Hit)
+            .where(Hit.study_id == ctx.study_id, Assignment.status == "accepted")
+        )
     if not accepted:
         return 0
     listed = ctx.provider.list_work([])  # no transaction open while the provider answers
@@ -52,12 +58,24 @@ def release_returned(database_url: str, ctx: StudyContext) -> int:
         return 0
     n = 0
     with session_scope(database_url) as session:
-        for a in session.scalars(select(Assignment).join(Hit).where(
-                Hit.study_id == ctx.study_id, Assignment.status == "accepted",
-                Assignment.provider_assignment_id.in_(gone))):
+        for a in session.scalars(
+            select(Assignment)
+            .join(Hit)
+            .where(
+                Hit.study_id == ctx.study_id,
+                Assignment.status == "accepted",
+                Assignment.provider_assignment_id.in_(gone),
+            )
+        ):
             a.status = "returned"
-            session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="scheduler",
-                              data={"assignment": a.id, "provider_assignment_id": a.provider_assignment_id}))
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="assignment_returned",
+                    actor="scheduler",
+                    data={"assignment": a.id, "provider_assignment_id": a.provider_assignment_id},
+                )
+            )
             n += 1
     return n
 
@@ -74,14 +92,31 @@ def hand_in_unfinished(database_url: str, ctx: StudyContext, now: dt.datetime) -
     complete = getattr(ctx.provider, "complete_submission", None)
     if complete is None:
         return 0
-    after = dt.timedelta(seconds=getattr(ctx.provider.settings, "complete_after_s", 600))
+    # The provider's own section (Prolific's ``complete_after_s``); 10 minutes where it has none.
+    after = dt.timedelta(seconds=getattr(getattr(ctx.provider, "settings", None), "complete_after_s", 600))
     with session_scope(database_url) as session:
-        settled = {d.get("assignment") for d in session.scalars(select(Event.data).where(
-            Event.study_id == ctx.study_id, Event.kind.in_(("work_handed_in", "work_not_handed_in"))))}
-        rows = [(a.id, a.provider_assignment_id) for a in session.scalars(
-            select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.status == "submitted",
-                                               Assignment.submitted_at <= now - after).order_by(Assignment.id))
-                if a.id not in settled]
+        settled = {
+            d.get("assignment")
+            for d in session.scalars(
+                select(Event.data).where(
+                    Event.study_id == ctx.study_id, Event.kind.in_(("work_handed_in", "work_not_handed_in"))
+                )
+            )
+        }
+        rows = [
+            (a.id, provider_assignment_of(a))
+            for a in session.scalars(
+                select(Assignment)
+                .join(Hit)
+                .where(
+                    Hit.study_id == ctx.study_id,
+                    Assignment.status == "submitted",
+                    Assignment.submitted_at <= now - after,
+                )
+                .order_by(Assignment.id)
+            )
+            if a.id not in settled
+        ]
     n = 0
     for assignment_id, provider_assignment_id in rows:
         try:
@@ -93,8 +128,10 @@ def hand_in_unfinished(database_url: str, ctx: StudyContext, now: dt.datetime) -
                 kind, data = "work_handed_in", {"assignment": assignment_id, "by": "hitkit"}
                 n += 1
             elif work.status is WorkStatus.RETURNED:
-                kind, data = "work_not_handed_in", {"assignment": assignment_id,
-                                                    "provider_assignment_id": provider_assignment_id}
+                kind, data = (
+                    "work_not_handed_in",
+                    {"assignment": assignment_id, "provider_assignment_id": provider_assignment_id},
+                )
             else:
                 kind, data = "work_handed_in", {"assignment": assignment_id, "by": "worker"}
         except SQLAlchemyError:
@@ -113,11 +150,19 @@ def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
     taken = func.count(Assignment.id)
     with session_scope(database_url) as session:
         full = session.execute(
-            select(Worker.external_id, taken).join(Assignment, Assignment.worker_id == Worker.id).join(Hit)
+            select(Worker.external_id, taken)
+            .join(Assignment, Assignment.worker_id == Worker.id)
+            .join(Hit)
             .where(Hit.study_id == ctx.study_id, Assignment.status.in_(CAP_STATUSES))
-            .group_by(Worker.external_id).having(taken >= ctx.config.schedule.per_worker_cap)).all()
-        done = {d.get("worker") for d in session.scalars(
-            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_capped"))}
+            .group_by(Worker.external_id)
+            .having(taken >= ctx.config.schedule.per_worker_cap)
+        ).all()
+        done = {
+            d.get("worker")
+            for d in session.scalars(
+                select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_capped")
+            )
+        }
     n = 0
     for external_id, count in full:
         if external_id in done:
@@ -129,11 +174,23 @@ def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
         except Exception as exc:  # noqa: BLE001 - the next tick retries this worker
             log.warning("capping worker %s failed (retried next tick): %s", external_id, exc)
             with session_scope(database_url) as session:
-                session.add(Event(study_id=ctx.study_id, kind="cap_failed", actor="scheduler",
-                                  data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+                session.add(
+                    Event(
+                        study_id=ctx.study_id,
+                        kind="cap_failed",
+                        actor="scheduler",
+                        data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]},
+                    )
+                )
             continue
         with session_scope(database_url) as session:
-            session.add(Event(study_id=ctx.study_id, kind="worker_capped", actor="scheduler",
-                              data={"worker": external_id, "taken": count}))
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="worker_capped",
+                    actor="scheduler",
+                    data={"worker": external_id, "taken": count},
+                )
+            )
         n += 1
     return n

@@ -5,6 +5,7 @@ Quality control is the protocol's own check over the work counted so far (:func:
 Only providers with participant groups (``provider.groups``) or messages (``provider.send_message``) can
 do this; for the others each function says so.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,7 @@ def qc_outcomes(database_url: str, ctx: StudyContext) -> dict[str, bool]:
 def _groups(ctx: StudyContext):
     groups = getattr(ctx.provider, "groups", None)
     if groups is None:
-        raise HitkitError(f"participant groups are a Prolific feature; study '{ctx.name}' runs on "
-                          f"{ctx.provider.name}")
+        raise HitkitError(f"participant groups are a Prolific feature; study '{ctx.name}' runs on {ctx.provider.name}")
     return groups
 
 
@@ -48,14 +48,22 @@ def passed_to_group(database_url: str, study_name: str, group: str) -> tuple[str
     ctx = context(database_url, study_name)
     passed = sorted(w for w, ok in qc_outcomes(database_url, ctx).items() if ok)
     if not passed:
-        raise HitkitError(f"no worker of study '{study_name}' has passed quality control yet (or its protocol "
-                          f"has no per-worker check); nothing was added to '{group}'")
+        raise HitkitError(
+            f"no worker of study '{study_name}' has passed quality control yet (or its protocol "
+            f"has no per-worker check); nothing was added to '{group}'"
+        )
     groups = _groups(ctx)
     group_id = groups.ensure(group)
     groups.add(group_id, passed)
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind="workers_to_group", actor="cli",
-                          data={"group": group, "group_id": group_id, "workers": passed}))
+        session.add(
+            Event(
+                study_id=ctx.study_id,
+                kind="workers_to_group",
+                actor="cli",
+                data={"group": group, "group_id": group_id, "workers": passed},
+            )
+        )
     return group_id, passed
 
 
@@ -66,13 +74,18 @@ def block_qc_failures(database_url: str, ctx: StudyContext) -> int:
         return 0
     failed = {w for w, ok in qc_outcomes(database_url, ctx).items() if not ok}
     with session_scope(database_url) as session:
-        done = {w for d in session.scalars(select(Event.data).where(
-            Event.study_id == ctx.study_id, Event.kind == "worker_blocklisted")) for w in d.get("workers", [])}
+        done = {
+            w
+            for d in session.scalars(
+                select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "worker_blocklisted")
+            )
+            for w in d.get("workers", [])
+        }
     new = sorted(failed - done)
     if not new:
         return 0
     try:
-        groups = ctx.provider.groups
+        groups = _groups(ctx)
         groups.add(groups.ensure(name), new)
     except SQLAlchemyError:
         raise
@@ -80,16 +93,30 @@ def block_qc_failures(database_url: str, ctx: StudyContext) -> int:
         log.warning("adding QC failures to the blocklist group %s failed (retried next tick): %s", name, exc)
         return 0
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind="worker_blocklisted", actor="scheduler",
-                          data={"group": name, "workers": new}))
+        session.add(
+            Event(
+                study_id=ctx.study_id,
+                kind="worker_blocklisted",
+                actor="scheduler",
+                data={"group": name, "workers": new},
+            )
+        )
     return len(new)
 
 
 def study_participants(database_url: str, ctx: StudyContext) -> list[str]:
     """Everyone who took part in the study (started any HIT), by their platform id."""
     with session_scope(database_url) as session:
-        return sorted(set(session.scalars(select(Worker.external_id).join(Assignment, Assignment.worker_id == Worker.id)
-                                          .join(Hit).where(Hit.study_id == ctx.study_id))))
+        return sorted(
+            set(
+                session.scalars(
+                    select(Worker.external_id)
+                    .join(Assignment, Assignment.worker_id == Worker.id)
+                    .join(Hit)
+                    .where(Hit.study_id == ctx.study_id)
+                )
+            )
+        )
 
 
 def message(database_url: str, study_name: str, to: list[str] | None, body: str, actor: str = "cli") -> int:
@@ -97,16 +124,19 @@ def message(database_url: str, study_name: str, to: list[str] | None, body: str,
     ctx = context(database_url, study_name)
     send = getattr(ctx.provider, "send_message", None)
     if send is None:
-        raise HitkitError(f"hitkit can write to participants on Prolific only; study '{study_name}' runs on "
-                          f"{ctx.provider.name}")
+        raise HitkitError(
+            f"hitkit can write to participants on Prolific only; study '{study_name}' runs on {ctx.provider.name}"
+        )
     everyone = study_participants(database_url, ctx)
     ids = everyone if to is None else list(to)
     strangers = sorted(set(ids) - set(everyone))
     if strangers:
-        raise HitkitError(f"{', '.join(strangers[:3])} did not take part in study '{study_name}'; write only to "
-                          f"its participants")
+        raise HitkitError(
+            f"{', '.join(strangers[:3])} did not take part in study '{study_name}'; write only to its participants"
+        )
     n = send(ids, body)
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind="message_sent", actor=actor,
-                          data={"to": ids, "chars": len(body.strip())}))
+        session.add(
+            Event(study_id=ctx.study_id, kind="message_sent", actor=actor, data={"to": ids, "chars": len(body.strip())})
+        )
     return n

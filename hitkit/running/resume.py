@@ -1,5 +1,6 @@
 """What may change when a study is launched again with ``--resume``: its budget and operational
 settings may; the fields that define the study may not (a new study under another name instead)."""
+
 from __future__ import annotations
 
 from hitkit.db.models import Study
@@ -40,11 +41,16 @@ def apply_resume_changes(study: Study, config: StudyConfig) -> list[str]:
     fresh = config.model_dump(mode="json")
     # A field added to hitkit after the study was launched is stored as its default was then.
     stored = {**defaults(fresh), **study.config}
-    fixed = sorted(k for k in fresh if k not in RESUMABLE_FIELDS and k != "database"
-                   and design(k, fresh[k]) != design(k, stored.get(k)))
+    fixed = sorted(
+        k
+        for k in fresh
+        if k not in RESUMABLE_FIELDS and k != "database" and design(k, fresh[k]) != design(k, stored.get(k))
+    )
     if fixed:
-        raise HitkitError(f"{', '.join(fixed)} changed since the study was launched; these define the study and "
-                          f"cannot change — restore them, or launch a new study under another name")
+        raise HitkitError(
+            f"{', '.join(fixed)} changed since the study was launched; these define the study and "
+            f"cannot change — restore them, or launch a new study under another name"
+        )
     changed = [k for k in (*RESUMABLE_FIELDS, "judge") if fresh.get(k) != stored.get(k)]
     if changed:
         study.config = {**stored, **{k: fresh[k] for k in changed}}

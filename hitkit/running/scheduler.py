@@ -4,44 +4,31 @@ Each tick reads the truth from the database and moves the study one step: expire
 too long (their places open again), re-open HITs whose listing ran out while work is left, approve
 and pay submitted work (each assignment on its own: one the provider fails on waits for the next
 tick), tell the provider about workers at the per-worker cap, post the next wave within the budget
-and the concurrency cap, and mark the study complete at its target; every step is decided from rows.
-Only the process holding the study's lease acts; another scheduler stands by to take over.
+and the concurrency cap (:mod:`hitkit.running.posting`), and mark the study complete at its target;
+every step is decided from rows. Only the process holding the study's lease acts; another scheduler
+stands by to take over.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
-from hitkit.db.session import session_scope
-from hitkit.errors import ConfigError, HitkitError
-from hitkit.events import record_once
+from hitkit.db.session import rowcount, session_scope
+from hitkit.errors import HitkitError
 from hitkit.money import ledger, qc_policy
-from hitkit.running import hooks, provider_side, recontact, stopping
+from hitkit.running import hooks, posting, provider_side, recontact, stopping
 from hitkit.study import lease
 from hitkit.study.stored import StudyContext, resolve_secret
 from hitkit.tables.schema import DONE_STATUSES
-from hitkit.worker import screener
 
 log = logging.getLogger(__name__)
-
-
-def hits_to_post(pending_costs: Sequence[Decimal], committed: Decimal, budget: Decimal, open_hits: int,
-                 max_concurrent: int, wave_size: int) -> int:
-    """How many of the pending HITs (in order, with these worst-case costs) to post now.
-
-    Never more than the wave, never more open HITs than the cap, and never so many that the
-    worst-case spend of everything posted could pass the budget.
-    """
-    room = max(0, min(wave_size, max_concurrent - open_hits))
-    return ledger.hits_covered(pending_costs[:room], committed, budget)
 
 
 @dataclass
@@ -68,39 +55,57 @@ def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.dateti
     accepted, and leaves it alone; only the updates that hit a row write an event.
     """
     limit = dt.timedelta(minutes=ctx.config.hit.assignment_minutes)
-    stale = session.scalars(select(Assignment.id).join(Hit).where(
-        Hit.study_id == ctx.study_id, Assignment.status == "accepted", Assignment.accepted_at < now - limit)).all()
+    stale = session.scalars(
+        select(Assignment.id)
+        .join(Hit)
+        .where(Hit.study_id == ctx.study_id, Assignment.status == "accepted", Assignment.accepted_at < now - limit)
+    ).all()
     expired = 0
     for assignment_id in stale:
-        done = session.execute(update(Assignment)
-                               .where(Assignment.id == assignment_id, Assignment.status == "accepted",
-                                      Assignment.accepted_at < now - limit)
-                               .values(status="expired").execution_options(synchronize_session="fetch"))
-        if done.rowcount == 1:
+        done = session.execute(
+            update(Assignment)
+            .where(
+                Assignment.id == assignment_id, Assignment.status == "accepted", Assignment.accepted_at < now - limit
+            )
+            .values(status="expired")
+            .execution_options(synchronize_session="fetch")
+        )
+        if rowcount(done) == 1:
             expired += 1
-            session.add(Event(study_id=ctx.study_id, kind="assignment_expired", actor="scheduler",
-                              data={"assignment": assignment_id}))
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="assignment_expired",
+                    actor="scheduler",
+                    data={"assignment": assignment_id},
+                )
+            )
     return expired
 
 
 def reopen_lapsed_hits(database_url: str, ctx: StudyContext, now: dt.datetime) -> int:
     """Posted HITs whose listing lapsed while places are still unfilled get a fresh lifetime."""
     with session_scope(database_url) as session:
-        lapsed = [(h.id, h.provider_hit_id, h.lifetime_s) for h in session.scalars(select(Hit).where(
-            Hit.study_id == ctx.study_id, Hit.status == "posted", Hit.expires_at <= now))]
+        lapsed = [
+            (h.id, h.provider_hit_id, h.lifetime_s)
+            for h in session.scalars(
+                select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted", Hit.expires_at <= now)
+            )
+        ]
     n = 0
     for hit_id, provider_hit_id, lifetime_s in lapsed:
+        if provider_hit_id is None:  # posting records the provider's id with the status (posting.post_wave)
+            raise HitkitError(f"HIT {hit_id} is posted without the provider's id for it")
         ctx.provider.extend_hit(provider_hit_id, 0, lifetime_s)  # no transaction open: the provider may be slow
         with session_scope(database_url) as session:
-            hit = session.get(Hit, hit_id)
+            hit = session.get_one(Hit, hit_id)
             hit.expires_at = now + dt.timedelta(seconds=lifetime_s)
             session.add(Event(study_id=ctx.study_id, kind="hit_reopened", actor="scheduler", data={"hit": hit_id}))
         n += 1
     return n
 
 
-def note_approve_failure(session: Session, study_id: int, assignment_id: int, error: str,
-                         now: dt.datetime) -> None:
+def note_approve_failure(session: Session, study_id: int, assignment_id: int, error: str, now: dt.datetime) -> None:
     """One ``approve_failed`` event per assignment and error, counting its attempts.
 
     A provider that is down for hours fails the same approval on every tick: that is one event
@@ -111,12 +116,17 @@ def note_approve_failure(session: Session, study_id: int, assignment_id: int, er
             # A new dict, not an in-place change: the JSON column only notices assignment.
             event.data = {**event.data, "attempts": event.data.get("attempts", 1) + 1, "last_at": now.isoformat()}
             return
-    session.add(Event(study_id=study_id, kind="approve_failed", actor="scheduler",
-                      data={"assignment": assignment_id, "error": error, "attempts": 1, "last_at": now.isoformat()}))
+    session.add(
+        Event(
+            study_id=study_id,
+            kind="approve_failed",
+            actor="scheduler",
+            data={"assignment": assignment_id, "error": error, "attempts": 1, "last_at": now.isoformat()},
+        )
+    )
 
 
-def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
-                      report: TickReport | None = None) -> int:
+def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime, report: TickReport | None = None) -> int:
     """Approve submitted work after the configured delay and record the reward and fee, once each.
 
     Each assignment stands alone: one the provider refuses or fails on is logged and left
@@ -127,10 +137,20 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
     delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
     with session_scope(database_url) as session:
         held = qc_policy.held_assignment_ids(session, ctx.study_id)
-        rows = [a.id for a in session.scalars(
-            select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.status == "submitted",
-                                               Assignment.submitted_at <= now - delay).order_by(Assignment.id))
-                if a.id not in held]
+        rows = [
+            a.id
+            for a in session.scalars(
+                select(Assignment)
+                .join(Hit)
+                .where(
+                    Hit.study_id == ctx.study_id,
+                    Assignment.status == "submitted",
+                    Assignment.submitted_at <= now - delay,
+                )
+                .order_by(Assignment.id)
+            )
+            if a.id not in held
+        ]
     approved = 0
     for assignment_id in rows:
         try:
@@ -148,11 +168,16 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime,
 
 def complete_full_hits(database_url: str, ctx: StudyContext) -> int:
     """Posted HITs whose every place holds finished work are complete (then the provider hears of it)."""
-    done = (select(func.count()).select_from(Assignment)
-            .where(Assignment.hit_id == Hit.id, Assignment.status.in_(DONE_STATUSES)).scalar_subquery())
+    done = (
+        select(func.count())
+        .select_from(Assignment)
+        .where(Assignment.hit_id == Hit.id, Assignment.status.in_(DONE_STATUSES))
+        .scalar_subquery()
+    )
     with session_scope(database_url) as session:
-        hits = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted",
-                                                 done >= Hit.max_assignments)).all()
+        hits = session.scalars(
+            select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "posted", done >= Hit.max_assignments)
+        ).all()
         finished = [h.provider_hit_id for h in hits]
         for hit in hits:
             hit.status = "completed"
@@ -160,73 +185,6 @@ def complete_full_hits(database_url: str, ctx: StudyContext) -> int:
         # A listing left open costs nothing: its places are full.
         _tell_provider(database_url, ctx, ctx.provider.expire_hit, provider_hit_id)
     return len(finished)
-
-
-def posting_blocked(session: Session, study_id: int) -> str | None:
-    """The reason of a provider's lasting refusal to post, unless the coordinator resumed since; else None."""
-    last = session.scalar(select(Event).where(
-        Event.study_id == study_id, Event.kind.in_(("provider_refused_post", "posting_resumed")))
-        .order_by(Event.id.desc()).limit(1))
-    if last is not None and last.kind == "provider_refused_post" and last.data.get("permanent"):
-        return last.data.get("reason")
-    return None
-
-
-def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: str) -> int:
-    """Post the next HITs the budget and the concurrency cap allow.
-
-    The wave is chosen in one transaction, each HIT is posted with none open, and each posting is
-    recorded in its own (the provider's post is keyed by the HIT, so a crash in between re-posts
-    nothing). A provider's refusal is an event, not an error: a lasting one (a rule the study
-    breaks, a currency mismatch, an empty balance) stops posting until ``hitkit resume``.
-    """
-    sched = ctx.config.schedule
-    with session_scope(database_url) as session:
-        if posting_blocked(session, ctx.study_id) is not None:
-            return 0
-        open_hits = session.scalar(select(func.count()).select_from(Hit)
-                                   .where(Hit.study_id == ctx.study_id, Hit.status == "posted"))
-        query = select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "pending").order_by(Hit.index)
-        if ctx.config.design == "adaptive":
-            pending = stopping.order_pending(session, ctx, session.scalars(query).all())[:sched.wave_size]
-        else:
-            pending = session.scalars(query.limit(sched.wave_size)).all()
-        costs = [ledger.worst_case(ctx, h) for h in pending]
-        committed = ledger.committed_spend(session, ctx) + screener.reserve(session, ctx)  # screen-outs' worst case
-        n = hits_to_post(costs, committed, ledger.budget_of(session, ctx.study_id),
-                         open_hits, sched.max_concurrent, sched.wave_size)
-        wave = [(h.id, h.index, h.reward, h.max_assignments, h.lifetime_s) for h in pending[:n]]
-        if pending and n == 0 and open_hits == 0:
-            session.add(Event(study_id=ctx.study_id, kind="budget_exhausted", actor="scheduler",
-                              data={"pending": len(pending)}))
-    posted_now = 0
-    for hit_id, index, reward, max_assignments, lifetime_s in wave:
-        entry = f"{base_url.rstrip('/')}/s/{ctx.name}/hit/{hit_id}"
-        try:
-            posted = ctx.provider.post_hit(f"{ctx.name}-{index}", entry, reward, max_assignments, lifetime_s)
-        except SQLAlchemyError:
-            raise
-        except HitkitError as exc:
-            # The provider's own account or rules refuse it (MTurk's balance, Prolific's pay rules...):
-            # stop this wave, keep what was posted, and say why once.
-            permanent = bool(getattr(exc, "permanent", False)) or isinstance(exc, ConfigError)
-            with session_scope(database_url) as session:
-                record_once(session, ctx.study_id, "provider_refused_post",
-                            {"hit": hit_id, "reason": str(exc), "permanent": permanent})
-            log.warning("the provider refused to post HIT %s%s: %s", hit_id,
-                        "" if permanent else " (retried next tick)", exc)
-            return posted_now
-        with session_scope(database_url) as session:
-            lease.check(session, ctx.study_id)  # a process that lost the lead records nothing
-            hit = session.get(Hit, hit_id, with_for_update=True)
-            if hit.status != "pending":
-                continue
-            hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
-            hit.posted_at, hit.expires_at = now, now + dt.timedelta(seconds=lifetime_s)
-            session.add(Event(study_id=ctx.study_id, kind="hit_posted", actor="scheduler",
-                              data={"hit": hit_id, "provider_hit_id": posted.provider_hit_id}))
-        posted_now += 1
-    return posted_now
 
 
 def stop_when_settled(database_url: str, ctx: StudyContext, now: dt.datetime) -> bool:
@@ -267,22 +225,15 @@ def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> bool:
     except Exception as exc:  # noqa: BLE001 - see docstring
         log.warning("closing work on the provider failed: %s", exc)
         with session_scope(database_url) as session:
-            session.add(Event(study_id=ctx.study_id, kind="expire_failed", actor="scheduler",
-                              data={"provider_hit_id": args[0] if args else None, "error": str(exc)[:1000]}))
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="expire_failed",
+                    actor="scheduler",
+                    data={"provider_hit_id": args[0] if args else None, "error": str(exc)[:1000]},
+                )
+            )
         return False
-
-
-def budget_blocked(session: Session, ctx: StudyContext) -> int:
-    """How many HITs wait unposted because the budget cannot cover them (0 while work is open)."""
-    open_hits = session.scalar(select(func.count()).select_from(Hit)
-                               .where(Hit.study_id == ctx.study_id, Hit.status == "posted"))
-    pending = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id, Hit.status == "pending")
-                              .order_by(Hit.index)).all()
-    if open_hits or not pending:
-        return 0
-    fits = ledger.within_budget(ledger.committed_spend(session, ctx), ledger.worst_case(ctx, pending[0]),
-                                ledger.budget_of(session, ctx.study_id))
-    return 0 if fits else len(pending)
 
 
 def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
@@ -298,7 +249,7 @@ def tick(database_url: str, study_name: str, base_url: str) -> TickReport:
     report = TickReport()
     with session_scope(database_url) as session:
         ctx = StudyContext.load(session, study_name, resolve_secret(database_url))
-        status = session.get(Study, ctx.study_id).status
+        status = session.get_one(Study, ctx.study_id).status
         if status not in ("running", "paused", "stopped"):
             return report
     try:
@@ -327,18 +278,30 @@ def _steps(database_url: str, ctx: StudyContext, status: str, base_url: str, rep
     report.completed_hits = complete_full_hits(database_url, ctx)
     if status == "running" and not stop_when_settled(database_url, ctx, now):
         lease.renew(database_url, ctx.study_id, ctx.config.schedule.interval_s)
-        report.posted = post_wave(database_url, ctx, now, base_url)
+        report.posted = posting.post_wave(database_url, ctx, now, base_url)
     with session_scope(database_url) as session:
-        study = session.get(Study, ctx.study_id)
-        remaining = session.scalar(select(func.count()).select_from(Hit)
-                                   .where(Hit.study_id == ctx.study_id, Hit.status.in_(("pending", "posted"))))
+        study = session.get_one(Study, ctx.study_id)
+        remaining = session.scalar(
+            select(func.count())
+            .select_from(Hit)
+            .where(Hit.study_id == ctx.study_id, Hit.status.in_(("pending", "posted")))
+        )
         # Work still in progress on a HIT the stopping rule closed is waited for, then paid.
-        undecided = session.scalar(select(func.count()).select_from(Assignment).join(Hit)
-                                   .where(Hit.study_id == ctx.study_id, (Assignment.status == "submitted")
-                                          | ((Hit.status == "closed") & (Assignment.status == "accepted"))))
+        undecided = session.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .join(Hit)
+            .where(
+                Hit.study_id == ctx.study_id,
+                (Assignment.status == "submitted") | ((Hit.status == "closed") & (Assignment.status == "accepted")),
+            )
+        )
         # A study whose rule fired completes once the provider has acknowledged every closing.
-        unclosed = ctx.config.stop is not None and stopping.fired_event(session, ctx.study_id) is not None \
+        unclosed = (
+            ctx.config.stop is not None
+            and stopping.fired_event(session, ctx.study_id) is not None
             and any(stopping.left_open_on_provider(session, ctx.study_id))
+        )
         if study.status == "running" and remaining == 0 and undecided == 0 and not unclosed:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
@@ -362,13 +325,22 @@ def make_scheduler(database_url: str, blocking: bool = False):
     from hitkit.db.session import get_engine
 
     cls = BlockingScheduler if blocking else BackgroundScheduler
-    return cls(jobstores={"default": SQLAlchemyJobStore(engine=get_engine(database_url))},
-               executors={"default": ThreadPoolExecutor(2)},
-               job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-               timezone=dt.UTC)
+    return cls(
+        jobstores={"default": SQLAlchemyJobStore(engine=get_engine(database_url))},
+        executors={"default": ThreadPoolExecutor(2)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        timezone=dt.timezone.utc,
+    )  # not dt.UTC, which Python 3.10 lacks
 
 
 def schedule_study(scheduler, database_url: str, study_name: str, base_url: str, interval_s: float) -> None:
     """Add (or replace) the study's tick job."""
-    scheduler.add_job(tick, "interval", seconds=interval_s, id=job_id(study_name), replace_existing=True,
-                      args=[database_url, study_name, base_url], next_run_time=dt.datetime.now(dt.UTC))
+    scheduler.add_job(
+        tick,
+        "interval",
+        seconds=interval_s,
+        id=job_id(study_name),
+        replace_existing=True,
+        args=[database_url, study_name, base_url],
+        next_run_time=dt.datetime.now(dt.timezone.utc),
+    )

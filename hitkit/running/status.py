@@ -1,7 +1,9 @@
 """A study's state at a glance, as plain data (for ``hitkit status`` and ``--json``)."""
+
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -20,23 +22,48 @@ def study_status(database_url: str, name: str) -> dict:
         study = session.scalar(select(Study).where(Study.name == name))
         if study is None:
             raise HitkitError(f"no study called '{name}' in {database_url}; launch it first")
-        hits = dict(session.execute(select(Hit.status, func.count()).where(Hit.study_id == study.id)
-                                    .group_by(Hit.status)).all())
-        assignments = dict(session.execute(select(Assignment.status, func.count()).join(Hit)
-                                           .where(Hit.study_id == study.id).group_by(Assignment.status)).all())
-        workers = session.scalar(select(func.count(func.distinct(Assignment.worker_id))).join(Hit)  # a screened-out
-                                 .where(Hit.study_id == study.id, Assignment.status != "screened_out"))  # is none
-        spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
-                               .where(Payment.study_id == study.id, Payment.status == "paid"))
-        info = {"study": study.name, "task": study.task_type, "provider": study.provider, "status": study.status,
-                "hits": hits, "assignments": assignments, "workers": workers,
-                "spent": str(Decimal(spent).quantize(Decimal("0.01"))), "budget": str(study.budget),
-                "currency": study.currency}
+        hits = dict(
+            session.execute(select(Hit.status, func.count()).where(Hit.study_id == study.id).group_by(Hit.status)).all()
+        )
+        assignments = dict(
+            session.execute(
+                select(Assignment.status, func.count())
+                .join(Hit)
+                .where(Hit.study_id == study.id)
+                .group_by(Assignment.status)
+            ).all()
+        )
+        workers = session.scalar(
+            select(func.count(func.distinct(Assignment.worker_id)))
+            .join(Hit)  # a screened-out
+            .where(Hit.study_id == study.id, Assignment.status != "screened_out")
+        )  # is none
+        spent = session.execute(
+            select(func.coalesce(func.sum(Payment.amount), 0)).where(
+                Payment.study_id == study.id, Payment.status == "paid"
+            )
+        ).scalar_one()
+        info: dict[str, Any] = {
+            "study": study.name,
+            "task": study.task_type,
+            "provider": study.provider,
+            "status": study.status,
+            "hits": hits,
+            "assignments": assignments,
+            "workers": workers,
+            "spent": str(Decimal(spent).quantize(Decimal("0.01"))),
+            "budget": str(study.budget),
+            "currency": study.currency,
+        }
         study_id = study.id
         info["leader"] = leader(session, study.id)  # which process acts for the study, since when
         fired = fired_event(session, study.id)
         if fired is not None:
-            info["stopped_by_rule"] = {"after_hits": fired.data["hits"], "at": fired.data["at"],
-                                       "outcome": fired.data["outcome"], "line": outcome_of(session, study.id)}
+            info["stopped_by_rule"] = {
+                "after_hits": fired.data["hits"],
+                "at": fired.data["at"],
+                "outcome": fired.data["outcome"],
+                "line": outcome_of(session, study.id),
+            }
     info["answers_done"], info["answers_needed"] = progress(database_url, study_id)
     return info

@@ -12,6 +12,7 @@ answers three questions for the scheduler, the dashboard and the export:
   whose comparisons the open decision needs most, every HIT as packed under the protocol's
   constraints (balanced HITs with their QC slot, no worker seeing two segments of one conversation).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,7 +25,9 @@ from sqlalchemy.orm import Session
 
 from hitkit.analysis.sequential import RuleState, as_table, intervals, settle
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Study, Unit
+from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS
+from hitkit.study.sections import StopConfig
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import HANDED_IN_STATUSES
 
@@ -54,8 +57,15 @@ def unit_payloads(session: Session, study_id: int) -> list[Mapping]:
 
 def counted_hits(session: Session, study_id: int) -> int:
     """Assignments whose work is handed in and counts (submitted, approved or rejected; confirmed or not)."""
-    return session.scalar(select(func.count()).select_from(Assignment).join(Hit)
-                          .where(Hit.study_id == study_id, Assignment.status.in_(HANDED_IN_STATUSES))) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .join(Hit)
+            .where(Hit.study_id == study_id, Assignment.status.in_(HANDED_IN_STATUSES))
+        )
+        or 0
+    )
 
 
 def in_arrival_order(session: Session, study_id: int, tables: Mapping) -> dict:
@@ -66,8 +76,11 @@ def in_arrival_order(session: Session, study_id: int, tables: Mapping) -> dict:
     assignments = tables.get("assignments")
     if assignments is None or not len(assignments):
         return tables
-    rows = session.execute(select(Assignment.id, Assignment.provider_assignment_id, Assignment.submitted_at)
-                           .join(Hit).where(Hit.study_id == study_id)).all()
+    rows = session.execute(
+        select(Assignment.id, Assignment.provider_assignment_id, Assignment.submitted_at)
+        .join(Hit)
+        .where(Hit.study_id == study_id)
+    ).all()
     far = dt.datetime.max
     when = {(p or str(i)): (t.replace(tzinfo=None) if t is not None else far, i) for i, p, t in rows}
     key = assignments["assignment_id"].astype(str).map(lambda a: when.get(a, (far, 0)))
@@ -81,7 +94,7 @@ def compute(session: Session, ctx: StudyContext) -> RuleState | None:
     if stop is None:
         return None
     module = sequential_module(ctx.config)
-    study = session.get(Study, ctx.study_id)
+    study = session.get_one(Study, ctx.study_id)
     tables = in_arrival_order(session, ctx.study_id, ctx.task.export(session, study))
     systems = watched_systems(ctx)
     plan = module.planned(unit_payloads(session, ctx.study_id), ctx.config)
@@ -89,20 +102,36 @@ def compute(session: Session, ctx: StudyContext) -> RuleState | None:
     comparisons = [c for c in module.comparisons(tables, systems, plan, config=ctx.config) if c.planned > 0]
     compared = {s for c in comparisons for s in (c.a, c.b)}
     systems = [s for s in systems if s in compared]
-    if stop.decision == "pair":
-        comparisons = [c for c in comparisons if {c.a, c.b} == set(stop.systems)]
-    return settle(intervals(comparisons, stop.alpha), stop.decision, systems,
-                  tuple(stop.systems) if stop.systems else None)
+    pair = named_pair(stop)
+    if pair is not None:
+        comparisons = [c for c in comparisons if {c.a, c.b} == set(pair)]
+    return settle(intervals(comparisons, stop.alpha), stop.decision, systems, pair)
+
+
+def named_pair(stop: StopConfig) -> tuple[str, str] | None:
+    """The two systems of ``decision: pair`` (None for the other decisions). StopConfig's validator names
+    exactly two for ``pair`` and none otherwise; narrowed here so that a change to it fails clearly."""
+    if stop.systems is None:
+        if stop.decision == "pair":
+            raise ConfigError("stop: decision pair needs stop.systems, the two systems it decides between")
+        return None
+    if len(stop.systems) != 2:
+        raise ConfigError(f"stop.systems names {len(stop.systems)} systems; it names the two of decision: pair")
+    return stop.systems[0], stop.systems[1]
 
 
 def rule_state(session: Session, ctx: StudyContext) -> RuleState | None:
     """:func:`compute`, cached until more work is handed in or confirmed."""
     if ctx.config.stop is None:
         return None
-    done = tuple(session.execute(select(func.count(), func.count(Assignment.confirmed_at)).select_from(Assignment)
-                                 .join(Hit).where(Hit.study_id == ctx.study_id,
-                                                  Assignment.status.in_(HANDED_IN_STATUSES))).one())
-    key = (session.get_bind().url.render_as_string(hide_password=True), ctx.study_id)
+    counted, confirmed = session.execute(
+        select(func.count(), func.count(Assignment.confirmed_at))
+        .select_from(Assignment)
+        .join(Hit)
+        .where(Hit.study_id == ctx.study_id, Assignment.status.in_(HANDED_IN_STATUSES))
+    ).one()
+    done = (counted, confirmed)
+    key = (session.get_bind().engine.url.render_as_string(hide_password=True), ctx.study_id)
     with _lock:
         cached = _cache.get(key)
     if cached is not None and cached[0] == done:
@@ -138,9 +167,23 @@ def check(session: Session, ctx: StudyContext, now: dt.datetime) -> bool:
             hit.status, withdrawn = "withdrawn", withdrawn + 1
         else:
             hit.status, closed = "closed", closed + 1
-    session.add(Event(study_id=ctx.study_id, kind=FIRED, actor="scheduler", data={
-        "decision": stop.decision, "outcome": state.outcome, "hits": hits, "at": now.isoformat(),
-        "alpha": stop.alpha, "withdrawn": withdrawn, "closed": closed, "intervals": as_table(state)}))
+    session.add(
+        Event(
+            study_id=ctx.study_id,
+            kind=FIRED,
+            actor="scheduler",
+            data={
+                "decision": stop.decision,
+                "outcome": state.outcome,
+                "hits": hits,
+                "at": now.isoformat(),
+                "alpha": stop.alpha,
+                "withdrawn": withdrawn,
+                "closed": closed,
+                "intervals": as_table(state),
+            },
+        )
+    )
     return True
 
 
@@ -153,8 +196,15 @@ def left_open_on_provider(session: Session, study_id: int) -> tuple[list[tuple[i
     closed HIT, and whether the study as a whole is still to be closed."""
     done = [e.data for e in session.scalars(select(Event).where(Event.study_id == study_id, Event.kind == CLOSED))]
     closed_hits = {d["hit"] for d in done if "hit" in d}
-    hits = [(h, p) for h, p in session.execute(select(Hit.id, Hit.provider_hit_id).where(
-        Hit.study_id == study_id, Hit.status == "closed", Hit.provider_hit_id.is_not(None))) if h not in closed_hits]
+    hits = [
+        (h, p)
+        for h, p in session.execute(
+            select(Hit.id, Hit.provider_hit_id).where(
+                Hit.study_id == study_id, Hit.status == "closed", Hit.provider_hit_id.is_not(None)
+            )
+        )
+        if h not in closed_hits and p is not None
+    ]  # IS NOT NULL above; narrowed for the type checker
     return hits, not any(d.get("study") for d in done)
 
 
@@ -167,8 +217,12 @@ def order_pending(session: Session, ctx: StudyContext, pending: Sequence[Hit]) -
     module = sequential_module(ctx.config)
     ids = [h.id for h in pending]
     payloads: dict[int, list[Mapping]] = {i: [] for i in ids}
-    for hit_id, payload in session.execute(select(HitUnit.hit_id, Unit.payload).join(Unit, Unit.id == HitUnit.unit_id)
-                                           .where(HitUnit.hit_id.in_(ids)).order_by(HitUnit.position)):
+    for hit_id, payload in session.execute(
+        select(HitUnit.hit_id, Unit.payload)
+        .join(Unit, Unit.id == HitUnit.unit_id)
+        .where(HitUnit.hit_id.in_(ids))
+        .order_by(HitUnit.position)
+    ):
         payloads[hit_id].append(payload)
 
     def need(hit: Hit) -> float:
@@ -183,8 +237,10 @@ def _pending_outcome(state: RuleState | None) -> str:
     if state is None:
         return ""
     if state.fired:
-        return (f"{state.outcome}, by the data so far; not acted on yet (fewer counted assignments than min_hits, "
-                f"or the study is not running)")
+        return (
+            f"{state.outcome}, by the data so far; not acted on yet (fewer counted assignments than min_hits, "
+            f"or the study is not running)"
+        )
     return state.outcome
 
 
@@ -202,35 +258,47 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     event = fired_event(session, ctx.study_id)
     state = rule_state(session, ctx)
     hits = session.scalars(select(Hit).where(Hit.study_id == ctx.study_id)).all()
-    fixed = sum((worst_case(ctx, h) for h in hits), cents(0))
+    fixed = sum((worst_case(ctx, h) for h in hits), cents(Decimal(0)))
     module = sequential_module(ctx.config)
     return {
-        "decision": stop.decision, "meaning": DECISIONS[stop.decision], "systems": stop.systems,
-        "alpha": stop.alpha, "min_hits": stop.min_hits, "design": ctx.config.design,
+        "decision": stop.decision,
+        "meaning": DECISIONS[stop.decision],
+        "systems": stop.systems,
+        "alpha": stop.alpha,
+        "min_hits": stop.min_hits,
+        "design": ctx.config.design,
         "method": BOUNDED_REFERENCE + ", one observation per " + module.UNIT.rstrip("s"),
-        "unit": module.UNIT, "correction": "Bonferroni over the watched pairs",
-        "fired": event is not None, "fired_at": event.data["at"] if event else None,
+        "unit": module.UNIT,
+        "correction": "Bonferroni over the watched pairs",
+        "fired": event is not None,
+        "fired_at": event.data["at"] if event else None,
         "fired_after_hits": event.data["hits"] if event else None,
         "outcome": event.data["outcome"] if event else _pending_outcome(state),
-        "study_status": session.get(Study, ctx.study_id).status,
+        "study_status": session.get_one(Study, ctx.study_id).status,
         "counted_hits": counted_hits(session, ctx.study_id),
         "intervals": event.data["intervals"] if event else (as_table(state) if state else []),
         "now": as_table(state) if state else [],
         "fixed_design": {"hits": len(hits), "assignments": sum(h.max_assignments for h in hits), "cost": str(fixed)},
-        "committed": str(cents(committed_spend(session, ctx))), "currency": ctx.config.provider.currency,
+        "committed": str(cents(committed_spend(session, ctx))),
+        "currency": ctx.config.provider.currency,
     }
 
 
-def outcome_line(*, fired: bool, counted: int, assignments: int, hits: int, outcome: str, spent: str, budget: str,
-                 currency: str) -> str:
+def outcome_line(
+    *, fired: bool, counted: int, assignments: int, hits: int, outcome: str, spent: str, budget: str, currency: str
+) -> str:
     """The stopping rule's outcome in one sentence, as ``launch`` and ``status`` print it. A HIT is a unit of
     work posted with its places; an assignment is one worker's take of a HIT, and the rule counts assignments
     handed in and not rejected (``stop.min_hits`` counts those too)."""
     if fired:
-        return (f"Stopped after {counted} of {assignments} assignments ({hits} HITs in the fixed design): {outcome}; "
-                f"spent {spent} of {budget} {currency}.")
-    return (f"The stopping rule did not fire: the whole design ran ({assignments} assignments, {hits} HITs)"
-            f"{'; ' + outcome if outcome else ''}; spent {spent} of {budget} {currency}.")
+        return (
+            f"Stopped after {counted} of {assignments} assignments ({hits} HITs in the fixed design): {outcome}; "
+            f"spent {spent} of {budget} {currency}."
+        )
+    return (
+        f"The stopping rule did not fire: the whole design ran ({assignments} assignments, {hits} HITs)"
+        f"{'; ' + outcome if outcome else ''}; spent {spent} of {budget} {currency}."
+    )
 
 
 def outcome_of(session: Session, study_id: int, has_rule: bool = True) -> str | None:
@@ -241,11 +309,20 @@ def outcome_of(session: Session, study_id: int, has_rule: bool = True) -> str | 
     event = fired_event(session, study_id)
     if event is None and not has_rule:
         return None
-    study = session.get(Study, study_id)
-    hits, assignments = session.execute(select(func.count(Hit.id), func.coalesce(func.sum(Hit.max_assignments), 0))
-                                        .where(Hit.study_id == study_id)).one()
-    spent = session.scalar(select(func.coalesce(func.sum(Payment.amount), 0))
-                           .where(Payment.study_id == study_id, Payment.status == "paid"))
-    return outcome_line(fired=event is not None, counted=event.data["hits"] if event else counted_hits(session, study_id),
-                        assignments=int(assignments), hits=int(hits), outcome=event.data["outcome"] if event else "",
-                        spent=f"{Decimal(spent):.2f}", budget=str(study.budget), currency=study.currency)
+    study = session.get_one(Study, study_id)
+    hits, assignments = session.execute(
+        select(func.count(Hit.id), func.coalesce(func.sum(Hit.max_assignments), 0)).where(Hit.study_id == study_id)
+    ).one()
+    spent = session.execute(
+        select(func.coalesce(func.sum(Payment.amount), 0)).where(Payment.study_id == study_id, Payment.status == "paid")
+    ).scalar_one()
+    return outcome_line(
+        fired=event is not None,
+        counted=event.data["hits"] if event else counted_hits(session, study_id),
+        assignments=int(assignments),
+        hits=int(hits),
+        outcome=event.data["outcome"] if event else "",
+        spent=f"{Decimal(spent):.2f}",
+        budget=str(study.budget),
+        currency=study.currency,
+    )

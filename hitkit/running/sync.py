@@ -14,6 +14,7 @@ whose pay call may have gone out is settled only from the platform's record of p
 (:meth:`CrowdProvider.settle_bonus`), one that cannot be told yet is left for the coordinator, and paid
 ones the platform now shows become confirmed. All of it under the study's lease.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
+from hitkit.errors import HitkitError
 from hitkit.events import record_once
 from hitkit.money import ledger, payments
 from hitkit.providers.base import ProviderWork, WorkStatus
@@ -96,8 +98,9 @@ def decide(ours_status: str | None, ours_worker: str | None, theirs: ProviderWor
     return "none"
 
 
-def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONUS_MIN_AGE_S,
-               wait_s: float = lease.WAIT_S) -> SyncReport:
+def sync_study(
+    database_url: str, study_name: str, bonus_min_age_s: float = BONUS_MIN_AGE_S, wait_s: float = lease.WAIT_S
+) -> SyncReport:
     """Reconcile one study with its provider, then settle its pending bonuses (see the module docstring).
 
     Sync acts only while it holds the study's lease (:mod:`hitkit.study.lease`): it waits up to
@@ -116,9 +119,15 @@ def sync_study(database_url: str, study_name: str, bonus_min_age_s: float = BONU
 
 def _sync(database_url: str, ctx: StudyContext, study_name: str, bonus_min_age_s: float) -> SyncReport:
     with session_scope(database_url) as session:
-        hit_ids = list(session.scalars(select(Hit.provider_hit_id).where(
-            Hit.study_id == ctx.study_id, Hit.provider_hit_id.is_not(None), Hit.status != "pending")
-            .order_by(Hit.index)))
+        hit_ids = [
+            h
+            for h in session.scalars(
+                select(Hit.provider_hit_id)
+                .where(Hit.study_id == ctx.study_id, Hit.provider_hit_id.is_not(None), Hit.status != "pending")
+                .order_by(Hit.index)
+            )
+            if h is not None
+        ]  # IS NOT NULL above; narrowed for the type checker
     report = SyncReport(study_name)
     listed = ctx.provider.list_work(hit_ids)
     if listed is None:
@@ -137,31 +146,55 @@ def _sync(database_url: str, ctx: StudyContext, study_name: str, bonus_min_age_s
             except Exception as exc:  # noqa: BLE001 - one failure must not stop the others; sync runs again
                 report.errors.append(f"assignment {assignment_id}: {type(exc).__name__}: {exc}")
                 with session_scope(database_url) as session:
-                    session.add(Event(study_id=ctx.study_id, kind="sync_failed", actor="cli",
-                                      data={"assignment": assignment_id, "error": f"{type(exc).__name__}: {exc}"[:1000]}))
+                    session.add(
+                        Event(
+                            study_id=ctx.study_id,
+                            kind="sync_failed",
+                            actor="cli",
+                            data={"assignment": assignment_id, "error": f"{type(exc).__name__}: {exc}"[:1000]},
+                        )
+                    )
         with session_scope(database_url) as session:
-            session.add(Event(study_id=ctx.study_id, kind="sync", actor="cli",
-                              data={"checked": report.checked, "approved": len(report.approved),
-                                    "mismatches": len(report.mismatches)}))
+            session.add(
+                Event(
+                    study_id=ctx.study_id,
+                    kind="sync",
+                    actor="cli",
+                    data={
+                        "checked": report.checked,
+                        "approved": len(report.approved),
+                        "mismatches": len(report.mismatches),
+                    },
+                )
+            )
     with session_scope(database_url) as session:
-        report.not_handed_in = [d for d in session.scalars(select(Event.data).where(
-            Event.study_id == ctx.study_id, Event.kind == "work_not_handed_in"))
-            if session.scalar(select(Assignment.status).where(Assignment.id == d.get("assignment"))) == "submitted"]
+        report.not_handed_in = [
+            d
+            for d in session.scalars(
+                select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "work_not_handed_in")
+            )
+            if session.scalar(select(Assignment.status).where(Assignment.id == d.get("assignment"))) == "submitted"
+        ]
     _settle_bonuses(database_url, ctx, report, utcnow() - dt.timedelta(seconds=bonus_min_age_s))
     return report
 
 
-def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork],
-               report: SyncReport) -> list[tuple[int, ProviderWork]]:
+def _reconcile(
+    database_url: str, ctx: StudyContext, listed: list[ProviderWork], report: SyncReport
+) -> list[tuple[int, ProviderWork]]:
     """Record what the provider's listing settles; return the assignments to approve, each with its listing."""
     theirs = {w.provider_assignment_id: w for w in listed}
     to_approve: list[tuple[int, ProviderWork]] = []
     with session_scope(database_url) as session:
         # A forged arrival can put a second row on someone's assignment id, so rows are not keyed by it.
-        ours = list(session.scalars(select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id)
-                                    .order_by(Assignment.id)))
-        known = {a.provider_assignment_id for a in ours}
-        pairs = [(a.provider_assignment_id, a, theirs.get(a.provider_assignment_id)) for a in ours]
+        ours = list(
+            session.scalars(select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id).order_by(Assignment.id))
+        )
+        pids = {a.id: ledger.provider_assignment_of(a) for a in ours}
+        known = set(pids.values())
+        pairs: list[tuple[str, Assignment | None, ProviderWork | None]] = [
+            (pids[a.id], a, theirs.get(pids[a.id])) for a in ours
+        ]
         pairs += [(pid, None, work) for pid, work in theirs.items() if pid not in known]
         now = utcnow()
         for pid, a, work in pairs:
@@ -170,23 +203,39 @@ def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork],
             if action == "none":
                 continue
             if action.startswith("mismatch:"):
-                data = {"provider_assignment_id": pid, "reason": action.split(":", 1)[1],
-                        "assignment": a.id if a else None, "hitkit_status": a.status if a else None,
-                        "hitkit_worker": a.worker.external_id if a else None,
-                        "provider_status": work.status.value if work else None,
-                        "provider_worker": work.worker_id if work else None}
+                data = {
+                    "provider_assignment_id": pid,
+                    "reason": action.split(":", 1)[1],
+                    "assignment": a.id if a else None,
+                    "hitkit_status": a.status if a else None,
+                    "hitkit_worker": a.worker.external_id if a else None,
+                    "provider_status": work.status.value if work else None,
+                    "provider_worker": work.worker_id if work else None,
+                }
                 record_once(session, ctx.study_id, "sync_mismatch", data)
                 report.mismatches.append(data)
-                if a is not None and work is not None and work.status is WorkStatus.APPROVED \
-                        and work.worker_id == a.worker.external_id:
+                if (
+                    a is not None
+                    and work is not None
+                    and work.status is WorkStatus.APPROVED
+                    and work.worker_id == a.worker.external_id
+                ):
                     ledger.book_reward(session, ctx, a, paid=True)  # the money left the account all the same
                 continue
+            if a is None or work is None:  # decide() acts only on work both hitkit and the provider list
+                raise HitkitError(f"sync cannot {action} {pid}: hitkit or the provider does not list it")
             if action == "approve":
                 to_approve.append((a.id, work))
             elif action == "mark_returned":
                 a.status = "returned"
-                session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="cli",
-                                  data={"assignment": a.id, "provider_assignment_id": pid}))
+                session.add(
+                    Event(
+                        study_id=ctx.study_id,
+                        kind="assignment_returned",
+                        actor="cli",
+                        data={"assignment": a.id, "provider_assignment_id": pid},
+                    )
+                )
                 report.marked.append({"assignment": a.id, "status": "returned"})
             else:
                 status = "approved" if action == "mark_approved" else "rejected"
@@ -197,13 +246,17 @@ def _reconcile(database_url: str, ctx: StudyContext, listed: list[ProviderWork],
     return to_approve
 
 
-def _open_bonuses(session: Session, ctx: StudyContext, recorded_before: dt.datetime,
-                  report: SyncReport) -> list[str]:
+def _open_bonuses(session: Session, ctx: StudyContext, recorded_before: dt.datetime, report: SyncReport) -> list[str]:
     """The keys of bonuses not yet known paid (state planned, created or sending), oldest first."""
-    rows = session.scalars(select(Payment).where(
-        Payment.study_id == ctx.study_id, Payment.kind == "bonus",
-        Payment.state.in_(payments.OPEN) | (Payment.state.is_(None) & Payment.status.in_(("pending", "paying"))))
-        .order_by(Payment.id))
+    rows = session.scalars(
+        select(Payment)
+        .where(
+            Payment.study_id == ctx.study_id,
+            Payment.kind == "bonus",
+            Payment.state.in_(payments.OPEN) | (Payment.state.is_(None) & Payment.status.in_(("pending", "paying"))),
+        )
+        .order_by(Payment.id)
+    )
     out = []
     for p in rows:
         if p.created_at > recorded_before:
@@ -228,19 +281,23 @@ def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, re
             elif outcome == "unknown":
                 with session_scope(database_url) as session:
                     with session.no_autoflush:
-                        row = session.scalar(select(Payment).where(Payment.idempotency_key == key))
-                        worker = session.get(Assignment, row.assignment_id).worker.external_id
-                    record_once(session, ctx.study_id, "bonus_needs_review",
-                                {"key": key, "provider_ref": row.provider_ref, "amount": str(row.amount),
-                                 "worker": worker})
+                        row = session.execute(select(Payment).where(Payment.idempotency_key == key)).scalar_one()
+                        worker = session.get_one(Assignment, row.assignment_id).worker.external_id
+                    record_once(
+                        session,
+                        ctx.study_id,
+                        "bonus_needs_review",
+                        {"key": key, "provider_ref": row.provider_ref, "amount": str(row.amount), "worker": worker},
+                    )
                 report.needs_review.append(key)
         except (SQLAlchemyError, lease.LeaseLost):
             raise
         except Exception as exc:  # noqa: BLE001 - the bonus stays where it is; the next sync goes on from there
             report.errors.append(f"bonus {key}: {type(exc).__name__}: {exc}")
     try:
-        report.bonuses_confirmed += [k for k in payments.confirm_paid(database_url, ctx, "sync")
-                                     if k not in report.bonuses_paid]
+        report.bonuses_confirmed += [
+            k for k in payments.confirm_paid(database_url, ctx, "sync") if k not in report.bonuses_paid
+        ]
     except (SQLAlchemyError, lease.LeaseLost):
         raise
     except Exception as exc:  # noqa: BLE001 - confirming is tried again by the next sync
@@ -249,9 +306,19 @@ def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, re
 
 def _reason(database_url: str, ctx: StudyContext, key: str) -> str:
     with session_scope(database_url) as session:
-        return next((d.get("reason") for d in session.scalars(
-            select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "bonus_recorded"))
-            if d.get("key") == key), None) or "Bonus for your work"
+        return (
+            next(
+                (
+                    d.get("reason")
+                    for d in session.scalars(
+                        select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == "bonus_recorded")
+                    )
+                    if d.get("key") == key
+                ),
+                None,
+            )
+            or "Bonus for your work"
+        )
 
 
 def describe(report: SyncReport) -> str:
@@ -259,24 +326,36 @@ def describe(report: SyncReport) -> str:
     if not report.reconciled:
         lines = [f"{report.study}: the provider keeps no state of its own; nothing to reconcile."]
     else:
-        lines = [(f"{report.study}: {report.checked} assignment(s) checked, {len(report.approved)} approved, "
-                  f"{len(report.marked)} decision(s) taken over from the provider.")]
+        lines = [
+            (
+                f"{report.study}: {report.checked} assignment(s) checked, {len(report.approved)} approved, "
+                f"{len(report.marked)} decision(s) taken over from the provider."
+            )
+        ]
     for m in report.mismatches:
-        lines.append(f"  mismatch {m['provider_assignment_id']}: {m['reason']} (hitkit: {m['hitkit_status']} "
-                     f"by {m['hitkit_worker']}; provider: {m['provider_status']} by {m['provider_worker']})")
+        lines.append(
+            f"  mismatch {m['provider_assignment_id']}: {m['reason']} (hitkit: {m['hitkit_status']} "
+            f"by {m['hitkit_worker']}; provider: {m['provider_status']} by {m['provider_worker']})"
+        )
     if report.bonuses_paid or report.bonuses_confirmed:
         lines.append(f"  bonuses: {len(report.bonuses_paid)} paid now, {len(report.bonuses_confirmed)} found paid")
     if report.bonuses_waiting:
-        lines.append(f"  {len(report.bonuses_waiting)} bonus(es) recorded in the last {BONUS_MIN_AGE_S:.0f} s may still "
-                     f"be being paid; run `hitkit sync` again later")
+        lines.append(
+            f"  {len(report.bonuses_waiting)} bonus(es) recorded in the last {BONUS_MIN_AGE_S:.0f} s may still "
+            f"be being paid; run `hitkit sync` again later"
+        )
     for key in report.needs_review:
-        lines.append(f"  bonus {key}: its pay call got no answer and the provider cannot say whether it was paid; "
-                     f"check it on the provider's site, then set its ledger row to paid (or pending to pay it)")
+        lines.append(
+            f"  bonus {key}: its pay call got no answer and the provider cannot say whether it was paid; "
+            f"check it on the provider's site, then set its ledger row to paid (or pending to pay it)"
+        )
     for item in report.not_handed_in:
-        lines.append(f"  assignment {item['assignment']} ({item.get('provider_assignment_id')}): submitted in hitkit "
-                     f"but returned or timed out on the provider, which can no longer approve it; settle it with "
-                     f"`hitkit settle STUDY_FILE {item['assignment']} --pay` (its reward as a bonus) or `--drop` "
-                     f"(its answers are not counted)")
+        lines.append(
+            f"  assignment {item['assignment']} ({item.get('provider_assignment_id')}): submitted in hitkit "
+            f"but returned or timed out on the provider, which can no longer approve it; settle it with "
+            f"`hitkit settle STUDY_FILE {item['assignment']} --pay` (its reward as a bonus) or `--drop` "
+            f"(its answers are not counted)"
+        )
     for err in report.errors:
         lines.append(f"  error: {err} (run `hitkit sync` again)")
     return "\n".join(lines)

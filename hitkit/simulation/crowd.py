@@ -7,9 +7,11 @@ profiles ``llm_paster``, ``slow_typist`` and ``phone`` answer as diligent worker
 their own way (:mod:`hitkit.simulation.crowd_typing`). Every message and free-text answer carries the signals a
 browser would send of how it was typed (:mod:`hitkit.worker.authenticity`). A worker
 looks at the marketplace (the study's posted HITs), previews a HIT, accepts it, reads the
-instructions, answers unit by unit (each answer is its own request, as a person's clicks are),
-submits, and comes back for more until the cap, the budget or the work runs out.
+instructions, answers unit by unit (each answer is its own request, as a person's clicks are; a chat
+is :mod:`hitkit.simulation.crowd_chat`), submits, and comes back for more until the cap, the budget or
+the work runs out.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +21,6 @@ import queue
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,17 @@ from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
 from hitkit.simulation import crowd_typing
+from hitkit.simulation.crowd_chat import chat, chat_sides
 from hitkit.study.config import StudyConfig
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import CAP_STATUSES
 from hitkit.worker.admission import open_hits
 
 log = logging.getLogger(__name__)
+
+WAIT_S = 0.2
+"""How long a crowd thread waits after a turn that found no HIT for its worker; it doubles with each such
+turn in a row, up to 8 times, so a crowd waiting for the next wave does not keep the server busy."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,10 @@ def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
     workers = []
     for g in config.simulated.workers:
         first = numbered.get(g.profile, 0)
-        workers += [SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile,
-                              g.fails_screener) for i in range(first, first + g.count)]
+        workers += [
+            SimWorker(f"sim-{g.profile}-{i:03d}", task.answering_as(g.answers_as), g.profile, g.fails_screener)
+            for i in range(first, first + g.count)
+        ]
         numbered[g.profile] = first + g.count
     return workers
 
@@ -84,8 +92,9 @@ class CrowdStats:
 class SimulatedCrowd:
     """Runs the study's synthetic workers on a thread pool until the work, or they, run out."""
 
-    def __init__(self, database_url: str, ctx: StudyContext, base_url: str, ack_log: Path | None = None,
-                 timeout_s: float = 30.0):
+    def __init__(
+        self, database_url: str, ctx: StudyContext, base_url: str, ack_log: Path | None = None, timeout_s: float = 30.0
+    ):
         self.database_url, self.ctx, self.base_url = database_url, ctx, base_url.rstrip("/")
         self.workers = crowd_from_config(ctx.config)
         self.ack_log = ack_log
@@ -99,8 +108,9 @@ class SimulatedCrowd:
         self._ordinal = {w.worker_id: i for i, w in enumerate(self.workers)}
         with session_scope(database_url) as session:
             self._context = ctx.task.simulation_context(session, session.get_one(Study, ctx.study_id))
-            self._hit_count = session.execute(select(func.count()).select_from(Hit)
-                                              .where(Hit.study_id == ctx.study_id)).scalar_one()
+            self._hit_count = session.execute(
+                select(func.count()).select_from(Hit).where(Hit.study_id == ctx.study_id)
+            ).scalar_one()
 
     # Lifecycle ------------------------------------------------------------------------------
     def start(self) -> "SimulatedCrowd":
@@ -123,6 +133,7 @@ class SimulatedCrowd:
         return self._retired >= len(self.workers)
 
     def _loop(self) -> None:
+        idle = 0  # this thread's turns in a row that found no work: it comes back less often (0.2 s to 1.6 s)
         while not self._stop.is_set():
             try:
                 worker = self._queue.get(timeout=0.2)
@@ -142,7 +153,10 @@ class SimulatedCrowd:
                     self._retired += 1
                 continue
             if outcome == "wait":
-                self._stop.wait(0.2)
+                self._stop.wait(WAIT_S * 2 ** min(idle, 3))
+                idle += 1
+            else:
+                idle = 0
             self._queue.put(worker)
 
     # One worker's turn ----------------------------------------------------------------------
@@ -150,16 +164,25 @@ class SimulatedCrowd:
         """Take one HIT if there is one for this worker; say whether to come back or retire."""
         with session_scope(self.database_url) as session:
             study = session.get_one(Study, self.ctx.study_id)
-            row = session.scalar(select(Worker).where(Worker.provider == self.ctx.provider.name,
-                                                      Worker.external_id == worker.worker_id))
+            row = session.scalar(
+                select(Worker).where(Worker.provider == self.ctx.provider.name, Worker.external_id == worker.worker_id)
+            )
             held = None
             if row is not None:
                 # A worker who was mid-HIT (say, the process died) goes back to it first.
-                held = session.scalar(select(Assignment.hit_id).join(Hit).where(
-                    Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status == "accepted"))
-                taken = session.execute(select(func.count()).select_from(Assignment).join(Hit).where(
-                    Hit.study_id == study.id, Assignment.worker_id == row.id,
-                    Assignment.status.in_(CAP_STATUSES))).scalar_one()
+                held = session.scalar(
+                    select(Assignment.hit_id)
+                    .join(Hit)
+                    .where(Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status == "accepted")
+                )
+                taken = session.execute(
+                    select(func.count())
+                    .select_from(Assignment)
+                    .join(Hit)
+                    .where(
+                        Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status.in_(CAP_STATUSES)
+                    )
+                ).scalar_one()
                 if held is None and taken >= self.ctx.config.schedule.per_worker_cap:
                     return "retire"
             if study.status == "completed":
@@ -188,10 +211,15 @@ class SimulatedCrowd:
         typist = worker.typist
         entry = f"{self.base_url}/s/{self.ctx.name}/hit/{hit_id}"
         # Preview first, as a person browsing the marketplace does.
-        http.get(f"{entry}?{urlencode({'hitId': provider_hit_id, 'assignmentId': PREVIEW_ASSIGNMENT})}",
-                 timeout=self.timeout_s).raise_for_status()
-        params = {"hitId": provider_hit_id, "workerId": worker.worker_id,
-                  "assignmentId": f"{worker.worker_id}-{provider_hit_id}"}
+        http.get(
+            f"{entry}?{urlencode({'hitId': provider_hit_id, 'assignmentId': PREVIEW_ASSIGNMENT})}",
+            timeout=self.timeout_s,
+        ).raise_for_status()
+        params = {
+            "hitId": provider_hit_id,
+            "workerId": worker.worker_id,
+            "assignmentId": f"{worker.worker_id}-{provider_hit_id}",
+        }
         page = http.get(f"{entry}?{urlencode(params)}", timeout=self.timeout_s)
         if page.status_code in (403, 409, 410):
             with self._lock:
@@ -213,8 +241,12 @@ class SimulatedCrowd:
             if pace:
                 time.sleep(pace * pace_rng.uniform(0.5, 1.5))
             # elapsed_s: seconds since the unit was shown, as the pages send it.
-            body = {"unit_id": view["unit_id"], "question": question, "value": value,
-                    "elapsed_s": time.monotonic() - shown_at}
+            body = {
+                "unit_id": view["unit_id"],
+                "question": question,
+                "value": value,
+                "elapsed_s": time.monotonic() - shown_at,
+            }
             if question in task.free_text:
                 body["signals"] = crowd_typing.typed_signals(typist, value, typing_rng)
             reply = http.post(f"{base}/answer", json=body, timeout=self.timeout_s)
@@ -225,11 +257,14 @@ class SimulatedCrowd:
             shown_at = time.monotonic()
             if task.has_chat and len(task.chat_sides) > 1:
                 # Several systems answer side by side (the arena): the vote comes after reading their replies.
-                replies = self._chat_sides(http, base, worker, view, rng, typing_rng)
+                replies = chat_sides(
+                    http, base, worker, view, rng, typing_rng, task=task, stop=self._stop, timeout_s=self.timeout_s
+                )
                 if self._stop.is_set():
                     return "wait"
-                answers = task.simulate(worker.profile, {**view, "replies": replies}, rng, self._context,
-                                        worker.worker_id)
+                answers = task.simulate(
+                    worker.profile, {**view, "replies": replies}, rng, self._context, worker.worker_id
+                )
                 for question, value in answers.items():
                     give(view, question, value, shown_at)
                 continue
@@ -238,17 +273,17 @@ class SimulatedCrowd:
                 for question in task.chat_opening:
                     if question in answers:
                         give(view, question, answers.pop(question), shown_at)
-                self._chat(http, base, worker, view, rng, typing_rng)
+                chat(http, base, worker, view, rng, typing_rng, task=task, stop=self._stop, timeout_s=self.timeout_s)
             for question, value in answers.items():
                 give(view, question, value, shown_at)
             if self._stop.is_set():
                 return "wait"
         # The comment on the whole HIT has its own stream, so leaving one changes no answer of a seeded run.
-        comment = crowd_typing.hit_comment(typist, random.Random(f"comment:{self.ctx.config.seed}:"
-                                                                 f"{worker.worker_id}:{hit_id}"))
+        comment = crowd_typing.hit_comment(
+            typist, random.Random(f"comment:{self.ctx.config.seed}:{worker.worker_id}:{hit_id}")
+        )
         body: dict[str, Any] | None = {"feedback": comment[0], "feedback_signals": comment[1]} if comment else None
-        done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, json=body,
-                         timeout=self.timeout_s)
+        done = http.post(f"{base}/submit", headers={"Accept": "application/json"}, json=body, timeout=self.timeout_s)
         done.raise_for_status()
         with self._lock:
             self.stats.hits_done += 1
@@ -273,85 +308,6 @@ class SimulatedCrowd:
             return False
         return True
 
-    def _chat(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random,
-              typing_rng: random.Random) -> None:
-        """Chat in one unit until the protocol's minimum of messages, as a patient person would."""
-        typist = worker.typist
-        chat_url = f"{base}/chat/{view['unit_id']}"
-        state = http.get(chat_url, timeout=self.timeout_s).json()
-        waits = 0
-        while state["inputs"] < state["min_inputs"] or state["bot_owes_reply"]:
-            if self._stop.is_set():
-                return
-            if state["bot_owes_reply"]:
-                reply = http.post(f"{chat_url}/retry", json={}, timeout=self.timeout_s * 4)
-            else:
-                if typist.pastes(typing_rng):
-                    text = crowd_typing.bot_written_message(typing_rng)
-                    signals = crowd_typing.pasted_signals(typist, text, typing_rng)
-                else:
-                    text = self.ctx.task.simulate_message(worker.profile, view, rng, state["inputs"])
-                    signals = crowd_typing.typed_signals(typist, text, typing_rng)
-                reply = http.post(f"{chat_url}/message", json={"text": text, "signals": signals},
-                                  timeout=self.timeout_s * 4)
-                if rng.random() < 0.05:  # now and then the conversation drifts to a new topic
-                    http.post(f"{chat_url}/topic", json={"by": rng.choice(("worker", "bot"))}, timeout=self.timeout_s)
-            if reply.status_code == 502:  # the bot is slow or down: wait, as the page asks, then retry
-                waits += 1
-                if waits > 20:
-                    raise RuntimeError(f"the bot of unit {view['unit_id']} did not reply after {waits} tries")
-                self._stop.wait(min(0.2 * waits, 2.0))
-                state = http.get(chat_url, timeout=self.timeout_s).json()
-                continue
-            reply.raise_for_status()
-            state = reply.json()
-
-    def _chat_sides(self, http: requests.Session, base: str, worker: SimWorker, view: dict, rng: random.Random,
-                    typing_rng: random.Random) -> dict[str, list[str]]:
-        """Chat in a unit with several conversations (the arena's sides): each message goes to every side,
-        the sides' replies come at once; until the protocol's minimum. The bot replies, by side."""
-        sides = self.ctx.task.chat_sides
-        urls = {side: f"{base}/chat/{view['unit_id']}-{side}" for side in sides}
-        states = {side: http.get(url, timeout=self.timeout_s).json() for side, url in urls.items()}
-        waits = 0
-
-        def post(side: str, path: str, body: dict) -> tuple[str, requests.Response]:
-            return side, http.post(urls[side] + path, json=body, timeout=self.timeout_s * 4)
-
-        while True:
-            if self._stop.is_set():
-                return {}
-            inputs = {side: st["inputs"] for side, st in states.items()}
-            owed = [side for side, st in states.items() if st["bot_owes_reply"]]
-            turn = min(inputs.values())
-            if not owed and turn >= states[sides[0]]["min_inputs"] and turn == max(inputs.values()):
-                break
-            calls: list[tuple[str, str, dict]]
-            if owed:
-                calls = [(side, "/retry", {}) for side in owed]
-            else:
-                ahead = next((st for st in states.values() if st["inputs"] > turn), None)
-                if ahead is not None:  # back after a reload: the side behind gets the message the other got
-                    text = [t["text"] for t in ahead["turns"] if t["speaker"] == "worker"][turn]
-                else:
-                    text = self.ctx.task.simulate_message(worker.profile, view, rng, turn)
-                signals = crowd_typing.typed_signals(worker.typist, text, typing_rng)
-                calls = [(side, "/message", {"text": text, "signals": signals})
-                         for side in sides if inputs[side] == turn]
-            with ThreadPoolExecutor(len(calls)) as pool:
-                replies = list(pool.map(lambda call: post(*call), calls))
-            for side, reply in replies:
-                if reply.status_code == 502:  # this side's bot is slow or down: wait, then retry
-                    waits += 1
-                    if waits > 20:
-                        raise RuntimeError(f"the bot of unit {view['unit_id']}-{side} did not reply after {waits} tries")
-                    self._stop.wait(min(0.2 * waits, 2.0))
-                    states[side] = http.get(urls[side], timeout=self.timeout_s).json()
-                    continue
-                reply.raise_for_status()
-                states[side] = reply.json()
-        return {side: [t["text"] for t in st["turns"] if t["speaker"] == "bot"] for side, st in states.items()}
-
     def _acknowledge(self, worker: SimWorker, assignment: str, unit_id: int, question: str, value: str) -> None:
         with self._lock:
             self.stats.answers += 1
@@ -359,7 +315,17 @@ class SimulatedCrowd:
                 return
             # fsync: the log is the crash test's record of what the server acknowledged.
             with self.ack_log.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"worker": worker.worker_id, "assignment": assignment, "unit_id": unit_id,
-                                     "question": question, "value": value}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "worker": worker.worker_id,
+                            "assignment": assignment,
+                            "unit_id": unit_id,
+                            "question": question,
+                            "value": value,
+                        }
+                    )
+                    + "\n"
+                )
                 fh.flush()
                 os.fsync(fh.fileno())

@@ -16,6 +16,7 @@ one sleeps: the timings are what the page would have measured.
 After about a third of its HITs a worker leaves a comment on the whole HIT (:func:`hit_comment`), typed
 or, by an llm_paster, pasted, so the comment's signals are exercised too.
 """
+
 from __future__ import annotations
 
 import random
@@ -25,8 +26,14 @@ _SPEED = {"slow_typist": (1.0, 2.5), "phone": (2.5, 5.0), "spammer": (6.0, 9.0)}
 """Characters per second while composing, per profile (others: :data:`_KEYBOARD`)."""
 _KEYBOARD = (3.0, 9.0)
 
-_LLM_OPENINGS = ("That's a fascinating question!", "Great point!", "Absolutely!", "I appreciate you sharing that.",
-                 "What a wonderful topic to explore.", "That's an interesting perspective.")
+_LLM_OPENINGS = (
+    "That's a fascinating question!",
+    "Great point!",
+    "Absolutely!",
+    "I appreciate you sharing that.",
+    "What a wonderful topic to explore.",
+    "That's an interesting perspective.",
+)
 _LLM_BODIES = (
     "Many people find that exploring new hobbies can be incredibly rewarding, as it allows them to grow "
     "and connect with others who share similar interests.",
@@ -39,8 +46,12 @@ _LLM_BODIES = (
     "Research suggests that engaging in meaningful conversations can significantly enhance our sense of "
     "well-being and broaden our understanding of the world.",
 )
-_LLM_CLOSINGS = ("What are your thoughts on this?", "I'd love to hear more about your experience!",
-                 "Is there a particular aspect you'd like to dive deeper into?", "How do you usually approach it?")
+_LLM_CLOSINGS = (
+    "What are your thoughts on this?",
+    "I'd love to hear more about your experience!",
+    "Is there a particular aspect you'd like to dive deeper into?",
+    "How do you usually approach it?",
+)
 
 
 @dataclass(frozen=True)
@@ -71,13 +82,21 @@ def bot_written_message(rng: random.Random) -> str:
     return " ".join((rng.choice(_LLM_OPENINGS), rng.choice(_LLM_BODIES), rng.choice(_LLM_CLOSINGS)))
 
 
-_HONEST_COMMENTS = ("thanks, this was fun", "the second one was hard to judge", "nice task",
-                    "some answers were very similar", "ok", "one page loaded slowly but it worked",
-                    "interesting hit, thank you")
-_LLM_COMMENTS = ("Thank you for the opportunity to participate in this study! The task was clear and well "
-                 "organized, and I found the responses thought-provoking.",
-                 "I appreciated the clear instructions. Overall, it was an engaging and insightful experience, "
-                 "and I hope my feedback is helpful for your research.")
+_HONEST_COMMENTS = (
+    "thanks, this was fun",
+    "the second one was hard to judge",
+    "nice task",
+    "some answers were very similar",
+    "ok",
+    "one page loaded slowly but it worked",
+    "interesting hit, thank you",
+)
+_LLM_COMMENTS = (
+    "Thank you for the opportunity to participate in this study! The task was clear and well "
+    "organized, and I found the responses thought-provoking.",
+    "I appreciated the clear instructions. Overall, it was an engaging and insightful experience, "
+    "and I hope my feedback is helpful for your research.",
+)
 
 COMMENT_SHARE = 0.3
 """The share of HITs after which a simulated worker leaves a comment on the whole HIT."""
@@ -113,17 +132,18 @@ def typed_signals(who: Typist, text: str, rng: random.Random) -> dict[str, int]:
         composed = round(n * rng.uniform(0.6, 0.9))
         taps = round(composed * rng.uniform(0.5, 0.8)) + (n - composed)
         median, iqr = _intervals(rng, 160, 3.0)
-        signals.update(keys=taps, typed_chars=n - composed + deletes, composed_chars=composed,
-                       iki_median_ms=median, iki_iqr_ms=iqr)
+        signals.update(
+            keys=taps, typed_chars=n - composed + deletes, composed_chars=composed, iki_median_ms=median, iki_iqr_ms=iqr
+        )
     else:
         median, iqr = _intervals(rng, 1000 / who.cps * 0.8, 2.0 if who.profile == "slow_typist" else 0.9)
-        signals.update(keys=n + deletes, typed_chars=n + deletes, composed_chars=0,
-                       iki_median_ms=median, iki_iqr_ms=iqr)
+        signals.update(
+            keys=n + deletes, typed_chars=n + deletes, composed_chars=0, iki_median_ms=median, iki_iqr_ms=iqr
+        )
         if who.profile != "spammer" and n >= 40 and rng.random() < 0.03:
             # An honest worker now and then pastes a few words (a name, a quote) into a typed message.
             quoted = rng.randint(5, 15)
-            signals.update(pastes=1, pasted_chars=quoted, keys=n - quoted + deletes,
-                           typed_chars=n - quoted + deletes)
+            signals.update(pastes=1, pasted_chars=quoted, keys=n - quoted + deletes, typed_chars=n - quoted + deletes)
     return signals
 
 
@@ -131,7 +151,15 @@ def pasted_signals(who: Typist, text: str, rng: random.Random) -> dict[str, int]
     """The signals of ``text`` pasted by ``who`` after asking a chatbot elsewhere for it."""
     edits = rng.randint(0, 3)
     pastes = 1 + int(rng.random() < 0.15)
-    return {"keys": edits, "typed_chars": edits, "composed_chars": 0, "pasted_chars": len(text),
-            "pastes": pastes, "deletes": edits + int(rng.random() < 0.3),
-            "iki_median_ms": round(rng.uniform(120, 400)) if edits > 1 else 0, "iki_iqr_ms": 0,
-            "compose_ms": round(rng.uniform(4_000, 25_000)), "blurs": rng.randint(1, 2)}
+    return {
+        "keys": edits,
+        "typed_chars": edits,
+        "composed_chars": 0,
+        "pasted_chars": len(text),
+        "pastes": pastes,
+        "deletes": edits + int(rng.random() < 0.3),
+        "iki_median_ms": round(rng.uniform(120, 400)) if edits > 1 else 0,
+        "iki_iqr_ms": 0,
+        "compose_ms": round(rng.uniform(4_000, 25_000)),
+        "blurs": rng.randint(1, 2),
+    }

@@ -6,15 +6,16 @@ With ``judge:`` the judge labels every item and people label a uniformly random 
 plain plan draws them, a simulated judge's labels) and analyses it at each share of the grid with the
 real prediction-powered analysis; this module holds what is the same for all of them: the grid
 (:func:`grid`), the replicate loop and the table (:func:`plan_shares`), the decisions that
-pairwise win rates make (:func:`corrected`, :func:`decide_pairs`), the assumed-or-measured judge of
-Spot The Bot and live chat (:class:`AssumedJudge`), the recommendation's lines (:func:`table_lines`)
-and ``--confirm``'s one real run at the recommended share (:func:`confirm`; the protocol says which
-decisions its export gets right).
+pairwise win rates make (:func:`corrected`, :func:`decide_pairs`), the recommendation's lines
+(:func:`table_lines`) and ``--confirm``'s one real run at the recommended share (:func:`confirm`; the
+protocol says which decisions its export gets right). The assumed-or-measured judge of Spot The Bot and
+live chat is :mod:`hitkit.simulation.simulated_judge`.
 
 The recommended share is the smallest reaching :data:`hitkit.simulation.planning.POWER` for the first decision
 that applies, or, with a width target, the smallest whose mean PPI half-width is at most it; the
 people-only share for the same target comes from the same simulated labels.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,76 +51,6 @@ def with_share(config: StudyConfig, share: float, seed: int | None = None) -> St
 
     judge = judge_section(config).model_copy(update={"human_share": share, "human_items": None})
     return config.model_copy(update={"judge": judge, **({"seed": seed} if seed is not None else {})})
-
-
-@dataclass(frozen=True)
-class AssumedJudge:
-    """A simulated judge of Spot The Bot or live chat: how closely it follows the crowd (``measure``:
-    agreement or correlation, ``value``), its bias per system, and where these came from."""
-
-    measure: str
-    value: float
-    bias: dict[str, float] = field(default_factory=dict)
-    source: str = "assumed"
-    measured_on: int = 0
-    """Labels the value was measured on (0: assumed)."""
-
-    @property
-    def agreement(self) -> float:
-        """The value, by the name pairwise's judge gives it (the CLI's JSON reads it)."""
-        return self.value
-
-    def as_json(self) -> dict[str, Any]:
-        return {self.measure: self.value, "source": self.source, "bias": dict(self.bias)}
-
-
-@dataclass(frozen=True)
-class JudgeScale:
-    """How a protocol's simulated judge (:class:`AssumedJudge`) is told and printed: its measure and the
-    option that sets it, the measure's range (``low_text`` as printed) and what its ends mean, and the
-    range and meaning of a bias per system."""
-
-    measure: str
-    option: str
-    low: float
-    low_text: str
-    ends: str
-    meaning: str
-    bias_low: float
-    bias_high: float
-    bias_means: str
-
-
-def assume(scale: JudgeScale, value: float, bias: dict[str, float], systems: Sequence[str]) -> AssumedJudge:
-    """The judge the coordinator assumes: ``value`` of the scale's measure and a bias per system, checked."""
-    if not scale.low <= value <= 1:
-        raise HitkitError(f"{scale.option} {value:g} is outside [{scale.low_text}, 1]: {scale.ends}")
-    unknown = sorted(set(bias) - set(systems))
-    if unknown:
-        raise HitkitError(f"--judge-bias names {', '.join(unknown)}, not a system of this study "
-                          f"({', '.join(sorted(systems))})")
-    for name, b in bias.items():
-        if not scale.bias_low <= b <= scale.bias_high:
-            raise HitkitError(f"--judge-bias {name}={b:g}: the {scale.bias_means} lies in "
-                              f"[{scale.bias_low:g}, {scale.bias_high:g}]")
-    return AssumedJudge(scale.measure, value, dict(bias))
-
-
-def judge_line(judge, assumed: str, measured: str, bias_words: str, biases: str) -> str:
-    """The plan's line on its simulated judge: ``assumed`` or ``measured`` (by where the judge came from),
-    then its bias (``biases``, listed, under ``bias_words``)."""
-    head = assumed if judge.source == "assumed" else measured
-    return f"{head}; {bias_words}: {biases or 'none'}."
-
-
-def describe(judge: AssumedJudge, scale: JudgeScale) -> str:
-    """The judge as the plan states it: ASSUMED, or measured on a pilot; and its bias."""
-    return judge_line(
-        judge, f"Simulated judge: ASSUMED {judge.measure} {judge.value:.2f} ({scale.meaning}; {scale.option}; "
-               f"measure it instead with --pilot EXPORT_DIR)",
-        f"Simulated judge: {judge.measure} {judge.value:.3f} ({scale.meaning}) {judge.source} "
-        f"({judge.measured_on} labels)",
-        f"bias ({scale.bias_means})", ", ".join(f"{s} {b:+.3f}" for s, b in sorted(judge.bias.items())))
 
 
 @dataclass
@@ -197,8 +128,9 @@ def grid(own: float, shares: list[float] | None, fits: Callable[[float], Any]) -
     return kept, dropped
 
 
-def check_options(replicates: int, shares: list[float] | None, width: float | None, width_bound: float | None,
-                  width_words: str) -> None:
+def check_options(
+    replicates: int, shares: list[float] | None, width: float | None, width_bound: float | None, width_words: str
+) -> None:
     """The share plan's options, or an error naming the one that is wrong."""
     if replicates < 1:
         raise HitkitError("give at least one replicate")
@@ -209,9 +141,21 @@ def check_options(replicates: int, shares: list[float] | None, width: float | No
         raise HitkitError(f"--width {width:g}: the target half-width of {width_words} lies in {span}, e.g. 0.1")
 
 
-def plan_shares(config: StudyConfig, judge, *, replicates: int, shares: list[float], dropped: list[float],
-                width: float | None, width_words: str, own: float, items: int, decisions: dict[str, str],
-                replicate: Callable[[int], dict[float, dict]], cost: Callable[[float], dict]) -> JudgePlan:
+def plan_shares(
+    config: StudyConfig,
+    judge,
+    *,
+    replicates: int,
+    shares: list[float],
+    dropped: list[float],
+    width: float | None,
+    width_words: str,
+    own: float,
+    items: int,
+    decisions: dict[str, str],
+    replicate: Callable[[int], dict[float, dict]],
+    cost: Callable[[float], dict],
+) -> JudgePlan:
     """The share plan from the protocol's parts: ``replicate(seed)`` analyses one simulated study at
     every share (per share the :data:`AVERAGED` columns, other numbers to average and ``ppi`` and
     ``human``: each analysis' decisions), ``cost(share)`` the first columns of a share's row (what the
@@ -219,8 +163,10 @@ def plan_shares(config: StudyConfig, judge, *, replicates: int, shares: list[flo
     meeting ``width`` (mean PPI half-width), else :data:`hitkit.simulation.planning.POWER` for the first decision
     that applies."""
     started = time.monotonic()
-    runs = [replicate(config.seed * 100_003 + r) for r in progress(range(replicates), "plan", total=replicates,
-                                                                      unit="study")]
+    runs = [
+        replicate(config.seed * 100_003 + r)
+        for r in progress(range(replicates), "plan", total=replicates, unit="study")
+    ]
     rows = []
     for share in shares:
         row = {UNIT: share, **cost(share)}
@@ -238,32 +184,62 @@ def plan_shares(config: StudyConfig, judge, *, replicates: int, shares: list[flo
         meets = {kind: table[f"half_width_{kind}"] <= width for kind in ("ppi", "human")}
     else:
         first = next((d for d in decisions if table[d].notna().any()), None)
-        target = (f"{planning.POWER:.0%} power for: {decisions[first]}" if first
-                  else "none (no decision applies to these qualities; give --width)")
-        meets = {kind: (table[first + suffix].fillna(0) >= planning.POWER) if first else table[UNIT] < 0
-                 for kind, suffix in (("ppi", ""), ("human", "_human"))}
+        target = (
+            f"{planning.POWER:.0%} power for: {decisions[first]}"
+            if first
+            else "none (no decision applies to these qualities; give --width)"
+        )
+        meets = {
+            kind: (table[first + suffix].fillna(0) >= planning.POWER) if first else table[UNIT] < 0
+            for kind, suffix in (("ppi", ""), ("human", "_human"))
+        }
     smallest = {kind: (float(table.loc[m, UNIT].iloc[0]) if m.any() else None) for kind, m in meets.items()}
-    return JudgePlan(table, judge, replicates, round(time.monotonic() - started, 1), width, target,
-                     smallest["ppi"], smallest["human"], round(own, 4), items, dropped, dict(decisions))
+    return JudgePlan(
+        table,
+        judge,
+        replicates,
+        round(time.monotonic() - started, 1),
+        width,
+        target,
+        smallest["ppi"],
+        smallest["human"],
+        round(own, 4),
+        items,
+        dropped,
+        dict(decisions),
+    )
 
 
 def shown(result: JudgePlan, columns: Sequence[str]) -> str:
     """The table as printed: ``columns``, then each decision that applies to some share (one that applies
     to none of simulated.quality's systems, e.g. no two equal, is left off the screen)."""
     return result.table[[*columns, *(d for d in result.decisions if result.table[d].notna().any())]].to_string(
-        index=False)
+        index=False
+    )
 
 
-def table_lines(result: JudgePlan, columns: Sequence[str], legend: str, currency: str, too_small: str,
-                amount: Callable[[pd.Series], str], short: str, labels: str) -> list[str]:
+def table_lines(
+    result: JudgePlan,
+    columns: Sequence[str],
+    legend: str,
+    currency: str,
+    too_small: str,
+    amount: Callable[[pd.Series], str],
+    short: str,
+    labels: str,
+) -> list[str]:
     """The plan's lines after its header: the table (:func:`shown`), the ``legend`` of the protocol's
     columns with what every share plan's decision and cost columns mean, the default grid's shares left
     out (``too_small`` says why) and the target and the answers to it: with the judge (``amount(row)``
     says what the crowd does at that share; ``short`` what to do when no share reaches it), people only
     (from the same ``labels``), the study's own share."""
-    lines = ["", shown(result, columns), "",
-             f"{legend}; decision columns: share of simulated studies the PPI analysis got right (people-only: the "
-             f"*_human columns of plan.csv); cost: every place paid, with fees ({currency})."]
+    lines = [
+        "",
+        shown(result, columns),
+        "",
+        f"{legend}; decision columns: share of simulated studies the PPI analysis got right (people-only: the "
+        f"*_human columns of plan.csv); cost: every place paid, with fees ({currency}).",
+    ]
     if result.dropped:
         lines.append(f"Left out of the grid: share(s) {', '.join(f'{s:g}' for s in result.dropped)}, {too_small}.")
     lines.append(f"Target: {result.target}.")
@@ -290,22 +266,31 @@ def widths(table: pd.DataFrame, rho) -> dict[str, float]:
     def mean(values) -> float:
         return _mean_known([float(v) for v in values])
 
-    return {"half_width_human": mean(human_half), "half_width_ppi": mean((table["ppi_high"] - table["ppi_low"]) / 2),
-            "half_width_formula": mean(human_half * np.sqrt(1 - r ** 2 * big_n / (n + big_n))),
-            "n_human": float(n.mean()), "n_effective": mean(table["n_effective"]), "lam": mean(table["lam"]),
-            "rho": float(r.mean())}
+    return {
+        "half_width_human": mean(human_half),
+        "half_width_ppi": mean((table["ppi_high"] - table["ppi_low"]) / 2),
+        "half_width_formula": mean(human_half * np.sqrt(1 - r**2 * big_n / (n + big_n))),
+        "n_human": float(n.mean()),
+        "n_effective": mean(table["n_effective"]),
+        "lam": mean(table["lam"]),
+        "rho": float(r.mean()),
+    }
 
 
 def pilot_files(directory, names: Sequence[str]) -> None:
     """``--pilot``'s folder holds ``names`` (or their parquet), or an error saying what to give."""
     wanted = " and ".join(names)
     if not directory.is_dir():
-        raise HitkitError(f"--pilot {directory}: not a folder; give the export folder of a previous study with "
-                          f"judge: (it holds {wanted})")
+        raise HitkitError(
+            f"--pilot {directory}: not a folder; give the export folder of a previous study with "
+            f"judge: (it holds {wanted})"
+        )
     for name in names:
         if not (directory / name).is_file() and not (directory / name).with_suffix(".parquet").is_file():
-            raise HitkitError(f"--pilot {directory}: no {name}; give the export folder of a previous study with "
-                              f"judge: (it holds {wanted})")
+            raise HitkitError(
+                f"--pilot {directory}: no {name}; give the export folder of a previous study with "
+                f"judge: (it holds {wanted})"
+            )
 
 
 Decide = Callable[[StudyConfig, Path, dict[str, str]], dict[str, bool | None]]
@@ -318,8 +303,16 @@ def confirm_share(result: JudgePlan) -> float:
     return result.recommended if result.recommended is not None else result.own_share
 
 
-def confirm(config: StudyConfig, study_file: str | Path, result: JudgePlan, decide: Decide, *, web,
-            echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> planning.Confirmation:
+def confirm(
+    config: StudyConfig,
+    study_file: str | Path,
+    result: JudgePlan,
+    decide: Decide,
+    *,
+    web,
+    echo: Callable[[str], None] = print,
+    timeout_s: float | None = 600,
+) -> planning.Confirmation:
     """Run the study once at :func:`confirm_share` (:func:`hitkit.simulation.planning.confirming_run`: real HTTP, the
     simulated crowd, the study file's judge, which labels the material before posting or the crowd's work
     after it as the study's protocol does) and say which of the plan's decisions ``decide`` finds its
@@ -329,10 +322,20 @@ def confirm(config: StudyConfig, study_file: str | Path, result: JudgePlan, deci
 
     share = confirm_share(result)
     started = time.monotonic()
-    run = planning.confirming_run(config, study_file, with_share(config, share), web=web, echo=echo,
-                                  timeout_s=timeout_s)
+    run = planning.confirming_run(
+        config, study_file, with_share(config, share), web=web, echo=echo, timeout_s=timeout_s
+    )
     profiles = {w.worker_id: w.profile for w in crowd_from_config(run.config)}
     outcome = decide(run.config, run.folder / "export", profiles)
-    return planning.Confirmation(share, result.unit, run.hits, run.assignments, run.workers, run.folder, run.database,
-                                 config.provider.kind, {d: outcome.get(d) for d in result.decisions},
-                                 round(time.monotonic() - started, 1))
+    return planning.Confirmation(
+        share,
+        result.unit,
+        run.hits,
+        run.assignments,
+        run.workers,
+        run.folder,
+        run.database,
+        config.provider.kind,
+        {d: outcome.get(d) for d in result.decisions},
+        round(time.monotonic() - started, 1),
+    )

@@ -17,6 +17,7 @@ makes it, got right; ``profiles``: worker id -> simulated profile), ``replicate(
 apply, e.g. no single best system when two share the top quality), and may set ``REPLICATES`` (simulated
 studies per size by default) where its analysis is slow.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,9 @@ def plan_module(config: StudyConfig):
     proto = PROTOCOLS[config.task]
     if importlib.util.find_spec(f"{proto.package}.plan") is None:
         have = [p.name for p in PROTOCOLS.values() if importlib.util.find_spec(f"{p.package}.plan")]
-        raise HitkitError(f"hitkit plan is not available for {config.task} studies yet; it plans "
-                          f"{', '.join(have)} studies")
+        raise HitkitError(
+            f"hitkit plan is not available for {config.task} studies yet; it plans {', '.join(have)} studies"
+        )
     return proto.module("plan")
 
 
@@ -86,8 +88,7 @@ def design_cost(config: StudyConfig) -> tuple[int, int, Decimal]:
     hits = task.pack(crowd_units(config, task.build().units), random.Random(config.seed))
     provider = make_provider(config, "")
     reward = config.hit.reward
-    cost = sum((hit_cost(reward, h.max_assignments, provider.fee(reward, h.max_assignments)) for h in hits),
-               Decimal(0))
+    cost = sum((hit_cost(reward, h.max_assignments, provider.fee(reward, h.max_assignments)) for h in hits), Decimal(0))
     return len(hits), sum(h.max_assignments for h in hits), cost
 
 
@@ -95,8 +96,13 @@ REPLICATES = 40
 """Simulated studies per size, unless the protocol's plan module sets its own ``REPLICATES``."""
 
 
-def plan(config: StudyConfig, *, replicates: int | None = None, n_boot: int = 100, sizes: list[int] | None = None,
-         ) -> Plan:
+def plan(
+    config: StudyConfig,
+    *,
+    replicates: int | None = None,
+    n_boot: int = 100,
+    sizes: list[int] | None = None,
+) -> Plan:
     """Power and cost of every size on the grid (``sizes`` overrides the protocol's), ``replicates``
     simulated studies a size (default: the protocol's, else :data:`REPLICATES`), each analysed with
     ``n_boot`` bootstrap resamples."""
@@ -120,17 +126,25 @@ def plan(config: StudyConfig, *, replicates: int | None = None, n_boot: int = 10
             row[decision] = round(sum(seen) / len(seen), 3) if seen else None
         rows.append(row)
     table = pd.DataFrame(rows)
-    smallest = {d: next((int(r[module.UNIT]) for r in rows if r[d] is not None and r[d] >= POWER), None)
-                for d in module.DECISIONS}
+    smallest = {
+        d: next((int(r[module.UNIT]) for r in rows if r[d] is not None and r[d] >= POWER), None)
+        for d in module.DECISIONS
+    }
     return Plan(table, dict(module.DECISIONS), module.UNIT, replicates, round(time.monotonic() - started, 1), smallest)
 
 
 def plan_text(config: StudyConfig, result: Plan) -> str:
     """The plan as the command line prints it: the table, then one line per decision."""
     currency = config.provider.currency
-    lines = [f"Plan for '{config.study}' ({config.task} on {config.provider.kind}): {result.replicates} simulated "
-             f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s.",
-             "", result.table.to_string(index=False), "", f"cost: every place paid, with fees ({currency}).", ""]
+    lines = [
+        f"Plan for '{config.study}' ({config.task} on {config.provider.kind}): {result.replicates} simulated "
+        f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s.",
+        "",
+        result.table.to_string(index=False),
+        "",
+        f"cost: every place paid, with fees ({currency}).",
+        "",
+    ]
     for decision, meaning in result.decisions.items():
         size = result.smallest[decision]
         if result.table[decision].isna().all():
@@ -139,25 +153,31 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
             lines.append(f"- {meaning}: below {POWER:.0%} at every size on the grid; try larger sizes (--sizes)")
         else:
             row = result.table[result.table[result.unit] == size].iloc[0]
-            lines.append(f"- {meaning}: {POWER:.0%} power from {result.unit} = {size} ({row['hits']} HITs, "
-                         f"{row['cost']} {currency})")
+            lines.append(
+                f"- {meaning}: {POWER:.0%} power from {result.unit} = {size} ({row['hits']} "
+                f"HIT{'' if row['hits'] == 1 else 's'}, {row['cost']} {currency})"
+            )
     return "\n".join(lines)
 
 
-def _measured(interval: tuple[float, float]) -> bool:
+def _measured(interval: tuple[float, float] | None) -> bool:
     """An interval that says something: finite and of positive width (one worker's bootstrap is a point)."""
-    low, high = interval
+    low, high = interval or (math.nan, math.nan)
     return math.isfinite(low) and math.isfinite(high) and high > low
 
 
-def decide(quality: dict[str, float], differs, ranked: list[str], intervals: dict[str, tuple[float, float]],
-           ) -> dict[str, bool | None]:
+def decide(
+    quality: dict[str, float],
+    differs,
+    ranked: list[str],
+    intervals: dict[str, tuple[float, float]],
+) -> dict[str, bool | None]:
     """Which of :data:`DECISIONS` one simulated study's analysis got right, given the true ``quality`` of
     the ranked systems: ``differs(a, b)`` says whether the analysis called a and b different (a claimed
     better than b where its test is one-sided), ``ranked`` is its order (best first) and ``intervals``
     each system's 95 % interval. None where a decision does not apply to these qualities."""
     names = sorted(quality)
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     different = [(a, b) if quality[a] > quality[b] else (b, a) for a, b in pairs if quality[a] != quality[b]]
     equal = [(a, b) for a, b in pairs if quality[a] == quality[b]]
     order = sorted(names, key=lambda n: (-quality[n], n))
@@ -167,8 +187,12 @@ def decide(quality: dict[str, float], differs, ranked: list[str], intervals: dic
         "closest_pair": differs(*closest) if closest else None,
         "every_pair": all(differs(hi, lo) for hi, lo in different) if different else None,
         "best": (ranked[0] == order[0]) if ranked and quality[order[0]] != quality[order[1]] else None,
-        "clusters": all(_measured(intervals[lo]) and _measured(intervals[hi]) and intervals[lo][1] < intervals[hi][0]
-                        for hi, lo in adjacent) if adjacent else None,
+        "clusters": all(
+            _measured(intervals.get(lo)) and _measured(intervals.get(hi)) and intervals[lo][1] < intervals[hi][0]
+            for hi, lo in adjacent
+        )
+        if adjacent
+        else None,
         "no_false_difference": not any(differs(a, b) or differs(b, a) for a, b in equal) if equal else None,
     }
 
@@ -216,8 +240,16 @@ def _own_database() -> Iterator[None]:
             os.environ["HITKIT_DATABASE_URL"] = saved
 
 
-def confirm(config: StudyConfig, study_file: str | Path, result: Plan, *, web, n_boot: int = 100,
-            echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> Confirmation:
+def confirm(
+    config: StudyConfig,
+    study_file: str | Path,
+    result: Plan,
+    *,
+    web,
+    n_boot: int = 100,
+    echo: Callable[[str], None] = print,
+    timeout_s: float | None = 600,
+) -> Confirmation:
     """Run the study once at :func:`recommended_size` (:func:`confirming_run`), analyse it with ``n_boot``
     resamples and say which decisions it got right."""
     from hitkit.report.analyze import run_analysis
@@ -227,14 +259,24 @@ def confirm(config: StudyConfig, study_file: str | Path, result: Plan, *, web, n
     size = recommended_size(config, result)
     started = time.monotonic()
     run = confirming_run(config, study_file, module.with_size(config, size), web=web, echo=echo, timeout_s=timeout_s)
-    analysis = run_analysis(run.config.task, run.folder / "export", seed=run.config.seed, config=run.config,
-                            options={"n_boot": n_boot})
+    analysis = run_analysis(
+        run.config.task, run.folder / "export", seed=run.config.seed, config=run.config, options={"n_boot": n_boot}
+    )
     analysis.write(run.folder / "analysis")
     profiles = {w.worker_id: w.profile for w in crowd_from_config(run.config)}
     outcome = module.decide(run.config, analysis, profiles)
-    return Confirmation(size, module.UNIT, run.hits, run.assignments, run.workers, run.folder, run.database,
-                        config.provider.kind, {d: outcome.get(d) for d in module.DECISIONS},
-                        round(time.monotonic() - started, 1))
+    return Confirmation(
+        size,
+        module.UNIT,
+        run.hits,
+        run.assignments,
+        run.workers,
+        run.folder,
+        run.database,
+        config.provider.kind,
+        {d: outcome.get(d) for d in module.DECISIONS},
+        round(time.monotonic() - started, 1),
+    )
 
 
 @dataclass
@@ -260,8 +302,15 @@ def enlarged_crowd(groups: Sequence[CrowdGroup], assignments: int, per_worker_ca
     return list(groups) * max(1, math.ceil(2 * assignments / (per_worker_cap * crowd)))
 
 
-def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConfig, *, web,
-                   echo: Callable[[str], None] = print, timeout_s: float | None = 600) -> ConfirmingRun:
+def confirming_run(
+    config: StudyConfig,
+    study_file: str | Path,
+    sized: StudyConfig,
+    *,
+    web,
+    echo: Callable[[str], None] = print,
+    timeout_s: float | None = 600,
+) -> ConfirmingRun:
     """Run ``sized`` (the study file at the size to confirm) once as ``hitkit launch`` runs a simulated study:
     real HTTP through ``web``, the launch's web factory, exported, not analysed. The provider is the
     simulated crowd whatever the file says (a plan never posts to a platform), enlarged in the same mix
@@ -278,30 +327,50 @@ def confirming_run(config: StudyConfig, study_file: str | Path, sized: StudyConf
     from hitkit.study.provider_sections import ProviderConfig
 
     folder = config.out_dir / "plan" / "confirm"
-    shutil.rmtree(folder, ignore_errors=True)  # the last confirming run's own files: a study name is used once a database
+    shutil.rmtree(
+        folder, ignore_errors=True
+    )  # the last confirming run's own files: a study name is used once a database
     (folder / config.study).mkdir(parents=True)
     database = f"sqlite:///{folder / config.study / 'hitkit.db'}"
-    sized = sized.model_copy(update={
-        "provider": ProviderConfig(kind="simulated", currency=config.provider.currency),
-        "out": folder, "database": database,
-        "server": config.server.model_copy(update={"host": "127.0.0.1", "port": 0, "public_url": None}),
-        # As a simulated study file gets them: no review window, every submission paid (and so counted).
-        "schedule": config.schedule.model_copy(update={"approve_after_s": 0.0, "qc_failures": "pay"})})
+    sized = sized.model_copy(
+        update={
+            "provider": ProviderConfig(kind="simulated", currency=config.provider.currency),
+            "out": folder,
+            "database": database,
+            "server": config.server.model_copy(update={"host": "127.0.0.1", "port": 0, "public_url": None}),
+            # As a simulated study file gets them: no review window, every submission paid (and so counted).
+            "schedule": config.schedule.model_copy(update={"approve_after_s": 0.0, "qc_failures": "pay"}),
+        }
+    )
     hits, assignments, cost = design_cost(sized)
     workers = enlarged_crowd(sized.simulated.workers, assignments, sized.schedule.per_worker_cap)
-    sized = sized.model_copy(update={"budget": max(config.budget, cost),
-                                     "simulated": sized.simulated.model_copy(update={"workers": workers})})
+    sized = sized.model_copy(
+        update={
+            "budget": max(config.budget, cost),
+            "simulated": sized.simulated.model_copy(update={"workers": workers}),
+        }
+    )
     try:
         with _own_database():
-            run = launch(study_file, web=web, yes=True, show_progress=False, echo=echo, timeout_s=timeout_s,
-                         analyse=False, config=sized)
+            run = launch(
+                study_file,
+                web=web,
+                yes=True,
+                show_progress=False,
+                echo=echo,
+                timeout_s=timeout_s,
+                analyse=False,
+                config=sized,
+            )
     finally:
         get_engine(database).dispose()  # its SQLite file closed: the next confirming run starts a new one
     if not run.judged:
         judge = judge_section(sized)
-        raise HitkitError(f"the confirming run's judge ({judge.model} at {judge.url}) did not label all "
-                          f"of the crowd's work, so its analysis would be short of the judge's labels; the run is in "
-                          f"{run.out_dir}. Check the judge, then run `hitkit plan {study_file} --confirm` again")
+        raise HitkitError(
+            f"the confirming run's judge ({judge.model} at {judge.url}) did not label all "
+            f"of the crowd's work, so its analysis would be short of the judge's labels; the run is in "
+            f"{run.out_dir}. Check the judge, then run `hitkit plan {study_file} --confirm` again"
+        )
     return ConfirmingRun(sized, hits, assignments, sum(g.count for g in workers), run.out_dir, database)
 
 
@@ -309,12 +378,18 @@ def confirm_text(result: Plan, confirmation: Confirmation) -> str:
     """The confirming run as the command line prints it: each decision, its simulated power at that size
     and whether the one real run got it right."""
     c = confirmation
-    forced = ("the study's own provider" if c.provider == "simulated"
-              else f"provider forced to the simulated crowd instead of {c.provider}: nothing was posted")
+    forced = (
+        "the study's own provider"
+        if c.provider == "simulated"
+        else f"provider forced to the simulated crowd instead of {c.provider}: nothing was posted"
+    )
     rows = result.table[result.table[result.unit] == c.size]
-    lines = [f"Confirmed once for real at {c.unit} = {c.size} ({c.hits} HITs, {c.assignments} assignments): real "
-             f"HTTP through hitkit's web server, the simulated crowd of {c.workers} workers ({forced}), its own "
-             f"database {c.database}; {c.seconds} s. Files in {c.folder}.", ""]
+    lines = [
+        f"Confirmed once for real at {c.unit} = {c.size} ({c.hits} HITs, {c.assignments} assignments): real "
+        f"HTTP through hitkit's web server, the simulated crowd of {c.workers} workers ({forced}), its own "
+        f"database {c.database}; {c.seconds} s. Files in {c.folder}.",
+        "",
+    ]
     width = max(len(d) for d in result.decisions)
     lines.append(f"{'decision':<{width}}  simulated power  this run")
     for decision, right in c.outcome.items():

@@ -1,5 +1,6 @@
 """A simulated study as ``hitkit plan`` starts it: its HITs packed as a launch packs them, and who takes
 their places: the simulated crowd's workers, and more of the same mix where they are too few."""
+
 from __future__ import annotations
 
 import random
@@ -13,8 +14,12 @@ from hitkit.study.config import StudyConfig
 from hitkit.tables.schema import ASSIGNMENT_COLUMNS
 
 
-def staff(config: StudyConfig, places: list[int], rng, apart: Sequence[Hashable] | None = None,
-          ) -> list[list[tuple[str, str]]]:
+def staff(
+    config: StudyConfig,
+    places: list[int],
+    rng,
+    apart: Sequence[Hashable] | None = None,
+) -> list[list[tuple[str, str]]]:
     """For HITs of ``places`` places each, the workers (id, profile) who take them: distinct within a HIT,
     at most ``schedule.per_worker_cap`` HITs each, and at most one HIT of each ``apart`` group (HITs
     whose ``apart`` values are equal: e.g. Spot The Bot's blocks, which show the same conversations).
@@ -61,8 +66,10 @@ class SimulatedStudy:
     @property
     def assignments(self) -> pd.DataFrame:
         """The assignments table (the export's columns), every place submitted."""
-        table = pd.DataFrame([{**ids, "status": "submitted", "work_time_s": None} for _, ids, _ in self.places],
-                             columns=list(ASSIGNMENT_COLUMNS))
+        table = pd.DataFrame(
+            [{**ids, "status": "submitted", "work_time_s": None} for _, ids, _ in self.places],
+            columns=list(ASSIGNMENT_COLUMNS),
+        )
         table.attrs["duplicates"] = {}
         return table
 
@@ -72,8 +79,9 @@ class SimulatedStudy:
         return {ids["worker_id"]: profile for _, ids, profile in self.places}
 
 
-def simulated_study(config: StudyConfig, seed: int,
-                    apart: Callable[[HitSpec, dict[str, UnitSpec]], Hashable] | None = None) -> SimulatedStudy:
+def simulated_study(
+    config: StudyConfig, seed: int, apart: Callable[[HitSpec, dict[str, UnitSpec]], Hashable] | None = None
+) -> SimulatedStudy:
     """The study's units packed as a launch packs them and its places filled by :func:`staff`, all drawn
     from one generator seeded with ``seed``; ``apart(hit, units)`` names the group of HITs a worker takes
     one of at most."""
@@ -85,9 +93,9 @@ def simulated_study(config: StudyConfig, seed: int,
     units = {u.key: u for u in crowd_units(config, task.build().units)}  # with a judge, the crowd's share
     hits = task.pack(list(units.values()), rng)
     groups = [apart(hit, units) for hit in hits] if apart is not None else None
-    places = [(hit, {"study": config.study, "hit_id": f"h{h}", "assignment_id": f"h{h}-{w}", "worker_id": worker},
-               profile)
-              for h, (hit, workers) in enumerate(zip(hits, staff(config, [hit.max_assignments for hit in hits], rng,
-                                                                 groups)))
-              for w, (worker, profile) in enumerate(workers)]
+    places = [
+        (hit, {"study": config.study, "hit_id": f"h{h}", "assignment_id": f"h{h}-{w}", "worker_id": worker}, profile)
+        for h, (hit, workers) in enumerate(zip(hits, staff(config, [hit.max_assignments for hit in hits], rng, groups)))
+        for w, (worker, profile) in enumerate(workers)
+    ]
     return SimulatedStudy(rng, task, units, places, task.perceived_quality())

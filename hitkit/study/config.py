@@ -7,6 +7,7 @@ file. Paths in the file are relative to the file's own folder; :func:`load_study
 file that does not validate raises :class:`~hitkit.errors.ConfigError` naming the file, the field
 and the fix.
 """
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,12 @@ class _StudyBase(Model):
     bots: Optional[BotsConfig] = None
     generation: Optional[GenerationConfig] = None
     prescreen: Optional[PrescreenConfig] = None
-    design: Literal["fixed", "adaptive"] = Field("fixed", description=(
-        "fixed: post the HITs in their order; adaptive: post first the HITs that most serve the stop rule's open decision"))
+    design: Literal["fixed", "adaptive"] = Field(
+        "fixed",
+        description=(
+            "fixed: post the HITs in their order; adaptive: post first the HITs that most serve the stop rule's open decision"
+        ),
+    )
     stop: Optional[StopConfig] = None
     judge: Optional[JudgeConfig] = None
     screener: Optional[ScreenerConfig] = None
@@ -84,75 +89,96 @@ class _StudyBase(Model):
         return known_name(task)
 
     @model_validator(mode="after")
-    def _task_section_present(self) -> "StudyConfig":
+    def _task_section_present(self) -> _StudyBase:
         proto = PROTOCOLS[self.task]
         if proto.needs_section and getattr(self, self.task, None) is None:
-            raise ValueError(f"task '{self.task}' needs a '{self.task}:' section — fix: add it"
-                             + section_example(self.task, type(self).model_fields[self.task])
-                             + f" (`hitkit init DIR --task {self.task}` writes a commented one)")
+            raise ValueError(
+                f"task '{self.task}' needs a '{self.task}:' section — fix: add it"
+                + section_example(self.task, type(self).model_fields[self.task])
+                + f" (`hitkit init DIR --task {self.task}` writes a commented one)"
+            )
         proto.module("settings").check_study(self)
         if self.judge is not None:
-            self._check_judge(proto)
+            self._check_judge(proto, self.judge)
         if self.schedule.qc_failures == "reject":
             reason = (self.schedule.qc_reject_reason or "").strip()
             need = 100 if self.provider.kind == "prolific" else 1
             if len(reason) < need:
-                raise ValueError(f"schedule.qc_failures is 'reject', so workers must be told why: write "
-                                 f"schedule.qc_reject_reason ({need}+ characters"
-                                 f"{', as Prolific requires' if need > 1 else ''}; it has {len(reason)}), "
-                                 f"or use qc_failures: hold to decide each case yourself")
+                raise ValueError(
+                    f"schedule.qc_failures is 'reject', so workers must be told why: write "
+                    f"schedule.qc_reject_reason ({need}+ characters"
+                    f"{', as Prolific requires' if need > 1 else ''}; it has {len(reason)}), "
+                    f"or use qc_failures: hold to decide each case yourself"
+                )
         if self.design == "adaptive" and self.stop is None:
-            raise ValueError("design: adaptive needs a 'stop:' section: the decision it posts for "
-                             "(best, pairs or pair) and when that decision is made")
+            raise ValueError(
+                "design: adaptive needs a 'stop:' section: the decision it posts for "
+                "(best, pairs or pair) and when that decision is made"
+            )
         strangers = sorted(set(self.stop.systems or []) - {s.name for s in self.systems}) if self.stop else []
         if strangers:
             raise ValueError(f"stop.systems names systems that are not in 'systems': {', '.join(strangers)}")
         if self.stop is not None:
             from hitkit.protocols import task_for
 
-            control = sorted(set(self.stop.systems or []) & set(task_for(self).control_systems()))
+            control = sorted(set(self.stop.systems or []) & set(task_for(_validated(self)).control_systems()))
             if control:
-                raise ValueError(f"stop.systems names the quality-control system {', '.join(control)}, which no "
-                                 f"comparison includes; name two systems under evaluation")
+                raise ValueError(
+                    f"stop.systems names the quality-control system {', '.join(control)}, which no "
+                    f"comparison includes; name two systems under evaluation"
+                )
         if self.stop is not None and getattr(self, "judge", None) is not None:
-            raise ValueError("stop: and judge: cannot be used together yet: the prediction-powered intervals "
-                             "assume a human sample of fixed size, which a stopping rule ends early")
+            raise ValueError(
+                "stop: and judge: cannot be used together yet: the prediction-powered intervals "
+                "assume a human sample of fixed size, which a stopping rule ends early"
+            )
         unknown = sorted(set(self.simulated.quality) - {s.name for s in self.systems})
         if unknown:
-            raise ValueError(f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}; "
-                             f"remove them there or add them to 'systems'")
+            raise ValueError(
+                f"simulated.quality names systems that are not in 'systems': {', '.join(unknown)}; "
+                f"remove them there or add them to 'systems'"
+            )
         return self
 
-    def _check_judge(self, proto) -> None:
+    def _check_judge(self, proto, judge: JudgeConfig) -> None:
         if not proto.judged:
             judged = [p.name for p in PROTOCOLS.values() if p.judged]
-            raise ValueError(f"judge: is available for {', '.join(judged)} studies only in this version of "
-                             f"hitkit, not for task '{self.task}'; remove the judge: section")
+            raise ValueError(
+                f"judge: is available for {', '.join(judged)} studies only in this version of "
+                f"hitkit, not for task '{self.task}'; remove the judge: section"
+            )
         module = proto.module("judge")
-        if self.judge.human_items is not None and getattr(module, "WHEN", "before") == "after":
-            raise ValueError(f"judge.human_items cannot size a {self.task} study's human share: its items are made "
-                             "by the crowd, so each is drawn for rating on its own as it is laid out; give "
-                             "judge.human_share (the probability that a conversation is rated) instead")
-        if self.judge.human_items is not None and hasattr(module, "cluster"):
-            raise ValueError(f"judge.human_items cannot size a {self.task} study's human share: it is drawn by "
-                             f"whole {getattr(module, 'CLUSTER_NAME', 'clusters')}, so a count of items would "
-                             "not be met; give judge.human_share (the share of each pair's "
-                             f"{getattr(module, 'CLUSTER_NAME', 'clusters')}) instead")
-        if self.judge.prompt is not None:
+        if judge.human_items is not None and getattr(module, "WHEN", "before") == "after":
+            raise ValueError(
+                f"judge.human_items cannot size a {self.task} study's human share: its items are made "
+                "by the crowd, so each is drawn for rating on its own as it is laid out; give "
+                "judge.human_share (the probability that a conversation is rated) instead"
+            )
+        if judge.human_items is not None and hasattr(module, "cluster"):
+            raise ValueError(
+                f"judge.human_items cannot size a {self.task} study's human share: it is drawn by "
+                f"whole {getattr(module, 'CLUSTER_NAME', 'clusters')}, so a count of items would "
+                "not be met; give judge.human_share (the share of each pair's "
+                f"{getattr(module, 'CLUSTER_NAME', 'clusters')}) instead"
+            )
+        if judge.prompt is not None:
             allowed = module.PLACEHOLDERS
             try:
-                named = [f for _, f, _, _ in string.Formatter().parse(self.judge.prompt) if f is not None]
+                named = [f for _, f, _, _ in string.Formatter().parse(judge.prompt) if f is not None]
             except ValueError as exc:
-                raise ValueError(f"judge.prompt has a stray brace ({exc}); write {{{{ and }}}} for literal "
-                                 "braces") from None
+                raise ValueError(
+                    f"judge.prompt has a stray brace ({exc}); write {{{{ and }}}} for literal braces"
+                ) from None
             unknown = sorted(set(named) - set(allowed))
             missing = [p for p in allowed if p not in named]
             if unknown or missing:
-                raise ValueError(f"judge.prompt must name each of {', '.join('{' + p + '}' for p in allowed)} "
-                                 f"and nothing else in braces"
-                                 + (f"; it names {', '.join('{' + p + '}' for p in unknown)}" if unknown else "")
-                                 + (f"; it lacks {', '.join('{' + p + '}' for p in missing)}" if missing else "")
-                                 + " — write {{ and }} for literal braces")
+                raise ValueError(
+                    f"judge.prompt must name each of {', '.join('{' + p + '}' for p in allowed)} "
+                    f"and nothing else in braces"
+                    + (f"; it names {', '.join('{' + p + '}' for p in unknown)}" if unknown else "")
+                    + (f"; it lacks {', '.join('{' + p + '}' for p in missing)}" if missing else "")
+                    + " — write {{ and }} for literal braces"
+                )
 
     @model_validator(mode="before")
     @classmethod
@@ -170,12 +196,16 @@ class _StudyBase(Model):
         return data
 
     @model_validator(mode="after")
-    def _provider_rules(self) -> "StudyConfig":
+    def _provider_rules(self) -> _StudyBase:
         if self.provider.kind == "prolific":
             from hitkit.providers.prolific.client import pay_rule_problems
 
-            problems = pay_rule_problems(self.hit.reward, self.provider.currency,
-                                         self.provider.prolific.estimated_minutes, self.hit.assignment_minutes)
+            problems = pay_rule_problems(
+                self.hit.reward,
+                self.provider.currency,
+                self.provider.prolific.estimated_minutes,
+                self.hit.assignment_minutes,
+            )
             if problems:
                 raise ValueError("Prolific would refuse this study: " + "; ".join(problems))
         if self.provider.kind == "prolific":
@@ -183,8 +213,9 @@ class _StudyBase(Model):
             from hitkit.providers.prolific.webhooks import url_problem
 
             s = self.provider.prolific
-            problems = [f"webhook_url: {url_problem(s.webhook_url)}"] if s.webhook_url and url_problem(
-                s.webhook_url) else []
+            problems = (
+                [f"webhook_url: {url_problem(s.webhook_url)}"] if s.webhook_url and url_problem(s.webhook_url) else []
+            )
             problems += rejection.problems(s.rejection_message, s.rejection_category)
             if problems:
                 raise ValueError("provider.prolific." + "; provider.prolific.".join(problems))
@@ -234,6 +265,7 @@ def _protocol_sections() -> dict[str, Any]:
 
 
 if TYPE_CHECKING:
+
     class StudyConfig(_StudyBase):
         """One evaluation, as written in its study file; each protocol's section is an attribute named
         after the protocol (built from the registry at import, so a type checker sees it as Any)."""
@@ -242,6 +274,14 @@ if TYPE_CHECKING:
 else:
     StudyConfig = create_model("StudyConfig", __base__=_StudyBase, __module__=__name__, **_protocol_sections())
     StudyConfig.__doc__ = "One evaluation, as written in its study file."
+
+
+def _validated(config: _StudyBase) -> StudyConfig:
+    """The study file a validator of :class:`_StudyBase` checks: always the :class:`StudyConfig` built from it
+    above, narrowed for code typed on StudyConfig (TypeError, naming the class, if that ever changes)."""
+    if not isinstance(config, StudyConfig):
+        raise TypeError(f"a study file validates as StudyConfig, not {type(config).__name__}")
+    return config
 
 
 def parse_study(data: object, source: str = "<study>", base_dir: Path = Path(".")) -> StudyConfig:

@@ -1,5 +1,6 @@
 """What a study file's validation errors say: the field, the value, and the fix (the closest field name
 for a typo, the expected shape of a missing section), from pydantic's errors and the study's models."""
+
 from __future__ import annotations
 
 import difflib
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
+from pydantic_core import ErrorDetails
 
 from hitkit.protocols import PROTOCOLS
 
@@ -71,8 +73,14 @@ def _model_at(loc: tuple, root: type[BaseModel]) -> type[BaseModel] | None:
     return model
 
 
-_EXAMPLE_VALUES = {"study": "my-study", "name": "my-bot", "budget": '"30.00"', "reward": '"0.60"',
-                   "url": "http://127.0.0.1:8011", "model": "my-model"}
+_EXAMPLE_VALUES = {
+    "study": "my-study",
+    "name": "my-bot",
+    "budget": '"30.00"',
+    "reward": '"0.60"',
+    "url": "http://127.0.0.1:8011",
+    "model": "my-model",
+}
 
 
 def _example_value(name: str, annotation: Any) -> str:
@@ -127,7 +135,7 @@ def _typo_fix(loc: tuple, root: type[BaseModel]) -> str:
     return f"did you mean `{close[0]}`?" if close else _FIX_HINTS["extra_forbidden"]
 
 
-def describe(error: dict, root: type[BaseModel]) -> str:
+def describe(error: ErrorDetails, root: type[BaseModel]) -> str:
     """One line per validation failure: where, what, what was given, and how to fix it."""
     where = ".".join(str(p) for p in error["loc"])
     msg = _VALUE_ERROR.sub("", error["msg"])
@@ -141,7 +149,11 @@ def describe(error: dict, root: type[BaseModel]) -> str:
     else:
         fix = _FIX_HINTS.get(error["type"], _GENERIC_FIX)
     line = f"  {where}: {msg}" if where else f"  {msg}"
-    if error["type"] not in ("missing",) and "input" in error and not isinstance(error["input"], (dict, list)) \
-            and error["type"] not in ("value_error", "assertion_error"):
+    if (
+        error["type"] not in ("missing",)
+        and "input" in error
+        and not isinstance(error["input"], (dict, list))
+        and error["type"] not in ("value_error", "assertion_error")
+    ):
         line += f" (got {error['input']!r})"
     return line + (f" — fix: {fix}" if fix else "")

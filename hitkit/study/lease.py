@@ -16,6 +16,7 @@ the leading scheduler hands over at the end of its tick, then takes the lease ba
 Clocks: ``expires_at`` is written and compared with each host's own clock, so hosts sharing one database
 need synchronised clocks (NTP); an offset shorter than a tick is harmless.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,7 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import StudyLease, utcnow
-from hitkit.db.session import session_scope
+from hitkit.db.session import rowcount, session_scope
 from hitkit.errors import HitkitError
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ ONE_SHOT_TTL_S = 10.0
 
 def one_shot_ttl() -> float:
     return float(os.environ.get("HITKIT_LEASE_S") or ONE_SHOT_TTL_S)
+
+
 WAIT_S = 60.0
 """How long a one-shot command waits for the lease before it gives up with the holder's name."""
 POLL_S = 0.1
@@ -91,8 +94,10 @@ def describe(row: StudyLease | None, now: dt.datetime | None = None) -> str:
     now = now or utcnow()
     if row is None or row.expires_at <= now:
         return "no process leads this study now"
-    return (f"{row.role} on {row.host} (pid {row.pid}) leads this study since {row.since:%Y-%m-%d %H:%M:%S} UTC "
-            f"(lease until {row.expires_at:%H:%M:%S})")
+    return (
+        f"{row.role} on {row.host} (pid {row.pid}) leads this study since {row.since:%Y-%m-%d %H:%M:%S} UTC "
+        f"(lease until {row.expires_at:%H:%M:%S})"
+    )
 
 
 def leader(session: Session, study_id: int) -> dict | None:
@@ -101,8 +106,14 @@ def leader(session: Session, study_id: int) -> dict | None:
     now = utcnow()
     if row is None or row.expires_at <= now:
         return None
-    return {"role": row.role, "host": row.host, "pid": row.pid, "since": row.since.isoformat(),
-            "expires_at": row.expires_at.isoformat(), "epoch": row.epoch}
+    return {
+        "role": row.role,
+        "host": row.host,
+        "pid": row.pid,
+        "since": row.since.isoformat(),
+        "expires_at": row.expires_at.isoformat(),
+        "epoch": row.epoch,
+    }
 
 
 def try_take(database_url: str, study_id: int, role: str, ttl_s: float, want: bool = False) -> bool:
@@ -115,23 +126,45 @@ def try_take(database_url: str, study_id: int, role: str, ttl_s: float, want: bo
     until = now + dt.timedelta(seconds=ttl_s)
     with session_scope(database_url) as session:
         mine = StudyLease.holder == holder.id
-        free = and_(StudyLease.expires_at <= now,
-                    or_(StudyLease.wanted_by.is_(None), StudyLease.wanted_by == holder.id,
-                        StudyLease.wanted_until <= now))
-        taken = session.execute(
-            update(StudyLease).where(StudyLease.study_id == study_id, or_(mine, free))
-            .values(since=case((and_(mine, StudyLease.expires_at > now), StudyLease.since), else_=now),
-                    epoch=case((and_(mine, StudyLease.expires_at > now), StudyLease.epoch),
-                               else_=StudyLease.epoch + 1),
+        free = and_(
+            StudyLease.expires_at <= now,
+            or_(StudyLease.wanted_by.is_(None), StudyLease.wanted_by == holder.id, StudyLease.wanted_until <= now),
+        )
+        taken = rowcount(
+            session.execute(
+                update(StudyLease)
+                .where(StudyLease.study_id == study_id, or_(mine, free))
+                .values(
+                    since=case((and_(mine, StudyLease.expires_at > now), StudyLease.since), else_=now),
+                    epoch=case((and_(mine, StudyLease.expires_at > now), StudyLease.epoch), else_=StudyLease.epoch + 1),
                     wanted_by=case((StudyLease.wanted_by == holder.id, None), else_=StudyLease.wanted_by),
-                    holder=holder.id, role=role, host=holder.host, pid=holder.pid, expires_at=until, ttl_s=ttl_s)
-            .execution_options(synchronize_session=False)).rowcount
+                    holder=holder.id,
+                    role=role,
+                    host=holder.host,
+                    pid=holder.pid,
+                    expires_at=until,
+                    ttl_s=ttl_s,
+                )
+                .execution_options(synchronize_session=False)
+            )
+        )
         if taken:
             return True
         row = session.get(StudyLease, study_id)
         if row is None:
-            session.add(StudyLease(study_id=study_id, holder=holder.id, role=role, host=holder.host,
-                                   pid=holder.pid, since=now, expires_at=until, epoch=1, ttl_s=ttl_s))
+            session.add(
+                StudyLease(
+                    study_id=study_id,
+                    holder=holder.id,
+                    role=role,
+                    host=holder.host,
+                    pid=holder.pid,
+                    since=now,
+                    expires_at=until,
+                    epoch=1,
+                    ttl_s=ttl_s,
+                )
+            )
             try:
                 session.flush()
             except IntegrityError:  # another process inserted it first: it holds the lease
@@ -139,29 +172,44 @@ def try_take(database_url: str, study_id: int, role: str, ttl_s: float, want: bo
                 return False
             return True
         if want and (row.wanted_by in (None, holder.id) or row.wanted_until is None or row.wanted_until <= now):
-            session.execute(update(StudyLease).where(
-                StudyLease.study_id == study_id,
-                or_(StudyLease.wanted_by.is_(None), StudyLease.wanted_by == holder.id,
-                    StudyLease.wanted_until <= now))
+            session.execute(
+                update(StudyLease)
+                .where(
+                    StudyLease.study_id == study_id,
+                    or_(
+                        StudyLease.wanted_by.is_(None),
+                        StudyLease.wanted_by == holder.id,
+                        StudyLease.wanted_until <= now,
+                    ),
+                )
                 .values(wanted_by=holder.id, wanted_until=now + dt.timedelta(seconds=ttl_s + 2 * POLL_S))
-                .execution_options(synchronize_session=False))
+                .execution_options(synchronize_session=False)
+            )
     return False
 
 
 def release(database_url: str, study_id: int) -> None:
     """Give the lease up now (its row keeps the last holder's name for ``hitkit status``)."""
     with session_scope(database_url) as session:
-        session.execute(update(StudyLease).where(StudyLease.study_id == study_id,
-                                                 StudyLease.holder == me().id)
-                        .values(expires_at=utcnow()).execution_options(synchronize_session=False))
+        session.execute(
+            update(StudyLease)
+            .where(StudyLease.study_id == study_id, StudyLease.holder == me().id)
+            .values(expires_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
 
 
 def wanted_by_other(database_url: str, study_id: int) -> bool:
     """Whether another process waits for the lease this process holds (the leader then hands over)."""
     with session_scope(database_url) as session:
         row = session.get(StudyLease, study_id)
-        return (row is not None and row.holder == me().id and row.wanted_by not in (None, me().id)
-                and row.wanted_until is not None and row.wanted_until > utcnow())
+        return (
+            row is not None
+            and row.holder == me().id
+            and row.wanted_by not in (None, me().id)
+            and row.wanted_until is not None
+            and row.wanted_until > utcnow()
+        )
 
 
 def expires_in(database_url: str, study_id: int) -> float | None:
@@ -187,14 +235,17 @@ def check(session: Session, study_id: int) -> None:
     """
     row = session.scalar(select(StudyLease).where(StudyLease.study_id == study_id).with_for_update())
     if row is None or row.holder != me().id:
-        raise LeaseLost(f"this process ({me().host}, pid {me().pid}) no longer leads study {study_id}: "
-                        f"{describe(row)}; it records nothing more and leaves the work to the leader")
+        raise LeaseLost(
+            f"this process ({me().host}, pid {me().pid}) no longer leads study {study_id}: "
+            f"{describe(row)}; it records nothing more and leaves the work to the leader"
+        )
     row.expires_at = max(row.expires_at, utcnow() + dt.timedelta(seconds=row.ttl_s))
 
 
 @contextmanager
-def held(database_url: str, study_id: int, role: str, wait_s: float = WAIT_S,
-         ttl_s: float | None = None) -> Iterator[None]:
+def held(
+    database_url: str, study_id: int, role: str, wait_s: float = WAIT_S, ttl_s: float | None = None
+) -> Iterator[None]:
     """Hold the study's lease for the block: at once when this process already holds it, else wait for it.
 
     A process that holds it already (the scheduler's tick calling the ledger) just renews it; one that
@@ -213,8 +264,10 @@ def held(database_url: str, study_id: int, role: str, wait_s: float = WAIT_S,
         if time.monotonic() >= deadline:
             with session_scope(database_url) as session:
                 who = describe(session.get(StudyLease, study_id))
-            raise LeaseBusy(f"{who}; only one process acts on the platform and the money of a study at a time. "
-                            f"It did not hand over within {wait_s:.0f} s; try again, or stop it first")
+            raise LeaseBusy(
+                f"{who}; only one process acts on the platform and the money of a study at a time. "
+                f"It did not hand over within {wait_s:.0f} s; try again, or stop it first"
+            )
         time.sleep(POLL_S)
     _depth[slot] = 1
     done = threading.Event()
@@ -242,6 +295,7 @@ def _heartbeat(database_url: str, study_id: int, role: str, ttl_s: float, done: 
 
 # -- the scheduler's side ----------------------------------------------------------------------------
 
+
 def scheduler_ttl(interval_s: float) -> float:
     """How long the scheduler's lease lasts past a renewal: :data:`LEASE_TICKS` ticks."""
     return LEASE_TICKS * interval_s
@@ -262,8 +316,9 @@ def lead(database_url: str, study_id: int, interval_s: float) -> bool:
 def renew(database_url: str, study_id: int, interval_s: float) -> None:
     """Renew the scheduler's lease between steps of a tick; LeaseLost when another process took it."""
     if not try_take(database_url, study_id, "scheduler", scheduler_ttl(interval_s)):
-        raise LeaseLost(f"the scheduler ({me().host}, pid {me().pid}) lost the lease of study {study_id} mid-tick; "
-                        f"it stops acting")
+        raise LeaseLost(
+            f"the scheduler ({me().host}, pid {me().pid}) lost the lease of study {study_id} mid-tick; it stops acting"
+        )
 
 
 def end_tick(database_url: str, study_id: int, interval_s: float) -> None:

@@ -1,6 +1,7 @@
 """The study file's ``provider:`` section: which crowd platform posts the work (simulated, local, Prolific,
 MTurk archives, a URL-parameter panel) and each platform's own settings. Part of the shared sections
 (:mod:`hitkit.study.sections`); checks that need a platform's rules run in :mod:`hitkit.study.config`."""
+
 from __future__ import annotations
 
 import re
@@ -28,18 +29,31 @@ class ProlificConfig(Model):
     service_fee_rate: Decimal = Field(Decimal("0.333"), ge=0, le=1, description="Prolific's fee on rewards/bonuses")
     vat_rate: Decimal = Field(Decimal("0.20"), ge=0, le=1, description="VAT charged on Prolific's fee")
     complete_after_s: float = Field(
-        600, ge=0, description="work submitted in hitkit but still ACTIVE on Prolific this long is completed "
-        "through Prolific's COMPLETE transition")
-    webhook_url: Optional[str] = Field(None, description=(
-        "public https:// address of the worker-facing server; when set, Prolific's webhooks are subscribed "
-        "(docs/PROLIFIC.md); without it hitkit polls"))
+        600,
+        ge=0,
+        description="work submitted in hitkit but still ACTIVE on Prolific this long is completed "
+        "through Prolific's COMPLETE transition",
+    )
+    webhook_url: Optional[str] = Field(
+        None,
+        description=(
+            "public https:// address of the worker-facing server; when set, Prolific's webhooks are subscribed "
+            "(docs/PROLIFIC.md); without it hitkit polls"
+        ),
+    )
     on_high_return_rate: Literal["pause", "warn"] = "warn"
     allowlist: Optional[str] = Field(None, description="name of a participant group: only its members may take part")
-    qc_failures_blocklist: Optional[str] = Field(None, description=(
-        "name of a participant group that workers who fail QC join, and that every study using it blocks"))
+    qc_failures_blocklist: Optional[str] = Field(
+        None,
+        description=("name of a participant group that workers who fail QC join, and that every study using it blocks"),
+    )
     rejection_category: str = "LOW_EFFORT"
-    rejection_message: Optional[str] = Field(None, description=(
-        "the message a rejected participant reads (100+ characters once filled in); may name {study} and {reason}"))
+    rejection_message: Optional[str] = Field(
+        None,
+        description=(
+            "the message a rejected participant reads (100+ characters once filled in); may name {study} and {reason}"
+        ),
+    )
 
 
 class MTurkConfig(Model):
@@ -47,8 +61,12 @@ class MTurkConfig(Model):
 
     sandbox: bool = True
     region: str = "us-east-1"
-    endpoint_url: Optional[str] = Field(None, description=(
-        "a service that speaks MTurk's API (MTurk itself closed on 2026-09-30; without this, posting is refused)"))
+    endpoint_url: Optional[str] = Field(
+        None,
+        description=(
+            "a service that speaks MTurk's API (MTurk itself closed on 2026-09-30; without this, posting is refused)"
+        ),
+    )
     frame_height: int = Field(800, ge=0, le=10_000)
     locales: list[str] = Field(default_factory=list, description="worker countries, e.g. [US, GB]")
     min_approval_rate: Optional[int] = Field(None, ge=0, le=100)
@@ -71,22 +89,34 @@ class PanelConfig(Model):
     ``unconfirmed`` and neither approved nor analysed. The panel pays; hitkit keeps the ledger.
     """
 
-    name: str = Field("panel", min_length=1, max_length=64,
-                      description="the panel's name, shown to coordinators (e.g. CloudResearch Connect)")
-    worker_param: str = Field("participantId", pattern=r"^[A-Za-z0-9_.\-]{1,64}$",
-                              description="query parameter carrying the participant's id")
-    session_param: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description=(
-        "query parameter carrying the panel's id of this visit (assignment/session), when it sends one"))
-    completion_url: Optional[str] = Field(None, description=(
-        "where a participant who submitted is sent; may contain {code} and {session_id}"))
-    completion_code: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_\-]{1,64}$",
-                                           description="code shown (or put into {code}) on completion")
+    name: str = Field(
+        "panel",
+        min_length=1,
+        max_length=64,
+        description="the panel's name, shown to coordinators (e.g. CloudResearch Connect)",
+    )
+    worker_param: str = Field(
+        "participantId", pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description="query parameter carrying the participant's id"
+    )
+    session_param: Optional[str] = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.\-]{1,64}$",
+        description=("query parameter carrying the panel's id of this visit (assignment/session), when it sends one"),
+    )
+    completion_url: Optional[str] = Field(
+        None, description=("where a participant who submitted is sent; may contain {code} and {session_id}")
+    )
+    completion_code: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="code shown (or put into {code}) on completion"
+    )
 
     @model_validator(mode="after")
     def _hand_back(self) -> "PanelConfig":
         if self.completion_url is None and self.completion_code is None:
-            raise ValueError("a panel needs completion_url, completion_code or both, so participants can show "
-                             "the panel they finished; copy them from the panel's study settings")
+            raise ValueError(
+                "a panel needs completion_url, completion_code or both, so participants can show "
+                "the panel they finished; copy them from the panel's study settings"
+            )
         if self.session_param is not None and self.session_param == self.worker_param:
             raise ValueError("session_param must differ from worker_param")
         if self.completion_url is not None:
@@ -95,8 +125,10 @@ class PanelConfig(Model):
             names = re.findall(r"{([^{}]*)}", self.completion_url)
             unknown = [n for n in names if n not in PANEL_PLACEHOLDERS]
             if unknown:
-                raise ValueError(f"completion_url names {{{unknown[0]}}}; it may name only "
-                                 f"{', '.join('{' + n + '}' for n in PANEL_PLACEHOLDERS)}")
+                raise ValueError(
+                    f"completion_url names {{{unknown[0]}}}; it may name only "
+                    f"{', '.join('{' + n + '}' for n in PANEL_PLACEHOLDERS)}"
+                )
             if "code" in names and self.completion_code is None:
                 raise ValueError("completion_url names {code} but completion_code is not set")
             if "session_id" in names and self.session_param is None:
@@ -117,6 +149,8 @@ class ProviderConfig(Model):
     @model_validator(mode="after")
     def _panel_section(self) -> "ProviderConfig":
         if self.kind == "panel" and self.panel is None:
-            raise ValueError("provider.kind 'panel' needs a provider.panel section: worker_param and "
-                             "completion_url and/or completion_code (see docs/howto/panels.md)")
+            raise ValueError(
+                "provider.kind 'panel' needs a provider.panel section: worker_param and "
+                "completion_url and/or completion_code (see docs/howto/panels.md)"
+            )
         return self

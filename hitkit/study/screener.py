@@ -3,6 +3,7 @@
 Plain pydantic, no other hitkit import: :mod:`hitkit.study.config` puts it into the study file, and the rules
 that depend on the provider (Prolific's floor and ceiling on screen-out pay) are checked there, at load.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -28,8 +29,10 @@ class ScreenerQuestion(Model):
     def _accept_among_options(self) -> "ScreenerQuestion":
         strangers = [a for a in self.accept if a not in self.options]
         if strangers:
-            raise ValueError(f"screener question '{self.name}': accept names {strangers}, which are not among its "
-                             f"options {self.options}")
+            raise ValueError(
+                f"screener question '{self.name}': accept names {strangers}, which are not among its "
+                f"options {self.options}"
+            )
         if len(set(self.options)) != len(self.options):
             raise ValueError(f"screener question '{self.name}' repeats an option")
         return self
@@ -43,10 +46,12 @@ class ScreenerConfig(Model):
     screen_out_reward: Money = Field(gt=0, description="what a screened-out participant is paid")
     slots: int = Field(gt=0, le=100_000, description="most screen-outs paid (Prolific pauses the study after them)")
     intro: str = Field("A few short questions first, to check that this study suits you.", max_length=1000)
-    screen_out_url: Optional[str] = Field(None, description=(
-        "panel: where a screened-out participant is sent; may contain {code} and {session_id}"))
-    screen_out_code: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_\-]{1,64}$",
-                                           description="panel: the code a screened-out participant is shown")
+    screen_out_url: Optional[str] = Field(
+        None, description=("panel: where a screened-out participant is sent; may contain {code} and {session_id}")
+    )
+    screen_out_code: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="panel: the code a screened-out participant is shown"
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> "ScreenerConfig":
@@ -61,10 +66,14 @@ def reward_problems(screener: ScreenerConfig, reward: Decimal, currency: str, pr
     problems = []
     so = screener.screen_out_reward
     if so >= reward:
-        problems.append(f"screener.screen_out_reward {so} must be less than hit.reward {reward} (Prolific: "
-                        f"fixed_screen_out_reward must be below the study reward); lower it")
+        problems.append(
+            f"screener.screen_out_reward {so} must be less than hit.reward {reward} (Prolific: "
+            f"fixed_screen_out_reward must be below the study reward); lower it"
+        )
     floor = SCREEN_OUT_FLOOR.get(currency.upper())
     if provider == "prolific" and floor is not None and so < floor:
-        problems.append(f"screener.screen_out_reward {so} {currency} is under Prolific's floor of {floor} "
-                        f"{currency} for a screen-out; raise it to at least {floor}")
+        problems.append(
+            f"screener.screen_out_reward {so} {currency} is under Prolific's floor of {floor} "
+            f"{currency} for a screen-out; raise it to at least {floor}"
+        )
     return problems

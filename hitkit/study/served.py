@@ -1,6 +1,7 @@
 """Where a study's pages are served and which studies a database holds: the address recorded by each
 launch or ``hitkit serve`` (so invite links keep working), the dashboard's address, and the one-line
 answer for a study that was never launched."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,12 @@ def served_url(database_url: str, study: str) -> str | None:
         study_id = session.scalar(select(Study.id).where(Study.name == study))
         if study_id is None:
             return None
-        event = session.scalar(select(Event).where(Event.study_id == study_id, Event.kind == SERVED_EVENT)
-                               .order_by(Event.id.desc()).limit(1))
+        event = session.scalar(
+            select(Event)
+            .where(Event.study_id == study_id, Event.kind == SERVED_EVENT)
+            .order_by(Event.id.desc())
+            .limit(1)
+        )
         return event.data.get("url") if event else None
 
 
@@ -42,8 +47,10 @@ def dashboard_hint(base_url: str) -> str:
     """The dashboard's address, or how to turn it on."""
     if os.environ.get("HITKIT_DASHBOARD_USER"):
         return f"coordinator dashboard at {base_url}/dashboard/"
-    return (f"coordinator dashboard at {base_url}/dashboard/ once HITKIT_DASHBOARD_USER and "
-            f"HITKIT_DASHBOARD_PASSWORD are set")
+    return (
+        f"coordinator dashboard at {base_url}/dashboard/ once HITKIT_DASHBOARD_USER and "
+        f"HITKIT_DASHBOARD_PASSWORD are set"
+    )
 
 
 # Commands on a study that may not be launched yet ------------------------------------------------
@@ -53,8 +60,9 @@ def database_url_of(value: str) -> str:
         return value
     path = Path(value).expanduser()
     if path.is_dir():
-        raise HitkitError(f"{value} is a folder; give the study's database file (e.g. {path / 'hitkit.db'}) "
-                          f"or a database URL")
+        raise HitkitError(
+            f"{value} is a folder; give the study's database file (e.g. {path / 'hitkit.db'}) or a database URL"
+        )
     return f"sqlite:///{path.resolve()}"
 
 
@@ -86,6 +94,8 @@ def require_launched(config: StudyConfig, study_file: Path | str) -> None:
     """HitkitError in one line unless the study has been launched into its database (creates nothing)."""
     names = launched_studies(config.database_url)
     if names is None or config.study not in names:
-        raise HitkitError(f"study '{config.study}' has not been launched yet (nothing in {config.database_url}); "
-                          f"check it with `hitkit launch {study_file} --dry-run`, then run "
-                          f"`hitkit launch {study_file}`")
+        raise HitkitError(
+            f"study '{config.study}' has not been launched yet (nothing in {config.database_url}); "
+            f"check it with `hitkit launch {study_file} --dry-run`, then run "
+            f"`hitkit launch {study_file}`"
+        )

@@ -1,4 +1,5 @@
 """A study in the database: created once from its config, then loaded by any process that needs it."""
+
 from __future__ import annotations
 
 import random
@@ -61,8 +62,10 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
     a bad input leaves the database untouched.
     """
     if session.scalar(select(Study).where(Study.name == config.study)) is not None:
-        raise HitkitError(f"a study called '{config.study}' already exists in this database; "
-                          f"continue it with `hitkit launch --resume`, or choose another name in 'study:'")
+        raise HitkitError(
+            f"a study called '{config.study}' already exists in this database; "
+            f"continue it with `hitkit launch --resume`, or choose another name in 'study:'"
+        )
     task = task_for(config)
     material: Material = task.build()
     if config.judge is not None:
@@ -74,43 +77,66 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
     rng = random.Random(config.seed)
     hit_specs = task.pack(material.units, rng)
 
-    study = Study(name=config.study, task_type=config.task, provider=config.provider.kind, status="draft",
-                  config=config.model_dump(mode="json"), config_path=str(config_path) if config_path else None,
-                  budget=config.budget, currency=config.provider.currency, seed=config.seed)
+    study = Study(
+        name=config.study,
+        task_type=config.task,
+        provider=config.provider.kind,
+        status="draft",
+        config=config.model_dump(mode="json"),
+        config_path=str(config_path) if config_path else None,
+        budget=config.budget,
+        currency=config.provider.currency,
+        seed=config.seed,
+    )
     session.add(study)
     session.flush()
     systems = {}
     control = task_for(config).control_systems()
     for s in config.systems:
         is_control = s.name in control
-        systems[s.name] = System(study_id=study.id, name=s.name, is_control=is_control,
-                                 config=s.model_dump(mode="json"))
+        systems[s.name] = System(
+            study_id=study.id, name=s.name, is_control=is_control, config=s.model_dump(mode="json")
+        )
         session.add(systems[s.name])
     session.flush()
     conversations = {}
     for conv in material.conversations:
         row = Conversation(study_id=study.id, key=conv.key, kind=conv.kind, meta=dict(conv.meta))
-        row.turns = [Turn(index=i, speaker=t.speaker, text=t.text,
-                          system_id=systems[t.system].id if t.system in systems else None)
-                     for i, t in enumerate(conv.turns)]
+        row.turns = [
+            Turn(
+                index=i, speaker=t.speaker, text=t.text, system_id=systems[t.system].id if t.system in systems else None
+            )
+            for i, t in enumerate(conv.turns)
+        ]
         session.add(row)
         conversations[conv.key] = row
     session.flush()
     units = {}
     for spec in material.units:
-        conv = conversations.get(spec.conversation_key) if spec.conversation_key else None
-        units[spec.key] = Unit(study_id=study.id, key=spec.key, payload=dict(spec.payload),
-                               required_answers=spec.required_answers, conversation_id=conv.id if conv else None)
+        stored = conversations.get(spec.conversation_key) if spec.conversation_key else None
+        units[spec.key] = Unit(
+            study_id=study.id,
+            key=spec.key,
+            payload=dict(spec.payload),
+            required_answers=spec.required_answers,
+            conversation_id=stored.id if stored else None,
+        )
         session.add(units[spec.key])
     session.flush()
     lifetime = config.hit.lifetime_hours * 3600
-    for index, spec in enumerate(hit_specs):
-        hit = Hit(study_id=study.id, index=index, max_assignments=spec.max_assignments,
-                  reward=config.hit.reward, lifetime_s=lifetime)
-        hit.units = [HitUnit(unit_id=units[key].id, position=pos) for pos, key in enumerate(spec.unit_keys)]
+    for index, hit_spec in enumerate(hit_specs):
+        hit = Hit(
+            study_id=study.id,
+            index=index,
+            max_assignments=hit_spec.max_assignments,
+            reward=config.hit.reward,
+            lifetime_s=lifetime,
+        )
+        hit.units = [HitUnit(unit_id=units[key].id, position=pos) for pos, key in enumerate(hit_spec.unit_keys)]
         session.add(hit)
-    session.add(Event(study_id=study.id, kind="study_created", actor="cli",
-                      data={"units": len(units), "hits": len(hit_specs)}))
+    session.add(
+        Event(study_id=study.id, kind="study_created", actor="cli", data={"units": len(units), "hits": len(hit_specs)})
+    )
     session.flush()
     return StudyContext.of(study, secret)
 

@@ -4,6 +4,7 @@ file beside its target, is flushed to disk, and replaces the target in one renam
 An export that fails half-way (a full disk, a killed process, a bug) therefore leaves the previous
 file, or none — never a truncated one that parses as a valid, shorter table.
 """
+
 from __future__ import annotations
 
 import os

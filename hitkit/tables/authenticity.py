@@ -5,6 +5,7 @@ study has any signals, and the dashboard's Workers page shows each worker's scor
 outcome. The scores (:mod:`hitkit.worker.authenticity`) are for a person's review: nothing here rejects,
 blocks or holds anyone.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -24,8 +25,11 @@ KIND_ORDER = {"message": 0, "answer": 1, "comment": 2}
 
 def _assignments(session: Session, study_id: int):
     return session.execute(
-        select(Assignment, Hit, Worker).join(Hit, Assignment.hit_id == Hit.id)
-        .join(Worker, Assignment.worker_id == Worker.id).where(Hit.study_id == study_id)).all()
+        select(Assignment, Hit, Worker)
+        .join(Hit, Assignment.hit_id == Hit.id)
+        .join(Worker, Assignment.worker_id == Worker.id)
+        .where(Hit.study_id == study_id)
+    ).all()
 
 
 def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
@@ -36,38 +40,64 @@ def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
     keys = {u.id: u.public_key for u in session.scalars(select(Unit).where(Unit.study_id == ctx.study_id))}
     rows = []
 
-    def row(a_id: int, unit_id: int | None, kind: str, turn: int | None, question: str, text: str,
-            signals: dict) -> None:
+    def row(
+        a_id: int, unit_id: int | None, kind: str, turn: int | None, question: str, text: str, signals: dict
+    ) -> None:
         a, hit, w = assignments[a_id]
         scored = score_answer(signals, len(text))
-        rows.append(((hit.index, a.id, KIND_ORDER[kind], turn or 0, question), {
-            "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-            "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
-            "status": exported_status(a), "unit_id": keys.get(unit_id, "") if unit_id is not None else "",
-            "conversation_id": (ctx.task.chat_key(a.id, unit_id, ctx.task.chat_sides[0]) or "")
-            if unit_id is not None else "",
-            "kind": kind, "turn": turn,
-            "question": question, "chars": len(text), **{c: signals.get(c) for c in SIGNAL_COLUMNS},
-            "score": scored.score, "reason": scored.reason, "flagged": int(scored.flagged)}))
+        rows.append(
+            (
+                (hit.index, a.id, KIND_ORDER[kind], turn or 0, question),
+                {
+                    "study": study.name,
+                    "hit_id": hit.provider_hit_id or str(hit.id),
+                    "assignment_id": a.provider_assignment_id or str(a.id),
+                    "worker_id": w.external_id,
+                    "status": exported_status(a),
+                    "unit_id": keys.get(unit_id, "") if unit_id is not None else "",
+                    "conversation_id": (ctx.task.chat_key(a.id, unit_id, ctx.task.chat_sides[0]) or "")
+                    if unit_id is not None
+                    else "",
+                    "kind": kind,
+                    "turn": turn,
+                    "question": question,
+                    "chars": len(text),
+                    **{c: signals.get(c) for c in SIGNAL_COLUMNS},
+                    "score": scored.score,
+                    "reason": scored.reason,
+                    "flagged": int(scored.flagged),
+                },
+            )
+        )
 
     if ctx.task.has_chat:
         by_key = {}
-        for a_id, unit_id in session.execute(select(Assignment.id, HitUnit.unit_id)
-                                             .join(HitUnit, HitUnit.hit_id == Assignment.hit_id)
-                                             .join(Hit, Hit.id == Assignment.hit_id)
-                                             .where(Hit.study_id == ctx.study_id)):
+        for a_id, unit_id in session.execute(
+            select(Assignment.id, HitUnit.unit_id)
+            .join(HitUnit, HitUnit.hit_id == Assignment.hit_id)
+            .join(Hit, Hit.id == Assignment.hit_id)
+            .where(Hit.study_id == ctx.study_id)
+        ):
             # A unit with several conversations (the arena's sides) got each message on every side: counted once.
             by_key[ctx.task.chat_key(a_id, unit_id, ctx.task.chat_sides[0])] = (a_id, unit_id)
         for key, turn in session.execute(
-                select(Conversation.key, Turn).join(Turn, Turn.conversation_id == Conversation.id)
-                .where(Conversation.study_id == ctx.study_id, Turn.speaker == "worker", Turn.signals.is_not(None))):
+            select(Conversation.key, Turn)
+            .join(Turn, Turn.conversation_id == Conversation.id)
+            .where(Conversation.study_id == ctx.study_id, Turn.speaker == "worker", Turn.signals.is_not(None))
+        ):
             if key in by_key and turn.signals is not None:  # the query's condition, for the type checker
                 a_id, unit_id = by_key[key]
                 row(a_id, unit_id, "message", turn.index, "", turn.text, turn.signals)
     if ctx.task.free_text:
-        for r in session.scalars(select(Response).join(Unit, Response.unit_id == Unit.id)
-                                 .where(Unit.study_id == ctx.study_id, Response.signals.is_not(None),
-                                        Response.question.in_(sorted(ctx.task.free_text)))):
+        for r in session.scalars(
+            select(Response)
+            .join(Unit, Response.unit_id == Unit.id)
+            .where(
+                Unit.study_id == ctx.study_id,
+                Response.signals.is_not(None),
+                Response.question.in_(sorted(ctx.task.free_text)),
+            )
+        ):
             if r.signals is not None:  # the query's condition, for the type checker
                 row(r.assignment_id, r.unit_id, "answer", None, r.question, r.value, r.signals)
     for a, _hit, _w in assignments.values():  # the comment on the whole HIT, every protocol has one
@@ -92,9 +122,17 @@ def workers_table(answers: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for worker, scores in _answer_scores(answers).items():
         summary = score_worker(scores)
-        rows.append({"study": answers["study"].iloc[0], "worker_id": worker, "answers": summary.scored,
-                     "flagged": summary.flagged, "share_flagged": summary.share, "flag": int(summary.flag),
-                     "reasons": ";".join(f"{reason}:{n}" for reason, n in sorted(summary.reasons.items()))})
+        rows.append(
+            {
+                "study": answers["study"].iloc[0],
+                "worker_id": worker,
+                "answers": summary.scored,
+                "flagged": summary.flagged,
+                "share_flagged": summary.share,
+                "flag": int(summary.flag),
+                "reasons": ";".join(f"{reason}:{n}" for reason, n in sorted(summary.reasons.items())),
+            }
+        )
     return pd.DataFrame(rows, columns=list(AUTHENTICITY_WORKER_COLUMNS))
 
 

@@ -1,5 +1,6 @@
 """Cells of the tidy tables made safe to open: text that a spreadsheet would run as a formula is
 neutralised (OWASP, "CSV Injection"), in every export and import."""
+
 from __future__ import annotations
 
 import re

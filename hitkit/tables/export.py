@@ -7,6 +7,7 @@ or :func:`hitkit.load` can work from the folder alone. Column names are a contra
 and each protocol's vocabulary list them per table, ``docs/COLUMNS.md`` documents each, and ``EXPORT_VERSION`` changes whenever
 one does.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,44 +43,71 @@ FORMATS = ("csv", "parquet")
 def assignments_table(session: Session, study: Study) -> pd.DataFrame:
     """Every assignment a worker started, with its status and working time in seconds."""
     rows = session.execute(
-        select(Assignment, Hit, Worker).join(Hit, Assignment.hit_id == Hit.id)
+        select(Assignment, Hit, Worker)
+        .join(Hit, Assignment.hit_id == Hit.id)
         .join(Worker, Assignment.worker_id == Worker.id)
         .where(Hit.study_id == study.id, Assignment.status != "screened_out")  # never a worker's work
         .order_by(Hit.index, Assignment.id)
     ).all()
-    data = [{"study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-             "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
-             "status": exported_status(a), "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None}
-            for a, hit, w in rows]
+    data = [
+        {
+            "study": study.name,
+            "hit_id": hit.provider_hit_id or str(hit.id),
+            "assignment_id": a.provider_assignment_id or str(a.id),
+            "worker_id": w.external_id,
+            "status": exported_status(a),
+            "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None,
+        }
+        for a, hit, w in rows
+    ]
     return pd.DataFrame(data, columns=list(ASSIGNMENT_COLUMNS))
 
 
 def feedback_table(session: Session, study: Study) -> pd.DataFrame:
     """The workers' comments on whole HITs, one row per assignment that left one."""
     rows = session.execute(
-        select(Assignment, Hit, Worker).join(Hit, Assignment.hit_id == Hit.id)
+        select(Assignment, Hit, Worker)
+        .join(Hit, Assignment.hit_id == Hit.id)
         .join(Worker, Assignment.worker_id == Worker.id)
         .where(Hit.study_id == study.id, Assignment.feedback.is_not(None), Assignment.confirmed_at.is_not(None))
         .order_by(Hit.index, Assignment.id)
     ).all()
-    data = [{"study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-             "assignment_id": a.provider_assignment_id or str(a.id), "worker_id": w.external_id,
-             "feedback": a.feedback} for a, hit, w in rows]
+    data = [
+        {
+            "study": study.name,
+            "hit_id": hit.provider_hit_id or str(hit.id),
+            "assignment_id": a.provider_assignment_id or str(a.id),
+            "worker_id": w.external_id,
+            "feedback": a.feedback,
+        }
+        for a, hit, w in rows
+    ]
     return pd.DataFrame(data, columns=list(FEEDBACK_COLUMNS))
 
 
 def payments_table(session: Session, study: Study) -> pd.DataFrame:
     """The payment ledger: one row per reward, bonus or fee, amount as text (exact decimal)."""
     rows = session.execute(
-        select(Payment, Assignment, Worker).outerjoin(Assignment, Payment.assignment_id == Assignment.id)
+        select(Payment, Assignment, Worker)
+        .outerjoin(Assignment, Payment.assignment_id == Assignment.id)
         .outerjoin(Worker, Payment.worker_id == Worker.id)
-        .where(Payment.study_id == study.id).order_by(Payment.id)
+        .where(Payment.study_id == study.id)
+        .order_by(Payment.id)
     ).all()
-    data = [{"study": study.name, "payment_id": str(p.id),
-             "assignment_id": (a.provider_assignment_id or str(a.id)) if a is not None else "",
-             "worker_id": w.external_id if w is not None else "", "kind": p.kind, "amount": str(p.amount),
-             "currency": p.currency, "status": p.status, "created_at": p.created_at.isoformat()}
-            for p, a, w in rows]
+    data = [
+        {
+            "study": study.name,
+            "payment_id": str(p.id),
+            "assignment_id": (a.provider_assignment_id or str(a.id)) if a is not None else "",
+            "worker_id": w.external_id if w is not None else "",
+            "kind": p.kind,
+            "amount": str(p.amount),
+            "currency": p.currency,
+            "status": p.status,
+            "created_at": p.created_at.isoformat(),
+        }
+        for p, a, w in rows
+    ]
     return pd.DataFrame(data, columns=list(PAYMENT_COLUMNS))
 
 
@@ -91,16 +119,25 @@ def exclusions_table(session: Session, study: Study) -> pd.DataFrame:
     from hitkit.money.qc_policy import HELD_EVENT
 
     # Work held because its worker failed QC and then rejected is a QC outcome, whoever pressed the button.
-    held = {(e.data or {}).get("assignment") for e in session.scalars(select(Event).where(
-        Event.study_id == study.id, Event.kind == HELD_EVENT))}
+    held = {
+        (e.data or {}).get("assignment")
+        for e in session.scalars(select(Event).where(Event.study_id == study.id, Event.kind == HELD_EVENT))
+    }
     rows = []
-    for event in session.scalars(select(Event).where(Event.study_id == study.id, Event.kind == "assignment_rejected")
-                                 .order_by(Event.id)):
+    for event in session.scalars(
+        select(Event).where(Event.study_id == study.id, Event.kind == "assignment_rejected").order_by(Event.id)
+    ):
         reason = str((event.data or {}).get("reason") or "").strip()
         a = session.get(Assignment, (event.data or {}).get("assignment"))
         if reason and a is not None and a.status == "rejected" and a.id not in held:
-            rows.append({"study": study.name, "assignment_id": a.provider_assignment_id or str(a.id),
-                         "worker_id": a.worker.external_id, "reason": f"rejected by the coordinator: {reason}"})
+            rows.append(
+                {
+                    "study": study.name,
+                    "assignment_id": a.provider_assignment_id or str(a.id),
+                    "worker_id": a.worker.external_id,
+                    "reason": f"rejected by the coordinator: {reason}",
+                }
+            )
     return pd.DataFrame(rows, columns=list(EXCLUSION_COLUMNS)).drop_duplicates("assignment_id")
 
 
@@ -108,9 +145,17 @@ def study_info(study: Study) -> dict:
     """What ``study.json`` holds: the study's identity, budget, seed and the export's version."""
     from hitkit.tables.versions import software_versions
 
-    return {"study": study.name, "task": study.task_type, "provider": study.provider, "status": study.status,
-            "budget": str(study.budget), "currency": study.currency, "seed": study.seed,
-            "export_version": EXPORT_VERSION, "software": software_versions()}
+    return {
+        "study": study.name,
+        "task": study.task_type,
+        "provider": study.provider,
+        "status": study.status,
+        "budget": str(study.budget),
+        "currency": study.currency,
+        "seed": study.seed,
+        "export_version": EXPORT_VERSION,
+        "software": software_versions(),
+    }
 
 
 def resolve_formats(fmt: str | Iterable[str]) -> tuple[str, ...]:
@@ -158,33 +203,61 @@ def write_table(table: pd.DataFrame, out: Path, name: str, formats: Iterable[str
 def write_conversations(session: Session, study: Study, path: Path) -> int:
     """One JSON line per conversation with its turns, speakers, systems and times."""
     systems: dict[int | None, str] = {
-        s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))}
-    convs = session.scalars(select(Conversation).where(Conversation.study_id == study.id)
-                            .options(selectinload(Conversation.turns)).order_by(Conversation.id)).all()
+        s.id: s.name for s in session.scalars(select(System).where(System.study_id == study.id))
+    }
+    convs = session.scalars(
+        select(Conversation)
+        .where(Conversation.study_id == study.id)
+        .options(selectinload(Conversation.turns))
+        .order_by(Conversation.id)
+    ).all()
     with replacing(path) as temporary, temporary.open("w", encoding="utf-8") as fh:
         for c in convs:
-            fh.write(json.dumps({
-                "study": study.name, "conversation_id": c.key, "kind": c.kind, "meta": c.meta,
-                "turns": [{"index": t.index, "speaker": t.speaker, "system": systems.get(t.system_id),
-                           "text": t.text, "time": t.created_at.isoformat(),
-                           **({"first_token_ms": t.first_token_ms, "reply_ms": t.reply_ms}
-                              if t.reply_ms is not None else {})} for t in c.turns],
-            }, ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "study": study.name,
+                        "conversation_id": c.key,
+                        "kind": c.kind,
+                        "meta": c.meta,
+                        "turns": [
+                            {
+                                "index": t.index,
+                                "speaker": t.speaker,
+                                "system": systems.get(t.system_id),
+                                "text": t.text,
+                                "time": t.created_at.isoformat(),
+                                **(
+                                    {"first_token_ms": t.first_token_ms, "reply_ms": t.reply_ms}
+                                    if t.reply_ms is not None
+                                    else {}
+                                ),
+                            }
+                            for t in c.turns
+                        ],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return len(convs)
 
 
-def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
-                 formats: str | Iterable[str] = "both") -> list[Path]:
+def export_study(
+    session: Session, ctx: StudyContext, out_dir: str | Path, formats: str | Iterable[str] = "both"
+) -> list[Path]:
     """Write every tidy table of the study into ``out_dir`` as CSV and/or Parquet (``formats``:
     csv, parquet or both), plus ``conversations.jsonl`` and ``study.json``; return the files written."""
     formats = resolve_formats(formats)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     study = session.get_one(Study, ctx.study_id)
-    steps = {"assignments": lambda: assignments_table(session, study),
-             ctx.task.name: lambda: ctx.task.export(session, study),
-             "feedback": lambda: feedback_table(session, study),
-             "payments": lambda: payments_table(session, study)}
+    steps = {
+        "assignments": lambda: assignments_table(session, study),
+        ctx.task.name: lambda: ctx.task.export(session, study),
+        "feedback": lambda: feedback_table(session, study),
+        "payments": lambda: payments_table(session, study),
+    }
     if ctx.config.judge is not None:
         from hitkit.judges.judging import judge_table
 
@@ -192,7 +265,7 @@ def export_study(session: Session, ctx: StudyContext, out_dir: str | Path,
     written = []
     for name, build in progress(steps.items(), "export", total=len(steps), unit="table"):
         tables = build()
-        for table_name, table in (tables.items() if isinstance(tables, dict) else [(name, tables)]):
+        for table_name, table in tables.items() if isinstance(tables, dict) else [(name, tables)]:
             written += write_table(table, out, table_name, formats)
     # Only a study whose coordinator excluded work for a reason other than QC has this table.
     exclusions = exclusions_table(session, study)

@@ -5,6 +5,7 @@ database first when there is none), a run folder ``OUT/STUDY`` (its ``export/`` 
 an export folder, or an analysis folder. Tables are read from CSV, or from Parquet where only
 Parquet is there; ``docs/COLUMNS.md`` documents every column.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,10 @@ def check_task_folder(task: str, folder: Path) -> None:
         return
     for name, other in TASK_TABLES.items():
         if any((folder / f"{name}{s}").is_file() for s in TABLE_SUFFIXES):
-            raise HitkitError(f"{folder} holds {name} (the input of `hitkit analyze {other}`), not {wanted}.csv; "
-                              f"run `hitkit analyze {other} {folder} --out …`")
+            raise HitkitError(
+                f"{folder} holds {name} (the input of `hitkit analyze {other}`), not {wanted}.csv; "
+                f"run `hitkit analyze {other} {folder} --out …`"
+            )
 
 
 def table_names(folder: Path) -> list[str]:
@@ -92,8 +95,14 @@ def read_conversations(path: Path) -> pd.DataFrame:
         if not isinstance(conv, dict):
             raise InputError(path, "each line must be one conversation object with 'turns'", lineno)
         for turn in conv.get("turns", []):
-            rows.append({"study": conv.get("study"), "conversation_id": conv.get("conversation_id"),
-                         "kind": conv.get("kind"), **turn})
+            rows.append(
+                {
+                    "study": conv.get("study"),
+                    "conversation_id": conv.get("conversation_id"),
+                    "kind": conv.get("kind"),
+                    **turn,
+                }
+            )
     columns = ["study", "conversation_id", "kind", "index", "speaker", "system", "text", "time"]
     table = pd.DataFrame(rows, columns=columns)
     table["time"] = pd.to_datetime(table["time"], utc=True, errors="coerce")
@@ -136,8 +145,15 @@ class StudyData:
         raise KeyError(f"no table {name!r}; there are {sorted(self.tables) + sorted(self.analysis)}")
 
     def __getattr__(self, name: str) -> pd.DataFrame:
-        if name.startswith("_") or name in {"path", "tables", "analysis", "summary", "info", "export_dir",
-                                                 "analysis_dir"}:
+        if name.startswith("_") or name in {
+            "path",
+            "tables",
+            "analysis",
+            "summary",
+            "info",
+            "export_dir",
+            "analysis_dir",
+        }:
             raise AttributeError(name)
         try:
             return self[name]
@@ -148,8 +164,10 @@ class StudyData:
         return name in self.tables or name in self.analysis
 
     def __repr__(self) -> str:
-        return (f"StudyData({str(self.path)!r}, task={self.task!r}, tables={sorted(self.tables)}, "
-                f"analysis={sorted(self.analysis)})")
+        return (
+            f"StudyData({str(self.path)!r}, task={self.task!r}, tables={sorted(self.tables)}, "
+            f"analysis={sorted(self.analysis)})"
+        )
 
 
 def _is_export(folder: Path) -> bool:
@@ -158,15 +176,18 @@ def _is_export(folder: Path) -> bool:
 
 def _is_analysis(folder: Path) -> bool:
     return (folder / "summary.json").is_file() or any(
-        (folder / f"{n}{s}").is_file() for n in ANALYSIS_MARKERS for s in TABLE_SUFFIXES)
+        (folder / f"{n}{s}").is_file() for n in ANALYSIS_MARKERS for s in TABLE_SUFFIXES
+    )
 
 
 def locate(path: str | Path) -> tuple[Path | None, Path | None]:
     """(export folder, analysis folder) for a run folder, an export folder or an analysis folder."""
     path = Path(path)
     if not path.exists():
-        raise HitkitError(f"{path} does not exist; give a study file, a run folder (OUT/STUDY), "
-                          "an export folder or an analysis folder")
+        raise HitkitError(
+            f"{path} does not exist; give a study file, a run folder (OUT/STUDY), "
+            "an export folder or an analysis folder"
+        )
     if not path.is_dir():
         raise HitkitError(f"{path} is a file but not a study file (.yaml); give a study file or a folder")
     if _is_export(path):
@@ -178,8 +199,10 @@ def locate(path: str | Path) -> tuple[Path | None, Path | None]:
     export, analysis = path / "export", path / "analysis"
     if _is_export(export) or _is_analysis(analysis):
         return (export if _is_export(export) else None), (analysis if _is_analysis(analysis) else None)
-    raise HitkitError(f"{path} holds no hitkit tables (votes, ratings, annotations or assignments as CSV or "
-                      "Parquet, or an analysis' summary.json); export the study first with `hitkit export`")
+    raise HitkitError(
+        f"{path} holds no hitkit tables (votes, ratings, annotations or assignments as CSV or "
+        "Parquet, or an analysis' summary.json); export the study first with `hitkit export`"
+    )
 
 
 def export_from_database(study_file: Path, formats: str = "both") -> Path:

@@ -5,27 +5,102 @@ docs/COLUMNS.md). Each protocol's own table lists its columns in its vocabulary 
 Plain tuples, no dependencies: the export writes these tables, the analysis and :func:`hitkit.load`
 read them, and the MTurk import produces them, all from these names.
 """
+
 from __future__ import annotations
 
 KEY_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id")
 """The columns that open every per-assignment table: which study, HIT, assignment and worker."""
 ASSIGNMENT_COLUMNS = (*KEY_COLUMNS, "status", "work_time_s")
+JUDGE_ESTIMATE_COLUMNS = (
+    "n_human",
+    "n_judge",
+    "human",
+    "human_low",
+    "human_high",
+    "judge",
+    "judge_low",
+    "judge_high",
+    "ppi",
+    "ppi_low",
+    "ppi_high",
+    "lam",
+    "n_effective",
+    "fallback",
+)
+"""The columns every judge table ends with: how many human and judge labels, and the estimate with its
+interval three ways (humans only, judge only, prediction-powered), PPI's λ, its effective size and
+whether it fell back to the humans alone (docs/COLUMNS.md)."""
 FEEDBACK_COLUMNS = (*KEY_COLUMNS, "feedback")
-PAYMENT_COLUMNS = ("study", "payment_id", "assignment_id", "worker_id", "kind", "amount", "currency", "status",
-                   "created_at")
-SIGNAL_COLUMNS = ("keys", "typed_chars", "composed_chars", "pasted_chars", "pastes", "deletes", "iki_median_ms",
-                  "iki_iqr_ms", "compose_ms", "blurs")
+PAYMENT_COLUMNS = (
+    "study",
+    "payment_id",
+    "assignment_id",
+    "worker_id",
+    "kind",
+    "amount",
+    "currency",
+    "status",
+    "created_at",
+)
+SIGNAL_COLUMNS = (
+    "keys",
+    "typed_chars",
+    "composed_chars",
+    "pasted_chars",
+    "pastes",
+    "deletes",
+    "iki_median_ms",
+    "iki_iqr_ms",
+    "compose_ms",
+    "blurs",
+)
 """How an answer was typed, as the page counted it (:data:`hitkit.worker.authenticity.SIGNALS`, the same names)."""
-AUTHENTICITY_COLUMNS = (*KEY_COLUMNS, "status", "unit_id", "conversation_id", "kind", "turn", "question", "chars",
-                        *SIGNAL_COLUMNS, "score", "reason", "flagged")
+AUTHENTICITY_COLUMNS = (
+    *KEY_COLUMNS,
+    "status",
+    "unit_id",
+    "conversation_id",
+    "kind",
+    "turn",
+    "question",
+    "chars",
+    *SIGNAL_COLUMNS,
+    "score",
+    "reason",
+    "flagged",
+)
 AUTHENTICITY_WORKER_COLUMNS = ("study", "worker_id", "answers", "flagged", "share_flagged", "flag", "reasons")
-SHARED_TABLES = {"assignments": ASSIGNMENT_COLUMNS, "feedback": FEEDBACK_COLUMNS, "payments": PAYMENT_COLUMNS,
-                 "authenticity": AUTHENTICITY_COLUMNS, "authenticity_workers": AUTHENTICITY_WORKER_COLUMNS}
+SHARED_TABLES = {
+    "assignments": ASSIGNMENT_COLUMNS,
+    "feedback": FEEDBACK_COLUMNS,
+    "payments": PAYMENT_COLUMNS,
+    "authenticity": AUTHENTICITY_COLUMNS,
+    "authenticity_workers": AUTHENTICITY_WORKER_COLUMNS,
+}
 """Every exported table that is not a protocol's own, by file stem."""
 
-TEXT_COLUMNS = frozenset({*KEY_COLUMNS, "conversation_id", "item_id", "payment_id", "system", "system_a",
-                          "system_b", "criterion", "label", "vote", "status", "kind", "currency", "feedback",
-                          "unit_id", "question", "reason", "reasons"})
+TEXT_COLUMNS = frozenset(
+    {
+        *KEY_COLUMNS,
+        "conversation_id",
+        "item_id",
+        "payment_id",
+        "system",
+        "system_a",
+        "system_b",
+        "criterion",
+        "label",
+        "vote",
+        "status",
+        "kind",
+        "currency",
+        "feedback",
+        "unit_id",
+        "question",
+        "reason",
+        "reasons",
+    }
+)
 """Columns read as text whatever they hold, so that an id such as "001" or "NA" survives a round trip."""
 
 ACTIVE_STATUSES = ("accepted", "submitted", "approved")

@@ -1,5 +1,6 @@
 """The versions of hitkit and of the numerical libraries a result was computed with (recorded in every
 export's study.json and analysis' summary.json, and named in the report's methods paragraph)."""
+
 from __future__ import annotations
 
 

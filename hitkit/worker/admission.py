@@ -9,6 +9,7 @@ last place cannot both get it; the worker's row is locked too, for the cap on HI
 
 Every function taking a session leaves committing to the caller (one request, one transaction).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -47,10 +48,6 @@ class Entry:
     """For a preview made by :func:`admit`: what the page shows of each unit (no answers, no ids to act on)."""
 
 
-def _study(session: Session, ctx: StudyContext) -> Study:
-    return session.get(Study, ctx.study_id)
-
-
 def _accepting(study: Study) -> None:
     if study.status != "running":
         raise FlowError("this study is not accepting new work at the moment", 410)
@@ -66,20 +63,29 @@ def _worker(session: Session, provider: str, external_id: str) -> Worker:
                 worker = Worker(provider=provider, external_id=external_id)
                 session.add(worker)
         except IntegrityError:
-            worker = session.scalar(query)
+            worker = session.execute(query).scalar_one()  # a rival's first arrival made it meanwhile
     return worker
 
 
-def open_hits(session: Session, study_id: int, worker: Worker | None, now: dt.datetime,
-              task: TaskType | None = None) -> list[Hit]:
+def open_hits(
+    session: Session, study_id: int, worker: Worker | None, now: dt.datetime, task: TaskType | None = None
+) -> list[Hit]:
     """The posted, unexpired HITs of the study with a free place that ``worker`` has not taken, in order.
 
     With ``task``, HITs the task type refuses to ``worker`` (:meth:`TaskType.refuses`) are left out.
     """
-    active = (select(func.count()).select_from(Assignment)
-              .where(Assignment.hit_id == Hit.id, Assignment.status.in_(ACTIVE_STATUSES)).scalar_subquery())
-    query = select(Hit).where(Hit.study_id == study_id, Hit.status == "posted", active < Hit.max_assignments,
-                              (Hit.expires_at.is_(None)) | (Hit.expires_at > now))
+    active = (
+        select(func.count())
+        .select_from(Assignment)
+        .where(Assignment.hit_id == Hit.id, Assignment.status.in_(ACTIVE_STATUSES))
+        .scalar_subquery()
+    )
+    query = select(Hit).where(
+        Hit.study_id == study_id,
+        Hit.status == "posted",
+        active < Hit.max_assignments,
+        (Hit.expires_at.is_(None)) | (Hit.expires_at > now),
+    )
     if worker is not None:
         query = query.where(Hit.id.not_in(select(Assignment.hit_id).where(Assignment.worker_id == worker.id)))
     hits = list(session.scalars(query.order_by(Hit.index)))
@@ -88,8 +94,9 @@ def open_hits(session: Session, study_id: int, worker: Worker | None, now: dt.da
     return hits
 
 
-def next_open_hit(session: Session, study_id: int, worker: Worker | None, now: dt.datetime,
-                  task: TaskType | None = None) -> Hit | None:
+def next_open_hit(
+    session: Session, study_id: int, worker: Worker | None, now: dt.datetime, task: TaskType | None = None
+) -> Hit | None:
     """The first of :func:`open_hits`, or None."""
     hits = open_hits(session, study_id, worker, now, task)
     return hits[0] if hits else None
@@ -111,19 +118,27 @@ def arrive(ctx: StudyContext, args: Mapping[str, str], client: str = "") -> Arri
 
 
 def _confirmed_work(ctx: StudyContext, given: str, client: str) -> ProviderWork | None:
-    key = arrivals.link_key("work_of", ctx.provider.name, f"{ctx.config.database_url}#{ctx.name}",
-                            {"assignment": given})
+    key = arrivals.link_key(
+        "work_of", ctx.provider.name, f"{ctx.config.database_url}#{ctx.name}", {"assignment": given}
+    )
     try:
         return arrivals.CHECKS.check(key, lambda: ctx.provider.work_of(given), client)
     except FlowError as exc:
         if exc.status >= 500:
-            raise FlowError("the crowd site could not confirm this assignment just now; please reload in a "
-                            "moment", 503) from exc
+            raise FlowError(
+                "the crowd site could not confirm this assignment just now; please reload in a moment", 503
+            ) from exc
         raise
 
 
-def admit(database_url: str, ctx: StudyContext, hit_id: int | None, args: Mapping[str, str],
-          client: str = "", held_token: str | None = None) -> Entry:
+def admit(
+    database_url: str,
+    ctx: StudyContext,
+    hit_id: int | None,
+    args: Mapping[str, str],
+    client: str = "",
+    held_token: str | None = None,
+) -> Entry:
     """One arrival, end to end: the provider's checks with no transaction open, then :func:`enter` in one.
 
     Each platform call (the arrival check, and the confirmation of a changed assignment id) is made
@@ -141,8 +156,11 @@ def admit(database_url: str, ctx: StudyContext, hit_id: int | None, args: Mappin
         try:
             with session_scope(database_url) as session:
                 entry = enter(session, ctx, hit_id, arrival, work_of=work_of, held_token=held_token)
-                views = ([ctx.task.view(hu.unit, {}) for hu in _preview_units(entry.hit)]
-                         if entry.preview and entry.hit is not None else [])
+                views = (
+                    [ctx.task.view(hu.unit, {}) for hu in _preview_units(entry.hit)]
+                    if entry.preview and entry.hit is not None
+                    else []
+                )
             return Entry(entry.preview, entry.hit, entry.token, entry.assignment, views)
         except _Confirm as need:
             works[need.given] = _confirmed_work(ctx, need.given, client)
@@ -155,8 +173,14 @@ def _preview_units(hit: Hit) -> list[HitUnit]:
     return sorted(hit.units, key=lambda hu: hu.unit.public_key)
 
 
-def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arrival | Mapping[str, str],
-          work_of: Callable[[str], ProviderWork | None] | None = None, held_token: str | None = None) -> Entry:
+def enter(
+    session: Session,
+    ctx: StudyContext,
+    hit_id: int | None,
+    arrival: Arrival | Mapping[str, str],
+    work_of: Callable[[str], ProviderWork | None] | None = None,
+    held_token: str | None = None,
+) -> Entry:
     """Handle one arrival; raise FlowError with the reason a worker cannot take the HIT.
 
     ``arrival`` is the provider's verdict (:func:`arrive`); given the raw query parameters instead,
@@ -168,7 +192,7 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
     """
     if not isinstance(arrival, Arrival):
         arrival = ctx.provider.arrival(arrival)
-    study = _study(session, ctx)
+    study = session.get_one(Study, ctx.study_id)
     hit = None
     if hit_id is not None:
         hit = session.get(Hit, hit_id) if 0 < hit_id <= MAX_ROW_ID else None
@@ -180,21 +204,27 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
         return Entry(preview=True, hit=hit)
     for what, ident in (("worker id", arrival.worker_id), ("assignment id", arrival.provider_assignment_id)):
         if ident is not None and (len(ident) > MAX_ID_CHARS or "\x00" in ident):
-            raise FlowError(f"the {what} in this link is not valid (over {MAX_ID_CHARS} characters or with a NUL "
-                            "character); open the task again from the crowd site", 400)
+            raise FlowError(
+                f"the {what} in this link is not valid (over {MAX_ID_CHARS} characters or with a NUL "
+                "character); open the task again from the crowd site",
+                400,
+            )
 
-    worker = _worker(session, ctx.provider.name, arrival.worker_id)
+    worker = _worker(session, ctx.provider.name, arrival.worker)
     # Lock the worker row: one worker opening two HITs at once must not slip past the cap.
-    worker = session.scalar(select(Worker).where(Worker.id == worker.id).with_for_update()
-                            .execution_options(populate_existing=True))
+    worker = session.execute(
+        select(Worker).where(Worker.id == worker.id).with_for_update().execution_options(populate_existing=True)
+    ).scalar_one()
     if worker.blocked:
         raise FlowError("you are not able to take part in this study", 403)
     now = utcnow()
     existing = None
     if hit is None or ctx.provider.resume_needs_proof:
         existing = session.scalar(
-            select(Assignment).join(Hit).where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
-                                               Assignment.status == "accepted"))
+            select(Assignment)
+            .join(Hit)
+            .where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id, Assignment.status == "accepted")
+        )
         if existing is not None and hit is not None and existing.hit_id != hit.id:
             # A typed participant id holding work elsewhere opens nothing new under it without proof.
             _check_returning(ctx, existing, arrival, held_token)
@@ -211,18 +241,22 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
         if hit is None:
             raise FlowError("there is no work left for you in this study right now — thank you!", 409)
     # Lock the HIT row: its places are counted and taken in one step.
-    hit = session.scalar(select(Hit).where(Hit.id == hit.id).with_for_update()
-                         .execution_options(populate_existing=True))
+    hit = session.execute(
+        select(Hit).where(Hit.id == hit.id).with_for_update().execution_options(populate_existing=True)
+    ).scalar_one()
 
-    assignment = session.scalar(select(Assignment).where(Assignment.hit_id == hit.id,
-                                                         Assignment.worker_id == worker.id)
-                                .execution_options(populate_existing=True))
+    assignment = session.scalar(
+        select(Assignment)
+        .where(Assignment.hit_id == hit.id, Assignment.worker_id == worker.id)
+        .execution_options(populate_existing=True)
+    )
     if assignment is not None:
         if assignment.status in ACTIVE_STATUSES:
             _check_returning(ctx, assignment, arrival, held_token)
             _check_same_assignment(ctx, assignment, worker, arrival, work_of or ctx.provider.work_of)
-            return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce),
-                         assignment)
+            return Entry(
+                False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce), assignment
+            )
         raise FlowError(f"you already took this HIT (it is {assignment.status}); it cannot be taken again", 409)
     # A paused or stopped study takes no one new; those already at work may come back and finish
     # (Prolific: participants who started a paused study can still complete it).
@@ -230,15 +264,20 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
 
     if hit.status != "posted" or (hit.expires_at is not None and hit.expires_at <= now):
         raise FlowError("this HIT is no longer available", 410)
-    done_by_worker = session.scalar(
-        select(func.count()).select_from(Assignment).join(Hit)
-        .where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id,
-               Assignment.status.in_(CAP_STATUSES)))
+    done_by_worker = session.execute(
+        select(func.count())
+        .select_from(Assignment)
+        .join(Hit)
+        .where(Hit.study_id == ctx.study_id, Assignment.worker_id == worker.id, Assignment.status.in_(CAP_STATUSES))
+    ).scalar_one()
     cap = ctx.config.schedule.per_worker_cap
     if done_by_worker >= cap:
         raise FlowError(f"you have already done the most HITs one person may do in this study ({cap})", 403)
-    taken = session.scalar(select(func.count()).select_from(Assignment)
-                           .where(Assignment.hit_id == hit.id, Assignment.status.in_(ACTIVE_STATUSES)))
+    taken = session.execute(
+        select(func.count())
+        .select_from(Assignment)
+        .where(Assignment.hit_id == hit.id, Assignment.status.in_(ACTIVE_STATUSES))
+    ).scalar_one()
     if taken >= hit.max_assignments:
         raise FlowError("every place on this HIT is taken", 409)
     refusal = ctx.task.refuses(session, hit, worker)
@@ -247,27 +286,49 @@ def enter(session: Session, ctx: StudyContext, hit_id: int | None, arrival: Arri
 
     units = [hu.unit for hu in hit.units]
     rng = random.Random(f"{ctx.config.seed}:{hit.id}:{worker.external_id}")
-    assignment = Assignment(hit_id=hit.id, worker_id=worker.id, provider_assignment_id=arrival.provider_assignment_id,
-                            status="accepted", token_nonce=tokens.new_nonce(), layout=ctx.task.layout(units, rng),
-                            accepted_at=now,
-                            # A verified arrival confirms the worker; otherwise the platform or coordinator must.
-                            confirmed_at=now if ctx.provider.confirmation == "arrival" else None)
+    assignment = Assignment(
+        hit_id=hit.id,
+        worker_id=worker.id,
+        provider_assignment_id=arrival.provider_assignment_id,
+        status="accepted",
+        token_nonce=tokens.new_nonce(),
+        layout=ctx.task.layout(units, rng),
+        accepted_at=now,
+        # A verified arrival confirms the worker; otherwise the platform or coordinator must.
+        confirmed_at=now if ctx.provider.confirmation == "arrival" else None,
+    )
     session.add(assignment)
     session.flush()
     if assignment.provider_assignment_id is None:
         assignment.provider_assignment_id = f"{ctx.provider.name}-a{assignment.id}"
     for unit in units:
         for question, value in ctx.task.auto_answers(unit).items():
-            session.add(Response(assignment_id=assignment.id, unit_id=unit.id, question=question,
-                                 value=value, source="auto", created_at=now, updated_at=now))
-    session.add(Event(study_id=ctx.study_id, kind="assignment_accepted", actor="server",
-                      data={"assignment": assignment.id, "hit": hit.id, "worker": worker.external_id}))
+            session.add(
+                Response(
+                    assignment_id=assignment.id,
+                    unit_id=unit.id,
+                    question=question,
+                    value=value,
+                    source="auto",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+    session.add(
+        Event(
+            study_id=ctx.study_id,
+            kind="assignment_accepted",
+            actor="server",
+            data={"assignment": assignment.id, "hit": hit.id, "worker": worker.external_id},
+        )
+    )
     session.flush()
     return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce), assignment)
 
 
-def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Worker, arrival,
-                           work_of: Callable[[str], ProviderWork | None]) -> None:
+def _check_same_assignment(
+    ctx: StudyContext, assignment: Assignment, worker: Worker, arrival, work_of: Callable[[str], ProviderWork | None]
+) -> None:
     """Refuse a return visit whose provider assignment id is not the one this worker's assignment holds.
 
     A worker id alone is no proof of identity on MTurk (it travels unsigned in the URL), so whoever
@@ -285,20 +346,24 @@ def _check_same_assignment(ctx: StudyContext, assignment: Assignment, worker: Wo
     except (_Confirm, FlowError):
         raise
     except Exception as exc:  # noqa: BLE001 - the check failed: refuse now, the worker may come back
-        raise FlowError("the crowd site could not confirm this assignment just now; please reload in a moment",
-                        503) from exc
+        raise FlowError(
+            "the crowd site could not confirm this assignment just now; please reload in a moment", 503
+        ) from exc
     if work is None:  # a provider with no marketplace of its own (simulated, local): its ids prove nothing
         return
     if work.worker_id == worker.external_id and assignment.status == "accepted" and work.status.value == "working":
         assignment.provider_assignment_id = given
         return
-    raise FlowError("this link's assignment id is not the one you accepted; open the task again from the "
-                    "crowd site", 403)
+    raise FlowError(
+        "this link's assignment id is not the one you accepted; open the task again from the crowd site", 403
+    )
 
 
-SOMEONE_ELSES = ("this participant id already holds work in this study under another session, so this link "
-                 "cannot open it. If it is yours, open the study again from the panel in the browser where you "
-                 "started it; otherwise ask the study's coordinator.")
+SOMEONE_ELSES = (
+    "this participant id already holds work in this study under another session, so this link "
+    "cannot open it. If it is yours, open the study again from the panel in the browser where you "
+    "started it; otherwise ask the study's coordinator."
+)
 
 
 def _check_returning(ctx: StudyContext, assignment: Assignment, arrival: Arrival, held_token: str | None) -> None:

@@ -15,6 +15,7 @@ a slow or throttled platform costs the arriving visitor a wait and nobody else a
   (one per ``FAILURE_REFILL_S``), so a stream of made-up links cannot each cost a platform call
   and an audit row.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import TypeVar
 
 from hitkit.errors import FlowError
@@ -105,27 +107,31 @@ class ArrivalChecks:
                 return hit[1]  # type: ignore[return-value]
             future = self._running.get(key)
             started = future is None
-            if started:
+            if future is None:
                 wait = self.budget.wait_s(client) if charge else 0.0
                 if wait:
-                    raise FlowError("too many links from your connection could not be confirmed by the crowd "
-                                    f"site; please wait {wait:.0f} s and open the study from the crowd site again",
-                                    429)
+                    raise FlowError(
+                        "too many links from your connection could not be confirmed by the crowd "
+                        f"site; please wait {wait:.0f} s and open the study from the crowd site again",
+                        429,
+                    )
                 future = self._pool.submit(ask)
                 self._running[key] = future
         if started:
             # Outside the lock: a future already done runs its callback at once, in this thread.
-            future.add_done_callback(lambda f, key=key: self._finished(key, client if charge else None, f))
+            future.add_done_callback(partial(self._finished, key, client if charge else None))
         try:
             return future.result(timeout=timeout_s())
         except FutureTimeout:
-            raise FlowError("the crowd site is slow to confirm who you are; please reload this page in a moment",
-                            503) from None
+            raise FlowError(
+                "the crowd site is slow to confirm who you are; please reload this page in a moment", 503
+            ) from None
         except FlowError:
             raise
         except Exception as exc:  # noqa: BLE001 - the platform or the network failed: not the visitor's fault
-            raise FlowError("the crowd site could not confirm who you are just now; please reload this page in "
-                            "a moment", 503) from exc
+            raise FlowError(
+                "the crowd site could not confirm who you are just now; please reload this page in a moment", 503
+            ) from exc
 
     def _finished(self, key: tuple, client: str | None, future: Future) -> None:
         exc = future.exception()
@@ -149,8 +155,11 @@ class ArrivalChecks:
         if provider_assignment_id is None:
             return
         with self._lock:
-            stale = [key for key, (_, value, _) in self._done.items()
-                     if getattr(value, "provider_assignment_id", None) == provider_assignment_id]
+            stale = [
+                key
+                for key, (_, value, _) in self._done.items()
+                if getattr(value, "provider_assignment_id", None) == provider_assignment_id
+            ]
             for key in stale:
                 del self._done[key]
 

@@ -23,6 +23,7 @@ Why these thresholds (tuned with ``benchmarks/authenticity.py`` and kept loose o
   can never be flagged by it.
 - Answers shorter than :data:`MIN_CHARS` are scored but never flagged: "ok" pasted proves nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,11 @@ MS_MAX = 86_400_000
 SIGNALS: dict[str, tuple[int, str]] = {
     "keys": (COUNT_MAX, "input events from a key or a tap that inserted characters"),
     "typed_chars": (COUNT_MAX, "characters inserted one keystroke at a time (inputType insertText)"),
-    "composed_chars": (COUNT_MAX, "characters inserted by composition, replacement or several at once "
-                                  "(phone keyboards, autocorrect, suggestions, input methods)"),
+    "composed_chars": (
+        COUNT_MAX,
+        "characters inserted by composition, replacement or several at once "
+        "(phone keyboards, autocorrect, suggestions, input methods)",
+    ),
     "pasted_chars": (COUNT_MAX, "characters inserted by paste or drop"),
     "pastes": (COUNT_MAX, "paste and drop events"),
     "deletes": (COUNT_MAX, "input events that deleted text"),

@@ -10,6 +10,7 @@ does the same for ``Answer.taskAnswers``.
 came over the wire: not UTF-8 (werkzeug would decode it with replacement characters and pass it
 on), or holding a NUL (``%00`` in a chat unit key reached PostgreSQL, which refuses it: a 500).
 """
+
 from __future__ import annotations
 
 from urllib.parse import unquote_to_bytes

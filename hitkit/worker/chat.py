@@ -46,6 +46,7 @@ times; the meta also travels with the conversation into ``conversations.jsonl``.
 
 The steps in the caller's transaction are in :mod:`hitkit.worker.chat_turns`, their SQL in :mod:`hitkit.worker.chat_sql`.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -73,6 +74,7 @@ one that takes an ``on_text`` keyword streams (``BotClient.reply`` does)."""
 OnText = Callable[[str], None]
 """Told the reply so far, each time it grows."""
 
+
 class BotReplyError(FlowError):
     """The bot gave no reply; the worker's turn is stored and the reply still owed (HTTP 502)."""
 
@@ -89,12 +91,18 @@ def claim_lease_s(ctx: StudyContext, system: str) -> float:
     options = next((s.options for s in ctx.config.systems if s.name == system), {}) or {}
     timeout, retries = float(options.get("timeout_s", 30.0)), int(options.get("retries", 2))
     backoff = float(options.get("backoff_s", 0.5))
-    return timeout * (retries + 1) + backoff * (2 ** retries - 1) + 2.0
+    return timeout * (retries + 1) + backoff * (2**retries - 1) + 2.0
 
 
 # One exchange, each step in its own transaction --------------------------------------------------
-def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int | str,
-              reply: Reply | Mapping[str, Reply], on_text: OnText | None = None) -> ChatState:
+def bot_reply(
+    database_url: str,
+    ctx: StudyContext,
+    token: str,
+    unit_id: int | str,
+    reply: Reply | Mapping[str, Reply],
+    on_text: OnText | None = None,
+) -> ChatState:
     """Ask the bot for the reply it owes, if any, and store it; BotReplyError if it gives none.
 
     If another request is already asking the bot for this reply, wait for the reply it stores
@@ -106,12 +114,15 @@ def bot_reply(database_url: str, ctx: StudyContext, token: str, unit_id: int | s
         side = chat_turns.split_side(unit_id)[1]
         conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=False, side=side)
         turns = chat_sql.turns_of(session, conversation)
-        if not turns or turns[-1].speaker != "worker":
+        if conversation is None or not turns or turns[-1].speaker != "worker":  # no conversation: no turns
             return chat_turns.state(ctx, assignment, unit, conversation, turns, side)
         lease = claim_lease_s(ctx, ctx.task.chat_system(unit, side))
         claimed_at = conversation.reply_claimed_at
-        free = (conversation.reply_claim is None or claimed_at is None
-                or utcnow() - claimed_at > dt.timedelta(seconds=lease))
+        free = (
+            conversation.reply_claim is None
+            or claimed_at is None
+            or utcnow() - claimed_at > dt.timedelta(seconds=lease)
+        )
         claim = chat_turns.claim_reply(conversation) if free else None
         owed = chat_turns.owed_reply(assignment, unit, conversation, turns, claim, side, ctx)
     if owed.claim is None:
@@ -129,15 +140,14 @@ def _await_reply(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, wa
     pause = 0.05
     while True:
         with session_scope(database_url) as session:
-            conversation = session.get(Conversation, owed.conversation_id)
+            conversation = session.get_one(Conversation, owed.conversation_id)
             turns = chat_sql.turns_of(session, conversation)
             if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
                 return chat_turns.state_of(ctx, owed.unit_key, conversation, turns)
             if conversation.reply_claim is None:  # the claimant failed and let go: the page may retry now
                 raise BotReplyError("the chatbot did not reply; your message is saved — please try again")
         if time.monotonic() >= deadline:
-            raise BotReplyError("the chatbot is still writing its reply; your message is saved — please wait "
-                                "a moment")
+            raise BotReplyError("the chatbot is still writing its reply; your message is saved — please wait a moment")
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
 
@@ -147,9 +157,11 @@ def _release(database_url: str, owed: chat_turns.Owed) -> None:
     if owed.claim is None:
         return
     with session_scope(database_url) as session:
-        session.execute(update(Conversation).where(Conversation.id == owed.conversation_id,
-                                                   Conversation.reply_claim == owed.claim)
-                        .values(reply_claim=None, reply_claimed_at=None))
+        session.execute(
+            update(Conversation)
+            .where(Conversation.id == owed.conversation_id, Conversation.reply_claim == owed.claim)
+            .values(reply_claim=None, reply_claimed_at=None)
+        )
 
 
 NOT_ANSWERING = "this chatbot is not answering; please wait or go on — your message is saved"
@@ -158,8 +170,13 @@ the server log and the study's ``bot_*`` events), so a failing control bot looks
 log = logging.getLogger("hitkit.worker.chat")
 
 
-def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Reply],
-           owed: chat_turns.Owed, on_text: OnText | None = None) -> ChatState:
+def answer(
+    database_url: str,
+    ctx: StudyContext,
+    reply: Reply | Mapping[str, Reply],
+    owed: chat_turns.Owed,
+    on_text: OnText | None = None,
+) -> ChatState:
     """Ask the bot for the reply it owes with no transaction open, then store it if still owed.
 
     With ``on_text`` the reply is streamed: ``on_text(reply so far)`` is called as it grows (from a
@@ -177,7 +194,8 @@ def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Rep
                 raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
             reply = reply[system]
         try:
-            started, first = time.monotonic(), []
+            started = time.monotonic()
+            first: list[float] = []
 
             def seen(so_far: str) -> None:
                 if so_far and not first:
@@ -212,8 +230,7 @@ def answer(database_url: str, ctx: StudyContext, reply: Reply | Mapping[str, Rep
         return chat_turns.store_reply(session, ctx, owed, text, took)[1]
 
 
-def _pace(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, elapsed_s: float,
-          is_control: bool) -> None:
+def _pace(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, elapsed_s: float, is_control: bool) -> None:
     """Hold the reply until its release time: the control slot is never the fast one."""
     settings = ctx.config.bots.pacing if ctx.config.bots is not None else PacingConfig()
     study = (database_url, ctx.study_id)
@@ -237,8 +254,9 @@ def _call(reply: Reply, history: list[dict[str, str]], seen: OnText, stream: boo
     return text
 
 
-def store_message(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
-                  signals: Any = None) -> chat_turns.Owed:
+def store_message(
+    database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str, signals: Any = None
+) -> chat_turns.Owed:
     """Store and commit the worker's message; the reply the bot now owes (:func:`answer` asks for it).
 
     ``signals``: how the page saw the message typed, as sent (:func:`hitkit.worker.chat_turns.add_worker_turn`)."""
@@ -246,8 +264,16 @@ def store_message(database_url: str, ctx: StudyContext, token: str, unit_id: int
         return chat_turns.store_worker_turn(session, ctx, token, unit_id, text, signals)[1]
 
 
-def send(database_url: str, ctx: StudyContext, token: str, unit_id: int | str, text: str,
-         reply: Reply | Mapping[str, Reply], signals: Any = None, on_text: OnText | None = None) -> ChatState:
+def send(
+    database_url: str,
+    ctx: StudyContext,
+    token: str,
+    unit_id: int | str,
+    text: str,
+    reply: Reply | Mapping[str, Reply],
+    signals: Any = None,
+    on_text: OnText | None = None,
+) -> ChatState:
     """The worker's message, committed first, then the bot's reply to it (see the module docstring)."""
     owed = store_message(database_url, ctx, token, unit_id, text, signals)
     return answer(database_url, ctx, reply, owed, on_text)

@@ -18,6 +18,7 @@ bot sends raises :class:`Abandoned` inside the exchange, which closes the bot's 
 its generation (the bot server's rule for a client that left); the reply stays owed, and the page,
 when it comes back, asks for it again.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,15 @@ def relay(exchange: Exchange, keepalive_s: float = KEEPALIVE_S) -> Iterator[byte
             events.put(("error", {"error": str(exc), "status": getattr(exc, "status", 400)}))
         except Exception:  # a page must always hear how its exchange ended
             log.exception("a streamed chat exchange failed")
-            events.put(("error", {"error": "the server failed to store the reply; your message is saved — "
-                                           "please try again", "waiting": True}))
+            events.put(
+                (
+                    "error",
+                    {
+                        "error": "the server failed to store the reply; your message is saved — please try again",
+                        "waiting": True,
+                    },
+                )
+            )
 
     threading.Thread(target=run, name="hitkit-chat-stream", daemon=True).start()
     try:

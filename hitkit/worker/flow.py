@@ -22,6 +22,7 @@ from a request take that key (a str); Python callers may pass the row id (an int
 Every function taking a session leaves committing to the caller (one request, one transaction).
 None of them knows about HTTP.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -53,8 +54,9 @@ def storable_text(text: str, what: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise AnswerError(f"the {what} contains an unpaired surrogate character (position {exc.start}); "
-                          "send proper UTF-8 text") from None
+        raise AnswerError(
+            f"the {what} contains an unpaired surrogate character (position {exc.start}); send proper UTF-8 text"
+        ) from None
     return text
 
 
@@ -83,8 +85,11 @@ def _assignment_query(lock: bool):
     Built once per process (the id is a bound parameter): every worker request runs it, and building
     the statement and its cache key each time was a tenth of a chat turn's CPU.
     """
-    query = (select(Assignment).options(joinedload(Assignment.hit, innerjoin=True))
-             .where(Assignment.id == bindparam("assignment_id")))
+    query = (
+        select(Assignment)
+        .options(joinedload(Assignment.hit, innerjoin=True))
+        .where(Assignment.id == bindparam("assignment_id"))
+    )
     if lock:
         query = query.with_for_update(of=Assignment).execution_options(populate_existing=True)
     return query
@@ -102,8 +107,11 @@ def writable(ctx: StudyContext, assignment: Assignment, *, consented: bool = Tru
     if assignment.status != "accepted":
         raise FlowError(f"this assignment is {assignment.status} and takes no more answers", 410)
     if utcnow() >= deadline(ctx, assignment):
-        raise FlowError(f"the time limit of this HIT ({ctx.config.hit.assignment_minutes:g} minutes) has passed; "
-                        "your place has been given up and the HIT can no longer be answered or submitted", 410)
+        raise FlowError(
+            f"the time limit of this HIT ({ctx.config.hit.assignment_minutes:g} minutes) has passed; "
+            "your place has been given up and the HIT can no longer be answered or submitted",
+            410,
+        )
     if consented and assignment.consented_at is None:
         raise FlowError("read the instructions and agree to take part before answering", 409)
 
@@ -111,8 +119,14 @@ def writable(ctx: StudyContext, assignment: Assignment, *, consented: bool = Tru
 def _units(assignment: Assignment) -> dict[int, Unit]:
     """The HIT's units by id, in HIT order: one query (answers and submits run it on every request)."""
     session = object_session(assignment)
-    rows = session.scalars(select(Unit).join(HitUnit, HitUnit.unit_id == Unit.id)
-                           .where(HitUnit.hit_id == assignment.hit_id).order_by(HitUnit.position))
+    if session is None:
+        raise ValueError(f"assignment {assignment.id} is not in a session, so its HIT's units cannot be read")
+    rows = session.scalars(
+        select(Unit)
+        .join(HitUnit, HitUnit.unit_id == Unit.id)
+        .where(HitUnit.hit_id == assignment.hit_id)
+        .order_by(HitUnit.position)
+    )
     return {unit.id: unit for unit in rows}
 
 
@@ -132,18 +146,37 @@ def unit_of(assignment: Assignment, ref: int | str) -> Unit:
     return find_unit(_units(assignment), ref)
 
 
-def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Unit, question: str,
-           value: Any, elapsed_s: float | None, signals: dict[str, int] | None = None) -> Response:
+def _store(
+    session: Session,
+    ctx: StudyContext,
+    assignment: Assignment,
+    unit: Unit,
+    question: str,
+    value: Any,
+    elapsed_s: float | None,
+    signals: dict[str, int] | None = None,
+) -> Response:
     value = storable_text(ctx.task.validate(unit, question, value), f"answer to '{question}'")
     ctx.task.check_answer(session, assignment, unit, question)
     now = utcnow()
     # The assignment's row is locked (assignment_for(lock=True)), so no other request of this
     # assignment can insert the same answer between this read and the insert below.
-    row = session.scalar(select(Response).where(Response.assignment_id == assignment.id,
-                                                Response.unit_id == unit.id, Response.question == question))
+    row = session.scalar(
+        select(Response).where(
+            Response.assignment_id == assignment.id, Response.unit_id == unit.id, Response.question == question
+        )
+    )
     if row is None:
-        row = Response(assignment_id=assignment.id, unit_id=unit.id, question=question, value=value,
-                       elapsed_s=elapsed_s, created_at=now, updated_at=now, signals=signals)
+        row = Response(
+            assignment_id=assignment.id,
+            unit_id=unit.id,
+            question=question,
+            value=value,
+            elapsed_s=elapsed_s,
+            created_at=now,
+            updated_at=now,
+            signals=signals,
+        )
         session.add(row)
     else:
         row.value, row.updated_at = value, now
@@ -155,8 +188,16 @@ def _store(session: Session, ctx: StudyContext, assignment: Assignment, unit: Un
     return row
 
 
-def save_answer(session: Session, ctx: StudyContext, token: str, unit_id: int | str, question: str, value: Any,
-                elapsed_s: float | None = None, signals: Any = None) -> Response:
+def save_answer(
+    session: Session,
+    ctx: StudyContext,
+    token: str,
+    unit_id: int | str,
+    question: str,
+    value: Any,
+    elapsed_s: float | None = None,
+    signals: Any = None,
+) -> Response:
     """Store (or replace) one answer of the token's assignment; ``unit_id`` is the unit's public key or row id.
 
     ``signals``, how the page saw a free-text answer typed, is checked and bounded
@@ -171,13 +212,22 @@ def save_answer(session: Session, ctx: StudyContext, token: str, unit_id: int | 
 def missing_answers(ctx: StudyContext, assignment: Assignment) -> list[tuple[int, str]]:
     """The (unit id, question) pairs the worker has not answered yet."""
     given = {(r.unit_id, r.question) for r in assignment.responses}
-    return [(u.id, q.name) for u in _units(assignment).values() for q in ctx.task.questions(u)
-            if (u.id, q.name) not in given]
+    return [
+        (u.id, q.name)
+        for u in _units(assignment).values()
+        for q in ctx.task.questions(u)
+        if (u.id, q.name) not in given
+    ]
 
 
-def submit(session: Session, ctx: StudyContext, token: str,
-           answers: Mapping[tuple[int | str, str], Any] | None = None,
-           feedback: str | None = None, feedback_signals: Any = None) -> tuple[Assignment, Completion | None]:
+def submit(
+    session: Session,
+    ctx: StudyContext,
+    token: str,
+    answers: Mapping[tuple[int | str, str], Any] | None = None,
+    feedback: str | None = None,
+    feedback_signals: Any = None,
+) -> tuple[Assignment, Completion | None]:
     """Store any answers sent with the submission, check completeness, mark the assignment submitted.
 
     ``answers`` are keyed by (unit public key or row id, question). ``feedback`` is the worker's
@@ -210,8 +260,9 @@ def submit(session: Session, ctx: StudyContext, token: str,
     assignment.submitted_at = now
     arrivals.CHECKS.forget(assignment.provider_assignment_id)  # a new arrival must see the work as done
     assignment.work_time_s = (now - assignment.accepted_at).total_seconds()
-    session.add(Event(study_id=ctx.study_id, kind="assignment_submitted", actor="server",
-                      data={"assignment": assignment.id}))
+    session.add(
+        Event(study_id=ctx.study_id, kind="assignment_submitted", actor="server", data={"assignment": assignment.id})
+    )
     session.flush()
     return assignment, None
 
@@ -232,8 +283,9 @@ def return_assignment(session: Session, ctx: StudyContext, token: str) -> Assign
     writable(ctx, assignment, consented=False)
     assignment.status = "returned"
     arrivals.CHECKS.forget(assignment.provider_assignment_id)
-    session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="server",
-                      data={"assignment": assignment.id}))
+    session.add(
+        Event(study_id=ctx.study_id, kind="assignment_returned", actor="server", data={"assignment": assignment.id})
+    )
     return assignment
 
 
@@ -262,8 +314,14 @@ def state(session: Session, ctx: StudyContext, assignment: Assignment) -> dict[s
     units = []
     for unit in ordered:
         view = ctx.task.view(unit, assignment.layout)
-        view["questions"] = [{"name": q.name, "choices": list(q.choices) if q.choices else None}
-                             for q in ctx.task.questions(unit)]
+        view["questions"] = [
+            {"name": q.name, "choices": list(q.choices) if q.choices else None} for q in ctx.task.questions(unit)
+        ]
         units.append(view)
-    return {"assignment": assignment.provider_assignment_id, "status": assignment.status,
-            "consented": assignment.consented_at is not None, "units": units, "answers": answers}
+    return {
+        "assignment": assignment.provider_assignment_id,
+        "status": assignment.status,
+        "consented": assignment.consented_at is not None,
+        "units": units,
+        "answers": answers,
+    }

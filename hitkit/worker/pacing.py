@@ -10,6 +10,7 @@ single draw. With ``observed`` the control's release time and a real reply's tim
 distribution; with ``fixed`` every slot waits for the same floor (the floor must then exceed the real
 bots' latency to hide anything). ``floor_s`` holds every slot in both modes.
 """
+
 from __future__ import annotations
 
 import random
@@ -20,8 +21,9 @@ from collections.abc import Sequence
 from hitkit.study.sections import PacingConfig
 
 
-def release_delay(elapsed_s: float, is_control: bool, observed: Sequence[float], settings: PacingConfig,
-                  rng: random.Random) -> float:
+def release_delay(
+    elapsed_s: float, is_control: bool, observed: Sequence[float], settings: PacingConfig, rng: random.Random
+) -> float:
     """Seconds to hold a reply that took ``elapsed_s`` before releasing it (0 to release at once).
 
     ``observed``: latencies of the study's real (non-control) bots seen so far; ``rng``: seeded per

@@ -14,6 +14,7 @@ provider. Answering it is one request (:func:`answer`); failing it
 The worst case, ``slots`` screen-outs and their fees, is counted against the budget before any HIT is
 posted (:func:`reserve`); when ``slots`` screen-outs are used up the study pauses, as Prolific's does.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -24,13 +25,21 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
-from hitkit.errors import AnswerError, FlowError
+from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.money import ledger
 from hitkit.providers.base import Completion, CompletionKind
+from hitkit.study.screener import ScreenerConfig
 from hitkit.worker import flow
 
 ANSWERED = "screener_answered"
 SCREENED_OUT = "screened_out"
+
+
+def section(ctx) -> ScreenerConfig:
+    """The study file's ``screener:``; a ConfigError where a step that needs it meets a study without one."""
+    if ctx.config.screener is None:
+        raise ConfigError(f"study '{ctx.name}' has no screener: section, so it has no screening step")
+    return ctx.config.screener
 
 
 def screen_out_key(study_id: int, assignment_id: int) -> str:
@@ -47,8 +56,13 @@ def _outcome(session: Session, ctx, assignment_id: int) -> bool | None:
 
 def _worker_outcome(session: Session, ctx, assignment: Assignment) -> bool | None:
     """The worker's screener outcome in this study, on this assignment or an earlier one (one answer per worker)."""
-    mine = set(session.scalars(select(Assignment.id).join(Hit).where(
-        Hit.study_id == ctx.study_id, Assignment.worker_id == assignment.worker_id)))
+    mine = set(
+        session.scalars(
+            select(Assignment.id)
+            .join(Hit)
+            .where(Hit.study_id == ctx.study_id, Assignment.worker_id == assignment.worker_id)
+        )
+    )
     outcome = None
     for data in session.scalars(select(Event.data).where(Event.study_id == ctx.study_id, Event.kind == ANSWERED)):
         if data.get("assignment") in mine:
@@ -66,17 +80,26 @@ def pending(session: Session, ctx, assignment: Assignment) -> bool:
     outcome = _worker_outcome(session, ctx, assignment)
     if outcome is False and assignment.status == "accepted":
         assignment.status = "returned"
-        session.add(Event(study_id=ctx.study_id, kind="assignment_returned", actor="server",
-                          data={"assignment": assignment.id, "why": "screened out on an earlier visit"}))
+        session.add(
+            Event(
+                study_id=ctx.study_id,
+                kind="assignment_returned",
+                actor="server",
+                data={"assignment": assignment.id, "why": "screened out on an earlier visit"},
+            )
+        )
         session.commit()  # kept although the page answers with an error
-        raise FlowError("you answered this study's screening questions on an earlier visit and it is not a match "
-                        "for you; please return it", 403)
+        raise FlowError(
+            "you answered this study's screening questions on an earlier visit and it is not a match "
+            "for you; please return it",
+            403,
+        )
     return outcome is None
 
 
 def questions(ctx) -> list[dict[str, Any]]:
     """The screener's questions as the page shows them (the accepted answers stay on the server)."""
-    return [{"name": q.name, "text": q.text, "options": list(q.options)} for q in ctx.config.screener.questions]
+    return [{"name": q.name, "text": q.text, "options": list(q.options)} for q in section(ctx).questions]
 
 
 def require_passed(session: Session, ctx, token: str) -> None:
@@ -91,11 +114,13 @@ def require_passed(session: Session, ctx, token: str) -> None:
 def passes(ctx, answers: Mapping[str, str]) -> bool:
     """Whether ``answers`` (question name → option) pass every question; AnswerError names a bad one."""
     ok = True
-    for q in ctx.config.screener.questions:
+    for q in section(ctx).questions:
         given = answers.get(q.name)
         if given not in q.options:
-            raise AnswerError(f"screening question '{q.name}': choose one of {q.options}"
-                              + (f" (got {str(given)[:40]!r})" if given is not None else " (no answer given)"))
+            raise AnswerError(
+                f"screening question '{q.name}': choose one of {q.options}"
+                + (f" (got {str(given)[:40]!r})" if given is not None else " (no answer given)")
+            )
         ok &= given in q.accept
     return ok
 
@@ -109,13 +134,25 @@ def answer(session: Session, ctx, token: str, answers: Mapping[str, str]) -> tup
     if before is not None:  # a retry: the first answer stands
         return assignment, before
     if _worker_outcome(session, ctx, assignment) is False:
-        raise FlowError("you answered this study's screening questions on an earlier visit and it is not a match "
-                        "for you; please return it", 403)
+        raise FlowError(
+            "you answered this study's screening questions on an earlier visit and it is not a match "
+            "for you; please return it",
+            403,
+        )
     flow.writable(ctx, assignment, consented=False)
     passed = passes(ctx, answers)
-    session.add(Event(study_id=ctx.study_id, kind=ANSWERED, actor="server",
-                      data={"assignment": assignment.id, "passed": passed,
-                            "answers": {q.name: answers[q.name] for q in ctx.config.screener.questions}}))
+    session.add(
+        Event(
+            study_id=ctx.study_id,
+            kind=ANSWERED,
+            actor="server",
+            data={
+                "assignment": assignment.id,
+                "passed": passed,
+                "answers": {q.name: answers[q.name] for q in ctx.config.screener.questions},
+            },
+        )
+    )
     if not passed:
         screen_out(session, ctx, assignment)
     return assignment, passed
@@ -125,23 +162,31 @@ def screen_out(session: Session, ctx, assignment: Assignment) -> None:
     """Free the place, book the screen-out pay (once), and pause the study once the slots are used up."""
     now = utcnow()
     assignment.status, assignment.decided_at = SCREENED_OUT, now
-    screener = ctx.config.screener
+    screener = section(ctx)
     # The platform pays through the code where it can (Prolific); elsewhere nothing is left to do.
-    ledger.book_screen_out(session, ctx, assignment, screener.screen_out_reward,
-                           paid=not getattr(ctx.provider, "pays_screen_outs", False))
+    ledger.book_screen_out(
+        session, ctx, assignment, screener.screen_out_reward, paid=not getattr(ctx.provider, "pays_screen_outs", False)
+    )
     session.add(Event(study_id=ctx.study_id, kind=SCREENED_OUT, actor="server", data={"assignment": assignment.id}))
     session.flush()
     if screened_out_count(session, ctx.study_id) >= screener.slots:
-        study = session.get(Study, ctx.study_id)
+        study = session.get_one(Study, ctx.study_id)
         if study.status == "running":
             study.status = "paused"
-            session.add(Event(study_id=ctx.study_id, kind="screen_out_slots_used", actor="server",
-                              data={"slots": screener.slots}))
+            session.add(
+                Event(
+                    study_id=ctx.study_id, kind="screen_out_slots_used", actor="server", data={"slots": screener.slots}
+                )
+            )
 
 
 def screened_out_count(session: Session, study_id: int) -> int:
-    return session.scalar(select(func.count()).select_from(Assignment).join(Hit).where(
-        Hit.study_id == study_id, Assignment.status == SCREENED_OUT))
+    return session.execute(
+        select(func.count())
+        .select_from(Assignment)
+        .join(Hit)
+        .where(Hit.study_id == study_id, Assignment.status == SCREENED_OUT)
+    ).scalar_one()
 
 
 def reserve(session: Session, ctx) -> Decimal:
@@ -158,10 +203,11 @@ def handback(ctx, assignment: Assignment) -> Completion:
     own = getattr(ctx.provider, "screen_out_completion", None)
     if callable(own):
         return own()
-    screener = ctx.config.screener
+    screener = section(ctx)
     if screener.screen_out_url:
-        url = screener.screen_out_url.format(code=screener.screen_out_code or "",
-                                             session_id=assignment.provider_assignment_id or "")
+        url = screener.screen_out_url.format(
+            code=screener.screen_out_code or "", session_id=assignment.provider_assignment_id or ""
+        )
         return Completion(CompletionKind.REDIRECT, url=url, code=screener.screen_out_code)
     return Completion(CompletionKind.PAGE, code=screener.screen_out_code)
 
@@ -172,10 +218,12 @@ def settle(database_url: str, ctx) -> int:
 
     hooks = getattr(ctx.provider, "hooks", None)
     with session_scope(database_url) as session:
-        rows = session.execute(select(Payment.assignment_id, Assignment.provider_assignment_id)
-                               .join(Assignment, Assignment.id == Payment.assignment_id)
-                               .where(Payment.study_id == ctx.study_id, Payment.kind == "screen_out",
-                                      Payment.status == "pending")).all()
+        rows = session.execute(
+            select(Assignment.id, Assignment.provider_assignment_id)
+            .select_from(Payment)
+            .join(Assignment, Assignment.id == Payment.assignment_id)
+            .where(Payment.study_id == ctx.study_id, Payment.kind == "screen_out", Payment.status == "pending")
+        ).all()
     if not rows or hooks is None:
         return 0
     n = 0

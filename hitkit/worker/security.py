@@ -8,6 +8,7 @@ holds it can act on that one assignment, nobody else can. Cookies are never used
 browsers drop or partition third-party cookies inside the crowd site's iframe. So the CSRF
 defence is the token plus a rule on *how* a state change may arrive (:func:`csrf_refusal`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,11 @@ from dataclasses import dataclass
 from hitkit.errors import ConfigError
 
 PROVIDER_FRAME_ANCESTORS = (
-    "https://*.mturk.com", "https://workersandbox.mturk.com", "https://worker.mturk.com",
-    "https://*.prolific.com", "https://app.prolific.com",
+    "https://*.mturk.com",
+    "https://workersandbox.mturk.com",
+    "https://worker.mturk.com",
+    "https://*.prolific.com",
+    "https://app.prolific.com",
 )
 """Sites that show our worker pages in an iframe: MTurk's ExternalQuestion and Prolific."""
 
@@ -37,8 +41,10 @@ def frame_ancestors(configured: str | None) -> tuple[str, ...]:
     sources = configured.split()
     bad = [s for s in sources if not _SOURCE.match(s)]
     if bad:
-        raise ConfigError(f"HITKIT_FRAME_ANCESTORS has {bad[0]!r}, which is not a CSP source; give origins "
-                          "such as https://app.prolific.com separated by spaces")
+        raise ConfigError(
+            f"HITKIT_FRAME_ANCESTORS has {bad[0]!r}, which is not a CSP source; give origins "
+            "such as https://app.prolific.com separated by spaces"
+        )
     if "'none'" in sources:
         return ("'none'",)
     return ("'self'", *[s for s in sources if s != "'self'"])
@@ -50,10 +56,17 @@ def content_security_policy(ancestors: tuple[str, ...]) -> str:
     No ``form-action``: the hand-back form posts to the crowd site (MTurk's externalSubmit) and
     the submit redirects there (Prolific), and browsers apply form-action to those redirects too.
     """
-    return "; ".join([
-        "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
-        "object-src 'none'", "base-uri 'none'", "frame-ancestors " + " ".join(ancestors),
-    ])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "frame-ancestors " + " ".join(ancestors),
+        ]
+    )
 
 
 def security_headers(ancestors: tuple[str, ...]) -> dict[str, str]:
@@ -80,8 +93,14 @@ def csrf_value(secret: str, token: str) -> str:
     return hmac.new(secret.encode(), f"csrf:{token}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
-def csrf_refusal(secret: str, token: str | None, content_type: str | None, origin: str | None,
-                 fetch_site: str | None, form_value: str | None) -> str | None:
+def csrf_refusal(
+    secret: str,
+    token: str | None,
+    content_type: str | None,
+    origin: str | None,
+    fetch_site: str | None,
+    form_value: str | None,
+) -> str | None:
     """Why a POST must be refused as a possible cross-site forgery, or None to let it through.
 
     Allowed: a JSON body (cross-site, JSON needs a CORS preflight that we never grant); a form
@@ -96,8 +115,10 @@ def csrf_refusal(secret: str, token: str | None, content_type: str | None, origi
         return None
     if not mime and origin is None and fetch_site is None:
         return None
-    return ("this request did not come from the task page (its security field is missing or wrong); "
-            "reload the task from the crowd site and try again")
+    return (
+        "this request did not come from the task page (its security field is missing or wrong); "
+        "reload the task from the crowd site and try again"
+    )
 
 
 # Rate limits ------------------------------------------------------------------------------------
@@ -116,8 +137,9 @@ class RateLimit:
         try:
             rate, burst = (float(x) for x in text.split("/"))
         except ValueError:
-            raise ConfigError(f"{name} is {text!r}; write requests per second and burst as RATE/BURST, "
-                              "e.g. 20/200") from None
+            raise ConfigError(
+                f"{name} is {text!r}; write requests per second and burst as RATE/BURST, e.g. 20/200"
+            ) from None
         if rate <= 0 or burst < 1:
             raise ConfigError(f"{name} is {text!r}; the rate must be above 0 and the burst at least 1")
         return cls(rate, burst)

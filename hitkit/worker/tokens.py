@@ -4,6 +4,7 @@ A token is ``PAYLOAD.SIGNATURE`` with a base64url payload and an HMAC-SHA256 sig
 server secret and a purpose string, so a token made for one purpose (an invite) is useless for
 another (an assignment). Tokens carry no secrets; they must simply be unforgeable.
 """
+
 from __future__ import annotations
 
 import base64

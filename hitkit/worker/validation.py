@@ -4,6 +4,7 @@ Pure functions: each takes a value as it arrived (parsed JSON or a form string) 
 the one form hitkit stores, or raises :class:`~hitkit.errors.AnswerError` saying which field was
 wrong and what is accepted (the routes turn that into a 400; nothing is stored).
 """
+
 from __future__ import annotations
 
 import json
@@ -99,7 +100,8 @@ def check_topic_change(meta: Mapping[str, Any], topic: Any) -> None:
     :data:`MAX_TOPIC_CHARS` (each change is kept in the conversation's row: it must stay small)."""
     made = len(meta.get("topic_changes") or [])
     if made >= MAX_TOPIC_CHANGES:
-        raise AnswerError(f"this chat already has {made} topic changes, the most one chat may have; "
-                          "carry on with the current topic")
+        raise AnswerError(
+            f"this chat already has {made} topic changes, the most one chat may have; carry on with the current topic"
+        )
     if isinstance(topic, str) and len(topic) > MAX_TOPIC_CHARS:
         raise AnswerError(f"the new topic is {len(topic)} characters; the limit is {MAX_TOPIC_CHARS}")

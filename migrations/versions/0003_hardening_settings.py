@@ -4,6 +4,7 @@ Revision ID: 0003_hardening
 Revises: 0002
 Create Date: 2026-11-25
 """
+
 import sqlalchemy as sa
 from alembic import op
 

@@ -4,6 +4,7 @@ Revision ID: 0003_mturk_panel
 Revises: 0003_hardening
 Create Date: 2026-11-25
 """
+
 import datetime as dt
 import secrets
 
@@ -26,13 +27,17 @@ def upgrade() -> None:
     # the scheduler approved only work MTurk showed as the worker's, so approved MTurk work is
     # confirmed and submitted MTurk work waits, as it would from now on.
     now = dt.datetime.now(dt.timezone.utc)
-    conn.execute(sa.text(
-        "UPDATE assignment SET confirmed_at = :now WHERE status = 'approved' OR (status = 'submitted' AND hit_id IN "
-        "(SELECT hit.id FROM hit JOIN study ON hit.study_id = study.id WHERE study.provider <> 'mturk'))"),
-        {"now": now})
+    conn.execute(
+        sa.text(
+            "UPDATE assignment SET confirmed_at = :now WHERE status = 'approved' OR (status = 'submitted' AND hit_id IN "
+            "(SELECT hit.id FROM hit JOIN study ON hit.study_id = study.id WHERE study.provider <> 'mturk'))"
+        ),
+        {"now": now},
+    )
     for (study_id,) in conn.execute(sa.text("SELECT id FROM study")).fetchall():
-        conn.execute(sa.text("UPDATE study SET uid = :uid WHERE id = :id"),
-                     {"uid": secrets.token_hex(16), "id": study_id})
+        conn.execute(
+            sa.text("UPDATE study SET uid = :uid WHERE id = :id"), {"uid": secrets.token_hex(16), "id": study_id}
+        )
     # uid stays nullable in the schema (making it NOT NULL would rebuild study on SQLite); every row has
     # one, new studies get one from the model, and a provider refuses to make tokens without it.
 

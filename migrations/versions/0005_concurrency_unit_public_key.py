@@ -10,6 +10,7 @@ Revision ID: 0003_concurrency
 Revises: 0003_mturk_panel
 Create Date: 2026-11-25
 """
+
 import secrets
 
 import sqlalchemy as sa

@@ -4,6 +4,7 @@ Revision ID: 0006_judge
 Revises: 0003_concurrency
 Create Date: 2026-12-02
 """
+
 import sqlalchemy as sa
 from alembic import op
 

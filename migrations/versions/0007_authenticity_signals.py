@@ -8,6 +8,7 @@ Revision ID: 0007_authenticity
 Revises: 0006_judge
 Create Date: 2026-11-26
 """
+
 import sqlalchemy as sa
 from alembic import op
 

@@ -8,6 +8,7 @@ Revision ID: 0008_feedback_signals
 Revises: 0007_authenticity
 Create Date: 2026-11-27
 """
+
 import sqlalchemy as sa
 from alembic import op
 

@@ -10,6 +10,7 @@ Revision ID: 0009_study_lease_payment_states
 Revises: 0008_feedback_signals
 Create Date: 2026-11-27
 """
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -37,8 +38,9 @@ def upgrade() -> None:
     with op.batch_alter_table("payment") as batch_op:
         batch_op.add_column(sa.Column("state", sa.String(16), nullable=True))
         batch_op.add_column(sa.Column("state_at", sa.DateTime(timezone=True), nullable=True))
-    op.execute("UPDATE payment SET state = CASE status WHEN 'paid' THEN 'paid' WHEN 'failed' THEN 'failed' "
-               "ELSE 'planned' END")
+    op.execute(
+        "UPDATE payment SET state = CASE status WHEN 'paid' THEN 'paid' WHEN 'failed' THEN 'failed' ELSE 'planned' END"
+    )
 
 
 def downgrade() -> None:

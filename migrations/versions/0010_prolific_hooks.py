@@ -13,6 +13,7 @@ Revision ID: 0010_prolific_hooks
 Revises: 0009_study_lease_payment_states
 Create Date: 2026-11-27
 """
+
 import sqlalchemy as sa
 from alembic import op
 

@@ -10,6 +10,7 @@ Revision ID: 0011_arena_streaming
 Revises: 0010_prolific_hooks
 Create Date: 2026-11-27
 """
+
 import sqlalchemy as sa
 from alembic import op
 

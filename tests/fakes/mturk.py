@@ -20,6 +20,7 @@ must follow ``NextToken``;
 :meth:`FakeMTurk.submit_assignment` plays a worker who accepted and submitted. ``requests`` records
 every call as ``(operation, body)``.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -64,8 +65,9 @@ def validate(shape, value, where: str) -> None:
         if not isinstance(value, str):
             raise _Fault("ValidationException", f"{where} must be a string")
         if not meta.get("min", 0) <= len(value) <= meta.get("max", 1 << 30):  # service-2.json "min"/"max"
-            raise _Fault("ValidationException", f"{where} must be {meta.get('min', 0)} to {meta.get('max')} "
-                                                f"characters long")
+            raise _Fault(
+                "ValidationException", f"{where} must be {meta.get('min', 0)} to {meta.get('max')} characters long"
+            )
         if "pattern" in meta and not re.search(meta["pattern"], value):  # service-2.json "pattern"
             raise _Fault("ValidationException", f"{where} {value!r} does not match {meta['pattern']}")
         if shape.enum and value not in shape.enum:  # service-2.json "enum"
@@ -92,7 +94,7 @@ class _Fault(Exception):
 
 
 def _now() -> float:
-    return dt.datetime.now(dt.UTC).timestamp()
+    return dt.datetime.now(dt.timezone.utc).timestamp()
 
 
 class FakeMTurk:
@@ -115,7 +117,8 @@ class FakeMTurk:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # Polled every 0.05 s, not every 0.5 s: stop() waits for the next look, once per test.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # Running ------------------------------------------------------------------------------
     @property
@@ -132,8 +135,9 @@ class FakeMTurk:
         self._server.server_close()
 
     # Steering -----------------------------------------------------------------------------
-    def inject(self, operation: str, kind: str = "ServiceFault", times: int = 1, after: bool = False,
-               status: int = 400) -> None:
+    def inject(
+        self, operation: str, kind: str = "ServiceFault", times: int = 1, after: bool = False, status: int = 400
+    ) -> None:
         """Fail the next ``times`` calls of ``operation`` with error ``kind``; ``after``: once it has run."""
         with self._lock:
             self._faults.setdefault(operation, []).extend([(kind, after, status)] * times)
@@ -149,9 +153,15 @@ class FakeMTurk:
             assignment_id = self._new_id("A")
             now = _now()
             self.assignments[assignment_id] = {
-                "AssignmentId": assignment_id, "WorkerId": worker_id, "HITId": hit_id,
-                "AssignmentStatus": "Submitted", "AcceptTime": now - 60, "SubmitTime": now,
-                "AutoApprovalTime": now + 3 * 86400, "Answer": answer}
+                "AssignmentId": assignment_id,
+                "WorkerId": worker_id,
+                "HITId": hit_id,
+                "AssignmentStatus": "Submitted",
+                "AcceptTime": now - 60,
+                "SubmitTime": now,
+                "AutoApprovalTime": now + 3 * 86400,
+                "Answer": answer,
+            }
             hit["NumberOfAssignmentsCompleted"] += 1
             hit["NumberOfAssignmentsAvailable"] -= 1
             return assignment_id
@@ -169,8 +179,12 @@ class FakeMTurk:
             assignment_id = self._new_id("A")
             # Not a status of botocore's AssignmentStatus enum: the requester API never shows it.
             self.assignments[assignment_id] = {
-                "AssignmentId": assignment_id, "WorkerId": worker_id, "HITId": hit_id,
-                "AssignmentStatus": "Accepted", "AcceptTime": _now()}
+                "AssignmentId": assignment_id,
+                "WorkerId": worker_id,
+                "HITId": hit_id,
+                "AssignmentStatus": "Accepted",
+                "AcceptTime": _now(),
+            }
             hit["NumberOfAssignmentsAvailable"] -= 1
             hit["NumberOfAssignmentsPending"] += 1
             return assignment_id
@@ -179,8 +193,12 @@ class FakeMTurk:
         """The worker's browser posts the hand-back form: the assignment is Submitted."""
         with self._lock:
             a = self.assignments[assignment_id]
-            a.update(AssignmentStatus="Submitted", SubmitTime=_now(), AutoApprovalTime=_now() + 3 * 86400,
-                     Answer="<QuestionFormAnswers/>")
+            a.update(
+                AssignmentStatus="Submitted",
+                SubmitTime=_now(),
+                AutoApprovalTime=_now() + 3 * 86400,
+                Answer="<QuestionFormAnswers/>",
+            )
             hit = self.hits[a["HITId"]]
             hit["NumberOfAssignmentsPending"] -= 1
             hit["NumberOfAssignmentsCompleted"] += 1
@@ -214,7 +232,7 @@ class FakeMTurk:
     def _dispatch(self, target: str, body: dict[str, Any], content_type: str) -> tuple[int, dict[str, Any]]:
         if not target.startswith(TARGET_PREFIX) or not content_type.startswith("application/x-amz-json-1.1"):
             return 400, {"__type": "UnknownOperationException", "Message": f"bad target {target!r}"}
-        operation = target[len(TARGET_PREFIX):]
+        operation = target[len(TARGET_PREFIX) :]
         with self._lock:
             self.requests.append((operation, body))
             pending = self._faults.get(operation) or []
@@ -251,8 +269,9 @@ class FakeMTurk:
             return
         seen = self._tokens.get((operation, token))
         if seen is not None and _now() - seen < TOKEN_LIFETIME_S:
-            raise _Fault("RequestError", f'The idempotency token "{token}" has already been processed. '
-                                         f'({int(_now() * 1000)})')
+            raise _Fault(
+                "RequestError", f'The idempotency token "{token}" has already been processed. ({int(_now() * 1000)})'
+            )
         self._tokens[(operation, token)] = _now()
 
     def _hit(self, hit_id: str) -> dict[str, Any]:
@@ -290,14 +309,23 @@ class FakeMTurk:
         hit_id = self._new_id("H")
         now = _now()
         self.hits[hit_id] = {
-            "HITId": hit_id, "HITTypeId": body["HITTypeId"], "HITGroupId": "G" + body["HITTypeId"][1:],
-            "CreationTime": now, "Title": hit_type["Title"], "Description": hit_type["Description"],
-            "Question": body["Question"], "HITStatus": "Assignable", "MaxAssignments": body["MaxAssignments"],
-            "Reward": hit_type["Reward"], "Expiration": now + body["LifetimeInSeconds"],
+            "HITId": hit_id,
+            "HITTypeId": body["HITTypeId"],
+            "HITGroupId": "G" + body["HITTypeId"][1:],
+            "CreationTime": now,
+            "Title": hit_type["Title"],
+            "Description": hit_type["Description"],
+            "Question": body["Question"],
+            "HITStatus": "Assignable",
+            "MaxAssignments": body["MaxAssignments"],
+            "Reward": hit_type["Reward"],
+            "Expiration": now + body["LifetimeInSeconds"],
             "RequesterAnnotation": body.get("RequesterAnnotation", ""),
             "QualificationRequirements": hit_type.get("QualificationRequirements", []),
-            "NumberOfAssignmentsPending": 0, "NumberOfAssignmentsAvailable": body["MaxAssignments"],
-            "NumberOfAssignmentsCompleted": 0}
+            "NumberOfAssignmentsPending": 0,
+            "NumberOfAssignmentsAvailable": body["MaxAssignments"],
+            "NumberOfAssignmentsCompleted": 0,
+        }
         return {"HIT": self.hits[hit_id]}
 
     def _op_GetHIT(self, body):
@@ -307,7 +335,7 @@ class FakeMTurk:
         hits = sorted(self.hits.values(), key=lambda h: h["HITId"])
         start = int(body.get("NextToken") or 0)
         size = int(body.get("MaxResults") or 10)
-        page = hits[start:start + size]
+        page = hits[start : start + size]
         out: dict[str, Any] = {"NumResults": len(page), "HITs": page}
         if start + size < len(hits):
             out["NextToken"] = str(start + size)
@@ -327,8 +355,10 @@ class FakeMTurk:
         extra = body["NumberOfAdditionalAssignments"]
         # service-2.json CreateAdditionalAssignmentsForHIT: fewer than 10 may not be extended to 10 or more.
         if hit["MaxAssignments"] < 10 <= hit["MaxAssignments"] + extra:
-            raise _Fault("RequestError", "HITs created with fewer than 10 assignments cannot be extended "
-                                         "to have 10 or more assignments.")
+            raise _Fault(
+                "RequestError",
+                "HITs created with fewer than 10 assignments cannot be extended to have 10 or more assignments.",
+            )
         self._once("CreateAdditionalAssignmentsForHIT", body)
         hit["MaxAssignments"] += extra
         hit["NumberOfAssignmentsAvailable"] += extra
@@ -337,12 +367,13 @@ class FakeMTurk:
     def _op_ListAssignmentsForHIT(self, body):
         self._hit(body["HITId"])
         statuses = body.get("AssignmentStatuses") or ["Submitted", "Approved", "Rejected"]
-        rows = sorted((a for a in self.assignments.values()
-                       if a["HITId"] == body["HITId"] and a["AssignmentStatus"] in statuses),
-                      key=lambda a: a["AssignmentId"])
+        rows = sorted(
+            (a for a in self.assignments.values() if a["HITId"] == body["HITId"] and a["AssignmentStatus"] in statuses),
+            key=lambda a: a["AssignmentId"],
+        )
         start = int(body.get("NextToken") or 0)
         size = min(int(body.get("MaxResults") or 10), self.page_limit)
-        page = rows[start:start + size]
+        page = rows[start : start + size]
         out: dict[str, Any] = {"NumResults": len(page), "Assignments": page}
         if start + size < len(rows):
             out["NextToken"] = str(start + size)
@@ -357,8 +388,11 @@ class FakeMTurk:
         # service-2.json ApproveAssignment: a rejected assignment is approved only with OverrideRejection.
         overriding = status == "Approved" and a["AssignmentStatus"] == "Rejected" and body.get("OverrideRejection")
         if a["AssignmentStatus"] != "Submitted" and not overriding:
-            raise _Fault("RequestError", f"This operation can be called with a status of: Submitted "
-                                         f"(assignment {a['AssignmentId']} is {a['AssignmentStatus']})")
+            raise _Fault(
+                "RequestError",
+                f"This operation can be called with a status of: Submitted "
+                f"(assignment {a['AssignmentId']} is {a['AssignmentStatus']})",
+            )
         if status == "Approved":
             # service-2.json ApproveAssignment: without funds for the reward and fees, "the call ...
             # returns an exception, and the approval is not processed".
@@ -400,13 +434,24 @@ class FakeMTurk:
         # parameter must be specified".
         if bool(body.get("HITId")) == bool(body.get("AssignmentId")):
             raise _Fault("ValidationException", "Either the HITId or the AssignmentId parameter must be specified")
-        rows = [{"WorkerId": b["WorkerId"], "BonusAmount": b["BonusAmount"], "AssignmentId": b["AssignmentId"],
-                 "Reason": b["Reason"], "GrantTime": b["GrantTime"]} for b in self.bonuses
-                if b["AssignmentId"] == body.get("AssignmentId")
-                or self.assignments[b["AssignmentId"]]["HITId"] == body.get("HITId")]
+        rows = [
+            {
+                "WorkerId": b["WorkerId"],
+                "BonusAmount": b["BonusAmount"],
+                "AssignmentId": b["AssignmentId"],
+                "Reason": b["Reason"],
+                "GrantTime": b["GrantTime"],
+            }
+            for b in self.bonuses
+            if b["AssignmentId"] == body.get("AssignmentId")
+            or self.assignments[b["AssignmentId"]]["HITId"] == body.get("HITId")
+        ]
         start = int(body.get("NextToken") or 0)
         size = min(int(body.get("MaxResults") or 10), self.page_limit)
-        out: dict[str, Any] = {"NumResults": len(rows[start:start + size]), "BonusPayments": rows[start:start + size]}
+        out: dict[str, Any] = {
+            "NumResults": len(rows[start : start + size]),
+            "BonusPayments": rows[start : start + size],
+        }
         if start + size < len(rows):
             out["NextToken"] = str(start + size)
         return out
@@ -414,8 +459,7 @@ class FakeMTurk:
     def _op_CreateQualificationType(self, body):
         # A requester's Qualification type names are unique (MTurk answers RequestError on a repeat).
         if any(q["Name"] == body["Name"] for q in self.qualification_types.values()):
-            raise _Fault("RequestError", f"You have already created a QualificationType with this name: "
-                                         f"{body['Name']}")
+            raise _Fault("RequestError", f"You have already created a QualificationType with this name: {body['Name']}")
         qid = self._new_id("Q")
         self.qualification_types[qid] = {"QualificationTypeId": qid, "CreationTime": _now(), **body}
         return {"QualificationType": self.qualification_types[qid]}

@@ -13,6 +13,7 @@ enforces places and the per-participant limit), ``complete`` (they reach the com
 ``return_session`` / ``time_out``, and steer faults: ``throttle`` (429), ``fail_next`` (an error
 before or after the work is done) and ``hold_next`` (an answer held back past the client's timeout).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,8 +37,8 @@ _REPO = Path(__file__).resolve().parents[2]
 # Prolific's API reference as archived on 2026-10-04 (docs.prolific.com/openapi.json), kept with the tests so
 # a clone validates against it with nothing beside it.
 SPEC = _REPO / "tests" / "data" / "prolific-openapi.yml"
-FEE_RATE = Decimal("0.333")    # PLATFORMS: fees about 33.3 % on rewards and bonuses
-VAT_RATE = Decimal("0.20")     # PLATFORMS: "+ VAT" (UK rate)
+FEE_RATE = Decimal("0.333")  # PLATFORMS: fees about 33.3 % on rewards and bonuses
+VAT_RATE = Decimal("0.20")  # PLATFORMS: "+ VAT" (UK rate)
 MIN_HOURLY = {"GBP": Decimal(6), "USD": Decimal(8)}  # PLATFORMS: minimum £6 / $8 per hour
 # PLATFORMS: RETURNED / TIMED-OUT / REJECTED free the place; (screen-outs) "the place is freed".
 FREEING = ("RETURNED", "TIMED-OUT", "REJECTED", "SCREENED OUT")
@@ -51,7 +52,7 @@ def new_id() -> str:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+    return dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 @lru_cache(maxsize=1)
@@ -103,8 +104,14 @@ class FakeProlific(HookSender):
     requests: list[Recorded] = field(default_factory=list)
     paid: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    workspace: dict = field(default_factory=lambda: {"id": new_id(), "title": "Lab", "currency_code": "GBP",
-                                                     "available_balance": 10_000_000})
+    workspace: dict = field(
+        default_factory=lambda: {
+            "id": new_id(),
+            "title": "Lab",
+            "currency_code": "GBP",
+            "available_balance": 10_000_000,
+        }
+    )
     url: str = ""
     validate: bool = True
     _pending_approvals: list[str] = field(default_factory=list)
@@ -157,8 +164,9 @@ class FakeProlific(HookSender):
             if self.places_taken(study_id) >= study["total_available_places"]:
                 raise Refused("no place left")  # PLATFORMS: places enforced
             cap = (study.get("submissions_config") or {}).get("max_submissions_per_participant") or 1
-            mine = [s for s in self.submissions.values()
-                    if s["study_id"] == study_id and s["participant"] == participant_id]
+            mine = [
+                s for s in self.submissions.values() if s["study_id"] == study_id and s["participant"] == participant_id
+            ]
             if cap != -1 and len(mine) >= cap:
                 # PLATFORMS: a participant may take a study once unless max_submissions_per_participant is set.
                 raise Refused("already took part as often as the study allows")
@@ -166,10 +174,17 @@ class FakeProlific(HookSender):
                 raise Refused("already has a submission in progress")  # one live session per participant
             sid = new_id()
             # PLATFORMS: RESERVED is a place held briefly before start, then ACTIVE.
-            self.submissions[sid] = {"id": sid, "participant": participant_id, "study_id": study_id,
-                                     "status": "RESERVED" if reserved else "ACTIVE", "started_at": _now(),
-                                     "completed_at": None, "entered_code": None, "bonus_payments": [],
-                                     "return_requested": None}
+            self.submissions[sid] = {
+                "id": sid,
+                "participant": participant_id,
+                "study_id": study_id,
+                "status": "RESERVED" if reserved else "ACTIVE",
+                "started_at": _now(),
+                "completed_at": None,
+                "entered_code": None,
+                "bonus_payments": [],
+                "return_requested": None,
+            }
             self._settle(study)
             return sid
 
@@ -263,9 +278,14 @@ class FakeProlific(HookSender):
             self._notice()  # a change made through the API (publish, pause, approve...) is an event too
             if self.validate and response.status_code < 400:
                 self._check_response(request, response)
-            hold = next((waits.pop(0) for pattern, waits in self._hold.items()
-                         if waits and re.fullmatch(pattern, f"{request.method} {request.path.removeprefix('/api/v1')}")),
-                        0.0)
+            hold = next(
+                (
+                    waits.pop(0)
+                    for pattern, waits in self._hold.items()
+                    if waits and re.fullmatch(pattern, f"{request.method} {request.path.removeprefix('/api/v1')}")
+                ),
+                0.0,
+            )
         if hold:
             threading.Event().wait(hold)  # not time.sleep, which tests stub out for Prolific's back-off
         if stall is not None:
@@ -344,12 +364,17 @@ class FakeProlific(HookSender):
     def _page(self, request: Request, rows: list[dict]) -> Response:
         """One page of a list and ``_links.next.href`` to the next (API: pagination)."""
         page = int(request.args.get("page", 1))
-        chunk = rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+        chunk = rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
         nxt = None
         if page * PAGE_SIZE < len(rows):
             nxt = f"{request.base_url}?page={page + 1}"
-        return _json({"results": chunk, "_links": {"next": {"href": nxt}, "previous": {"href": None}},
-                      "meta": {"count": len(rows)}})
+        return _json(
+            {
+                "results": chunk,
+                "_links": {"next": {"href": nxt}, "previous": {"href": None}},
+                "meta": {"count": len(rows)},
+            }
+        )
 
     # -- workspaces --------------------------------------------------------------------------------
 
@@ -362,8 +387,15 @@ class FakeProlific(HookSender):
             return _error(404, "Workspace not found.")
         avail = self.workspace["available_balance"]
         # API: WorkspaceBalance (integers in minor units, currency_code).
-        return _json({"currency_code": self.workspace["currency_code"], "total_balance": avail,
-                      "balance_breakdown": {}, "available_balance": avail, "available_balance_breakdown": {}})
+        return _json(
+            {
+                "currency_code": self.workspace["currency_code"],
+                "total_balance": avail,
+                "balance_breakdown": {},
+                "available_balance": avail,
+                "available_balance_breakdown": {},
+            }
+        )
 
     # -- studies -----------------------------------------------------------------------------------
 
@@ -386,7 +418,8 @@ class FakeProlific(HookSender):
         for c in codes:
             for a in c.get("actions") or []:
                 if a.get("action") == "FIXED_SCREEN_OUT_PAYMENT" and not (
-                        0 < a.get("fixed_screen_out_reward", 0) < body.get("reward", 0)):
+                    0 < a.get("fixed_screen_out_reward", 0) < body.get("reward", 0)
+                ):
                     # API (FixedScreenOut): "This must be less that the study reward."
                     problems["completion_codes"] = ["fixed_screen_out_reward must be below the study reward."]
         if problems:
@@ -401,16 +434,26 @@ class FakeProlific(HookSender):
                     return _error(400, {"filters": [f"Unknown participant group {unknown}."]})  # PLATFORMS: groups
         sid = new_id()
         # API: the study comes back with id and status UNPUBLISHED; PLATFORMS: it returns currency_code.
-        self.studies[sid] = {**body, "id": sid, "status": "UNPUBLISHED",
-                             "currency_code": self.workspace["currency_code"], "places_taken": 0,
-                             "submissions_config": body.get("submissions_config") or {}}
+        self.studies[sid] = {
+            **body,
+            "id": sid,
+            "status": "UNPUBLISHED",
+            "currency_code": self.workspace["currency_code"],
+            "places_taken": 0,
+            "submissions_config": body.get("submissions_config") or {},
+        }
         self.studies[sid].setdefault("maximum_allowed_time", 3 * float(body["estimated_completion_time"]))
         return _json(self._study_view(self.studies[sid]), 201)
 
     def _list_studies(self, body, request, project=None):
         rows = [self._study_view(s) for s in self.studies.values() if project is None or s.get("project") == project]
-        short = [{k: s.get(k) for k in ("id", "name", "internal_name", "status", "total_available_places",
-                                        "reward", "places_taken")} for s in rows]
+        short = [
+            {
+                k: s.get(k)
+                for k in ("id", "name", "internal_name", "status", "total_available_places", "reward", "places_taken")
+            }
+            for s in rows
+        ]
         return self._page(request, short)
 
     def _get_study(self, body, request, sid):
@@ -456,15 +499,22 @@ class FakeProlific(HookSender):
         self._settle(study)
         action, status = body.get("action"), study["status"]
         # API (publish-study): the transition table; anything else is refused.
-        table = {("UNPUBLISHED", "PUBLISH"): "PUBLISHING", ("ACTIVE", "PAUSE"): "PAUSED",
-                 ("ACTIVE", "STOP"): "STOPPED", ("PAUSED", "START"): "ACTIVE", ("PAUSED", "STOP"): "STOPPED"}
+        table = {
+            ("UNPUBLISHED", "PUBLISH"): "PUBLISHING",
+            ("ACTIVE", "PAUSE"): "PAUSED",
+            ("ACTIVE", "STOP"): "STOPPED",
+            ("PAUSED", "START"): "ACTIVE",
+            ("PAUSED", "STOP"): "STOPPED",
+        }
         new = table.get((status, action))
         if new is None:
             return _error(400, f"Cannot {action} a study that is {status}.")
         if action == "PUBLISH":
             need = self._place_cost(study) * study["total_available_places"]
             if self.workspace["available_balance"] < need:
-                return _error(400, "Insufficient balance to publish this study.")  # PLATFORMS: publishing checks the balance
+                return _error(
+                    400, "Insufficient balance to publish this study."
+                )  # PLATFORMS: publishing checks the balance
         if new == "STOPPED":
             study["_stopped"] = True
             study["status"] = "ACTIVE"
@@ -484,10 +534,20 @@ class FakeProlific(HookSender):
         if sid not in self.studies:
             return _error(404, "Not found.")
         # API (SubmissionShort): list items name the participant `participant_id`.
-        rows = [{"id": s["id"], "participant_id": s["participant"], "status": s["status"],
-                 "started_at": s["started_at"], "completed_at": s["completed_at"], "has_siblings": False,
-                 "study_code": s["entered_code"], "return_requested": s["return_requested"]}
-                for s in self.submissions.values() if s["study_id"] == sid]
+        rows = [
+            {
+                "id": s["id"],
+                "participant_id": s["participant"],
+                "status": s["status"],
+                "started_at": s["started_at"],
+                "completed_at": s["completed_at"],
+                "has_siblings": False,
+                "study_code": s["entered_code"],
+                "return_requested": s["return_requested"],
+            }
+            for s in self.submissions.values()
+            if s["study_id"] == sid
+        ]
         return self._page(request, rows)
 
     def _transition_submission(self, body, request, sid):
@@ -543,8 +603,14 @@ class FakeProlific(HookSender):
             # PLATFORMS: each row names a submission or a participant of the study.
             sub = self.submissions.get(who.strip())
             if sub is None:
-                sub = next((s for s in self.submissions.values()
-                            if s["participant"] == who.strip() and s["study_id"] == study), None)
+                sub = next(
+                    (
+                        s
+                        for s in self.submissions.values()
+                        if s["participant"] == who.strip() and s["study_id"] == study
+                    ),
+                    None,
+                )
             if sub is None or sub["study_id"] != study:
                 return _error(400, f"{who} is not a submission or participant of this study.")
             rows.append((sub["id"], value))
@@ -554,8 +620,15 @@ class FakeProlific(HookSender):
         amount = sum(v for _, v in rows)
         fees = (amount * FEE_RATE).quantize(Decimal("0.01"), ROUND_HALF_UP)
         vat = (fees * VAT_RATE).quantize(Decimal("0.01"), ROUND_HALF_UP)
-        self.bonuses[bid] = {"id": bid, "study": study, "rows": rows, "amount": float(amount), "fees": float(fees),
-                             "vat": float(vat), "total_amount": float(amount + fees + vat)}
+        self.bonuses[bid] = {
+            "id": bid,
+            "study": study,
+            "rows": rows,
+            "amount": float(amount),
+            "fees": float(fees),
+            "vat": float(vat),
+            "total_amount": float(amount + fees + vat),
+        }
         # PLATFORMS: the first step returns an id, fees and VAT (API: BulkBonus).
         return _json({k: v for k, v in self.bonuses[bid].items() if k != "rows"}, 201)
 
@@ -590,8 +663,11 @@ ROUTES = [
     ("GET", r"/workspaces/([^/]+)/balance/", FakeProlific._balance),
     ("POST", r"/studies/", FakeProlific._create_study),
     ("GET", r"/studies/", FakeProlific._list_studies),
-    ("GET", r"/projects/([^/]+)/studies/", lambda self, body, request, project:
-        FakeProlific._list_studies(self, body, request, project)),
+    (
+        "GET",
+        r"/projects/([^/]+)/studies/",
+        lambda self, body, request, project: FakeProlific._list_studies(self, body, request, project),
+    ),
     ("GET", r"/studies/([^/]+)/", FakeProlific._get_study),
     ("PATCH", r"/studies/([^/]+)/", FakeProlific._patch_study),
     ("POST", r"/studies/([^/]+)/transition/", FakeProlific._transition_study),
@@ -626,8 +702,9 @@ def _pay_rules(study: dict, currency: str) -> dict[str, list[str]]:
 
 def _short(sub: dict) -> dict:
     """A submission as the transition endpoint answers it (API: Submission)."""
-    return {k: sub[k] for k in ("id", "completed_at", "entered_code", "participant", "started_at", "status",
-                                "study_id")}
+    return {
+        k: sub[k] for k in ("id", "completed_at", "entered_code", "participant", "started_at", "status", "study_id")
+    }
 
 
 def _json(data: Any, status: int = 200, headers: dict | None = None) -> Response:
@@ -636,8 +713,9 @@ def _json(data: Any, status: int = 200, headers: dict | None = None) -> Response
 
 def _error(status: int, detail: Any, headers: dict | None = None) -> Response:
     """Prolific's error shape (API: Error wraps ErrorDetail)."""
-    return _json({"error": {"status": status, "error_code": status * 100, "title": "Error", "detail": detail}},
-                 status, headers)
+    return _json(
+        {"error": {"status": status, "error_code": status * 100, "title": "Error", "detail": detail}}, status, headers
+    )
 
 
 class FakeProlificServer:
@@ -647,7 +725,8 @@ class FakeProlificServer:
         self.fake = FakeProlific(validate=validate)
         self._server = make_server("127.0.0.1", 0, self.fake, threaded=True)
         self.fake.url = f"http://127.0.0.1:{self._server.server_port}/api/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # Polled every 0.05 s, not every 0.5 s: shutdown() waits for the next look, once per test.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self) -> FakeProlific:
         if self.fake.validate:

@@ -9,6 +9,7 @@ The sender is steered by the tests, who play the network: events wait in ``outbo
 :meth:`HookSender.deliver` sends them (each once, or twice, in order or shuffled, or lost), and
 ``hook_network`` maps a subscription's public https address to the test server that stands for it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,12 @@ import requests
 from werkzeug.wrappers import Request
 
 MAX_ATTEMPTS = 12  # PLATFORMS (delivery): "up to 12 attempts over about 24 h"
-EVENT_TYPES = ("submission.status.change", "study.status.change", "study.progress.change",
-               "study.has_high_return_rate")  # PLATFORMS (subscribe): the event types
+EVENT_TYPES = (
+    "submission.status.change",
+    "study.status.change",
+    "study.progress.change",
+    "study.has_high_return_rate",
+)  # PLATFORMS (subscribe): the event types
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -41,9 +46,20 @@ class HookSender:
 
     @property
     def hooks(self) -> dict[str, Any]:
-        return self.__dict__.setdefault("_hooks", {
-            "secrets": {}, "subscriptions": {}, "outbox": [], "sent": [], "seen": {}, "network": lambda url: url,
-            "groups": {}, "messages": [], "test_studies": []})
+        return self.__dict__.setdefault(
+            "_hooks",
+            {
+                "secrets": {},
+                "subscriptions": {},
+                "outbox": [],
+                "sent": [],
+                "seen": {},
+                "network": lambda url: url,
+                "groups": {},
+                "messages": [],
+                "test_studies": [],
+            },
+        )
 
     @property
     def outbox(self) -> list[dict]:
@@ -66,15 +82,18 @@ class HookSender:
             if seen.get(sub["id"]) != sub["status"]:
                 seen[sub["id"]] = sub["status"]
                 # API (Receiving): submission.status.change → {resource_id, event_type, participant_id, status}
-                self._emit("submission.status.change", {"resource_id": sub["id"], "participant_id": sub["participant"],
-                                                         "status": sub["status"]})
+                self._emit(
+                    "submission.status.change",
+                    {"resource_id": sub["id"], "participant_id": sub["participant"], "status": sub["status"]},
+                )
         for study in self.studies.values():
             if seen.get(study["id"]) != study["status"]:
                 seen[study["id"]] = study["status"]
                 # API (Receiving): study.status.change → {resource_id, event_type, metadata, status}; the
                 # reference names metadata without its content, so the fake sends an empty object.
-                self._emit("study.status.change", {"resource_id": study["id"], "metadata": {},
-                                                    "status": study["status"]})
+                self._emit(
+                    "study.status.change", {"resource_id": study["id"], "metadata": {}, "status": study["status"]}
+                )
 
     def high_return_rate(self, study_id: str) -> None:
         """Prolific notices many returns: study.has_high_return_rate → {resource_id, event_type, metadata}."""
@@ -85,9 +104,16 @@ class HookSender:
             # API (create-subscription): only a confirmed, enabled subscription of that event type is notified.
             if sub["event_type"] == event_type and sub["confirmed"] and sub["is_enabled"]:
                 event = {"event_type": event_type, **body}
-                self.outbox.append({"event_id": uuid.uuid4().hex, "target": sub["target_url"],
-                                    "workspace": sub["workspace_id"], "sent_at": time.time(),
-                                    "body": json.dumps(event).encode(), "subscription": sub["id"]})
+                self.outbox.append(
+                    {
+                        "event_id": uuid.uuid4().hex,
+                        "target": sub["target_url"],
+                        "workspace": sub["workspace_id"],
+                        "sent_at": time.time(),
+                        "body": json.dumps(event).encode(),
+                        "subscription": sub["id"],
+                    }
+                )
 
     def deliver(self, twice: bool = False, shuffle: int | None = None, lose: bool = False) -> list[int]:
         """Send what waits in the outbox: the answers' statuses. ``twice``: every event is delivered again
@@ -106,14 +132,19 @@ class HookSender:
         for _attempt in range(MAX_ATTEMPTS):  # PLATFORMS (delivery): a non-2xx or slow answer is retried
             secret = self.hooks["secrets"].get(d["workspace"], {}).get("value", "")
             stamp = str(int(time.time()))
-            headers = {"Content-Type": "application/json", "X-Prolific-Request-Timestamp": stamp,
-                       "X-Prolific-Request-Signature": sign(secret, stamp, d["body"]),
-                       # PLATFORMS (delivery): X-Event-ID is the same on every delivery of one event; X-Timestamp
-                       # is when it happened.
-                       "X-Event-ID": d["event_id"], "X-Timestamp": f"{d['sent_at']:.6f}"}
+            headers = {
+                "Content-Type": "application/json",
+                "X-Prolific-Request-Timestamp": stamp,
+                "X-Prolific-Request-Signature": sign(secret, stamp, d["body"]),
+                # PLATFORMS (delivery): X-Event-ID is the same on every delivery of one event; X-Timestamp
+                # is when it happened.
+                "X-Event-ID": d["event_id"],
+                "X-Timestamp": f"{d['sent_at']:.6f}",
+            }
             try:
-                status = requests.post(self.hooks["network"](d["target"]), data=d["body"], headers=headers,
-                                       timeout=10).status_code
+                status = requests.post(
+                    self.hooks["network"](d["target"]), data=d["body"], headers=headers, timeout=10
+                ).status_code
             except requests.RequestException:
                 status = 0
             self.hooks["sent"].append({**d, "status": status})
@@ -135,7 +166,9 @@ class HookSender:
         sub["status"], sub["entered_code"], sub["completed_at"] = "SCREENED OUT", code, "2026-11-27T00:00:00Z"
         self.hooks.setdefault("screen_out_paid", []).append((sub["id"], action["fixed_screen_out_reward"]))
         self.workspace["available_balance"] -= action["fixed_screen_out_reward"]
-        out = sum(1 for s in self.submissions.values() if s["study_id"] == study["id"] and s["status"] == "SCREENED OUT")
+        out = sum(
+            1 for s in self.submissions.values() if s["study_id"] == study["id"] and s["status"] == "SCREENED OUT"
+        )
         self._settle(study)
         if out >= action["slots"] and study["status"] == "ACTIVE":
             # API (FixedScreenOut, slots): "your study will pause after [slots] participants are screened out".
@@ -157,7 +190,11 @@ class HookSender:
         if ws != self.workspace["id"]:
             return self._error_out(400, "Unknown workspace.")
         # API (create-secret): "If a secret already exists, this call will delete the old secret and create a new one."
-        self.hooks["secrets"][ws] = {"id": uuid.uuid4().hex[:24], "value": secrets.token_urlsafe(32), "workspace_id": ws}
+        self.hooks["secrets"][ws] = {
+            "id": uuid.uuid4().hex[:24],
+            "value": secrets.token_urlsafe(32),
+            "workspace_id": ws,
+        }
         return self._json_out(self.hooks["secrets"][ws], 201)
 
     def _create_subscription(self, body, request):
@@ -170,12 +207,19 @@ class HookSender:
         if not target.startswith("https://"):
             return self._error_out(400, "target_url must be https.")  # PLATFORMS (subscribe): public https://
         sid = uuid.uuid4().hex[:24]
-        self.hooks["subscriptions"][sid] = {"id": sid, "event_type": kind, "target_url": target, "is_enabled": True,
-                                            "workspace_id": ws, "confirmed": False,
-                                            "hook_secret": secrets.token_hex(16)}
+        self.hooks["subscriptions"][sid] = {
+            "id": sid,
+            "event_type": kind,
+            "target_url": target,
+            "is_enabled": True,
+            "workspace_id": ws,
+            "confirmed": False,
+            "hook_secret": secrets.token_hex(16),
+        }
         # PLATFORMS (subscribe): answers an id and an X-Hook-Secret header; API: 201 with a SubscriptionList.
-        return self._json_out({"results": [self._sub_view(sid)]}, 201,
-                              {"X-Hook-Secret": self.hooks["subscriptions"][sid]["hook_secret"]})
+        return self._json_out(
+            {"results": [self._sub_view(sid)]}, 201, {"X-Hook-Secret": self.hooks["subscriptions"][sid]["hook_secret"]}
+        )
 
     def _confirm_subscription(self, body, request, sid):
         sub = self.hooks["subscriptions"].get(sid)
@@ -187,8 +231,11 @@ class HookSender:
         return self._json_out(self._sub_view(sid))
 
     def _get_subscription(self, body, request, sid):
-        return self._json_out(self._sub_view(sid)) if sid in self.hooks["subscriptions"] else \
-            self._error_out(404, "Not found.")
+        return (
+            self._json_out(self._sub_view(sid))
+            if sid in self.hooks["subscriptions"]
+            else self._error_out(404, "Not found.")
+        )
 
     def _delete_subscription(self, body, request, sid):
         if self.hooks["subscriptions"].pop(sid, None) is None:
@@ -206,8 +253,12 @@ class HookSender:
 
     def _allowed(self, study: dict) -> set[str] | None:
         """The members of the study's allowlist groups (PLATFORMS: the blocklist's allowlist twin); None: anyone."""
-        groups = [gid for f in study.get("filters") or [] if f.get("filter_id") == "participant_group_allowlist"
-                  for gid in f.get("selected_values") or []]
+        groups = [
+            gid
+            for f in study.get("filters") or []
+            if f.get("filter_id") == "participant_group_allowlist"
+            for gid in f.get("selected_values") or []
+        ]
         if not groups:
             return None
         return {p for gid in groups for p in self.groups.get(gid, [])}
@@ -217,21 +268,33 @@ class HookSender:
             return self._error_out(400, "A workspace or organisation id must be given.")  # API (create)
         gid = uuid.uuid4().hex[:24]
         self.groups[gid] = list(dict.fromkeys(body.get("participant_ids") or []))
-        self.hooks["groups"][gid] = {"name": body["name"], "workspace_id": body["workspace_id"],
-                                     "description": body.get("description")}
+        self.hooks["groups"][gid] = {
+            "name": body["name"],
+            "workspace_id": body["workspace_id"],
+            "description": body.get("description"),
+        }
         return self._json_out(self._group_view(gid), 201)
 
     def _group_view(self, gid: str) -> dict:
         meta = self.hooks["groups"].get(gid, {})
-        return {"id": gid, "name": meta.get("name", ""), "project_id": None, "workspace_id": meta.get("workspace_id"),
-                "organisation_id": None, "description": meta.get("description"),
-                "participant_count": len(self.groups[gid]), "is_deleted": False, "feeder_studies": []}
+        return {
+            "id": gid,
+            "name": meta.get("name", ""),
+            "project_id": None,
+            "workspace_id": meta.get("workspace_id"),
+            "organisation_id": None,
+            "description": meta.get("description"),
+            "participant_count": len(self.groups[gid]),
+            "is_deleted": False,
+            "feeder_studies": [],
+        }
 
     def _group_members(self, body, request, gid):
         if gid not in self.groups:
             return self._error_out(404, "Participant group not found.")
-        return self._json_out({"results": [{"participant_id": p, "datetime_created": "2026-11-27T00:00:00Z"}
-                                           for p in self.groups[gid]]})
+        return self._json_out(
+            {"results": [{"participant_id": p, "datetime_created": "2026-11-27T00:00:00Z"} for p in self.groups[gid]]}
+        )
 
     # -- messages (API: messages) -----------------------------------------------------------------------
 
@@ -260,8 +323,14 @@ class HookSender:
         self.hooks["test_studies"].append({"study_id": tid, "of": sid})
         # The docs say only that a study is created for the test; the fake makes it a one-place copy that
         # recruits at once, so a test can play the coordinator taking it.
-        self.studies[tid] = {**study, "id": tid, "status": "ACTIVE", "total_available_places": 1,
-                             "internal_name": f"test of {study.get('internal_name')}", "_test_of": sid}
+        self.studies[tid] = {
+            **study,
+            "id": tid,
+            "status": "ACTIVE",
+            "total_available_places": 1,
+            "internal_name": f"test of {study.get('internal_name')}",
+            "_test_of": sid,
+        }
         # API (TestStudySetUpResponse): the id and the URL of the study created for the test.
         return self._json_out({"study_id": tid, "study_url": f"https://app.prolific.com/studies/{tid}"})
 

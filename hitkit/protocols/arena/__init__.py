@@ -1,11 +1,19 @@
 """Arena (Chiang et al. 2024; LMArena/FastChat): a worker's prompt, two anonymous systems answering side by
 side as they generate, a vote; a Bradley–Terry leaderboard with style control."""
+
 from hitkit.protocols.arena.columns import BATTLE_COLUMNS, TABLE
 from hitkit.protocols.base import Protocol
 
 PROTOCOL = Protocol(
-    name="arena", title="Arena: side-by-side battles of anonymous systems (Chiang et al. 2024)", package=__name__,
-    settings_class="ArenaConfig", task_class="ArenaTask", table=TABLE, columns=BATTLE_COLUMNS,
-    analysis_marker="leaderboard", cluster_units=("worker", "battle"), judged=True,
+    name="arena",
+    title="Arena: side-by-side battles of anonymous systems (Chiang et al. 2024)",
+    package=__name__,
+    settings_class="ArenaConfig",
+    task_class="ArenaTask",
+    table=TABLE,
+    columns=BATTLE_COLUMNS,
+    analysis_marker="leaderboard",
+    cluster_units=("worker", "battle"),
+    judged=True,
     analysis_options=frozenset({"ties", "include_leaks", "add"}),
 )

@@ -5,7 +5,7 @@ clean-battle file, or both on one scale) and returns an
 :class:`~hitkit.analysis.base.AnalysisResult` with these tables (docs/COLUMNS.md):
 
 - ``leaderboard``: system, rating (Arena scale: 1000 + 400·log10-strength, ties half a win) with its
-  worker-clustered 95 % bootstrap interval, the style-controlled rating and interval, rank ranges,
+  worker-clustered 95 % bootstrap interval, the style-controlled rating and its worker-clustered sandwich interval, rank ranges,
   natural log-strengths, the system's record and its component of the comparison graph;
 - ``style``: the style coefficients (length, headers, lists, bold) with intervals;
 - ``win_rates``: each ordered pair's record and win rate (ties half);
@@ -15,6 +15,7 @@ clean-battle file, or both on one scale) and returns an
 QC battles (``is_control``) never enter a leaderboard; battles flagged as identity leaks (``leak``)
 stay out unless ``include_leaks``.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,6 +39,7 @@ from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
 from hitkit.protocols.arena.fastchat import read_fastchat
 from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
 from hitkit.protocols.arena.reading import included, read_study_battles
+from hitkit.protocols.arena.robust import SANDWICH
 
 READS_FILES = True
 """``hitkit analyze arena FILE`` reads a FastChat clean-battle file as well as an export folder."""
@@ -85,8 +87,12 @@ def control_systems(battles: pd.DataFrame, config=None) -> set[str]:
         named = set(task_for(config).control_systems())
         if named:
             return named
-    shown = pd.concat([battles[["system_a", "is_control"]].rename(columns={"system_a": "system"}),
-                       battles[["system_b", "is_control"]].rename(columns={"system_b": "system"})])
+    shown = pd.concat(
+        [
+            battles[["system_a", "is_control"]].rename(columns={"system_a": "system"}),
+            battles[["system_b", "is_control"]].rename(columns={"system_b": "system"}),
+        ]
+    )
     only = shown.groupby("system")["is_control"].min()
     candidates = set(only.index[only.astype(int) == 1])
     seen = pd.concat([qc["system_a"], qc["system_b"]]).value_counts()
@@ -103,8 +109,10 @@ def control_systems(battles: pd.DataFrame, config=None) -> set[str]:
 def qc_table(battles: pd.DataFrame, control: set[str], alpha: float = QC_ALPHA) -> pd.DataFrame:
     """Per worker with QC battles: control_battles, real_wins (votes for the real system), control_wins,
     ties (ties and both-bad), p_value = P(X ≥ real_wins) for X ~ Binomial(real_wins + control_wins, ½)
-    (1 without decisive votes), passed = p_value < ``alpha``. At least 5 decisive QC votes, all for the
-    real system, are needed to pass at α = 0.05. ``control``: the QC bot's names (:func:`control_systems`)."""
+    (1 without decisive votes), judged = at least :func:`decisive_needed` decisive QC votes (5 at α = 0.05:
+    with fewer, even all of them for the real system cannot reach p < α), and passed = p_value < ``alpha``
+    for a judged worker, empty (no verdict) for one who is not. ``control``: the QC bot's names
+    (:func:`control_systems`)."""
     qc = battles[battles["is_control"].astype(int) == 1]
     left_control = qc["system_a"].isin(control).to_numpy()
     right_control = qc["system_b"].isin(control).to_numpy()
@@ -116,13 +124,32 @@ def qc_table(battles: pd.DataFrame, control: set[str], alpha: float = QC_ALPHA) 
     real = np.where(left_control, vote == "b", vote == "a")
     bot = np.where(left_control, vote == "a", vote == "b")
     frame = pd.DataFrame({"worker_id": qc["worker_id"].to_numpy(), "real": real, "bot": bot})
-    table = frame.groupby("worker_id", sort=True).agg(control_battles=("real", "size"), real_wins=("real", "sum"),
-                                                      control_wins=("bot", "sum")).reset_index()
+    table = (
+        frame.groupby("worker_id", sort=True)
+        .agg(control_battles=("real", "size"), real_wins=("real", "sum"), control_wins=("bot", "sum"))
+        .reset_index()
+    )
     table["ties"] = table["control_battles"] - table["real_wins"] - table["control_wins"]
-    table["p_value"] = [stats.binomtest(int(w), int(w + c), 0.5, alternative="greater").pvalue if w + c else 1.0
-                        for w, c in zip(table["real_wins"], table["control_wins"])]
-    table["passed"] = table["p_value"] < alpha
+    table["p_value"] = [
+        stats.binomtest(int(w), int(w + c), 0.5, alternative="greater").pvalue if w + c else 1.0
+        for w, c in zip(table["real_wins"], table["control_wins"])
+    ]
+    table["judged"] = (table["real_wins"] + table["control_wins"]) >= decisive_needed(alpha)
+    table["passed"] = pd.Series(
+        [bool(p < alpha) if j else pd.NA for p, j in zip(table["p_value"], table["judged"])],
+        index=table.index,
+        dtype="boolean",
+    )
     return table.astype({"control_battles": int, "real_wins": int, "control_wins": int, "ties": int})
+
+
+def qc_counts(qc: pd.DataFrame) -> tuple[int, int, int]:
+    """(judged, failed, not judged) workers of a :func:`qc_table` (or its CSV, read back as text)."""
+    if not len(qc):
+        return 0, 0, 0
+    judged = qc["judged"].astype(str).str.lower().isin(["true", "1"]) if "judged" in qc else pd.Series(True, qc.index)
+    passed = qc["passed"].astype(str).str.lower().isin(["true", "1"])
+    return int(judged.sum()), int((judged & ~passed).sum()), int((~judged).sum())
 
 
 def decisive_needed(alpha: float = QC_ALPHA) -> int:
@@ -139,18 +166,28 @@ def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[s
     battles = tables["battles"]
     if battles.empty or not (battles["is_control"].astype(int) == 1).any():
         return None
-    battles = battles.assign(vote=battles["vote"].astype(str).str.strip().str.lower(),
-                             worker_id=battles["worker_id"].astype(str))
+    battles = battles.assign(
+        vote=battles["vote"].astype(str).str.strip().str.lower(), worker_id=battles["worker_id"].astype(str)
+    )
     table = qc_table(battles, control_systems(battles, config))
-    table = table[table["real_wins"] + table["control_wins"] >= decisive_needed()]
-    method = (f"prefers the real system over the QC bot (one-sided binomial test, p < {QC_ALPHA}, from "
-              f"{decisive_needed()} decisive QC votes on)")
-    return (method,
-            {str(w): bool(p) for w, p in zip(table["worker_id"], table["passed"])})
+    table = table[table["judged"]]
+    method = (
+        f"prefers the real system over the QC bot (one-sided binomial test, p < {QC_ALPHA}, from "
+        f"{decisive_needed()} decisive QC votes on)"
+    )
+    return (method, {str(w): bool(p) for w, p in zip(table["worker_id"], table["passed"])})
 
 
-def analyze_battles(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, ties: str = "half",
-                    include_leaks: bool = False, cluster: str = "worker", config=None) -> AnalysisResult:
+def analyze_battles(
+    battles: pd.DataFrame,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ties: str = "half",
+    include_leaks: bool = False,
+    cluster: str = "worker",
+    config=None,
+) -> AnalysisResult:
     """The leaderboard, style coefficients, win rates, category leaderboards and QC of a battle frame."""
     if cluster not in CLUSTERS:
         raise HitkitError(f"cluster={cluster!r}; the arena's bootstrap resamples one of {', '.join(CLUSTERS)}")
@@ -158,48 +195,78 @@ def analyze_battles(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
         raise InputError("battles", "no battles from submitted or approved assignments; nothing to analyse")
     counted = included(battles, leaks=include_leaks)
     if counted.empty:
-        raise InputError("battles", f"all {len(battles)} battles are QC battles or identity leaks; no leaderboard "
-                         "(include leaks with --include-leaks)")
+        raise InputError(
+            "battles",
+            f"all {len(battles)} battles are QC battles or identity leaks; no leaderboard "
+            "(include leaks with --include-leaks)",
+        )
     fitted = counted if cluster == "worker" else counted.assign(worker_id=[f"battle:{i}" for i in range(len(counted))])
     anchor = FASTCHAT_BASELINE
     board, style, facts = leaderboard(fitted, n_boot=n_boot, seed=seed, ties=ties, anchor=anchor)
     categories, skipped = by_category(fitted, n_boot=n_boot, seed=seed, ties=ties, anchor=anchor)
     control = control_systems(battles, config)
-    qc = qc_table(battles, control) if (battles["is_control"].astype(int) == 1).any() else pd.DataFrame(
-        columns=["worker_id", "control_battles", "real_wins", "control_wins", "ties", "p_value", "passed"])
-    lines = duplicate_warnings([("battle vote(s) (assignment, battle)", battles.attrs.get("duplicates") or None),
-                                (ASSIGNMENT_DUPLICATES, battles.attrs.get("assignment_duplicates"))])
+    qc = (
+        qc_table(battles, control)
+        if (battles["is_control"].astype(int) == 1).any()
+        else pd.DataFrame(
+            columns=["worker_id", "control_battles", "real_wins", "control_wins", "ties", "p_value", "judged", "passed"]
+        )
+    )
+    lines = duplicate_warnings(
+        [
+            ("battle vote(s) (assignment, battle)", battles.attrs.get("duplicates") or None),
+            (ASSIGNMENT_DUPLICATES, battles.attrs.get("assignment_duplicates")),
+        ]
+    )
     leaks = int((battles["leak"].astype(int) == 1).sum())
     if leaks and not include_leaks:
-        lines.append(f"{leaks} battle(s) flagged as identity leaks are left out of the leaderboard "
-                     "(--include-leaks counts them)")
+        lines.append(
+            f"{leaks} battle(s) flagged as identity leaks are left out of the leaderboard (--include-leaks counts them)"
+        )
     if facts["components"] > 1:
-        lines.append(f"the systems fall into {facts['components']} groups that no chain of battles connects; "
-                     "ratings of different groups are not comparable and no rank orders them (see 'component')")
+        lines.append(
+            f"the systems fall into {facts['components']} groups that no chain of battles connects; "
+            "ratings of different groups are not comparable and no rank orders them (see 'component')"
+        )
     if not facts["style_control"]:
         lines.append("some battles have no style counts, so there is no style-controlled rating")
     share = float(counted["worker_id"].value_counts(normalize=True).iloc[0])
     if share > DOMINANT_SHARE and cluster == "worker":
-        lines.append(f"one worker cast {share:.0%} of the leaderboard's votes; the worker-clustered intervals "
-                     "account for it, but the leaderboard mostly says what that worker prefers")
+        lines.append(
+            f"one worker cast {share:.0%} of the leaderboard's votes; the worker-clustered intervals "
+            "account for it, but the leaderboard mostly says what that worker prefers"
+        )
     if skipped:
-        lines.append("categories without a leaderboard of their own (fewer than 20 battles or 2 systems): "
-                     + ", ".join(skipped))
+        lines.append(
+            "categories without a leaderboard of their own (fewer than 20 battles or 2 systems): " + ", ".join(skipped)
+        )
     summary = {
-        "battles": len(battles), "leaderboard_battles": len(counted),
-        "control_battles": int((battles["is_control"].astype(int) == 1).sum()), "leaks": leaks,
-        "include_leaks": include_leaks, "workers": int(counted["worker_id"].nunique()),
-        "systems": len(board), "sources": sorted(set(battles["source"])) if "source" in battles else [],
-        "ties": ties, "both_bad": "counted as a tie", "seed": seed, "n_boot": n_boot, "interval_unit": cluster,
-        "interval_method": INTERVAL_METHOD, "style_control": facts["style_control"], "style_reg": STYLE_REG,
+        "battles": len(battles),
+        "leaderboard_battles": len(counted),
+        "control_battles": int((battles["is_control"].astype(int) == 1).sum()),
+        "leaks": leaks,
+        "include_leaks": include_leaks,
+        "workers": int(counted["worker_id"].nunique()),
+        "systems": len(board),
+        "sources": sorted(set(battles["source"])) if "source" in battles else [],
+        "ties": ties,
+        "both_bad": "counted as a tie",
+        "seed": seed,
+        "n_boot": n_boot,
+        "interval_unit": cluster,
+        "interval_method": INTERVAL_METHOD,
+        "style_control": facts["style_control"],
+        "style_reg": STYLE_REG,
         "style_interval_correction": "penalty" if facts["style_control"] and n_boot > 0 else None,
-        "components": facts["components"], "control_systems": sorted(control),
-        "qc_failed": int((~qc["passed"].astype(bool)).sum()) if len(qc) else 0,
+        "style_interval_method": SANDWICH if facts["style_control"] and n_boot > 0 else None,
+        "components": facts["components"],
+        "control_systems": sorted(control),
+        **dict(zip(("qc_judged", "qc_failed", "qc_not_judged"), qc_counts(qc))),
         "anchor": {"system": anchor[0], "rating": anchor[1]} if anchor[0] in set(board["system"]) else None,
-        "duplicates": battles.attrs.get("duplicates", {}), "warnings": lines,
+        "duplicates": battles.attrs.get("duplicates", {}),
+        "warnings": lines,
     }
-    tables = {"leaderboard": board, "style": style, "win_rates": win_rates(counted), "categories": categories,
-              "qc": qc}
+    tables = {"leaderboard": board, "style": style, "win_rates": win_rates(counted), "categories": categories, "qc": qc}
     figs = {"leaderboard": png(lambda: figures.leaderboard(board))}
     if len(tables["win_rates"]):
         figs["win_rates"] = png(lambda: figures.win_rates(tables["win_rates"], list(board["system"])))
@@ -215,8 +282,9 @@ def cli_options(config, given: dict) -> dict:
     return {name: given[name] for name in ANALYSIS_OPTIONS if given.get(name) is not None}
 
 
-def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
-            stability: bool = False) -> AnalysisResult:
+def analyze(
+    in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None, stability: bool = False
+) -> AnalysisResult:
     """The registry's entry point: the battles of ``in_dir`` (an export folder or a FastChat battle file)
     and of ``options["add"]`` (more of either), analysed with ``hitkit analyze``'s options (n_boot,
     duplicates, cluster, ties, include_leaks)."""
@@ -224,6 +292,12 @@ def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replic
     extra = [extra] if isinstance(extra, (str, Path)) else list(extra)
     battles = read_battles(in_dir, *extra, duplicates=options.get("duplicates", DEFAULT_DUPLICATES))
     n_boot = options.get("n_boot")
-    return analyze_battles(battles, n_boot=1000 if n_boot is None else int(n_boot), seed=seed,
-                           ties=options.get("ties") or "half", include_leaks=bool(options.get("include_leaks")),
-                           cluster=options.get("cluster") or "worker", config=config)
+    return analyze_battles(
+        battles,
+        n_boot=1000 if n_boot is None else int(n_boot),
+        seed=seed,
+        ties=options.get("ties") or "half",
+        include_leaks=bool(options.get("include_leaks")),
+        cluster=options.get("cluster") or "worker",
+        config=config,
+    )

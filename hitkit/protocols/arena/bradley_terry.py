@@ -21,6 +21,7 @@ point estimate is the batch of one weighting (all ones), a worker-clustered boot
 B resampled weightings. Davidson's (1970) tie model is fitted separately (:func:`davidson`).
 Pure functions of arrays; no scipy except in :func:`davidson`.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,11 +81,19 @@ def _loss(x: np.ndarray, y: np.ndarray, w: np.ndarray, theta: np.ndarray, reg: n
     eta = theta @ x.T  # [B, n]
     # −[y log σ(η) + (1 − y) log σ(−η)] = softplus(η) − y·η, stable for large |η|
     nll = (w * (np.logaddexp(0.0, eta) - y * eta)).sum(axis=1)
-    return nll + 0.5 * (reg * theta ** 2).sum(axis=1)
+    return nll + 0.5 * (reg * theta**2).sum(axis=1)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray, reg: np.ndarray, *, centre: int = 0,
-                 tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
+def fit_logistic(
+    x: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray,
+    reg: np.ndarray,
+    *,
+    centre: int = 0,
+    tol: float = 1e-10,
+    max_iter: int = 200,
+) -> np.ndarray:
     """Minimise Σ w·logloss(y, σ(x·θ)) + ½ Σ reg·θ² for each row of ``weights`` [B, n]: θ [B, p].
 
     ``centre`` > 0 adds the penalty ½·(Σ θ[:centre])², zero at the optimum of a loss that shifting
@@ -130,13 +139,16 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray, reg: np.ndar
                 break
             scale[worse] *= 0.5
             new[worse] = t[worse] - scale[worse, None] * step[worse]
-            new_loss[worse] = (_loss(x, y, wa[worse], new[worse], reg) + 0.5 * (new[worse] @ ones) ** 2)
+            new_loss[worse] = _loss(x, y, wa[worse], new[worse], reg) + 0.5 * (new[worse] @ ones) ** 2
         theta[idx], loss[idx] = new, _loss(x, y, wa, new, reg)
         done = np.abs(scale[:, None] * step).max(axis=1) < tol
         active[idx[done]] = False
     else:
-        warnings.warn(f"the rating fit stopped after {max_iter} Newton steps in {int(active.sum())} replicate(s)",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"the rating fit stopped after {max_iter} Newton steps in {int(active.sum())} replicate(s)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return theta
 
 
@@ -151,8 +163,14 @@ class Fit:
     feature_std: np.ndarray | None = None
 
 
-def bradley_terry(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: int,
-                  weights: np.ndarray | None = None, ridge: float = BT_RIDGE) -> Fit:
+def bradley_terry(
+    first: np.ndarray,
+    second: np.ndarray,
+    outcome: np.ndarray,
+    k: int,
+    weights: np.ndarray | None = None,
+    ridge: float = BT_RIDGE,
+) -> Fit:
     """Plain Bradley–Terry (ties half a win) for each weighting; battles are pooled into cells of
     (left, right, outcome) first, which leaves the likelihood unchanged and makes replicates cheap."""
     first, second, outcome = np.asarray(first), np.asarray(second), np.asarray(outcome, dtype=float)
@@ -169,8 +187,16 @@ def bradley_terry(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k:
     return Fit(theta, np.zeros((w.shape[0], 0)))
 
 
-def style_control(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: int, counts_a: np.ndarray,
-                  counts_b: np.ndarray, weights: np.ndarray | None = None, reg: float = STYLE_REG) -> Fit:
+def style_control(
+    first: np.ndarray,
+    second: np.ndarray,
+    outcome: np.ndarray,
+    k: int,
+    counts_a: np.ndarray,
+    counts_b: np.ndarray,
+    weights: np.ndarray | None = None,
+    reg: float = STYLE_REG,
+) -> Fit:
     """Style-controlled Bradley–Terry (FastChat's contextual BT) for each weighting; the covariates are
     standardised once on all battles (:func:`style_features`), as FastChat's bootstrap does."""
     features, mean, std = style_features(counts_a, counts_b)
@@ -181,8 +207,16 @@ def style_control(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k:
     return Fit(theta, params[:, k:], mean, std)
 
 
-def ridge_shift(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: int, counts_a: np.ndarray,
-                counts_b: np.ndarray, fit: Fit, reg: float = STYLE_REG) -> tuple[np.ndarray, np.ndarray]:
+def ridge_shift(
+    first: np.ndarray,
+    second: np.ndarray,
+    outcome: np.ndarray,
+    k: int,
+    counts_a: np.ndarray,
+    counts_b: np.ndarray,
+    fit: Fit,
+    reg: float = STYLE_REG,
+) -> tuple[np.ndarray, np.ndarray]:
     """How far style control's L2 penalty pulls its estimates, to be undone in the intervals: (θ shift [k],
     centred, log10 units; β shift [f]) of the point fit ``fit`` (its first weighting).
 
@@ -205,8 +239,14 @@ def ridge_shift(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: i
     return step[:k] - step[:k].mean(), step[k:]
 
 
-def davidson(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: int,
-             weights: np.ndarray | None = None, ridge: float = BT_RIDGE) -> tuple[np.ndarray, np.ndarray]:
+def davidson(
+    first: np.ndarray,
+    second: np.ndarray,
+    outcome: np.ndarray,
+    k: int,
+    weights: np.ndarray | None = None,
+    ridge: float = BT_RIDGE,
+) -> tuple[np.ndarray, np.ndarray]:
     """Davidson's (1970) tie model for each weighting: P(a) ∝ π_a, P(b) ∝ π_b, P(tie) ∝ ν·√(π_a π_b),
     π = 10^θ. Returns θ [B, k] (centred, log10 units) and ν [B]. Fitted by L-BFGS (scipy) on cells."""
     from scipy.optimize import minimize
@@ -239,13 +279,17 @@ def davidson(first: np.ndarray, second: np.ndarray, outcome: np.ndarray, k: int,
             grad[k] = -(cw * ((fc == 1) - probs[2])).sum()
             return value, grad
 
-        res = minimize(nll, np.zeros(k + 1), args=(cw,), jac=True, method="L-BFGS-B", options={"maxiter": 1000, "gtol": 1e-9})
+        res = minimize(
+            nll, np.zeros(k + 1), args=(cw,), jac=True, method="L-BFGS-B", options={"maxiter": 1000, "gtol": 1e-9}
+        )
         thetas[j] = res.x[:k] - res.x[:k].mean()
         nus[j] = math.exp(res.x[k])
     return thetas, nus
 
 
-def to_rating(theta: np.ndarray, systems: list[str], anchor: tuple[str, float] | None = FASTCHAT_BASELINE) -> np.ndarray:
+def to_rating(
+    theta: np.ndarray, systems: list[str], anchor: tuple[str, float] | None = FASTCHAT_BASELINE
+) -> np.ndarray:
     """Arena ratings ``1000 + 400·θ``; where ``anchor``'s system is present, shifted so that it has the
     anchor's rating (FastChat's baseline). Works on [k] or [B, k]."""
     rating = INIT_RATING + SCALE * np.asarray(theta, dtype=float)

@@ -1,6 +1,7 @@
 """The arena's exports: ``battles.csv`` (one row per vote; the contract with its analysis) and
 ``preferences.jsonl`` (prompt, chosen, rejected: what a DPO/RLHF trainer reads). docs/COLUMNS.md says
 what every column holds."""
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,12 @@ if TYPE_CHECKING:
 
 def conversation_turns(session: Session, study: Study) -> dict[str, list[tuple[str, str]]]:
     """Every arena conversation's turns as (speaker, text), by conversation key."""
-    rows = session.execute(select(Conversation.key, Turn.speaker, Turn.text)
-                           .join(Turn, Turn.conversation_id == Conversation.id)
-                           .where(Conversation.study_id == study.id, Conversation.key.startswith("arena:"))
-                           .order_by(Conversation.id, Turn.index)).all()
+    rows = session.execute(
+        select(Conversation.key, Turn.speaker, Turn.text)
+        .join(Turn, Turn.conversation_id == Conversation.id)
+        .where(Conversation.study_id == study.id, Conversation.key.startswith("arena:"))
+        .order_by(Conversation.id, Turn.index)
+    ).all()
     out: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for key, speaker, text in rows:
         out[key].append((speaker, text))
@@ -36,8 +39,9 @@ def conversation_turns(session: Session, study: Study) -> dict[str, list[tuple[s
 
 def battles(session: Session, study: Study, task: ArenaTask) -> list[dict]:
     """One record per confirmed vote: the battles.csv row, plus each side's turns (``_turns_a``/``_b``)."""
-    reasons = {(r.assignment_id, r.unit_id): r.value for r, *_ in done_responses(session, study,
-                                                                                 Response.question == "reason")}
+    reasons = {
+        (r.assignment_id, r.unit_id): r.value for r, *_ in done_responses(session, study, Response.question == "reason")
+    }
     conversations = conversation_turns(session, study)
     pattern = leak_pattern(task.config.arena.leak_words)
     out = []
@@ -47,17 +51,28 @@ def battles(session: Session, study: Study, task: ArenaTask) -> list[dict]:
         replies = {s: [text for speaker, text in turns if speaker == "bot"] for s, turns in sides.items()}
         style = {s: style_of(replies[s]) for s in SIDES}
         row = {
-            "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-            "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
-            "battle_id": f"a{asg.id}:u{unit.id}", "prompt_id": p.get("prompt_id", ""),
-            "category": p.get("category", ""), "turns": sum(s == "worker" for s, _ in sides["a"]),
-            "system_a": p["system_a"], "system_b": p["system_b"], "vote": resp.value,
+            "study": study.name,
+            "hit_id": hit.provider_hit_id or str(hit.id),
+            "assignment_id": asg.provider_assignment_id or str(asg.id),
+            "worker_id": worker.external_id,
+            "battle_id": f"a{asg.id}:u{unit.id}",
+            "prompt_id": p.get("prompt_id", ""),
+            "category": p.get("category", ""),
+            "turns": sum(s == "worker" for s, _ in sides["a"]),
+            "system_a": p["system_a"],
+            "system_b": p["system_b"],
+            "vote": resp.value,
             "reason": reasons.get((asg.id, unit.id), ""),
-            "tokens_a": style["a"].tokens, "tokens_b": style["b"].tokens,
-            "header_count_a": style["a"].header_count, "list_count_a": style["a"].list_count,
-            "bold_count_a": style["a"].bold_count, "header_count_b": style["b"].header_count,
-            "list_count_b": style["b"].list_count, "bold_count_b": style["b"].bold_count,
-            "is_control": int(bool(p["is_control"])), "leak": int(leaks(replies["a"] + replies["b"], pattern)),
+            "tokens_a": style["a"].tokens,
+            "tokens_b": style["b"].tokens,
+            "header_count_a": style["a"].header_count,
+            "list_count_a": style["a"].list_count,
+            "bold_count_a": style["a"].bold_count,
+            "header_count_b": style["b"].header_count,
+            "list_count_b": style["b"].list_count,
+            "bold_count_b": style["b"].bold_count,
+            "is_control": int(bool(p["is_control"])),
+            "leak": int(leaks(replies["a"] + replies["b"], pattern)),
         }
         out.append({**row, "_turns_a": sides["a"], "_turns_b": sides["b"]})
     return out
@@ -88,10 +103,23 @@ def write_preferences(session: Session, study: Study, task: ArenaTask, out: Path
                 continue
             win, lose = ("b", "a") if b["vote"] == "b" else ("a", "b")
             chosen, rejected = b[f"_turns_{win}"], b[f"_turns_{lose}"]
-            fh.write(json.dumps({
-                "prompt": _messages(chosen[:1]), "chosen": _messages(chosen[1:]), "rejected": _messages(rejected[1:]),
-                "chosen_system": b[f"system_{win}"], "rejected_system": b[f"system_{lose}"], "vote": b["vote"],
-                "study": b["study"], "battle_id": b["battle_id"], "worker_id": b["worker_id"],
-                "prompt_id": b["prompt_id"], "category": b["category"],
-            }, ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "prompt": _messages(chosen[:1]),
+                        "chosen": _messages(chosen[1:]),
+                        "rejected": _messages(rejected[1:]),
+                        "chosen_system": b[f"system_{win}"],
+                        "rejected_system": b[f"system_{lose}"],
+                        "vote": b["vote"],
+                        "study": b["study"],
+                        "battle_id": b["battle_id"],
+                        "worker_id": b["worker_id"],
+                        "prompt_id": b["prompt_id"],
+                        "category": b["category"],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return path

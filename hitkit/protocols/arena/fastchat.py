@@ -15,6 +15,7 @@ the ones read here (others are ignored):
 - ``question_id`` (the battle and its prompt), ``turn`` (exchanges), and a category where the battle
   has one (``category`` as text).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,14 @@ from hitkit.protocols.arena.reading import BATTLE_COLUMNS, check_battles
 
 WINNERS = {"model_a": "a", "model_b": "b", "tie": "tie", "tie (bothbad)": "both_bad"}
 STYLE_KEYS = {
-    "tokens_a": "sum_assistant_a_tokens", "header_count_a": "header_count_a", "list_count_a": "list_count_a",
-    "bold_count_a": "bold_count_a", "tokens_b": "sum_assistant_b_tokens", "header_count_b": "header_count_b",
-    "list_count_b": "list_count_b", "bold_count_b": "bold_count_b",
+    "tokens_a": "sum_assistant_a_tokens",
+    "header_count_a": "header_count_a",
+    "list_count_a": "list_count_a",
+    "bold_count_a": "bold_count_a",
+    "tokens_b": "sum_assistant_b_tokens",
+    "header_count_b": "header_count_b",
+    "list_count_b": "list_count_b",
+    "bold_count_b": "bold_count_b",
 }
 
 
@@ -64,7 +70,9 @@ def _count(value, path: Path, where: int, key: str) -> float:
         except TypeError:
             raise InputError(path, f"battle {where}: conv_metadata.{key} holds non-numbers: {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(path, f"battle {where}: conv_metadata.{key} is {value!r}; expected a count or a dict of counts")
+        raise InputError(
+            path, f"battle {where}: conv_metadata.{key} is {value!r}; expected a count or a dict of counts"
+        )
     return float(value)
 
 
@@ -90,11 +98,20 @@ def read_fastchat(path: str | Path) -> pd.DataFrame:
         battle_id = str(battle.get("question_id") or battle.get("battle_id") or i)
         category = battle.get("category")
         row = {
-            "study": path.stem, "hit_id": "", "assignment_id": "", "worker_id": judge or f"battle:{i}",
-            "battle_id": battle_id, "prompt_id": battle_id,
+            "study": path.stem,
+            "hit_id": "",
+            "assignment_id": "",
+            "worker_id": judge or f"battle:{i}",
+            "battle_id": battle_id,
+            "prompt_id": battle_id,
             "category": category if isinstance(category, str) else "",
-            "turns": battle.get("turn", ""), "system_a": str(battle["model_a"]), "system_b": str(battle["model_b"]),
-            "vote": WINNERS[winner], "reason": "", "is_control": 0, "leak": 0,
+            "turns": battle.get("turn", ""),
+            "system_a": str(battle["model_a"]),
+            "system_b": str(battle["model_b"]),
+            "vote": WINNERS[winner],
+            "reason": "",
+            "is_control": 0,
+            "leak": 0,
         }
         for column, key in STYLE_KEYS.items():
             row[column] = _count(meta.get(key), path, i, key)

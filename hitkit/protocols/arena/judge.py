@@ -13,6 +13,7 @@ Which real battles the worker votes on is drawn per battle when the study is bui
 inference needs; a battle not drawn ends with "Next battle" alone. ``judge.csv``'s ``human_subset`` says
 which battles have a worker's vote; the analysis (the arena's ``analysis.py``) combines the two.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -48,8 +49,18 @@ NEUTRAL = "tie"
 ASKED = "battle orders"
 """What one request is, in the judge's progress line."""
 
-JUDGE_COLUMNS = ("study", "battle_id", "order", "system_a", "system_b", "vote", "parsed", "human_subset",
-                 "model", "reply")
+JUDGE_COLUMNS = (
+    "study",
+    "battle_id",
+    "order",
+    "system_a",
+    "system_b",
+    "vote",
+    "parsed",
+    "human_subset",
+    "model",
+    "reply",
+)
 """``judge.csv``: one row per judged battle and display order; ``system_a``/``system_b`` as the judge saw
 them and ``vote`` relative to them (docs/COLUMNS.md)."""
 
@@ -70,10 +81,13 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
 
     task = ArenaTask(config)
     rows = session.execute(
-        select(Assignment, Hit, Unit).join(Hit, Assignment.hit_id == Hit.id)
-        .join(HitUnit, HitUnit.hit_id == Hit.id).join(Unit, HitUnit.unit_id == Unit.id)
+        select(Assignment, Hit, Unit)
+        .join(Hit, Assignment.hit_id == Hit.id)
+        .join(HitUnit, HitUnit.hit_id == Hit.id)
+        .join(Unit, HitUnit.unit_id == Unit.id)
         .where(Hit.study_id == study.id, Assignment.status.in_(DONE_STATUSES), Assignment.confirmed_at.is_not(None))
-        .order_by(Hit.index, Assignment.id, HitUnit.position)).all()
+        .order_by(Hit.index, Assignment.id, HitUnit.position)
+    ).all()
     conversations = conversation_turns(session, study)
     out = []
     for assignment, _hit, unit in rows:
@@ -84,19 +98,42 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
         battle = f"a{assignment.id}:u{unit.id}"
         for order in ORDERS:
             shown = ("a", "b") if order == "ab" else ("b", "a")
-            out.append(JudgeRequest(
-                unit_key=battle, variant=order,
-                fields={"conversation_a": _transcript(sides[shown[0]]), "conversation_b": _transcript(sides[shown[1]])},
-                meta={"battle_id": battle, "system_a": p["system_" + shown[0]], "system_b": p["system_" + shown[1]],
-                      "order": order, "human_subset": is_voted(unit)}))
+            out.append(
+                JudgeRequest(
+                    unit_key=battle,
+                    variant=order,
+                    fields={
+                        "conversation_a": _transcript(sides[shown[0]]),
+                        "conversation_b": _transcript(sides[shown[1]]),
+                    },
+                    meta={
+                        "battle_id": battle,
+                        "system_a": p["system_" + shown[0]],
+                        "system_b": p["system_" + shown[1]],
+                        "order": order,
+                        "human_subset": is_voted(unit),
+                    },
+                )
+            )
     return out
 
 
 def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """``judge.csv`` from the stored labels (dicts with meta, label, parsed, model, reply); ``human_subset``
     from the battle's draw (every judged battle was chatted by a worker, not every one voted on)."""
-    rows = [{"study": study, "battle_id": row["meta"]["battle_id"], "order": row["meta"]["order"],
-             "system_a": row["meta"]["system_a"], "system_b": row["meta"]["system_b"], "vote": row["label"],
-             "parsed": bool(row["parsed"]), "human_subset": bool(row["meta"]["human_subset"]),
-             "model": row["model"], "reply": row["reply"] or ""} for row in labels]
+    rows = [
+        {
+            "study": study,
+            "battle_id": row["meta"]["battle_id"],
+            "order": row["meta"]["order"],
+            "system_a": row["meta"]["system_a"],
+            "system_b": row["meta"]["system_b"],
+            "vote": row["label"],
+            "parsed": bool(row["parsed"]),
+            "human_subset": bool(row["meta"]["human_subset"]),
+            "model": row["model"],
+            "reply": row["reply"] or "",
+        }
+        for row in labels
+    ]
     return pd.DataFrame(rows, columns=list(JUDGE_COLUMNS))

@@ -7,6 +7,7 @@ systems whose upper bound reaches this one's lower bound). Systems that no chain
 (different components of the comparison graph) are on unrelated scales: their ranks count only the
 systems of their own component, and ``component`` says which one a system is in.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,6 +18,7 @@ import pandas as pd
 
 from hitkit.analysis.inference import bootstrap_interval, cluster_codes, cluster_weights
 from hitkit.protocols.arena import bradley_terry as bt
+from hitkit.protocols.arena import robust
 from hitkit.protocols.arena.reading import STYLE_A, STYLE_B
 
 TIES = ("half", "davidson")
@@ -24,9 +26,26 @@ BATCH = 100
 """Bootstrap replicates fitted together (memory: BATCH × battles weights)."""
 MIN_CATEGORY_BATTLES = 20
 """A category needs this many leaderboard battles for a leaderboard of its own."""
-LEADERBOARD_COLUMNS = ("system", "rating", "rating_lower", "rating_upper", "rating_style", "rating_style_lower",
-                       "rating_style_upper", "rank", "rank_lower", "rank_style", "rank_style_lower", "strength",
-                       "strength_style", "battles", "wins", "losses", "ties", "component")
+LEADERBOARD_COLUMNS = (
+    "system",
+    "rating",
+    "rating_lower",
+    "rating_upper",
+    "rating_style",
+    "rating_style_lower",
+    "rating_style_upper",
+    "rank",
+    "rank_lower",
+    "rank_style",
+    "rank_style_lower",
+    "strength",
+    "strength_style",
+    "battles",
+    "wins",
+    "losses",
+    "ties",
+    "component",
+)
 
 
 @dataclass(frozen=True)
@@ -47,9 +66,16 @@ class Battles:
         systems = sorted(set(battles["system_a"]) | set(battles["system_b"]))
         index = {s: i for i, s in enumerate(systems)}
         codes, n_clusters = cluster_codes(battles["worker_id"].astype(str).to_numpy())
-        return cls(systems, battles["system_a"].map(index).to_numpy(int), battles["system_b"].map(index).to_numpy(int),
-                   battles["vote"].map(bt.OUTCOME).to_numpy(float), codes, n_clusters,
-                   battles[list(STYLE_A)].to_numpy(float), battles[list(STYLE_B)].to_numpy(float))
+        return cls(
+            systems,
+            battles["system_a"].map(index).to_numpy(int),
+            battles["system_b"].map(index).to_numpy(int),
+            battles["vote"].map(bt.OUTCOME).to_numpy(float),
+            codes,
+            n_clusters,
+            battles[list(STYLE_A)].to_numpy(float),
+            battles[list(STYLE_B)].to_numpy(float),
+        )
 
     @property
     def has_style(self) -> bool:
@@ -94,8 +120,9 @@ def _fit(data: Battles, weights: np.ndarray | None, ties: str, style: bool) -> t
     return fit.theta, fit.beta
 
 
-def bootstrap(data: Battles, *, n_boot: int, seed: int, ties: str = "half", style: bool = False
-              ) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap(
+    data: Battles, *, n_boot: int, seed: int, ties: str = "half", style: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """θ [n_boot, k] and style coefficients [n_boot, f] over ``n_boot`` resamples of whole workers (each
     with all their battles), drawn with ``numpy.random.default_rng([seed, 29])`` in batches of :data:`BATCH`."""
     rng = np.random.default_rng([seed, 29])
@@ -109,19 +136,29 @@ def bootstrap(data: Battles, *, n_boot: int, seed: int, ties: str = "half", styl
     return np.vstack(thetas), np.vstack(betas)
 
 
-def style_intervals(data: Battles, fit: bt.Fit, *, n_boot: int, seed: int,
-                    anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(rating lower, rating upper, coefficient lower, coefficient upper) of style control: expanded
-    percentile 95 % intervals over ``n_boot`` worker resamples, each replicate moved by the point fit's
-    :func:`~hitkit.protocols.arena.bradley_terry.ridge_shift` (the penalty's pull toward the mean, which
-    every replicate shares and a percentile interval alone would keep)."""
-    boot, betas = bootstrap(data, n_boot=n_boot, seed=seed, style=True)
-    shift_theta, shift_beta = bt.ridge_shift(data.first, data.second, data.outcome, len(data.systems),
-                                             data.counts_a, data.counts_b, fit)
-    lower, upper = bootstrap_interval(bt.to_rating(boot + shift_theta, data.systems, anchor), data.n_clusters)
-    c_lower, c_upper = bootstrap_interval(betas + shift_beta, data.n_clusters)
-    return lower, upper, c_lower, c_upper
+def style_intervals(
+    data: Battles, fit: bt.Fit, *, anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rating lower, rating upper, coefficient lower, coefficient upper) of style control: the point fit
+    moved by :func:`~hitkit.protocols.arena.bradley_terry.ridge_shift` (the penalty's pull toward the
+    mean, which the fit to many battles, the intervals' target, does not have) ± t_{C−1}·the
+    worker-clustered sandwich standard error (:mod:`hitkit.protocols.arena.robust`, C the workers).
+    A rating's interval is relative to the mean (or to the anchored system, whose own is that point)."""
+    k = len(data.systems)
+    features, _, _ = bt.style_features(data.counts_a, data.counts_b)
+    x = bt.design(data.first, data.second, k, features)
+    params = np.concatenate([fit.theta[0], fit.beta[0]])
+    cov = robust.covariance(x, data.outcome, params, data.clusters, data.n_clusters, k)
+    shift_theta, shift_beta = bt.ridge_shift(
+        data.first, data.second, data.outcome, k, data.counts_a, data.counts_b, fit
+    )
+    lift = robust.contrasts(data.systems, anchor)
+    half = robust.t_quantile(data.n_clusters, level)
+    rating = bt.to_rating(fit.theta[0] + shift_theta, data.systems, anchor)
+    rating_half = half * bt.SCALE * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", lift, cov[:k, :k], lift), 0.0))
+    beta = fit.beta[0] + shift_beta
+    beta_half = half * np.sqrt(np.maximum(np.diag(cov)[k:], 0.0))
+    return rating - rating_half, rating + rating_half, beta - beta_half, beta + beta_half
 
 
 def win_rates(battles: pd.DataFrame) -> pd.DataFrame:
@@ -131,20 +168,30 @@ def win_rates(battles: pd.DataFrame) -> pd.DataFrame:
     left = pd.DataFrame({"system": a, "opponent": b, "win": vote == "a", "loss": vote == "b"})
     right = pd.DataFrame({"system": b, "opponent": a, "win": vote == "b", "loss": vote == "a"})
     both = pd.concat([left, right], ignore_index=True)
-    table = both.groupby(["system", "opponent"]).agg(battles=("win", "size"), wins=("win", "sum"),
-                                                     losses=("loss", "sum")).reset_index()
+    table = (
+        both.groupby(["system", "opponent"])
+        .agg(battles=("win", "size"), wins=("win", "sum"), losses=("loss", "sum"))
+        .reset_index()
+    )
     table["ties"] = table["battles"] - table["wins"] - table["losses"]
     table["win_rate"] = (table["wins"] + table["ties"] / 2) / table["battles"]
     return table.astype({"battles": int, "wins": int, "losses": int, "ties": int})
 
 
-def leaderboard(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, ties: str = "half",
-                anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def leaderboard(
+    battles: pd.DataFrame,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ties: str = "half",
+    anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(leaderboard, style coefficients, facts) of the battles given (the caller has already left out
     QC battles and leaks). ``ties``: ``half`` (FastChat's convention) or ``davidson`` for the plain
-    ratings; style control always counts a tie as half a win, as FastChat's does. Intervals: expanded
-    percentile 95 % intervals over ``n_boot`` worker resamples (none with ``n_boot`` 0), style control's
-    corrected for its penalty's pull (:func:`style_intervals`)."""
+    ratings; style control always counts a tie as half a win, as FastChat's does. Intervals (none with
+    ``n_boot`` 0): the plain ratings' are expanded percentile 95 % intervals over ``n_boot`` worker
+    resamples, style control's worker-clustered sandwich intervals corrected for its penalty's pull
+    (:func:`style_intervals`)."""
     if ties not in TIES:
         raise ValueError(f"ties={ties!r}; use one of {', '.join(TIES)}")
     data = Battles.of(battles)
@@ -152,8 +199,7 @@ def leaderboard(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, tie
     comp = components(data.systems, data.first, data.second)
     theta, _ = _fit(data, None, ties, False)
     rating = bt.to_rating(theta[0], data.systems, anchor)
-    table = pd.DataFrame({"system": data.systems, "rating": rating, "strength": theta[0] * bt.LN10,
-                          "component": comp})
+    table = pd.DataFrame({"system": data.systems, "rating": rating, "strength": theta[0] * bt.LN10, "component": comp})
     facts: dict = {"style_control": data.has_style, "components": int(comp.max()) if k else 0}
     nan = np.full(k, math.nan)
     lower = upper = nan
@@ -161,8 +207,9 @@ def leaderboard(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, tie
         boot, _ = bootstrap(data, n_boot=n_boot, seed=seed, ties=ties)
         lower, upper = bootstrap_interval(bt.to_rating(boot, data.systems, anchor), data.n_clusters)
     table["rating_lower"], table["rating_upper"] = lower, upper
-    style_table = pd.DataFrame(columns=["feature", "coefficient", "coefficient_lower", "coefficient_upper",
-                                        "raw_mean", "raw_std"])
+    style_table = pd.DataFrame(
+        columns=["feature", "coefficient", "coefficient_lower", "coefficient_upper", "raw_mean", "raw_std"]
+    )
     s_lower = s_upper = nan
     if data.has_style:
         fit = bt.style_control(data.first, data.second, data.outcome, k, data.counts_a, data.counts_b)
@@ -170,10 +217,17 @@ def leaderboard(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, tie
         table["strength_style"] = fit.theta[0] * bt.LN10
         c_lower = c_upper = np.full(len(bt.STYLE_FEATURES), math.nan)
         if n_boot > 0:
-            s_lower, s_upper, c_lower, c_upper = style_intervals(data, fit, n_boot=n_boot, seed=seed, anchor=anchor)
-        style_table = pd.DataFrame({"feature": bt.STYLE_FEATURES, "coefficient": fit.beta[0],
-                                    "coefficient_lower": c_lower, "coefficient_upper": c_upper,
-                                    "raw_mean": fit.feature_mean, "raw_std": fit.feature_std})
+            s_lower, s_upper, c_lower, c_upper = style_intervals(data, fit, anchor=anchor)
+        style_table = pd.DataFrame(
+            {
+                "feature": bt.STYLE_FEATURES,
+                "coefficient": fit.beta[0],
+                "coefficient_lower": c_lower,
+                "coefficient_upper": c_upper,
+                "raw_mean": fit.feature_mean,
+                "raw_std": fit.feature_std,
+            }
+        )
     else:
         table["rating_style"] = table["strength_style"] = nan
     table["rating_style_lower"], table["rating_style_upper"] = s_lower, s_upper
@@ -190,12 +244,21 @@ def leaderboard(battles: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, tie
     table = table.join(record, on="system")
     table = table[list(LEADERBOARD_COLUMNS)]
     order = "rating_style" if data.has_style else "rating"
-    return table.sort_values(["component", order, "system"], ascending=[True, False, True], ignore_index=True), \
-        style_table, facts
+    return (
+        table.sort_values(["component", order, "system"], ascending=[True, False, True], ignore_index=True),
+        style_table,
+        facts,
+    )
 
 
-def by_category(battles: pd.DataFrame, *, n_boot: int, seed: int, ties: str = "half",
-                anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE) -> tuple[pd.DataFrame, list[str]]:
+def by_category(
+    battles: pd.DataFrame,
+    *,
+    n_boot: int,
+    seed: int,
+    ties: str = "half",
+    anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE,
+) -> tuple[pd.DataFrame, list[str]]:
     """One leaderboard per category with at least :data:`MIN_CATEGORY_BATTLES` battles and two systems
     (a ``category`` column before the leaderboard's), and the categories left out, with why."""
     frames, skipped = [], []

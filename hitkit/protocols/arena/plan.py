@@ -14,6 +14,7 @@ replies have the same typical length here: real lengths are unknown before the s
 bias only adds noise. Two systems "differ" when their style-controlled 95 % intervals (workers
 resampled) do not overlap: the claim the leaderboard's rank makes.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,9 +64,15 @@ def simulate(config, seed: int):
     groups = list(config.simulated.workers)
     workers = sum(g.count for g in groups) or 1
     spammers = sum(g.count for g in groups if g.profile == "spammer") / workers
-    crowd = Crowd(workers=workers, activity_shape=1e6, taste=0.0, spammers=spammers,
-                  length_bias=2.0 * crowd_cfg.length_bias, position_bias=crowd_cfg.position_bias,
-                  tie_rate=crowd_cfg.tie_share)
+    crowd = Crowd(
+        workers=workers,
+        activity_shape=1e6,
+        taste=0.0,
+        spammers=spammers,
+        length_bias=2.0 * crowd_cfg.length_bias,
+        position_bias=crowd_cfg.position_bias,
+        tie_rate=crowd_cfg.tie_share,
+    )
     rng = np.random.default_rng([seed, 5])
     n = arena.battle_count() - arena.control_count()
     frame = battles(systems, crowd, uniform_pairs(len(names), max(n, 1), rng), rng, study=config.study)
@@ -77,8 +84,11 @@ def decide(config, result, profiles: dict[str, str] | None = None) -> dict[str, 
     better than another when its style-controlled interval lies wholly above the other's."""
     board = result.tables["leaderboard"]
     styled = board["rating_style"].notna().all()
-    point, low, high = (("rating_style", "rating_style_lower", "rating_style_upper") if styled
-                        else ("rating", "rating_lower", "rating_upper"))
+    point, low, high = (
+        ("rating_style", "rating_style_lower", "rating_style_upper")
+        if styled
+        else ("rating", "rating_lower", "rating_upper")
+    )
     intervals = {s: (lo, hi) for s, lo, hi in board[["system", low, high]].itertuples(index=False)}
     ranked = list(board.sort_values(point, ascending=False)["system"])
 

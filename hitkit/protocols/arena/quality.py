@@ -7,16 +7,48 @@ worker may then have voted for a name, not a reply. FastChat drops such battles 
 the same way (its ``clean_battle_data.py`` keeps a list of identity words); hitkit flags them
 (``battles.csv``'s ``leak``) and the analysis leaves them out by default.
 """
+
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
 
 DEFAULT_LEAK_WORDS = (
-    "gpt", "chatgpt", "openai", "claude", "anthropic", "gemini", "bard", "palm", "google", "deepmind",
-    "llama", "meta ai", "mistral", "mixtral", "qwen", "alibaba", "deepseek", "vicuna", "lmsys", "yi-",
-    "01.ai", "phi-", "microsoft", "copilot", "grok", "xai", "cohere", "command-r", "smollm", "hugging face",
-    "huggingface", "falcon", "gemma", "olmo", "allenai",
+    "gpt",
+    "chatgpt",
+    "openai",
+    "claude",
+    "anthropic",
+    "gemini",
+    "bard",
+    "palm",
+    "google",
+    "deepmind",
+    "llama",
+    "meta ai",
+    "mistral",
+    "mixtral",
+    "qwen",
+    "alibaba",
+    "deepseek",
+    "vicuna",
+    "lmsys",
+    "yi-",
+    "01.ai",
+    "phi-",
+    "microsoft",
+    "copilot",
+    "grok",
+    "xai",
+    "cohere",
+    "command-r",
+    "smollm",
+    "hugging face",
+    "huggingface",
+    "falcon",
+    "gemma",
+    "olmo",
+    "allenai",
 )
 """Words that name a model or its maker (lower case; matched as whole words, ``-`` and ``.`` kept)."""
 

@@ -6,6 +6,7 @@ study's name, or the JSON file's). ``vote`` is one of a, b, tie, both_bad, where
 system shown on the left (``system_a``); the style counts are numbers (NaN where a source has none),
 ``is_control`` and ``leak`` are 0/1.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,13 +44,18 @@ def check_battles(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
     vote = table["vote"].astype(str).str.strip().str.lower()
     bad = table.index[~vote.isin(VOTES)]
     if len(bad):
-        raise InputError(path, f"vote {table.at[bad[0], 'vote']!r} is not one of {', '.join(VOTES)}",
-                         line=int(bad[0]) + 2)
+        raise InputError(
+            path, f"vote {table.at[bad[0], 'vote']!r} is not one of {', '.join(VOTES)}", line=int(bad[0]) + 2
+        )
     table["vote"] = vote
     same = table.index[table["system_a"] == table["system_b"]]
     if len(same):
-        raise InputError(path, f"system_a and system_b are both {table.at[same[0], 'system_a']!r}; a battle "
-                         "is between two different systems", line=int(same[0]) + 2)
+        raise InputError(
+            path,
+            f"system_a and system_b are both {table.at[same[0], 'system_a']!r}; a battle "
+            "is between two different systems",
+            line=int(same[0]) + 2,
+        )
     for column in NUMERIC:
         raw = table[column]
         if raw.dtype == object:
@@ -57,12 +63,20 @@ def check_battles(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
         values = pd.to_numeric(raw, errors="coerce")
         wrong = table.index[(values.isna() & raw.notna()) | (values < 0)]
         if len(wrong):
-            raise InputError(path, f"{column} is {table.at[wrong[0], column]!r}; it must be a count (0 or more) "
-                             "or empty", line=int(wrong[0]) + 2)
+            raise InputError(
+                path,
+                f"{column} is {table.at[wrong[0], column]!r}; it must be a count (0 or more) or empty",
+                line=int(wrong[0]) + 2,
+            )
         table[column] = values.astype(float)
     for column in FLAGS:
-        text = table[column].astype(str).str.strip().str.lower().replace({"": "0", "true": "1", "false": "0",
-                                                                          "1.0": "1", "0.0": "0"})
+        text = (
+            table[column]
+            .astype(str)
+            .str.strip()
+            .str.lower()
+            .replace({"": "0", "true": "1", "false": "0", "1.0": "1", "0.0": "0"})
+        )
         wrong = table.index[~text.isin(["0", "1"])]
         if len(wrong):
             raise InputError(path, f"{column} is {table.at[wrong[0], column]!r}; use 0 or 1", line=int(wrong[0]) + 2)
@@ -79,8 +93,9 @@ def read_study_battles(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFA
     in_dir = Path(in_dir)
     path = in_dir / "battles.csv"
     table = check_battles(read_table(path, BATTLE_COLUMNS), path)
-    table, report = apply_duplicate_policy(table, ["study", "assignment_id", "battle_id"], duplicates,
-                                           what="vote (same assignment, battle)", source=path)
+    table, report = apply_duplicate_policy(
+        table, ["study", "assignment_id", "battle_id"], duplicates, what="vote (same assignment, battle)", source=path
+    )
     table = keep_counted(table, in_dir, path, duplicates=duplicates)
     out = table[list(BATTLE_COLUMNS)].reset_index(drop=True)
     out["source"] = out["study"].where(out["study"] != "", in_dir.name)

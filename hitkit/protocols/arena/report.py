@@ -1,24 +1,36 @@
 """The arena in the report: the leaderboard with and without style control, the style coefficients, the
 win-rate matrix, per-category leaderboards, quality control, and the methods paragraph."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from hitkit.protocols.arena import figures
+from hitkit.protocols.arena.analysis import decisive_needed, qc_counts
+from hitkit.protocols.arena.robust import SANDWICH
 from hitkit.report.parts import ReportFigure, ReportInput, Section, interval_method, num
 
-FEATURE_WORDS = {"length": "reply length (tokens)", "headers": "markdown headers", "lists": "list items",
-                 "bold": "bold spans"}
+FEATURE_WORDS = {
+    "length": "reply length (tokens)",
+    "headers": "markdown headers",
+    "lists": "list items",
+    "bold": "bold spans",
+}
 
 
 def _style_sentence(style: pd.DataFrame) -> str:
     if style is None or not len(style):
         return "There is no style-controlled rating: some battles have no style counts."
-    parts = [f"{FEATURE_WORDS.get(f, f)} {num(c)} [{num(lo)}, {num(hi)}]"
-             for f, c, lo, hi in style[["feature", "coefficient", "coefficient_lower", "coefficient_upper"]]
-             .itertuples(index=False)]
-    return ("Style coefficients (log-odds of a win per standard deviation of the normalised difference, "
-            "with 95 % intervals; positive: voters prefer more of it): " + "; ".join(parts) + ".")
+    parts = [
+        f"{FEATURE_WORDS.get(f, f)} {num(c)} [{num(lo)}, {num(hi)}]"
+        for f, c, lo, hi in style[["feature", "coefficient", "coefficient_lower", "coefficient_upper"]].itertuples(
+            index=False
+        )
+    ]
+    return (
+        "Style coefficients (log-odds of a win per standard deviation of the normalised difference, "
+        "with 95 % intervals; positive: voters prefer more of it): " + "; ".join(parts) + "."
+    )
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -30,15 +42,28 @@ def sections(inp: ReportInput) -> list[Section]:
         f"Arena ratings (1000 + 400·log10 strength, FastChat's scale) from Bradley–Terry with ties as half a win "
         f"({'Davidson ties' if s.get('ties') == 'davidson' else 'FastChat convention'}), and with style control "
         f"(reply length and markdown counts as covariates). 95 % bootstrap {interval_method(s)} from "
-        f"{s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'worker')}s, each with all their battles. "
-        "rank = 1 + the number of systems whose interval lies wholly above this one's; rank_lower is the worst "
+        f"{s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'worker')}s, each with all their battles"
+        + (
+            "; the style-controlled ones are cluster-robust (sandwich) intervals, clustered the same way. "
+            if s.get("style_interval_method") == SANDWICH
+            else ". "
+        )
+        + "rank = 1 + the number of systems whose interval lies wholly above this one's; rank_lower is the worst "
         "rank the intervals allow. A difference of 100 points means the better system wins about 64 % of "
-        "battles against the other.")
+        "battles against the other."
+    )
     if s.get("components", 1) > 1:
-        main.text.append(f"The systems fall into {s['components']} groups no chain of battles connects; ratings "
-                         "of different groups are on unrelated scales and are not ranked against each other.")
-    main.figures.append(ReportFigure("leaderboard", "Arena rating of each system, plain and style-controlled, with "
-                                     "95 % intervals.", figures.leaderboard(board)))
+        main.text.append(
+            f"The systems fall into {s['components']} groups no chain of battles connects; ratings "
+            "of different groups are on unrelated scales and are not ranked against each other."
+        )
+    main.figures.append(
+        ReportFigure(
+            "leaderboard",
+            "Arena rating of each system, plain and style-controlled, with 95 % intervals.",
+            figures.leaderboard(board),
+        )
+    )
     main.tables.append(("Leaderboard", board))
     style = Section("Style control")
     style.text.append(_style_sentence(t.get("style")))
@@ -48,10 +73,15 @@ def sections(inp: ReportInput) -> list[Section]:
     rates = t.get("win_rates")
     if rates is not None and len(rates):
         pairs = Section("Win rates")
-        pairs.text.append("Share of battles the row system won against the column system (ties and both-bad votes "
-                          "count half); blank where the two never met.")
-        pairs.figures.append(ReportFigure("win_rates", "Win rate of row against column.",
-                                          figures.win_rates(rates, list(board["system"]))))
+        pairs.text.append(
+            "Share of battles the row system won against the column system (ties and both-bad votes "
+            "count half); blank where the two never met."
+        )
+        pairs.figures.append(
+            ReportFigure(
+                "win_rates", "Win rate of row against column.", figures.win_rates(rates, list(board["system"]))
+            )
+        )
         out.append(pairs)
     categories = t.get("categories")
     if categories is not None and len(categories):
@@ -62,9 +92,18 @@ def sections(inp: ReportInput) -> list[Section]:
     qc = t.get("qc")
     if qc is not None and len(qc):
         quality = Section("Quality control")
-        failed = int((~qc["passed"].astype(str).str.lower().isin(["true", "1"])).sum())
-        quality.text.append(f"{failed} of {len(qc)} workers with QC battles did not prefer the real system over the "
-                            "QC bot (one-sided exact binomial test, p < 0.05, ties left out).")
+        judged, failed, unjudged = qc_counts(qc)
+        quality.text.append(
+            f"{failed} of {judged} workers with enough QC votes to be judged did not prefer the real "
+            "system over the QC bot (one-sided exact binomial test, p < 0.05, ties left out)."
+            + (
+                f" {unjudged} worker(s) had fewer than {decisive_needed()} decisive QC votes, too few "
+                "for the test to pass anyone, and have no verdict (raise arena.control_share or the "
+                "HITs a worker may take to judge them)."
+                if unjudged
+                else ""
+            )
+        )
         quality.tables.append(("QC battles per worker", qc))
         out.append(quality)
     return out
@@ -73,30 +112,45 @@ def sections(inp: ReportInput) -> list[Section]:
 def methods(inp: ReportInput) -> list[str]:
     """The methods paragraph's sentences on the arena, from what the analysis recorded."""
     s = inp.summary
-    leaks = ("were left out" if not s.get("include_leaks") else "were kept")
-    out = [(
-        f"We collected {s.get('battles', '?')} arena votes, of which {s.get('leaderboard_battles', '?')} from "
-        f"{s.get('workers', '?')} workers on {s.get('systems', '?')} systems enter the leaderboard: the "
-        f"{s.get('control_battles', '?')} battles against the QC bot never do, and the {s.get('leaks', '?')} "
-        f"battles in which a reply named a model or vendor {leaks}.")]
+    leaks = "were left out" if not s.get("include_leaks") else "were kept"
+    out = [
+        (
+            f"We collected {s.get('battles', '?')} arena votes, of which {s.get('leaderboard_battles', '?')} from "
+            f"{s.get('workers', '?')} workers on {s.get('systems', '?')} systems enter the leaderboard: the "
+            f"{s.get('control_battles', '?')} battles against the QC bot never do, and the {s.get('leaks', '?')} "
+            f"battles in which a reply named a model or vendor {leaks}."
+        )
+    ]
     out.append(
         "Ratings are Bradley–Terry maximum-likelihood estimates on the Arena scale (scale 400, base 10, mean "
         "1000), a tie or a both-bad vote counting as half a win to each side as in FastChat's compute_bt"
-        + (" (Davidson's tie model for the plain ratings)" if s.get("ties") == "davidson" else "") + "; "
+        + (" (Davidson's tie model for the plain ratings)" if s.get("ties") == "davidson" else "")
+        + "; "
         "style-controlled ratings add the normalised differences (a − b)/(a + b + 1) of reply tokens and markdown "
         "header, list and bold counts, standardised, as covariates of the same logistic model with an L2 penalty "
-        f"of {s.get('style_reg', 0.5)} on every parameter (FastChat's compute_style_control).")
+        f"of {s.get('style_reg', 0.5)} on every parameter (FastChat's compute_style_control)."
+    )
+    sandwich = s.get("style_interval_method") == SANDWICH
     out.append(
-        f"95 % {interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
-        f"{s.get('interval_unit', 'worker')}s, each with all their battles (numpy default_rng, seed "
-        f"{s.get('seed', '?')}); ranks are FastChat's: one plus the number of systems whose interval lies "
-        "above the system's."
-        + (" Every style-controlled replicate is moved by the one-step estimate of the penalty's pull toward the "
-           "mean at the point fit, (H + R)⁻¹·R·φ (φ the ratings and style coefficients, H the logistic "
-           "information, R the penalty), which every replicate shares and a percentile interval would keep: the "
-           "intervals are for the unpenalised ratings the fit converges to as battles accumulate, while the "
-           "point ratings stay FastChat's." if s.get("style_interval_correction") == "penalty" else ""))
+        f"95 % {interval_method(s)} {'of the plain ratings ' if sandwich else ''}come from "
+        f"{s.get('n_boot', '?')} bootstrap resamples of the {s.get('interval_unit', 'worker')}s, each with all their "
+        f"battles (numpy default_rng, seed {s.get('seed', '?')}); ranks are FastChat's: one plus the number of "
+        "systems whose interval lies above the system's."
+        + (
+            " The style-controlled ratings' and coefficients' 95 % intervals are the point fit moved by the one-step "
+            "estimate of the penalty's pull toward the mean, (H + R)⁻¹·R·φ (φ the ratings and style coefficients, "
+            "H the logistic information, R the penalty), ± t with C − 1 degrees of freedom times the cluster-robust "
+            f"(sandwich, CR1) standard error, its C clusters the {s.get('interval_unit', 'worker')}s (Liang & Zeger "
+            "1986): the intervals are for the unpenalised ratings the fit converges to as battles accumulate, while "
+            "the point ratings stay FastChat's."
+            if sandwich and s.get("style_interval_correction") == "penalty"
+            else ""
+        )
+    )
     out.append(
         "A worker passed quality control when their votes in QC battles preferred the real system over the "
-        f"degraded QC bot (one-sided exact binomial test, p < 0.05, ties left out); {s.get('qc_failed', 0)} did not.")
+        f"degraded QC bot (one-sided exact binomial test, p < 0.05, ties left out), judged from "
+        f"{decisive_needed()} decisive QC votes on; {s.get('qc_failed', 0)} of {s.get('qc_judged', 0)} judged did not"
+        + (f", and {s['qc_not_judged']} had too few QC votes to be judged." if s.get("qc_not_judged") else ".")
+    )
     return out

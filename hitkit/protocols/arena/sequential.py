@@ -15,6 +15,7 @@ near-equal systems, seldom compared, whose difference is still uncertain come fi
 (w small) or a well-measured one little. :func:`next_pairs` picks a batch greedily, updating V after
 each pick. Before any battle every pair has the same priority. Free of scipy.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -75,13 +76,15 @@ def leaderboard_battles(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     battles = tables.get("battles")
     if battles is None or not len(battles):
         return pd.DataFrame(columns=["system_a", "system_b", "vote"])
-    keep = (pd.to_numeric(battles["is_control"], errors="coerce").fillna(0) == 0) & \
-           (pd.to_numeric(battles["leak"], errors="coerce").fillna(0) == 0)
+    keep = (pd.to_numeric(battles["is_control"], errors="coerce").fillna(0) == 0) & (
+        pd.to_numeric(battles["leak"], errors="coerce").fillna(0) == 0
+    )
     return battles[keep]
 
 
-def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
-                plan: Mapping[tuple[str, str], float], *, config=None) -> list[Comparison]:
+def comparisons(
+    tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[tuple[str, str], float], *, config=None
+) -> list[Comparison]:
     """One comparison per pair of systems from the leaderboard's battles so far."""
     battles = leaderboard_battles(tables)
     stats: dict[tuple[str, str], tuple[int, float]] = {}
@@ -127,8 +130,11 @@ def _model(battles: pd.DataFrame, systems: Sequence[str]) -> tuple[np.ndarray, n
     second = known["system_b"].map(index).to_numpy(int)
     outcome = known["vote"].astype(str).str.strip().str.lower().map(SCORE).to_numpy(float)
     cand_first, cand_second = np.array([i for i, _ in pairs]), np.array([j for _, j in pairs])
-    styled = len(known) > 1 and all(c in known for c in STYLE_A + STYLE_B) and \
-        not known[list(STYLE_A + STYLE_B)].isna().to_numpy().any()
+    styled = (
+        len(known) > 1
+        and all(c in known for c in STYLE_A + STYLE_B)
+        and not known[list(STYLE_A + STYLE_B)].isna().to_numpy().any()
+    )
     if not styled:
         theta = bradley_terry(first, second, outcome, k, ridge=0.1).theta[0] if len(known) else np.zeros(k)
         x_seen, x_cand, params, reg = design(first, second, k), design(cand_first, cand_second, k), theta, np.zeros(k)
@@ -168,8 +174,9 @@ def pair_priorities(tables: Mapping[str, pd.DataFrame], systems: Sequence[str]) 
     info, xs, w = _model(leaderboard_battles(tables), systems)
     gains = _gains(np.linalg.inv(info), xs, w, len(systems))
     total = float(gains.sum()) or 1.0
-    return {(systems[i], systems[j]): float(g) / total
-            for (i, j), g in zip(combinations(range(len(systems)), 2), gains)}
+    return {
+        (systems[i], systems[j]): float(g) / total for (i, j), g in zip(combinations(range(len(systems)), 2), gains)
+    }
 
 
 def next_pairs(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], n: int) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
 """The ``arena:`` section of a study file (:class:`ArenaConfig`), and the rules it sets for the study's systems."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,9 +22,13 @@ class ArenaCrowdConfig(Model):
     position_bias: float = Field(0.0, ge=-5, le=5, description="pull toward the left reply (A), in logits")
     tie_share: float = Field(0.1, ge=0, le=1, description="share of ties between equal systems")
     both_bad_below: float = Field(0.15, ge=0, le=1, description="both bad when both qualities are below this")
-    prompts: Optional[Path] = Field(None, description=(
-        "JSONL prompts ({id, prompt, category}) simulated workers write from; default: the prompts of "
-        "'arena.prompts', else examples/data/arena_prompts.jsonl"))
+    prompts: Optional[Path] = Field(
+        None,
+        description=(
+            "JSONL prompts ({id, prompt, category}) simulated workers write from; default: the prompts of "
+            "'arena.prompts', else examples/data/arena_prompts.jsonl"
+        ),
+    )
 
 
 class ArenaConfig(Model):
@@ -33,17 +38,23 @@ class ArenaConfig(Model):
 
     hits: int = Field(gt=0, le=100_000, description="number of HITs")
     battles_per_hit: int = Field(5, ge=1, le=50, description="battles in one HIT")
-    prompts: Optional[Path] = Field(None, description=(
-        "JSONL prompt set ({id, prompt, category}): each battle starts from one drawn for the worker; "
-        "without it the worker writes their own prompt"))
+    prompts: Optional[Path] = Field(
+        None,
+        description=(
+            "JSONL prompt set ({id, prompt, category}): each battle starts from one drawn for the worker; "
+            "without it the worker writes their own prompt"
+        ),
+    )
     min_turns: int = Field(1, ge=1, le=20, description="exchanges before the vote")
     max_turns: int = Field(5, ge=1, le=50, description="most exchanges in a battle")
     control: Optional[str] = Field(None, description="the QC bot's name in 'systems' (none: no QC battles)")
     control_share: float = Field(0.2, ge=0, lt=1, description="share of battles against the QC bot")
     reveal: bool = Field(False, description="show the two systems' names after the vote (never before)")
     reason: bool = Field(True, description="offer an optional free-text reason with the vote")
-    leak_words: list[str] = Field(default_factory=lambda: list(DEFAULT_LEAK_WORDS), description=(
-        "words that name a model or vendor: a battle whose reply says one is flagged 'leak'"))
+    leak_words: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_LEAK_WORDS),
+        description=("words that name a model or vendor: a battle whose reply says one is flagged 'leak'"),
+    )
     preferences_ties: bool = Field(False, description="also write ties and both-bad votes to preferences.jsonl")
     crowd: ArenaCrowdConfig = Field(default_factory=ArenaCrowdConfig)
 
@@ -61,22 +72,31 @@ def check_study(config) -> None:
     cfg = config.arena
     names = [s.name for s in config.systems]
     if cfg.control is not None and cfg.control not in names:
-        raise ValueError(f"arena.control is '{cfg.control}', which is not in 'systems'; add the QC bot there "
-                         f"or remove arena.control")
+        raise ValueError(
+            f"arena.control is '{cfg.control}', which is not in 'systems'; add the QC bot there or remove arena.control"
+        )
     real = [n for n in names if n != cfg.control]
     if len(real) < 2:
-        raise ValueError(f"an arena needs at least two real systems besides the QC bot; 'systems' has "
-                         f"{len(real)} ({', '.join(real) or 'none'}) — list more")
+        raise ValueError(
+            f"an arena needs at least two real systems besides the QC bot; 'systems' has "
+            f"{len(real)} ({', '.join(real) or 'none'}) — list more"
+        )
     if cfg.min_turns > cfg.max_turns:
-        raise ValueError(f"arena.min_turns = {cfg.min_turns} exceeds arena.max_turns = {cfg.max_turns}; "
-                         f"lower min_turns or raise max_turns")
+        raise ValueError(
+            f"arena.min_turns = {cfg.min_turns} exceeds arena.max_turns = {cfg.max_turns}; "
+            f"lower min_turns or raise max_turns"
+        )
     if cfg.control is not None and cfg.control_share > 0 and cfg.control_count() == 0:
-        raise ValueError(f"arena.control_share = {cfg.control_share:g} of {cfg.battle_count()} battles rounds to "
-                         f"no QC battle; raise control_share or the study's size")
+        raise ValueError(
+            f"arena.control_share = {cfg.control_share:g} of {cfg.battle_count()} battles rounds to "
+            f"no QC battle; raise control_share or the study's size"
+        )
     for i, system in enumerate(config.systems):
         if not system.url or not system.model:
-            raise ValueError(f"systems.{i} ('{system.name}'): an arena system needs 'url' (an OpenAI-compatible "
-                             f"endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it")
+            raise ValueError(
+                f"systems.{i} ('{system.name}'): an arena system needs 'url' (an OpenAI-compatible "
+                f"endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it"
+            )
         try:
             system.bot_config()
         except ValidationError as exc:

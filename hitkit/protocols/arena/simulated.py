@@ -10,6 +10,7 @@ length and position biases, so that style control has something real to remove. 
   reply, half vote at random among a / b / tie / both bad — both fail the QC battles' test;
 - ``always_tie``: a tie every time.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,11 +25,20 @@ from hitkit.protocols.arena.style import count_tokens
 
 CONTROL_QUALITY = 0.1
 """How the simulated crowd sees the QC bot when ``simulated.quality`` does not name it."""
-FOLLOW_UPS = ("Can you make that shorter?", "Why is that?", "Can you give me an example?",
-              "Thanks! And what would you do differently?", "Could you explain the second point in more detail?",
-              "Is there anything I should be careful about?")
-REASONS = {"a": "The left answer was more useful.", "b": "The right answer was more useful.",
-           "tie": "Both answers were about as good.", "both_bad": "Neither answer helped me."}
+FOLLOW_UPS = (
+    "Can you make that shorter?",
+    "Why is that?",
+    "Can you give me an example?",
+    "Thanks! And what would you do differently?",
+    "Could you explain the second point in more detail?",
+    "Is there anything I should be careful about?",
+)
+REASONS = {
+    "a": "The left answer was more useful.",
+    "b": "The right answer was more useful.",
+    "tie": "Both answers were about as good.",
+    "both_bad": "Neither answer helped me.",
+}
 
 
 def perceived_quality(config) -> dict[str, float]:
@@ -56,8 +66,9 @@ def message(cfg, config, view: Mapping[str, Any], rng: random.Random, turn: int)
     return FOLLOW_UPS[(turn + rng.randrange(len(FOLLOW_UPS))) % len(FOLLOW_UPS)]
 
 
-def vote(cfg, profile: str, view: Mapping[str, Any], rng: random.Random, context: Mapping[str, Any],
-         worker: str = "") -> dict[str, str]:
+def vote(
+    cfg, profile: str, view: Mapping[str, Any], rng: random.Random, context: Mapping[str, Any], worker: str = ""
+) -> dict[str, str]:
     """The worker's vote (and now and then a reason) on a battle whose replies are ``view["replies"]``
     (side → reply texts); nothing before the worker has chatted (no ``replies`` yet)."""
     replies = view.get("replies")

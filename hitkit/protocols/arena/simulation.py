@@ -13,6 +13,7 @@ the pull of the longer reply (what style control removes); with probability
 at random. Workers' activity is heterogeneous: each battle's worker is drawn with probability
 proportional to a Pareto weight (a few workers cast many votes). Seeded and pure.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,9 +63,15 @@ def crowd_of(crowd: Crowd, rng: np.random.Generator, k: int) -> tuple[np.ndarray
     return activity / activity.sum(), spam, taste
 
 
-def battles(systems: Systems, crowd: Crowd, pairs: np.ndarray, rng: np.random.Generator,
-            drawn: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, start: int = 0,
-            study: str = "simulated") -> pd.DataFrame:
+def battles(
+    systems: Systems,
+    crowd: Crowd,
+    pairs: np.ndarray,
+    rng: np.random.Generator,
+    drawn: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    start: int = 0,
+    study: str = "simulated",
+) -> pd.DataFrame:
     """One battle per row of ``pairs`` [n, 2] (system indices; sides shuffled here) as ``battles.csv`` rows;
     ``drawn`` is a crowd from :func:`crowd_of` (drawn here when None), ``start`` numbers the battles."""
     k = len(systems.names)
@@ -82,24 +89,53 @@ def battles(systems: Systems, crowd: Crowd, pairs: np.ndarray, rng: np.random.Ge
     marks_l = rng.poisson(md[left][:, None], (n, 3))
     marks_r = rng.poisson(md[right][:, None], (n, 3))
     theta = np.asarray(systems.theta, dtype=float)
-    logit = (math.log(10) * (theta[left] + taste[worker, left] - theta[right] - taste[worker, right])
-             + crowd.length_bias * (len_l - len_r) / (len_l + len_r + 1) + crowd.position_bias)
+    logit = (
+        math.log(10) * (theta[left] + taste[worker, left] - theta[right] - taste[worker, right])
+        + crowd.length_bias * (len_l - len_r) / (len_l + len_r + 1)
+        + crowd.position_bias
+    )
     p = 1.0 / (1.0 + np.exp(-logit))
     u, v = rng.random(n), rng.random(n)
     vote = np.where(v < crowd.tie_rate * 4 * p * (1 - p), "tie", np.where(u < p, "a", "b"))
     vote = np.where(spam[worker], np.where(u < 0.5, "a", "b"), vote)
     ids = np.arange(start, start + n)
-    frame = pd.DataFrame({
-        "study": study, "hit_id": "", "assignment_id": "", "worker_id": [f"w{w}" for w in worker],
-        "battle_id": [f"b{i}" for i in ids], "prompt_id": [f"p{i % 500}" for i in ids], "category": "",
-        "turns": 1.0, "system_a": np.asarray(systems.names)[left], "system_b": np.asarray(systems.names)[right],
-        "vote": vote, "reason": "", "tokens_a": len_l, "tokens_b": len_r,
-        "header_count_a": marks_l[:, 0], "list_count_a": marks_l[:, 1], "bold_count_a": marks_l[:, 2],
-        "header_count_b": marks_r[:, 0], "list_count_b": marks_r[:, 1], "bold_count_b": marks_r[:, 2],
-        "is_control": 0, "leak": 0,
-    }, columns=list(BATTLE_COLUMNS))
-    for column in ("tokens_a", "tokens_b", "header_count_a", "list_count_a", "bold_count_a", "header_count_b",
-                   "list_count_b", "bold_count_b"):
+    frame = pd.DataFrame(
+        {
+            "study": study,
+            "hit_id": "",
+            "assignment_id": "",
+            "worker_id": [f"w{w}" for w in worker],
+            "battle_id": [f"b{i}" for i in ids],
+            "prompt_id": [f"p{i % 500}" for i in ids],
+            "category": "",
+            "turns": 1.0,
+            "system_a": np.asarray(systems.names)[left],
+            "system_b": np.asarray(systems.names)[right],
+            "vote": vote,
+            "reason": "",
+            "tokens_a": len_l,
+            "tokens_b": len_r,
+            "header_count_a": marks_l[:, 0],
+            "list_count_a": marks_l[:, 1],
+            "bold_count_a": marks_l[:, 2],
+            "header_count_b": marks_r[:, 0],
+            "list_count_b": marks_r[:, 1],
+            "bold_count_b": marks_r[:, 2],
+            "is_control": 0,
+            "leak": 0,
+        },
+        columns=list(BATTLE_COLUMNS),
+    )
+    for column in (
+        "tokens_a",
+        "tokens_b",
+        "header_count_a",
+        "list_count_a",
+        "bold_count_a",
+        "header_count_b",
+        "list_count_b",
+        "bold_count_b",
+    ):
         frame[column] = frame[column].astype(float)
     frame["source"] = study
     return frame

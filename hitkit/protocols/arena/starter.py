@@ -4,7 +4,10 @@ The starter interface of ``hitkit init --task`` (:mod:`hitkit.study.scaffold` lo
 ``starter`` module up in the registry): ``STUDY_YAML``, the study file, and :func:`material`, the files
 it reads (here 18 prompts in six categories, drawn from ``examples/data/arena_prompts.jsonl``).
 """
+
 from __future__ import annotations
+
+from hitkit.study.starter_sections import shared_sections
 
 STUDY_YAML = """\
 # An arena (LMArena/FastChat style): each battle, a worker sends a prompt to two anonymous systems,
@@ -50,10 +53,12 @@ systems:                    # each one an OpenAI-compatible endpoint (vLLM, a ho
 
 arena:
   hits: 4                   # study size: HITs of battles_per_hit battles each
-  battles_per_hit: 5
+  battles_per_hit: 10
   prompts: prompts.jsonl    # {"id", "prompt", "category"} per line; leave out to let workers write their own
   control: qc               # which system is the QC bot
-  control_share: 0.2        # share of battles against it
+  control_share: 0.4        # share of battles against it. QC judges a worker from 5 decisive QC votes on
+                            # (fewer cannot reach p < 0.05): here 4 QC battles a HIT, 2 HITs a worker. In a
+                            # bigger study a smaller share does, when each worker takes more HITs.
   reveal: true              # show the two systems' names after the vote (never before)
   # min_turns: 1            # exchanges before the vote; max_turns: 5
   crowd: {length_bias: 0.5} # the simulated crowd leans to longer replies; style control removes that
@@ -64,23 +69,15 @@ hit:
   reward: "1.50"            # per assignment, in provider.currency
   assignment_minutes: 45    # a worker who holds a HIT longer loses it
 
-schedule:
-  wave_size: 4              # HITs posted per wave
-  max_concurrent: 4         # HITs open at once
-  per_worker_cap: 1         # HITs one worker may take
-  interval_s: 1             # scheduler tick
-
-provider:
-  kind: simulated           # simulated | local | prolific | panel | mturk
-  currency: USD
-
-simulated:                  # the dry-run crowd; ignored by other providers
-  workers:
-    - {profile: diligent, count: 3}
-    - {profile: spammer, count: 1}
-  quality: {helpful: 0.85, plain: 0.6, terse: 0.4, qc: 0.05}
-  concurrency: 4
-"""
+""" + shared_sections(
+    wave_size=4,
+    max_concurrent=4,
+    per_worker_cap=2,
+    interval_s=1,
+    crowd={"diligent": 1, "spammer": 1},
+    quality={"helpful": 0.85, "plain": 0.6, "terse": 0.4, "qc": 0.05},
+    concurrency=4,
+)
 
 PROMPTS = """\
 {"id": "coding-01", "prompt": "How do I reverse a string in Python?", "category": "coding"}

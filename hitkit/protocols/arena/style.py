@@ -13,6 +13,7 @@ does not depend on. :func:`count_tokens` counts words and punctuation marks inst
 0.75 of its count on English prose) changes the length coefficient's scale, not its sign or the
 ratings it controls for.
 """
+
 from __future__ import annotations
 
 import re

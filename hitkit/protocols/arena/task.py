@@ -22,6 +22,7 @@ tie, both_bad) with an optional ``reason`` (with a judge, a battle not drawn for
 ``min_turns`` whole exchanges and neither owes a reply (:meth:`ArenaTask.check_answer`), and it closes
 the battle's chats. With ``reveal`` the page may show the systems' names once the vote is stored.
 """
+
 from __future__ import annotations
 
 import random
@@ -48,8 +49,9 @@ DONE, DONE_VALUE = "vote_done", "yes"
 Its name starts with ``vote`` because every answer whose question does closes the battle's chats."""
 
 
-def plan_battles(real: Sequence[str], control: str | None, battles: int, controls: int,
-                 rng: random.Random) -> list[tuple[str, str, bool]]:
+def plan_battles(
+    real: Sequence[str], control: str | None, battles: int, controls: int, rng: random.Random
+) -> list[tuple[str, str, bool]]:
     """(left system, right system, is_control) of every battle: uniform over pairs, sides balanced per pair."""
     pairs = list(combinations(sorted(real), 2))
     order: list[tuple[str, str]] = []
@@ -58,16 +60,20 @@ def plan_battles(real: Sequence[str], control: str | None, battles: int, control
         rng.shuffle(cycle)
         order += cycle
     seen: Counter = Counter()
-    plan = []
-    for pair in order[:battles - controls]:
+    plan: list[tuple[str, str, bool]] = []
+    for pair in order[: battles - controls]:
         x, y = pair
         plan.append((x, y, False) if seen[pair] % 2 == 0 else (y, x, False))
         seen[pair] += 1
+    if control is None:
+        if controls:
+            raise ValueError(f"{controls} QC battle(s) need a control system, and none was given")
+        return plan
     systems: list[str] = []
     while len(systems) < controls:
-        cycle = sorted(real)
-        rng.shuffle(cycle)
-        systems += cycle
+        rotation = sorted(real)
+        rng.shuffle(rotation)
+        systems += rotation
     for system in systems[:controls]:
         left = seen[(system, control)] % 2 == 0
         plan.append((system, control, True) if left else (control, system, True))
@@ -112,8 +118,13 @@ class ArenaTask(TaskType):
             drawn += cycle
         units = []
         for i, (a, b, control) in enumerate(plan):
-            payload: dict[str, Any] = {"systems": [a, b], "system_a": a, "system_b": b, "is_control": control,
-                                       "slot": i}
+            payload: dict[str, Any] = {
+                "systems": [a, b],
+                "system_a": a,
+                "system_b": b,
+                "is_control": control,
+                "slot": i,
+            }
             if drawn:
                 payload.update(prompt_id=drawn[i].id, prompt=drawn[i].text, category=drawn[i].category)
             if self.config.judge is not None and not control:
@@ -128,7 +139,7 @@ class ArenaTask(TaskType):
             raise ConfigError(f"{len(units)} battles do not fill HITs of {per}; rebuild the study")
         keys = [u.key for u in units]
         rng.shuffle(keys)
-        return [HitSpec(tuple(keys[i:i + per]), max_assignments=1) for i in range(0, len(keys), per)]
+        return [HitSpec(tuple(keys[i : i + per]), max_assignments=1) for i in range(0, len(keys), per)]
 
     # Questions ---------------------------------------------------------------------------------
     def questions(self, unit: Unit) -> list[Question]:
@@ -150,18 +161,23 @@ class ArenaTask(TaskType):
     def _sides(self, session: Session, assignment_id: int, unit: Unit) -> dict[str, list[tuple[str, str]]]:
         """Each side's turns so far as (speaker, text), in order."""
         keys = {self.chat_key(assignment_id, unit.id, side): side for side in SIDES}
-        rows = session.execute(select(Conversation.key, Turn.speaker, Turn.text)
-                               .join(Turn, Turn.conversation_id == Conversation.id)
-                               .where(Conversation.study_id == unit.study_id, Conversation.key.in_(list(keys)))
-                               .order_by(Turn.index)).all()
+        rows = session.execute(
+            select(Conversation.key, Turn.speaker, Turn.text)
+            .join(Turn, Turn.conversation_id == Conversation.id)
+            .where(Conversation.study_id == unit.study_id, Conversation.key.in_(list(keys)))
+            .order_by(Turn.index)
+        ).all()
         out: dict[str, list[tuple[str, str]]] = {side: [] for side in SIDES}
         for key, speaker, text in rows:
             out[keys[key]].append((speaker, text))
         return out
 
     def check_answer(self, session: Session, assignment: Any, unit: Unit, question: str) -> None:
-        if question == VOTE and session.scalar(select(Response.id).where(
-                Response.assignment_id == assignment.id, Response.unit_id == unit.id, Response.question == VOTE)):
+        if question == VOTE and session.scalar(
+            select(Response.id).where(
+                Response.assignment_id == assignment.id, Response.unit_id == unit.id, Response.question == VOTE
+            )
+        ):
             # Final once given: the names may be shown after it, and a vote changed then would be a vote for a name.
             raise FlowError("your vote on this battle is recorded and cannot change", 409)
         if question not in (VOTE, DONE):
@@ -171,10 +187,13 @@ class ArenaTask(TaskType):
         asked = [sum(s == "worker" for s, _ in turns) for turns in sides.values()]
         owed = any(turns and turns[-1][0] == "worker" for turns in sides.values())
         if owed or min(asked) < self._cfg.min_turns:
-            raise FlowError("wait until both replies are complete before voting"
-                            if owed or min(asked) >= self._cfg.min_turns else
-                            f"send your message to both systems first ({min(asked)} of {self._cfg.min_turns} "
-                            "exchanges so far)", 409)
+            raise FlowError(
+                "wait until both replies are complete before voting"
+                if owed or min(asked) >= self._cfg.min_turns
+                else f"send your message to both systems first ({min(asked)} of {self._cfg.min_turns} "
+                "exchanges so far)",
+                409,
+            )
 
     def check_message(self, session: Session, assignment: Any, unit: Unit, side: str, text: str, inputs: int) -> None:
         if inputs >= self._cfg.max_turns:
@@ -187,8 +206,11 @@ class ArenaTask(TaskType):
     def revealed(self, session: Session, assignment: Any, unit: Unit) -> dict[str, Any] | None:
         if not self._cfg.reveal:
             return None
-        voted = session.scalar(select(Response.id).where(Response.assignment_id == assignment.id,
-                                                         Response.unit_id == unit.id, Response.question == VOTE))
+        voted = session.scalar(
+            select(Response.id).where(
+                Response.assignment_id == assignment.id, Response.unit_id == unit.id, Response.question == VOTE
+            )
+        )
         return {"a": unit.payload["system_a"], "b": unit.payload["system_b"]} if voted else None
 
     # What a worker sees ------------------------------------------------------------------------
@@ -198,11 +220,16 @@ class ArenaTask(TaskType):
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
         at = position(unit, layout)
         return {
-            "unit_id": unit.public_key, "position": at,
+            "unit_id": unit.public_key,
+            "position": at,
             "label": f"Battle {at + 1}" if at is not None else "Battle",
-            "prompt": unit.payload.get("prompt"), "min_turns": self._cfg.min_turns,
-            "max_turns": self._cfg.max_turns, "votes": list(VOTES), "sides": list(SIDES),
-            "optional": [q.name for q in self.optional_questions(unit)], "reveal": self._cfg.reveal,
+            "prompt": unit.payload.get("prompt"),
+            "min_turns": self._cfg.min_turns,
+            "max_turns": self._cfg.max_turns,
+            "votes": list(VOTES),
+            "sides": list(SIDES),
+            "optional": [q.name for q in self.optional_questions(unit)],
+            "reveal": self._cfg.reveal,
             "voted": is_voted(unit),
         }
 
@@ -225,11 +252,14 @@ class ArenaTask(TaskType):
     # Simulated workers -------------------------------------------------------------------------
     def simulation_context(self, session: Session, study: Study) -> dict[str, Any]:
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
-        return {"quality": simulated.perceived_quality(self.config),
-                "units": {u.public_key: (u.payload["system_a"], u.payload["system_b"]) for u in units}}
+        return {
+            "quality": simulated.perceived_quality(self.config),
+            "units": {u.public_key: (u.payload["system_a"], u.payload["system_b"]) for u in units},
+        }
 
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
-                 worker: str = "") -> dict[str, str]:
+    def simulate(
+        self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any, worker: str = ""
+    ) -> dict[str, str]:
         return simulated.vote(self._cfg, profile, view, rng, context, worker)
 
     def simulate_message(self, profile: str, view: Mapping[str, Any], rng: random.Random, turn: int) -> str:

@@ -1,5 +1,6 @@
 """The arena on the coordinator dashboard: what a battle is, the vote in system names, a system's record
 against each other system, and two systems' answers to the same battles side by side."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -51,13 +52,19 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
         won = int(((left & (v["vote"] == "a")) | (right & (v["vote"] == "b"))).sum())
         ties = int(mine["vote"].isin(["tie", "both_bad"]).sum())
         lost = len(mine) - won - ties
-        scores.append({"measure": f"vs {other}", "value": f"{won} / {ties} / {lost}",
-                       "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote"})
+        scores.append(
+            {
+                "measure": f"vs {other}",
+                "value": f"{won} / {ties} / {lost}",
+                "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote",
+            }
+        )
     return scores, "Wins / ties (both bad included) / losses in the battles so far."
 
 
-def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
-                 turns_of: Callable[[Any], list[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
+def side_by_side(
+    convs: Sequence, a: str, b: str, ids: Mapping[str, int], turns_of: Callable[[Any], list[dict[str, Any]]], limit: int
+) -> list[dict[str, Any]]:
     """The two sides of every battle where ``a`` and ``b`` met: one row per battle."""
     sides: dict[str, dict[str, Any]] = {}
     for conv in convs:
@@ -69,8 +76,15 @@ def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
     for battle, by_system in sides.items():
         if a in by_system and b in by_system:
             first = by_system[a].turns[0].text if by_system[a].turns else ""
-            rows.append({"title": battle.removeprefix("arena:"), "prompt": first, "conversation": by_system[a].id,
-                         "left": turns_of(by_system[a]), "right": turns_of(by_system[b])})
+            rows.append(
+                {
+                    "title": battle.removeprefix("arena:"),
+                    "prompt": first,
+                    "conversation": by_system[a].id,
+                    "left": turns_of(by_system[a]),
+                    "right": turns_of(by_system[b]),
+                }
+            )
         if len(rows) >= limit:
             break
     return rows

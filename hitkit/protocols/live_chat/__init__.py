@@ -1,11 +1,20 @@
 """Live chat with Direct Assessment (Ji et al., ACL 2022): chat with each bot, rate on 0–100 sliders."""
+
 from hitkit.protocols.base import Protocol
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 
 PROTOCOL = Protocol(
-    name="live_chat", title="Live chat + Direct Assessment (Ji et al. 2022)", package=__name__,
-    settings_class="LiveChatConfig", task_class="LiveChatTask", table="ratings", columns=RATING_COLUMNS,
-    analysis_marker="systems", cluster_units=("worker", "conversation", "rating"),
-    analysis_options=frozenset({"replicate", "unit"}), mturk_rules=True, judged=True,
+    name="live_chat",
+    title="Live chat + Direct Assessment (Ji et al. 2022)",
+    package=__name__,
+    settings_class="LiveChatConfig",
+    task_class="LiveChatTask",
+    table="ratings",
+    columns=RATING_COLUMNS,
+    analysis_marker="systems",
+    cluster_units=("worker", "conversation", "rating"),
+    analysis_options=frozenset({"replicate", "unit"}),
+    mturk_rules=True,
+    judged=True,
     significance_units=("worker", "rating", "conversation"),
 )

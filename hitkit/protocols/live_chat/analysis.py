@@ -1,7 +1,8 @@
 """Live chat + Direct Assessment (Ji et al., ACL 2022): METHODS §1 "Analysis", steps 1–8.
 
-Reads the tidy tables of METHODS §4 from one folder (``assignments.csv``, ``ratings.csv``) and
-returns an :class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1):
+Reads the tidy tables of METHODS §4 from one folder (``assignments.csv``, ``ratings.csv``; read and
+checked by :mod:`hitkit.protocols.live_chat.reading`) and returns an
+:class:`~hitkit.analysis.base.AnalysisResult` with these tables (column contract v1):
 
 - ``workers``: worker_id, assignments, passed, p_value, mean_raw, sd_raw: every worker with a
   counted (submitted or approved) assignment, the empty submission included (it fails).
@@ -31,6 +32,7 @@ figure ``significance`` is the p-value matrix, row beats column.
 
 Each step is a small pure function, so a notebook can rerun one with another choice.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,25 +48,14 @@ from hitkit.analysis.inference import (
     INTERVAL_METHOD,
     Correction,
     DuplicatePolicy,
-    apply_duplicate_policy,
     check_correction,
     correction_label,
     duplicate_warnings,
 )
-from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, read_assignments, read_table
-from hitkit.errors import InputError
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted
 from hitkit.protocols.live_chat import figures
-from hitkit.protocols.live_chat.criteria import (
-    DEFAULT_CRITERIA,
-    RATING_COLUMNS,
-    Criterion,
-    check_criteria,
-    unknown_criteria,
-)
-
-INTERVAL_UNITS: tuple[str, ...] = ("worker", "conversation", "rating")
-
-from hitkit.protocols.live_chat.quality import (  # noqa: E402 - after the definitions it needs first
+from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion, check_criteria
+from hitkit.protocols.live_chat.quality import (
     QcMethod,
     passed_ratings,
     reverse_negative,
@@ -72,7 +63,8 @@ from hitkit.protocols.live_chat.quality import (  # noqa: E402 - after the defin
     wilcoxon_qc,
     worker_table,
 )
-from hitkit.protocols.live_chat.scores import (  # noqa: E402 - after the definitions it needs first
+from hitkit.protocols.live_chat.reading import read_tables
+from hitkit.protocols.live_chat.scores import (
     DEFAULT_SIGNIFICANCE_UNIT,
     IntervalUnit,
     SignificanceUnit,
@@ -81,50 +73,6 @@ from hitkit.protocols.live_chat.scores import (  # noqa: E402 - after the defini
     score_intervals,
     system_scores,
 )
-
-_ID_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system",
-               "criterion", "status")
-
-
-def read_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
-                 duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
-    """Read and check ``ratings.csv``: known criteria, scores within 0–100, is_control 0/1.
-
-    A second rating of one criterion in one conversation of one assignment is resolved by the
-    ``duplicates`` policy (first by default; last, drop or error), with a warning that counts
-    it; the report is in ``table.attrs["duplicates"]``.
-    """
-    check_criteria(criteria)
-    path = Path(in_dir) / "ratings.csv"
-    text_ids = {c: str for c in _ID_COLUMNS if c in RATING_COLUMNS}
-    table = read_table(path, RATING_COLUMNS, text_ids)[list(RATING_COLUMNS)]
-    unknown = unknown_criteria(table, criteria)
-    if unknown:
-        raise InputError(path, f"unknown criterion {unknown[0]!r}"
-                         + (f" (and {unknown[1:]})" if len(unknown) > 1 else "")
-                         + f"; configured criteria are {[c.name for c in criteria]}. "
-                         "For a study with its own criteria give its file (`hitkit analyze --study STUDY.yaml`), "
-                         "else add it to the study's criteria or fix the export")
-    score = pd.to_numeric(table["score"], errors="coerce")
-    bad = table.index[score.isna() | (score < 0) | (score > 100)]
-    if len(bad):
-        i = bad[0]
-        raise InputError(path, f"score '{table.at[i, 'score']}' is not a number within 0–100",
-                         line=int(i) + 2)
-    control = table["is_control"].astype(str).str.strip().str.lower()
-    bad = table.index[~control.isin(["0", "1", "true", "false"])]
-    if len(bad):
-        i = bad[0]
-        raise InputError(path, f"is_control '{table.at[i, 'is_control']}' is not 0 or 1",
-                         line=int(i) + 2)
-    table["score"] = score.astype(float)
-    table["is_control"] = control.isin(["1", "true"])
-    key = ["assignment_id", "conversation_id", "criterion"]
-    table, report = apply_duplicate_policy(table, key, duplicates, what="rating (same assignment, "
-                                           "conversation, criterion)", source=path)
-    table = table.copy()
-    table.attrs["duplicates"] = report
-    return table
 
 
 def _mean_or_none(values: pd.Series) -> float | None:
@@ -139,12 +87,21 @@ def hit_design(ratings: pd.DataFrame) -> dict:
     their 10 systems and the QC bot, so "every worker chatted with every system" is not a given."""
     real = ratings[~ratings["is_control"]]
     per_hit = real.groupby("assignment_id")["system"].nunique()
-    control = (ratings[ratings["is_control"]].groupby("assignment_id")["conversation_id"].nunique()
-               .reindex(per_hit.index, fill_value=0))
-    return {"systems": int(real["system"].nunique()),
-            "systems_per_hit": ({"median": float(per_hit.median()), "min": int(per_hit.min()),
-                                 "max": int(per_hit.max())} if len(per_hit) else None),
-            "control_per_hit": float(control.median()) if len(control) else None}
+    control = (
+        ratings[ratings["is_control"]]
+        .groupby("assignment_id")["conversation_id"]
+        .nunique()
+        .reindex(per_hit.index, fill_value=0)
+    )
+    return {
+        "systems": int(real["system"].nunique()),
+        "systems_per_hit": (
+            {"median": float(per_hit.median()), "min": int(per_hit.min()), "max": int(per_hit.max())}
+            if len(per_hit)
+            else None
+        ),
+        "control_per_hit": float(control.median()) if len(control) else None,
+    }
 
 
 def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.DataFrame) -> dict:
@@ -158,7 +115,8 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
     conversations = ratings.groupby("assignment_id")["conversation_id"].nunique()
     per = assignments.assign(
         conversations=assignments["assignment_id"].map(conversations).fillna(0),
-        passed=assignments["worker_id"].isin(set(workers.loc[workers["passed"], "worker_id"])))
+        passed=assignments["worker_id"].isin(set(workers.loc[workers["passed"], "worker_id"])),
+    )
     with_conv = per[per["conversations"] > 0]
     minutes = with_conv["work_time_s"] / 60 / with_conv["conversations"]
     n_workers, n_passed = len(workers), int(workers["passed"].sum())
@@ -174,18 +132,6 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
     }
 
 
-def read_tables(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
-                duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every assignment and the ratings of ``in_dir`` (:func:`read_ratings`), checked to belong together."""
-    every_assignment = read_assignments(in_dir, duplicates=duplicates)
-    ratings = read_ratings(in_dir, criteria, duplicates=duplicates)
-    orphans = set(ratings["assignment_id"]) - set(every_assignment["assignment_id"])
-    if orphans:
-        raise InputError(Path(in_dir) / "ratings.csv", f"assignment_id {sorted(orphans)[0]!r} is "
-                         "not in assignments.csv; export both tables from the same study")
-    return every_assignment, ratings
-
-
 @dataclass
 class Scored:
     """The tables of METHODS §1 steps 1–7 on counted ratings: z-scores, the QC test and the workers'
@@ -199,9 +145,15 @@ class Scored:
     significance: pd.DataFrame
 
 
-def screened(assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion], *,
-             alpha: float = 0.05, qc_method: QcMethod = "asymptotic", ddof: int = 1
-             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def screened(
+    assignments: pd.DataFrame,
+    ratings: pd.DataFrame,
+    criteria: Sequence[Criterion],
+    *,
+    alpha: float = 0.05,
+    qc_method: QcMethod = "asymptotic",
+    ddof: int = 1,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Steps 1–4: reverse, standardise, QC and keep the passed workers' ratings of real systems; returns
     (z, qc, workers, kept) as :class:`Scored` names them."""
     z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
@@ -210,50 +162,93 @@ def screened(assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequenc
     return z, qc, workers, passed_ratings(z, workers)
 
 
-def scored(assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion], *, alpha: float,
-           qc_method: QcMethod, ddof: int, significance_unit: SignificanceUnit, correction: Correction) -> Scored:
+def scored(
+    assignments: pd.DataFrame,
+    ratings: pd.DataFrame,
+    criteria: Sequence[Criterion],
+    *,
+    alpha: float,
+    qc_method: QcMethod,
+    ddof: int,
+    significance_unit: SignificanceUnit,
+    correction: Correction,
+) -> Scored:
     """Reverse, standardise, QC, keep the passed workers' ratings, score and test (live chat's steps, and
     the rating protocol's with its degraded copies as the control)."""
     z, qc, workers, kept = screened(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof)
     systems = system_scores(kept, criteria)
-    significance = pairwise_significance(kept, unit=significance_unit, order=list(systems["system"]),
-                                         correction=correction)
+    significance = pairwise_significance(
+        kept, unit=significance_unit, order=list(systems["system"]), correction=correction
+    )
     return Scored(z, qc, workers, kept, systems, significance)
 
 
-def analyze_ratings(every_assignment: pd.DataFrame, ratings: pd.DataFrame, *,
-                    criteria: Sequence[Criterion] = DEFAULT_CRITERIA, alpha: float = 0.05,
-                    qc_method: QcMethod = "asymptotic", significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
-                    ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
-                    interval_unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0,
-                    judge: pd.DataFrame | None = None) -> AnalysisResult:
-    """METHODS §1 steps 1–8 on read tables (:func:`read_tables`; their duplicate reports ride in
+def analyze_ratings(
+    every_assignment: pd.DataFrame,
+    ratings: pd.DataFrame,
+    *,
+    criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+    alpha: float = 0.05,
+    qc_method: QcMethod = "asymptotic",
+    significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
+    ddof: int = 1,
+    correction: Correction = DEFAULT_CORRECTION,
+    interval_unit: IntervalUnit = "worker",
+    n_boot: int = 1000,
+    seed: int = 0,
+    judge: pd.DataFrame | None = None,
+) -> AnalysisResult:
+    """METHODS §1 steps 1–8 on read tables (:func:`~hitkit.protocols.live_chat.reading.read_tables`; their duplicate reports ride in
     ``attrs``): QC, standardisation, system scores with intervals, pairwise significance; with ``judge``
     (``judge.csv``, :func:`hitkit.protocols.live_chat.judge.read_judge`) the judge's tables too."""
     assignments = counted(every_assignment)
     duplicate_report = ratings.attrs.get("duplicates", {})
     ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
-    steps = scored(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof,
-                   significance_unit=significance_unit, correction=correction)
+    steps = scored(
+        assignments,
+        ratings,
+        criteria,
+        alpha=alpha,
+        qc_method=qc_method,
+        ddof=ddof,
+        significance_unit=significance_unit,
+        correction=correction,
+    )
     workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
     order = list(systems["system"])
     summary = summarise(assignments, ratings, workers)
     assignment_report = every_assignment.attrs["duplicates"]
-    warnings_out = duplicate_warnings([
-        ("rating key(s) (assignment, conversation, criterion)", duplicate_report),
-        (ASSIGNMENT_DUPLICATES, assignment_report)])
-    summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit,
-                   multiple_comparisons=correction, interval_unit=interval_unit,
-                   interval_method=INTERVAL_METHOD, n_boot=n_boot,
-                   seed=seed, duplicates=duplicate_report,
-                   assignment_duplicates=assignment_report, warnings=warnings_out)
+    warnings_out = duplicate_warnings(
+        [
+            ("rating key(s) (assignment, conversation, criterion)", duplicate_report),
+            (ASSIGNMENT_DUPLICATES, assignment_report),
+        ]
+    )
+    summary.update(
+        alpha=alpha,
+        qc_method=qc_method,
+        significance_unit=significance_unit,
+        multiple_comparisons=correction,
+        interval_unit=interval_unit,
+        interval_method=INTERVAL_METHOD,
+        n_boot=n_boot,
+        seed=seed,
+        duplicates=duplicate_report,
+        assignment_duplicates=assignment_report,
+        warnings=warnings_out,
+    )
     result = AnalysisResult(
-        tables={"workers": workers, "systems": systems, "significance": significance,
-                "score_intervals": score_intervals(kept, criteria, unit=interval_unit,
-                                                   n_boot=n_boot, seed=seed)},
+        tables={
+            "workers": workers,
+            "systems": systems,
+            "significance": significance,
+            "score_intervals": score_intervals(kept, criteria, unit=interval_unit, n_boot=n_boot, seed=seed),
+        },
         summary=summary,
-        figures={"significance": png(lambda: figures.significance(significance, order, alpha,
-                                                                        correction_label(correction)))})
+        figures={
+            "significance": png(lambda: figures.significance(significance, order, alpha, correction_label(correction)))
+        },
+    )
     if judge is not None:
         add_judge(result, steps.z, judge, criteria)
     return result
@@ -272,27 +267,42 @@ def add_judge(result: AnalysisResult, z: pd.DataFrame, judge: pd.DataFrame, crit
     result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
 
 
-def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
-                      alpha: float = 0.05, replicate_dir: str | Path | None = None,
-                      qc_method: QcMethod = "asymptotic",
-                      significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
-                      ddof: int = 1, correction: Correction = DEFAULT_CORRECTION,
-                      interval_unit: IntervalUnit = "worker", n_boot: int = 1000,
-                      seed: int = 0,
-                      duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> AnalysisResult:
+def analyze_live_chat(
+    in_dir: str | Path,
+    *,
+    criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+    alpha: float = 0.05,
+    replicate_dir: str | Path | None = None,
+    qc_method: QcMethod = "asymptotic",
+    significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
+    ddof: int = 1,
+    correction: Correction = DEFAULT_CORRECTION,
+    interval_unit: IntervalUnit = "worker",
+    n_boot: int = 1000,
+    seed: int = 0,
+    duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+) -> AnalysisResult:
     """Run METHODS §1 steps 1–8 on ``in_dir``; with ``replicate_dir``, also correlate the two runs.
 
     ``qc_method`` → :func:`wilcoxon_qc`, ``significance_unit`` and ``correction`` →
     :func:`pairwise_significance`, ``ddof`` → :func:`standardise_per_worker` (METHODS fixes 1; 0
     is there to compare), ``interval_unit``, ``n_boot`` and ``seed`` → :func:`score_intervals`
-    (table ``score_intervals``), ``duplicates`` → :func:`read_ratings`. Every choice is
+    (table ``score_intervals``), ``duplicates`` → :func:`~hitkit.protocols.live_chat.reading.read_ratings`. Every choice is
     recorded in the summary.
     """
     check_criteria(criteria)
     check_correction(correction)
-    options: dict[str, Any] = dict(criteria=criteria, alpha=alpha, qc_method=qc_method,
-                   significance_unit=significance_unit, ddof=ddof, correction=correction,
-                   interval_unit=interval_unit, n_boot=n_boot, seed=seed)
+    options: dict[str, Any] = dict(
+        criteria=criteria,
+        alpha=alpha,
+        qc_method=qc_method,
+        significance_unit=significance_unit,
+        ddof=ddof,
+        correction=correction,
+        interval_unit=interval_unit,
+        n_boot=n_boot,
+        seed=seed,
+    )
     judge_path = Path(in_dir) / "judge.csv"
     judge = None
     if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
@@ -302,20 +312,26 @@ def analyze_live_chat(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEF
     result = analyze_ratings(*read_tables(in_dir, criteria, duplicates=duplicates), judge=judge, **options)
     if replicate_dir is not None:
         other = analyze_ratings(*read_tables(replicate_dir, criteria, duplicates=duplicates), **options)
-        result.tables["replication"] = replication(result.tables["systems"],
-                                                   other.tables["systems"])
+        result.tables["replication"] = replication(result.tables["systems"], other.tables["systems"])
     return result
 
 
-def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
-            stability: bool = False) -> AnalysisResult:
+def analyze(
+    in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None, stability: bool = False
+) -> AnalysisResult:
     """The registry's entry point: :func:`analyze_live_chat` with ``hitkit analyze``'s options and
     the study file's criteria (the defaults without one)."""
     extra = common_options(options)
     if config is not None and config.live_chat is not None:
         extra["criteria"] = config.live_chat.criterion_list()
-    result = analyze_live_chat(in_dir, replicate_dir=replicate_dir, interval_unit=options.get("cluster", "worker"),
-                               significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT), seed=seed, **extra)
+    result = analyze_live_chat(
+        in_dir,
+        replicate_dir=replicate_dir,
+        interval_unit=options.get("cluster", "worker"),
+        significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT),
+        seed=seed,
+        **extra,
+    )
     if "judge" in result.summary and config is not None and config.judge is not None:
         result.summary["judge"]["human_share"] = config.judge.human_share  # the design's, for the methods
     return result
@@ -331,5 +347,7 @@ def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[s
     ratings["score"] = ratings["score"].astype(float)
     ratings["is_control"] = ratings["is_control"].astype(bool)
     qc = wilcoxon_qc(standardise_per_worker(reverse_negative(ratings, criteria)), criteria)
-    return ("QC bot rated below the real bots (Wilcoxon, p < 0.05)",
-            {str(w): bool(p) for w, p in zip(qc["worker_id"], qc["passed"])})
+    return (
+        "QC bot rated below the real bots (Wilcoxon, p < 0.05)",
+        {str(w): bool(p) for w, p in zip(qc["worker_id"], qc["passed"])},
+    )

@@ -2,6 +2,7 @@
 
 Free of numpy and scipy, so the web tier and the study file's validation import it cheaply.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,8 +12,18 @@ from hitkit.errors import ConfigError
 
 Polarity = Literal["positive", "negative"]
 
-RATING_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "slot",
-                  "system", "is_control", "criterion", "score")
+RATING_COLUMNS = (
+    "study",
+    "hit_id",
+    "assignment_id",
+    "worker_id",
+    "conversation_id",
+    "slot",
+    "system",
+    "is_control",
+    "criterion",
+    "score",
+)
 # Names the systems table already uses for its own columns; a criterion may not shadow them.
 _RESERVED = frozenset({"system", "n", "z", "raw", "rank", "overall"})
 
@@ -28,25 +39,29 @@ class Criterion:
 
     def __post_init__(self) -> None:
         if self.polarity not in ("positive", "negative"):
-            raise ConfigError(f"criterion {self.name!r}: polarity is {self.polarity!r}; "
-                              "use 'positive' or 'negative'")
+            raise ConfigError(f"criterion {self.name!r}: polarity is {self.polarity!r}; use 'positive' or 'negative'")
         if not self.name or self.name in _RESERVED:
-            raise ConfigError(f"criterion name {self.name!r} is empty or reserved "
-                              f"({', '.join(sorted(_RESERVED))}); rename it")
+            raise ConfigError(
+                f"criterion name {self.name!r} is empty or reserved ({', '.join(sorted(_RESERVED))}); rename it"
+            )
 
 
 DEFAULT_CRITERIA: tuple[Criterion, ...] = (
-    Criterion("robotic", "negative", "It was obvious that I was talking to a chatbot as opposed "
-              "to another human user.", qc=False),
-    Criterion("interesting", "positive", "The conversation with the chatbot was interesting.",
-              qc=True),
+    Criterion(
+        "robotic",
+        "negative",
+        "It was obvious that I was talking to a chatbot as opposed to another human user.",
+        qc=False,
+    ),
+    Criterion("interesting", "positive", "The conversation with the chatbot was interesting.", qc=True),
     Criterion("fun", "positive", "The conversation with the chatbot was fun/enjoyable.", qc=True),
-    Criterion("consistent", "positive", "The chatbot was consistent throughout the conversation.",
-              qc=True),
-    Criterion("fluent", "positive", "The chatbot's English was fluent and natural throughout the "
-              "conversation.", qc=True),
-    Criterion("repetitive", "negative", "I felt that the chatbot kept being repetitive during the "
-              "conversation.", qc=False),
+    Criterion("consistent", "positive", "The chatbot was consistent throughout the conversation.", qc=True),
+    Criterion(
+        "fluent", "positive", "The chatbot's English was fluent and natural throughout the conversation.", qc=True
+    ),
+    Criterion(
+        "repetitive", "negative", "I felt that the chatbot kept being repetitive during the conversation.", qc=False
+    ),
     Criterion("topic", "positive", "The chatbot stays on topic.", qc=True),
 )
 

@@ -1,4 +1,5 @@
 """Live chat's figures, drawn once here for the analysis folder and the report alike (PNG bytes)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -10,19 +11,33 @@ from hitkit.report import matrices, plots
 
 def ranking(systems: pd.DataFrame, low, high) -> bytes:
     """Each system's overall mean z, with its 95 % interval where the analysis has one, best at the top."""
-    return plots.interval_ranking(list(systems["system"]), systems["z"], low, high,
-                                  xlabel="overall mean z (higher = better)",
-                                  title="Ranking by overall z" + (" with 95 % intervals" if low is not None else ""),
-                                  labels=[f"{sy} (n={n})" for sy, n in zip(systems["system"], systems["n"])])
+    return plots.interval_ranking(
+        list(systems["system"]),
+        systems["z"],
+        low,
+        high,
+        xlabel="overall mean z (higher = better)",
+        title="Ranking by overall z" + (" with 95 % intervals" if low is not None else ""),
+        labels=[f"{sy} (n={n})" for sy, n in zip(systems["system"], systems["n"])],
+    )
 
 
 def significance(table: pd.DataFrame, order: Sequence[str], alpha: float, correction: str) -> bytes:
     """The one-sided Mann–Whitney p that the row system beats the column system, * below ``alpha``."""
     values, marks = matrices.pair_frames(table, "p_value", list(order), mark=matrices.p_column(table), alpha=alpha)
-    return plots.pair_matrix(values, marks=marks, title="Row beats column: one-sided Mann–Whitney p", colorbar="p",
-                             cmap="Greens_r", vmin=0, vmax=1, fmt=matrices.p_cell,
-                             mark_note=f"* p < {alpha}, {correction}", row_label="system (wins)",
-                             col_label="system (beaten)")
+    return plots.pair_matrix(
+        values,
+        marks=marks,
+        title="Row beats column: one-sided Mann–Whitney p",
+        colorbar="p",
+        cmap="Greens_r",
+        vmin=0,
+        vmax=1,
+        fmt=matrices.p_cell,
+        mark_note=f"* p < {alpha}, {correction}",
+        row_label="system (wins)",
+        col_label="system (beaten)",
+    )
 
 
 def criteria(systems: pd.DataFrame, names: Sequence[str]) -> bytes:

@@ -17,6 +17,7 @@ standardisation, unchanged: only rated conversations have one) and f as the judg
 reversed for negative criteria and standardised as if the judge were one more worker, and hands
 them per system and criterion, and per system overall, to :func:`hitkit.analysis.ppi.ppi_mean`.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from hitkit.protocols.base import JudgeRequest
+from hitkit.tables.schema import JUDGE_ESTIMATE_COLUMNS
 
 WHEN = "after"
 """The judge rates the study's stored conversations once the crowd has made them (:mod:`hitkit.judges.judging`)."""
@@ -55,12 +57,25 @@ ASKED = "conversations"
 VARIANT = "criteria"
 """A conversation's one request asks for every criterion at once."""
 
-JUDGE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system", "criterion",
-                 "score", "parsed", "human_subset", "model", "reply")
+JUDGE_COLUMNS = (
+    "study",
+    "hit_id",
+    "assignment_id",
+    "worker_id",
+    "conversation_id",
+    "system",
+    "criterion",
+    "score",
+    "parsed",
+    "human_subset",
+    "model",
+    "reply",
+)
 """``judge.csv``: one row per judged conversation and criterion (docs/COLUMNS.md)."""
 
-_LINE = re.compile(r"^[\s*_`\-•\d.)]*([a-z][a-z0-9_ ]*?)[\s*_`]*[:=\-–]\s*[*_`\s]*(\d{1,3}(?:\.\d+)?)\b",
-                   re.IGNORECASE | re.MULTILINE)
+_LINE = re.compile(
+    r"^[\s*_`\-•\d.)]*([a-z][a-z0-9_ ]*?)[\s*_`]*[:=\-–]\s*[*_`\s]*(\d{1,3}(?:\.\d+)?)\b", re.IGNORECASE | re.MULTILINE
+)
 
 
 def _transcript(turns: Sequence[Any]) -> str:
@@ -81,34 +96,59 @@ def requests_from(session, study, config) -> list[JudgeRequest]:
     listed = "\n".join(f"{c.name}: {c.statement}" for c in criteria)
     rows = session.execute(
         select(Assignment, Hit, Worker, Unit)
-        .join(Hit, Assignment.hit_id == Hit.id).join(Worker, Assignment.worker_id == Worker.id)
-        .join(HitUnit, HitUnit.hit_id == Hit.id).join(Unit, HitUnit.unit_id == Unit.id)
-        .where(Hit.study_id == study.id, Assignment.status.in_(HANDED_IN_STATUSES), Assignment.confirmed_at.is_not(None))
-        .order_by(Hit.index, Assignment.id, HitUnit.position)).all()
+        .join(Hit, Assignment.hit_id == Hit.id)
+        .join(Worker, Assignment.worker_id == Worker.id)
+        .join(HitUnit, HitUnit.hit_id == Hit.id)
+        .join(Unit, HitUnit.unit_id == Unit.id)
+        .where(
+            Hit.study_id == study.id, Assignment.status.in_(HANDED_IN_STATUSES), Assignment.confirmed_at.is_not(None)
+        )
+        .order_by(Hit.index, Assignment.id, HitUnit.position)
+    ).all()
     keys = [conversation_key(a.id, u.id) for a, _, _, u in rows]
-    conversations = {c.key: c for c in session.scalars(select(Conversation).where(
-        Conversation.study_id == study.id, Conversation.key.in_(keys)))} if keys else {}
+    conversations = (
+        {
+            c.key: c
+            for c in session.scalars(
+                select(Conversation).where(Conversation.study_id == study.id, Conversation.key.in_(keys))
+            )
+        }
+        if keys
+        else {}
+    )
     out = []
     for (assignment, hit, worker, unit), key in zip(rows, keys):
         conversation = conversations.get(key)
         if unit.payload["is_control"] or conversation is None or not conversation.turns:
             continue
-        out.append(JudgeRequest(
-            unit_key=key, variant=VARIANT,
-            fields={"conversation": _transcript(conversation.turns), "criteria": listed},
-            meta={"hit_id": hit.provider_hit_id or str(hit.id),
-                  "assignment_id": assignment.provider_assignment_id or str(assignment.id),
-                  "worker_id": worker.external_id, "conversation_id": key, "system": unit.payload["system"],
-                  "human_subset": bool(unit.payload.get("rated", True)),
-                  "criteria": [c.name for c in criteria]}))
+        out.append(
+            JudgeRequest(
+                unit_key=key,
+                variant=VARIANT,
+                fields={"conversation": _transcript(conversation.turns), "criteria": listed},
+                meta={
+                    "hit_id": hit.provider_hit_id or str(hit.id),
+                    "assignment_id": assignment.provider_assignment_id or str(assignment.id),
+                    "worker_id": worker.external_id,
+                    "conversation_id": key,
+                    "system": unit.payload["system"],
+                    "human_subset": bool(unit.payload.get("rated", True)),
+                    "criteria": [c.name for c in criteria],
+                },
+            )
+        )
     return out
 
 
 def parts(request: JudgeRequest) -> list[JudgeRequest]:
     """The labels one conversation's request gives: one per criterion, each stored as its own row."""
     meta = {k: v for k, v in request.meta.items() if k != "criteria"}
-    return [JudgeRequest(unit_key=f"{request.unit_key}/{name}", variant="score", fields={},
-                         meta={**meta, "criterion": name}) for name in request.meta["criteria"]]
+    return [
+        JudgeRequest(
+            unit_key=f"{request.unit_key}/{name}", variant="score", fields={}, meta={**meta, "criterion": name}
+        )
+        for name in request.meta["criteria"]
+    ]
 
 
 def parse(reply: str, names: Sequence[str]) -> dict[str, int]:
@@ -128,18 +168,30 @@ def parse(reply: str, names: Sequence[str]) -> dict[str, int]:
 def split(request: JudgeRequest, reply: str) -> list[tuple[JudgeRequest, str | None]]:
     """Each criterion's label from the conversation's reply: its rating as text, or None (unparsed)."""
     found = parse(reply, request.meta["criteria"])
-    return [(part, str(found[part.meta["criterion"]]) if part.meta["criterion"] in found else None)
-            for part in parts(request)]
+    return [
+        (part, str(found[part.meta["criterion"]]) if part.meta["criterion"] in found else None)
+        for part in parts(request)
+    ]
 
 
 def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply);
     ``human_subset`` here is the slot's draw (the worker was asked to rate the conversation)."""
-    rows = [{"study": study, **{k: row["meta"][k] for k in ("hit_id", "assignment_id", "worker_id",
-                                                            "conversation_id", "system", "criterion")},
-             "score": int(row["label"]), "parsed": bool(row["parsed"]),
-             "human_subset": bool(row["meta"]["human_subset"]), "model": row["model"], "reply": row["reply"] or ""}
-            for row in labels]
+    rows = [
+        {
+            "study": study,
+            **{
+                k: row["meta"][k]
+                for k in ("hit_id", "assignment_id", "worker_id", "conversation_id", "system", "criterion")
+            },
+            "score": int(row["label"]),
+            "parsed": bool(row["parsed"]),
+            "human_subset": bool(row["meta"]["human_subset"]),
+            "model": row["model"],
+            "reply": row["reply"] or "",
+        }
+        for row in labels
+    ]
     return pd.DataFrame(rows, columns=list(JUDGE_COLUMNS))
 
 
@@ -148,19 +200,22 @@ def read_judge(path, criteria) -> pd.DataFrame:
     from hitkit.analysis.tables import read_table
     from hitkit.errors import InputError
 
-    ids = {c: str for c in ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system",
-                            "criterion")}
+    ids = {c: str for c in ("study", "hit_id", "assignment_id", "worker_id", "conversation_id", "system", "criterion")}
     table = read_table(path, JUDGE_COLUMNS, ids)
     known = {c.name for c in criteria}
     bad = table.index[~table["criterion"].isin(known)]
     if len(bad):
-        raise InputError(path, f"criterion {table.at[bad[0], 'criterion']!r} is not one of the study's "
-                         f"{sorted(known)}", line=int(bad[0]) + 2)
+        raise InputError(
+            path,
+            f"criterion {table.at[bad[0], 'criterion']!r} is not one of the study's {sorted(known)}",
+            line=int(bad[0]) + 2,
+        )
     score = pd.to_numeric(table["score"], errors="coerce")
     bad = table.index[score.isna() | (score < 0) | (score > 100)]
     if len(bad):
-        raise InputError(path, f"score {table.at[bad[0], 'score']!r} is not a number within 0–100",
-                         line=int(bad[0]) + 2)
+        raise InputError(
+            path, f"score {table.at[bad[0], 'score']!r} is not a number within 0–100", line=int(bad[0]) + 2
+        )
     table["score"] = score.astype(float)
     for flag in ("parsed", "human_subset"):
         table[flag] = table[flag].astype(str).str.strip().str.lower().isin(["true", "1"])
@@ -181,22 +236,26 @@ def conversations(z: pd.DataFrame, judge: pd.DataFrame, criteria, passed: set[st
     # no conversation from another: its z is 0 throughout, so λ̂ = 0 and the estimates are the people's.
     j["judge"] = (oriented - oriented.mean()) / sd if sd > 0 else 0.0
     j = j[j["worker_id"].isin(passed)]
-    human = (z[~z["is_control"]].groupby(["conversation_id", "criterion"], as_index=False)["z"].mean()
-             .rename(columns={"z": "human"}))
+    human = (
+        z[~z["is_control"]]
+        .groupby(["conversation_id", "criterion"], as_index=False)["z"]
+        .mean()
+        .rename(columns={"z": "human"})
+    )
     out = j.merge(human, on=["conversation_id", "criterion"], how="left")
     out.loc[~out["human_subset"], "human"] = math.nan
     return out[["conversation_id", "worker_id", "system", "criterion", "human", "judge"]]
 
 
-SCORE_COLUMNS = ("system", "criterion", "n_human", "n_judge", "human", "human_low", "human_high",
-                 "judge", "judge_low", "judge_high", "ppi", "ppi_low", "ppi_high", "lam", "n_effective", "fallback")
+SCORE_COLUMNS = ("system", "criterion", *JUDGE_ESTIMATE_COLUMNS)
 """``judge_scores.csv``: per system and criterion (and ``overall``), the mean z three ways (docs/COLUMNS.md)."""
 
 
 def _cells(per: pd.DataFrame) -> Iterable[tuple[str, str, pd.DataFrame]]:
     """Each (system, criterion) cell, and each system's ``overall``: the mean over criteria per conversation."""
     overall = per.groupby(["system", "conversation_id"], as_index=False).agg(
-        human=("human", lambda h: h.mean() if h.notna().all() else math.nan), judge=("judge", "mean"))
+        human=("human", lambda h: h.mean() if h.notna().all() else math.nan), judge=("judge", "mean")
+    )
     for system in sorted(per["system"].unique()):
         yield system, "overall", overall[overall["system"] == system]
         own = per[per["system"] == system]
@@ -217,9 +276,26 @@ def scores(per: pd.DataFrame, criteria, *, level: float = 0.95) -> pd.DataFrame:
         y, f = cell["human"].to_numpy(float)[labelled], cell["judge"].to_numpy(float)
         est = ppi.ppi_mean(y, f[labelled], f[~labelled], level=level)
         judge = ppi.mean_interval(f, level=level)
-        rows.append((system, criterion, int(labelled.sum()), len(cell), est.human.estimate, est.human.low,
-                     est.human.high, judge.estimate, judge.low, judge.high, est.estimate, est.low, est.high,
-                     est.lam, est.n_effective, est.fallback))
+        rows.append(
+            (
+                system,
+                criterion,
+                int(labelled.sum()),
+                len(cell),
+                est.human.estimate,
+                est.human.low,
+                est.human.high,
+                judge.estimate,
+                judge.low,
+                judge.high,
+                est.estimate,
+                est.low,
+                est.high,
+                est.lam,
+                est.n_effective,
+                est.fallback,
+            )
+        )
     table = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
     order = table["criterion"].map(rank)
     return table.assign(_o=order).sort_values(["system", "_o"]).drop(columns="_o").reset_index(drop=True)
@@ -240,8 +316,9 @@ def bias(per: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["system", "n_human", "bias", "bias_low", "bias_high"])
 
 
-def analysis_tables(z: pd.DataFrame, judge: pd.DataFrame, criteria, passed: set[str], *, level: float = 0.95
-                    ) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
+def analysis_tables(
+    z: pd.DataFrame, judge: pd.DataFrame, criteria, passed: set[str], *, level: float = 0.95
+) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
     """The judge's part of a live-chat analysis: (tables, summary, warnings).
 
     ``judge_scores`` (:func:`scores`) and ``judge_bias`` (:func:`bias`) over the conversations of
@@ -254,8 +331,10 @@ def analysis_tables(z: pd.DataFrame, judge: pd.DataFrame, criteria, passed: set[
     rated = set(z.loc[~z["is_control"], "conversation_id"])
     missing = rated - set(judge["conversation_id"])
     if missing:
-        lines.append(f"{len(missing)} rated conversation(s) have no judge label and are left out of the judge's "
-                     f"tables; `hitkit judge STUDY_FILE` asks for them, then export and analyse again")
+        lines.append(
+            f"{len(missing)} rated conversation(s) have no judge label and are left out of the judge's "
+            f"tables; `hitkit judge STUDY_FILE` asks for them, then export and analyse again"
+        )
     stray = set(judge.loc[judge["human_subset"], "conversation_id"]) - rated
     if stray:
         lines.append(f"{len(stray)} conversation(s) drawn for rating have no rating in ratings.csv")
@@ -263,11 +342,15 @@ def analysis_tables(z: pd.DataFrame, judge: pd.DataFrame, criteria, passed: set[
     fallback = [f"{s} {c}" for s, c, f in table[["system", "criterion", "fallback"]].itertuples(index=False) if f]
     n_conv = per["conversation_id"].nunique()
     summary = {
-        "labels": len(judge), "unparsed": int((~judge["parsed"]).sum()),
-        "models": sorted(set(judge["model"].astype(str))), "conversations": int(judge["conversation_id"].nunique()),
+        "labels": len(judge),
+        "unparsed": int((~judge["parsed"]).sum()),
+        "models": sorted(set(judge["model"].astype(str))),
+        "conversations": int(judge["conversation_id"].nunique()),
         "conversations_passed": int(n_conv),
         "human_conversations": int(per.loc[per["human"].notna(), "conversation_id"].nunique()),
-        "level": level, "estimator": ppi.REFERENCE,
-        "interval": "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)", "fallback_cells": fallback,
+        "level": level,
+        "estimator": ppi.REFERENCE,
+        "interval": "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)",
+        "fallback_cells": fallback,
     }
     return {"judge_scores": table, "judge_bias": bias(per, level=level)}, summary, lines

@@ -26,6 +26,7 @@ units: how much higher the judge scores the system than people do, the analysis'
 Put on the 0–100 slider's scale. ρ = 0 is useless to prediction-powered inference. A pilot (:func:`from_pilot`) measures both on a previous export's ``ratings.csv`` and
 ``judge.csv``.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,34 +37,56 @@ import pandas as pd
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.judges.section import human_share, judge_section
 from hitkit.protocols import task_for
-from hitkit.simulation import judge_planning, planning
-from hitkit.simulation.judge_planning import AssumedJudge, with_share
+from hitkit.simulation import judge_planning, planning, simulated_judge
+from hitkit.simulation.judge_planning import with_share
+from hitkit.simulation.simulated_judge import AssumedJudge
 from hitkit.study.config import StudyConfig
 
 DEFAULT_CORRELATION = 0.5
 """The judge's correlation with the worker's rating that the plan assumes unless told."""
 REPLICATES = 20
 """Simulated studies by default: each standardises and tests every worker's ratings at every share."""
-ESTIMATOR = ("PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
-             "hitkit.protocols.live_chat.judge.analysis_tables as hitkit analyze runs it: the mean z per system "
-             "(hitkit.analysis.ppi.ppi_mean), lambda tuned per system, jackknife t intervals, workers who pass "
-             "quality control only")
+ESTIMATOR = (
+    "PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
+    "hitkit.protocols.live_chat.judge.analysis_tables as hitkit analyze runs it: the mean z per system "
+    "(hitkit.analysis.ppi.ppi_mean), lambda tuned per system, jackknife t intervals, workers who pass "
+    "quality control only"
+)
 DECISIONS = planning.DECISIONS | {
     "closest_pair": "the two systems of closest quality differ (their overall 95 % intervals separate)",
     "every_pair": "every pair of systems of different quality differs (their overall 95 % intervals separate)",
-    "spammers_fail_qc": "every spammer fails quality control"}
+    "spammers_fail_qc": "every spammer fails quality control",
+}
 """The plain live-chat plan's decisions, a difference being told by the PPI table's intervals (it has no
 pairwise test)."""
-SHOWN = (judge_planning.UNIT, "rated_conversations", "ratings", "hits", "cost", "half_width_human",
-         "half_width_ppi", "half_width_formula", "n_human", "n_effective")
+SHOWN = (
+    judge_planning.UNIT,
+    "rated_conversations",
+    "ratings",
+    "hits",
+    "cost",
+    "half_width_human",
+    "half_width_ppi",
+    "half_width_formula",
+    "n_human",
+    "n_effective",
+)
 SCALE = 15.0
 """Slider points per unit of the judge's simulated z (the analysis standardises the judge's ratings, so
 only the spread's shape matters, not this number)."""
 
 
-JUDGE = judge_planning.JudgeScale(
-    "correlation", "--judge-correlation", 0.0, "0", "0 is a judge unrelated to people, 1 rates as the worker does",
-    "of its rating with the worker's z within a system; 0 useless", -3, 3, "judge's mean z minus the workers', in z units")
+JUDGE = simulated_judge.JudgeScale(
+    "correlation",
+    "--judge-correlation",
+    0.0,
+    "0",
+    "0 is a judge unrelated to people, 1 rates as the worker does",
+    "of its rating with the worker's z within a system; 0 useless",
+    -3,
+    3,
+    "judge's mean z minus the workers', in z units",
+)
 """The simulated judge's correlation and bias, as told and printed."""
 
 JUDGE_OPTION, JUDGE_MEANS, BIAS_MEANS = "--judge-correlation", "correlation with the worker", "mean z"
@@ -73,7 +96,7 @@ DEFAULT_JUDGE = DEFAULT_CORRELATION
 
 def assumed(correlation: float, bias: dict[str, float], systems: list[str]) -> AssumedJudge:
     """The judge the coordinator assumes: ``correlation`` with the worker's rating, a bias per system."""
-    return judge_planning.assume(JUDGE, correlation, bias, systems)
+    return simulated_judge.assume(JUDGE, correlation, bias, systems)
 
 
 def judge_scores(ratings: pd.DataFrame, criteria, judge: AssumedJudge, rng: np.random.Generator) -> pd.DataFrame:
@@ -91,12 +114,17 @@ def judge_scores(ratings: pd.DataFrame, criteria, judge: AssumedJudge, rng: np.r
     # The noise as spread as the worker's own ratings: a spammer's wild z does not drown a careful worker's.
     spread = pd.Series(within).groupby(real["worker_id"].to_numpy()).transform("std").fillna(0.0).to_numpy()
     rho = judge.value
-    f = (mean + rho * within + math.sqrt(1 - rho ** 2) * spread * rng.standard_normal(len(real))
-         + real["system"].map(judge.bias).fillna(0.0).to_numpy())
+    f = (
+        mean
+        + rho * within
+        + math.sqrt(1 - rho**2) * spread * rng.standard_normal(len(real))
+        + real["system"].map(judge.bias).fillna(0.0).to_numpy()
+    )
     negative = real["criterion"].isin({c.name for c in criteria if c.polarity == "negative"}).to_numpy()
     score = np.clip(50 + SCALE * f, 0, 100)  # a slider's range
     return real[["conversation_id", "worker_id", "system", "criterion"]].assign(
-        score=np.where(negative, 100 - score, score), parsed=True, model="simulated")
+        score=np.where(negative, 100 - score, score), parsed=True, model="simulated"
+    )
 
 
 def _units(config: StudyConfig, share: float, seed: int | None = None):
@@ -111,14 +139,20 @@ def _quality(config: StudyConfig) -> dict[str, float]:
     return {s: q for s, q in task.perceived_quality().items() if s not in task.control_systems()}
 
 
-def _decide(overall: pd.DataFrame, kind: str, quality: dict[str, float], workers: pd.DataFrame,
-            profiles: dict[str, str]) -> dict[str, bool | None]:
+def _decide(
+    overall: pd.DataFrame, kind: str, quality: dict[str, float], workers: pd.DataFrame, profiles: dict[str, str]
+) -> dict[str, bool | None]:
     """The :data:`DECISIONS` one analysis (``kind``: ppi or human) of the overall mean z per system gets right
     (:func:`hitkit.simulation.planning.ranked_nothing` where a system has no score: no QC-passed worker chatted with it)."""
-    intervals = {s: (lo, hi) for s, lo, hi in overall[["system", f"{kind}_low", f"{kind}_high"]].itertuples(index=False)}
+    intervals = {
+        s: (lo, hi) for s, lo, hi in overall[["system", f"{kind}_low", f"{kind}_high"]].itertuples(index=False)
+    }
     ranked = list(overall.sort_values(kind, ascending=False)["system"])
-    out = (planning.ranked_nothing(quality) if set(quality) - set(intervals) else
-           planning.decide(quality, lambda a, b: intervals[a][0] > intervals[b][1], ranked, intervals))
+    out = (
+        planning.ranked_nothing(quality)
+        if set(quality) - set(intervals)
+        else planning.decide(quality, lambda a, b: intervals[a][0] > intervals[b][1], ranked, intervals)
+    )
     passed = workers.set_index("worker_id")["passed"]
     spammers = [w for w in passed.index if profiles.get(w) == "spammer"]
     out["spammers_fail_qc"] = (not passed[spammers].astype(bool).any()) if spammers else None
@@ -146,8 +180,11 @@ def replicate(config: StudyConfig, shares: list[float], seed: int, judge: Assume
         try:
             rated = {u.key for u in _units(config, share, seed) if u.payload.get("rated", True)}
         except ConfigError:
-            out[share] = {**dict.fromkeys(judge_planning.AVERAGED, math.nan), "ppi": dict.fromkeys(DECISIONS),
-                          "human": dict.fromkeys(DECISIONS)}
+            out[share] = {
+                **dict.fromkeys(judge_planning.AVERAGED, math.nan),
+                "ppi": dict.fromkeys(DECISIONS),
+                "human": dict.fromkeys(DECISIONS),
+            }
             continue
         kept = ratings[ratings["is_control"] | ratings["conversation_id"].map(unit_of).isin(rated)]
         z, _, workers, _ = screened(assignments, kept, criteria)
@@ -159,7 +196,8 @@ def replicate(config: StudyConfig, shares: list[float], seed: int, judge: Assume
         out[share] = {
             **judge_planning.widths(overall, overall["system"].map(rho).fillna(0.0).to_numpy(float)),
             "ppi": _decide(overall, "ppi", quality, workers, profiles),
-            "human": _decide(overall, "human", quality, workers, profiles)}
+            "human": _decide(overall, "human", quality, workers, profiles),
+        }
     return out
 
 
@@ -178,8 +216,14 @@ def _correlations(z: pd.DataFrame, judged: pd.DataFrame, criteria, passed: set[s
     return out
 
 
-def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = None,
-         shares: list[float] | None = None, width: float | None = None) -> judge_planning.JudgePlan:
+def plan(
+    config: StudyConfig,
+    judge: AssumedJudge,
+    *,
+    replicates: int | None = None,
+    shares: list[float] | None = None,
+    width: float | None = None,
+) -> judge_planning.JudgePlan:
     """The share plan (:func:`hitkit.simulation.judge_planning.plan_shares`) of a live-chat study: ``replicates``
     simulated studies, each analysed at every share of the grid (``shares`` or the default with the
     study's own), and the share recommended for ``width`` (mean PPI half-width of the systems' overall
@@ -199,9 +243,19 @@ def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = N
 
     real = sum(1 for u in task_for(config).build().units if u.payload["system"] != control)
     return judge_planning.plan_shares(
-        config, judge, replicates=replicates, shares=grid, dropped=dropped, width=width,
-        width_words="the systems' 95 % mean-z intervals", own=own, items=real,
-        decisions=DECISIONS, replicate=lambda seed: replicate(config, grid, seed, judge), cost=cost)
+        config,
+        judge,
+        replicates=replicates,
+        shares=grid,
+        dropped=dropped,
+        width=width,
+        width_words="the systems' 95 % mean-z intervals",
+        own=own,
+        items=real,
+        decisions=DECISIONS,
+        replicate=lambda seed: replicate(config, grid, seed, judge),
+        cost=cost,
+    )
 
 
 def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
@@ -214,7 +268,7 @@ def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
         f"workers chat in every slot of every HIT and rate each of the {result.items} real-system conversations "
         f"with probability human_share (the QC bot's always); the judge rates all of them; "
         f"{result.replicates} simulated studies from the simulated crowd and simulated.quality, {result.seconds} s.",
-        judge_planning.describe(result.judge, JUDGE),
+        simulated_judge.describe(result.judge, JUDGE),
         "What the share buys: NOT fewer HITs or a lower cost as the study file prices them (the hits and cost "
         "columns do not change: the chats are the work); each unrated conversation skips its rating questionnaire, "
         "so HITs get shorter (rated_conversations, ratings: what workers fill in) and hit.reward may be lowered "
@@ -225,13 +279,20 @@ def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
         f"half_width_formula applies it to the people-only half-width.",
     ]
     lines += judge_planning.table_lines(
-        result, SHOWN, "half_width_*: mean half-width of the systems' overall 95 % mean-z intervals; n_human, "
+        result,
+        SHOWN,
+        "half_width_*: mean half-width of the systems' overall 95 % mean-z intervals; n_human, "
         "n_effective: conversations per system of workers who pass QC (n_effective: rated conversations worth as "
-        "much as people and judge together)", currency, "too small for two rated conversations of every system",
-        lambda row: f"{row['rated_conversations']} of {full} conversations rated, {row['ratings']} ratings; "
-                    f"{row['hits']} HITs, {row['cost']} {currency} either way",
+        "much as people and judge together)",
+        currency,
+        "too small for two rated conversations of every system",
+        lambda row: (
+            f"{row['rated_conversations']} of {full} conversations rated, {row['ratings']} ratings; "
+            f"{row['hits']} HITs, {row['cost']} {currency} either way"
+        ),
         "even every conversation rated falls short: raise the study's HITs (live_chat.hits) or relax the target",
-        "ratings")
+        "ratings",
+    )
     return "\n".join(lines)
 
 
@@ -239,7 +300,8 @@ def _screened_export(directory, criteria) -> tuple[pd.DataFrame, pd.DataFrame, s
     """An export's ratings as ``hitkit analyze`` screens them: those of counted assignments reversed,
     standardised per worker and quality-controlled; returns (z, the workers' QC table, those who pass)."""
     from hitkit.analysis.tables import counted
-    from hitkit.protocols.live_chat.analysis import read_tables, screened
+    from hitkit.protocols.live_chat.analysis import screened
+    from hitkit.protocols.live_chat.reading import read_tables
 
     every, ratings = read_tables(directory, criteria)
     assignments = counted(every)
@@ -264,24 +326,34 @@ def from_pilot(directory, config: StudyConfig) -> AssumedJudge:
     per = conversations(z, read_judge(directory / "judge.csv", criteria), criteria, passed)
     rated = per.dropna(subset=["human", "judge"])
     if len(rated) < 3:
-        raise HitkitError(f"--pilot {directory}: fewer than 3 ratings of QC-passed workers have a judge rating too; "
-                          f"the two files must come from the same study")
+        raise HitkitError(
+            f"--pilot {directory}: fewer than 3 ratings of QC-passed workers have a judge rating too; "
+            f"the two files must come from the same study"
+        )
     centred = rated[["human", "judge"]] - rated.groupby("system")[["human", "judge"]].transform("mean")
     ok = centred["human"].std() > 0 and centred["judge"].std() > 0
     rho = float(np.corrcoef(centred["human"], centred["judge"])[0, 1]) if ok else 0.0
     table = bias(per)
     systems = {s.name for s in config.systems}
     ours = {s: float(b) for s, b in zip(table["system"], table["bias"]) if s in systems and np.isfinite(b)}
-    return AssumedJudge("correlation", min(1.0, max(0.0, rho if np.isfinite(rho) else 0.0)), ours,
-                        f"measured on the pilot {directory}", len(rated))
+    return AssumedJudge(
+        "correlation",
+        min(1.0, max(0.0, rho if np.isfinite(rho) else 0.0)),
+        ours,
+        f"measured on the pilot {directory}",
+        len(rated),
+    )
 
 
 pilot_judge = from_pilot
 """The judge measured on a pilot export (``ratings.csv``, ``assignments.csv`` and ``judge.csv``)."""
 
 
-def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | None = None,
-                  ) -> dict[str, bool | None]:
+def decide_export(
+    config: StudyConfig,
+    export_dir,
+    profiles: dict[str, str] | None = None,
+) -> dict[str, bool | None]:
     """The :data:`DECISIONS` a finished run's export (``assignments.csv``, ``ratings.csv`` and ``judge.csv``,
     the judge's ratings of every conversation, made after the crowd's) gets right with the analysis
     ``hitkit analyze`` runs on it: the counted assignments' ratings reversed, standardised per worker and

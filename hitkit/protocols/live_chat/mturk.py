@@ -1,6 +1,7 @@
 """Importing live-chat ratings from an MTurk batch-results archive: the mapping's ``live_chat:`` section
 and the ratings one archive row gives (Ji et al.'s release is read this way:
 examples/ji2022_mturk_mapping.yaml)."""
+
 from __future__ import annotations
 
 import re
@@ -68,8 +69,11 @@ def variant_applies(rule: VariantRule, fields: Mapping[str, str], i: int, where:
     if rule.at_most is not None:
         return read <= rule.at_most
     if rule.at_least is None:
-        raise InputError(where.path, f"the mapping's variant rule on {name} gives none of at_most, at_least and "
-                                     "equals; give one", line=where.line)
+        raise InputError(
+            where.path,
+            f"the mapping's variant rule on {name} gives none of at_most, at_least and equals; give one",
+            line=where.line,
+        )
     return read >= rule.at_least
 
 
@@ -82,25 +86,46 @@ def rows(m: Rules, fields: Mapping[str, str], where: Where) -> list[dict[str, An
             continue  # an empty submission: the assignment stays, with nothing to rate
         raw = field_value(fields, m.system, i)
         if not raw:
-            raise InputError(where.path, f"{m.system.replace('{i}', str(i))} (slot {i}'s system) is empty but the "
-                                         f"slot has scores", line=where.line)
+            raise InputError(
+                where.path,
+                f"{m.system.replace('{i}', str(i))} (slot {i}'s system) is empty but the slot has scores",
+                line=where.line,
+            )
         system = m.systems.get(raw, raw)
         if m.systems and raw not in m.systems:
-            raise InputError(where.path, f"system {raw!r} (slot {i}) is not in the mapping's 'systems'; add it "
-                                         f"there (known: {', '.join(sorted(m.systems))})", line=where.line)
+            raise InputError(
+                where.path,
+                f"system {raw!r} (slot {i}) is not in the mapping's 'systems'; add it "
+                f"there (known: {', '.join(sorted(m.systems))})",
+                line=where.line,
+            )
         control = system in m.control
         if m.variant is not None and not control and variant_applies(m.variant, fields, i, where):
             system += m.variant.suffix
         values = scores.strip(m.separator + " ").split(m.separator)
         if len(values) != len(m.criteria):
-            raise InputError(where.path, f"{m.scores.replace('{i}', str(i))} has {len(values)} values "
-                                         f"({scores!r}) but the mapping names {len(m.criteria)} criteria",
-                             line=where.line)
+            raise InputError(
+                where.path,
+                f"{m.scores.replace('{i}', str(i))} has {len(values)} values "
+                f"({scores!r}) but the mapping names {len(m.criteria)} criteria",
+                line=where.line,
+            )
         for criterion, value in zip(m.criteria, values):
             score = number(value.strip(), f"slot {i}'s {criterion} score", where)
             if not 0 <= score <= 100 or score != int(score):
-                raise InputError(where.path, f"slot {i}'s {criterion} score is {value!r}; ratings are whole "
-                                             f"numbers 0–100", line=where.line)
-            out.append({"conversation_id": f"{fields['AssignmentId']}-{i}", "slot": i, "system": system,
-                        "is_control": int(control), "criterion": criterion, "score": int(score)})
+                raise InputError(
+                    where.path,
+                    f"slot {i}'s {criterion} score is {value!r}; ratings are whole numbers 0–100",
+                    line=where.line,
+                )
+            out.append(
+                {
+                    "conversation_id": f"{fields['AssignmentId']}-{i}",
+                    "slot": i,
+                    "system": system,
+                    "is_control": int(control),
+                    "criterion": criterion,
+                    "score": int(score),
+                }
+            )
     return out

@@ -8,6 +8,7 @@ chat as the task type's simulated worker does, with ``simulated.quality`` as the
 and the degraded bot far below. The chats themselves are not simulated: the analysis reads only the
 ratings.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,9 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
     """The study file with ``size`` HITs (a multiple of :func:`_step`)."""
     if size % _step(config):
         raise ValueError(f"{size} HITs do not share the real systems' chats equally; use a multiple of {_step(config)}")
-    return config.model_copy(update={"live_chat": config.live_chat.model_copy(
-        update={"hits": size, "conversations_per_system": None})})
+    return config.model_copy(
+        update={"live_chat": config.live_chat.model_copy(update={"hits": size, "conversations_per_system": None})}
+    )
 
 
 def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
@@ -64,12 +66,25 @@ def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.Da
         for slot, key in enumerate(hit.unit_keys):
             payload = study.units[key].payload
             units[f"{ids['assignment_id']}-{slot}"] = key
-            answers = study.task.simulate(profile, {"unit_id": key, "topic": "planned"}, study.rng,
-                                          {key: study.quality[payload["system"]]}, ids["worker_id"])
+            answers = study.task.simulate(
+                profile,
+                {"unit_id": key, "topic": "planned"},
+                study.rng,
+                {key: study.quality[payload["system"]]},
+                ids["worker_id"],
+            )
             for c in config.live_chat.criteria:
-                ratings.append({**ids, "conversation_id": f"{ids['assignment_id']}-{slot}", "slot": slot,
-                                "system": payload["system"], "is_control": bool(payload["is_control"]),
-                                "criterion": c.name, "score": float(answers[SCORE_PREFIX + c.name])})
+                ratings.append(
+                    {
+                        **ids,
+                        "conversation_id": f"{ids['assignment_id']}-{slot}",
+                        "slot": slot,
+                        "system": payload["system"],
+                        "is_control": bool(payload["is_control"]),
+                        "criterion": c.name,
+                        "score": float(answers[SCORE_PREFIX + c.name]),
+                    }
+                )
     ratings = pd.DataFrame(ratings, columns=list(RATING_COLUMNS))
     ratings.attrs["duplicates"] = {}
     ratings.attrs["units"] = units
@@ -83,8 +98,11 @@ def decide(config: StudyConfig, result, profiles: dict[str, str]) -> dict[str, b
     its one-sided test is significant after correction."""
     task = task_for(config)
     quality = {s: q for s, q in task.perceived_quality().items() if s not in task.control_systems()}
-    significant = {(a, b) for a, b, p in result.tables["significance"][["system_a", "system_b", "p_adjusted"]]
-                   .itertuples(index=False) if p < ALPHA}
+    significant = {
+        (a, b)
+        for a, b, p in result.tables["significance"][["system_a", "system_b", "p_adjusted"]].itertuples(index=False)
+        if p < ALPHA
+    }
     overall = result.tables["score_intervals"]
     overall = overall[overall["criterion"] == "overall"]
     intervals = {s: (lo, hi) for s, lo, hi in overall[["system", "low", "high"]].itertuples(index=False)}
@@ -102,6 +120,5 @@ def decide(config: StudyConfig, result, profiles: dict[str, str]) -> dict[str, b
 def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
     """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
     assignments, ratings, profiles = simulate_tables(config, seed)
-    result = analyze_ratings(assignments, ratings, criteria=config.live_chat.criterion_list(), n_boot=n_boot,
-                             seed=seed)
+    result = analyze_ratings(assignments, ratings, criteria=config.live_chat.criterion_list(), n_boot=n_boot, seed=seed)
     return decide(config, result, profiles)

@@ -1,6 +1,7 @@
 """Live chat's quality control and standardisation (METHODS §1, steps 2–5): negative criteria reversed,
 each worker's ratings as z-scores, the per-worker one-sided Wilcoxon rank-sum test that the QC bot is
 rated below the real systems, and the ratings of the workers who pass."""
+
 from __future__ import annotations
 
 import math
@@ -18,13 +19,11 @@ INTERVAL_UNITS: tuple[str, ...] = ("worker", "conversation", "rating")
 QcMethod = Literal["asymptotic", "exact", "auto"]
 
 
-def reverse_negative(ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
-                     ) -> pd.DataFrame:
+def reverse_negative(ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA) -> pd.DataFrame:
     """Step 1: add ``oriented`` = score, or 100 − score for negative criteria (higher = better)."""
     unknown = unknown_criteria(ratings, criteria)
     if unknown:
-        raise ValueError(f"ratings have criteria {unknown} not among the configured "
-                         f"{[c.name for c in criteria]}")
+        raise ValueError(f"ratings have criteria {unknown} not among the configured {[c.name for c in criteria]}")
     negative = {c.name for c in criteria if c.polarity == "negative"}
     out = ratings.copy()
     out["oriented"] = np.where(out["criterion"].isin(negative), 100.0 - out["score"], out["score"])
@@ -41,8 +40,13 @@ def standardise_per_worker(ratings: pd.DataFrame, ddof: int = 1) -> pd.DataFrame
     return out
 
 
-def wilcoxon_qc(z_ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
-                alpha: float = 0.05, *, method: QcMethod = "asymptotic") -> pd.DataFrame:
+def wilcoxon_qc(
+    z_ratings: pd.DataFrame,
+    criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+    alpha: float = 0.05,
+    *,
+    method: QcMethod = "asymptotic",
+) -> pd.DataFrame:
     """Step 3: per worker, one-sided Mann–Whitney U that QC-bot z < real-system z on qc criteria.
 
     Returns worker_id, n_control, n_system, p_value, passed (p < alpha). σ = 0 or no QC (or no
@@ -57,20 +61,17 @@ def wilcoxon_qc(z_ratings: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT
         control = own.loc[own["is_control"], "z"].to_numpy()
         system = own.loc[~own["is_control"], "z"].to_numpy()
         p = math.nan
-        if len(control) and len(system) and not (np.isnan(control).any()
-                                                 or np.isnan(system).any()):
+        if len(control) and len(system) and not (np.isnan(control).any() or np.isnan(system).any()):
             p = float(stats.mannwhitneyu(control, system, alternative="less", method=method).pvalue)
         rows.append((worker, len(control), len(system), p, bool(p < alpha)))
     return pd.DataFrame(rows, columns=["worker_id", "n_control", "n_system", "p_value", "passed"])
 
 
-def worker_table(assignments: pd.DataFrame, z_ratings: pd.DataFrame, qc: pd.DataFrame
-                 ) -> pd.DataFrame:
+def worker_table(assignments: pd.DataFrame, z_ratings: pd.DataFrame, qc: pd.DataFrame) -> pd.DataFrame:
     """Step 4: one row per worker with a counted assignment; workers without ratings fail."""
     n_assignments = assignments.groupby("worker_id").size().rename("assignments")
     moments = z_ratings.groupby("worker_id")["oriented"].agg(mean_raw="mean", sd_raw="std")
-    table = (n_assignments.to_frame().join(qc.set_index("worker_id")[["passed", "p_value"]])
-             .join(moments).reset_index())
+    table = n_assignments.to_frame().join(qc.set_index("worker_id")[["passed", "p_value"]]).join(moments).reset_index()
     table["passed"] = table["passed"].astype("boolean").fillna(False).astype(bool)
     return table[["worker_id", "assignments", "passed", "p_value", "mean_raw", "sd_raw"]]
 

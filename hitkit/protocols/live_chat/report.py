@@ -1,5 +1,6 @@
 """Live chat in the report: z-score ranking with intervals, significance matrix, criteria, quality
 control, self-replication, and the methods."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -21,13 +22,17 @@ def significance_test(s: dict) -> str:
     """The significance matrix's test in words, as the summary records it (older summaries: the paper's)."""
     unit = s.get("significance_unit", "rating")
     if unit == "worker":
-        return ("one-sided test clustered by worker (the difference of mean z over its worker-clustered "
-                "sandwich standard error, Student's t with workers − 1 degrees of freedom; valid when workers "
-                "differ in taste and scale)")
+        return (
+            "one-sided test clustered by worker (the difference of mean z over its worker-clustered "
+            "sandwich standard error, Student's t with workers − 1 degrees of freedom; valid when workers "
+            "differ in taste and scale)"
+        )
     what = "one criterion rating, the paper's test" if unit == "rating" else "one conversation's mean z"
-    return (f"one-sided Mann–Whitney U (Wilcoxon rank-sum) test with every {unit} an independent observation "
-            f"(unit: {what}; it ignores that a worker's ratings move together, and rejected 23.9 % (rating) or "
-            "9.0 % (conversation) of true nulls at 5 % with worker and conversation effects)")
+    return (
+        f"one-sided Mann–Whitney U (Wilcoxon rank-sum) test with every {unit} an independent observation "
+        f"(unit: {what}; it ignores that a worker's ratings move together, and rejected 23.9 % (rating) or "
+        "9.0 % (conversation) of true nulls at 5 % with worker and conversation effects)"
+    )
 
 
 def criteria_of(config) -> list[tuple[str, str, bool]] | None:
@@ -54,8 +59,10 @@ def _overall_intervals(tables: dict[str, pd.DataFrame], systems: pd.DataFrame):
     if intervals is None or intervals.empty:
         return None, None
     overall = intervals[intervals["criterion"] == "overall"].set_index("system")
-    return (systems["system"].map(overall["low"]).to_numpy(dtype=float),
-            systems["system"].map(overall["high"]).to_numpy(dtype=float))
+    return (
+        systems["system"].map(overall["low"]).to_numpy(dtype=float),
+        systems["system"].map(overall["high"]).to_numpy(dtype=float),
+    )
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -66,42 +73,68 @@ def sections(inp: ReportInput) -> list[Section]:
     rank = Section("Ranking")
     low, high = _overall_intervals(t, systems)
     unit = s.get("interval_unit", "worker")
-    interval_words = (f" with its 95 % interval from {s.get('n_boot', '?')} bootstrap resamples of the {unit}s"
-                      if low is not None else "")
-    rank.text.append("Mean per-worker z-score of every criterion rating of each system by the workers who passed "
-                     f"quality control (negative criteria reversed){interval_words}; n = number of criterion "
-                     "ratings.")
-    rank.figures.append(ReportFigure(
-        "ranking", f"Overall mean z of each system{interval_words}, best at the top (n ratings in brackets).",
-        figures.ranking(systems, low, high)))
+    interval_words = (
+        f" with its 95 % interval from {s.get('n_boot', '?')} bootstrap resamples of the {unit}s"
+        if low is not None
+        else ""
+    )
+    rank.text.append(
+        "Mean per-worker z-score of every criterion rating of each system by the workers who passed "
+        f"quality control (negative criteria reversed){interval_words}; n = number of criterion "
+        "ratings."
+    )
+    rank.figures.append(
+        ReportFigure(
+            "ranking",
+            f"Overall mean z of each system{interval_words}, best at the top (n ratings in brackets).",
+            figures.ranking(systems, low, high),
+        )
+    )
     rank.tables.append(("Systems", systems))
     if "score_intervals" in t:
         rank.tables.append((f"95 % intervals of every score (bootstrap of {unit}s)", t["score_intervals"]))
 
     significance = t["significance"]
     sig = Section("Significance")
-    sig.text.append(f"{significance_test(s)[0].upper()}{significance_test(s)[1:]}: p that the row system's z "
-                    f"exceed the column system's; * p < {alpha}, {correction(s)}.")
-    sig.figures.append(ReportFigure("significance", f"p that row beats column; * p < {alpha}.",
-                                    figures.significance(significance, list(systems["system"]), alpha,
-                                                         correction(s))))
+    sig.text.append(
+        f"{significance_test(s)[0].upper()}{significance_test(s)[1:]}: p that the row system's z "
+        f"exceed the column system's; * p < {alpha}, {correction(s)}."
+    )
+    sig.figures.append(
+        ReportFigure(
+            "significance",
+            f"p that row beats column; * p < {alpha}.",
+            figures.significance(significance, list(systems["system"]), alpha, correction(s)),
+        )
+    )
 
     criteria = [c[0] for c in _criteria(inp)]
     per = Section("Criteria")
-    per.text.append("Mean z per criterion; the negative criteria (" + ", ".join(
-        c[0] for c in _criteria(inp) if c[1] == "negative") + ") are reversed first, so higher is better on all.")
-    per.figures.append(ReportFigure("criteria", "Mean z per criterion and system.",
-                                    figures.criteria(systems, criteria)))
+    per.text.append(
+        "Mean z per criterion; the negative criteria ("
+        + ", ".join(c[0] for c in _criteria(inp) if c[1] == "negative")
+        + ") are reversed first, so higher is better on all."
+    )
+    per.figures.append(
+        ReportFigure("criteria", "Mean z per criterion and system.", figures.criteria(systems, criteria))
+    )
 
     qc = Section("Quality control")
     workers = t["workers"]
-    qc.text.append(f"{s.get('passed', '?')} of {s.get('workers', '?')} workers passed QC "
-                   f"(pass rate {num(s.get('pass_rate'))}); {s.get('hits_passed', '?')} of {s.get('hits', '?')} "
-                   f"HITs were done by workers who passed. Mean minutes per conversation: "
-                   f"{num(s.get('minutes_per_conversation_passed'), 2)} (passed), "
-                   f"{num(s.get('minutes_per_conversation_failed'), 2)} (failed).")
-    qc.figures.append(ReportFigure("qc", "Workers passing the QC test and the distribution of their p-values.",
-                                   figures.quality_control(workers, alpha)))
+    qc.text.append(
+        f"{s.get('passed', '?')} of {s.get('workers', '?')} workers passed QC "
+        f"(pass rate {num(s.get('pass_rate'))}); {s.get('hits_passed', '?')} of {s.get('hits', '?')} "
+        f"HITs were done by workers who passed. Mean minutes per conversation: "
+        f"{num(s.get('minutes_per_conversation_passed'), 2)} (passed), "
+        f"{num(s.get('minutes_per_conversation_failed'), 2)} (failed)."
+    )
+    qc.figures.append(
+        ReportFigure(
+            "qc",
+            "Workers passing the QC test and the distribution of their p-values.",
+            figures.quality_control(workers, alpha),
+        )
+    )
     qc.tables.append(("Workers", workers))
     sections = [rank, sig, per, qc] + judge_sections(inp)
     if "replication" in t:
@@ -136,13 +169,18 @@ def judge_sections(inp: ReportInput) -> list[Section]:
         "ignores its bias) and prediction-powered (PPI++), which corrects the judge by its error on the rated "
         "conversations. λ is the weight the judge got (0: people only); n_effective is how many rated "
         f"conversations the people-only estimate would need for the same precision. {fallback} of {len(scores)} "
-        "cell(s) fell back to people only (λ = 0).")
+        "cell(s) fell back to people only (λ = 0)."
+    )
     overall = scores["criterion"] == "overall"
     section.tables.append(("Overall mean z: people, judge, prediction-powered", scores[overall]))
     section.tables.append(("Mean z per criterion: people, judge, prediction-powered", scores[~overall]))
-    judge_bias_part(section, inp, "The judge's bias per system: the mean of the judge's z minus the worker's, over "
-                    "the criterion ratings of the rated conversations (positive: the judge favours it).",
-                    "judge ratings were missing from its replies and count as the neutral 50.")
+    judge_bias_part(
+        section,
+        inp,
+        "The judge's bias per system: the mean of the judge's z minus the worker's, over "
+        "the criterion ratings of the rated conversations (positive: the judge favours it).",
+        "judge ratings were missing from its replies and count as the neutral 50.",
+    )
     return [section]
 
 
@@ -184,8 +222,10 @@ def _hit_systems(inp: ReportInput) -> str:
     if per["min"] == per["max"]:
         held = f"all {total}" if per["max"] == total else f"{per['max']} of the {total}"
         return f"each HIT held conversations with {held} systems"
-    return (f"each HIT held conversations with a median of {num(float(per['median']), 1)} (from {per['min']} "
-            f"to {per['max']}) of the {total} systems")
+    return (
+        f"each HIT held conversations with a median of {num(float(per['median']), 1)} (from {per['min']} "
+        f"to {per['max']}) of the {total} systems"
+    )
 
 
 def methods(inp: ReportInput) -> list[str]:
@@ -196,27 +236,35 @@ def methods(inp: ReportInput) -> list[str]:
     negative = [c[0] for c in criteria if c[1] == "negative"]
     qc_names = [c[0] for c in criteria if c[2]]
     alpha = s.get("alpha", 0.05)
-    out.append(f"Following Ji et al. (2022), {_hit_systems(inp)} and a degraded quality-control bot, "
-               f"in blind, shuffled order; after each conversation the worker rated {len(criteria)} criteria "
-               f"({', '.join(c[0] for c in criteria)}) on a 0–100 scale. Negative criteria "
-               f"({', '.join(negative) or 'none'}) were reversed (100 − x), and each worker's ratings were "
-               "standardised to z-scores with that worker's mean and standard deviation (ddof = 1) over all "
-               "their ratings.")
-    out.append(f"Quality control: per worker, a one-sided Mann–Whitney U (Wilcoxon rank-sum) test "
-               f"(scipy.stats.mannwhitneyu, {s.get('qc_method', 'asymptotic')} method) that the z-scores of the "
-               f"QC bot are lower than those of the real systems on the criteria {', '.join(qc_names)}; a "
-               f"worker passes iff p < {alpha}. {s.get('passed', '?')} of {s.get('workers', '?')} workers "
-               f"passed ({num(s.get('pass_rate'))}), so {s.get('workers', '?')} workers before and "
-               f"{s.get('passed', '?')} after QC; only the passed workers' ratings of real systems are "
-               "scored.")
-    out.append("A system's score is the mean z of all its criterion ratings, per criterion and overall. For "
-               f"every ordered pair of systems a {significance_test(s)} asks whether the first system's z exceed "
-               f"the second's; p-values are {correction(s)} over the ordered pairs. 95 % "
-               f"{interval_method(s)} of every system score come from {s.get('n_boot', '?')} bootstrap "
-               f"resamples of the {s.get('interval_unit', 'worker')}s, each with all its ratings (numpy "
-               "default_rng, seed "
-               f"{s.get('seed', '?')}).")
+    out.append(
+        f"Following Ji et al. (2022), {_hit_systems(inp)} and a degraded quality-control bot, "
+        f"in blind, shuffled order; after each conversation the worker rated {len(criteria)} criteria "
+        f"({', '.join(c[0] for c in criteria)}) on a 0–100 scale. Negative criteria "
+        f"({', '.join(negative) or 'none'}) were reversed (100 − x), and each worker's ratings were "
+        "standardised to z-scores with that worker's mean and standard deviation (ddof = 1) over all "
+        "their ratings."
+    )
+    out.append(
+        f"Quality control: per worker, a one-sided Mann–Whitney U (Wilcoxon rank-sum) test "
+        f"(scipy.stats.mannwhitneyu, {s.get('qc_method', 'asymptotic')} method) that the z-scores of the "
+        f"QC bot are lower than those of the real systems on the criteria {', '.join(qc_names)}; a "
+        f"worker passes iff p < {alpha}. {s.get('passed', '?')} of {s.get('workers', '?')} workers "
+        f"passed ({num(s.get('pass_rate'))}), so {s.get('workers', '?')} workers before and "
+        f"{s.get('passed', '?')} after QC; only the passed workers' ratings of real systems are "
+        "scored."
+    )
+    out.append(
+        "A system's score is the mean z of all its criterion ratings, per criterion and overall. For "
+        f"every ordered pair of systems a {significance_test(s)} asks whether the first system's z exceed "
+        f"the second's; p-values are {correction(s)} over the ordered pairs. 95 % "
+        f"{interval_method(s)} of every system score come from {s.get('n_boot', '?')} bootstrap "
+        f"resamples of the {s.get('interval_unit', 'worker')}s, each with all its ratings (numpy "
+        "default_rng, seed "
+        f"{s.get('seed', '?')})."
+    )
     if "replication" in t:
-        out.append("Self-replication is the Pearson, Spearman and Kendall correlation of system scores between "
-                   "two runs, with a Fisher-z 95 % interval for Pearson's r.")
+        out.append(
+            "Self-replication is the Pearson, Spearman and Kendall correlation of system scores between "
+            "two runs, with a Fisher-z 95 % interval for Pearson's r."
+        )
     return out + judge_methods(inp)

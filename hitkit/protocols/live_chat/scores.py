@@ -1,5 +1,6 @@
 """Live chat's system scores (METHODS §1, steps 6–8): mean z per criterion and overall, one-sided
 pairwise significance, clustered bootstrap intervals, and the self-replication of two runs."""
+
 from __future__ import annotations
 
 import itertools
@@ -37,13 +38,11 @@ system and conversation effects (benchmarks/coverage.py measures both)."""
 IntervalUnit = Literal["worker", "conversation", "rating"]
 
 
-def system_scores(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA
-                  ) -> pd.DataFrame:
+def system_scores(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA) -> pd.DataFrame:
     """Step 5: per system n, overall z (mean of all its criterion ratings), z per criterion, raw."""
     by_system = kept.groupby("system")
     table = by_system.agg(n=("z", "size"), z=("z", "mean"))
-    per_criterion = kept.pivot_table(index="system", columns="criterion", values="z",
-                                     aggfunc="mean")
+    per_criterion = kept.pivot_table(index="system", columns="criterion", values="z", aggfunc="mean")
     for c in criteria:
         table[c.name] = per_criterion[c.name] if c.name in per_criterion else math.nan
     table["raw"] = by_system["oriented"].mean()
@@ -99,9 +98,13 @@ def _observations(kept: pd.DataFrame, unit: SignificanceUnit) -> pd.DataFrame:
     raise ValueError(f"significance unit {unit!r}; use one of {', '.join(SIGNIFICANCE_UNITS)}")
 
 
-def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
-                          order: Sequence[str] | None = None,
-                          correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
+def pairwise_significance(
+    kept: pd.DataFrame,
+    *,
+    unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
+    order: Sequence[str] | None = None,
+    correction: Correction = DEFAULT_CORRECTION,
+) -> pd.DataFrame:
     """Step 6: for every ordered pair (a, b), a one-sided p that a's z exceed b's.
 
     ``unit="worker"`` (default): :func:`worker_clustered_tests`, the difference of mean z with a
@@ -125,18 +128,24 @@ def pairwise_significance(kept: pd.DataFrame, *, unit: SignificanceUnit = DEFAUL
     obs = _observations(kept, unit)
     samples = {s: g["z"].to_numpy() for s, g in obs.groupby("system")}
     systems = list(order) if order is not None else sorted(samples)
-    rows = [(a, b, float(stats.mannwhitneyu(samples[a], samples[b], alternative="greater",
-                                            method="asymptotic").pvalue))
-            for a, b in itertools.permutations(systems, 2)]
+    rows = [
+        (a, b, float(stats.mannwhitneyu(samples[a], samples[b], alternative="greater", method="asymptotic").pvalue))
+        for a, b in itertools.permutations(systems, 2)
+    ]
     table = pd.DataFrame(rows, columns=["system_a", "system_b", "p_value"])
     table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
     table["correction"] = correction
     return table
 
 
-def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
-                    unit: IntervalUnit = "worker", n_boot: int = 1000, seed: int = 0
-                    ) -> pd.DataFrame:
+def score_intervals(
+    kept: pd.DataFrame,
+    criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+    *,
+    unit: IntervalUnit = "worker",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Expanded percentile 95 % intervals of every system score, overall and per criterion.
 
     A bootstrap that resamples ``unit``: ``worker`` (default: a worker's ratings, their
@@ -159,16 +168,17 @@ def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_
         own = (kept["system"] == system).to_numpy()
         for name in names:
             cells.append(own if name == "overall" else own & (kept["criterion"] == name).to_numpy())
-    member = np.stack(cells, axis=1).astype(float)           # [n_ratings, cells]
+    member = np.stack(cells, axis=1).astype(float)  # [n_ratings, cells]
     count = member.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         score = (z @ member) / count
     low = high = np.full(len(cells), math.nan)
     if n_boot > 0:
-        labels = {"worker": kept["worker_id"].to_numpy(),
-                  "conversation": (kept["assignment_id"].astype(str) + "/"
-                                   + kept["conversation_id"].astype(str)).to_numpy(),
-                  "rating": np.arange(len(kept))}[unit]
+        labels = {
+            "worker": kept["worker_id"].to_numpy(),
+            "conversation": (kept["assignment_id"].astype(str) + "/" + kept["conversation_id"].astype(str)).to_numpy(),
+            "rating": np.arange(len(kept)),
+        }[unit]
         codes, n_clusters = cluster_codes(labels)
         weights = cluster_weights(codes, n_clusters, n_boot, np.random.default_rng([seed, 1]))
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -183,8 +193,11 @@ def score_intervals(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_
 def _correlate(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan, math.nan, math.nan  # undefined for fewer than 2 points or constant input
-    return (float(stats.pearsonr(x, y).statistic), float(stats.spearmanr(x, y).statistic),
-            float(stats.kendalltau(x, y).statistic))
+    return (
+        float(stats.pearsonr(x, y).statistic),
+        float(stats.spearmanr(x, y).statistic),
+        float(stats.kendalltau(x, y).statistic),
+    )
 
 
 def replication(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> pd.DataFrame:
@@ -204,5 +217,6 @@ def replication(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> pd.DataFrame:
         x, y = pair.iloc[:, 0].to_numpy(float), pair.iloc[:, 1].to_numpy(float)
         r = _correlate(x, y)
         rows.append((name, *r, *fisher_interval(r[0], len(pair)), len(pair)))
-    return pd.DataFrame(rows, columns=["criterion", "pearson", "spearman", "kendall",
-                                       "pearson_low", "pearson_high", "n_systems"])
+    return pd.DataFrame(
+        rows, columns=["criterion", "pearson", "spearman", "kendall", "pearson_low", "pearson_high", "n_systems"]
+    )

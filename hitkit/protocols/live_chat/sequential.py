@@ -24,6 +24,7 @@ bound; its measured false claims under skewed scores are in benchmarks/adaptive.
 
 Free of scipy at import: the QC step (scipy's Mann–Whitney U) is imported when comparisons are made.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -60,8 +61,14 @@ def hit_pairs(payloads: Sequence[Mapping]) -> list[Pair]:
     return list(combinations(held, 2))
 
 
-def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[Pair, float], *,
-                config=None, criteria: Sequence[Criterion] | None = None) -> list[Comparison]:
+def comparisons(
+    tables: Mapping[str, pd.DataFrame],
+    systems: Sequence[str],
+    plan: Mapping[Pair, float],
+    *,
+    config=None,
+    criteria: Sequence[Criterion] | None = None,
+) -> list[Comparison]:
     """One comparison per pair of systems from the export's ``assignments`` and ``ratings`` so far, on the
     study file's criteria (``config``), else ``criteria``, else the defaults."""
     if criteria is None:
@@ -69,8 +76,13 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan
     return rated_comparisons(tables.get("assignments"), tables.get("ratings"), systems, plan, criteria)
 
 
-def rated_comparisons(assignments: pd.DataFrame | None, ratings: pd.DataFrame | None, systems: Sequence[str],
-                      plan: Mapping[Pair, float], criteria: Sequence[Criterion]) -> list[Comparison]:
+def rated_comparisons(
+    assignments: pd.DataFrame | None,
+    ratings: pd.DataFrame | None,
+    systems: Sequence[str],
+    plan: Mapping[Pair, float],
+    criteria: Sequence[Criterion],
+) -> list[Comparison]:
     """:func:`comparisons` on ratings in live chat's columns (the rating protocol's included): the counted
     assignments' within-HIT differences (:func:`hit_differences`) as bounded comparisons, HITs in the
     ``assignments`` table's order. Without an assignments table every rated assignment counts."""
@@ -80,17 +92,67 @@ def rated_comparisons(assignments: pd.DataFrame | None, ratings: pd.DataFrame | 
         order = list(counted["assignment_id"].astype(str))
         ratings = ratings[ratings["assignment_id"].astype(str).isin(set(order))]
     found = hit_differences(ratings, systems, criteria)
+    share = passed_share(ratings, systems, found)
+    held = held_pairs(ratings, systems)
     out = []
     for x, y in combinations(sorted(systems), 2):
         own = found[(found["x"] == x) & (found["y"] == y)] if len(found) else found
-        out.append(bounded_comparison(x, y, own["difference"].to_numpy() if len(own) else np.zeros(0),
-                                      own["hit"].to_numpy() if len(own) else np.zeros(0), plan.get((x, y), 0.0),
-                                      null=0.0, bounds=(-1.0, 1.0), order=order))
+        planned_xy = plan.get((x, y), 0.0)
+        # what it has, and the HITs still planned to hold the pair times the share of HITs that pass QC
+        expected = None if share is None else len(own) + max(planned_xy - held.get((x, y), 0), 0.0) * share
+        out.append(
+            bounded_comparison(
+                x,
+                y,
+                own["difference"].to_numpy() if len(own) else np.zeros(0),
+                own["hit"].to_numpy() if len(own) else np.zeros(0),
+                planned_xy,
+                null=0.0,
+                bounds=(-1.0, 1.0),
+                order=order,
+                expected=expected,
+            )
+        )
     return out
 
 
-def hit_differences(ratings: pd.DataFrame | None, systems: Sequence[str], criteria: Sequence[Criterion]
-                    ) -> pd.DataFrame:
+def held_pairs(ratings: pd.DataFrame | None, systems: Sequence[str]) -> dict[Pair, int]:
+    """Per pair of ``systems`` (x first by name), the rated HITs so far that hold both, whether or not they
+    pass their own QC test: the HITs of its plan already spent."""
+    if ratings is None or ratings.empty:
+        return {}
+    control = ratings["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])
+    real = ratings[~control & ratings["system"].isin(list(systems))]
+    counts: dict[Pair, int] = {}
+    for held in real.groupby(real["assignment_id"].astype(str))["system"].unique():
+        for pair in combinations(sorted(held), 2):
+            counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
+PASS_PRIOR = 10
+"""Pseudo-HITs that pass QC added to :func:`passed_share`'s count: the share starts at 1 and moves to the
+observed one as HITs arrive, so that three failing HITs early on do not shrink a pair's horizon to nothing
+(a horizon too short would call a pair futile that the rest of the design could still settle)."""
+
+
+def passed_share(ratings: pd.DataFrame | None, systems: Sequence[str], found: pd.DataFrame) -> float | None:
+    """The share of the rated HITs so far holding two or more of ``systems`` that pass their own QC test
+    (those in ``found``, :func:`hit_differences`), with :data:`PASS_PRIOR` passing pseudo-HITs added; None
+    without ratings. A HIT that fails adds no observation, so a pair can expect its observations so far
+    plus this share of the HITs still planned to hold it (:func:`held_pairs`) by the end of the fixed
+    design: the horizon of the rule's futility, :attr:`hitkit.analysis.sequential.Comparison.expected`."""
+    if ratings is None or ratings.empty:
+        return None
+    control = ratings["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])
+    real = ratings[~control & ratings["system"].isin(list(systems))]
+    held = int((real.groupby(real["assignment_id"].astype(str))["system"].nunique() >= 2).sum())
+    return min(1.0, (found["hit"].nunique() + PASS_PRIOR) / (held + PASS_PRIOR))
+
+
+def hit_differences(
+    ratings: pd.DataFrame | None, systems: Sequence[str], criteria: Sequence[Criterion]
+) -> pd.DataFrame:
     """Per HIT (assignment) that passes its own QC test and pair (x, y) of ``systems`` it holds (x first by
     name): x's mean conversation score minus y's, oriented sliders / 100. Columns hit, x, y, difference."""
     from hitkit.protocols.live_chat.quality import reverse_negative, wilcoxon_qc  # scipy: imported only when used
@@ -110,20 +172,29 @@ def hit_differences(ratings: pd.DataFrame | None, systems: Sequence[str], criter
     real = oriented[~oriented["is_control"] & oriented["assignment_id"].isin(ok) & oriented["system"].isin(systems)]
     if real.empty:
         return pd.DataFrame(columns=columns)
-    conv = real.groupby(["assignment_id", "conversation_id"], sort=False).agg(system=("system", "first"),
-                                                                            score=("oriented", "mean"))
+    conv = real.groupby(["assignment_id", "conversation_id"], sort=False).agg(
+        system=("system", "first"), score=("oriented", "mean")
+    )
     per = conv.groupby(["assignment_id", "system"], sort=False)["score"].mean().unstack() / 100.0
     rows = []
     for x, y in combinations(sorted(systems), 2):
         if x in per and y in per:
             both = per[[x, y]].dropna()
-            rows.append(pd.DataFrame({"hit": both.index.astype(str), "x": x, "y": y,
-                                      "difference": (both[x] - both[y]).to_numpy()}))
+            rows.append(
+                pd.DataFrame(
+                    {"hit": both.index.astype(str), "x": x, "y": y, "difference": (both[x] - both[y]).to_numpy()}
+                )
+            )
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
 
 
-def asymptotic_comparisons(assignments: pd.DataFrame | None, ratings: pd.DataFrame | None, systems: Sequence[str],
-                           plan: Mapping[Pair, float], criteria: Sequence[Criterion]) -> list[Comparison]:
+def asymptotic_comparisons(
+    assignments: pd.DataFrame | None,
+    ratings: pd.DataFrame | None,
+    systems: Sequence[str],
+    plan: Mapping[Pair, float],
+    criteria: Sequence[Criterion],
+) -> list[Comparison]:
     """The earlier statistic, for scores without a bound: the counted assignments' ratings screened by
     METHODS §1 steps 1–4 (the paper's overall z, QC over each worker's HITs so far), then
     :func:`from_hit_sums` (asymptotic sequence, HIT-clustered variance; n counts every rated HIT and
@@ -150,8 +221,9 @@ def hit_sums(kept: pd.DataFrame, systems: Sequence[str]) -> tuple[np.ndarray, np
     criteria) and their count, as two [HIT, system] arrays; systems not named are left out."""
     if kept.empty:
         return np.zeros((0, len(systems))), np.zeros((0, len(systems)))
-    conv = kept.groupby(["assignment_id", "conversation_id"], sort=False).agg(system=("system", "first"),
-                                                                               z=("z", "mean"))
+    conv = kept.groupby(["assignment_id", "conversation_id"], sort=False).agg(
+        system=("system", "first"), z=("z", "mean")
+    )
     hits, row = np.unique(conv.index.get_level_values("assignment_id").astype(str), return_inverse=True)
     column = pd.Index(list(systems)).get_indexer(conv["system"])
     known = column >= 0
@@ -161,8 +233,9 @@ def hit_sums(kept: pd.DataFrame, systems: Sequence[str]) -> tuple[np.ndarray, np
     return sums, counts
 
 
-def from_hit_sums(sums: np.ndarray, counts: np.ndarray, n: int, systems: Sequence[str],
-                  plan: Mapping[Pair, float]) -> list[Comparison]:
+def from_hit_sums(
+    sums: np.ndarray, counts: np.ndarray, n: int, systems: Sequence[str], plan: Mapping[Pair, float]
+) -> list[Comparison]:
     """The comparisons of every pair of ``systems`` (sorted) from per-HIT sums and counts (:func:`hit_sums`,
     columns in ``systems``' order) after ``n`` HITs (those without rows add no influence)."""
     order = {s: i for i, s in enumerate(systems)}

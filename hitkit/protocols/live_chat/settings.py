@@ -1,4 +1,5 @@
 """The ``live_chat:`` section of a study file, and the rules it sets for the study's systems."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,7 @@ from hitkit.study.sections import Model
 
 
 def _default_criteria() -> list["CriterionConfig"]:
-    return [CriterionConfig(name=c.name, statement=c.statement, polarity=c.polarity, qc=c.qc)
-            for c in DEFAULT_CRITERIA]
+    return [CriterionConfig(name=c.name, statement=c.statement, polarity=c.polarity, qc=c.qc) for c in DEFAULT_CRITERIA]
 
 
 class CriterionConfig(Model):
@@ -53,15 +53,17 @@ class LiveChatConfig(Model):
     """
 
     hits: Optional[int] = Field(None, gt=0, le=100_000, description="number of HITs")
-    conversations_per_system: Optional[int] = Field(None, gt=0, le=100_000,
-                                                    description="conversations each real system gets")
+    conversations_per_system: Optional[int] = Field(
+        None, gt=0, le=100_000, description="conversations each real system gets"
+    )
     slots_per_hit: int = Field(6, ge=2, le=20, description="chats per HIT, the control slot included")
     min_inputs: int = Field(10, ge=1, le=200, description="worker messages before a chat may be rated")
     criteria: list[CriterionConfig] = Field(default_factory=_default_criteria, min_length=1)
     control: str = Field("qc", description="name of the quality-control system in 'systems'")
     icebreaker: bool = False
-    personas: dict[str, list[str]] = Field(default_factory=dict,
-                                           description="system -> persona statements (icebreaker)")
+    personas: dict[str, list[str]] = Field(
+        default_factory=dict, description="system -> persona statements (icebreaker)"
+    )
     feedback: bool = Field(True, description="offer an optional free-text comment per conversation")
 
     @field_validator("criteria")
@@ -90,31 +92,43 @@ class LiveChatConfig(Model):
     def check_against(self, systems: list[str]) -> None:
         """Raise ValueError unless the systems can fill balanced HITs under this section."""
         if self.control not in systems:
-            raise ValueError(f"live_chat.control is '{self.control}', which is not in 'systems'; "
-                             f"add the quality-control bot there or name it in live_chat.control")
+            raise ValueError(
+                f"live_chat.control is '{self.control}', which is not in 'systems'; "
+                f"add the quality-control bot there or name it in live_chat.control"
+            )
         real = len(systems) - 1
         per_hit = self.slots_per_hit - 1
         if real < per_hit:
-            raise ValueError(f"live_chat.slots_per_hit = {self.slots_per_hit} needs {per_hit} real systems "
-                             f"besides '{self.control}' (each at most once per HIT); there are {real} — list more systems or "
-                             f"lower live_chat.slots_per_hit to {real + 1}")
+            raise ValueError(
+                f"live_chat.slots_per_hit = {self.slots_per_hit} needs {per_hit} real systems "
+                f"besides '{self.control}' (each at most once per HIT); there are {real} — list more systems or "
+                f"lower live_chat.slots_per_hit to {real + 1}"
+            )
         if self.hits is not None and self.hits * per_hit % real:
             step = real // math.gcd(real, per_hit)
-            raise ValueError(f"live_chat.hits = {self.hits} gives {self.hits * per_hit} conversations, which "
-                             f"{real} systems cannot share equally; use a multiple of {step}")
+            raise ValueError(
+                f"live_chat.hits = {self.hits} gives {self.hits * per_hit} conversations, which "
+                f"{real} systems cannot share equally; use a multiple of {step}"
+            )
         if self.conversations_per_system is not None and self.conversations_per_system * real % per_hit:
             step = per_hit // math.gcd(real, per_hit)
-            raise ValueError(f"live_chat.conversations_per_system = {self.conversations_per_system} does not "
-                             f"fill whole HITs of {per_hit} real systems; use a multiple of {step}")
+            raise ValueError(
+                f"live_chat.conversations_per_system = {self.conversations_per_system} does not "
+                f"fill whole HITs of {per_hit} real systems; use a multiple of {step}"
+            )
         if self.icebreaker:
             missing = [s for s in systems if not self.personas.get(s)]
             if missing:
-                raise ValueError(f"live_chat.icebreaker needs persona statements for every system; "
-                                 f"none for {', '.join(missing)} in live_chat.personas; add them, or turn icebreaker off")
+                raise ValueError(
+                    f"live_chat.icebreaker needs persona statements for every system; "
+                    f"none for {', '.join(missing)} in live_chat.personas; add them, or turn icebreaker off"
+                )
         unknown = sorted(set(self.personas) - set(systems))
         if unknown:
-            raise ValueError(f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}; "
-                             f"remove them from live_chat.personas or add them to 'systems'")
+            raise ValueError(
+                f"live_chat.personas names systems that are not in 'systems': {', '.join(unknown)}; "
+                f"remove them from live_chat.personas or add them to 'systems'"
+            )
 
 
 def check_study(config) -> None:
@@ -122,11 +136,15 @@ def check_study(config) -> None:
     config.live_chat.check_against([s.name for s in config.systems])
     for i, system in enumerate(config.systems):
         if not system.url or not system.model:
-            raise ValueError(f"systems.{i} ('{system.name}'): a live-chat system needs 'url' (an "
-                             f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it")
+            raise ValueError(
+                f"systems.{i} ('{system.name}'): a live-chat system needs 'url' (an "
+                f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it"
+            )
         try:
             system.bot_config()
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise ValueError(f"systems.{i} ('{system.name}') options: {problems} — use the bot client "
-                             f"settings listed under systems.options in the study file reference") from None
+            raise ValueError(
+                f"systems.{i} ('{system.name}') options: {problems} — use the bot client "
+                f"settings listed under systems.options in the study file reference"
+            ) from None

@@ -1,5 +1,8 @@
 """``hitkit init --task live_chat``: a commented, runnable live-chat study (Ji et al. 2022)."""
+
 from __future__ import annotations
+
+from hitkit.study.starter_sections import shared_sections
 
 STUDY_YAML = """\
 # A live-chat study (Ji et al. 2022): each worker chats with every bot of a HIT in turn (five systems
@@ -12,6 +15,7 @@ task: live_chat
 seed: 1                     # seeds the HIT layout, slot order, the simulated crowd and every resampling
 budget: "40.00"             # hard ceiling on worst-case spend, rewards plus fees
 out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
+# stop: see the docs' how-to "Stopping rules" to end the study once its answer is settled
 
 bots:                       # bots `hitkit launch` serves itself; leave this out for bots you host
   serve:
@@ -61,24 +65,15 @@ hit:
   reward: "3.00"            # per assignment, in provider.currency
   assignment_minutes: 60    # a worker who holds a HIT longer loses it
 
-schedule:
-  wave_size: 4              # HITs posted per wave
-  max_concurrent: 4         # HITs open at once
-  per_worker_cap: 1         # HITs one worker may take
-  interval_s: 1             # scheduler tick
-  # stop: see the docs' how-to "Stopping rules" to end the study once its answer is settled
-
-provider:
-  kind: simulated           # simulated | local | prolific | panel | mturk
-  currency: USD
-
-simulated:                  # the dry-run crowd; ignored by other providers
-  workers:
-    - {profile: diligent, count: 3}
-    - {profile: spammer, count: 1}
-  quality: {friendly: 0.85, plain: 0.7, cold: 0.55, terse: 0.4, hot: 0.3, qc: 0.05}
-  concurrency: 4
-"""
+""" + shared_sections(
+    wave_size=4,
+    max_concurrent=4,
+    per_worker_cap=1,
+    interval_s=1,
+    crowd={"diligent": 3, "spammer": 1},
+    quality={"friendly": 0.85, "plain": 0.7, "cold": 0.55, "terse": 0.4, "hot": 0.3, "qc": 0.05},
+    concurrency=4,
+)
 
 
 def material() -> dict[str, str]:

@@ -30,6 +30,7 @@ A slot's ratings and comment are refused until the worker has typed ``min_inputs
 shared answer and submit flow applies both. Chatting itself — turns, the bot's replies, topic
 changes — lives in :mod:`hitkit.worker.chat`.
 """
+
 from __future__ import annotations
 
 import random
@@ -65,15 +66,29 @@ SENTIMENTS = ("like", "ambivalent", "dislike")
 _CONTROL_QUALITY = 0.1
 # Standard deviation of a simulated worker's slider noise, in slider points.
 _NOISE = {"diligent": 10.0, "noisy": 30.0}
-_SIMULATED_TOPICS = ("cooking", "football", "travelling in Japan", "my dog", "films", "the weather",
-                     "learning to play the guitar", "video games")
+_SIMULATED_TOPICS = (
+    "cooking",
+    "football",
+    "travelling in Japan",
+    "my dog",
+    "films",
+    "the weather",
+    "learning to play the guitar",
+    "video games",
+)
 _SIMULATED_MESSAGES = (
-    "Hi! How are you doing today?", "What do you like to do at the weekend?",
-    "I went for a long walk yesterday and it was lovely.", "Have you ever been to the seaside?",
-    "What kind of music do you listen to?", "I think I should cook more often.",
-    "That's interesting, tell me more about it.", "Do you have any pets?",
-    "I'm reading a book about the history of maps.", "What's the best film you have seen recently?",
-    "I'd like to learn a new language this year.", "Why do you think that is?",
+    "Hi! How are you doing today?",
+    "What do you like to do at the weekend?",
+    "I went for a long walk yesterday and it was lovely.",
+    "Have you ever been to the seaside?",
+    "What kind of music do you listen to?",
+    "I think I should cook more often.",
+    "That's interesting, tell me more about it.",
+    "Do you have any pets?",
+    "I'm reading a book about the history of maps.",
+    "What's the best film you have seen recently?",
+    "I'd like to learn a new language this year.",
+    "Why do you think that is?",
 )
 _INTEGER = re.compile(r"^\s*[0-9]{1,3}\s*$")
 DONE, DONE_VALUE = "chat_done", "yes"
@@ -103,11 +118,14 @@ def balanced_hits(systems: Sequence[str], hits: int, per_hit: int, rng: random.R
     if per_hit < 1 or hits < 0:
         raise ConfigError(f"cannot pack {hits} HITs of {per_hit} systems; both must be positive")
     if len(systems) < per_hit:
-        raise ConfigError(f"a HIT of {per_hit} distinct systems needs at least {per_hit} systems; "
-                          f"there are {len(systems)}")
+        raise ConfigError(
+            f"a HIT of {per_hit} distinct systems needs at least {per_hit} systems; there are {len(systems)}"
+        )
     if hits * per_hit % len(systems):
-        raise ConfigError(f"{hits} HITs × {per_hit} systems = {hits * per_hit} conversations cannot be "
-                          f"shared equally by {len(systems)} systems; change the number of HITs")
+        raise ConfigError(
+            f"{hits} HITs × {per_hit} systems = {hits * per_hit} conversations cannot be "
+            f"shared equally by {len(systems)} systems; change the number of HITs"
+        )
     owed = {s: hits * per_hit // len(systems) for s in systems}
     plan = []
     for _ in range(hits):
@@ -151,13 +169,18 @@ class LiveChatTask(TaskType):
                     payload["icebreaker"] = pick.choice(cfg.personas[system])
                 units.append(UnitSpec(key=f"{system}#{n}", payload=payload, required_answers=1))
         if self.config.judge is not None:
-            short = {s: n for s in real if (n := sum(u.payload["rated"] for u in units if u.payload["system"] == s))
-                     < MIN_PER_STRATUM}
+            short = {
+                s: n
+                for s in real
+                if (n := sum(u.payload["rated"] for u in units if u.payload["system"] == s)) < MIN_PER_STRATUM
+            }
             if short:
                 s = sorted(short)[0]
-                raise ConfigError(f"judge.human_share {self.config.judge.human_share:g} drew {short[s]} of "
-                                  f"{per_system[s]} conversations of {s} for rating; each system needs at least "
-                                  f"{MIN_PER_STRATUM} rated for an interval: raise judge.human_share or the study's size")
+                raise ConfigError(
+                    f"judge.human_share {self.config.judge.human_share:g} drew {short[s]} of "
+                    f"{per_system[s]} conversations of {s} for rating; each system needs at least "
+                    f"{MIN_PER_STRATUM} rated for an interval: raise judge.human_share or the study's size"
+                )
         return Material(units=units)
 
     def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
@@ -171,8 +194,9 @@ class LiveChatTask(TaskType):
         expected = len(controls) * per_hit // max(len(real), 1)
         uneven = {s: len(u) for s, u in by_system.items() if len(u) != expected}
         if uneven:
-            raise ConfigError(f"live chat slots per system must be equal ({expected} for {len(controls)} HITs); "
-                              f"got {uneven}")
+            raise ConfigError(
+                f"live chat slots per system must be equal ({expected} for {len(controls)} HITs); got {uneven}"
+            )
         queues = {s: list(u) for s, u in by_system.items()}
         specs = []
         for systems, control in zip(balanced_hits(real, len(controls), per_hit, rng), controls):
@@ -208,8 +232,10 @@ class LiveChatTask(TaskType):
                 raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")
             return value
         if question.startswith(SCORE_PREFIX) and not is_rated(unit):
-            raise AnswerError(f"unit {unit.public_key} is not rated: this conversation ends with 'Next chatbot' "
-                              f"(answer '{DONE}'), without ratings")
+            raise AnswerError(
+                f"unit {unit.public_key} is not rated: this conversation ends with 'Next chatbot' "
+                f"(answer '{DONE}'), without ratings"
+            )
         value = super().validate(unit, question, value)
         if question.startswith(SCORE_PREFIX):
             if not _INTEGER.match(value) or int(value) > 100:
@@ -224,9 +250,14 @@ class LiveChatTask(TaskType):
     def worker_inputs(self, session: Session, assignment_id: int, unit_id: int) -> int:
         """How many messages the worker has typed in one chat slot."""
         return session.execute(
-            select(func.count()).select_from(Turn).join(Conversation, Turn.conversation_id == Conversation.id)
-            .where(Conversation.study_id == session.get_one(Unit, unit_id).study_id,
-                   Conversation.key == conversation_key(assignment_id, unit_id), Turn.speaker == "worker")
+            select(func.count())
+            .select_from(Turn)
+            .join(Conversation, Turn.conversation_id == Conversation.id)
+            .where(
+                Conversation.study_id == session.get_one(Unit, unit_id).study_id,
+                Conversation.key == conversation_key(assignment_id, unit_id),
+                Turn.speaker == "worker",
+            )
         ).scalar_one()
 
     def check_answer(self, session: Session, assignment: Assignment, unit: Unit, question: str) -> None:
@@ -236,15 +267,23 @@ class LiveChatTask(TaskType):
             return
         inputs = self.worker_inputs(session, assignment.id, unit.id)
         if inputs < self._cfg.min_inputs:
-            raise FlowError(f"chat a little longer before rating this chatbot: {inputs} of "
-                            f"{self._cfg.min_inputs} messages so far", 409)
+            raise FlowError(
+                f"chat a little longer before rating this chatbot: {inputs} of {self._cfg.min_inputs} messages so far",
+                409,
+            )
 
     def check_submit(self, session: Session, assignment: Assignment) -> None:
-        short = [hu.unit_id for hu in assignment.hit.units
-                 if self.worker_inputs(session, assignment.id, hu.unit_id) < self._cfg.min_inputs]
+        short = [
+            hu.unit_id
+            for hu in assignment.hit.units
+            if self.worker_inputs(session, assignment.id, hu.unit_id) < self._cfg.min_inputs
+        ]
         if short:
-            raise FlowError(f"{len(short)} chat(s) have fewer than {self._cfg.min_inputs} of your messages; "
-                            "finish them, then submit", 400)
+            raise FlowError(
+                f"{len(short)} chat(s) have fewer than {self._cfg.min_inputs} of your messages; "
+                "finish them, then submit",
+                400,
+            )
 
     # What a worker sees ------------------------------------------------------------------------
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
@@ -259,8 +298,9 @@ class LiveChatTask(TaskType):
             "topic": unit.payload.get("icebreaker"),
             "min_inputs": self._cfg.min_inputs,
             "sentiments": list(SENTIMENTS),
-            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement}
-                         for c in self._cfg.criteria] if is_rated(unit) else [],
+            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement} for c in self._cfg.criteria]
+            if is_rated(unit)
+            else [],
             "rated": is_rated(unit),
             "optional": [q.name for q in self.optional_questions(unit)],
         }
@@ -269,8 +309,11 @@ class LiveChatTask(TaskType):
     def perceived_quality(self) -> dict[str, float]:
         """Each system's quality in [0, 1] as the simulated crowd perceives it: ``simulated.quality``,
         0.5 where it names none, and the degraded control bot far below."""
-        return ({s.name: 0.5 for s in self.config.systems} | {self._cfg.control: _CONTROL_QUALITY}
-                | dict(self.config.simulated.quality))
+        return (
+            {s.name: 0.5 for s in self.config.systems}
+            | {self._cfg.control: _CONTROL_QUALITY}
+            | dict(self.config.simulated.quality)
+        )
 
     def simulation_context(self, session: Session, study: Study) -> dict[str, float]:
         """Each unit's quality as the simulated crowd perceives it (unit public key → quality in [0, 1])."""
@@ -278,8 +321,9 @@ class LiveChatTask(TaskType):
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
         return {u.public_key: quality[u.payload["system"]] for u in units}
 
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
-                 worker: str = "") -> dict[str, str]:
+    def simulate(
+        self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any, worker: str = ""
+    ) -> dict[str, str]:
         answers = {} if view["topic"] is not None else {"topic": rng.choice(_SIMULATED_TOPICS)}
         answers["topic_sentiment"] = rng.choice(SENTIMENTS)
         if not view.get("rated", True):
@@ -330,12 +374,22 @@ class LiveChatTask(TaskType):
         keyed = []
         for resp, asg, hit, worker, unit in rows:
             slot = asg.layout["order"].index(unit.id)
-            keyed.append(((hit.index, asg.id, slot, rank.get(resp.question, len(rank))), {
-                "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-                "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
-                "conversation_id": conversation_key(asg.id, unit.id), "slot": slot,
-                "system": unit.payload["system"], "is_control": int(bool(unit.payload["is_control"])),
-                "criterion": resp.question[len(SCORE_PREFIX):], "score": int(resp.value),
-            }))
+            keyed.append(
+                (
+                    (hit.index, asg.id, slot, rank.get(resp.question, len(rank))),
+                    {
+                        "study": study.name,
+                        "hit_id": hit.provider_hit_id or str(hit.id),
+                        "assignment_id": asg.provider_assignment_id or str(asg.id),
+                        "worker_id": worker.external_id,
+                        "conversation_id": conversation_key(asg.id, unit.id),
+                        "slot": slot,
+                        "system": unit.payload["system"],
+                        "is_control": int(bool(unit.payload["is_control"])),
+                        "criterion": resp.question[len(SCORE_PREFIX) :],
+                        "score": int(resp.value),
+                    },
+                )
+            )
         ratings = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
         return {"ratings": pd.DataFrame(ratings, columns=list(RATING_COLUMNS))}

@@ -1,5 +1,6 @@
 """Live chat on the coordinator dashboard: what a unit is, a system's mean slider ratings so far, and
 one worker's chats with two systems in the same HIT side by side."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -37,13 +38,19 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
     crit = {c.name: c for c in config.live_chat.criterion_list()}
     for criterion, group in own.groupby("criterion", sort=False):
         oriented = group["score"] if crit[criterion].polarity == "positive" else 100 - group["score"]
-        scores.append({"measure": criterion, "value": round(float(group["score"].mean()), 1),
-                       "detail": f"{len(group)} ratings; oriented (higher = better) {oriented.mean():.1f}"})
+        scores.append(
+            {
+                "measure": criterion,
+                "value": round(float(group["score"].mean()), 1),
+                "detail": f"{len(group)} ratings; oriented (higher = better) {oriented.mean():.1f}",
+            }
+        )
     return scores, "Mean 0–100 slider ratings from all submitted work so far (before QC filtering)."
 
 
-def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
-                 turns_of: Callable[[Any], list[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
+def side_by_side(
+    convs: Sequence, a: str, b: str, ids: Mapping[str, int], turns_of: Callable[[Any], list[dict[str, Any]]], limit: int
+) -> list[dict[str, Any]]:
     """The same worker's chats with both systems in one HIT, one row per such assignment."""
     by_assignment: dict[Any, dict[str, Any]] = defaultdict(dict)
     for conv in convs:
@@ -54,9 +61,16 @@ def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
     for assignment, pair in by_assignment.items():
         if a in pair and b in pair:
             topic = next((t.text for t in pair[a].turns[:1]), "")
-            rows.append({"title": f"assignment {assignment}", "prompt": topic, "conversation": pair[a].id,
-                         "right_conversation": pair[b].id,
-                         "left": turns_of(pair[a]), "right": turns_of(pair[b])})
+            rows.append(
+                {
+                    "title": f"assignment {assignment}",
+                    "prompt": topic,
+                    "conversation": pair[a].id,
+                    "right_conversation": pair[b].id,
+                    "left": turns_of(pair[a]),
+                    "right": turns_of(pair[b]),
+                }
+            )
         if len(rows) >= limit:
             break
     return rows

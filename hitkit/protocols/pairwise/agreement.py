@@ -1,5 +1,6 @@
 """Agreement between the workers of a pairwise study: Cohen's weighted kappa on shared comparisons
 and each worker's agreement with the other workers' majority, tested against chance."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,12 @@ from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical, ite
 
 def _ordered_pair_counts(categories: pd.DataFrame, keys: list[str]) -> np.ndarray:
     """3×3 counts of ordered pairs of distinct votes within each group of ``keys``, summed."""
-    c = (pd.crosstab([categories[k] for k in keys], categories["outcome"])
-         .reindex(columns=[FIRST, TIE, SECOND], fill_value=0).to_numpy().astype(float))
+    c = (
+        pd.crosstab([categories[k] for k in keys], categories["outcome"])
+        .reindex(columns=[FIRST, TIE, SECOND], fill_value=0)
+        .to_numpy()
+        .astype(float)
+    )
     # Σ over groups of c cᵀ counts every ordered pair of votes; the diagonal term removes
     # each vote paired with itself.
     return c.T @ c - np.diag(c.sum(axis=0))
@@ -36,8 +41,7 @@ def cohen_weighted_kappa(votes: pd.DataFrame) -> float:
     if canon.empty:
         return math.nan
     # Pairs of votes within an item/pair, less those where one worker voted twice.
-    table = (_ordered_pair_counts(canon, item)
-             - _ordered_pair_counts(canon, item + ["worker_id"]))
+    table = _ordered_pair_counts(canon, item) - _ordered_pair_counts(canon, item + ["worker_id"])
     total = table.sum()
     if total <= 0:
         return math.nan
@@ -70,8 +74,7 @@ def worker_agreement(votes: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     items = list(item_columns(votes))
     canon = canonical(votes, *items, "worker_id")
     group = items + ["first", "second"]
-    one_hot = pd.get_dummies(canon["outcome"]).reindex(columns=[FIRST, TIE, SECOND],
-                                                       fill_value=False).astype(int)
+    one_hot = pd.get_dummies(canon["outcome"]).reindex(columns=[FIRST, TIE, SECOND], fill_value=False).astype(int)
     keyed = pd.concat([canon[group + ["worker_id"]], one_hot], axis=1)
     outcomes = [FIRST, TIE, SECOND]
     in_group = keyed.groupby(group)[outcomes].transform("sum").to_numpy()
@@ -80,11 +83,12 @@ def worker_agreement(votes: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     n_others = others.sum(axis=1)
     has_majority = others.max(axis=1) * 2 > n_others
     agreed = has_majority & (others.argmax(axis=1) == canon["outcome"].to_numpy())
-    per = (pd.DataFrame({"worker_id": canon["worker_id"], "compared": has_majority,
-                         "agreed": agreed})
-           .groupby("worker_id", sort=True)
-           .agg(votes=("compared", "size"), compared=("compared", "sum"), agreed=("agreed", "sum"))
-           .reset_index())
+    per = (
+        pd.DataFrame({"worker_id": canon["worker_id"], "compared": has_majority, "agreed": agreed})
+        .groupby("worker_id", sort=True)
+        .agg(votes=("compared", "size"), compared=("compared", "sum"), agreed=("agreed", "sum"))
+        .reset_index()
+    )
     total_compared, total_agreed = per["compared"].sum(), per["agreed"].sum()
     rows = []
     for worker, n_votes, compared, agreed_n in per.itertuples(index=False):
@@ -94,10 +98,16 @@ def worker_agreement(votes: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             p = stats.binomtest(int(agreed_n), int(compared), expected, alternative="less").pvalue
         else:
             p = math.nan
-        rows.append({"worker_id": worker, "votes": int(n_votes), "compared": int(compared),
-                     "agree_with_majority": agreed_n / compared if compared else math.nan,
-                     "expected_by_chance": expected, "p_value": p,
-                     "flagged": bool(p < alpha)})
-    columns = ["worker_id", "votes", "compared", "agree_with_majority", "expected_by_chance",
-               "p_value", "flagged"]
+        rows.append(
+            {
+                "worker_id": worker,
+                "votes": int(n_votes),
+                "compared": int(compared),
+                "agree_with_majority": agreed_n / compared if compared else math.nan,
+                "expected_by_chance": expected,
+                "p_value": p,
+                "flagged": bool(p < alpha),
+            }
+        )
+    columns = ["worker_id", "votes", "compared", "agree_with_majority", "expected_by_chance", "p_value", "flagged"]
     return pd.DataFrame(rows, columns=columns)

@@ -19,6 +19,7 @@ The display order of a pair is randomised, so a vote ``a`` means "the system sho
 two systems sorted by name, ``first`` < ``second``, and an outcome 0 = first preferred, 1 = tie,
 2 = second preferred. Items are keyed by (study, item_id) when a ``study`` column is present.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,7 +58,6 @@ DOMINANT_SHARE = 0.5
 NEAR_CHANCE_KAPPA = 0.2
 
 
-
 PAIR_TESTS = ("worker", "vote")
 """``pair_table``'s tests: ``worker`` (default) clustered by worker, ``vote`` ChatEval's sign test per vote."""
 
@@ -79,14 +79,21 @@ def worker_sign_test(wins_a: np.ndarray, wins_b: np.ndarray) -> float:
         return math.nan
     rate = float(wins_a.sum()) / total
     influence = (wins_a[keep] - rate * decisive[keep]) / total
-    se = math.sqrt(g / (g - 1) * float((influence ** 2).sum()))
+    se = math.sqrt(g / (g - 1) * float((influence**2).sum()))
     if se == 0:
         return 1.0 if rate == 0.5 else 0.0
     return float(2 * stats.t.sf(abs(rate - 0.5) / se, g - 1))
 
 
-def pair_table(votes: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTION,
-               resample: Resample = "worker", n_boot: int = 1000, seed: int = 0, test: str = "worker") -> pd.DataFrame:
+def pair_table(
+    votes: pd.DataFrame,
+    *,
+    correction: Correction = DEFAULT_CORRECTION,
+    resample: Resample = "worker",
+    n_boot: int = 1000,
+    seed: int = 0,
+    test: str = "worker",
+) -> pd.DataFrame:
     """Wins, ties, gain, its interval and a two-sided p that the pair's systems are equal, per unordered pair.
 
     gain = (wins_a − wins_b) / (wins_a + wins_b), ties excluded, NaN without decisive votes;
@@ -101,10 +108,12 @@ def pair_table(votes: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTI
         raise ValueError(f"pair test {test!r}; use one of {', '.join(PAIR_TESTS)}")
     keys = [c for c in ("study", "item_id", "worker_id") if c in votes.columns]
     canon = canonical(votes, *keys)
-    counts = (pd.crosstab([canon["first"], canon["second"]], canon["outcome"])
-              .reindex(columns=[FIRST, SECOND, TIE], fill_value=0))
-    by_worker = (pd.crosstab([canon["first"], canon["second"], canon["worker_id"]], canon["outcome"])
-                 .reindex(columns=[FIRST, SECOND, TIE], fill_value=0))
+    counts = pd.crosstab([canon["first"], canon["second"]], canon["outcome"]).reindex(
+        columns=[FIRST, SECOND, TIE], fill_value=0
+    )
+    by_worker = pd.crosstab([canon["first"], canon["second"], canon["worker_id"]], canon["outcome"]).reindex(
+        columns=[FIRST, SECOND, TIE], fill_value=0
+    )
     rows = []
     for (first, second), (wins_a, wins_b, ties) in zip(counts.index, counts.to_numpy()):
         decisive = int(wins_a + wins_b)
@@ -113,15 +122,19 @@ def pair_table(votes: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTI
             p = worker_sign_test(own[FIRST].to_numpy(float), own[SECOND].to_numpy(float))
         else:
             p = stats.binomtest(int(wins_a), decisive, 0.5).pvalue if decisive else 1.0
-        rows.append({
-            "system_a": first, "system_b": second,
-            "wins_a": int(wins_a), "wins_b": int(wins_b), "ties": int(ties),
-            "gain": (wins_a - wins_b) / decisive if decisive else math.nan,
-            "p_value": p,
-        })
+        rows.append(
+            {
+                "system_a": first,
+                "system_b": second,
+                "wins_a": int(wins_a),
+                "wins_b": int(wins_b),
+                "ties": int(ties),
+                "gain": (wins_a - wins_b) / decisive if decisive else math.nan,
+                "p_value": p,
+            }
+        )
     columns = ["system_a", "system_b", "wins_a", "wins_b", "ties", "gain", "p_value"]
-    table = pd.DataFrame(rows, columns=columns).sort_values(["system_a", "system_b"],
-                                                            ignore_index=True)
+    table = pd.DataFrame(rows, columns=columns).sort_values(["system_a", "system_b"], ignore_index=True)
     table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
     table["correction"] = correction
     table["gain_low"], table["gain_high"] = math.nan, math.nan
@@ -129,8 +142,7 @@ def pair_table(votes: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTI
     if n_boot > 0 and len(table) and len(canon):
         weights, codes = _resample_weights(canon, resample, n_boot, np.random.default_rng([seed, 3]))
         first, second = canon["first"].to_numpy(), canon["second"].to_numpy()
-        here = np.stack([(first == a) & (second == b)
-                         for a, b in zip(table["system_a"], table["system_b"])], axis=1)
+        here = np.stack([(first == a) & (second == b) for a, b in zip(table["system_a"], table["system_b"])], axis=1)
         won = weights @ (here & (canon["outcome"] == FIRST).to_numpy()[:, None])
         lost = weights @ (here & (canon["outcome"] == SECOND).to_numpy()[:, None])
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -158,21 +170,30 @@ def data_warnings(votes: pd.DataFrame, kappa: float) -> tuple[dict, list[str]]:
     share = float(votes["worker_id"].value_counts(normalize=True).iloc[0]) if len(votes) else 0.0
     lines = []
     if repeated:
-        lines.append(f"{repeated} vote(s) repeat a worker's earlier vote on the same item and "
-                     "pair (in another assignment); they are counted, but they are not "
-                     "independent judgements")
+        lines.append(
+            f"{repeated} vote(s) repeat a worker's earlier vote on the same item and "
+            "pair (in another assignment); they are counted, but they are not "
+            "independent judgements"
+        )
     if share > DOMINANT_SHARE:
-        lines.append(f"one worker cast {share:.0%} of the votes; the results mostly say what "
-                     "that worker thinks (the worker-clustered intervals account for it)")
+        lines.append(
+            f"one worker cast {share:.0%} of the votes; the results mostly say what "
+            "that worker thinks (the worker-clustered intervals account for it)"
+        )
     if not math.isnan(kappa) and kappa < NEAR_CHANCE_KAPPA:
-        lines.append(f"agreement is near chance (weighted kappa {kappa:.2f} < "
-                     f"{NEAR_CHANCE_KAPPA})")
+        lines.append(f"agreement is near chance (weighted kappa {kappa:.2f} < {NEAR_CHANCE_KAPPA})")
     return {"repeated_votes": repeated, "top_worker_share": share}, lines
 
 
-def analyze_votes(votes: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
-                  correction: Correction = DEFAULT_CORRECTION, resample: Resample = "worker",
-                  test: str = "worker") -> AnalysisResult:
+def analyze_votes(
+    votes: pd.DataFrame,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    correction: Correction = DEFAULT_CORRECTION,
+    resample: Resample = "worker",
+    test: str = "worker",
+) -> AnalysisResult:
     """METHODS §3 on read votes (:func:`~hitkit.protocols.pairwise.reading.read_votes`, whose duplicate
     reports ride in ``votes.attrs``): pair table, Bradley–Terry ranking, kappa and worker flags.
 
@@ -186,8 +207,9 @@ def analyze_votes(votes: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     kappa = cohen_weighted_kappa(votes)
     counts, lines = data_warnings(votes, kappa)
     assignment_report = votes.attrs.get("assignment_duplicates")
-    lines[:0] = duplicate_warnings([("vote key(s) (assignment, item, pair)", duplicate_report),
-                                    (ASSIGNMENT_DUPLICATES, assignment_report)])
+    lines[:0] = duplicate_warnings(
+        [("vote key(s) (assignment, item, pair)", duplicate_report), (ASSIGNMENT_DUPLICATES, assignment_report)]
+    )
     summary = {
         "votes": len(votes),
         "ties": int((votes["vote"] == "tie").sum()),
@@ -207,23 +229,34 @@ def analyze_votes(votes: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
         "warnings": lines,
     }
     return AnalysisResult(
-        tables={"pairs": pair_table(votes, correction=correction, resample=resample,
-                                    n_boot=n_boot, seed=seed, test=test),
-                "ranking": ranking, "workers": worker_agreement(votes)},
+        tables={
+            "pairs": pair_table(votes, correction=correction, resample=resample, n_boot=n_boot, seed=seed, test=test),
+            "ranking": ranking,
+            "workers": worker_agreement(votes),
+        },
         summary=summary,
-        figures={"ranking": png(lambda: figures.ranking(ranking))})
+        figures={"ranking": png(lambda: figures.ranking(ranking))},
+    )
 
 
-def analyze_pairwise(in_dir: str | Path, *, n_boot: int = 1000, seed: int = 0,
-                     correction: Correction = DEFAULT_CORRECTION, resample: Resample = "worker",
-                     duplicates: DuplicatePolicy = DEFAULT_DUPLICATES, test: str = "worker") -> AnalysisResult:
+def analyze_pairwise(
+    in_dir: str | Path,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    correction: Correction = DEFAULT_CORRECTION,
+    resample: Resample = "worker",
+    duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+    test: str = "worker",
+) -> AnalysisResult:
     """:func:`analyze_votes` on the votes of ``in_dir`` (``duplicates``: the policy for repeated rows,
     :func:`~hitkit.protocols.pairwise.reading.read_votes`)."""
     check_correction(correction)
     votes = read_votes(in_dir, duplicates=duplicates)
     if votes.empty:
-        raise InputError(Path(in_dir) / "votes.csv", "no votes from submitted or approved "
-                         "assignments; nothing to analyse")
+        raise InputError(
+            Path(in_dir) / "votes.csv", "no votes from submitted or approved assignments; nothing to analyse"
+        )
     result = analyze_votes(votes, n_boot=n_boot, seed=seed, correction=correction, resample=resample, test=test)
     judge_path = Path(in_dir) / "judge.csv"
     if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
@@ -239,12 +272,14 @@ def add_judge(result: AnalysisResult, votes: pd.DataFrame, judge: pd.DataFrame) 
         result.figures["judge_strengths"] = png(lambda: figures.judge_strengths(result.tables["judge_strengths"]))
 
 
-def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
-            stability: bool = False) -> AnalysisResult:
+def analyze(
+    in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None, stability: bool = False
+) -> AnalysisResult:
     """The registry's entry point: :func:`analyze_pairwise` with ``hitkit analyze``'s options."""
     common = common_options(options)
-    return analyze_pairwise(in_dir, seed=seed, resample=options.get("cluster", "worker"),
-                            test=options.get("unit", "worker"), **common)
+    return analyze_pairwise(
+        in_dir, seed=seed, resample=options.get("cluster", "worker"), test=options.get("unit", "worker"), **common
+    )
 
 
 def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
@@ -254,5 +289,7 @@ def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[s
     if votes.empty:
         return None
     agreement = worker_agreement(votes)
-    return ("agrees with the other workers' majority (not flagged, p ≥ 0.05)",
-            {str(w): not bool(f) for w, f in zip(agreement["worker_id"], agreement["flagged"])})
+    return (
+        "agrees with the other workers' majority (not flagged, p ≥ 0.05)",
+        {str(w): not bool(f) for w, f in zip(agreement["worker_id"], agreement["flagged"])},
+    )

@@ -1,5 +1,6 @@
 """The Bradley–Terry ranking of pairwise votes (Hunter 2004's MM algorithm, ties as half a win to each
 side, a prior of one virtual tied game per pair) with clustered bootstrap intervals."""
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,9 @@ Ties = Literal["half", "drop"]
 Resample = Literal["vote", "worker", "item"]
 
 
-def _resample_weights(canon: pd.DataFrame, resample: str, n_boot: int,
-                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _resample_weights(
+    canon: pd.DataFrame, resample: str, n_boot: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """[n_boot, n_votes] counts of each vote in each resample of ``resample`` units, and each
     vote's unit (cluster code)."""
     if resample not in RESAMPLE_UNITS:
@@ -34,14 +36,12 @@ def _resample_weights(canon: pd.DataFrame, resample: str, n_boot: int,
         labels = canon["worker_id"].astype(str).to_numpy()
     else:
         item = canon["item_id"].astype(str)
-        labels = ((canon["study"].astype(str) + "/" + item) if "study" in canon.columns
-                  else item).to_numpy()
+        labels = ((canon["study"].astype(str) + "/" + item) if "study" in canon.columns else item).to_numpy()
     codes, n_clusters = cluster_codes(labels)
     return cluster_weights(codes, n_clusters, n_boot, rng), codes
 
 
-def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
-                       max_iter: int = 100_000) -> np.ndarray:
+def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10, max_iter: int = 100_000) -> np.ndarray:
     """Centred log-strengths for a batch of win matrices ``wins[..., i, j]`` (i beat j), by MM.
 
     Hunter's (2004) minorise–maximise update p_i ← W_i / Σ_j n_ij / (p_i + p_j), where each pair
@@ -63,13 +63,23 @@ def _fit_bradley_terry(wins: np.ndarray, prior: float, tol: float = 1e-10,
         log_p = new
         if change < tol:
             return log_p
-    warnings.warn(f"Bradley–Terry fit stopped after {max_iter} iterations (last change "
-                  f"{change:.2g}); a larger prior makes it converge faster", RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        f"Bradley–Terry fit stopped after {max_iter} iterations (last change "
+        f"{change:.2g}); a larger prior makes it converge faster",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     return log_p
 
 
-def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: Ties = "half",
-                  prior: float = 1.0, resample: Resample = "vote") -> pd.DataFrame:
+def bradley_terry(
+    votes: pd.DataFrame,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ties: Ties = "half",
+    prior: float = 1.0,
+    resample: Resample = "vote",
+) -> pd.DataFrame:
     """Bradley–Terry scores with 95 % bootstrap intervals, one row per system by rank.
 
     score = natural log-strength centred to mean 0, so P(i beats j) = 1 / (1 + e^(s_j − s_i)).
@@ -140,8 +150,7 @@ def bradley_terry(votes: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ties: 
     elif n_boot > 0:
         # No decisive votes left: every resample is the prior alone, all scores 0.
         ci_low = ci_high = np.zeros(k)
-    table = pd.DataFrame({"system": systems, "score": score, "ci_low": ci_low,
-                          "ci_high": ci_high})
+    table = pd.DataFrame({"system": systems, "score": score, "ci_low": ci_low, "ci_high": ci_high})
     # No order claimed between systems that never met in a vote (tied, order unknown), only along chains of
     # direct comparisons; where every pair met, the plain rank of the score.
     met = np.zeros((k, k), dtype=bool)

@@ -13,6 +13,7 @@ item (a prompt and a pair): the human score, the mean of every vote on the item,
 order-averaged score, and hands them to :mod:`hitkit.analysis.ppi`. The statistics are imported
 when asked for, so the task side of this module loads no scipy.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,7 @@ ORDERS = ("ab", "ba")
 NEUTRAL = "tie"
 """The label of a reply that names none."""
 
-JUDGE_COLUMNS = ("study", "item_id", "system_a", "system_b", "vote", "parsed", "human_subset", "model",
-                 "reply")
+JUDGE_COLUMNS = ("study", "item_id", "system_a", "system_b", "vote", "parsed", "human_subset", "model", "reply")
 """``judge.csv``: one row per comparison and display order (docs/COLUMNS.md)."""
 
 SCORE = {"a": 1.0, "b": 0.0, "tie": 0.5}
@@ -55,7 +55,9 @@ SCORE = {"a": 1.0, "b": 0.0, "tie": 0.5}
 _BRACKETED = re.compile(r"\[\[\s*(a|b|tie)\s*\]\]", re.IGNORECASE)
 _FIRST_WORD = re.compile(
     r"^[\s\"'*_(\[]*(?:(?:the\s+)?(?:final\s+)?(?:answer|verdict|winner|better(?:\s+response)?)\s*(?:is)?\s*[:\-]?\s*)?"
-    r"[\s\"'*_(\[]*(?:response\s+)?(a|b|tie)\b", re.IGNORECASE)
+    r"[\s\"'*_(\[]*(?:response\s+)?(a|b|tie)\b",
+    re.IGNORECASE,
+)
 
 
 def stratum(unit: UnitSpec) -> str:
@@ -74,11 +76,15 @@ def requests(units: Sequence[UnitSpec]) -> list[JudgeRequest]:
         identical = texts[first].strip() == texts[second].strip()
         for order in ORDERS:
             a, b = (first, second) if order == "ab" else (second, first)
-            out.append(JudgeRequest(
-                unit_key=unit.key, variant=order,
-                fields={"prompt": p["prompt"], "response_a": texts[a], "response_b": texts[b]},
-                meta={"item_id": p["item_id"], "system_a": a, "system_b": b},
-                auto=NEUTRAL if identical else None))
+            out.append(
+                JudgeRequest(
+                    unit_key=unit.key,
+                    variant=order,
+                    fields={"prompt": p["prompt"], "response_a": texts[a], "response_b": texts[b]},
+                    meta={"item_id": p["item_id"], "system_a": a, "system_b": b},
+                    auto=NEUTRAL if identical else None,
+                )
+            )
     return out
 
 
@@ -90,10 +96,20 @@ def parse(reply: str) -> str | None:
 
 def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply)."""
-    rows = [{"study": study, "item_id": row["meta"]["item_id"], "system_a": row["meta"]["system_a"],
-             "system_b": row["meta"]["system_b"], "vote": row["label"], "parsed": bool(row["parsed"]),
-             "human_subset": bool(row["human_subset"]), "model": row["model"], "reply": row["reply"] or ""}
-            for row in labels]
+    rows = [
+        {
+            "study": study,
+            "item_id": row["meta"]["item_id"],
+            "system_a": row["meta"]["system_a"],
+            "system_b": row["meta"]["system_b"],
+            "vote": row["label"],
+            "parsed": bool(row["parsed"]),
+            "human_subset": bool(row["human_subset"]),
+            "model": row["model"],
+            "reply": row["reply"] or "",
+        }
+        for row in labels
+    ]
     return pd.DataFrame(rows, columns=list(JUDGE_COLUMNS))
 
 
@@ -122,18 +138,24 @@ def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
     keys = ["study", "item_id"] if "study" in votes.columns and "study" in judge.columns else ["item_id"]
     j = judge.assign(score=judge["vote"].map(SCORE))
     flip = (j["system_a"] > j["system_b"]).to_numpy()
-    j = pd.DataFrame({**{k: j[k].astype(str) for k in keys},
-                      "system_a": j["system_a"].where(~flip, j["system_b"]),
-                      "system_b": j["system_b"].where(~flip, j["system_a"]),
-                      "judge": j["score"].where(~flip, 1 - j["score"])})
+    j = pd.DataFrame(
+        {
+            **{k: j[k].astype(str) for k in keys},
+            "system_a": j["system_a"].where(~flip, j["system_b"]),
+            "system_b": j["system_b"].where(~flip, j["system_a"]),
+            "judge": j["score"].where(~flip, 1 - j["score"]),
+        }
+    )
     # The mean of the two orders: order_averaged, when both are there (they always are from hitkit).
     judged = j.groupby(keys + ["system_a", "system_b"], as_index=False)["judge"].mean()
     if len(votes):
         c = canonical(votes, *keys)
         c["human"] = pd.Series(c["outcome"]).map({FIRST: 1.0, TIE: 0.5}).fillna(0.0).to_numpy()
-        human = (c.rename(columns={"first": "system_a", "second": "system_b"})
-                 .groupby(keys + ["system_a", "system_b"], as_index=False)
-                 .agg(human=("human", "mean"), votes=("human", "size")))
+        human = (
+            c.rename(columns={"first": "system_a", "second": "system_b"})
+            .groupby(keys + ["system_a", "system_b"], as_index=False)
+            .agg(human=("human", "mean"), votes=("human", "size"))
+        )
         judged = judged.merge(human, on=keys + ["system_a", "system_b"], how="left")
         judged["votes"] = judged["votes"].fillna(0).astype(int)
     else:
@@ -141,8 +163,9 @@ def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
     return judged[keys + ["system_a", "system_b", "human", "judge", "votes"]]
 
 
-def analysis_tables(votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 0.95
-                    ) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
+def analysis_tables(
+    votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 0.95
+) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
     """The judge's part of a pairwise analysis: (tables, summary, warnings).
 
     ``judge_win_rates``: per pair, the win rate of system_a over system_b human-only, judge-only and
@@ -165,7 +188,9 @@ def analysis_tables(votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 
     strengths = ppi_bradley_terry.strengths(per_item, level=level, prior=prior)
     unmatched = 0
     if len(votes):
-        voted = {(str(i), *sorted((a, b))) for i, a, b in votes[["item_id", "system_a", "system_b"]].itertuples(index=False)}
+        voted = {
+            (str(i), *sorted((a, b))) for i, a, b in votes[["item_id", "system_a", "system_b"]].itertuples(index=False)
+        }
         judged = set(zip(per_item["item_id"], per_item["system_a"], per_item["system_b"]))
         unmatched = len(voted - judged)
     lines = []
@@ -173,12 +198,18 @@ def analysis_tables(votes: pd.DataFrame, judge: pd.DataFrame, *, level: float = 
         lines.append(f"{unmatched} voted item(s) have no judge label and are left out of the judge's tables")
     fallback = [f"{a} vs {b}" for a, b, f in table[["system_a", "system_b", "fallback"]].itertuples(index=False) if f]
     summary = {
-        "labels": len(judge), "unparsed": int((~judge["parsed"].astype(str).str.lower().isin(["true", "1"])).sum()),
-        "models": sorted(set(judge["model"].astype(str))), "items": len(per_item),
-        "human_items": int(per_item["human"].notna().sum()), "level": level,
-        "estimator": ppi.REFERENCE, "interval": "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)",
+        "labels": len(judge),
+        "unparsed": int((~judge["parsed"].astype(str).str.lower().isin(["true", "1"])).sum()),
+        "models": sorted(set(judge["model"].astype(str))),
+        "items": len(per_item),
+        "human_items": int(per_item["human"].notna().sum()),
+        "level": level,
+        "estimator": ppi.REFERENCE,
+        "interval": "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)",
         "fallback_pairs": fallback,
-        "strengths_estimator": ppi_bradley_terry.REFERENCE, "strengths_interval": ppi_bradley_terry.INTERVAL,
-        "strengths_lam": float(strengths["lam"].iloc[0]), "strengths_prior": prior,
+        "strengths_estimator": ppi_bradley_terry.REFERENCE,
+        "strengths_interval": ppi_bradley_terry.INTERVAL,
+        "strengths_lam": float(strengths["lam"].iloc[0]),
+        "strengths_prior": prior,
     }
     return {"judge_win_rates": table, "judge_bias": bias, "judge_strengths": strengths}, summary, lines

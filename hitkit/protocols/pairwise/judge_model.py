@@ -17,6 +17,7 @@ voters' noise (its items have no content that all voters see alike), so the judg
 with the people's score comes from reading their verdict: a stand-in for a real judge reading the
 responses, which is what the prediction-powered estimate needs, ρ between the two scores.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hitkit.errors import HitkitError
-from hitkit.simulation import judge_planning
+from hitkit.simulation import simulated_judge
 
 DEFAULT_AGREEMENT = 0.7
 """The judge's agreement with the crowd that ``hitkit plan`` assumes when neither --judge-agreement
@@ -46,12 +47,15 @@ class SimulatedJudge:
 
     def __post_init__(self):
         if not 0.5 <= self.agreement <= 1:
-            raise HitkitError(f"judge agreement {self.agreement:g} is outside [0.5, 1]: 0.5 is a coin and "
-                              f"1 copies the crowd; a judge below a coin's agreement is no judge to plan with")
+            raise HitkitError(
+                f"judge agreement {self.agreement:g} is outside [0.5, 1]: 0.5 is a coin and "
+                f"1 copies the crowd; a judge below a coin's agreement is no judge to plan with"
+            )
         for pair, lean in self.lean.items():
             if not -1 <= lean <= 1:
-                raise HitkitError(f"the judge's lean on {pair[0]} vs {pair[1]} is {lean:g}; a difference of "
-                                  f"win rates lies in [-1, 1]")
+                raise HitkitError(
+                    f"the judge's lean on {pair[0]} vs {pair[1]} is {lean:g}; a difference of win rates lies in [-1, 1]"
+                )
 
 
 def assumed(agreement: float, bias: dict[str, float], systems: list[str]) -> SimulatedJudge:
@@ -59,10 +63,11 @@ def assumed(agreement: float, bias: dict[str, float], systems: list[str]) -> Sim
     every other system that much higher than the crowd's; pairs take the difference of the two)."""
     unknown = sorted(set(bias) - set(systems))
     if unknown:
-        raise HitkitError(f"--judge-bias names {', '.join(unknown)}, not a system of this study "
-                          f"({', '.join(sorted(systems))})")
+        raise HitkitError(
+            f"--judge-bias names {', '.join(unknown)}, not a system of this study ({', '.join(sorted(systems))})"
+        )
     names = sorted(systems)
-    lean = {(a, b): bias.get(a, 0.0) - bias.get(b, 0.0) for i, a in enumerate(names) for b in names[i + 1:]}
+    lean = {(a, b): bias.get(a, 0.0) - bias.get(b, 0.0) for i, a in enumerate(names) for b in names[i + 1 :]}
     lean = {pair: x for pair, x in lean.items() if x}
     return SimulatedJudge(agreement, lean, "assumed")
 
@@ -72,8 +77,13 @@ def majority(human: np.ndarray) -> np.ndarray:
     return np.where(human > 0.5, 1.0, np.where(human < 0.5, 0.0, 0.5))
 
 
-def calls(reference: np.ndarray, pair: np.ndarray, judge: SimulatedJudge, pairs: list[tuple[str, str]],
-          rng: np.random.Generator) -> np.ndarray:
+def calls(
+    reference: np.ndarray,
+    pair: np.ndarray,
+    judge: SimulatedJudge,
+    pairs: list[tuple[str, str]],
+    rng: np.random.Generator,
+) -> np.ndarray:
     """One judge call on every item: its score for the pair's first system (1, ½ or 0).
 
     ``reference``: the crowd's verdict the judge reads on each item (:func:`majority`); ``pair``: each
@@ -105,34 +115,43 @@ def from_pilot(directory: str | Path, systems: list[str]) -> SimulatedJudge:
 
     directory = Path(directory)
     if not directory.is_dir():
-        raise HitkitError(f"--pilot {directory}: not a folder; give the export folder of a previous study with "
-                          f"judge: (it holds votes.csv and judge.csv)")
+        raise HitkitError(
+            f"--pilot {directory}: not a folder; give the export folder of a previous study with "
+            f"judge: (it holds votes.csv and judge.csv)"
+        )
     for name in ("votes.csv", "judge.csv"):
         if not (directory / name).is_file() and not (directory / name).with_suffix(".parquet").is_file():
-            raise HitkitError(f"--pilot {directory}: no {name}; give the export folder of a previous study with "
-                              f"judge: (it holds votes.csv and judge.csv)")
+            raise HitkitError(
+                f"--pilot {directory}: no {name}; give the export folder of a previous study with "
+                f"judge: (it holds votes.csv and judge.csv)"
+            )
     votes, judged = read_votes(directory), read_judge(directory / "judge.csv")
     per_item = items(votes, judged)
     labelled = per_item[per_item["human"].notna()]
     if labelled.empty:
-        raise HitkitError(f"--pilot {directory}: no item has both crowd votes and a judge label; the two files "
-                          f"must come from the same study")
+        raise HitkitError(
+            f"--pilot {directory}: no item has both crowd votes and a judge label; the two files "
+            f"must come from the same study"
+        )
     keys = [k for k in ("study", "item_id") if k in labelled.columns] + ["system_a", "system_b"]
     verdict = labelled.assign(verdict=majority(labelled["human"].to_numpy(float)))
     flip = (judged["system_a"] > judged["system_b"]).to_numpy()
     score = judged["vote"].map(SCORE).to_numpy(float)
-    machine = judged.assign(system_a=np.where(flip, judged["system_b"], judged["system_a"]),
-                            system_b=np.where(flip, judged["system_a"], judged["system_b"]),
-                            call=np.where(flip, 1 - score, score))
+    machine = judged.assign(
+        system_a=np.where(flip, judged["system_b"], judged["system_a"]),
+        system_b=np.where(flip, judged["system_a"], judged["system_b"]),
+        call=np.where(flip, 1 - score, score),
+    )
     for k in keys:
         machine[k] = machine[k].astype(str)
     both = verdict[verdict["verdict"] != 0.5].merge(machine[keys + ["call"]], on=keys)
     if both.empty:
-        raise HitkitError(f"--pilot {directory}: no item people voted on has a majority verdict to compare the "
-                          f"judge with (every one split evenly)")
+        raise HitkitError(
+            f"--pilot {directory}: no item people voted on has a majority verdict to compare the "
+            f"judge with (every one split evenly)"
+        )
     agreement = max(0.5, float((both["call"] == both["verdict"]).mean()))
-    lean = (labelled.assign(d=labelled["judge"] - labelled["human"])
-            .groupby(["system_a", "system_b"])["d"].mean())
+    lean = labelled.assign(d=labelled["judge"] - labelled["human"]).groupby(["system_a", "system_b"])["d"].mean()
     ours = set(systems)
     lean = {(a, b): float(x) for (a, b), x in lean.items() if {a, b} <= ours and not math.isnan(x)}
     return SimulatedJudge(agreement, lean, f"measured on the pilot {directory}", len(both))
@@ -140,10 +159,12 @@ def from_pilot(directory: str | Path, systems: list[str]) -> SimulatedJudge:
 
 def describe(judge: SimulatedJudge) -> str:
     """The judge as the plan states it: its agreement, its lean and where they came from."""
-    return judge_planning.judge_line(
-        judge, f"Simulated judge: ASSUMED agreement {judge.agreement:.0%} with the crowd (--judge-agreement; "
-               f"measure it instead with --pilot EXPORT_DIR)",
+    return simulated_judge.judge_line(
+        judge,
+        f"Simulated judge: ASSUMED agreement {judge.agreement:.0%} with the crowd (--judge-agreement; "
+        f"measure it instead with --pilot EXPORT_DIR)",
         f"Simulated judge: agreement {judge.agreement:.1%} with the crowd {judge.source} "
         f"({judge.measured_on} judge calls on items with a majority)",
         "lean (judge's win rate minus the crowd's)",
-        ", ".join(f"{a} vs {b} {x:+.3f}" for (a, b), x in sorted(judge.lean.items())))
+        ", ".join(f"{a} vs {b} {x:+.3f}" for (a, b), x in sorted(judge.lean.items())),
+    )

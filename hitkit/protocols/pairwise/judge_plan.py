@@ -23,6 +23,7 @@ people-only interval would have, times √(1 − ρ² N_u/(n + N_u)), ρ the cor
 score with the people's on each pair (from the simulated study's full data); the table prints it
 beside the simulated width.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,10 @@ ALPHA = judge_planning.ALPHA
 DECISIONS = judge_planning.PAIR_DECISIONS
 SHARES = judge_planning.SHARES
 REPLICATES = judge_planning.REPLICATES
-ESTIMATOR = ("PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
-             "hitkit.analysis.ppi.win_rates as hitkit analyze runs it: lambda tuned per pair, jackknife t intervals")
+ESTIMATOR = (
+    "PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
+    "hitkit.analysis.ppi.win_rates as hitkit analyze runs it: lambda tuned per pair, jackknife t intervals"
+)
 FORMULA = judge_planning.FORMULA
 SCORES = {FIRST: 1.0, TIE: 0.5}
 JudgePlan = judge_planning.JudgePlan
@@ -79,13 +82,20 @@ def _full_data(config: StudyConfig, seed: int, judge: judge_model.SimulatedJudge
     pair = np.array([index[p] for p in zip(per_item["first"], per_item["second"])], dtype=int)
     rng = np.random.default_rng(seed)
     reference = judge_model.majority(per_item["human"].to_numpy(float))
-    f = (judge_model.calls(reference, pair, judge, pairs, rng) + judge_model.calls(reference, pair, judge, pairs, rng)) / 2
+    f = (
+        judge_model.calls(reference, pair, judge, pairs, rng) + judge_model.calls(reference, pair, judge, pairs, rng)
+    ) / 2
     per_item["judge"] = f
     return per_item
 
 
-def replicate(config: StudyConfig, units, shares: list[float], seed: int, judge: judge_model.SimulatedJudge,
-              ) -> dict[float, dict]:
+def replicate(
+    config: StudyConfig,
+    units,
+    shares: list[float],
+    seed: int,
+    judge: judge_model.SimulatedJudge,
+) -> dict[float, dict]:
     """One simulated study analysed at every share: per share the mean half-widths (people only, PPI,
     and the formula's), n_effective, λ, the human items per pair and each analysis' decisions."""
     from hitkit.analysis.ppi import win_rates
@@ -93,7 +103,7 @@ def replicate(config: StudyConfig, units, shares: list[float], seed: int, judge:
 
     quality = task_for(config).perceived_quality()
     names = sorted(quality)
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     full = _full_data(config, seed, judge, pairs)
     rho = {}
     for (a, b), part in full.groupby(["first", "second"]):
@@ -104,18 +114,32 @@ def replicate(config: StudyConfig, units, shares: list[float], seed: int, judge:
     out = {}
     for share in shares:
         chosen = {item_of[u.key] for u in human_subset(with_share(config, share, seed), units)}
-        items = pd.DataFrame({"system_a": full["first"], "system_b": full["second"], "judge": full["judge"],
-                              "human": np.where([k in chosen for k in keys], full["human"], np.nan)})
+        items = pd.DataFrame(
+            {
+                "system_a": full["first"],
+                "system_b": full["second"],
+                "judge": full["judge"],
+                "human": np.where([k in chosen for k in keys], full["human"], np.nan),
+            }
+        )
         wide = win_rates(items)
         strict = corrected(wide, len(pairs))
         out[share] = {
             **judge_planning.widths(wide, [rho[(a, b)] for a, b in zip(wide["system_a"], wide["system_b"])]),
-            "ppi": decide_pairs(strict, "ppi", quality), "human": decide_pairs(strict, "human", quality)}
+            "ppi": decide_pairs(strict, "ppi", quality),
+            "human": decide_pairs(strict, "human", quality),
+        }
     return out
 
 
-def plan(config: StudyConfig, judge: judge_model.SimulatedJudge, *, replicates: int | None = None,
-         shares: list[float] | None = None, width: float | None = None) -> JudgePlan:
+def plan(
+    config: StudyConfig,
+    judge: judge_model.SimulatedJudge,
+    *,
+    replicates: int | None = None,
+    shares: list[float] | None = None,
+    width: float | None = None,
+) -> JudgePlan:
     """The share plan: ``replicates`` simulated studies (each analysed at every share of the grid,
     ``shares`` or :data:`SHARES` with the study's own) and the recommended share for the target:
     ``width`` (mean PPI half-width of the win rates), else the power of the first decision that applies.
@@ -127,24 +151,48 @@ def plan(config: StudyConfig, judge: judge_model.SimulatedJudge, *, replicates: 
     words = "the win rates' 95 % intervals"
     judge_planning.check_options(replicates, shares, width, 0.5, "a win rate's interval")
     units = task_for(config).build().units
-    grid, dropped = judge_planning.grid(share_of(config, units), shares,
-                                        lambda share: human_subset(with_share(config, share), units))
+    grid, dropped = judge_planning.grid(
+        share_of(config, units), shares, lambda share: human_subset(with_share(config, share), units)
+    )
 
     def cost(share: float) -> dict:
         sized = with_share(config, share)
         hits, _, paid = planning.design_cost(sized)
         n_items = len(human_subset(sized, units))
-        return {"human_items": n_items, "human_votes": n_items * config.pairwise.votes_per_prompt, "hits": hits,
-                "cost": str(paid)}
+        return {
+            "human_items": n_items,
+            "human_votes": n_items * config.pairwise.votes_per_prompt,
+            "hits": hits,
+            "cost": str(paid),
+        }
 
     return judge_planning.plan_shares(
-        config, judge, replicates=replicates, shares=grid, dropped=dropped, width=width, width_words=words,
-        own=share_of(config, units), items=len(units), decisions=DECISIONS,
-        replicate=lambda seed: replicate(config, units, grid, seed, judge), cost=cost)
+        config,
+        judge,
+        replicates=replicates,
+        shares=grid,
+        dropped=dropped,
+        width=width,
+        width_words=words,
+        own=share_of(config, units),
+        items=len(units),
+        decisions=DECISIONS,
+        replicate=lambda seed: replicate(config, units, grid, seed, judge),
+        cost=cost,
+    )
 
 
-SHOWN = (UNIT, "human_votes", "hits", "cost", "half_width_human", "half_width_ppi", "half_width_formula",
-         "n_human", "n_effective")
+SHOWN = (
+    UNIT,
+    "human_votes",
+    "hits",
+    "cost",
+    "half_width_human",
+    "half_width_ppi",
+    "half_width_formula",
+    "n_human",
+    "n_effective",
+)
 
 
 def plan_text(config: StudyConfig, result: JudgePlan) -> str:
@@ -163,16 +211,24 @@ def plan_text(config: StudyConfig, result: JudgePlan) -> str:
         f"{result.table['rho'].mean():.2f} here); half_width_formula applies it to the people-only half-width.",
     ]
     lines += judge_planning.table_lines(
-        result, SHOWN, "half_width_*: mean half-width of the pairs' 95 % win-rate intervals; n_human, n_effective: "
-        "per pair (n_effective: human items worth as much as people and judge together)", currency,
+        result,
+        SHOWN,
+        "half_width_*: mean half-width of the pairs' 95 % win-rate intervals; n_human, n_effective: "
+        "per pair (n_effective: human items worth as much as people and judge together)",
+        currency,
         "too small for two human items in every pair",
         lambda row: f"{row['human_votes']} human votes, {row['hits']} HITs, {row['cost']} {currency}",
-        "even all items voted on fall short: raise votes_per_prompt or relax the target", "votes")
+        "even all items voted on fall short: raise votes_per_prompt or relax the target",
+        "votes",
+    )
     return "\n".join(lines)
 
 
-def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | None = None,
-                  ) -> dict[str, bool | None]:
+def decide_export(
+    config: StudyConfig,
+    export_dir,
+    profiles: dict[str, str] | None = None,
+) -> dict[str, bool | None]:
     """The decisions a finished run's export (votes.csv and judge.csv) gets right with the PPI analysis,
     as the plan scores a simulated study's (``profiles`` unused: no win-rate decision is about the workers)."""
     from pathlib import Path

@@ -1,5 +1,6 @@
 """Importing pairwise votes from an MTurk batch-results archive: the mapping's ``pairwise:`` section and
 the votes one archive row gives."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -24,8 +25,8 @@ class Rules(Strict):
     system_b: str
     vote: str
     votes: dict[str, Literal["a", "b", "tie"]] = Field(
-        default_factory=lambda: dict(_SAME_VOTES),
-        description="answer value in the archive -> a, b or tie")
+        default_factory=lambda: dict(_SAME_VOTES), description="answer value in the archive -> a, b or tie"
+    )
     systems: dict[str, str] = Field(default_factory=dict, description="archive name -> hitkit name (default: kept)")
 
     def templates(self) -> list[str]:
@@ -41,15 +42,19 @@ def rows(m: Rules, fields: Mapping[str, str], where: Where) -> list[dict[str, An
         if not answer:
             continue
         if answer not in m.votes:
-            raise InputError(where.path, f"{m.vote.replace('{i}', str(i))} is {answer!r}, which the mapping's "
-                                         f"'votes' does not name; add it (known: {', '.join(m.votes)})",
-                             line=where.line)
+            raise InputError(
+                where.path,
+                f"{m.vote.replace('{i}', str(i))} is {answer!r}, which the mapping's "
+                f"'votes' does not name; add it (known: {', '.join(m.votes)})",
+                line=where.line,
+            )
         row = {}
         for column in ("item_id", "system_a", "system_b"):
             value = field_value(fields, getattr(m, column), i)
             if not value:
-                raise InputError(where.path, f"{getattr(m, column).replace('{i}', str(i))} ({column}) is missing",
-                                 line=where.line)
+                raise InputError(
+                    where.path, f"{getattr(m, column).replace('{i}', str(i))} ({column}) is missing", line=where.line
+                )
             row[column] = m.systems.get(value, value) if column != "item_id" else value
         out.append({**row, "vote": m.votes[answer]})
     return out

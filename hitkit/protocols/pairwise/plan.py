@@ -6,6 +6,7 @@ the simulated crowd (:func:`hitkit.simulation.staffing.staff`), each shown every
 answering as the task type's simulated worker does with ``simulated.quality`` as the systems'
 strengths (identical responses are an automatic tie, as on the real page).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -53,9 +54,18 @@ def simulate_votes(config: StudyConfig, seed: int) -> pd.DataFrame:
             identical = texts[first].strip() == texts[second].strip()
             view = {"identical": identical, "a": texts[shown[0]], "b": texts[shown[1]]}
             context = {texts[first]: quality[first], texts[second]: quality[second]}
-            answer = {"vote": "tie"} if identical else study.task.simulate(profile, view, rng, context, ids["worker_id"])
-            rows.append({**ids, "item_id": payload["item_id"], "system_a": shown[0], "system_b": shown[1],
-                         "vote": answer["vote"]})
+            answer = (
+                {"vote": "tie"} if identical else study.task.simulate(profile, view, rng, context, ids["worker_id"])
+            )
+            rows.append(
+                {
+                    **ids,
+                    "item_id": payload["item_id"],
+                    "system_a": shown[0],
+                    "system_b": shown[1],
+                    "vote": answer["vote"],
+                }
+            )
     votes = pd.DataFrame(rows, columns=list(VOTE_COLUMNS))
     votes.attrs["duplicates"] = {}
     return votes
@@ -65,11 +75,18 @@ def decide(config: StudyConfig, result, profiles: dict[str, str] | None = None) 
     """Which of the plan's decisions one analysis gets right, given the true qualities: a pair differs
     when its two-sided sign test is significant after correction (``profiles`` play no part)."""
     pairs, ranking = result.tables["pairs"], result.tables["ranking"]
-    significant = {frozenset((a, b)) for a, b, p in pairs[["system_a", "system_b", "p_adjusted"]]
-                   .itertuples(index=False) if p < ALPHA}
+    significant = {
+        frozenset((a, b))
+        for a, b, p in pairs[["system_a", "system_b", "p_adjusted"]].itertuples(index=False)
+        if p < ALPHA
+    }
     intervals = {s: (lo, hi) for s, lo, hi in ranking[["system", "ci_low", "ci_high"]].itertuples(index=False)}
-    return planning.decide(task_for(config).perceived_quality(), lambda a, b: frozenset((a, b)) in significant,
-                           list(ranking["system"]), intervals)
+    return planning.decide(
+        task_for(config).perceived_quality(),
+        lambda a, b: frozenset((a, b)) in significant,
+        list(ranking["system"]),
+        intervals,
+    )
 
 
 def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:

@@ -1,6 +1,7 @@
 """Reading pairwise votes (METHODS §4) and turning them into the canonical orientation every
 statistic here uses: the two systems sorted by name, ``first`` < ``second``, and an outcome 0 = first
 preferred, 1 = tie, 2 = second preferred; items keyed by (study, item_id) when there is a study column."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,7 @@ FIRST, TIE, SECOND = 0, 1, 2
 """The canonical outcomes of a vote: the first system (by name) preferred, a tie, the second preferred."""
 
 
-def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES
-               ) -> pd.DataFrame:
+def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
     """Read and check ``votes.csv``; keep only votes of submitted or approved assignments.
 
     Two votes of one assignment on the same item and pair are an export's repeat, resolved by
@@ -38,27 +38,34 @@ def read_votes(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPL
     for column in ("worker_id", "item_id", "system_a", "system_b"):
         empty = table.index[table[column].str.strip() == ""]
         if len(empty):
-            raise InputError(path, f"{column} is empty; every vote needs one",
-                             line=int(empty[0]) + 2)
+            raise InputError(path, f"{column} is empty; every vote needs one", line=int(empty[0]) + 2)
     vote = table["vote"].str.strip().str.lower()
     bad = table.index[~vote.isin(VOTES)]
     if len(bad):
         i = bad[0]
-        raise InputError(path, f"vote {table.at[i, 'vote']!r} is not one of a, b, tie",
-                         line=int(i) + 2)
+        raise InputError(path, f"vote {table.at[i, 'vote']!r} is not one of a, b, tie", line=int(i) + 2)
     same = table.index[table["system_a"] == table["system_b"]]
     if len(same):
         i = same[0]
-        raise InputError(path, f"system_a and system_b are both {table.at[i, 'system_a']!r}; a "
-                         "vote compares two different systems", line=int(i) + 2)
+        raise InputError(
+            path,
+            f"system_a and system_b are both {table.at[i, 'system_a']!r}; a vote compares two different systems",
+            line=int(i) + 2,
+        )
     table["vote"] = vote
-    pair_key = np.where(table["system_a"] < table["system_b"],
-                        table["system_a"] + "\x00" + table["system_b"],
-                        table["system_b"] + "\x00" + table["system_a"])
+    pair_key = np.where(
+        table["system_a"] < table["system_b"],
+        table["system_a"] + "\x00" + table["system_b"],
+        table["system_b"] + "\x00" + table["system_a"],
+    )
     table["_pair"] = pair_key
-    table, report = apply_duplicate_policy(table, ["study", "assignment_id", "item_id", "_pair"],
-                                           duplicates, what="vote (same assignment, item, pair)",
-                                           source=path)
+    table, report = apply_duplicate_policy(
+        table,
+        ["study", "assignment_id", "item_id", "_pair"],
+        duplicates,
+        what="vote (same assignment, item, pair)",
+        source=path,
+    )
     table = keep_counted(table.drop(columns="_pair"), in_dir, path, duplicates=duplicates)
     extra = [c for c in table.columns if c not in VOTE_COLUMNS]
     out = table[list(VOTE_COLUMNS) + extra].reset_index(drop=True)
@@ -78,18 +85,17 @@ def canonical(votes: pd.DataFrame, *columns: str) -> pd.DataFrame:
     vote = votes["vote"].astype(str).str.strip().str.lower().to_numpy()
     bad = np.flatnonzero(~np.isin(vote, VOTES))
     if len(bad):
-        raise InputError("votes", f"row {votes.index[bad[0]]!r}: vote "
-                         f"{votes['vote'].iloc[bad[0]]!r} is not one of a, b, tie")
+        raise InputError(
+            "votes", f"row {votes.index[bad[0]]!r}: vote {votes['vote'].iloc[bad[0]]!r} is not one of a, b, tie"
+        )
     same = np.flatnonzero(a == b)
     if len(same):
-        raise InputError("votes", f"row {votes.index[same[0]]!r}: system_a and system_b are both "
-                         f"{a[same[0]]!r}")
+        raise InputError("votes", f"row {votes.index[same[0]]!r}: system_a and system_b are both {a[same[0]]!r}")
     swapped = a > b
     outcome = np.where(vote == "tie", TIE, np.where(vote == "a", FIRST, SECOND))
     # A pair displayed in reverse order: "a" preferred the system that sorts second.
     outcome = np.where(swapped & (outcome != TIE), 2 - outcome, outcome)
-    out = pd.DataFrame({"first": np.where(swapped, b, a), "second": np.where(swapped, a, b),
-                        "outcome": outcome})
+    out = pd.DataFrame({"first": np.where(swapped, b, a), "second": np.where(swapped, a, b), "outcome": outcome})
     for column in columns:
         out[column] = votes[column].astype(str).to_numpy()
     return out

@@ -1,4 +1,5 @@
 """Pairwise A/B in the report: ranking, pair gains with sign tests, worker agreement, and the methods."""
+
 from __future__ import annotations
 
 from hitkit.protocols.pairwise import figures
@@ -18,18 +19,25 @@ from hitkit.report.parts import (
 def pair_test(s: dict) -> str:
     """The pairs' test in words, as the summary records it (older summaries: ChatEval's sign test)."""
     if s.get("pair_test", "vote") == "worker":
-        return ("two-sided test clustered by worker (the win rate among decisive votes against ½ over its "
-                "worker-clustered sandwich standard error, Student's t with workers − 1 degrees of freedom)")
-    return ("two-sided exact sign test with every vote independent (binomial test, p = 0.5; "
-            "scipy.stats.binomtest; ChatEval's test, which ignores that a worker's votes share their taste)")
+        return (
+            "two-sided test clustered by worker (the win rate among decisive votes against ½ over its "
+            "worker-clustered sandwich standard error, Student's t with workers − 1 degrees of freedom)"
+        )
+    return (
+        "two-sided exact sign test with every vote independent (binomial test, p = 0.5; "
+        "scipy.stats.binomtest; ChatEval's test, which ignores that a worker's votes share their taste)"
+    )
 
 
 def shared_ranks(ranking) -> list[str]:
     """A sentence per rank that several systems share: their order is not claimed."""
     shared = sorted({r for r in ranking["rank"] if (ranking["rank"] == r).sum() > 1}) if "rank" in ranking else []
-    return [f"{', '.join(ranking.loc[ranking['rank'] == r, 'system'].astype(str))} share rank {r}: no vote, nor "
-            "chain of votes, orders them (never compared with each other, or scored the same), so their order "
-            "is unknown whatever their scores." for r in shared]
+    return [
+        f"{', '.join(ranking.loc[ranking['rank'] == r, 'system'].astype(str))} share rank {r}: no vote, nor "
+        "chain of votes, orders them (never compared with each other, or scored the same), so their order "
+        "is unknown whatever their scores."
+        for r in shared
+    ]
 
 
 def sections(inp: ReportInput) -> list[Section]:
@@ -37,35 +45,56 @@ def sections(inp: ReportInput) -> list[Section]:
     t, s = inp.tables, inp.summary
     ranking = t["ranking"]
     rank = Section("Ranking")
-    rank.text.append(f"Bradley–Terry scores (log-strength, mean 0) with 95 % bootstrap {interval_method(s)} "
-                     f"from {s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'vote')}s (each "
-                     "with all its votes); rank 1 is best.")
+    rank.text.append(
+        f"Bradley–Terry scores (log-strength, mean 0) with 95 % bootstrap {interval_method(s)} "
+        f"from {s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'vote')}s (each "
+        "with all its votes); rank 1 is best."
+    )
     rank.text.extend(shared_ranks(ranking))
-    rank.figures.append(ReportFigure(
-        "ranking", "Bradley–Terry score of each system with its 95 % bootstrap interval, best at the top.",
-        figures.ranking(ranking)))
+    rank.figures.append(
+        ReportFigure(
+            "ranking",
+            "Bradley–Terry score of each system with its 95 % bootstrap interval, best at the top.",
+            figures.ranking(ranking),
+        )
+    )
     rank.tables.append(("Ranking", ranking))
 
     pairs = t["pairs"]
     sig = Section("Pairwise comparisons")
-    sig.text.append("Gain of the row system over the column system, (wins − losses) / (wins + losses), ties "
-                    f"left out; * marks p < 0.05 ({correction(s)}) of a {pair_test(s)}.")
-    sig.figures.append(ReportFigure("significance", "Gain of row over column; * two-sided p < 0.05.",
-                                    figures.gains(pairs, list(ranking["system"]), correction(s))))
+    sig.text.append(
+        "Gain of the row system over the column system, (wins − losses) / (wins + losses), ties "
+        f"left out; * marks p < 0.05 ({correction(s)}) of a {pair_test(s)}."
+    )
+    sig.figures.append(
+        ReportFigure(
+            "significance",
+            "Gain of row over column; * two-sided p < 0.05.",
+            figures.gains(pairs, list(ranking["system"]), correction(s)),
+        )
+    )
     sig.tables.append(("Pairs", pairs))
 
     workers = t.get("workers")
     quality = Section("Worker agreement")
     kappa = s.get("kappa")
-    quality.text.append(f"Cohen's weighted kappa between workers on the same comparison (linear weights, ties "
-                        f"included): {num(kappa)}.")
+    quality.text.append(
+        f"Cohen's weighted kappa between workers on the same comparison (linear weights, ties included): {num(kappa)}."
+    )
     if workers is not None and len(workers):
         flagged = int(workers["flagged"].astype(str).str.lower().isin(["true", "1"]).sum())
-        quality.text.append(f"{flagged} of {len(workers)} workers flagged for agreeing with the other workers' "
-                            "majority less often than the rest (one-sided binomial test, p < 0.05); flagged "
-                            "workers are listed for a look, not removed.")
-        quality.figures.append(ReportFigure("agreement", "Each worker's agreement with the other workers' "
-                                            "majority; flagged workers in red.", figures.agreement(workers)))
+        quality.text.append(
+            f"{flagged} of {len(workers)} workers flagged for agreeing with the other workers' "
+            "majority less often than the rest (one-sided binomial test, p < 0.05); flagged "
+            "workers are listed for a look, not removed."
+        )
+        quality.figures.append(
+            ReportFigure(
+                "agreement",
+                "Each worker's agreement with the other workers' majority; flagged workers in red.",
+                figures.agreement(workers),
+            )
+        )
         quality.tables.append(("Workers", workers))
     return [rank, sig, quality] + judge_sections(inp)
 
@@ -76,14 +105,18 @@ def judge_sections(inp: ReportInput) -> list[Section]:
     nothing without one."""
     j = inp.summary.get("judge") or {}
     sections = judge_section(
-        inp, f"The judge labelled all {j.get('items', '?')} items (each pair of responses in both display orders, "
+        inp,
+        f"The judge labelled all {j.get('items', '?')} items (each pair of responses in both display orders, "
         f"averaged); people voted on a uniformly random {j.get('human_items', '?')} of them. Per pair: the win "
         "rate of the first system (ties ½) from people only, from the judge only (its naive interval ignores its "
         "bias) and prediction-powered (PPI++), which corrects the judge by its error on the items people voted "
         "on. λ is the weight the judge got (0: people only); n_effective is how many human-labelled items the "
         "people-only estimate would need for the same precision.",
         "The judge's bias per system: the mean of the judge's score for the system minus the people's, over the "
-        "items people voted on (positive: the judge favours it).", "ties", figures.judge_win_rates)
+        "items people voted on (positive: the judge favours it).",
+        "ties",
+        figures.judge_win_rates,
+    )
     strengths = inp.tables.get("judge_strengths")
     if sections and strengths is not None and len(strengths):
         lam = strengths["lam"].iloc[0]
@@ -94,10 +127,16 @@ def judge_sections(inp: ReportInput) -> list[Section]:
             f"{', so people only' if flags(strengths['fallback'])[0] else ''}); n_effective is per system. "
             "Items count equally here, so the people-only column can differ slightly from the ranking's where "
             "items have different numbers of votes, and its interval is the jackknife over items, not the "
-            "ranking's bootstrap of workers.")
-        section.figures.append(ReportFigure(
-            "judge_strengths", "Bradley–Terry strength of each system: people only, judge only and "
-            "prediction-powered, with 95 % intervals.", figures.judge_strengths(strengths)))
+            "ranking's bootstrap of workers."
+        )
+        section.figures.append(
+            ReportFigure(
+                "judge_strengths",
+                "Bradley–Terry strength of each system: people only, judge only and "
+                "prediction-powered, with 95 % intervals.",
+                figures.judge_strengths(strengths),
+            )
+        )
         section.tables.append(("Strengths: people, judge, prediction-powered", strengths))
     return sections
 
@@ -141,23 +180,31 @@ def methods(inp: ReportInput) -> list[str]:
     """The methods paragraph's sentences on pairwise votes, from what the analysis recorded."""
     s, t = inp.summary, inp.tables
     out: list[str] = []
-    out.append(f"We collected {s.get('votes', '?')} pairwise preference votes ({s.get('ties', '?')} ties) from "
-               f"{s.get('workers', '?')} crowdworkers on {s.get('items', '?')} items comparing "
-               f"{s.get('systems', '?')} systems, counting all work handed in (submitted, approved or rejected).")
-    out.append("For every pair of systems we report the gain (wins − losses) / (wins + losses), ties "
-               f"excluded, with a {pair_test(s)}; p-values are {correction(s)} over the pairs.")
-    out.append("Systems were ranked with a Bradley–Terry model fitted by Hunter's (2004) MM algorithm (ties "
-               "counted as half a win to each side, a prior of one virtual tied game per pair); 95 % "
-               f"{interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
-               f"{s.get('interval_unit', 'vote')}s, each with all its votes "
-               f"(numpy default_rng, seed {s.get('seed', '?')}).")
+    out.append(
+        f"We collected {s.get('votes', '?')} pairwise preference votes ({s.get('ties', '?')} ties) from "
+        f"{s.get('workers', '?')} crowdworkers on {s.get('items', '?')} items comparing "
+        f"{s.get('systems', '?')} systems, counting all work handed in (submitted, approved or rejected)."
+    )
+    out.append(
+        "For every pair of systems we report the gain (wins − losses) / (wins + losses), ties "
+        f"excluded, with a {pair_test(s)}; p-values are {correction(s)} over the pairs."
+    )
+    out.append(
+        "Systems were ranked with a Bradley–Terry model fitted by Hunter's (2004) MM algorithm (ties "
+        "counted as half a win to each side, a prior of one virtual tied game per pair); 95 % "
+        f"{interval_method(s)} come from {s.get('n_boot', '?')} bootstrap resamples of the "
+        f"{s.get('interval_unit', 'vote')}s, each with all its votes "
+        f"(numpy default_rng, seed {s.get('seed', '?')})."
+    )
     flagged = None
     if "workers" in t and len(t["workers"]):
         flagged = int(t["workers"]["flagged"].astype(str).str.lower().isin(["true", "1"]).sum())
-    out.append(f"Inter-annotator agreement is Cohen's weighted kappa with linear weights, ties included "
-               f"(κ = {num(s.get('kappa'))}). Each worker's agreement with the other workers' majority was "
-               "tested against the other workers' pooled agreement rate (one-sided exact binomial test, "
-               f"α = 0.05); {flagged if flagged is not None else '?'} of {s.get('workers', '?')} workers were "
-               "flagged for review and none was excluded, so all "
-               f"{s.get('workers', '?')} workers' votes enter the analysis.")
+    out.append(
+        f"Inter-annotator agreement is Cohen's weighted kappa with linear weights, ties included "
+        f"(κ = {num(s.get('kappa'))}). Each worker's agreement with the other workers' majority was "
+        "tested against the other workers' pooled agreement rate (one-sided exact binomial test, "
+        f"α = 0.05); {flagged if flagged is not None else '?'} of {s.get('workers', '?')} workers were "
+        "flagged for review and none was excluded, so all "
+        f"{s.get('workers', '?')} workers' votes enter the analysis."
+    )
     return out + judge_methods(inp)

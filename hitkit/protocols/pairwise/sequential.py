@@ -14,6 +14,7 @@ its level under the null that the crowd's win rate is ½; the earlier per-vote s
 under the sharp null that no worker prefers either system (benchmarks/adaptive.py: 9–35 % false
 claims at a worker-taste spread of 0.5–1.13 logits, per-HIT ≤ 5 %). Free of scipy.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,9 @@ def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]
     return {pair: float(math.ceil(k / cfg.prompts_per_hit) * cfg.votes_per_prompt) for pair, k in prompts.items()}
 
 
-def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
-                plan: Mapping[tuple[str, str], float], *, config=None) -> list[Comparison]:
+def comparisons(
+    tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[tuple[str, str], float], *, config=None
+) -> list[Comparison]:
     """One comparison per pair of systems from the votes so far: each HIT's mean x-over-y score on the
     pair, HITs in the order of the ``assignments`` table (else of their first vote)."""
     votes = tables.get("votes")
@@ -55,16 +57,16 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
         score = votes["vote"].map(SCORE)
         first_wins = score.where(votes["system_a"] < votes["system_b"], 1.0 - score)
         pair = [tuple(sorted(p)) for p in zip(votes["system_a"], votes["system_b"])]
-        frame = pd.DataFrame({"pair": pair, "score": first_wins,
-                              "hit": votes["assignment_id"].astype(str)}).dropna()
+        frame = pd.DataFrame({"pair": pair, "score": first_wins, "hit": votes["assignment_id"].astype(str)}).dropna()
         groups = {key: group for key, group in frame.groupby("pair")}
     out = []
     for x, y in combinations(sorted(systems), 2):
         group = groups.get((x, y))
         values = group["score"].to_numpy() if group is not None else np.zeros(0)
         hits = group["hit"].to_numpy() if group is not None else np.zeros(0)
-        out.append(bounded_comparison(x, y, values, hits, plan.get((x, y), 0.0), null=0.5, bounds=(0.0, 1.0),
-                                      order=order))
+        out.append(
+            bounded_comparison(x, y, values, hits, plan.get((x, y), 0.0), null=0.5, bounds=(0.0, 1.0), order=order)
+        )
     return out
 
 

@@ -1,4 +1,5 @@
 """The ``pairwise:`` section of a study file."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,7 +1,10 @@
 """``hitkit init --task pairwise``: a commented, runnable pairwise study and its responses file."""
+
 from __future__ import annotations
 
 import json
+
+from hitkit.study.starter_sections import shared_sections
 
 STUDY_YAML = """\
 # A pairwise A/B study (ChatEval style): workers read a prompt and two responses and pick the better.
@@ -9,7 +12,7 @@ STUDY_YAML = """\
 # paths are relative to this file. Check it with `hitkit launch study.yaml --dry-run`, run it on the
 # simulated crowd with `hitkit launch study.yaml --yes`, then set provider.kind to prolific.
 study: my-ab-study          # unique name: lower-case letters, digits, '-' and '_'
-task: pairwise              # pairwise | live_chat | spot_the_bot | rating
+task: pairwise              # pairwise | live_chat | spot_the_bot | rating | arena
 seed: 1                     # seeds packing, A/B order and every resampling in the analysis
 budget: "30.00"             # hard ceiling on worst-case spend, rewards plus fees
 out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
@@ -33,38 +36,45 @@ hit:
   lifetime_hours: 24
   assignment_minutes: 20      # a worker who holds a HIT longer loses it
 
-schedule:
-  wave_size: 5                # HITs posted per wave
-  max_concurrent: 10          # HITs open at once
-  per_worker_cap: 3           # HITs one worker may take
-  interval_s: 1               # scheduler tick
-  # qc_failures: hold         # work of workers who fail QC: hold (for your review) | pay | reject
-  #                           # (default: hold on prolific and mturk, pay on simulated and local)
-
-provider:
-  kind: simulated             # simulated | local | prolific | panel | mturk (docs: Providers)
-  currency: USD
-  # fee_rate: "0.333"         # Prolific's fee on rewards; settings under provider.prolific
-
-simulated:                    # the dry-run crowd; ignored by other providers
-  workers:
-    - {profile: diligent, count: 8}
-    - {profile: noisy, count: 3}
-    - {profile: spammer, count: 1}
-  quality: {alpha: 0.8, beta: 0.5, gamma: 0.2}   # how good each system looks to diligent workers
-  concurrency: 6
-"""
+""" + shared_sections(
+    wave_size=5,
+    max_concurrent=10,
+    per_worker_cap=3,
+    interval_s=1,
+    crowd={"diligent": 8, "noisy": 3, "spammer": 1},
+    quality={"alpha": 0.8, "beta": 0.5, "gamma": 0.2},
+    quality_means="how good each system looks to diligent workers",
+    concurrency=6,
+)
 
 SAMPLE = [
-    ("p1", "Any tips for staying focused while working from home?",
-     {"alpha": "Keep a fixed start time, work in a spot you only use for work, and take a short walk at lunch.",
-      "beta": "Working from home can be hard sometimes.", "gamma": "I like pizza."}),
-    ("p2", "What should I cook tonight?",
-     {"alpha": "How about a quick vegetable stir-fry with rice? It takes twenty minutes.",
-      "beta": "You could cook something you like.", "gamma": "Tonight tonight tonight."}),
-    ("p3", "I just adopted a cat!",
-     {"alpha": "Congratulations! What's the cat's name, and how is it settling in?",
-      "beta": "That is nice.", "gamma": "That is nice."}),
+    (
+        "p1",
+        "Any tips for staying focused while working from home?",
+        {
+            "alpha": "Keep a fixed start time, work in a spot you only use for work, and take a short walk at lunch.",
+            "beta": "Working from home can be hard sometimes.",
+            "gamma": "I like pizza.",
+        },
+    ),
+    (
+        "p2",
+        "What should I cook tonight?",
+        {
+            "alpha": "How about a quick vegetable stir-fry with rice? It takes twenty minutes.",
+            "beta": "You could cook something you like.",
+            "gamma": "Tonight tonight tonight.",
+        },
+    ),
+    (
+        "p3",
+        "I just adopted a cat!",
+        {
+            "alpha": "Congratulations! What's the cat's name, and how is it settling in?",
+            "beta": "That is nice.",
+            "gamma": "That is nice.",
+        },
+    ),
 ]
 
 

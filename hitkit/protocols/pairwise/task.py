@@ -5,6 +5,7 @@ own random order, recorded in the assignment's layout; identical responses are r
 without asking. Blocks of ``prompts_per_hit`` comparisons form a HIT, no prompt twice in a block
 where the material allows; each HIT is taken by ``votes_per_prompt`` workers.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -79,13 +80,19 @@ class PairwiseTask(TaskType):
             ]
             conversations.append(ConversationSpec(f"prompt:{item['id']}", "prompt", tuple(turns)))
             for a, b in itertools.combinations(systems, 2):
-                units.append(UnitSpec(
-                    key=f"{item['id']}:{a}~{b}",
-                    payload={"item_id": item["id"], "prompt": item["prompt"], "systems": [a, b],
-                             "responses": [item["responses"][a], item["responses"][b]]},
-                    required_answers=cfg.votes_per_prompt,
-                    conversation_key=f"prompt:{item['id']}",
-                ))
+                units.append(
+                    UnitSpec(
+                        key=f"{item['id']}:{a}~{b}",
+                        payload={
+                            "item_id": item["id"],
+                            "prompt": item["prompt"],
+                            "systems": [a, b],
+                            "responses": [item["responses"][a], item["responses"][b]],
+                        },
+                        required_answers=cfg.votes_per_prompt,
+                        conversation_key=f"prompt:{item['id']}",
+                    )
+                )
         return Material(units=units, conversations=conversations)
 
     def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
@@ -99,7 +106,9 @@ class PairwiseTask(TaskType):
         for unit in order:
             # First block with room that does not already show this prompt; else a new block.
             for block in blocks:
-                if len(block) < cfg.prompts_per_hit and all(u.payload["item_id"] != unit.payload["item_id"] for u in block):
+                if len(block) < cfg.prompts_per_hit and all(
+                    u.payload["item_id"] != unit.payload["item_id"] for u in block
+                ):
                     block.append(unit)
                     break
             else:
@@ -125,8 +134,14 @@ class PairwiseTask(TaskType):
         first, second = unit.payload["responses"]
         swapped = layout.get("swapped", {}).get(str(unit.id), False)
         a, b = (second, first) if swapped else (first, second)
-        return {"unit_id": unit.public_key, "prompt": unit.payload["prompt"], "a": a, "b": b,
-                "identical": self._identical(unit), "question": self.config.pairwise.question}
+        return {
+            "unit_id": unit.public_key,
+            "prompt": unit.payload["prompt"],
+            "a": a,
+            "b": b,
+            "identical": self._identical(unit),
+            "question": self.config.pairwise.question,
+        }
 
     def perceived_quality(self) -> dict[str, float]:
         """Each system's quality in [0, 1] as the simulated crowd perceives it (``simulated.quality``, else 0.5)."""
@@ -141,8 +156,9 @@ class PairwiseTask(TaskType):
                 by_text[text] = quality[system]
         return by_text
 
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
-                 worker: str = "") -> dict[str, str]:
+    def simulate(
+        self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any, worker: str = ""
+    ) -> dict[str, str]:
         if view["identical"]:
             return {}
         if profile == "always_tie":
@@ -167,9 +183,16 @@ class PairwiseTask(TaskType):
             first, second = unit.payload["systems"]
             swapped = asg.layout.get("swapped", {}).get(str(unit.id), False)
             shown_a, shown_b = (second, first) if swapped else (first, second)
-            votes.append({
-                "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-                "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
-                "item_id": unit.payload["item_id"], "system_a": shown_a, "system_b": shown_b, "vote": resp.value,
-            })
+            votes.append(
+                {
+                    "study": study.name,
+                    "hit_id": hit.provider_hit_id or str(hit.id),
+                    "assignment_id": asg.provider_assignment_id or str(asg.id),
+                    "worker_id": worker.external_id,
+                    "item_id": unit.payload["item_id"],
+                    "system_a": shown_a,
+                    "system_b": shown_b,
+                    "vote": resp.value,
+                }
+            )
         return {"votes": pd.DataFrame(votes, columns=list(VOTE_COLUMNS))}

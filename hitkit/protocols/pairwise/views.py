@@ -1,5 +1,6 @@
 """Pairwise A/B on the coordinator dashboard: what a unit is, the votes in system names, a system's
 record against each other system, and two systems' replies to the same prompts side by side."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -39,21 +40,32 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
     if v.empty:
         return scores, ""
     for other in sorted(set(v["system_a"]) | set(v["system_b"]) - {name}):
-        mine = v[((v["system_a"] == name) & (v["system_b"] == other)) | ((v["system_a"] == other)
-                                                                          & (v["system_b"] == name))]
+        mine = v[
+            ((v["system_a"] == name) & (v["system_b"] == other)) | ((v["system_a"] == other) & (v["system_b"] == name))
+        ]
         if mine.empty:
             continue
-        won = int((((mine["system_a"] == name) & (mine["vote"] == "a"))
-                   | ((mine["system_b"] == name) & (mine["vote"] == "b"))).sum())
+        won = int(
+            (
+                ((mine["system_a"] == name) & (mine["vote"] == "a"))
+                | ((mine["system_b"] == name) & (mine["vote"] == "b"))
+            ).sum()
+        )
         ties = int((mine["vote"] == "tie").sum())
         lost = len(mine) - won - ties
-        scores.append({"measure": f"vs {other}", "value": f"{won} / {ties} / {lost}",
-                       "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote"})
+        scores.append(
+            {
+                "measure": f"vs {other}",
+                "value": f"{won} / {ties} / {lost}",
+                "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote",
+            }
+        )
     return scores, "Wins / ties / losses in the votes so far."
 
 
-def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
-                 turns_of: Callable[[Any], list[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
+def side_by_side(
+    convs: Sequence, a: str, b: str, ids: Mapping[str, int], turns_of: Callable[[Any], list[dict[str, Any]]], limit: int
+) -> list[dict[str, Any]]:
     """The two systems' replies to the same prompts, one row per prompt both replied to."""
     by_id = {v: k for k, v in ids.items()}
     rows: list[dict[str, Any]] = []
@@ -63,9 +75,15 @@ def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
         texts = {by_id.get(t.system_id): t.text for t in conv.turns if t.system_id is not None}
         if a in texts and b in texts:
             prompt = next((t.text for t in conv.turns if t.system_id is None), "")
-            rows.append({"title": conv.key.removeprefix("prompt:"), "prompt": prompt, "conversation": conv.id,
-                         "left": [{"speaker": a, "text": texts[a], "own": True}],
-                         "right": [{"speaker": b, "text": texts[b], "own": True}]})
+            rows.append(
+                {
+                    "title": conv.key.removeprefix("prompt:"),
+                    "prompt": prompt,
+                    "conversation": conv.id,
+                    "left": [{"speaker": a, "text": texts[a], "own": True}],
+                    "right": [{"speaker": b, "text": texts[b], "own": True}],
+                }
+            )
         if len(rows) >= limit:
             break
     return rows

@@ -2,8 +2,8 @@
 
 Free of numpy and scipy, so the web tier imports it cheaply.
 """
+
 from __future__ import annotations
 
-VOTE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a",
-                "system_b", "vote")
+VOTE_COLUMNS = ("study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote")
 VOTES = ("a", "b", "tie")

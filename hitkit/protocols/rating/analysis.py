@@ -16,6 +16,7 @@ The summary holds workers, passed, pass_rate, assignments (counted), assignments
 responses (distinct item × system rated intact), ratings (criterion ratings scored), degraded (degraded
 copies rated) and the options used.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -65,31 +66,54 @@ def as_chat_ratings(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     out["score"] = pd.to_numeric(out["score"]).astype(float)
     out["is_control"] = out["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])
-    out["conversation_id"] = (out["item_id"].astype(str) + "/" + out["system"].astype(str)
-                              + out["is_control"].map({True: "/degraded", False: ""}))
+    out["conversation_id"] = (
+        out["item_id"].astype(str)
+        + "/"
+        + out["system"].astype(str)
+        + out["is_control"].map({True: "/degraded", False: ""})
+    )
     return out
 
 
-def read_da_ratings(in_dir: str | Path, criteria: Sequence[Criterion] = DEFAULT_CRITERIA, *,
-                    duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
+def read_da_ratings(
+    in_dir: str | Path,
+    criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+    *,
+    duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+) -> pd.DataFrame:
     """Read and check ``da_ratings.csv`` (known criteria, scores within 0–100, is_control 0/1) into
     :func:`as_chat_ratings`' shape; a repeated rating is resolved by ``duplicates``."""
     path = Path(in_dir) / f"{TABLE}.csv"
-    table = read_table(path, DA_COLUMNS, {c: str for c in ("study", "hit_id", "assignment_id", "worker_id",
-                                                           "item_id", "system", "criterion")})[list(DA_COLUMNS)]
+    table = read_table(
+        path,
+        DA_COLUMNS,
+        {c: str for c in ("study", "hit_id", "assignment_id", "worker_id", "item_id", "system", "criterion")},
+    )[list(DA_COLUMNS)]
     known = {c.name for c in criteria}
     score = pd.to_numeric(table["score"], errors="coerce")
-    for bad, why in ((~table["criterion"].isin(known), f"is not a configured criterion ({sorted(known)}); for a study "
-                                                      "with its own criteria give its file: `hitkit analyze --study STUDY.yaml`"),
-                     (score.isna() | (score < 0) | (score > 100), "has a score that is not a number within 0–100"),
-                     (~table["is_control"].astype(str).str.strip().str.lower().isin(["0", "1", "true", "false"]),
-                      "has an is_control that is not 0 or 1")):
+    for bad, why in (
+        (
+            ~table["criterion"].isin(known),
+            f"is not a configured criterion ({sorted(known)}); for a study "
+            "with its own criteria give its file: `hitkit analyze --study STUDY.yaml`",
+        ),
+        (score.isna() | (score < 0) | (score > 100), "has a score that is not a number within 0–100"),
+        (
+            ~table["is_control"].astype(str).str.strip().str.lower().isin(["0", "1", "true", "false"]),
+            "has an is_control that is not 0 or 1",
+        ),
+    ):
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])
             raise InputError(path, f"this row (criterion {table['criterion'].iloc[i]!r}) {why}", line=i + 2)
     table = as_chat_ratings(table)
-    table, report = apply_duplicate_policy(table, ["assignment_id", "conversation_id", "criterion"], duplicates,
-                                           what="rating (same assignment, response, criterion)", source=path)
+    table, report = apply_duplicate_policy(
+        table,
+        ["assignment_id", "conversation_id", "criterion"],
+        duplicates,
+        what="rating (same assignment, response, criterion)",
+        source=path,
+    )
     table = table.copy()
     table.attrs["duplicates"] = report
     return table
@@ -103,14 +127,25 @@ def degraded_table(z: pd.DataFrame, qc: pd.DataFrame, criteria: Sequence[Criteri
     table = qc.rename(columns={"n_control": "n_degraded", "n_system": "n_original"}).set_index("worker_id")
     table["mean_z_degraded"] = means.get(True)
     table["mean_z_original"] = means.get(False)
-    return table.reset_index()[["worker_id", "n_degraded", "n_original", "mean_z_degraded", "mean_z_original",
-                                "p_value", "passed"]]
+    return table.reset_index()[
+        ["worker_id", "n_degraded", "n_original", "mean_z_degraded", "mean_z_original", "p_value", "passed"]
+    ]
 
 
-def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
-               alpha: float = 0.05, qc_method: QcMethod = "asymptotic", ddof: int = 1,
-               correction: Correction = DEFAULT_CORRECTION, interval_unit: str = "worker", n_boot: int = 1000,
-               seed: int = 0, significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT) -> AnalysisResult:
+def analyze_da(
+    assignments: pd.DataFrame,
+    ratings: pd.DataFrame,
+    *,
+    criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+    alpha: float = 0.05,
+    qc_method: QcMethod = "asymptotic",
+    ddof: int = 1,
+    correction: Correction = DEFAULT_CORRECTION,
+    interval_unit: str = "worker",
+    n_boot: int = 1000,
+    seed: int = 0,
+    significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
+) -> AnalysisResult:
     """The steps above on tables already read: the assignments that count and their ratings in
     :func:`as_chat_ratings`' shape (duplicate reports, if any, in their ``attrs``); every choice is
     recorded in the summary. ``interval_unit`` is the bootstrap's cluster: worker (default), response
@@ -123,36 +158,75 @@ def analyze_da(assignments: pd.DataFrame, ratings: pd.DataFrame, *, criteria: Se
         raise ValueError(f"interval_unit={interval_unit!r}; use one of {', '.join(_INTERVAL_UNITS)}")
     duplicate_report = ratings.attrs.get("duplicates", {})
     assignment_report = ratings.attrs.get("assignment_duplicates")
-    steps = scored(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof,
-                   significance_unit=significance_unit, correction=correction)
+    steps = scored(
+        assignments,
+        ratings,
+        criteria,
+        alpha=alpha,
+        qc_method=qc_method,
+        ddof=ddof,
+        significance_unit=significance_unit,
+        correction=correction,
+    )
     workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
     order = list(systems["system"])
     passed = set(workers.loc[workers["passed"], "worker_id"])
     summary: dict[str, Any] = {
-        "workers": len(workers), "passed": len(passed),
+        "workers": len(workers),
+        "passed": len(passed),
         "pass_rate": len(passed) / len(workers) if len(workers) else None,
         "assignments": len(assignments),
         "assignments_passed": int(assignments["worker_id"].isin(passed).sum()),
-        "items": int(kept["item_id"].nunique()), "responses": int(kept[["item_id", "system"]].drop_duplicates().shape[0]),
-        "ratings": len(kept), "degraded": len(ratings.loc[ratings["is_control"], ["assignment_id", "conversation_id"]].drop_duplicates()),
+        "items": int(kept["item_id"].nunique()),
+        "responses": int(kept[["item_id", "system"]].drop_duplicates().shape[0]),
+        "ratings": len(kept),
+        "degraded": len(ratings.loc[ratings["is_control"], ["assignment_id", "conversation_id"]].drop_duplicates()),
         "systems": len(systems),
     }
-    summary.update(alpha=alpha, qc_method=qc_method, significance_unit=significance_unit, multiple_comparisons=correction,
-                   interval_unit=interval_unit, interval_method=INTERVAL_METHOD, n_boot=n_boot, seed=seed,
-                   duplicates=duplicate_report, assignment_duplicates=assignment_report,
-                   warnings=duplicate_warnings([("rating key(s) (assignment, response, criterion)", duplicate_report),
-                                                (ASSIGNMENT_DUPLICATES, assignment_report)]))
+    summary.update(
+        alpha=alpha,
+        qc_method=qc_method,
+        significance_unit=significance_unit,
+        multiple_comparisons=correction,
+        interval_unit=interval_unit,
+        interval_method=INTERVAL_METHOD,
+        n_boot=n_boot,
+        seed=seed,
+        duplicates=duplicate_report,
+        assignment_duplicates=assignment_report,
+        warnings=duplicate_warnings(
+            [
+                ("rating key(s) (assignment, response, criterion)", duplicate_report),
+                (ASSIGNMENT_DUPLICATES, assignment_report),
+            ]
+        ),
+    )
     intervals = score_intervals(kept, criteria, unit=_INTERVAL_UNITS[interval_unit], n_boot=n_boot, seed=seed)
     intervals["unit"] = interval_unit
     return AnalysisResult(
-        tables={"workers": workers, "systems": systems, "significance": significance, "score_intervals": intervals,
-                "degraded": degraded_table(steps.z, steps.qc, criteria)},
-        summary=summary, figures={"significance": png(lambda: live_chat_figures.significance(
-            significance, order, alpha, correction_label(correction)))})
+        tables={
+            "workers": workers,
+            "systems": systems,
+            "significance": significance,
+            "score_intervals": intervals,
+            "degraded": degraded_table(steps.z, steps.qc, criteria),
+        },
+        summary=summary,
+        figures={
+            "significance": png(
+                lambda: live_chat_figures.significance(significance, order, alpha, correction_label(correction))
+            )
+        },
+    )
 
 
-def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
-                   duplicates: DuplicatePolicy = DEFAULT_DUPLICATES, **settings) -> AnalysisResult:
+def analyze_rating(
+    in_dir: str | Path,
+    *,
+    criteria: Sequence[Criterion] = DEFAULT_CRITERIA,
+    duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+    **settings,
+) -> AnalysisResult:
     """:func:`analyze_da` on ``in_dir``'s ``assignments.csv`` and ``da_ratings.csv`` (repeated rows
     resolved by ``duplicates``); ``settings`` are :func:`analyze_da`'s."""
     check_criteria(criteria)
@@ -163,15 +237,21 @@ def analyze_rating(in_dir: str | Path, *, criteria: Sequence[Criterion] = DEFAUL
     return analyze_da(assignments, ratings, criteria=criteria, **settings)
 
 
-def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
-            stability: bool = False) -> AnalysisResult:
+def analyze(
+    in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None, stability: bool = False
+) -> AnalysisResult:
     """The registry's entry point: :func:`analyze_rating` with ``hitkit analyze``'s options and the study
     file's criteria (the defaults without one)."""
     extra = common_options(options)
     if config is not None and config.rating is not None:
         extra["criteria"] = config.rating.criterion_list()
-    return analyze_rating(in_dir, interval_unit=options.get("cluster", "worker"),
-                          significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT), seed=seed, **extra)
+    return analyze_rating(
+        in_dir,
+        interval_unit=options.get("cluster", "worker"),
+        significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT),
+        seed=seed,
+        **extra,
+    )
 
 
 def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
@@ -181,5 +261,7 @@ def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[s
         return None
     criteria = config.rating.criterion_list() if config is not None and config.rating else DEFAULT_CRITERIA
     qc = wilcoxon_qc(standardise_per_worker(reverse_negative(as_chat_ratings(tables[TABLE]), criteria)), criteria)
-    return ("degraded copies rated below intact responses (Wilcoxon, p < 0.05)",
-            {str(w): bool(p) for w, p in zip(qc["worker_id"], qc["passed"])})
+    return (
+        "degraded copies rated below intact responses (Wilcoxon, p < 0.05)",
+        {str(w): bool(p) for w, p in zip(qc["worker_id"], qc["passed"])},
+    )

@@ -6,6 +6,7 @@ sensible reply. The phrase grows with the response, in the spirit of Graham et a
 degradation (hitkit's table: 1 word for 1-word texts, 2 for 2–5, 3 for 6–8, 4 for 9–15, 5 for 16–20
 and ⌊n/4⌋ above); responses of one or two words are replaced whole.
 """
+
 from __future__ import annotations
 
 import random
@@ -33,5 +34,7 @@ def degrade(text: str, donor: str, rng: random.Random) -> str:
     start = rng.randrange(len(words) - length + 1) if words else 0
     starts = list(range(len(spare) - length + 1))
     rng.shuffle(starts)
-    phrase = next((spare[i:i + length] for i in starts if spare[i:i + length] != words[start:start + length]), ["…"])
-    return " ".join(words[:start] + phrase + words[start + length:])
+    phrase = next(
+        (spare[i : i + length] for i in starts if spare[i : i + length] != words[start : start + length]), ["…"]
+    )
+    return " ".join(words[:start] + phrase + words[start + length :])

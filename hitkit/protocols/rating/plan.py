@@ -10,6 +10,7 @@ of distinct responses of the same HIT (as :meth:`~hitkit.protocols.rating.task.R
 makes them for each worker), perceived far below. The texts are not degraded: the analysis reads
 only the ratings.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -56,9 +57,18 @@ def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.Da
         for position, (payload, degraded) in enumerate(shown):
             perceived = DEGRADED_QUALITY if degraded else study.quality[payload["system"]]
             answers = study.task.simulate(profile, {"unit_id": "shown"}, rng, {"shown": perceived}, ids["worker_id"])
-            rows += [{**ids, "item_id": payload["item_id"], "system": payload["system"], "is_control": int(degraded),
-                      "position": position, "criterion": c.name, "score": int(answers[SCORE_PREFIX + c.name])}
-                     for c in config.rating.criteria]
+            rows += [
+                {
+                    **ids,
+                    "item_id": payload["item_id"],
+                    "system": payload["system"],
+                    "is_control": int(degraded),
+                    "position": position,
+                    "criterion": c.name,
+                    "score": int(answers[SCORE_PREFIX + c.name]),
+                }
+                for c in config.rating.criteria
+            ]
     ratings = as_chat_ratings(pd.DataFrame(rows, columns=list(DA_COLUMNS)))
     ratings.attrs["duplicates"] = {}
     return study.assignments, ratings, study.profiles

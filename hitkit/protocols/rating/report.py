@@ -1,5 +1,6 @@
 """Direct Assessment of responses in the report: live chat's ranking, significance and criteria
 sections (the same tables), a quality-control section on the degraded copies, and the methods."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,17 +31,26 @@ def sections(inp: ReportInput) -> list[Section]:
     s, alpha = inp.summary, float(inp.summary.get("alpha", 0.05))
     out = [section for section in live_chat_report.sections(inp) if section.title != "Quality control"]
     qc = Section("Quality control")
-    qc.text.append(f"{s.get('passed', '?')} of {s.get('workers', '?')} workers passed QC (pass rate "
-                   f"{num(s.get('pass_rate'))}): their degraded copies were rated below the responses they rated "
-                   f"intact (one-sided Wilcoxon rank-sum, p < {alpha}). {s.get('assignments_passed', '?')} of "
-                   f"{s.get('assignments', '?')} counted assignments were done by workers who passed; "
-                   f"{s.get('degraded', '?')} degraded copies were rated in all.")
-    qc.figures.append(ReportFigure("qc", "Workers passing the QC test and the distribution of their p-values.",
-                                   live_chat_figures.quality_control(
-                                       inp.tables["workers"], alpha, "degraded copies rated lower than intact responses")))
+    qc.text.append(
+        f"{s.get('passed', '?')} of {s.get('workers', '?')} workers passed QC (pass rate "
+        f"{num(s.get('pass_rate'))}): their degraded copies were rated below the responses they rated "
+        f"intact (one-sided Wilcoxon rank-sum, p < {alpha}). {s.get('assignments_passed', '?')} of "
+        f"{s.get('assignments', '?')} counted assignments were done by workers who passed; "
+        f"{s.get('degraded', '?')} degraded copies were rated in all."
+    )
+    qc.figures.append(
+        ReportFigure(
+            "qc",
+            "Workers passing the QC test and the distribution of their p-values.",
+            live_chat_figures.quality_control(
+                inp.tables["workers"], alpha, "degraded copies rated lower than intact responses"
+            ),
+        )
+    )
     if "degraded" in inp.tables:
-        qc.tables.append(("Degraded copies against intact responses, per worker (QC criteria, mean z)",
-                          inp.tables["degraded"]))
+        qc.tables.append(
+            ("Degraded copies against intact responses, per worker (QC criteria, mean z)", inp.tables["degraded"])
+        )
     qc.tables.append(("Workers", inp.tables["workers"]))
     return out + [qc]
 

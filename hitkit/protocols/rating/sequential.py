@@ -11,6 +11,7 @@ taken by ``ratings_per_item`` workers, each assignment one worker's block: the c
 
 Free of scipy at import, like live chat's.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,14 @@ def planned(payloads: Sequence[Mapping], config) -> dict[Pair, float]:
     return {pair: assignments * share for pair in combinations(systems, 2)}
 
 
-def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[Pair, float], *,
-                config=None, criteria: Sequence[Criterion] | None = None) -> list[Comparison]:
+def comparisons(
+    tables: Mapping[str, pd.DataFrame],
+    systems: Sequence[str],
+    plan: Mapping[Pair, float],
+    *,
+    config=None,
+    criteria: Sequence[Criterion] | None = None,
+) -> list[Comparison]:
     """One comparison per pair of systems from the export's ``assignments`` and ``da_ratings`` so far, on the
     study file's criteria (``config``), else ``criteria``, else the defaults."""
     if criteria is None:

@@ -1,4 +1,5 @@
 """The ``rating:`` section of a study file."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,7 @@ from hitkit.study.sections import Model
 
 
 def _default_criteria() -> list[CriterionConfig]:
-    return [CriterionConfig(name=c.name, statement=c.statement, polarity=c.polarity, qc=c.qc)
-            for c in DEFAULT_CRITERIA]
+    return [CriterionConfig(name=c.name, statement=c.statement, polarity=c.polarity, qc=c.qc) for c in DEFAULT_CRITERIA]
 
 
 class RatingConfig(Model):
@@ -56,6 +56,8 @@ def check_study(config) -> None:
     """Raise ValueError when a HIT could not hold its degraded copies' originals."""
     cfg = config.rating
     if cfg.degraded_per_hit > cfg.items_per_hit:
-        raise ValueError(f"rating.degraded_per_hit = {cfg.degraded_per_hit} exceeds rating.items_per_hit = "
-                         f"{cfg.items_per_hit}: each degraded copy degrades a different response of its HIT; "
-                         f"lower degraded_per_hit or raise items_per_hit")
+        raise ValueError(
+            f"rating.degraded_per_hit = {cfg.degraded_per_hit} exceeds rating.items_per_hit = "
+            f"{cfg.items_per_hit}: each degraded copy degrades a different response of its HIT; "
+            f"lower degraded_per_hit or raise items_per_hit"
+        )

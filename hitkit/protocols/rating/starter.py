@@ -1,7 +1,10 @@
 """``hitkit init --task rating``: a commented, runnable Direct Assessment study and its responses file."""
+
 from __future__ import annotations
 
 import json
+
+from hitkit.study.starter_sections import shared_sections
 
 STUDY_YAML = """\
 # A rating study (Direct Assessment, Graham et al. 2017): each worker reads a prompt and ONE system's
@@ -33,38 +36,54 @@ hit:
   reward: "0.60"              # per assignment, in provider.currency
   assignment_minutes: 15
 
-schedule:
-  wave_size: 4                # HITs posted per wave
-  max_concurrent: 6           # HITs open at once
-  per_worker_cap: 3           # HITs one worker may take
-  interval_s: 0.5
-
-provider:
-  kind: simulated             # simulated | local | prolific | panel | mturk
-  currency: USD
-
-simulated:                    # the dry-run crowd; ignored by other providers
-  workers:
-    - {profile: diligent, count: 8}
-    - {profile: noisy, count: 2}
-    - {profile: spammer, count: 1}
-  quality: {alpha: 0.8, beta: 0.5, gamma: 0.2}   # how good each system looks to diligent workers
-  concurrency: 6
-"""
+""" + shared_sections(
+    wave_size=4,
+    max_concurrent=6,
+    per_worker_cap=3,
+    interval_s=0.5,
+    crowd={"diligent": 8, "noisy": 2, "spammer": 1},
+    quality={"alpha": 0.8, "beta": 0.5, "gamma": 0.2},
+    quality_means="how good each system looks to diligent workers",
+    concurrency=6,
+)
 
 SAMPLE = [
-    ("p1", "Any tips for staying focused while working from home?",
-     {"alpha": "Keep a fixed start time, work in a spot you only use for work, and take a short walk at lunch.",
-      "beta": "Working from home can be hard sometimes.", "gamma": "I like pizza."}),
-    ("p2", "What should I cook tonight?",
-     {"alpha": "How about a quick vegetable stir-fry with rice? It takes twenty minutes.",
-      "beta": "You could cook something you like.", "gamma": "Tonight tonight tonight."}),
-    ("p3", "I just adopted a cat!",
-     {"alpha": "Congratulations! What's the cat's name, and how is it settling in?",
-      "beta": "That is nice.", "gamma": "Cats are animals."}),
-    ("p4", "How do I keep my houseplants alive?",
-     {"alpha": "Water only when the top inch of soil is dry, and give them bright, indirect light.",
-      "beta": "Plants need some care.", "gamma": "The weather is nice today."}),
+    (
+        "p1",
+        "Any tips for staying focused while working from home?",
+        {
+            "alpha": "Keep a fixed start time, work in a spot you only use for work, and take a short walk at lunch.",
+            "beta": "Working from home can be hard sometimes.",
+            "gamma": "I like pizza.",
+        },
+    ),
+    (
+        "p2",
+        "What should I cook tonight?",
+        {
+            "alpha": "How about a quick vegetable stir-fry with rice? It takes twenty minutes.",
+            "beta": "You could cook something you like.",
+            "gamma": "Tonight tonight tonight.",
+        },
+    ),
+    (
+        "p3",
+        "I just adopted a cat!",
+        {
+            "alpha": "Congratulations! What's the cat's name, and how is it settling in?",
+            "beta": "That is nice.",
+            "gamma": "Cats are animals.",
+        },
+    ),
+    (
+        "p4",
+        "How do I keep my houseplants alive?",
+        {
+            "alpha": "Water only when the top inch of soil is dry, and give them bright, indirect light.",
+            "beta": "Plants need some care.",
+            "gamma": "The weather is nice today.",
+        },
+    ),
 ]
 
 

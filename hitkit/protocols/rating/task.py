@@ -19,6 +19,7 @@ Each unit asks ``score_<criterion>`` for every criterion: a whole number 0–100
 ``da_ratings`` has one row per rated unit × criterion; a degraded copy's row names the system and
 item it degrades, with ``is_control`` 1.
 """
+
 from __future__ import annotations
 
 import random
@@ -66,10 +67,12 @@ def rotation_blocks(units: Sequence[UnitSpec], size: int, rng: random.Random) ->
     systems = sorted({system for _, system in by_key})
     rng.shuffle(items)
     rng.shuffle(systems)
-    found = [by_key.get((items[m % len(items)], systems[(m % len(items) + m // len(items)) % len(systems)]))
-             for m in range(len(items) * len(systems))]
+    found = [
+        by_key.get((items[m % len(items)], systems[(m % len(items) + m // len(items)) % len(systems)]))
+        for m in range(len(items) * len(systems))
+    ]
     sequence = [u for u in found if u is not None]
-    return [sequence[i:i + size] for i in range(0, len(sequence), size)]
+    return [sequence[i : i + size] for i in range(0, len(sequence), size)]
 
 
 class RatingTask(TaskType):
@@ -91,15 +94,38 @@ class RatingTask(TaskType):
         units, conversations = [], []
         for item in read_responses(path, systems):
             key = f"prompt:{item['id']}"
-            conversations.append(ConversationSpec(key, "prompt", (TurnSpec("prompt", item["prompt"]), *(
-                TurnSpec(s, item["responses"][s], system=s) for s in systems))))
-            units += [UnitSpec(key=f"{item['id']}:{s}", required_answers=cfg.ratings_per_item, conversation_key=key,
-                               payload={"item_id": item["id"], "prompt": item["prompt"], "system": s,
-                                        "response": item["responses"][s], "is_control": False})
-                      for s in systems]
+            conversations.append(
+                ConversationSpec(
+                    key,
+                    "prompt",
+                    (
+                        TurnSpec("prompt", item["prompt"]),
+                        *(TurnSpec(s, item["responses"][s], system=s) for s in systems),
+                    ),
+                )
+            )
+            units += [
+                UnitSpec(
+                    key=f"{item['id']}:{s}",
+                    required_answers=cfg.ratings_per_item,
+                    conversation_key=key,
+                    payload={
+                        "item_id": item["id"],
+                        "prompt": item["prompt"],
+                        "system": s,
+                        "response": item["responses"][s],
+                        "is_control": False,
+                    },
+                )
+                for s in systems
+            ]
         places = sum(cfg.degraded_places(len(units)))
-        units += [UnitSpec(key=f"degraded#{n}", payload={"is_control": True, "slot": n},
-                           required_answers=cfg.ratings_per_item) for n in range(places)]
+        units += [
+            UnitSpec(
+                key=f"degraded#{n}", payload={"is_control": True, "slot": n}, required_answers=cfg.ratings_per_item
+            )
+            for n in range(places)
+        ]
         return Material(units=units, conversations=conversations)
 
     def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
@@ -108,11 +134,16 @@ class RatingTask(TaskType):
         blocks = rotation_blocks([u for u in units if not u.payload["is_control"]], cfg.items_per_hit, rng)
         places = [min(cfg.degraded_per_hit, len(block)) for block in blocks]
         if len(degraded) != sum(places):
-            raise ConfigError(f"{len(blocks)} HITs need {sum(places)} degraded places; the material has "
-                              f"{len(degraded)}")
+            raise ConfigError(
+                f"{len(blocks)} HITs need {sum(places)} degraded places; the material has {len(degraded)}"
+            )
         starts = [sum(places[:i]) for i in range(len(blocks))]
-        return [HitSpec(tuple(u.key for u in block) + tuple(u.key for u in degraded[start:start + n]),
-                        cfg.ratings_per_item) for block, start, n in zip(blocks, starts, places)]
+        return [
+            HitSpec(
+                tuple(u.key for u in block) + tuple(u.key for u in degraded[start : start + n]), cfg.ratings_per_item
+            )
+            for block, start, n in zip(blocks, starts, places)
+        ]
 
     # Questions ---------------------------------------------------------------------------------
     def questions(self, unit: Unit) -> list[Question]:
@@ -135,11 +166,18 @@ class RatingTask(TaskType):
         for place, source in zip(places, sources):
             item, own = source.payload["item_id"], source.payload["response"]
             # A response to another prompt, in other words (generic replies repeat across prompts).
-            donors = ([u for u in real if u.payload["item_id"] != item and u.payload["response"] != own]
-                      or [u for u in real if u.payload["response"] != own] or real)
+            donors = (
+                [u for u in real if u.payload["item_id"] != item and u.payload["response"] != own]
+                or [u for u in real if u.payload["response"] != own]
+                or real
+            )
             text = degrade(source.payload["response"], rng.choice(donors).payload["response"], rng)
-            made[str(place.id)] = {"item_id": item, "system": source.payload["system"],
-                                   "prompt": source.payload["prompt"], "text": text}
+            made[str(place.id)] = {
+                "item_id": item,
+                "system": source.payload["system"],
+                "prompt": source.payload["prompt"],
+                "text": text,
+            }
         return {**shuffled_order(units, rng), "degraded": made}
 
     @staticmethod
@@ -156,11 +194,14 @@ class RatingTask(TaskType):
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
         at = position(unit, layout)
         shown = self._shown(unit, layout)
-        return {"unit_id": unit.public_key, "position": at,
-                "label": f"Response {at + 1}" if at is not None else "Response",
-                "prompt": shown["prompt"], "response": shown["response"],
-                "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement}
-                             for c in self._cfg.criteria]}
+        return {
+            "unit_id": unit.public_key,
+            "position": at,
+            "label": f"Response {at + 1}" if at is not None else "Response",
+            "prompt": shown["prompt"],
+            "response": shown["response"],
+            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement} for c in self._cfg.criteria],
+        }
 
     # Simulated workers -------------------------------------------------------------------------
     def perceived_quality(self) -> dict[str, float]:
@@ -171,11 +212,13 @@ class RatingTask(TaskType):
         """Each unit's quality as the simulated crowd perceives it (unit public key → quality in [0, 1])."""
         quality = self.perceived_quality()
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
-        return {u.public_key: DEGRADED_QUALITY if u.payload["is_control"] else quality[u.payload["system"]]
-                for u in units}
+        return {
+            u.public_key: DEGRADED_QUALITY if u.payload["is_control"] else quality[u.payload["system"]] for u in units
+        }
 
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
-                 worker: str = "") -> dict[str, str]:
+    def simulate(
+        self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any, worker: str = ""
+    ) -> dict[str, str]:
         criteria = self._cfg.criteria
         if profile == "always_tie":
             agree = {c.name: 50.0 for c in criteria}
@@ -199,11 +242,22 @@ class RatingTask(TaskType):
         for resp, asg, hit, worker, unit in rows:
             shown = self._shown(unit, asg.layout)
             at = asg.layout["order"].index(unit.id)
-            keyed.append(((hit.index, asg.id, at, rank.get(resp.question, len(rank))), {
-                "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-                "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
-                "item_id": shown["item_id"], "system": shown["system"], "is_control": int(bool(unit.payload["is_control"])),
-                "position": at, "criterion": resp.question[len(SCORE_PREFIX):], "score": int(resp.value),
-            }))
+            keyed.append(
+                (
+                    (hit.index, asg.id, at, rank.get(resp.question, len(rank))),
+                    {
+                        "study": study.name,
+                        "hit_id": hit.provider_hit_id or str(hit.id),
+                        "assignment_id": asg.provider_assignment_id or str(asg.id),
+                        "worker_id": worker.external_id,
+                        "item_id": shown["item_id"],
+                        "system": shown["system"],
+                        "is_control": int(bool(unit.payload["is_control"])),
+                        "position": at,
+                        "criterion": resp.question[len(SCORE_PREFIX) :],
+                        "score": int(resp.value),
+                    },
+                )
+            )
         table = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
         return {TABLE: pd.DataFrame(table, columns=list(DA_COLUMNS))}

@@ -1,5 +1,6 @@
 """Direct Assessment of responses on the coordinator dashboard: what a unit is, a system's mean slider
 ratings so far, and two systems' responses to the same prompts (pairwise's view: the same material)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
         detail = f"{len(intact)} ratings; oriented (higher = better) {oriented.mean():.1f}"
         if len(degraded):
             detail += f"; its degraded copies {degraded.mean():.1f} ({len(degraded)} ratings)"
-        scores.append({"measure": criterion, "value": round(float(intact.mean()), 1) if len(intact) else "–",
-                       "detail": detail})
+        scores.append(
+            {"measure": criterion, "value": round(float(intact.mean()), 1) if len(intact) else "–", "detail": detail}
+        )
     return scores, "Mean 0–100 slider ratings from all submitted work so far (before QC filtering)."

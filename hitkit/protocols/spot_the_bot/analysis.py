@@ -22,7 +22,7 @@ a segment annotation share (study, assignment_id, conversation_id, segment_excha
 - ``annotation_time``: segment_exchanges, segment_annotations, timed, mean_elapsed_s,
   median_elapsed_s (:func:`annotation_time`).
 - With ``judge.csv`` in the folder (a study with an LLM judge): ``judge_win_rates`` and
-  ``judge_bias`` (:mod:`hitkit.protocols.spot_the_bot.judge`).
+  ``judge_bias`` (:mod:`hitkit.protocols.spot_the_bot.judge_analysis`).
 
 The summary holds counts, the annotator correctness figures (mean, mean on human–human material,
 share of annotators below 50 %), the mean annotation time, and the ranking settings.
@@ -35,6 +35,7 @@ could not tell two speakers of the same kind apart), a bound for the bot pairs. 
 play itself in a ranking, so these annotations are not ranking games; a system that never met
 another system is not ranked.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,7 +68,8 @@ from hitkit.protocols.spot_the_bot.annotators import (
     implausible_times,
     segment_lengths,
 )
-from hitkit.protocols.spot_the_bot.judge import analysis_tables, read_judge
+from hitkit.protocols.spot_the_bot.judge import read_judge
+from hitkit.protocols.spot_the_bot.judge_analysis import analysis_tables
 from hitkit.protocols.spot_the_bot.ranking import RankBy, Resample, games, rank_with_bootstrap
 from hitkit.protocols.spot_the_bot.reading import load_annotations, segment_annotations
 from hitkit.protocols.spot_the_bot.win_rates import (
@@ -83,17 +85,26 @@ def _json_float(value) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-def analyze_annotations(annotations: pd.DataFrame, *, work_time: pd.Series | None = None,
-                        duplicate_report: dict | None = None, n_boot: int = 1000, seed: int = 0,
-                         by: RankBy = "mu", env: TrueSkillEnv | None = None,
-                         trueskill: TrueSkillSettings = DEFAULT_TRUESKILL,
-                         resample: Resample = "game",
-                         cluster: ClusterUnit = "conversation",
-                         correction: Correction = DEFAULT_CORRECTION,
-                         survival: bool = False, n_imputations: int = 50,
-                         stability: bool = False,
-                         stability_sizes: range | list[int] = range(3, 46),
-                         n_sub: int = 1000, stability_boot: int = 40) -> AnalysisResult:
+def analyze_annotations(
+    annotations: pd.DataFrame,
+    *,
+    work_time: pd.Series | None = None,
+    duplicate_report: dict | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    by: RankBy = "mu",
+    env: TrueSkillEnv | None = None,
+    trueskill: TrueSkillSettings = DEFAULT_TRUESKILL,
+    resample: Resample = "game",
+    cluster: ClusterUnit = "conversation",
+    correction: Correction = DEFAULT_CORRECTION,
+    survival: bool = False,
+    n_imputations: int = 50,
+    stability: bool = False,
+    stability_sizes: range | list[int] = range(3, 46),
+    n_sub: int = 1000,
+    stability_boot: int = 40,
+) -> AnalysisResult:
     """METHODS §2 on read annotations (:func:`~hitkit.protocols.spot_the_bot.reading.load_annotations`;
     ``work_time``: each assignment's seconds, which bound its annotation times; ``duplicate_report``:
     what the duplicate policy removed): win rates, feature win rates, clustered rankings and the
@@ -124,23 +135,26 @@ def analyze_annotations(annotations: pd.DataFrame, *, work_time: pd.Series | Non
     if env is not None:  # an explicit environment: every setting given
         trueskill = TrueSkillSettings(env.mu, env.sigma, env.beta, env.tau, env.draw_probability)
     env = trueskill.env_for(played)
-    pairs = win_rates(annotations, correction=correction, cluster=cluster, n_boot=n_boot,
-                      seed=seed)
-    ranked = rank_with_bootstrap(played, n_boot=n_boot, seed=seed, by=by, env=env,
-                                 resample=resample)
+    pairs = win_rates(annotations, correction=correction, cluster=cluster, n_boot=n_boot, seed=seed)
+    ranked = rank_with_bootstrap(played, n_boot=n_boot, seed=seed, by=by, env=env, resample=resample)
     annotators = annotator_correctness(annotations)
     seg = segment_annotations(annotations)
     times = annotation_time(annotations, work_time)
     implausible = implausible_times(seg, work_time)
     plausible = seg["elapsed_s"].where(~implausible)
     assignment_report = annotations.attrs.get("assignment_duplicates")
-    warnings_out = duplicate_warnings([
-        ("segment annotation key(s) (same worker, segment)", duplicate_report),
-        (ASSIGNMENT_DUPLICATES, assignment_report)])
+    warnings_out = duplicate_warnings(
+        [
+            ("segment annotation key(s) (same worker, segment)", duplicate_report),
+            (ASSIGNMENT_DUPLICATES, assignment_report),
+        ]
+    )
     if implausible.any():
-        warnings_out.append(f"{int(implausible.sum())} annotation time(s) are implausible "
-                            "(negative, a timestamp, or longer than the assignment) and were left "
-                            "out of the time table")
+        warnings_out.append(
+            f"{int(implausible.sum())} annotation time(s) are implausible "
+            "(negative, a timestamp, or longer than the assignment) and were left "
+            "out of the time table"
+        )
     summary = {
         "annotations": len(annotations),
         "segment_annotations": len(seg),
@@ -167,15 +181,21 @@ def analyze_annotations(annotations: pd.DataFrame, *, work_time: pd.Series | Non
         "n_boot": n_boot,
     }
     result = AnalysisResult(
-        tables={"win_rates": pairs, "feature_win_rates": feature_win_rates(annotations,
-                                                                           correction=correction),
-                "system_feature_win_rates": system_feature_win_rates(annotations),
-                "ranking": ranked, "agreement": agreement(annotations),
-                "annotators": annotators, "segment_lengths": segment_lengths(annotations),
-                "annotation_time": times},
+        tables={
+            "win_rates": pairs,
+            "feature_win_rates": feature_win_rates(annotations, correction=correction),
+            "system_feature_win_rates": system_feature_win_rates(annotations),
+            "ranking": ranked,
+            "agreement": agreement(annotations),
+            "annotators": annotators,
+            "segment_lengths": segment_lengths(annotations),
+            "annotation_time": times,
+        },
         summary=summary,
-        figures={"win_rates": png(lambda: figures.win_rates(pairs, list(ranked["system"]),
-                                                           correction_label(correction)))})
+        figures={
+            "win_rates": png(lambda: figures.win_rates(pairs, list(ranked["system"]), correction_label(correction)))
+        },
+    )
     if survival:
         from hitkit.protocols.spot_the_bot import cox, logrank
         from hitkit.protocols.spot_the_bot import survival as surv
@@ -185,36 +205,39 @@ def analyze_annotations(annotations: pd.DataFrame, *, work_time: pd.Series | Non
         unit = None if cluster == "annotation" else cluster
         result.tables["survival"] = curves
         result.tables["survival_tests"] = logrank.survival_tests(
-            data, n_imputations=n_imputations, seed=seed, correction=correction, cluster=unit)
+            data, n_imputations=n_imputations, seed=seed, correction=correction, cluster=unit
+        )
         result.tables["cox"] = cox.cox_by_system(data, cluster=unit, correction=correction)
         result.figures["survival"] = png(lambda: figures.survival(curves))
-        summary["survival"] = {"n_imputations": n_imputations, "bot_annotations": len(data),
-                               "cluster": cluster}
+        summary["survival"] = {"n_imputations": n_imputations, "bot_annotations": len(data), "cluster": cluster}
     if stability:
         from hitkit.protocols.spot_the_bot import stability as stab
 
-        table = stab.stability(annotations, stability_sizes, n_sub=n_sub, n_boot=stability_boot,
-                               seed=seed, by=by, env=env)
+        table = stab.stability(
+            annotations, stability_sizes, n_sub=n_sub, n_boot=stability_boot, seed=seed, by=by, env=env
+        )
         result.tables["stability"] = table
         result.tables["stability_smallest"] = stab.smallest_stable_size(table)
         result.figures["stability"] = png(lambda: figures.stability(table))
-        summary["stability"] = {"n_sub": n_sub, "n_boot": stability_boot,
-                                "sizes": [int(x) for x in stability_sizes]}
+        summary["stability"] = {"n_sub": n_sub, "n_boot": stability_boot, "sizes": [int(x) for x in stability_sizes]}
     return result
 
 
-def analyze_spot_the_bot(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
-                         **settings) -> AnalysisResult:
+def analyze_spot_the_bot(
+    in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES, **settings
+) -> AnalysisResult:
     """:func:`analyze_annotations` on the annotations (and assignments' work times) of ``in_dir``;
     ``duplicates`` is the policy for repeated annotations, ``settings`` those of
     :func:`analyze_annotations`."""
     in_dir = Path(in_dir)
     annotations, duplicate_report = load_annotations(in_dir, duplicates=duplicates)
     if annotations.empty:
-        raise InputError(in_dir / "annotations.csv", "no annotations from submitted or "
-                         "approved assignments; nothing to analyse")
-    result = analyze_annotations(annotations, work_time=_work_times(in_dir, duplicates),
-                                 duplicate_report=duplicate_report, **settings)
+        raise InputError(
+            in_dir / "annotations.csv", "no annotations from submitted or approved assignments; nothing to analyse"
+        )
+    result = analyze_annotations(
+        annotations, work_time=_work_times(in_dir, duplicates), duplicate_report=duplicate_report, **settings
+    )
     judge_path = in_dir / "judge.csv"
     if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
         add_judge(result, annotations, read_judge(judge_path))
@@ -223,7 +246,7 @@ def analyze_spot_the_bot(in_dir: str | Path, *, duplicates: DuplicatePolicy = DE
 
 def add_judge(result: AnalysisResult, annotations: pd.DataFrame, judge: pd.DataFrame) -> None:
     """Add the LLM judge's tables (``judge_win_rates``, ``judge_bias``), its summary (``judge``) and its
-    warnings to ``result`` (:func:`~hitkit.protocols.spot_the_bot.judge.analysis_tables`)."""
+    warnings to ``result`` (:func:`~hitkit.protocols.spot_the_bot.judge_analysis.analysis_tables`)."""
     base.add_judge(result, analysis_tables(annotations, judge), figures.judge_win_rates)
 
 
@@ -246,15 +269,23 @@ def study_trueskill(config=None) -> TrueSkillSettings:
     return section.trueskill.settings() if section is not None else DEFAULT_TRUESKILL
 
 
-def analyze(in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None,
-            stability: bool = False) -> AnalysisResult:
+def analyze(
+    in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None, stability: bool = False
+) -> AnalysisResult:
     """The registry's entry point: :func:`analyze_spot_the_bot` with ``hitkit analyze``'s options;
     without a ``trueskill`` option the study file's ``spot_the_bot.trueskill`` applies."""
     common = common_options(options)
-    return analyze_spot_the_bot(in_dir, seed=seed, survival=True, stability=stability,
-                                cluster=options.get("cluster", "conversation"),
-                                resample=options.get("resample", "game"), by=options.get("rank_by", "mu"),
-                                trueskill=options.get("trueskill", study_trueskill(config)), **common)
+    return analyze_spot_the_bot(
+        in_dir,
+        seed=seed,
+        survival=True,
+        stability=stability,
+        cluster=options.get("cluster", "conversation"),
+        resample=options.get("resample", "game"),
+        by=options.get("rank_by", "mu"),
+        trueskill=options.get("trueskill", study_trueskill(config)),
+        **common,
+    )
 
 
 def cli_options(config, given: dict) -> dict:
@@ -264,8 +295,11 @@ def cli_options(config, given: dict) -> dict:
 
     from hitkit.errors import HitkitError
 
-    settings = {name: given[f"trueskill_{name}"] for name in ("mu", "sigma", "beta", "tau")
-                if given.get(f"trueskill_{name}") is not None}
+    settings = {
+        name: given[f"trueskill_{name}"]
+        for name in ("mu", "sigma", "beta", "tau")
+        if given.get(f"trueskill_{name}") is not None
+    }
     try:
         if given.get("draw_probability") is not None:
             p = given["draw_probability"]
@@ -283,5 +317,7 @@ def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[s
     if annotations.empty:
         return None
     table = annotator_correctness(annotations)
-    return ("labels at least half the speakers right (human as human, bot as bot)",
-            {str(w): bool(c >= 0.5) for w, c in zip(table["worker_id"], table["correctness"])})
+    return (
+        "labels at least half the speakers right (human as human, bot as bot)",
+        {str(w): bool(c >= 0.5) for w, c in zip(table["worker_id"], table["correctness"])},
+    )

@@ -1,6 +1,7 @@
 """Cox proportional hazards on interval-censored data (Finkelstein 1986): per Spot The Bot system, the
 effect of the fluency, sensibleness and specificity answers on the time until the bot is spotted, with
 a cluster-robust sandwich covariance where observations cluster (METHODS §2, §2b)."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,19 @@ from hitkit.analysis.inference import DEFAULT_CORRECTION, Correction, adjust, ch
 from hitkit.protocols.spot_the_bot.annotations import FEATURES
 from hitkit.protocols.spot_the_bot.survival import check_intervals
 
-COX_COLUMNS = ["system", "feature", "coef", "se", "hazard_ratio", "p_value", "p_adjusted",
-               "correction", "variance", "se_model", "p_model"]
+COX_COLUMNS = [
+    "system",
+    "feature",
+    "coef",
+    "se",
+    "hazard_ratio",
+    "p_value",
+    "p_adjusted",
+    "correction",
+    "variance",
+    "se_model",
+    "p_model",
+]
 
 
 def _cox_parts(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -27,8 +39,9 @@ def _cox_parts(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndar
     return grid, at_left, at_right
 
 
-def _cox_loglik(params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right: np.ndarray,
-                n_grid: int) -> tuple[float, np.ndarray]:
+def _cox_loglik(
+    params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right: np.ndarray, n_grid: int
+) -> tuple[float, np.ndarray]:
     """Log-likelihood and gradient of the PH model with a free baseline at the grid points.
 
     params = (γ_1 … γ_J, β): Λ0(t_j) = Σ_{l ≤ j} exp(γ_l), S(t | x) = exp(−Λ0(t) · exp(x β)); an
@@ -44,18 +57,20 @@ def _cox_loglik(params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right
     log_one_minus_r = np.where(censored, 0.0, np.log(-np.expm1(-np.where(censored, 1.0, gap))))
     loglik = float(np.sum(-a_left * risk + log_one_minus_r))
     ratio = np.where(censored, 0.0, np.exp(-np.where(censored, 0.0, gap) - log_one_minus_r))
-    d_left = -risk * (1 + ratio)            # ∂ℓ/∂Λ0(L): −e/(1 − r)
-    d_right = np.where(censored, 0.0, risk * ratio)                  # ∂ℓ/∂Λ0(R): e·r/(1 − r)
+    d_left = -risk * (1 + ratio)  # ∂ℓ/∂Λ0(L): −e/(1 − r)
+    d_right = np.where(censored, 0.0, risk * ratio)  # ∂ℓ/∂Λ0(R): e·r/(1 − r)
     d_eta = risk * (-a_left * (1 + ratio) + np.where(censored, 0.0, a_right) * ratio)
     # Λ0(t_j) depends on γ_l for every l ≤ j: sum the contributions from j = l upwards.
-    at_grid = (np.bincount(at_left[at_left >= 0], d_left[at_left >= 0], minlength=n_grid)
-               + np.bincount(at_right[~censored], d_right[~censored], minlength=n_grid))
+    at_grid = np.bincount(at_left[at_left >= 0], d_left[at_left >= 0], minlength=n_grid) + np.bincount(
+        at_right[~censored], d_right[~censored], minlength=n_grid
+    )
     d_gamma = np.exp(gamma) * np.cumsum(at_grid[::-1])[::-1]
     return loglik, np.concatenate([d_gamma, x.T @ d_eta])
 
 
-def _cox_scores(params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right: np.ndarray,
-                n_grid: int) -> np.ndarray:
+def _cox_scores(
+    params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right: np.ndarray, n_grid: int
+) -> np.ndarray:
     """Each observation's gradient of its log-likelihood term: [n, n_grid + n_features]."""
     gamma, beta = params[:n_grid], params[n_grid:]
     cum = np.concatenate([[0.0], np.cumsum(np.exp(gamma)), [np.inf]])
@@ -69,14 +84,19 @@ def _cox_scores(params: np.ndarray, x: np.ndarray, at_left: np.ndarray, at_right
     d_right = np.where(censored, 0.0, risk * ratio)
     d_eta = risk * (-a_left * (1 + ratio) + np.where(censored, 0.0, a_right) * ratio)
     levels = np.arange(n_grid)[None]
-    d_gamma = np.exp(gamma)[None] * (d_left[:, None] * (at_left[:, None] >= levels)
-                                     + d_right[:, None] * (at_right[:, None] >= levels))
+    d_gamma = np.exp(gamma)[None] * (
+        d_left[:, None] * (at_left[:, None] >= levels) + d_right[:, None] * (at_right[:, None] >= levels)
+    )
     return np.concatenate([d_gamma, x * d_eta[:, None]], axis=1)
 
 
-def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
-                 features: list[str] | None = None,
-                 cluster: np.ndarray | None = None) -> pd.DataFrame:
+def cox_interval(
+    left: np.ndarray,
+    right: np.ndarray,
+    x: np.ndarray,
+    features: list[str] | None = None,
+    cluster: np.ndarray | None = None,
+) -> pd.DataFrame:
     """Cox proportional hazards on interval-censored data; columns feature, coef, se,
     hazard_ratio, p_value, variance, se_model, p_model.
 
@@ -99,9 +119,18 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
     x = np.asarray(x, dtype=float).reshape(len(left), -1)
     names = features or [f"x{i}" for i in range(x.shape[1])]
     varies = np.ptp(x, axis=0) > 0 if len(x) else np.zeros(x.shape[1], dtype=bool)
-    out = pd.DataFrame({"feature": names, "coef": np.nan, "se": np.nan, "hazard_ratio": np.nan,
-                        "p_value": np.nan, "variance": "model" if cluster is None else "robust",
-                        "se_model": np.nan, "p_model": np.nan})
+    out = pd.DataFrame(
+        {
+            "feature": names,
+            "coef": np.nan,
+            "se": np.nan,
+            "hazard_ratio": np.nan,
+            "p_value": np.nan,
+            "variance": "model" if cluster is None else "robust",
+            "se_model": np.nan,
+            "p_model": np.nan,
+        }
+    )
     grid, at_left, at_right = _cox_parts(left, right)
     if not varies.any() or len(grid) == 0:
         return out
@@ -114,12 +143,10 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
 
     # Start from a constant hazard that spreads the share spotted over the grid.
     start = np.concatenate([np.full(n_grid, math.log(0.5 / n_grid)), np.zeros(xv.shape[1])])
-    fit = optimize.minimize(objective, start, jac=True, method="BFGS",
-                            options={"gtol": 1e-8, "maxiter": 2000})
+    fit = optimize.minimize(objective, start, jac=True, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000})
     step = 1e-5
     eye = np.eye(len(fit.x))
-    hessian = np.stack([(objective(fit.x + step * e)[1] - objective(fit.x - step * e)[1])
-                        / (2 * step) for e in eye])
+    hessian = np.stack([(objective(fit.x + step * e)[1] - objective(fit.x - step * e)[1]) / (2 * step) for e in eye])
     hessian = (hessian + hessian.T) / 2
     failure = _not_converged(fit, hessian, len(left), n_grid)
     if failure:  # a stated failure: no coefficient, no standard error and no p-value (never p = 0)
@@ -132,8 +159,9 @@ def cox_interval(left: np.ndarray, right: np.ndarray, x: np.ndarray,
     if cluster is not None:
         codes, n_clusters = cluster_codes(np.asarray(cluster))
         scores = _cox_scores(fit.x, xv, at_left, at_right, n_grid)
-        summed = np.stack([np.bincount(codes, scores[:, c], minlength=n_clusters)
-                           for c in range(scores.shape[1])], axis=1)
+        summed = np.stack(
+            [np.bincount(codes, scores[:, c], minlength=n_clusters) for c in range(scores.shape[1])], axis=1
+        )
         meat = summed.T @ summed * (n_clusters / max(n_clusters - 1, 1))
         robust = covariance @ meat @ covariance
         se = np.sqrt(np.clip(np.diag(robust)[n_grid:], 0, None))
@@ -170,8 +198,9 @@ def _not_converged(fit, hessian: np.ndarray, n: int, n_grid: int) -> str | None:
     return None
 
 
-def cox_by_system(data: pd.DataFrame, *, cluster: str | None = None,
-                  correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
+def cox_by_system(
+    data: pd.DataFrame, *, cluster: str | None = None, correction: Correction = DEFAULT_CORRECTION
+) -> pd.DataFrame:
     """:func:`cox_interval` per system of :func:`survival_data` with covariates fluency,
     sensibleness, specificity (+1 / 0 / −1): COX_COLUMNS.
 
@@ -183,11 +212,16 @@ def cox_by_system(data: pd.DataFrame, *, cluster: str | None = None,
     check_correction(correction)
     if cluster is not None and cluster not in data.columns:
         raise ValueError(f"cluster={cluster!r} is not a column of the survival data")
-    tables = [cox_interval(group["left"].to_numpy(), group["right"].to_numpy(),
-                           group[list(FEATURES)].to_numpy(), list(FEATURES),
-                           cluster=None if cluster is None else group[cluster].to_numpy())
-              .assign(system=system)
-              for system, group in data.groupby("system", sort=True)]
+    tables = [
+        cox_interval(
+            group["left"].to_numpy(),
+            group["right"].to_numpy(),
+            group[list(FEATURES)].to_numpy(),
+            list(FEATURES),
+            cluster=None if cluster is None else group[cluster].to_numpy(),
+        ).assign(system=system)
+        for system, group in data.groupby("system", sort=True)
+    ]
     if not tables:
         return pd.DataFrame(columns=COX_COLUMNS)
     table = pd.concat(tables, ignore_index=True)

@@ -7,7 +7,7 @@ as the plain plan does (:func:`hitkit.protocols.spot_the_bot.plan.simulate_annot
 placeholder bot–bot material of the study's |S_ij|) and the simulated judge's labels
 (:func:`judge_labels`); then, at each share of the grid, the share is drawn as a launch draws it,
 the other segments' annotations are dropped and the real analysis runs on what is left
-(:func:`hitkit.protocols.spot_the_bot.judge.win_rates`: PPI++ on the win rate WINS / (WINS +
+(:func:`hitkit.protocols.spot_the_bot.judge_analysis.win_rates`: PPI++ on the win rate WINS / (WINS +
 LOSSES), a ratio of means, :func:`hitkit.analysis.ppi_ratio.ppi_ratio`), which gives the people-only
 intervals from the same annotations too. The pairwise-win-rate decisions
 (:data:`hitkit.simulation.judge_planning.PAIR_DECISIONS`) are scored against simulated.quality (human-likeness)
@@ -21,6 +21,7 @@ labels the system's speakers human than people do (the analysis' ``judge_bias``)
 are moved toward (or away from) human with the chance that makes the difference B. A pilot (:func:`from_pilot`)
 measures both on a previous export's ``annotations.csv`` and ``judge.csv``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,9 @@ from hitkit.errors import HitkitError
 from hitkit.judges.section import own_share
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.annotations import LABELS
-from hitkit.simulation import judge_planning, planning
-from hitkit.simulation.judge_planning import AssumedJudge, with_share
+from hitkit.simulation import judge_planning, planning, simulated_judge
+from hitkit.simulation.judge_planning import with_share
+from hitkit.simulation.simulated_judge import AssumedJudge
 from hitkit.study.config import StudyConfig
 
 DEFAULT_AGREEMENT = 0.7
@@ -40,20 +42,38 @@ COIN = 1 / 3
 """A judge that draws one of the three labels at random agrees with any label a third of the time."""
 REPLICATES = 20
 """Simulated studies by default: each builds a whole Spot The Bot study's annotations (as the plain plan's 20)."""
-ESTIMATOR = ("PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
-             "hitkit.protocols.spot_the_bot.judge.win_rates as hitkit analyze runs it: the win rate "
-             "WINS / (WINS + LOSSES) as a ratio of means (hitkit.analysis.ppi_ratio.ppi_ratio), lambda tuned per pair, "
-             "jackknife t intervals")
+ESTIMATOR = (
+    "PPI++, prediction-powered inference with power tuning (Angelopoulos, Duchi & Zrnic 2023), by "
+    "hitkit.protocols.spot_the_bot.judge_analysis.win_rates as hitkit analyze runs it: the win rate "
+    "WINS / (WINS + LOSSES) as a ratio of means (hitkit.analysis.ppi_ratio.ppi_ratio), lambda tuned per pair, "
+    "jackknife t intervals"
+)
 DECISIONS = judge_planning.PAIR_DECISIONS
-SHOWN = (judge_planning.UNIT, "human_annotations", "hits", "cost", "half_width_human", "half_width_ppi",
-         "half_width_formula", "n_human", "n_effective")
+SHOWN = (
+    judge_planning.UNIT,
+    "human_annotations",
+    "hits",
+    "cost",
+    "half_width_human",
+    "half_width_ppi",
+    "half_width_formula",
+    "n_human",
+    "n_effective",
+)
 KEYS = ["conversation_id", "segment_exchanges", "entity"]
 
 
-JUDGE = judge_planning.JudgeScale(
-    "agreement", "--judge-agreement", COIN, "1/3", "1/3 is a die over human, unsure and bot, 1 copies the crowd's label",
-    "the chance its label of a speaker is the crowd's most frequent one; 1/3 a die", -1, 1,
-    "judge's share of the system's speakers labelled human minus the crowd's")
+JUDGE = simulated_judge.JudgeScale(
+    "agreement",
+    "--judge-agreement",
+    COIN,
+    "1/3",
+    "1/3 is a die over human, unsure and bot, 1 copies the crowd's label",
+    "the chance its label of a speaker is the crowd's most frequent one; 1/3 a die",
+    -1,
+    1,
+    "judge's share of the system's speakers labelled human minus the crowd's",
+)
 """The simulated judge's agreement and bias, as told and printed."""
 
 JUDGE_OPTION, JUDGE_MEANS, BIAS_MEANS = "--judge-agreement", "agreement with the crowd", "share labelled human"
@@ -63,7 +83,7 @@ DEFAULT_JUDGE = DEFAULT_AGREEMENT
 
 def assumed(agreement: float, bias: dict[str, float], systems: list[str]) -> AssumedJudge:
     """The judge the coordinator assumes: ``agreement`` with the crowd's label, a bias per system."""
-    return judge_planning.assume(JUDGE, agreement, bias, systems)
+    return simulated_judge.assume(JUDGE, agreement, bias, systems)
 
 
 def _modal(annotations: pd.DataFrame) -> pd.Series:
@@ -117,7 +137,7 @@ def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: A
     """One simulated study analysed at every share: per share the mean half-widths (people only, PPI and
     the formula's), n_effective, λ, the human segments per pair and each analysis' decisions."""
     from hitkit.judges.human_subset import human_subset
-    from hitkit.protocols.spot_the_bot.judge import items, win_rates
+    from hitkit.protocols.spot_the_bot.judge_analysis import items, win_rates
     from hitkit.protocols.spot_the_bot.plan import simulate_annotations
 
     annotations = simulate_annotations(base.model_copy(update={"judge": None}), seed)
@@ -135,12 +155,17 @@ def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: A
     for share in shares:
         chosen = {segment_of[u.key] for u in human_subset(with_share(base, share, seed), units)}
         kept = np.array([k in chosen for k in keys])
-        per_item = full.assign(human_subset=kept, human_wins=full["human_wins"].where(kept),
-                               human_decisive=full["human_decisive"].where(kept))
+        per_item = full.assign(
+            human_subset=kept,
+            human_wins=full["human_wins"].where(kept),
+            human_decisive=full["human_decisive"].where(kept),
+        )
         wide = win_rates(per_item)
         out[share] = {
             **judge_planning.widths(wide, [rho[(a, b)] for a, b in zip(wide["system_a"], wide["system_b"])]),
-            "ppi": _decide(wide, "ppi", quality), "human": _decide(wide, "human", quality)}
+            "ppi": _decide(wide, "ppi", quality),
+            "human": _decide(wide, "human", quality),
+        }
     return out
 
 
@@ -149,12 +174,19 @@ def _decide(wide: pd.DataFrame, kind: str, quality: dict[str, float]) -> dict[st
     gets right, at Bonferroni-corrected levels, against the qualities of the systems it compares (the
     human–human material's people are no system of a pair)."""
     compared = set(wide["system_a"]) | set(wide["system_b"])
-    return judge_planning.decide_pairs(judge_planning.corrected(wide, len(wide)), kind,
-                                       {s: q for s, q in quality.items() if s in compared})
+    return judge_planning.decide_pairs(
+        judge_planning.corrected(wide, len(wide)), kind, {s: q for s, q in quality.items() if s in compared}
+    )
 
 
-def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = None,
-         shares: list[float] | None = None, width: float | None = None) -> judge_planning.JudgePlan:
+def plan(
+    config: StudyConfig,
+    judge: AssumedJudge,
+    *,
+    replicates: int | None = None,
+    shares: list[float] | None = None,
+    width: float | None = None,
+) -> judge_planning.JudgePlan:
     """The share plan (:func:`hitkit.simulation.judge_planning.plan_shares`) of a Spot The Bot study: ``replicates``
     simulated studies, each analysed at every share of the grid (``shares`` or the default with the
     study's own), and the share recommended for ``width`` or the first decision that applies."""
@@ -175,13 +207,27 @@ def plan(config: StudyConfig, judge: AssumedJudge, *, replicates: int | None = N
     def cost(share: float) -> dict:
         hits, _, paid = planning.design_cost(with_share(base, share))
         segments = len(human_subset(with_share(base, share), units))
-        return {"human_segments": segments, "human_annotations": segments * section.annotations_per_segment,
-                "hits": hits, "cost": str(paid)}
+        return {
+            "human_segments": segments,
+            "human_annotations": segments * section.annotations_per_segment,
+            "hits": hits,
+            "cost": str(paid),
+        }
 
     return judge_planning.plan_shares(
-        config, judge, replicates=replicates, shares=grid, dropped=dropped, width=width,
-        width_words="the win rates' 95 % intervals", own=share_of(base, units), items=len(units),
-        decisions=DECISIONS, replicate=lambda seed: replicate(base, units, grid, seed, judge), cost=cost)
+        config,
+        judge,
+        replicates=replicates,
+        shares=grid,
+        dropped=dropped,
+        width=width,
+        width_words="the win rates' 95 % intervals",
+        own=share_of(base, units),
+        items=len(units),
+        decisions=DECISIONS,
+        replicate=lambda seed: replicate(base, units, grid, seed, judge),
+        cost=cost,
+    )
 
 
 def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
@@ -195,7 +241,7 @@ def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
         f"annotate a uniformly random share of each pair's segments, {section.annotations_per_segment} "
         f"annotations each (kept); {result.replicates} simulated studies on placeholder material from the "
         f"simulated crowd and simulated.quality, {result.seconds} s.",
-        judge_planning.describe(result.judge, JUDGE),
+        simulated_judge.describe(result.judge, JUDGE),
         f"Estimator: {ESTIMATOR}; a pair differs when its interval at 1 - {judge_planning.ALPHA}/pairs "
         f"(Bonferroni) excludes 1/2. Sizing formula: {judge_planning.FORMULA} (n human segments, N_u judge-only "
         f"segments of a pair, rho the correlation of the judge's and the people's linearised win "
@@ -203,13 +249,17 @@ def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
         f"the people-only half-width.",
     ]
     lines += judge_planning.table_lines(
-        result, SHOWN, "half_width_*: mean half-width of the pairs' 95 % win-rate intervals; n_human, n_effective: "
+        result,
+        SHOWN,
+        "half_width_*: mean half-width of the pairs' 95 % win-rate intervals; n_human, n_effective: "
         "segments per pair (n_effective: human segments worth as much as people and judge together); "
-        "human_annotations: segment annotations people make", currency,
+        "human_annotations: segment annotations people make",
+        currency,
         "too small for two human segments in every pair (or to pack)",
         lambda row: f"{row['human_segments']} segments, {row['hits']} HITs, {row['cost']} {currency}",
         "even all segments annotated fall short: raise annotations_per_segment or |S_ij|, or relax the target",
-        "annotations")
+        "annotations",
+    )
     return "\n".join(lines)
 
 
@@ -219,7 +269,8 @@ def from_pilot(directory, systems: list[str]) -> AssumedJudge:
     segments (at least a die's); bias per system, the analysis' ``judge_bias``."""
     from pathlib import Path
 
-    from hitkit.protocols.spot_the_bot.judge import judge_bias, read_judge
+    from hitkit.protocols.spot_the_bot.judge import read_judge
+    from hitkit.protocols.spot_the_bot.judge_analysis import judge_bias
     from hitkit.protocols.spot_the_bot.reading import read_annotations
 
     directory = Path(directory)
@@ -231,13 +282,19 @@ def from_pilot(directory, systems: list[str]) -> AssumedJudge:
     modal = _modal(annotations).rename("crowd")
     both = judged.set_index(KEYS)[["label"]].join(modal, how="inner")
     if both.empty:
-        raise HitkitError(f"--pilot {directory}: no segment has both annotations and a judge label; the two files "
-                          f"must come from the same study")
+        raise HitkitError(
+            f"--pilot {directory}: no segment has both annotations and a judge label; the two files "
+            f"must come from the same study"
+        )
     bias = judge_bias(annotations, judged)
     ours = {s: float(b) for s, b in zip(bias["system"], bias["bias"]) if s in set(systems) and np.isfinite(b)}
-    return AssumedJudge("agreement", max(COIN, float((both["label"] == both["crowd"]).mean())), ours,
-                        f"measured on the pilot {directory}", len(both))
-
+    return AssumedJudge(
+        "agreement",
+        max(COIN, float((both["label"] == both["crowd"]).mean())),
+        ours,
+        f"measured on the pilot {directory}",
+        len(both),
+    )
 
 
 def pilot_judge(pilot, config: StudyConfig) -> AssumedJudge:
@@ -245,15 +302,19 @@ def pilot_judge(pilot, config: StudyConfig) -> AssumedJudge:
     return from_pilot(pilot, [s.name for s in config.systems])
 
 
-def decide_export(config: StudyConfig, export_dir, profiles: dict[str, str] | None = None,
-                  ) -> dict[str, bool | None]:
+def decide_export(
+    config: StudyConfig,
+    export_dir,
+    profiles: dict[str, str] | None = None,
+) -> dict[str, bool | None]:
     """The :data:`DECISIONS` a finished run's export (``annotations.csv`` and ``judge.csv``) gets right with
-    the analysis ``hitkit analyze`` runs on it (:func:`hitkit.protocols.spot_the_bot.judge.win_rates`: PPI++
+    the analysis ``hitkit analyze`` runs on it (:func:`hitkit.protocols.spot_the_bot.judge_analysis.win_rates`: PPI++
     per pair with :func:`hitkit.analysis.ppi_ratio.ppi_ratio` on the conversations' sums), scored as the plan
     scores a simulated study's (``profiles`` unused: no win-rate decision is about the workers)."""
     from pathlib import Path
 
-    from hitkit.protocols.spot_the_bot.judge import items, read_judge, win_rates
+    from hitkit.protocols.spot_the_bot.judge import read_judge
+    from hitkit.protocols.spot_the_bot.judge_analysis import items, win_rates
     from hitkit.protocols.spot_the_bot.reading import read_annotations
 
     export_dir = Path(export_dir)

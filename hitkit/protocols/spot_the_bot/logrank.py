@@ -2,6 +2,7 @@
 Huang, Lee & Yu 2008): multiple imputations from the pooled Turnbull fit, with a cluster-robust
 (sandwich) variance of the score where observations cluster (conversations by default), for every
 pair of Spot The Bot systems (METHODS §2, §2b)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,17 @@ from hitkit.analysis.inference import DEFAULT_CORRECTION, Correction, adjust, ch
 from hitkit.progress import progress
 from hitkit.protocols.spot_the_bot.survival import check_intervals, turnbull, turnbull_intervals
 
-TEST_COLUMNS = ["system_a", "system_b", "statistic", "p_value", "p_adjusted", "correction",
-                "variance", "statistic_model", "p_model"]
+TEST_COLUMNS = [
+    "system_a",
+    "system_b",
+    "statistic",
+    "p_value",
+    "p_adjusted",
+    "correction",
+    "variance",
+    "statistic_model",
+    "p_model",
+]
 
 
 def _conditional_masses(left: np.ndarray, right: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
@@ -33,20 +43,20 @@ def _logrank_parts(deaths: np.ndarray, at_risk: np.ndarray) -> tuple[np.ndarray,
     d, n = deaths.sum(axis=-2), at_risk.sum(axis=-2)
     with np.errstate(invalid="ignore", divide="ignore"):
         u = np.where(n > 0, deaths[..., 0, :] - at_risk[..., 0, :] * d / n, 0.0).sum(axis=-1)
-        v = np.where(n > 1, at_risk[..., 0, :] * at_risk[..., 1, :] * d * (n - d)
-                     / (n * n * (n - 1)), 0.0).sum(axis=-1)
+        v = np.where(n > 1, at_risk[..., 0, :] * at_risk[..., 1, :] * d * (n - d) / (n * n * (n - 1)), 0.0).sum(axis=-1)
     return u, v
 
 
-def imputed_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray,
-                    n_imputations: int, seed: int) -> tuple[float, np.ndarray, np.ndarray]:
+def imputed_logrank(
+    left: np.ndarray, right: np.ndarray, group: np.ndarray, n_imputations: int, seed: int
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Steps 1–3 of :func:`generalized_logrank`: (U, U^(l) per imputation, V^(l) per imputation)."""
     left, right = check_intervals(left, right)
     group = np.asarray(group, dtype=bool)
     intervals, prob = _conditional_masses(left, right)
     m = len(intervals)
-    members = np.stack([group, ~group]).astype(float)          # [2, n]
-    at_risk_prob = np.cumsum(prob[:, ::-1], axis=1)[:, ::-1]   # P(at risk at I_j)
+    members = np.stack([group, ~group]).astype(float)  # [2, n]
+    at_risk_prob = np.cumsum(prob[:, ::-1], axis=1)[:, ::-1]  # P(at risk at I_j)
     u, _ = _logrank_parts((members @ prob)[None], (members @ at_risk_prob)[None])
     statistic_u = float(u[0])
 
@@ -62,10 +72,12 @@ def imputed_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray,
     died = np.broadcast_to(~censored[None], exit_at.shape)
     side = np.where(group, 0, 1)[None].repeat(n_imputations, axis=0)
     cell = (np.arange(n_imputations)[:, None] * 2 + side) * (m + 1) + (exit_at + 1)
-    exits = np.bincount(cell.ravel(), minlength=n_imputations * 2 * (m + 1)).reshape(
-        n_imputations, 2, m + 1)
-    deaths = np.bincount(cell[died].ravel(), minlength=n_imputations * 2 * (m + 1)).reshape(
-        n_imputations, 2, m + 1)[..., 1:].astype(float)
+    exits = np.bincount(cell.ravel(), minlength=n_imputations * 2 * (m + 1)).reshape(n_imputations, 2, m + 1)
+    deaths = (
+        np.bincount(cell[died].ravel(), minlength=n_imputations * 2 * (m + 1))
+        .reshape(n_imputations, 2, m + 1)[..., 1:]
+        .astype(float)
+    )
     at_risk = np.cumsum(exits[..., ::-1], axis=-1)[..., ::-1][..., 1:].astype(float)
     u_imp, v_imp = _logrank_parts(deaths, at_risk)
     return statistic_u, u_imp, v_imp
@@ -99,8 +111,9 @@ def robust_score_variance(residuals: np.ndarray, cluster: np.ndarray) -> float:
     return float(n_clusters / (n_clusters - 1) * np.sum(sums * sums))
 
 
-def clustered_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray,
-                      cluster: np.ndarray) -> tuple[float, float]:
+def clustered_logrank(
+    left: np.ndarray, right: np.ndarray, group: np.ndarray, cluster: np.ndarray
+) -> tuple[float, float]:
     """Generalized log-rank test with a cluster-robust variance; returns (chi², p).
 
     The score U is Sun's expected-count score of :func:`generalized_logrank`; its variance is
@@ -117,8 +130,9 @@ def clustered_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray,
     return chi2, float(stats.chi2.sf(chi2, 1))
 
 
-def generalized_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray, *,
-                        n_imputations: int = 50, seed: int = 0) -> tuple[float, float]:
+def generalized_logrank(
+    left: np.ndarray, right: np.ndarray, group: np.ndarray, *, n_imputations: int = 50, seed: int = 0
+) -> tuple[float, float]:
     """Two-sample generalized log-rank test for interval-censored data; returns (chi², p).
 
     Zhao & Sun (2004): U = Σ_j (d_aj − n_aj d_j / n_j) with failure and at-risk counts replaced by
@@ -133,8 +147,7 @@ def generalized_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray, 
     :func:`clustered_logrank`.
     """
     if n_imputations < 2:
-        raise ValueError(f"n_imputations={n_imputations!r}; the between-imputation variance "
-                         "needs at least 2")
+        raise ValueError(f"n_imputations={n_imputations!r}; the between-imputation variance needs at least 2")
     statistic_u, u_imp, v_imp = imputed_logrank(left, right, group, n_imputations, seed)
     within = float(v_imp.mean())
     variance = within - float(u_imp.var(ddof=1))
@@ -142,7 +155,7 @@ def generalized_logrank(left: np.ndarray, right: np.ndarray, group: np.ndarray, 
         variance = within
     if variance <= 0:
         return 0.0, 1.0
-    chi2 = statistic_u ** 2 / variance
+    chi2 = statistic_u**2 / variance
     return chi2, float(stats.chi2.sf(chi2, 1))
 
 
@@ -155,9 +168,14 @@ def _pair_seed(seed: int, i: int, j: int) -> int:
     return int(np.random.SeedSequence([seed, i, j]).generate_state(1)[0])
 
 
-def survival_tests(data: pd.DataFrame, *, n_imputations: int = 50, seed: int = 0,
-                   correction: Correction = DEFAULT_CORRECTION,
-                   cluster: str | None = None) -> pd.DataFrame:
+def survival_tests(
+    data: pd.DataFrame,
+    *,
+    n_imputations: int = 50,
+    seed: int = 0,
+    correction: Correction = DEFAULT_CORRECTION,
+    cluster: str | None = None,
+) -> pd.DataFrame:
     """:func:`generalized_logrank` for every pair of systems in :func:`survival_data`, corrected.
 
     Columns system_a, system_b (alphabetical), statistic (χ², 1 df), p_value, p_adjusted
@@ -170,27 +188,29 @@ def survival_tests(data: pd.DataFrame, *, n_imputations: int = 50, seed: int = 0
     """
     check_correction(correction)
     if cluster is not None and cluster not in data.columns:
-        raise ValueError(f"cluster={cluster!r} is not a column of the survival data; use "
-                         "'conversation' or 'worker'")
+        raise ValueError(f"cluster={cluster!r} is not a column of the survival data; use 'conversation' or 'worker'")
     systems = sorted(set(data["system"]))
-    pairs = [(i, a, j, b) for i, a in enumerate(systems)
-             for j, b in enumerate(systems[i + 1:], start=i + 1)]
+    pairs = [(i, a, j, b) for i, a in enumerate(systems) for j, b in enumerate(systems[i + 1 :], start=i + 1)]
     rows = []
     for i, a, j, b in progress(pairs, "log-rank tests", total=len(pairs), unit="pair"):
         pair = data[data["system"].isin([a, b])]
         left, right = pair["left"].to_numpy(), pair["right"].to_numpy()
         group = (pair["system"] == a).to_numpy()
-        chi2, p = generalized_logrank(left, right, group, n_imputations=n_imputations,
-                                      seed=_pair_seed(seed, i, j))
-        row = {"system_a": a, "system_b": b, "statistic_model": chi2, "p_model": p,
-               "statistic": chi2, "p_value": p, "variance": "model (imputation)"}
+        chi2, p = generalized_logrank(left, right, group, n_imputations=n_imputations, seed=_pair_seed(seed, i, j))
+        row = {
+            "system_a": a,
+            "system_b": b,
+            "statistic_model": chi2,
+            "p_model": p,
+            "statistic": chi2,
+            "p_value": p,
+            "variance": "model (imputation)",
+        }
         if cluster is not None:
-            row["statistic"], row["p_value"] = clustered_logrank(left, right, group,
-                                                                 pair[cluster].to_numpy())
+            row["statistic"], row["p_value"] = clustered_logrank(left, right, group, pair[cluster].to_numpy())
             row["variance"] = f"robust ({cluster})"
         rows.append(row)
-    table = pd.DataFrame(rows, columns=[c for c in TEST_COLUMNS
-                                        if c not in ("p_adjusted", "correction")])
+    table = pd.DataFrame(rows, columns=[c for c in TEST_COLUMNS if c not in ("p_adjusted", "correction")])
     table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction) if len(table) else []
     table["correction"] = correction
     return table[TEST_COLUMNS]

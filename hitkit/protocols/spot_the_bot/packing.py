@@ -1,6 +1,7 @@
 """Spot The Bot's material and packing (METHODS §2): the bot–bot conversations read from their file, how
 many human–human conversations to mix in, and segments packed into HITs so that no worker sees two
 segments of one conversation."""
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,9 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def pack_segments(conversations: Sequence[SourceConversation], lengths: Sequence[int], per_hit: int,
-                  rng: random.Random) -> list[list[Segment]]:
+def pack_segments(
+    conversations: Sequence[SourceConversation], lengths: Sequence[int], per_hit: int, rng: random.Random
+) -> list[list[Segment]]:
     """HITs of at most ``per_hit`` segments in blocks of Latin squares (see the module docstring).
 
     Raises ConfigError when the material cannot give every HIT all segment lengths and both kinds
@@ -55,13 +57,17 @@ def pack_segments(conversations: Sequence[SourceConversation], lengths: Sequence
     total = len(conversations)
     groups = max(1, math.ceil(total / per_hit))
     if not humans or not bots or len(humans) < groups or len(bots) < groups:
-        raise ConfigError(f"{len(bots)} bot–bot and {len(humans)} human–human conversations make {groups} group(s) "
-                          f"of at most {per_hit}; every group needs both kinds, so each kind needs at least "
-                          f"{groups} conversations — raise spot_the_bot.human_count or add bot–bot conversations")
+        raise ConfigError(
+            f"{len(bots)} bot–bot and {len(humans)} human–human conversations make {groups} group(s) "
+            f"of at most {per_hit}; every group needs both kinds, so each kind needs at least "
+            f"{groups} conversations — raise spot_the_bot.human_count or add bot–bot conversations"
+        )
     smallest = len(humans) // groups + len(bots) // groups
     if smallest < max(n_len, 2):
-        raise ConfigError(f"{total} conversations in {groups} group(s) leave a group of {smallest}, fewer than the "
-                          f"{n_len} segment lengths each HIT must mix; add conversations")
+        raise ConfigError(
+            f"{total} conversations in {groups} group(s) leave a group of {smallest}, fewer than the "
+            f"{n_len} segment lengths each HIT must mix; add conversations"
+        )
     humans, bots = list(humans), list(bots)
     rng.shuffle(humans)
     rng.shuffle(bots)
@@ -73,13 +79,19 @@ def pack_segments(conversations: Sequence[SourceConversation], lengths: Sequence
         group = [humans.pop() for _ in range(h)] + [bots.pop() for _ in range(b)]
         rng.shuffle(group)
         offset = rng.randrange(n_len)
-        blocks.append([[Segment(c.key, lengths[(i + j + offset) % n_len]) for i, c in enumerate(group)]
-                       for j in range(n_len)])
+        blocks.append(
+            [[Segment(c.key, lengths[(i + j + offset) % n_len]) for i, c in enumerate(group)] for j in range(n_len)]
+        )
     return [block[j] for j in range(n_len) for block in blocks]
 
 
-def pack_share(conversations: Sequence[SourceConversation], available: Mapping[str, Sequence[int]],
-               lengths: Sequence[int], per_hit: int, rng: random.Random) -> list[list[Segment]]:
+def pack_share(
+    conversations: Sequence[SourceConversation],
+    available: Mapping[str, Sequence[int]],
+    lengths: Sequence[int],
+    per_hit: int,
+    rng: random.Random,
+) -> list[list[Segment]]:
     """HITs of at most ``per_hit`` segments of a judged study's crowd share where the full design
     (:func:`pack_segments`) cannot pack it: the share is drawn by whole conversations within each pair,
     so it may lack the blocks' balance of kinds. ``available[key]``: the conversation's segment lengths
@@ -99,14 +111,18 @@ def pack_share(conversations: Sequence[SourceConversation], available: Mapping[s
     humans = [c for c in conversations if c.human_human and available.get(c.key)]
     bots = [c for c in conversations if not c.human_human and available.get(c.key)]
     if len(humans) + len(bots) < 2 or not humans or not bots:
-        raise ConfigError(f"the crowd's share of the study (judge.human_share or judge.human_items) has segments of "
-                          f"{len(bots)} bot–bot and {len(humans)} human–human conversation(s); a HIT needs segments "
-                          f"of two conversations at least, with both kinds among the HITs — raise the share")
+        raise ConfigError(
+            f"the crowd's share of the study (judge.human_share or judge.human_items) has segments of "
+            f"{len(bots)} bot–bot and {len(humans)} human–human conversation(s); a HIT needs segments "
+            f"of two conversations at least, with both kinds among the HITs — raise the share"
+        )
     rng.shuffle(humans)
     rng.shuffle(bots)
     # Interleaved by their place in their own list, so each block gets its share of both kinds.
-    order = sorted([(i / len(humans), 0, c) for i, c in enumerate(humans)]
-                   + [(i / len(bots), 1, c) for i, c in enumerate(bots)], key=lambda t: t[:2])
+    order = sorted(
+        [(i / len(humans), 0, c) for i, c in enumerate(humans)] + [(i / len(bots), 1, c) for i, c in enumerate(bots)],
+        key=lambda t: t[:2],
+    )
     blocks: list[list[list[Segment]]] = []
     block: list[list[Segment]] = [[] for _ in lengths]
     for _, _, c in order:
@@ -127,8 +143,16 @@ def conflicts(hit_conversations: Iterable[str], seen: Iterable[str]) -> set[str]
     return set(hit_conversations) & set(seen)
 
 
-def human_count_for(bot_bot: int, pairs: int, configured: int | None, available: int, per_hit: int,
-                    lengths: Sequence[int], source: str, reaching: dict[int, int]) -> int:
+def human_count_for(
+    bot_bot: int,
+    pairs: int,
+    configured: int | None,
+    available: int,
+    per_hit: int,
+    lengths: Sequence[int],
+    source: str,
+    reaching: dict[int, int],
+) -> int:
     """The number of human–human conversations to mix in (pure; see :meth:`SpotTheBotTask.human_plan`).
 
     Packing puts every conversation in one group of at most ``per_hit`` (a block of HITs), and every
@@ -144,35 +168,46 @@ def human_count_for(bot_bot: int, pairs: int, configured: int | None, available:
     if wanted <= available and wanted >= groups:
         return wanted
     if wanted > available and configured is not None and available >= minimum:
-        raise ConfigError(f"spot_the_bot.human_count is {configured}, but {source} has {available} human–human "
-                          f"conversations of at least {longest} exchanges; lower human_count to between {minimum} "
-                          f"and {available}, or give more material in spot_the_bot.human_conversations")
+        raise ConfigError(
+            f"spot_the_bot.human_count is {configured}, but {source} has {available} human–human "
+            f"conversations of at least {longest} exchanges; lower human_count to between {minimum} "
+            f"and {available}, or give more material in spot_the_bot.human_conversations"
+        )
     if wanted < groups and available >= minimum:
-        raise ConfigError(f"spot_the_bot.human_count is {configured}: too few for {bot_bot} bot–bot conversations in "
-                          f"HITs of at most {per_hit} segments (each block of HITs needs a human–human conversation); "
-                          f"use at least {minimum}, or leave human_count out")
-    fixes = [f"give your own human–human dialogues in spot_the_bot.human_conversations (JSONL, one dialogue a line, "
-             f'e.g. {{"id": "d1", "turns": ["Hi!", "Hello, how are you?", ...]}}; at least {minimum} reaching '
-             f"{longest} exchanges)"]
+        raise ConfigError(
+            f"spot_the_bot.human_count is {configured}: too few for {bot_bot} bot–bot conversations in "
+            f"HITs of at most {per_hit} segments (each block of HITs needs a human–human conversation); "
+            f"use at least {minimum}, or leave human_count out"
+        )
+    fixes = [
+        f"give your own human–human dialogues in spot_the_bot.human_conversations (JSONL, one dialogue a line, "
+        f'e.g. {{"id": "d1", "turns": ["Hi!", "Hello, how are you?", ...]}}; at least {minimum} reaching '
+        f"{longest} exchanges)"
+    ]
     shorter = [k for k in sorted(reaching) if reaching[k] >= minimum]
     if shorter:
         usable = [k for k in lengths if k <= max(shorter)] or [max(shorter)]
         if len(usable) < 2:
             usable = sorted({*range(1, max(shorter) + 1)})[-3:]
-        fixes.append(f"use shorter segments, e.g. spot_the_bot.segment_lengths: {usable} ({source} has "
-                     f"{reaching[max(shorter)]} dialogues of at least {max(shorter)} exchanges)")
+        fixes.append(
+            f"use shorter segments, e.g. spot_the_bot.segment_lengths: {usable} ({source} has "
+            f"{reaching[max(shorter)]} dialogues of at least {max(shorter)} exchanges)"
+        )
     if available:
         need_per_hit = math.ceil((bot_bot + available) / available)
         if need_per_hit <= 200:
             fixes.append(f"raise spot_the_bot.segments_per_hit to {need_per_hit}")
         per_pair = available * (per_hit - 1) // max(1, pairs)
         if per_pair:
-            fixes.append(f"generate fewer bot–bot conversations: at most {per_pair} per pair "
-                         f"(generation.conversations_per_pair)")
-    raise ConfigError(f"Spot The Bot cannot pack {bot_bot} bot–bot conversations with the human–human material: "
-                      f"each block of HITs (at most {per_hit} segments each) needs one human–human conversation "
-                      f"reaching {longest} exchanges, so at least {minimum} are needed, and {source} has {available}. "
-                      f"Fix it with one of: " + "; or ".join(fixes))
+            fixes.append(
+                f"generate fewer bot–bot conversations: at most {per_pair} per pair (generation.conversations_per_pair)"
+            )
+    raise ConfigError(
+        f"Spot The Bot cannot pack {bot_bot} bot–bot conversations with the human–human material: "
+        f"each block of HITs (at most {per_hit} segments each) needs one human–human conversation "
+        f"reaching {longest} exchanges, so at least {minimum} are needed, and {source} has {available}. "
+        f"Fix it with one of: " + "; or ".join(fixes)
+    )
 
 
 # Reading material --------------------------------------------------------------------------------
@@ -183,8 +218,9 @@ def read_bot_bot(path: Path, systems: Sequence[str], min_exchanges: int) -> list
     missing = "bot–bot conversations not found — generate them (generation:) or set spot_the_bot.bot_conversations"
     for lineno, row in iter_jsonl(path, missing):
         if not isinstance(row, dict) or not isinstance(row.get("turns"), list):
-            raise InputError(path, 'each line must be {"id", "systems": [a, b], "turns": [{"speaker", '
-                                   '"system", "text"}]}', lineno)
+            raise InputError(
+                path, 'each line must be {"id", "systems": [a, b], "turns": [{"speaker", "system", "text"}]}', lineno
+            )
         pair = row.get("systems")
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
             raise InputError(path, "'systems' must name the two systems, speaker 0's first", lineno)
@@ -200,15 +236,21 @@ def read_bot_bot(path: Path, systems: Sequence[str], min_exchanges: int) -> list
             if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
                 raise InputError(path, f"turn {i} must be an object with a string 'text'", lineno)
             if turn.get("speaker") != i % 2:
-                raise InputError(path, f"turn {i} has speaker {turn.get('speaker')!r}; speakers must "
-                                       f"alternate 0, 1, 0, … starting with 0", lineno)
+                raise InputError(
+                    path,
+                    f"turn {i} has speaker {turn.get('speaker')!r}; speakers must alternate 0, 1, 0, … starting with 0",
+                    lineno,
+                )
             texts.append(turn["text"])
         if len(texts) // 2 < min_exchanges:
-            raise InputError(path, f"conversation '{ident}' has {len(texts) // 2} exchanges; the segment "
-                                   f"lengths need {min_exchanges} — generate longer conversations or "
-                                   f"shorten spot_the_bot.segment_lengths", lineno)
-        out.append({"id": ident, "systems": list(pair), "turns": texts,
-                    "seed_dialogue": row.get("seed_dialogue")})
+            raise InputError(
+                path,
+                f"conversation '{ident}' has {len(texts) // 2} exchanges; the segment "
+                f"lengths need {min_exchanges} — generate longer conversations or "
+                f"shorten spot_the_bot.segment_lengths",
+                lineno,
+            )
+        out.append({"id": ident, "systems": list(pair), "turns": texts, "seed_dialogue": row.get("seed_dialogue")})
     if not out:
         raise InputError(path, "holds no bot–bot conversations")
     return out

@@ -12,6 +12,7 @@ human-likeness. A pair differs when its chi-square test on wins and losses is si
 correction, in the direction of its win rate; the order is TrueSkill's; a system's interval is its
 cluster's rank range.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -63,8 +64,9 @@ def size_of(config: StudyConfig) -> int:
         return config.generation.conversations_per_pair
     section = _section(config)
     if section.bot_conversations is not None and config.path(section.bot_conversations).is_file():
-        material = read_bot_bot(config.path(section.bot_conversations), [s.name for s in config.systems],
-                                max(section.segment_lengths))
+        material = read_bot_bot(
+            config.path(section.bot_conversations), [s.name for s in config.systems], max(section.segment_lengths)
+        )
         per_pair: dict[tuple[str, ...], int] = {}
         for c in material:
             per_pair[tuple(sorted(c["systems"]))] = per_pair.get(tuple(sorted(c["systems"])), 0) + 1
@@ -98,34 +100,49 @@ def with_size(config: StudyConfig, size: int) -> StudyConfig:
 
     section = _section(config)
     generation = (config.generation or GenerationConfig(exchanges=max(2, *section.segment_lengths))).model_copy(
-        update={"conversations_per_pair": size})
+        update={"conversations_per_pair": size}
+    )
     planned = config.model_copy(update={"generation": generation})
     task = _spot_the_bot(task_for(planned))
     task.human_plan(*planned_pairs(planned))
     if _placeholders is None:
         _placeholders = tempfile.TemporaryDirectory(prefix="hitkit-plan-")
     return task.with_placeholder_material(Path(_placeholders.name) / f"bot_bot-{size}.jsonl").model_copy(
-        update={"generation": None})
+        update={"generation": None}
+    )
 
 
 def simulate_annotations(config: StudyConfig, seed: int) -> pd.DataFrame:
     """One simulated study's annotations table (the export's columns, typed as the analysis reads them)."""
     # HITs of one block hold the same conversations: a worker takes one of them at most.
-    study = simulated_study(config, seed, apart=lambda hit, units: min(units[k].payload["conversation"]
-                                                                         for k in hit.unit_keys))
+    study = simulated_study(
+        config, seed, apart=lambda hit, units: min(units[k].payload["conversation"] for k in hit.unit_keys)
+    )
     task = _spot_the_bot(study.task)
     rows = []
     for hit, ids, profile in study.places:
         for key in hit.unit_keys:
             payload = study.units[key].payload
-            answers = study.task.simulate(profile, {"unit_id": key, "k": payload["k"]}, study.rng,
-                                          {key: task.entities(payload["systems"], study.quality)},
-                                          ids["worker_id"])
-            rows += [{**ids, "conversation_id": payload["conversation"], "segment_exchanges": payload["k"],
-                      "entity": entity, "system": payload["systems"][entity], "label": answers[LABEL_QUESTIONS[entity]],
-                      **{f.name: int(preference_score(answers[f.name], entity)) for f in FEATURES},
-                      "elapsed_s": float("nan")}
-                     for entity in (0, 1)]
+            answers = study.task.simulate(
+                profile,
+                {"unit_id": key, "k": payload["k"]},
+                study.rng,
+                {key: task.entities(payload["systems"], study.quality)},
+                ids["worker_id"],
+            )
+            rows += [
+                {
+                    **ids,
+                    "conversation_id": payload["conversation"],
+                    "segment_exchanges": payload["k"],
+                    "entity": entity,
+                    "system": payload["systems"][entity],
+                    "label": answers[LABEL_QUESTIONS[entity]],
+                    **{f.name: int(preference_score(answers[f.name], entity)) for f in FEATURES},
+                    "elapsed_s": float("nan"),
+                }
+                for entity in (0, 1)
+            ]
     return pd.DataFrame(rows, columns=list(ANNOTATION_COLUMNS))
 
 
@@ -140,8 +157,11 @@ def decide(config: StudyConfig, result, profiles: dict[str, str] | None = None) 
     """Which of the plan's decisions one analysis gets right, given the true qualities (``profiles`` play
     no part)."""
     pairs, ranking = result.tables["win_rates"], result.tables["ranking"]
-    better = {(a, b) for a, b, rate, p in pairs[["system_a", "system_b", "win_rate", "p_adjusted"]]
-              .itertuples(index=False) if a != b and p < ALPHA and rate > 0.5}
+    better = {
+        (a, b)
+        for a, b, rate, p in pairs[["system_a", "system_b", "win_rate", "p_adjusted"]].itertuples(index=False)
+        if a != b and p < ALPHA and rate > 0.5
+    }
     quality = {s: q for s, q in task_for(config).perceived_quality().items() if s in set(ranking["system"])}
     intervals = {s: _rank_interval(c) for s, c in ranking[["system", "cluster"]].itertuples(index=False)}
     return planning.decide(quality, lambda a, b: (a, b) in better, list(ranking["system"]), intervals)

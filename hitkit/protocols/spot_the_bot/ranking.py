@@ -1,5 +1,6 @@
 """Spot The Bot's rankings (METHODS §2): TrueSkill over one-versus-one games and the plain mean win
 rate, each with bootstrap 95 % rank ranges and clusters of overlapping ranges (Dušek et al. 2018)."""
+
 from __future__ import annotations
 
 import warnings
@@ -45,16 +46,26 @@ def games(annotations: pd.DataFrame) -> pd.DataFrame:
     seg = seg[seg["system_0"] != seg["system_1"]]
     lost = (seg["outcome"] < 0).to_numpy()
     s0, s1 = seg["system_0"].to_numpy(), seg["system_1"].to_numpy()
-    return pd.DataFrame({"winner": np.where(lost, s1, s0), "loser": np.where(lost, s0, s1),
-                         "drawn": (seg["outcome"] == 0).to_numpy(),
-                         "conversation": (seg["study"].astype(str) + "/"
-                                          + seg["conversation_id"].astype(str)).to_numpy(),
-                         "worker": seg["worker_id"].astype(str).to_numpy()})
+    return pd.DataFrame(
+        {
+            "winner": np.where(lost, s1, s0),
+            "loser": np.where(lost, s0, s1),
+            "drawn": (seg["outcome"] == 0).to_numpy(),
+            "conversation": (seg["study"].astype(str) + "/" + seg["conversation_id"].astype(str)).to_numpy(),
+            "worker": seg["worker_id"].astype(str).to_numpy(),
+        }
+    )
 
 
-def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, *,
-                        by: RankBy = "mu", env: TrueSkillEnv | None = None,
-                        resample: Resample = "game") -> pd.DataFrame:
+def rank_with_bootstrap(
+    games: pd.DataFrame,
+    n_boot: int = 1000,
+    seed: int = 0,
+    *,
+    by: RankBy = "mu",
+    env: TrueSkillEnv | None = None,
+    resample: Resample = "game",
+) -> pd.DataFrame:
     """TrueSkill and win-rate rankings with bootstrap 95 % rank ranges and clusters.
 
     ``games`` has winner, loser, drawn (see :func:`games`), in the order they are played.
@@ -82,9 +93,19 @@ def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, 
         raise ValueError(f"resample={resample!r}; use one of {', '.join(RESAMPLE_UNITS)}")
     if resample != "game" and resample not in games.columns:
         raise ValueError(f"resample={resample!r} needs a {resample!r} column in the games")
-    columns = ["system", "win_rate", "mean_pairwise_win_rate", "trueskill_mu",
-               "trueskill_sigma", "rank_low", "rank_high", "cluster", "win_rate_rank_low",
-               "win_rate_rank_high", "win_rate_cluster"]
+    columns = [
+        "system",
+        "win_rate",
+        "mean_pairwise_win_rate",
+        "trueskill_mu",
+        "trueskill_sigma",
+        "rank_low",
+        "rank_high",
+        "cluster",
+        "win_rate_rank_low",
+        "win_rate_rank_high",
+        "win_rate_cluster",
+    ]
     systems = sorted(set(games["winner"]) | set(games["loser"]))
     if not systems:
         return pd.DataFrame(columns=columns)
@@ -96,11 +117,9 @@ def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, 
     loser = games["loser"].map(index).to_numpy()
     drawn = games["drawn"].to_numpy().astype(bool)
     if np.any(winner == loser):
-        raise InputError("games", "a game has the same system on both sides; a system cannot "
-                         "play itself")
+        raise InputError("games", "a game has the same system on both sides; a system cannot play itself")
 
-    def win_rate(w: np.ndarray, l: np.ndarray, d: np.ndarray,
-                 weight: np.ndarray | None = None) -> np.ndarray:
+    def win_rate(w: np.ndarray, l: np.ndarray, d: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
         rows = np.arange(w.shape[0])[:, None] * k
         size = w.shape[0] * k
         wt = None if weight is None else weight[~d]
@@ -132,8 +151,9 @@ def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, 
             weight = cluster_weights(codes, n_clusters, size, rng)
             boot_mu, boot_sigma = rate_repeated(winner, loser, drawn, weight, k, env)
             tile = np.broadcast_to
-            boot_rate = win_rate(tile(winner, weight.shape), tile(loser, weight.shape),
-                                 tile(drawn, weight.shape), weight.astype(float))
+            boot_rate = win_rate(
+                tile(winner, weight.shape), tile(loser, weight.shape), tile(drawn, weight.shape), weight.astype(float)
+            )
         ts_ranks.append(ranks(score_of(boot_mu, boot_sigma)))
         wr_ranks.append(ranks(boot_rate))
     empty = np.zeros((0, k), dtype=int)
@@ -146,19 +166,25 @@ def rank_with_bootstrap(games: pd.DataFrame, n_boot: int = 1000, seed: int = 0, 
     wr_low, wr_high = widen_unordered(wr_low, wr_high, point_rate, met)
     order, ts_cluster = clusters(ts_low, ts_high, score_of(mu, sigma))
     _, wr_cluster = clusters(wr_low, wr_high, point_rate)
-    table = pd.DataFrame({
-        "system": systems, "win_rate": point_rate,
-        "mean_pairwise_win_rate": _mean_pairwise_win_rate(winner, loser, drawn, k),
-        "trueskill_mu": mu, "trueskill_sigma": sigma,
-        "rank_low": ts_low.astype(int), "rank_high": ts_high.astype(int), "cluster": ts_cluster,
-        "win_rate_rank_low": wr_low.astype(int), "win_rate_rank_high": wr_high.astype(int),
-        "win_rate_cluster": wr_cluster,
-    })
+    table = pd.DataFrame(
+        {
+            "system": systems,
+            "win_rate": point_rate,
+            "mean_pairwise_win_rate": _mean_pairwise_win_rate(winner, loser, drawn, k),
+            "trueskill_mu": mu,
+            "trueskill_sigma": sigma,
+            "rank_low": ts_low.astype(int),
+            "rank_high": ts_high.astype(int),
+            "cluster": ts_cluster,
+            "win_rate_rank_low": wr_low.astype(int),
+            "win_rate_rank_high": wr_high.astype(int),
+            "win_rate_cluster": wr_cluster,
+        }
+    )
     return table.iloc[order].reset_index(drop=True)[columns]
 
 
-def _mean_pairwise_win_rate(winner: np.ndarray, loser: np.ndarray, drawn: np.ndarray,
-                            k: int) -> np.ndarray:
+def _mean_pairwise_win_rate(winner: np.ndarray, loser: np.ndarray, drawn: np.ndarray, k: int) -> np.ndarray:
     """Per system, the mean over opponents it had a decisive game with of its pairwise win rate."""
     decisive = ~drawn
     wins = np.zeros((k, k))
@@ -171,8 +197,14 @@ def _mean_pairwise_win_rate(winner: np.ndarray, loser: np.ndarray, drawn: np.nda
         return np.nanmean(rate, axis=1)
 
 
-def ranking(annotations: pd.DataFrame, n_boot: int = 1000, seed: int = 0, *,
-            by: RankBy = "mu", env: TrueSkillEnv | None = None,
-            resample: Resample = "game") -> pd.DataFrame:
+def ranking(
+    annotations: pd.DataFrame,
+    n_boot: int = 1000,
+    seed: int = 0,
+    *,
+    by: RankBy = "mu",
+    env: TrueSkillEnv | None = None,
+    resample: Resample = "game",
+) -> pd.DataFrame:
     """:func:`rank_with_bootstrap` on the :func:`games` of ``annotations``."""
     return rank_with_bootstrap(games(annotations), n_boot, seed, by=by, env=env, resample=resample)

@@ -1,5 +1,6 @@
 """Spot The Bot in the report: win rates, TrueSkill ranking with rank ranges, survival, stability,
 annotators, and the methods."""
+
 from __future__ import annotations
 
 from hitkit.protocols.spot_the_bot import figures
@@ -21,34 +22,48 @@ def sections(inp: ReportInput) -> list[Section]:
     ranking = t["ranking"]
     order = list(ranking["system"])
     wins = Section("Win rates")
-    wins.text.append("Win rate of the row system over the column system: of the annotations where one speaker got "
-                     "the higher label (human > unsure > bot), the share the row system won; * chi-square test "
-                     f"p < 0.05 that wins and losses split evenly ({correction(s)}).")
-    wins.figures.append(ReportFigure("win_rates", "Win rate of row over column; * chi-square p < 0.05.",
-                                     figures.win_rates(t["win_rates"], order, correction(s))))
+    wins.text.append(
+        "Win rate of the row system over the column system: of the annotations where one speaker got "
+        "the higher label (human > unsure > bot), the share the row system won; * chi-square test "
+        f"p < 0.05 that wins and losses split evenly ({correction(s)})."
+    )
+    wins.figures.append(
+        ReportFigure(
+            "win_rates",
+            "Win rate of row over column; * chi-square p < 0.05.",
+            figures.win_rates(t["win_rates"], order, correction(s)),
+        )
+    )
     wins.tables.append(("Win rates", t["win_rates"]))
     if "feature_win_rates" in t:
         wins.tables.append(("Feature win rates (fluency, sensibleness, specificity)", t["feature_win_rates"]))
 
     rank = Section("Ranking")
-    rank.text.append(f"TrueSkill ranking (by {s.get('ranked_by', 'mu')}) with 95 % rank ranges from "
-                     f"{s.get('n_boot', '?')} bootstrap resamples of the games; systems whose ranges overlap "
-                     "share a cluster, written (first,last).")
-    rank.figures.append(ReportFigure("ranking", "95 % bootstrap rank range of each system, coloured by cluster.",
-                                     figures.ranking(ranking)))
+    rank.text.append(
+        f"TrueSkill ranking (by {s.get('ranked_by', 'mu')}) with 95 % rank ranges from "
+        f"{s.get('n_boot', '?')} bootstrap resamples of the games; systems whose ranges overlap "
+        "share a cluster, written (first,last)."
+    )
+    rank.figures.append(
+        ReportFigure(
+            "ranking", "95 % bootstrap rank range of each system, coloured by cluster.", figures.ranking(ranking)
+        )
+    )
     rank.tables.append(("Ranking", ranking))
     sections = [wins, rank]
 
     if "survival" in t:
         surv = Section("Survival")
         unit = s.get("survival", {}).get("cluster")
-        variance = (f" with a cluster-robust variance (clusters: {unit}s)" if unit not in (None, "annotation")
-                    else "")
-        surv.text.append("Share of each bot's speakers not yet spotted after k exchanges (Turnbull estimate on "
-                         f"interval-censored data); pairwise generalized log-rank tests{variance}, "
-                         f"{correction(s)}.")
-        surv.figures.append(ReportFigure("survival", "Turnbull survival curve per system.",
-                                         figures.survival(t["survival"])))
+        variance = f" with a cluster-robust variance (clusters: {unit}s)" if unit not in (None, "annotation") else ""
+        surv.text.append(
+            "Share of each bot's speakers not yet spotted after k exchanges (Turnbull estimate on "
+            f"interval-censored data); pairwise generalized log-rank tests{variance}, "
+            f"{correction(s)}."
+        )
+        surv.figures.append(
+            ReportFigure("survival", "Turnbull survival curve per system.", figures.survival(t["survival"]))
+        )
         if "survival_tests" in t:
             surv.tables.append(("Generalized log-rank tests", t["survival_tests"]))
         if "cox" in t:
@@ -58,26 +73,37 @@ def sections(inp: ReportInput) -> list[Section]:
     stab = Section("Stability")
     if "stability" in t:
         st = s.get("stability", {})
-        stab.text.append(f"Share of the most frequent clustered ranking over {st.get('n_sub', '?')} subsamples per "
-                         f"number of conversations per pair ({st.get('n_boot', '?')} bootstrap resamples each); "
-                         "the dashed line is 95 %.")
-        stab.figures.append(ReportFigure("stability", "Ranking stability against conversations per pair.",
-                                         figures.stability(t["stability"])))
+        stab.text.append(
+            f"Share of the most frequent clustered ranking over {st.get('n_sub', '?')} subsamples per "
+            f"number of conversations per pair ({st.get('n_boot', '?')} bootstrap resamples each); "
+            "the dashed line is 95 %."
+        )
+        stab.figures.append(
+            ReportFigure(
+                "stability", "Ranking stability against conversations per pair.", figures.stability(t["stability"])
+            )
+        )
         if "stability_smallest" in t:
             stab.tables.append(("Smallest number of conversations per pair reaching 95 %", t["stability_smallest"]))
     else:
-        stab.text.append("Ranking stability was not computed (minutes of computing): "
-                         "hitkit report --stability adds it.")
+        stab.text.append(
+            "Ranking stability was not computed (minutes of computing): hitkit report --stability adds it."
+        )
     sections.append(stab)
 
     ann = Section("Annotators")
-    ann.text.append(f"Mean annotator correctness {num(s.get('correctness_mean'))} "
-                    f"({num(s.get('correctness_mean_human_human'))} on human–human material); share of "
-                    f"annotators below 50 %: {num(s.get('correctness_share_below_half'))}. Median time per "
-                    f"segment annotation: {num(s.get('median_elapsed_s', s.get('mean_elapsed_s')), 1)} s"
-                    f" ({s.get('implausible_elapsed', 0)} implausible times left out).")
-    for name, caption in [("agreement", "Agreement per system and label (chance 0.33)"),
-                          ("segment_lengths", "Per segment length"), ("annotation_time", "Annotation time")]:
+    ann.text.append(
+        f"Mean annotator correctness {num(s.get('correctness_mean'))} "
+        f"({num(s.get('correctness_mean_human_human'))} on human–human material); share of "
+        f"annotators below 50 %: {num(s.get('correctness_share_below_half'))}. Median time per "
+        f"segment annotation: {num(s.get('median_elapsed_s', s.get('mean_elapsed_s')), 1)} s"
+        f" ({s.get('implausible_elapsed', 0)} implausible times left out)."
+    )
+    for name, caption in [
+        ("agreement", "Agreement per system and label (chance 0.33)"),
+        ("segment_lengths", "Per segment length"),
+        ("annotation_time", "Annotation time"),
+    ]:
         if name in t:
             ann.tables.append((caption, t[name]))
     sections.append(ann)
@@ -89,7 +115,8 @@ def judge_sections(inp: ReportInput) -> list[Section]:
     (prediction-powered), and the judge's bias per system; nothing without one."""
     j = inp.summary.get("judge") or {}
     return judge_section(
-        inp, f"The judge labelled both speakers of all {j.get('items', '?')} segments; people annotated a "
+        inp,
+        f"The judge labelled both speakers of all {j.get('items', '?')} segments; people annotated a "
         f"uniformly random share of them, drawn by whole conversations within each pair of systems: "
         f"{j.get('human_conversations', '?')} of the {j.get('conversations', '?')} conversations of two different "
         f"systems, {j.get('human_items', '?')} of their {j.get('pair_items', '?')} segments. Per pair: the win rate of the first system "
@@ -100,8 +127,10 @@ def judge_sections(inp: ReportInput) -> list[Section]:
         "many human-annotated segments the people-only estimate would need for the same precision.",
         "The judge's bias per system: the share of the system's speakers the judge labelled human minus the "
         "people's share, over the segments people annotated (positive: the judge takes it for a person more often "
-        "than people do; system human: the people of the human–human material).", "unsure for both speakers",
-        figures.judge_win_rates)
+        "than people do; system human: the people of the human–human material).",
+        "unsure for both speakers",
+        figures.judge_win_rates,
+    )
 
 
 def judge_methods(inp: ReportInput) -> list[str]:
@@ -130,40 +159,54 @@ def methods(inp: ReportInput) -> list[str]:
     s, t = inp.summary, inp.tables
     out: list[str] = []
     env = s.get("trueskill", {})
-    out.append(f"Following Deriu et al. (2020), {s.get('workers', '?')} annotators labelled each speaker of "
-               f"segments of bot–bot and human–human conversations as human, bot or unsure "
-               f"({s.get('segment_annotations', '?')} segment annotations of {s.get('conversations', '?')} "
-               "conversations; submitted or approved assignments only, no annotator excluded).")
-    out.append("Per annotation, a system wins when its label ranks higher (human > unsure > bot); the win "
-               "rate is wins / (wins + losses), tested with a chi-square test of an even split "
-               f"(scipy.stats.chisquare; {correction(s)} over the pairs), with 95 % {interval_method(s)} from "
-               f"{s.get('n_boot', '?')} bootstrap resamples of the {s.get('interval_unit', 'annotation')}s.")
-    out.append(f"Systems were ranked with TrueSkill (μ = {env.get('mu', '?')}, σ = {num(env.get('sigma'))}, "
-               f"β = {num(env.get('beta'))}, τ = {num(env.get('tau'))}, draw probability "
-               f"{num(env.get('draw_probability'))}"
-               f"{' (the observed tie rate)' if env.get('draw_probability_source') == 'observed tie rate' else ''}"
-               f"; ranked by {s.get('ranked_by', 'mu')}) on "
-               f"{s.get('games', '?')} one-versus-one games, ties as draws; {s.get('n_boot', '?')} bootstrap "
-               f"resamples of the {s.get('ranking_resampled', 'game')}s (numpy default_rng, seed "
-               f"{s.get('seed', '?')}) give each system's 95 % "
-               "rank range, and systems with overlapping ranges form clusters (Dušek et al. 2018).")
+    out.append(
+        f"Following Deriu et al. (2020), {s.get('workers', '?')} annotators labelled each speaker of "
+        f"segments of bot–bot and human–human conversations as human, bot or unsure "
+        f"({s.get('segment_annotations', '?')} segment annotations of {s.get('conversations', '?')} "
+        "conversations; submitted or approved assignments only, no annotator excluded)."
+    )
+    out.append(
+        "Per annotation, a system wins when its label ranks higher (human > unsure > bot); the win "
+        "rate is wins / (wins + losses), tested with a chi-square test of an even split "
+        f"(scipy.stats.chisquare; {correction(s)} over the pairs), with 95 % {interval_method(s)} from "
+        f"{s.get('n_boot', '?')} bootstrap resamples of the {s.get('interval_unit', 'annotation')}s."
+    )
+    out.append(
+        f"Systems were ranked with TrueSkill (μ = {env.get('mu', '?')}, σ = {num(env.get('sigma'))}, "
+        f"β = {num(env.get('beta'))}, τ = {num(env.get('tau'))}, draw probability "
+        f"{num(env.get('draw_probability'))}"
+        f"{' (the observed tie rate)' if env.get('draw_probability_source') == 'observed tie rate' else ''}"
+        f"; ranked by {s.get('ranked_by', 'mu')}) on "
+        f"{s.get('games', '?')} one-versus-one games, ties as draws; {s.get('n_boot', '?')} bootstrap "
+        f"resamples of the {s.get('ranking_resampled', 'game')}s (numpy default_rng, seed "
+        f"{s.get('seed', '?')}) give each system's 95 % "
+        "rank range, and systems with overlapping ranges form clusters (Dušek et al. 2018)."
+    )
     if "survival" in s or "survival" in t:
         n_imp = s.get("survival", {}).get("n_imputations", "?")
         unit = s.get("survival", {}).get("cluster")
-        robust = (f", with cluster-robust (sandwich) variances over {unit}s for the log-rank statistic and the "
-                  "Cox coefficients" if unit not in (None, "annotation") else "")
-        out.append("Survival of each bot until spotted was estimated with Turnbull's non-parametric estimator "
-                   "on interval-censored data; pairs of systems were compared with the generalized log-rank "
-                   f"test for interval-censored data (Zhao & Sun 2004; {n_imp} imputations, seed "
-                   f"{s.get('seed', '?')}), and feature effects "
-                   "with a Cox proportional-hazards model per system (fluency, sensibleness, specificity coded "
-                   f"+1 / 0 / −1){robust}; p-values are {correction(s)}.")
+        robust = (
+            f", with cluster-robust (sandwich) variances over {unit}s for the log-rank statistic and the "
+            "Cox coefficients"
+            if unit not in (None, "annotation")
+            else ""
+        )
+        out.append(
+            "Survival of each bot until spotted was estimated with Turnbull's non-parametric estimator "
+            "on interval-censored data; pairs of systems were compared with the generalized log-rank "
+            f"test for interval-censored data (Zhao & Sun 2004; {n_imp} imputations, seed "
+            f"{s.get('seed', '?')}), and feature effects "
+            "with a Cox proportional-hazards model per system (fluency, sensibleness, specificity coded "
+            f"+1 / 0 / −1){robust}; p-values are {correction(s)}."
+        )
     if "stability" in s:
         st = s["stability"]
         sizes = st.get("sizes") or []
         span = f"{min(sizes)}–{max(sizes)}" if sizes else "?"
-        out.append(f"For ranking stability we drew {st.get('n_sub', '?')} subsamples of each number of "
-                   f"conversations per pair from {span}, ranked each with {st.get('n_boot', '?')} bootstrap "
-                   "resamples, and report the share of the most frequent clustered ranking, with all systems "
-                   "and without each one.")
+        out.append(
+            f"For ranking stability we drew {st.get('n_sub', '?')} subsamples of each number of "
+            f"conversations per pair from {span}, ranked each with {st.get('n_boot', '?')} bootstrap "
+            "resamples, and report the share of the most frequent clustered ranking, with all systems "
+            "and without each one."
+        )
     return out + judge_methods(inp)

@@ -11,6 +11,7 @@ conversations of each conversation's expected score, provided conversations are 
 conversation annotated again later changes its mean, which the guarantee approximates as a fresh
 observation). Self-chat and human–human segments inform no comparison.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -46,8 +47,9 @@ def hit_pairs(payloads: Sequence[Mapping]) -> list[tuple[str, str]]:
     return sorted({p for p in map(_pair, payloads) if p is not None})
 
 
-def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
-                plan: Mapping[tuple[str, str], float], *, config=None) -> list[Comparison]:
+def comparisons(
+    tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[tuple[str, str], float], *, config=None
+) -> list[Comparison]:
     """One comparison per pair of bots from the segment annotations so far."""
     from hitkit.protocols.spot_the_bot.reading import segment_annotations
 
@@ -60,9 +62,14 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
         seg = seg[(seg["system_0"] != seg["system_1"]) & (seg["system_0"] != HUMAN) & (seg["system_1"] != HUMAN)]
         first = seg["system_0"] < seg["system_1"]
         outcome = np.where(first, seg["outcome"], -seg["outcome"])
-        frame = pd.DataFrame({"x": np.where(first, seg["system_0"], seg["system_1"]),
-                              "y": np.where(first, seg["system_1"], seg["system_0"]),
-                              "score": (outcome + 1) / 2, "conversation": seg["conversation_id"].astype(str)})
+        frame = pd.DataFrame(
+            {
+                "x": np.where(first, seg["system_0"], seg["system_1"]),
+                "y": np.where(first, seg["system_1"], seg["system_0"]),
+                "score": (outcome + 1) / 2,
+                "conversation": seg["conversation_id"].astype(str),
+            }
+        )
         if assignments is not None and len(assignments) and "assignment_id" in seg:
             rank = {a: i for i, a in enumerate(assignments["assignment_id"].astype(str))}
             at = seg["assignment_id"].astype(str).map(lambda a: rank.get(a, len(rank))).to_numpy()
@@ -73,6 +80,7 @@ def comparisons(tables: Mapping[str, pd.DataFrame], systems: Sequence[str],
         group = found.get((x, y))
         values = group["score"].to_numpy() if group is not None else np.zeros(0)
         clusters = group["conversation"].to_numpy() if group is not None else np.zeros(0)
-        out.append(bounded_comparison(x, y, values, clusters, plan.get((x, y), 0.0), null=0.5, bounds=(0.0, 1.0),
-                                      order=order))
+        out.append(
+            bounded_comparison(x, y, values, clusters, plan.get((x, y), 0.0), null=0.5, bounds=(0.0, 1.0), order=order)
+        )
     return out

@@ -1,4 +1,5 @@
 """The ``spot_the_bot:`` section of a study file, and the rules it sets for the rest of the study."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,13 +21,19 @@ class TrueSkillConfig(Model):
 
     mu: float = Field(25.0, allow_inf_nan=False, description="prior mean")
     sigma: Optional[float] = Field(None, gt=0, allow_inf_nan=False, description="prior sd (default mu / 3)")
-    beta: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
-                                  description="performance spread (default sigma / 2)")
-    tau: float = Field(0.0, ge=0, allow_inf_nan=False, description=(
-        "dynamics: 0 = none, as the original code (the trueskill package's 25/300 lets late games "
-        "outweigh early ones)"))
-    draw_probability: float | Literal["observed"] = Field("observed", description=(
-        "prior probability of a draw in [0, 1), or 'observed': the tie rate of the games"))
+    beta: Optional[float] = Field(None, gt=0, allow_inf_nan=False, description="performance spread (default sigma / 2)")
+    tau: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description=(
+            "dynamics: 0 = none, as the original code (the trueskill package's 25/300 lets late games "
+            "outweigh early ones)"
+        ),
+    )
+    draw_probability: float | Literal["observed"] = Field(
+        "observed", description=("prior probability of a draw in [0, 1), or 'observed': the tie rate of the games")
+    )
 
     @field_validator("draw_probability")
     @classmethod
@@ -56,23 +63,32 @@ class SpotTheBotConfig(Model):
     """
 
     bot_conversations: Optional[Path] = Field(None, description="bot–bot JSONL (default: OUT/STUDY/bot_bot.jsonl)")
-    human_conversations: Optional[Path] = Field(None, description="human–human dialogues, JSONL "
-                                                                 "(default: chatterbot-corpus)")
-    human_count: Optional[int] = Field(None, gt=0, le=100_000, description=(
-        "human–human conversations to mix in (default: the mean number of bot–bot conversations per pair)"))
-    segment_lengths: list[int] = Field(default_factory=lambda: [2, 3, 5], min_length=1,
-                                       description="segment lengths k, in exchanges")
+    human_conversations: Optional[Path] = Field(
+        None, description="human–human dialogues, JSONL (default: chatterbot-corpus)"
+    )
+    human_count: Optional[int] = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description=(
+            "human–human conversations to mix in (default: the mean number of bot–bot conversations per pair)"
+        ),
+    )
+    segment_lengths: list[int] = Field(
+        default_factory=lambda: [2, 3, 5], min_length=1, description="segment lengths k, in exchanges"
+    )
     segments_per_hit: int = Field(20, gt=1, le=200)
     annotations_per_segment: int = Field(2, gt=0, le=20)
-    trueskill: TrueSkillConfig = Field(default_factory=TrueSkillConfig,
-                                       description="TrueSkill settings of the ranking")
+    trueskill: TrueSkillConfig = Field(default_factory=TrueSkillConfig, description="TrueSkill settings of the ranking")
 
     @field_validator("segment_lengths")
     @classmethod
     def _valid_lengths(cls, lengths: list[int]) -> list[int]:
         if any(k < 1 for k in lengths) or len(set(lengths)) != len(lengths):
-            raise ValueError(f"segment lengths must be distinct whole numbers of exchanges >= 1; got {lengths} — "
-                             f"write e.g. [2, 3, 5]")
+            raise ValueError(
+                f"segment lengths must be distinct whole numbers of exchanges >= 1; got {lengths} — "
+                f"write e.g. [2, 3, 5]"
+            )
         return sorted(lengths)
 
 
@@ -85,9 +101,13 @@ def check_study(config) -> None:
     needed = len(spot.segment_lengths) * spot.annotations_per_segment
     if config.provider.kind == "simulated" and crowd < needed:
         # A worker takes at most one HIT of a block (they would see a conversation twice).
-        raise ValueError(f"the simulated crowd has {crowd} workers, but each block of "
-                         f"{len(spot.segment_lengths)} Spot The Bot HITs needs {needed} different "
-                         f"workers; add workers under simulated.workers")
+        raise ValueError(
+            f"the simulated crowd has {crowd} workers, but each block of "
+            f"{len(spot.segment_lengths)} Spot The Bot HITs needs {needed} different "
+            f"workers; add workers under simulated.workers"
+        )
     if config.generation is not None and config.generation.exchanges < longest:
-        raise ValueError(f"generation.exchanges is {config.generation.exchanges} but spot_the_bot.segment_lengths "
-                         f"reach {longest} exchanges; generate at least {longest} exchanges")
+        raise ValueError(
+            f"generation.exchanges is {config.generation.exchanges} but spot_the_bot.segment_lengths "
+            f"reach {longest} exchanges; generate at least {longest} exchanges"
+        )

@@ -30,6 +30,7 @@ With 6 systems and 45 conversations per pair, sizes 3–45 × 1000 subsamples ta
 minutes on one core (6 minutes' wall time on a shared, busy 2-core machine;
 ``benchmarks/ranking_speed.py``).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,16 @@ from hitkit.progress import progress
 from hitkit.protocols.spot_the_bot.ranking import RankBy
 from hitkit.protocols.spot_the_bot.reading import segment_annotations
 
-STABILITY_COLUMNS = ["left_out", "conversations_per_pair", "subsamples", "n_boot",
-                     "with_replacement", "rankings", "top_ranking", "top_share"]
+STABILITY_COLUMNS = [
+    "left_out",
+    "conversations_per_pair",
+    "subsamples",
+    "n_boot",
+    "with_replacement",
+    "rankings",
+    "top_ranking",
+    "top_share",
+]
 ALL_SYSTEMS = "none"
 """``left_out`` of the rows that keep every system."""
 # Replicate × game cells per batch of subsamples played together (2 bytes a cell, ~130 MB):
@@ -67,13 +76,15 @@ def conversation_games(annotations: pd.DataFrame) -> pd.DataFrame:
     lost = (seg["outcome"] < 0).to_numpy()
     s0, s1 = seg["system_0"].to_numpy(), seg["system_1"].to_numpy()
     first, second = np.minimum(s0, s1), np.maximum(s0, s1)
-    return pd.DataFrame({
-        "winner": np.where(lost, s1, s0), "loser": np.where(lost, s0, s1),
-        "drawn": (seg["outcome"] == 0).to_numpy(),
-        "conversation": (seg["study"].astype(str) + "/" + seg["conversation_id"].astype(str))
-        .to_numpy(),
-        "pair": np.char.add(np.char.add(first.astype(str), " vs "), second.astype(str)),
-    })
+    return pd.DataFrame(
+        {
+            "winner": np.where(lost, s1, s0),
+            "loser": np.where(lost, s0, s1),
+            "drawn": (seg["outcome"] == 0).to_numpy(),
+            "conversation": (seg["study"].astype(str) + "/" + seg["conversation_id"].astype(str)).to_numpy(),
+            "pair": np.char.add(np.char.add(first.astype(str), " vs "), second.astype(str)),
+        }
+    )
 
 
 def _ranking_label(systems: list[str], labels: list[str], order: np.ndarray) -> str:
@@ -83,8 +94,9 @@ def _ranking_label(systems: list[str], labels: list[str], order: np.ndarray) -> 
     return " | ".join(f"{label} {' '.join(sorted(names))}" for label, names in groups.items())
 
 
-def _subsample_counts(conv_of_pair: list[np.ndarray], n_conv: int, size: int, n_sub: int,
-                      rng: np.random.Generator) -> np.ndarray:
+def _subsample_counts(
+    conv_of_pair: list[np.ndarray], n_conv: int, size: int, n_sub: int, rng: np.random.Generator
+) -> np.ndarray:
     """How often each conversation is in each subsample: [n_sub, n_conv]."""
     counts = np.zeros((n_sub, n_conv), dtype=np.int32)
     rows = np.arange(n_sub)[:, None]
@@ -97,8 +109,7 @@ def _subsample_counts(conv_of_pair: list[np.ndarray], n_conv: int, size: int, n_
     return counts
 
 
-def _resample_codes(codes_of_sub: np.ndarray, lengths: np.ndarray, n_boot: int,
-                    rng: np.random.Generator) -> np.ndarray:
+def _resample_codes(codes_of_sub: np.ndarray, lengths: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """The game codes each row plays: [n_sub * (n_boot + 1), longest], padded with 0.
 
     ``codes_of_sub`` is [n_sub, longest]: each subsample's games in the data's order, padded.
@@ -129,9 +140,15 @@ def _resample_codes(codes_of_sub: np.ndarray, lengths: np.ndarray, n_boot: int,
     return out.reshape(-1, longest)
 
 
-def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, systems: list[str],
-                        n_boot: int, rng: np.random.Generator, by: RankBy,
-                        env: TrueSkillEnv) -> list[str]:
+def _clustered_rankings(
+    games_of_sub: list[np.ndarray],
+    code: np.ndarray,
+    systems: list[str],
+    n_boot: int,
+    rng: np.random.Generator,
+    by: RankBy,
+    env: TrueSkillEnv,
+) -> list[str]:
     """The clustered TrueSkill ranking of each subsample (game index lists), as labels.
 
     ``code`` is each game's code, (winner · k + loser) · 2 + drawn.
@@ -145,15 +162,14 @@ def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, system
     n_rows = n_sub * rows_per_sub
     codes_of_sub = np.zeros((n_sub, longest), dtype=code.dtype)
     for s, i in enumerate(by_length):
-        codes_of_sub[s, :lengths[s]] = code[games_of_sub[i]]
+        codes_of_sub[s, : lengths[s]] = code[games_of_sub[i]]
     # Stored game-major ([longest, n_rows], 1–2 bytes a cell): step t reads one contiguous
     # column. Built a few subsamples at a time to bound the resampling's temporary arrays.
     codes = np.empty((longest, n_rows), dtype=code.dtype)
     part = max(1, _BUILD_CELLS // (longest * rows_per_sub))
     for a in range(0, n_sub, part):
         b = min(n_sub, a + part)
-        codes[:, a * rows_per_sub:b * rows_per_sub] = _resample_codes(
-            codes_of_sub[a:b], lengths[a:b], n_boot, rng).T
+        codes[:, a * rows_per_sub : b * rows_per_sub] = _resample_codes(codes_of_sub[a:b], lengths[a:b], n_boot, rng).T
     active = np.searchsorted(-np.repeat(lengths, rows_per_sub), -np.arange(longest), side="left")
     base = np.arange(n_rows) * k
     pair_code, drawn_of = np.divmod(np.arange(2 * k * k), 2)
@@ -161,14 +177,15 @@ def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, system
     drawn_of = drawn_of.astype(bool)
     any_drawn = np.zeros(longest, dtype=bool)
     for a in range(0, n_rows, 1 << 16):  # which steps have a draw at all, in bounded pieces
-        any_drawn |= drawn_of[codes[:, a:a + (1 << 16)]].any(axis=1)
+        any_drawn |= drawn_of[codes[:, a : a + (1 << 16)]].any(axis=1)
     mu = np.full(n_rows * k, float(env.mu))
     var = np.full(n_rows * k, float(env.sigma) ** 2)
     for t in range(longest):
         stop = int(active[t])
         c = codes[t, :stop]
-        play_flat(mu, var, base[:stop] + first_of[c], base[:stop] + second_of[c],
-                  drawn_of[c] if any_drawn[t] else None, env)
+        play_flat(
+            mu, var, base[:stop] + first_of[c], base[:stop] + second_of[c], drawn_of[c] if any_drawn[t] else None, env
+        )
     means, variances = mu.reshape(n_sub, rows_per_sub, k), var.reshape(n_sub, rows_per_sub, k)
     score = means if by == "mu" else means - 3 * np.sqrt(variances)
     boot_ranks = ranks(score[:, 1:])
@@ -182,8 +199,16 @@ def _clustered_rankings(games_of_sub: list[np.ndarray], code: np.ndarray, system
     return out
 
 
-def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boot: int,
-                    seed_key: list[int], by: RankBy, env: TrueSkillEnv, label: str = "") -> list[dict]:
+def _stability_rows(
+    games: pd.DataFrame,
+    sizes: Iterable[int],
+    n_sub: int,
+    n_boot: int,
+    seed_key: list[int],
+    by: RankBy,
+    env: TrueSkillEnv,
+    label: str = "",
+) -> list[dict]:
     systems = sorted(set(games["winner"]) | set(games["loser"]))
     index = {s: i for i, s in enumerate(systems)}
     winner = games["winner"].map(index).to_numpy()
@@ -191,11 +216,13 @@ def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boo
     drawn = games["drawn"].to_numpy().astype(bool)
     n_codes = 2 * len(systems) ** 2
     code = ((winner * len(systems) + loser) * 2 + drawn).astype(
-        np.uint8 if n_codes <= 256 else np.uint16 if n_codes <= 65536 else np.int64)
+        np.uint8 if n_codes <= 256 else np.uint16 if n_codes <= 65536 else np.int64
+    )
     conv_codes, conv_of_game = np.unique(games["conversation"].to_numpy(), return_inverse=True)
     pair_of_conv = pd.Series(games["pair"].to_numpy()).groupby(conv_of_game).first()
-    conv_of_pair = [np.array(ix, dtype=np.int64)
-                    for _, ix in pair_of_conv.groupby(pair_of_conv.to_numpy()).groups.items()]
+    conv_of_pair = [
+        np.array(ix, dtype=np.int64) for _, ix in pair_of_conv.groupby(pair_of_conv.to_numpy()).groups.items()
+    ]
     fewest = min(len(c) for c in conv_of_pair)
     rows = []
     sizes = list(sizes)
@@ -207,18 +234,33 @@ def _stability_rows(games: pd.DataFrame, sizes: Iterable[int], n_sub: int, n_boo
         per_batch = max(1, _CELLS // (max(len(g) for g in games_of_sub) * (n_boot + 1)))
         labels: list[str] = []
         for start in range(0, n_sub, per_batch):
-            labels += _clustered_rankings(games_of_sub[start:start + per_batch], code, systems,
-                                          n_boot, rng, by, env)
+            labels += _clustered_rankings(games_of_sub[start : start + per_batch], code, systems, n_boot, rng, by, env)
         top, count = Counter(labels).most_common(1)[0]
-        rows.append({"conversations_per_pair": size, "subsamples": n_sub, "n_boot": n_boot,
-                     "with_replacement": size > fewest, "rankings": len(set(labels)),
-                     "top_ranking": top, "top_share": count / n_sub})
+        rows.append(
+            {
+                "conversations_per_pair": size,
+                "subsamples": n_sub,
+                "n_boot": n_boot,
+                "with_replacement": size > fewest,
+                "rankings": len(set(labels)),
+                "top_ranking": top,
+                "top_share": count / n_sub,
+            }
+        )
     return rows
 
 
-def stability(annotations: pd.DataFrame, sizes: Iterable[int] = range(3, 46), *,
-              n_sub: int = 1000, n_boot: int = 40, seed: int = 0, leave_one_out: bool = True,
-              by: RankBy = "mu", env: TrueSkillEnv | None = None) -> pd.DataFrame:
+def stability(
+    annotations: pd.DataFrame,
+    sizes: Iterable[int] = range(3, 46),
+    *,
+    n_sub: int = 1000,
+    n_boot: int = 40,
+    seed: int = 0,
+    leave_one_out: bool = True,
+    by: RankBy = "mu",
+    env: TrueSkillEnv | None = None,
+) -> pd.DataFrame:
     """Share of the most frequent clustered ranking per number of conversations per pair.
 
     Columns: left_out (``none``, or the system left out), conversations_per_pair, subsamples,
@@ -249,9 +291,12 @@ def stability(annotations: pd.DataFrame, sizes: Iterable[int] = range(3, 46), *,
     for v, (left_out, subset) in enumerate(variants):
         if subset.empty:  # the left-out system was in every pair: nothing left to rank
             continue
-        rows += [{"left_out": left_out, **row} for row in
-                 _stability_rows(subset, sizes, n_sub, n_boot, [seed, v], by, env,
-                                 label=f"{v + 1}/{len(variants)}")]
+        rows += [
+            {"left_out": left_out, **row}
+            for row in _stability_rows(
+                subset, sizes, n_sub, n_boot, [seed, v], by, env, label=f"{v + 1}/{len(variants)}"
+            )
+        ]
     return pd.DataFrame(rows, columns=STABILITY_COLUMNS)
 
 

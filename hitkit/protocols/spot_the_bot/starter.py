@@ -1,7 +1,10 @@
 """``hitkit init --task spot_the_bot``: a commented, runnable Spot The Bot study (Deriu et al. 2020)."""
+
 from __future__ import annotations
 
 import json
+
+from hitkit.study.starter_sections import shared_sections
 
 STUDY_YAML = """\
 # A Spot The Bot study (Deriu et al. 2020): the systems talk to each other (generation:), and workers
@@ -51,38 +54,55 @@ hit:
   reward: "1.00"            # per assignment, in provider.currency
   assignment_minutes: 20
 
-schedule:
-  wave_size: 4              # HITs posted per wave
-  max_concurrent: 6         # HITs open at once
-  per_worker_cap: 3         # HITs one worker may take (no one sees two segments of one conversation)
-  interval_s: 0.5
-
-provider:
-  kind: simulated           # simulated | local | prolific | panel | mturk
-  currency: USD
-
-simulated:                  # the dry-run crowd; ignored by other providers
-  workers:
-    - {profile: diligent, count: 9}
-    - {profile: noisy, count: 3}
-    - {profile: spammer, count: 2}
-  quality: {warm: 0.6, cold: 0.4, hot: 0.2}   # how human each system seems to diligent workers
-  concurrency: 6
-"""
+""" + shared_sections(
+    wave_size=4,
+    max_concurrent=6,
+    per_worker_cap=3,
+    interval_s=0.5,
+    cap_note="(no one sees two segments of one conversation)",
+    crowd={"diligent": 9, "noisy": 3, "spammer": 2},
+    quality={"warm": 0.6, "cold": 0.4, "hot": 0.2},
+    quality_means="how human each system seems to diligent workers",
+    concurrency=6,
+)
 
 HUMAN = [
-    ["Hi! Have you been to the new bakery on the corner?", "Not yet, is it any good?",
-     "The rye bread is great, and they open at seven.", "Then I'll go on Saturday morning.",
-     "Bring me a loaf if you go!", "Deal. Do you want the seeded one?", "Yes please, the seeded one.",
-     "Noted. How was your week, by the way?", "Busy, but the weekend will fix that.", "Same here. See you Saturday!"],
-    ["How was the trip to the coast?", "Long drive, but worth it.", "Did the weather hold?",
-     "Two sunny days and one storm.", "Did you swim?", "Only once, the water was freezing.",
-     "Brave. Any good food?", "Fish and chips on the pier, every evening.", "Now I'm hungry.",
-     "Then let's get lunch tomorrow."],
-    ["I finally started learning the guitar.", "Nice! Acoustic or electric?", "Acoustic, my uncle's old one.",
-     "How are your fingertips holding up?", "They hurt, honestly.", "That passes after a couple of weeks.",
-     "Good to know. Any songs for beginners?", "Try anything with G, C and D.", "I'll look some up tonight.",
-     "Play me one when you're ready!"],
+    [
+        "Hi! Have you been to the new bakery on the corner?",
+        "Not yet, is it any good?",
+        "The rye bread is great, and they open at seven.",
+        "Then I'll go on Saturday morning.",
+        "Bring me a loaf if you go!",
+        "Deal. Do you want the seeded one?",
+        "Yes please, the seeded one.",
+        "Noted. How was your week, by the way?",
+        "Busy, but the weekend will fix that.",
+        "Same here. See you Saturday!",
+    ],
+    [
+        "How was the trip to the coast?",
+        "Long drive, but worth it.",
+        "Did the weather hold?",
+        "Two sunny days and one storm.",
+        "Did you swim?",
+        "Only once, the water was freezing.",
+        "Brave. Any good food?",
+        "Fish and chips on the pier, every evening.",
+        "Now I'm hungry.",
+        "Then let's get lunch tomorrow.",
+    ],
+    [
+        "I finally started learning the guitar.",
+        "Nice! Acoustic or electric?",
+        "Acoustic, my uncle's old one.",
+        "How are your fingertips holding up?",
+        "They hurt, honestly.",
+        "That passes after a couple of weeks.",
+        "Good to know. Any songs for beginners?",
+        "Try anything with G, C and D.",
+        "I'll look some up tonight.",
+        "Play me one when you're ready!",
+    ],
 ]
 
 

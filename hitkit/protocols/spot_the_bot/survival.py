@@ -22,6 +22,7 @@ Intervals are half-open, (left, right]; right = inf is right-censored at left; l
 an exact time (not produced by Spot The Bot, accepted so that the estimator can be checked against
 Kaplan–Meier).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,15 +56,18 @@ def survival_data(annotations: pd.DataFrame) -> pd.DataFrame:
     for entity, sign in ((0, 1), (1, -1)):
         spotted = (seg[f"label_{entity}"] == "bot").to_numpy()
         k = seg["segment_exchanges"].to_numpy().astype(float)
-        sides.append(pd.DataFrame({
-            "system": seg[f"system_{entity}"].to_numpy(),
-            "left": np.where(spotted, 0.0, k),
-            "right": np.where(spotted, k, np.inf),
-            **{f: sign * seg[f].to_numpy() for f in FEATURES},
-            "conversation": (seg["study"].astype(str) + "/"
-                             + seg["conversation_id"].astype(str)).to_numpy(),
-            "worker": seg["worker_id"].astype(str).to_numpy(),
-        }))
+        sides.append(
+            pd.DataFrame(
+                {
+                    "system": seg[f"system_{entity}"].to_numpy(),
+                    "left": np.where(spotted, 0.0, k),
+                    "right": np.where(spotted, k, np.inf),
+                    **{f: sign * seg[f].to_numpy() for f in FEATURES},
+                    "conversation": (seg["study"].astype(str) + "/" + seg["conversation_id"].astype(str)).to_numpy(),
+                    "worker": seg["worker_id"].astype(str).to_numpy(),
+                }
+            )
+        )
     data = pd.concat(sides, ignore_index=True)
     return data[data["system"] != HUMAN].reset_index(drop=True)[SURVIVAL_DATA_COLUMNS]
 
@@ -76,8 +80,10 @@ def check_intervals(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np
     bad = np.flatnonzero(~((left >= 0) & np.isfinite(left) & (right >= left) & (right > 0)))
     if len(bad):
         i = bad[0]
-        raise ValueError(f"interval {i} is ({left[i]}, {right[i]}]; need 0 <= left <= right, "
-                         "right > 0, left finite (right = inf for right-censored)")
+        raise ValueError(
+            f"interval {i} is ({left[i]}, {right[i]}]; need 0 <= left <= right, "
+            "right > 0, left finite (right = inf for right-censored)"
+        )
     return left, right
 
 
@@ -104,15 +110,14 @@ def turnbull_intervals(left: np.ndarray, right: np.ndarray) -> tuple[pd.DataFram
     start = np.flatnonzero(is_left[order][:-1] & ~is_left[order][1:])
     q, p = order[start], order[start + 1]
     q_value, q_kind, p_value = values[q], kinds[q], values[p]
-    alpha = (_covers(left[:, None], np.where(exact, _EXACT_LEFT, _OPEN_LEFT)[:, None],
-                     q_value[None], q_kind[None])
-             & _covers(p_value[None], _RIGHT, right[:, None], _RIGHT))
+    alpha = _covers(
+        left[:, None], np.where(exact, _EXACT_LEFT, _OPEN_LEFT)[:, None], q_value[None], q_kind[None]
+    ) & _covers(p_value[None], _RIGHT, right[:, None], _RIGHT)
     intervals = pd.DataFrame({"left": q_value, "right": p_value, "exact": q_kind == _EXACT_LEFT})
     return intervals, alpha
 
 
-def _self_consistent(alpha: np.ndarray, weights: np.ndarray, tol: float,
-                     max_iter: int) -> np.ndarray:
+def _self_consistent(alpha: np.ndarray, weights: np.ndarray, tol: float, max_iter: int) -> np.ndarray:
     """Turnbull's self-consistency (EM) iteration for the interval masses.
 
     EM creeps towards a mass of zero only sublinearly, and such masses are common here (no bot
@@ -151,8 +156,14 @@ def _self_consistent(alpha: np.ndarray, weights: np.ndarray, tol: float,
     return mass
 
 
-def turnbull(left: np.ndarray, right: np.ndarray, weights: np.ndarray | None = None, *,
-             tol: float = 1e-12, max_iter: int = 100_000) -> pd.DataFrame:
+def turnbull(
+    left: np.ndarray,
+    right: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 100_000,
+) -> pd.DataFrame:
     """Turnbull's non-parametric estimate: innermost intervals (left, right, exact) with mass.
 
     Observation i says T in (left_i, right_i] (right = inf: right-censored; left == right: exact).
@@ -164,11 +175,14 @@ def turnbull(left: np.ndarray, right: np.ndarray, weights: np.ndarray | None = N
     w = np.ones(len(left)) if weights is None else np.asarray(weights, dtype=float)
     if len(left) == 0:
         return pd.DataFrame({"left": [], "right": [], "exact": [], "mass": []})
-    distinct = pd.DataFrame({"left": left, "right": right, "w": w}).groupby(
-        ["left", "right"], sort=True)["w"].sum().reset_index()
+    distinct = (
+        pd.DataFrame({"left": left, "right": right, "w": w})
+        .groupby(["left", "right"], sort=True)["w"]
+        .sum()
+        .reset_index()
+    )
     distinct = distinct[distinct["w"] > 0]
-    intervals, alpha = turnbull_intervals(distinct["left"].to_numpy(),
-                                          distinct["right"].to_numpy())
+    intervals, alpha = turnbull_intervals(distinct["left"].to_numpy(), distinct["right"].to_numpy())
     intervals["mass"] = _self_consistent(alpha, distinct["w"].to_numpy(), tol, max_iter)
     return intervals
 
@@ -182,8 +196,12 @@ def survival_curve(left: np.ndarray, right: np.ndarray) -> pd.DataFrame:
     fit = turnbull(left, right)
     after = 1.0 - np.cumsum(fit["mass"].to_numpy())
     finite = np.isfinite(fit["right"].to_numpy())
-    curve = pd.DataFrame({"time": np.concatenate([[0.0], fit["right"].to_numpy()[finite]]),
-                          "survival": np.concatenate([[1.0], np.clip(after[finite], 0.0, 1.0)])})
+    curve = pd.DataFrame(
+        {
+            "time": np.concatenate([[0.0], fit["right"].to_numpy()[finite]]),
+            "survival": np.concatenate([[1.0], np.clip(after[finite], 0.0, 1.0)]),
+        }
+    )
     return curve.drop_duplicates("time", keep="last").reset_index(drop=True)
 
 
@@ -191,6 +209,8 @@ def survival_curves(data: pd.DataFrame) -> pd.DataFrame:
     """:func:`survival_curve` per system of :func:`survival_data`: system, time, survival."""
     if data.empty:
         return pd.DataFrame(columns=CURVE_COLUMNS)
-    curves = [survival_curve(group["left"].to_numpy(), group["right"].to_numpy())
-              .assign(system=system) for system, group in data.groupby("system", sort=True)]
+    curves = [
+        survival_curve(group["left"].to_numpy(), group["right"].to_numpy()).assign(system=system)
+        for system, group in data.groupby("system", sort=True)
+    ]
     return pd.concat(curves, ignore_index=True)[CURVE_COLUMNS]

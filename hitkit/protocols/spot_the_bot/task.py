@@ -31,6 +31,7 @@ Each assignment shows its segments in its own shuffled order, recorded as ``orde
 ``annotations.csv`` (METHODS §4) has two rows per segment annotation; a segment's ``elapsed_s`` is
 the largest ``elapsed_s`` sent with its answers (the page sends seconds since the segment appeared).
 """
+
 from __future__ import annotations
 
 import math
@@ -85,15 +86,24 @@ class Feature:
 
 
 FEATURES = (
-    Feature("fluency", "Whose messages read more fluently?",
-            "Fluent messages are well formed and grammatical and read naturally, as a competent speaker of "
-            "the language would write them. Ignore whether they make sense; look only at the language."),
-    Feature("sensibleness", "Whose messages make more sense?",
-            "A sensible message fits the conversation so far: it follows logically from what was said, does "
-            "not contradict the speaker's earlier messages or common sense, and replies to what it answers."),
-    Feature("specificity", "Whose messages are more specific to this conversation?",
-            "A specific message takes up what this particular conversation is about. A generic message, such "
-            "as \"I don't know\" or \"That's nice\", could follow almost anything and is not specific."),
+    Feature(
+        "fluency",
+        "Whose messages read more fluently?",
+        "Fluent messages are well formed and grammatical and read naturally, as a competent speaker of "
+        "the language would write them. Ignore whether they make sense; look only at the language.",
+    ),
+    Feature(
+        "sensibleness",
+        "Whose messages make more sense?",
+        "A sensible message fits the conversation so far: it follows logically from what was said, does "
+        "not contradict the speaker's earlier messages or common sense, and replies to what it answers.",
+    ),
+    Feature(
+        "specificity",
+        "Whose messages are more specific to this conversation?",
+        "A specific message takes up what this particular conversation is about. A generic message, such "
+        "as \"I don't know\" or \"That's nice\", could follow almost anything and is not specific.",
+    ),
 )
 LABEL_QUESTIONS = ("label_0", "label_1")
 
@@ -137,15 +147,19 @@ class SpotTheBotTask(TaskType):
 
         gen = self.config.generation
         if gen is None:
-            raise ConfigError("the study file has no 'generation:' section, so there is no generated material to "
-                              "stand in for; add one or give spot_the_bot.bot_conversations")
+            raise ConfigError(
+                "the study file has no 'generation:' section, so there is no generated material to "
+                "stand in for; add one or give spot_the_bot.bot_conversations"
+            )
         systems = gen.systems or [s.name for s in self.config.systems]
         pairs = list(itertools.combinations(systems, 2)) + ([(s, s) for s in systems] if gen.self_chat else [])
         with path.open("w", encoding="utf-8") as fh:
             for a, b in pairs:
                 for k in range(gen.conversations_per_pair):
-                    turns = [{"speaker": i % 2, "system": (a, b)[i % 2], "text": "(to be generated)"}
-                             for i in range(2 * gen.exchanges)]
+                    turns = [
+                        {"speaker": i % 2, "system": (a, b)[i % 2], "text": "(to be generated)"}
+                        for i in range(2 * gen.exchanges)
+                    ]
                     fh.write(json.dumps({"id": f"{a}~{b}#{k:03d}", "systems": [a, b], "turns": turns}) + "\n")
         spot = (self.config.spot_the_bot or SpotTheBotConfig()).model_copy(update={"bot_conversations": path})
         return self.config.model_copy(update={"spot_the_bot": spot})
@@ -163,10 +177,16 @@ class SpotTheBotTask(TaskType):
         source, dialogues = self._human_source()
         longest = max(cfg.segment_lengths)
         available = sum(1 for d in dialogues if len(d.turns) // 2 >= longest)
-        return human_count_for(bot_bot, pairs, cfg.human_count, available, cfg.segments_per_hit,
-                               cfg.segment_lengths, source,
-                               {k: sum(1 for d in dialogues if len(d.turns) // 2 >= k)
-                                for k in range(1, longest + 1)})
+        return human_count_for(
+            bot_bot,
+            pairs,
+            cfg.human_count,
+            available,
+            cfg.segments_per_hit,
+            cfg.segment_lengths,
+            source,
+            {k: sum(1 for d in dialogues if len(d.turns) // 2 >= k) for k in range(1, longest + 1)},
+        )
 
     def _human_dialogues(self, needed_exchanges: int, count: int) -> list:
         _source, dialogues = self._human_source()
@@ -185,19 +205,35 @@ class SpotTheBotTask(TaskType):
         conversations, units = [], []
 
         def add(key: str, kind: str, pair: list[str], texts: Sequence[str], meta: dict) -> None:
-            turns = tuple(TurnSpec(str(i % 2), text, system=None if pair[i % 2] == HUMAN else pair[i % 2])
-                          for i, text in enumerate(texts))
+            turns = tuple(
+                TurnSpec(str(i % 2), text, system=None if pair[i % 2] == HUMAN else pair[i % 2])
+                for i, text in enumerate(texts)
+            )
             conversations.append(ConversationSpec(key, kind, turns, {"systems": pair, **meta}))
             for k in cfg.segment_lengths:
-                units.append(UnitSpec(
-                    key=unit_key(key, k),
-                    payload={"conversation": key, "kind": kind, "k": k, "systems": pair,
-                             "turns": [{"entity": i % 2, "text": t} for i, t in enumerate(texts[:2 * k])]},
-                    required_answers=cfg.annotations_per_segment, conversation_key=key))
+                units.append(
+                    UnitSpec(
+                        key=unit_key(key, k),
+                        payload={
+                            "conversation": key,
+                            "kind": kind,
+                            "k": k,
+                            "systems": pair,
+                            "turns": [{"entity": i % 2, "text": t} for i, t in enumerate(texts[: 2 * k])],
+                        },
+                        required_answers=cfg.annotations_per_segment,
+                        conversation_key=key,
+                    )
+                )
 
         for c in bot_bot:
-            add(f"bb:{c['id']}", "bot_bot", c["systems"], c["turns"],
-                {"source_id": c["id"], "seed_dialogue": c["seed_dialogue"]})
+            add(
+                f"bb:{c['id']}",
+                "bot_bot",
+                c["systems"],
+                c["turns"],
+                {"source_id": c["id"], "seed_dialogue": c["seed_dialogue"]},
+            )
         for d in humans:
             add(f"hh:{d.id}", "human_human", [HUMAN, HUMAN], d.turns, {"source_id": d.id})
         return Material(units=units, conversations=conversations)
@@ -224,31 +260,36 @@ class SpotTheBotTask(TaskType):
             # A judged study's crowd share (hitkit.judges.human_subset: whole conversations, drawn at random within
             # each pair) may lack the full design's balance of kinds: greedy blocks.
             hits = pack_share(sources, available, cfg.segment_lengths, cfg.segments_per_hit, rng)
-        return [HitSpec(tuple(keys[(s.conversation, s.k)] for s in hit), cfg.annotations_per_segment)
-                for hit in hits]
+        return [HitSpec(tuple(keys[(s.conversation, s.k)] for s in hit), cfg.annotations_per_segment) for hit in hits]
 
     # The refusal rule ----------------------------------------------------------------------------
     def refuses(self, session: Session, hit: Any, worker: Any) -> str | None:
         this, other = aliased(HitUnit), aliased(HitUnit)
         this_unit, other_unit = aliased(Unit), aliased(Unit)
-        hit_conversations = (select(this_unit.conversation_id).join(this, this.unit_id == this_unit.id)
-                             .where(this.hit_id == hit.id))
+        hit_conversations = (
+            select(this_unit.conversation_id).join(this, this.unit_id == this_unit.id).where(this.hit_id == hit.id)
+        )
         shown = session.scalar(
             select(func.count(func.distinct(other_unit.conversation_id)))
             .select_from(Assignment)
             .join(other, other.hit_id == Assignment.hit_id)
             .join(other_unit, other_unit.id == other.unit_id)
-            .where(Assignment.worker_id == worker.id, Assignment.hit_id != hit.id,
-                   other_unit.conversation_id.in_(hit_conversations)))
+            .where(
+                Assignment.worker_id == worker.id,
+                Assignment.hit_id != hit.id,
+                other_unit.conversation_id.in_(hit_conversations),
+            )
+        )
         if shown:
-            return (f"you have already seen part of {shown} of this HIT's conversations in another HIT, and each "
-                    f"conversation may be shown to you only once — please choose another HIT")
+            return (
+                f"you have already seen part of {shown} of this HIT's conversations in another HIT, and each "
+                f"conversation may be shown to you only once — please choose another HIT"
+            )
         return None
 
     # Questions ----------------------------------------------------------------------------------
     def questions(self, unit: Unit) -> list[Question]:
-        return ([Question(q, LABELS) for q in LABEL_QUESTIONS]
-                + [Question(f.name, PREFERENCES) for f in FEATURES])
+        return [Question(q, LABELS) for q in LABEL_QUESTIONS] + [Question(f.name, PREFERENCES) for f in FEATURES]
 
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
         return shuffled_order(units, rng)
@@ -278,13 +319,16 @@ class SpotTheBotTask(TaskType):
         units = session.scalars(select(Unit).where(Unit.study_id == study.id))
         return {u.public_key: self.entities(u.payload["systems"], quality) for u in units}
 
-    def simulate(self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any,
-                 worker: str = "") -> dict[str, str]:
+    def simulate(
+        self, profile: str, view: Mapping[str, Any], rng: random.Random, context: Any, worker: str = ""
+    ) -> dict[str, str]:
         if profile == "always_tie":
             return {**{q: "unsure" for q in LABEL_QUESTIONS}, **{f.name: "neither" for f in FEATURES}}
         if profile == "spammer":
-            return {**{q: rng.choice(LABELS) for q in LABEL_QUESTIONS},
-                    **{f.name: rng.choice(PREFERENCES) for f in FEATURES}}
+            return {
+                **{q: rng.choice(LABELS) for q in LABEL_QUESTIONS},
+                **{f.name: rng.choice(PREFERENCES) for f in FEATURES},
+            }
         entities = context[view["unit_id"]]
         k = view["k"]
         answers = {}
@@ -324,10 +368,14 @@ class SpotTheBotTask(TaskType):
             position = asg.layout["order"].index(unit.id)
             for entity in (0, 1):
                 row = {
-                    "study": study.name, "hit_id": hit.provider_hit_id or str(hit.id),
-                    "assignment_id": asg.provider_assignment_id or str(asg.id), "worker_id": worker.external_id,
-                    "conversation_id": unit.payload["conversation"], "segment_exchanges": unit.payload["k"],
-                    "entity": entity, "system": unit.payload["systems"][entity],
+                    "study": study.name,
+                    "hit_id": hit.provider_hit_id or str(hit.id),
+                    "assignment_id": asg.provider_assignment_id or str(asg.id),
+                    "worker_id": worker.external_id,
+                    "conversation_id": unit.payload["conversation"],
+                    "segment_exchanges": unit.payload["k"],
+                    "entity": entity,
+                    "system": unit.payload["systems"][entity],
                     "label": answers[LABEL_QUESTIONS[entity]].value,
                     "elapsed_s": round(max(elapsed), 3) if elapsed else None,
                 }

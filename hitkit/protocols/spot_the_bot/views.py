@@ -1,5 +1,6 @@
 """Spot The Bot on the coordinator dashboard: what a segment unit is, the labels in system names, how
 often a system passed as human per segment length, and two systems' conversations from one seed."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -43,13 +44,19 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
     own = a[a["system"] == name]
     for k, group in own.groupby("segment_exchanges"):
         human = float((group["label"] == "human").mean())
-        scores.append({"measure": f"{k} exchanges", "value": f"{human:.2f}",
-                       "detail": f"{len(group)} labels; spotted as bot {float((group['label'] == 'bot').mean()):.2f}"})
+        scores.append(
+            {
+                "measure": f"{k} exchanges",
+                "value": f"{human:.2f}",
+                "detail": f"{len(group)} labels; spotted as bot {float((group['label'] == 'bot').mean()):.2f}",
+            }
+        )
     return scores, "Share of its speakers labelled human, by segment length."
 
 
-def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
-                 turns_of: Callable[[Any], list[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
+def side_by_side(
+    convs: Sequence, a: str, b: str, ids: Mapping[str, int], turns_of: Callable[[Any], list[dict[str, Any]]], limit: int
+) -> list[dict[str, Any]]:
     """Each system's conversation from the same seed dialogue (its self-chat where there is one)."""
     by_seed: dict[str, dict[str, Any]] = defaultdict(dict)
     for conv in convs:
@@ -66,9 +73,16 @@ def side_by_side(convs: Sequence, a: str, b: str, ids: Mapping[str, int],
     rows: list[dict[str, Any]] = []
     for seed, pair in by_seed.items():
         if a in pair and b in pair:
-            rows.append({"title": f"seed {seed}", "prompt": "", "conversation": pair[a].id,
-                         "right_conversation": pair[b].id, "left": turns_of(pair[a]),
-                         "right": turns_of(pair[b])})
+            rows.append(
+                {
+                    "title": f"seed {seed}",
+                    "prompt": "",
+                    "conversation": pair[a].id,
+                    "right_conversation": pair[b].id,
+                    "left": turns_of(pair[a]),
+                    "right": turns_of(pair[b]),
+                }
+            )
         if len(rows) >= limit:
             break
     return rows

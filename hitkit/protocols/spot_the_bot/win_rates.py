@@ -1,6 +1,7 @@
 """Spot The Bot's win rates (METHODS §2): per ordered pair of systems, the share of decisive segment
 annotations the first system won (human > unsure > bot), a chi-square test of an even split, and
 clustered bootstrap intervals; the same from the fluency, sensibleness and specificity answers."""
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,9 @@ CLUSTER_UNITS: tuple[str, ...] = ("annotation", "conversation", "worker")
 WIN_COLUMNS = ["system_a", "system_b", "wins", "losses", "ties", "win_rate", "p_value"]
 
 
-def _win_table(system_0: np.ndarray, system_1: np.ndarray, outcome: np.ndarray,
-               correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
+def _win_table(
+    system_0: np.ndarray, system_1: np.ndarray, outcome: np.ndarray, correction: Correction = DEFAULT_CORRECTION
+) -> pd.DataFrame:
     """WIN_COLUMNS per ordered pair from outcomes seen from entity 0 (+1 win, 0 tie, −1 loss).
 
     p_adjusted corrects the chi-square p-values over the family of unordered pairs of different
@@ -42,26 +44,32 @@ def _win_table(system_0: np.ndarray, system_1: np.ndarray, outcome: np.ndarray,
     a = np.concatenate([system_0, system_1[cross]])
     b = np.concatenate([system_1, system_0[cross]])
     o = np.concatenate([outcome, -outcome[cross]])
-    counts = (pd.crosstab([pd.Series(a, name="system_a"), pd.Series(b, name="system_b")],
-                          pd.Series(o, name="outcome"))
-              .reindex(columns=[1, -1, 0], fill_value=0))
+    counts = pd.crosstab(
+        [pd.Series(a, name="system_a"), pd.Series(b, name="system_b")], pd.Series(o, name="outcome")
+    ).reindex(columns=[1, -1, 0], fill_value=0)
     rows = []
     for (sys_a, sys_b), (wins, losses, ties) in zip(counts.index, counts.to_numpy()):
         if sys_a == sys_b:
             # Every decisive annotation is a win and a loss of the system against itself.
             wins = losses = wins + losses
         decisive = int(wins + losses)
-        rows.append({
-            "system_a": sys_a, "system_b": sys_b,
-            "wins": int(wins), "losses": int(losses), "ties": int(ties),
-            "win_rate": wins / decisive if decisive else math.nan,
-            "p_value": float(stats.chisquare([wins, losses]).pvalue) if decisive else 1.0,
-        })
-    table = pd.DataFrame(rows, columns=WIN_COLUMNS).sort_values(["system_a", "system_b"],
-                                                                ignore_index=True)
+        rows.append(
+            {
+                "system_a": sys_a,
+                "system_b": sys_b,
+                "wins": int(wins),
+                "losses": int(losses),
+                "ties": int(ties),
+                "win_rate": wins / decisive if decisive else math.nan,
+                "p_value": float(stats.chisquare([wins, losses]).pvalue) if decisive else 1.0,
+            }
+        )
+    table = pd.DataFrame(rows, columns=WIN_COLUMNS).sort_values(["system_a", "system_b"], ignore_index=True)
     family = (table["system_a"] < table["system_b"]).to_numpy()
-    adjusted = pd.Series(adjust(table.loc[family, "p_value"].to_numpy(), correction),
-                         index=pd.MultiIndex.from_frame(table.loc[family, ["system_a", "system_b"]]))
+    adjusted = pd.Series(
+        adjust(table.loc[family, "p_value"].to_numpy(), correction),
+        index=pd.MultiIndex.from_frame(table.loc[family, ["system_a", "system_b"]]),
+    )
     key = [(x, y) if x < y else (y, x) for x, y in zip(table["system_a"], table["system_b"])]
     table["p_adjusted"] = [adjusted.get(k, p) for k, p in zip(key, table["p_value"])]
     table["correction"] = correction
@@ -79,8 +87,9 @@ def _cluster_labels(seg: pd.DataFrame, unit: str) -> np.ndarray:
     raise ValueError(f"cluster={unit!r}; use one of {', '.join(CLUSTER_UNITS)}")
 
 
-def _add_win_intervals(table: pd.DataFrame, seg: pd.DataFrame, outcome: np.ndarray, unit: str,
-                       n_boot: int, seed: int) -> pd.DataFrame:
+def _add_win_intervals(
+    table: pd.DataFrame, seg: pd.DataFrame, outcome: np.ndarray, unit: str, n_boot: int, seed: int
+) -> pd.DataFrame:
     """Expanded percentile 95 % intervals of each win rate from a bootstrap that resamples ``unit``
     (:func:`~hitkit.analysis.inference.bootstrap_interval`, expanded for the number of units in
     which the two systems met)."""
@@ -121,9 +130,14 @@ def _add_win_intervals(table: pd.DataFrame, seg: pd.DataFrame, outcome: np.ndarr
     return table
 
 
-def win_rates(annotations: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTION,
-              cluster: ClusterUnit = "conversation", n_boot: int = 1000,
-              seed: int = 0) -> pd.DataFrame:
+def win_rates(
+    annotations: pd.DataFrame,
+    *,
+    correction: Correction = DEFAULT_CORRECTION,
+    cluster: ClusterUnit = "conversation",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Wins, losses, ties, win rate, its interval and chi-square p per ordered pair that met.
 
     A win of system_a over system_b is a segment annotation in which system_a's speaker got the
@@ -138,20 +152,17 @@ def win_rates(annotations: pd.DataFrame, *, correction: Correction = DEFAULT_COR
     check_correction(correction)
     seg = segment_annotations(annotations)
     outcome = seg["outcome"].to_numpy()
-    table = _win_table(seg["system_0"].to_numpy(), seg["system_1"].to_numpy(), outcome,
-                       correction)
+    table = _win_table(seg["system_0"].to_numpy(), seg["system_1"].to_numpy(), outcome, correction)
     return _add_win_intervals(table, seg, outcome, cluster, n_boot, seed)
 
 
-def feature_win_rates(annotations: pd.DataFrame, *,
-                      correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
+def feature_win_rates(annotations: pd.DataFrame, *, correction: Correction = DEFAULT_CORRECTION) -> pd.DataFrame:
     """:func:`win_rates` from the fluency, sensibleness and specificity preferences, per feature
     (each feature its own family for the correction)."""
     seg = segment_annotations(annotations)
     tables = []
     for feature in FEATURES:
-        table = _win_table(seg["system_0"].to_numpy(), seg["system_1"].to_numpy(),
-                           seg[feature].to_numpy(), correction)
+        table = _win_table(seg["system_0"].to_numpy(), seg["system_1"].to_numpy(), seg[feature].to_numpy(), correction)
         table.insert(0, "feature", feature)
         tables.append(table)
     return pd.concat(tables, ignore_index=True)
@@ -163,8 +174,12 @@ def system_feature_win_rates(annotations: pd.DataFrame) -> pd.DataFrame:
     win_rate."""
     table = feature_win_rates(annotations, correction="none")
     table = table[table["system_a"] != table["system_b"]]
-    out = (table.groupby(["feature", "system_a"], sort=True)[["wins", "losses", "ties"]].sum()
-           .reset_index().rename(columns={"system_a": "system"}))
+    out = (
+        table.groupby(["feature", "system_a"], sort=True)[["wins", "losses", "ties"]]
+        .sum()
+        .reset_index()
+        .rename(columns={"system_a": "system"})
+    )
     decisive = out["wins"] + out["losses"]
     with np.errstate(invalid="ignore", divide="ignore"):
         out["win_rate"] = np.where(decisive > 0, out["wins"] / decisive, np.nan)

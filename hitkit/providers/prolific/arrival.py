@@ -7,6 +7,7 @@ of that participant, in this study.
 
 Nothing here writes to the database: a worker's page must never wait on a write.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -24,17 +25,24 @@ def link_ids(args: Mapping[str, str]) -> tuple[str, str, str] | None:
     if not pid and not session_id:
         return None
     if not (pid and study and session_id):
-        raise FlowError("this link is missing Prolific's PROLIFIC_PID, STUDY_ID or SESSION_ID; "
-                        "please open the study from Prolific again", 403)
+        raise FlowError(
+            "this link is missing Prolific's PROLIFIC_PID, STUDY_ID or SESSION_ID; "
+            "please open the study from Prolific again",
+            403,
+        )
     # Checked before any id reaches a URL path: Prolific ids are 24 hexadecimal characters.
     if not all(is_prolific_id(x) for x in (pid, study, session_id)):
-        raise FlowError("this link's PROLIFIC_PID, STUDY_ID or SESSION_ID is not a Prolific id; please open the "
-                        "study from Prolific again", 400)
+        raise FlowError(
+            "this link's PROLIFIC_PID, STUDY_ID or SESSION_ID is not a Prolific id; please open the "
+            "study from Prolific again",
+            400,
+        )
     return pid, study, session_id
 
 
-def verify(api: ProlificClient, memory: ProlificMemory, ids: tuple[str, str, str], ours: tuple[str, ...] | None,
-           done_url: str) -> Arrival:
+def verify(
+    api: ProlificClient, memory: ProlificMemory, ids: tuple[str, str, str], ours: tuple[str, ...] | None, done_url: str
+) -> Arrival:
     """The arrival of ``ids`` when Prolific shows the submission ACTIVE, theirs, in one of the studies ``ours``
     (the study, and a test run's test study); else FlowError."""
     pid, study, session_id = ids
@@ -46,17 +54,21 @@ def verify(api: ProlificClient, memory: ProlificMemory, ids: tuple[str, str, str
         if exc.status in (400, 403, 404):
             sub = None
         else:  # Prolific is slow or down: the participant may simply try again
-            raise FlowError("Prolific could not confirm your session just now; please reload this page in a "
-                            "moment", 503) from exc
+            raise FlowError(
+                "Prolific could not confirm your session just now; please reload this page in a moment", 503
+            ) from exc
     # The single-submission view names the participant ``participant`` (API reference, SubmissionDetail).
     if not sub or sub.get("participant") != pid or sub.get("study_id") != study:
-        raise FlowError("Prolific has no session of yours for this study; please open the study from Prolific "
-                        "again", 403)
+        raise FlowError(
+            "Prolific has no session of yours for this study; please open the study from Prolific again", 403
+        )
     held = memory.held_status(session_id)  # one Prolific session is one HIT
     if held in DONE_STATUSES or sub.get("status") in ("AWAITING REVIEW", "APPROVED"):
-        raise FlowError(f"the work of this Prolific session is already handed in; to finish on Prolific go to "
-                        f"{done_url}", 409)
+        raise FlowError(
+            f"the work of this Prolific session is already handed in; to finish on Prolific go to {done_url}", 409
+        )
     if sub.get("status") != "ACTIVE":
-        raise FlowError(f"Prolific shows this session as {sub.get('status')}; please open the study from "
-                        f"Prolific again", 403)
+        raise FlowError(
+            f"Prolific shows this session as {sub.get('status')}; please open the study from Prolific again", 403
+        )
     return Arrival(preview=False, worker_id=pid, provider_assignment_id=session_id, extra={"study_id": study})

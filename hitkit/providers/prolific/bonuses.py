@@ -5,6 +5,7 @@ settled from the submission's ``bonus_payments`` (:func:`settle_bonus`), never s
 These functions only call Prolific and remember the steps as ``prolific_bonus_*`` events; the ledger
 (:mod:`hitkit.money.ledger`) alone writes the money.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,28 +25,46 @@ Prolific pays bulk bonuses asynchronously; an hour is far beyond its processing 
 shown by then was never made and paying it again cannot pay twice."""
 
 
-def pay_bonus(api: ProlificClient, memory: ProlificMemory, provider_assignment_id: str, amount: Decimal,
-              idempotency_key: str) -> str:
+def pay_bonus(
+    api: ProlificClient, memory: ProlificMemory, provider_assignment_id: str, amount: Decimal, idempotency_key: str
+) -> str:
     """Create then pay a bonus once per key; the Prolific bonus id."""
     amount = cents(amount)
     state = memory.read()
     mine = state.bonuses.get(idempotency_key)
     if mine is not None and Decimal(mine["amount"]) != amount:
-        raise ProlificError(f"bonus key {idempotency_key} was already used for {mine['amount']}; give every "
-                            f"distinct bonus its own idempotency key", permanent=True)
+        raise ProlificError(
+            f"bonus key {idempotency_key} was already used for {mine['amount']}; give every "
+            f"distinct bonus its own idempotency key",
+            permanent=True,
+        )
     if mine is not None and mine.get("paid"):
         return mine["bonus_id"]
     if mine is not None and mine.get("sent_at") is not None:
-        raise ProlificError(f"the bonus {idempotency_key} ({mine['bonus_id']}) was sent to Prolific's pay call "
-                            f"without an answer; `hitkit sync` settles it from the submission's bonus payments "
-                            f"— hitkit will not risk paying twice", permanent=False)
+        raise ProlificError(
+            f"the bonus {idempotency_key} ({mine['bonus_id']}) was sent to Prolific's pay call "
+            f"without an answer; `hitkit sync` settles it from the submission's bonus payments "
+            f"— hitkit will not risk paying twice",
+            permanent=False,
+        )
     if mine is None:
         # Keyed by submission id (PLATFORMS.md: "<submission or participant id>,<amount>").
-        created = api.call("POST", "/submissions/bonus-payments/",
-                           {"study_id": require_posted(state.study_id, memory.study_name),
-                            "csv_bonuses": f"{provider_assignment_id},{amount}\n"})
-        mine = {"key": idempotency_key, "bonus_id": created["id"], "submission": provider_assignment_id,
-                "amount": str(amount), "fees": created.get("fees"), "vat": created.get("vat")}
+        created = api.call(
+            "POST",
+            "/submissions/bonus-payments/",
+            {
+                "study_id": require_posted(state.study_id, memory.study_name),
+                "csv_bonuses": f"{provider_assignment_id},{amount}\n",
+            },
+        )
+        mine = {
+            "key": idempotency_key,
+            "bonus_id": created["id"],
+            "submission": provider_assignment_id,
+            "amount": str(amount),
+            "fees": created.get("fees"),
+            "vat": created.get("vat"),
+        }
         memory.record("prolific_bonus_created", mine)
     memory.record("prolific_bonus_sent", {"key": idempotency_key, "bonus_id": mine["bonus_id"]})
     try:
@@ -73,12 +92,14 @@ def settle_bonus(api: ProlificClient, memory: ProlificMemory, bonus: PendingBonu
     sub = api.call("GET", f"/submissions/{bonus.provider_assignment_id}/") or {}
     shown = sum(1 for paid in sub.get("bonus_payments") or [] if same_amount(paid, bonus.amount))
     if shown > bonus.paid_alike:
-        memory.record("prolific_bonus_paid", {"key": bonus.idempotency_key, "bonus_id": mine["bonus_id"],
-                                              "settled_from": "bonus_payments"})
+        memory.record(
+            "prolific_bonus_paid",
+            {"key": bonus.idempotency_key, "bonus_id": mine["bonus_id"], "settled_from": "bonus_payments"},
+        )
         return BonusOutcome.PAID
     sent_at = mine["sent_at"]
     if sent_at.tzinfo is None:
-        sent_at = sent_at.replace(tzinfo=dt.UTC)
+        sent_at = sent_at.replace(tzinfo=dt.timezone.utc)
     if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
         memory.record("prolific_bonus_unpaid", {"key": bonus.idempotency_key, "why": "not in bonus_payments"})
         return BonusOutcome.UNPAID
@@ -87,9 +108,14 @@ def settle_bonus(api: ProlificClient, memory: ProlificMemory, bonus: PendingBonu
 
 def create(api: ProlificClient, memory: ProlificMemory, provider_assignment_id: str, amount: Decimal) -> str:
     """Set up a bonus on the submission (pays nothing); its bulk bonus id."""
-    created = api.call("POST", "/submissions/bonus-payments/",
-                       {"study_id": require_posted(memory.read().study_id, memory.study_name),
-                        "csv_bonuses": f"{provider_assignment_id},{cents(amount)}\n"})
+    created = api.call(
+        "POST",
+        "/submissions/bonus-payments/",
+        {
+            "study_id": require_posted(memory.read().study_id, memory.study_name),
+            "csv_bonuses": f"{provider_assignment_id},{cents(amount)}\n",
+        },
+    )
     return created["id"]
 
 
@@ -99,17 +125,16 @@ def shown(api: ProlificClient, provider_assignment_id: str, amount: Decimal) -> 
     return sum(1 for paid in sub.get("bonus_payments") or [] if same_amount(paid, amount))
 
 
-def settle_sent(api: ProlificClient, bonus: PendingBonus) -> BonusOutcome:
-    """A bonus whose pay call went out at ``bonus.sent_at`` without an answer, settled from ``bonus_payments``.
+def settle_sent(api: ProlificClient, bonus: PendingBonus, sent_at: dt.datetime) -> BonusOutcome:
+    """A bonus whose pay call went out at ``sent_at`` (``bonus.sent_at``) without an answer, settled from ``bonus_payments``.
 
     PAID when the submission shows more payments of its amount than the ledger counts as paid; UNPAID
     when it still does not :data:`BONUS_SETTLE_S` after the call (Prolific pays within minutes); else UNKNOWN.
     """
     if shown(api, bonus.provider_assignment_id, bonus.amount) > bonus.paid_alike:
         return BonusOutcome.PAID
-    sent_at = bonus.sent_at
     if sent_at.tzinfo is None:
-        sent_at = sent_at.replace(tzinfo=dt.UTC)
+        sent_at = sent_at.replace(tzinfo=dt.timezone.utc)
     if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
         return BonusOutcome.UNPAID
     return BonusOutcome.UNKNOWN

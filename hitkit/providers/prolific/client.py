@@ -6,6 +6,7 @@ database: :mod:`hitkit.providers.prolific.provider` decides what to call and wha
 
 Sources: Prolific's API reference (``prolific-openapi.yml`` in the shared docs) and PLATFORMS.md.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,9 @@ class ProlificError(HitkitError):
     def __init__(self, message: str, status: int | None = None, permanent: bool | None = None):
         super().__init__(message)
         self.status = status
-        self.permanent = permanent if permanent is not None else (
-            status is not None and 400 <= status < 500 and status != 429)
+        self.permanent = (
+            permanent if permanent is not None else (status is not None and 400 <= status < 500 and status != 429)
+        )
 
     @property
     def outcome_unknown(self) -> bool:
@@ -56,11 +58,11 @@ class ProlificError(HitkitError):
 
 def is_prolific_id(value: str | None) -> bool:
     """Whether ``value`` has the shape of a Prolific id (24 hex characters), safe to put in a URL path."""
-    return (value is not None and len(value) == SUBMISSION_ID_CHARS
-            and all(c in "0123456789abcdefABCDEF" for c in value))
+    return value is not None and len(value) == SUBMISSION_ID_CHARS and all(c in "0123456789abcdefABCDEF" for c in value)
 
 
 # -- pay rules ---------------------------------------------------------------------------------------
+
 
 def minimum_reward(estimated_minutes: float, currency: str) -> Decimal | None:
     """The least reward Prolific accepts for this estimate (rounded up to a cent); None for an unknown currency."""
@@ -76,25 +78,32 @@ def minimum_allowed_minutes(estimated_minutes: float) -> int:
     return math.ceil(2 + 2 * x + 2 * math.sqrt(x) - 1e-9)
 
 
-def pay_rule_problems(reward: Decimal, currency: str, estimated_minutes: float,
-                      maximum_allowed_minutes: float) -> list[str]:
+def pay_rule_problems(
+    reward: Decimal, currency: str, estimated_minutes: float, maximum_allowed_minutes: float
+) -> list[str]:
     """What Prolific would refuse about this pay and time, each with the fix; empty when all is well."""
     problems = []
     least = minimum_reward(estimated_minutes, currency)
-    if currency.upper() not in MIN_HOURLY_REWARD:
-        problems.append(f"provider.currency is '{currency}', but a Prolific workspace pays in GBP or USD; "
-                        f"set provider.currency to your workspace's currency")
+    if least is None:  # a currency MIN_HOURLY_REWARD does not name
+        problems.append(
+            f"provider.currency is '{currency}', but a Prolific workspace pays in GBP or USD; "
+            f"set provider.currency to your workspace's currency"
+        )
     elif Decimal(reward) < least:
         hourly = MIN_HOURLY_REWARD[currency.upper()]
-        problems.append(f"hit.reward {reward} {currency} for provider.prolific.estimated_minutes "
-                        f"{estimated_minutes} is {Decimal(reward) * 60 / Decimal(str(estimated_minutes)):.2f} "
-                        f"{currency}/hour, under Prolific's minimum of {hourly} {currency}/hour; raise hit.reward "
-                        f"to at least {least} (or lower estimated_minutes if the task is shorter)")
+        problems.append(
+            f"hit.reward {reward} {currency} for provider.prolific.estimated_minutes "
+            f"{estimated_minutes} is {Decimal(reward) * 60 / Decimal(str(estimated_minutes)):.2f} "
+            f"{currency}/hour, under Prolific's minimum of {hourly} {currency}/hour; raise hit.reward "
+            f"to at least {least} (or lower estimated_minutes if the task is shorter)"
+        )
     floor = minimum_allowed_minutes(estimated_minutes)
     if maximum_allowed_minutes < floor:
-        problems.append(f"hit.assignment_minutes {maximum_allowed_minutes:g} is Prolific's maximum_allowed_time, "
-                        f"which must be at least 2 + 2X + 2√X = {floor} minutes for an estimate of X = "
-                        f"{estimated_minutes} minutes; raise hit.assignment_minutes to {floor} or more")
+        problems.append(
+            f"hit.assignment_minutes {maximum_allowed_minutes:g} is Prolific's maximum_allowed_time, "
+            f"which must be at least 2 + 2X + 2√X = {floor} minutes for an estimate of X = "
+            f"{estimated_minutes} minutes; raise hit.assignment_minutes to {floor} or more"
+        )
     return problems
 
 
@@ -105,14 +114,16 @@ def fee_rate(service_rate: Decimal, vat_rate: Decimal) -> Decimal:
 
 # -- the client -------------------------------------------------------------------------------------
 
+
 class ProlificClient:
     """Calls to one Prolific API root with one token; ``on_call`` hears of every call (for the audit log)."""
 
     timeout_s = 30.0
     """Seconds to wait for Prolific's answer to one call."""
 
-    def __init__(self, api_url: str, token_env: str,
-                 on_call: Callable[[str, str, int | None, int], None] | None = None):
+    def __init__(
+        self, api_url: str, token_env: str, on_call: Callable[[str, str, int | None, int], None] | None = None
+    ):
         self.api_url = api_url.rstrip("/")
         self.token_env = token_env
         self.on_call = on_call
@@ -122,9 +133,11 @@ class ProlificClient:
         """The API token from the environment; ConfigError naming the variable when it is not set."""
         token = os.environ.get(self.token_env)
         if not token:
-            raise ConfigError(f"the Prolific API token is read from the environment variable {self.token_env}, "
-                              f"which is not set; export it (or set provider.prolific.token_env to the variable "
-                              f"that holds the token)")
+            raise ConfigError(
+                f"the Prolific API token is read from the environment variable {self.token_env}, "
+                f"which is not set; export it (or set provider.prolific.token_env to the variable "
+                f"that holds the token)"
+            )
         return token
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
@@ -149,8 +162,9 @@ class ProlificClient:
             break
         self._heard(method, path, resp.status_code, attempt)
         if resp.status_code >= 400:
-            raise ProlificError(f"Prolific refused {method} {path} with HTTP {resp.status_code}: {resp.text[:500]}",
-                                resp.status_code) from None
+            raise ProlificError(
+                f"Prolific refused {method} {path} with HTTP {resp.status_code}: {resp.text[:500]}", resp.status_code
+            ) from None
         headers = dict(resp.headers)
         if not resp.content:
             return None, headers
@@ -162,14 +176,15 @@ class ProlificClient:
     def pages(self, path: str) -> Iterator[dict[str, Any]]:
         """Every item of a paginated list, following ``_links.next.href`` to the end (API reference)."""
         seen: set[str] = set()
-        while path:
-            if path in seen:  # a page pointing back at itself would loop forever
-                raise ProlificError(f"Prolific's pagination repeats {path}")
-            seen.add(path)
-            page = self.call("GET", path) or {}
+        here: str | None = path
+        while here:
+            if here in seen:  # a page pointing back at itself would loop forever
+                raise ProlificError(f"Prolific's pagination repeats {here}")
+            seen.add(here)
+            page = self.call("GET", here) or {}
             yield from page.get("results") or []
             nxt = (page.get("_links") or {}).get("next") or {}
-            path = nxt.get("href") if isinstance(nxt, dict) else None
+            here = nxt.get("href") if isinstance(nxt, dict) else None
 
     def _heard(self, method: str, path: str, status: int | None, attempt: int) -> None:
         log.debug("Prolific %s %s -> %s (attempt %d)", method, path, status, attempt)
@@ -180,7 +195,7 @@ class ProlificClient:
 def retry_after(header: str | None, attempt: int) -> float:
     """Seconds to wait after a 429: Prolific's Retry-After when given, else exponential, capped."""
     try:
-        wait = float(header) if header is not None else 2.0 ** attempt
+        wait = float(header) if header is not None else 2.0**attempt
     except ValueError:
-        wait = 2.0 ** attempt
+        wait = 2.0**attempt
     return max(0.0, min(wait, MAX_WAIT_S))

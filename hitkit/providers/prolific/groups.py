@@ -13,6 +13,7 @@ serves every study of the coordinator in that database. (Prolific's list of grou
 /participant-groups/``, takes a required ``filter`` object that the OpenAPI validator cannot read back from
 any query string, so hitkit does not look groups up there.)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,9 +48,15 @@ class ProlificGroups:
         found = self.find(name)
         if found is not None:
             return found
-        made = self.api.call("POST", "/participant-groups/", {  # no transaction open while Prolific answers
-            "workspace_id": self._workspace(), "name": name,
-            "description": "kept by hitkit (participants added by `hitkit workers` or by quality control)"})
+        made = self.api.call(
+            "POST",
+            "/participant-groups/",
+            {  # no transaction open while Prolific answers
+                "workspace_id": self._workspace(),
+                "name": name,
+                "description": "kept by hitkit (participants added by `hitkit workers` or by quality control)",
+            },
+        )
         with get_engine(self.database_url).begin() as conn:
             # Two processes making it at once: one id wins, the other group stays empty and unused.
             return settings.read_or_create(conn, self._key(name), lambda: made["id"])
@@ -67,9 +74,12 @@ class ProlificGroups:
         if allowlist:
             gid = self.find(allowlist)
             if gid is None:
-                raise ProlificError(f"provider.prolific.allowlist names the participant group '{allowlist}', which "
-                                    f"your Prolific workspace does not have; fill it first (e.g. `hitkit workers "
-                                    f"--passed-qc FIRST_STUDY_FILE --to-group {allowlist}`)", permanent=True)
+                raise ProlificError(
+                    f"provider.prolific.allowlist names the participant group '{allowlist}', which "
+                    f"your Prolific workspace does not have; fill it first (e.g. `hitkit workers "
+                    f"--passed-qc FIRST_STUDY_FILE --to-group {allowlist}`)",
+                    permanent=True,
+                )
             out.append({"filter_id": "participant_group_allowlist", "selected_values": [gid]})
         if blocklist:
             out.append({"filter_id": "participant_group_blocklist", "selected_values": [self.ensure(blocklist)]})

@@ -3,6 +3,7 @@
 One participant: ``POST /messages/ {recipient_id, body, study_id}``; several: ``POST /messages/bulk/
 {ids, body, study_id}``. Both answer 204. The body is the coordinator's text as written.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -23,8 +24,11 @@ def check(participant_ids: Sequence[str], body: str) -> list[str]:
     ids = list(dict.fromkeys(participant_ids))
     bad = [p for p in ids if not is_prolific_id(p)]
     if bad:
-        raise ProlificError(f"{', '.join(bad[:3])} {'is' if len(bad) == 1 else 'are'} not a Prolific participant id "
-                            f"(24 hexadecimal characters)", permanent=True)
+        raise ProlificError(
+            f"{', '.join(bad[:3])} {'is' if len(bad) == 1 else 'are'} not a Prolific participant id "
+            f"(24 hexadecimal characters)",
+            permanent=True,
+        )
     if not ids:
         raise ProlificError("no participant to write to", permanent=True)
     return ids

@@ -12,11 +12,13 @@ that created a study ever adopts it again; a rerun with a fresh database creates
 
 State: what it did on Prolific (the study it created, the places per HIT key, publishing) is kept as
 ``prolific_*`` Event rows (:mod:`.state`), each in a short transaction of its own; a bonus's steps are the
-ledger row's states (:mod:`hitkit.money.payments`). Body and checks: :mod:`.posting`; bonuses: :mod:`.bonuses`.
+ledger row's states (:mod:`hitkit.money.payments`). Body and checks: :mod:`.posting`; bonuses: :mod:`.bonuses`;
+submissions and decisions on them: :mod:`.submissions`.
 Callers call it with no transaction open; it never writes ledger rows.
 
 Arrivals are verified against the live submission (:mod:`.arrival`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,10 +28,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select
-
-from hitkit.db.models import Hit, Study
-from hitkit.db.session import session_scope
 from hitkit.money.amounts import flat_fee
 from hitkit.providers.base import (
     Arrival,
@@ -41,19 +39,21 @@ from hitkit.providers.base import (
     PostedHit,
     ProviderWork,
 )
-from hitkit.providers.prolific import arrival, bonuses, messages, posting, rejection, test_run
+from hitkit.providers.prolific import arrival, bonuses, messages, posting, test_run
+from hitkit.providers.prolific import submissions as subs
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, fee_rate
 from hitkit.providers.prolific.state import ProlificMemory, ProlificState, created_study_id, require_posted
-from hitkit.providers.prolific.statuses import PUBLISHED_STATUSES, work_status
+from hitkit.providers.prolific.statuses import PUBLISHED_STATUSES
 
 log = logging.getLogger(__name__)
 
 __all__ = ["COMPLETE_URL", "ProlificProvider"]
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
-REJECTION_CATEGORIES = rejection.CATEGORIES
-REFUSE_FULL = ("please return this study on Prolific (\"Stop without completing\") so that your place goes "
-               "to someone else; you will not be penalised for it")
+REFUSE_FULL = (
+    "please return this study on Prolific (\"Stop without completing\") so that your place goes "
+    "to someone else; you will not be penalised for it"
+)
 
 
 class ProlificProvider(CrowdProvider):
@@ -82,16 +82,22 @@ class ProlificProvider(CrowdProvider):
         """The workspace's participant groups, by name (:mod:`.groups`): allowlists and the QC blocklist."""
         from hitkit.providers.prolific.groups import ProlificGroups
 
-        return ProlificGroups(self.api, lambda: posting.workspace_id(self.api, self.settings.workspace),
-                              self.memory.database_url)
+        return ProlificGroups(
+            self.api, lambda: posting.workspace_id(self.api, self.settings.workspace), self.memory.database_url
+        )
 
     @property
     def hooks(self):
         """The study's webhooks (:mod:`.webhooks`): subscribed when the study file gives a public https address."""
         from hitkit.providers.prolific.webhooks import ProlificHooks
 
-        return ProlificHooks(self.api, self.settings, self.config.study, self.prolific_study_id,
-                             lambda: posting.workspace_id(self.api, self.settings.workspace))
+        return ProlificHooks(
+            self.api,
+            self.settings,
+            self.config.study,
+            self.prolific_study_id,
+            lambda: posting.workspace_id(self.api, self.settings.workspace),
+        )
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         return self.api.call(method, path, body)
@@ -198,10 +204,12 @@ class ProlificProvider(CrowdProvider):
         elif places < total:
             if status == "PAUSED":
                 # The coordinator paused it; hitkit never restarts it, and adds no places meanwhile.
-                raise ProlificError(f"the Prolific study {study_id} is paused; resume it with `hitkit resume "
-                                    f"STUDY_FILE` (or on Prolific) to post more work", permanent=False)
-            posting.check_balance(self.api, self.settings.workspace, reward, self.fee_rate(),
-                                  total - places)
+                raise ProlificError(
+                    f"the Prolific study {study_id} is paused; resume it with `hitkit resume "
+                    f"STUDY_FILE` (or on Prolific) to post more work",
+                    permanent=False,
+                )
+            posting.check_balance(self.api, self.settings.workspace, reward, self.fee_rate(), total - places)
             # Only ever raise: after a crash Prolific may already hold more places than recorded.
             self._call("PATCH", f"/studies/{study_id}/", {"total_available_places": total})
         return PostedHit(provider_hit_id=f"{study_id}:{hit_key}", url=None)
@@ -254,11 +262,7 @@ class ProlificProvider(CrowdProvider):
 
     def expire_hit(self, provider_hit_id: str) -> None:
         """A finished package needs nothing on Prolific; when no package is left open, the study stops."""
-        with session_scope(self.memory.database_url) as session:
-            study_row = session.scalar(select(Study.id).where(Study.name == self.config.study))
-            left = session.scalar(select(func.count()).select_from(Hit).where(
-                Hit.study_id == study_row, Hit.status.in_(("pending", "posted"))))
-        if left == 0:
+        if self.memory.open_hits() == 0:
             self.stop()
 
     def extend_hit(self, provider_hit_id: str, extra_assignments: int, lifetime_s: float) -> None:
@@ -281,8 +285,9 @@ class ProlificProvider(CrowdProvider):
         ids = arrival.link_ids(args)
         if ids is None:
             return Arrival(preview=True)
-        return arrival.verify(self.api, self.memory, ids, self._arrival_study_id(),
-                              COMPLETE_URL.format(code=self.completion_code()))
+        return arrival.verify(
+            self.api, self.memory, ids, self._arrival_study_id(), COMPLETE_URL.format(code=self.completion_code())
+        )
 
     refusal_hint = REFUSE_FULL
     """Added to a refusal of a participant who holds a Prolific place hitkit cannot use (no HIT for them)."""
@@ -300,28 +305,17 @@ class ProlificProvider(CrowdProvider):
         """Prolific's cap across studies: the participant joins the blocklist group (``blocklist_group``)."""
         if not self.settings.blocklist_group:
             return
-        self._call("POST", f"/participant-groups/{self.settings.blocklist_group}/participants/",
-                   {"participant_ids": [worker_id]})
+        self._call(
+            "POST",
+            f"/participant-groups/{self.settings.blocklist_group}/participants/",
+            {"participant_ids": [worker_id]},
+        )
 
-    # -- decisions ---------------------------------------------------------------------------------
-
-    def _decide(self, submission_id: str, body: dict[str, Any], done: str) -> None:
-        """Move a submission on; one already in ``done`` (a retry after a lost answer) is left as it is."""
-        try:
-            self._call("POST", f"/submissions/{submission_id}/transition/", body)
-        except ProlificError as refused:
-            if refused.status is None:  # no answer at all: the outcome is unknown
-                raise
-            try:
-                status = self._call("GET", f"/submissions/{submission_id}/").get("status")
-            except ProlificError:
-                raise refused from None
-            if status != done:
-                raise ProlificError(f"{refused} (the submission is {status})", refused.status) from None
+    # -- decisions (:mod:`.submissions`) -----------------------------------------------------------
 
     def approve(self, provider_assignment_id: str, feedback: str = "") -> None:
         """APPROVE the submission (documented idempotent)."""
-        self._decide(provider_assignment_id, {"action": "APPROVE"}, "APPROVED")
+        subs.transition(self.api, provider_assignment_id, {"action": "APPROVE"}, "APPROVED")
 
     def approve_many(self, provider_assignment_ids: list[str]) -> None:
         """Approve many submissions in one bulk call; Prolific does it asynchronously."""
@@ -329,25 +323,19 @@ class ProlificProvider(CrowdProvider):
 
     def reject(self, provider_assignment_id: str, reason: str, category: str | None = None) -> None:
         """Reject with a category and the study's rejection message (:mod:`.rejection`: always 100+ characters)."""
-        category = category or self.settings.rejection_category
-        message = rejection.render(self.settings.rejection_message, self.config.study, reason)
-        if category not in REJECTION_CATEGORIES or len(message) < rejection.MIN_CHARS:
-            raise ProlificError("; ".join(rejection.problems(message, category)) or "the rejection is refused",
-                                permanent=True)
-        self._decide(provider_assignment_id, {"action": "REJECT", "message": message, "rejection_category": category},
-                     "REJECTED")
+        body = subs.reject_body(
+            self.settings.rejection_message, self.config.study, reason, category or self.settings.rejection_category
+        )
+        subs.transition(self.api, provider_assignment_id, body, "REJECTED")
 
     def complete_submission(self, provider_assignment_id: str) -> None:
         """Hand in on Prolific work the participant submitted in hitkit but never brought back (COMPLETE)."""
-        self._decide(provider_assignment_id, {"action": "COMPLETE", "completion_code": self.completion_code()},
-                     "AWAITING REVIEW")
+        body = {"action": "COMPLETE", "completion_code": self.completion_code()}
+        subs.transition(self.api, provider_assignment_id, body, "AWAITING REVIEW")
 
     def submissions(self) -> list[dict[str, Any]]:
         """Every submission of the study, as Prolific lists them (``participant_id``), all pages."""
-        study_id = self.prolific_study_id()
-        if study_id is None:
-            return []
-        return list(self.api.pages(f"/studies/{study_id}/submissions/"))
+        return subs.listed(self.api, self.prolific_study_id())
 
     def sync_submissions(self) -> list[tuple[str, str]]:
         """Every submission of the study on Prolific as (submission id, Prolific status), for reconciliation."""
@@ -355,14 +343,11 @@ class ProlificProvider(CrowdProvider):
 
     def list_work(self, provider_hit_ids: Sequence[str]) -> list[ProviderWork]:
         """The study's submissions: hitkit's HITs are packages inside one Prolific study, so one listing."""
-        return [ProviderWork(s["id"], s.get("participant_id", ""), work_status(s["status"]))
-                for s in self.submissions()]
+        return subs.work(self.submissions())
 
     def work_of(self, provider_assignment_id: str) -> ProviderWork | None:
-        """The submission as Prolific holds it (single view: the participant is ``participant``)."""
-        sub = self._call("GET", f"/submissions/{provider_assignment_id}/")
-        return ProviderWork(sub["id"], sub.get("participant", ""),
-                            work_status(sub.get("status")))
+        """The submission as Prolific holds it."""
+        return subs.work_of(self.api, provider_assignment_id)
 
     # -- bonuses -----------------------------------------------------------------------------------
 
@@ -390,5 +375,5 @@ class ProlificProvider(CrowdProvider):
     def settle_bonus(self, bonus: PendingBonus) -> BonusOutcome:
         """Whether a pending bonus reached the participant, from the submission's ``bonus_payments``."""
         if bonus.sent_at is not None:
-            return bonuses.settle_sent(self.api, bonus)
+            return bonuses.settle_sent(self.api, bonus, bonus.sent_at)
         return bonuses.settle_bonus(self.api, self.memory, bonus)

@@ -6,16 +6,31 @@ Prolific needs a rejection to carry a ``message`` of at least 100 characters and
 coordinator's on the dashboard), so no rejection hitkit sends can fall short; a template that could is
 refused when the study file is loaded.
 """
+
 from __future__ import annotations
 
 import string
 
 MIN_CHARS = 100
-CATEGORIES = ("TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK", "LOW_EFFORT",
-              "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER")
+CATEGORIES = (
+    "TOO_QUICKLY",
+    "TOO_SLOWLY",
+    "FAILED_INSTRUCTIONS",
+    "INCOMP_LONGITUDINAL",
+    "FAILED_CHECK",
+    "LOW_EFFORT",
+    "MALINGERING",
+    "NO_CODE",
+    "BAD_CODE",
+    "NO_DATA",
+    "UNSUPP_DEVICE",
+    "OTHER",
+)
 """Prolific's rejection categories (API reference, submission transition)."""
-DEFAULT = ("Thank you for taking part in '{study}'. We could not accept this submission: {reason} If you think "
-           "this is a mistake, please write to us through Prolific's messages and we will look at it again.")
+DEFAULT = (
+    "Thank you for taking part in '{study}'. We could not accept this submission: {reason} If you think "
+    "this is a mistake, please write to us through Prolific's messages and we will look at it again."
+)
 PLACES = ("study", "reason")
 
 
@@ -40,9 +55,13 @@ def problems(template: str | None, category: str) -> list[str]:
         return [*out, f"rejection_message has a stray brace ({exc}); write {{{{ and }}}} for literal braces"]
     strangers = sorted(named - set(PLACES))
     if strangers:
-        out.append(f"rejection_message names {', '.join('{' + s + '}' for s in strangers)}; it may name only "
-                   f"{{study}} and {{reason}}")
+        out.append(
+            f"rejection_message names {', '.join('{' + s + '}' for s in strangers)}; it may name only "
+            f"{{study}} and {{reason}}"
+        )
     elif len(render(template, "", "")) < MIN_CHARS:
-        out.append(f"rejection_message is {len(render(template, '', ''))} characters without the study's name and "
-                   f"the reason; Prolific needs {MIN_CHARS} or more in every rejection, so lengthen it")
+        out.append(
+            f"rejection_message is {len(render(template, '', ''))} characters without the study's name and "
+            f"the reason; Prolific needs {MIN_CHARS} or more in every rejection, so lengthen it"
+        )
     return out

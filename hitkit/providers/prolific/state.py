@@ -6,16 +6,18 @@ them: a short transaction of its own for each step, never the caller's. Arrivals
 transaction (:func:`read_outside`): a worker's request may already hold SQLite's write lock, and a
 read in autocommit mode never waits for it.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Study
+from hitkit.db.models import Assignment, Event, Hit, Study
 from hitkit.db.session import get_engine, normalise_url, session_scope
 from hitkit.providers.prolific.client import ProlificError
 
@@ -33,7 +35,7 @@ class ProlificState:
     """The study Prolific made for ``hitkit launch --test-participant`` (:mod:`.test_run`), if any."""
 
 
-def fold(rows: list[tuple[str, dict[str, Any], Any]]) -> ProlificState:
+def fold(rows: Iterable[Sequence[Any]]) -> ProlificState:
     """The state that ``(kind, data, created_at)`` event rows, oldest first, add up to."""
     out = ProlificState()
     for kind, data, at in rows:
@@ -59,8 +61,13 @@ def fold(rows: list[tuple[str, dict[str, Any], Any]]) -> ProlificState:
 def read(session: Session, study_name: str) -> ProlificState:
     """The study's ``prolific_*`` events, read in ``session``, as a :class:`ProlificState`."""
     study_row = session.scalar(select(Study.id).where(Study.name == study_name))
-    return fold(session.execute(select(Event.kind, Event.data, Event.created_at).where(
-        Event.study_id == study_row, Event.kind.like("prolific_%")).order_by(Event.id)).all())
+    return fold(
+        session.execute(
+            select(Event.kind, Event.data, Event.created_at)
+            .where(Event.study_id == study_row, Event.kind.like("prolific_%"))
+            .order_by(Event.id)
+        ).all()
+    )
 
 
 def record(session: Session, study_name: str, kind: str, data: dict[str, Any]) -> None:
@@ -69,12 +76,11 @@ def record(session: Session, study_name: str, kind: str, data: dict[str, Any]) -
     session.add(Event(study_id=study_row, kind=kind, actor="provider", data=data))
 
 
-def read_outside(database_url: str, statement) -> list[tuple]:
+def read_outside(database_url: str, statement: Select[Any]) -> Sequence[Any]:
     """Rows of a SELECT read on a connection of its own, outside any transaction."""
     engine = get_engine(database_url)
     compiled = statement.compile(dialect=engine.dialect)
-    args = (tuple(compiled.params[k] for k in compiled.positiontup) if compiled.positional
-            else compiled.params)
+    args = tuple(compiled.params[k] for k in compiled.positiontup or ()) if compiled.positional else compiled.params
     raw = engine.raw_connection()
     try:
         cursor = raw.cursor()
@@ -91,8 +97,10 @@ def created_study_id(database_url: str, study_name: str, kind: str = "prolific_s
     """The Prolific study this database created for ``study_name`` (or, with ``kind`` ``prolific_test_study``,
     the one Prolific made for a test run), read outside any transaction."""
     study_row = select(Study.id).where(Study.name == study_name).scalar_subquery()
-    rows = read_outside(database_url, select(Event.data).where(
-        Event.study_id == study_row, Event.kind == kind).order_by(Event.id).limit(1))
+    rows = read_outside(
+        database_url,
+        select(Event.data).where(Event.study_id == study_row, Event.kind == kind).order_by(Event.id).limit(1),
+    )
     if not rows:
         return None
     data = rows[0][0]
@@ -136,3 +144,13 @@ class ProlificMemory:
     def held_status(self, session_id: str) -> str | None:
         """hitkit's status of the assignment on a Prolific session, read outside any transaction."""
         return held_status(self.database_url, session_id)
+
+    def open_hits(self) -> int:
+        """How many of the study's HITs are still pending or posted (a short transaction of its own)."""
+        with session_scope(self.database_url) as session:
+            study_row = select(Study.id).where(Study.name == self.study_name).scalar_subquery()
+            return session.execute(
+                select(func.count())
+                .select_from(Hit)
+                .where(Hit.study_id == study_row, Hit.status.in_(("pending", "posted")))
+            ).scalar_one()

@@ -1,4 +1,5 @@
 """Prolific's study and submission statuses (API reference: StudyStatus, SubmissionStatus) in hitkit's words."""
+
 from __future__ import annotations
 
 import logging
@@ -7,9 +8,14 @@ from hitkit.providers.base import WorkStatus
 
 log = logging.getLogger("hitkit.providers.prolific.provider")
 
-WORK_STATUSES = {"RESERVED": WorkStatus.WORKING, "ACTIVE": WorkStatus.WORKING,
-                 "AWAITING REVIEW": WorkStatus.SUBMITTED, "APPROVED": WorkStatus.APPROVED,
-                 "REJECTED": WorkStatus.REJECTED, "PARTIALLY APPROVED": WorkStatus.APPROVED}
+WORK_STATUSES = {
+    "RESERVED": WorkStatus.WORKING,
+    "ACTIVE": WorkStatus.WORKING,
+    "AWAITING REVIEW": WorkStatus.SUBMITTED,
+    "APPROVED": WorkStatus.APPROVED,
+    "REJECTED": WorkStatus.REJECTED,
+    "PARTIALLY APPROVED": WorkStatus.APPROVED,
+}
 """Prolific's submission statuses in hitkit's words (API reference, SubmissionStatus); RETURNED, TIMED-OUT and
 SCREENED OUT gave their place back and need no decision. A partial approval was paid, so it counts as approved."""
 PUBLISHED_STATUSES = ("PUBLISHING", "ACTIVE", "PAUSED", "AWAITING REVIEW", "COMPLETED")

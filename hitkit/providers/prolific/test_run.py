@@ -11,6 +11,7 @@ Arrivals from the test study are verified like any other (its submissions name t
 later launch without the flag (``hitkit launch STUDY_FILE --resume``) publishes the same draft study
 (:func:`publish_after_test`), after the same checks as any publication.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,11 @@ def publish_or_test(provider, study_id: str) -> None:
         made = provider.api.call("POST", f"/studies/{study_id}/test-study") or {}
         provider._record("prolific_test_study", {"study_id": made.get("study_id"), "url": made.get("study_url")})
         state.test_study = made.get("study_id")
-        log.warning("Prolific test run: take the study yourself at %s; it is not published. Publish it with "
-                    "`hitkit launch STUDY_FILE --resume` (without --test-participant).", made.get("study_url"))
+        log.warning(
+            "Prolific test run: take the study yourself at %s; it is not published. Publish it with "
+            "`hitkit launch STUDY_FILE --resume` (without --test-participant).",
+            made.get("study_url"),
+        )
 
 
 def publish_after_test(provider) -> bool:
@@ -54,7 +58,12 @@ def publish_after_test(provider) -> bool:
     if remote.get("status") != "UNPUBLISHED":
         return False
     reward = Decimal(remote.get("reward", 0)) / 100
-    posting.check_balance(provider.api, provider.settings.workspace, reward, provider.fee_rate(),
-                          int(remote.get("total_available_places") or 0))
+    posting.check_balance(
+        provider.api,
+        provider.settings.workspace,
+        reward,
+        provider.fee_rate(),
+        int(remote.get("total_available_places") or 0),
+    )
     provider._publish(state.study_id)
     return True

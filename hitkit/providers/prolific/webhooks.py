@@ -18,15 +18,16 @@ tag ``webhooks``):
 The pure functions (:func:`url_problem`, :func:`signature`, :func:`refusal`) touch nothing; the calls
 take the client explicitly. Nothing here writes to the database (:mod:`hitkit.running.hooks` does).
 """
+
 from __future__ import annotations
 
 import base64
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from hitkit.providers.prolific.client import ProlificClient, ProlificError, is_prolific_id
@@ -39,6 +40,12 @@ SIGNATURE = "X-Prolific-Request-Signature"
 TIMESTAMP = "X-Prolific-Request-Timestamp"
 EVENT_ID = "X-Event-ID"
 SENT_AT = "X-Timestamp"
+
+
+class Headers(Protocol):
+    """A delivery's headers, looked up by name: werkzeug's (case-insensitive, not a Mapping) or a plain dict."""
+
+    def get(self, key: str, /) -> str | None: ...
 
 
 def url_problem(url: str) -> str | None:
@@ -56,7 +63,9 @@ def url_problem(url: str) -> str | None:
     except ValueError:
         return None
     if not ip.is_global:
-        return f"'{url}' names the private address {host}, which Prolific cannot reach; give the server's public address"
+        return (
+            f"'{url}' names the private address {host}, which Prolific cannot reach; give the server's public address"
+        )
     return None
 
 
@@ -71,8 +80,9 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
     return base64.b64encode(mac.digest()).decode()
 
 
-def refusal(secrets: Iterable[str], headers: Mapping[str, str], body: bytes, now: float,
-            window_s: float = REPLAY_WINDOW_S) -> str | None:
+def refusal(
+    secrets: Iterable[str], headers: Headers, body: bytes, now: float, window_s: float = REPLAY_WINDOW_S
+) -> str | None:
     """Why a delivery must be refused (no or wrong signature, stale or missing timestamp); None to accept.
 
     Every known secret is tried in constant time (a workspace's secret may have been replaced while
@@ -105,7 +115,7 @@ class Delivery:
     body: dict[str, Any]
 
 
-def parse(headers: Mapping[str, str], body: Any) -> Delivery | str:
+def parse(headers: Headers, body: Any) -> Delivery | str:
     """The delivery's event (PLATFORMS.md: webhooks: receive), or what is wrong with it."""
     if not isinstance(body, dict):
         return "the body is not a JSON object"
@@ -117,11 +127,17 @@ def parse(headers: Mapping[str, str], body: Any) -> Delivery | str:
         return f"event_type {event_type!r} is not one hitkit subscribes to"
     if not isinstance(resource, str) or not is_prolific_id(resource):
         return "resource_id is not a Prolific id"
-    return Delivery(event_id, event_type, resource, (headers.get(SENT_AT) or "")[:64] or None,
-                    {k: body[k] for k in ("event_type", "resource_id", "status", "participant_id") if k in body})
+    return Delivery(
+        event_id,
+        event_type,
+        resource,
+        (headers.get(SENT_AT) or "")[:64] or None,
+        {k: body[k] for k in ("event_type", "resource_id", "status", "participant_id") if k in body},
+    )
 
 
 # -- the calls ------------------------------------------------------------------------------------------
+
 
 def workspace_secret(api: ProlificClient, workspace: str) -> str:
     """The workspace's signing secret: the existing one, else a new one (creating replaces: never done twice)."""
@@ -137,14 +153,16 @@ def workspace_secret(api: ProlificClient, workspace: str) -> str:
 
 def subscribe(api: ProlificClient, workspace: str, event_type: str, target: str) -> str:
     """Subscribe and confirm one event type for ``target``; the subscription's id."""
-    created, headers = api.call_with_headers("POST", "/hooks/subscriptions/", {
-        "workspace_id": workspace, "event_type": event_type, "target_url": target})
+    created, headers = api.call_with_headers(
+        "POST", "/hooks/subscriptions/", {"workspace_id": workspace, "event_type": event_type, "target_url": target}
+    )
     rows = (created or {}).get("results") or [created or {}]
     sub_id = rows[0].get("id")
     hook_secret = headers.get("X-Hook-Secret")
     if not sub_id or not hook_secret:
-        raise ProlificError(f"Prolific's answer to a {event_type} subscription lacks its id or X-Hook-Secret header",
-                            permanent=False)
+        raise ProlificError(
+            f"Prolific's answer to a {event_type} subscription lacks its id or X-Hook-Secret header", permanent=False
+        )
     api.call("POST", f"/hooks/subscriptions/{sub_id}/", {"secret": hook_secret})
     return sub_id
 

@@ -26,6 +26,7 @@ in who answered what. ``--relaunch`` replaces a protocol's hitkit.db by a new ru
 study.yaml --yes`` in a temporary folder, a few minutes), only for when the old database can no
 longer be read or the study itself must change; the goldens are then rewritten from the new one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -161,15 +162,22 @@ def relaunch(protocol: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / protocol
         shutil.copytree(golden, work, ignore=shutil.ignore_patterns(DATABASE, *OUTPUTS, "runs"))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-               # Kept out of the database: with HITKIT_SECRET set, no secret is stored in it.
-               "HITKIT_SECRET": secrets.token_urlsafe(48)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            # Kept out of the database: with HITKIT_SECRET set, no secret is stored in it.
+            "HITKIT_SECRET": secrets.token_urlsafe(48),
+        }
         env.pop("HITKIT_DATABASE_URL", None)
         hitkit = [sys.executable, "-m", "hitkit.cli"]
-        subprocess.run([*hitkit, "launch", STUDY_FILE, "--yes", "--no-progress", "--timeout", "900"],
-                       cwd=work, env=env, check=True)
-        status = json.loads(subprocess.run([*hitkit, "status", STUDY_FILE, "--json"], cwd=work, env=env,
-                                           check=True, capture_output=True, text=True).stdout)
+        subprocess.run(
+            [*hitkit, "launch", STUDY_FILE, "--yes", "--no-progress", "--timeout", "900"], cwd=work, env=env, check=True
+        )
+        status = json.loads(
+            subprocess.run(
+                [*hitkit, "status", STUDY_FILE, "--json"], cwd=work, env=env, check=True, capture_output=True, text=True
+            ).stdout
+        )
         if status["status"] != "completed":
             raise SystemExit(f"{protocol}: the simulated run ended '{status['status']}', not completed")
         (database,) = (work / "runs").glob(f"*/{DATABASE}")
@@ -184,10 +192,12 @@ def relaunch(protocol: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("protocols", nargs="*", metavar="PROTOCOL",
-                        help=f"one or more of {', '.join(PROTOCOLS)} (default: all)")
-    parser.add_argument("--relaunch", action="store_true",
-                        help="first replace the frozen database by a new simulated run (minutes)")
+    parser.add_argument(
+        "protocols", nargs="*", metavar="PROTOCOL", help=f"one or more of {', '.join(PROTOCOLS)} (default: all)"
+    )
+    parser.add_argument(
+        "--relaunch", action="store_true", help="first replace the frozen database by a new simulated run (minutes)"
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.protocols) - set(PROTOCOLS))
     if unknown:
