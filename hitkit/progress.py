@@ -65,6 +65,11 @@ class StatusLine:
         self._last_plain = 0.0
         self._width = 0
 
+    @property
+    def silent(self) -> bool:
+        """Whether nothing is ever shown (no terminal, no log lines): the caller need not build the text."""
+        return not self.tty and self.every_s is None
+
     def show(self, text: str) -> None:
         if self.tty:
             pad = max(0, self._width - len(text))

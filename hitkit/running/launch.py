@@ -23,7 +23,7 @@ from hitkit.money.ledger import estimate_cost
 from hitkit.progress import StatusLine
 from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots
 from hitkit.running.launch_judging import judge_crowd_work, judge_material, judges_before
-from hitkit.running.monitor import only_held_left, progress, qc_outcome_line, snapshot
+from hitkit.running.monitor import Snapshot, only_held_left, progress, qc_outcome_line, snapshot
 from hitkit.running.resume import apply_resume_changes
 from hitkit.study.config import StudyConfig, load_study
 from hitkit.study.served import dashboard_hint, record_served, served_url
@@ -274,7 +274,8 @@ def _run(
                 f"{base_url}/s/{config.study}/enter"
             )
         started = time.monotonic()
-        snap, snapped = None, 0.0
+        snap: Snapshot | None = None
+        snapped: float | None = None
         while True:
             done, total = progress(url, ctx.study_id)
             with session_scope(url) as session:
@@ -284,12 +285,16 @@ def _run(
                 nothing_posted = refused and not session.scalar(
                     select(Hit.id).where(Hit.study_id == ctx.study_id, Hit.status != "pending").limit(1)
                 )
-                if snap is None or time.monotonic() - snapped >= 1.0 or status != "running":
-                    # Bot health and held work once a second: the loop itself looks every 0.3 s.
-                    snap, snapped = snapshot(session, ctx, done, total), time.monotonic()
+                if snapped is None or time.monotonic() - snapped >= 1.0 or status != "running":
+                    # Bot health and held work once a second: the loop itself looks every 0.3 s. With no
+                    # status line to show, the bots are not asked for their health (held work still is).
+                    snapped = time.monotonic()
+                    if not status_line.silent:
+                        snap = snapshot(session, ctx, done, total)
                     held_only = only_held_left(session, ctx.study_id) if status == "running" else 0
+            if snap is not None:
                 snap.done, snap.total = done, total
-            status_line.show(snap.line(time.monotonic() - started))
+                status_line.show(snap.line(time.monotonic() - started))
             if status == "completed":
                 break
             if nothing_posted:
