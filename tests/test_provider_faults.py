@@ -32,12 +32,19 @@ from tests.test_provider_sync import PUBLIC, SANDBOX, on_prolific, prolific_pid,
 REASON = "Thank you for careful answers"
 
 
+TIMEOUT_S = 4.0
+"""The clients' read timeout here: far above what a loaded 2-core machine takes to answer a call (with 1 s, a
+fake Prolific's answer to setting a bonus up came too late once in CI, and the test's premise was lost)…"""
+HELD_S = TIMEOUT_S + 3.0
+"""…and far below how long a call the test means to time out is held."""
+
+
 @pytest.fixture(autouse=True)
 def _quick(monkeypatch, tmp_path):
     dummy_aws(monkeypatch, tmp_path)
     monkeypatch.setattr(MTurkProvider, "service_fault_backoff_s", 0)
-    monkeypatch.setattr(MTurkProvider, "read_timeout_s", 1.0)
-    monkeypatch.setattr(ProlificProvider, "timeout_s", 1.0)
+    monkeypatch.setattr(MTurkProvider, "read_timeout_s", TIMEOUT_S)
+    monkeypatch.setattr(ProlificProvider, "timeout_s", TIMEOUT_S)
     monkeypatch.setattr(prolific_api.time, "sleep", lambda s: None)
     monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
 
@@ -45,7 +52,7 @@ def _quick(monkeypatch, tmp_path):
 @pytest.fixture
 def mturk():
     fake = FakeMTurk().start()
-    fake.hold_s = 2.5
+    fake.hold_s = HELD_S
     yield fake
     fake.stop()
 
@@ -273,7 +280,7 @@ def test_prolific_a_pay_call_whose_outcome_is_unknown_is_settled_from_bonus_paym
         web.stop()
     [a] = assignment_ids(database_url)
     if fault == "timeout":
-        prolific.hold_next(r"POST /bulk-bonus-payments/.*/pay/", 2.5)
+        prolific.hold_next(r"POST /bulk-bonus-payments/.*/pay/", HELD_S)
     else:
         prolific.fail_next(r"POST /bulk-bonus-payments/.*/pay/", 502, after=True)
     with pytest.raises(ProlificError):
