@@ -55,7 +55,7 @@ fi
 # on the same machine running about half as fast, smaller test designs and a lighter CLI start took the
 # suite from 25 min 25 s (2,580 s of CPU) to 20 min 40 s (2,082 s of CPU), all passing; on a third machine,
 # later still, from 2,184 s of CPU (22 min 12 s) to 1,976 s (20 min 28 s). On 2026-11-28, on an idle
-# 2-core machine, a fresh clone's .ci/run ran it in 11 min 14 s (1,258 tests), and in 19 min 08 s with two
+# 2-core machine, a fresh clone's .ci/run ran it in 11 min 14 s to 12 min 17 s over three runs (1,258 tests), and in 19 min 08 s with two
 # CPU-bound processes beside it, all passing.
 # HITKIT_TEST_WORKERS=0 runs it in one process. The modules that took longest (tests/slow_tests.txt) start
 # first (tests/conftest.py orders them), so that no long module is left running alone at the end.
