@@ -182,24 +182,29 @@ def plan(
                     "smallest": result.smallest,
                     "table": json.loads(result.table.to_json(orient="records")),
                     "file": str(out / "plan.csv"),
-                    "confirm": None
-                    if confirmation is None
-                    else {
-                        "size": confirmation.size,
-                        "hits": confirmation.hits,
-                        "assignments": confirmation.assignments,
-                        "workers": confirmation.workers,
-                        "folder": str(confirmation.folder),
-                        "database": confirmation.database,
-                        "provider": "simulated",
-                        "study_provider": confirmation.provider,
-                        "outcome": confirmation.outcome,
-                        "seconds": confirmation.seconds,
-                    },
+                    "confirm": _confirmation_json(confirmation, "size"),
                 },
                 indent=2,
             )
         )
+
+
+def _confirmation_json(confirmation, size_key: str) -> dict | None:
+    """The confirming run of `plan --confirm` for `--json` (``size_key``: what the plan sized, "size" or "share")."""
+    if confirmation is None:
+        return None
+    return {
+        size_key: confirmation.size,
+        "hits": confirmation.hits,
+        "assignments": confirmation.assignments,
+        "workers": confirmation.workers,
+        "folder": str(confirmation.folder),
+        "database": confirmation.database,
+        "provider": "simulated",
+        "study_provider": confirmation.provider,
+        "outcome": confirmation.outcome,
+        "seconds": confirmation.seconds,
+    }
 
 
 def _numbers(option: str, text: str, example: str) -> list[float]:
@@ -282,20 +287,7 @@ def _plan_share(
                     "formula": judge_planning.FORMULA,
                     "table": json.loads(result.table.to_json(orient="records")),
                     "file": str(out / "plan.csv"),
-                    "confirm": None
-                    if confirmation is None
-                    else {
-                        "share": confirmation.size,
-                        "hits": confirmation.hits,
-                        "assignments": confirmation.assignments,
-                        "workers": confirmation.workers,
-                        "folder": str(confirmation.folder),
-                        "database": confirmation.database,
-                        "provider": "simulated",
-                        "study_provider": confirmation.provider,
-                        "outcome": confirmation.outcome,
-                        "seconds": confirmation.seconds,
-                    },
+                    "confirm": _confirmation_json(confirmation, "share"),
                 },
                 indent=2,
             )
