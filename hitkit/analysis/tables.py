@@ -20,11 +20,14 @@ from hitkit.tables.schema import ASSIGNMENT_COLUMNS, EXCLUDED, EXCLUSION_COLUMNS
 
 
 def table_path(path: Path) -> Path:
-    """``path`` (a .csv), or the .parquet beside it when only that exists."""
+    """``path`` (a .csv), or the .parquet beside it when only that exists, or a release's
+    ``NAME/NAME.parquet`` (``hitkit release`` keeps each table in its own configuration folder)."""
     path = Path(path)
-    parquet = path.with_suffix(".parquet")
-    if not path.is_file() and path.suffix == ".csv" and parquet.is_file():
-        return parquet
+    if path.is_file() or path.suffix != ".csv":
+        return path
+    for candidate in (path.with_suffix(".parquet"), path.parent / path.stem / f"{path.stem}.parquet"):
+        if candidate.is_file():
+            return candidate
     return path
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hitkit.analysis.tables import table_exists
 from hitkit.errors import HitkitError, InputError
 from hitkit.protocols import PROTOCOLS
 
@@ -29,10 +30,10 @@ ANALYSIS_MARKERS = {p.analysis_marker: p.name for p in PROTOCOLS.values()}
 def check_task_folder(task: str, folder: Path) -> None:
     """Raise a HitkitError naming the right command when ``folder`` holds another task's table."""
     wanted = {t: name for name, t in TASK_TABLES.items()}.get(task)
-    if wanted is None or any((folder / f"{wanted}{s}").is_file() for s in TABLE_SUFFIXES):
+    if wanted is None or table_exists(folder / f"{wanted}.csv"):
         return
     for name, other in TASK_TABLES.items():
-        if any((folder / f"{name}{s}").is_file() for s in TABLE_SUFFIXES):
+        if table_exists(folder / f"{name}.csv"):
             raise HitkitError(
                 f"{folder} holds {name} (the input of `hitkit analyze {other}`), not {wanted}.csv; "
                 f"run `hitkit analyze {other} {folder} --out …`"
@@ -40,8 +41,10 @@ def check_task_folder(task: str, folder: Path) -> None:
 
 
 def table_names(folder: Path) -> list[str]:
-    """Stems of the tables (CSV or Parquet) in ``folder``, sorted."""
-    return sorted({p.stem for p in folder.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()})
+    """Stems of the tables (CSV or Parquet) in ``folder`` (a release's too, one folder each), sorted."""
+    names = {p.stem for p in folder.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()}
+    names |= {p.name for p in folder.iterdir() if p.is_dir() and (p / f"{p.name}.parquet").is_file()}
+    return sorted(names)
 
 
 def read_any(folder: Path, name: str) -> pd.DataFrame:
@@ -171,7 +174,7 @@ class StudyData:
 
 
 def _is_export(folder: Path) -> bool:
-    return any((folder / f"{n}{s}").is_file() for n in [*TASK_TABLES, "assignments"] for s in TABLE_SUFFIXES)
+    return any(table_exists(folder / f"{n}.csv") for n in [*TASK_TABLES, "assignments"])
 
 
 def _is_analysis(folder: Path) -> bool:
