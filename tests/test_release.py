@@ -280,3 +280,40 @@ def test_a_running_study_is_released_only_with_partial(released_study):
     finally:
         with session_scope(released_study["db"]) as s:
             s.scalars(select(Study)).one().status = "completed"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["pairwise", "live_chat", "spot_the_bot"])
+def test_the_analysis_of_a_release_gives_the_studys_own_figures(tmp_path, protocol):
+    """The frozen golden runs: released, then analysed, give the summary's figures and the ranking unchanged."""
+    import shutil
+
+    from tests.data.golden.make_golden import HERE
+
+    database = tmp_path / "hitkit.db"
+    shutil.copy(HERE / protocol / "hitkit.db", database)
+    for path in (HERE / protocol).iterdir():
+        if path.suffix in (".yaml", ".jsonl"):
+            shutil.copy(path, tmp_path / path.name)
+    study = tmp_path / "study.yaml"
+    env = {"HITKIT_DATABASE_URL": f"sqlite:///{database}", "HITKIT_SECRET": "k3Yq9vZ2mR7tW4xB8nC1pL6sD0fG5hJ" * 2}
+    runner = CliRunner(env=env)
+    for args in (
+        ["db", "upgrade", "--db", env["HITKIT_DATABASE_URL"]],
+        ["export", str(study), "--out", str(tmp_path / "export"), "--no-progress"],
+        ["release", str(study), "--out", str(tmp_path / "release")],
+        ["analyze", protocol, str(tmp_path / "export"), "--out", str(tmp_path / "a1"), "--study", str(study)],
+        ["analyze", protocol, str(tmp_path / "release"), "--out", str(tmp_path / "a2"), "--study", str(study)],
+    ):
+        result = runner.invoke(main, [*args, "--no-progress"] if args[0] == "analyze" else args)
+        assert result.exit_code == 0, result.output
+    summaries = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("a1", "a2")]
+    figures = [
+        {k: v for k, v in s.items() if isinstance(v, (int, float, list)) and k != "exclusions"} for s in summaries
+    ]
+    assert figures[0] == figures[1]
+    ranking = "systems.csv" if (tmp_path / "a1" / "systems.csv").is_file() else "ranking.csv"
+    assert (tmp_path / "a1" / ranking).read_text() == (tmp_path / "a2" / ranking).read_text()
+    text = folder_text(tmp_path / "release")
+    export = pd.read_csv(tmp_path / "export" / "assignments.csv", dtype=str)
+    assert not [w for w in export["worker_id"] if w in text]
