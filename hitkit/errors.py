@@ -20,6 +20,20 @@ class InputError(HitkitError):
         super().__init__(f"{where}: {message}")
 
 
+class WriteError(HitkitError):
+    """A file hitkit could not write (a full disk, no permission); one line naming the path and the cause."""
+
+    def __init__(self, path, exc: OSError):
+        import errno
+
+        self.path = str(path)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            why = "the disk is full (no space left on the device); free some space or write elsewhere (--out)"
+        else:
+            why = exc.strerror or type(exc).__name__
+        super().__init__(f"could not write {self.path}: {why}; nothing was left half-written there")
+
+
 class AnswerError(HitkitError):
     """A worker's answer that cannot be stored (unknown unit, bad value, too long)."""
 

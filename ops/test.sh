@@ -27,11 +27,15 @@ python3 -m venv .venv
 if [ "${CI:-}" = "true" ] || [ "${HITKIT_REQUIRE_POSTGRES:-}" = "1" ]; then
   export HITKIT_REQUIRE_POSTGRES=1
   bash ops/postgres.sh ensure
-  # Browser tests drive Debian's chromium (Playwright never downloads a browser here).
-  if ! command -v chromium >/dev/null 2>&1; then
-    echo "Installing Debian's chromium…"
+  # Browser tests drive Debian's chromium (Playwright never downloads a browser here); the production
+  # deployment test runs Debian's nginx in front of gunicorn (tests/test_deployment_nginx.py), unprivileged.
+  missing=()
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "Installing Debian's ${missing[*]}…"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 fi
 # The accessibility audit's axe-core (tests/axe.py, tests/test_browser_a11y.py), from npm into .cache/npm:

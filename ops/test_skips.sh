@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One line for ops/test.sh to print first (outside CI): which tests this machine will skip, and how to
-# enable them. Browser tests need Debian's chromium (or HITKIT_CHROMIUM); the PostgreSQL runs need a
-# server at HITKIT_TEST_PG (default postgresql://postgres@127.0.0.1:5432/test); the accessibility
-# audits need axe-core, which ops/test.sh installs with npm (or HITKIT_AXE_JS, as tests/axe.py reads it).
+# enable them. Browser tests need Debian's chromium (or HITKIT_CHROMIUM); the production deployment test
+# needs Debian's nginx (or HITKIT_NGINX, as tests/test_deployment_nginx.py looks it up); the PostgreSQL
+# runs need a server at HITKIT_TEST_PG (default postgresql://postgres@127.0.0.1:5432/test); the
+# accessibility audits need axe-core, which ops/test.sh installs with npm (or HITKIT_AXE_JS, as tests/axe.py reads it).
 set -uo pipefail
 here="${BASH_SOURCE[0]%/*}"  # no dirname: the tests run this with python3 alone on the PATH
 [ "$here" = "${BASH_SOURCE[0]}" ] && here=.
@@ -11,6 +12,11 @@ pg="${HITKIT_TEST_PG:-postgresql://postgres@127.0.0.1:5432/test}"
 skips=()
 if [ -z "${HITKIT_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   skips+=("the browser tests (no chromium: apt-get install chromium)")
+fi
+if [ -n "${HITKIT_NGINX:-}" ]; then
+  [ -x "$HITKIT_NGINX" ] || skips+=("the nginx deployment test (no nginx at HITKIT_NGINX=$HITKIT_NGINX)")
+elif ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  skips+=("the nginx deployment test (no nginx: apt-get install nginx)")
 fi
 if ! HITKIT_TEST_PG="$pg" python3 - <<'PY' 2>/dev/null; then
 import os, socket, urllib.parse
@@ -31,5 +37,5 @@ if [ "$n" -gt 0 ]; then
   done
   echo "Will skip $listed; CI=true bash ops/test.sh installs what they need and skips nothing."
 else
-  echo "Running every test: chromium, PostgreSQL and axe-core are here."
+  echo "Running every test: chromium, nginx, PostgreSQL and axe-core are here."
 fi

@@ -18,7 +18,8 @@ def run_check(tmp_path, **env) -> str:
         (bin_dir / "python3").symlink_to(sys.executable)  # a PATH with python3 and no chromium
     axe = tmp_path / "axe.min.js"  # present unless a test says otherwise: the npm-less machine is its own test
     axe.touch()
-    full = {"PATH": str(bin_dir), "HOME": str(tmp_path), "HITKIT_AXE_JS": str(axe), **env}
+    # nginx present (any executable stands for it) unless a test says otherwise, as axe-core above.
+    full = {"PATH": str(bin_dir), "HOME": str(tmp_path), "HITKIT_AXE_JS": str(axe), "HITKIT_NGINX": "/bin/bash", **env}
     out = subprocess.run(
         ["/bin/bash", str(REPO / "ops" / "test_skips.sh")],
         env=full,
@@ -53,9 +54,25 @@ def test_with_both_present_it_says_every_test_runs(tmp_path):
         server.listen()
         port = server.getsockname()[1]
         line = run_check(
-            tmp_path, HITKIT_TEST_PG=f"postgresql://postgres@127.0.0.1:{port}/test", HITKIT_CHROMIUM="/usr/bin/chromium"
+            tmp_path,
+            HITKIT_TEST_PG=f"postgresql://postgres@127.0.0.1:{port}/test",
+            HITKIT_CHROMIUM="/usr/bin/chromium",
         )
-    assert line == "Running every test: chromium, PostgreSQL and axe-core are here."
+    assert line == "Running every test: chromium, nginx, PostgreSQL and axe-core are here."
+
+
+def test_without_nginx_it_names_the_deployment_test_and_how_to_enable_it(tmp_path):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        line = run_check(
+            tmp_path,
+            HITKIT_TEST_PG=f"postgresql://postgres@127.0.0.1:{server.getsockname()[1]}/t",
+            HITKIT_CHROMIUM="/usr/bin/chromium",
+            HITKIT_NGINX=str(tmp_path / "no-nginx"),
+        )
+    assert line.startswith("Will skip the nginx deployment test (no nginx at HITKIT_NGINX=")
+    assert "CI=true bash ops/test.sh installs what they need" in line
 
 
 def test_only_the_missing_part_is_named(tmp_path):

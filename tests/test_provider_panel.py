@@ -60,6 +60,8 @@ def test_arrival_reads_the_configured_parameters_and_refuses_what_is_not_an_id(t
     for bad in (
         {"participantId": "{{%PARTICIPANT_ID%}}", "assignmentId": "S-9"},  # the panel did not fill it in
         {"participantId": "../x", "assignmentId": "S-9"},
+        {"participantId": "P-123\n", "assignmentId": "S-9"},  # `P-123%0a`: a new id that looks like P-123
+        {"participantId": "P-123", "assignmentId": "S-9\n"},
         {"participantId": "P-123"},  # the panel sends a session id; this link has none
         {"assignmentId": "S-9"},
     ):
@@ -244,3 +246,18 @@ def test_confirm_says_which_column_it_needs(tmp_path, database_url):
     result = CliRunner().invoke(main, ["confirm", str(path), "--completed", str(bad)])
     assert result.exit_code == 1
     assert "'assignmentId' or 'session_id' or 'assignment_id'" in result.output and "--column" in result.output
+
+
+def test_every_id_pattern_matches_the_whole_string_not_up_to_a_final_newline():
+    """``$`` matches before a final newline (``re.match(r"^x$", "x\\n")`` succeeds), so each id pattern is
+    used with ``fullmatch``: an id ending in ``%0a`` is another id, refused, never taken for the one it ends."""
+    from hitkit.protocols.live_chat.mturk import Rules
+    from hitkit.providers.mturk_client import ID_PATTERN
+    from hitkit.providers.panel import PANEL_ID
+    from hitkit.worker.security import frame_ancestors
+
+    for pattern, good in ((PANEL_ID, "P-123"), (ID_PATTERN, "3XYZ9")):
+        assert pattern.fullmatch(good) and not pattern.fullmatch(good + "\n")
+    assert frame_ancestors("https://a.example\n") == ("'self'", "https://a.example")  # split on whitespace
+    with pytest.raises(ValueError, match="criteria must be distinct"):
+        Rules.model_validate({"slots": 1, "system": "Input.s{i}", "scores": "Answer.q{i}", "criteria": ["fluent\n"]})

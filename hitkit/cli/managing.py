@@ -40,6 +40,10 @@ def status(study_file: Path, as_json: bool) -> None:
         if lead
         else "  leader: none (no scheduler or command acts on this study now)"
     )
+    if "webhooks" in info:
+        from hitkit.running.hook_refusals import health_line
+
+        click.echo(f"  webhooks: {health_line(info['webhooks'])}")
     if "stopped_by_rule" in info:
         click.echo(f"  {info['stopped_by_rule']['line']}")
 

@@ -1,5 +1,5 @@
-"""What the dashboard shows of the platform's side of a study: webhook health (last event, failures, or
-"polling only"), a high return rate, and the screener's screen-outs. Reads rows only; never asks the platform."""
+"""What the dashboard shows of the platform's side of a study: webhook health (last event, failures, refused
+deliveries by cause, or "polling only"), a high return rate, and the screener's screen-outs. Reads rows only; never asks the platform."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Payment
 from hitkit.running import hooks
+from hitkit.running.hook_refusals import health_line
 from hitkit.worker import screener
 
 
@@ -22,14 +23,7 @@ def platform_state(session: Session, ctx) -> dict[str, Any] | None:
     if has_hooks:
         health = hooks.health(session, ctx.study_id)
         out["webhooks"] = health
-        out["webhooks_text"] = (
-            "polling only"
-            + (f" (subscribing failed: {health['subscription_errors'][0]})" if health["subscription_errors"] else "")
-            if health["mode"] == "polling only"
-            else f"{len(health['subscribed'])} subscribed; last event "
-            f"{health['last_event_at'][:19].replace('T', ' ') if health['last_event_at'] else 'none yet'}; "
-            f"{health['failures']} failure(s)"
-        )
+        out["webhooks_text"] = health_line(health)
     if ctx.config.screener is not None:
         screened = screener.screened_out_count(session, ctx.study_id)
         paid = session.scalar(

@@ -46,7 +46,7 @@ from hitkit.tables.schema import ASSIGNMENT_COLUMNS, KEY_COLUMNS
 from hitkit.worker.bounds import json_refusal
 
 REQUIRED_COLUMNS = ("HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "WorkTimeInSeconds")
-PSEUDONYM = re.compile(r"^w[0-9a-f]{12}$")
+PSEUDONYM = re.compile(r"w[0-9a-f]{12}")  # fullmatch: `$` passes a final newline
 MAX_ANSWER_DEPTH = 32
 """Deepest nesting a flattened JSON answer column may have; deeper is refused before parsing
 (Python's parser recurses per level: 30,000 levels raised RecursionError, a traceback)."""
@@ -55,7 +55,7 @@ MAX_ANSWER_DEPTH = 32
 def pseudonym(worker_id: str) -> str:
     """``w`` + the first 12 hex digits of the id's SHA-256; an id already in that form is kept."""
     worker_id = worker_id.strip()
-    if PSEUDONYM.match(worker_id):
+    if PSEUDONYM.fullmatch(worker_id):
         return worker_id
     return "w" + hashlib.sha256(worker_id.encode("utf-8")).hexdigest()[:12]
 

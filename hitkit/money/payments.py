@@ -12,8 +12,9 @@ in a transaction that also checks this process still leads the study (:func:`hit
   no answer → it stays ``sending``.
 - ``sending`` is left only by asking the platform (:meth:`CrowdProvider.settle_bonus`): shown paid →
   ``confirmed``; shown unpaid (for Prolific: still not in the submission's ``bonus_payments`` an hour
-  after the call) → back to the step before, and paid from there; cannot tell → it waits for the
-  coordinator. Never "no record, so pay again".
+  after the call) → back to the step before, and paid from there; cannot tell, or the payment shown could
+  be this bonus's or a twin's (same amount, same assignment, also sent without an answer) → it waits for
+  the coordinator. Never "no record, so pay again", never "a payment of some bonus, so this one".
 - ``paid`` → ``confirmed`` once the platform shows it (``hitkit sync``).
 
 One-step platforms (MTurk's SendBonus with its request token, hitkit's own providers) go planned →
@@ -123,9 +124,10 @@ def move(
 
 
 def pending_of(session: Session, row: Payment) -> PendingBonus:
-    """What a provider needs to settle the bonus ``row``: ids, amount, when it was sent, and its paid twins."""
+    """What a provider needs to settle the bonus ``row``: ids, amount, when it was sent, its paid twins and its
+    twins also sent without an answer (same amount, same assignment)."""
     a = session.get_one(Assignment, row.assignment_id)
-    twins = session.execute(
+    alike = (
         select(func.count())
         .select_from(Payment)
         .where(
@@ -133,9 +135,12 @@ def pending_of(session: Session, row: Payment) -> PendingBonus:
             Payment.kind == "bonus",
             Payment.id != row.id,
             Payment.amount == row.amount,
-            (Payment.state.in_(DONE)) | (Payment.state.is_(None) & (Payment.status == "paid")),
         )
+    )
+    twins = session.execute(
+        alike.where((Payment.state.in_(DONE)) | (Payment.state.is_(None) & (Payment.status == "paid")))
     ).scalar_one()
+    sending = session.execute(alike.where(Payment.state == "sending")).scalar_one()
     sent_at = row.state_at if state_of(row) == "sending" else None
     return PendingBonus(
         row.idempotency_key,
@@ -146,6 +151,7 @@ def pending_of(session: Session, row: Payment) -> PendingBonus:
         row.provider_ref,
         twins,
         sent_at,
+        sending,
     )
 
 
@@ -161,7 +167,8 @@ def pay(
     """Walk the bonus ``key`` to paid; (outcome, the platform's reference).
 
     Outcomes: ``paid`` (paid now), ``found`` (the platform shows it paid), ``done`` (already paid),
-    ``unknown`` (a pay call without an answer that the platform cannot settle yet). A ``sending`` bonus
+    ``unknown`` (a pay call without an answer that the platform cannot settle yet), ``ambiguous`` (the
+    platform shows a payment that could be this bonus's or a twin's). A ``sending`` bonus
     is settled from the platform only when ``resolve`` (``hitkit sync``); otherwise PaymentUncertain.
     """
     provider = ctx.provider
@@ -234,8 +241,8 @@ def pay(
             if outcome is BonusOutcome.PAID:
                 move(database_url, ctx.study_id, key, ("sending",), "confirmed", actor=actor)
                 return "found", bonus.provider_ref or ""
-            if outcome is BonusOutcome.UNKNOWN:
-                return "unknown", bonus.provider_ref or ""
+            if outcome in (BonusOutcome.UNKNOWN, BonusOutcome.AMBIGUOUS):
+                return outcome.value, bonus.provider_ref or ""
             back = "created" if provider.two_step_bonus and bonus.provider_ref else "planned"
             move(database_url, ctx.study_id, key, ("sending",), back, actor=actor)
         raise HitkitError(f"the bonus {key} did not settle in six steps; run `hitkit sync` again")

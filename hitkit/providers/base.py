@@ -111,6 +111,9 @@ class PendingBonus:
     paid_alike: int = 0
     sent_at: dt.datetime | None = None
     """When the pay call went out without an answer (the row's ``sending`` state), else None."""
+    sending_alike: int = 0
+    """The ledger's *other* bonuses of the same amount on the same assignment whose pay call also went out
+    without an answer: a payment the platform shows could be any of them."""
 
 
 class BonusOutcome(str, Enum):
@@ -119,6 +122,10 @@ class BonusOutcome(str, Enum):
     PAID = "paid"  # the worker has it: mark the ledger paid, pay nothing
     UNPAID = "unpaid"  # the worker does not have it: paying (again, with the same key) is safe
     UNKNOWN = "unknown"  # cannot be told: a coordinator checks by hand; hitkit pays nothing
+    # The platform shows a payment of this amount that could be this bonus or another one sent without an
+    # answer (same amount, same assignment), and no id tells which: a coordinator decides; hitkit marks and
+    # pays nothing.
+    AMBIGUOUS = "ambiguous"
 
 
 class CrowdProvider(ABC):

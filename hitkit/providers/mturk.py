@@ -340,7 +340,7 @@ class MTurkProvider(CrowdProvider):
         so work accepted but not yet handed in is not shown to anyone, and an id that is not
         MTurk's shape is never sent.
         """
-        if not ID_PATTERN.match(provider_assignment_id or ""):
+        if not ID_PATTERN.fullmatch(provider_assignment_id or ""):
             return ProviderWork(provider_assignment_id or "", "", WorkStatus.RETURNED)
         try:
             a = self._call("GetAssignment", AssignmentId=provider_assignment_id)["Assignment"]

@@ -30,8 +30,8 @@ ENDPOINTS = {
 }
 CLOSED_ON = dt.date(2026, 9, 30)
 """The day Amazon Mechanical Turk closed permanently (PLATFORMS.md)."""
-ID_PATTERN = re.compile(r"^[A-Z0-9]{1,64}$")
-"""botocore's pattern of MTurk's HIT and assignment ids."""
+ID_PATTERN = re.compile(r"[A-Z0-9]{1,64}")
+"""botocore's pattern of MTurk's HIT and assignment ids (``fullmatch``: ``$`` passes a final newline)."""
 
 
 class MTurkError(HitkitError):

@@ -34,9 +34,10 @@ from hitkit.study.config import StudyConfig
 from hitkit.study.provider_sections import PanelConfig
 from hitkit.tables.schema import DONE_STATUSES
 
-PANEL_ID = re.compile(r"^[A-Za-z0-9_.@:\-]{1,128}$")
+PANEL_ID = re.compile(r"[A-Za-z0-9_.@:\-]{1,128}")
 """What a participant or session id in a panel URL may look like: panels use letters, digits and a
-few separators; anything else (an unreplaced ``{{%PARTICIPANT_ID%}}``, a path, markup) is refused."""
+few separators; anything else (an unreplaced ``{{%PARTICIPANT_ID%}}``, a path, markup) is refused.
+Always ``fullmatch``: ``$`` would also match before a final newline, so ``id%0a`` would pass as a new id."""
 
 
 class PanelProvider(InternalProvider):
@@ -77,7 +78,7 @@ class PanelProvider(InternalProvider):
             return Arrival(preview=True)
         session_id = args.get(s.session_param) if s.session_param else None
         for what, value in ((s.worker_param, worker), (s.session_param, session_id)):
-            if value is not None and not PANEL_ID.match(value):
+            if value is not None and not PANEL_ID.fullmatch(value):
                 raise FlowError(
                     f"the {what} in this link is not a valid id; open the study again from {s.name} "
                     f"(coordinators: check that the panel fills in its placeholder)",

@@ -1,8 +1,9 @@
 """A platform's webhooks in a study's life: received, queued, drained by the scheduler, subscribed and ended.
 
 - :func:`receive` is all the web route does: check the delivery's signature and timestamp against the
-  study's stored secrets (refused: nothing is written), then queue it once per event id. It answers at
-  once; nothing in it calls the platform.
+  study's stored secrets (refused: only a counter of refusals by cause goes up), then queue it once per
+  signed delivery (timestamp + body, never the unsigned event id alone). It answers at once; nothing in
+  it calls the platform.
 - :func:`drain` (each scheduler tick) takes the queued events and, for each, asks the platform for the
   resource's *current* state before acting: an event is a hint. So a duplicated, replayed, reordered or
   stale event can never pay, approve, reject or free a place by itself; the only things a drained event
@@ -27,6 +28,7 @@ from hitkit.db.hook_models import HookEvent, HookSubscription
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.events import record_once
+from hitkit.running.hook_refusals import count_refusal, refused_counts
 
 if TYPE_CHECKING:
     from hitkit.providers.prolific.webhooks import Headers
@@ -39,7 +41,9 @@ GIVEN_BACK = ("RETURNED", "TIMED-OUT", "SCREENED OUT", "SCREENED_OUT", "SCREENED
 """Submission statuses that gave the place back (PLATFORMS.md: submission states)."""
 OVER = ("completed", "stopped")
 RETRY_SUBSCRIBE_S = 600.0
-"""Seconds before a subscription that failed is tried again."""
+"""Seconds before a subscription that failed is tried again: each try is several API calls (the secret,
+the subscription, its confirmation) per event type, and a failure that lasts (an address Prolific refuses)
+would otherwise spend them on every tick against Prolific's rate limit; polling covers the study meanwhile."""
 
 
 def _hooks(ctx):
@@ -58,7 +62,7 @@ def receive(
     payload: Any,
     now: float | None = None,
 ) -> tuple[int, str]:
-    """Check and queue one delivery: (HTTP status, what happened). Refused deliveries write nothing."""
+    """Check and queue one delivery: (HTTP status, what happened). A refused delivery only counts its cause."""
     from hitkit.providers.prolific import webhooks
 
     if provider != "prolific":
@@ -80,37 +84,41 @@ def receive(
         )
     if study_id is None:
         return 404, "no such study"
-    why = webhooks.refusal(secrets, headers, raw, time.time() if now is None else now)
-    if why is not None:
-        return 401, why
+    refused = webhooks.check(secrets, headers, raw, time.time() if now is None else now)
+    if refused is not None:
+        count_refusal(database_url, study_id, refused[0])
+        return 401, refused[1]
     delivery = webhooks.parse(headers, payload)
     if isinstance(delivery, str):
+        count_refusal(database_url, study_id, "malformed")
         return 400, delivery
+    key, digest = webhooks.signed_key(headers, raw), webhooks.body_digest(raw)
     try:
         with session_scope(database_url) as session:
-            seen = session.scalar(
-                select(HookEvent.id).where(
+            alike = session.execute(
+                select(HookEvent.event_id, HookEvent.body).where(
                     HookEvent.study_id == study_id,
                     HookEvent.provider == provider,
-                    HookEvent.event_id == delivery.event_id,
+                    (HookEvent.event_id == key)
+                    | ((HookEvent.resource_id == delivery.resource_id) & (HookEvent.event_type == delivery.event_type)),
                 )
-            )
-            if seen is not None:
+            ).all()
+            if any(k == key or webhooks.same_event(body, delivery.event_id, digest) for k, body in alike):
                 return 200, "already received"
             session.add(
                 HookEvent(
                     study_id=study_id,
                     provider=provider,
-                    event_id=delivery.event_id,
+                    event_id=key,  # what the signature covers; the unsigned X-Event-ID is kept in the body
                     event_type=delivery.event_type,
                     resource_id=delivery.resource_id,
                     sent_at=delivery.sent_at,
-                    body=delivery.body,
+                    body={**delivery.body, "delivery": {"event_id": delivery.event_id, "body_sha256": digest}},
                     status="queued",
                 )
             )
     except IntegrityError:
-        return 200, "already received"  # the same event, delivered twice at once: the other one queued it
+        return 200, "already received"  # the same delivery, twice at once: the other one queued it
     return 200, "queued"
 
 
@@ -313,7 +321,8 @@ def unsubscribe_all(database_url: str, ctx) -> int:
 
 
 def health(session, study_id: int) -> dict[str, Any]:
-    """Webhook health: the mode (webhooks or polling only), subscriptions, the last event, failures."""
+    """Webhook health: the mode (webhooks or polling only), subscriptions, the last event, failures, and the
+    deliveries refused by cause (``refused``; a rotated secret shows here as every delivery "bad signature")."""
     subs = session.scalars(select(HookSubscription).where(HookSubscription.study_id == study_id)).all()
     confirmed = [s for s in subs if s.status == "confirmed"]
     last = session.scalar(select(func.max(HookEvent.received_at)).where(HookEvent.study_id == study_id))
@@ -326,6 +335,7 @@ def health(session, study_id: int) -> dict[str, Any]:
     high = session.scalar(
         select(func.count()).select_from(Event).where(Event.study_id == study_id, Event.kind == "high_return_rate")
     )
+    refused, last_refused = refused_counts(session, study_id)
     return {
         "mode": "webhooks" if confirmed else "polling only",
         "subscribed": sorted(s.event_type for s in confirmed),
@@ -334,4 +344,7 @@ def health(session, study_id: int) -> dict[str, Any]:
         "queued": queued,
         "failures": failed_events + sum(1 for s in subs if s.status == "failed"),
         "high_return_rate": bool(high),
+        "refused": refused,
+        "refused_total": sum(refused.values()),
+        "last_refused": last_refused,
     }

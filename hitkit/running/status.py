@@ -57,6 +57,10 @@ def study_status(database_url: str, name: str) -> dict:
         }
         study_id = study.id
         info["leader"] = leader(session, study.id)  # which process acts for the study, since when
+        if study.provider == "prolific":  # the one platform with webhooks: their health, refusals by cause
+            from hitkit.running.hooks import health
+
+            info["webhooks"] = health(session, study.id)
         fired = fired_event(session, study.id)
         if fired is not None:
             info["stopped_by_rule"] = {

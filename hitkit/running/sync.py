@@ -51,6 +51,8 @@ class SyncReport:
     bonuses_paid: list[str] = field(default_factory=list)
     bonuses_confirmed: list[str] = field(default_factory=list)
     needs_review: list[str] = field(default_factory=list)
+    ambiguous: list[str] = field(default_factory=list)
+    """Of ``needs_review``: bonuses the platform shows a payment for that could be another bonus's (same amount)."""
     bonuses_waiting: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     not_handed_in: list[dict[str, Any]] = field(default_factory=list)
@@ -278,7 +280,7 @@ def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, re
                 report.bonuses_confirmed.append(key)
             elif outcome == "paid":
                 report.bonuses_paid.append(key)
-            elif outcome == "unknown":
+            elif outcome in ("unknown", "ambiguous"):
                 with session_scope(database_url) as session:
                     with session.no_autoflush:
                         row = session.execute(select(Payment).where(Payment.idempotency_key == key)).scalar_one()
@@ -287,9 +289,17 @@ def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, re
                         session,
                         ctx.study_id,
                         "bonus_needs_review",
-                        {"key": key, "provider_ref": row.provider_ref, "amount": str(row.amount), "worker": worker},
+                        {
+                            "key": key,
+                            "provider_ref": row.provider_ref,
+                            "amount": str(row.amount),
+                            "worker": worker,
+                            "why": outcome,
+                        },
                     )
                 report.needs_review.append(key)
+                if outcome == "ambiguous":
+                    report.ambiguous.append(key)
         except (SQLAlchemyError, lease.LeaseLost):
             raise
         except Exception as exc:  # noqa: BLE001 - the bonus stays where it is; the next sync goes on from there
@@ -345,6 +355,13 @@ def describe(report: SyncReport) -> str:
             f"be being paid; run `hitkit sync` again later"
         )
     for key in report.needs_review:
+        if key in report.ambiguous:
+            lines.append(
+                f"  bonus {key}: its pay call got no answer, and the provider shows a payment of its amount "
+                f"that could be this bonus or another one of the same amount to the same worker; check them on "
+                f"the provider's site, then set each ledger row to paid (or pending to pay it)"
+            )
+            continue
         lines.append(
             f"  bonus {key}: its pay call got no answer and the provider cannot say whether it was paid; "
             f"check it on the provider's site, then set its ledger row to paid (or pending to pay it)"

@@ -2,7 +2,9 @@
 file beside its target, is flushed to disk, and replaces the target in one rename (``os.replace``).
 
 An export that fails half-way (a full disk, a killed process, a bug) therefore leaves the previous
-file, or none — never a truncated one that parses as a valid, shorter table.
+file, or none — never a truncated one that parses as a valid, shorter table. A write the system
+refuses (``OSError``: a full disk, no permission) becomes :class:`~hitkit.errors.WriteError`, one line
+naming the target, which the command line prints instead of a traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from hitkit.errors import WriteError
 
 
 @contextmanager
@@ -24,6 +28,9 @@ def replacing(path: str | Path) -> Iterator[Path]:
         with open(temporary, "rb+") as fh:  # on disk before the rename, so a crash cannot expose an empty file
             os.fsync(fh.fileno())
         os.replace(temporary, target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise WriteError(target, exc) from exc
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

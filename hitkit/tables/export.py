@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from hitkit.db.models import Assignment, Conversation, Event, Hit, Payment, Study, System, Worker
-from hitkit.errors import HitkitError
+from hitkit.errors import HitkitError, WriteError
 from hitkit.progress import progress
 from hitkit.running import stopping
 from hitkit.study.stored import StudyContext
@@ -250,7 +250,10 @@ def export_study(
     csv, parquet or both), plus ``conversations.jsonl`` and ``study.json``; return the files written."""
     formats = resolve_formats(formats)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(out, exc) from exc
     study = session.get_one(Study, ctx.study_id)
     steps = {
         "assignments": lambda: assignments_table(session, study),

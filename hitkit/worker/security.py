@@ -30,7 +30,8 @@ PROVIDER_FRAME_ANCESTORS = (
 )
 """Sites that show our worker pages in an iframe: MTurk's ExternalQuestion and Prolific."""
 
-_SOURCE = re.compile(r"^(?:'self'|'none'|(?:https?://)?(?:\*\.)?[A-Za-z0-9.-]+(?::(?:\d+|\*))?/?|https?:)$")
+_SOURCE = re.compile(r"(?:'self'|'none'|(?:https?://)?(?:\*\.)?[A-Za-z0-9.-]+(?::(?:\d+|\*))?/?|https?:)")
+"""One CSP source; always ``fullmatch`` (``$`` would pass a source ending in a newline into the header)."""
 
 
 def frame_ancestors(configured: str | None) -> tuple[str, ...]:
@@ -39,7 +40,7 @@ def frame_ancestors(configured: str | None) -> tuple[str, ...]:
     if configured is None or not configured.strip():
         return ("'self'", *PROVIDER_FRAME_ANCESTORS)
     sources = configured.split()
-    bad = [s for s in sources if not _SOURCE.match(s)]
+    bad = [s for s in sources if not _SOURCE.fullmatch(s)]
     if bad:
         raise ConfigError(
             f"HITKIT_FRAME_ANCESTORS has {bad[0]!r}, which is not a CSP source; give origins "

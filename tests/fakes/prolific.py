@@ -624,10 +624,11 @@ class FakeProlific(HookSender):
             "id": bid,
             "study": study,
             "rows": rows,
-            "amount": float(amount),
-            "fees": float(fees),
-            "vat": float(vat),
-            "total_amount": float(amount + fees + vat),
+            # API: BulkBonus amount, fees, vat and total_amount are "in cents" (the request was in major units).
+            "amount": float(amount * 100),
+            "fees": float(fees * 100),
+            "vat": float(vat * 100),
+            "total_amount": float((amount + fees + vat) * 100),
         }
         # PLATFORMS: the first step returns an id, fees and VAT (API: BulkBonus).
         return _json({k: v for k, v in self.bonuses[bid].items() if k != "rows"}, 201)
@@ -636,14 +637,15 @@ class FakeProlific(HookSender):
         bonus = self.bonuses.get(bid)
         if bonus is None:
             return _error(404, "Not found.")
-        total = int(Decimal(str(bonus["total_amount"])) * 100)
+        total = int(Decimal(str(bonus["total_amount"])))  # API: BulkBonus total_amount, in cents, as the balance
         if self.workspace["available_balance"] < total:
             return _error(400, "Insufficient balance.")
         # PLATFORMS: paying is NOT idempotent: paying the same bulk bonus again pays again.
         self.paid.append(bid)
         self.workspace["available_balance"] -= total
         for sid, value in bonus["rows"]:
-            # PLATFORMS: a submission's bonus_payments shows what was paid (API: numbers; the fake uses minor units).
+            # PLATFORMS / API (Submission.bonus_payments): "Bonus payments that have been paid on the submission.
+            # Returned in pence / cents", one number per payment, so a 5-pence bonus shows as 5 and £5.00 as 500.
             self.submissions[sid]["bonus_payments"].append(int(value * 100))
         return _json("The bonus payments are being processed.", 202)  # API: 202, asynchronous
 

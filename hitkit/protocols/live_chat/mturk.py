@@ -47,7 +47,7 @@ class Rules(Strict):
     @field_validator("criteria")
     @classmethod
     def _criteria(cls, criteria: list[str]) -> list[str]:
-        bad = [c for c in criteria if not re.match(r"^[a-z][a-z0-9_]{0,39}$", c)]
+        bad = [c for c in criteria if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", c)]
         if bad or len(set(criteria)) != len(criteria):
             raise ValueError(f"criteria must be distinct lower-case names (a-z, 0-9, _); got {criteria}")
         return criteria

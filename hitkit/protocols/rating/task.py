@@ -48,7 +48,7 @@ from hitkit.protocols.pairwise.task import read_responses
 from hitkit.protocols.rating.degrade import degrade
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
 
-_WHOLE_NUMBER = re.compile(r"^\d{1,3}$")
+_WHOLE_NUMBER = re.compile(r"\d{1,3}")  # fullmatch: `$` passes a final newline
 DEGRADED_QUALITY = 0.05
 """How a simulated worker perceives a degraded copy, whatever it degrades."""
 # Standard deviation of a simulated worker's slider noise, in slider points.
@@ -151,7 +151,7 @@ class RatingTask(TaskType):
 
     def validate(self, unit: Unit, question: str, value: str) -> str:
         value = super().validate(unit, question, value)
-        if not _WHOLE_NUMBER.match(value) or int(value) > 100:
+        if not _WHOLE_NUMBER.fullmatch(value) or int(value) > 100:
             raise AnswerError(f"'{value}' is not a rating for '{question}'; give a whole number from 0 to 100")
         return str(int(value))
 

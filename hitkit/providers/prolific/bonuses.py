@@ -2,6 +2,17 @@
 
 Prolific's pay call is not idempotent and pays asynchronously. A pay call that got no answer is
 settled from the submission's ``bonus_payments`` (:func:`settle_bonus`), never simply sent again.
+
+Units: a bonus is *set up* in major units (``csv_bonuses``: "1.50 for £1.50") but ``bonus_payments``
+lists what was paid **in pence / cents** (the OpenAPI document: "Returned in pence / cents";
+PLATFORMS.md). Entries are compared in that unit only (:func:`same_amount`): read in either unit, a
+5-pence payment would also count as £5.00 and settle an unpaid £5.00 bonus as paid.
+
+Which entry is which: ``bonus_payments`` lists amounts with no bulk bonus id, and the API has no call
+that reads a bulk bonus back by its id (only set up and pay). So a payment is attributed by counting
+(:func:`attribute`): payments of the amount beyond the ledger's paid bonuses of that amount on the
+submission. When fewer such payments are shown than bonuses of that amount await an answer, the
+payment could be any of them: AMBIGUOUS, left for a coordinator (``bonus_needs_review``), never marked.
 These functions only call Prolific and remember the steps as ``prolific_bonus_*`` events; the ledger
 (:mod:`hitkit.money.ledger`) alone writes the money.
 """
@@ -89,21 +100,15 @@ def settle_bonus(api: ProlificClient, memory: ProlificMemory, bonus: PendingBonu
         return BonusOutcome.UNPAID
     if mine.get("paid"):
         return BonusOutcome.PAID
-    sub = api.call("GET", f"/submissions/{bonus.provider_assignment_id}/") or {}
-    shown = sum(1 for paid in sub.get("bonus_payments") or [] if same_amount(paid, bonus.amount))
-    if shown > bonus.paid_alike:
+    outcome = attribute(shown(api, bonus.provider_assignment_id, bonus.amount), bonus, mine["sent_at"])
+    if outcome is BonusOutcome.PAID:
         memory.record(
             "prolific_bonus_paid",
             {"key": bonus.idempotency_key, "bonus_id": mine["bonus_id"], "settled_from": "bonus_payments"},
         )
-        return BonusOutcome.PAID
-    sent_at = mine["sent_at"]
-    if sent_at.tzinfo is None:
-        sent_at = sent_at.replace(tzinfo=dt.timezone.utc)
-    if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
+    elif outcome is BonusOutcome.UNPAID:
         memory.record("prolific_bonus_unpaid", {"key": bonus.idempotency_key, "why": "not in bonus_payments"})
-        return BonusOutcome.UNPAID
-    return BonusOutcome.UNKNOWN
+    return outcome
 
 
 def create(api: ProlificClient, memory: ProlificMemory, provider_assignment_id: str, amount: Decimal) -> str:
@@ -126,24 +131,43 @@ def shown(api: ProlificClient, provider_assignment_id: str, amount: Decimal) -> 
 
 
 def settle_sent(api: ProlificClient, bonus: PendingBonus, sent_at: dt.datetime) -> BonusOutcome:
-    """A bonus whose pay call went out at ``sent_at`` (``bonus.sent_at``) without an answer, settled from ``bonus_payments``.
+    """A bonus whose pay call went out at ``sent_at`` (``bonus.sent_at``) without an answer, settled from
+    ``bonus_payments`` (:func:`attribute`)."""
+    return attribute(shown(api, bonus.provider_assignment_id, bonus.amount), bonus, sent_at)
 
-    PAID when the submission shows more payments of its amount than the ledger counts as paid; UNPAID
-    when it still does not :data:`BONUS_SETTLE_S` after the call (Prolific pays within minutes); else UNKNOWN.
+
+def attribute(shown: int, bonus: PendingBonus, sent_at: dt.datetime, now: dt.datetime | None = None) -> BonusOutcome:
+    """What ``shown`` payments of the bonus's amount on its submission say about a bonus sent without an answer.
+
+    The ledger's paid bonuses of that amount (``paid_alike``) account for that many payments; the rest
+    (``unexplained``) were made by pay calls that got no answer: this one and its ``sending_alike`` twins.
+
+    - none unexplained: UNPAID once :data:`BONUS_SETTLE_S` has passed since the call (Prolific pays within
+      minutes), else UNKNOWN;
+    - at least one per bonus awaiting an answer: PAID (every one of them was paid; nothing to tell apart);
+    - fewer than that: AMBIGUOUS (this payment or a twin's; no id in ``bonus_payments`` says which).
     """
-    if shown(api, bonus.provider_assignment_id, bonus.amount) > bonus.paid_alike:
+    unexplained = shown - bonus.paid_alike
+    if unexplained >= 1 + bonus.sending_alike:
         return BonusOutcome.PAID
+    if unexplained > 0:
+        return BonusOutcome.AMBIGUOUS
     if sent_at.tzinfo is None:
         sent_at = sent_at.replace(tzinfo=dt.timezone.utc)
-    if utcnow() - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
+    if (now or utcnow()) - sent_at > dt.timedelta(seconds=BONUS_SETTLE_S):
         return BonusOutcome.UNPAID
     return BonusOutcome.UNKNOWN
 
 
 def same_amount(shown: Any, amount: Decimal) -> bool:
-    """Whether a ``bonus_payments`` entry is this amount; the reference gives no unit, so cents or major units."""
+    """Whether a ``bonus_payments`` entry is a payment of ``amount`` (major units, e.g. 0.05 for 5 pence).
+
+    Entries are in pence / cents (API: "Returned in pence / cents"), so only ``amount`` × 100 matches:
+    ``5`` is a 5-pence payment and never £5.00. An entry that is not a number matches nothing."""
     try:
         value = Decimal(str(shown))
     except ArithmeticError:
         return False
-    return value == cents(amount) * 100 or value == cents(amount)
+    if not value.is_finite():
+        return False
+    return value == cents(amount) * 100

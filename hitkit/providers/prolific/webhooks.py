@@ -14,6 +14,10 @@ tag ``webhooks``):
   (re-serialising the parsed body can change it), a stale timestamp refused (replay).
 - delivery: retried when not answered 2xx in time, so the same ``X-Event-ID`` can come again, and in
   any order (``X-Timestamp``). A webhook is a hint: the API stays the source of truth.
+- de-duplication: ``X-Event-ID`` is *not* signed, so anyone holding one genuine delivery could replay it
+  within the window under fresh ids. A delivery is therefore known by what the signature covers
+  (:func:`signed_key`: the timestamp and the body's digest); a retry Prolific signs anew is still one
+  event when it repeats an ``X-Event-ID`` already seen *with the same body* (:func:`same_event`).
 
 The pure functions (:func:`url_problem`, :func:`signature`, :func:`refusal`) touch nothing; the calls
 take the client explicitly. Nothing here writes to the database (:mod:`hitkit.running.hooks` does).
@@ -80,28 +84,63 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
     return base64.b64encode(mac.digest()).decode()
 
 
-def refusal(
+REFUSAL_CAUSES = ("unsigned", "bad timestamp", "stale", "bad signature", "malformed")
+"""Why deliveries are refused, as counted for the dashboard and ``hitkit status``: no signature or timestamp
+header; a timestamp that is not a UNIX time; one outside the replay window; a signature that matches no
+known secret (a forgery, or a rotated secret); a signed body that is not an event hitkit takes."""
+
+
+def check(
     secrets: Iterable[str], headers: Headers, body: bytes, now: float, window_s: float = REPLAY_WINDOW_S
-) -> str | None:
-    """Why a delivery must be refused (no or wrong signature, stale or missing timestamp); None to accept.
+) -> tuple[str, str] | None:
+    """(cause, why) a delivery must be refused, the cause one of :data:`REFUSAL_CAUSES`; None to accept.
 
     Every known secret is tried in constant time (a workspace's secret may have been replaced while
     deliveries signed with the old one are still being retried).
     """
     given, stamp = headers.get(SIGNATURE), headers.get(TIMESTAMP)
     if not given or not stamp:
-        return f"no {SIGNATURE} or {TIMESTAMP} header"
+        return "unsigned", f"no {SIGNATURE} or {TIMESTAMP} header"
     try:
         at = float(stamp)
     except ValueError:
-        return f"{TIMESTAMP} is not a UNIX time"
-    if abs(now - at) > window_s:
-        return f"{TIMESTAMP} is more than {window_s:g} s from now (a replay or a clock far off)"
+        return "bad timestamp", f"{TIMESTAMP} is not a UNIX time"
+    if not abs(now - at) <= window_s:  # also refuses nan
+        return "stale", f"{TIMESTAMP} is more than {window_s:g} s from now (a replay or a clock far off)"
     matched = False
     for secret in secrets:
         # compare_digest on every secret, not stopping at the first match: the time says nothing.
         matched |= hmac.compare_digest(signature(secret, stamp, body).encode(), given.encode())
-    return None if matched else "the signature does not match the body"
+    return None if matched else ("bad signature", "the signature does not match the body")
+
+
+def refusal(
+    secrets: Iterable[str], headers: Headers, body: bytes, now: float, window_s: float = REPLAY_WINDOW_S
+) -> str | None:
+    """Why a delivery must be refused (:func:`check`, without the cause); None to accept."""
+    found = check(secrets, headers, body, now, window_s)
+    return None if found is None else found[1]
+
+
+def body_digest(body: bytes) -> str:
+    """The SHA-256 of a delivery's raw body, hex."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def signed_key(headers: Headers, body: bytes) -> str:
+    """What a delivery is known by: a digest of exactly what its signature covers (timestamp + raw body).
+
+    Replaying a genuine delivery reproduces it whatever ``X-Event-ID`` it carries; making another key
+    needs another timestamp or body, and so the secret."""
+    stamp = (headers.get(TIMESTAMP) or "").encode()
+    return "sig:" + hashlib.sha256(stamp + b"\n" + body_digest(body).encode()).hexdigest()
+
+
+def same_event(stored: dict[str, Any] | None, event_id: str, digest: str) -> bool:
+    """Whether a queued delivery's ``stored`` body is this event again: Prolific's retry, signed anew, with
+    the same ``X-Event-ID`` and the same body. (The id alone proves nothing: it is not signed.)"""
+    meta = (stored or {}).get("delivery") or {}
+    return meta.get("event_id") == event_id and meta.get("body_sha256") == digest
 
 
 @dataclass(frozen=True)
