@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.protocols.arena import figures
+from hitkit.protocols.arena import figures, report_costs
 from hitkit.protocols.arena.analysis import decisive_needed, qc_counts
 from hitkit.protocols.arena.robust import SANDWICH
 from hitkit.report.parts import ReportFigure, ReportInput, Section, interval_method, num
@@ -40,7 +40,9 @@ def sections(inp: ReportInput) -> list[Section]:
     main = Section("Leaderboard")
     main.text.append(
         f"Arena ratings (1000 + 400·log10 strength, FastChat's scale) from Bradley–Terry with ties as half a win "
-        f"({'Davidson ties' if s.get('ties') == 'davidson' else 'FastChat convention'}), and with style control "
+        f"({'Davidson ties' if s.get('ties') == 'davidson' else 'FastChat convention'}"
+        + ("; battles weighted by 1 / their pair's battles" if s.get("inverse_sampling") else "")
+        + "), and with style control "
         f"(reply length and markdown counts as covariates). 95 % bootstrap {interval_method(s)} from "
         f"{s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'worker')}s, each with all their battles"
         + (
@@ -86,7 +88,14 @@ def sections(inp: ReportInput) -> list[Section]:
     categories = t.get("categories")
     if categories is not None and len(categories):
         cat = Section("Leaderboards by category")
-        cat.text.append("The same leaderboard on each prompt category's battles alone.")
+        cat.text.append(
+            "The same leaderboard on each prompt category's battles alone"
+            + (
+                f" (categories of written prompts by {s['prompts']['category_method']})."
+                if (s.get("prompts") or {}).get("category_method")
+                else "."
+            )
+        )
         cat.tables.append(("By category", categories))
         out.append(cat)
     qc = t.get("qc")
@@ -106,7 +115,7 @@ def sections(inp: ReportInput) -> list[Section]:
         )
         quality.tables.append(("QC battles per worker", qc))
         out.append(quality)
-    return out
+    return out + report_costs.sections(inp)
 
 
 def methods(inp: ReportInput) -> list[str]:
@@ -153,4 +162,4 @@ def methods(inp: ReportInput) -> list[str]:
         f"{decisive_needed()} decisive QC votes on; {s.get('qc_failed', 0)} of {s.get('qc_judged', 0)} judged did not"
         + (f", and {s['qc_not_judged']} had too few QC votes to be judged." if s.get("qc_not_judged") else ".")
     )
-    return out
+    return out + report_costs.methods(inp)
