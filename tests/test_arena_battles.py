@@ -11,7 +11,7 @@ import requests
 from sqlalchemy import func, select
 
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
-from hitkit.db.models import Response
+from hitkit.db.models import Response, Unit
 from hitkit.db.session import session_scope
 from hitkit.protocols.arena.quality import DEFAULT_LEAK_WORDS, leak_pattern, leaks
 from hitkit.protocols.arena.style import count_tokens, markdown_counts, style_of
@@ -60,7 +60,12 @@ def test_the_vote_waits_for_both_replies_and_both_sides_get_the_same_message(bat
     assert http.get(f"{task}reveal/{key}").json()["revealed"] is None  # never before the vote
     assert vote(http, task, key, "b").status_code == 200
     names = http.get(f"{task}reveal/{key}").json()["revealed"]
-    assert set(names) == {"a", "b"} and names["a"] != names["b"] and {names["a"], names["b"]} <= {*REAL, "qc"}
+    with session_scope(database_url) as s:
+        control = s.scalar(select(Unit.payload).where(Unit.public_key == key))["is_control"]
+    if control:  # a QC battle's names, the bot's internal one among them, are never shown
+        assert names is None
+    else:
+        assert set(names) == {"a", "b"} and names["a"] != names["b"] and {names["a"], names["b"]} <= set(REAL)
     closed = http.post(f"{task}chat/{key}-a/message", json={"text": "one more?"})
     assert closed.status_code == 409  # the vote closes the battle's chats
     with session_scope(database_url) as s:
@@ -118,3 +123,12 @@ def test_a_reply_naming_a_model_or_vendor_is_a_leak_but_a_lookalike_word_is_not(
     assert leaks(["I'm Yi-34B."], pattern)
     assert not leaks(["The llamas grazed on the hill.", "Gptx is not a word."], pattern)
     assert not leaks(["A fine reply about metal and aloe."], pattern)
+
+
+def test_a_qc_battle_never_reveals_the_names_so_no_worker_sees_the_bots_internal_name(tmp_path):
+    from hitkit.protocols import task_for
+    from hitkit.study.config import load_study
+
+    config = load_study(arena_study(tmp_path, "sqlite:///unused.db", "http://127.0.0.1:9/v1", reveal=True))
+    unit = Unit(payload={"system_a": "qc", "system_b": "anna", "is_control": True})
+    assert task_for(config).revealed(None, None, unit) is None  # decided before any vote is looked up

@@ -204,7 +204,9 @@ class ArenaTask(TaskType):
             raise FlowError("both systems get the same message: send the message the other side got", 409)
 
     def revealed(self, session: Session, assignment: Any, unit: Unit) -> dict[str, Any] | None:
-        if not self._cfg.reveal:
+        # A QC battle's names are never shown: the bot's is internal ("qc"), and naming it would teach
+        # workers which battles are checks. The page then keeps "Assistant A" / "Assistant B".
+        if not self._cfg.reveal or unit.payload.get("is_control"):
             return None
         voted = session.scalar(
             select(Response.id).where(
