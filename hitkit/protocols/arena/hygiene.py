@@ -24,8 +24,6 @@ from collections.abc import Sequence
 import numpy as np
 
 HASHES, BANDS = 32, 8
-PRIME = (1 << 31) - 1
-"""A Mersenne prime below 2³¹: (a·x + b) with a, x, b below it fits 64 bits, so numpy hashes exactly."""
 NON_WORD = re.compile(r"[\W_]+")
 
 
@@ -48,9 +46,32 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / union if union else 1.0
 
 
-def _signature(items: frozenset[str], a: np.ndarray, b: np.ndarray) -> tuple[int, ...]:
-    codes = np.array([zlib.crc32(s.encode("utf-8")) % PRIME for s in items], dtype=np.uint64)
-    return tuple(((codes[:, None] * a[None, :] + b[None, :]) % PRIME).min(axis=0).tolist())
+def signatures(sets: Sequence[frozenset[str]], a: np.ndarray, b: np.ndarray, chunk: int = 200_000) -> np.ndarray:
+    """MinHash signatures [len(sets), HASHES]: per hash, the minimum over a set's shingles of the
+    multiply-shift hash (a·x + b mod 2⁶⁴) >> 32 (x the shingle's CRC-32; a odd), a universal family that
+    needs no modulo, so all shingles are hashed at once (in chunks) and reduced per set."""
+    codes = np.array([zlib.crc32(s.encode("utf-8")) for items in sets for s in items], dtype=np.uint64)
+    sizes = np.array([len(items) for items in sets])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    hashed = np.empty((len(codes), len(a)), dtype=np.uint32)
+    for i in range(0, len(codes), chunk):
+        hashed[i : i + chunk] = (codes[i : i + chunk, None] * a[None, :] + b[None, :]) >> np.uint64(32)
+    return np.minimum.reduceat(hashed, starts, axis=0)
+
+
+def _buckets(sigs: np.ndarray) -> list[np.ndarray]:
+    """The sets sharing all rows of a band, per band, where two or more do (the candidate groups)."""
+    rows = HASHES // BANDS
+    out = []
+    for band in range(BANDS):
+        keys = np.ascontiguousarray(sigs[:, band * rows : (band + 1) * rows]).view(np.dtype((np.void, 4 * rows)))
+        _, inverse, counts = np.unique(keys.ravel(), return_inverse=True, return_counts=True)
+        shared = counts[inverse.reshape(-1)] > 1
+        members = np.flatnonzero(shared)
+        order = np.argsort(inverse.reshape(-1)[members], kind="stable")
+        members, labels = members[order], inverse.reshape(-1)[members][order]
+        out += np.split(members, np.flatnonzero(np.diff(labels)) + 1) if len(members) else []
+    return out
 
 
 def prompt_groups(texts: Sequence[str], similarity: float, seed: int = 0) -> list[int]:
@@ -68,19 +89,15 @@ def prompt_groups(texts: Sequence[str], similarity: float, seed: int = 0) -> lis
 
     if similarity < 1.0 and len(distinct) > 1:
         rng = np.random.default_rng([seed, 41])
-        a = rng.integers(1, PRIME, HASHES, dtype=np.uint64)
-        b = rng.integers(0, PRIME, HASHES, dtype=np.uint64)
+        a = rng.integers(0, 1 << 63, HASHES, dtype=np.uint64) * np.uint64(2) + np.uint64(1)  # odd multipliers
+        b = rng.integers(0, 1 << 63, HASHES, dtype=np.uint64)
         sets = [shingles(n) for n in distinct]
-        buckets: dict[tuple, list[int]] = defaultdict(list)
-        rows = HASHES // BANDS
-        for i, items in enumerate(sets):
-            sig = _signature(items, a, b)
-            for band in range(BANDS):
-                buckets[(band,) + sig[band * rows : (band + 1) * rows]].append(i)
+        buckets = _buckets(signatures(sets, a, b))
         checked: set[tuple[int, int]] = set()
-        for members in buckets.values():
-            for j, x in enumerate(members):
-                for y in members[j + 1 :]:
+        for members in buckets:
+            ids = members.tolist()
+            for j, x in enumerate(ids):
+                for y in ids[j + 1 :]:
                     if (x, y) in checked or root(x) == root(y):
                         continue
                     checked.add((x, y))
