@@ -36,14 +36,13 @@ from hitkit.analysis.inference import (
 )
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import HitkitError, InputError
-from hitkit.prescreen.models import MINILM
 from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
 from hitkit.protocols.arena.categories import load_embedder
 from hitkit.protocols.arena.costs import cost_table, pareto_figure
 from hitkit.protocols.arena.fastchat import read_fastchat
 from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
-from hitkit.protocols.arena.options import ArenaAnalysisOptions
+from hitkit.protocols.arena.options import PACKAGED_EMBEDDER, ArenaAnalysisOptions
 from hitkit.protocols.arena.preparing import prepare
 from hitkit.protocols.arena.reading import included, read_study_battles
 from hitkit.protocols.arena.robust import SANDWICH
@@ -319,7 +318,7 @@ def analyze(
     settings = config.arena if config is not None else ArenaAnalysisOptions()
     embed = None
     if settings.categories is not None and settings.categories.method == "embedding" and config is not None:
-        if settings.categories.model != MINILM:
+        if settings.categories.model != PACKAGED_EMBEDDER:  # a folder, relative to the study file
             embed = load_embedder(str(config.path(Path(settings.categories.model))))
     folders = [Path(p) for p in (in_dir, *extra) if Path(p).is_dir()]
     prepared = prepare(battles, folders, settings, seed=seed, embed=embed)

