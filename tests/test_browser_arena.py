@@ -205,6 +205,7 @@ def test_the_vote_page_streams_forward_only_records_the_vote_and_names_no_intern
             page.locator("#arena-voted").wait_for()
             assert page.locator('button.vote[aria-pressed="true"]').inner_text() == "B is better"
             assert all(page.locator("button.vote").nth(i).is_disabled() for i in range(4))
+            assert page.locator("#reason-box").is_hidden()  # the reason sent shows in the record instead
             page.locator("#arena-next").wait_for()
             # No internal name: a QC battle shows no names at all, a real one the systems' own.
             body = page.locator("body").inner_text()
