@@ -240,3 +240,23 @@ def test_analysis_caps_a_repeated_prompt_categorises_written_prompts_and_prices_
     assert "costs" in result.figures and s["cost_basis"] == "price_per_reply"
     result.write(tmp_path / "out")
     assert (tmp_path / "out" / "costs.csv").is_file() and (tmp_path / "out" / "costs.png").stat().st_size > 1000
+
+
+def test_hitkit_analyze_arena_inverse_sampling_weighs_the_fit_and_says_so_in_the_summary(tmp_path):
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    rows = battle_rows({("anna", "bert"): (160, 40), ("bert", "cleo"): (16, 4), ("cleo", "anna"): (16, 4)})
+    write_export(tmp_path / "export", rows, {r["battle_id"]: f"question {i} about tides" for i, r in enumerate(rows)})
+    runs = {}
+    for name, flags in (("plain", []), ("weighted", ["--inverse-sampling"])):
+        out = tmp_path / name
+        args = ["analyze", "arena", str(tmp_path / "export"), "--out", str(out), "--n-boot", "20", "--no-progress"]
+        result = CliRunner().invoke(main, args + flags)
+        assert result.exit_code == 0, result.output
+        runs[name] = (json.loads((out / "summary.json").read_text()), pd.read_csv(out / "leaderboard.csv"))
+    assert runs["plain"][0]["inverse_sampling"] is False and runs["weighted"][0]["inverse_sampling"] is True
+    spread = {n: float(board["rating"].max() - board["rating"].min()) for n, (_, board) in runs.items()}
+    assert spread["weighted"] < spread["plain"] / 3
+    assert (tmp_path / "weighted" / "costs.csv").is_file()
