@@ -53,6 +53,10 @@ class ArenaConfig(ArenaAnalysisOptions):
     control: Optional[str] = Field(None, description="the QC bot's name in 'systems' (none: no QC battles)")
     control_share: float = Field(0.2, ge=0, lt=1, description="share of battles against the QC bot")
     reveal: bool = Field(False, description="show the two systems' names after the vote (never before)")
+    display_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="system → the public name 'reveal' shows (default: the system's name; a QC battle shows none)",
+    )
     reason: bool = Field(True, description="offer an optional free-text reason with the vote")
     leak_words: list[str] = Field(
         default_factory=lambda: list(DEFAULT_LEAK_WORDS),
@@ -94,9 +98,10 @@ def check_study(config) -> None:
             f"arena.control_share = {cfg.control_share:g} of {cfg.battle_count()} battles rounds to "
             f"no QC battle; raise control_share or the study's size"
         )
-    unknown = sorted(set(cfg.costs) - set(names))
-    if unknown:
-        raise ValueError(f"arena.costs names {', '.join(unknown)}, not in 'systems'; price the study's systems")
+    for field, given in (("costs", cfg.costs), ("display_names", cfg.display_names)):
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(f"arena.{field} names {', '.join(unknown)}, not in 'systems'; name the study's systems")
     for i, system in enumerate(config.systems):
         if not system.url or not system.model:
             raise ValueError(

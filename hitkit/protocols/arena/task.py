@@ -213,7 +213,10 @@ class ArenaTask(TaskType):
                 Response.assignment_id == assignment.id, Response.unit_id == unit.id, Response.question == VOTE
             )
         )
-        return {"a": unit.payload["system_a"], "b": unit.payload["system_b"]} if voted else None
+        if not voted:
+            return None
+        public = self._cfg.display_names
+        return {side: public.get(unit.payload["system_" + side], unit.payload["system_" + side]) for side in SIDES}
 
     # What a worker sees ------------------------------------------------------------------------
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
