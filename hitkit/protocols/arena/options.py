@@ -74,7 +74,9 @@ class Covariate(Model):
     expression counted in the replies, or a pair of battle columns ``COLUMN_a``/``COLUMN_b``."""
 
     name: str = Field(min_length=1, max_length=40, pattern=r"^[a-z][a-z0-9_]*$", description="the covariate's name")
-    feature: Optional[Literal["code_blocks", "links", "tables", "questions", "emoji", "paragraphs"]] = None
+    feature: Optional[Literal["code_blocks", "links", "tables", "questions", "emoji", "paragraphs"]] = Field(
+        None, description="a built-in reply feature, counted over each side's replies"
+    )
     pattern: Optional[str] = Field(None, description="a regular expression; its matches in the replies are counted")
     column: Optional[str] = Field(None, description="battles.csv holds COLUMN_a and COLUMN_b counts")
 
