@@ -54,7 +54,7 @@ def prepare(
     if options.categories is not None:
         todo = (out["category"].astype(str) == "") & (out["prompt_text"] != "")
         texts = sorted(set(out.loc[todo, "prompt_text"]))
-        found = dict(zip(texts, categorise(texts, options.categories, embed)))
+        found = dict(zip(texts, categorise(texts, options.categories, embed))) if texts else {}
         out.loc[todo, "category"] = out.loc[todo, "prompt_text"].map(found)
         facts["categorised_battles"] = int(todo.sum())
         facts["category_method"] = method_words(options.categories)
