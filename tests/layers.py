@@ -285,6 +285,11 @@ UPWARD: dict[tuple[str, str], str] = {
         "hitkit.simulation",
         "hitkit.running",
     ): "`hitkit plan --confirm` runs the recommended study once as `hitkit launch` runs it",
+    (
+        "hitkit.protocols",
+        "hitkit.prescreen",
+    ): "the arena's analysis step categorises written prompts with the sentence embedder prescreen loads "
+    "(one model, one loader; imported only when a study asks for embedding categories)",
 }
 """The arrows that go up, each with the reason it must: (importing room, imported room) -> why."""
 

@@ -11,7 +11,7 @@ import requests
 from sqlalchemy import func, select
 
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
-from hitkit.db.models import Response
+from hitkit.db.models import Response, Unit
 from hitkit.db.session import session_scope
 from hitkit.protocols.arena.quality import DEFAULT_LEAK_WORDS, leak_pattern, leaks
 from hitkit.protocols.arena.style import count_tokens, markdown_counts, style_of
@@ -30,14 +30,19 @@ def bot_server():
 @pytest.fixture
 def battle(tmp_path, database_url, bot_server):
     """A worker on the first battle of an arena HIT (names shown after the vote): (session, task URL, battle key)."""
-    pages = served(arena_study(tmp_path, database_url, bot_server, hits=2, reveal=True, max_turns=2), database_url)
+    study = arena_study(
+        tmp_path, database_url, bot_server, hits=2, reveal=True, max_turns=2, display_names={"anna": "Anna (public)"}
+    )
+    pages = served(study, database_url)
     url, _, _ = next(pages)
     http = requests.Session()
     page = http.get(f"{url}/s/arena-demo/hit/1", params={"workerId": "W-1", "assignmentId": "W-1-a", "hitId": "h1"})
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
-    unit = sorted(http.get(task + "state").json()["units"], key=lambda u: u["position"])[0]
-    yield http, task, unit["unit_id"]
+    keys = [u["unit_id"] for u in sorted(http.get(task + "state").json()["units"], key=lambda u: u["position"])]
+    with session_scope(database_url) as s:  # a real battle: a QC battle's names are never revealed
+        control = {u.public_key: u.payload["is_control"] for u in s.scalars(select(Unit))}
+    yield http, task, next(k for k in keys if not control[k])
     http.close()
     pages.close()
 
@@ -60,7 +65,8 @@ def test_the_vote_waits_for_both_replies_and_both_sides_get_the_same_message(bat
     assert http.get(f"{task}reveal/{key}").json()["revealed"] is None  # never before the vote
     assert vote(http, task, key, "b").status_code == 200
     names = http.get(f"{task}reveal/{key}").json()["revealed"]
-    assert set(names) == {"a", "b"} and names["a"] != names["b"] and {names["a"], names["b"]} <= {*REAL, "qc"}
+    public = {"Anna (public)", "bert", "cleo"}  # a system's public name where the study gives one
+    assert set(names) == {"a", "b"} and names["a"] != names["b"] and {names["a"], names["b"]} <= public
     closed = http.post(f"{task}chat/{key}-a/message", json={"text": "one more?"})
     assert closed.status_code == 409  # the vote closes the battle's chats
     with session_scope(database_url) as s:
@@ -118,3 +124,15 @@ def test_a_reply_naming_a_model_or_vendor_is_a_leak_but_a_lookalike_word_is_not(
     assert leaks(["I'm Yi-34B."], pattern)
     assert not leaks(["The llamas grazed on the hill.", "Gptx is not a word."], pattern)
     assert not leaks(["A fine reply about metal and aloe."], pattern)
+
+
+def test_a_qc_battle_never_reveals_the_names_so_no_worker_sees_the_bots_internal_name(tmp_path):
+    from hitkit.errors import ConfigError
+    from hitkit.protocols import task_for
+    from hitkit.study.config import load_study
+
+    config = load_study(arena_study(tmp_path, "sqlite:///unused.db", "http://127.0.0.1:9/v1", reveal=True))
+    unit = Unit(payload={"system_a": "qc", "system_b": "anna", "is_control": True})
+    assert task_for(config).revealed(None, None, unit) is None  # decided before any vote is looked up
+    with pytest.raises(ConfigError, match="arena.display_names names nobody"):
+        load_study(arena_study(tmp_path, "sqlite:///unused.db", "http://127.0.0.1:9/v1", display_names={"nobody": "X"}))

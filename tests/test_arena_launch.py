@@ -35,9 +35,13 @@ def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report
     assert set(pd.read_csv(analysis / "qc.csv")["worker_id"]) <= set(
         pd.read_csv(run / "export" / "battles.csv")["worker_id"]
     )
+    costs = pd.read_csv(analysis / "costs.csv")  # what each system costs, from the exported conversations
+    assert sorted(costs["system"]) == ["anna", "bert", "cleo"] and (costs["output_tokens"] > 0).all()
+    assert (board["category"] == "all").all()
     files = report(run)
     text = files.markdown.read_text()
     assert "## Leaderboard" in text and "anna" in text
+    assert "## What each system costs" in text
     assert "penalty's pull toward the mean" in files.methods
 
 

@@ -87,6 +87,14 @@ def test_text_with_no_input_and_implausibly_fast_typing_are_flagged():
     assert score_answer(fast, 200) == AnswerScore(1.0, "too fast", True)
 
 
+def test_a_suggested_prompt_sent_as_offered_is_not_no_input_but_unoffered_text_still_is():
+    # The arena's page fills the box with the drawn prompt; the instructions let the worker send it as it is.
+    nothing = dict.fromkeys(SIGNALS, 0)
+    assert score_answer(nothing, 80, offered_chars=80) == AnswerScore(0.0, "sent as offered", False)
+    half = score_answer(nothing, 80, offered_chars=40)  # 40 characters no input accounts for
+    assert half.reason == "no input" and half.flagged
+
+
 def test_short_answers_and_answers_without_signals_are_never_flagged():
     paste = {"pasted_chars": 5, "pastes": 1}
     assert not score_answer(paste, MIN_CHARS - 1).flagged

@@ -17,7 +17,12 @@
   let answers = {};
   let current = null;
   let states = { a: null, b: null };
+  // The longest part of an unfinished reply shown on each side, kept until the whole reply is stored: a
+  // retried bot stream starts again from a shorter text, and a broken connection ends the stream early;
+  // the page keeps showing what the worker already read instead of going back (85 → 47 → 101 characters).
+  let held = { a: "", b: "" };
   let busy = false;
+  const VOTE_WORDS = { a: "A is better", b: "B is better", tie: "Tie", both_bad: "Both are bad" };
 
   const given = (unit, question) => (answers[unit.unit_id] || {})[question];
   // A judged study's battle not drawn for a vote ends with "Next battle" alone (its vote_done answer).
@@ -39,7 +44,35 @@
       item.textContent = turn.text;
       box.appendChild(item);
     });
+    if (held[name] && owes(name)) typingItem(name).textContent = held[name];
     box.scrollTop = box.scrollHeight;
+  }
+
+  function typingItem(name) {
+    let item = list(name).querySelector("li.bot-typing");
+    if (item === null) {
+      item = document.createElement("li");
+      item.className = "bot-typing";
+      list(name).appendChild(item);
+    }
+    return item;
+  }
+
+  // What the worker sees of a reply only grows: a shorter text than the one shown waits until it catches up.
+  function grow(name, soFar) {
+    if (soFar.length < held[name].length) return;
+    held[name] = soFar;
+    typingItem(name).textContent = soFar;
+    list(name).scrollTop = list(name).scrollHeight;
+  }
+
+  // The record of the vote cast (and the reason sent with it), in words the worker chose.
+  function record() {
+    const vote = given(current, "vote");
+    root.querySelectorAll("button.vote").forEach((b) => { b.setAttribute("aria-pressed", String(b.dataset.vote === vote)); });
+    const reason = given(current, "reason");
+    $("arena-voted").textContent = vote === undefined ? "" : "Your vote is recorded: " + VOTE_WORDS[vote] + "." + (reason ? " Your reason: “" + reason + "”" : "");
+    $("arena-voted").hidden = vote === undefined;
   }
 
   function inputs(name) { return states[name] ? states[name].inputs : 0; }
@@ -57,6 +90,7 @@
     if (current.voted === false) { $("arena-next").hidden = false; $("arena-next").disabled = busy || !complete(); }
     $("arena-send").disabled = busy || voted || Math.max(inputs("a"), inputs("b")) >= current.max_turns;
     $("reason-box").hidden = !current.optional.includes("reason") || voted;
+    record();
   }
 
   async function load(name) {
@@ -80,23 +114,13 @@
         mine.textContent = text;
         list(name).appendChild(mine);
       }
-      let partial = null;
       const body = text === null ? {} : { text: text, signals: signals };
-      const reply = await stream(chat(name) + "/stream", body, (so_far) => {
-        if (partial === null) {
-          partial = document.createElement("li");
-          partial.className = "bot-typing";
-          list(name).appendChild(partial);
-        }
-        partial.textContent = so_far;
-        list(name).scrollTop = list(name).scrollHeight;
-      });
-      if (partial !== null) partial.remove();
+      const reply = await stream(chat(name) + "/stream", body, (soFar) => grow(name, soFar));
       return [name, reply];
     }));
     let failed = false;
     for (const [name, reply] of results) {
-      if (reply.ok) { states[name] = reply.body; render(name); } else { failed = true; await load(name); }
+      if (reply.ok) { held[name] = ""; states[name] = reply.body; render(name); } else { failed = true; await load(name); }
     }
     busy = false;
     $("arena-status").textContent = failed ? "An assistant is taking longer than usual. Your message is saved — please press Try again." : "";
@@ -111,6 +135,7 @@
     $("arena-next").hidden = true;
     $("arena-reason").value = "";
     states = { a: null, b: null };
+    held = { a: "", b: "" };
     SIDES.forEach(render);
     show("step-battle");
     await Promise.all(SIDES.map(load));
@@ -167,10 +192,12 @@
       }
       const reason = $("arena-reason").value.trim();
       if (reason && current.optional.includes("reason")) {
-        await api("answer", { unit_id: current.unit_id, question: "reason", value: reason, signals: typing.reason.take() });
+        const sent = await api("answer", { unit_id: current.unit_id, question: "reason", value: reason, signals: typing.reason.take() });
+        if (sent.ok) answers[current.unit_id].reason = reason;
       }
       busy = false;
       controls();
+      // The record stays on screen until the worker moves on, so they see the vote they cast.
       if (current.reveal) {
         const names = await api("reveal/" + current.unit_id);
         if (names.ok && names.body.revealed) {
@@ -180,11 +207,9 @@
             el.hidden = false;
           });
         }
-        $("arena-next").hidden = false;
-        $("arena-next").focus();
-        return;
       }
-      next();
+      $("arena-next").hidden = false;
+      $("arena-next").focus();
     });
   });
 

@@ -171,6 +171,12 @@ def _analysis_option(name: str) -> str:
     "--include-leaks", is_flag=True, help="arena: count battles whose reply named a model or vendor in the leaderboard."
 )
 @click.option(
+    "--inverse-sampling",
+    is_flag=True,
+    help="arena: weigh battles by 1 / how often their pair was sampled in the Bradley–Terry fit "
+    "(also arena.inverse_sampling in the study file).",
+)
+@click.option(
     "--add",
     "add",
     multiple=True,
@@ -201,6 +207,7 @@ def analyze(
     draw_probability: str | None,
     ties: str | None,
     include_leaks: bool,
+    inverse_sampling: bool,
     add: tuple[Path, ...],
     as_json: bool,
     no_progress: bool,
@@ -241,6 +248,7 @@ def analyze(
         "draw_probability": draw_probability,
         "ties": ties,
         "include_leaks": include_leaks or None,
+        "inverse_sampling": inverse_sampling or None,
         "add": list(add) or None,
     }
     given = {name: value for name, value in own.items() if value is not None}

@@ -37,14 +37,18 @@ def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
     and turn order (an assignment's messages, then its answers, then its comment)."""
     study = session.get_one(Study, ctx.study_id)
     assignments = {a.id: (a, hit, w) for a, hit, w in _assignments(session, ctx.study_id)}
-    keys = {u.id: u.public_key for u in session.scalars(select(Unit).where(Unit.study_id == ctx.study_id))}
+    units = list(session.scalars(select(Unit).where(Unit.study_id == ctx.study_id)))
+    keys = {u.id: u.public_key for u in units}
+    # A unit's suggested prompt (the arena's drawn one), which a worker may send as it is: not "no input".
+    offered = {u.id: str(u.payload.get("prompt") or "").strip() for u in units if (u.payload or {}).get("prompt")}
     rows = []
 
     def row(
         a_id: int, unit_id: int | None, kind: str, turn: int | None, question: str, text: str, signals: dict
     ) -> None:
         a, hit, w = assignments[a_id]
-        scored = score_answer(signals, len(text))
+        suggested = kind == "message" and unit_id in offered and text.strip() == offered[unit_id]
+        scored = score_answer(signals, len(text), len(text) if suggested else 0)
         rows.append(
             (
                 (hit.index, a.id, KIND_ORDER[kind], turn or 0, question),

@@ -17,7 +17,9 @@ Why these thresholds (tuned with ``benchmarks/authenticity.py`` and kept loose o
   link or a phrase pastes a little; pasting a whole message pastes most of it.
 - **no input**: the share of the answer's characters that no input event accounts for (text set by a
   script or an extension). Phone keyboards insert by composition and replacement (autocorrect,
-  suggestions, swipe), which count as typed, so they are never "no input".
+  suggestions, swipe), which count as typed, so they are never "no input". Text the page itself offered
+  (a task's suggested prompt, such as the arena's drawn prompt, which the instructions let a worker
+  send as it is) is known to the server and counts as accounted for (``offered_chars``).
 - **too fast**: characters typed or composed per second of composing, above what people sustain
   (about 12 per second is a very fast typist; :data:`FAST_CPS` gives room to spare). Slow typists
   can never be flagged by it.
@@ -92,8 +94,9 @@ class AnswerScore:
     flagged: bool
 
 
-def score_answer(signals: Mapping[str, int] | None, text_chars: int) -> AnswerScore:
-    """How likely ``signals`` say the answer of ``text_chars`` characters was not typed by the worker."""
+def score_answer(signals: Mapping[str, int] | None, text_chars: int, offered_chars: int = 0) -> AnswerScore:
+    """How likely ``signals`` say the answer of ``text_chars`` characters was not typed by the worker;
+    ``offered_chars`` of it the page itself put in the box (a suggested prompt sent as offered)."""
     if not signals:
         return AnswerScore(None, "no signals", False)
     length = max(int(text_chars), 1)
@@ -102,7 +105,7 @@ def score_answer(signals: Mapping[str, int] | None, text_chars: int) -> AnswerSc
     compose_s = signals.get("compose_ms", 0) / 1000
     parts = {
         "pasted": min(1.0, pasted / length),
-        "no input": max(0.0, length - typed - pasted) / length,
+        "no input": max(0.0, length - typed - pasted - offered_chars) / length,
         "too fast": 0.0,
     }
     if typed >= MIN_CHARS:
@@ -111,7 +114,8 @@ def score_answer(signals: Mapping[str, int] | None, text_chars: int) -> AnswerSc
     reason, score = max(parts.items(), key=lambda item: item[1])
     score = round(score, 3)
     flagged = score >= FLAG_AT and text_chars >= MIN_CHARS
-    return AnswerScore(score, reason if score > 0 else "typed", flagged)
+    quiet = "sent as offered" if offered_chars and not typed and not pasted else "typed"
+    return AnswerScore(score, reason if score > 0 else quiet, flagged)
 
 
 @dataclass(frozen=True)

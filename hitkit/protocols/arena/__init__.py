@@ -15,5 +15,5 @@ PROTOCOL = Protocol(
     analysis_marker="leaderboard",
     cluster_units=("worker", "battle"),
     judged=True,
-    analysis_options=frozenset({"ties", "include_leaks", "add"}),
+    analysis_options=frozenset({"ties", "include_leaks", "add", "inverse_sampling"}),
 )

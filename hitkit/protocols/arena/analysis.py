@@ -19,7 +19,9 @@ stay out unless ``include_leaks``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,8 +38,12 @@ from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import HitkitError, InputError
 from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
+from hitkit.protocols.arena.categories import load_embedder
+from hitkit.protocols.arena.costs import cost_table, pareto_figure
 from hitkit.protocols.arena.fastchat import read_fastchat
 from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
+from hitkit.protocols.arena.options import PACKAGED_EMBEDDER, ArenaAnalysisOptions
+from hitkit.protocols.arena.preparing import prepare
 from hitkit.protocols.arena.reading import included, read_study_battles
 from hitkit.protocols.arena.robust import SANDWICH
 
@@ -47,6 +53,8 @@ QC_ALPHA = 0.05
 """A worker passes QC when the one-sided exact binomial test that they prefer the real system over the
 QC bot has p below this (ties and both-bad votes left out)."""
 DOMINANT_SHARE = 0.5
+OVERALL = "all"
+"""The leaderboard's ``category`` for its overall rows (categories.csv holds the per-category rows, same columns)."""
 CLUSTERS = ("worker", "battle")
 
 
@@ -187,8 +195,12 @@ def analyze_battles(
     include_leaks: bool = False,
     cluster: str = "worker",
     config=None,
+    covariates: Sequence[str] = (),
+    inverse_sampling: bool = False,
 ) -> AnalysisResult:
-    """The leaderboard, style coefficients, win rates, category leaderboards and QC of a battle frame."""
+    """The leaderboard, style coefficients, win rates, category leaderboards and QC of a battle frame.
+    ``covariates``: declared style covariates (their ``style_NAME_a/_b`` columns are in ``battles``);
+    ``inverse_sampling``: weigh the plain Bradley–Terry fit's battles by 1 / their pair's battles."""
     if cluster not in CLUSTERS:
         raise HitkitError(f"cluster={cluster!r}; the arena's bootstrap resamples one of {', '.join(CLUSTERS)}")
     if battles.empty:
@@ -202,8 +214,15 @@ def analyze_battles(
         )
     fitted = counted if cluster == "worker" else counted.assign(worker_id=[f"battle:{i}" for i in range(len(counted))])
     anchor = FASTCHAT_BASELINE
-    board, style, facts = leaderboard(fitted, n_boot=n_boot, seed=seed, ties=ties, anchor=anchor)
-    categories, skipped = by_category(fitted, n_boot=n_boot, seed=seed, ties=ties, anchor=anchor)
+    fit: dict[str, Any] = {
+        "ties": ties,
+        "anchor": anchor,
+        "covariates": covariates,
+        "inverse_sampling": inverse_sampling,
+    }
+    board, style, facts = leaderboard(fitted, n_boot=n_boot, seed=seed, **fit)
+    board.insert(0, "category", OVERALL)
+    categories, skipped = by_category(fitted, n_boot=n_boot, seed=seed, **fit)
     control = control_systems(battles, config)
     qc = (
         qc_table(battles, control)
@@ -256,6 +275,9 @@ def analyze_battles(
         "interval_unit": cluster,
         "interval_method": INTERVAL_METHOD,
         "style_control": facts["style_control"],
+        "style_covariates": list(covariates),
+        "inverse_sampling": inverse_sampling,
+        "capped_battles": int(battles["capped"].astype(int).sum()) if "capped" in battles else 0,
         "style_reg": STYLE_REG,
         "style_interval_correction": "penalty" if facts["style_control"] and n_boot > 0 else None,
         "style_interval_method": SANDWICH if facts["style_control"] and n_boot > 0 else None,
@@ -273,7 +295,7 @@ def analyze_battles(
     return AnalysisResult(tables=tables, summary=summary, figures=figs)
 
 
-ANALYSIS_OPTIONS = frozenset({"ties", "include_leaks", "add"})
+ANALYSIS_OPTIONS = frozenset({"ties", "include_leaks", "add", "inverse_sampling"})
 """The ``hitkit analyze`` options of the arena alone (the registry entry's ``analysis_options``)."""
 
 
@@ -286,18 +308,42 @@ def analyze(
     in_dir: str | Path, *, seed: int, config=None, options: dict, replicate_dir=None, stability: bool = False
 ) -> AnalysisResult:
     """The registry's entry point: the battles of ``in_dir`` (an export folder or a FastChat battle file)
-    and of ``options["add"]`` (more of either), analysed with ``hitkit analyze``'s options (n_boot,
-    duplicates, cluster, ties, include_leaks)."""
+    and of ``options["add"]`` (more of either), prepared by the study's ``arena:`` settings (prompt cap,
+    categories, style covariates: :mod:`.preparing`) and analysed with ``hitkit analyze``'s options
+    (n_boot, duplicates, cluster, ties, include_leaks, inverse_sampling); with the systems' costs where
+    the export has conversations."""
     extra = options.get("add") or ()
     extra = [extra] if isinstance(extra, (str, Path)) else list(extra)
     battles = read_battles(in_dir, *extra, duplicates=options.get("duplicates", DEFAULT_DUPLICATES))
+    settings = config.arena if config is not None else ArenaAnalysisOptions()
+    embed = None
+    if settings.categories is not None and settings.categories.method == "embedding" and config is not None:
+        if settings.categories.model != PACKAGED_EMBEDDER:  # a folder, relative to the study file
+            embed = load_embedder(str(config.path(Path(settings.categories.model))))
+    folders = [Path(p) for p in (in_dir, *extra) if Path(p).is_dir()]
+    prepared = prepare(battles, folders, settings, seed=seed, embed=embed)
     n_boot = options.get("n_boot")
-    return analyze_battles(
-        battles,
+    result = analyze_battles(
+        prepared.battles,
         n_boot=1000 if n_boot is None else int(n_boot),
         seed=seed,
         ties=options.get("ties") or "half",
         include_leaks=bool(options.get("include_leaks")),
         cluster=options.get("cluster") or "worker",
         config=config,
+        covariates=[c.name for c in settings.style_covariates],
+        inverse_sampling=bool(options.get("inverse_sampling") or settings.inverse_sampling),
     )
+    result.summary["prompts"] = prepared.facts
+    if prepared.facts["capped_battles"]:
+        result.summary["warnings"].append(
+            f"{prepared.facts['capped_battles']} battle(s) repeat a prompt (or a near-duplicate of one) more than "
+            f"arena.prompt_cap = {settings.prompt_cap} times and are left out of the leaderboard"
+        )
+    if len(prepared.transcripts.turns):
+        board = result.tables["leaderboard"]
+        table, basis = cost_table(prepared.transcripts.turns, settings.costs, board)
+        result.tables["costs"] = table
+        result.summary["cost_basis"] = basis
+        result.figures["costs"] = png(lambda: pareto_figure(table, basis))
+    return result

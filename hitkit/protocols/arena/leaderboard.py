@@ -11,6 +11,7 @@ systems of their own component, and ``component`` says which one a system is in.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,26 +61,47 @@ class Battles:
     n_clusters: int
     counts_a: np.ndarray
     counts_b: np.ndarray
+    weights: np.ndarray | None = None
+    """Each battle's weight in the plain Bradley–Terry fit (:func:`inverse_sampling_weights`); None: 1 each."""
+    features: tuple[str, ...] = bt.STYLE_FEATURES
+    """The style covariates' names: FastChat's four, then those the study declares."""
 
     @classmethod
-    def of(cls, battles: pd.DataFrame) -> Battles:
+    def of(cls, battles: pd.DataFrame, covariates: Sequence[str] = (), inverse_sampling: bool = False) -> Battles:
+        """The arrays of ``battles``; ``covariates``: declared style covariates, whose counts are the
+        columns ``style_NAME_a`` and ``style_NAME_b``."""
         systems = sorted(set(battles["system_a"]) | set(battles["system_b"]))
         index = {s: i for i, s in enumerate(systems)}
         codes, n_clusters = cluster_codes(battles["worker_id"].astype(str).to_numpy())
+        first = battles["system_a"].map(index).to_numpy(int)
+        second = battles["system_b"].map(index).to_numpy(int)
+        left = list(STYLE_A) + [f"style_{c}_a" for c in covariates]
+        right = list(STYLE_B) + [f"style_{c}_b" for c in covariates]
         return cls(
             systems,
-            battles["system_a"].map(index).to_numpy(int),
-            battles["system_b"].map(index).to_numpy(int),
+            first,
+            second,
             battles["vote"].map(bt.OUTCOME).to_numpy(float),
             codes,
             n_clusters,
-            battles[list(STYLE_A)].to_numpy(float),
-            battles[list(STYLE_B)].to_numpy(float),
+            battles[left].to_numpy(float),
+            battles[right].to_numpy(float),
+            inverse_sampling_weights(first, second) if inverse_sampling else None,
+            bt.STYLE_FEATURES + tuple(covariates),
         )
 
     @property
     def has_style(self) -> bool:
         return len(self.first) > 0 and not (np.isnan(self.counts_a).any() or np.isnan(self.counts_b).any())
+
+
+def inverse_sampling_weights(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Each battle's weight 1 / (battles of its pair), scaled so the weights sum to the battles: every pair
+    (unordered) then weighs N / P in the fit, however often it was sampled (P pairs, N battles)."""
+    low, high = np.minimum(first, second), np.maximum(first, second)
+    _, pair, counts = np.unique(np.stack([low, high], axis=1), axis=0, return_inverse=True, return_counts=True)
+    pair = pair.reshape(-1)
+    return len(first) / len(counts) / counts[pair].astype(float)
 
 
 def components(systems: list[str], first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -110,6 +132,8 @@ def rank_ranges(lower: np.ndarray, upper: np.ndarray, component: np.ndarray) -> 
 
 def _fit(data: Battles, weights: np.ndarray | None, ties: str, style: bool) -> tuple[np.ndarray, np.ndarray]:
     k = len(data.systems)
+    if data.weights is not None and not style:  # inverse sampling weighs the plain fit only (style's is FastChat's)
+        weights = data.weights[None, :] if weights is None else np.atleast_2d(weights) * data.weights[None, :]
     if style:
         fit = bt.style_control(data.first, data.second, data.outcome, k, data.counts_a, data.counts_b, weights)
         return fit.theta, fit.beta
@@ -185,16 +209,19 @@ def leaderboard(
     seed: int = 0,
     ties: str = "half",
     anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE,
+    covariates: Sequence[str] = (),
+    inverse_sampling: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(leaderboard, style coefficients, facts) of the battles given (the caller has already left out
     QC battles and leaks). ``ties``: ``half`` (FastChat's convention) or ``davidson`` for the plain
     ratings; style control always counts a tie as half a win, as FastChat's does. Intervals (none with
     ``n_boot`` 0): the plain ratings' are expanded percentile 95 % intervals over ``n_boot`` worker
     resamples, style control's worker-clustered sandwich intervals corrected for its penalty's pull
-    (:func:`style_intervals`)."""
+    (:func:`style_intervals`). ``covariates``: declared style covariates beside FastChat's four;
+    ``inverse_sampling``: weigh the plain fit's battles by :func:`inverse_sampling_weights`."""
     if ties not in TIES:
         raise ValueError(f"ties={ties!r}; use one of {', '.join(TIES)}")
-    data = Battles.of(battles)
+    data = Battles.of(battles, covariates, inverse_sampling)
     k = len(data.systems)
     comp = components(data.systems, data.first, data.second)
     theta, _ = _fit(data, None, ties, False)
@@ -215,12 +242,12 @@ def leaderboard(
         fit = bt.style_control(data.first, data.second, data.outcome, k, data.counts_a, data.counts_b)
         table["rating_style"] = bt.to_rating(fit.theta[0], data.systems, anchor)
         table["strength_style"] = fit.theta[0] * bt.LN10
-        c_lower = c_upper = np.full(len(bt.STYLE_FEATURES), math.nan)
+        c_lower = c_upper = np.full(len(data.features), math.nan)
         if n_boot > 0:
             s_lower, s_upper, c_lower, c_upper = style_intervals(data, fit, anchor=anchor)
         style_table = pd.DataFrame(
             {
-                "feature": bt.STYLE_FEATURES,
+                "feature": data.features,
                 "coefficient": fit.beta[0],
                 "coefficient_lower": c_lower,
                 "coefficient_upper": c_upper,
@@ -258,6 +285,8 @@ def by_category(
     seed: int,
     ties: str = "half",
     anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE,
+    covariates: Sequence[str] = (),
+    inverse_sampling: bool = False,
 ) -> tuple[pd.DataFrame, list[str]]:
     """One leaderboard per category with at least :data:`MIN_CATEGORY_BATTLES` battles and two systems
     (a ``category`` column before the leaderboard's), and the categories left out, with why."""
@@ -267,7 +296,15 @@ def by_category(
         if len(group) < MIN_CATEGORY_BATTLES or len(systems) < 2:
             skipped.append(f"{category} ({len(group)} battles, {len(systems)} systems)")
             continue
-        table, _, _ = leaderboard(group, n_boot=n_boot, seed=seed, ties=ties, anchor=anchor)
+        table, _, _ = leaderboard(
+            group,
+            n_boot=n_boot,
+            seed=seed,
+            ties=ties,
+            anchor=anchor,
+            covariates=covariates,
+            inverse_sampling=inverse_sampling,
+        )
         frames.append(table.assign(category=category))
     if not frames:
         return pd.DataFrame(columns=["category", *LEADERBOARD_COLUMNS]), skipped

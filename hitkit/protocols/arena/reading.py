@@ -97,7 +97,9 @@ def read_study_battles(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFA
         table, ["study", "assignment_id", "battle_id"], duplicates, what="vote (same assignment, battle)", source=path
     )
     table = keep_counted(table, in_dir, path, duplicates=duplicates)
-    out = table[list(BATTLE_COLUMNS)].reset_index(drop=True)
+    # Columns beyond the contract (a coordinator's COLUMN_a / COLUMN_b counts for a style covariate) are kept.
+    extra = [c for c in table.columns if c not in BATTLE_COLUMNS and c.endswith(("_a", "_b"))]
+    out = table[[*BATTLE_COLUMNS, *extra]].reset_index(drop=True)
     out["source"] = out["study"].where(out["study"] != "", in_dir.name)
     out.attrs["duplicates"] = report
     out.attrs["assignment_duplicates"] = table.attrs.get("assignment_duplicates")
@@ -105,9 +107,12 @@ def read_study_battles(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFA
 
 
 def included(battles: pd.DataFrame, *, leaks: bool = False) -> pd.DataFrame:
-    """The battles a leaderboard counts: never a QC battle (``is_control``), and no battle whose reply
-    named a model or vendor (``leak``) unless ``leaks``."""
+    """The battles a leaderboard counts: never a QC battle (``is_control``), nor one the prompt cap left
+    out (``capped``, where the frame has it), and no battle whose reply named a model or vendor
+    (``leak``) unless ``leaks``."""
     keep = battles["is_control"].astype(int) == 0
+    if "capped" in battles:
+        keep &= battles["capped"].astype(int) == 0
     if not leaks:
         keep &= battles["leak"].astype(int) == 0
     return battles[keep].reset_index(drop=True)

@@ -1,5 +1,6 @@
 """The arena in the report: the leaderboard with and without style control, the style coefficients, the
-win-rate matrix, per-category leaderboards, quality control, and the methods paragraph."""
+win-rate matrix, per-category leaderboards, quality control, what each system costs, and the methods
+paragraph (prompt hygiene, categories and inverse-sampling weights included)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pandas as pd
 
 from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.analysis import decisive_needed, qc_counts
+from hitkit.protocols.arena.costs import COST_BASES, pareto_figure
 from hitkit.protocols.arena.robust import SANDWICH
 from hitkit.report.parts import ReportFigure, ReportInput, Section, interval_method, num
 
@@ -40,7 +42,9 @@ def sections(inp: ReportInput) -> list[Section]:
     main = Section("Leaderboard")
     main.text.append(
         f"Arena ratings (1000 + 400·log10 strength, FastChat's scale) from Bradley–Terry with ties as half a win "
-        f"({'Davidson ties' if s.get('ties') == 'davidson' else 'FastChat convention'}), and with style control "
+        f"({'Davidson ties' if s.get('ties') == 'davidson' else 'FastChat convention'}"
+        + ("; battles weighted by 1 / their pair's battles" if s.get("inverse_sampling") else "")
+        + "), and with style control "
         f"(reply length and markdown counts as covariates). 95 % bootstrap {interval_method(s)} from "
         f"{s.get('n_boot', '?')} resamples of the {s.get('interval_unit', 'worker')}s, each with all their battles"
         + (
@@ -86,7 +90,14 @@ def sections(inp: ReportInput) -> list[Section]:
     categories = t.get("categories")
     if categories is not None and len(categories):
         cat = Section("Leaderboards by category")
-        cat.text.append("The same leaderboard on each prompt category's battles alone.")
+        cat.text.append(
+            "The same leaderboard on each prompt category's battles alone"
+            + (
+                f" (categories of written prompts by {s['prompts']['category_method']})."
+                if (s.get("prompts") or {}).get("category_method")
+                else "."
+            )
+        )
         cat.tables.append(("By category", categories))
         out.append(cat)
     qc = t.get("qc")
@@ -106,7 +117,7 @@ def sections(inp: ReportInput) -> list[Section]:
         )
         quality.tables.append(("QC battles per worker", qc))
         out.append(quality)
-    return out
+    return out + cost_sections(inp)
 
 
 def methods(inp: ReportInput) -> list[str]:
@@ -153,4 +164,57 @@ def methods(inp: ReportInput) -> list[str]:
         f"{decisive_needed()} decisive QC votes on; {s.get('qc_failed', 0)} of {s.get('qc_judged', 0)} judged did not"
         + (f", and {s['qc_not_judged']} had too few QC votes to be judged." if s.get("qc_not_judged") else ".")
     )
+    return out + hygiene_methods(inp)
+
+
+def cost_sections(inp: ReportInput) -> list[Section]:
+    """'What each system costs', where the export had conversations."""
+    costs = inp.tables.get("costs")
+    if costs is None or not len(costs):
+        return []
+    basis = inp.summary.get("cost_basis", "reply_ms")
+    part = Section("What each system costs")
+    part.text.append(
+        "Per system, over its replies in this study: the median milliseconds to the first token and to the "
+        "whole reply, tokens (hitkit's count: words and punctuation marks), and where the study file prices "
+        "the systems or says how to count energy, the mean price and energy of one reply and their totals. "
+        f"The Pareto front (the figure's joined points) holds the systems no other beats on rating at no "
+        f"greater {COST_BASES.get(basis, basis)}."
+    )
+    part.figures.append(
+        ReportFigure(
+            "costs", "Arena rating against cost per system; the Pareto front joined.", pareto_figure(costs, basis)
+        )
+    )
+    part.tables.append(("Costs", costs))
+    return [part]
+
+
+def hygiene_methods(inp: ReportInput) -> list[str]:
+    """Sentences on prompt hygiene, categories and weights, from what the analysis recorded."""
+    s = inp.summary
+    prompts = s.get("prompts") or {}
+    out = []
+    if prompts.get("written_prompts"):
+        out.append(
+            f"Prompts workers wrote ({prompts['written_prompts']} battles, {prompts['distinct_written_prompts']} "
+            "distinct after grouping) were normalised (NFKC, case folded, punctuation removed) and grouped as one "
+            f"prompt where their word 3-shingles had Jaccard similarity ≥ {prompts.get('prompt_similarity')}; at "
+            f"most {prompts.get('prompt_cap')} battles of a prompt count (LMArena's deduplication), which left "
+            f"out {prompts.get('capped_battles', 0)}."
+        )
+    if prompts.get("category_method"):
+        out.append(
+            f"{prompts.get('categorised_battles', 0)} battles without a category from the study's prompt set were "
+            f"categorised by {prompts['category_method']}; each category with enough battles has its own "
+            "leaderboard (categories.csv; leaderboard.csv's category 'all' is the overall one)."
+        )
+    if s.get("inverse_sampling"):
+        out.append(
+            "In the plain Bradley–Terry fit and its bootstrap each battle weighs 1 / (battles of its pair), "
+            "scaled to sum to the battles, so a pair sampled more often does not weigh more (style control "
+            "is unweighted, as FastChat's)."
+        )
+    if s.get("style_covariates"):
+        out.append("Style control also takes the study's covariates: " + ", ".join(s["style_covariates"]) + ".")
     return out

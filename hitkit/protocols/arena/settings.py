@@ -7,6 +7,7 @@ from typing import Optional
 
 from pydantic import Field, ValidationError
 
+from hitkit.protocols.arena.options import ArenaAnalysisOptions
 from hitkit.protocols.arena.quality import DEFAULT_LEAK_WORDS
 from hitkit.study.sections import Model
 
@@ -31,10 +32,12 @@ class ArenaCrowdConfig(Model):
     )
 
 
-class ArenaConfig(Model):
+class ArenaConfig(ArenaAnalysisOptions):
     """Arena (Chiang et al. 2024, LMArena/FastChat): a worker's prompt, two anonymous systems answering
     side by side, a vote. ``hits`` HITs of ``battles_per_hit`` battles; a share ``control_share`` of the
-    battles pits a real system against the QC bot named by ``control`` (listed in ``systems:``)."""
+    battles pits a real system against the QC bot named by ``control`` (listed in ``systems:``). The
+    analysis step's settings (prompt cap, categories, costs, weights, covariates) come from
+    :class:`~hitkit.protocols.arena.options.ArenaAnalysisOptions`."""
 
     hits: int = Field(gt=0, le=100_000, description="number of HITs")
     battles_per_hit: int = Field(5, ge=1, le=50, description="battles in one HIT")
@@ -50,6 +53,10 @@ class ArenaConfig(Model):
     control: Optional[str] = Field(None, description="the QC bot's name in 'systems' (none: no QC battles)")
     control_share: float = Field(0.2, ge=0, lt=1, description="share of battles against the QC bot")
     reveal: bool = Field(False, description="show the two systems' names after the vote (never before)")
+    display_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="system → the public name 'reveal' shows (default: the system's name; a QC battle shows none)",
+    )
     reason: bool = Field(True, description="offer an optional free-text reason with the vote")
     leak_words: list[str] = Field(
         default_factory=lambda: list(DEFAULT_LEAK_WORDS),
@@ -91,6 +98,10 @@ def check_study(config) -> None:
             f"arena.control_share = {cfg.control_share:g} of {cfg.battle_count()} battles rounds to "
             f"no QC battle; raise control_share or the study's size"
         )
+    for field, given in (("costs", cfg.costs), ("display_names", cfg.display_names)):
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(f"arena.{field} names {', '.join(unknown)}, not in 'systems'; name the study's systems")
     for i, system in enumerate(config.systems):
         if not system.url or not system.model:
             raise ValueError(

@@ -204,14 +204,19 @@ class ArenaTask(TaskType):
             raise FlowError("both systems get the same message: send the message the other side got", 409)
 
     def revealed(self, session: Session, assignment: Any, unit: Unit) -> dict[str, Any] | None:
-        if not self._cfg.reveal:
+        # A QC battle's names are never shown: the bot's is internal ("qc"), and naming it would teach
+        # workers which battles are checks. The page then keeps "Assistant A" / "Assistant B".
+        if not self._cfg.reveal or unit.payload.get("is_control"):
             return None
         voted = session.scalar(
             select(Response.id).where(
                 Response.assignment_id == assignment.id, Response.unit_id == unit.id, Response.question == VOTE
             )
         )
-        return {"a": unit.payload["system_a"], "b": unit.payload["system_b"]} if voted else None
+        if not voted:
+            return None
+        public = self._cfg.display_names
+        return {side: public.get(unit.payload["system_" + side], unit.payload["system_" + side]) for side in SIDES}
 
     # What a worker sees ------------------------------------------------------------------------
     def layout(self, units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
