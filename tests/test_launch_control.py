@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
