@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from hitkit.cli import main
 from hitkit.protocols.pairwise.plan import simulate_votes
-from hitkit.simulation.planning import plan
+from hitkit.simulation.planning import plan, plan_text
 from hitkit.study.config import load_study
 from tests.studies import REPO, pairwise_study
 
@@ -262,3 +262,19 @@ def test_the_arena_starter_plans_from_one_hit(tmp_path):
     )
     assert run.exit_code == 0, run.output
     assert "(1 HIT," in run.output or "below 80%" in run.output
+
+
+def test_a_time_budget_runs_whole_rounds_and_gives_what_that_many_replicates_give(tmp_path, monkeypatch):
+    """plan's default budget: rounds of one study per size while the next fits; the same seeds as --replicates."""
+    import hitkit.simulation.planning as planning
+
+    config = load_study(pairwise_study(tmp_path, None))
+    clock = iter(range(0, 10_000, 2))  # every look at the clock is 2 s later
+    monkeypatch.setattr(planning.time, "monotonic", lambda: float(next(clock)))
+    timed = plan(config, n_boot=10, sizes=[1, 2], budget_s=40)
+    assert planning.MIN_REPLICATES <= timed.replicates < 40 and timed.budget_s == 40
+    monkeypatch.undo()
+    fixed = plan(config, replicates=timed.replicates, n_boot=10, sizes=[1, 2])
+    assert timed.table.equals(fixed.table) and fixed.budget_s is None
+    assert 0 < timed.precision <= 1.96 * 0.5 / timed.replicates**0.5 + 1e-9
+    assert f"within ±{timed.precision:.2f}" in plan_text(config, timed)

@@ -22,6 +22,14 @@ from hitkit.errors import HitkitError
     "live chat: 20].",
 )
 @click.option(
+    "--seconds",
+    "budget_s",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="Time budget without --replicates: simulated studies are added, one per size at a time, while the "
+    "next round fits (at least 5 per size); the precision reached is printed. [default: 20]",
+)
+@click.option(
     "--n-boot",
     type=click.IntRange(1, 10_000),
     default=100,
@@ -86,6 +94,7 @@ from hitkit.errors import HitkitError
 def plan(
     study_file: Path,
     replicates: int | None,
+    budget_s: float | None,
     n_boot: int,
     sizes: str | None,
     confirm_run: bool,
@@ -103,7 +112,7 @@ def plan(
     judge: (pairwise, Spot The Bot, live chat) is planned over the crowd's share of the items instead (--shares,
     --judge-agreement or --judge-correlation, --judge-bias, --pilot, --width)."""
     from hitkit.progress import showing_progress
-    from hitkit.simulation.planning import confirm, confirm_text, plan_text
+    from hitkit.simulation.planning import BUDGET_S, confirm, confirm_text, plan_text
     from hitkit.simulation.planning import plan as make_plan
     from hitkit.study.config import load_study
 
@@ -150,7 +159,13 @@ def plan(
     if grid is not None and min(grid) < 1:
         raise HitkitError(f"--sizes {sizes!r}: every size must be at least 1")
     with showing_progress(not as_json and on_terminal()):
-        result = make_plan(config, replicates=replicates, n_boot=n_boot, sizes=grid)
+        result = make_plan(
+            config,
+            replicates=replicates,
+            n_boot=n_boot,
+            sizes=grid,
+            budget_s=BUDGET_S if budget_s is None else budget_s,
+        )
     out = config.out_dir / "plan"
     out.mkdir(parents=True, exist_ok=True)
     result.table.to_csv(out / "plan.csv", index=False)
@@ -180,6 +195,9 @@ def plan(
                     "unit": result.unit,
                     "decisions": result.decisions,
                     "smallest": result.smallest,
+                    "replicates": result.replicates,
+                    "precision": result.precision,
+                    "seconds": result.seconds,
                     "table": json.loads(result.table.to_json(orient="records")),
                     "file": str(out / "plan.csv"),
                     "confirm": _confirmation_json(confirmation, "size"),

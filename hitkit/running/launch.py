@@ -255,6 +255,7 @@ def _run(
     status_line = StatusLine(show_progress, lines_every_s)
     held_noted = False
     stopped = False
+    coordinator_stopped = paused_noted = False
     try:
         schedule_study(scheduler, url, config.study, base_url, config.schedule.interval_s)
         scheduler.start()
@@ -297,6 +298,19 @@ def _run(
                 status_line.show(snap.line(time.monotonic() - started))
             if status == "completed":
                 break
+            if status == "stopped":  # `hitkit stop` from another terminal: what is in is exported and analysed
+                echo(
+                    f"study '{config.study}' was stopped (`hitkit stop`) with {done} of {total} answers; "
+                    "exporting and analysing what is in"
+                )
+                coordinator_stopped = True
+                break
+            if status == "paused" and not paused_noted:
+                echo(
+                    f"study '{config.study}' is paused (`hitkit pause`) with {done} of {total} answers: waiting; "
+                    f"`hitkit resume {config_path}` recruits again, `hitkit stop {config_path}` ends this launch"
+                )
+            paused_noted = status == "paused"
             if nothing_posted:
                 raise HitkitError(
                     f"{config.provider.kind} refused to post the study: {refused}. Nothing was "
@@ -314,6 +328,7 @@ def _run(
                 )
             if (
                 crowd is not None
+                and status == "running"  # a paused study offers no work: its workers wait, they have not run out
                 and crowd.finished
                 and progress(url, ctx.study_id)[0] < total
                 and not stopped_by_rule(url, ctx.study_id)
@@ -346,7 +361,7 @@ def _run(
 
     result = LaunchResult(
         config.study,
-        "completed" if not held_noted else "held",
+        "stopped" if coordinator_stopped else "held" if held_noted else "completed",
         out_dir,
         crowd_errors=list(crowd.stats.errors) if crowd else [],
     )

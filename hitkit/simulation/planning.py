@@ -61,6 +61,11 @@ class Plan:
     replicates: int
     seconds: float
     smallest: dict[str, int | None] = field(default_factory=dict)
+    precision: float = 0.0
+    """The widest 95 % Monte Carlo half-width of the table's powers: each is within it of the power that
+    infinitely many simulated studies would give."""
+    budget_s: float | None = None
+    """The time budget the replicates were fitted in (None: a fixed ``--replicates``)."""
 
 
 def plan_module(config: StudyConfig):
@@ -94,6 +99,22 @@ def design_cost(config: StudyConfig) -> tuple[int, int, Decimal]:
 
 REPLICATES = 40
 """Simulated studies per size, unless the protocol's plan module sets its own ``REPLICATES``."""
+MIN_REPLICATES = 5
+"""Simulated studies per size a time budget never goes below (a power from fewer says next to nothing)."""
+BUDGET_S = 20.0
+"""``hitkit plan``'s default time budget for its simulated studies: rounds of one simulated study per size
+are run while the next fits in it (up to the protocol's replicates), so that with the command's own start
+and the cost of each size a loaded machine answers within about 30 s, with the precision it reached
+printed; ``--replicates`` fixes the count instead."""
+
+
+def monte_carlo_half_width(power: float | None, n: int) -> float:
+    """The 95 % half-width of a power estimated from ``n`` simulated studies (normal approximation, at least
+    the width at a power of 0.5 / n away from the ends, so 0 and 1 are not shown as exact)."""
+    if power is None or n < 1:
+        return 0.0
+    p = min(max(power, 0.5 / n), 1 - 0.5 / n)
+    return 1.96 * math.sqrt(p * (1 - p) / n)
 
 
 def plan(
@@ -102,22 +123,33 @@ def plan(
     replicates: int | None = None,
     n_boot: int = 100,
     sizes: list[int] | None = None,
+    budget_s: float | None = None,
 ) -> Plan:
     """Power and cost of every size on the grid (``sizes`` overrides the protocol's), ``replicates``
     simulated studies a size (default: the protocol's, else :data:`REPLICATES`), each analysed with
-    ``n_boot`` bootstrap resamples."""
+    ``n_boot`` bootstrap resamples. With ``budget_s`` and no ``replicates``, rounds of one study per size run
+    while the next round fits in the budget (at least :data:`MIN_REPLICATES`, at most the default count);
+    study ``r`` of a size has the same seed either way, so a budget that fits N rounds gives exactly what
+    ``replicates=N`` gives."""
     module = plan_module(config)
-    if replicates is None:
-        replicates = getattr(module, "REPLICATES", REPLICATES)
-    if replicates < 1 or n_boot < 1:
+    most = replicates if replicates is not None else getattr(module, "REPLICATES", REPLICATES)
+    if most < 1 or n_boot < 1:
         raise HitkitError("give at least one replicate and one bootstrap resample")
+    timed = budget_s is not None and replicates is None
     grid = sorted(set(sizes)) if sizes else module.sizes(config)
     started, rows = time.monotonic(), []
-    jobs = [(size, r) for size in grid for r in range(replicates)]
     outcomes: dict[int, list[dict]] = {size: [] for size in grid}
+    jobs = [(size, r) for r in range(most) for size in grid]  # round by round: every size has as many
+    done = 0
     for size, r in progress(jobs, "plan", total=len(jobs), unit="study"):
+        if budget_s is not None and timed and size == grid[0] and r >= MIN_REPLICATES:
+            elapsed = time.monotonic() - started
+            if elapsed + elapsed / r > budget_s:  # the next round would not end within the budget
+                break
         sized = module.with_size(config, size)
         outcomes[size].append(module.replicate(sized, config.seed * 100_003 + size * 1_009 + r, n_boot))
+        done += 1
+    ran = done // len(grid)
     for size in grid:
         hits, assignments, cost = design_cost(module.with_size(config, size))
         row: dict[str, Any] = {module.UNIT: size, "hits": hits, "assignments": assignments, "cost": str(cost)}
@@ -130,7 +162,19 @@ def plan(
         d: next((int(r[module.UNIT]) for r in rows if r[d] is not None and r[d] >= POWER), None)
         for d in module.DECISIONS
     }
-    return Plan(table, dict(module.DECISIONS), module.UNIT, replicates, round(time.monotonic() - started, 1), smallest)
+    precision = max(
+        (monte_carlo_half_width(r[d], ran) for r in rows for d in module.DECISIONS if r[d] is not None), default=0.0
+    )
+    return Plan(
+        table,
+        dict(module.DECISIONS),
+        module.UNIT,
+        ran,
+        round(time.monotonic() - started, 1),
+        smallest,
+        precision=round(precision, 3),
+        budget_s=budget_s if timed else None,
+    )
 
 
 def plan_text(config: StudyConfig, result: Plan) -> str:
@@ -138,7 +182,9 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
     currency = config.provider.currency
     lines = [
         f"Plan for '{config.study}' ({config.task} on {config.provider.kind}): {result.replicates} simulated "
-        f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s.",
+        f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s"
+        + (f" (a budget of {result.budget_s:g} s; --replicates N for more)." if result.budget_s is not None else "."),
+        f"Each power below is within ±{result.precision:.2f} of its long-run value (95 %, Monte Carlo).",
         "",
         result.table.to_string(index=False),
         "",
