@@ -75,11 +75,11 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
             page.locator("#live-status", has_text="updated").wait_for()
             page.evaluate("window.__notReloaded = true")
             answers = page.locator('.figures [data-live="answers"]')
-            assert answers.inner_text().startswith("0 /")
+            assert answers.inner_text().startswith("saved 0/")
             scheduler.start()
             crowd = SimulatedCrowd(one_database_url, ctx, web.url).start()
             page.wait_for_function(
-                "() => parseInt(document.querySelector('.figures [data-live=\"answers\"]').textContent) >= 40",
+                "() => parseInt(document.querySelector('.figures [data-live=\"answers\"]').textContent.slice(6)) >= 40",
                 timeout=60_000,
             )
             assert page.evaluate("window.__notReloaded === true")
@@ -90,7 +90,9 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
                 "() => document.querySelector('[data-live=\"status\"]').textContent === 'completed'", timeout=90_000
             )
             assert page.evaluate("window.__notReloaded === true")
-            assert page.locator('.figures [data-live="answers"]').inner_text() == "270 / 270"
+            assert (
+                page.locator('.figures [data-live="answers"]').inner_text() == "saved 270/270 (270 in submitted work)"
+            )
             page.screenshot(path=str(artifact("dashboard-study-completed.png")), full_page=True)
 
             page.get_by_role("link", name="Studies").click()

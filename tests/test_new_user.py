@@ -24,7 +24,7 @@ from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.money.qc_policy import HELD_EVENT, decide
 from hitkit.progress import eta_text
-from hitkit.running.monitor import Snapshot
+from hitkit.running.monitor import Counts, Snapshot
 from hitkit.study.config import load_study
 from hitkit.study.served import database_url_of
 from tests.studies import REPO, launch, pairwise_study
@@ -101,7 +101,7 @@ def test_qc_reject_without_a_long_enough_reason_is_refused_for_prolific(tmp_path
 
 # Progress -----------------------------------------------------------------------------------------
 def test_progress_moves_with_chat_messages_before_any_answer_and_gives_an_eta():
-    snap = Snapshot(done=0, total=24, turns=60, turns_needed=240)
+    snap = Snapshot(Counts(saved=0, submitted=0, needed=24, chat_messages=60, chat_messages_needed=240))
     assert snap.fraction == pytest.approx(0.9 * 0.25)
     line = snap.line(elapsed_s=60)
     assert (
@@ -112,12 +112,12 @@ def test_progress_moves_with_chat_messages_before_any_answer_and_gives_an_eta():
     )
     assert eta_text(0.5, 120) == "ETA 2 min"
     assert eta_text(0.0, 120) == ""
-    assert "bots: 3 timed out" in Snapshot(1, 2, health="bots: 3 timed out in the last 60 s").line(10)
+    assert "bots: 3 timed out" in Snapshot(Counts(1, 1, 2), health="bots: 3 timed out in the last 60 s").line(10)
     # Every chat's rating begun, the last messages still to come: not 100 % (the new-user review saw
     # "answers saved 24/24 (18 in submitted work) · chat messages 236/240 · 100 %").
-    almost = Snapshot(done=18, total=24, turns=236, turns_needed=240, in_progress=6)
+    almost = Snapshot(Counts(saved=24, submitted=18, needed=24, chat_messages=236, chat_messages_needed=240))
     assert almost.fraction < 1 and "100 %" not in almost.line(60)
-    assert Snapshot(done=24, total=24, turns=240, turns_needed=240).fraction == 1
+    assert Snapshot(Counts(24, 24, 24, 240, 240)).fraction == 1
 
 
 # The QC outcome policy -------------------------------------------------------------------------------

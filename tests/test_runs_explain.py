@@ -94,8 +94,8 @@ def test_the_status_line_counts_an_answer_as_it_is_saved_before_the_hit_is_submi
         done, total = progress(one_database_url, study_id)
         with session_scope(one_database_url) as s:
             assert answers_in_progress(s, study_id) == 2
-            snap = snapshot(s, StudyContext.load(s, config.study, secret), done, total)
-        assert done == 0 and snap.saved == 2
+            snap = snapshot(s, StudyContext.load(s, config.study, secret))
+        assert done == 0 and snap.counts.saved == 2
         assert snap.line(30).startswith(f"answers saved 2/{total} (0 in submitted work)")
 
 
@@ -127,10 +127,10 @@ def test_bot_trouble_shows_while_the_study_runs_and_leaves_the_status_line_when_
     # As the bot client records a reply that took 12 s (hitkit.bots.health).
     assert record(one_database_url, ctx.study_id, "anna", "bot_slow", 12.0, "replied after 12.0 s", interval_s=0)
     with session_scope(one_database_url) as s:
-        running = snapshot(s, StudyContext.load(s, config.study, secret), 0, 10)
+        running = snapshot(s, StudyContext.load(s, config.study, secret))
     assert "bots slow: anna" in running.health and "bots slow: anna" in running.line(5)
     with session_scope(one_database_url) as s:
         s.get(Study, ctx.study_id).status = "completed"
     with session_scope(one_database_url) as s:
-        done = snapshot(s, StudyContext.load(s, config.study, secret), 10, 10)
+        done = snapshot(s, StudyContext.load(s, config.study, secret))
     assert done.health == "" and "bots" not in done.line(60)

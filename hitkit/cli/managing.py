@@ -30,7 +30,9 @@ def status(study_file: Path, as_json: bool) -> None:
         click.echo(json.dumps(info, indent=2, default=str))
         return
     click.echo(f"{info['study']} ({info['task']} on {info['provider']}): {info['status']}")
-    click.echo(f"  answers {info['answers_done']}/{info['answers_needed']}")
+    click.echo(f"  answers {info['answers']}")
+    if "chat" in info:
+        click.echo(f"  chat messages {info['chat']}")
     click.echo("  HITs " + ", ".join(f"{k} {v}" for k, v in info["hits"].items()))
     click.echo("  assignments " + ", ".join(f"{k} {v}" for k, v in info["assignments"].items()))
     click.echo(f"  spent {info['spent']} of budget {info['budget']} {info['currency']}; workers {info['workers']}")

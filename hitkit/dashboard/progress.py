@@ -21,6 +21,7 @@ from hitkit.money.qc import QcSummary, qc_summary
 from hitkit.money.qc_policy import held_assignment_ids
 from hitkit.protocols import PROTOCOLS
 from hitkit.running import stopping
+from hitkit.running.monitor import Counts, study_counts
 from hitkit.study.stored import StudyContext, unit_answer_counts
 from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES, UNPOSTED_HITS
 
@@ -99,6 +100,7 @@ class StudyProgress:
     assignments: dict[str, int]
     workers: int
     answers_done: int
+    """Answers in submitted work (:attr:`hitkit.running.monitor.Counts.submitted`)."""
     answers_needed: int
     work_time_median_s: float | None
     work_time_mean_s: float | None
@@ -113,6 +115,8 @@ class StudyProgress:
 
     leader: dict[str, Any] | None = None
     """The process that leads the study now (:func:`hitkit.study.lease.leader`), None when none does."""
+    counts: Counts | None = None
+    """The study's progress as the console and ``hitkit status`` show it (:func:`hitkit.running.monitor.study_counts`)."""
 
     @property
     def leader_text(self) -> str:
@@ -153,6 +157,7 @@ class StudyProgress:
             "workers": self.workers,
             "answers_done": self.answers_done,
             "answers_needed": self.answers_needed,
+            **(self.counts.as_json() if self.counts is not None else {}),
             "work_time_median_s": self.work_time_median_s,
             "work_time_mean_s": self.work_time_mean_s,
             "qc": qc,
@@ -194,7 +199,10 @@ class StudyProgress:
             "spent": f"{self.spent} {self.currency}",
             "committed": f"{self.committed} {self.currency}",
             "budget": f"{self.budget} {self.currency}",
-            "answers": f"{self.answers_done} / {self.answers_needed}",
+            "answers": self.counts.answers_text()
+            if self.counts is not None
+            else f"{self.answers_done}/{self.answers_needed}",
+            "chat_messages": self.counts.chat_text() if self.counts is not None else "",
             "share": share,
             "bots": self.bots.get("summary") or ("ok" if self.bots.get("rows") else "–"),
             "held": str(self.held),
@@ -273,8 +281,7 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
             for name in shape.hit_systems.get(hit_id, ()):
                 setattr(rows[name], status, getattr(rows[name], status) + n)
 
-    need_total = sum(shape.unit_required.values())
-    done_total = sum(min(n, counts.get(uid, 0)) for uid, n in shape.unit_required.items())
+    totals = study_counts(session, ctx)  # the console's and `hitkit status`'s figures
     return StudyProgress(
         name=study.name,
         task=study.task_type,
@@ -288,8 +295,8 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         hits=dict(Counter(hit_status.values())),
         assignments=dict(assignments),
         workers=workers,
-        answers_done=done_total,
-        answers_needed=need_total,
+        answers_done=totals.submitted,
+        answers_needed=totals.needed,
         work_time_median_s=round(statistics.median(times), 1) if times else None,
         work_time_mean_s=round(statistics.fmean(times), 1) if times else None,
         qc=qc_summary(session, ctx, cache_key),
@@ -298,5 +305,6 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         held=len(held_assignment_ids(session, study.id)),
         stopping=stopping.summary(session, ctx),
         platform=platform_state(session, ctx),
+        counts=totals,
         leader=leader(session, study.id),
     )

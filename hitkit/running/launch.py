@@ -291,10 +291,9 @@ def _run(
                     # status line to show, the bots are not asked for their health (held work still is).
                     snapped = time.monotonic()
                     if not status_line.silent:
-                        snap = snapshot(session, ctx, done, total)
+                        snap = snapshot(session, ctx)
                     held_only = only_held_left(session, ctx.study_id) if status == "running" else 0
             if snap is not None:
-                snap.done, snap.total = done, total
                 status_line.show(snap.line(time.monotonic() - started))
             if status == "completed":
                 break

@@ -16,20 +16,68 @@ from hitkit.study.stored import StudyContext, unit_answer_counts
 
 
 def progress(database_url: str, study_id: int) -> tuple[int, int]:
-    """(answers collected, answers the study needs), counting at most the required number per unit; a unit
+    """(answers in submitted work, answers the study needs), counting at most the required number per unit; a unit
     whose every HIT the stopping rule withdrew needs none."""
     with session_scope(database_url) as session:
-        in_hits = select(HitUnit.unit_id).join(Hit, Hit.id == HitUnit.hit_id).where(Hit.study_id == study_id)
-        withdrawn, offered = in_hits.where(Hit.status == "withdrawn"), in_hits.where(Hit.status != "withdrawn")
-        required = dict(
-            session.execute(
-                select(Unit.id, Unit.required_answers).where(
-                    Unit.study_id == study_id, ~Unit.id.in_(withdrawn) | Unit.id.in_(offered)
-                )
-            ).all()
-        )
-        counts = unit_answer_counts(session, study_id)
+        return submitted_and_needed(session, study_id)
+
+
+def submitted_and_needed(session: Session, study_id: int) -> tuple[int, int]:
+    """:func:`progress` in an open session."""
+    in_hits = select(HitUnit.unit_id).join(Hit, Hit.id == HitUnit.hit_id).where(Hit.study_id == study_id)
+    withdrawn, offered = in_hits.where(Hit.status == "withdrawn"), in_hits.where(Hit.status != "withdrawn")
+    required = dict(
+        session.execute(
+            select(Unit.id, Unit.required_answers).where(
+                Unit.study_id == study_id, ~Unit.id.in_(withdrawn) | Unit.id.in_(offered)
+            )
+        ).all()
+    )
+    counts = unit_answer_counts(session, study_id)
     return sum(min(n, counts.get(uid, 0)) for uid, n in required.items()), sum(required.values())
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The one definition of a study's progress: the console's status line, ``hitkit status`` (and ``--json``)
+    and the dashboard all show these, so they agree at every moment."""
+
+    saved: int
+    """Answers saved so far, in submitted work or not (at most each unit's need)."""
+    submitted: int
+    """Of those, the answers in work handed in (submitted, approved or rejected)."""
+    needed: int
+    """Answers the study needs (units the stopping rule withdrew need none)."""
+    chat_messages: int | None = None
+    """Messages workers typed to bots so far (chat protocols only)."""
+    chat_messages_needed: int | None = None
+    """The messages the study's chats need before they can be answered."""
+
+    def as_json(self) -> dict[str, int | None]:
+        return {
+            "answers_saved": self.saved,
+            "answers_submitted": self.submitted,
+            "answers_needed": self.needed,
+            "chat_messages": self.chat_messages,
+            "chat_messages_needed": self.chat_messages_needed,
+        }
+
+    def answers_text(self) -> str:
+        """The answers as every surface writes them."""
+        return f"saved {self.saved}/{self.needed} ({self.submitted} in submitted work)"
+
+    def chat_text(self) -> str:
+        """The chat messages as every surface writes them ('' without chat)."""
+        return "" if self.chat_messages is None else f"{self.chat_messages}/{self.chat_messages_needed}"
+
+
+def study_counts(session: Session, ctx: StudyContext) -> Counts:
+    """The study's :class:`Counts` now."""
+    submitted, needed = submitted_and_needed(session, ctx.study_id)
+    saved = min(needed, submitted + answers_in_progress(session, ctx.study_id))
+    if not PROTOCOLS[ctx.config.task].has_chat:
+        return Counts(saved, submitted, needed)
+    return Counts(saved, submitted, needed, chat_turns(session, ctx.study_id), ctx.task.chat_turns_needed(needed))
 
 
 def answers_in_progress(session: Session, study_id: int) -> int:
@@ -60,37 +108,28 @@ def chat_turns(session: Session, study_id: int) -> int:
 
 @dataclass
 class Snapshot:
-    """What the progress line shows at one moment."""
+    """What the progress line shows at one moment: the study's :class:`Counts`, bot health and held work."""
 
-    done: int
-    total: int
-    turns: int | None = None
-    turns_needed: int | None = None
+    counts: Counts
     health: str = ""
     held: int = 0
-    in_progress: int = 0
-    """Answers saved in work not handed in yet (:func:`answers_in_progress`)."""
-
-    @property
-    def saved(self) -> int:
-        """Every answer saved so far, in submitted work or not (at most the study's need)."""
-        return min(self.total, self.done + self.in_progress)
 
     @property
     def fraction(self) -> float:
         """Share of the work done: chat messages move it from the first turn, answers finish it. It shows
         100 % only once every answer is in submitted work: a chat whose rating has begun still has its last
         messages or sliders to come."""
-        answers = self.saved / self.total if self.total else 0.0
-        if self.turns is not None and self.turns_needed:
-            answers = 0.9 * min(1.0, self.turns / self.turns_needed) + 0.1 * answers
-        return answers if self.done >= self.total else min(answers, 0.99)
+        c = self.counts
+        answers = c.saved / c.needed if c.needed else 0.0
+        if c.chat_messages is not None and c.chat_messages_needed:
+            answers = 0.9 * min(1.0, c.chat_messages / c.chat_messages_needed) + 0.1 * answers
+        return answers if c.submitted >= c.needed else min(answers, 0.99)
 
     def line(self, elapsed_s: float) -> str:
         """The one-line status: answers, chat messages, ETA, bot health, held work."""
-        parts = [f"answers saved {self.saved}/{self.total} ({self.done} in submitted work)"]
-        if self.turns is not None:
-            parts.append(f"chat messages {self.turns}/{self.turns_needed}")
+        parts = [f"answers {self.counts.answers_text()}"]
+        if self.counts.chat_messages is not None:
+            parts.append(f"chat messages {self.counts.chat_text()}")
         parts.append(f"{100 * self.fraction:.0f} %")
         eta = eta_text(self.fraction, elapsed_s)
         if eta:
@@ -102,26 +141,19 @@ class Snapshot:
         return " · ".join(parts)
 
 
-def snapshot(session: Session, ctx: StudyContext, done: int, total: int) -> Snapshot:
+def snapshot(session: Session, ctx: StudyContext) -> Snapshot:
     """The progress figures of a running study (bot health as the dashboard shows it)."""
     from hitkit.dashboard import bot_health
     from hitkit.db.models import Study
     from hitkit.money.qc_policy import held_assignment_ids
 
-    config, study_id = ctx.config, ctx.study_id
-    running = session.get_one(Study, study_id).status == "running"
+    running = session.get_one(Study, ctx.study_id).status == "running"
     # Bot trouble matters while workers chat; a finished (or paused) study's bots are no longer asked.
-    snap = Snapshot(
-        done,
-        total,
+    return Snapshot(
+        study_counts(session, ctx),
         health=bot_health(session, ctx)["summary"] if running else "",
-        held=len(held_assignment_ids(session, study_id)),
-        in_progress=answers_in_progress(session, study_id),
+        held=len(held_assignment_ids(session, ctx.study_id)),
     )
-    if PROTOCOLS[config.task].has_chat:
-        snap.turns = chat_turns(session, study_id)
-        snap.turns_needed = ctx.task.chat_turns_needed(total)
-    return snap
 
 
 def only_held_left(session: Session, study_id: int) -> int:

@@ -16,7 +16,8 @@ from hitkit.study.lease import leader
 
 def study_status(database_url: str, name: str) -> dict:
     """Progress, HIT and assignment counts by status, spend and budget of the study ``name``."""
-    from hitkit.running.monitor import progress
+    from hitkit.running.monitor import study_counts
+    from hitkit.study.stored import StudyContext
 
     with session_scope(database_url) as session:
         study = session.scalar(select(Study).where(Study.name == name))
@@ -55,7 +56,6 @@ def study_status(database_url: str, name: str) -> dict:
             "budget": str(study.budget),
             "currency": study.currency,
         }
-        study_id = study.id
         info["leader"] = leader(session, study.id)  # which process acts for the study, since when
         if study.provider == "prolific":  # the one platform with webhooks: their health, refusals by cause
             from hitkit.running.hooks import health
@@ -69,5 +69,11 @@ def study_status(database_url: str, name: str) -> dict:
                 "outcome": fired.data["outcome"],
                 "line": outcome_of(session, study.id),
             }
-    info["answers_done"], info["answers_needed"] = progress(database_url, study_id)
+        # The one definition of progress the console and the dashboard show too (hitkit.running.monitor.Counts).
+        counts = study_counts(session, StudyContext.of(study, ""))
+    info.update(counts.as_json())
+    info["answers_done"] = counts.submitted  # the name earlier versions gave the answers in submitted work
+    info["answers"] = counts.answers_text()
+    if counts.chat_messages is not None:
+        info["chat"] = counts.chat_text()
     return info
