@@ -71,7 +71,9 @@ from itertools import combinations
 
 import numpy as np
 
+from benchmarks import heavy_nulls
 from hitkit.analysis.sequential import MIN_ASYMPTOTIC, bounded_excludes, bounded_step, radius, rho_for
+from hitkit.simulation.activity import DEFAULT_ACTIVITY, worker_shares
 
 N_SYSTEMS = 8
 GAP = 0.15  # logits between neighbouring systems
@@ -88,6 +90,9 @@ STB_CAP = 600  # conversations in the Spot The Bot null
 STB_ANNOTATIONS = 6  # annotations of a bot pair per conversation
 STB_SPREAD = 1.5  # the conversation effect's sd (logit)
 TARGET = 0.95
+WORKERS = 10_000  # the non-null design's pool, zipf activity: the 5 busiest do a third of the HITs
+CAP_FACTOR = 3.0  # both designs give up at 3 × the fixed design's votes (workers repeat: see the docstring)
+HEAVY_STUDIES = 400  # studies per heavy-worker world
 
 SYSTEMS = [f"s{i}" for i in range(N_SYSTEMS)]
 PAIRS = list(combinations(range(N_SYSTEMS), 2))  # (x, y), x first by name
@@ -140,13 +145,22 @@ def hit(rng: np.random.Generator, p_bt: np.ndarray) -> np.ndarray:
     return rng.binomial(VOTES_PER_HIT, p)
 
 
-def sequential_studies(design: str, studies: int, gap: float, planned: int, seed: int):
-    """Votes at the stop (inf: no stop by the cap) and the system named, per study, for one design."""
+def sequential_studies(
+    design: str, studies: int, gap: float, planned: int, seed: int, workers: int = WORKERS, cap_factor: float = 1.0
+):
+    """Votes at the stop (inf: no stop by the cap) and the system named, per study, for one design. Each HIT's
+    worker is drawn from a pool of ``workers`` with zipf activity (:mod:`hitkit.simulation.activity`); as
+    hitkit's rule does, a pair's sequence takes one observation per worker, their first HIT on the pair
+    (a worker's later HITs on it are spent but add nothing). The design gives up after ``cap_factor`` times
+    the fixed design's HITs."""
     rng = np.random.default_rng([seed, 1 if design == "adaptive" else 2])
     per_pair = planned // VOTES_PER_HIT
-    cap_hits = len(PAIRS) * per_pair
+    cap_hits = int(cap_factor * len(PAIRS) * per_pair)
     each = ALPHA / len(PAIRS)
     p_bt = x_over_y(gap)
+    shares = worker_shares(workers, DEFAULT_ACTIVITY)
+    # who has given each (study, pair) an observation: one bit per worker
+    seen = np.zeros((studies * len(PAIRS) * workers + 7) // 8, dtype=np.uint8)
     order = np.argsort(rng.random((studies, len(PAIRS))), axis=1)  # uniform: a random turn per study
     n = np.zeros((studies, len(PAIRS)), dtype=np.int64)
     state = np.zeros((studies, len(PAIRS), 5))
@@ -158,8 +172,15 @@ def sequential_studies(design: str, studies: int, gap: float, planned: int, seed
         nxt = best_rule(n, state)[2]
     for h in range(cap_hits):
         pair = nxt[live] if design == "adaptive" else order[live, h % len(PAIRS)]
-        n[live, pair] += 1
-        state[live, pair] = bounded_step(state[live, pair], hit(rng, p_bt[pair]) / VOTES_PER_HIT, each, per_pair)
+        who = rng.choice(workers, size=len(live), p=shares)
+        votes = hit(rng, p_bt[pair])
+        key = (live * len(PAIRS) + pair) * workers + who
+        byte, bit = key >> 3, (key & 7).astype(np.uint8)
+        fresh = (seen[byte] >> bit) & 1 == 0
+        seen[byte[fresh]] |= np.left_shift(np.uint8(1), bit[fresh])
+        rows, cols = live[fresh], pair[fresh]
+        n[rows, cols] += 1
+        state[rows, cols] = bounded_step(state[rows, cols], votes[fresh] / VOTES_PER_HIT, each, per_pair)
         fired, top, nxt_live = best_rule(n[live], state[live])
         stop[live[fired]] = (h + 1) * VOTES_PER_HIT
         named[live[fired]] = top[fired]
@@ -254,8 +275,9 @@ def ratings_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
 
 def stb_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
     """Spot The Bot: two equal bots, conversations of :data:`STB_ANNOTATIONS` Bernoulli win scores with the
-    conversation's own chance, a look after every conversation: (per-annotation asymptotic sequence with
-    the conversation-clustered variance, bounded sequence over conversation means)."""
+    conversation's own chance, each annotation a new annotator's HIT of one segment, a look after every
+    conversation: (per-annotation asymptotic sequence with the conversation-clustered variance, hitkit's
+    bounded sequence over fresh annotators on fresh conversations: each conversation's first annotation)."""
     rng = np.random.default_rng([seed, 6])
     chance = 1 / (1 + np.exp(-rng.normal(0, STB_SPREAD, (studies, cap))))
     wins = rng.binomial(STB_ANNOTATIONS, chance)
@@ -270,7 +292,7 @@ def stb_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
         + mean**2 * STB_ANNOTATIONS**2 * np.arange(1, cap + 1)
     )
     asymptotic = _asymptotic_ever(total, np.zeros_like(total), count, cap * STB_ANNOTATIONS, clustered)
-    bounded = _bounded_ever(wins / STB_ANNOTATIONS, cap)
+    bounded = _bounded_ever((rng.random((studies, cap)) < chance).astype(float), cap)
     return float(asymptotic.mean()), float(bounded.mean())
 
 
@@ -299,18 +321,23 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--null-cap", type=int, default=NULL_CAP, help="votes on the pairwise null's pair")
     parser.add_argument("--rating-cap", type=int, default=RATING_CAP, help="HITs in the ratings null")
     parser.add_argument("--stb-cap", type=int, default=STB_CAP, help="conversations in the Spot The Bot null")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="the non-null design's pool (zipf activity)")
+    parser.add_argument("--cap-factor", type=float, default=CAP_FACTOR, help="designs give up at this × the fixed one")
+    parser.add_argument("--heavy-studies", type=int, default=HEAVY_STUDIES, help="studies per heavy-worker world")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     cap = len(PAIRS) * args.planned
     print(
         f"{N_SYSTEMS} systems {args.gap} logits apart, {RANDOM_SHARE:.0%} random answerers, "
         f"{VOTES_PER_HIT} votes per HIT, α = {ALPHA}, planned = {args.planned} votes per pair, "
-        f"cap = {cap} votes (both designs); a look after every HIT, each HIT one observation"
+        f"cap = {args.cap_factor:g} × {cap} votes (both designs); workers: a pool of {args.workers} with "
+        f"{DEFAULT_ACTIVITY} activity; a look after every HIT, one observation per worker and pair"
     )
     rows = {}
     for design, studies in (("adaptive", args.studies), ("uniform", args.uniform_studies)):
         t = time.perf_counter()
-        rows[design] = summary(*sequential_studies(design, studies, args.gap, args.planned, args.seed))
+        found = sequential_studies(design, studies, args.gap, args.planned, args.seed, args.workers, args.cap_factor)
+        rows[design] = summary(*found)
         rows[design]["studies"] = studies
         rows[design]["seconds"] = time.perf_counter() - t
     print(
@@ -326,7 +353,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     fixed = fixed_baseline(args.studies, args.gap, args.planned, args.seed)
     print(
         f"context, not the headline: uniform fixed design, argmax of mean win score names s7 in "
-        f"{TARGET:.0%} of {args.studies} studies at {fixed:.0f} votes (no error guarantee, one look)"
+        f"{TARGET:.0%} of {args.studies} studies at {fixed:.0f} votes (no error guarantee, one look; every "
+        "HIT a new worker)"
     )
     nulls: dict[str, tuple[float, float]] = {}
     for taste in TASTES:
@@ -336,26 +364,42 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     nulls["spot the bot, conversation effects"] = stb_null(args.null_studies, args.stb_cap, args.seed)
     print(
-        f"nulls ({args.null_studies} studies each, α = {ALPHA}, a look after every cluster): share of studies "
-        "whose interval ever excluded the null"
+        f"nulls, every HIT a new worker ({args.null_studies} studies each, α = {ALPHA}, a look after every "
+        "cluster): share of studies whose interval ever excluded the null"
     )
     print(f"  {'null':50s} {'per observation (earlier)':>26s} {'clustered (hitkit now)':>23s}")
     for name, (old, new) in nulls.items():
         print(f"  {name:50s} {old:26.3f} {new:23.3f}")
+    heavy = heavy_nulls.run(args.heavy_studies, args.seed)
+    print(
+        f"heavy-worker nulls ({args.heavy_studies} studies each, {heavy_nulls.HITS} HITs of {heavy_nulls.PER_HIT} "
+        f"votes, item sd {heavy_nulls.ITEM_SD}, {heavy_nulls.TIE:.0%} ties, α = {ALPHA}, a look after every HIT)"
+    )
+    print(f"  {'world':50s} {'earlier rule':>13s} {'per worker (hitkit now)':>24s}")
+    for protocol, earlier in (("pairwise", "per HIT"), ("arena", "per battle")):
+        print(f"  {protocol} (earlier: {earlier})")
+        for name, (old, new) in heavy[protocol].items():
+            print(f"    {name:48s} {old:13.3f} {new:24.3f}")
     worst_old = max(old for old, _ in nulls.values())
     worst_new = max(new for _, new in nulls.values())
+    worst_heavy = max(new for _, new in heavy["pairwise"].values())
+    worst_arena = max(new for _, new in heavy["arena"].values())
     ratio = rows["adaptive"]["n95"] / rows["uniform"]["n95"]
     print(f"{time.perf_counter() - start:.0f} s")
     print(
-        f"RESULT votes_ratio={ratio:.3f} p_correct={rows['adaptive']['p_correct']:.3f} "
-        f"false_claims={worst_old:.3f} false_claims_clustered={worst_new:.3f}"
+        f"RESULT p_correct={rows['adaptive']['p_correct']:.3f} false_claims={worst_old:.3f} "
+        f"false_claims_clustered={worst_new:.3f} false_claims_heavy={worst_heavy:.3f} "
+        f"arena_false_claims={worst_arena:.3f} votes_ratio={ratio:.3f}"
     )
     return {
         "votes_ratio": ratio,
         "p_correct": rows["adaptive"]["p_correct"],
         "false_claims": worst_old,
         "false_claims_clustered": worst_new,
+        "false_claims_heavy": worst_heavy,
+        "arena_false_claims": worst_arena,
         "nulls": nulls,
+        "heavy": heavy,
         "fixed_votes": fixed,
         **{f"{d}_{k}": v for d, row in rows.items() for k, v in row.items()},
     }

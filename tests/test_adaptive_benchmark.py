@@ -90,17 +90,24 @@ def test_main_runs_small_and_ends_with_the_result_line(capsys):
             "100",
             "--seed",
             "3",
+            "--heavy-studies",
+            "50",
+            "--workers",
+            "2000",
         ]
     )
     assert time.perf_counter() - start < 30
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"RESULT votes_ratio=\d+\.\d{3} p_correct=\d\.\d{3} false_claims=\d\.\d{3} "
-        r"false_claims_clustered=\d\.\d{3}",
+        r"RESULT p_correct=\d\.\d{3} false_claims=\d\.\d{3} false_claims_clustered=\d\.\d{3} "
+        r"false_claims_heavy=\d\.\d{3} arena_false_claims=\d\.\d{3} votes_ratio=\d+\.\d{3}",
         last,
     ), last
     # the per-vote sequence fails under the widest worker taste; the per-HIT one does not
     assert out["nulls"]["pairwise, worker taste sd 1.13"][0] > 0.1
     assert out["false_claims_clustered"] <= 0.08
+    # with 5 workers doing 70 % of the HITs the per-HIT rule fails; one observation per worker does not
+    assert out["heavy"]["pairwise"]["5 workers do 70%, taste sd 1.13"][0] > 0.3
+    assert out["false_claims_heavy"] <= 0.1 and out["arena_false_claims"] <= 0.1
     assert math.isfinite(out["votes_ratio"]) and 0 < out["votes_ratio"] < 1
     assert out["p_correct"] == pytest.approx(float(last.split("p_correct=")[1].split()[0]), abs=5e-4)
