@@ -1,40 +1,47 @@
 """Studies that stop when the answer is settled: the adaptive + sequential pairwise design against uniform
-allocation, and the stopping rule's false claims under nulls where workers differ.
+allocation in a long-tailed crowd, and the stopping rule's false claims under nulls where workers differ
+and where a few workers do most of the HITs.
 
 The study (simulated, seeded): 8 systems s0 … s7 with Bradley–Terry strengths 0, 0.15, …, 1.05 logits
 (s7 best). A HIT is one worker giving 10 votes on one pair (hitkit packs an adaptive pairwise design one
 pair per HIT). The worker answers at random with probability 0.15 (each vote a or b with probability ½)
-and otherwise by Bradley–Terry, P(x beats y) = 1 / (1 + exp(−(s_x − s_y))); no ties. Each vote is scored
-as :mod:`hitkit.protocols.pairwise.sequential` scores it: the x-over-y score, x the system first by name,
-1 for a win and 0 for a loss, and each HIT's mean score is one observation of the pair's sequence.
+and otherwise by Bradley–Terry, P(x beats y) = 1 / (1 + exp(−(s_x − s_y))); no ties. Who does each HIT
+is drawn from a pool of ``WORKERS`` = 10,000 workers with zipf activity
+(:func:`hitkit.simulation.activity.worker_shares`, the simulated crowd's default: the 5 busiest do a
+third of the HITs). Each vote is scored as :mod:`hitkit.protocols.pairwise.sequential` scores it: the
+x-over-y score, x the system first by name, 1 for a win and 0 for a loss; as hitkit's rule does, each
+pair's sequence takes one observation per worker, the mean score of their first HIT on the pair (their
+later HITs on it are spent and add nothing).
 
 The stopping rule is hitkit's (:mod:`hitkit.analysis.sequential`), looked at after every HIT: one bounded
-comparison per pair (the hedged betting confidence sequence over HIT means in [0, 1], null ½, bets
-tuned at ``PLANNED`` / 10 = 1,000 HITs a pair, what the uniform fixed design of 280,000 votes gives
+comparison per pair (the hedged betting confidence sequence over those observations in [0, 1], null ½,
+bets tuned at ``PLANNED`` / 10 = 1,000 HITs a pair, what the uniform fixed design of 280,000 votes gives
 each pair), ``intervals(…, alpha=0.05)`` (Bonferroni over the 28 pairs) and ``settle(…, "best", …)``:
 a study stops when one system's interval against every other excludes ½ in its favour. Two allocations:
 
 - **adaptive**: the next HIT goes to the open pair with the largest ``RuleState.weights`` (ties: the first
   pair by name), hitkit's own policy: the current leader against the systems it has not beaten yet,
-  fewest HITs first;
+  fewest observations first;
 - **uniform**: the 28 pairs in turn (a random order per study), with the same rule.
 
-Either design gives up at the fixed design's 280,000 votes; a study that has not stopped by then has made
-no decision.
+A worker adds one observation to a pair however many HITs they do, so with a zipf crowd the uniform
+design needs more than its fixed design's 280,000 votes: both designs give up at ``CAP_FACTOR`` = 3 times
+that; a study that has not stopped by then has made no decision.
 
 N95(design) is the number of votes by which ≥ 95 % of studies have stopped naming s7 (a study that named
 another system, or never stopped, counts against it); ``votes_ratio`` = N95(adaptive) / N95(uniform);
 ``p_correct`` is the share of adaptive studies that stopped naming s7. For context only, not the headline:
 the fixed-sample uniform design that names the system with the highest mean win score (no error
-guarantee, no look before the end) and the votes it needs to name s7 in 95 % of studies.
+guarantee, no look before the end, every HIT a new worker) and the votes it needs to name s7 in 95 % of
+studies.
 
-**The nulls** (one comparison, α = 0.05, a look after every cluster; the share of studies whose interval
-ever excluded the null within the cap is a false claim):
+**The nulls where every HIT is a new worker** (one comparison, α = 0.05, a look after every cluster; the
+share of studies whose interval ever excluded the null within the cap is a false claim):
 
 - *pairwise*: two systems the crowd finds equal (win rate ½), each 10-vote HIT one worker with their own
   taste, a logit of N(0, sd²) for x over y, sd = 0, 0.5 and 1.13, up to 20,000 votes (2,000 HITs).
   The earlier per-vote exact sequence (Robbins, variance ¼, n counting votes) against hitkit's
-  per-HIT bounded one;
+  bounded one (here one HIT = one worker);
 - *ratings* (live chat and the rating protocol): each HIT one worker who rates x and y, with a
   worker × system effect and skewed scores: the worker's chance p_x, p_y ~ Beta(1, 9) (mean 0.1) for
   each system, x's slider all or nothing (1 with probability p_x, a Bernoulli 0.1 on average), y's a
@@ -42,24 +49,34 @@ ever excluded the null within the cap is a false claim):
   to 600 HITs. The asymptotic sequence on the differences (variance estimated, the 20-observation
   floor) against the bounded one;
 - *Spot The Bot*: two equal bots, conversations of 6 annotations each whose win scores are Bernoulli
-  with the conversation's own chance logistic(N(0, 1.5²)), up to 600 conversations. The asymptotic
-  sequence per annotation with the conversation-clustered variance against the bounded one over
-  conversation means.
+  with the conversation's own chance logistic(N(0, 1.5²)), each annotation a new annotator's, up to 600
+  conversations. The asymptotic sequence per annotation with the conversation-clustered variance
+  against hitkit's bounded one over fresh annotators on fresh conversations (a conversation's first
+  annotation).
 
-``false_claims`` is the largest false-claim rate of the per-observation (earlier) sequences over these
-nulls, ``false_claims_clustered`` that of the sequences hitkit uses now (the bar: ≤ 0.05 at every
-level); each null's figures are printed.
+**The heavy-worker nulls** (:mod:`benchmarks.heavy_nulls`, ``HEAVY_STUDIES`` = 400 studies a world): two
+equal systems, 300 HITs of 10 votes, item effects sd 0.5, 10 % ties, α = 0.05; 5 workers doing 70 % of
+the HITs or 20 doing 50 %, at worker-taste sd 0.3, 0.8 and 1.13, the rest new workers; the arena also
+with a pool of 20 returning workers (sd 0.5), 10 battles a HIT. The earlier per-HIT (pairwise) and
+per-battle exact (arena) sequences against hitkit's per-worker one.
+
+``false_claims`` is the largest false-claim rate of the per-observation (earlier) sequences over the
+first nulls, ``false_claims_clustered`` that of the sequences hitkit uses now there,
+``false_claims_heavy`` the largest over the pairwise heavy-worker worlds and ``arena_false_claims`` over
+the arena's (the bars: ≤ 0.05 each); each null's figures are printed.
 
 For speed the rule is re-implemented over numpy arrays (studies × pairs): :func:`best_rule`. Its
 statistics are hitkit's own (:func:`hitkit.analysis.sequential.bounded_step` and
 :func:`~hitkit.analysis.sequential.bounded_excludes`, the sequence at the null), and
-``tests/test_adaptive_benchmark.py`` checks it against ``intervals`` + ``settle`` on random states.
+``tests/test_adaptive_benchmark.py`` checks it against ``intervals`` + ``settle`` on random states
+(``tests/test_sequential_workers.py`` the heavy-worker one against the pairwise comparisons).
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/adaptive.py [--studies N] [--uniform-studies M]
-[--null-studies K] [--seed S]`` (defaults 1000 adaptive and fixed-sample studies, 200 uniform ones,
-2000 studies per null, seed 0; 344 s measured on the shared 2-core machine at a load average of 12, far
-less on an idle one). Last line:
-``RESULT votes_ratio=… p_correct=… false_claims=… false_claims_clustered=…``.
+[--null-studies K] [--heavy-studies H] [--workers W] [--cap-factor F] [--seed S]`` (defaults 1000
+adaptive and fixed-sample studies, 200 uniform ones, 2000 studies per first null, 400 per heavy-worker
+world, seed 0; 113 s measured on the shared 2-core machine at a load average of about 8). Last line:
+``RESULT p_correct=… false_claims=… false_claims_clustered=… false_claims_heavy=… arena_false_claims=…
+votes_ratio=…``.
 """
 
 from __future__ import annotations

@@ -79,13 +79,13 @@ def test_pairwise_counts_a_worker_once_however_many_hits_they_do():
     assert c.expected == pytest.approx(3 + 18 * 13 / 32)
 
 
-def test_pairwise_workers_who_vote_on_the_same_prompts_are_one_observation():
+def test_pairwise_takes_its_material_as_fixed_so_workers_on_the_same_prompts_each_count():
     rows = [("h1", "w1", "p1", "a"), ("h1", "w1", "p2", "a"), ("h2", "w2", "p1", "b"), ("h2", "w2", "p2", "b")]
     c = pairwise.comparisons({"votes": _votes(rows)}, ["x", "y"], {("x", "y"): 4.0})[0]
-    assert c.n == 1 and c.clusters == (1.0,)
+    assert c.n == 2 and c.clusters == (1.0, 0.0)
 
 
-def test_arena_counts_workers_not_battles_and_keeps_each_workers_own_prompts():
+def test_arena_counts_workers_not_battles():
     battles = pd.DataFrame(
         [
             {
@@ -130,10 +130,14 @@ def test_spot_the_bot_takes_fresh_annotators_on_fresh_conversations():
         + annotation("a2", "w2", "c1", "bot", "human")  # c1 again: used
         + annotation("a3", "w2", "c2", "bot", "human")  # w2's next HIT, a fresh conversation
         + annotation("a4", "w1", "c3", "bot", "human")  # w1 returns: adds nothing
+        + annotation("a5", "w3", "c4", "human", "bot")  # two fresh conversations: the first counts,
+        + annotation("a5", "w3", "c5", "bot", "human")  # this one is left to a later worker
+        + annotation("a6", "w4", "c5", "human", "unsure")  # c5 is still fresh for w4
     )
     table = pd.DataFrame(rows)
     c = spot_the_bot.comparisons({"annotations": table[list(ANNOTATION_COLUMNS)]}, ["x", "y"], {("x", "y"): 3.0})[0]
-    assert c.n == 2 and c.clusters == (1.0, 0.0)
+    assert c.n == 4 and c.clusters == (1.0, 0.0, 1.0, 1.0)
+    assert c.expected == 4  # more conversations seen than the 3 planned: it has what it will get
 
 
 def _pairwise_tables(scores: np.ndarray, workers: np.ndarray, upto: int) -> dict[str, pd.DataFrame]:

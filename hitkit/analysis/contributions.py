@@ -10,22 +10,27 @@ arrives:
 
 * the observation is the mean score of the worker's **first HIT that holds the pair** (their later HITs
   on the pair are left out of the sequence: they would repeat what it already knows of that worker);
-* where items are shared between workers (a prompt voted on by several workers, a Spot The Bot
-  conversation whose segments go to several annotators, a rating block taken by several workers) only
-  the HIT's answers on items no earlier observation used count; a HIT with none of those adds nothing,
-  and its worker may still contribute a later HIT that has some.
+* where the protocol treats items as random draws shared between workers (Spot The Bot's conversations,
+  whose segments go to several annotators: its default analysis clusters on them), only the HIT's answers
+  on items no earlier observation used count (Spot The Bot: on the first such conversation only, leaving
+  the HIT's other fresh ones to later workers); a HIT with none of those adds nothing, and its worker may
+  still contribute a later HIT that has some.
 
-Which answers make an observation depends only on who did which HIT on which items and when, never on
-the answers. So when workers are drawn independently from the crowd, items independently from the
-material, and who does which HIT when is independent of their tastes and answers (a fixed design: the
-order and packing of HITs do not depend on the answers), each observation is a fresh worker on fresh
-items: given every earlier observation its expected value is the crowd's mean score (the average over
-workers and items of a worker's expected score on an item). Each observation is bounded, so the hedged
-betting confidence sequence over them (:mod:`hitkit.analysis.betting`) is exactly valid, in finite
-samples and at every look, whatever the workers' tastes and however the work is spread among them. With
-an adaptive design the pair a HIT holds depends on the answers so far (a worker's own earlier answers
-included), which the guarantee does not cover exactly; benchmarks/adaptive.py measures the adaptive
-design's false claims.
+**What is guaranteed.** Which answers make an observation depends only on who did which HIT on which
+items and when, never on the answers. Assume (i) workers are drawn independently from the crowd, and
+(ii) who does which HIT when, and which items each HIT holds, do not depend on the answers (a fixed
+design). Then, given every earlier observation, an observation's expected value is the crowd's expected
+score on its HIT's items (over workers), and each observation is bounded, so the hedged betting
+confidence sequence over them (:mod:`hitkit.analysis.betting`) is exactly valid, in finite samples and at
+every look, whatever the workers' tastes and however the work is spread among them, under the null that
+this expected score is the null value on every HIT (the crowd is even on each HIT's items). With fresh
+items (drawn independently from the material and each in one observation) the expected value is the
+same for every observation, the crowd's mean over workers and items, and the null is that mean. Where
+items are shared and the crowd is even only on average over the material (pairwise prompts, arena
+prompt sets, rating blocks: the material is taken as fixed, as the default analyses take it), the
+guarantee is approximate. With an adaptive design the pair a HIT holds depends on the answers so far (a
+worker's own earlier answers included), which (ii) excludes; benchmarks/adaptive.py measures the
+adaptive design's false claims.
 
 Pure functions over numpy/pandas arrays; no database.
 """
@@ -75,6 +80,7 @@ def worker_contributions(
     *,
     order: Sequence | None = None,
     items: np.ndarray | Sequence | None = None,
+    one_item: bool = False,
 ) -> Contributions:
     """The sequence's observations from per-answer ``values`` with each answer's worker, HIT (assignment)
     and, where items are shared between workers, item: one per worker, the mean of their first HIT's
@@ -82,6 +88,8 @@ def worker_contributions(
 
     HITs are taken in ``order`` (HIT ids, the arrival order; those it does not name follow in order of
     first appearance). A HIT is one worker's; if its rows name several workers, the first one counts.
+    With ``one_item`` an observation takes only the HIT's first fresh item (in row order), leaving its
+    other fresh items to later workers: more observations, each on fewer answers.
     A missing worker id is a worker of their own (never a returning one); a missing item id an item of its own."""
     values = np.asarray(values, dtype=float)
     n = len(values)
@@ -122,6 +130,8 @@ def worker_contributions(
         fresh = group[~group["item"].isin(used_items)] if items is not None else group
         if fresh.empty:
             continue  # nothing new in this HIT; the worker may still bring fresh items later
+        if one_item:
+            fresh = fresh[fresh["item"] == fresh["item"].iloc[0]]
         means.append(float(fresh["value"].mean()))
         who.append(worker)
         where.append(hit)
@@ -139,3 +149,25 @@ def projected(n: int, spent: int, planned: float) -> float | None:
         return None
     share = min(1.0, (n + PRIOR_HITS) / (spent + PRIOR_HITS))
     return n + max(planned - spent, 0.0) * share
+
+
+def guarantee(fresh_items: str | None = None, adaptive: bool = False) -> str:
+    """What the rule's intervals guarantee, in one sentence for the report's methods paragraph (the module's
+    docstring gives the reasoning). ``fresh_items`` names the items an observation must not share with an
+    earlier one (Spot The Bot: "conversations"), None where the material is taken as fixed."""
+    first = "the first HIT of theirs that holds the pair" + (
+        f", on {fresh_items} no earlier observation used" if fresh_items else ""
+    )
+    said = (
+        f"Each watched pair took one observation per worker ({first}; their later HITs on it added none), so "
+        "with probability at least 1 − α no interval excluded a true null at any look, whatever the workers' "
+        "tastes and however many HITs each did, provided workers were independent draws from the crowd and "
+        "who did which HIT, and what it held, did not depend on the answers"
+    )
+    if fresh_items:
+        said += f" (the null: the crowd's mean over workers and {fresh_items})"
+    else:
+        said += " (the null: the crowd even on every HIT's items; on average over the material only, approximate)"
+    if adaptive:
+        said += "; the adaptive design chose HITs from the answers, so for this study the guarantee is approximate"
+    return said + "."

@@ -20,19 +20,19 @@ Three sequences:
   observations share a worker or a conversation); this is the asymptotic confidence sequence of
   Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas ("Time-uniform central limit theory and asymptotic
   confidence sequences", Annals of Statistics, 2024, Theorem 2.2), whose ``ρ`` is ours as 1/ρ².
-* **bounded** (``Comparison.clusters``): one observation per *cluster* (a HIT, a conversation: the unit
-  that carries the dependence between answers), the cluster's mean score, bounded in a known range, in
-  the order the clusters arrived; the interval is the hedged betting confidence sequence of
-  Waudby-Smith & Ramdas ("Estimating means of bounded random variables by betting", JRSS-B 86(1),
-  2024, Theorem 3, predictable plug-in bets; :func:`bounded_interval`). It is valid in finite samples,
-  at every look at once, whatever the workers' tastes, whenever each cluster's mean has the same
-  conditional expectation given the clusters before it (workers drawn independently from the crowd,
-  one HIT each or several): it covers that expectation, the crowd's average of the per-cluster
-  means. It adapts to the clusters' variance (and, betting, to a large effect
-  within a few clusters), so it is about as narrow as the exact per-vote sequence where answers are
-  independent and stays valid where they are not; the per-vote exact
-  sequence claimed a difference in 9–35 % of simulated null studies when each HIT's votes come from one
-  worker with their own taste (benchmarks/adaptive.py measures both).
+* **bounded** (``Comparison.clusters``): bounded observations in a known range, in arrival order,
+  each with the same conditional expectation given those before it; the interval is the hedged betting
+  confidence sequence of Waudby-Smith & Ramdas ("Estimating means of bounded random variables by
+  betting", JRSS-B 86(1), 2024, Theorem 3, predictable plug-in bets; :func:`bounded_interval`), valid in
+  finite samples at every look at once. The protocols' stopping rules feed it **one observation per
+  worker** (:func:`hitkit.analysis.per_worker.worker_comparison`, :mod:`hitkit.analysis.contributions`): the mean score of the
+  worker's first HIT that holds the pair (Spot The Bot: on conversations no earlier observation used),
+  because a worker's answers share their taste however many HITs they do. Counting each HIT as a fresh
+  draw claimed a difference between equal systems in 33–62 % of simulated studies when 5 workers did
+  70 % of the HITs; per worker, at most 0.5 % (benchmarks/adaptive.py). The exact guarantee and its
+  assumptions (independent workers, a design that does not depend on the answers) are in
+  :mod:`hitkit.analysis.contributions`. It adapts to the observations' variance (and, betting, to a
+  large effect within a few observations).
 
 ``ρ`` makes the interval narrowest at the planned number of observations (:func:`rho_for`): for the
 exact sequence it is fixed before the study; for the asymptotic one it scales with the variance
@@ -54,8 +54,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -67,11 +66,6 @@ from hitkit.analysis.betting import (  # noqa: F401 - re-exported: the bounded s
     bounded_radius,
     bounded_step,
 )
-from hitkit.analysis.contributions import projected, worker_contributions
-
-if TYPE_CHECKING:
-    import pandas as pd
-
 from hitkit.analysis.decisions import (  # noqa: F401 - re-exported: the rule's decisions
     DECISIONS,
     Decision,
@@ -86,7 +80,7 @@ REFERENCE = (
     "asymptotic form: Waudby-Smith et al., Annals of Statistics 2024)"
 )
 BOUNDED_REFERENCE = (
-    "hedged betting confidence sequence over cluster means, predictable plug-in bets "
+    "hedged betting confidence sequence over per-worker observations, predictable plug-in bets "
     "(Waudby-Smith & Ramdas, JRSS-B 2024, Theorem 3)"
 )
 
@@ -297,99 +291,9 @@ def bounded_comparison(
     """The bounded sequence's comparison of a and b from per-answer scores and their clusters, each
     cluster's mean (revised as its answers arrive) one observation. Exact only where a cluster's answers
     all arrive together and clusters are independent; the protocols' stopping rules use
-    :func:`worker_comparison`, one observation per worker."""
+    :func:`hitkit.analysis.per_worker.worker_comparison`, one observation per worker."""
     means, _ = cluster_means(values, clusters, order)
     return from_means(a, b, means, planned, null=null, bounds=bounds, expected=expected)
-
-
-def worker_comparison(
-    a: str,
-    b: str,
-    values: np.ndarray,
-    workers: np.ndarray,
-    hits: np.ndarray,
-    planned: float,
-    *,
-    null: float,
-    bounds: tuple[float, float],
-    order: Sequence | None = None,
-    items: np.ndarray | None = None,
-    spent: int | None = None,
-) -> Comparison:
-    """The bounded sequence's comparison of a and b from per-answer scores with their workers, HITs and
-    (where shared between workers) items: one observation per worker, their first HIT's mean on fresh
-    items (:func:`hitkit.analysis.contributions.worker_contributions`, which says what is guaranteed).
-    ``planned`` counts the pair's HITs in the fixed design (the bets are tuned there); its horizon is
-    projected from the share of its HITs so far that gave an observation (``spent``: the HITs holding the
-    pair so far, those that gave no observation included; default the HITs among the answers)."""
-    found = worker_contributions(values, workers, hits, order=order, items=items)
-    used = found.spent if spent is None else spent
-    expected = projected(len(found.means), used, planned)
-    return from_means(a, b, found.means, planned, null=null, bounds=bounds, expected=expected)
-
-
-def pair_answers(
-    system_a: "pd.Series", system_b: "pd.Series", score: "pd.Series", hit: "pd.Series", worker, item
-) -> "pd.DataFrame":
-    """:func:`worker_comparisons`' answers from a vote table's columns: each vote's pair sorted by name
-    (x, y) and its ``score`` (a-over-b, in [0, 1]) turned x-over-y; votes without a score left out."""
-    import pandas as pd
-
-    first = system_a < system_b
-    return pd.DataFrame(
-        {
-            "x": system_a.where(first, system_b),
-            "y": system_b.where(first, system_a),
-            "score": score.where(first, 1.0 - score),
-            "hit": hit,
-            "worker": worker,
-            "item": item,
-        }
-    ).dropna(subset=["score"])
-
-
-def worker_comparisons(
-    answers: "pd.DataFrame | None",
-    systems: Sequence[str],
-    plan: Mapping[tuple[str, str], float],
-    *,
-    null: float = 0.5,
-    bounds: tuple[float, float] = (0.0, 1.0),
-    order: Sequence | None = None,
-    planned: Callable[[float], float] | None = None,
-    spent_on_items: bool = False,
-) -> list[Comparison]:
-    """:func:`worker_comparison` for every pair (x, y) of ``systems`` (x before y by name) from ``answers``:
-    one row per answer with columns ``x``, ``y`` (the pair, sorted), ``score`` (x over y), ``hit``,
-    ``worker`` and ``item`` (None where items are never shared). ``planned`` turns the plan's number into
-    the pair's planned HITs (default: as it is); with ``spent_on_items`` what the pair has spent is the
-    items it has seen (a plan that counts items, each in one observation at most)."""
-    import pandas as pd  # here, not at the top: the scheduler and sync load this module without needing pandas
-
-    groups = {key: group for key, group in answers.groupby(["x", "y"])} if answers is not None and len(answers) else {}
-    out = []
-    for x, y in combinations(sorted(systems), 2):
-        group = groups.get((x, y))
-        if group is None:
-            group = pd.DataFrame({"score": [], "hit": [], "worker": [], "item": []})
-        items = group["item"].to_numpy()
-        shared = not group["item"].isna().all() if len(group) else False
-        out.append(
-            worker_comparison(
-                x,
-                y,
-                group["score"].to_numpy(float),
-                group["worker"].to_numpy(),
-                group["hit"].to_numpy(),
-                (planned or float)(plan.get((x, y), 0.0)),
-                null=null,
-                bounds=bounds,
-                order=order,
-                items=items if shared else None,
-                spent=group["item"].nunique() if spent_on_items else None,
-            )
-        )
-    return out
 
 
 def from_means(

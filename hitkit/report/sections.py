@@ -181,6 +181,8 @@ def stopping_sentence(rule: dict) -> str:
         f"looked at by the scheduler after each newly counted assignment (a worker's HIT handed in and not "
         f"rejected) from the {rule['min_hits']}th on."
     )
+    if rule.get("guarantee"):  # exports before the per-worker rule do not state it
+        said += " " + rule["guarantee"]
     if rule["fired"]:
         said += (
             f" The rule fired after {rule['fired_after_hits']} of the fixed design's "

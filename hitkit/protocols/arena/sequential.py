@@ -31,7 +31,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.sequential import Comparison, pair_answers, worker_comparisons
+from hitkit.analysis.per_worker import pair_answers, worker_comparisons
+from hitkit.analysis.sequential import Comparison
 from hitkit.protocols.arena.bradley_terry import bradley_terry
 
 UNIT = "workers"
@@ -127,7 +128,7 @@ def comparisons(
             score,
             hit,
             battles["worker_id"] if "worker_id" in battles else hit,
-            battles["prompt_id"] if "prompt_id" in battles else None,
+            None,  # the material is fixed, as in the default analysis: a prompt-set prompt may serve many workers
         )
     return worker_comparisons(
         answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order, planned=lambda b: planned_hits(b, config)

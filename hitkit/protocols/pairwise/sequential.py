@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from hitkit.analysis.sequential import Comparison, pair_answers, worker_comparisons
+from hitkit.analysis.per_worker import pair_answers, worker_comparisons
+from hitkit.analysis.sequential import Comparison
 
 UNIT = "workers"
 """What a comparison's n counts: workers, each one observation (their first HIT with votes on the pair)."""
@@ -66,7 +67,7 @@ def comparisons(
             score,
             hit,
             votes["worker_id"] if "worker_id" in votes else hit,
-            votes["item_id"] if "item_id" in votes else None,
+            None,  # the material is fixed, as in the default analysis: a prompt may serve many workers
         )
     return worker_comparisons(answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order)
 

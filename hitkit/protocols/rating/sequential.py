@@ -64,4 +64,4 @@ def comparisons(
     ratings = tables.get(TABLE)
     if ratings is not None and not ratings.empty:
         ratings = as_chat_ratings(ratings)
-    return rated_comparisons(tables.get("assignments"), ratings, systems, plan, criteria, shared_items=True)
+    return rated_comparisons(tables.get("assignments"), ratings, systems, plan, criteria)

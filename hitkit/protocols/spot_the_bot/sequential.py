@@ -6,8 +6,9 @@ by METHODS §2's win function: 1 when x's label ranks above y's (human > unsure 
 conversation share its bots' fortunes, and go to several annotators) and the annotator (one worker's
 labels share their taste, over however many HITs). So each observation is a fresh annotator on fresh
 conversations (:func:`hitkit.analysis.contributions.worker_contributions`): a worker's first HIT that
-holds the pair, the mean score of its segments from conversations no earlier observation used; the
-worker's later HITs, and later annotations of a used conversation, add nothing. HITs come in the
+holds the pair, the mean score of its segments from the first conversation in it that no earlier
+observation used (its other fresh conversations are left to later workers); the worker's later HITs,
+and later annotations of a used conversation, add nothing. HITs come in the
 order of the ``assignments`` table (:mod:`hitkit.running.stopping` sorts it by submission); the
 observations in [0, 1] are watched with the bounded (hedged betting) confidence sequence.
 
@@ -28,9 +29,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.sequential import Comparison, worker_comparisons
+from hitkit.analysis.per_worker import worker_comparisons
+from hitkit.analysis.sequential import Comparison
 from hitkit.protocols.spot_the_bot.annotations import HUMAN
 
+FRESH_ITEMS = "conversations"
+"""The items an observation must not share with an earlier one (:func:`hitkit.analysis.contributions.guarantee`)."""
 UNIT = "workers"
 """What a comparison's n counts: annotators, each one observation (their first HIT on the pair, fresh
 conversations only)."""
@@ -84,4 +88,6 @@ def comparisons(
             }
         )
     # the plan counts conversations, each in one observation at most: what a pair has spent is those it has seen
-    return worker_comparisons(answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order, spent_on_items=True)
+    return worker_comparisons(
+        answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order, spent_on_items=True, one_item=True
+    )
