@@ -4,13 +4,12 @@ Stopping (``stop:``): as pairwise A/B (:mod:`hitkit.protocols.pairwise.sequentia
 battle on systems x and y (x before y by name) is an x-over-y score, 1 when x wins, 0 when y wins, ½ for
 a tie or a both-bad vote; QC battles never count, nor battles flagged as identity leaks. A worker's
 battles share their taste, so the sequence counts workers, not battles: each worker gives one
-observation, the mean score of the battles on the pair in their first HIT that has any, over prompts
-no earlier observation used (a prompt set's prompt can reach several workers; a worker's own prompt
-is theirs alone), watched with the bounded (hedged betting) confidence sequence
-(:func:`hitkit.analysis.contributions.worker_contributions` states what is guaranteed). The per-battle
-sequence before it was exact only when every battle came from a new worker: with a pool of 20
-returning workers it claimed a difference between equal systems in about 29 % of simulated studies
-(benchmarks/adaptive.py measures both). Battles whose pair is drawn by the adaptive design depend on
+observation, the mean score of the battles on the pair in their first HIT that has any, watched with
+the bounded (hedged betting) confidence sequence (:func:`hitkit.analysis.contributions.worker_contributions`
+states what is guaranteed; a prompt set's prompts are taken as fixed material, a worker's own prompt is
+theirs alone). The per-battle sequence before it was exact only when every battle came from a new
+worker: with a pool of 20 returning workers it claimed a difference between equal systems in 36 % of
+simulated studies, the per-worker one in none (benchmarks/adaptive.py measures both). Battles whose pair is drawn by the adaptive design depend on
 the answers so far, which the guarantee covers only approximately (the benchmark measures it).
 
 Adaptive design (``design: adaptive``): :func:`pair_priorities` weighs each pair by how much one more
@@ -107,8 +106,7 @@ def comparisons(
     tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[tuple[str, str], float], *, config=None
 ) -> list[Comparison]:
     """One comparison per pair of systems from the leaderboard's battles so far: each worker's first HIT's
-    mean x-over-y score on the pair (over prompts no earlier observation used), HITs in the order of the
-    ``assignments`` table (else of their first battle). ``plan`` counts battles (:func:`planned`); the
+    mean x-over-y score on the pair, HITs in the order of the ``assignments`` table (else of their first battle). ``plan`` counts battles (:func:`planned`); the
     comparisons plan HITs (:func:`planned_hits`). Without ``assignment_id`` each battle is its own HIT, and
     without ``worker_id`` each HIT its own worker's."""
     battles = leaderboard_battles(tables)

@@ -21,8 +21,9 @@ taste, system preferences and number of HITs, when workers are drawn independent
 conversations are their own, and who does which HIT when does not depend on the answers (a fixed
 design). A within-HIT difference removes each worker's level; the estimand has the sign of the paper's
 overall z difference whenever the systems' quality shows in every worker's rank order, not in general.
-The rating protocol shares its rated texts between the workers of a block, so there an observation
-also needs a block no earlier observation used (``shared_items``).
+The rating protocol shares its rated texts between the workers of a block and takes them as fixed
+material (as its default analysis does); ``shared_items`` would make an observation also need a block
+no earlier observation used (texts as random draws, at a cost in observations).
 
 The earlier statistic (the paper's overall z on the HITs so far with a HIT-clustered variance and the
 asymptotic sequence) is kept as :func:`asymptotic_comparisons` / :func:`from_hit_sums` for scores with no

@@ -2,21 +2,21 @@
 
 Each vote on systems x and y (x before y by name) is an x-over-y score: 1 when x wins, 0 when y wins,
 ½ for a tie (an identical pair's automatic tie included). A worker's votes share their taste however
-many HITs they do, and a prompt's votes share the prompt, so the sequence counts neither votes nor
-HITs but workers: each worker gives one observation in [0, 1], the mean score of their first HIT that
-holds the pair, on the prompts no earlier observation used
+many HITs they do, so the sequence counts neither votes nor HITs but workers: each worker gives one
+observation in [0, 1], the mean score of their first HIT that holds the pair
 (:func:`hitkit.analysis.contributions.worker_contributions`), HITs in the order they were handed in
 (the ``assignments`` table's order, which :mod:`hitkit.running.stopping` sorts by submission), watched
 with the bounded (hedged betting) confidence sequence.
 
-What is covered, exactly (in finite samples, at every look): the crowd's win rate of x over y, the
-average over workers and prompts of a worker's expected score on a prompt, whatever the workers' tastes
-and however many HITs each does, when workers and prompts are drawn independently and who takes which
-HIT when does not depend on the answers (a fixed design; an adaptive one is measured in
-benchmarks/adaptive.py). A claim that x beats y keeps its level under the null that this win rate is ½.
-The per-HIT sequence before it counted a returning worker's HITs as fresh draws: with 5 workers doing
-70 % of the HITs it claimed a difference between equal systems in 30–60 % of simulated studies
-(benchmarks/adaptive.py measures both). Free of scipy.
+What is covered, exactly (in finite samples, at every look), when workers are drawn independently and
+who takes which HIT when, with which prompts, does not depend on the answers (a fixed design; an adaptive
+one is measured in benchmarks/adaptive.py): whatever the workers' tastes and however many HITs each
+does, a claim that x beats y keeps its level under the null that the crowd's win rate of x over y is ½
+on every HIT's prompts. The prompts are the study's fixed material, voted on by several workers (as the
+default analysis takes them); where the crowd is even only on average over them, the level is
+approximate. The per-HIT sequence before it counted a returning worker's HITs as fresh draws: with 5
+workers doing 70 % of the HITs it claimed a difference between equal systems in 33–62 % of simulated
+studies, the per-worker one in at most 0.5 % (benchmarks/adaptive.py measures both). Free of scipy.
 """
 
 from __future__ import annotations
@@ -51,9 +51,8 @@ def comparisons(
     tables: Mapping[str, pd.DataFrame], systems: Sequence[str], plan: Mapping[tuple[str, str], float], *, config=None
 ) -> list[Comparison]:
     """One comparison per pair of systems from the votes so far: each worker's first HIT's mean x-over-y
-    score on the pair, over prompts no earlier observation used, HITs in the order of the ``assignments``
-    table (else of their first vote). Without a ``worker_id`` column each HIT is its own worker's, and
-    without ``item_id`` each vote its own prompt's."""
+    score on the pair, HITs in the order of the ``assignments`` table (else of their first vote). Without
+    a ``worker_id`` column each HIT is its own worker's."""
     votes = tables.get("votes")
     assignments = tables.get("assignments")
     order = list(assignments["assignment_id"].astype(str)) if assignments is not None and len(assignments) else None
