@@ -80,8 +80,7 @@ REFERENCE = (
     "asymptotic form: Waudby-Smith et al., Annals of Statistics 2024)"
 )
 BOUNDED_REFERENCE = (
-    "hedged betting confidence sequence over per-worker observations, predictable plug-in bets "
-    "(Waudby-Smith & Ramdas, JRSS-B 2024, Theorem 3)"
+    "hedged betting confidence sequence, predictable plug-in bets (Waudby-Smith & Ramdas, JRSS-B 2024, Theorem 3)"
 )
 
 
