@@ -18,7 +18,10 @@ the 300 planned HITs:
 * **per battle, exact** (the arena rule before): Robbins' normal-mixture sequence on the battles, variance
   bound ¼, ρ tuned at 3,000 battles.
 
-A false claim is a study whose interval ever excluded ½. Vectorised over studies; tests/test_adaptive_benchmark.py
+A false claim is a study whose interval ever excluded ½. The adaptive pairwise design has its own null
+(:func:`adaptive_best_null`: 3 equal systems, decision ``best``, the pair of each HIT picked by hitkit's
+adaptive policy from the answers so far, which the exact guarantee excludes): a false claim is a study
+that declared a best. Vectorised over studies; tests/test_adaptive_benchmark.py
 checks :func:`per_worker_claims` against :func:`hitkit.protocols.pairwise.sequential.comparisons` and
 :func:`hitkit.analysis.sequential.intervals` on simulated studies.
 """
@@ -110,8 +113,9 @@ def per_battle_claims(points: np.ndarray, per_hit: int = PER_HIT) -> np.ndarray:
 
 
 def run(studies: int, seed: int) -> dict[str, dict[str, tuple[float, float]]]:
-    """Per world, (earlier rule's false-claim share, hitkit's now): pairwise and arena."""
-    out: dict[str, dict[str, tuple[float, float]]] = {"pairwise": {}, "arena": {}}
+    """Per world, (earlier rule's false-claim share, hitkit's now): pairwise, the arena, and the adaptive
+    pairwise design of :data:`ADAPTIVE_SYSTEMS` equal systems with decision ``best``."""
+    out: dict[str, dict[str, tuple[float, float]]] = {"pairwise": {}, "arena": {}, "adaptive": {}}
     for k, world in enumerate(ARENA_WORLDS):
         if world in WORLDS:
             scores, workers, _ = simulate(world, studies, np.random.default_rng([seed, 11, k]))
@@ -119,9 +123,61 @@ def run(studies: int, seed: int) -> dict[str, dict[str, tuple[float, float]]]:
                 float(per_hit_claims(scores).any(axis=1).mean()),
                 float(per_worker_claims(scores, workers).any(axis=1).mean()),
             )
+            out["adaptive"][world.name] = (
+                adaptive_best_null(world, studies, seed, per_worker=False),
+                adaptive_best_null(world, studies, seed),
+            )
         scores, workers, points = simulate(world, studies, np.random.default_rng([seed, 12, k]))
         out["arena"][world.name] = (
             float(per_battle_claims(points).any(axis=1).mean()),
             float(per_worker_claims(scores, workers).any(axis=1).mean()),
         )
     return out
+
+
+ADAPTIVE_SYSTEMS = 3
+
+
+def adaptive_best_null(world: World, studies: int, seed: int, per_worker: bool = True) -> float:
+    """The adaptive design's own null: :data:`ADAPTIVE_SYSTEMS` equal systems, decision ``best``, each HIT
+    posted to the pair hitkit's adaptive policy picks (:func:`benchmarks.adaptive.best_rule`), 300 HITs
+    of 10 votes by ``world``'s crowd; a worker's taste is one logit per system, N(0, sd²/2) (so a pair's
+    taste difference has sd ``world.taste``). The pair a worker's HIT holds depends on the answers so far,
+    which the exact guarantee excludes: the share of studies that declared a best measures it. With
+    ``per_worker`` False, every HIT counts (the earlier rule)."""
+    from benchmarks.adaptive import best_rule  # here: adaptive.py imports this module
+
+    rng = np.random.default_rng([seed, 13, int(world.taste * 100), world.n_heavy, int(per_worker)])
+    k = ADAPTIVE_SYSTEMS
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    a, b = np.array([i for i, _ in pairs]), np.array([j for _, j in pairs])
+    workers = np.stack([heavy_hitters(HITS, world.n_heavy, world.share, rng, world.pool) for _ in range(studies)])
+    taste = rng.normal(0.0, world.taste / np.sqrt(2), (studies, int(workers.max()) + 1, k))
+    seen = np.zeros((studies, len(pairs), int(workers.max()) + 1), dtype=bool)
+    n = np.zeros((studies, len(pairs)), dtype=np.int64)
+    state = np.zeros((studies, len(pairs), 5))
+    each = ALPHA / len(pairs)
+    planned = HITS / len(pairs)
+    claimed = np.zeros(studies, dtype=bool)
+    live = np.arange(studies)
+    nxt = best_rule(n, state, systems=k)[2]
+    for h in range(HITS):
+        pair, who = nxt[live], workers[live, h]
+        logit = (taste[live, who, a[pair]] - taste[live, who, b[pair]])[:, None] + rng.normal(
+            0.0, ITEM_SD, (len(live), PER_HIT)
+        )
+        tie = rng.random(logit.shape) < TIE
+        win = rng.random(logit.shape) < 1 / (1 + np.exp(-logit))
+        score = np.where(tie, 0.5, win.astype(float)).mean(axis=1)
+        fresh = ~seen[live, pair, who] if per_worker else np.ones(len(live), dtype=bool)
+        seen[live, pair, who] = True
+        rows, cols = live[fresh], pair[fresh]
+        n[rows, cols] += 1
+        state[rows, cols] = bounded_step(state[rows, cols], score[fresh], each, planned)
+        fired, _, nxt_live = best_rule(n[live], state[live], systems=k)
+        claimed[live[fired]] = True
+        nxt[live] = nxt_live
+        live = live[~fired & (nxt_live >= 0)]
+        if not len(live):
+            break
+    return float(claimed.mean())
