@@ -1,40 +1,47 @@
 """Studies that stop when the answer is settled: the adaptive + sequential pairwise design against uniform
-allocation, and the stopping rule's false claims under nulls where workers differ.
+allocation in a long-tailed crowd, and the stopping rule's false claims under nulls where workers differ
+and where a few workers do most of the HITs.
 
 The study (simulated, seeded): 8 systems s0 … s7 with Bradley–Terry strengths 0, 0.15, …, 1.05 logits
 (s7 best). A HIT is one worker giving 10 votes on one pair (hitkit packs an adaptive pairwise design one
 pair per HIT). The worker answers at random with probability 0.15 (each vote a or b with probability ½)
-and otherwise by Bradley–Terry, P(x beats y) = 1 / (1 + exp(−(s_x − s_y))); no ties. Each vote is scored
-as :mod:`hitkit.protocols.pairwise.sequential` scores it: the x-over-y score, x the system first by name,
-1 for a win and 0 for a loss, and each HIT's mean score is one observation of the pair's sequence.
+and otherwise by Bradley–Terry, P(x beats y) = 1 / (1 + exp(−(s_x − s_y))); no ties. Who does each HIT
+is drawn from a pool of ``WORKERS`` = 10,000 workers with zipf activity
+(:func:`hitkit.simulation.activity.worker_shares`, the simulated crowd's default: the 5 busiest do a
+third of the HITs). Each vote is scored as :mod:`hitkit.protocols.pairwise.sequential` scores it: the
+x-over-y score, x the system first by name, 1 for a win and 0 for a loss; as hitkit's rule does, each
+pair's sequence takes one observation per worker, the mean score of their first HIT on the pair (their
+later HITs on it are spent and add nothing).
 
 The stopping rule is hitkit's (:mod:`hitkit.analysis.sequential`), looked at after every HIT: one bounded
-comparison per pair (the hedged betting confidence sequence over HIT means in [0, 1], null ½, bets
-tuned at ``PLANNED`` / 10 = 1,000 HITs a pair, what the uniform fixed design of 280,000 votes gives
+comparison per pair (the hedged betting confidence sequence over those observations in [0, 1], null ½,
+bets tuned at ``PLANNED`` / 10 = 1,000 HITs a pair, what the uniform fixed design of 280,000 votes gives
 each pair), ``intervals(…, alpha=0.05)`` (Bonferroni over the 28 pairs) and ``settle(…, "best", …)``:
 a study stops when one system's interval against every other excludes ½ in its favour. Two allocations:
 
 - **adaptive**: the next HIT goes to the open pair with the largest ``RuleState.weights`` (ties: the first
   pair by name), hitkit's own policy: the current leader against the systems it has not beaten yet,
-  fewest HITs first;
+  fewest observations first;
 - **uniform**: the 28 pairs in turn (a random order per study), with the same rule.
 
-Either design gives up at the fixed design's 280,000 votes; a study that has not stopped by then has made
-no decision.
+A worker adds one observation to a pair however many HITs they do, so with a zipf crowd the uniform
+design needs more than its fixed design's 280,000 votes: both designs give up at ``CAP_FACTOR`` = 3 times
+that; a study that has not stopped by then has made no decision.
 
 N95(design) is the number of votes by which ≥ 95 % of studies have stopped naming s7 (a study that named
 another system, or never stopped, counts against it); ``votes_ratio`` = N95(adaptive) / N95(uniform);
 ``p_correct`` is the share of adaptive studies that stopped naming s7. For context only, not the headline:
 the fixed-sample uniform design that names the system with the highest mean win score (no error
-guarantee, no look before the end) and the votes it needs to name s7 in 95 % of studies.
+guarantee, no look before the end, every HIT a new worker) and the votes it needs to name s7 in 95 % of
+studies.
 
-**The nulls** (one comparison, α = 0.05, a look after every cluster; the share of studies whose interval
-ever excluded the null within the cap is a false claim):
+**The nulls where every HIT is a new worker** (one comparison, α = 0.05, a look after every cluster; the
+share of studies whose interval ever excluded the null within the cap is a false claim):
 
 - *pairwise*: two systems the crowd finds equal (win rate ½), each 10-vote HIT one worker with their own
   taste, a logit of N(0, sd²) for x over y, sd = 0, 0.5 and 1.13, up to 20,000 votes (2,000 HITs).
   The earlier per-vote exact sequence (Robbins, variance ¼, n counting votes) against hitkit's
-  per-HIT bounded one;
+  bounded one (here one HIT = one worker);
 - *ratings* (live chat and the rating protocol): each HIT one worker who rates x and y, with a
   worker × system effect and skewed scores: the worker's chance p_x, p_y ~ Beta(1, 9) (mean 0.1) for
   each system, x's slider all or nothing (1 with probability p_x, a Bernoulli 0.1 on average), y's a
@@ -42,24 +49,37 @@ ever excluded the null within the cap is a false claim):
   to 600 HITs. The asymptotic sequence on the differences (variance estimated, the 20-observation
   floor) against the bounded one;
 - *Spot The Bot*: two equal bots, conversations of 6 annotations each whose win scores are Bernoulli
-  with the conversation's own chance logistic(N(0, 1.5²)), up to 600 conversations. The asymptotic
-  sequence per annotation with the conversation-clustered variance against the bounded one over
-  conversation means.
+  with the conversation's own chance logistic(N(0, 1.5²)), each annotation a new annotator's, up to 600
+  conversations. The asymptotic sequence per annotation with the conversation-clustered variance
+  against hitkit's bounded one over fresh annotators on fresh conversations (a conversation's first
+  annotation).
 
-``false_claims`` is the largest false-claim rate of the per-observation (earlier) sequences over these
-nulls, ``false_claims_clustered`` that of the sequences hitkit uses now (the bar: ≤ 0.05 at every
-level); each null's figures are printed.
+**The heavy-worker nulls** (:mod:`benchmarks.heavy_nulls`, ``HEAVY_STUDIES`` = 400 studies a world): two
+equal systems, 300 HITs of 10 votes, item effects sd 0.5, 10 % ties, α = 0.05; 5 workers doing 70 % of
+the HITs or 20 doing 50 %, at worker-taste sd 0.3, 0.8 and 1.13, the rest new workers; the arena also
+with a pool of 20 returning workers (sd 0.5), 10 battles a HIT; and the adaptive design's own null, 3 equal
+systems with decision ``best``, each HIT's pair picked by hitkit's adaptive policy (which depends on the
+answers, so the exact guarantee does not cover it). The earlier per-HIT (pairwise, adaptive) and
+per-battle exact (arena) sequences against hitkit's per-worker one.
+
+``false_claims`` is the largest false-claim rate of the per-observation (earlier) sequences over the
+first nulls, ``false_claims_clustered`` that of the sequences hitkit uses now there,
+``false_claims_heavy`` the largest over the pairwise heavy-worker worlds, ``arena_false_claims`` over
+the arena's and ``adaptive_false_claims`` over the adaptive design's (the bars: ≤ 0.05 each); each null's
+figures are printed.
 
 For speed the rule is re-implemented over numpy arrays (studies × pairs): :func:`best_rule`. Its
 statistics are hitkit's own (:func:`hitkit.analysis.sequential.bounded_step` and
 :func:`~hitkit.analysis.sequential.bounded_excludes`, the sequence at the null), and
-``tests/test_adaptive_benchmark.py`` checks it against ``intervals`` + ``settle`` on random states.
+``tests/test_adaptive_benchmark.py`` checks it against ``intervals`` + ``settle`` on random states
+(``tests/test_sequential_workers.py`` the heavy-worker one against the pairwise comparisons).
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/adaptive.py [--studies N] [--uniform-studies M]
-[--null-studies K] [--seed S]`` (defaults 1000 adaptive and fixed-sample studies, 200 uniform ones,
-2000 studies per null, seed 0; 344 s measured on the shared 2-core machine at a load average of 12, far
-less on an idle one). Last line:
-``RESULT votes_ratio=… p_correct=… false_claims=… false_claims_clustered=…``.
+[--null-studies K] [--heavy-studies H] [--workers W] [--cap-factor F] [--seed S]`` (defaults 1000
+adaptive and fixed-sample studies, 200 uniform ones, 2000 studies per first null, 400 per heavy-worker
+world, seed 0; 113 s measured on the shared 2-core machine at a load average of about 8). Last line:
+``RESULT p_correct=… false_claims=… adaptive_false_claims=… false_claims_clustered=… false_claims_heavy=…
+arena_false_claims=… votes_ratio=…``.
 """
 
 from __future__ import annotations
@@ -71,7 +91,9 @@ from itertools import combinations
 
 import numpy as np
 
+from benchmarks import heavy_nulls
 from hitkit.analysis.sequential import MIN_ASYMPTOTIC, bounded_excludes, bounded_step, radius, rho_for
+from hitkit.simulation.activity import DEFAULT_ACTIVITY, worker_shares
 
 N_SYSTEMS = 8
 GAP = 0.15  # logits between neighbouring systems
@@ -88,6 +110,9 @@ STB_CAP = 600  # conversations in the Spot The Bot null
 STB_ANNOTATIONS = 6  # annotations of a bot pair per conversation
 STB_SPREAD = 1.5  # the conversation effect's sd (logit)
 TARGET = 0.95
+WORKERS = 10_000  # the non-null design's pool, zipf activity: the 5 busiest do a third of the HITs
+CAP_FACTOR = 3.0  # both designs give up at 3 × the fixed design's votes (workers repeat: see the docstring)
+HEAVY_STUDIES = 400  # studies per heavy-worker world
 
 SYSTEMS = [f"s{i}" for i in range(N_SYSTEMS)]
 PAIRS = list(combinations(range(N_SYSTEMS), 2))  # (x, y), x first by name
@@ -98,13 +123,30 @@ SLOTS = np.array([[k for k, (a, b) in enumerate(PAIRS) if s in (a, b)] for s in 
 IS_X = PAIR_A[SLOTS] == np.arange(N_SYSTEMS)[:, None]
 AS_X = np.eye(N_SYSTEMS, dtype=int)[PAIR_A]  # pairs × systems: the pair's x
 AS_Y = np.eye(N_SYSTEMS, dtype=int)[PAIR_B]
+LAYOUTS: dict[int, dict[str, np.ndarray]] = {}
 
 
-def best_rule(n: np.ndarray, state: np.ndarray, alpha: float = ALPHA):
-    """``settle(intervals(…), "best", …)`` for many studies at once: HITs per pair (studies × pairs) and each
-    pair's bounded-sequence state at ½ (studies × pairs × 5, :func:`bounded_step`) in, (fired, leader,
-    next pair or −1) per study out."""
-    x_wins, y_wins = bounded_excludes(state, alpha / len(PAIRS))
+def layout(k: int) -> dict[str, np.ndarray]:
+    """The index arrays :func:`best_rule` needs for ``k`` systems: each system's pairs in the order
+    ``intervals`` lists them (slots), whether it is the pair's x there, and pairs × systems indicators."""
+    pairs = list(combinations(range(k), 2))
+    a, b = np.array([i for i, _ in pairs]), np.array([j for _, j in pairs])
+    slots = np.array([[m for m, (i, j) in enumerate(pairs) if s in (i, j)] for s in range(k)])
+    return {
+        "slots": slots,
+        "is_x": a[slots] == np.arange(k)[:, None],
+        "as_x": np.eye(k, dtype=int)[a],
+        "as_y": np.eye(k, dtype=int)[b],
+    }
+
+
+def best_rule(n: np.ndarray, state: np.ndarray, alpha: float = ALPHA, systems: int = N_SYSTEMS):
+    """``settle(intervals(…), "best", …)`` for many studies at once: observations per pair (studies × pairs)
+    and each pair's bounded-sequence state at ½ (studies × pairs × 5, :func:`bounded_step`) in, (fired,
+    leader, next pair or −1) per study out; ``systems`` systems, their pairs in ``combinations`` order."""
+    lay = LAYOUTS.get(systems) or LAYOUTS.setdefault(systems, layout(systems))
+    SLOTS, IS_X, AS_X, AS_Y = lay["slots"], lay["is_x"], lay["as_x"], lay["as_y"]  # noqa: N806
+    x_wins, y_wins = bounded_excludes(state, alpha / n.shape[1])
     est = np.where(n > 0, state[..., 1] / np.maximum(n, 1), NULL)
     lost = (y_wins @ AS_X + x_wins @ AS_Y) > 0
     # leader(): the unbeaten system with the best mean score (est − ½ as x, ½ − est as y) over the
@@ -140,13 +182,22 @@ def hit(rng: np.random.Generator, p_bt: np.ndarray) -> np.ndarray:
     return rng.binomial(VOTES_PER_HIT, p)
 
 
-def sequential_studies(design: str, studies: int, gap: float, planned: int, seed: int):
-    """Votes at the stop (inf: no stop by the cap) and the system named, per study, for one design."""
+def sequential_studies(
+    design: str, studies: int, gap: float, planned: int, seed: int, workers: int = WORKERS, cap_factor: float = 1.0
+):
+    """Votes at the stop (inf: no stop by the cap) and the system named, per study, for one design. Each HIT's
+    worker is drawn from a pool of ``workers`` with zipf activity (:mod:`hitkit.simulation.activity`); as
+    hitkit's rule does, a pair's sequence takes one observation per worker, their first HIT on the pair
+    (a worker's later HITs on it are spent but add nothing). The design gives up after ``cap_factor`` times
+    the fixed design's HITs."""
     rng = np.random.default_rng([seed, 1 if design == "adaptive" else 2])
     per_pair = planned // VOTES_PER_HIT
-    cap_hits = len(PAIRS) * per_pair
+    cap_hits = int(cap_factor * len(PAIRS) * per_pair)
     each = ALPHA / len(PAIRS)
     p_bt = x_over_y(gap)
+    shares = worker_shares(workers, DEFAULT_ACTIVITY)
+    # who has given each (study, pair) an observation: one bit per worker
+    seen = np.zeros((studies * len(PAIRS) * workers + 7) // 8, dtype=np.uint8)
     order = np.argsort(rng.random((studies, len(PAIRS))), axis=1)  # uniform: a random turn per study
     n = np.zeros((studies, len(PAIRS)), dtype=np.int64)
     state = np.zeros((studies, len(PAIRS), 5))
@@ -158,8 +209,15 @@ def sequential_studies(design: str, studies: int, gap: float, planned: int, seed
         nxt = best_rule(n, state)[2]
     for h in range(cap_hits):
         pair = nxt[live] if design == "adaptive" else order[live, h % len(PAIRS)]
-        n[live, pair] += 1
-        state[live, pair] = bounded_step(state[live, pair], hit(rng, p_bt[pair]) / VOTES_PER_HIT, each, per_pair)
+        who = rng.choice(workers, size=len(live), p=shares)
+        votes = hit(rng, p_bt[pair])
+        key = (live * len(PAIRS) + pair) * workers + who
+        byte, bit = key >> 3, (key & 7).astype(np.uint8)
+        fresh = (seen[byte] >> bit) & 1 == 0
+        seen[byte[fresh]] |= np.left_shift(np.uint8(1), bit[fresh])
+        rows, cols = live[fresh], pair[fresh]
+        n[rows, cols] += 1
+        state[rows, cols] = bounded_step(state[rows, cols], votes[fresh] / VOTES_PER_HIT, each, per_pair)
         fired, top, nxt_live = best_rule(n[live], state[live])
         stop[live[fired]] = (h + 1) * VOTES_PER_HIT
         named[live[fired]] = top[fired]
@@ -254,8 +312,9 @@ def ratings_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
 
 def stb_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
     """Spot The Bot: two equal bots, conversations of :data:`STB_ANNOTATIONS` Bernoulli win scores with the
-    conversation's own chance, a look after every conversation: (per-annotation asymptotic sequence with
-    the conversation-clustered variance, bounded sequence over conversation means)."""
+    conversation's own chance, each annotation a new annotator's HIT of one segment, a look after every
+    conversation: (per-annotation asymptotic sequence with the conversation-clustered variance, hitkit's
+    bounded sequence over fresh annotators on fresh conversations: each conversation's first annotation)."""
     rng = np.random.default_rng([seed, 6])
     chance = 1 / (1 + np.exp(-rng.normal(0, STB_SPREAD, (studies, cap))))
     wins = rng.binomial(STB_ANNOTATIONS, chance)
@@ -270,7 +329,7 @@ def stb_null(studies: int, cap: int, seed: int) -> tuple[float, float]:
         + mean**2 * STB_ANNOTATIONS**2 * np.arange(1, cap + 1)
     )
     asymptotic = _asymptotic_ever(total, np.zeros_like(total), count, cap * STB_ANNOTATIONS, clustered)
-    bounded = _bounded_ever(wins / STB_ANNOTATIONS, cap)
+    bounded = _bounded_ever((rng.random((studies, cap)) < chance).astype(float), cap)
     return float(asymptotic.mean()), float(bounded.mean())
 
 
@@ -299,18 +358,23 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--null-cap", type=int, default=NULL_CAP, help="votes on the pairwise null's pair")
     parser.add_argument("--rating-cap", type=int, default=RATING_CAP, help="HITs in the ratings null")
     parser.add_argument("--stb-cap", type=int, default=STB_CAP, help="conversations in the Spot The Bot null")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="the non-null design's pool (zipf activity)")
+    parser.add_argument("--cap-factor", type=float, default=CAP_FACTOR, help="designs give up at this × the fixed one")
+    parser.add_argument("--heavy-studies", type=int, default=HEAVY_STUDIES, help="studies per heavy-worker world")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     cap = len(PAIRS) * args.planned
     print(
         f"{N_SYSTEMS} systems {args.gap} logits apart, {RANDOM_SHARE:.0%} random answerers, "
         f"{VOTES_PER_HIT} votes per HIT, α = {ALPHA}, planned = {args.planned} votes per pair, "
-        f"cap = {cap} votes (both designs); a look after every HIT, each HIT one observation"
+        f"cap = {args.cap_factor:g} × {cap} votes (both designs); workers: a pool of {args.workers} with "
+        f"{DEFAULT_ACTIVITY} activity; a look after every HIT, one observation per worker and pair"
     )
     rows = {}
     for design, studies in (("adaptive", args.studies), ("uniform", args.uniform_studies)):
         t = time.perf_counter()
-        rows[design] = summary(*sequential_studies(design, studies, args.gap, args.planned, args.seed))
+        found = sequential_studies(design, studies, args.gap, args.planned, args.seed, args.workers, args.cap_factor)
+        rows[design] = summary(*found)
         rows[design]["studies"] = studies
         rows[design]["seconds"] = time.perf_counter() - t
     print(
@@ -326,7 +390,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     fixed = fixed_baseline(args.studies, args.gap, args.planned, args.seed)
     print(
         f"context, not the headline: uniform fixed design, argmax of mean win score names s7 in "
-        f"{TARGET:.0%} of {args.studies} studies at {fixed:.0f} votes (no error guarantee, one look)"
+        f"{TARGET:.0%} of {args.studies} studies at {fixed:.0f} votes (no error guarantee, one look; every "
+        "HIT a new worker)"
     )
     nulls: dict[str, tuple[float, float]] = {}
     for taste in TASTES:
@@ -336,26 +401,44 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     nulls["spot the bot, conversation effects"] = stb_null(args.null_studies, args.stb_cap, args.seed)
     print(
-        f"nulls ({args.null_studies} studies each, α = {ALPHA}, a look after every cluster): share of studies "
-        "whose interval ever excluded the null"
+        f"nulls, every HIT a new worker ({args.null_studies} studies each, α = {ALPHA}, a look after every "
+        "cluster): share of studies whose interval ever excluded the null"
     )
     print(f"  {'null':50s} {'per observation (earlier)':>26s} {'clustered (hitkit now)':>23s}")
     for name, (old, new) in nulls.items():
         print(f"  {name:50s} {old:26.3f} {new:23.3f}")
+    heavy = heavy_nulls.run(args.heavy_studies, args.seed)
+    print(
+        f"heavy-worker nulls ({args.heavy_studies} studies each, {heavy_nulls.HITS} HITs of {heavy_nulls.PER_HIT} "
+        f"votes, item sd {heavy_nulls.ITEM_SD}, {heavy_nulls.TIE:.0%} ties, α = {ALPHA}, a look after every HIT)"
+    )
+    print(f"  {'world':50s} {'earlier rule':>13s} {'per worker (hitkit now)':>24s}")
+    for protocol, earlier in (("pairwise", "per HIT"), ("arena", "per battle"), ("adaptive", "per HIT")):
+        print(f"  {protocol} (earlier: {earlier})")
+        for name, (old, new) in heavy[protocol].items():
+            print(f"    {name:48s} {old:13.3f} {new:24.3f}")
     worst_old = max(old for old, _ in nulls.values())
     worst_new = max(new for _, new in nulls.values())
+    worst_heavy = max(new for _, new in heavy["pairwise"].values())
+    worst_arena = max(new for _, new in heavy["arena"].values())
+    worst_adaptive = max(new for _, new in heavy["adaptive"].values())
     ratio = rows["adaptive"]["n95"] / rows["uniform"]["n95"]
     print(f"{time.perf_counter() - start:.0f} s")
     print(
-        f"RESULT votes_ratio={ratio:.3f} p_correct={rows['adaptive']['p_correct']:.3f} "
-        f"false_claims={worst_old:.3f} false_claims_clustered={worst_new:.3f}"
+        f"RESULT p_correct={rows['adaptive']['p_correct']:.3f} false_claims={worst_old:.3f} "
+        f"adaptive_false_claims={worst_adaptive:.3f} false_claims_clustered={worst_new:.3f} false_claims_heavy={worst_heavy:.3f} "
+        f"arena_false_claims={worst_arena:.3f} votes_ratio={ratio:.3f}"
     )
     return {
         "votes_ratio": ratio,
         "p_correct": rows["adaptive"]["p_correct"],
         "false_claims": worst_old,
         "false_claims_clustered": worst_new,
+        "false_claims_heavy": worst_heavy,
+        "arena_false_claims": worst_arena,
+        "adaptive_false_claims": worst_adaptive,
         "nulls": nulls,
+        "heavy": heavy,
         "fixed_votes": fixed,
         **{f"{d}_{k}": v for d, row in rows.items() for k, v in row.items()},
     }

@@ -90,17 +90,62 @@ def test_main_runs_small_and_ends_with_the_result_line(capsys):
             "100",
             "--seed",
             "3",
+            "--heavy-studies",
+            "50",
+            "--workers",
+            "2000",
         ]
     )
     assert time.perf_counter() - start < 30
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"RESULT votes_ratio=\d+\.\d{3} p_correct=\d\.\d{3} false_claims=\d\.\d{3} "
-        r"false_claims_clustered=\d\.\d{3}",
+        r"RESULT p_correct=\d\.\d{3} false_claims=\d\.\d{3} adaptive_false_claims=\d\.\d{3} "
+        r"false_claims_clustered=\d\.\d{3} "
+        r"false_claims_heavy=\d\.\d{3} arena_false_claims=\d\.\d{3} votes_ratio=\d+\.\d{3}",
         last,
     ), last
     # the per-vote sequence fails under the widest worker taste; the per-HIT one does not
     assert out["nulls"]["pairwise, worker taste sd 1.13"][0] > 0.1
     assert out["false_claims_clustered"] <= 0.08
+    # with 5 workers doing 70 % of the HITs the per-HIT rule fails; one observation per worker does not
+    assert out["heavy"]["pairwise"]["5 workers do 70%, taste sd 1.13"][0] > 0.3
+    assert out["false_claims_heavy"] <= 0.1 and out["arena_false_claims"] <= 0.1
     assert math.isfinite(out["votes_ratio"]) and 0 < out["votes_ratio"] < 1
     assert out["p_correct"] == pytest.approx(float(last.split("p_correct=")[1].split()[0]), abs=5e-4)
+
+
+def test_the_vectorised_rule_for_three_systems_agrees_with_intervals_and_settle():
+    # the heavy-worker adaptive null runs best_rule on 3 systems: the same check as for 8
+    rng = np.random.default_rng(11)
+    systems = ["s0", "s1", "s2"]
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    count, planned = 80, 50
+    n = rng.integers(0, 60, (count, 3))
+    strength = rng.uniform(0, 3, (count, 3))
+    p = np.stack([1 / (1 + np.exp(-(strength[:, a] - strength[:, b]))) for a, b in pairs], axis=1)
+    x = rng.binomial(10, p[..., None], (count, 3, 60)) / 10
+    state = np.zeros((count, 3, 5))
+    for t in range(60):
+        on = n > t
+        state[on] = adaptive.bounded_step(state[on], x[..., t][on], 0.05 / 3, planned)
+    fired, top, nxt = adaptive.best_rule(n, state, systems=3)
+    for k in range(count):
+        comparisons = [
+            Comparison(
+                systems[a],
+                systems[b],
+                int(n[k, j]),
+                float(np.mean(x[k, j, : n[k, j]])) if n[k, j] else 0.5,
+                float(np.var(x[k, j, : n[k, j]], ddof=1)) if n[k, j] > 1 else 0.0,
+                planned,
+                null=0.5,
+                clusters=tuple(float(v) for v in x[k, j, : n[k, j]]),
+            )
+            for j, (a, b) in enumerate(pairs)
+        ]
+        found = settle(intervals(comparisons, alpha=0.05), "best", systems)
+        assert bool(fired[k]) == found.fired and systems[top[k]] == found.leader, k
+        want = max(found.weights, key=found.weights.get) if found.weights else None
+        got = tuple(systems[i] for i in pairs[nxt[k]]) if nxt[k] >= 0 else None
+        assert got == want, k
+    assert 0.1 < fired.mean() < 0.9

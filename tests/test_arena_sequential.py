@@ -26,7 +26,8 @@ def test_comparisons_score_battles_and_skip_qc_and_leaks():
     found = sequential.comparisons({"battles": pd.concat([rows, noise])}, ["y", "x", "z"], {("x", "y"): 100.0})
     by_pair = {(c.a, c.b): c for c in found}
     xy = by_pair[("x", "y")]
-    assert (xy.n, xy.estimate, xy.variance, xy.planned, xy.null, xy.exact) == (4, 0.5, 0.25, 100.0, 0.5, True)
+    # no worker or HIT ids: each battle is its own worker's, one observation each
+    assert (xy.n, xy.estimate, xy.planned, xy.null, xy.clusters) == (4, 0.5, 100.0, 0.5, (1.0, 0.0, 0.5, 0.5))
     assert by_pair[("x", "z")].n == 0 and by_pair[("x", "z")].estimate == 0.5
     state = settle(intervals(found, 0.05), "pairs", ["x", "y", "z"])
     assert not state.fired

@@ -428,7 +428,7 @@ def test_the_study_page_shows_each_comparisons_interval_and_the_stopping_rules_s
     live = client.get("/dashboard/api/progress?study=ab-demo", headers={"Accept": "application/json"}).get_json()
     rule = live["studies"][0]["stopping"]
     assert rule["decision"] == "pairs" and not rule["fired"] and rule["counted_hits"] == 3
-    # n counts clusters (HITs) per pair since the bounded sequences: each of the three HITs once for each of the
+    # n counts workers per pair (one observation each): each of the three HITs' workers once for each of the
     # two pairs its ten votes fall on.
     assert sum(r["n"] for r in rule["now"]) == 3 * 2
 

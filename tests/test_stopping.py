@@ -108,6 +108,9 @@ def test_a_stop_rule_on_a_pair_must_name_two_systems_of_the_study():
 
 # Whole studies ------------------------------------------------------------------------------------
 def _adaptive_pairwise(tmp_path, database_url, quality, prompts_per_hit: int = 5):
+    """The example pairwise study, adaptive, stopping when its best system is known. The rule counts a
+    worker once per pair, so the crowd is large enough for each pair's HITs to reach different workers
+    (40 workers, two HITs each at most)."""
     return pairwise_study(
         tmp_path,
         database_url,
@@ -115,10 +118,10 @@ def _adaptive_pairwise(tmp_path, database_url, quality, prompts_per_hit: int = 5
         stop={"decision": "best"},
         simulated={
             "quality": quality,
-            "workers": [{"profile": "diligent", "count": 12}, {"profile": "spammer", "count": 2}],
+            "workers": [{"profile": "diligent", "count": 38}, {"profile": "spammer", "count": 2}],
         },
         pairwise={"prompts_per_hit": prompts_per_hit},
-        schedule={"wave_size": 1, "max_concurrent": 2, "per_worker_cap": 6},
+        schedule={"wave_size": 1, "max_concurrent": 2, "per_worker_cap": 2},
     )
 
 

@@ -20,19 +20,19 @@ Three sequences:
   observations share a worker or a conversation); this is the asymptotic confidence sequence of
   Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas ("Time-uniform central limit theory and asymptotic
   confidence sequences", Annals of Statistics, 2024, Theorem 2.2), whose ``ρ`` is ours as 1/ρ².
-* **bounded** (``Comparison.clusters``): one observation per *cluster* (a HIT, a conversation: the unit
-  that carries the dependence between answers), the cluster's mean score, bounded in a known range, in
-  the order the clusters arrived; the interval is the hedged betting confidence sequence of
-  Waudby-Smith & Ramdas ("Estimating means of bounded random variables by betting", JRSS-B 86(1),
-  2024, Theorem 3, predictable plug-in bets; :func:`bounded_interval`). It is valid in finite samples,
-  at every look at once, whatever the workers' tastes, whenever each cluster's mean has the same
-  conditional expectation given the clusters before it (workers drawn independently from the crowd,
-  one HIT each or several): it covers that expectation, the crowd's average of the per-cluster
-  means. It adapts to the clusters' variance (and, betting, to a large effect
-  within a few clusters), so it is about as narrow as the exact per-vote sequence where answers are
-  independent and stays valid where they are not; the per-vote exact
-  sequence claimed a difference in 9–35 % of simulated null studies when each HIT's votes come from one
-  worker with their own taste (benchmarks/adaptive.py measures both).
+* **bounded** (``Comparison.clusters``): bounded observations in a known range, in arrival order,
+  each with the same conditional expectation given those before it; the interval is the hedged betting
+  confidence sequence of Waudby-Smith & Ramdas ("Estimating means of bounded random variables by
+  betting", JRSS-B 86(1), 2024, Theorem 3, predictable plug-in bets; :func:`bounded_interval`), valid in
+  finite samples at every look at once. The protocols' stopping rules feed it **one observation per
+  worker** (:func:`hitkit.analysis.per_worker.worker_comparison`, :mod:`hitkit.analysis.contributions`): the mean score of the
+  worker's first HIT that holds the pair (Spot The Bot: on conversations no earlier observation used),
+  because a worker's answers share their taste however many HITs they do. Counting each HIT as a fresh
+  draw claimed a difference between equal systems in 33–62 % of simulated studies when 5 workers did
+  70 % of the HITs; per worker, at most 0.5 % (benchmarks/adaptive.py). The exact guarantee and its
+  assumptions (independent workers, a design that does not depend on the answers) are in
+  :mod:`hitkit.analysis.contributions`. It adapts to the observations' variance (and, betting, to a
+  large effect within a few observations).
 
 ``ρ`` makes the interval narrowest at the planned number of observations (:func:`rho_for`): for the
 exact sequence it is fixed before the study; for the asymptotic one it scales with the variance
@@ -80,8 +80,7 @@ REFERENCE = (
     "asymptotic form: Waudby-Smith et al., Annals of Statistics 2024)"
 )
 BOUNDED_REFERENCE = (
-    "hedged betting confidence sequence over cluster means, predictable plug-in bets "
-    "(Waudby-Smith & Ramdas, JRSS-B 2024, Theorem 3)"
+    "hedged betting confidence sequence, predictable plug-in bets (Waudby-Smith & Ramdas, JRSS-B 2024, Theorem 3)"
 )
 
 
@@ -288,16 +287,33 @@ def bounded_comparison(
     order: Sequence | None = None,
     expected: float | None = None,
 ) -> Comparison:
-    """The bounded sequence's comparison of a and b from per-answer scores and their clusters."""
+    """The bounded sequence's comparison of a and b from per-answer scores and their clusters, each
+    cluster's mean (revised as its answers arrive) one observation. Exact only where a cluster's answers
+    all arrive together and clusters are independent; the protocols' stopping rules use
+    :func:`hitkit.analysis.per_worker.worker_comparison`, one observation per worker."""
     means, _ = cluster_means(values, clusters, order)
+    return from_means(a, b, means, planned, null=null, bounds=bounds, expected=expected)
+
+
+def from_means(
+    a: str,
+    b: str,
+    means: np.ndarray,
+    planned: float,
+    *,
+    null: float,
+    bounds: tuple[float, float],
+    expected: float | None = None,
+) -> Comparison:
+    """The bounded sequence's comparison of a and b from its observations in arrival order."""
     if not len(means):
         return Comparison(a, b, 0, null, 0.0, planned, null=null, clusters=(), bounds=bounds, expected=expected)
-    variance = float(means.var(ddof=1)) if len(means) > 1 else 0.0
+    variance = float(np.var(means, ddof=1)) if len(means) > 1 else 0.0
     return Comparison(
         a,
         b,
         len(means),
-        float(means.mean()),
+        float(np.mean(means)),
         variance,
         planned,
         null=null,

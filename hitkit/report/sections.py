@@ -179,8 +179,10 @@ def stopping_sentence(rule: dict) -> str:
         f"The study was pre-registered to stop when its decision ({rule['meaning']}) was made, by "
         f"{rule['method']} at α = {rule['alpha']} with {rule['correction']} ({rule['design']} design), "
         f"looked at by the scheduler after each newly counted assignment (a worker's HIT handed in and not "
-        f"rejected) from the {rule['min_hits']}th on."
+        f"rejected) once at least {rule['min_hits']} had been counted."
     )
+    if rule.get("guarantee"):  # exports before the per-worker rule do not state it
+        said += " " + rule["guarantee"]
     if rule["fired"]:
         said += (
             f" The rule fired after {rule['fired_after_hits']} of the fixed design's "

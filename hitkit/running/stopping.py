@@ -248,6 +248,7 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     """The rule, where it stands (or when it fired and what it decided) and what was spent against the
     fixed design: the dashboard shows it, the export writes it into ``study.json`` and the report and
     its methods paragraph state it. None without a ``stop:`` section."""
+    from hitkit.analysis.contributions import guarantee
     from hitkit.analysis.sequential import BOUNDED_REFERENCE, DECISIONS
     from hitkit.money.amounts import cents
     from hitkit.money.ledger import committed_spend, worst_case
@@ -268,6 +269,7 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
         "min_hits": stop.min_hits,
         "design": ctx.config.design,
         "method": BOUNDED_REFERENCE + ", one observation per " + module.UNIT.rstrip("s"),
+        "guarantee": guarantee(getattr(module, "FRESH_ITEMS", None), adaptive=ctx.config.design == "adaptive"),
         "unit": module.UNIT,
         "correction": "Bonferroni over the watched pairs",
         "fired": event is not None,

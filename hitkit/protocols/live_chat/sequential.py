@@ -1,22 +1,29 @@
 """Live chat's comparisons for a stopping rule (:mod:`hitkit.analysis.sequential`): within-HIT differences
 of the slider scores, watched with the bounded (nonasymptotic) confidence sequence.
 
-A HIT is one worker's six chats rated together: the cluster that carries the worker's scale and taste
-(METHODS §2b), so it is the sequence's unit. For the pair (x, y), a HIT that holds both real systems
-gives one observation: the mean of its x conversations' scores minus the mean of its y conversations'
-scores, a conversation's score being the mean over criteria of the oriented slider value (negative
-criteria reversed, METHODS §1 step 1) divided by 100, so the observation lies in [−1, 1]; the null is 0.
-The HIT takes part only if its own ratings pass the paper's QC test (METHODS §1 step 3: the QC bot
-rated below the real systems, one-sided Mann–Whitney on the qc criteria at 0.05), decided on that
-HIT alone, so that the observation is fixed when the HIT arrives (a worker's z and QC verdict over all
-of their HITs move as later HITs arrive, which no time-uniform guarantee allows; one worker's rank
-order within a HIT is what standardisation keeps, so the within-HIT test is the paper's on that
-HIT). The HITs come in submission order (the ``assignments`` table's, which :mod:`hitkit.running.stopping`
-sorts). What is covered, nonasymptotically and at every look: the crowd's average within-HIT
-difference between x and y, whatever each worker's own scale, taste and system preferences, when
-workers are drawn independently (a worker's later HIT counts as another draw). A within-HIT
-difference removes each worker's level; the estimand has the sign of the paper's overall z difference
-whenever the systems' quality shows in every worker's rank order, not in general.
+A HIT is one worker's six chats rated together (METHODS §2b). For the pair (x, y), a HIT that holds
+both real systems gives one value: the mean of its x conversations' scores minus the mean of its y
+conversations' scores, a conversation's score being the mean over criteria of the oriented slider value
+(negative criteria reversed, METHODS §1 step 1) divided by 100, so the value lies in [−1, 1]; the null
+is 0. The HIT takes part only if its own ratings pass the paper's QC test (METHODS §1 step 3: the QC bot
+rated below the real systems, one-sided Mann–Whitney on the qc criteria at 0.05), decided on that HIT
+alone, so that the value is fixed when the HIT arrives (a worker's z and QC verdict over all of their
+HITs move as later HITs arrive, which no time-uniform guarantee allows; one worker's rank order within a
+HIT is what standardisation keeps, so the within-HIT test is the paper's on that HIT).
+
+The worker, not the HIT, carries the dependence: a worker's HITs share their scale and taste however
+many they do. So the sequence takes one observation per worker, the value of their first HIT that holds
+the pair and passes QC (:func:`hitkit.analysis.contributions.worker_contributions`); a returning
+worker's later HITs add nothing. HITs come in submission order (the ``assignments`` table's, which
+:mod:`hitkit.running.stopping` sorts). What is covered, exactly (finite samples, every look): the
+crowd's average within-HIT difference between x and y over workers, whatever each worker's own scale,
+taste, system preferences and number of HITs, when workers are drawn independently, their
+conversations are their own, and who does which HIT when does not depend on the answers (a fixed
+design). A within-HIT difference removes each worker's level; the estimand has the sign of the paper's
+overall z difference whenever the systems' quality shows in every worker's rank order, not in general.
+The rating protocol shares its rated texts between the workers of a block and takes them as fixed
+material (as its default analysis does); ``shared_items`` would make an observation also need a block
+no earlier observation used (texts as random draws, at a cost in observations).
 
 The earlier statistic (the paper's overall z on the HITs so far with a HIT-clustered variance and the
 asymptotic sequence) is kept as :func:`asymptotic_comparisons` / :func:`from_hit_sums` for scores with no
@@ -33,12 +40,13 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.sequential import Comparison, bounded_comparison
+from hitkit.analysis.contributions import PRIOR_HITS, worker_contributions
+from hitkit.analysis.sequential import Comparison, from_means
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
 from hitkit.tables.schema import HANDED_IN_STATUSES
 
-UNIT = "hits"
-"""What a comparison's n counts: counted HITs with ratings (each one worker's assignment)."""
+UNIT = "workers"
+"""What a comparison's n counts: workers, each one observation (their first counted HIT on the pair that passes QC)."""
 
 Pair = tuple[str, str]
 
@@ -82,37 +90,50 @@ def rated_comparisons(
     systems: Sequence[str],
     plan: Mapping[Pair, float],
     criteria: Sequence[Criterion],
+    *,
+    shared_items: bool = False,
 ) -> list[Comparison]:
     """:func:`comparisons` on ratings in live chat's columns (the rating protocol's included): the counted
-    assignments' within-HIT differences (:func:`hit_differences`) as bounded comparisons, HITs in the
-    ``assignments`` table's order. Without an assignments table every rated assignment counts."""
+    assignments' within-HIT differences (:func:`hit_differences`), one observation per worker (their first
+    HIT on the pair that passes QC; with ``shared_items``, on a block, ``hit_id``, no earlier observation
+    used), HITs in the ``assignments`` table's order. Without an assignments table every rated assignment
+    counts. A pair's horizon is what it has plus the HITs still planned to hold it times the share of its
+    HITs so far that gave an observation."""
     order = None
     if ratings is not None and not ratings.empty and assignments is not None:
         counted = assignments[assignments["status"].astype(str).str.strip().str.lower().isin(HANDED_IN_STATUSES)]
         order = list(counted["assignment_id"].astype(str))
         ratings = ratings[ratings["assignment_id"].astype(str).isin(set(order))]
     found = hit_differences(ratings, systems, criteria)
-    share = passed_share(ratings, systems, found)
     held = held_pairs(ratings, systems)
-    out = []
-    for x, y in combinations(sorted(systems), 2):
+    owner: dict[str, object] = {}
+    block: dict[str, object] = {}
+    if ratings is not None and not ratings.empty:
+        keys = ratings["assignment_id"].astype(str)
+        if "worker_id" in ratings:
+            owner = dict(zip(keys, ratings["worker_id"]))
+        if "hit_id" in ratings:
+            block = dict(zip(keys, ratings["hit_id"]))
+    pairs = list(combinations(sorted(systems), 2))
+    contributions = {}
+    for x, y in pairs:
         own = found[(found["x"] == x) & (found["y"] == y)] if len(found) else found
-        planned_xy = plan.get((x, y), 0.0)
-        # what it has, and the HITs still planned to hold the pair times the share of HITs that pass QC
-        expected = None if share is None else len(own) + max(planned_xy - held.get((x, y), 0), 0.0) * share
-        out.append(
-            bounded_comparison(
-                x,
-                y,
-                own["difference"].to_numpy() if len(own) else np.zeros(0),
-                own["hit"].to_numpy() if len(own) else np.zeros(0),
-                planned_xy,
-                null=0.0,
-                bounds=(-1.0, 1.0),
-                order=order,
-                expected=expected,
-            )
+        hits = own["hit"].astype(str).to_numpy() if len(own) else np.zeros(0, dtype=object)
+        contributions[(x, y)] = worker_contributions(
+            own["difference"].to_numpy(float) if len(own) else np.zeros(0),
+            np.array([owner.get(h, h) for h in hits], dtype=object),
+            hits,
+            order=order,
+            items=np.array([block.get(h, h) for h in hits], dtype=object) if shared_items else None,
         )
+    share = passed_share(ratings, systems, pd.DataFrame({"hit": [h for c in contributions.values() for h in c.hits]}))
+    out = []
+    for x, y in pairs:
+        means = contributions[(x, y)].means
+        planned_xy = plan.get((x, y), 0.0)
+        # what it has, and the HITs still planned to hold the pair times the share of HITs that gave an observation
+        expected = None if share is None else len(means) + max(planned_xy - held.get((x, y), 0), 0.0) * share
+        out.append(from_means(x, y, means, planned_xy, null=0.0, bounds=(-1.0, 1.0), expected=expected))
     return out
 
 
@@ -130,18 +151,20 @@ def held_pairs(ratings: pd.DataFrame | None, systems: Sequence[str]) -> dict[Pai
     return counts
 
 
-PASS_PRIOR = 10
+PASS_PRIOR = PRIOR_HITS
 """Pseudo-HITs that pass QC added to :func:`passed_share`'s count: the share starts at 1 and moves to the
 observed one as HITs arrive, so that three failing HITs early on do not shrink a pair's horizon to nothing
 (a horizon too short would call a pair futile that the rest of the design could still settle)."""
 
 
 def passed_share(ratings: pd.DataFrame | None, systems: Sequence[str], found: pd.DataFrame) -> float | None:
-    """The share of the rated HITs so far holding two or more of ``systems`` that pass their own QC test
-    (those in ``found``, :func:`hit_differences`), with :data:`PASS_PRIOR` passing pseudo-HITs added; None
-    without ratings. A HIT that fails adds no observation, so a pair can expect its observations so far
-    plus this share of the HITs still planned to hold it (:func:`held_pairs`) by the end of the fixed
-    design: the horizon of the rule's futility, :attr:`hitkit.analysis.sequential.Comparison.expected`."""
+    """The share of the rated HITs so far holding two or more of ``systems`` that count (those whose ids are
+    in ``found["hit"]``: that pass their own QC test, :func:`hit_differences`; the rule passes those that
+    gave an observation, a returning worker's later HITs giving none), with :data:`PASS_PRIOR` counting
+    pseudo-HITs added; None without ratings. A HIT that does not count adds no observation, so a pair can
+    expect its observations so far plus this share of the HITs still planned to hold it
+    (:func:`held_pairs`) by the end of the fixed design: the horizon of the rule's futility,
+    :attr:`hitkit.analysis.sequential.Comparison.expected`."""
     if ratings is None or ratings.empty:
         return None
     control = ratings["is_control"].astype(str).str.strip().str.lower().isin(["1", "true"])

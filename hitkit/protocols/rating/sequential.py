@@ -5,9 +5,12 @@ what it covers and its references) on this protocol's own table: ``da_ratings`` 
 (:func:`hitkit.protocols.rating.analysis.as_chat_ratings`), the degraded copies as the control of the
 QC test, a rated response (one worker's criterion ratings of one text) in a conversation's place.
 For the pair (x, y), each counted assignment that passes its own QC test and rated both systems gives
-one observation in [−1, 1]: its mean oriented slider score of x's responses minus y's, / 100 (null 0),
-watched with the bounded (nonasymptotic) confidence sequence; n counts those assignments (a HIT is
-taken by ``ratings_per_item`` workers, each assignment one worker's block: the cluster).
+a value in [−1, 1]: its mean oriented slider score of x's responses minus y's, / 100 (null 0). A worker
+may take many blocks (HITs), so the sequence takes one observation per worker, their first such
+assignment (:func:`hitkit.analysis.contributions.worker_contributions`, which states the exact guarantee),
+watched with the bounded (nonasymptotic) confidence sequence; n counts those workers. A block's texts are
+rated by ``ratings_per_item`` workers and taken as fixed material, as the default analysis takes them: the
+guarantee is exact when the crowd is even on every block's texts, approximate when only on average.
 
 Free of scipy at import, like live chat's.
 """
@@ -27,8 +30,8 @@ from hitkit.protocols.rating.scores import DEFAULT_CRITERIA, TABLE
 
 __all__ = ["UNIT", "planned", "hit_pairs", "comparisons"]
 
-UNIT = "assignments"
-"""What a comparison's n counts: counted assignments with ratings (one worker's HIT each)."""
+UNIT = "workers"
+"""What a comparison's n counts: workers, each one observation (their first counted assignment on a fresh block)."""
 
 
 def planned(payloads: Sequence[Mapping], config) -> dict[Pair, float]:
