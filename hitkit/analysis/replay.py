@@ -1,0 +1,425 @@
+"""Replaying a stopping rule over reordered HITs of a finished study: the observations each pair's
+sequence takes (:class:`ReplayData`, made by each protocol's ``replay`` module from its tables) and the
+rule after every unit of many orders (:func:`replay_orders`).
+
+A *unit* is one counted assignment (a worker's HIT) that carries answers; the replay permutes units,
+never rows within a unit, since a live study receives a HIT's answers together. For each order the rule
+looks after every unit, as :mod:`hitkit.running.stopping` looks after every counted assignment, and
+computes each pair's interval as :func:`hitkit.analysis.sequential.intervals` does:
+
+* a *bounded* pair (pairwise, Spot The Bot, live chat, rating): each cluster's mean score, clusters in
+  the order of their first observation, through the hedged betting sequence
+  (:func:`~hitkit.analysis.betting.bounded_step`, the same arithmetic as
+  :func:`~hitkit.analysis.betting.bounded_interval` at the null); a cluster that gets more observations
+  later (a Spot The Bot conversation annotated again) changes its mean in place, as the live rule's
+  :func:`~hitkit.analysis.sequential.cluster_means` does, and the sequence is recomputed over all clusters;
+* an *exact* pair (the arena): every observation its own, Robbins' normal mixture with the known bound ¼.
+
+Futility and ``undecided`` follow :func:`~hitkit.analysis.sequential.intervals` (the pair's horizon: its
+planned size, or for rated HITs its observations plus the HITs still to hold it × the share passing QC so
+far). Computing them incrementally, one pass per order and pair, keeps 200 orders of a few thousand HITs
+within seconds, where calling the protocol's ``comparisons`` on every prefix would take hours;
+:mod:`hitkit.running.replay` checks the replay against that slow path at a few looks of the first order.
+Pure numpy, no database.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Sequence
+
+import numpy as np
+
+from hitkit.analysis.betting import BET_CAP, _bets, bounded_excludes, bounded_radius  # _bets: the same bets
+from hitkit.analysis.sequential import MIN_UNDECIDED, radius, rho_for
+
+DECISION_CHOICES = ("pair", "pairs", "clear", "best")
+"""``--decision``: ``pair`` replays every pair as its own study with ``stop: decision: pair`` on it (α
+each); the others replay the study-level decision over all watched pairs (α shared by Bonferroni)."""
+
+
+@dataclass(frozen=True)
+class PairData:
+    """One pair's observations over the study: row i arrives with unit ``unit[i]``, belongs to cluster
+    ``cluster[i]`` (0, 1, … in the order of the clusters' labels) and scores
+    ``value[i]`` in [0, 1] (the pair's score rescaled from its bounds). ``planned``: the observations
+    the finished study's design gives it (the sequence's bets are tuned there). ``held``: for rated HITs,
+    the units that hold both systems whether or not they pass QC (the horizon's HITs still to come);
+    None: the horizon is ``planned``."""
+
+    a: str
+    b: str
+    unit: np.ndarray
+    cluster: np.ndarray
+    value: np.ndarray
+    planned: float
+    held: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class ReplayData:
+    """A study's units and every pair's observations, as a protocol's ``replay`` module reads them.
+
+    ``units``: the counted assignments that carry answers, in the order they were handed in (the
+    ``assignments`` table's order). ``exact``: the pairs use the exact per-observation sequence (bound
+    ¼), else the bounded one over cluster means. ``null`` and ``bounds``: the score's null and range in
+    the protocol's own units (the summary reports estimates there). ``holding`` and ``passing``: for rated
+    HITs, which units hold two or more systems and which of those pass their own QC test (the share
+    that scales the horizon); None elsewhere. ``tables``: the tables the protocol's ``comparisons`` read
+    (for the check against the live rule). ``unit_name``: what a unit is, in words."""
+
+    task: str
+    units: list[str]
+    systems: list[str]
+    pairs: list[PairData]
+    null: float = 0.5
+    bounds: tuple[float, float] = (0.0, 1.0)
+    exact: bool = False
+    holding: np.ndarray | None = None
+    passing: np.ndarray | None = None
+    tables: dict | None = None
+    unit_name: str = "HITs"
+
+    @property
+    def watched(self) -> list[PairData]:
+        """The pairs a study-level decision waits for: those the design gives observations (as
+        :func:`hitkit.running.stopping.compute` leaves out pairs the material never compares)."""
+        return [p for p in self.pairs if p.planned > 0]
+
+
+PASS_PRIOR = 10
+"""Passing pseudo-HITs in the horizon's QC share (live chat's ``PASS_PRIOR``, as its ``passed_share``)."""
+
+
+def pair_data(
+    a: str,
+    b: str,
+    rows_unit: np.ndarray,
+    rows_cluster: Sequence,
+    rows_value: np.ndarray,
+    *,
+    bounds: tuple[float, float],
+    planned: float | None = None,
+    held: np.ndarray | None = None,
+) -> PairData:
+    """:class:`PairData` from a pair's rows: ``rows_value`` in ``bounds`` is rescaled to [0, 1]; cluster
+    labels become 0, 1, … in sorted order; ``planned`` defaults to the pair's clusters."""
+    lo, hi = bounds
+    value = (np.asarray(rows_value, dtype=float) - lo) / (hi - lo)
+    if len(value) and (value.min() < -1e-9 or value.max() > 1 + 1e-9):
+        raise ValueError(f"{a}–{b}: a score lies outside its bounds [{lo}, {hi}]")
+    # ids in the labels' sorted order: clusters first seen in one unit keep that order in the sequence,
+    # as the live rule's ordering of, e.g., a Spot The Bot assignment's conversations by name
+    labels = {c: i for i, c in enumerate(sorted(set(rows_cluster)))}
+    cluster = np.array([labels[c] for c in rows_cluster], dtype=int)
+    return PairData(
+        a,
+        b,
+        np.asarray(rows_unit, dtype=int),
+        cluster,
+        np.clip(value, 0.0, 1.0),
+        float(len(labels)) if planned is None else float(planned),
+        held,
+    )
+
+
+def all_pairs(systems: Sequence[str]) -> list[tuple[str, str]]:
+    """Every pair of systems, the first before the second by name (the rule's orientation)."""
+    return list(combinations(sorted(systems), 2))
+
+
+@dataclass(frozen=True)
+class PairTrace:
+    """One pair's rule after every look of one order: winner (+1 a, −1 b, 0 none), settled (claimed or
+    futile), undecided (``clear``'s relaxed futility), observations and estimate (on [0, 1])."""
+
+    winner: np.ndarray
+    settled: np.ndarray
+    undecided: np.ndarray
+    n: np.ndarray
+    mean: np.ndarray
+
+
+def _cluster_stream(pair: PairData, position: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The pair's clusters in arrival order for one order (``position[u]``: the look unit u arrives at):
+    the look each cluster first arrives at, and a matrix of cluster means after each of the pair's own
+    looks when clusters change later (else the fixed means). Returns (looks, means, fixed)."""
+    at = position[pair.unit]
+    first = np.full(pair.cluster.max() + 1, np.iinfo(np.int64).max)
+    np.minimum.at(first, pair.cluster, at)
+    # Clusters by first arrival, ties by their labels (cluster ids are in label order, see pair_data).
+    rank = np.empty_like(first)
+    rank[np.lexsort((np.arange(len(first)), first))] = np.arange(len(first))
+    fixed = bool(np.all(at == first[pair.cluster]))
+    if fixed:
+        sums = np.bincount(rank[pair.cluster], weights=pair.value, minlength=len(first))
+        counts = np.bincount(rank[pair.cluster], minlength=len(first))
+        return np.sort(first), sums / counts, True
+    looks = np.unique(at)
+    cells = np.searchsorted(looks, at) * len(first) + rank[pair.cluster]
+    shape = (len(looks), len(first))
+    sums = np.bincount(cells, weights=pair.value, minlength=shape[0] * shape[1]).reshape(shape).cumsum(axis=0)
+    counts = np.bincount(cells, minlength=shape[0] * shape[1]).reshape(shape).cumsum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return looks, means, False
+
+
+def _log_capital(x: np.ndarray, each: float, planned: float, m: float) -> tuple[np.ndarray, np.ndarray]:
+    """log K⁺ and log K⁻ at the candidate mean ``m`` after each observation along the last axis of ``x``
+    (NaN: no observation, which a sequence only has at its end): :func:`~hitkit.analysis.betting.bounded_step`'s recursion in
+    closed form (running count, sum and Σ(x_i − μ̂_i)² are cumulative sums), as
+    :func:`~hitkit.analysis.betting.bounded_interval` computes it."""
+    valid = ~np.isnan(x)
+    x = np.nan_to_num(x)
+    t = np.cumsum(valid, axis=-1) - valid  # observations before this one
+    mu = (0.5 + np.cumsum(x, axis=-1)) / (t + 2)
+    sq = np.where(valid, (x - mu) ** 2, 0.0)
+    ss = np.cumsum(sq, axis=-1) - sq
+    lam = _bets(t, None, ss, each, planned)
+    kp = np.where(valid, np.log1p(np.minimum(lam, BET_CAP / m) * (x - m)), 0.0)
+    km = np.where(valid, np.log1p(-np.minimum(lam, BET_CAP / (1 - m)) * (x - m)), 0.0)
+    return np.cumsum(kp, axis=-1), np.cumsum(km, axis=-1)
+
+
+def _winner(kp: np.ndarray, km: np.ndarray, each: float) -> np.ndarray:
+    state = np.zeros(kp.shape + (5,))
+    state[..., 3], state[..., 4] = kp, km
+    above, below = bounded_excludes(state, each)
+    return np.where(above, 1, np.where(below, -1, 0)).astype(np.int8)
+
+
+def _bounded_at_looks(pair: PairData, position: np.ndarray, each: float, m: float):
+    """(looks, winner, n, mean, var) of the bounded sequence after each of the pair's own looks."""
+    looks, means, fixed = _cluster_stream(pair, position)
+    if fixed:  # one pass: cluster k's observation is fixed when it arrives
+        x = means
+        kp, km = _log_capital(x, each, pair.planned, m)
+        won = _winner(kp, km, each)
+        count = np.arange(1, len(x) + 1, dtype=float)
+        mean = np.cumsum(x) / count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            var = np.where(count > 1, (np.cumsum(x**2) - count * mean**2) / np.maximum(count - 1, 1), 0.0)
+        # several clusters may arrive at one look: the look's state is after its last cluster
+        distinct = np.unique(looks)
+        last = np.searchsorted(looks, distinct, side="right") - 1
+        return distinct, won[last], count[last], mean[last], np.maximum(var[last], 0.0)
+    # every look's sequence over the clusters it has (a prefix: clusters are in arrival order), their means then
+    arrived = ~np.isnan(means)
+    n = arrived.sum(axis=1).astype(float)
+    x = np.where(arrived, means, 0.0)
+    kp, km = _final_log_capital(x, arrived, each, pair.planned, m)
+    won = _winner(kp, km, each)
+    mean = x.sum(axis=1) / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(n > 1, ((x**2).sum(axis=1) - n * mean**2) / np.maximum(n - 1, 1), 0.0)
+    return looks, won, n, mean, np.maximum(var, 0.0)
+
+
+def _final_log_capital(x: np.ndarray, arrived: np.ndarray, each: float, planned: float, m: float):
+    """:func:`_log_capital`'s last values for each row of ``x`` whose first ``arrived`` entries are its
+    sequence (the rest zeros): the count before each observation is its column."""
+    t = np.arange(x.shape[1], dtype=float)
+    mu = (0.5 + np.cumsum(x, axis=1)) / (t + 2)
+    sq = (x - mu) ** 2 * arrived
+    ss = np.cumsum(sq, axis=1) - sq
+    lam = _bets(t, None, ss, each, planned)
+    d = x - m
+    kp = (np.log1p(np.minimum(lam, BET_CAP / m) * d) * arrived).sum(axis=1)
+    km = (np.log1p(-np.minimum(lam, BET_CAP / (1 - m)) * d) * arrived).sum(axis=1)
+    return kp, km
+
+
+def _exact_at_looks(pair: PairData, position: np.ndarray, each: float, m: float):
+    """(looks, winner, n, mean, var) of the exact sequence (variance bound ¼) after the pair's looks."""
+    at = position[pair.unit]
+    order = np.argsort(at, kind="stable")
+    x = pair.value[order]
+    count = np.arange(1, len(x) + 1, dtype=float)
+    mean = np.cumsum(x) / count
+    r = radius(count, 0.25, each, rho_for(pair.planned, 0.25, each))
+    won = np.where(mean - r > m, 1, np.where(mean + r < m, -1, 0)).astype(np.int8)
+    looks = np.unique(at)
+    last = np.searchsorted(at[order], looks, side="right") - 1
+    return looks, won[last], count[last], mean[last], np.full(len(looks), 0.25)
+
+
+def trace(
+    data: ReplayData, pair: PairData, position: np.ndarray, alpha_each: float, share: np.ndarray | None
+) -> PairTrace:
+    """The pair's rule after every look of the order ``position`` (``position[u]``: unit u's look);
+    ``share``: the QC share after each look (rated HITs), for the horizon."""
+    looks_total = len(position)
+    m = (data.null - data.bounds[0]) / (data.bounds[1] - data.bounds[0])
+    if not len(pair.unit):
+        zero = np.zeros(looks_total)
+        return PairTrace(zero.astype(np.int8), zero.astype(bool), zero.astype(bool), zero, np.full(looks_total, m))
+    step = _exact_at_looks if data.exact else _bounded_at_looks
+    looks, won, n_at, mean_at, var_at = step(pair, position, alpha_each, m)
+    # after look t the pair has what arrived at looks <= t
+    seen = np.searchsorted(looks, np.arange(looks_total), side="right")
+    idx = np.maximum(seen - 1, 0)
+    has = seen > 0
+    winner = np.where(has, won[idx], 0).astype(np.int8)
+    n = np.where(has, n_at[idx], 0.0)
+    mean = np.where(has, mean_at[idx], m)
+    var = np.where(has, var_at[idx], 0.0)
+    if pair.held is not None and share is not None:
+        spent = np.cumsum(np.isin(np.argsort(position), pair.held))
+        horizon = n + np.maximum(pair.planned - spent, 0.0) * share
+    else:
+        horizon = np.full(looks_total, pair.planned)
+    big = np.maximum(horizon, n)
+    if data.exact:
+        r_plan = radius(big, 0.25, alpha_each, rho_for(pair.planned, 0.25, alpha_each))
+    else:
+        r_plan = bounded_radius(big, var, alpha_each, pair.planned, min(max(m, 0.01), 0.99))
+    gap = np.abs(mean - m)
+    inside = (winner == 0) & has
+    sd = np.sqrt(var)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reach = 2 * sd * np.sqrt(big - n) / big + 2 * sd / np.sqrt(n) * (big - n) / big
+    projected = inside & (var > 0) & np.isfinite(r_plan) & (gap + reach < r_plan)
+    futile = projected if data.exact else np.where(n >= horizon, inside, projected)
+    undecided = futile | (inside & (n >= MIN_UNDECIDED) & np.isfinite(r_plan) & (gap < r_plan))
+    return PairTrace(winner, (winner != 0) | futile, undecided, n, mean)
+
+
+def qc_share(data: ReplayData, position: np.ndarray) -> np.ndarray | None:
+    """The share of the units so far holding two systems that pass QC, after each look (with
+    :data:`PASS_PRIOR` passing pseudo-units), or None where there is no QC to scale the horizon."""
+    if data.holding is None or data.passing is None:
+        return None
+    arrival = np.argsort(position)
+    return np.minimum(
+        (np.cumsum(data.passing[arrival]) + PASS_PRIOR) / (np.cumsum(data.holding[arrival]) + PASS_PRIOR), 1.0
+    )
+
+
+def first(flags: np.ndarray) -> int | None:
+    """The first look at which ``flags`` holds, or None."""
+    return int(np.argmax(flags)) if flags.any() else None
+
+
+def replay_order(data: ReplayData, position: np.ndarray, decision: str, alpha: float) -> list[tuple[int | None, int]]:
+    """Per pair of ``data.pairs``: (the look at which it settled, or None; its winner then, +1 a, −1 b, 0
+    none) in the order ``position``, under ``decision`` (:data:`DECISION_CHOICES`)."""
+    share = qc_share(data, position)
+    if decision == "pair":  # each pair its own study: stop: decision: pair on it, α its own
+        out = []
+        for pair in data.pairs:
+            t = trace(data, pair, position, alpha, share) if pair.planned > 0 else None
+            look = first(t.settled) if t is not None else None
+            out.append((look, int(t.winner[look]) if t is not None and look is not None else 0))
+        return out
+    watched = data.watched
+    each = alpha / max(len(watched), 1)
+    traces = {id(p): trace(data, p, position, each, share) for p in watched}
+    if not watched:
+        return [(None, 0) for _ in data.pairs]
+    if decision in ("pairs", "clear"):
+        key = "settled" if decision == "pairs" else "undecided"
+        fired = np.all([getattr(t, key) | t.settled for t in traces.values()], axis=0)
+    elif decision == "best":
+        systems = sorted({s for p in watched for s in (p.a, p.b)})
+        wins = np.zeros((len(position), len(systems)), dtype=int)
+        for p in watched:
+            w = traces[id(p)].winner
+            wins[:, systems.index(p.a)] += w > 0
+            wins[:, systems.index(p.b)] += w < 0
+        # a system that beats every other is the leader (all others are beaten), so the rule fires
+        fired = (wins == len(systems) - 1).any(axis=1)
+    else:
+        raise ValueError(f"decision {decision!r} is not one of {', '.join(DECISION_CHOICES)}")
+    look = first(fired)
+    return [
+        (look, int(traces[id(p)].winner[look])) if look is not None and id(p) in traces else (None, 0)
+        for p in data.pairs
+    ]
+
+
+def orders(units: int, count: int, seed: int) -> np.ndarray:
+    """``count`` seeded random orders of ``units`` units: row r gives each unit's look (0-based)."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((count, units), dtype=int)
+    for r in range(count):
+        out[r, rng.permutation(units)] = np.arange(units)
+    return out
+
+
+def share_of(look: int | None, units: int) -> float | None:
+    """The share of the study's units seen at a look (None: never)."""
+    return None if look is None else (look + 1) / units
+
+
+def full_data_estimate(data: ReplayData, pair: PairData) -> float | None:
+    """The pair's estimate on all its data, in the protocol's units: the mean of its cluster means
+    (bounded) or of its observations (exact); None without observations."""
+    if not len(pair.value):
+        return None
+    if data.exact:
+        mean = float(pair.value.mean())
+    else:
+        sums = np.bincount(pair.cluster, weights=pair.value)
+        mean = float((sums / np.bincount(pair.cluster)).mean())
+    lo, hi = data.bounds
+    return lo + (hi - lo) * mean
+
+
+def direction(data: ReplayData, estimate: float | None) -> int:
+    """+1 when the full data favour a (estimate above the null), −1 b, 0 neither or no data."""
+    if estimate is None or math.isclose(estimate, data.null, abs_tol=1e-12):
+        return 0
+    return 1 if estimate > data.null else -1
+
+
+def unit_order(in_dir, assignment_ids: Sequence[str]) -> list[str]:
+    """The units of a study folder: the counted assignments of ``assignments.csv`` that carry answers
+    (``assignment_ids``: the task table's), in the table's order, the order the work was handed in;
+    without ``assignments.csv``, the assignments in order of their first answer."""
+    from pathlib import Path
+
+    from hitkit.analysis.tables import counted, read_assignments, table_path
+
+    answered = dict.fromkeys(str(a) for a in assignment_ids)
+    if not table_path(Path(in_dir) / "assignments.csv").exists():
+        return list(answered)
+    return [a for a in counted(read_assignments(in_dir))["assignment_id"].astype(str) if a in answered]
+
+
+def pairs_from_rows(
+    rows,
+    systems: Sequence[str],
+    units: Sequence[str],
+    *,
+    bounds: tuple[float, float],
+    planned: dict | None = None,
+    held: dict | None = None,
+) -> list[PairData]:
+    """Every pair of ``systems`` from a frame of observation rows (columns x, y with x before y by name,
+    value in ``bounds``, cluster, unit: the assignment it arrives with); a pair without rows has none.
+    Rows whose unit is not among ``units`` (work that does not count) are left out."""
+    index = {u: i for i, u in enumerate(units)}
+    at = rows["unit"].astype(str).map(index)
+    rows = rows[at.notna()].assign(_at=at[at.notna()].astype(int))
+    groups = {key: group for key, group in rows.groupby(["x", "y"], sort=False)}
+    out = []
+    for x, y in all_pairs(systems):
+        group = groups.get((x, y))
+        if group is None:
+            group = rows.iloc[:0]
+        out.append(
+            pair_data(
+                x,
+                y,
+                group["_at"].to_numpy(int),
+                list(group["cluster"]),
+                group["value"].to_numpy(float),
+                bounds=bounds,
+                planned=None if planned is None else planned.get((x, y), 0.0),
+                held=None if held is None else held.get((x, y), np.zeros(0, dtype=int)),
+            )
+        )
+    return out
