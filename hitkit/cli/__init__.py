@@ -10,6 +10,7 @@ from hitkit.cli import (  # noqa: F401 - each module adds its commands to main
     planning,
     recontact,
     reference,
+    replaying,
     results,
     running,
 )

@@ -23,17 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.replay import (
-    DECISION_CHOICES,
-    ReplayData,
-    direction,
-    full_data_estimate,
-    orders,
-    qc_share,
-    replay_order,
-    share_of,
-    trace,
-)
+from hitkit.analysis.replay import DECISION_CHOICES, orders, qc_share, replay_order, share_of, trace
+from hitkit.analysis.replay_data import ReplayData, direction, full_data_estimate
 from hitkit.analysis.sequential import BOUNDED_REFERENCE, REFERENCE, intervals
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
@@ -82,14 +73,23 @@ class ReplayResult:
 def read_study(task: str, directory: Path, config=None) -> ReplayData:
     """The folder's observations, read by the protocol's ``replay`` module; a clear error when there is
     nothing to replay."""
-    from hitkit.tables.loading import check_task_folder
+    from hitkit.tables.loading import TASK_TABLES, check_task_folder
 
     if task not in PROTOCOLS:
         raise HitkitError(f"unknown task {task!r}; one of {', '.join(PROTOCOLS)}")
     directory = Path(directory)
     if not directory.is_dir():
         raise HitkitError(f"{directory} is not a folder; `hitkit replay {task}` reads a folder of exported tables")
-    check_task_folder(task, directory)
+    try:
+        check_task_folder(task, directory)
+    except HitkitError as exc:  # its advice names `hitkit analyze`; say it for replay
+        other = next((t for name, t in TASK_TABLES.items() if name != PROTOCOLS[task].table and name in str(exc)), None)
+        raise HitkitError(
+            f"{directory} holds no {PROTOCOLS[task].table}.csv"
+            + (f" but {other}'s table; run `hitkit replay {other} {directory}`" if other else "")
+        ) from None
+    if not any((directory / f"{PROTOCOLS[task].table}{s}").is_file() for s in (".csv", ".parquet")):
+        raise HitkitError(f"{directory} holds no {PROTOCOLS[task].table}.csv, the table of {task}'s answers")
     data = PROTOCOLS[task].module("replay").replay_data(directory, config)
     if not data.units:
         raise HitkitError(f"{directory}: no counted {data.unit_name} with answers; there is nothing to replay")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.replay import ReplayData, pairs_from_rows, unit_order
+from hitkit.analysis.replay_data import ReplayData, pairs_from_rows, unit_order
 from hitkit.protocols.arena.reading import read_study_battles
 from hitkit.protocols.arena.sequential import SCORE, leaderboard_battles
 

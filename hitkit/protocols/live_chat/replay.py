@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.replay import ReplayData, all_pairs, pairs_from_rows, unit_order
+from hitkit.analysis.replay_data import ReplayData, all_pairs, pairs_from_rows, unit_order
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion
 from hitkit.protocols.live_chat.reading import read_tables
 from hitkit.protocols.live_chat.sequential import hit_differences

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hitkit.analysis.replay import ReplayData
+from hitkit.analysis.replay_data import ReplayData
 from hitkit.analysis.tables import read_frame
 from hitkit.protocols.live_chat.replay import rated_replay
 from hitkit.protocols.rating.analysis import read_da_ratings

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.replay import ReplayData, pairs_from_rows, unit_order
+from hitkit.analysis.replay_data import ReplayData, pairs_from_rows, unit_order
 from hitkit.protocols.spot_the_bot.annotations import HUMAN
 from hitkit.protocols.spot_the_bot.reading import read_annotations, segment_annotations
 
