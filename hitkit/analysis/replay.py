@@ -54,29 +54,39 @@ class PairTrace:
     mean: np.ndarray
 
 
-def _cluster_stream(pair: PairData, position: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+def _cluster_stream(
+    pair: PairData, position: np.ndarray, limit: int | None = None
+) -> tuple[np.ndarray, np.ndarray, bool, bool]:
     """The pair's clusters in arrival order for one order (``position[u]``: the look unit u arrives at):
     the look each cluster first arrives at, and a matrix of cluster means after each of the pair's own
-    looks when clusters change later (else the fixed means). Returns (looks, means, fixed)."""
+    looks when clusters change later (else the fixed means), for its first ``limit`` looks only if given.
+    Returns (looks, means, fixed, complete)."""
     at = position[pair.unit]
     first = np.full(pair.cluster.max() + 1, np.iinfo(np.int64).max)
     np.minimum.at(first, pair.cluster, at)
     # Clusters by first arrival, ties by their labels (cluster ids are in label order, see pair_data).
     rank = np.empty_like(first)
     rank[np.lexsort((np.arange(len(first)), first))] = np.arange(len(first))
-    fixed = bool(np.all(at == first[pair.cluster]))
-    if fixed:
+    if bool(np.all(at == first[pair.cluster])):
         sums = np.bincount(rank[pair.cluster], weights=pair.value, minlength=len(first))
         counts = np.bincount(rank[pair.cluster], minlength=len(first))
-        return np.sort(first), sums / counts, True
+        return np.sort(first), sums / counts, True, True
     looks = np.unique(at)
-    cells = np.searchsorted(looks, at) * len(first) + rank[pair.cluster]
-    shape = (len(looks), len(first))
-    sums = np.bincount(cells, weights=pair.value, minlength=shape[0] * shape[1]).reshape(shape).cumsum(axis=0)
+    li = np.searchsorted(looks, at)
+    column = rank[pair.cluster]
+    complete = limit is None or limit >= len(looks)
+    if not complete:  # the first `limit` looks see only the clusters that arrived by then
+        keep = li < limit
+        looks, li, column, value = looks[:limit], li[keep], column[keep], pair.value[keep]
+    else:
+        value = pair.value
+    shape = (len(looks), int(column.max()) + 1)
+    cells = li * shape[1] + column
+    sums = np.bincount(cells, weights=value, minlength=shape[0] * shape[1]).reshape(shape).cumsum(axis=0)
     counts = np.bincount(cells, minlength=shape[0] * shape[1]).reshape(shape).cumsum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-    return looks, means, False
+    return looks, means, False, complete
 
 
 def _log_capital(x: np.ndarray, each: float, planned: float, m: float) -> tuple[np.ndarray, np.ndarray]:
@@ -103,9 +113,10 @@ def _winner(kp: np.ndarray, km: np.ndarray, each: float) -> np.ndarray:
     return np.where(above, 1, np.where(below, -1, 0)).astype(np.int8)
 
 
-def _bounded_at_looks(pair: PairData, position: np.ndarray, each: float, m: float):
-    """(looks, winner, n, mean, var) of the bounded sequence after each of the pair's own looks."""
-    looks, means, fixed = _cluster_stream(pair, position)
+def _bounded_at_looks(pair: PairData, position: np.ndarray, each: float, m: float, limit: int | None = None):
+    """(looks, winner, n, mean, var, complete) of the bounded sequence after each of the pair's own looks
+    (its first ``limit`` looks where clusters change later; complete: all of them)."""
+    looks, means, fixed, complete = _cluster_stream(pair, position, limit)
     if fixed:  # one pass: cluster k's observation is fixed when it arrives
         x = means
         kp, km = _log_capital(x, each, pair.planned, m)
@@ -117,7 +128,7 @@ def _bounded_at_looks(pair: PairData, position: np.ndarray, each: float, m: floa
         # several clusters may arrive at one look: the look's state is after its last cluster
         distinct = np.unique(looks)
         last = np.searchsorted(looks, distinct, side="right") - 1
-        return distinct, won[last], count[last], mean[last], np.maximum(var[last], 0.0)
+        return distinct, won[last], count[last], mean[last], np.maximum(var[last], 0.0), True
     # every look's sequence over the clusters it has (a prefix: clusters are in arrival order), their means then
     arrived = ~np.isnan(means)
     n = arrived.sum(axis=1).astype(float)
@@ -127,7 +138,7 @@ def _bounded_at_looks(pair: PairData, position: np.ndarray, each: float, m: floa
     mean = x.sum(axis=1) / n
     with np.errstate(invalid="ignore", divide="ignore"):
         var = np.where(n > 1, ((x**2).sum(axis=1) - n * mean**2) / np.maximum(n - 1, 1), 0.0)
-    return looks, won, n, mean, np.maximum(var, 0.0)
+    return looks, won, n, mean, np.maximum(var, 0.0), complete
 
 
 def _final_log_capital(x: np.ndarray, arrived: np.ndarray, each: float, planned: float, m: float):
@@ -144,8 +155,9 @@ def _final_log_capital(x: np.ndarray, arrived: np.ndarray, each: float, planned:
     return kp, km
 
 
-def _exact_at_looks(pair: PairData, position: np.ndarray, each: float, m: float):
-    """(looks, winner, n, mean, var) of the exact sequence (variance bound ¼) after the pair's looks."""
+def _exact_at_looks(pair: PairData, position: np.ndarray, each: float, m: float, limit: int | None = None):
+    """(looks, winner, n, mean, var, complete) of the exact sequence (variance bound ¼) after the pair's
+    looks (all of them: ``limit`` is for the bounded sequence's sake)."""
     at = position[pair.unit]
     order = np.argsort(at, kind="stable")
     x = pair.value[order]
@@ -155,21 +167,45 @@ def _exact_at_looks(pair: PairData, position: np.ndarray, each: float, m: float)
     won = np.where(mean - r > m, 1, np.where(mean + r < m, -1, 0)).astype(np.int8)
     looks = np.unique(at)
     last = np.searchsorted(at[order], looks, side="right") - 1
-    return looks, won[last], count[last], mean[last], np.full(len(looks), 0.25)
+    return looks, won[last], count[last], mean[last], np.full(len(looks), 0.25), True
+
+
+FIRST_LOOKS = 256
+"""Looks a changing-cluster sequence first computes when only its first settled look is wanted: clear
+pairs settle early, and every look costs one pass over the clusters so far (then 4×, 16×, …)."""
 
 
 def trace(
-    data: ReplayData, pair: PairData, position: np.ndarray, alpha_each: float, share: np.ndarray | None
+    data: ReplayData,
+    pair: PairData,
+    position: np.ndarray,
+    alpha_each: float,
+    share: np.ndarray | None,
+    *,
+    until_settled: bool = False,
 ) -> PairTrace:
     """The pair's rule after every look of the order ``position`` (``position[u]``: unit u's look);
-    ``share``: the QC share after each look (rated HITs), for the horizon."""
+    ``share``: the QC share after each look (rated HITs), for the horizon. ``until_settled``: only the
+    looks up to the first at which it is settled are computed (later looks read as not settled)."""
+    limit = FIRST_LOOKS if until_settled else None
+    while True:
+        found = _trace(data, pair, position, alpha_each, share, limit)
+        if found is not None:
+            return found
+        limit = 4 * limit if limit is not None else None
+
+
+def _trace(
+    data: ReplayData, pair: PairData, position: np.ndarray, alpha_each: float, share, limit: int | None
+) -> PairTrace | None:
+    """:func:`trace` from the pair's first ``limit`` looks; None when those do not settle it and there are more."""
     looks_total = len(position)
     m = (data.null - data.bounds[0]) / (data.bounds[1] - data.bounds[0])
     if not len(pair.unit):
         zero = np.zeros(looks_total)
         return PairTrace(zero.astype(np.int8), zero.astype(bool), zero.astype(bool), zero, np.full(looks_total, m))
     step = _exact_at_looks if data.exact else _bounded_at_looks
-    looks, won, n_at, mean_at, var_at = step(pair, position, alpha_each, m)
+    looks, won, n_at, mean_at, var_at, complete = step(pair, position, alpha_each, m, limit)
     # after look t the pair has what arrived at looks <= t
     seen = np.searchsorted(looks, np.arange(looks_total), side="right")
     idx = np.maximum(seen - 1, 0)
@@ -196,7 +232,13 @@ def trace(
     projected = inside & (var > 0) & np.isfinite(r_plan) & (gap + reach < r_plan)
     futile = projected if data.exact else np.where(n >= horizon, inside, projected)
     undecided = futile | (inside & (n >= MIN_UNDECIDED) & np.isfinite(r_plan) & (gap < r_plan))
-    return PairTrace(winner, (winner != 0) | futile, undecided, n, mean)
+    settled = (winner != 0) | futile
+    if not complete:  # known through the last look computed only
+        known = np.arange(looks_total) <= looks[-1]
+        if not (settled & known).any():
+            return None
+        settled, undecided = settled & known, undecided & known
+    return PairTrace(winner, settled, undecided, n, mean)
 
 
 def qc_share(data: ReplayData, position: np.ndarray) -> np.ndarray | None:
@@ -222,7 +264,7 @@ def replay_order(data: ReplayData, position: np.ndarray, decision: str, alpha: f
     if decision == "pair":  # each pair its own study: stop: decision: pair on it, α its own
         out = []
         for pair in data.pairs:
-            t = trace(data, pair, position, alpha, share) if pair.planned > 0 else None
+            t = trace(data, pair, position, alpha, share, until_settled=True) if pair.planned > 0 else None
             look = first(t.settled) if t is not None else None
             out.append((look, int(t.winner[look]) if t is not None and look is not None else 0))
         return out
