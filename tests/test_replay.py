@@ -334,3 +334,22 @@ def test_a_folder_with_no_counted_work_is_refused_clearly(tmp_path):
     assignments.assign(status="returned").to_csv(folder / "assignments.csv", index=False)
     with pytest.raises(HitkitError, match="no counted HITs with answers"):
         read_study("pairwise", folder)
+
+
+@pytest.mark.parametrize("decision", ["pair", "pairs", "clear", "best"])
+def test_computing_only_up_to_the_first_settled_look_changes_no_row(decision, tmp_path, monkeypatch):
+    from hitkit.analysis import replay as engine
+
+    data = read_study("spot_the_bot", write_spot_the_bot(tmp_path / "sim", seed=2, conversations=12))
+    each = 0.05 if decision == "pair" else 0.05 / len(data.watched)
+    monkeypatch.setattr(engine, "FIRST_LOOKS", 3)  # windows of 3, 12, 48 looks: every growth is exercised
+    for position in orders(len(data.units), 5, 3):
+        share = engine.qc_share(data, position)
+        full = {id(p): engine.trace(data, p, position, each, share) for p in data.watched}
+        if decision == "pair":
+            want = [(engine.first(full[id(p)].settled), full[id(p)].winner) for p in data.pairs]
+            want = [(look, int(w[look]) if look is not None else 0) for look, w in want]
+        else:
+            look = engine.first(engine._fired(full, data.watched, decision, len(position)))
+            want = [(look, int(full[id(p)].winner[look]) if look is not None else 0) for p in data.pairs]
+        assert replay_order(data, position, decision, 0.05) == want

@@ -189,21 +189,33 @@ def trace(
     looks up to the first at which it is settled are computed (later looks read as not settled)."""
     limit = FIRST_LOOKS if until_settled else None
     while True:
-        found = _trace(data, pair, position, alpha_each, share, limit)
-        if found is not None:
-            return found
-        limit = 4 * limit if limit is not None else None
+        found, known = _trace(data, pair, position, alpha_each, share, limit)
+        if known == len(position) - 1 or found.settled[: known + 1].any():
+            return _known(found, known)
+        limit = 4 * (limit or FIRST_LOOKS)
+
+
+def _known(t: PairTrace, known: int) -> PairTrace:
+    """``t`` with the looks after ``known`` (not computed) read as not settled, nothing claimed."""
+    if known == len(t.winner) - 1:
+        return t
+    later = np.arange(len(t.winner)) > known
+    return PairTrace(
+        np.where(later, 0, t.winner).astype(np.int8), t.settled & ~later, t.undecided & ~later, t.n, t.mean
+    )
 
 
 def _trace(
     data: ReplayData, pair: PairData, position: np.ndarray, alpha_each: float, share, limit: int | None
-) -> PairTrace | None:
-    """:func:`trace` from the pair's first ``limit`` looks; None when those do not settle it and there are more."""
+) -> tuple[PairTrace, int]:
+    """:func:`trace` from the pair's first ``limit`` looks (all when None), and the last look it is exact
+    through (the last, when those are all the pair's looks)."""
     looks_total = len(position)
     m = (data.null - data.bounds[0]) / (data.bounds[1] - data.bounds[0])
     if not len(pair.unit):
         zero = np.zeros(looks_total)
-        return PairTrace(zero.astype(np.int8), zero.astype(bool), zero.astype(bool), zero, np.full(looks_total, m))
+        empty = PairTrace(zero.astype(np.int8), zero.astype(bool), zero.astype(bool), zero, np.full(looks_total, m))
+        return empty, looks_total - 1
     step = _exact_at_looks if data.exact else _bounded_at_looks
     looks, won, n_at, mean_at, var_at, complete = step(pair, position, alpha_each, m, limit)
     # after look t the pair has what arrived at looks <= t
@@ -232,13 +244,8 @@ def _trace(
     projected = inside & (var > 0) & np.isfinite(r_plan) & (gap + reach < r_plan)
     futile = projected if data.exact else np.where(n >= horizon, inside, projected)
     undecided = futile | (inside & (n >= MIN_UNDECIDED) & np.isfinite(r_plan) & (gap < r_plan))
-    settled = (winner != 0) | futile
-    if not complete:  # known through the last look computed only
-        known = np.arange(looks_total) <= looks[-1]
-        if not (settled & known).any():
-            return None
-        settled, undecided = settled & known, undecided & known
-    return PairTrace(winner, settled, undecided, n, mean)
+    known = looks_total - 1 if complete else int(looks[-1])
+    return PairTrace(winner, (winner != 0) | futile, undecided, n, mean), known
 
 
 def qc_share(data: ReplayData, position: np.ndarray) -> np.ndarray | None:
@@ -269,29 +276,40 @@ def replay_order(data: ReplayData, position: np.ndarray, decision: str, alpha: f
             out.append((look, int(t.winner[look]) if t is not None and look is not None else 0))
         return out
     watched = data.watched
-    each = alpha / max(len(watched), 1)
-    traces = {id(p): trace(data, p, position, each, share) for p in watched}
     if not watched:
         return [(None, 0) for _ in data.pairs]
-    if decision in ("pairs", "clear"):
-        key = "settled" if decision == "pairs" else "undecided"
-        fired = np.all([getattr(t, key) | t.settled for t in traces.values()], axis=0)
-    elif decision == "best":
-        systems = sorted({s for p in watched for s in (p.a, p.b)})
-        wins = np.zeros((len(position), len(systems)), dtype=int)
-        for p in watched:
-            w = traces[id(p)].winner
-            wins[:, systems.index(p.a)] += w > 0
-            wins[:, systems.index(p.b)] += w < 0
-        # a system that beats every other is the leader (all others are beaten), so the rule fires
-        fired = (wins == len(systems) - 1).any(axis=1)
-    else:
-        raise ValueError(f"decision {decision!r} is not one of {', '.join(DECISION_CHOICES)}")
+    each = alpha / max(len(watched), 1)
+    limit: int | None = FIRST_LOOKS
+    while True:  # the sequences up to a window of looks, grown until the rule fires in it or it is all
+        found = {id(p): _trace(data, p, position, each, share, limit) for p in watched}
+        known = min(k for _, k in found.values())
+        traces = {key: _known(t, known) for key, (t, _) in found.items()}
+        fired = _fired(traces, watched, decision, len(position))
+        if fired.any() or known == len(position) - 1:
+            break
+        limit = 4 * (limit or FIRST_LOOKS)
     look = first(fired)
     return [
         (look, int(traces[id(p)].winner[look])) if look is not None and id(p) in traces else (None, 0)
         for p in data.pairs
     ]
+
+
+def _fired(traces: dict, watched: list[PairData], decision: str, looks: int) -> np.ndarray:
+    """After each look, whether the study-level ``decision`` is made by the watched pairs' traces."""
+    if decision in ("pairs", "clear"):
+        key = "settled" if decision == "pairs" else "undecided"
+        return np.all([getattr(t, key) | t.settled for t in traces.values()], axis=0)
+    if decision == "best":
+        systems = sorted({s for p in watched for s in (p.a, p.b)})
+        wins = np.zeros((looks, len(systems)), dtype=int)
+        for p in watched:
+            w = traces[id(p)].winner
+            wins[:, systems.index(p.a)] += w > 0
+            wins[:, systems.index(p.b)] += w < 0
+        # a system that beats every other is the leader (all others are beaten), so the rule fires
+        return (wins == len(systems) - 1).any(axis=1)
+    raise ValueError(f"decision {decision!r} is not one of {', '.join(DECISION_CHOICES)}")
 
 
 def orders(units: int, count: int, seed: int) -> np.ndarray:
