@@ -9,7 +9,9 @@ empirical-Bernstein confidence sequence of Waudby-Smith & Ramdas (JRSS-B 2024, T
 Σλᵢxᵢ/Σλᵢ, radius (log(2/α) + Σ 4(xᵢ − μ̂ᵢ₋₁)²ψ(λᵢ)) / Σλᵢ, ψ(λ) = (−log(1 − λ) − λ)/4, bets tuned
 like hitkit's), and, for scale only, the fixed-sample t interval at α/45 (not anytime-valid). Then, over
 the replay's orders, when each sequence first excludes 0: the median share of the run's HITs (``never``
-when it does not in half the orders) and the share of orders in which it has by 70 % of the HITs.
+when it does not in half the orders) and the share of orders in which it has by 70 % of the HITs. A pair
+with no observations (every HIT holding both systems fails its own QC test, as B–B_p and D–D_p on Free
+run 2) is listed as such: it can never settle.
 """
 
 from __future__ import annotations
@@ -86,6 +88,11 @@ def diagnose(obs: dict, plan: dict, positions: np.ndarray, margin: dict, holm: f
     rows = []
     for (a, b), (hits, x) in obs.items():
         n = len(x)
+        if not n:  # planned, but no HIT holding both passed its own QC test: the pair can never settle
+            rows.append(
+                (-1.0, f"{a + '-' + b:<10} {0:>3}  no observations (no HIT holding both passes QC): never settles")
+            )
+            continue
         scaled = (x + 1) / 2
         centre, radius = eb_sequence(scaled[None, :], each, plan[(a, b)])
         eb_margin = abs(centre[0, -1] - 0.5) / radius[0, -1]

@@ -11,6 +11,7 @@ from hitkit.cli import (  # noqa: F401 - each module adds its commands to main
     recontact,
     reference,
     releasing,
+    replaying,
     results,
     running,
 )
