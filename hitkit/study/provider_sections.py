@@ -136,6 +136,10 @@ class PanelConfig(Model):
         return self
 
 
+WORK_WORDS = {"prolific": "study", "panel": "task", "local": "task", "mturk": "HIT", "simulated": "HIT"}
+"""Each platform's own word for one piece of work, shown on worker pages (:attr:`ProviderConfig.work_word`)."""
+
+
 class ProviderConfig(Model):
     """Which crowd does the work."""
 
@@ -145,6 +149,13 @@ class ProviderConfig(Model):
     prolific: ProlificConfig = Field(default_factory=ProlificConfig)
     mturk: MTurkConfig = Field(default_factory=MTurkConfig)
     panel: Optional[PanelConfig] = None
+
+    @property
+    def work_word(self) -> str:
+        """What the study's platform calls one piece of work, as worker pages name it: Prolific's participants
+        take a "study", a panel's and local annotators a "task", MTurk's workers (and the simulated crowd,
+        which arrives as they did) a "HIT"."""
+        return WORK_WORDS[self.kind]
 
     @model_validator(mode="after")
     def _panel_section(self) -> "ProviderConfig":
