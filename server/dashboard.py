@@ -14,6 +14,7 @@ from flask import abort, current_app, jsonify, redirect, render_template, reques
 from flask.blueprints import BlueprintSetupState
 
 from hitkit import dashboard as dash
+from hitkit.dashboard import glossary
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 from hitkit.worker import tokens
@@ -33,6 +34,8 @@ def _configure(state: BlueprintSetupState) -> None:
         "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f} %"
     )
     app.jinja_env.filters["when"] = lambda t: t.strftime("%Y-%m-%d %H:%M:%S") if t else "–"
+    app.jinja_env.filters["event_label"] = glossary.event_label
+    app.jinja_env.filters["detail_label"] = glossary.detail_label
 
 
 @bp.context_processor

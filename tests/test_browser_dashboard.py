@@ -84,7 +84,7 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
             )
             assert page.evaluate("window.__notReloaded === true")
             assert int(page.locator('[data-system="alpha"] [data-live="answers"]').inner_text()) > 0
-            page.locator("tbody[data-live-events]", has_text="assignment_submitted").wait_for()
+            page.locator("tbody[data-live-events]", has_text="a worker submitted work").wait_for()
             page.screenshot(path=str(artifact("dashboard-study.png")), full_page=True)
             page.wait_for_function(
                 "() => document.querySelector('[data-live=\"status\"]').textContent === 'completed'", timeout=90_000
@@ -124,7 +124,7 @@ def test_a_coordinator_watches_a_study_opens_a_conversation_and_pays_a_bonus(tmp
             page.screenshot(path=str(artifact("dashboard-workers.png")), full_page=True)
 
             page.get_by_role("link", name="Event log").click()
-            page.get_by_text("bonus_paid").first.wait_for()
+            page.get_by_text("bonus paid", exact=True).first.wait_for()
             page.screenshot(path=str(artifact("dashboard-events.png")), full_page=False)
             assert errors == []
             browser.close()

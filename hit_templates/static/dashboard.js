@@ -51,9 +51,7 @@
       const row = body.insertRow();
       if (i === 0) { row.dataset.key = key; row.classList.add("changed"); }
       cell(row, e.time, "nowrap");
-      const kind = document.createElement("code");
-      kind.textContent = e.kind;
-      cell(row, "").appendChild(kind);
+      cell(row, e.label || e.kind).title = e.kind;
       cell(row, e.actor);
       const data = cell(row, "", "data");
       Object.keys(e.data).forEach(function (k) {
@@ -92,7 +90,7 @@
       }
       if (!reply.ok) { throw new Error("HTTP " + reply.status); }
       apply(await reply.json());
-      status.textContent = "live · updated " + new Date().toLocaleTimeString();
+      status.textContent = "live · updated " + new Date().toISOString().slice(11, 19) + " UTC";
       status.className = "live";
     } catch (err) {
       status.textContent = "cannot reach the server; retrying";

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from hitkit.dashboard.glossary import detail_label, event_label
 from hitkit.dashboard.workers import ActionError
 from hitkit.db.models import (
     Assignment,
@@ -250,8 +251,9 @@ def event_json(item: Mapping[str, Any]) -> dict[str, Any]:
         "time": item["time"].strftime("%Y-%m-%d %H:%M:%S") if item["time"] else "–",
         "study": item["study"],
         "kind": item["kind"],
+        "label": event_label(item["kind"]),
         "actor": item["actor"],
-        "data": {str(k): str(v) for k, v in data.items()},
+        "data": {detail_label(str(k)): str(v) for k, v in data.items()},
     }
 
 

@@ -120,13 +120,15 @@ class StudyProgress:
 
     @property
     def leader_text(self) -> str:
-        """Who leads, in words: ``scheduler on HOST (pid N) since …``, or none."""
+        """Who acts on the platform for the study, in words. Between two scheduler ticks nobody holds the study's
+        lease; the page then names who acted last instead of flickering to "none"."""
         lead = self.leader
-        return (
-            f"{lead['role']} on {lead['host']} (pid {lead['pid']}) since {lead['since'][:19].replace('T', ' ')} UTC"
-            if lead
-            else "none (no scheduler acts on this study now)"
-        )
+        if not lead:
+            return "nobody has acted on the platform for this study yet"
+        who = f"the {lead['role']} on {lead['host']} (process {lead['pid']})"
+        if lead.get("live", True):
+            return f"{who}, since {lead['since'][:19].replace('T', ' ')} UTC"
+        return f"{who} acted last; its turn ended at {lead['expires_at'][:19].replace('T', ' ')} UTC"
 
     @property
     def hits_posted(self) -> int:
@@ -306,5 +308,5 @@ def study_progress(session: Session, ctx: StudyContext, cache_key: str = "") -> 
         stopping=stopping.summary(session, ctx),
         platform=platform_state(session, ctx),
         counts=totals,
-        leader=leader(session, study.id),
+        leader=leader(session, study.id, last=True),
     )

@@ -100,13 +100,15 @@ def describe(row: StudyLease | None, now: dt.datetime | None = None) -> str:
     )
 
 
-def leader(session: Session, study_id: int) -> dict | None:
-    """The live leader as plain data (``hitkit status --json``, the dashboard), or None when none leads."""
+def leader(session: Session, study_id: int, *, last: bool = False) -> dict | None:
+    """The live leader as plain data (``hitkit status --json``, the dashboard), or None when none leads;
+    with ``last``, the latest holder even when its lease has run out (``live`` says which)."""
     row = session.get(StudyLease, study_id)
     now = utcnow()
-    if row is None or row.expires_at <= now:
+    if row is None or (row.expires_at <= now and not last):
         return None
     return {
+        "live": row.expires_at > now,
         "role": row.role,
         "host": row.host,
         "pid": row.pid,
