@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult, png
+from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_DUPLICATES,
     INTERVAL_METHOD,
@@ -36,6 +37,7 @@ from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import HitkitError, InputError
 from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
+from hitkit.protocols.arena.evidence import evidence
 from hitkit.protocols.arena.fastchat import read_fastchat
 from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
 from hitkit.protocols.arena.reading import included, read_study_battles
@@ -270,7 +272,9 @@ def analyze_battles(
     figs = {"leaderboard": png(lambda: figures.leaderboard(board))}
     if len(tables["win_rates"]):
         figs["win_rates"] = png(lambda: figures.win_rates(tables["win_rates"], list(board["system"])))
-    return AnalysisResult(tables=tables, summary=summary, figures=figs)
+    result = AnalysisResult(tables=tables, summary=summary, figures=figs)
+    attach(result, *evidence(counted, board, n_boot=n_boot, seed=seed))
+    return result
 
 
 ANALYSIS_OPTIONS = frozenset({"ties", "include_leaks", "add"})

@@ -42,6 +42,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult, common_options, png
+from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -55,6 +56,7 @@ from hitkit.analysis.inference import (
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted
 from hitkit.protocols.live_chat import figures
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion, check_criteria
+from hitkit.protocols.live_chat.evidence import evidence
 from hitkit.protocols.live_chat.quality import (
     QcMethod,
     passed_ratings,
@@ -249,6 +251,7 @@ def analyze_ratings(
             "significance": png(lambda: figures.significance(significance, order, alpha, correction_label(correction)))
         },
     )
+    attach(result, *evidence(steps.z, kept, systems, unit=None, n_boot=n_boot, seed=seed))
     if judge is not None:
         add_judge(result, steps.z, judge, criteria)
     return result

@@ -31,6 +31,9 @@ from scipy import stats
 
 from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
+
+# A worker who cast more than this share of a run's votes dominates it (a warning).
+from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -46,10 +49,9 @@ from hitkit.analysis.inference import (
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import InputError
 from hitkit.protocols.pairwise import figures
-
-# A worker who cast more than this share of a run's votes dominates it (a warning).
 from hitkit.protocols.pairwise.agreement import cohen_weighted_kappa, worker_agreement
 from hitkit.protocols.pairwise.bradley_terry import Resample, _resample_weights, bradley_terry
+from hitkit.protocols.pairwise.evidence import evidence
 from hitkit.protocols.pairwise.judge import analysis_tables, read_judge
 from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical, item_columns, read_votes
 
@@ -228,7 +230,7 @@ def analyze_votes(
         **counts,
         "warnings": lines,
     }
-    return AnalysisResult(
+    result = AnalysisResult(
         tables={
             "pairs": pair_table(votes, correction=correction, resample=resample, n_boot=n_boot, seed=seed, test=test),
             "ranking": ranking,
@@ -237,6 +239,8 @@ def analyze_votes(
         summary=summary,
         figures={"ranking": png(lambda: figures.ranking(ranking))},
     )
+    attach(result, *evidence(votes, ranking, n_boot=n_boot, seed=seed))
+    return result
 
 
 def analyze_pairwise(
