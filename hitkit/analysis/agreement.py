@@ -122,11 +122,18 @@ def distances(level: str, domain: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def _weighted_alphas(
-    data: Codings, level: str, coder_w: np.ndarray, unit_w: np.ndarray, pairs: tuple[np.ndarray, np.ndarray] | None
+    data: Codings,
+    level: str,
+    coder_w: np.ndarray,
+    unit_w: np.ndarray,
+    pairs: tuple[np.ndarray, np.ndarray] | None,
+    *,
+    moments: bool = True,
 ) -> np.ndarray:
     """Alpha for each row of coder weights (B × coders) and unit weights (B × units). With ``pairs`` the
     coincidences are summed over pairs of values (cheap when units have few coders); without, over
-    units as ``A^T N`` of per-unit value counts (cheap when units have many coders and values are few)."""
+    units as ``A^T N`` of per-unit value counts (cheap when units have many coders and values are few);
+    interval alpha from moments unless ``moments`` is False (the tests compare the three)."""
     k = len(data.domain)
     n_units = len(data.units)
     batch = coder_w.shape[0]
@@ -136,7 +143,7 @@ def _weighted_alphas(
     # Each copy's pairs weigh 1 / (copies of other coders' values), so that it adds one coincidence.
     share = np.divide(entry_w, others, out=np.zeros_like(entry_w), where=others > 0) * unit_w[:, data.unit]
     value_w = np.where(others > 0, unit_w[:, data.unit] * entry_w, 0.0)
-    if level == "interval":
+    if level == "interval" and moments:
         return _interval_alphas(data, entry_w, share, value_w)
     if pairs is not None:
         i, j = pairs

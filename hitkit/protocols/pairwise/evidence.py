@@ -1,8 +1,7 @@
 """Pairwise A/B's agreement and ranking fragility (:mod:`hitkit.analysis.evidence`).
 
-Agreement: a unit is one item's pair of systems; a worker's value is the preferred system or a tie
-(nominal alpha, the sides put in one order first so that "a" and "b" mean the same system for every
-worker); per system over the units that involve it. Fragility: the votes whose removal would flip
+Agreement: a unit is one item's pair of systems; a worker's value is the name of the preferred system
+or "tie" (nominal alpha; "a" and "b" name different systems for workers who saw the sides swapped); per system over the units that involve it. Fragility: the votes whose removal would flip
 adjacent systems of the Bradley–Terry ranking, refitted with the ranking's own fit (ties half a win,
 one virtual tied game per pair).
 """
@@ -23,9 +22,12 @@ RANKING = "Bradley–Terry score"
 
 
 def coded(votes: pd.DataFrame) -> pd.DataFrame:
-    """One row per vote: unit columns (item keys, first, second), worker_id and the canonical outcome."""
-    items = list(item_columns(votes))
-    canon = canonical(votes, *items, "worker_id")
+    """One row per vote: unit columns (item keys, first, second), worker_id, the canonical outcome and
+    ``answer``: the preferred system's name or "tie" (so a value means the same whichever side it was on,
+    and the same in every pair: alpha's expected disagreement pools the answers of all units)."""
+    canon = canonical(votes, *item_columns(votes), "worker_id")
+    outcome = canon["outcome"].to_numpy()
+    canon["answer"] = np.where(outcome == FIRST, canon["first"], np.where(outcome == SECOND, canon["second"], "tie"))
     return canon
 
 
@@ -42,11 +44,11 @@ def evidence(
         level=LEVEL,
         unit=unit,
         coder="worker_id",
-        value="outcome",
+        value="answer",
         n_boot=n_boot,
         seed=seed,
     )
-    workers = worker_agreement(canon, level=LEVEL, unit=unit, coder="worker_id", value="outcome")
+    workers = worker_agreement(canon, level=LEVEL, unit=unit, coder="worker_id", value="answer")
     return agreement, fragility(canon, list(ranking["system"]), prior=prior), workers
 
 
