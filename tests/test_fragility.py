@@ -36,7 +36,7 @@ def test_mean_removals_equal_brute_force():
         values = np.r_[high, low]
         side = np.r_[np.zeros(len(high)), np.ones(len(low))].astype(bool)
 
-        def scores(keep):
+        def scores(keep, values=values, side=side):
             out = np.full((len(keep), 2), -np.inf)
             for r, k in enumerate(keep):
                 if k[~side].any() and k[side].any():  # one kept on each side, as mean_removals requires
