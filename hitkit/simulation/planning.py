@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
+from hitkit.analysis.base import console_table
 from hitkit.errors import HitkitError
 from hitkit.money.amounts import hit_cost
 from hitkit.progress import progress
@@ -140,7 +141,7 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
         f"Plan for '{config.study}' ({config.task} on {config.provider.kind}): {result.replicates} simulated "
         f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s.",
         "",
-        result.table.to_string(index=False),
+        console_table(result.table),
         "",
         f"cost: every place paid, with fees ({currency}).",
         "",

@@ -248,7 +248,11 @@ def analyze_ratings(
         },
         summary=summary,
         figures={
-            "significance": png(lambda: figures.significance(significance, order, alpha, correction_label(correction)))
+            "significance": png(
+                lambda: figures.significance(
+                    significance, order, alpha, correction_label(correction), significance_unit
+                )
+            )
         },
     )
     attach(result, *evidence(steps.z, kept, systems, unit=None, n_boot=n_boot, seed=seed))

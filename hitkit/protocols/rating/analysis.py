@@ -216,7 +216,9 @@ def analyze_da(
         summary=summary,
         figures={
             "significance": png(
-                lambda: live_chat_figures.significance(significance, order, alpha, correction_label(correction))
+                lambda: live_chat_figures.significance(
+                    significance, order, alpha, correction_label(correction), significance_unit
+                )
             )
         },
     )
