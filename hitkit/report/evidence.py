@@ -7,6 +7,7 @@ import pandas as pd
 
 from hitkit.analysis.agreement import CONFIDENCE
 from hitkit.analysis.fragility import NO_FLIP
+from hitkit.analysis.gold import GOLD_COLUMNS
 from hitkit.report.parts import ReportInput, Section, display, num
 
 
@@ -17,7 +18,7 @@ def evidence_section(inp: ReportInput) -> Section | None:
     fragility = inp.tables.get("fragility")
     if agreement is None and fragility is None:
         return None
-    section = Section("Agreement and ranking fragility", id="agreement")
+    section = Section("Agreement, gold items and ranking fragility", id="agreement")
     n_boot = inp.summary.get("n_boot")
     if agreement is not None and len(agreement):
         section.text.append(
@@ -45,4 +46,25 @@ def evidence_section(inp: ReportInput) -> Section | None:
         section.tables.append(
             ("Ranking fragility (removals that flip adjacent systems)", display(table.drop(columns="observations")))
         )
+    gold_part(section, inp)
     return section
+
+
+def gold_part(section: Section, inp: ReportInput) -> None:
+    """Each worker's accuracy on the protocol's known-answer items, with its exact interval."""
+    gold = inp.summary.get("gold")
+    table = next((t for t in inp.tables.values() if "gold_items" in t.columns), None)
+    if not gold or table is None:
+        return
+    shown = table[table["gold_items"] > 0][list(GOLD_COLUMNS)]
+    low = gold.get("below_half") or []
+    section.text.append(
+        f"Gold items ({gold.get('items')}): {gold.get('correct')} of {gold.get('answers')} answered right by "
+        f"{gold.get('workers')} workers; per worker the share with its {gold.get('interval')} interval. "
+        + (
+            f"Workers whose whole interval lies below one half: {', '.join(low)}."
+            if low
+            else "No worker's interval lies wholly below one half."
+        )
+    )
+    section.tables.append(("Gold items per worker (exact Clopper–Pearson 95 % interval)", display(shown)))

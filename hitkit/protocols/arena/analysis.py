@@ -27,6 +27,7 @@ from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult, png
 from hitkit.analysis.evidence import attach
+from hitkit.analysis.gold import gold_counts
 from hitkit.analysis.inference import (
     DEFAULT_DUPLICATES,
     INTERVAL_METHOD,
@@ -273,7 +274,12 @@ def analyze_battles(
     if len(tables["win_rates"]):
         figs["win_rates"] = png(lambda: figures.win_rates(tables["win_rates"], list(board["system"])))
     result = AnalysisResult(tables=tables, summary=summary, figures=figs)
-    attach(result, *evidence(counted, board, n_boot=n_boot, seed=seed))
+    attach(
+        result,
+        *evidence(counted, board, n_boot=n_boot, seed=seed),
+        gold=gold_counts(qc["worker_id"], qc["control_battles"], qc["real_wins"]) if len(qc) else None,
+        gold_items="control battles, right when the real system wins (a tie or both bad is not right)",
+    )
     return result
 
 

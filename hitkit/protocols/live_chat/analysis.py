@@ -56,7 +56,7 @@ from hitkit.analysis.inference import (
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted
 from hitkit.protocols.live_chat import figures
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion, check_criteria
-from hitkit.protocols.live_chat.evidence import evidence
+from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
 from hitkit.protocols.live_chat.quality import (
     QcMethod,
     passed_ratings,
@@ -255,7 +255,12 @@ def analyze_ratings(
             )
         },
     )
-    attach(result, *evidence(steps.z, kept, systems, unit=None, n_boot=n_boot, seed=seed))
+    attach(
+        result,
+        *evidence(steps.z, kept, systems, unit=None, n_boot=n_boot, seed=seed),
+        gold=degraded_gold(steps.z),
+        gold_items="the QC bot's conversations, right when rated below the worker's real conversations",
+    )
     if judge is not None:
         add_judge(result, steps.z, judge, criteria)
     return result

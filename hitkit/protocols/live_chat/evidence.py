@@ -17,6 +17,7 @@ import pandas as pd
 
 from hitkit.analysis.agreement import agreement_rows, scopes, worker_agreement
 from hitkit.analysis.fragility import mean_fragility
+from hitkit.analysis.gold import gold_accuracy
 
 LEVEL = "interval"
 RANKING = "mean z (criterion ratings)"
@@ -50,3 +51,16 @@ def evidence(
     workers = worker_agreement(rated, level=LEVEL, unit=keys, coder="worker_id", value="oriented")
     fragility = mean_fragility(kept, system="system", value="z", order=list(systems["system"]), ranking=RANKING)
     return agreement, fragility, workers
+
+
+def degraded_gold(z: pd.DataFrame) -> pd.DataFrame:
+    """Each worker's gold accuracy (:func:`~hitkit.analysis.gold.gold_accuracy`) on the texts known to be
+    worse, the QC bot's conversations (live chat) or the degraded copies (rating): one is answered right
+    when the worker's mean rating of it (all criteria, negatives reversed) is below their mean rating of
+    the intact texts."""
+    control = z["is_control"].astype(bool)
+    intact = z[~control].groupby("worker_id")["oriented"].mean()
+    copies = z[control].groupby(["worker_id", "conversation_id"], as_index=False)["oriented"].mean()
+    copies = copies[copies["worker_id"].isin(intact.index)]
+    copies["correct"] = copies["oriented"].to_numpy() < intact.loc[copies["worker_id"]].to_numpy()
+    return gold_accuracy(copies)

@@ -42,7 +42,7 @@ from hitkit.errors import InputError
 from hitkit.protocols.live_chat import figures as live_chat_figures
 from hitkit.protocols.live_chat.analysis import scored
 from hitkit.protocols.live_chat.criteria import Criterion, check_criteria
-from hitkit.protocols.live_chat.evidence import evidence
+from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
 from hitkit.protocols.live_chat.quality import (
     QcMethod,
     reverse_negative,
@@ -222,7 +222,12 @@ def analyze_da(
             )
         },
     )
-    attach(result, *evidence(steps.z, kept, systems, unit=["item_id", "system"], n_boot=n_boot, seed=seed))
+    attach(
+        result,
+        *evidence(steps.z, kept, systems, unit=["item_id", "system"], n_boot=n_boot, seed=seed),
+        gold=degraded_gold(steps.z),
+        gold_items="degraded copies, right when rated below the worker's intact responses",
+    )
     return result
 
 

@@ -48,6 +48,7 @@ import pandas as pd
 from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.evidence import attach
+from hitkit.analysis.gold import gold_counts
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -199,7 +200,13 @@ def analyze_annotations(
             "win_rates": png(lambda: figures.win_rates(pairs, list(ranked["system"]), correction_label(correction)))
         },
     )
-    attach(result, *evidence(annotations, played, ranked, n_boot=n_boot, seed=seed), workers_table="annotators")
+    attach(
+        result,
+        *evidence(annotations, played, ranked, n_boot=n_boot, seed=seed),
+        workers_table="annotators",
+        gold=gold_counts(annotators["worker_id"], annotators["hh_entities"], annotators["hh_correct"]),
+        gold_items="speakers of human–human conversations, right when labelled human",
+    )
     if survival:
         from hitkit.protocols.spot_the_bot import cox, logrank
         from hitkit.protocols.spot_the_bot import survival as surv
