@@ -136,14 +136,13 @@ def plan(
 
 def plan_text(config: StudyConfig, result: Plan) -> str:
     """The plan as the command line prints it: the table, then one line per decision."""
-    currency = config.provider.currency
     lines = [
         f"Plan for '{config.study}' ({config.task} on {config.provider.kind}): {result.replicates} simulated "
         f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s.",
         "",
         console_table(result.table),
         "",
-        f"cost: every place paid, with fees ({currency}).",
+        f"cost: every place paid, with fees ({config.provider.currency}).",
         "",
     ]
     for decision, meaning in result.decisions.items():
@@ -156,7 +155,7 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
             row = result.table[result.table[result.unit] == size].iloc[0]
             lines.append(
                 f"- {meaning}: {POWER:.0%} power from {result.unit} = {size} ({row['hits']} "
-                f"HIT{'' if row['hits'] == 1 else 's'}, {row['cost']} {currency})"
+                f"HIT{'' if row['hits'] == 1 else 's'}, {row['cost']} {config.provider.currency})"
             )
     return "\n".join(lines)
 
