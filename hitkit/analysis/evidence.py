@@ -36,19 +36,11 @@ def attach(
     ``summary["gold"]`` counts them."""
     result.tables["agreement"] = agreement.reindex(columns=list(AGREEMENT_COLUMNS))
     result.tables["fragility"] = fragility.reindex(columns=list(FRAGILITY_COLUMNS))
-    if workers is not None and workers_table not in result.tables:  # a protocol without a workers table
-        result.tables[workers_table] = workers.reset_index(drop=True)
-    elif workers is not None:
-        table = result.tables[workers_table]
-        own = workers.reindex(columns=list(WORKER_COLUMNS)).astype({"worker_id": str})
-        merged = table.drop(columns=[c for c in WORKER_COLUMNS[1:] if c in table.columns]).merge(
-            own, how="left", left_on=table["worker_id"].astype(str), right_on="worker_id", suffixes=("", "_alpha")
-        )
-        merged = merged.drop(columns=[c for c in ("key_0", "worker_id_alpha") if c in merged.columns])
-        merged["agreement_units"] = merged["agreement_units"].fillna(0).astype(int)
-        result.tables[workers_table] = merged
+    if workers is not None:
+        _merge_workers(result, workers_table, workers, WORKER_COLUMNS, ("agreement_units",))
     if gold is not None:
-        _add_gold(result, gold, gold_items, workers_table)
+        _merge_workers(result, workers_table, gold, GOLD_COLUMNS, ("gold_items", "gold_correct"))
+        result.summary["gold"] = _gold_summary(gold, gold_items)
     overall = agreement[agreement["scope"] == "all"]
     result.summary["agreement"] = [
         {
@@ -75,24 +67,32 @@ def attach(
         }
 
 
-def _add_gold(result: AnalysisResult, gold: pd.DataFrame, what: str, workers_table: str) -> None:
-    own = gold.reindex(columns=list(GOLD_COLUMNS)).astype({"worker_id": str})
-    table = result.tables.get(workers_table)
+def _merge_workers(
+    result: AnalysisResult, name: str, own: pd.DataFrame, columns: tuple[str, ...], counts: tuple[str, ...]
+) -> None:
+    """Put ``own``'s ``columns`` into the result's per-worker table ``name`` by worker_id (``own`` itself
+    when the result has no such table); ``counts`` are 0 for a worker ``own`` does not list."""
+    table = result.tables.get(name)
     if table is None:
-        result.tables[workers_table] = own
-    else:
-        table = table.drop(columns=[c for c in GOLD_COLUMNS[1:] if c in table.columns])
-        keyed = table.assign(_key=table["worker_id"].astype(str))
-        merged = keyed.merge(own.rename(columns={"worker_id": "_key"}), on="_key", how="left").drop(columns="_key")
-        for column in ("gold_items", "gold_correct"):
-            merged[column] = merged[column].fillna(0).astype(int)
-        result.tables[workers_table] = merged
-    result.summary["gold"] = {
+        result.tables[name] = own.reset_index(drop=True)
+        return
+    own = own.reindex(columns=list(columns)).astype({"worker_id": str}).rename(columns={"worker_id": "_key"})
+    keyed = table.drop(columns=[c for c in columns[1:] if c in table.columns]).assign(
+        _key=table["worker_id"].astype(str)
+    )
+    merged = keyed.merge(own, on="_key", how="left").drop(columns="_key")
+    for column in counts:
+        merged[column] = merged[column].fillna(0).astype(int)
+    result.tables[name] = merged
+
+
+def _gold_summary(gold: pd.DataFrame, what: str) -> dict:
+    return {
         "items": what,
-        "workers": len(own),
-        "answers": int(own["gold_items"].sum()),
-        "correct": int(own["gold_correct"].sum()),
-        "below_half": below_chance(own, 0.5),
+        "workers": len(gold),
+        "answers": int(gold["gold_items"].sum()),
+        "correct": int(gold["gold_correct"].sum()),
+        "below_half": below_chance(gold, 0.5),
         "interval": "Clopper–Pearson (exact) 95 %",
     }
 
