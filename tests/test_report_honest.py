@@ -101,3 +101,12 @@ def test_a_pair_all_one_way_gets_an_exact_p_and_an_interval_wider_than_a_point()
         row = pair_table(votes, n_boot=200, test=test).iloc[0]
         assert row["p_value"] == pytest.approx(want)  # exact: never 0
         assert row["gain"] == 1.0 and row["gain_low"] < 1.0 and row["gain_high"] == pytest.approx(1.0)
+
+
+def test_console_tables_print_no_nan_or_none_and_say_what_n_counts():
+    from hitkit.analysis.base import console_table
+
+    table = pd.DataFrame({"system": ["a", "b"], "n": [21, 7], "p": [0.5, float("nan")], "note": ["x", None]})
+    text = console_table(table, {"n": "n (criterion ratings)"})
+    assert MISSING.search(text) is None and text.count("–") == 2
+    assert "n (criterion ratings)" in text.splitlines()[0]
