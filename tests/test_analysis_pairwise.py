@@ -476,7 +476,15 @@ def test_analyze_pairwise_returns_tables_summary_and_figure_and_repeats_exactly(
     assert result.tables["pairs"][["wins_a", "wins_b", "ties"]].to_numpy().sum() == len(counted)
 
     written = {p.name for p in result.write(tmp_path / "out")}
-    assert written == {"pairs.csv", "ranking.csv", "workers.csv", "summary.json", "ranking.png"}
+    assert written == {
+        "pairs.csv",
+        "ranking.csv",
+        "workers.csv",
+        "agreement.csv",
+        "fragility.csv",
+        "summary.json",
+        "ranking.png",
+    }
     assert (tmp_path / "out" / "ranking.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     json.loads((tmp_path / "out" / "summary.json").read_text())
 

@@ -440,6 +440,8 @@ def test_analyze_writes_tables_summary_and_figure(tmp_path, study):
         "annotation_time.csv",
         "annotators.csv",
         "feature_win_rates.csv",
+        "fragility.csv",
+        "label_agreement.csv",
         "ranking.csv",
         "segment_lengths.csv",
         "summary.json",

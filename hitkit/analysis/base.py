@@ -79,3 +79,17 @@ def add_judge(
     result.summary["judge"] = summary
     result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
     result.figures["judge_win_rates"] = png(lambda: figure(tables["judge_win_rates"]))
+
+
+MISSING_TEXT = "–"
+"""What a console table shows for a missing value (never ``nan`` or ``None``)."""
+
+
+def console_table(table: pd.DataFrame, labels: dict[str, str] | None = None) -> str:
+    """``table`` as the command line prints it: missing values as :data:`MISSING_TEXT` in every column,
+    columns renamed by ``labels`` (a count says what it counts)."""
+    shown = table.rename(columns=labels or {})
+    for column in shown.columns:
+        if shown[column].dtype == object:
+            shown[column] = shown[column].where(shown[column].notna(), MISSING_TEXT)
+    return shown.to_string(index=False, na_rep=MISSING_TEXT)

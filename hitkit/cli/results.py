@@ -319,7 +319,11 @@ def analyze(
         s = result.summary
         click.echo(f"{s.get('passed')} of {s.get('workers')} workers passed quality control")
     if ranking is not None:
-        click.echo(ranking.to_string(index=False))
+        # Live chat's and rating's n counts criterion ratings, not conversations or workers: say so.
+        from hitkit.analysis.base import console_table
+
+        counts = {"n": "n (criterion ratings)"} if ranking is result.tables.get("systems") else None
+        click.echo(console_table(ranking, counts))
 
 
 @main.command()

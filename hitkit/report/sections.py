@@ -12,6 +12,7 @@ from hitkit.errors import HitkitError
 from hitkit.progress import progress
 from hitkit.protocols import PROTOCOLS
 from hitkit.report import plots
+from hitkit.report.evidence import evidence_section
 from hitkit.report.parts import SECTION_HOOKS, ReportFigure, ReportInput, Section, SectionSource, protocol_title
 from hitkit.tables.schema import DONE_STATUSES
 
@@ -236,6 +237,7 @@ def build_sections(inp: ReportInput, extra_sections: Iterable[SectionSource] = (
     makers: list = [
         overview_section,
         _report_module(inp.task).sections,
+        evidence_section,
         stopping_section,
         prescreen_section,
         *SECTION_HOOKS,

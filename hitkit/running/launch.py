@@ -380,9 +380,13 @@ def _run(
         analysis = run_analysis(config.task, out_dir / "export", seed=config.seed, config=config)
         result.analysis = analysis.write(out_dir / "analysis")
         echo(f"Analysis written to {out_dir / 'analysis'}")
+        from hitkit.analysis.base import console_table
+
         for name in ("ranking", "systems", "leaderboard"):
             if name in analysis.tables:
-                echo(analysis.tables[name].to_string(index=False))
+                # Live chat's and rating's n counts criterion ratings: the console says so.
+                labels = {"n": "n (criterion ratings)"} if name == "systems" else None
+                echo(console_table(analysis.tables[name], labels))
     echo(result.qc_line)
     if result.stop_line:
         echo(result.stop_line)

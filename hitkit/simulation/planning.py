@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
+from hitkit.analysis.base import console_table
 from hitkit.errors import HitkitError
 from hitkit.money.amounts import hit_cost
 from hitkit.progress import progress
@@ -179,16 +180,15 @@ def plan(
 
 def plan_text(config: StudyConfig, result: Plan) -> str:
     """The plan as the command line prints it: the table, then one line per decision."""
-    currency = config.provider.currency
     lines = [
         f"Plan for '{config.study}' ({config.task} on {config.provider.kind}): {result.replicates} simulated "
         f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s"
         + (f" (a budget of {result.budget_s:g} s; --replicates N for more)." if result.budget_s is not None else "."),
         f"Each power below is within ±{result.precision:.2f} of its long-run value (95 %, Monte Carlo).",
         "",
-        result.table.to_string(index=False),
+        console_table(result.table),
         "",
-        f"cost: every place paid, with fees ({currency}).",
+        f"cost: every place paid, with fees ({config.provider.currency}).",
         "",
     ]
     for decision, meaning in result.decisions.items():
@@ -201,7 +201,7 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
             row = result.table[result.table[result.unit] == size].iloc[0]
             lines.append(
                 f"- {meaning}: {POWER:.0%} power from {result.unit} = {size} ({row['hits']} "
-                f"HIT{'' if row['hits'] == 1 else 's'}, {row['cost']} {currency})"
+                f"HIT{'' if row['hits'] == 1 else 's'}, {row['cost']} {config.provider.currency})"
             )
     return "\n".join(lines)
 

@@ -28,6 +28,8 @@ import pandas as pd
 from scipy import stats
 
 from hitkit.analysis.base import AnalysisResult, png
+from hitkit.analysis.evidence import attach
+from hitkit.analysis.gold import gold_counts
 from hitkit.analysis.inference import (
     DEFAULT_DUPLICATES,
     INTERVAL_METHOD,
@@ -40,6 +42,7 @@ from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
 from hitkit.protocols.arena.categories import load_embedder
 from hitkit.protocols.arena.costs import cost_table, pareto_figure
+from hitkit.protocols.arena.evidence import evidence
 from hitkit.protocols.arena.fastchat import read_fastchat
 from hitkit.protocols.arena.leaderboard import by_category, leaderboard, win_rates
 from hitkit.protocols.arena.options import PACKAGED_EMBEDDER, ArenaAnalysisOptions
@@ -292,7 +295,14 @@ def analyze_battles(
     figs = {"leaderboard": png(lambda: figures.leaderboard(board))}
     if len(tables["win_rates"]):
         figs["win_rates"] = png(lambda: figures.win_rates(tables["win_rates"], list(board["system"])))
-    return AnalysisResult(tables=tables, summary=summary, figures=figs)
+    result = AnalysisResult(tables=tables, summary=summary, figures=figs)
+    attach(
+        result,
+        *evidence(counted, board, n_boot=n_boot, seed=seed),
+        gold=gold_counts(qc["worker_id"], qc["control_battles"], qc["real_wins"]) if len(qc) else None,
+        gold_items="control battles, right when the real system wins (a tie or both bad is not right)",
+    )
+    return result
 
 
 ANALYSIS_OPTIONS = frozenset({"ties", "include_leaks", "add", "inverse_sampling"})

@@ -42,6 +42,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult, common_options, png
+from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -55,6 +56,7 @@ from hitkit.analysis.inference import (
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted
 from hitkit.protocols.live_chat import figures
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion, check_criteria
+from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
 from hitkit.protocols.live_chat.quality import (
     QcMethod,
     passed_ratings,
@@ -246,8 +248,18 @@ def analyze_ratings(
         },
         summary=summary,
         figures={
-            "significance": png(lambda: figures.significance(significance, order, alpha, correction_label(correction)))
+            "significance": png(
+                lambda: figures.significance(
+                    significance, order, alpha, correction_label(correction), significance_unit
+                )
+            )
         },
+    )
+    attach(
+        result,
+        *evidence(steps.z, kept, systems, unit=None, n_boot=n_boot, seed=seed),
+        gold=degraded_gold(steps.z),
+        gold_items="the QC bot's conversations, right when rated below the worker's real conversations",
     )
     if judge is not None:
         add_judge(result, steps.z, judge, criteria)

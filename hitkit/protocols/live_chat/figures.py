@@ -22,13 +22,22 @@ def ranking(systems: pd.DataFrame, low, high) -> bytes:
     )
 
 
-def significance(table: pd.DataFrame, order: Sequence[str], alpha: float, correction: str) -> bytes:
-    """The one-sided Mann–Whitney p that the row system beats the column system, * below ``alpha``."""
+SIGNIFICANCE_TESTS = {
+    "worker": "one-sided worker-clustered t test",
+    "rating": "one-sided Mann–Whitney U test (per rating)",
+    "conversation": "one-sided Mann–Whitney U test (per conversation)",
+}
+"""The significance matrix's test, by the summary's ``significance_unit``, as a figure names it."""
+
+
+def significance(table: pd.DataFrame, order: Sequence[str], alpha: float, correction: str, unit: str) -> bytes:
+    """The p of the test of ``unit`` (:data:`SIGNIFICANCE_TESTS`) that the row system beats the column
+    system, * below ``alpha``; the title names the test, the note the correction."""
     values, marks = matrices.pair_frames(table, "p_value", list(order), mark=matrices.p_column(table), alpha=alpha)
     return plots.pair_matrix(
         values,
         marks=marks,
-        title="Row beats column: one-sided Mann–Whitney p",
+        title=f"Row beats column: p of the {SIGNIFICANCE_TESTS[unit]}",
         colorbar="p",
         cmap="Greens_r",
         vmin=0,

@@ -104,7 +104,9 @@ def sections(inp: ReportInput) -> list[Section]:
         ReportFigure(
             "significance",
             f"p that row beats column; * p < {alpha}.",
-            figures.significance(significance, list(systems["system"]), alpha, correction(s)),
+            figures.significance(
+                significance, list(systems["system"]), alpha, correction(s), s.get("significance_unit", "rating")
+            ),
         )
     )
 

@@ -31,6 +31,10 @@ from scipy import stats
 
 from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
+
+# A worker who cast more than this share of a run's votes dominates it (a warning).
+from hitkit.analysis.bounded import wilson_interval
+from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -46,10 +50,9 @@ from hitkit.analysis.inference import (
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import InputError
 from hitkit.protocols.pairwise import figures
-
-# A worker who cast more than this share of a run's votes dominates it (a warning).
 from hitkit.protocols.pairwise.agreement import cohen_weighted_kappa, worker_agreement
 from hitkit.protocols.pairwise.bradley_terry import Resample, _resample_weights, bradley_terry
+from hitkit.protocols.pairwise.evidence import evidence
 from hitkit.protocols.pairwise.judge import analysis_tables, read_judge
 from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical, item_columns, read_votes
 
@@ -66,7 +69,8 @@ def worker_sign_test(wins_a: np.ndarray, wins_b: np.ndarray) -> float:
     """Two-sided p that a pair's win rate among decisive votes is ½, clustered by worker: per worker their
     wins of a and of b; the rate p̂ = Σa / Σ(a + b), each worker's influence (a_w − p̂·(a_w + b_w)) / Σ(a + b),
     the sandwich variance G/(G − 1) Σ influence² over the G workers with a decisive vote, and
-    (p̂ − ½) / SE against Student's t with G − 1 degrees of freedom. A worker's votes share their taste,
+    (p̂ − ½) / SE against Student's t with G − 1 degrees of freedom (where SE is 0, every worker alike,
+    the exact two-sided sign test over the G workers instead: never p = 0). A worker's votes share their taste,
     which the per-vote sign test takes as independent (measured: 17.7 % rejections of a true null at 5 %
     with worker tastes of sd 0.8, benchmarks/coverage.py). 1.0 without decisive votes, NaN with one worker."""
     decisive = wins_a + wins_b
@@ -81,7 +85,13 @@ def worker_sign_test(wins_a: np.ndarray, wins_b: np.ndarray) -> float:
     influence = (wins_a[keep] - rate * decisive[keep]) / total
     se = math.sqrt(g / (g - 1) * float((influence**2).sum()))
     if se == 0:
-        return 1.0 if rate == 0.5 else 0.0
+        # Every worker split their votes alike (typically all one way): the sandwich has no spread to
+        # measure, and a t of infinity would claim p = 0. The exact sign test over the workers (each one
+        # independent observation, the unit this test clusters on) says what such data can show.
+        if rate == 0.5:
+            return 1.0
+        leaning_a = int((wins_a[keep] > wins_b[keep]).sum())
+        return float(stats.binomtest(leaning_a, g, 0.5).pvalue)
     return float(2 * stats.t.sf(abs(rate - 0.5) / se, g - 1))
 
 
@@ -101,7 +111,8 @@ def pair_table(
     ``"vote"`` ChatEval's exact sign test ``scipy.stats.binomtest(wins_a, wins_a + wins_b, 0.5)``, every
     vote independent; 1.0 without decisive votes; p_adjusted = p corrected over all pairs (``correction``: Bonferroni by default, Holm,
     none). gain_low / gain_high: expanded percentile 95 % interval from ``n_boot`` resamples of
-    ``resample`` units (``worker`` default, ``item``, or ``vote`` = the naive bootstrap).
+    ``resample`` units (``worker`` default, ``item``, or ``vote`` = the naive bootstrap); where every
+    decisive vote went one way, 2·(Wilson interval of the win rate) − 1 instead of a single point.
     """
     check_correction(correction)
     if test not in PAIR_TESTS:
@@ -148,6 +159,12 @@ def pair_table(
         with np.errstate(invalid="ignore", divide="ignore"):
             gain = (won - lost) / (won + lost)
         table["gain_low"], table["gain_high"] = bootstrap_interval(gain, clusters_per_column(codes, here))
+    # All decisive votes one way: every resample gives the same gain, an interval of one point. The Wilson
+    # interval of the win rate (as the win-rate tables use for n of n) says how far n votes can pin it.
+    one_way = ((table["wins_a"] == 0) | (table["wins_b"] == 0)) & (table["wins_a"] + table["wins_b"] > 0)
+    for i in np.flatnonzero(one_way.to_numpy()):
+        low, high = wilson_interval(float(table["wins_a"].iat[i]), int(table["wins_a"].iat[i] + table["wins_b"].iat[i]))
+        table.loc[i, ["gain_low", "gain_high"]] = 2 * low - 1, 2 * high - 1
     return table
 
 
@@ -228,7 +245,7 @@ def analyze_votes(
         **counts,
         "warnings": lines,
     }
-    return AnalysisResult(
+    result = AnalysisResult(
         tables={
             "pairs": pair_table(votes, correction=correction, resample=resample, n_boot=n_boot, seed=seed, test=test),
             "ranking": ranking,
@@ -237,6 +254,8 @@ def analyze_votes(
         summary=summary,
         figures={"ranking": png(lambda: figures.ranking(ranking))},
     )
+    attach(result, *evidence(votes, ranking, n_boot=n_boot, seed=seed))
+    return result
 
 
 def analyze_pairwise(

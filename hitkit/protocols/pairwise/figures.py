@@ -20,8 +20,13 @@ def ranking(table: pd.DataFrame) -> bytes:
     )
 
 
-def gains(pairs: pd.DataFrame, order: list[str], correction: str) -> bytes:
-    """The gain of each row system over each column system, * where the sign test's p < 0.05."""
+PAIR_TESTS = {"worker": "two-sided worker-clustered test", "vote": "two-sided exact sign test"}
+"""The pairs' test, by the summary's ``pair_test``, as a figure names it."""
+
+
+def gains(pairs: pd.DataFrame, order: list[str], correction: str, test: str) -> bytes:
+    """The gain of each row system over each column system, * where the p of ``test`` (a key of
+    :data:`PAIR_TESTS`) is below 0.05."""
     mirrored = pd.concat(
         [
             pairs,
@@ -37,7 +42,7 @@ def gains(pairs: pd.DataFrame, order: list[str], correction: str) -> bytes:
         marks=marks,
         title="Gain of row over column",
         colorbar="gain",
-        mark_note=f"* sign test p < 0.05, {correction}",
+        mark_note=f"* {PAIR_TESTS[test]} p < 0.05, {correction}",
         row_label="system",
         col_label="opponent",
     )

@@ -70,7 +70,7 @@ def sections(inp: ReportInput) -> list[Section]:
         ReportFigure(
             "significance",
             "Gain of row over column; * two-sided p < 0.05.",
-            figures.gains(pairs, list(ranking["system"]), correction(s)),
+            figures.gains(pairs, list(ranking["system"]), correction(s), s.get("pair_test", "vote")),
         )
     )
     sig.tables.append(("Pairs", pairs))

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult, common_options, png
+from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -41,6 +42,7 @@ from hitkit.errors import InputError
 from hitkit.protocols.live_chat import figures as live_chat_figures
 from hitkit.protocols.live_chat.analysis import scored
 from hitkit.protocols.live_chat.criteria import Criterion, check_criteria
+from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
 from hitkit.protocols.live_chat.quality import (
     QcMethod,
     reverse_negative,
@@ -203,7 +205,7 @@ def analyze_da(
     )
     intervals = score_intervals(kept, criteria, unit=_INTERVAL_UNITS[interval_unit], n_boot=n_boot, seed=seed)
     intervals["unit"] = interval_unit
-    return AnalysisResult(
+    result = AnalysisResult(
         tables={
             "workers": workers,
             "systems": systems,
@@ -214,10 +216,19 @@ def analyze_da(
         summary=summary,
         figures={
             "significance": png(
-                lambda: live_chat_figures.significance(significance, order, alpha, correction_label(correction))
+                lambda: live_chat_figures.significance(
+                    significance, order, alpha, correction_label(correction), significance_unit
+                )
             )
         },
     )
+    attach(
+        result,
+        *evidence(steps.z, kept, systems, unit=["item_id", "system"], n_boot=n_boot, seed=seed),
+        gold=degraded_gold(steps.z),
+        gold_items="degraded copies, right when rated below the worker's intact responses",
+    )
+    return result
 
 
 def analyze_rating(

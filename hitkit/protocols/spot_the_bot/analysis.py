@@ -14,7 +14,8 @@ a segment annotation share (study, assignment_id, conversation_id, segment_excha
 - ``ranking``: system, win_rate, trueskill_mu, trueskill_sigma, rank_low, rank_high, cluster,
   win_rate_rank_low, win_rate_rank_high, win_rate_cluster: TrueSkill and plain win-rate rankings,
   each with its bootstrap 95 % rank range and clusters of overlapping ranges, e.g. ``(2,3)``.
-- ``agreement``: system, label, pairs, both, agreement (:func:`agreement`).
+- ``label_agreement``: system, label, pairs, both, agreement (:func:`agreement`); Krippendorff's alpha
+  is in ``agreement`` (:mod:`hitkit.protocols.spot_the_bot.evidence`).
 - ``annotators``: worker_id, entities, correct, correctness, hh_entities, hh_correct,
   hh_correctness (:func:`annotator_correctness`).
 - ``segment_lengths``: system, segment_exchanges, annotations, games, wins, losses, ties, win_rate,
@@ -46,6 +47,8 @@ import pandas as pd
 
 from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
+from hitkit.analysis.evidence import attach
+from hitkit.analysis.gold import gold_counts
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -68,6 +71,7 @@ from hitkit.protocols.spot_the_bot.annotators import (
     implausible_times,
     segment_lengths,
 )
+from hitkit.protocols.spot_the_bot.evidence import evidence
 from hitkit.protocols.spot_the_bot.judge import read_judge
 from hitkit.protocols.spot_the_bot.judge_analysis import analysis_tables
 from hitkit.protocols.spot_the_bot.ranking import RankBy, Resample, games, rank_with_bootstrap
@@ -186,7 +190,7 @@ def analyze_annotations(
             "feature_win_rates": feature_win_rates(annotations, correction=correction),
             "system_feature_win_rates": system_feature_win_rates(annotations),
             "ranking": ranked,
-            "agreement": agreement(annotations),
+            "label_agreement": agreement(annotations),
             "annotators": annotators,
             "segment_lengths": segment_lengths(annotations),
             "annotation_time": times,
@@ -195,6 +199,13 @@ def analyze_annotations(
         figures={
             "win_rates": png(lambda: figures.win_rates(pairs, list(ranked["system"]), correction_label(correction)))
         },
+    )
+    attach(
+        result,
+        *evidence(annotations, played, ranked, n_boot=n_boot, seed=seed),
+        workers_table="annotators",
+        gold=gold_counts(annotators["worker_id"], annotators["hh_entities"], annotators["hh_correct"]),
+        gold_items="speakers of human–human conversations, right when labelled human",
     )
     if survival:
         from hitkit.protocols.spot_the_bot import cox, logrank

@@ -100,7 +100,7 @@ def sections(inp: ReportInput) -> list[Section]:
         f" ({s.get('implausible_elapsed', 0)} implausible times left out)."
     )
     for name, caption in [
-        ("agreement", "Agreement per system and label (chance 0.33)"),
+        ("label_agreement", "Agreement per system and label (chance 0.33)"),
         ("segment_lengths", "Per segment length"),
         ("annotation_time", "Annotation time"),
     ]:
