@@ -57,4 +57,6 @@ def test_the_qc_policy_judges_a_worker_only_once_the_test_could_pass_them():
     )
     battles = pd.concat([frame(rows, is_control=1), frame([("real", "other", "a")])], ignore_index=True)
     method, by_worker = worker_qc({"battles": battles})
-    assert by_worker == {"bad": False, "good": True} and "from 5 decisive QC votes on" in method
+    # Too few votes for either test: not judged (None), so the QC policy neither holds nor passes them.
+    assert by_worker == {"bad": False, "good": True, "few": None, "new": None, "w1": None}
+    assert "from 5 decisive QC votes on" in method

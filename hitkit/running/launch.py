@@ -369,6 +369,8 @@ def _run(
         for name in ("ranking", "systems", "leaderboard"):
             if name in analysis.tables:
                 echo(analysis.tables[name].to_string(index=False))
+        for line in analysis.summary.get("warnings", []):  # as `hitkit analyze` prints them
+            echo(f"warning: {line}")
     echo(result.qc_line)
     if result.stop_line:
         echo(result.stop_line)
