@@ -68,8 +68,10 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
     tmp_path, one_database_url, bot_server
 ):
     database_url = one_database_url  # one store: what this test checks is not storage
+    # One HIT a worker (4 real votes, 1 QC vote): too few for either QC test, so every worker is "not
+    # judged"; this study lets their votes into preferences.jsonl (the default leaves them out).
     result = launch(
-        arena_study(tmp_path, database_url, bot_server),
+        arena_study(tmp_path, database_url, bot_server, unjudged="include"),
         yes=True,
         show_progress=False,
         echo=lambda _m: None,
@@ -77,6 +79,7 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
         analyse=False,
     )
     assert result.crowd_errors == []
+    assert "not judged yet" in result.qc_line and "all 12 workers passed" not in result.qc_line
     out = tmp_path / "runs" / "arena-demo" / "export"
     battles = pd.read_csv(out / "battles.csv", keep_default_na=False)
     assert tuple(battles.columns) == BATTLE_COLUMNS

@@ -10,7 +10,8 @@ logit d (style-controlled Bradley–Terry where the battles have style counts, p
 where τ is the other workers' share of ties and both-bad votes (Laplace-smoothed: (T + 1) / (N + 2)).
 Against it stand fixed alternatives (:data:`ALTERNATIVES`), each a way of voting without reading:
 
-- ``random``: a or b at a coin flip (ties as often as the crowd's);
+- ``random``: a or b at a coin flip, whatever the replies say;
+- ``any``: any of the four buttons at random (a, b, tie, both bad: a tie half the time);
 - ``left`` / ``right``: the reply on that side, whatever it says (position-biased);
 - ``tie``: a tie every time;
 - ``longer``: the longer reply (tokens), where the battles have style counts.
@@ -51,7 +52,7 @@ import pandas as pd
 from hitkit.protocols.arena import bradley_terry as bt
 from hitkit.protocols.arena.leaderboard import Battles
 
-ALTERNATIVES = {"random": 0.8, "left": 0.05, "right": 0.05, "tie": 0.05, "longer": 0.05}
+ALTERNATIVES = {"random": 0.6, "any": 0.2, "left": 0.05, "right": 0.05, "tie": 0.05, "longer": 0.05}
 """The ways of voting without reading that the test looks for (module docstring), with their weights in
 the mixture: a random voter is the hardest to tell from an honest one (a side-, tie- or length-biased
 voter shows within a few votes), so it gets most of the prior weight."""
@@ -67,6 +68,7 @@ A, B, TIE = 0, 1, 2
 CODES = {"a": A, "b": B, "tie": TIE, "both_bad": TIE}
 DESCRIBE = {
     "random": "votes like a coin flip between the two replies",
+    "any": "votes at random among a, b, tie and both bad",
     "left": "votes for the left reply whatever it says",
     "right": "votes for the right reply whatever it says",
     "tie": "votes a tie whatever the replies say",
@@ -145,11 +147,10 @@ def null_model(data: Battles, codes: np.ndarray, dropped: np.ndarray | None = No
     return Null(np.stack([(1 - tau) * left, (1 - tau) * (1 - left), tau], axis=1))
 
 
-def alternatives(data: Battles, null: Null, slack: float = SLACK) -> dict[str, np.ndarray]:
+def alternatives(data: Battles, slack: float = SLACK) -> dict[str, np.ndarray]:
     """Each alternative's [n, 3] probabilities of (a, b, tie); ``longer`` only where battles have style
     counts."""
     n = len(data.first)
-    tau = null.probs[:, TIE]
 
     def fixed(outcome: int) -> np.ndarray:
         out = np.full((n, 3), slack)
@@ -157,7 +158,8 @@ def alternatives(data: Battles, null: Null, slack: float = SLACK) -> dict[str, n
         return out
 
     out = {
-        "random": np.stack([(1 - tau) / 2, (1 - tau) / 2, tau], axis=1),
+        "random": np.tile([(1 - slack) / 2, (1 - slack) / 2, slack], (n, 1)),
+        "any": np.tile([0.25, 0.25, 0.5], (n, 1)),
         "left": fixed(A),
         "right": fixed(B),
         "tie": fixed(TIE),
@@ -202,7 +204,7 @@ def voter_table(battles: pd.DataFrame, alpha: float = VOTER_ALPHA, passes: int =
     dropped = np.zeros(data.n_clusters, dtype=bool)
     for _ in range(max(1, passes)):
         null = null_model(data, codes, dropped)
-        alts = alternatives(data, null)
+        alts = alternatives(data)
         log_e, expected = evidence(data, codes, null, alts)
         weights = np.array([ALTERNATIVES[name] for name in alts])
         weights = weights / weights.sum()  # without style counts there is no "longer"
