@@ -184,3 +184,28 @@ def test_fastchats_anomaly_test_flags_a_voter_who_always_picks_the_rarely_prefer
     flags = flag_users(data, alpha=0.01, horizon=30).set_index("worker_id")["flagged"]
     assert flags["odd"] and not flags.drop("odd").any()
     assert math.isclose(pvalues[0], 1.0)
+
+
+def test_hitkit_analyze_arena_on_a_fastchat_file_judges_every_judge_and_says_who_is_not_judged(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+    from tests.test_arena_fastchat import fastchat_battles
+
+    votes = fastchat_battles(1500, seed=4)
+    for battle in votes[:30]:  # one judge who always votes for the left reply
+        battle["judge"], battle["winner"] = "always-left", "model_a"
+    votes[30]["judge"] = "newcomer"
+    path = tmp_path / "battles.json"
+    path.write_text(json.dumps(votes))
+    run = CliRunner().invoke(
+        main, ["analyze", "arena", str(path), "--out", str(tmp_path / "out"), "--n-boot", "10", "--no-progress"]
+    )
+    assert run.exit_code == 0, run.output
+    assert "judged workers failed" in run.output and "not judged (too few votes to tell)" in run.output
+    qc = pd.read_csv(tmp_path / "out" / "qc.csv", keep_default_na=False).set_index("worker_id")
+    assert qc.at["always-left", "status"] == FAILED and qc.at["always-left", "alternative"] == "left"
+    assert qc.at["newcomer", "status"] == NOT_JUDGED
+    assert set(qc.index) == {b["judge"] for b in votes}
