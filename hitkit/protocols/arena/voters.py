@@ -16,29 +16,32 @@ Against it stand fixed alternatives (:data:`ALTERNATIVES`), each a way of voting
 - ``tie``: a tie every time;
 - ``longer``: the longer reply (tokens), where the battles have style counts.
 
-Each alternative q puts 1 − 2ε on its vote and ε (:data:`SLACK`) on each other outcome, so that one
-vote out of character does not clear a voter. The worker's e-value is the mixture
+Each alternative but ``any`` leaves ε (:data:`SLACK`) to every outcome it does not predict (``left``
+puts 1 − 2ε on a, ε on b and on a tie; ``random`` ε on a tie), so that one vote out of character does not
+clear a voter. The worker's e-value is the mixture
 
     E_w = Σ_j w_j Π_i q_j(y_i) / P0(y_i)
 
-over the m alternatives, with prior weights w_j summing to one (:data:`ALTERNATIVES`). Under the null each product is a nonnegative martingale with mean one in the
-worker's votes, in any order, and so is their average: by Ville's inequality P(E_w ≥ 1/α at any point
-of the study) ≤ α. A worker is **flagged** when E_w ≥ 1/α (α = :data:`VOTER_ALPHA`, the false-flag
-rate per honest worker), and the check may be repeated as votes come in (anytime-valid): live on
-the dashboard and in the QC policy as in ``hitkit analyze``.
+over the alternatives, with prior weights w_j summing to one (:data:`ALTERNATIVES`). Under the null
+each product is a nonnegative martingale with mean one in the worker's votes, in any order, and so is
+their mixture: by Ville's inequality P(E_w ≥ 1/α at any point of the study) ≤ α. A worker is
+**flagged** when E_w ≥ 1/α (α = :data:`VOTER_ALPHA`, the false-flag rate per honest worker), and the
+check may be repeated as votes come in (anytime-valid): live on the dashboard and in the QC policy as
+in ``hitkit analyze``. The guarantee is exact when the null model is the honest voter's; the fitted
+model stands in for it (``benchmarks/arena.py`` measures the false flags it gives on simulated crowds).
 
 A worker is **judged** (may pass) once their battles would, on average, give each alternative enough
 evidence to flag such a voter: the expected log-e-value Σ_i KL(q_j,i ‖ P0,i) of every alternative j
-reaches log(1/(w_j·α)), what it needs to carry the mixture to 1/α alone. With fewer or less telling votes the test has no power yet, and the worker is
-"not judged" rather than passed.
+reaches log(1/(w_j·α)), what it needs to carry the mixture to 1/α alone. With fewer or less telling
+votes the test has no power yet, and the worker is "not judged" rather than passed.
 
 The fit leaves out each worker by one Newton step from the fit to all (φ₋w = φ̂ − H⁻¹·s_w, s_w the
 worker's score sum, H the penalised information), refitted exactly for workers with at least
 :data:`EXACT_SHARE` of the votes (where one step would be off). A second pass refits without the
 workers the first flagged, so that spammers do not blur the null for the others. The fit's penalty is
-style control's (½·reg·‖φ‖², reg 0.5 on every parameter), which shrinks a system seen by few other
-workers toward the mean: the null then calls that pair closer than it is, which makes a random
-voter harder to flag, never an honest one easier.
+style control's (½·reg·‖φ‖², reg 0.5 on every parameter): it keeps a system that few other workers saw
+finite, at the price of calling such a pair closer than it is, which costs the test power against
+random voters there.
 """
 
 from __future__ import annotations
