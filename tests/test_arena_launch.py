@@ -18,7 +18,8 @@ def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report
     bot_server,  # noqa: F811 - the fixture imported above
 ):
     study = arena_study(tmp_path, one_database_url, bot_server, hits=8)
-    launch(study, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
+    echoed: list[str] = []
+    launch(study, yes=True, show_progress=False, echo=echoed.append, timeout_s=400)
     run = tmp_path / "runs" / "arena-demo"
     analysis = run / "analysis"
     board = pd.read_csv(analysis / "leaderboard.csv")
@@ -38,6 +39,11 @@ def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report
     files = report(run)
     text = files.markdown.read_text()
     assert "## Leaderboard" in text and "anna" in text
+    # The analysis's warnings (8 workers, 32 battles: wide intervals) reach the console and the report.
+    assert summary["warnings"]
+    for line in summary["warnings"]:
+        assert f"warning: {line}" in echoed and line in text
+    assert any(line.startswith("QC: ") and "judged" in line for line in echoed)
     assert "penalty's pull toward the mean" in files.methods
 
 

@@ -209,3 +209,15 @@ def test_hitkit_analyze_arena_on_a_fastchat_file_judges_every_judge_and_says_who
     assert qc.at["always-left", "status"] == FAILED and qc.at["always-left", "alternative"] == "left"
     assert qc.at["newcomer", "status"] == NOT_JUDGED
     assert set(qc.index) == {b["judge"] for b in votes}
+
+
+def test_the_dashboards_system_page_repeats_the_small_arena_warnings():
+    from hitkit.protocols.arena.views import system_scores
+
+    rng = np.random.default_rng(2)
+    close = Systems(("p", "q", "r", "s"), (0.04, 0.0, -0.02, -0.04), (300.0, 300.0, 300.0, 300.0))
+    data = battles(close, Crowd(workers=1, length_bias=0.0), uniform_pairs(4, 30, rng), rng)
+    data["worker_id"] = ["w0"] * 18 + ["w1"] * 6 + ["w2"] * 6
+    scores, note = system_scores({"battles": data}, None, "p")
+    assert scores and "Read with care: one worker cast 60% of the leaderboard's votes" in note
+    assert "the ranking is not yet informative" in note
