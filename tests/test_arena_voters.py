@@ -126,6 +126,9 @@ def test_verdicts_combine_the_voter_test_with_the_control_battle_test():
     }
     assert "votes for the left reply whatever it says (e-value 5e+06 ≥ 1/α = 100)" == table.at["lefty", "reason"]
     assert table.at["bot_lover", "reason"].startswith("voted for the QC bot 6 times and for the real system 0")
+    assert table.at["ok", "reason"] == (
+        "votes look like an honest voter's (e-value 0.2); prefers the real system over the QC bot (binomial p = 0.0156)"
+    )
     assert table.at["qc_only", "e_value"] == 1.0 and table.at["qc_only", "votes"] == 0
     assert table["judged"].to_dict()["quiet"] == False  # noqa: E712
 

@@ -74,11 +74,10 @@ def verdicts(workers: list[str], control: pd.DataFrame, voters: pd.DataFrame, al
     failed = flagged | control_failed
     passed = ~failed & (control_judged | vote_judged)
     table["status"] = np.where(failed, FAILED, np.where(passed, PASSED, NOT_JUDGED))
+    table["vote_judged"], table["control_judged"] = vote_judged, control_judged
+    columns = ["status", "flagged", "alternative", "e_value", "votes", "real_wins", "control_wins", "p_value"]
     table["reason"] = [
-        _reason(row, alpha)
-        for row in table[
-            ["status", "flagged", "alternative", "e_value", "votes", "real_wins", "control_wins", "p_value"]
-        ].itertuples(index=False)
+        _reason(row, alpha) for row in table[[*columns, "vote_judged", "control_judged"]].itertuples(index=False)
     ]
     table["judged"] = table["status"] != NOT_JUDGED
     table["passed"] = pd.Series(
@@ -89,13 +88,16 @@ def verdicts(workers: list[str], control: pd.DataFrame, voters: pd.DataFrame, al
 
 
 def _reason(row, alpha: float) -> str:
-    status, flagged, alternative, e_value, votes, real, bot, p = row
+    status, flagged, alternative, e_value, votes, real, bot, p, vote_judged, control_judged = row
     if status == FAILED and flagged:
         return flag_reason(alternative, e_value, alpha)
     if status == FAILED:
         return f"voted for the QC bot {int(bot)} times and for the real system {int(real)} (binomial p = {p:.3g})"
     if status == PASSED:
-        return "votes agree with the other workers' model" + (" and prefer the real system" if real + bot else "")
+        parts = [f"votes look like an honest voter's (e-value {e_value:.3g})"] if vote_judged else []
+        if control_judged:
+            parts.append(f"prefers the real system over the QC bot (binomial p = {p:.3g})")
+        return "; ".join(parts)
     return (
         f"too few votes to judge ({int(votes)} leaderboard vote(s), {int(real + bot)} decisive QC vote(s))"
         if votes or real + bot
