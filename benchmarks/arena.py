@@ -34,11 +34,26 @@ Measured:
   ``--adaptive-studies`` studies (their median, quartiles and range are printed); votes_ratio = the same
   for the studies' mean width curves, and votes_ratio_median the median of the per-study ratios.
 
-Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/arena.py [--studies N] [--adaptive-studies M] [--seed S]``
-(defaults 100 and 20, seed 0; 566 s wall on the shared 2-core machine at a load average of 27–43). Last line:
-``RESULT tau_style=… tau_plain=… coverage=… votes_ratio=… votes_ratio_median=… studies=N adaptive_studies=M``
-(the counts of studies behind coverage and votes_ratio; the votes_ratio of each extension study is printed
-above it).
+- ``flagged_bad`` / ``false_flags``: voter quality without control battles (:mod:`benchmarks.arena_qc`):
+  over ``--qc-studies`` studies, each of 12,000 battles by 400 honest workers of the crowd above (its
+  length bias and tastes; Zipf activity, :mod:`hitkit.simulation.activity`) with 20 random (coin-flip),
+  20 always-left and 12 always-longer voters mixed in (5 %, 5 % and 3 % of the honest workers), 30 votes
+  each: the share of bad voters hitkit's voter test flags (α = 0.01) and the share of honest workers it
+  flags; ``fastchat_flagged_bad`` / ``fastchat_false_flags`` the same for our re-implementation of
+  FastChat's anomalous-user test (Fisher's combination of per-vote conformal p-values, five random
+  checkpoints, Bonferroni; :mod:`hitkit.protocols.arena.fastchat_users`) on the same battles.
+
+Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/arena.py [--studies N] [--adaptive-studies M]
+[--qc-studies Q] [--seed S]`` (defaults 100, 20 and 10, seed 0; 566 s wall on the shared 2-core machine
+at a load average of 27–43 before the voter part). Last line: ``RESULT tau_style=… tau_plain=… coverage=…
+votes_ratio=… votes_ratio_median=… flagged_bad=… false_flags=… fastchat_flagged_bad=…
+fastchat_false_flags=… studies=N adaptive_studies=M qc_studies=Q``.
+
+``--scale [--scale-battles B] [--scale-rounds R]`` (defaults 200,000 and 1,000) times instead, on one set
+of simulated battles, ``hitkit analyze arena``'s analysis with R bootstrap rounds against the FastChat
+stand-ins of ``compute_bootstrap_bt`` + ``compute_bootstrap_style_control`` with R rounds (see
+:mod:`benchmarks.arena_qc` for why stand-ins), printing the peak memory of ours:
+``RESULT scale_battles=B scale_rounds=R ours_s=… fastchat_s=… ratio=… ours_peak_mib=…``.
 """
 
 from __future__ import annotations
@@ -46,10 +61,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import os
 import time
 
 import numpy as np
 import pandas as pd
+from arena_qc import qc_study, scale_run
 from scipy import stats
 
 from hitkit.protocols.arena import bradley_terry as bt
@@ -187,9 +204,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=100)
     parser.add_argument("--adaptive-studies", type=int, default=20)
+    parser.add_argument("--qc-studies", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scale", action="store_true", help="time the analysis against FastChat's bootstrap")
+    parser.add_argument("--scale-battles", type=int, default=200_000)
+    parser.add_argument("--scale-rounds", type=int, default=1000)
     args = parser.parse_args()
+    if args.scale:
+        run = scale_run(SYSTEMS, CROWD, args.scale_battles, args.scale_rounds, args.seed)
+        fastchat = run["fastchat_bt_s"] + run["fastchat_style_s"]
+        print(
+            f"hitkit analyze arena: {run['ours_s']:.1f} s, peak traced memory {run['ours_peak_mib']:.0f} MiB; "
+            f"FastChat stand-ins: compute_bootstrap_bt {run['fastchat_bt_s']:.1f} s + "
+            f"compute_bootstrap_style_control {run['fastchat_style_s']:.1f} s ({os.cpu_count()} CPUs); "
+            f"{run['workers']} workers"
+        )
+        print(
+            f"RESULT scale_battles={run['battles']} scale_rounds={run['rounds']} ours_s={run['ours_s']:.1f} "
+            f"fastchat_s={fastchat:.1f} ratio={run['ours_s'] / fastchat:.3f} ours_peak_mib={run['ours_peak_mib']:.0f}"
+        )
+        return
     started = time.monotonic()
+    qc = [qc_study(SYSTEMS, CROWD, args.seed * 1000 + s) for s in range(args.qc_studies)]
+    for name in ("ours", "fastchat"):
+        kinds = pd.DataFrame([r[f"{name}_kinds"] for r in qc]).mean().round(3).to_dict()
+        print(f"voter test ({name}): share flagged by kind {kinds}", flush=True)
+    print(f"voter tests: {args.qc_studies} studies ({time.monotonic() - started:.0f} s)", flush=True)
     truth = pseudo_truth(args.seed)
     print("pseudo-true style-controlled ratings:", np.round(truth, 1).tolist(), flush=True)
     runs = [uniform_study(args.seed * 1000 + s, truth) for s in range(args.studies)]
@@ -221,8 +261,11 @@ def main() -> None:
     print(f"{time.monotonic() - started:.0f} s")
     print(
         f"RESULT tau_style={tau_style:.3f} tau_plain={tau_plain:.3f} coverage={coverage:.3f} "
-        f"votes_ratio={ratio:.3f} votes_ratio_median={float(np.median(each)):.3f} studies={args.studies} "
-        f"adaptive_studies={args.adaptive_studies}"
+        f"votes_ratio={ratio:.3f} votes_ratio_median={float(np.median(each)):.3f} "
+        f"flagged_bad={np.mean([r['ours_bad'] for r in qc]):.3f} false_flags={np.mean([r['ours_false'] for r in qc]):.3f} "
+        f"fastchat_flagged_bad={np.mean([r['fastchat_bad'] for r in qc]):.3f} "
+        f"fastchat_false_flags={np.mean([r['fastchat_false'] for r in qc]):.3f} studies={args.studies} "
+        f"adaptive_studies={args.adaptive_studies} qc_studies={args.qc_studies}"
     )
 
 

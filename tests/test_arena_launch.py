@@ -18,7 +18,8 @@ def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report
     bot_server,  # noqa: F811 - the fixture imported above
 ):
     study = arena_study(tmp_path, one_database_url, bot_server, hits=8)
-    launch(study, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
+    echoed: list[str] = []
+    launch(study, yes=True, show_progress=False, echo=echoed.append, timeout_s=400)
     run = tmp_path / "runs" / "arena-demo"
     analysis = run / "analysis"
     board = pd.read_csv(analysis / "leaderboard.csv")
@@ -42,6 +43,11 @@ def test_a_launched_arena_study_ends_with_a_leaderboard_its_figures_and_a_report
     text = files.markdown.read_text()
     assert "## Leaderboard" in text and "anna" in text
     assert "## What each system costs" in text
+    # The analysis's warnings (8 workers, 32 battles: wide intervals) reach the console and the report.
+    assert summary["warnings"]
+    for line in summary["warnings"]:
+        assert f"warning: {line}" in echoed and line in text
+    assert any("QC" in line and "judged" in line for line in echoed), echoed  # the launch's QC line
     assert "penalty's pull toward the mean" in files.methods
 
 
@@ -61,4 +67,6 @@ def test_the_qc_policy_judges_a_worker_only_once_the_test_could_pass_them():
     )
     battles = pd.concat([frame(rows, is_control=1), frame([("real", "other", "a")])], ignore_index=True)
     method, by_worker = worker_qc({"battles": battles})
-    assert by_worker == {"bad": False, "good": True} and "from 5 decisive QC votes on" in method
+    # Too few votes for either test: not judged (None), so the QC policy neither holds nor passes them.
+    assert by_worker == {"bad": False, "good": True, "few": None, "new": None, "w1": None}
+    assert "from 5 decisive QC votes on" in method

@@ -68,8 +68,10 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
     tmp_path, one_database_url, bot_server
 ):
     database_url = one_database_url  # one store: what this test checks is not storage
+    # One HIT a worker (4 real votes, 1 QC vote): too few for either QC test, so every worker is "not
+    # judged"; this study lets their votes into preferences.jsonl (the default leaves them out).
     result = launch(
-        arena_study(tmp_path, database_url, bot_server),
+        arena_study(tmp_path, database_url, bot_server, unjudged="include"),
         yes=True,
         show_progress=False,
         echo=lambda _m: None,
@@ -77,6 +79,7 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
         analyse=False,
     )
     assert result.crowd_errors == []
+    assert "not judged yet" in result.qc_line and "all 12 workers passed" not in result.qc_line
     out = tmp_path / "runs" / "arena-demo" / "export"
     battles = pd.read_csv(out / "battles.csv", keep_default_na=False)
     assert tuple(battles.columns) == BATTLE_COLUMNS
@@ -119,8 +122,14 @@ def test_a_simulated_arena_study_exports_every_battle_with_balanced_sides_style_
         assert sides == {"a": 60, "b": 60}
     # preferences.jsonl: the decisive votes of real battles without a leak, the winner's conversation chosen.
     prefs = [json.loads(line) for line in (out / "preferences.jsonl").read_text().splitlines()]
-    decisive = real[real["vote"].isin(["a", "b"]) & (real["leak"] == 0)]
-    assert len(prefs) == len(decisive) > 0
+    # Workers who fail QC never count there (here: spammers whose votes the voter test flags).
+    from hitkit.protocols.arena.analysis import worker_table
+
+    verdicts = worker_table(battles.assign(vote=battles["vote"].astype(str)))
+    failed = set(verdicts.loc[verdicts["status"] == "failed", "worker_id"])
+    assert all(w.startswith("sim-spammer") for w in failed)
+    decisive = real[real["vote"].isin(["a", "b"]) & (real["leak"] == 0) & ~real["worker_id"].isin(failed)]
+    assert len(prefs) == len(decisive) > 0 and not {p["worker_id"] for p in prefs} & failed
     by_id = battles.set_index("battle_id")
     for p in prefs:
         row = by_id.loc[p["battle_id"]]

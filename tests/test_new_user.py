@@ -202,7 +202,7 @@ def test_held_qc_failures_are_not_paid_until_the_coordinator_decides(tmp_path, o
             elif a.status in ("submitted", "approved"):
                 assert a.status == "approved" and a.id in paid
     assert held, "seeded: the constant-slider spammers fail the QC test"
-    assert f"{len(held)} of 4 workers failed QC: sim-spammer" in result.qc_line
+    assert f"{len(held)} of 4 judged workers failed QC: sim-spammer" in result.qc_line
     assert result.status == "held" and any("hitkit held" in line for line in lines)
     listing = CliRunner().invoke(main, ["held", str(study)])
     assert listing.exit_code == 0 and all(f"assignment {i}" in listing.output for i in held)

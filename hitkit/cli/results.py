@@ -318,6 +318,13 @@ def analyze(
     if "passed" in result.summary:  # the analysis applied a per-worker quality control
         s = result.summary
         click.echo(f"{s.get('passed')} of {s.get('workers')} workers passed quality control")
+    elif "qc_judged" in result.summary:  # the arena: every worker passed, failed or not judged
+        s = result.summary
+        click.echo(
+            f"QC: {s['qc_failed']} of {s['qc_judged']} judged workers failed"
+            + (f"; {s['qc_not_judged']} not judged (too few votes to tell)" if s.get("qc_not_judged") else "")
+            + " (qc.csv says who and why)"
+        )
     if ranking is not None:
         # Live chat's and rating's n counts criterion ratings, not conversations or workers: say so.
         from hitkit.analysis.base import console_table

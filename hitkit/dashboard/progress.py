@@ -138,7 +138,13 @@ class StudyProgress:
         """Plain JSON for the dashboard's live refresh."""
         qc = None
         if self.qc is not None:
-            qc = {"method": self.qc.method, "workers": self.qc.workers, "passed": self.qc.passed, "rate": self.qc.rate}
+            qc = {
+                "method": self.qc.method,
+                "workers": self.qc.workers,
+                "passed": self.qc.passed,
+                "rate": self.qc.rate,
+                "not_judged": self.qc.not_judged,
+            }
         return {
             "name": self.name,
             "task": self.task,
@@ -194,6 +200,8 @@ class StudyProgress:
         qc = "–"
         if self.qc is not None and self.qc.rate is not None:
             qc = f"{100 * self.qc.rate:.0f} % of {self.qc.workers}"
+        if self.qc is not None and self.qc.not_judged:
+            qc = ("" if qc == "–" else qc + "; ") + f"{self.qc.not_judged} not judged yet"
         share = f"{100 * self.answers_done / self.answers_needed:.0f} %" if self.answers_needed else "–"
         return {
             "qc": qc,

@@ -18,12 +18,15 @@ from hitkit.tables.schema import HANDED_IN_STATUSES
 
 @dataclass
 class QcSummary:
-    """How many of the workers with counted work pass the task's quality check so far."""
+    """How many of the workers with counted work pass the task's quality check so far: ``workers`` and
+    ``passed`` count the judged ones; ``by_worker`` maps a worker not judged yet (too little work for the
+    check to tell) to None, and ``not_judged`` counts them."""
 
     method: str
     workers: int
     passed: int
-    by_worker: dict[str, bool] = field(default_factory=dict)
+    by_worker: dict[str, bool | None] = field(default_factory=dict)
+    not_judged: int = 0
 
     @property
     def rate(self) -> float | None:
@@ -62,4 +65,5 @@ def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
     if checked is None:
         return None
     method, by_worker = checked
-    return QcSummary(method, len(by_worker), sum(by_worker.values()), by_worker)
+    judged = [ok for ok in by_worker.values() if ok is not None]
+    return QcSummary(method, len(judged), sum(judged), dict(by_worker), len(by_worker) - len(judged))

@@ -387,6 +387,8 @@ def _run(
                 # Live chat's and rating's n counts criterion ratings: the console says so.
                 labels = {"n": "n (criterion ratings)"} if name == "systems" else None
                 echo(console_table(analysis.tables[name], labels))
+        for line in analysis.summary.get("warnings", []):  # as `hitkit analyze` prints them
+            echo(f"warning: {line}")
     echo(result.qc_line)
     if result.stop_line:
         echo(result.stop_line)

@@ -183,10 +183,11 @@ def qc_outcome_line(session: Session, ctx: StudyContext) -> str:
     qc = qc_summary(session, ctx, cache_key="launch-summary")
     if qc is None:
         return "QC: no verdict (no counted work to check)"
+    unjudged = f"; {qc.not_judged} not judged yet (too few votes to tell)" if qc.not_judged else ""
     if not qc.workers:
-        return f"QC: no worker has enough QC work to be judged yet (check: {qc.method})"
-    failed = sorted(w for w, ok in qc.by_worker.items() if not ok)
+        return f"QC: no worker has enough QC work to be judged yet{unjudged} (check: {qc.method})"
+    failed = sorted(w for w, ok in qc.by_worker.items() if ok is False)
     if not failed:
-        return f"QC: all {qc.workers} workers passed ({qc.method})"
+        return f"QC: all {qc.workers} judged workers passed{unjudged} ({qc.method})"
     shown = ", ".join(failed[:8]) + (f" and {len(failed) - 8} more" if len(failed) > 8 else "")
-    return f"{len(failed)} of {qc.workers} workers failed QC: {shown} (check: {qc.method})"
+    return f"{len(failed)} of {qc.workers} judged workers failed QC: {shown}{unjudged} (check: {qc.method})"

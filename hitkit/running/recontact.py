@@ -26,8 +26,9 @@ def context(database_url: str, study_name: str) -> StudyContext:
         return StudyContext.load(session, study_name, resolve_secret(database_url))
 
 
-def qc_outcomes(database_url: str, ctx: StudyContext) -> dict[str, bool]:
-    """Each worker with counted work: whether they pass the protocol's quality check (worker id → passed)."""
+def qc_outcomes(database_url: str, ctx: StudyContext) -> dict[str, bool | None]:
+    """Each worker with counted work: whether they pass the protocol's quality check (worker id → passed;
+    None for a worker the check cannot judge yet, who is not invited as one who passed)."""
     from hitkit.money.qc import qc_summary
 
     with session_scope(database_url) as session:
@@ -72,7 +73,7 @@ def block_qc_failures(database_url: str, ctx: StudyContext) -> int:
     name = getattr(getattr(ctx.provider, "settings", None), "qc_failures_blocklist", None)
     if not name:
         return 0
-    failed = {w for w, ok in qc_outcomes(database_url, ctx).items() if not ok}
+    failed = {w for w, ok in qc_outcomes(database_url, ctx).items() if ok is False}  # never one not judged yet
     with session_scope(database_url) as session:
         done = {
             w

@@ -10,7 +10,9 @@ clean-battle file, or both on one scale) and returns an
 - ``style``: the style coefficients (length, headers, lists, bold) with intervals;
 - ``win_rates``: each ordered pair's record and win rate (ties half);
 - ``categories``: a leaderboard per prompt category (where battles carry one);
-- ``qc``: each worker's votes in QC battles and the one-sided binomial test (:func:`qc_table`).
+- ``qc``: every worker's verdict (passed / failed / not judged, :mod:`hitkit.protocols.arena.verdicts`)
+  from the voter test of their leaderboard votes (:mod:`hitkit.protocols.arena.voters`) and the
+  one-sided binomial test of their votes in QC battles (:func:`qc_table`).
 
 QC battles (``is_control``) never enter a leaderboard; battles flagged as identity leaks (``leak``)
 stay out unless ``include_leaks``.
@@ -49,13 +51,14 @@ from hitkit.protocols.arena.options import PACKAGED_EMBEDDER, ArenaAnalysisOptio
 from hitkit.protocols.arena.preparing import prepare
 from hitkit.protocols.arena.reading import included, read_study_battles
 from hitkit.protocols.arena.robust import SANDWICH
+from hitkit.protocols.arena.verdicts import NOT_JUDGED, board_warnings, verdicts
+from hitkit.protocols.arena.voters import VOTER_ALPHA, voter_table
 
 READS_FILES = True
 """``hitkit analyze arena FILE`` reads a FastChat clean-battle file as well as an export folder."""
 QC_ALPHA = 0.05
 """A worker passes QC when the one-sided exact binomial test that they prefer the real system over the
 QC bot has p below this (ties and both-bad votes left out)."""
-DOMINANT_SHARE = 0.5
 OVERALL = "all"
 """The leaderboard's ``category`` for its overall rows (categories.csv holds the per-category rows, same columns)."""
 CLUSTERS = ("worker", "battle")
@@ -169,24 +172,58 @@ def decisive_needed(alpha: float = QC_ALPHA) -> int:
     return math.floor(math.log2(1.0 / alpha)) + 1
 
 
-def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
-    """Which workers pass quality control so far (the dashboard's and the QC policy's check): those whose
-    votes in QC battles prefer the real system (:func:`qc_table`). Workers with fewer decisive QC votes
-    than the test needs to pass anyone (:func:`decisive_needed`) are not judged yet: with one QC battle a
-    HIT, failing them would hold or reject every worker's first four HITs. None before any QC battle."""
-    battles = tables["battles"]
-    if battles.empty or not (battles["is_control"].astype(int) == 1).any():
-        return None
+def voter_alpha(config=None) -> float:
+    """The voter test's false-flag rate: the study's ``arena.voter_alpha``, else :data:`VOTER_ALPHA`."""
+    arena = getattr(config, "arena", None) if config is not None else None
+    return float(getattr(arena, "voter_alpha", VOTER_ALPHA) or VOTER_ALPHA)
+
+
+def worker_table(battles: pd.DataFrame, config=None, *, include_leaks: bool = False) -> pd.DataFrame:
+    """Every worker's QC verdict (:func:`~hitkit.protocols.arena.verdicts.verdicts`): the voter test on the
+    leaderboard's battles and the control-battle test on the QC battles. FastChat battles without a judge
+    (worker ``battle:N``) have no worker to judge and are left out."""
     battles = battles.assign(
         vote=battles["vote"].astype(str).str.strip().str.lower(), worker_id=battles["worker_id"].astype(str)
     )
-    table = qc_table(battles, control_systems(battles, config))
-    table = table[table["judged"]]
-    method = (
-        f"prefers the real system over the QC bot (one-sided binomial test, p < {QC_ALPHA}, from "
-        f"{decisive_needed()} decisive QC votes on)"
+    people = battles[~battles["worker_id"].str.startswith("battle:")]
+    alpha = voter_alpha(config)
+    counted = included(people, leaks=include_leaks)
+    controls = people["is_control"].astype(int) == 1
+    control = (
+        qc_table(people, control_systems(people, config))
+        if controls.any()
+        else pd.DataFrame(
+            columns=["worker_id", "control_battles", "real_wins", "control_wins", "ties", "p_value", "judged", "passed"]
+        )
     )
-    return (method, {str(w): bool(p) for w, p in zip(table["worker_id"], table["passed"])})
+    return verdicts(sorted(set(people["worker_id"])), control, voter_table(counted, alpha), alpha)
+
+
+def qc_method(config=None) -> str:
+    """The arena's QC check in words (the dashboard's, the console's and the QC policy's)."""
+    alpha = voter_alpha(config)
+    return (
+        f"votes tested against the other workers' Bradley–Terry model for random, side-, tie- and length-biased "
+        f"voting (anytime-valid e-value ≥ {1 / alpha:g}: false-flag rate ≤ {alpha:g}); in QC battles, prefers "
+        f"the real system over the QC bot (one-sided binomial test, p < {QC_ALPHA}, from {decisive_needed()} "
+        "decisive QC votes on)"
+    )
+
+
+def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool | None]] | None:
+    """Which workers pass quality control so far (the dashboard's and the QC policy's check): every
+    worker's verdict of :func:`worker_table`, None for a worker not judged yet (too few votes for either
+    test: failing them would hold or reject every worker's first HITs, passing them would say what the
+    tests have not found). None before any battle."""
+    battles = tables["battles"]
+    if battles.empty:
+        return None
+    table = worker_table(battles, config)
+    verdict = {
+        str(w): (None if status == NOT_JUDGED else status == "passed")
+        for w, status in zip(table["worker_id"], table["status"])
+    }
+    return qc_method(config), verdict
 
 
 def analyze_battles(
@@ -227,13 +264,7 @@ def analyze_battles(
     board.insert(0, "category", OVERALL)
     categories, skipped = by_category(fitted, n_boot=n_boot, seed=seed, **fit)
     control = control_systems(battles, config)
-    qc = (
-        qc_table(battles, control)
-        if (battles["is_control"].astype(int) == 1).any()
-        else pd.DataFrame(
-            columns=["worker_id", "control_battles", "real_wins", "control_wins", "ties", "p_value", "judged", "passed"]
-        )
-    )
+    qc = worker_table(battles, config, include_leaks=include_leaks)
     lines = duplicate_warnings(
         [
             ("battle vote(s) (assignment, battle)", battles.attrs.get("duplicates") or None),
@@ -245,19 +276,7 @@ def analyze_battles(
         lines.append(
             f"{leaks} battle(s) flagged as identity leaks are left out of the leaderboard (--include-leaks counts them)"
         )
-    if facts["components"] > 1:
-        lines.append(
-            f"the systems fall into {facts['components']} groups that no chain of battles connects; "
-            "ratings of different groups are not comparable and no rank orders them (see 'component')"
-        )
-    if not facts["style_control"]:
-        lines.append("some battles have no style counts, so there is no style-controlled rating")
-    share = float(counted["worker_id"].value_counts(normalize=True).iloc[0])
-    if share > DOMINANT_SHARE and cluster == "worker":
-        lines.append(
-            f"one worker cast {share:.0%} of the leaderboard's votes; the worker-clustered intervals "
-            "account for it, but the leaderboard mostly says what that worker prefers"
-        )
+    lines += board_warnings(counted, board, facts, cluster)
     if skipped:
         lines.append(
             "categories without a leaderboard of their own (fewer than 20 battles or 2 systems): " + ", ".join(skipped)
@@ -287,6 +306,8 @@ def analyze_battles(
         "components": facts["components"],
         "control_systems": sorted(control),
         **dict(zip(("qc_judged", "qc_failed", "qc_not_judged"), qc_counts(qc))),
+        "voter_alpha": voter_alpha(config),
+        "qc_method": qc_method(config),
         "anchor": {"system": anchor[0], "rating": anchor[1]} if anchor[0] in set(board["system"]) else None,
         "duplicates": battles.attrs.get("duplicates", {}),
         "warnings": lines,

@@ -92,12 +92,16 @@ def write_preferences(session: Session, study: Study, task: ArenaTask, out: Path
     """``preferences.jsonl``: per decisive vote of a real battle without a leak, the first prompt and the
     preferred and the other side's conversation after it (TRL's conversational preference format:
     ``prompt``, ``chosen``, ``rejected`` as lists of messages). Ties and both-bad votes are left out unless
-    ``arena.preferences_ties``; then they come with ``"vote"`` saying so and the left side as ``chosen``."""
+    ``arena.preferences_ties``; then they come with ``"vote"`` saying so and the left side as ``chosen``.
+    Votes of workers who fail QC are left out, and those of workers QC has not judged yet unless
+    ``arena.unjudged`` is ``include`` (:func:`left_out_workers`)."""
     with_ties = task.config.arena.preferences_ties
     path = Path(out) / "preferences.jsonl"
+    records = battles(session, study, task)
+    skip = left_out_workers(records, task.config)
     with path.open("w", encoding="utf-8") as fh:
-        for b in battles(session, study, task):
-            if b["is_control"] or b["leak"] or not b["_turns_a"] or not b["_turns_b"]:
+        for b in records:
+            if b["is_control"] or b["leak"] or not b["_turns_a"] or not b["_turns_b"] or b["worker_id"] in skip:
                 continue
             if b["vote"] not in ("a", "b") and not with_ties:
                 continue
@@ -123,3 +127,18 @@ def write_preferences(session: Session, study: Study, task: ArenaTask, out: Path
                 + "\n"
             )
     return path
+
+
+def left_out_workers(records: list[dict], config) -> set[str]:
+    """The workers whose votes stay out of ``preferences.jsonl``: those who fail QC, and those not judged
+    yet unless ``arena.unjudged: include`` (the verdicts of the analysis's ``qc.csv``)."""
+    from hitkit.protocols.arena.analysis import worker_table
+    from hitkit.protocols.arena.reading import check_battles
+    from hitkit.protocols.arena.verdicts import FAILED, NOT_JUDGED
+
+    if not records:
+        return set()
+    frame = pd.DataFrame([{k: v for k, v in b.items() if not k.startswith("_")} for b in records])
+    table = worker_table(check_battles(frame[list(BATTLE_COLUMNS)], "battles"), config)
+    out = {FAILED} if config.arena.unjudged == "include" else {FAILED, NOT_JUDGED}
+    return set(table.loc[table["status"].isin(out), "worker_id"].astype(str))

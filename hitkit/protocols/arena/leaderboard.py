@@ -163,24 +163,25 @@ def bootstrap(
 def style_intervals(
     data: Battles, fit: bt.Fit, *, anchor: tuple[str, float] | None = bt.FASTCHAT_BASELINE, level: float = 0.95
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(rating lower, rating upper, coefficient lower, coefficient upper) of style control: the point fit
-    moved by :func:`~hitkit.protocols.arena.bradley_terry.ridge_shift` (the penalty's pull toward the
-    mean, which the fit to many battles, the intervals' target, does not have) ± t_{C−1}·the
-    worker-clustered sandwich standard error (:mod:`hitkit.protocols.arena.robust`, C the workers).
+    """(rating lower, rating upper, coefficient lower, coefficient upper) of style control: for the ratings,
+    the point fit moved by :func:`~hitkit.protocols.arena.bradley_terry.ridge_shift` (the penalty's pull
+    toward the mean, which the fit to many battles, the intervals' target, does not have) ± t_{C−1}·the
+    worker-clustered sandwich standard error (:mod:`hitkit.protocols.arena.robust`, C the workers); for
+    the style coefficients, the reported coefficient itself ± the same, so that each lies in its interval.
     A rating's interval is relative to the mean (or to the anchored system, whose own is that point)."""
     k = len(data.systems)
     features, _, _ = bt.style_features(data.counts_a, data.counts_b)
     x = bt.design(data.first, data.second, k, features)
     params = np.concatenate([fit.theta[0], fit.beta[0]])
     cov = robust.covariance(x, data.outcome, params, data.clusters, data.n_clusters, k)
-    shift_theta, shift_beta = bt.ridge_shift(
-        data.first, data.second, data.outcome, k, data.counts_a, data.counts_b, fit
-    )
+    shift_theta, _ = bt.ridge_shift(data.first, data.second, data.outcome, k, data.counts_a, data.counts_b, fit)
     lift = robust.contrasts(data.systems, anchor)
     half = robust.t_quantile(data.n_clusters, level)
     rating = bt.to_rating(fit.theta[0] + shift_theta, data.systems, anchor)
     rating_half = half * bt.SCALE * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", lift, cov[:k, :k], lift), 0.0))
-    beta = fit.beta[0] + shift_beta
+    # The coefficients' intervals are centred on the coefficients the style table reports (FastChat's
+    # penalised fit): moved by the penalty's pull, a shrunken coefficient could lie outside its own interval.
+    beta = fit.beta[0]
     beta_half = half * np.sqrt(np.maximum(np.diag(cov)[k:], 0.0))
     return rating - rating_half, rating + rating_half, beta - beta_half, beta + beta_half
 

@@ -10,6 +10,7 @@ from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.analysis import decisive_needed, qc_counts
 from hitkit.protocols.arena.costs import COST_BASES, pareto_figure
 from hitkit.protocols.arena.robust import SANDWICH
+from hitkit.protocols.arena.verdicts import FAILED, NOT_JUDGED
 from hitkit.report.parts import ReportFigure, ReportInput, Section, interval_method, num
 
 FEATURE_WORDS = {
@@ -36,10 +37,13 @@ def _style_sentence(style: pd.DataFrame) -> str:
 
 
 def sections(inp: ReportInput) -> list[Section]:
-    """Leaderboard, style, win rates, categories and QC."""
+    """Leaderboard, style, win rates, categories and QC; first, the analysis's warnings (a dominant worker,
+    a ranking its intervals cannot order yet, ...), as ``hitkit analyze`` and ``launch`` print them."""
     t, s = inp.tables, inp.summary
     board = t["leaderboard"]
     main = Section("Leaderboard")
+    if s.get("warnings"):
+        main.text.append("Read with care: " + "; ".join(s["warnings"]) + ".")
     main.text.append(
         f"Arena ratings (1000 + 400·log10 strength, FastChat's scale) from Bradley–Terry with ties as half a win "
         f"({'Davidson ties' if s.get('ties') == 'davidson' else 'FastChat convention'}"
@@ -102,22 +106,38 @@ def sections(inp: ReportInput) -> list[Section]:
         out.append(cat)
     qc = t.get("qc")
     if qc is not None and len(qc):
-        quality = Section("Quality control")
-        judged, failed, unjudged = qc_counts(qc)
-        quality.text.append(
-            f"{failed} of {judged} workers with enough QC votes to be judged did not prefer the real "
-            "system over the QC bot (one-sided exact binomial test, p < 0.05, ties left out)."
-            + (
-                f" {unjudged} worker(s) had fewer than {decisive_needed()} decisive QC votes, too few "
-                "for the test to pass anyone, and have no verdict (raise arena.control_share or the "
-                "HITs a worker may take to judge them)."
-                if unjudged
-                else ""
-            )
-        )
-        quality.tables.append(("QC battles per worker", qc))
-        out.append(quality)
+        out.append(_quality(qc, s))
     return out + cost_sections(inp)
+
+
+def _quality(qc: pd.DataFrame, s: dict) -> Section:
+    """Every worker's QC verdict: passed, failed (and why), or not judged (too few votes)."""
+    quality = Section("Quality control")
+    judged, failed, unjudged = qc_counts(qc)
+    status = qc["status"].astype(str) if "status" in qc else pd.Series(dtype=str)
+    quality.text.append(
+        f"{failed} of {judged} judged workers failed quality control: {s.get('qc_method', 'the arena QC check')}."
+        + (
+            f" {unjudged} worker(s) had too few votes for either test to judge them and have no verdict"
+            " (not judged, never passed)."
+            if unjudged
+            else ""
+        )
+    )
+    flagged = qc[status == FAILED]
+    if len(flagged):
+        quality.text.append(
+            "Failed: " + "; ".join(f"{w}: {r}" for w, r in zip(flagged["worker_id"], flagged["reason"])) + "."
+        )
+    if unjudged:
+        quality.text.append(
+            f"Not judged: {', '.join(map(str, qc.loc[status == NOT_JUDGED, 'worker_id'].head(20)))}"
+            + (" and more" if unjudged > 20 else "")
+            + ". Their votes count in the leaderboard; preferences.jsonl leaves them out unless arena.unjudged "
+            "is include."
+        )
+    quality.tables.append(("QC per worker", qc))
+    return quality
 
 
 def methods(inp: ReportInput) -> list[str]:
@@ -148,21 +168,32 @@ def methods(inp: ReportInput) -> list[str]:
         f"battles (numpy default_rng, seed {s.get('seed', '?')}); ranks are FastChat's: one plus the number of "
         "systems whose interval lies above the system's."
         + (
-            " The style-controlled ratings' and coefficients' 95 % intervals are the point fit moved by the one-step "
+            " The style-controlled ratings' 95 % intervals are the point fit moved by the one-step "
             "estimate of the penalty's pull toward the mean, (H + R)⁻¹·R·φ (φ the ratings and style coefficients, "
             "H the logistic information, R the penalty), ± t with C − 1 degrees of freedom times the cluster-robust "
             f"(sandwich, CR1) standard error, its C clusters the {s.get('interval_unit', 'worker')}s (Liang & Zeger "
             "1986): the intervals are for the unpenalised ratings the fit converges to as battles accumulate, while "
-            "the point ratings stay FastChat's."
+            "the point ratings stay FastChat's. The style coefficients' intervals are the reported coefficient "
+            "± the same t times its sandwich standard error, so each coefficient lies in its interval."
             if sandwich and s.get("style_interval_correction") == "penalty"
             else ""
         )
     )
     out.append(
-        "A worker passed quality control when their votes in QC battles preferred the real system over the "
-        f"degraded QC bot (one-sided exact binomial test, p < 0.05, ties left out), judged from "
-        f"{decisive_needed()} decisive QC votes on; {s.get('qc_failed', 0)} of {s.get('qc_judged', 0)} judged did not"
-        + (f", and {s['qc_not_judged']} had too few QC votes to be judged." if s.get("qc_not_judged") else ".")
+        "Each worker's votes were tested against the Bradley–Terry model fitted to the other workers' votes "
+        "(leave-one-worker-out; style-controlled where the battles have style counts) for voting at random, "
+        "always for one side, always a tie or always for the longer reply: a mixture of likelihood ratios "
+        f"(an e-value) of at least {1 / s.get('voter_alpha', 0.01):g} failed the worker, which happens to an "
+        f"honest voter with probability at most {s.get('voter_alpha', 0.01):g} however often the test is run "
+        "(Ville's inequality). Where there were QC battles, a worker also failed when their votes in them did "
+        "not prefer the real system over the degraded QC bot (one-sided exact binomial test, p < 0.05, ties left "
+        f"out, from {decisive_needed()} decisive QC votes on). {s.get('qc_failed', 0)} of {s.get('qc_judged', 0)} "
+        "judged workers failed"
+        + (
+            f", and {s['qc_not_judged']} had too few votes to be judged (not judged, never passed)."
+            if s.get("qc_not_judged")
+            else "."
+        )
     )
     return out + hygiene_methods(inp)
 

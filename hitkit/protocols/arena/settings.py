@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, ValidationError
 
@@ -63,6 +63,19 @@ class ArenaConfig(ArenaAnalysisOptions):
         description=("words that name a model or vendor: a battle whose reply says one is flagged 'leak'"),
     )
     preferences_ties: bool = Field(False, description="also write ties and both-bad votes to preferences.jsonl")
+    unjudged: Literal["include", "exclude"] = Field(
+        "exclude",
+        description=(
+            "whether the votes of workers QC has not judged yet (too few votes for either test) go into "
+            "preferences.jsonl; a failed worker's never do"
+        ),
+    )
+    voter_alpha: float = Field(
+        0.01,
+        gt=0,
+        le=0.2,
+        description="the voter test's false-flag rate: an honest voter is flagged with at most this probability",
+    )
     crowd: ArenaCrowdConfig = Field(default_factory=ArenaCrowdConfig)
 
     def battle_count(self) -> int:

@@ -59,7 +59,11 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
                 "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote",
             }
         )
-    return scores, "Wins / ties (both bad included) / losses in the battles so far."
+    from hitkit.protocols.arena.verdicts import live_warnings
+
+    note = "Wins / ties (both bad included) / losses in the battles so far."
+    warnings = live_warnings(tables[TABLE])
+    return scores, note + ("" if not warnings else " Read with care: " + "; ".join(warnings) + ".")
 
 
 def side_by_side(
