@@ -24,8 +24,9 @@ from hitkit.db.models import Assignment, Event, Payment, Study
 from hitkit.db.session import session_scope
 from hitkit.money.qc_policy import HELD_EVENT, decide
 from hitkit.progress import eta_text
-from hitkit.running.monitor import Counts, Snapshot
+from hitkit.running.monitor import Snapshot
 from hitkit.study.config import load_study
+from hitkit.study.counts import Counts
 from hitkit.study.served import database_url_of
 from tests.studies import REPO, launch, pairwise_study
 

@@ -223,7 +223,7 @@ def test_a_confirming_run_enlarges_the_crowd_by_whole_copies_of_its_mix_so_its_f
     import yaml
 
     from hitkit.simulation.crowd import crowd_from_config
-    from hitkit.simulation.planning import enlarged_crowd
+    from hitkit.simulation.plan_confirm import enlarged_crowd
     from hitkit.study.config import parse_study
     from hitkit.study.sections import CrowdGroup
 

@@ -15,8 +15,9 @@ from hitkit.cli import main
 from hitkit.dashboard.bots import health_sentence
 from hitkit.db.models import Event, Hit, Payment, Study
 from hitkit.db.session import session_scope
-from hitkit.running.monitor import answers_in_progress, progress, snapshot
+from hitkit.running.monitor import progress, snapshot
 from hitkit.running.stopping import FIRED, outcome_line
+from hitkit.study.counts import answers_in_progress
 from hitkit.study.stored import StudyContext
 from tests.studies import REPO, launch, pairwise_study, served
 

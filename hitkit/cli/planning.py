@@ -112,7 +112,8 @@ def plan(
     judge: (pairwise, Spot The Bot, live chat) is planned over the crowd's share of the items instead (--shares,
     --judge-agreement or --judge-correlation, --judge-bias, --pilot, --width)."""
     from hitkit.progress import showing_progress
-    from hitkit.simulation.planning import BUDGET_S, confirm, confirm_text, plan_text
+    from hitkit.simulation.plan_confirm import confirm, confirm_text
+    from hitkit.simulation.planning import BUDGET_S, plan_text
     from hitkit.simulation.planning import plan as make_plan
     from hitkit.study.config import load_study
 
@@ -251,7 +252,7 @@ def _plan_share(
     real run at the recommended share (a protocol whose ``judge_plan`` has no ``decide_export`` refuses it)."""
     from hitkit.progress import showing_progress
     from hitkit.simulation import judge_planning
-    from hitkit.simulation.planning import confirm_text
+    from hitkit.simulation.plan_confirm import confirm_text
 
     judge_plan, judge = _share_judge(config, agreement, correlation, bias, pilot)
     if confirm_run and not hasattr(judge_plan, "decide_export"):

@@ -21,7 +21,7 @@ from hitkit.money.qc import QcSummary, qc_summary
 from hitkit.money.qc_policy import held_assignment_ids
 from hitkit.protocols import PROTOCOLS
 from hitkit.running import stopping
-from hitkit.running.monitor import Counts, study_counts
+from hitkit.study.counts import Counts, study_counts
 from hitkit.study.stored import StudyContext, unit_answer_counts
 from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES, UNPOSTED_HITS
 
@@ -100,7 +100,7 @@ class StudyProgress:
     assignments: dict[str, int]
     workers: int
     answers_done: int
-    """Answers in submitted work (:attr:`hitkit.running.monitor.Counts.submitted`)."""
+    """Answers in submitted work (:attr:`hitkit.study.counts.Counts.submitted`)."""
     answers_needed: int
     work_time_median_s: float | None
     work_time_mean_s: float | None
@@ -116,7 +116,7 @@ class StudyProgress:
     leader: dict[str, Any] | None = None
     """The process that leads the study now (:func:`hitkit.study.lease.leader`), None when none does."""
     counts: Counts | None = None
-    """The study's progress as the console and ``hitkit status`` show it (:func:`hitkit.running.monitor.study_counts`)."""
+    """The study's progress as the console and ``hitkit status`` show it (:func:`hitkit.study.counts.study_counts`)."""
 
     @property
     def leader_text(self) -> str:

@@ -7,6 +7,8 @@ paused by its coordinator stays paused: only ``resume`` restarts it, never the s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlalchemy import select
 
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
@@ -37,6 +39,16 @@ def _as_leader(database_url: str, ctx: StudyContext, call) -> None:
     if callable(call):
         with lease.held(database_url, ctx.study_id, "cli"):
             call()
+
+
+def coordinator_line(study: str, status: str, done: int, total: int, config_path: Path) -> str:
+    """What a running ``hitkit launch`` says when the coordinator stops or pauses its study from elsewhere."""
+    if status == "stopped":
+        return f"study '{study}' was stopped (`hitkit stop`) with {done} of {total} answers; exporting and analysing what is in"
+    return (
+        f"study '{study}' is paused (`hitkit pause`) with {done} of {total} answers: waiting; "
+        f"`hitkit resume {config_path}` recruits again, `hitkit stop {config_path}` ends this launch"
+    )
 
 
 def pause_study(database_url: str, study_name: str) -> str:

@@ -22,6 +22,7 @@ from hitkit.errors import HitkitError
 from hitkit.money.ledger import estimate_cost
 from hitkit.progress import StatusLine
 from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots
+from hitkit.running.control import coordinator_line
 from hitkit.running.launch_judging import judge_crowd_work, judge_material, judges_before
 from hitkit.running.monitor import Snapshot, only_held_left, progress, qc_outcome_line, snapshot
 from hitkit.running.resume import apply_resume_changes
@@ -297,18 +298,11 @@ def _run(
                 status_line.show(snap.line(time.monotonic() - started))
             if status == "completed":
                 break
+            if status in ("stopped", "paused") and not (status == "paused" and paused_noted):
+                echo(coordinator_line(config.study, status, done, total, config_path))
             if status == "stopped":  # `hitkit stop` from another terminal: what is in is exported and analysed
-                echo(
-                    f"study '{config.study}' was stopped (`hitkit stop`) with {done} of {total} answers; "
-                    "exporting and analysing what is in"
-                )
                 coordinator_stopped = True
                 break
-            if status == "paused" and not paused_noted:
-                echo(
-                    f"study '{config.study}' is paused (`hitkit pause`) with {done} of {total} answers: waiting; "
-                    f"`hitkit resume {config_path}` recruits again, `hitkit stop {config_path}` ends this launch"
-                )
             paused_noted = status == "paused"
             if nothing_posted:
                 raise HitkitError(

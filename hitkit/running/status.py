@@ -16,7 +16,7 @@ from hitkit.study.lease import leader
 
 def study_status(database_url: str, name: str) -> dict:
     """Progress, HIT and assignment counts by status, spend and budget of the study ``name``."""
-    from hitkit.running.monitor import study_counts
+    from hitkit.study.counts import study_counts
     from hitkit.study.stored import StudyContext
 
     with session_scope(database_url) as session:
@@ -69,7 +69,7 @@ def study_status(database_url: str, name: str) -> dict:
                 "outcome": fired.data["outcome"],
                 "line": outcome_of(session, study.id),
             }
-        # The one definition of progress the console and the dashboard show too (hitkit.running.monitor.Counts).
+        # The one definition of progress the console and the dashboard show too (hitkit.study.counts.Counts).
         counts = study_counts(session, StudyContext.of(study, ""))
     info.update(counts.as_json())
     info["answers_done"] = counts.submitted  # the name earlier versions gave the answers in submitted work

@@ -30,7 +30,7 @@ import pandas as pd
 
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.progress import progress
-from hitkit.simulation import planning
+from hitkit.simulation import plan_confirm, planning
 from hitkit.study.config import StudyConfig
 
 UNIT = "human_share"
@@ -312,8 +312,8 @@ def confirm(
     web,
     echo: Callable[[str], None] = print,
     timeout_s: float | None = 600,
-) -> planning.Confirmation:
-    """Run the study once at :func:`confirm_share` (:func:`hitkit.simulation.planning.confirming_run`: real HTTP, the
+) -> plan_confirm.Confirmation:
+    """Run the study once at :func:`confirm_share` (:func:`hitkit.simulation.plan_confirm.confirming_run`: real HTTP, the
     simulated crowd, the study file's judge, which labels the material before posting or the crowd's work
     after it as the study's protocol does) and say which of the plan's decisions ``decide`` finds its
     export's PPI analysis got right (every decision of ``result`` named, None where one does not apply):
@@ -322,12 +322,12 @@ def confirm(
 
     share = confirm_share(result)
     started = time.monotonic()
-    run = planning.confirming_run(
+    run = plan_confirm.confirming_run(
         config, study_file, with_share(config, share), web=web, echo=echo, timeout_s=timeout_s
     )
     profiles = {w.worker_id: w.profile for w in crowd_from_config(run.config)}
     outcome = decide(run.config, run.folder / "export", profiles)
-    return planning.Confirmation(
+    return plan_confirm.Confirmation(
         share,
         result.unit,
         run.hits,
