@@ -122,18 +122,28 @@ def p_text(value) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def _missing(value: object) -> bool:
+    """None, NaN of any float type, pd.NA / NaT, or a text that says nan: shown as a dash, never as 'nan'."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("nan", "none", "<na>")
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or array in a cell is a value
+        return False
+
+
 def display(table: pd.DataFrame) -> pd.DataFrame:
     """A copy with numbers as short text: p-values to 3 decimals (< 0.001), other floats to 3."""
     out = table.copy()
     for column in out.columns:
         series = out[column]
         if pd.api.types.is_bool_dtype(series):
-            out[column] = series.map({True: "yes", False: "no"})
+            out[column] = series.map(lambda v: "–" if _missing(v) else "yes" if v else "no")  # a nullable bool's NA too
         elif pd.api.types.is_float_dtype(series):
             is_p = column.startswith("p_") or column == "p_value"
             out[column] = series.map(p_text if is_p else num)
         else:
-            out[column] = series.map(lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+            out[column] = series.map(lambda v: "–" if _missing(v) else str(v))
     return out
 
 
