@@ -122,3 +122,34 @@ def test_the_summary_and_methods_say_the_style_intervals_are_corrected_for_the_p
     assert "penalty's pull" not in " ".join(
         report.methods(ReportInput(task="arena", tables=unstyled.tables, summary=unstyled.summary))
     )
+
+
+def test_a_style_rating_never_lies_outside_its_own_interval_when_a_system_wins_every_battle():
+    """A system that won every battle: the penalty pulls its style rating far from the target its interval is
+    built around; the interval reaches the reported rating (METHODS: no interval excludes its estimate)."""
+    import numpy as np
+    import pandas as pd
+
+    from hitkit.protocols.arena.leaderboard import leaderboard
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(48):
+        a, b = [("anna", "bert"), ("bert", "cleo"), ("anna", "cleo")][i % 3]
+        winner = "a" if a == "anna" or (a == "bert" and b == "cleo") else "b"
+        rows.append(
+            {
+                "worker_id": f"w{i % 6}",
+                "system_a": a,
+                "system_b": b,
+                "vote": winner,
+                "tokens_a": int(rng.integers(20, 200)),
+                "tokens_b": int(rng.integers(20, 200)),
+                **{f"{f}_count_{s}": int(rng.integers(0, 4)) for f in ("header", "list", "bold") for s in "ab"},
+            }
+        )
+    board, _, _ = leaderboard(pd.DataFrame(rows), n_boot=50, seed=0)
+    inside = (board["rating_style_lower"] <= board["rating_style"] + 1e-9) & (
+        board["rating_style"] <= board["rating_style_upper"] + 1e-9
+    )
+    assert inside.all(), board[["system", "rating_style", "rating_style_lower", "rating_style_upper"]]

@@ -167,7 +167,8 @@ def style_intervals(
     the point fit moved by :func:`~hitkit.protocols.arena.bradley_terry.ridge_shift` (the penalty's pull
     toward the mean, which the fit to many battles, the intervals' target, does not have) ± t_{C−1}·the
     worker-clustered sandwich standard error (:mod:`hitkit.protocols.arena.robust`, C the workers); for
-    the style coefficients, the reported coefficient itself ± the same, so that each lies in its interval.
+    the style coefficients, the reported coefficient itself ± the same, so that each lies in its interval;
+    a rating's interval is widened to reach the reported (penalised) rating where the pull moved it outside.
     A rating's interval is relative to the mean (or to the anchored system, whose own is that point)."""
     k = len(data.systems)
     features, _, _ = bt.style_features(data.counts_a, data.counts_b)
@@ -183,7 +184,13 @@ def style_intervals(
     # penalised fit): moved by the penalty's pull, a shrunken coefficient could lie outside its own interval.
     beta = fit.beta[0]
     beta_half = half * np.sqrt(np.maximum(np.diag(cov)[k:], 0.0))
-    return rating - rating_half, rating + rating_half, beta - beta_half, beta + beta_half
+    # Where the penalty's pull is large (a system that won or lost every battle), the interval around the
+    # unpenalised target can miss the penalised rating the leaderboard reports: the interval is then widened to
+    # reach it, so that no rating lies outside its own interval.
+    reported = bt.to_rating(fit.theta[0], data.systems, anchor)
+    lower = np.minimum(rating - rating_half, reported)
+    upper = np.maximum(rating + rating_half, reported)
+    return lower, upper, beta - beta_half, beta + beta_half
 
 
 def win_rates(battles: pd.DataFrame) -> pd.DataFrame:
