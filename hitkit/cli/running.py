@@ -44,6 +44,18 @@ def init(directory: Path, task: str) -> None:
 @click.option("--no-progress", is_flag=True, help="No redrawn status line; a plain line every 30 s instead.")
 @click.option("--timeout", type=float, default=None, help="Stop watching after this many seconds.")
 @click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the worker pages on this port (default: server.port; 0 or unset there: a free port, printed).",
+)
+@click.option(
+    "--bot-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the study's own bots (bots.serve) on this port (default: bots.serve.port; 0: a free port, printed).",
+)
+@click.option(
     "--test-participant",
     is_flag=True,
     help=(
@@ -58,6 +70,8 @@ def launch(
     dry_run: bool,
     no_progress: bool,
     timeout: float | None,
+    port: int | None,
+    bot_port: int | None,
     test_participant: bool,
 ) -> None:
     """Validate, build, post, serve, schedule, and export and analyse a study when it is done."""
@@ -85,6 +99,8 @@ def launch(
                 timeout_s=timeout,
                 lines_every_s=None if bar else PLAIN_LINE_EVERY_S,
                 confirm=lambda q: click.confirm(q, default=False),
+                port=port,
+                bot_port=bot_port,
             )
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM: the launch has stopped its bot server, web server and scheduler.
@@ -114,11 +130,11 @@ def generate(study_file: Path, no_progress: bool) -> None:
     """Generate the study's bot-bot conversations (resumable: finished ones are kept and skipped)."""
     from hitkit.material.generation import generate as run
     from hitkit.material.generation import pending
-    from hitkit.running.bots import study_bots
+    from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
     from hitkit.study.config import load_study
 
-    config = load_study(study_file)
+    config = with_bot_server(load_study(study_file))  # systems without a url: the study's own bots
     bar = not no_progress and on_terminal()
     # With everything written there is no bot server to start, and no model to load.
     try:
@@ -146,12 +162,12 @@ def judge(study_file: Path, no_progress: bool) -> None:
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
     from hitkit.judges.judging import judge_study
-    from hitkit.running.bots import study_bots
+    from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
     from hitkit.study.config import load_study
     from hitkit.study.served import require_launched
 
-    config = load_study(study_file)
+    config = with_bot_server(load_study(study_file))  # systems without a url: the study's own bots
     if config.judge is None:
         raise HitkitError(f"{study_file} has no judge: section; add one to have an LLM judge label the study")
     require_launched(config, study_file)
@@ -204,7 +220,7 @@ def prescreen(
     from hitkit.prescreen import agreement
     from hitkit.prescreen.run import prescreen as run
     from hitkit.prescreen.run import ranking_text
-    from hitkit.running.bots import study_bots
+    from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
     from hitkit.study.config import load_study
 
@@ -215,7 +231,7 @@ def prescreen(
         human, source = agreement.human_ranking_from_csv(human_ranking), str(human_ranking)
     elif study_analysis:
         human, source = agreement.human_ranking_from_analysis(study_analysis), str(study_analysis)
-    config = load_study(study_file)
+    config = with_bot_server(load_study(study_file))  # systems without a url: the study's own bots
     with sigterm_stops(), study_bots(config, lambda line: None if as_json else click.echo(line)):
         result = run(
             config, human=human, human_source=source, show_progress=not no_progress and not as_json and on_terminal()

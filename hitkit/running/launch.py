@@ -21,7 +21,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.money.ledger import estimate_cost
 from hitkit.progress import StatusLine
-from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots
+from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots, with_bot_server
 from hitkit.running.control import coordinator_line
 from hitkit.running.launch_judging import judge_crowd_work, judge_material, judges_before
 from hitkit.running.monitor import Snapshot, only_held_left, progress, qc_outcome_line, snapshot
@@ -149,6 +149,8 @@ def launch(
     analyse: bool = True,
     lines_every_s: float | None = None,
     config: StudyConfig | None = None,
+    port: int | None = None,
+    bot_port: int | None = None,
 ) -> LaunchResult:
     """Run a study from its file to its exports and analysis, its worker pages served by ``web``; see the
     module docstring.
@@ -157,10 +159,13 @@ def launch(
     that often instead (for logs). Ctrl-C and SIGTERM raise :class:`Stopped` (a KeyboardInterrupt)
     after stopping everything the launch started. ``config`` runs the file's study as changed in
     memory (``hitkit plan --confirm``'s: another size, crowd and database); paths still resolve
-    against the file's folder.
+    against the file's folder. ``port`` and ``bot_port`` override ``server.port`` and ``bots.serve.port``
+    (``--port``, ``--bot-port``; 0 anywhere: a free port, printed).
     """
     config_path = Path(config_path)
-    config = config or load_study(config_path)
+    config = with_bot_server(config or load_study(config_path), bot_port)  # systems without a url: its bots
+    if port is not None:
+        config = config.model_copy(update={"server": config.server.model_copy(update={"port": port})})
     from hitkit.providers import make_provider
 
     make_provider(config, "").check_posting()  # e.g. MTurk's closure: refused before anything is saved or posted

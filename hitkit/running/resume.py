@@ -16,10 +16,18 @@ JUDGE_OPERATIONAL = ("url", "options")
 the model, its prompt and the crowd's share define the study."""
 
 
+SYSTEM_OPERATIONAL = ("url",)
+"""Parts of a system that may change between launches: where its bot answers (a bot server on another port)."""
+
+
 def design(key: str, value):
     """The part of a study-file field that defines the study."""
     if key == "judge" and isinstance(value, dict):
         return {k: v for k, v in value.items() if k not in JUDGE_OPERATIONAL}
+    if key == "systems" and isinstance(value, list):
+        return [
+            {k: v for k, v in s.items() if k not in SYSTEM_OPERATIONAL} if isinstance(s, dict) else s for s in value
+        ]
     return value
 
 
@@ -51,7 +59,7 @@ def apply_resume_changes(study: Study, config: StudyConfig) -> list[str]:
             f"{', '.join(fixed)} changed since the study was launched; these define the study and "
             f"cannot change — restore them, or launch a new study under another name"
         )
-    changed = [k for k in (*RESUMABLE_FIELDS, "judge") if fresh.get(k) != stored.get(k)]
+    changed = [k for k in (*RESUMABLE_FIELDS, "judge", "systems") if fresh.get(k) != stored.get(k)]
     if changed:
         study.config = {**stored, **{k: fresh[k] for k in changed}}
         study.budget = config.budget

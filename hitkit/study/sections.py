@@ -39,6 +39,15 @@ class SystemConfig(Model):
         ),
     )
 
+    def has_endpoint(self, served: bool) -> bool:
+        """Whether the system can be asked: a ``model``, and a ``url`` or the study's own bot server (``served``:
+        ``bots.serve``, whose address each launch gives the systems without a url)."""
+        return bool(self.model) and (bool(self.url) or served)
+
+    def checked_bot_config(self):
+        """:meth:`bot_config` for checking the options at load time, before a launch gives a served system its url."""
+        return (self if self.url else self.model_copy(update={"url": "http://127.0.0.1:1"})).bot_config()
+
     def bot_config(self):
         """This system's :class:`hitkit.bots.client.BotConfig` (needs ``url`` and ``model``)."""
         from hitkit.bots.client import BotConfig
@@ -223,7 +232,12 @@ class BotServeConfig(Model):
     degraded: list[str] = Field(default_factory=list, description="names of degraded quality-control bots")
     degraded_corpus: Optional[Path] = Field(None, description="JSONL dialogues (default: chatterbot-corpus)")
     host: str = "127.0.0.1"
-    port: int = Field(8011, gt=0, le=65535)
+    port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="0: a free port chosen at each launch and printed; systems without a url talk to this server",
+    )
     max_batch: int = Field(32, gt=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     engine: Literal["auto", "llamacpp", "transformers"] = Field(

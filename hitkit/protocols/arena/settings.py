@@ -116,13 +116,13 @@ def check_study(config) -> None:
         if unknown:
             raise ValueError(f"arena.{field} names {', '.join(unknown)}, not in 'systems'; name the study's systems")
     for i, system in enumerate(config.systems):
-        if not system.url or not system.model:
+        if not system.has_endpoint(served=config.bots is not None and config.bots.serve is not None):
             raise ValueError(
                 f"systems.{i} ('{system.name}'): an arena system needs 'url' (an OpenAI-compatible "
-                f"endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it"
+                f"endpoint, or none with bots.serve) and 'model'; add them"
             )
         try:
-            system.bot_config()
+            system.checked_bot_config()
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise ValueError(f"systems.{i} ('{system.name}') options: {problems}") from None

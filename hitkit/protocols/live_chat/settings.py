@@ -135,13 +135,13 @@ def check_study(config) -> None:
     """Raise ValueError unless the study's systems can fill the section's HITs, each with an endpoint."""
     config.live_chat.check_against([s.name for s in config.systems])
     for i, system in enumerate(config.systems):
-        if not system.url or not system.model:
+        if not system.has_endpoint(served=config.bots is not None and config.bots.serve is not None):
             raise ValueError(
                 f"systems.{i} ('{system.name}'): a live-chat system needs 'url' (an "
-                f"OpenAI-compatible endpoint, e.g. `hitkit bots serve`) and 'model'; add both to it"
+                f"OpenAI-compatible endpoint, or none with bots.serve) and 'model'; add them"
             )
         try:
-            system.bot_config()
+            system.checked_bot_config()
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise ValueError(

