@@ -195,7 +195,7 @@ def pairwise_type1(replicates: int, rng: np.random.Generator) -> float:
     try:
         rejected = []
         for _ in range(replicates):
-            rejected += list(pair_table(pairwise_votes(rng, 24, 40), n_boot=0, correction="none")["p_value"] < 0.05)
+            rejected += list(pair_table(pairwise_votes(rng, 24, 40), correction="none")["p_value"] < 0.05)
     finally:
         STRENGTHS = saved
     return float(np.mean(rejected))

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hitkit.analysis.cr2 import ContrastTest, cr2_contrast
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     Correction,
@@ -52,42 +53,35 @@ def system_scores(kept: pd.DataFrame, criteria: Sequence[Criterion] = DEFAULT_CR
 
 
 def worker_clustered_tests(kept: pd.DataFrame, systems: Sequence[str]) -> dict[tuple[str, str], float]:
-    """One-sided p that a's mean z exceeds b's for every ordered pair, clustered by worker: the difference of
-    the two systems' mean z (all their criterion ratings, as :func:`system_scores`) over its cluster-robust
-    (sandwich) standard error, each worker's influence (S_wa − z̄_a·C_wa)/N_a − (S_wb − z̄_b·C_wb)/N_b
-    (S: the worker's summed z of the system, C: their count, N: the system's ratings) squared and summed
-    × G/(G − 1) over the G workers who rated either, referred to Student's t with G − 1 degrees of freedom.
-    A worker's ratings move together (their standardisation, taste and conversations), so this is the
-    test that keeps its level when workers differ; conversations are nested in workers, so their effects
-    are covered too. NaN where a system has no ratings or fewer than two workers rated the pair."""
-    codes, workers = pd.factorize(kept["worker_id"].astype(str))
-    column = pd.Index(list(systems)).get_indexer(kept["system"])
-    ok = column >= 0
-    sums = np.zeros((len(workers), len(systems)))
-    counts = np.zeros_like(sums)
-    np.add.at(sums, (codes[ok], column[ok]), kept["z"].to_numpy(float)[ok])
-    np.add.at(counts, (codes[ok], column[ok]), 1.0)
-    totals = counts.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = sums.sum(axis=0) / totals
-        influence = (sums - means * counts) / totals
-    out = {}
-    for i, a in enumerate(systems):
-        for j, b in enumerate(systems):
-            if i == j:
-                continue
-            rated = (counts[:, i] + counts[:, j]) > 0
-            g = int(rated.sum())
-            if not (totals[i] > 0 and totals[j] > 0) or g < 2:
-                out[(a, b)] = math.nan
-                continue
-            variance = g / (g - 1) * float(((influence[rated, i] - influence[rated, j]) ** 2).sum())
-            diff = float(means[i] - means[j])
-            if variance <= 0:
-                out[(a, b)] = 0.0 if diff > 0 else 1.0
-                continue
-            out[(a, b)] = float(stats.t.sf(diff / math.sqrt(variance), g - 1))
+    """One-sided p of the null "a's mean z is no greater than b's" against "a's is greater", for every ordered
+    pair, clustered by worker: the difference of the two systems' mean z (all their criterion ratings, as
+    :func:`system_scores`) is the contrast of a least-squares fit of z on the system, over the two systems'
+    ratings, tested with the CR2 cluster-robust standard error and Bell–McCaffrey degrees of freedom
+    (:mod:`hitkit.analysis.cr2`: right when a few workers do most of the ratings, where the plain sandwich with
+    G − 1 degrees of freedom rejected 7.8 % of true nulls at 5 %). A worker's ratings move together (their
+    standardisation, taste and conversations), so the worker is the cluster; conversations are nested in
+    workers, so their effects are covered too. NaN where a system has no ratings or fewer than two workers
+    rated the pair."""
+    out: dict[tuple[str, str], float] = {}
+    for a, b in itertools.combinations(systems, 2):
+        test = _difference_test(kept, a, b)
+        if test is None or math.isnan(test.se):
+            out[(a, b)] = out[(b, a)] = math.nan
+            continue
+        out[(a, b)], out[(b, a)] = test.p_greater(), test.negated().p_greater()
     return out
+
+
+def _difference_test(kept: pd.DataFrame, a: str, b: str) -> ContrastTest | None:
+    """The CR2 test of mean z of ``a`` minus that of ``b``, clustered by worker; None if either has no rating."""
+    rows = kept[kept["system"].isin([a, b])]
+    is_a = (rows["system"] == a).to_numpy(float)
+    if is_a.sum() == 0 or is_a.sum() == len(is_a):
+        return None
+    design = np.column_stack([np.ones(len(is_a)), is_a])
+    return cr2_contrast(
+        rows["z"].to_numpy(float), design, rows["worker_id"].astype(str).to_numpy(), np.array([0.0, 1.0])
+    )
 
 
 def _observations(kept: pd.DataFrame, unit: SignificanceUnit) -> pd.DataFrame:
