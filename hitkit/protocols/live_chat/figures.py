@@ -23,12 +23,13 @@ def ranking(systems: pd.DataFrame, low, high) -> bytes:
 
 
 def significance(table: pd.DataFrame, order: Sequence[str], alpha: float, correction: str) -> bytes:
-    """The one-sided Mann–Whitney p that the row system beats the column system, * below ``alpha``."""
+    """Each ordered pair's one-sided p (the significance table's test: worker-clustered by default, Mann–Whitney
+    with ``--unit rating``) of "the row system's z are no higher than the column's", * below ``alpha``."""
     values, marks = matrices.pair_frames(table, "p_value", list(order), mark=matrices.p_column(table), alpha=alpha)
     return plots.pair_matrix(
         values,
         marks=marks,
-        title="Row beats column: one-sided Mann–Whitney p",
+        title="Row beats column: one-sided p",
         colorbar="p",
         cmap="Greens_r",
         vmin=0,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.cr2 import ContrastTest, cr2_contrast
+from hitkit.analysis.cr2 import PROCEDURE, ContrastTest, cr2_contrast
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     Correction,
@@ -82,6 +82,13 @@ def _difference_test(kept: pd.DataFrame, a: str, b: str) -> ContrastTest | None:
     return cr2_contrast(
         rows["z"].to_numpy(float), design, rows["worker_id"].astype(str).to_numpy(), np.array([0.0, 1.0])
     )
+
+
+def significance_procedure(unit: str) -> dict[str, str]:
+    """What summary.json records of the significance matrix's procedure for ``unit`` (the report's words
+    follow it): the worker-clustered test's name; nothing for the Mann–Whitney units, whose summaries stay
+    as they were (the Ji et al. reproduction is byte-identical)."""
+    return {"significance_procedure": PROCEDURE} if unit == "worker" else {}
 
 
 def _observations(kept: pd.DataFrame, unit: SignificanceUnit) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from scipy import stats
 
 from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
-from hitkit.analysis.cr2 import ContrastTest, cr2_contrast
+from hitkit.analysis.cr2 import PROCEDURE, ContrastTest, cr2_contrast
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -230,6 +230,7 @@ def analyze_votes(
         "n_boot": n_boot,
         "multiple_comparisons": correction,
         "pair_test": test,
+        "pair_procedure": PROCEDURE if test == "worker" else "exact sign test, Clopper–Pearson interval",
         "interval_unit": resample,
         "interval_method": INTERVAL_METHOD,
         "duplicates": duplicate_report,
