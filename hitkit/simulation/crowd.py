@@ -34,6 +34,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
 from hitkit.simulation import crowd_typing
+from hitkit.simulation.activity import capped_quotas
 from hitkit.simulation.crowd_chat import chat, chat_sides
 from hitkit.study.config import StudyConfig
 from hitkit.study.stored import StudyContext
@@ -81,6 +82,19 @@ def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
     return workers
 
 
+def worker_quotas(workers: list[SimWorker], config: StudyConfig, places: int) -> dict[str, int]:
+    """How many of the study's ``places`` (assignments of all its HITs) each worker does first: the
+    ``simulated.activity`` law's shares within ``schedule.per_worker_cap``
+    (:func:`~hitkit.simulation.activity.capped_quotas`), given to the workers in an order shuffled with the
+    study's seed (so the busiest are not always the first group's)."""
+    if not workers:
+        return {}
+    quotas = capped_quotas(places, len(workers), config.simulated.activity, config.schedule.per_worker_cap)
+    order = [w.worker_id for w in workers]
+    random.Random(f"activity:{config.seed}").shuffle(order)
+    return dict(zip(order, quotas))
+
+
 @dataclass
 class CrowdStats:
     hits_done: int = 0
@@ -111,6 +125,12 @@ class SimulatedCrowd:
             self._hit_count = session.execute(
                 select(func.count()).select_from(Hit).where(Hit.study_id == ctx.study_id)
             ).scalar_one()
+            places = session.execute(
+                select(func.coalesce(func.sum(Hit.max_assignments), 0)).where(Hit.study_id == ctx.study_id)
+            ).scalar_one()
+        self._quota = worker_quotas(self.workers, ctx.config, int(places))
+        self._taken: dict[str, int] = {}  # HITs each worker had taken at their last turn
+        self._idle: set[str] = set()  # workers whose last turn found no HIT for them, or who retired
 
     # Lifecycle ------------------------------------------------------------------------------
     def start(self) -> "SimulatedCrowd":
@@ -148,6 +168,8 @@ class SimulatedCrowd:
                 with self._lock:
                     self.stats.errors.append(f"{worker.worker_id}: {exc}")
                 outcome = "wait"
+            with self._lock:
+                (self._idle.discard if outcome == "again" else self._idle.add)(worker.worker_id)
             if outcome == "retire":
                 with self._lock:
                     self._retired += 1
@@ -160,6 +182,21 @@ class SimulatedCrowd:
             self._queue.put(worker)
 
     # One worker's turn ----------------------------------------------------------------------
+    def _quota_reached(self, worker_id: str) -> bool:
+        """Whether the worker has done its share of the activity law and leaves the next HIT to others.
+
+        Only while another worker below its share is still finding work: once every such worker has met its
+        share, retired or found nothing it may take (a cap, a block it has seen), the shares are lifted and
+        anyone takes what is left, so a study finishes whenever it did without them."""
+        with self._lock:
+            if self._taken.get(worker_id, 0) < self._quota.get(worker_id, 0):
+                return False
+            return any(
+                self._taken.get(w, 0) < quota and w not in self._idle
+                for w, quota in self._quota.items()
+                if w != worker_id
+            )
+
     def _turn(self, worker: SimWorker) -> str:
         """Take one HIT if there is one for this worker; say whether to come back or retire."""
         with session_scope(self.database_url) as session:
@@ -185,8 +222,12 @@ class SimulatedCrowd:
                 ).scalar_one()
                 if held is None and taken >= self.ctx.config.schedule.per_worker_cap:
                     return "retire"
+                with self._lock:
+                    self._taken[worker.worker_id] = taken
             if study.status == "completed":
                 return "retire"
+            if held is None and self._quota_reached(worker.worker_id):
+                return "wait"
             if held:
                 hit = session.get_one(Hit, held)
             else:
