@@ -1,10 +1,10 @@
 """The simulated crowd's activity laws: long-tailed by default, uniform on request, seeded."""
 
-import numpy as np
-import pytest
-
 import random
 from collections import Counter
+
+import numpy as np
+import pytest
 
 from hitkit.simulation.activity import (
     activity_weights,
