@@ -100,3 +100,18 @@ def test_one_cluster_gives_no_standard_error_and_a_rank_deficient_design_is_refu
     assert math.isnan(one.se) and one.estimate == pytest.approx(1.5)
     with pytest.raises(ValueError, match="not linearly independent"):
         cr2_contrast(np.arange(4.0), np.ones((4, 2)), np.arange(4), np.array([1.0, 0.0]))
+
+
+def test_reports_name_the_procedure_the_summary_records_and_older_summaries_keep_their_words():
+    from hitkit.analysis.cr2 import PROCEDURE
+    from hitkit.protocols.live_chat.report import significance_test
+    from hitkit.protocols.pairwise.report import pair_test
+
+    now = significance_test({"significance_unit": "worker", "significance_procedure": PROCEDURE})
+    assert "CR2" in now and "Bell–McCaffrey" in now
+    before = significance_test({"significance_unit": "worker"})
+    assert "workers − 1 degrees of freedom" in before and "CR2" not in before
+    assert "Mann–Whitney" in significance_test({"significance_unit": "rating"})
+    assert "Bell–McCaffrey" in pair_test({"pair_test": "worker", "pair_procedure": PROCEDURE})
+    assert "Clopper–Pearson" in pair_test({"pair_test": "vote", "pair_procedure": "exact sign test"})
+    assert "Clopper–Pearson" not in pair_test({"pair_test": "vote"})
