@@ -264,3 +264,35 @@ def test_the_arena_starter_plans_from_one_hit(tmp_path):
     )
     assert run.exit_code == 0, run.output
     assert "(1 HIT," in run.output or "below 80%" in run.output
+
+
+def test_an_arena_plan_gives_each_hit_to_one_worker_by_the_activity_law_within_the_cap():
+    from collections import Counter
+
+    from hitkit.protocols.arena.plan import simulate
+
+    example = _example("arena")
+    per_hit = example.arena.battles_per_hit
+
+    def sized(cap, activity="zipf"):
+        return example.model_copy(
+            update={
+                "arena": example.arena.model_copy(update={"hits": 60}),
+                "schedule": example.schedule.model_copy(update={"per_worker_cap": cap}),
+                "simulated": example.simulated.model_copy(update={"activity": activity}),
+            }
+        )
+
+    def votes(config):
+        frame, _ = simulate(config, seed=3)
+        return sorted(Counter(frame["worker_id"]).values(), reverse=True), frame
+
+    busy, frame = votes(sized(30))
+    assert busy[0] <= 30 * per_hit and sum(busy[:2]) > 0.5 * sum(busy)  # zipf: a few workers cast most votes
+    assert frame.equals(votes(sized(30))[1])  # seeded
+    capped, _ = votes(sized(10))
+    assert len(capped) == 6 and capped[0] <= 10 * per_hit  # the cap flattens the law
+    one, _ = votes(sized(1))
+    assert len(one) > 50 and one[0] <= per_hit  # a cap of 1: as many workers as HITs, one HIT each
+    uniform, _ = votes(sized(30, "uniform"))
+    assert len(uniform) <= 6 and uniform[0] < busy[0]
