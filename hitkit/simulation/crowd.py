@@ -9,7 +9,8 @@ browser would send of how it was typed (:mod:`hitkit.worker.authenticity`). A wo
 looks at the marketplace (the study's posted HITs), previews a HIT, accepts it, reads the
 instructions, answers unit by unit (each answer is its own request, as a person's clicks are; a chat
 is :mod:`hitkit.simulation.crowd_chat`), submits, and comes back for more until the cap, the budget or
-the work runs out.
+the work runs out. How much each worker does follows ``simulated.activity`` (:func:`worker_quotas`): by
+default a few workers take most of the HITs, as on real platforms, within the per-worker cap.
 """
 
 from __future__ import annotations
