@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from hitkit.analysis.cr2 import PROCEDURE, ContrastTest, cr2_contrast
+from hitkit.analysis.cr2 import PROCEDURE, cr2_contrast
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     Correction,
@@ -62,26 +62,23 @@ def worker_clustered_tests(kept: pd.DataFrame, systems: Sequence[str]) -> dict[t
     standardisation, taste and conversations), so the worker is the cluster; conversations are nested in
     workers, so their effects are covered too. NaN where a system has no ratings or fewer than two workers
     rated the pair."""
+    workers = pd.factorize(kept["worker_id"].astype(str))[0]
+    column = pd.Index(list(systems)).get_indexer(kept["system"])
+    z = kept["z"].to_numpy(float)
     out: dict[tuple[str, str], float] = {}
-    for a, b in itertools.combinations(systems, 2):
-        test = _difference_test(kept, a, b)
-        if test is None or math.isnan(test.se):
+    for (i, a), (j, b) in itertools.combinations(enumerate(systems), 2):
+        rows = (column == i) | (column == j)
+        is_a = (column[rows] == i).astype(float)
+        if not 0 < is_a.sum() < len(is_a):  # a system without ratings
+            out[(a, b)] = out[(b, a)] = math.nan
+            continue
+        design = np.column_stack([np.ones(len(is_a)), is_a])
+        test = cr2_contrast(z[rows], design, workers[rows], np.array([0.0, 1.0]))
+        if math.isnan(test.se):  # one worker rated the pair
             out[(a, b)] = out[(b, a)] = math.nan
             continue
         out[(a, b)], out[(b, a)] = test.p_greater(), test.negated().p_greater()
     return out
-
-
-def _difference_test(kept: pd.DataFrame, a: str, b: str) -> ContrastTest | None:
-    """The CR2 test of mean z of ``a`` minus that of ``b``, clustered by worker; None if either has no rating."""
-    rows = kept[kept["system"].isin([a, b])]
-    is_a = (rows["system"] == a).to_numpy(float)
-    if is_a.sum() == 0 or is_a.sum() == len(is_a):
-        return None
-    design = np.column_stack([np.ones(len(is_a)), is_a])
-    return cr2_contrast(
-        rows["z"].to_numpy(float), design, rows["worker_id"].astype(str).to_numpy(), np.array([0.0, 1.0])
-    )
 
 
 def significance_procedure(unit: str) -> dict[str, str]:
