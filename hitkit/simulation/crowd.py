@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
 import random
@@ -129,7 +130,8 @@ class SimulatedCrowd:
             places = session.execute(
                 select(func.coalesce(func.sum(Hit.max_assignments), 0)).where(Hit.study_id == ctx.study_id)
             ).scalar_one()
-        self._quota = worker_quotas(self.workers, ctx.config, int(places))
+        self._places = int(places)
+        self._quota = worker_quotas(self.workers, ctx.config, self._places)
         self._taken: dict[str, int] = {}  # HITs each worker had taken at their last turn
         self._idle: set[str] = set()  # workers whose last turn found no HIT for them, or who retired
 
@@ -184,18 +186,20 @@ class SimulatedCrowd:
 
     # One worker's turn ----------------------------------------------------------------------
     def _quota_reached(self, worker_id: str) -> bool:
-        """Whether the worker has done its share of the activity law and leaves the next HIT to others.
+        """Whether the worker has done its share of the work so far and leaves the next HIT to others.
 
-        Only while another worker below its share is still finding work: once every such worker has met its
-        share, retired or found nothing it may take (a cap, a block it has seen), the shares are lifted and
-        anyone takes what is left, so a study finishes whenever it did without them."""
+        A worker's share so far is its quota (:func:`worker_quotas`) times the share of the study's places
+        taken, plus one: a busy worker keeps taking HITs all through the study, as on a real platform, not
+        only once the others are done. It holds only while another worker below its own share is still
+        finding work: once every such worker has met it, retired or found nothing it may take (a cap, a
+        block it has seen), anyone takes what is left, so a study finishes whenever it did without it."""
         with self._lock:
-            if self._taken.get(worker_id, 0) < self._quota.get(worker_id, 0):
+            done = sum(self._taken.values()) / max(1, self._places)
+            limit = {w: min(q, math.ceil(q * done) + 1) for w, q in self._quota.items()}
+            if self._taken.get(worker_id, 0) < limit.get(worker_id, 0):
                 return False
             return any(
-                self._taken.get(w, 0) < quota and w not in self._idle
-                for w, quota in self._quota.items()
-                if w != worker_id
+                self._taken.get(w, 0) < most and w not in self._idle for w, most in limit.items() if w != worker_id
             )
 
     def _turn(self, worker: SimWorker) -> str:
