@@ -21,7 +21,7 @@ literature recommends for few or unbalanced clusters:
 
 These are the estimator and the degrees of freedom of R's clubSandwich (``vcovCR(type = "CR2")`` with
 ``coef_test(test = "Satterthwaite")``) for an unweighted ``lm``. ``(I − H_gg)`` has rank p at most below its
-size, so its inverse square root is taken on H_gg's few non-zero eigenvalues (a thin QR of X_g); where
+size, so its inverse square root is taken on H_gg's few non-zero eigenvalues (in the basis of the cluster's cells); where
 1 − μ vanishes (a cluster that alone fixes a coefficient) the pseudo-inverse drops that direction, as
 clubSandwich does. Pure numpy, on cells (a cluster's rows with the same design row), all clusters at
 once; cost O(N log N + G k³ + G² p) for k distinct design rows a cluster.
