@@ -104,3 +104,28 @@ def test_the_launch_crowd_gets_the_laws_shares_within_the_cap_seeded(tmp_path):
     assert max(quotas, key=quotas.__getitem__) != "sim-diligent-000"  # shuffled with the seed
     uniform = worker_quotas(workers, _crowd_study(tmp_path, "uniform", cap=15), 200)
     assert set(uniform.values()) <= {6, 7}
+
+
+def _crowd_state(quota, taken, idle=()):
+    """A SimulatedCrowd's bookkeeping alone (no database, no server), to test who takes the next HIT."""
+    import threading
+
+    from hitkit.simulation.crowd import SimulatedCrowd
+
+    crowd = object.__new__(SimulatedCrowd)
+    crowd._lock, crowd._quota, crowd._taken = threading.Lock(), quota, dict(taken)
+    crowd._idle, crowd._places = set(idle), sum(quota.values())
+    return crowd
+
+
+def test_a_busy_worker_takes_its_share_all_through_the_study_and_the_rest_once_others_cannot():
+    quota = {"busy": 12, "a": 4, "b": 4}
+    # Early on the busy worker runs ahead by its share only: with 3 of 20 places taken, ⌈12 × 3/20⌉ + 1 = 3.
+    assert not _crowd_state(quota, {"busy": 2, "a": 1, "b": 0})._quota_reached("busy")
+    assert _crowd_state(quota, {"busy": 3, "a": 0, "b": 0})._quota_reached("busy")
+    # Half-way, its share is far above the others': 12 × 10/20 + 1 = 7.
+    assert not _crowd_state(quota, {"busy": 6, "a": 2, "b": 2})._quota_reached("busy")
+    # Past its quota it waits while another worker below its share still finds work …
+    assert _crowd_state(quota, {"busy": 12, "a": 3, "b": 4})._quota_reached("busy")
+    # … and takes what is left once those workers found nothing they may take, so the study finishes.
+    assert not _crowd_state(quota, {"busy": 12, "a": 3, "b": 4}, idle={"a"})._quota_reached("busy")
