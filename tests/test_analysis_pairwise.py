@@ -158,7 +158,8 @@ def test_sign_test_p_value_is_the_exact_two_sided_binomial():
 
 
 def test_the_default_pair_test_is_clustered_by_worker_by_hand():
-    # four workers, each with their own taste: 5-1, 4-2, 3-3 and 6-0 for X
+    # four workers, each with their own taste: 5-1, 4-2, 3-3 and 6-0 for X. Every worker casts as many votes,
+    # so CR2 is the plain sandwich × G/(G − 1) and Bell–McCaffrey's degrees of freedom are G − 1.
     def worker(name, wins, losses):
         return [(name, f"{name}-i{k}", "X", "Y", "a" if k < wins else "b") for k in range(wins + losses)]
 
@@ -169,6 +170,48 @@ def test_the_default_pair_test_is_clustered_by_worker_by_hand():
     row = pair_table(votes).iloc[0]
     assert row["p_value"] == pytest.approx(2 * stats.t.sf((rate - 0.5) / se, 3))
     assert row["p_value"] > pair_table(votes, test="vote").iloc[0]["p_value"]  # 24 votes, but only 4 tastes
+
+
+def unequal_crowd_votes(seed):
+    """Three systems, 12 workers of whom 2 cast most votes, each with a taste for X or Y of their own."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w, n in enumerate([40, 25] + [3] * 10):
+        for k in range(n):
+            x, y = rng.choice(["X", "Y", "Z"], 2, replace=False)
+            taste = rng.normal(0, 0.8) + (0.4 if x == "X" else 0)
+            vote = "tie" if rng.random() < 0.1 else ("a" if rng.random() < 1 / (1 + np.exp(-taste)) else "b")
+            rows.append((f"w{w}", f"i{w}-{k}", x, y, vote))
+    return votes_frame(rows)
+
+
+@pytest.mark.parametrize("test", ["worker", "vote"])
+def test_gain_interval_excludes_zero_exactly_when_p_is_below_five_percent(test):
+    # p and interval from one procedure: NCM–Cakechat once showed p = 0.060 beside [−0.68, −0.14].
+    checked = 0
+    for seed in range(25):
+        table = pair_table(unequal_crowd_votes(seed), test=test, correction="none").dropna(subset=["gain_low"])
+        excludes = (table["gain_low"] > 0) | (table["gain_high"] < 0)
+        assert (excludes == (table["p_value"] < 0.05)).all()
+        assert ((table["gain_low"] <= table["gain"]) & (table["gain"] <= table["gain_high"])).all()
+        checked += len(table)
+    assert checked > 50
+
+
+def test_the_worker_test_is_cr2_with_bell_mccaffrey_df_when_a_few_workers_cast_most_votes():
+    from hitkit.analysis.cr2 import cr2_contrast
+
+    votes = unequal_crowd_votes(0)
+    row = pair_table(votes, correction="none").iloc[0]
+    decisive = votes[votes["vote"] != "tie"]
+    pair = decisive[
+        decisive["system_a"].isin([row["system_a"], row["system_b"]])
+        & decisive["system_b"].isin([row["system_a"], row["system_b"]])
+    ]
+    first_won = np.where(pair["vote"] == "a", pair["system_a"], pair["system_b"]) == row["system_a"]
+    test = cr2_contrast(first_won.astype(float), np.ones((len(pair), 1)), pair["worker_id"], np.array([1.0]))
+    assert test.df < pair["worker_id"].nunique() - 1  # busy workers cost degrees of freedom
+    assert row["p_value"] == pytest.approx(test.p_two_sided(0.5))
 
 
 def test_pair_with_only_ties_has_nan_gain_and_p_value_one():
@@ -500,11 +543,11 @@ def test_analyze_pairwise_refuses_a_study_without_counted_votes(tmp_path):
 
 def test_sign_tests_are_corrected_over_the_pairs():
     votes = simulate({"a": 1.0, "b": 0.5, "c": 0.0, "d": -0.5}, 600, seed=4)
-    table = pair_table(votes, n_boot=0)
+    table = pair_table(votes)
     np.testing.assert_allclose(table["p_adjusted"], np.minimum(1, 6 * table["p_value"]))
-    holm = pair_table(votes, n_boot=0, correction="holm")
+    holm = pair_table(votes, correction="holm")
     assert (holm["p_adjusted"] <= table["p_adjusted"] + 1e-15).all()
-    assert (pair_table(votes, n_boot=0, correction="none")["p_adjusted"] == table["p_value"]).all()
+    assert (pair_table(votes, correction="none")["p_adjusted"] == table["p_value"]).all()
     with pytest.raises(ValueError, match="correction"):
         pair_table(votes, correction="sidak")
 
@@ -528,9 +571,9 @@ def test_worker_clustered_intervals_are_wider_when_workers_differ():
     pd.testing.assert_series_equal(by_vote["score"], by_worker["score"])
     width = lambda t: float((t["ci_high"] - t["ci_low"]).mean())  # noqa: E731
     assert width(by_worker) > 1.5 * width(by_vote)
-    pairs = pair_table(votes, n_boot=400, seed=0)
-    naive = pair_table(votes, n_boot=400, seed=0, resample="vote")
-    assert pairs["interval_unit"].iloc[0] == "worker"
+    pairs = pair_table(votes)
+    naive = pair_table(votes, test="vote")
+    assert (pairs["interval_unit"].iloc[0], naive["interval_unit"].iloc[0]) == ("worker", "vote")
     assert (pairs["gain_high"] - pairs["gain_low"]).iloc[0] > 1.5 * (naive["gain_high"] - naive["gain_low"]).iloc[0]
     assert pairs["gain_low"].iloc[0] <= pairs["gain"].iloc[0] <= pairs["gain_high"].iloc[0]
     items = bradley_terry(votes, n_boot=50, seed=0, resample="item")

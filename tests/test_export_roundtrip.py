@@ -108,7 +108,7 @@ def numbers_from_database(task, tables, seed):
 
         votes = tables["votes"][tables["votes"]["assignment_id"].isin(counted)]
         return {
-            "pairs": pair_table(votes, seed=seed),
+            "pairs": pair_table(votes),
             "ranking": bradley_terry(votes, n_boot=1000, seed=seed, resample="worker"),
         }
     if task == "live_chat":

@@ -190,7 +190,9 @@ def test_a_spot_the_bot_plan_is_the_same_twice_and_its_annotations_are_the_analy
 
 def test_confirm_runs_the_recommended_size_once_over_http_on_its_own_database(tmp_path, monkeypatch):
     own = tmp_path / "own.db"
-    study = pairwise_study(tmp_path, f"sqlite:///{own}", provider={"kind": "mturk"})
+    # A uniform crowd, whose power at 1 vote a prompt is sure in 3 replicates: this test is about the mechanics
+    # of confirming (the long-tailed default crowd needs 2 votes a prompt here).
+    study = pairwise_study(tmp_path, f"sqlite:///{own}", provider={"kind": "mturk"}, simulated={"activity": "uniform"})
     # Even where the environment names the study's database, the confirming run keeps to its own.
     monkeypatch.setenv("HITKIT_DATABASE_URL", f"sqlite:///{own}")
     run = CliRunner().invoke(
@@ -278,3 +280,35 @@ def test_a_time_budget_runs_whole_rounds_and_gives_what_that_many_replicates_giv
     assert timed.table.equals(fixed.table) and fixed.budget_s is None
     assert 0 < timed.precision <= 1.96 * 0.5 / timed.replicates**0.5 + 1e-9
     assert f"within ±{timed.precision:.2f}" in plan_text(config, timed)
+
+
+def test_an_arena_plan_gives_each_hit_to_one_worker_by_the_activity_law_within_the_cap():
+    from collections import Counter
+
+    from hitkit.protocols.arena.plan import simulate
+
+    example = _example("arena")
+    per_hit = example.arena.battles_per_hit
+
+    def sized(cap, activity="zipf"):
+        return example.model_copy(
+            update={
+                "arena": example.arena.model_copy(update={"hits": 60}),
+                "schedule": example.schedule.model_copy(update={"per_worker_cap": cap}),
+                "simulated": example.simulated.model_copy(update={"activity": activity}),
+            }
+        )
+
+    def votes(config):
+        frame, _ = simulate(config, seed=3)
+        return sorted(Counter(frame["worker_id"]).values(), reverse=True), frame
+
+    busy, frame = votes(sized(30))
+    assert busy[0] <= 30 * per_hit and sum(busy[:2]) > 0.5 * sum(busy)  # zipf: a few workers cast most votes
+    assert frame.equals(votes(sized(30))[1])  # seeded
+    capped, _ = votes(sized(10))
+    assert len(capped) == 6 and capped[0] <= 10 * per_hit  # the cap flattens the law
+    one, _ = votes(sized(1))
+    assert len(one) > 50 and one[0] <= per_hit  # a cap of 1: as many workers as HITs, one HIT each
+    uniform, _ = votes(sized(30, "uniform"))
+    assert len(uniform) <= 6 and uniform[0] < busy[0]

@@ -272,6 +272,15 @@ def test_live_chat_methods_say_how_many_systems_each_hit_held_not_every(ji_repor
     assert "5 of the 10 systems" in methods_paragraph(older)
 
 
+def test_the_live_chat_significance_section_says_what_p_is_and_names_the_cr2_test(ji_report_input):
+    from hitkit.protocols.live_chat.report import sections
+
+    text = " ".join(" ".join(section.text) for section in sections(ji_report_input))
+    assert "p that the row system's z" not in text  # a p-value is not the probability that one system is better
+    assert "of a difference in its favour at least as large as the one observed" in text
+    assert "CR2" in text and "Bell–McCaffrey degrees of freedom" in text
+
+
 def test_live_chat_ranking_figure_draws_the_clustered_intervals(ji_report_input, monkeypatch):
     from hitkit.protocols.live_chat.report import sections as live_chat_sections
     from hitkit.report import plots

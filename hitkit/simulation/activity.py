@@ -122,3 +122,34 @@ def top_share(workers: np.ndarray, k: int) -> float:
         return 0.0
     counts = np.sort(np.bincount(np.asarray(workers)))[::-1]
     return float(counts[:k].sum() / counts.sum())
+
+
+def capped_quotas(n_hits: int, n_workers: int, law: str = DEFAULT_ACTIVITY, cap: int | None = None) -> list[int]:
+    """:func:`hit_quotas` with no worker above ``cap`` (a study's per-worker cap): what the law gives a capped
+    worker beyond the cap goes, one at a time, to the busiest workers still below it. The cap flattens the
+    law's tail (with 12 workers, a cap of 20 and 200 HITs, zipf's busiest worker would do 63); where the
+    workers' caps together are fewer than ``n_hits`` the quotas sum to less (the crowd cannot do it all)."""
+    quotas = hit_quotas(n_hits, n_workers, law)
+    if cap is None:
+        return quotas
+    excess = sum(max(0, q - cap) for q in quotas)
+    quotas = [min(q, cap) for q in quotas]
+    while excess > 0 and any(q < cap for q in quotas):
+        for i, q in enumerate(quotas):
+            if excess > 0 and q < cap:
+                quotas[i] += 1
+                excess -= 1
+    return quotas
+
+
+def activity_weights(count: int, law: str, rng) -> list[float]:
+    """Weights of ``count`` new workers' chances to take each HIT (staffing a simulated study one HIT at a time):
+    the law's shares in an order shuffled by ``rng`` (a ``random.Random``), so that who is busy does not follow
+    the crowd's profiles (the diligent group, listed first, would otherwise do most of the work). The
+    lognormal law draws its weights from ``rng`` too."""
+    if law == "lognormal":
+        weights = [rng.lognormvariate(0.0, LOGNORMAL_SIGMA) for _ in range(count)]
+    else:
+        weights = [float(w) for w in worker_shares(count, law)]
+    rng.shuffle(weights)
+    return weights

@@ -9,13 +9,15 @@ browser would send of how it was typed (:mod:`hitkit.worker.authenticity`). A wo
 looks at the marketplace (the study's posted HITs), previews a HIT, accepts it, reads the
 instructions, answers unit by unit (each answer is its own request, as a person's clicks are; a chat
 is :mod:`hitkit.simulation.crowd_chat`), submits, and comes back for more until the cap, the budget or
-the work runs out.
+the work runs out. How much each worker does follows ``simulated.activity`` (:func:`worker_quotas`): by
+default a few workers take most of the HITs, as on real platforms, within the per-worker cap.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
 import random
@@ -34,6 +36,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
 from hitkit.simulation import crowd_typing
+from hitkit.simulation.activity import capped_quotas
 from hitkit.simulation.crowd_chat import chat, chat_sides
 from hitkit.study.config import StudyConfig
 from hitkit.study.stored import StudyContext
@@ -81,6 +84,19 @@ def crowd_from_config(config: StudyConfig) -> list[SimWorker]:
     return workers
 
 
+def worker_quotas(workers: list[SimWorker], config: StudyConfig, places: int) -> dict[str, int]:
+    """How many of the study's ``places`` (assignments of all its HITs) each worker does first: the
+    ``simulated.activity`` law's shares within ``schedule.per_worker_cap``
+    (:func:`~hitkit.simulation.activity.capped_quotas`), given to the workers in an order shuffled with the
+    study's seed (so the busiest are not always the first group's)."""
+    if not workers:
+        return {}
+    quotas = capped_quotas(places, len(workers), config.simulated.activity, config.schedule.per_worker_cap)
+    order = [w.worker_id for w in workers]
+    random.Random(f"activity:{config.seed}").shuffle(order)
+    return dict(zip(order, quotas))
+
+
 @dataclass
 class CrowdStats:
     hits_done: int = 0
@@ -111,6 +127,13 @@ class SimulatedCrowd:
             self._hit_count = session.execute(
                 select(func.count()).select_from(Hit).where(Hit.study_id == ctx.study_id)
             ).scalar_one()
+            places = session.execute(
+                select(func.coalesce(func.sum(Hit.max_assignments), 0)).where(Hit.study_id == ctx.study_id)
+            ).scalar_one()
+        self._places = int(places)
+        self._quota = worker_quotas(self.workers, ctx.config, self._places)
+        self._taken: dict[str, int] = {}  # HITs each worker had taken at their last turn
+        self._idle: set[str] = set()  # workers whose last turn found no HIT for them, or who retired
 
     # Lifecycle ------------------------------------------------------------------------------
     def start(self) -> "SimulatedCrowd":
@@ -148,6 +171,8 @@ class SimulatedCrowd:
                 with self._lock:
                     self.stats.errors.append(f"{worker.worker_id}: {exc}")
                 outcome = "wait"
+            with self._lock:
+                (self._idle.discard if outcome == "again" else self._idle.add)(worker.worker_id)
             if outcome == "retire":
                 with self._lock:
                     self._retired += 1
@@ -160,6 +185,23 @@ class SimulatedCrowd:
             self._queue.put(worker)
 
     # One worker's turn ----------------------------------------------------------------------
+    def _quota_reached(self, worker_id: str) -> bool:
+        """Whether the worker has done its share of the work so far and leaves the next HIT to others.
+
+        A worker's share so far is its quota (:func:`worker_quotas`) times the share of the study's places
+        taken, plus one: a busy worker keeps taking HITs all through the study, as on a real platform, not
+        only once the others are done. It holds only while another worker below its own share is still
+        finding work: once every such worker has met it, retired or found nothing it may take (a cap, a
+        block it has seen), anyone takes what is left, so a study finishes whenever it did without it."""
+        with self._lock:
+            done = sum(self._taken.values()) / max(1, self._places)
+            limit = {w: min(q, math.ceil(q * done) + 1) for w, q in self._quota.items()}
+            if self._taken.get(worker_id, 0) < limit.get(worker_id, 0):
+                return False
+            return any(
+                self._taken.get(w, 0) < most and w not in self._idle for w, most in limit.items() if w != worker_id
+            )
+
     def _turn(self, worker: SimWorker) -> str:
         """Take one HIT if there is one for this worker; say whether to come back or retire."""
         with session_scope(self.database_url) as session:
@@ -185,8 +227,12 @@ class SimulatedCrowd:
                 ).scalar_one()
                 if held is None and taken >= self.ctx.config.schedule.per_worker_cap:
                     return "retire"
+                with self._lock:
+                    self._taken[worker.worker_id] = taken
             if study.status == "completed":
                 return "retire"
+            if held is None and self._quota_reached(worker.worker_id):
+                return "wait"
             if held:
                 hit = session.get_one(Hit, held)
             else:

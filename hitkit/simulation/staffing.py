@@ -10,6 +10,7 @@ from typing import Callable, Hashable, Sequence
 import pandas as pd
 
 from hitkit.protocols.base import HitSpec, TaskType, UnitSpec
+from hitkit.simulation.activity import activity_weights
 from hitkit.study.config import StudyConfig
 from hitkit.tables.schema import ASSIGNMENT_COLUMNS
 
@@ -24,14 +25,19 @@ def staff(
     at most ``schedule.per_worker_cap`` HITs each, and at most one HIT of each ``apart`` group (HITs
     whose ``apart`` values are equal: e.g. Spot The Bot's blocks, which show the same conversations).
     The simulated crowd's workers come first, then more in the same mix of profiles where they are too
-    few (a real crowd is larger than the simulated one)."""
+    few (a real crowd is larger than the simulated one). Who takes a place follows ``simulated.activity``
+    (:mod:`hitkit.simulation.activity`): with ``zipf`` (the default) or ``lognormal`` each worker has a
+    weight of that law and a HIT's places go to free workers drawn in proportion to it, so a few workers
+    do most HITs up to the cap; with ``uniform`` every free worker is as likely."""
     from hitkit.protocols import task_for
 
     task = task_for(config)
     mix = [(task.answering_as(g.answers_as), g.count) for g in config.simulated.workers]
     cap = config.schedule.per_worker_cap
+    law = config.simulated.activity
     workers: list[tuple[str, str]] = []
     taken: dict[tuple[str, str], int] = {}
+    weight: dict[tuple[str, str], float] = {}
     seen: set[tuple[tuple[str, str], Hashable]] = set()
     staffed = []
     for h, need in enumerate(places):
@@ -41,13 +47,24 @@ def staff(
             fresh = [(f"plan-{profile}-{len(workers)}-{i}", profile) for profile, count in mix for i in range(count)]
             workers += fresh
             taken.update({w: 0 for w in fresh})
+            if law != "uniform":
+                weight.update(zip(fresh, activity_weights(len(fresh), law, rng)))
             free += fresh
-        chosen = rng.sample(free, need)
+        chosen = rng.sample(free, need) if law == "uniform" else _weighted_sample(free, weight, need, rng)
         for w in chosen:
             taken[w] += 1
             seen.add((w, group))
         staffed.append(chosen)
     return staffed
+
+
+def _weighted_sample(free: list, weight: dict, need: int, rng) -> list:
+    """``need`` distinct members of ``free`` drawn one after another in proportion to ``weight``."""
+    pool, chosen = list(free), []
+    for _ in range(need):
+        pick = rng.choices(range(len(pool)), weights=[weight[w] for w in pool])[0]
+        chosen.append(pool.pop(pick))
+    return chosen
 
 
 @dataclass

@@ -140,6 +140,14 @@ class SimulatedConfig(Model):
         default_factory=lambda: [CrowdGroup(profile="diligent", count=10), CrowdGroup(profile="noisy", count=2)]
     )
     quality: dict[str, float] = Field(default_factory=dict, description="system -> quality in [0, 1]")
+    activity: Literal["zipf", "lognormal", "uniform"] = Field(
+        "zipf",
+        description=(
+            "how much work each simulated worker does (launch and plan): zipf (default: a few workers do most "
+            "HITs, as on real platforms), lognormal, or uniform (every worker alike); schedule.per_worker_cap "
+            "still bounds each worker"
+        ),
+    )
     concurrency: int = Field(8, gt=0, le=1000, description="workers active at once")
     seconds_per_answer: float = Field(0.0, ge=0, description="simulated reading time per answer")
     ack_log: bool = Field(False, description="append every acknowledged answer to OUT/acks.jsonl")

@@ -56,5 +56,6 @@ def shared_sections(
         + "  workers:\n"
         + "".join(f"    - {{profile: {profile}, count: {count}}}\n" for profile, count in crowd.items())
         + (_line(quality_line, quality_means) if quality_means else quality_line + "\n")
+        + _line("  # activity: zipf", "how much each worker does: zipf (a few do most) | lognormal | uniform")
         + f"  concurrency: {concurrency}\n"
     )

@@ -9,7 +9,11 @@ study's simulated crowd: ``simulated.quality`` as the strengths (a quality diffe
 ``position_bias`` as the biases (the crowd's pull toward the longer reply per unit of log token ratio is
 about twice that per unit of the normalised difference (a − b)/(a + b) the simulation uses), ties with
 ``arena.crowd.tie_share``, and the crowd's workers (``simulated.workers``: spammers vote at random,
-every other profile votes from the strengths), each worker taking HITs equally often. Every system's
+every other profile votes from the strengths). How many HITs each worker takes follows
+``simulated.activity`` (:mod:`hitkit.simulation.activity`): with ``zipf`` (the default) or ``lognormal``
+each worker's HITs are the law's share within ``schedule.per_worker_cap``, over as many workers as the cap
+needs (the crowd's own, or more where they are too few), and all the battles of a HIT are its worker's;
+with ``uniform`` each battle's worker is drawn evenly from the crowd. Every system's
 replies have the same typical length here: real lengths are unknown before the study, so the length
 bias only adds noise. Two systems "differ" when their style-controlled 95 % intervals (workers
 resampled) do not overlap: the claim the leaderboard's rank makes.
@@ -24,6 +28,7 @@ import numpy as np
 from hitkit.protocols.arena.analysis import analyze_battles
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 from hitkit.simulation import planning
+from hitkit.simulation.activity import capped_quotas
 
 UNIT = "hits"
 DECISIONS = planning.DECISIONS
@@ -64,6 +69,11 @@ def simulate(config, seed: int):
     groups = list(config.simulated.workers)
     workers = sum(g.count for g in groups) or 1
     spammers = sum(g.count for g in groups if g.profile == "spammer") / workers
+    rng = np.random.default_rng([seed, 5])
+    n = arena.battle_count() - arena.control_count()
+    worker_of = None
+    if config.simulated.activity != "uniform":
+        workers, worker_of = _battle_workers(config, workers, max(n, 1), rng)
     crowd = Crowd(
         workers=workers,
         activity_shape=1e6,
@@ -73,10 +83,20 @@ def simulate(config, seed: int):
         position_bias=crowd_cfg.position_bias,
         tie_rate=crowd_cfg.tie_share,
     )
-    rng = np.random.default_rng([seed, 5])
-    n = arena.battle_count() - arena.control_count()
-    frame = battles(systems, crowd, uniform_pairs(len(names), max(n, 1), rng), rng, study=config.study)
+    frame = battles(
+        systems, crowd, uniform_pairs(len(names), max(n, 1), rng), rng, study=config.study, worker_of=worker_of
+    )
     return frame, quality
+
+
+def _battle_workers(config, crowd: int, n: int, rng: np.random.Generator) -> tuple[int, np.ndarray]:
+    """(workers, the worker of each of ``n`` battles): each HIT's battles go to one worker, HITs per worker the
+    activity law's quotas within the per-worker cap over enough workers for the cap, in a seeded order."""
+    arena, cap = config.arena, config.schedule.per_worker_cap
+    workers = max(crowd, math.ceil(arena.hits / cap))
+    quotas = capped_quotas(arena.hits, workers, config.simulated.activity, cap)
+    hit_worker = rng.permutation(np.repeat(rng.permutation(workers), quotas))
+    return workers, rng.permutation(np.repeat(hit_worker, arena.battles_per_hit))[:n]
 
 
 def decide(config, result, profiles: dict[str, str] | None = None) -> dict[str, bool | None]:

@@ -71,9 +71,11 @@ def battles(
     drawn: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     start: int = 0,
     study: str = "simulated",
+    worker_of: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One battle per row of ``pairs`` [n, 2] (system indices; sides shuffled here) as ``battles.csv`` rows;
-    ``drawn`` is a crowd from :func:`crowd_of` (drawn here when None), ``start`` numbers the battles."""
+    ``drawn`` is a crowd from :func:`crowd_of` (drawn here when None), ``start`` numbers the battles;
+    ``worker_of`` [n], when given, is each battle's worker (else drawn by the crowd's activity)."""
     k = len(systems.names)
     activity, spam, taste = drawn if drawn is not None else crowd_of(crowd, rng, k)
     pairs = np.asarray(pairs, dtype=int).reshape(-1, 2)
@@ -81,7 +83,7 @@ def battles(
     swap = rng.random(n) < 0.5
     left = np.where(swap, pairs[:, 1], pairs[:, 0])
     right = np.where(swap, pairs[:, 0], pairs[:, 1])
-    worker = rng.choice(len(activity), size=n, p=activity)
+    worker = rng.choice(len(activity), size=n, p=activity) if worker_of is None else np.asarray(worker_of, dtype=int)
     mean_len = np.asarray(systems.length, dtype=float)
     len_l = np.maximum(1, np.rint(mean_len[left] * rng.lognormal(-0.125, 0.5, n)))
     len_r = np.maximum(1, np.rint(mean_len[right] * rng.lognormal(-0.125, 0.5, n)))

@@ -73,6 +73,7 @@ from hitkit.protocols.live_chat.scores import (
     pairwise_significance,
     replication,
     score_intervals,
+    significance_procedure,
     system_scores,
 )
 
@@ -231,6 +232,7 @@ def analyze_ratings(
         qc_method=qc_method,
         significance_unit=significance_unit,
         multiple_comparisons=correction,
+        **significance_procedure(significance_unit),
         interval_unit=interval_unit,
         interval_method=INTERVAL_METHOD,
         n_boot=n_boot,

@@ -23,7 +23,7 @@ def ranking(systems: pd.DataFrame, low, high) -> bytes:
 
 
 SIGNIFICANCE_TESTS = {
-    "worker": "one-sided worker-clustered t test",
+    "worker": "one-sided worker-clustered t test (CR2, Bell–McCaffrey df)",
     "rating": "one-sided Mann–Whitney U test (per rating)",
     "conversation": "one-sided Mann–Whitney U test (per conversation)",
 }
@@ -31,8 +31,8 @@ SIGNIFICANCE_TESTS = {
 
 
 def significance(table: pd.DataFrame, order: Sequence[str], alpha: float, correction: str, unit: str) -> bytes:
-    """The p of the test of ``unit`` (:data:`SIGNIFICANCE_TESTS`) that the row system beats the column
-    system, * below ``alpha``; the title names the test, the note the correction."""
+    """Each ordered pair's one-sided p of the test of ``unit`` (:data:`SIGNIFICANCE_TESTS`) of "the row system's z
+    are no higher than the column's", * below ``alpha``; the title names the test, the note the correction."""
     values, marks = matrices.pair_frames(table, "p_value", list(order), mark=matrices.p_column(table), alpha=alpha)
     return plots.pair_matrix(
         values,

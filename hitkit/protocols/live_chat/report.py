@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hitkit.analysis.cr2 import PROCEDURE
 from hitkit.protocols.live_chat import figures
 from hitkit.report.parts import (
     ReportFigure,
@@ -21,7 +22,13 @@ from hitkit.report.parts import (
 def significance_test(s: dict) -> str:
     """The significance matrix's test in words, as the summary records it (older summaries: the paper's)."""
     unit = s.get("significance_unit", "rating")
-    if unit == "worker":
+    if unit == "worker" and s.get("significance_procedure") == PROCEDURE:
+        return (
+            "one-sided test clustered by worker (the difference of mean z over its CR2 cluster-robust "
+            "standard error, Student's t with Bell–McCaffrey degrees of freedom; valid when workers differ in "
+            "taste and scale and when a few workers do most of the HITs)"
+        )
+    if unit == "worker":  # summaries written before the small-sample correction
         return (
             "one-sided test clustered by worker (the difference of mean z over its worker-clustered "
             "sandwich standard error, Student's t with workers − 1 degrees of freedom; valid when workers "
@@ -97,8 +104,10 @@ def sections(inp: ReportInput) -> list[Section]:
     significance = t["significance"]
     sig = Section("Significance")
     sig.text.append(
-        f"{significance_test(s)[0].upper()}{significance_test(s)[1:]}: p that the row system's z "
-        f"exceed the column system's; * p < {alpha}, {correction(s)}."
+        f"{significance_test(s)[0].upper()}{significance_test(s)[1:]}. Each cell's p is the probability, "
+        "were the row system's z no higher than the column system's, of a difference in its favour at least "
+        f"as large as the one observed (a small p is evidence that the row system's z are higher); * p < {alpha}, "
+        f"{correction(s)}."
     )
     sig.figures.append(
         ReportFigure(

@@ -7,8 +7,9 @@ folder holds ``judge.csv`` (a study with an LLM judge), ``judge_win_rates``, ``j
 
 - ``pairs``: system_a, system_b, wins_a, wins_b, ties, gain, p_value, p_adjusted, correction,
   gain_low, gain_high, interval_unit: one row per unordered pair, system_a < system_b; gain =
-  (wins_a − wins_b) / (wins_a + wins_b); two-sided exact sign test, corrected over the pairs
-  (Bonferroni by default); gain interval from a bootstrap of workers (default).
+  (wins_a − wins_b) / (wins_a + wins_b); two-sided test, corrected over the pairs
+  (Bonferroni by default); p and the gain interval from one procedure: by default the worker-clustered
+  CR2 t test (Bell–McCaffrey degrees of freedom) and its t interval.
 - ``ranking``: system, score, ci_low, ci_high, rank: Bradley–Terry log-strength centred to mean 0,
   expanded percentile 95 % bootstrap interval (resampling workers in the analysis), rank 1 = best.
 - ``workers``: worker_id, votes, compared, agree_with_majority, expected_by_chance, p_value,
@@ -31,9 +32,7 @@ from scipy import stats
 
 from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
-
-# A worker who cast more than this share of a run's votes dominates it (a warning).
-from hitkit.analysis.bounded import wilson_interval
+from hitkit.analysis.cr2 import PROCEDURE, ContrastTest, cr2_contrast
 from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
@@ -42,20 +41,19 @@ from hitkit.analysis.inference import (
     Correction,
     DuplicatePolicy,
     adjust,
-    bootstrap_interval,
     check_correction,
-    clusters_per_column,
     duplicate_warnings,
 )
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import InputError
 from hitkit.protocols.pairwise import figures
 from hitkit.protocols.pairwise.agreement import cohen_weighted_kappa, worker_agreement
-from hitkit.protocols.pairwise.bradley_terry import Resample, _resample_weights, bradley_terry
+from hitkit.protocols.pairwise.bradley_terry import Resample, bradley_terry
 from hitkit.protocols.pairwise.evidence import evidence
 from hitkit.protocols.pairwise.judge import analysis_tables, read_judge
 from hitkit.protocols.pairwise.reading import FIRST, SECOND, TIE, canonical, item_columns, read_votes
 
+# A worker who cast more than this share of a run's votes dominates it (a warning).
 DOMINANT_SHARE = 0.5
 # Kappa below this reads as agreement near chance (a warning).
 NEAR_CHANCE_KAPPA = 0.2
@@ -65,54 +63,89 @@ PAIR_TESTS = ("worker", "vote")
 """``pair_table``'s tests: ``worker`` (default) clustered by worker, ``vote`` ChatEval's sign test per vote."""
 
 
-def worker_sign_test(wins_a: np.ndarray, wins_b: np.ndarray) -> float:
-    """Two-sided p that a pair's win rate among decisive votes is ½, clustered by worker: per worker their
-    wins of a and of b; the rate p̂ = Σa / Σ(a + b), each worker's influence (a_w − p̂·(a_w + b_w)) / Σ(a + b),
-    the sandwich variance G/(G − 1) Σ influence² over the G workers with a decisive vote, and
-    (p̂ − ½) / SE against Student's t with G − 1 degrees of freedom (where SE is 0, every worker alike,
-    the exact two-sided sign test over the G workers instead: never p = 0). A worker's votes share their taste,
-    which the per-vote sign test takes as independent (measured: 17.7 % rejections of a true null at 5 %
-    with worker tastes of sd 0.8, benchmarks/coverage.py). 1.0 without decisive votes, NaN with one worker."""
+def worker_rate_test(wins_a: np.ndarray, wins_b: np.ndarray) -> ContrastTest | None:
+    """The test of a pair's win rate among decisive votes, clustered by worker (``wins_a``, ``wins_b``: each
+    worker's wins of a and of b): the rate p̂ = Σa / Σ(a + b) is the intercept of a least-squares fit of
+    "a won" on the decisive votes, with the CR2 cluster-robust standard error and Bell–McCaffrey degrees of
+    freedom over the G workers with a decisive vote (:mod:`hitkit.analysis.cr2`). A worker's votes share
+    their taste, which the per-vote sign test takes as independent (measured: 17.7 % rejections of a true
+    null at 5 % with worker tastes of sd 0.8, benchmarks/coverage.py); the plain sandwich with G − 1
+    degrees of freedom was too liberal when a few workers cast most votes. None without decisive votes."""
+    wins_a, wins_b = np.asarray(wins_a, dtype=int), np.asarray(wins_b, dtype=int)
     decisive = wins_a + wins_b
-    keep = decisive > 0
-    total = float(decisive.sum())
-    g = int(keep.sum())
-    if total == 0:
-        return 1.0
-    if g < 2:
-        return math.nan
-    rate = float(wins_a.sum()) / total
-    influence = (wins_a[keep] - rate * decisive[keep]) / total
-    se = math.sqrt(g / (g - 1) * float((influence**2).sum()))
-    if se == 0:
-        # Every worker split their votes alike (typically all one way): the sandwich has no spread to
-        # measure, and a t of infinity would claim p = 0. The exact sign test over the workers (each one
-        # independent observation, the unit this test clusters on) says what such data can show.
-        if rate == 0.5:
-            return 1.0
-        leaning_a = int((wins_a[keep] > wins_b[keep]).sum())
-        return float(stats.binomtest(leaning_a, g, 0.5).pvalue)
-    return float(2 * stats.t.sf(abs(rate - 0.5) / se, g - 1))
+    if decisive.sum() == 0:
+        return None
+    workers = np.repeat(np.arange(len(decisive)), decisive)
+    won = np.concatenate([np.r_[np.ones(a), np.zeros(b)] for a, b in zip(wins_a, wins_b)])
+    return cr2_contrast(won, np.ones((len(won), 1)), workers, np.array([1.0]))
+
+
+def all_alike(wins_a: np.ndarray, wins_b: np.ndarray) -> tuple[float, float, float] | None:
+    """Where every worker with a decisive vote split them alike (typically all one way), the sandwich has no
+    spread to measure and a t of infinity would claim p = 0: (p, gain_low, gain_high) of the exact sign test
+    over the G workers instead (each one observation, the unit the test clusters on) and its Clopper–Pearson
+    interval, which inverts it, as a gain; None where the workers differ."""
+    test = worker_rate_test(wins_a, wins_b)
+    if test is None or test.se > 0:
+        return None
+    wins_a, wins_b = np.asarray(wins_a), np.asarray(wins_b)
+    keep = (wins_a + wins_b) > 0
+    if test.estimate == 0.5:
+        return 1.0, -1.0, 1.0
+    leaning = int((wins_a[keep] > wins_b[keep]).sum())
+    exact = stats.binomtest(leaning, int(keep.sum()), 0.5)
+    share = exact.proportion_ci(0.95, method="exact")
+    return float(exact.pvalue), 2 * share.low - 1, 2 * share.high - 1
+
+
+def worker_sign_test(wins_a: np.ndarray, wins_b: np.ndarray) -> float:
+    """Two-sided p of :func:`worker_rate_test` that the win rate is ½ (:func:`all_alike`'s exact test where every
+    worker voted alike: never p = 0); 1.0 without decisive votes, NaN with one worker."""
+    alike = all_alike(wins_a, wins_b)
+    if alike is not None:
+        return alike[0]
+    test = worker_rate_test(wins_a, wins_b)
+    return 1.0 if test is None else test.p_two_sided(0.5)
+
+
+def gain_test(wins_a: np.ndarray, wins_b: np.ndarray, test: str) -> tuple[float, float, float]:
+    """(p, gain_low, gain_high) of one pair from one procedure, so that the 95 % gain interval excludes 0
+    exactly when p < 0.05: ``worker``, :func:`worker_rate_test`'s two-sided p and its t interval of the
+    rate, as a gain 2·rate − 1 (clipped to [−1, 1]); ``vote``, ChatEval's exact sign test and the
+    Clopper–Pearson interval, which inverts it (the binomial at ½ is symmetric, so the two-sided exact p is
+    twice the smaller tail, the tail each end of Clopper–Pearson's interval cuts at 2.5 %).
+    (1.0, NaN, NaN) without decisive votes."""
+    a, b = int(np.sum(wins_a)), int(np.sum(wins_b))
+    if a + b == 0:
+        return 1.0, math.nan, math.nan
+    if test == "vote":
+        exact = stats.binomtest(a, a + b, 0.5)
+        rate = exact.proportion_ci(0.95, method="exact")
+        return float(exact.pvalue), 2 * rate.low - 1, 2 * rate.high - 1
+    alike = all_alike(wins_a, wins_b)
+    if alike is not None:
+        return alike
+    clustered = worker_rate_test(wins_a, wins_b)
+    if clustered is None:  # unreachable: a + b > 0 means decisive votes
+        return 1.0, math.nan, math.nan
+    low, high = clustered.interval(0.95)
+    return clustered.p_two_sided(0.5), max(-1.0, 2 * low - 1), min(1.0, 2 * high - 1)
 
 
 def pair_table(
     votes: pd.DataFrame,
     *,
     correction: Correction = DEFAULT_CORRECTION,
-    resample: Resample = "worker",
-    n_boot: int = 1000,
-    seed: int = 0,
     test: str = "worker",
 ) -> pd.DataFrame:
     """Wins, ties, gain, its interval and a two-sided p that the pair's systems are equal, per unordered pair.
 
-    gain = (wins_a − wins_b) / (wins_a + wins_b), ties excluded, NaN without decisive votes;
-    p_value: with ``test="worker"`` (default) :func:`worker_sign_test`, clustered by worker; with
-    ``"vote"`` ChatEval's exact sign test ``scipy.stats.binomtest(wins_a, wins_a + wins_b, 0.5)``, every
-    vote independent; 1.0 without decisive votes; p_adjusted = p corrected over all pairs (``correction``: Bonferroni by default, Holm,
-    none). gain_low / gain_high: expanded percentile 95 % interval from ``n_boot`` resamples of
-    ``resample`` units (``worker`` default, ``item``, or ``vote`` = the naive bootstrap); where every
-    decisive vote went one way, 2·(Wilson interval of the win rate) − 1 instead of a single point.
+    gain = (wins_a − wins_b) / (wins_a + wins_b), ties excluded, NaN without decisive votes. p_value,
+    gain_low, gain_high come from one procedure (:func:`gain_test`): with ``test="worker"`` (default) the
+    worker-clustered CR2 t test of :func:`worker_rate_test` and its 95 % t interval; with ``"vote"``
+    ChatEval's exact sign test, every vote independent, and the Clopper–Pearson interval. The interval
+    excludes 0 exactly when p_value < 0.05; it is not corrected for multiple comparisons, p_adjusted is
+    (``correction``: Bonferroni by default, Holm, none). interval_unit: the test's unit.
     """
     check_correction(correction)
     if test not in PAIR_TESTS:
@@ -128,11 +161,8 @@ def pair_table(
     rows = []
     for (first, second), (wins_a, wins_b, ties) in zip(counts.index, counts.to_numpy()):
         decisive = int(wins_a + wins_b)
-        if test == "worker":
-            own = by_worker.loc[(first, second)]
-            p = worker_sign_test(own[FIRST].to_numpy(float), own[SECOND].to_numpy(float))
-        else:
-            p = stats.binomtest(int(wins_a), decisive, 0.5).pvalue if decisive else 1.0
+        own = by_worker.loc[(first, second)]
+        p, low, high = gain_test(own[FIRST].to_numpy(), own[SECOND].to_numpy(), test)
         rows.append(
             {
                 "system_a": first,
@@ -142,30 +172,16 @@ def pair_table(
                 "ties": int(ties),
                 "gain": (wins_a - wins_b) / decisive if decisive else math.nan,
                 "p_value": p,
+                "gain_low": low,
+                "gain_high": high,
             }
         )
-    columns = ["system_a", "system_b", "wins_a", "wins_b", "ties", "gain", "p_value"]
+    columns = ["system_a", "system_b", "wins_a", "wins_b", "ties", "gain", "p_value", "gain_low", "gain_high"]
     table = pd.DataFrame(rows, columns=columns).sort_values(["system_a", "system_b"], ignore_index=True)
     table["p_adjusted"] = adjust(table["p_value"].to_numpy(), correction)
     table["correction"] = correction
-    table["gain_low"], table["gain_high"] = math.nan, math.nan
-    table["interval_unit"] = resample
-    if n_boot > 0 and len(table) and len(canon):
-        weights, codes = _resample_weights(canon, resample, n_boot, np.random.default_rng([seed, 3]))
-        first, second = canon["first"].to_numpy(), canon["second"].to_numpy()
-        here = np.stack([(first == a) & (second == b) for a, b in zip(table["system_a"], table["system_b"])], axis=1)
-        won = weights @ (here & (canon["outcome"] == FIRST).to_numpy()[:, None])
-        lost = weights @ (here & (canon["outcome"] == SECOND).to_numpy()[:, None])
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gain = (won - lost) / (won + lost)
-        table["gain_low"], table["gain_high"] = bootstrap_interval(gain, clusters_per_column(codes, here))
-    # All decisive votes one way: every resample gives the same gain, an interval of one point. The Wilson
-    # interval of the win rate (as the win-rate tables use for n of n) says how far n votes can pin it.
-    one_way = ((table["wins_a"] == 0) | (table["wins_b"] == 0)) & (table["wins_a"] + table["wins_b"] > 0)
-    for i in np.flatnonzero(one_way.to_numpy()):
-        low, high = wilson_interval(float(table["wins_a"].iat[i]), int(table["wins_a"].iat[i] + table["wins_b"].iat[i]))
-        table.loc[i, ["gain_low", "gain_high"]] = 2 * low - 1, 2 * high - 1
-    return table
+    table["interval_unit"] = test
+    return table[[*columns[:7], "p_adjusted", "correction", "gain_low", "gain_high", "interval_unit"]]
 
 
 def _json_float(value: float) -> float | None:
@@ -214,9 +230,10 @@ def analyze_votes(
     """METHODS §3 on read votes (:func:`~hitkit.protocols.pairwise.reading.read_votes`, whose duplicate
     reports ride in ``votes.attrs``): pair table, Bradley–Terry ranking, kappa and worker flags.
 
-    ``correction`` applies to the sign tests, ``resample`` is the unit the bootstrap of the
-    Bradley–Terry intervals and the gain intervals resamples (workers by default); both are recorded
-    in the summary, with the warnings of :func:`data_warnings`.
+    ``correction`` applies to the pair tests, ``test`` is their unit (and that of the gain intervals, which
+    come from the same procedure), ``resample`` the unit the bootstrap of the Bradley–Terry intervals
+    resamples (workers by default); all are recorded in the summary, with the warnings of
+    :func:`data_warnings`.
     """
     check_correction(correction)
     duplicate_report = votes.attrs.get("duplicates", {})
@@ -238,6 +255,7 @@ def analyze_votes(
         "n_boot": n_boot,
         "multiple_comparisons": correction,
         "pair_test": test,
+        "pair_procedure": PROCEDURE if test == "worker" else "exact sign test, Clopper–Pearson interval",
         "interval_unit": resample,
         "interval_method": INTERVAL_METHOD,
         "duplicates": duplicate_report,
@@ -247,7 +265,7 @@ def analyze_votes(
     }
     result = AnalysisResult(
         tables={
-            "pairs": pair_table(votes, correction=correction, resample=resample, n_boot=n_boot, seed=seed, test=test),
+            "pairs": pair_table(votes, correction=correction, test=test),
             "ranking": ranking,
             "workers": worker_agreement(votes),
         },

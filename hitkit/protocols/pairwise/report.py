@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hitkit.analysis.cr2 import PROCEDURE
 from hitkit.protocols.pairwise import figures
 from hitkit.report.parts import (
     ReportFigure,
@@ -18,7 +19,13 @@ from hitkit.report.parts import (
 
 def pair_test(s: dict) -> str:
     """The pairs' test in words, as the summary records it (older summaries: ChatEval's sign test)."""
-    if s.get("pair_test", "vote") == "worker":
+    if s.get("pair_test", "vote") == "worker" and s.get("pair_procedure") == PROCEDURE:
+        return (
+            "two-sided test clustered by worker (the win rate among decisive votes against ½ over its CR2 "
+            "cluster-robust standard error, Student's t with Bell–McCaffrey degrees of freedom), with the 95 % "
+            "gain interval from the same t"
+        )
+    if s.get("pair_test", "vote") == "worker":  # summaries written before the small-sample correction
         return (
             "two-sided test clustered by worker (the win rate among decisive votes against ½ over its "
             "worker-clustered sandwich standard error, Student's t with workers − 1 degrees of freedom)"
@@ -26,6 +33,7 @@ def pair_test(s: dict) -> str:
     return (
         "two-sided exact sign test with every vote independent (binomial test, p = 0.5; "
         "scipy.stats.binomtest; ChatEval's test, which ignores that a worker's votes share their taste)"
+        + (", with the Clopper–Pearson 95 % gain interval, which inverts it" if s.get("pair_procedure") else "")
     )
 
 
@@ -64,7 +72,10 @@ def sections(inp: ReportInput) -> list[Section]:
     sig = Section("Pairwise comparisons")
     sig.text.append(
         "Gain of the row system over the column system, (wins − losses) / (wins + losses), ties "
-        f"left out; * marks p < 0.05 ({correction(s)}) of a {pair_test(s)}."
+        f"left out; * marks p < 0.05 ({correction(s)}) of a {pair_test(s)}. p is the probability, were the "
+        "two systems equally often preferred, of a win rate at least as far from ½ as the one observed; the "
+        "gain interval is not corrected for multiple comparisons and excludes 0 exactly when the uncorrected "
+        "p is below 0.05."
     )
     sig.figures.append(
         ReportFigure(

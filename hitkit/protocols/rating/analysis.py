@@ -54,6 +54,7 @@ from hitkit.protocols.live_chat.scores import (
     IntervalUnit,
     SignificanceUnit,
     score_intervals,
+    significance_procedure,
 )
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
@@ -190,6 +191,7 @@ def analyze_da(
         qc_method=qc_method,
         significance_unit=significance_unit,
         multiple_comparisons=correction,
+        **significance_procedure(significance_unit),
         interval_unit=interval_unit,
         interval_method=INTERVAL_METHOD,
         n_boot=n_boot,
