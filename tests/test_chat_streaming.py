@@ -183,10 +183,16 @@ def test_a_bot_that_does_not_stream_gives_its_whole_reply_as_one_piece(tmp_path,
 
 
 def test_twenty_concurrent_streamed_retries_make_one_generation_for_one_owed_reply(
-    tmp_path, database_url, typing_bots, web
+    tmp_path, database_url, typing_bots, web, monkeypatch
 ):
     from concurrent.futures import ThreadPoolExecutor
 
+    import server.chat
+    from hitkit.worker.streams import StreamLimits
+
+    # The claim on an owed reply is what is tested here, not the bound on one worker's streams
+    # (test_stream_bounds.py): twenty at once are admitted.
+    monkeypatch.setattr(server.chat, "LIMITS", StreamLimits(per_assignment=30, per_worker=30))
     server, typists = typing_bots
     study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url), web.url)
     with requests.Session() as http:
