@@ -564,8 +564,9 @@ class Attacker:
             while time.monotonic() < self.deadline:
                 try:
                     reply = await http.request("POST", path, json_body=first)
-                    first = {}
                     kind = reply.status
+                    if kind in (200, 409):  # the message is stored (409: already, by an earlier try)
+                        first = {}
                 except (TimeoutError, OSError, ValueError) as exc:
                     kind = type(exc).__name__
                     await http.close()
