@@ -41,8 +41,8 @@ def bot_turns(url: str) -> list[tuple[str, str]]:
 
 
 def open_chat(http: requests.Session, web_url: str, study: str, database_url: str) -> str:
-    """The first chat of the HIT with a real system: the control bot's reply is held until its release time
-    and shown whole (hitkit.worker.pacing), so it is not the one that streams."""
+    """The first chat of the HIT with a real system: the control bot's reply is released on a drawn real
+    stream's shape (hitkit.worker.pieces), not as its bot writes, so it is not the one these tests follow."""
     page = http.get(f"{web_url}/s/{study}/hit/1", params={"workerId": "W-s", "assignmentId": "W-s-1", "hitId": "h1"})
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
