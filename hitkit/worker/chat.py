@@ -67,7 +67,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
 from hitkit.study.sections import PacingConfig
 from hitkit.study.stored import StudyContext
-from hitkit.worker import chat_sql, chat_turns, flow, pacing, pieces, streams
+from hitkit.worker import chat_sql, chat_turns, flow, pacing, pieces, streams, tokens
 from hitkit.worker.chat_turns import ChatState
 
 Reply = Callable[..., str]
@@ -106,11 +106,28 @@ def stream_deadline_s(ctx: StudyContext) -> float:
 
 def admit(database_url: str, ctx: StudyContext, token: str, limits: streams.StreamLimits) -> streams.Lease:
     """A place for one bot-waiting request of the assignment ``token`` names (:mod:`hitkit.worker.streams`):
-    FlowError(403) for a bad token, :class:`~hitkit.worker.streams.TooManyStreams` (429) over a bound."""
-    with session_scope(database_url) as session:
-        assignment = flow.assignment_for(session, ctx, token)
-        keys = (database_url, "assignment", assignment.id), (database_url, "worker", assignment.worker_id)
-    return limits.admit(*keys)
+    FlowError(403) for a bad token, :class:`~hitkit.worker.streams.TooManyStreams` (429) over a bound.
+
+    The assignment's worker is read once and remembered (it never changes), so that a refusal costs no
+    database call: a worker hammering the bound must not cost the others database time. Only the token's
+    signature is checked here before that; the route checks the token whole, as always."""
+    parsed = tokens.read_assignment_token(ctx.secret, token)
+    if parsed is None:
+        raise FlowError("this link is not valid; please return to the task from the crowd site", 403)
+    key = (database_url, parsed[0])
+    worker = _WORKER_OF.get(key)
+    if worker is None:
+        with session_scope(database_url) as session:
+            worker = flow.assignment_for(session, ctx, token).worker_id
+        if len(_WORKER_OF) >= _WORKER_OF_MAX:
+            _WORKER_OF.clear()  # a bounded memory; refilled one read per assignment
+        _WORKER_OF[key] = worker
+    return limits.admit((database_url, "assignment", parsed[0]), (database_url, "worker", worker))
+
+
+_WORKER_OF: dict[tuple[str, int], int] = {}
+"""(database URL, assignment id) → its worker's id, as read once (:func:`admit`)."""
+_WORKER_OF_MAX = 100_000
 
 
 # One exchange, each step in its own transaction --------------------------------------------------
