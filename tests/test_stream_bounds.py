@@ -146,3 +146,32 @@ def test_the_bounds_per_assignment_and_per_worker():
     with pytest.raises(ValueError, match="at least 1"):
         StreamLimits(per_assignment=0)
     assert json.dumps(BUSY)  # a sentence the page shows as it is
+
+
+def test_a_relayed_stream_ends_at_its_deadline_and_gives_its_place_back_once_the_exchange_ends_too():
+    from hitkit.worker.chat_stream import STILL_WRITING, relay
+
+    hung, ended = threading.Event(), []
+
+    def exchange(on_text):
+        on_text("a first piece")
+        hung.wait(10)  # a bot that says nothing more
+        on_text("too late")  # the page is gone by now: this raises, and nothing is stored
+
+    began = time.monotonic()
+    stream = relay(exchange, keepalive_s=0.1, deadline_s=0.5, on_end=lambda: ended.append(time.monotonic()))
+    got = list(stream)
+    took = time.monotonic() - began
+    assert got[0].startswith(b"event: text") and b"keep-alive" in got[1]
+    assert got[-1] == f"event: error\ndata: {json.dumps({'error': STILL_WRITING, 'waiting': True})}\n\n".encode()
+    assert 0.5 <= took < 1.5, took
+    stream.close()
+    assert ended == []  # the exchange still holds its thread: the place is not given back yet
+    hung.set()
+    deadline = time.monotonic() + 5
+    while not ended and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(ended) == 1
+    unread = relay(lambda on_text: None, on_end=lambda: ended.append(0.0))
+    unread.close()  # never read: no exchange ran, and the place is given back at once
+    assert len(ended) == 2
