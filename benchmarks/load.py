@@ -25,6 +25,13 @@ PostgreSQL database (docs/DEPLOYMENT.md), with ``--web-workers`` split between t
 one machine use the same CPU as one) and the workers split across them (worker i on host i mod N).
 The last line then names the hosts: ``RESULT workers=300 hosts=2 p99_overhead_ms=… errors=… lost_turns=…``.
 
+``--streams-attack N`` adds one hostile worker (its own HIT) that keeps N chat streams open from the start
+to the deadline, on a bot that never answers them (its messages carry ``[hang]``, which the stub holds for
+minutes): every stream refused (HTTP 429, hitkit.worker.streams) or ended is opened again a second later.
+The measured workers are the others; their p99 overhead and errors are also printed as
+``streams_attack_p99_overhead_ms=… streams_attack_errors=…`` at the end of the RESULT line, with the
+attacker's streams admitted and refused.
+
 Usage: ``python benchmarks/load.py`` (300 workers, 5 minutes); a smoke run:
 ``python benchmarks/load.py --workers 20 --duration 20 --min-gap 1 --max-gap 2``.
 """
@@ -59,6 +66,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 SYSTEMS = ["anna", "bert", "cleo", "dora", "emil", "qc"]
 MARK = re.compile(r"\[(m-[0-9a-f]+)\]")
+HANG, HANG_S = "[hang]", 600.0
 
 
 # The stub bot -------------------------------------------------------------------------------------
@@ -125,7 +133,10 @@ class _StubHandler(BaseHTTPRequestHandler):
         started = time.perf_counter()
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         last = next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
-        time.sleep(self.server.latency_s)
+        if HANG in last:  # the attacker's (--streams-attack): a bot that hangs
+            time.sleep(HANG_S)
+        else:
+            time.sleep(self.server.latency_s)
         reply = json.dumps(
             {
                 "id": "stub",
@@ -505,7 +516,74 @@ class Worker:
         return True
 
 
-async def crowd(workers: list[Worker], deadline: float, grace: float, lag_ms: list[float]) -> int:
+@dataclass
+class Attack:
+    """What the hostile worker's streams got: admitted (a stream), refused (429), anything else."""
+
+    admitted: int = 0
+    refused: int = 0
+    other: dict[str, int] = field(default_factory=dict)
+
+
+class Attacker:
+    """One worker holding ``streams`` chat streams open at once on a bot that hangs (``--streams-attack``)."""
+
+    def __init__(self, hit: int, port: int, streams: int, args, deadline: float, attack: Attack):
+        self.hit, self.port, self.streams, self.args = hit, port, streams, args
+        self.deadline, self.attack = deadline, attack
+        self.tally = Tally()  # its own: the attacker's requests are not the measured workers'
+
+    async def run(self) -> None:
+        http = Http("127.0.0.1", self.port, self.args.request_timeout, self.tally)
+        try:
+            page = await http.request("GET", f"/s/load/hit/{self.hit}?workerId=X{self.hit}&assignmentId=X{self.hit}")
+            while page.status in (301, 302, 303) and "location" in page.headers:
+                task = urlsplit(page.headers["location"]).path
+                page = await http.request("GET", task)
+            csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
+            await http.request("POST", task + "consent", form={"csrf": csrf})
+            unit = (await http.request("GET", task + "state")).json()["units"][0]["unit_id"]
+            for question, value in (("topic", "travel"), ("topic_sentiment", "like")):
+                body = {"unit_id": unit, "question": question, "value": value}
+                await http.request("POST", task + "answer", json_body=body)
+        except Exception as exc:  # noqa: BLE001 - the attack failing to start is reported, not fatal
+            self.attack.other[f"start: {type(exc).__name__}"] = 1
+            return
+        finally:
+            await http.close()
+        path = f"{task}chat/{unit}/stream"
+        await asyncio.gather(
+            *(self.stream(path, {"text": f"hello {HANG}"} if i == 0 else {}) for i in range(self.streams))
+        )
+
+    async def stream(self, path: str, first: dict) -> None:
+        """Open a stream (the first with ``first``, a message; then asking the hanging bot for the owed reply)
+        again and again until the deadline."""
+        http = Http("127.0.0.1", self.port, self.args.request_timeout, self.tally)
+        try:
+            while time.monotonic() < self.deadline:
+                try:
+                    reply = await http.request("POST", path, json_body=first)
+                    kind = reply.status
+                    if kind in (200, 409):  # the message is stored (409: already, by an earlier try)
+                        first = {}
+                except (TimeoutError, OSError, ValueError) as exc:
+                    kind = type(exc).__name__
+                    await http.close()
+                if kind == 200:
+                    self.attack.admitted += 1
+                elif kind == 429:
+                    self.attack.refused += 1
+                else:
+                    self.attack.other[str(kind)] = self.attack.other.get(str(kind), 0) + 1
+                await asyncio.sleep(min(1.0, max(0.0, self.deadline - time.monotonic())))
+        finally:
+            await http.close()
+
+
+async def crowd(
+    workers: list[Worker], deadline: float, grace: float, lag_ms: list[float], attacker: Attacker | None = None
+) -> int:
     """Run every worker; those still running ``grace`` seconds after the deadline are cancelled and counted.
 
     Meanwhile ``lag_ms`` collects how late a 10 ms timer fires, every 10 ms: the client's own delay,
@@ -513,8 +591,9 @@ async def crowd(workers: list[Worker], deadline: float, grace: float, lag_ms: li
     """
     tasks = [asyncio.ensure_future(w.run()) for w in workers]
     watch = asyncio.ensure_future(_loop_lag(deadline, lag_ms))
+    hostile = [asyncio.ensure_future(attacker.run())] if attacker is not None else []
     _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline + grace - time.monotonic()))
-    for t in [*pending, watch]:
+    for t in [*pending, watch, *hostile]:
         t.cancel()
     return len(pending)
 
@@ -748,6 +827,13 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("HITKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
         help="a PostgreSQL server URL; the run's own database is created and dropped there",
     )
+    parser.add_argument(
+        "--streams-attack",
+        type=int,
+        default=0,
+        metavar="N",
+        help="one more worker keeping N chat streams open on a bot that hangs, beside the measured ones",
+    )
     parser.add_argument("--serve-stub-bot", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--stub-port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -766,7 +852,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as folder:
             study_file = write_study(
-                Path(folder), database_url, bot.url, args.workers, args.turns_per_slot, args.bot_latency
+                Path(folder),
+                database_url,
+                bot.url,
+                args.workers + (1 if args.streams_attack else 0),
+                args.turns_per_slot,
+                args.bot_latency,
             )
             start_study(study_file, database_url, secret, base)
             error_logs = [Path(folder) / f"gunicorn-{n}.err" for n in range(args.hosts)]
@@ -796,8 +887,14 @@ def main(argv: list[str] | None = None) -> int:
             gc.freeze()
             gc.disable()
             lag_ms: list[float] = []
+            attack = Attack()
+            attacker = (
+                Attacker(args.workers + 1, ports[0], args.streams_attack, args, deadline, attack)
+                if args.streams_attack
+                else None
+            )
             try:
-                hung = asyncio.run(crowd(workers, deadline, args.grace, lag_ms))
+                hung = asyncio.run(crowd(workers, deadline, args.grace, lag_ms, attacker))
             finally:
                 gc.enable()
             elapsed = time.monotonic() - started
@@ -887,6 +984,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if missing_hold:
                 errors.append(f"{missing_hold} acknowledged turns never reached the bot")
+            if attacker is not None:
+                print(
+                    f"streams attack: {args.streams_attack} streams held open by one worker on a hanging bot: "
+                    f"{attack.admitted} admitted, {attack.refused} refused (429), other {attack.other or 'none'}"
+                )
             print(f"errors {len(errors)}; lost turns {len(lost)}")
             for line in sorted({e.splitlines()[0] for e in errors})[:10]:
                 print(f"  error: {line}")
@@ -911,9 +1013,17 @@ def main(argv: list[str] | None = None) -> int:
         drop_database(args.postgres, dbname)
     p99 = percentile(overhead_ms, 99) if overhead_ms else float("nan")
     hosts = f" hosts={args.hosts}" if args.hosts > 1 else ""
+    streams = (
+        f" streams_attack={args.streams_attack} streams_attack_p99_overhead_ms={p99:.1f} "
+        f"streams_attack_errors={len(errors)} streams_attack_admitted={attack.admitted} "
+        f"streams_attack_refused={attack.refused}"
+        if args.streams_attack
+        else ""
+    )
     print(
         f"RESULT workers={args.workers}{hosts} p99_overhead_ms={p99:.1f} errors={len(errors)} lost_turns={len(lost)} "
         f"load_start={machine['load_start']:.2f} load_max={machine['load_max']:.2f} steal_pct={machine['steal']:.1f}"
+        f"{streams}"
     )
     return 0 if not errors and not lost else 1
 

@@ -11,11 +11,18 @@ from hitkit.errors import FlowError
 from hitkit.study.stored import StudyContext
 from hitkit.worker import chat, chat_stream, chat_turns
 from hitkit.worker.chat import BotReplyError, Reply
+from hitkit.worker.streams import Lease, StreamLimits
 from server.worker import context, db
 
 bp = Blueprint("chat", __name__)
 _clients: dict[tuple[str, str], dict[str, Reply]] = {}
 _clients_lock = threading.Lock()
+LIMITS = StreamLimits()
+"""This process's bound on requests that wait on a bot (hitkit.worker.streams): no worker holds all threads."""
+
+
+def _admit(ctx: StudyContext, token: str) -> Lease:
+    return chat.admit(current_app.config["HITKIT_DATABASE_URL"], ctx, token, LIMITS)
 
 
 def _bots(ctx: StudyContext) -> dict[str, Reply]:
@@ -35,12 +42,16 @@ def _ctx(study: str) -> StudyContext:
     return ctx
 
 
-def _reply_or_wait(run):
-    """Run one chat step; a bot that gives no reply yields 502 with the saved state to resume from."""
+def _reply_or_wait(ctx: StudyContext, token: str, run):
+    """Run one chat step, if admitted (429 if not); a bot that gives no reply yields 502 with the saved
+    state to resume from."""
+    lease = _admit(ctx, token)
     try:
         return jsonify(run().as_dict())
     except BotReplyError as exc:
         return jsonify(error=str(exc), waiting=True), 502
+    finally:
+        lease.release()
 
 
 @bp.get("/a/<study>/<token>/chat/<unit_id>")
@@ -57,7 +68,7 @@ def message(study: str, token: str, unit_id: str):
     ctx = _ctx(study)
     url = current_app.config["HITKIT_DATABASE_URL"]
     return _reply_or_wait(
-        lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx), signals=body.get("signals"))
+        ctx, token, lambda: chat.send(url, ctx, token, unit_id, body["text"], _bots(ctx), signals=body.get("signals"))
     )
 
 
@@ -65,7 +76,7 @@ def message(study: str, token: str, unit_id: str):
 def retry(study: str, token: str, unit_id: str):
     ctx = _ctx(study)
     url = current_app.config["HITKIT_DATABASE_URL"]
-    return _reply_or_wait(lambda: chat.bot_reply(url, ctx, token, unit_id, _bots(ctx)))
+    return _reply_or_wait(ctx, token, lambda: chat.bot_reply(url, ctx, token, unit_id, _bots(ctx)))
 
 
 @bp.post("/a/<study>/<token>/chat/<unit_id>/stream")
@@ -79,15 +90,20 @@ def stream(study: str, token: str, unit_id: str):
     ctx = _ctx(study)
     url = current_app.config["HITKIT_DATABASE_URL"]
     bots = _bots(ctx)
-    if "text" in body:
-        owed = chat.store_message(url, ctx, token, unit_id, body["text"], body.get("signals"))
-        exchange = lambda on_text: chat.answer(url, ctx, bots, owed, on_text)  # noqa: E731
-    else:
-        with db() as session:  # a wrong token or slot is refused before the stream starts
-            chat_turns.conversation_state(session, ctx, token, unit_id)
-        exchange = lambda on_text: chat.bot_reply(url, ctx, token, unit_id, bots, on_text=on_text)  # noqa: E731
+    lease = _admit(ctx, token)  # before anything is stored: a refused message is the page's to send again
+    try:
+        if "text" in body:
+            owed = chat.store_message(url, ctx, token, unit_id, body["text"], body.get("signals"))
+            exchange = lambda on_text: chat.answer(url, ctx, bots, owed, on_text)  # noqa: E731
+        else:
+            with db() as session:  # a wrong token or slot is refused before the stream starts
+                chat_turns.conversation_state(session, ctx, token, unit_id)
+            exchange = lambda on_text: chat.bot_reply(url, ctx, token, unit_id, bots, on_text=on_text)  # noqa: E731
+    except BaseException:
+        lease.release()
+        raise
     return Response(
-        chat_stream.relay(exchange),
+        chat_stream.relay(exchange, deadline_s=chat.stream_deadline_s(ctx), on_end=lease.release),
         mimetype="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -29,15 +29,27 @@ class Typist(Backend):
         self.started = self.finished = self.cancelled = 0
         self._lock = threading.Lock()
 
+    def words(self, request: ChatCompletionRequest) -> list[str]:
+        """The reply's words (a subclass may vary them)."""
+        return script(request)
+
+    def pace(self) -> float:
+        """Seconds before each word of one reply (a subclass may vary it)."""
+        return self.step_s
+
+    def lead(self) -> float:
+        """Seconds before the first word, besides its step (a model reading the prompt; a subclass may vary it)."""
+        return 0.0
+
     def submit(self, request: ChatCompletionRequest) -> Ticket:
-        ticket, words, written = Ticket(), script(request), []
+        ticket, words, written, step, lead = Ticket(), self.words(request), [], self.pace(), self.lead()
         ticket.partial = lambda: " ".join(list(written))
         with self._lock:
             self.started += 1
 
         def write() -> None:
-            for word in words:
-                if ticket.cancelled.wait(self.step_s):
+            for i, word in enumerate(words):
+                if ticket.cancelled.wait(step + (lead if i == 0 else 0.0)):
                     with self._lock:
                         self.cancelled += 1
                     ticket.finish(error=Cancelled(ticket.cancel_reason))

@@ -42,8 +42,8 @@ def words_on_both_sides(page, n: int) -> None:
 def test_both_replies_stream_side_by_side_and_the_vote_waits_for_both_in_chromium(
     tmp_path, one_database_url, typing_bots
 ):
-    # Two real systems a battle: the control bot's reply is held until its release time and shown whole
-    # (hitkit.worker.pacing), so a battle against it does not stream on both sides.
+    # Two real systems a battle: the control bot's reply is released on a drawn real stream's shape
+    # (hitkit.worker.pieces), not word by word as these typists write, so the word counts below hold for real bots.
     config = load_study(
         arena_study(tmp_path, one_database_url, typing_bots, hits=1, battles_per_hit=2, control_share=0.0, reveal=True)
     )

@@ -145,3 +145,42 @@ def test_live_chat_shows_the_reply_as_it_streams_then_the_whole_stored_reply_in_
     assert partial and len(partial) < len(whole) and whole.startswith(partial)
     with session_scope(one_database_url) as s:
         assert s.scalars(select(Turn.text).where(Turn.speaker == "bot")).all() == [whole]
+
+
+def test_a_refused_message_is_kept_in_the_box_with_a_clear_sentence_in_chromium(
+    tmp_path,
+    one_database_url,
+    bot_server,  # noqa: F811
+    monkeypatch,
+):
+    """Over the bound on bot-waiting requests (hitkit.worker.streams) the server answers 429 before storing
+    anything: the page says so in plain words and keeps the typed message, which goes once allowed."""
+    import server.chat
+    from hitkit.worker.streams import StreamLimits, TooManyStreams
+
+    class Full(StreamLimits):
+        def admit(self, assignment, worker):
+            raise TooManyStreams()
+
+    config = load_study(live_chat_study(tmp_path, one_database_url, bot_server, hits=1, min_inputs=2))
+    with chromium_on(one_database_url, config) as (url, page):
+        page.goto(f"{url}/s/chat-demo/hit/1?assignmentId=LC-9&hitId=h1&workerId=W-busy")
+        page.get_by_role("button", name="I agree").click()
+        page.locator("#topic-input").fill("boats")
+        page.get_by_label("I like it").check()
+        page.get_by_role("button", name="Start chatting").click()
+        monkeypatch.setattr(server.chat, "LIMITS", Full())
+        page.locator("#message").fill("Do you like boats?")
+        page.get_by_role("button", name="Send").click()
+        page.locator("#bot-status", has_text="Too many replies are being written at once").wait_for()
+        assert page.locator("#message").input_value() == "Do you like boats?"
+        assert page.locator("#messages li").count() == 0
+        with session_scope(one_database_url) as s:
+            assert s.scalar(select(func.count()).select_from(Turn)) == 0
+        monkeypatch.setattr(server.chat, "LIMITS", StreamLimits())
+        page.get_by_role("button", name="Send").click()
+        page.locator("#messages li.bot").first.wait_for()
+    with session_scope(one_database_url) as s:
+        assert s.execute(select(Turn.speaker, Turn.text).where(Turn.speaker == "worker")).all() == [
+            ("worker", "Do you like boats?")
+        ]

@@ -41,8 +41,8 @@ def bot_turns(url: str) -> list[tuple[str, str]]:
 
 
 def open_chat(http: requests.Session, web_url: str, study: str, database_url: str) -> str:
-    """The first chat of the HIT with a real system: the control bot's reply is held until its release time
-    and shown whole (hitkit.worker.pacing), so it is not the one that streams."""
+    """The first chat of the HIT with a real system: the control bot's reply is released on a drawn real
+    stream's shape (hitkit.worker.pieces), not as its bot writes, so it is not the one these tests follow."""
     page = http.get(f"{web_url}/s/{study}/hit/1", params={"workerId": "W-s", "assignmentId": "W-s-1", "hitId": "h1"})
     task = page.url.split("?")[0]
     assert http.post(task + "consent").status_code == 200
@@ -183,10 +183,16 @@ def test_a_bot_that_does_not_stream_gives_its_whole_reply_as_one_piece(tmp_path,
 
 
 def test_twenty_concurrent_streamed_retries_make_one_generation_for_one_owed_reply(
-    tmp_path, database_url, typing_bots, web
+    tmp_path, database_url, typing_bots, web, monkeypatch
 ):
     from concurrent.futures import ThreadPoolExecutor
 
+    import server.chat
+    from hitkit.worker.streams import StreamLimits
+
+    # The claim on an owed reply is what is tested here, not the bound on one worker's streams
+    # (test_stream_bounds.py): twenty at once are admitted.
+    monkeypatch.setattr(server.chat, "LIMITS", StreamLimits(per_assignment=30, per_worker=30))
     server, typists = typing_bots
     study = start_study(tmp_path, database_url, chat_study(tmp_path, database_url, server.url), web.url)
     with requests.Session() as http:

@@ -118,14 +118,28 @@
       const reply = await stream(chat(name) + "/stream", body, (soFar) => grow(name, soFar));
       return [name, reply];
     }));
-    let failed = false;
+    let failed = false, refused = false;
     for (const [name, reply] of results) {
-      if (reply.ok) { held[name] = ""; states[name] = reply.body; render(name); } else { failed = true; await load(name); }
+      if (reply.ok) { held[name] = ""; states[name] = reply.body; render(name); } else { failed = true; refused = refused || reply.status === 429; await load(name); }
     }
     busy = false;
-    $("arena-status").textContent = failed ? "An assistant is taking longer than usual. Your message is saved — please press Try again." : "";
+    // 429: too many replies of this HIT being written at once (the server's bound); nothing was lost.
+    $("arena-status").textContent = !failed ? "" : refused
+      ? "Too many replies are being written at once — please wait a moment and press Try again."
+      : "An assistant is taking longer than usual. Your message is saved — please press Try again.";
     $("arena-retry").hidden = !failed;
     controls();
+  }
+
+  // What the battle still owes: the replies owed, or (back after a reload mid-send, or a side refused
+  // as too busy) the worker's last message sent to the side behind.
+  async function resume() {
+    if (SIDES.some(owes)) await step(null);
+    else if (inputs("a") !== inputs("b")) {
+      const ahead = inputs("a") > inputs("b") ? "a" : "b";
+      const sent = states[ahead].turns.filter((t) => t.speaker === "worker");
+      await step(sent[Math.min(inputs("a"), inputs("b"))].text);
+    }
   }
 
   async function showBattle() {
@@ -141,12 +155,7 @@
     await Promise.all(SIDES.map(load));
     $("arena-message").value = inputs("a") === 0 && inputs("b") === 0 && current.prompt ? current.prompt : "";
     controls();
-    if (SIDES.some(owes)) await step(null);
-    else if (inputs("a") !== inputs("b")) {  // back after a reload mid-send: the side behind gets the same message
-      const ahead = inputs("a") > inputs("b") ? "a" : "b";
-      const sent = states[ahead].turns.filter((t) => t.speaker === "worker");
-      await step(sent[Math.min(inputs("a"), inputs("b"))].text);
-    }
+    await resume();
     $("arena-message").focus();
   }
 
@@ -169,7 +178,7 @@
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("arena-form").requestSubmit(); }
   });
 
-  $("arena-retry").addEventListener("click", () => step(null));
+  $("arena-retry").addEventListener("click", resume);
 
   root.querySelectorAll("button.vote").forEach((button) => {
     button.addEventListener("click", async () => {

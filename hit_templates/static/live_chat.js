@@ -133,10 +133,14 @@
       $("messages").scrollTop = $("messages").scrollHeight;
     });
     if (partial !== null) partial.remove();
-    if (reply.status === 502 || reply.status === 0) { botFailed(reply); await refresh(false); return; }
+    if (reply.status === 502 || reply.status === 0) { botFailed(reply); await refresh(false); return reply; }
     waiting = false;
-    $("bot-status").textContent = reply.ok ? "" : (reply.body.error || "something went wrong");
+    // 429: too many replies being written at once for this HIT (the server's bound); the message was not stored.
+    $("bot-status").textContent = reply.ok ? "" : reply.status === 429
+      ? "Too many replies are being written at once — please wait a moment and send your message again."
+      : (reply.body.error || "something went wrong");
     if (reply.ok) render(reply.body); else await refresh(false);
+    return reply;
   }
 
   async function refresh(resumeOwedReply) {
@@ -168,7 +172,8 @@
     item.textContent = text;
     $("messages").appendChild(item);
     $("message").value = "";
-    await chatStep("/stream", { text: text, signals: typing.message.take() });
+    const reply = await chatStep("/stream", { text: text, signals: typing.message.take() });
+    if (reply.status === 429) $("message").value = text;  // refused before it was stored: the worker keeps it
     $("message").focus();
   });
 

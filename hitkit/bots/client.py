@@ -265,7 +265,9 @@ class BotClient:
                 if response.status_code == 200 and on_text is not None:
                     self._note_rate(response)
                     try:
-                        text, reason = _streamed_text(response, on_text)
+                        text, reason = _streamed_text(response, on_text, started + budget)
+                    except _PastDeadline:
+                        text, reason, timed_out = None, f"the stream went on past the reply's {budget:g} s", True
                     except requests.Timeout:
                         text, reason, timed_out = None, f"the stream paused for more than {timeout:g} s", True
                     except requests.RequestException as exc:
@@ -293,6 +295,8 @@ class BotClient:
                     raise BotRequestError(
                         f"bot {c.name!r} refused the request (HTTP {response.status_code}): {_error_message(response)}"
                     )
+            if time.monotonic() - started >= budget:
+                break  # the reply's whole time is spent (a stream that trickled without text): no attempt is left
             if attempt < c.retries:
                 delay = min(c.backoff_s * 2**attempt, _MAX_BACKOFF_S)
                 # Jitter spreads the retries of many chats that failed at the same moment.
@@ -318,10 +322,18 @@ class BotClient:
         self.close()
 
 
-def _streamed_text(response: requests.Response, on_text: Callable[[str], None]) -> tuple[str | None, str]:
+class _PastDeadline(Exception):
+    """A stream still going when the reply's whole time budget is spent."""
+
+
+def _streamed_text(
+    response: requests.Response, on_text: Callable[[str], None], deadline: float | None = None
+) -> tuple[str | None, str]:
     """Read a streamed reply, announcing the text so far; (text, "") when whole, (None, why) when not.
 
-    A bot that did not stream (a JSON body) gives its reply as one piece.
+    A bot that did not stream (a JSON body) gives its reply as one piece. ``deadline`` (monotonic
+    seconds): :class:`_PastDeadline` if the stream is still going then — a bot that keeps the
+    connection alive with comments but sends no text would otherwise hold the caller for ever.
     """
     if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
         text = _reply_text(response)
@@ -332,6 +344,8 @@ def _streamed_text(response: requests.Response, on_text: Callable[[str], None]) 
     pieces: list[str] = []
     on_text("")  # a retry starts the text again
     for line in response.iter_lines():
+        if deadline is not None and time.monotonic() > deadline:
+            raise _PastDeadline()
         if not line.startswith(b"data:"):
             continue  # comments, event names, blank separators
         data = line[5:].strip()

@@ -263,7 +263,10 @@ class PacingConfig(Model):
     make the control slot the fast one. ``observed`` (the default) holds every control reply until a
     draw, per reply and seeded, from the latencies the study's real bots have shown in this process
     (``cold_start_s`` until ``min_observed`` are seen); ``fixed`` holds every reply of every slot
-    until ``floor_s``; ``off`` releases replies as they come. ``floor_s`` applies in both modes."""
+    until ``floor_s``; ``off`` releases replies as they come. ``floor_s`` applies in both modes.
+    Streamed, a control reply (answered whole at once) is released in pieces on the measured shape of a
+    real reply's stream in ``observed`` and ``fixed`` modes (:mod:`hitkit.worker.pieces`; the same
+    ``min_observed``, ``window`` and ``cold_start_s``)."""
 
     mode: Literal["observed", "fixed", "off"] = "observed"
     floor_s: float = Field(0.0, ge=0, le=120, description="no reply of any slot is released sooner")

@@ -33,7 +33,9 @@ and leaves the worker's turn stored and the reply owed; calling :func:`bot_reply
 Streaming: :func:`answer` (and :func:`send`, :func:`bot_reply`) take ``on_text``, told the reply so
 far as the bot generates it; the turn is still stored once, whole, with the milliseconds to its
 first text and to the whole reply (``Turn.first_token_ms``, ``Turn.reply_ms``).
-:mod:`hitkit.worker.chat_stream` relays it to the page.
+:mod:`hitkit.worker.chat_stream` relays it to the page. A streamed control reply (answered whole by the
+degraded bot) is released in pieces on the measured shape of a real bot's stream (:mod:`hitkit.worker.pieces`),
+so the page sees it appear as the others do.
 
 A slot may be rated ("Next chatbot") only after ``live_chat.min_inputs`` worker turns; the task
 type enforces that in the shared answer and submit flow. Before the first message the slot's ``topic`` and ``topic_sentiment``
@@ -65,7 +67,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
 from hitkit.study.sections import PacingConfig
 from hitkit.study.stored import StudyContext
-from hitkit.worker import chat_sql, chat_turns, pacing
+from hitkit.worker import chat_sql, chat_turns, flow, pacing, pieces, streams, tokens
 from hitkit.worker.chat_turns import ChatState
 
 Reply = Callable[..., str]
@@ -92,6 +94,40 @@ def claim_lease_s(ctx: StudyContext, system: str) -> float:
     timeout, retries = float(options.get("timeout_s", 30.0)), int(options.get("retries", 2))
     backoff = float(options.get("backoff_s", 0.5))
     return timeout * (retries + 1) + backoff * (2**retries - 1) + 2.0
+
+
+def stream_deadline_s(ctx: StudyContext) -> float:
+    """Longest a chat request may wait on its reply: the slowest bot's whole time budget, plus the longest a
+    reply may be held to its release time. The same for every slot, so it tells none of them apart."""
+    settings = _settings(ctx)
+    budget = max((claim_lease_s(ctx, s.name) for s in ctx.config.systems), default=WAIT_FOR_CLAIM_S)
+    return budget + settings.floor_s + settings.cold_start_s
+
+
+def admit(database_url: str, ctx: StudyContext, token: str, limits: streams.StreamLimits) -> streams.Lease:
+    """A place for one bot-waiting request of the assignment ``token`` names (:mod:`hitkit.worker.streams`):
+    FlowError(403) for a bad token, :class:`~hitkit.worker.streams.TooManyStreams` (429) over a bound.
+
+    The assignment's worker is read once and remembered (it never changes), so that a refusal costs no
+    database call: a worker hammering the bound must not cost the others database time. Only the token's
+    signature is checked here before that; the route checks the token whole, as always."""
+    parsed = tokens.read_assignment_token(ctx.secret, token)
+    if parsed is None:
+        raise FlowError("this link is not valid; please return to the task from the crowd site", 403)
+    key = (database_url, parsed[0])
+    worker = _WORKER_OF.get(key)
+    if worker is None:
+        with session_scope(database_url) as session:
+            worker = flow.assignment_for(session, ctx, token).worker_id
+        if len(_WORKER_OF) >= _WORKER_OF_MAX:
+            _WORKER_OF.clear()  # a bounded memory; refilled one read per assignment
+        _WORKER_OF[key] = worker
+    return limits.admit((database_url, "assignment", parsed[0]), (database_url, "worker", worker))
+
+
+_WORKER_OF: dict[tuple[str, int], int] = {}
+"""(database URL, assignment id) → its worker's id, as read once (:func:`admit`)."""
+_WORKER_OF_MAX = 100_000
 
 
 # One exchange, each step in its own transaction --------------------------------------------------
@@ -193,28 +229,42 @@ def answer(
             if system not in reply:
                 raise HitkitError(f"no bot client for system '{system}'; give one for every system of the study")
             reply = reply[system]
+        is_control = system in ctx.task.control_systems()
         try:
             started = time.monotonic()
             first: list[float] = []
+            marks: list[tuple[float, int]] = []  # a real reply's texts as seen: its stream's shape
+            shown = [""]
 
             def seen(so_far: str) -> None:
+                now = time.monotonic()
                 if so_far and not first:
-                    first.append(time.monotonic())
-                if on_text is not None:
+                    first.append(now)
+                if not is_control:
+                    marks.append((now - started, len(so_far)))
+                # Only a text that changed goes to the page: the bot client's "" before a stream's first piece
+                # would be an event no control reply has.
+                if on_text is not None and so_far != shown[0]:
+                    shown[0] = so_far
                     on_text(so_far)
 
-            # The control bot's reply is held until its release time before the page sees any of it
-            # (pacing), so it is asked whole; a real bot streams as it generates.
-            is_control = system in ctx.task.control_systems()
+            # The control bot answers whole and at once; its reply is released on a real bot's schedule
+            # (pacing; streamed: in pieces, pieces.py), so it is asked whole. A real bot streams as it generates.
+            settings = _settings(ctx)
             with watch(database_url, ctx.study_id, system), timing.phase("bot"):  # bot_* health events
                 if is_control:
                     text = _call(reply, owed.history, lambda _: None, stream=False)
                 else:
                     text = _call(reply, owed.history, seen, stream=on_text is not None)
             if isinstance(text, str):
-                _pace(database_url, ctx, owed, time.monotonic() - started, is_control)
-                if is_control:
-                    seen(text)
+                if is_control and on_text is not None and settings.mode != "off":
+                    _release_in_pieces(database_url, ctx, owed, text, started, seen)
+                else:
+                    _pace(database_url, ctx, owed, time.monotonic() - started, is_control)
+                    if is_control:
+                        seen(text)
+                if not is_control and on_text is not None:
+                    _measure(database_url, ctx, marks)
             done = time.monotonic()
             took = (round(((first[0] if first else done) - started) * 1000), round((done - started) * 1000))
         except Exception as exc:  # any failure of the bot, whatever its kind, must leave the chat resumable
@@ -230,9 +280,13 @@ def answer(
         return chat_turns.store_reply(session, ctx, owed, text, took)[1]
 
 
+def _settings(ctx: StudyContext) -> PacingConfig:
+    return ctx.config.bots.pacing if ctx.config.bots is not None else PacingConfig()
+
+
 def _pace(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, elapsed_s: float, is_control: bool) -> None:
     """Hold the reply until its release time: the control slot is never the fast one."""
-    settings = ctx.config.bots.pacing if ctx.config.bots is not None else PacingConfig()
+    settings = _settings(ctx)
     study = (database_url, ctx.study_id)
     if not is_control:
         pacing.OBSERVED.add(study, elapsed_s, settings.window)
@@ -241,6 +295,33 @@ def _pace(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, elapsed_s
     if delay > 0:
         with timing.phase("pace"):
             time.sleep(delay)
+
+
+def _measure(database_url: str, ctx: StudyContext, marks: list[tuple[float, int]]) -> None:
+    """Keep a real streamed reply's shape, for the control replies to be released on (pieces.py)."""
+    shape = pieces.shape_of(marks)
+    if shape is not None:
+        pieces.SHAPES.add((database_url, ctx.study_id), shape, _settings(ctx).window)
+
+
+def _release_in_pieces(
+    database_url: str, ctx: StudyContext, owed: chat_turns.Owed, text: str, started: float, seen: OnText
+) -> None:
+    """Release a control reply in pieces on a real streamed reply's shape (seeded per reply), then hold it
+    to ``floor_s``. A control bot slower than the drawn first text shifts the whole schedule later."""
+    settings = _settings(ctx)
+    rng = random.Random(f"{ctx.config.seed}:pieces:{owed.conversation_id}:{owed.reply_to}")
+    shape = pieces.draw_shape(pieces.SHAPES.of((database_url, ctx.study_id)), text, settings, rng)
+    late = max(0.0, time.monotonic() - started - shape.first_s)
+    with timing.phase("pace"):
+        for at, so_far in pieces.schedule(text, shape):
+            wait = started + late + at - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            seen(so_far)
+        hold = started + settings.floor_s - time.monotonic()
+        if hold > 0:
+            time.sleep(hold)
 
 
 def _call(reply: Reply, history: list[dict[str, str]], seen: OnText, stream: bool) -> str:

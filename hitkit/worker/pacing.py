@@ -1,6 +1,6 @@
 """When a chat reply is released: latency that does not tell the control slot (METHODS.md §1's
 degraded bot) from the real ones. Pure policy (:func:`release_delay`) plus a small in-process
-record of the real bots' latencies (:class:`Observed`); the hook is :func:`hitkit.worker.chat._ask`,
+record of the real bots' latencies (:class:`Observed`); the hook is :func:`hitkit.worker.chat.answer`,
 which waits the delay before storing the reply, so no route can see it sooner.
 
 Why only the control slot draws, and the real slots do not: a real bot's reply already *is* a draw
@@ -17,6 +17,7 @@ import random
 import threading
 from collections import deque
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from hitkit.study.sections import PacingConfig
 
@@ -38,24 +39,28 @@ def release_delay(
     return max(0.0, target - elapsed_s)
 
 
-class Observed:
-    """The latest ``window`` latencies of real bots, per study, in this process (thread-safe)."""
+T = TypeVar("T")
+
+
+class Observed(Generic[T]):
+    """The latest ``window`` observations of real bots (latencies; :mod:`hitkit.worker.pieces`: stream
+    shapes), per study, in this process (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_study: dict[object, deque[float]] = {}
+        self._by_study: dict[object, deque[T]] = {}
 
-    def add(self, study: object, latency_s: float, window: int) -> None:
+    def add(self, study: object, latency_s: T, window: int) -> None:
         with self._lock:
             kept = self._by_study.get(study)
             if kept is None or kept.maxlen != window:
                 kept = self._by_study[study] = deque(kept or (), maxlen=window)
             kept.append(latency_s)
 
-    def of(self, study: object) -> tuple[float, ...]:
+    def of(self, study: object) -> tuple[T, ...]:
         with self._lock:
             return tuple(self._by_study.get(study, ()))
 
 
-OBSERVED = Observed()
+OBSERVED: Observed[float] = Observed()
 """This process's record (each web process observes its own replies)."""
