@@ -239,7 +239,7 @@ def test_allocation_keeps_every_piece_and_every_unit():
 
 
 def test_the_prior_streams_a_word_a_text_and_ends_near_the_cold_start_until_enough_shapes_are_seen():
-    from hitkit.study.sections import PacingConfig
+    from hitkit.study.bot_sections import PacingConfig
     from hitkit.worker.pieces import Shape, draw_shape
 
     settings = PacingConfig(cold_start_s=1.0, min_observed=2)

@@ -83,7 +83,6 @@ FIELD_NOTES: dict[str, str] = {
     "CrowdGroup.count": "workers of this profile",
     "BotsConfig.serve": "the bot server's settings",
     "BotServeConfig.host": "address the bot server binds",
-    "BotServeConfig.port": "port of the bot server (systems' url must point to it)",
     "BotServeConfig.max_batch": "chats decoded together",
     "BotServeConfig.device": "where the transformers engine runs",
     "GenerationConfig.conversations_per_pair": "|S_ij|: conversations per pair of systems",

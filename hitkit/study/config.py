@@ -21,12 +21,12 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 
 from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
+from hitkit.study.bot_sections import BotsConfig
 from hitkit.study.config_errors import describe, section_example
 from hitkit.study.provider_sections import ProviderConfig
 from hitkit.study.screener import ScreenerConfig, reward_problems
 from hitkit.study.sections import (
     AuthenticityConfig,
-    BotsConfig,
     GenerationConfig,
     HitConfig,
     JudgeConfig,

@@ -65,7 +65,7 @@ from hitkit import timing
 from hitkit.db.models import Conversation, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
-from hitkit.study.sections import PacingConfig
+from hitkit.study.bot_sections import PacingConfig
 from hitkit.study.stored import StudyContext
 from hitkit.worker import chat_sql, chat_turns, flow, pacing, pieces, streams, tokens
 from hitkit.worker.chat_turns import ChatState

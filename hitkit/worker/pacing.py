@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from hitkit.study.sections import PacingConfig
+from hitkit.study.bot_sections import PacingConfig
 
 
 def release_delay(

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hitkit.study.sections import PacingConfig
+from hitkit.study.bot_sections import PacingConfig
 from hitkit.worker.pacing import Observed
 
 _WORD = re.compile(r"\s*\S+\s*")
