@@ -41,6 +41,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hitkit.analysis.replay import observations  # noqa: E402
 from hitkit.analysis.sequential import bounded_interval  # noqa: E402
 from hitkit.running.replay import read_study, replay  # noqa: E402
 from hitkit.simulation.activity import hit_workers  # noqa: E402
@@ -138,8 +139,10 @@ def write_spot_the_bot(
 
 
 def margins(data) -> dict[tuple[str, str], float]:
-    """Each pair's full-data margin: |estimate − ½| / half-width of the rule's interval on all its
-    conversations in the study's order (α each, as the ``pair`` decision)."""
+    """Each pair's full-data margin, how clear the data are whatever rule is replayed: |estimate − ½| /
+    half-width of the bounded interval (α each, as the ``pair`` decision) over all its answers, each
+    conversation's mean annotation one observation, conversations in the study's order (the per-HIT
+    rule's reading, which the issue's bar was set with)."""
     out = {}
     for pair in data.pairs:
         if not len(pair.value):
@@ -149,9 +152,24 @@ def margins(data) -> dict[tuple[str, str], float]:
         first = np.full(len(means), len(data.units))
         np.minimum.at(first, pair.cluster, pair.unit)
         x = means[np.lexsort((np.arange(len(means)), first))]
-        low, high = bounded_interval(x, 0.0, 1.0, ALPHA, pair.planned, 0.5)
-        out[(pair.a, pair.b)] = abs(float(x.mean()) - 0.5) / ((high - low) / 2)
+        out[(pair.a, pair.b)] = _margin(x, pair.planned)
     return out
+
+
+def rule_margins(data) -> dict[tuple[str, str], float]:
+    """Each pair's margin as the replayed rule sees all the data in the study's order: one observation
+    per annotator, on a conversation no earlier observation used."""
+    out = {}
+    for pair in data.pairs:
+        x = observations(pair, np.arange(len(data.units)), data.fresh_items).values
+        if len(x):
+            out[(pair.a, pair.b)] = _margin(x, pair.planned)
+    return out
+
+
+def _margin(x: np.ndarray, planned: float) -> float:
+    low, high = bounded_interval(x, 0.0, 1.0, ALPHA, planned, 0.5)
+    return abs(float(x.mean()) - 0.5) / ((high - low) / 2)
 
 
 def evaluate(folder: Path, orders: int, seed: int) -> dict:
@@ -159,6 +177,7 @@ def evaluate(folder: Path, orders: int, seed: int) -> dict:
     data = read_study("spot_the_bot", folder)
     result = replay(data, orders_count=orders, seed=seed, decision="pair", alpha=ALPHA)
     margin = margins(data)
+    by_rule = rule_margins(data)
     rows, summary = result.rows, result.summary.set_index(["system_a", "system_b"])
     clear = [p for p, m in margin.items() if m >= CLEAR]
     by70 = {}
@@ -172,7 +191,14 @@ def evaluate(folder: Path, orders: int, seed: int) -> dict:
             wrong = b if row["full_direction"] == a else a
             own = rows[(rows["system_a"] == a) & (rows["system_b"] == b)]
             opposite += int((own["winner"] == wrong).sum())
-    return {"data": data, "margin": margin, "by70": by70, "opposite": opposite, "summary": result.summary}
+    return {
+        "data": data,
+        "margin": margin,
+        "rule_margin": by_rule,
+        "by70": by70,
+        "opposite": opposite,
+        "summary": result.summary,
+    }
 
 
 def main(argv=None) -> dict:
@@ -180,28 +206,33 @@ def main(argv=None) -> dict:
     parser.add_argument("--orders", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--conversations", type=int, default=150, help="bot-bot conversations per pair")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="the crowd's size (Zipf activity)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        folder = write_spot_the_bot(Path(tmp) / "export", seed=args.seed, conversations=args.conversations)
+        folder = write_spot_the_bot(
+            Path(tmp) / "export", seed=args.seed, conversations=args.conversations, workers=args.workers
+        )
         found = evaluate(folder, args.orders, args.seed)
     seconds = time.monotonic() - started
     data = found["data"]
     print(
-        f"{len(data.units)} assignments ({PER_HIT} segments each) by {WORKERS} workers (Zipf), "
+        f"{len(data.units)} assignments ({PER_HIT} segments each) by {args.workers} workers (Zipf), "
         f"{len(data.systems)} bots, {args.conversations} conversations a pair x {len(SEGMENTS)} segments; "
         f"{args.orders} orders, decision pair, alpha {ALPHA}"
     )
-    print(f"{'pair':<14} {'margin':>6} {'settled':>7} {'median':>6} {'agree':>6} {'by70':>5}")
+    print(f"{'pair':<14} {'margin':>6} {'rule':>6} {'obs':>4} {'settled':>7} {'median':>6} {'agree':>6} {'by70':>5}")
     for row in found["summary"].to_dict("records"):
         pair = (row["system_a"], row["system_b"])
         print(
-            f"{pair[0] + '-' + pair[1]:<14} {found['margin'].get(pair, float('nan')):>6.2f} {row['settled']:>7.2f} "
+            f"{pair[0] + '-' + pair[1]:<14} {found['margin'].get(pair, float('nan')):>6.2f} "
+            f"{found['rule_margin'].get(pair, float('nan')):>6.2f} {row['observations']:>4} {row['settled']:>7.2f} "
             f"{row['median_stop_share']:>6.3f} {row['agree']:>6.2f} {found['by70'].get(pair, float('nan')):>5.2f}"
         )
     by70 = list(found["by70"].values())
     result = {
         "clear_pairs": len(by70),
+        "clear_by_rule": sum(m >= CLEAR for m in found["rule_margin"].values()),
         "by70_min": min(by70) if by70 else 0.0,
         "by70_mean": float(np.mean(by70)) if by70 else 0.0,
         "opposite": found["opposite"],
