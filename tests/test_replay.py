@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from hitkit.analysis.replay import orders, replay_order
+from hitkit.analysis.replay import observations, orders, replay_order
 from hitkit.analysis.replay_data import PairData, ReplayData
 from hitkit.cli import main
 from hitkit.errors import HitkitError
@@ -145,7 +145,8 @@ def test_spot_the_bot_annotations_through_hitkit_import_replay_as_the_export(tmp
 
 
 def test_a_clear_spot_the_bot_pair_settles_for_the_full_datas_winner_and_never_the_opposite(tmp_path):
-    export = write_spot_the_bot(tmp_path / "sim", seed=0, conversations=40)
+    # a crowd large enough that the per-worker rule (one observation per annotator) has the data to settle
+    export = write_spot_the_bot(tmp_path / "sim", seed=0, conversations=60, workers=1000)
     data = read_study("spot_the_bot", export)
     agrees_with_the_live_rule(data, "pair", n_orders=1, every=7)
     result = replay(data, orders_count=60, seed=0)
@@ -161,6 +162,16 @@ def test_a_clear_spot_the_bot_pair_settles_for_the_full_datas_winner_and_never_t
         wrong = {a: b, b: a}.get(row["full_direction"])
         own = rows[(rows["system_a"] == a) & (rows["system_b"] == b)]
         assert not (own["winner"] == wrong).any(), (a, b)
+
+
+def test_a_returning_annotator_gives_one_observation_however_many_assignments(tmp_path):
+    # 30 annotators (Zipf): a pair's observations are at most one per annotator, in every order
+    data = read_study("spot_the_bot", write_spot_the_bot(tmp_path / "sim", seed=0, conversations=40))
+    for position in orders(len(data.units), 3, 0):
+        for pair in data.pairs:
+            found = observations(pair, position, data.fresh_items)
+            assert len(found.values) <= 30 < len(set(pair.unit.tolist()))
+            assert len(set(pair.hit_worker[np.searchsorted(pair.hit_unit, found.units)])) == len(found.values)
 
 
 def test_a_pair_without_observations_never_settles_and_holds_back_a_study_level_decision():
@@ -226,13 +237,13 @@ def _with_assignments(folder: Path, assignments: list[tuple]) -> Path:
 
 
 def _battles(tmp_path: Path) -> Path:
-    """An arena export: 3 systems, 90 assignments of 4 battles; x beats z nearly always."""
+    """An arena export: 3 systems, 90 assignments of 4 battles by 30 workers (3 each); x beats z nearly always."""
     rng = np.random.default_rng(0)
     strength = {"x": 1.5, "y": 0.5, "z": -1.0}
     rows, assignments = [], []
     for h in range(90):
         aid = f"a{h}"
-        assignments.append(("arena", f"h{h}", aid, f"w{h % 7}", "approved", 30.0))
+        assignments.append(("arena", f"h{h}", aid, f"w{h % 30}", "approved", 30.0))
         for k in range(4):
             a, b = rng.choice(list(strength), size=2, replace=False)
             p = 1 / (1 + np.exp(strength[b] - strength[a]))
@@ -247,7 +258,7 @@ def _battles(tmp_path: Path) -> Path:
                     "study": "arena",
                     "hit_id": f"h{h}",
                     "assignment_id": aid,
-                    "worker_id": f"w{h % 7}",
+                    "worker_id": f"w{h % 30}",
                     "battle_id": f"{aid}-{k}",
                     "prompt_id": f"p{k}",
                     "turns": 1,
@@ -266,9 +277,11 @@ def _battles(tmp_path: Path) -> Path:
     return _with_assignments(folder, assignments)
 
 
-def test_arena_battles_replay_with_the_exact_sequence_as_the_live_rule(tmp_path):
+def test_arena_battles_replay_one_observation_per_worker_as_the_live_rule(tmp_path):
     data = read_study("arena", _battles(tmp_path))
-    assert data.exact
+    # 90 HITs by 30 workers: each pair has at most 30 observations, however many battles it has
+    assert all(len(p.value) > 30 for p in data.pairs)
+    assert all(len(observations(p, np.arange(90), False).values) <= 30 for p in data.pairs)
     for decision in ("pair", "clear", "best"):
         agrees_with_the_live_rule(data, decision, n_orders=1, every=5)
     result = replay(data, orders_count=20, seed=0).summary.set_index(["system_a", "system_b"])
@@ -276,20 +289,21 @@ def test_arena_battles_replay_with_the_exact_sequence_as_the_live_rule(tmp_path)
 
 
 def _da_ratings(tmp_path: Path) -> Path:
-    """A rating export: 40 assignments, each rating 2 responses of each of 3 systems and a degraded copy."""
+    """A rating export: 40 assignments by 20 workers (2 each), each rating 2 responses of each of 3 systems
+    and a degraded copy."""
     rng = np.random.default_rng(1)
     level = {"s1": 70.0, "s2": 55.0, "s3": 40.0}
     rows, assignments = [], []
     for h in range(40):
         aid = f"a{h}"
-        assignments.append(("rating", f"h{h}", aid, f"w{h % 9}", "approved", 30.0))
+        assignments.append(("rating", f"h{h}", aid, f"w{h % 20}", "approved", 30.0))
         items = [(s, f"i{h}-{s}-{k}", 0) for s in level for k in range(2)] + [("s1", f"i{h}-d", 1)]
         for position, (system, item, control) in enumerate(items):
             for criterion in RATING_CRITERIA:
                 base = 5.0 if control else level[system]
                 score = base if criterion.polarity == "positive" else 100 - base
                 rows.append(
-                    ("rating", f"h{h}", aid, f"w{h % 9}", item, system, control, position, criterion.name)
+                    ("rating", f"h{h}", aid, f"w{h % 20}", item, system, control, position, criterion.name)
                     + (int(np.clip(score + rng.normal(0, 8), 0, 100)),)
                 )
     folder = tmp_path / "rating"
@@ -302,7 +316,7 @@ def _da_ratings(tmp_path: Path) -> Path:
 
 def test_rating_blocks_replay_with_their_qc_horizon_as_the_live_rule(tmp_path):
     data = read_study("rating", _da_ratings(tmp_path))
-    assert data.passing is not None and data.passing.sum() > 30
+    assert data.holding is not None and data.holding.sum() == 40
     for decision in ("pair", "clear"):
         agrees_with_the_live_rule(data, decision, n_orders=1, every=4)
     result = replay(data, orders_count=20, seed=0).summary.set_index(["system_a", "system_b"])
@@ -344,7 +358,7 @@ def test_computing_only_up_to_the_first_settled_look_changes_no_row(decision, tm
     each = 0.05 if decision == "pair" else 0.05 / len(data.watched)
     monkeypatch.setattr(engine, "FIRST_LOOKS", 3)  # windows of 3, 12, 48 looks: every growth is exercised
     for position in orders(len(data.units), 5, 3):
-        share = engine.qc_share(data, position)
+        share = engine.observed_share(data, position)
         full = {id(p): engine.trace(data, p, position, each, share) for p in data.watched}
         if decision == "pair":
             want = [(engine.first(full[id(p)].settled), full[id(p)].winner) for p in data.pairs]

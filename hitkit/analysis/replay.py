@@ -1,26 +1,28 @@
-"""Replaying a stopping rule over reordered HITs of a finished study: the observations each pair's
-sequence takes (:class:`ReplayData`, made by each protocol's ``replay`` module from its tables) and the
-rule after every unit of many orders (:func:`replay_orders`).
+"""Replaying a stopping rule over reordered HITs of a finished study: the answers each pair's sequence
+takes (:class:`ReplayData`, made by each protocol's ``replay`` module from its tables) and the rule after
+every unit of many orders (:func:`replay_orders`).
 
 A *unit* is one counted assignment (a worker's HIT) that carries answers; the replay permutes units,
 never rows within a unit, since a live study receives a HIT's answers together. For each order the rule
 looks after every unit, as :mod:`hitkit.running.stopping` looks after every counted assignment, and
-computes each pair's interval as :func:`hitkit.analysis.sequential.intervals` does:
+computes each pair's interval as the protocols' ``sequential`` modules and
+:func:`hitkit.analysis.sequential.intervals` do, with one observation per worker
+(:func:`hitkit.analysis.contributions.worker_contributions` with the order's units as its ``order``):
 
-* a *bounded* pair (pairwise, Spot The Bot, live chat, rating): each cluster's mean score, clusters in
-  the order of their first observation, through the hedged betting sequence
-  (:func:`~hitkit.analysis.betting.bounded_step`, the same arithmetic as
-  :func:`~hitkit.analysis.betting.bounded_interval` at the null); a cluster that gets more observations
-  later (a Spot The Bot conversation annotated again) changes its mean in place, as the live rule's
-  :func:`~hitkit.analysis.sequential.cluster_means` does, and the sequence is recomputed over all clusters;
-* an *exact* pair (the arena): every observation its own, Robbins' normal mixture with the known bound ¼.
+* a worker's observation is the mean of their first unit in the order that holds the pair; it is fixed
+  when it arrives, so the hedged betting sequence (:func:`~hitkit.analysis.betting.bounded_step`, the
+  same arithmetic as :func:`~hitkit.analysis.betting.bounded_interval` at the null) runs once over the
+  order's observations (:func:`observations`, vectorised: the first unit of each worker);
+* with fresh items (Spot The Bot) the observation is the unit's first conversation that no earlier
+  observation used, which depends on every earlier choice: one pass over the pair's units in the order.
 
-Futility and ``undecided`` follow :func:`~hitkit.analysis.sequential.intervals` (the pair's horizon: its
-planned size, or for rated HITs its observations plus the HITs still to hold it × the share passing QC so
-far). Computing them incrementally, one pass per order and pair, keeps 200 orders of a few thousand HITs
-within seconds, where calling the protocol's ``comparisons`` on every prefix would take hours;
-:mod:`hitkit.running.replay` checks the replay against that slow path at a few looks of the first order.
-Pure numpy, no database.
+Futility and ``undecided`` follow :func:`~hitkit.analysis.sequential.intervals` with the live rule's
+horizon: :func:`~hitkit.analysis.contributions.projected` from the pair's HITs (Spot The Bot: its
+conversations) seen so far, or for rated HITs the observations plus the HITs still to hold the pair ×
+the share of rated HITs so far that gave an observation (:func:`observed_share`). Computing them
+incrementally, one pass per order and pair, keeps 200 orders of a few thousand HITs within seconds,
+where calling the protocol's ``comparisons`` on every prefix would take hours; :mod:`hitkit.running.replay`
+checks the replay against that slow path at a few looks of the first order. Pure numpy, no database.
 """
 
 from __future__ import annotations
@@ -30,16 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from hitkit.analysis.betting import BET_CAP, _bets, bounded_excludes, bounded_radius  # _bets: the same bets
+from hitkit.analysis.contributions import PRIOR_HITS
 from hitkit.analysis.replay_data import PairData, ReplayData
-from hitkit.analysis.sequential import MIN_UNDECIDED, radius, rho_for
+from hitkit.analysis.sequential import MIN_UNDECIDED
 
 DECISION_CHOICES = ("pair", "pairs", "clear", "best")
 """``--decision``: ``pair`` replays every pair as its own study with ``stop: decision: pair`` on it (α
 each); the others replay the study-level decision over all watched pairs (α shared by Bonferroni)."""
-
-
-PASS_PRIOR = 10
-"""Passing pseudo-HITs in the horizon's QC share (live chat's ``PASS_PRIOR``, as its ``passed_share``)."""
 
 
 @dataclass(frozen=True)
@@ -54,39 +53,75 @@ class PairTrace:
     mean: np.ndarray
 
 
-def _cluster_stream(
-    pair: PairData, position: np.ndarray, limit: int | None = None
-) -> tuple[np.ndarray, np.ndarray, bool, bool]:
-    """The pair's clusters in arrival order for one order (``position[u]``: the look unit u arrives at):
-    the look each cluster first arrives at, and a matrix of cluster means after each of the pair's own
-    looks when clusters change later (else the fixed means), for its first ``limit`` looks only if given.
-    Returns (looks, means, fixed, complete)."""
-    at = position[pair.unit]
-    first = np.full(pair.cluster.max() + 1, np.iinfo(np.int64).max)
-    np.minimum.at(first, pair.cluster, at)
-    # Clusters by first arrival, ties by their labels (cluster ids are in label order, see pair_data).
-    rank = np.empty_like(first)
-    rank[np.lexsort((np.arange(len(first)), first))] = np.arange(len(first))
-    if bool(np.all(at == first[pair.cluster])):
-        sums = np.bincount(rank[pair.cluster], weights=pair.value, minlength=len(first))
-        counts = np.bincount(rank[pair.cluster], minlength=len(first))
-        return np.sort(first), sums / counts, True, True
-    looks = np.unique(at)
-    li = np.searchsorted(looks, at)
-    column = rank[pair.cluster]
-    complete = limit is None or limit >= len(looks)
-    if not complete:  # the first `limit` looks see only the clusters that arrived by then
-        keep = li < limit
-        looks, li, column, value = looks[:limit], li[keep], column[keep], pair.value[keep]
+@dataclass(frozen=True)
+class Observations:
+    """A pair's observations in one order: the look each arrives at (increasing), its value, the unit
+    it comes from; and the pair's spent plan after every look (its HITs, or with fresh items the items,
+    seen so far). Exact through look ``known`` (the later looks were not computed)."""
+
+    looks: np.ndarray
+    values: np.ndarray
+    units: np.ndarray
+    spent: np.ndarray
+    known: int
+
+
+def observations(pair: PairData, position: np.ndarray, fresh_items: bool, limit: int | None = None) -> Observations:
+    """The per-worker rule's observations of ``pair`` in the order ``position`` (``position[u]``: unit u's
+    look), as :func:`~hitkit.analysis.contributions.worker_contributions` takes them with the order's units
+    as its ``order``; with fresh items only the units arriving before look ``limit`` (when given)."""
+    total = len(position)
+    at = position[pair.hit_unit]
+    if fresh_items:
+        items = _items(pair)
+        chosen, values, known = _fresh_item_observations(pair, items, at, total, limit)
+        # the pair's spent plan is the items seen so far: each item's first arrival
+        seen = np.full(int(items.max()) + 1 if len(items) else 0, total)
+        np.minimum.at(seen, items, position[pair.unit])
     else:
-        value = pair.value
-    shape = (len(looks), int(column.max()) + 1)
-    cells = li * shape[1] + column
-    sums = np.bincount(cells, weights=value, minlength=shape[0] * shape[1]).reshape(shape).cumsum(axis=0)
-    counts = np.bincount(cells, minlength=shape[0] * shape[1]).reshape(shape).cumsum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-    return looks, means, False, complete
+        # each worker's first unit holding the pair: sort by worker, then arrival
+        by = np.lexsort((at, pair.hit_worker))
+        lead = np.ones(len(by), dtype=bool)
+        lead[1:] = pair.hit_worker[by][1:] != pair.hit_worker[by][:-1]
+        chosen = by[lead]
+        chosen = chosen[np.argsort(at[chosen])]
+        values, known, seen = pair.hit_mean[chosen], total - 1, at
+    spent = np.searchsorted(np.sort(seen), np.arange(total), side="right")
+    return Observations(at[chosen], values, pair.hit_unit[chosen], spent, known)
+
+
+def _items(pair: PairData) -> np.ndarray:
+    """The pair's rows' item codes, which a replay with fresh items needs."""
+    if pair.item is None:
+        raise ValueError(f"{pair.a}–{pair.b}: the replay takes fresh items, but the pair's rows name none")
+    return pair.item
+
+
+def _fresh_item_observations(
+    pair: PairData, items: np.ndarray, at: np.ndarray, total: int, limit: int | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the units chosen, their observations, the last look known) with fresh items: in arrival order, a
+    worker's first unit with an item no earlier observation used gives that item's mean (the unit's first
+    such item in row order), as ``worker_contributions(…, one_item=True)``. One pass: each choice
+    depends on the earlier ones."""
+    arrival = np.argsort(at)
+    if limit is not None:
+        arrival = arrival[at[arrival] < limit]
+    used_workers = bytearray(int(pair.hit_worker.max()) + 1 if len(pair.hit_worker) else 0)
+    used_items = bytearray(int(items.max()) + 1 if len(items) else 0)
+    workers = pair.hit_worker.tolist()
+    chosen, values = [], []
+    for k in arrival.tolist():
+        if used_workers[workers[k]]:
+            continue
+        for item, mean in zip(pair.hit_items[k], pair.hit_item_means[k]):
+            if not used_items[item]:
+                used_items[item] = used_workers[workers[k]] = 1
+                chosen.append(k)
+                values.append(mean)
+                break
+    known = total - 1 if limit is None or limit >= total else limit - 1
+    return np.asarray(chosen, dtype=int), np.asarray(values, dtype=float), known
 
 
 def _log_capital(x: np.ndarray, each: float, planned: float, m: float) -> tuple[np.ndarray, np.ndarray]:
@@ -113,66 +148,10 @@ def _winner(kp: np.ndarray, km: np.ndarray, each: float) -> np.ndarray:
     return np.where(above, 1, np.where(below, -1, 0)).astype(np.int8)
 
 
-def _bounded_at_looks(pair: PairData, position: np.ndarray, each: float, m: float, limit: int | None = None):
-    """(looks, winner, n, mean, var, complete) of the bounded sequence after each of the pair's own looks
-    (its first ``limit`` looks where clusters change later; complete: all of them)."""
-    looks, means, fixed, complete = _cluster_stream(pair, position, limit)
-    if fixed:  # one pass: cluster k's observation is fixed when it arrives
-        x = means
-        kp, km = _log_capital(x, each, pair.planned, m)
-        won = _winner(kp, km, each)
-        count = np.arange(1, len(x) + 1, dtype=float)
-        mean = np.cumsum(x) / count
-        with np.errstate(invalid="ignore", divide="ignore"):
-            var = np.where(count > 1, (np.cumsum(x**2) - count * mean**2) / np.maximum(count - 1, 1), 0.0)
-        # several clusters may arrive at one look: the look's state is after its last cluster
-        distinct = np.unique(looks)
-        last = np.searchsorted(looks, distinct, side="right") - 1
-        return distinct, won[last], count[last], mean[last], np.maximum(var[last], 0.0), True
-    # every look's sequence over the clusters it has (a prefix: clusters are in arrival order), their means then
-    arrived = ~np.isnan(means)
-    n = arrived.sum(axis=1).astype(float)
-    x = np.where(arrived, means, 0.0)
-    kp, km = _final_log_capital(x, arrived, each, pair.planned, m)
-    won = _winner(kp, km, each)
-    mean = x.sum(axis=1) / n
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var = np.where(n > 1, ((x**2).sum(axis=1) - n * mean**2) / np.maximum(n - 1, 1), 0.0)
-    return looks, won, n, mean, np.maximum(var, 0.0), complete
-
-
-def _final_log_capital(x: np.ndarray, arrived: np.ndarray, each: float, planned: float, m: float):
-    """:func:`_log_capital`'s last values for each row of ``x`` whose first ``arrived`` entries are its
-    sequence (the rest zeros): the count before each observation is its column."""
-    t = np.arange(x.shape[1], dtype=float)
-    mu = (0.5 + np.cumsum(x, axis=1)) / (t + 2)
-    sq = (x - mu) ** 2 * arrived
-    ss = np.cumsum(sq, axis=1) - sq
-    lam = _bets(t, None, ss, each, planned)
-    d = x - m
-    kp = (np.log1p(np.minimum(lam, BET_CAP / m) * d) * arrived).sum(axis=1)
-    km = (np.log1p(-np.minimum(lam, BET_CAP / (1 - m)) * d) * arrived).sum(axis=1)
-    return kp, km
-
-
-def _exact_at_looks(pair: PairData, position: np.ndarray, each: float, m: float, limit: int | None = None):
-    """(looks, winner, n, mean, var, complete) of the exact sequence (variance bound ¼) after the pair's
-    looks (all of them: ``limit`` is for the bounded sequence's sake)."""
-    at = position[pair.unit]
-    order = np.argsort(at, kind="stable")
-    x = pair.value[order]
-    count = np.arange(1, len(x) + 1, dtype=float)
-    mean = np.cumsum(x) / count
-    r = radius(count, 0.25, each, rho_for(pair.planned, 0.25, each))
-    won = np.where(mean - r > m, 1, np.where(mean + r < m, -1, 0)).astype(np.int8)
-    looks = np.unique(at)
-    last = np.searchsorted(at[order], looks, side="right") - 1
-    return looks, won[last], count[last], mean[last], np.full(len(looks), 0.25), True
-
-
 FIRST_LOOKS = 256
-"""Looks a changing-cluster sequence first computes when only its first settled look is wanted: clear
-pairs settle early, and every look costs one pass over the clusters so far (then 4×, 16×, …)."""
+"""Looks a fresh-item sequence (Spot The Bot) first computes when only its first settled look is wanted:
+clear pairs settle early, and its observations take a pass in Python over the pair's units (then 4×,
+16×, … looks)."""
 
 
 def trace(
@@ -185,7 +164,7 @@ def trace(
     until_settled: bool = False,
 ) -> PairTrace:
     """The pair's rule after every look of the order ``position`` (``position[u]``: unit u's look);
-    ``share``: the QC share after each look (rated HITs), for the horizon. ``until_settled``: only the
+    ``share``: :func:`observed_share` after each look (rated HITs), for the horizon. ``until_settled``: only the
     looks up to the first at which it is settled are computed (later looks read as not settled)."""
     limit = FIRST_LOOKS if until_settled else None
     while True:
@@ -208,55 +187,66 @@ def _known(t: PairTrace, known: int) -> PairTrace:
 def _trace(
     data: ReplayData, pair: PairData, position: np.ndarray, alpha_each: float, share, limit: int | None
 ) -> tuple[PairTrace, int]:
-    """:func:`trace` from the pair's first ``limit`` looks (all when None), and the last look it is exact
-    through (the last, when those are all the pair's looks)."""
+    """:func:`trace` from the pair's observations up to look ``limit`` (all when None), and the last look
+    it is exact through."""
     looks_total = len(position)
     m = (data.null - data.bounds[0]) / (data.bounds[1] - data.bounds[0])
-    if not len(pair.unit):
-        zero = np.zeros(looks_total)
-        empty = PairTrace(zero.astype(np.int8), zero.astype(bool), zero.astype(bool), zero, np.full(looks_total, m))
-        return empty, looks_total - 1
-    step = _exact_at_looks if data.exact else _bounded_at_looks
-    looks, won, n_at, mean_at, var_at, complete = step(pair, position, alpha_each, m, limit)
-    # after look t the pair has what arrived at looks <= t
-    seen = np.searchsorted(looks, np.arange(looks_total), side="right")
+    found = observations(pair, position, data.fresh_items, limit)
+    x = found.values
+    # the bounded sequence after each observation: each is fixed when it arrives, so one pass
+    kp, km = _log_capital(x, alpha_each, pair.planned, m)
+    won = _winner(kp, km, alpha_each)
+    count = np.arange(1, len(x) + 1, dtype=float)
+    running = np.cumsum(x) / np.maximum(count, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = np.where(count > 1, (np.cumsum(x**2) - count * running**2) / np.maximum(count - 1, 1), 0.0)
+    # after look t the pair has the observations that arrived at looks <= t
+    seen = np.searchsorted(found.looks, np.arange(looks_total), side="right")
     idx = np.maximum(seen - 1, 0)
     has = seen > 0
-    winner = np.where(has, won[idx], 0).astype(np.int8)
-    n = np.where(has, n_at[idx], 0.0)
-    mean = np.where(has, mean_at[idx], m)
-    var = np.where(has, var_at[idx], 0.0)
-    if pair.held is not None and share is not None:
-        spent = np.cumsum(np.isin(np.argsort(position), pair.held))
-        horizon = n + np.maximum(pair.planned - spent, 0.0) * share
-    else:
-        horizon = np.full(looks_total, pair.planned)
+    winner = np.where(has, won[idx], 0).astype(np.int8) if len(x) else np.zeros(looks_total, dtype=np.int8)
+    n = seen.astype(float)
+    mean = np.where(has, running[idx], m) if len(x) else np.full(looks_total, m)
+    var = np.maximum(np.where(has, spread[idx], 0.0), 0.0) if len(x) else np.zeros(looks_total)
+    horizon = _horizon(pair, position, n, found.spent, share)
     big = np.maximum(horizon, n)
-    if data.exact:
-        r_plan = radius(big, 0.25, alpha_each, rho_for(pair.planned, 0.25, alpha_each))
-    else:
-        r_plan = bounded_radius(big, var, alpha_each, pair.planned, min(max(m, 0.01), 0.99))
+    r_plan = bounded_radius(big, var, alpha_each, pair.planned, min(max(m, 0.01), 0.99))
     gap = np.abs(mean - m)
     inside = (winner == 0) & has
     sd = np.sqrt(var)
     with np.errstate(invalid="ignore", divide="ignore"):
         reach = 2 * sd * np.sqrt(big - n) / big + 2 * sd / np.sqrt(n) * (big - n) / big
     projected = inside & (var > 0) & np.isfinite(r_plan) & (gap + reach < r_plan)
-    futile = projected if data.exact else np.where(n >= horizon, inside, projected)
+    futile = np.where(n >= horizon, inside, projected)
     undecided = futile | (inside & (n >= MIN_UNDECIDED) & np.isfinite(r_plan) & (gap < r_plan))
-    known = looks_total - 1 if complete else int(looks[-1])
-    return PairTrace(winner, (winner != 0) | futile, undecided, n, mean), known
+    return PairTrace(winner, (winner != 0) | futile, undecided, n, mean), found.known
 
 
-def qc_share(data: ReplayData, position: np.ndarray) -> np.ndarray | None:
-    """The share of the units so far holding two systems that pass QC, after each look (with
-    :data:`PASS_PRIOR` passing pseudo-units), or None where there is no QC to scale the horizon."""
-    if data.holding is None or data.passing is None:
+def _horizon(pair: PairData, position: np.ndarray, n: np.ndarray, spent: np.ndarray, share) -> np.ndarray:
+    """The observations the pair can expect by the end of its plan, after each look, as the live rule
+    sets :attr:`~hitkit.analysis.sequential.Comparison.expected`: for rated HITs (``share``), those it has
+    plus the HITs still planned to hold it × the share of rated HITs that gave an observation; else
+    :func:`~hitkit.analysis.contributions.projected` from its own HITs (or items) so far, the plan itself
+    before any."""
+    if pair.held is not None and share is not None:
+        held = np.cumsum(np.isin(np.argsort(position), pair.held))
+        return n + np.maximum(pair.planned - held, 0.0) * share
+    # projected(n, spent, planned), vectorised over looks
+    ratio = np.minimum(1.0, (n + PRIOR_HITS) / (spent + PRIOR_HITS))
+    return np.where(spent > 0, n + np.maximum(pair.planned - spent, 0.0) * ratio, pair.planned)
+
+
+def observed_share(data: ReplayData, position: np.ndarray) -> np.ndarray | None:
+    """For rated HITs, after each look: the share of the units so far holding two systems that gave some
+    pair an observation (with :data:`~hitkit.analysis.contributions.PRIOR_HITS` giving pseudo-units), as
+    :func:`hitkit.protocols.live_chat.sequential.passed_share`; None elsewhere (no such horizon)."""
+    if data.holding is None:
         return None
+    gave = np.zeros(len(position), dtype=bool)
+    for pair in data.pairs:
+        gave[observations(pair, position, data.fresh_items).units] = True
     arrival = np.argsort(position)
-    return np.minimum(
-        (np.cumsum(data.passing[arrival]) + PASS_PRIOR) / (np.cumsum(data.holding[arrival]) + PASS_PRIOR), 1.0
-    )
+    return np.minimum((np.cumsum(gave[arrival]) + PRIOR_HITS) / (np.cumsum(data.holding[arrival]) + PRIOR_HITS), 1.0)
 
 
 def first(flags: np.ndarray) -> int | None:
@@ -267,7 +257,7 @@ def first(flags: np.ndarray) -> int | None:
 def replay_order(data: ReplayData, position: np.ndarray, decision: str, alpha: float) -> list[tuple[int | None, int]]:
     """Per pair of ``data.pairs``: (the look at which it settled, or None; its winner then, +1 a, −1 b, 0
     none) in the order ``position``, under ``decision`` (:data:`DECISION_CHOICES`)."""
-    share = qc_share(data, position)
+    share = observed_share(data, position)
     if decision == "pair":  # each pair its own study: stop: decision: pair on it, α its own
         out = []
         for pair in data.pairs:

@@ -1,11 +1,13 @@
-"""The observations ``hitkit replay`` takes from a finished study (:mod:`hitkit.analysis.replay` replays
-the rule over them): a study's units and, per pair of systems, each observation's unit, cluster and
-score, as each protocol's ``replay`` module reads them from its tables. Pure: numpy and pandas frames."""
+"""The answers ``hitkit replay`` takes from a finished study (:mod:`hitkit.analysis.replay` replays the
+rule over them): a study's units and, per pair of systems, each answer's unit, worker, item, cluster and
+score, as each protocol's ``replay`` module reads them from its tables, with the per-unit means the
+per-worker rule (:func:`hitkit.analysis.contributions.worker_contributions`) takes its observations
+from. Pure: numpy and pandas frames."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Sequence
 
@@ -14,12 +16,19 @@ import numpy as np
 
 @dataclass(frozen=True)
 class PairData:
-    """One pair's observations over the study: row i arrives with unit ``unit[i]``, belongs to cluster
-    ``cluster[i]`` (0, 1, … in the order of the clusters' labels) and scores
-    ``value[i]`` in [0, 1] (the pair's score rescaled from its bounds). ``planned``: the observations
-    the finished study's design gives it (the sequence's bets are tuned there). ``held``: for rated HITs,
-    the units that hold both systems whether or not they pass QC (the horizon's HITs still to come);
-    None: the horizon is ``planned``."""
+    """One pair's answers over the study: row i arrives with unit ``unit[i]``, belongs to cluster
+    ``cluster[i]`` (0, 1, … in the order of the clusters' labels: a HIT, a conversation, a battle; what
+    the full-data estimate averages over) and scores ``value[i]`` in [0, 1] (the pair's score rescaled
+    from its bounds). ``worker[i]``: its worker's code (default: each unit its own worker); ``item[i]``:
+    its item's code where items must be fresh in each observation (Spot The Bot's conversations), else
+    None. ``planned``: what the finished study's design plans for the pair (the sequence's bets are tuned
+    there). ``held``: for rated HITs, the units that hold both systems whether or not they give an
+    observation (the horizon's HITs still to come); None: the horizon is projected from the pair's own
+    HITs (:func:`hitkit.analysis.contributions.projected`).
+
+    Derived (per unit holding the pair, in unit order): ``hit_unit``, ``hit_worker`` (the worker of its
+    first row), ``hit_mean`` (its rows' mean), and with items ``hit_items`` / ``hit_item_means`` (its
+    items in row order and each one's mean), the per-worker rule's candidate observations."""
 
     a: str
     b: str
@@ -28,6 +37,38 @@ class PairData:
     value: np.ndarray
     planned: float
     held: np.ndarray | None = None
+    worker: np.ndarray | None = None
+    item: np.ndarray | None = None
+    hit_unit: np.ndarray = field(init=False, repr=False)
+    hit_worker: np.ndarray = field(init=False, repr=False)
+    hit_mean: np.ndarray = field(init=False, repr=False)
+    hit_items: list = field(init=False, repr=False)
+    hit_item_means: list = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        unit = np.asarray(self.unit, dtype=int)
+        worker = unit if self.worker is None else np.asarray(self.worker, dtype=int)
+        hits, first, inverse = np.unique(unit, return_index=True, return_inverse=True)
+        counts = np.bincount(inverse, minlength=len(hits))
+        sums = np.bincount(inverse, weights=self.value, minlength=len(hits))
+        items: list = []
+        item_means: list = []
+        if self.item is not None and len(unit):
+            import pandas as pd
+
+            frame = pd.DataFrame({"hit": inverse, "item": np.asarray(self.item, dtype=int), "value": self.value})
+            per = frame.groupby(["hit", "item"], sort=False)["value"].mean()  # items in row order within a HIT
+            items = [[] for _ in hits]
+            item_means = [[] for _ in hits]
+            for (h, i), v in per.items():
+                items[h].append(int(i))
+                item_means[h].append(float(v))
+        setattr_ = object.__setattr__  # frozen: derived fields are set once, here
+        setattr_(self, "hit_unit", hits)
+        setattr_(self, "hit_worker", worker[first] if len(unit) else np.zeros(0, dtype=int))
+        setattr_(self, "hit_mean", sums / np.maximum(counts, 1))
+        setattr_(self, "hit_items", items)
+        setattr_(self, "hit_item_means", item_means)
 
 
 @dataclass(frozen=True)
@@ -35,12 +76,14 @@ class ReplayData:
     """A study's units and every pair's observations, as a protocol's ``replay`` module reads them.
 
     ``units``: the counted assignments that carry answers, in the order they were handed in (the
-    ``assignments`` table's order). ``exact``: the pairs use the exact per-observation sequence (bound
-    ¼), else the bounded one over cluster means. ``null`` and ``bounds``: the score's null and range in
-    the protocol's own units (the summary reports estimates there). ``holding`` and ``passing``: for rated
-    HITs, which units hold two or more systems and which of those pass their own QC test (the share
-    that scales the horizon); None elsewhere. ``tables``: the tables the protocol's ``comparisons`` read
-    (for the check against the live rule). ``unit_name``: what a unit is, in words."""
+    ``assignments`` table's order). ``null`` and ``bounds``: the score's null and range in the
+    protocol's own units (the summary reports estimates there). ``fresh_items``: an observation takes
+    one item no earlier observation used (Spot The Bot's conversations; what a pair has spent is then
+    the items it has seen), as ``worker_contributions(…, one_item=True)``. ``holding``: for rated HITs,
+    which units hold two or more systems (the share of them that gave an observation scales the
+    horizon); None elsewhere. ``tables``: the tables the protocol's ``comparisons`` read, and ``plan``
+    the plan they take (default: each pair's ``planned``), for the check against the live rule.
+    ``unit_name``: what a unit is, in words."""
 
     task: str
     units: list[str]
@@ -48,10 +91,10 @@ class ReplayData:
     pairs: list[PairData]
     null: float = 0.5
     bounds: tuple[float, float] = (0.0, 1.0)
-    exact: bool = False
+    fresh_items: bool = False
     holding: np.ndarray | None = None
-    passing: np.ndarray | None = None
     tables: dict | None = None
+    plan: dict | None = None
     unit_name: str = "HITs"
 
     @property
@@ -71,9 +114,12 @@ def pair_data(
     bounds: tuple[float, float],
     planned: float | None = None,
     held: np.ndarray | None = None,
+    rows_worker: np.ndarray | None = None,
+    rows_item: np.ndarray | None = None,
 ) -> PairData:
     """:class:`PairData` from a pair's rows: ``rows_value`` in ``bounds`` is rescaled to [0, 1]; cluster
-    labels become 0, 1, … in sorted order; ``planned`` defaults to the pair's clusters."""
+    labels become 0, 1, … in sorted order; ``planned`` defaults to the pair's clusters; ``rows_worker``
+    and ``rows_item``: the rows' worker and item codes (None: each unit its own worker; no fresh items)."""
     lo, hi = bounds
     value = (np.asarray(rows_value, dtype=float) - lo) / (hi - lo)
     if len(value) and (value.min() < -1e-9 or value.max() > 1 + 1e-9):
@@ -90,6 +136,8 @@ def pair_data(
         np.clip(value, 0.0, 1.0),
         float(len(labels)) if planned is None else float(planned),
         held,
+        rows_worker,
+        rows_item,
     )
 
 
@@ -99,15 +147,12 @@ def all_pairs(systems: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def full_data_estimate(data: ReplayData, pair: PairData) -> float | None:
-    """The pair's estimate on all its data, in the protocol's units: the mean of its cluster means
-    (bounded) or of its observations (exact); None without observations."""
+    """The pair's estimate on all its answers, in the protocol's units: the mean of its cluster means
+    (every answer counts, whoever gave it: the data's own direction, not the rule's); None without answers."""
     if not len(pair.value):
         return None
-    if data.exact:
-        mean = float(pair.value.mean())
-    else:
-        sums = np.bincount(pair.cluster, weights=pair.value)
-        mean = float((sums / np.bincount(pair.cluster)).mean())
+    sums = np.bincount(pair.cluster, weights=pair.value)
+    mean = float((sums / np.bincount(pair.cluster)).mean())
     lo, hi = data.bounds
     return lo + (hi - lo) * mean
 
@@ -141,13 +186,23 @@ def pairs_from_rows(
     bounds: tuple[float, float],
     planned: dict | None = None,
     held: dict | None = None,
+    fresh_items: bool = False,
 ) -> list[PairData]:
-    """Every pair of ``systems`` from a frame of observation rows (columns x, y with x before y by name,
-    value in ``bounds``, cluster, unit: the assignment it arrives with); a pair without rows has none.
-    Rows whose unit is not among ``units`` (work that does not count) are left out."""
+    """Every pair of ``systems`` from a frame of answer rows (columns x, y with x before y by name, value
+    in ``bounds``, cluster, unit: the assignment it arrives with, and worker: who gave it, missing = a
+    worker of its own, as :func:`hitkit.analysis.contributions.worker_contributions` takes them; with
+    ``fresh_items`` an ``item`` column too); a pair without rows has none. Rows whose unit is not among
+    ``units`` (work that does not count) are left out."""
+    from hitkit.analysis.contributions import _ids  # the live rule's reading of worker and item ids
+
     index = {u: i for i, u in enumerate(units)}
     at = rows["unit"].astype(str).map(index)
     rows = rows[at.notna()].assign(_at=at[at.notna()].astype(int))
+    worker_ids = _ids(rows["worker"].to_numpy(), len(rows), "\0worker")
+    rows = rows.assign(_worker=np.unique(worker_ids, return_inverse=True)[1] if len(rows) else [])
+    if fresh_items:
+        item_ids = _ids(rows["item"].to_numpy(), len(rows), "\0item")
+        rows = rows.assign(_item=np.unique(item_ids, return_inverse=True)[1] if len(rows) else [])
     groups = {key: group for key, group in rows.groupby(["x", "y"], sort=False)}
     out = []
     for x, y in all_pairs(systems):
@@ -164,6 +219,8 @@ def pairs_from_rows(
                 bounds=bounds,
                 planned=None if planned is None else planned.get((x, y), 0.0),
                 held=None if held is None else held.get((x, y), np.zeros(0, dtype=int)),
+                rows_worker=group["_worker"].to_numpy(int),
+                rows_item=group["_item"].to_numpy(int) if fresh_items else None,
             )
         )
     return out

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.replay import DECISION_CHOICES, orders, qc_share, replay_order, share_of, trace
+from hitkit.analysis.replay import DECISION_CHOICES, observations, observed_share, orders, replay_order, share_of, trace
 from hitkit.analysis.replay_data import ReplayData, direction, full_data_estimate
-from hitkit.analysis.sequential import BOUNDED_REFERENCE, REFERENCE, intervals
+from hitkit.analysis.sequential import BOUNDED_REFERENCE, intervals
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 
@@ -45,8 +45,9 @@ SUMMARY_COLUMNS = [
     "agree",
     "opposite",
 ]
-"""``replay_summary.csv``: per pair its observations and estimate on all the data (the protocol's units;
-the direction it favours and the rule's verdict on all of it in the study's order), then over the orders:
+"""``replay_summary.csv``: per pair the rule's observations on all the data in the study's order (one per
+worker), the estimate on all its answers (the protocol's units; the direction it favours) and the rule's
+verdict on all of it in the study's order, then over the orders:
 the share in which the pair settled, the median share of the units seen when it did, the share claiming
 a and claiming b, and the shares claiming the full data's direction (``agree``) and its opposite."""
 
@@ -133,7 +134,9 @@ def replay(
         "seed": seed,
         "decision": decision,
         "alpha": alpha,
-        "method": (REFERENCE if data.exact else BOUNDED_REFERENCE)
+        "method": BOUNDED_REFERENCE
+        + "; one observation per worker, their first HIT holding the pair"
+        + ("; on a conversation no earlier observation used" if data.fresh_items else "")
         + (
             "; each pair its own study (stop: decision: pair), alpha each"
             if decision == "pair"
@@ -150,7 +153,7 @@ def _alpha_each(data: ReplayData, decision: str, alpha: float) -> float:
 def replay_order_at_end(data: ReplayData, position: np.ndarray, decision: str, alpha: float) -> list[int]:
     """Each pair's winner (+1 a, −1 b, 0 none) on all the data in the order ``position``."""
     each = _alpha_each(data, decision, alpha)
-    share = qc_share(data, position)
+    share = observed_share(data, position)
     return [int(trace(data, p, position, each, share).winner[-1]) if p.planned > 0 else 0 for p in data.pairs]
 
 
@@ -164,7 +167,7 @@ def _pair_summary(data: ReplayData, pair, table: pd.DataFrame, full: int) -> dic
     return {
         "system_a": pair.a,
         "system_b": pair.b,
-        "observations": int(pair.cluster.max() + 1) if len(pair.cluster) else 0,
+        "observations": len(observations(pair, np.arange(len(data.units)), data.fresh_items).values),
         "estimate": estimate,
         "full_direction": favoured,
         "full_winner": {1: pair.a, -1: pair.b}.get(full),
@@ -188,9 +191,9 @@ def check_against_rule(
         return []
     module = PROTOCOLS[data.task].module("sequential")
     each = _alpha_each(data, decision, alpha)
-    share = qc_share(data, position)
+    share = observed_share(data, position)
     traces = {(p.a, p.b): trace(data, p, position, each, share) for p in data.watched}
-    plan = {(p.a, p.b): p.planned for p in data.pairs}
+    plan = data.plan if data.plan is not None else {(p.a, p.b): p.planned for p in data.pairs}
     arrival = np.argsort(position)
     units = np.asarray(data.units, dtype=object)
     problems = []

@@ -1,10 +1,10 @@
 """Live chat's observations for ``hitkit replay`` (:mod:`hitkit.analysis.replay`): for each pair, each
-counted HIT that passes its own QC test and holds both systems gives one observation, its within-HIT
-difference (:func:`hitkit.protocols.live_chat.sequential.hit_differences`, in [−1, 1]); the pair's
-planned size is the HITs that hold both systems, pass or fail, and its horizon scales the HITs still to
-hold it by the share passing QC so far, as the stopping rule's
-:func:`~hitkit.protocols.live_chat.sequential.comparisons` computes them. The rating protocol's rated
-responses go through :func:`rated_replay` too."""
+counted HIT that passes its own QC test and holds both systems has a within-HIT difference
+(:func:`hitkit.protocols.live_chat.sequential.hit_differences`, in [−1, 1]), and each worker gives one
+observation, their first such HIT's; the pair's planned size is the HITs that hold both systems, pass or
+fail, and its horizon scales the HITs still to hold it by the share of rated HITs so far that gave an
+observation, as the stopping rule's :func:`~hitkit.protocols.live_chat.sequential.comparisons` computes
+them. The rating protocol's rated responses go through :func:`rated_replay` too."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def rated_replay(
             held[pair].append(index[unit])
     holding = np.zeros(len(units), dtype=bool)
     holding[[index[u] for u, names in holds.items() if len(set(names)) >= 2]] = True
-    passing = np.zeros(len(units), dtype=bool)
-    passing[[index[h] for h in set(found["hit"].astype(str))]] = True
+    keys = ratings["assignment_id"].astype(str)
+    owner = dict(zip(keys, ratings["worker_id"])) if "worker_id" in ratings else {}
     rows = pd.DataFrame(
         {
             "x": found["x"],
@@ -54,6 +54,7 @@ def rated_replay(
             "value": found["difference"].astype(float),
             "cluster": found["hit"].astype(str),
             "unit": found["hit"].astype(str),
+            "worker": [owner.get(h, h) for h in found["hit"].astype(str)],  # without worker ids, a HIT its own worker's
         }
     )
     return ReplayData(
@@ -71,6 +72,5 @@ def rated_replay(
         null=0.0,
         bounds=(-1.0, 1.0),
         holding=holding,
-        passing=passing,
         tables=tables,
     )

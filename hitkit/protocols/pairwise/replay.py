@@ -1,7 +1,7 @@
 """Pairwise A/B's observations for ``hitkit replay`` (:mod:`hitkit.analysis.replay`): each counted
-vote an x-over-y score (:data:`hitkit.protocols.pairwise.sequential.SCORE`, x before y by name), the
-votes of one HIT one cluster, as the stopping rule's :func:`~hitkit.protocols.pairwise.sequential.comparisons`
-takes them."""
+vote an x-over-y score (:data:`hitkit.protocols.pairwise.sequential.SCORE`, x before y by name) with its
+HIT and worker (the HIT its own worker's without a ``worker_id`` column), one observation per worker,
+as the stopping rule's :func:`~hitkit.protocols.pairwise.sequential.comparisons` takes them."""
 
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ def replay_data(in_dir: str | Path, config=None) -> ReplayData:
             "value": np.where(first, score, 1.0 - score),
             "cluster": votes["assignment_id"].astype(str),
             "unit": votes["assignment_id"].astype(str),
+            "worker": votes["worker_id"] if "worker_id" in votes else votes["assignment_id"].astype(str),
         }
-    ).dropna()
+    ).dropna(subset=["value"])
     systems = sorted(set(votes["system_a"]) | set(votes["system_b"]))
     return ReplayData(
         "pairwise",

@@ -1,8 +1,8 @@
 """Spot The Bot's observations for ``hitkit replay`` (:mod:`hitkit.analysis.replay`): each segment
-annotation of bots x and y (x before y by name) an x-over-y score by METHODS §2's win function, the
-annotations of one conversation one cluster whose mean moves as more of them arrive, as the stopping
-rule's :func:`~hitkit.protocols.spot_the_bot.sequential.comparisons` takes them. Self-chat and
-human–human segments inform no pair."""
+annotation of bots x and y (x before y by name) an x-over-y score by METHODS §2's win function, with its
+assignment, annotator and conversation: one observation per annotator, on one conversation no earlier
+observation used, as the stopping rule's :func:`~hitkit.protocols.spot_the_bot.sequential.comparisons`
+takes them (a pair's plan counts its conversations). Self-chat and human–human segments inform no pair."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def replay_data(in_dir: str | Path, config=None) -> ReplayData:
             "value": (outcome + 1) / 2,
             "cluster": seg["conversation_id"].astype(str).to_numpy(),
             "unit": seg["assignment_id"].astype(str).to_numpy(),
+            "worker": seg["worker_id"].to_numpy(),
+            "item": seg["conversation_id"].astype(str).to_numpy(),
         }
     )
     units = unit_order(in_dir, annotations["assignment_id"])
@@ -38,8 +40,9 @@ def replay_data(in_dir: str | Path, config=None) -> ReplayData:
         "spot_the_bot",
         units,
         systems,
-        pairs_from_rows(rows, systems, units, bounds=(0.0, 1.0)),
+        pairs_from_rows(rows, systems, units, bounds=(0.0, 1.0), fresh_items=True),
         null=0.5,
+        fresh_items=True,
         tables={"annotations": annotations},
         unit_name="assignments",
     )
