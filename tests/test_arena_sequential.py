@@ -110,7 +110,9 @@ def plan_config(hits: int, quality: dict[str, float]):
         simulated=SimpleNamespace(
             quality=quality,
             workers=[SimpleNamespace(profile="diligent", count=18), SimpleNamespace(profile="spammer", count=2)],
+            activity="zipf",
         ),
+        schedule=SimpleNamespace(per_worker_cap=3),
     )
 
 

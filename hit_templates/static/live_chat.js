@@ -135,11 +135,14 @@
     if (partial !== null) partial.remove();
     if (reply.status === 502 || reply.status === 0) { botFailed(reply); await refresh(false); return reply; }
     waiting = false;
-    // 429: too many replies being written at once for this HIT (the server's bound); the message was not stored.
+    // 429: too many replies being written at once for this HIT (the server's bound); the message was not stored,
+    // so the worker keeps it in the box (put back before the sentence that says so appears).
+    if (reply.status === 429 && body.text) $("message").value = body.text;
+    if (reply.ok) render(reply.body); else await refresh(false);
+    // The sentence last: when it appears, the box and the messages already show what was (not) stored.
     $("bot-status").textContent = reply.ok ? "" : reply.status === 429
       ? "Too many replies are being written at once — please wait a moment and send your message again."
       : (reply.body.error || "something went wrong");
-    if (reply.ok) render(reply.body); else await refresh(false);
     return reply;
   }
 
@@ -173,7 +176,6 @@
     $("messages").appendChild(item);
     $("message").value = "";
     const reply = await chatStep("/stream", { text: text, signals: typing.message.take() });
-    if (reply.status === 429) $("message").value = text;  // refused before it was stored: the worker keeps it
     $("message").focus();
   });
 
