@@ -40,6 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hitkit.analysis.replay import observations  # noqa: E402
@@ -118,24 +120,7 @@ def write_spot_the_bot(
     pd.DataFrame(
         assignments, columns=["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"]
     ).to_csv(folder / "assignments.csv", index=False)
-    pd.DataFrame(
-        rows,
-        columns=[
-            "study",
-            "hit_id",
-            "assignment_id",
-            "worker_id",
-            "conversation_id",
-            "segment_exchanges",
-            "entity",
-            "system",
-            "label",
-            "fluency",
-            "sensibleness",
-            "specificity",
-            "elapsed_s",
-        ],
-    ).to_csv(folder / "annotations.csv", index=False)
+    pd.DataFrame(rows, columns=list(ANNOTATION_COLUMNS)).to_csv(folder / "annotations.csv", index=False)
     return folder
 
 

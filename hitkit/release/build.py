@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from hitkit.analysis.tables import read_exclusions, table_exists
+from hitkit.analysis.tables import table_exists
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 from hitkit.release import scrub
@@ -323,8 +323,3 @@ def write_release(out: Path, release: Release, card_text: str, manifest: dict) -
         atomic.write_text(path, text)
         written.append(path)
     return written
-
-
-def excluded_assignments(export_dir: Path) -> dict[str, str]:
-    """The export's exclusions (assignment → reason)."""
-    return read_exclusions(export_dir)

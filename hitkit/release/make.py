@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hitkit.analysis.tables import table_exists
+from hitkit.analysis.tables import read_exclusions, table_exists
 from hitkit.errors import HitkitError
 from hitkit.release import build, scrub
 from hitkit.release.card import card
@@ -70,7 +70,7 @@ def make_release(
     release = build.read_study(export_dir, analysis_dir)
     # A reviewed file may name rows this release leaves out (a worker excluded since): checked, then skipped.
     every_text = {(s, k, f): t for s, k, f, t in build.free_texts(release)}
-    excluded = build.leave_out(release, build.excluded_assignments(export_dir), options.exclude_workers)
+    excluded = build.leave_out(release, read_exclusions(export_dir), options.exclude_workers)
     dropped = build.drop_fields(release, options.drop_fields)
     texts = build.free_texts(release)
     finder = finder or scrub.PresidioFinder()
