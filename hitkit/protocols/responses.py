@@ -1,5 +1,6 @@
 """The material of the protocols that show prompts with systems' responses (pairwise, rating, ranking):
-reading the prompts-and-responses file, and degraded copies of responses for quality control.
+reading the prompts-and-responses file, degraded copies of responses for quality control, and two
+systems' responses side by side for the dashboard.
 
 Degraded responses are made as Graham et al. (2013, 2017) make "bad references". A phrase of the
 original response is replaced by a phrase of the same length from another response (to another
@@ -12,7 +13,8 @@ above); responses of one or two words are replaced whole.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from hitkit.errors import InputError
 from hitkit.material.jsonl import iter_jsonl
@@ -67,3 +69,29 @@ def degrade(text: str, donor: str, rng: random.Random) -> str:
         (spare[i : i + length] for i in starts if spare[i : i + length] != words[start : start + length]), ["…"]
     )
     return " ".join(words[:start] + phrase + words[start + length :])
+
+
+def side_by_side(
+    convs: Sequence, a: str, b: str, ids: Mapping[str, int], turns_of: Callable[[Any], list[dict[str, Any]]], limit: int
+) -> list[dict[str, Any]]:
+    """The two systems' replies to the same prompts, one row per prompt both replied to."""
+    by_id = {v: k for k, v in ids.items()}
+    rows: list[dict[str, Any]] = []
+    for conv in convs:
+        if conv.kind != "prompt":
+            continue
+        texts = {by_id.get(t.system_id): t.text for t in conv.turns if t.system_id is not None}
+        if a in texts and b in texts:
+            prompt = next((t.text for t in conv.turns if t.system_id is None), "")
+            rows.append(
+                {
+                    "title": conv.key.removeprefix("prompt:"),
+                    "prompt": prompt,
+                    "conversation": conv.id,
+                    "left": [{"speaker": a, "text": texts[a], "own": True}],
+                    "right": [{"speaker": b, "text": texts[b], "own": True}],
+                }
+            )
+        if len(rows) >= limit:
+            break
+    return rows
