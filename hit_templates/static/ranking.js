@@ -35,12 +35,21 @@
     document.getElementById("ranked").textContent = units.filter((u) => u.dataset.done === "1").length;
   }
 
+  // One save at a time per list, the latest order last: moves made while a save is on its way are sent
+  // after it, so a slower earlier request can never overwrite a later order.
   async function save(unit) {
     refresh(unit);
     const status = unit.querySelector(".saved");
     status.textContent = "saving…";
-    const reply = await api("answer", { unit_id: unit.dataset.unit, question: "order", value: order(unit),
-                                        elapsed_s: (Date.now() - shownAt) / 1000 });
+    if (unit.dataset.saving === "1") { unit.dataset.again = "1"; return; }
+    unit.dataset.saving = "1";
+    let reply;
+    do {
+      unit.dataset.again = "";
+      reply = await api("answer", { unit_id: unit.dataset.unit, question: "order", value: order(unit),
+                                    elapsed_s: (Date.now() - shownAt) / 1000 });
+    } while (unit.dataset.again === "1");
+    unit.dataset.saving = "";
     if (reply.ok) unit.dataset.done = "1";
     status.textContent = reply.ok ? "saved" : (reply.body.error || "not saved — please try again");
     refresh(unit);
