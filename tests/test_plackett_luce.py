@@ -17,7 +17,7 @@ def random_rankings(seed: int, n: int = 5, count: int = 200, tie_share: float = 
     """Rankings of random subsets (2 … n items) drawn from a Plackett–Luce model; some neighbours tied."""
     rng = np.random.default_rng(seed)
     strength = np.linspace(1.5, -1.5, n)
-    out = []
+    out: list[pl.Ranking] = []
     for _ in range(count):
         items = list(rng.choice(n, size=rng.integers(2, n + 1), replace=False))
         order = []

@@ -71,9 +71,9 @@ def stages(rankings: Sequence[Ranking], n_items: int) -> Stages:
                 mask &= ~(1 << winner)
     weights = np.zeros((len(rankings), len(kinds)))
     np.add.at(weights, (np.asarray(rows, dtype=int), np.asarray(cols, dtype=int)), vals)
-    winner = np.array([w for w, _ in kinds], dtype=int)
+    chosen = np.array([w for w, _ in kinds], dtype=int)
     running = np.array([[(m >> i) & 1 for i in range(n_items)] for _, m in kinds], dtype=float).reshape(-1, n_items)
-    return Stages(weights, winner, running)
+    return Stages(weights, chosen, running)
 
 
 def fit(

@@ -117,7 +117,8 @@ def qc_table(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
 def rankings_of(intact: pd.DataFrame, systems: list[str]) -> tuple[pd.DataFrame, list[pl.Ranking]]:
     """(one row per ranking: its worker and item; its tie groups of system indices, best first)."""
     index = {s: i for i, s in enumerate(systems)}
-    keys, groups = [], []
+    keys: list[tuple[str, str]] = []
+    groups: list[pl.Ranking] = []
     for (_assignment, item), rows in intact.groupby(RANKING, sort=True):
         keys.append((rows["worker_id"].iloc[0], item))
         by_rank = rows.groupby("rank", sort=True)["system"]
@@ -168,9 +169,11 @@ def evidence(intact: pd.DataFrame, ranking: pd.DataFrame, data: pl.Stages, syste
     each response's place among its prompt's intact responses (unit: prompt × system), and the rankings
     whose removal would flip adjacent systems, refitted with the ranking's own fit."""
     frame = intact.assign(place=intact.groupby(RANKING)["rank"].rank(method="min"))
-    codes = {"measure": "place", "level": "ordinal", "unit": ["item_id", "system"], "coder": "worker_id"}
-    agreement = agreement_rows(scopes(frame, ["system"]), value="place", **codes, **boot)
-    workers = worker_agreement(frame, value="place", **{k: v for k, v in codes.items() if k != "measure"})
+    unit = ["item_id", "system"]
+    agreement = agreement_rows(
+        scopes(frame, ["system"]), measure="place", level="ordinal", unit=unit, coder="worker_id", value="place", **boot
+    )
+    workers = worker_agreement(frame, level="ordinal", unit=unit, coder="worker_id", value="place")
     score = ranking.set_index("system").loc[systems, "score"].to_numpy()
     fragility = refit_fragility(
         systems,

@@ -25,7 +25,7 @@ class RankingConfig(Model):
     a degraded copy of one of their responses made for each worker, which a careful worker ranks last.
     """
 
-    responses: Path
+    responses: Path = Field(description="prompts with each system's response, pairwise's JSONL format")
     systems_per_item: int | None = Field(
         None, ge=2, le=MOST_SHOWN, description="responses ranked per prompt (k); default every system, up to 6 shown"
     )
@@ -33,7 +33,7 @@ class RankingConfig(Model):
     rankings_per_prompt: int = Field(3, gt=0, le=50, description="workers who take each HIT")
     degraded_per_hit: int = Field(2, ge=0, le=100, description="prompts per HIT with a degraded copy (quality control)")
     ties: bool = Field(True, description="whether a worker may put responses level with each other")
-    question: str = "Put the responses in order, best first."
+    question: str = Field("Put the responses in order, best first.", description="the instruction above each list")
 
     def shown(self, systems: int) -> int:
         """k: the systems' responses each prompt shows (degraded copy not counted)."""
