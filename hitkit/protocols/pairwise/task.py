@@ -18,8 +18,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
-from hitkit.errors import InputError
-from hitkit.material.jsonl import iter_jsonl
 from hitkit.protocols.base import (
     ConversationSpec,
     HitSpec,
@@ -31,6 +29,7 @@ from hitkit.protocols.base import (
     done_responses,
 )
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
+from hitkit.protocols.responses import read_responses
 
 VOTE = Question("vote", VOTES)
 
@@ -39,28 +38,6 @@ VOTE = Question("vote", VOTES)
 _PROFILE = {"diligent": (10.0, 0.05), "noisy": (3.0, 0.15), "judge_like": (10.0, 0.02)}
 _VERBOSITY, _POSITION = 1.0, 0.4
 """A judge-like worker's pull toward the longer response and toward response A, in logits."""
-
-
-def read_responses(path, systems: Sequence[str]) -> list[dict]:
-    """Read a prompts-and-responses JSONL: ``{"id", "prompt", "responses": {system: text}}`` a line."""
-    items, seen = [], set()
-    for lineno, row in iter_jsonl(path, "responses file not found — set pairwise.responses in the study file"):
-        if not isinstance(row, dict) or not isinstance(row.get("responses"), dict):
-            raise InputError(path, 'each line must be {"id": ..., "prompt": ..., "responses": {system: text}}', lineno)
-        item_id = str(row.get("id", lineno))
-        if item_id in seen:
-            raise InputError(path, f"prompt id '{item_id}' appears twice", lineno)
-        seen.add(item_id)
-        missing = [s for s in systems if not isinstance(row["responses"].get(s), str)]
-        if missing:
-            raise InputError(path, f"no response text for system(s) {', '.join(missing)}", lineno)
-        prompt = row.get("prompt", "")
-        if not isinstance(prompt, str):
-            raise InputError(path, "'prompt' must be text", lineno)
-        items.append({"id": item_id, "prompt": prompt, "responses": {s: row["responses"][s] for s in systems}})
-    if not items:
-        raise InputError(path, "the responses file holds no prompts")
-    return items
 
 
 class PairwiseTask(TaskType):
@@ -72,7 +49,7 @@ class PairwiseTask(TaskType):
     def build(self) -> Material:
         cfg = self.config.pairwise
         systems = [s.name for s in self.config.systems]
-        items = read_responses(self.config.path(cfg.responses), systems)
+        items = read_responses(self.config.path(cfg.responses), systems, "pairwise")
         units, conversations = [], []
         for item in items:
             turns = [TurnSpec("prompt", item["prompt"])] + [

@@ -4,7 +4,7 @@ prompt and one system's response, rated alone on the study's 0–100 sliders.
 Units are of two kinds. A *response* unit is one system's response to one prompt (payload
 ``item_id``, ``prompt``, ``system``, ``response``, ``is_control`` false). A *degraded* unit is a
 quality-control place (``is_control`` true, ``slot``): what it shows is made for each assignment
-when the worker accepts the HIT (:meth:`RatingTask.layout`): a degraded copy (:mod:`.degrade`) of
+when the worker accepts the HIT (:meth:`RatingTask.layout`): a degraded copy (:mod:`hitkit.protocols.responses`) of
 one of that HIT's responses, with the original's prompt. So, as in Graham et al.'s DA, every worker
 rates degraded copies of responses they also rate intact, made afresh for them; the layout records
 which response each copy degrades (``degraded``: unit id → item_id, system, prompt, text) and the
@@ -44,9 +44,8 @@ from hitkit.protocols.base import (
     position,
     shuffled_order,
 )
-from hitkit.protocols.pairwise.task import read_responses
-from hitkit.protocols.rating.degrade import degrade
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
+from hitkit.protocols.responses import degrade, read_responses
 
 _WHOLE_NUMBER = re.compile(r"\d{1,3}")  # fullmatch: `$` passes a final newline
 DEGRADED_QUALITY = 0.05
@@ -92,7 +91,7 @@ class RatingTask(TaskType):
             raise InputError(path, "responses file not found — set rating.responses in the study file")
         systems = [s.name for s in self.config.systems]
         units, conversations = [], []
-        for item in read_responses(path, systems):
+        for item in read_responses(path, systems, "rating"):
             key = f"prompt:{item['id']}"
             conversations.append(
                 ConversationSpec(
