@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import sys
 import time
 
@@ -165,3 +166,19 @@ def test_a_plans_cheaper_analysis_makes_the_tables_its_decisions_read_as_the_ful
         assert set(table.columns) <= set(full.tables[name].columns)
         pd.testing.assert_frame_equal(table, full.tables[name][list(table.columns)])
     assert module.replicate(sized, 11, 30) == module.decide(sized, full, profiles)
+
+
+def test_the_interval_quantiles_taken_without_importing_scipy_stats_are_its_own_to_the_last_bit():
+    # expanded_tail and the arena's t quantile use scipy.special (the arena's plan then never imports
+    # scipy.stats, a second of a loaded machine); every interval must stay exactly as it was.
+    from scipy import stats
+
+    from hitkit.analysis.inference import expanded_tail
+    from hitkit.protocols.arena.robust import t_quantile
+
+    for n in [*range(2, 400), 1_000, 12_345, 10**6]:
+        for level in (0.8, 0.9, 0.95, 0.99):
+            half = (1 - level) / 2
+            z = math.sqrt(n / (n - 1)) * stats.t.ppf(1 - half, n - 1)  # the formula as it was
+            assert expanded_tail(n, level) == float(stats.norm.sf(z))
+            assert t_quantile(n, level) == float(stats.t.ppf(0.5 + level / 2, n - 1))
