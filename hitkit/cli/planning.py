@@ -21,16 +21,18 @@ from hitkit.errors import HitkitError
     "--replicates",
     type=click.IntRange(1, 10_000),
     default=None,
-    help="Simulated studies per size [default: 40; Spot The Bot, and the share plans of Spot The Bot and "
-    "live chat: 20].",
+    help="Simulated studies per size, whatever the time they take [default: as many as --seconds fits, up "
+    "to 40; Spot The Bot and arena: 20; the share plans of Spot The Bot and live chat: 20].",
 )
 @click.option(
     "--seconds",
     "budget_s",
     type=click.FloatRange(min=1),
     default=None,
-    help="Time budget without --replicates: simulated studies are added, one per size at a time, while the "
-    "next round fits (at least 5 per size); the precision reached is printed. [default: 20]",
+    help="Time budget without --replicates, counted from the command's start (its imports and each size's "
+    "design included): simulated studies are added, one per size at a time, while the next round is expected "
+    "to end within it (at least 3 per size, however slow the machine); the precision reached is printed. "
+    "[default: 20]",
 )
 @click.option(
     "--n-boot",

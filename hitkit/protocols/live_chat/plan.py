@@ -1,5 +1,5 @@
-"""``hitkit plan`` for live-chat studies: simulated ratings at each number of HITs, analysed by
-:func:`~hitkit.protocols.live_chat.analysis.analyze_ratings` (quality control included), and the
+"""``hitkit plan`` for live-chat studies: simulated ratings at each number of HITs, analysed as
+:func:`~hitkit.protocols.live_chat.analysis.analyze_ratings` does (quality control included), and the
 decisions such a study makes.
 
 A simulated study has the study file's balanced HITs (the real systems and the QC bot's slot);

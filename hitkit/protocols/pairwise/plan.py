@@ -1,5 +1,5 @@
 """``hitkit plan`` for pairwise studies: simulated votes at each number of votes per prompt, analysed
-by :func:`~hitkit.protocols.pairwise.analysis.analyze_votes`, and the decisions such a study makes.
+as :func:`~hitkit.protocols.pairwise.analysis.analyze_votes` does (the tables the decisions read), and the decisions such a study makes.
 
 A simulated study has the study file's prompts, pairs and packing; each HIT's places go to workers of
 the simulated crowd (:func:`hitkit.simulation.staffing.staff`), each shown every pair in a random order and

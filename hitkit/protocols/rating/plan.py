@@ -1,5 +1,5 @@
 """``hitkit plan`` for rating (Direct Assessment) studies: simulated ratings at each number of ratings per
-response, analysed by :func:`~hitkit.protocols.rating.analysis.analyze_da` (quality control included),
+response, analysed as :func:`~hitkit.protocols.rating.analysis.analyze_da` does (quality control included),
 and the decisions such a study makes: live chat's (:mod:`hitkit.protocols.live_chat.plan`), whose
 scoring steps this protocol shares.
 

@@ -1,6 +1,6 @@
 """``hitkit plan`` for Spot The Bot studies: simulated annotations at each number of bot–bot conversations
-per pair |S_ij| (the size the paper's stability analysis varies), analysed by
-:func:`~hitkit.protocols.spot_the_bot.analysis.analyze_annotations`, and the decisions such a study makes.
+per pair |S_ij| (the size the paper's stability analysis varies), analysed as
+:func:`~hitkit.protocols.spot_the_bot.analysis.analyze_annotations` does (its win rates and ranking), and the decisions such a study makes.
 
 No bot is asked: the bot–bot material is placeholders of the generation plan's pairs and length
 (:meth:`~hitkit.protocols.spot_the_bot.task.SpotTheBotTask.with_placeholder_material`, as ``launch
@@ -41,8 +41,8 @@ UNIT = "conversations_per_pair"
 DECISIONS = planning.DECISIONS
 ALPHA = 0.05
 REPLICATES = 20
-"""Simulated studies per size by default: each analysis builds every Spot The Bot table (about 0.5 s at
-|S_ij| = 10), so 40 a size would take the default grid past a minute on two cores."""
+"""Simulated studies per size by default (the most a time budget runs): each needs a bootstrapped TrueSkill
+ranking, so 40 a size would take the paper's grid past the budget on two cores."""
 PAPER_SIZE = 45
 """|S_ij| in Deriu et al. (2020), the size of a study without a generation plan or material of its own."""
 
