@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import AnswerError, ConfigError, InputError
+from hitkit.material.degrade import degrade
 from hitkit.protocols.base import (
     ConversationSpec,
     HitSpec,
@@ -45,7 +46,6 @@ from hitkit.protocols.base import (
     shuffled_order,
 )
 from hitkit.protocols.pairwise.task import read_responses
-from hitkit.protocols.rating.degrade import degrade
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
 
 _WHOLE_NUMBER = re.compile(r"\d{1,3}")  # fullmatch: `$` passes a final newline
