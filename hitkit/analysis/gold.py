@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hitkit.material.gold import IS_GOLD
+
 GOLD_COLUMNS = ("worker_id", "gold_items", "gold_correct", "gold_accuracy", "gold_low", "gold_high")
 """Per worker: gold items answered, answered right, the share, and its exact 95 % interval."""
 
@@ -57,11 +59,6 @@ def gold_accuracy(answers: pd.DataFrame) -> pd.DataFrame:
 def below_chance(gold: pd.DataFrame, chance: float) -> list[str]:
     """Workers whose whole interval lies below ``chance``: their gold answers are worse than guessing."""
     return sorted(gold.loc[gold["gold_high"] < chance, "worker_id"].astype(str))
-
-
-IS_GOLD, GOLD_ANSWER = "is_gold", "gold_answer"
-"""The export columns that mark a gold item's rows (1 / 0) and give its right answer, in the terms of the
-table's own answer column; present only in the exports of a study with a ``gold:`` section."""
 
 
 def split_gold(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -16,6 +16,9 @@ from hitkit.material.jsonl import iter_jsonl
 
 T = TypeVar("T")
 
+IS_GOLD, GOLD_ANSWER = "is_gold", "gold_answer"
+"""The export columns that mark a gold item's rows (1 / 0) and give its right answer, in the terms of the
+table's own answer column; present only in the exports of a study with a ``gold:`` section."""
 GOLD_BETTER, GOLD_WORSE = "gold:better", "gold:worse"
 """The names a pairwise gold item's two responses go by in the exports, in place of systems' names."""
 

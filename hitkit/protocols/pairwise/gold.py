@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hitkit.analysis.gold import GOLD_ANSWER, split_gold
+from hitkit.analysis.gold import split_gold
+from hitkit.material.gold import GOLD_ANSWER
 
 ITEMS = "gold comparisons (a better response against a worse one), right when the better one is chosen (a tie is not)"
 """What the gold items are and when an answer is right, as the report says it."""

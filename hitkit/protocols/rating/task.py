@@ -47,6 +47,8 @@ from hitkit.protocols.base import (
 )
 from hitkit.protocols.pairwise.task import read_responses
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
+from hitkit.protocols.rating.gold import GOLD_ANSWER, IS_GOLD, gold_columns
+from hitkit.protocols.rating.settings import degraded_counts
 
 _WHOLE_NUMBER = re.compile(r"\d{1,3}")  # fullmatch: `$` passes a final newline
 DEGRADED_QUALITY = 0.05
@@ -119,7 +121,7 @@ class RatingTask(TaskType):
                 )
                 for s in systems
             ]
-        places = sum(cfg.degraded_places(len(units)))
+        places = sum(degraded_counts(self.config, cfg.hit_sizes(len(units))))
         units += [
             UnitSpec(
                 key=f"degraded#{n}", payload={"is_control": True, "slot": n}, required_answers=cfg.ratings_per_item
@@ -132,7 +134,7 @@ class RatingTask(TaskType):
         cfg = self._cfg
         degraded = [u for u in units if u.payload["is_control"]]
         blocks = rotation_blocks([u for u in units if not u.payload["is_control"]], cfg.items_per_hit, rng)
-        places = [min(cfg.degraded_per_hit, len(block)) for block in blocks]
+        places = degraded_counts(self.config, [len(block) for block in blocks])
         if len(degraded) != sum(places):
             raise ConfigError(
                 f"{len(blocks)} HITs need {sum(places)} degraded places; the material has {len(degraded)}"
@@ -238,6 +240,7 @@ class RatingTask(TaskType):
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
         rows = done_responses(session, study, Response.question.startswith(SCORE_PREFIX, autoescape=True))
         rank = {SCORE_PREFIX + c.name: i for i, c in enumerate(self._cfg.criteria)}
+        marked = self.config.gold is not None  # the gold columns only where the study file asks for gold
         keyed = []
         for resp, asg, hit, worker, unit in rows:
             shown = self._shown(unit, asg.layout)
@@ -256,8 +259,10 @@ class RatingTask(TaskType):
                         "position": at,
                         "criterion": resp.question[len(SCORE_PREFIX) :],
                         "score": int(resp.value),
+                        **(gold_columns(bool(unit.payload["is_control"])) if marked else {}),
                     },
                 )
             )
         table = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
-        return {TABLE: pd.DataFrame(table, columns=list(DA_COLUMNS))}
+        columns = list(DA_COLUMNS) + ([IS_GOLD, GOLD_ANSWER] if marked else [])
+        return {TABLE: pd.DataFrame(table, columns=columns)}
