@@ -46,8 +46,8 @@ from hitkit.protocols.base import (
     shuffled_order,
 )
 from hitkit.protocols.pairwise.task import read_responses
-from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
 from hitkit.protocols.rating.gold import GOLD_ANSWER, IS_GOLD, gold_columns
+from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
 from hitkit.protocols.rating.settings import degraded_counts
 
 _WHOLE_NUMBER = re.compile(r"\d{1,3}")  # fullmatch: `$` passes a final newline
