@@ -92,3 +92,10 @@ def test_gold_comparisons_fill_their_share_of_every_hit_fail_the_random_clicker_
         qc = qc_summary(s, StudyContext.of(s.scalar(select(Study)), "secret"), cache_key="gold-test")
     assert "gold accuracy" in qc.method
     assert [w for w, ok in qc.by_worker.items() if ok is False] == spammer
+
+    # The report shows the gold items, the exact interval and the rule, and the spammer it fails.
+    from hitkit.report import report
+
+    html = report(study_file, tmp_path / "report").html.read_text()
+    assert "Gold items (gold comparisons" in html and "Clopper–Pearson" in html
+    assert "gold QC rule" in html and spammer[0] in html
