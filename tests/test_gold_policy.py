@@ -151,3 +151,31 @@ def test_live_chat_takes_no_gold_section_and_says_why():
     data["gold"] = {"rate": 0.2}
     with pytest.raises(ConfigError, match="gold: is not available for task 'live_chat' .*degraded QC bot"):
         parse_study(data, base_dir=REPO / "examples")
+
+
+def test_a_pairwise_gold_file_gives_gold_comparisons_spread_over_the_hits(tmp_path):
+    import random as rnd
+
+    from hitkit.protocols import task_for
+
+    lines = [
+        {"id": f"g{i}", "prompt": f"Question {i}?", "better": f"A clear answer to question {i}.", "worse": "asdf"}
+        for i in range(5)
+    ]
+    (tmp_path / "gold.jsonl").write_text("".join(__import__("json").dumps(x) + "\n" for x in lines))
+    config = load_study(_with(tmp_path, gold={"rate": 0.1, "file": str(tmp_path / "gold.jsonl")}))
+    task = task_for(config)
+    units = task.build().units
+    gold = [u for u in units if "gold" in u.payload]
+    assert len(gold) == gold_total(90, 0.1) == 10  # the file's 5 items, each used twice
+    assert {u.payload["responses"][0] for u in gold} == {x["better"] for x in lines}
+    hits = task.pack(units, rnd.Random(config.seed))
+    keys = {u.key for u in gold}
+    per_hit = [sum(k in keys for k in h.unit_keys) for h in hits]
+    real = [len(h.unit_keys) - g for h, g in zip(hits, per_hit)]
+    assert per_hit == spread(real, 10)
+    # The same file item never twice in one HIT.
+    by_key = {u.key: u for u in gold}
+    for h in hits:
+        ids = [by_key[k].payload["gold"]["id"] for k in h.unit_keys if k in keys]
+        assert len(ids) == len(set(ids))

@@ -106,13 +106,14 @@ def read_gold_pairs(path: str | Path) -> list[GoldPair]:
         wrong = [k for k, v in texts.items() if not isinstance(v, str) or (k != "prompt" and not v.strip())]
         if wrong:
             raise InputError(path, f"{' and '.join(wrong)} must be non-empty text", lineno)
-        if texts["better"].strip() == texts["worse"].strip():
+        prompt, better, worse = str(texts["prompt"]), str(texts["better"]), str(texts["worse"])
+        if better.strip() == worse.strip():
             raise InputError(path, "'better' and 'worse' are the same text; a gold item needs a clear answer", lineno)
         item_id = str(row.get("id", lineno))
         if item_id in seen:
             raise InputError(path, f"gold item id '{item_id}' appears twice", lineno)
         seen.add(item_id)
-        out.append(GoldPair(item_id, texts["prompt"], texts["better"], texts["worse"]))
+        out.append(GoldPair(item_id, prompt, better, worse))
     if not out:
         raise InputError(path, "the gold file holds no items")
     return out

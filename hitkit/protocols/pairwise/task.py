@@ -127,10 +127,12 @@ class PairwiseTask(TaskType):
     def _gold_units(self, items: list[dict], systems: list[str], real: int) -> list[UnitSpec]:
         """Gold comparisons for ``real`` real ones at ``gold.rate``: each a better and a worse response."""
         gold, cfg = self.config.gold, self.config.pairwise
+        if gold is None:
+            return []
         count = gold_total(real, gold.rate)
         rng = random.Random(f"{self.config.seed}:gold")
         made: list[tuple[GoldPair, str | None, str | None]]
-        if gold.source_for(("degraded", "file")) == "file":
+        if gold.source_for(("degraded", "file")) == "file" and gold.file is not None:
             pairs = read_gold_pairs(self.config.path(gold.file))
             made = [(pairs[n % len(pairs)], None, None) for n in range(count)]  # reused when the file is short
         else:
