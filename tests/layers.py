@@ -250,6 +250,7 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.study.sections": 3,
     "hitkit.study.provider_sections": 3,
     "hitkit.study.starter_sections": 3,
+    "hitkit.study.gold_section": 3,
     "hitkit.bots": 2,
     "hitkit.db": 1,
     "hitkit.analysis": 1,
@@ -281,12 +282,14 @@ SHARED = (
     "hitkit.worker.security",
     "hitkit.worker.authenticity",
     "hitkit.material.jsonl",
+    "hitkit.material.degrade",
+    "hitkit.material.gold",
     "hitkit.imports.fields",
     "hitkit.worker.bounds",
     "hitkit.worker.pacing",
 )
 """Pure policy and vocabulary (statuses and columns, money arithmetic, input bounds, signed tokens,
-the security policy, authenticity scores, reading JSONL, archive field templates): functions over
+the security policy, authenticity scores, reading JSONL, degraded copies and gold items' places, archive field templates): functions over
 plain values that every room may use, kept in the room whose subject they are."""
 
 UPWARD: dict[tuple[str, str], str] = {

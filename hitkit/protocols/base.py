@@ -74,6 +74,11 @@ class Protocol:
     mturk_rules: bool = False
     """True when ``PACKAGE.mturk`` holds rules (a ``Rules`` section and ``rows``) that import its table
     from MTurk batch results; a protocol without them imports with a mapping's ``function:``."""
+    gold_sources: tuple[str, ...] = ()
+    """The kinds of gold item (:mod:`hitkit.study.gold_section`) the study file's ``gold:`` may mix into its
+    HITs, the default first; none: the protocol takes no ``gold:`` section (``gold_note`` says why)."""
+    gold_note: str = ""
+    """Why a protocol without ``gold_sources`` needs none (its own known-answer items), for the error."""
 
     def module(self, name: str) -> ModuleType:
         """The module ``name`` of the protocol's folder (``task``, ``analysis``, ``report``, ``views``)."""

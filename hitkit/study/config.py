@@ -23,6 +23,7 @@ from hitkit.errors import ConfigError
 from hitkit.protocols import PROTOCOLS, known_name
 from hitkit.study.bot_sections import BotsConfig
 from hitkit.study.config_errors import describe, section_example
+from hitkit.study.gold_section import GoldConfig, check_gold
 from hitkit.study.provider_sections import ProviderConfig
 from hitkit.study.screener import ScreenerConfig, reward_problems
 from hitkit.study.sections import (
@@ -72,6 +73,9 @@ class _StudyBase(Model):
     stop: Optional[StopConfig] = None
     judge: Optional[JudgeConfig] = None
     screener: Optional[ScreenerConfig] = None
+    gold: Optional[GoldConfig] = Field(
+        None, description="items with a known answer mixed into the HITs, and how they count in QC"
+    )
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
 
     @field_validator("systems")
@@ -98,6 +102,7 @@ class _StudyBase(Model):
                 + f" (`hitkit init DIR --task {self.task}` writes a commented one)"
             )
         proto.module("settings").check_study(self)
+        check_gold(self, proto)
         if self.judge is not None:
             self._check_judge(proto, self.judge)
         if self.schedule.qc_failures == "reject":

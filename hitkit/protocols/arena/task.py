@@ -37,9 +37,11 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.judges.human_subset import rated
+from hitkit.material.gold import spread
 from hitkit.protocols.arena import exports, simulated
 from hitkit.protocols.arena.columns import SIDES, VOTES
 from hitkit.protocols.arena.prompts import read_prompts
+from hitkit.protocols.arena.settings import control_battles
 from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpec, position, shuffled_order
 from hitkit.worker.validation import answer_text
 
@@ -109,7 +111,7 @@ class ArenaTask(TaskType):
     def build(self) -> Material:
         cfg = self._cfg
         rng = random.Random(f"{self.config.seed}:arena:battles")
-        plan = plan_battles(self.real_systems(), cfg.control, cfg.battle_count(), cfg.control_count(), rng)
+        plan = plan_battles(self.real_systems(), cfg.control, cfg.battle_count(), control_battles(self.config), rng)
         prompts = read_prompts(self.config.path(cfg.prompts)) if cfg.prompts is not None else []
         drawn: list = []
         while prompts and len(drawn) < len(plan):
@@ -139,6 +141,17 @@ class ArenaTask(TaskType):
             raise ConfigError(f"{len(units)} battles do not fill HITs of {per}; rebuild the study")
         keys = [u.key for u in units]
         rng.shuffle(keys)
+        if self.config.gold is not None:
+            # Gold (QC) battles spread over the HITs at the rate, not where the shuffle happens to put them.
+            gold = [k for k in keys if k in {u.key for u in units if u.payload["is_control"]}]
+            real = [k for k in keys if k not in set(gold)]
+            counts = spread([per] * (len(keys) // per), len(gold))
+            starts = [sum(per - c for c in counts[:i]) for i in range(len(counts))]
+            golds = [sum(counts[:i]) for i in range(len(counts))]
+            blocks = [real[s : s + per - c] + gold[g : g + c] for s, g, c in zip(starts, golds, counts)]
+            for block in blocks:
+                rng.shuffle(block)
+            return [HitSpec(tuple(block), max_assignments=1) for block in blocks]
         return [HitSpec(tuple(keys[i : i + per]), max_assignments=1) for i in range(0, len(keys), per)]
 
     # Questions ---------------------------------------------------------------------------------

@@ -19,4 +19,13 @@ class PairwiseConfig(Model):
 
 
 def check_study(config) -> None:
-    """Cross-section rules of a pairwise study (none beyond the section's own)."""
+    """Cross-section rules of a pairwise study: gold comparisons are not yet combined with a judge or a
+    stopping rule (both would read the gold votes as comparisons of systems)."""
+    if config.gold is None:
+        return
+    for section in ("judge", "stop"):
+        if getattr(config, section) is not None:
+            raise ValueError(
+                f"gold: and {section}: cannot be used together in a pairwise study yet (the {section} would read "
+                f"the gold comparisons as comparisons of systems); remove one of them"
+            )

@@ -4,7 +4,7 @@ allowed where the study allows them).
 A unit is one prompt with k of the study's systems (every system when there are at most k; otherwise
 prompt i gets systems i, i + 1, … i + k − 1 in turn, so that every system is ranked equally often and
 the systems form one connected chain). ``degraded_per_hit`` units of each HIT are *control* units:
-for each assignment they show one response more, a degraded copy (:func:`hitkit.protocols.responses.degrade`)
+for each assignment they show one response more, a degraded copy (:func:`hitkit.material.degrade.degrade`)
 of one of their own responses with a phrase of a response to another prompt of the HIT, made when the
 worker accepts (:meth:`RankingTask.layout`, which also records the units' order and each unit's shown
 order of responses). The worker labels responses A, B, …; the answer to ``order`` names them best
@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import AnswerError
+from hitkit.material.degrade import degrade
 from hitkit.protocols.base import (
     ConversationSpec,
     HitSpec,
@@ -41,7 +42,7 @@ from hitkit.protocols.base import (
     shuffled_order,
 )
 from hitkit.protocols.ranking.settings import COLUMNS, TABLE
-from hitkit.protocols.responses import degrade, read_responses
+from hitkit.protocols.responses import read_responses
 
 LETTERS = "ABCDEF"
 ORDER = Question("order")

@@ -60,6 +60,7 @@ from hitkit.protocols.base import (
     shuffled_order,
 )
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
+from hitkit.protocols.spot_the_bot.gold import GOLD_ANSWER, IS_GOLD, gold_columns
 from hitkit.protocols.spot_the_bot.packing import (
     SourceConversation,
     human_count_for,
@@ -68,7 +69,7 @@ from hitkit.protocols.spot_the_bot.packing import (
     read_bot_bot,
     unit_key,
 )
-from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
+from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig, gold_human_count
 
 HUMAN = "human"
 LABELS = ("human", "bot", "unsure")
@@ -180,7 +181,7 @@ class SpotTheBotTask(TaskType):
         return human_count_for(
             bot_bot,
             pairs,
-            cfg.human_count,
+            gold_human_count(self.config, bot_bot),
             available,
             cfg.segments_per_hit,
             cfg.segment_lengths,
@@ -383,7 +384,11 @@ class SpotTheBotTask(TaskType):
                     row[f.name] = preference_score(answers[f.name].value, entity)
                 keyed.append(((hit.index, asg.id, position, entity), row))
         table = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
-        return {"annotations": pd.DataFrame(table, columns=list(ANNOTATION_COLUMNS))}
+        if self.config.gold is None:
+            return {"annotations": pd.DataFrame(table, columns=list(ANNOTATION_COLUMNS))}
+        for row in table:  # a human speaker is a gold item, right when labelled human
+            row.update(gold_columns(row["system"] == HUMAN))
+        return {"annotations": pd.DataFrame(table, columns=[*ANNOTATION_COLUMNS, IS_GOLD, GOLD_ANSWER])}
 
 
 def preference_score(answer: str, entity: int) -> str:
