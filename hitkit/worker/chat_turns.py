@@ -184,7 +184,7 @@ def store_worker_turn(
 ) -> tuple[Turn, Owed]:
     """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
     assignment, unit, answered = _slot_and_progress(session, ctx, token, unit_id, writable=True, progress=True)
-    text = _message(ctx, text, "message")
+    text = _message(ctx, text, N_("message"))
     if ctx.task.chat_closing in answered:
         raise FlowError(N_("this conversation is over (it has been rated); go on to the next chatbot"), 409)
     missing = [q for q in ctx.task.chat_opening if q not in answered]
@@ -344,7 +344,7 @@ def change_topic(
     change = {
         "by": by,
         "at_turn": len(chat_sql.turns_of(session, conversation)),
-        "topic": _message(ctx, topic, "topic") if topic is not None else None,
+        "topic": _message(ctx, topic, N_("topic")) if topic is not None else None,
         "time": utcnow().isoformat(),
     }
     # A new dict, not an in-place append: the JSON column only notices assignment.
