@@ -9,16 +9,16 @@ import re
 
 import pytest
 import requests
-import yaml
 
 from hitkit.db.models import Study
-from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.i18n import N_, localise, own
-from hitkit.i18n.catalogs import Words, check_language
+from hitkit.i18n.catalogs import Words, check_language, shipped_languages
+from hitkit.protocols import PROTOCOLS
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
 from hitkit.running.resume import apply_resume_changes
 from hitkit.study.config import load_study
+from hitkit.study.scaffold import scaffold, tasks
 from tests.studies import pairwise_study, served
 
 OVERRIDE = """\
@@ -143,7 +143,22 @@ def test_a_german_study_serves_german_pages_states_and_errors(german):
     )
 
 
-def test_the_study_file_reference_names_ui_language(tmp_path):
-    data = yaml.safe_load(pairwise_study(tmp_path, "sqlite:///unused.db").read_text())
-    assert "ui_language" not in data  # the default, en, needs no line
-    assert load_study(pairwise_study(tmp_path, "sqlite:///unused.db")).ui_language == "en"
+@pytest.mark.parametrize("language", [lang for lang in shipped_languages() if lang != "en"])
+def test_init_writes_a_starter_whose_instructions_are_in_the_language(tmp_path, language):
+    for task in tasks():
+        starter = PROTOCOLS[task].module("starter")
+        assert all(text in starter.STUDY_YAML for text in starter.WORKER_TEXT), task  # the list matches the file
+        scaffold(tmp_path / task, task, language)
+        config = load_study(tmp_path / task / "study.yaml")
+        english = load_study_text(starter.STUDY_YAML, tmp_path / task)
+        assert config.ui_language == language
+        assert config.hit.title == Words(language).gettext(english.hit.title) != english.hit.title, task
+        assert config.hit.description != english.hit.description, task
+    with pytest.raises(ConfigError, match="ui_language is 'ja'"):
+        scaffold(tmp_path / "ja", "pairwise", "ja")
+
+
+def load_study_text(text: str, folder):
+    path = folder / "english.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_study(path)
