@@ -65,9 +65,11 @@ def context(session: Session, study: str) -> StudyContext:
 def use_known_study() -> None:
     """The request's study's language, if this process has loaded the study already (no database query):
     a refusal made before the route runs (rate limit, CSRF) speaks it too."""
-    key = (current_app.config["HITKIT_DATABASE_URL"], (request.view_args or {}).get("study"))
+    study = (request.view_args or {}).get("study")
+    if not isinstance(study, str):
+        return
     with _contexts_lock:
-        ctx = _contexts.get(key)  # type: ignore[call-overload]
+        ctx = _contexts.get((current_app.config["HITKIT_DATABASE_URL"], study))
     if ctx is not None:
         i18n.use(ctx)
 

@@ -102,6 +102,8 @@ def test_a_language_without_a_catalog_or_a_broken_catalog_is_refused_naming_the_
     (broken / "messages.po").write_text('msgid "Tie"\nthis is not gettext\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"messages.po: not a readable gettext catalog"):
         Words("de", tmp_path)
+    with pytest.raises(ConfigError, match=r"study.yaml: .*messages.po: not a readable gettext catalog"):
+        load_study(pairwise_study(tmp_path, "sqlite:///unused.db", ui_language="de"))  # at launch, not on a page
 
 
 def test_ui_language_cannot_change_once_the_study_is_launched(tmp_path):

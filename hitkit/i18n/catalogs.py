@@ -95,7 +95,10 @@ def compile_po(path: Path) -> Translations:
 def check_language(language: str, study_dir: Path) -> None:
     """ConfigError unless worker pages can be shown in ``language``: English, a shipped catalog, or the study's own."""
     locale = parse_tag(language)
-    if locale.language == "en" or _shipped(locale) is not None or study_catalog(language, study_dir) is not None:
+    own = study_catalog(language, study_dir)
+    if own is not None:
+        compile_po(own)  # a catalog that does not parse is refused now, naming the file, not on the first page
+    if locale.language == "en" or _shipped(locale) is not None or own is not None:
         return
     raise ConfigError(
         f"ui_language is {language!r}, but hitkit ships no catalog for it (it ships "
