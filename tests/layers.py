@@ -261,6 +261,7 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.events": 1,
     "hitkit.secret": 1,
     "hitkit.errors": 0,
+    "hitkit.i18n": 0,
     "hitkit.progress": 0,
     "hitkit.timing": 0,
 }

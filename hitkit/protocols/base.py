@@ -340,6 +340,7 @@ class TaskType(ABC):
     def validate(self, unit: Unit, question: str, value: str) -> str:
         """Check one answer; return it normalised or raise AnswerError saying what is accepted."""
         from hitkit.errors import AnswerError
+        from hitkit.i18n import N_
 
         asked = {q.name: q for q in self.questions(unit)}
         if question not in asked:
@@ -349,7 +350,14 @@ class TaskType(ABC):
         value = answer_text(value)  # JSON for objects and numbers, never Python's repr
         limit = self.config.hit.max_answer_chars
         if len(value) > limit:
-            raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")
+            raise AnswerError(
+                N_(
+                    "the answer to '%(question)s' is %(length)s characters; the limit is %(limit)s",
+                    question=question,
+                    length=len(value),
+                    limit=limit,
+                )
+            )
         choices = asked[question].choices
         if choices is not None and value not in choices:
             raise AnswerError(f"'{value}' is not an answer to '{question}'; choose one of {', '.join(choices)}")

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.i18n import N_
 from hitkit.judges.human_subset import rated
 from hitkit.material.gold import spread
 from hitkit.protocols.arena import exports, simulated
@@ -167,7 +168,9 @@ class ArenaTask(TaskType):
             value = answer_text(value).strip()
             limit = self.config.hit.max_answer_chars
             if len(value) > limit:
-                raise AnswerError(f"the reason is {len(value)} characters; the limit is {limit}")
+                raise AnswerError(
+                    N_("the reason is %(length)s characters; the limit is %(limit)s", length=len(value), limit=limit)
+                )
             return value
         return super().validate(unit, question, value)
 
@@ -192,7 +195,7 @@ class ArenaTask(TaskType):
             )
         ):
             # Final once given: the names may be shown after it, and a vote changed then would be a vote for a name.
-            raise FlowError("your vote on this battle is recorded and cannot change", 409)
+            raise FlowError(N_("your vote on this battle is recorded and cannot change"), 409)
         if question not in (VOTE, DONE):
             return
         # Vote buttons stay disabled on the page until both replies are complete; this is the same rule.
@@ -201,20 +204,23 @@ class ArenaTask(TaskType):
         owed = any(turns and turns[-1][0] == "worker" for turns in sides.values())
         if owed or min(asked) < self._cfg.min_turns:
             raise FlowError(
-                "wait until both replies are complete before voting"
+                N_("wait until both replies are complete before voting")
                 if owed or min(asked) >= self._cfg.min_turns
-                else f"send your message to both systems first ({min(asked)} of {self._cfg.min_turns} "
-                "exchanges so far)",
+                else N_(
+                    "send your message to both systems first (%(sent)s of %(needed)s exchanges so far)",
+                    sent=min(asked),
+                    needed=self._cfg.min_turns,
+                ),
                 409,
             )
 
     def check_message(self, session: Session, assignment: Any, unit: Unit, side: str, text: str, inputs: int) -> None:
         if inputs >= self._cfg.max_turns:
-            raise FlowError(f"a battle holds at most {self._cfg.max_turns} messages; vote now", 409)
+            raise FlowError(N_("a battle holds at most %(most)s messages; vote now", most=self._cfg.max_turns), 409)
         other = self._sides(session, assignment.id, unit)["b" if side == "a" else "a"]
         sent = [t for s, t in other if s == "worker"]
         if len(sent) > inputs and sent[inputs] != text:
-            raise FlowError("both systems get the same message: send the message the other side got", 409)
+            raise FlowError(N_("both systems get the same message: send the message the other side got"), 409)
 
     def revealed(self, session: Session, assignment: Any, unit: Unit) -> dict[str, Any] | None:
         # A QC battle's names are never shown: the bot's is internal ("qc"), and naming it would teach
@@ -240,7 +246,7 @@ class ArenaTask(TaskType):
         return {
             "unit_id": unit.public_key,
             "position": at,
-            "label": f"Battle {at + 1}" if at is not None else "Battle",
+            "label": N_("Battle %(n)s", n=at + 1) if at is not None else N_("Battle"),
             "prompt": unit.payload.get("prompt"),
             "min_turns": self._cfg.min_turns,
             "max_turns": self._cfg.max_turns,

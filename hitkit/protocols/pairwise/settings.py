@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from hitkit.i18n import default_text
 from hitkit.study.sections import Model
 
 
@@ -15,7 +16,7 @@ class PairwiseConfig(Model):
     responses: Path
     prompts_per_hit: int = Field(10, gt=0, le=200)
     votes_per_prompt: int = Field(3, gt=0, le=50)
-    question: str = "Which response is better?"
+    question: str = str(default_text("Which response is better?"))  # a plain str: the JSON schema shows it
 
 
 def check_study(config) -> None:

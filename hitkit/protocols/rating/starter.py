@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from hitkit.i18n import N_
 from hitkit.study.starter_sections import responses_material, shared_sections
 
-__all__ = ["STUDY_YAML", "material"]
+__all__ = ["STUDY_YAML", "WORKER_TEXT", "material"]
+
+WORKER_TEXT = (
+    N_("Rate chatbot replies"),
+    N_("Read a message and a chatbot's reply, and rate the reply on four statements."),
+)
+"""The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
 STUDY_YAML = """\
 # A rating study (Direct Assessment, Graham et al. 2017): each worker reads a prompt and ONE system's

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import AnswerError, ConfigError, InputError
+from hitkit.i18n import N_, own
 from hitkit.material.degrade import degrade
 from hitkit.protocols.base import (
     ConversationSpec,
@@ -199,10 +200,12 @@ class RatingTask(TaskType):
         return {
             "unit_id": unit.public_key,
             "position": at,
-            "label": f"Response {at + 1}" if at is not None else "Response",
+            "label": N_("Response %(n)s", n=at + 1) if at is not None else N_("Response"),
             "prompt": shown["prompt"],
             "response": shown["response"],
-            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement} for c in self._cfg.criteria],
+            "criteria": [
+                {"question": SCORE_PREFIX + c.name, "statement": own(c.statement)} for c in self._cfg.criteria
+            ],
         }
 
     # Simulated workers -------------------------------------------------------------------------
