@@ -89,3 +89,14 @@ def test_arena_gold_needs_a_qc_bot_and_is_refused_beside_a_changed_control_share
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match="name it in arena.control"):
         load_study(path)
+
+
+def test_hitkit_plan_simulates_the_leaderboard_battles_gold_leaves(tmp_path, bot_server):  # noqa: F811
+    from hitkit.protocols.arena.plan import simulate
+    from hitkit.protocols.arena.settings import control_battles
+
+    config = load_study(gold_arena_study(tmp_path, "sqlite:///unused.db", bot_server))
+    # 48 battles, half of them gold (QC) battles: the plan's simulated study has the other 24
+    assert config.arena.battle_count() == 48 and control_battles(config) == 24
+    frame = simulate(config, seed=1)[0]
+    assert len(frame) == 24

@@ -29,6 +29,7 @@ from hitkit.analysis.base import AnalysisResult
 from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE
 from hitkit.protocols.arena.leaderboard import leaderboard
 from hitkit.protocols.arena.reading import included
+from hitkit.protocols.arena.settings import control_battles
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 from hitkit.simulation import planning
 from hitkit.simulation.activity import capped_quotas
@@ -73,7 +74,7 @@ def simulate(config, seed: int):
     workers = sum(g.count for g in groups) or 1
     spammers = sum(g.count for g in groups if g.profile == "spammer") / workers
     rng = np.random.default_rng([seed, 5])
-    n = arena.battle_count() - arena.control_count()
+    n = arena.battle_count() - control_battles(config)  # gold: sets the QC battles where given
     worker_of = None
     if config.simulated.activity != "uniform":
         workers, worker_of = _battle_workers(config, workers, max(n, 1), rng)
