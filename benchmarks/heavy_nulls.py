@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hitkit.analysis.contributions import PRIOR_HITS
 from hitkit.analysis.sequential import bounded_excludes, bounded_step, radius, rho_for
 from hitkit.simulation.activity import heavy_hitters
 
@@ -82,22 +83,33 @@ def first_hits(workers: np.ndarray) -> np.ndarray:
     return first
 
 
-def bounded_claims(x: np.ndarray, counts: np.ndarray, planned: float, alpha: float = ALPHA) -> np.ndarray:
+def bounded_claims(
+    x: np.ndarray, counts: np.ndarray, planned: float, alpha: float = ALPHA, project: bool = False
+) -> np.ndarray:
     """[studies, looks]: whether the bounded sequence at ½ excludes it after each look, the look taking the
-    observation ``x`` where ``counts`` (else leaving the sequence as it was)."""
+    observation ``x`` where ``counts`` (else leaving the sequence as it was). With ``project`` each bet is
+    tuned as hitkit's rule tunes it (:func:`hitkit.analysis.contributions.tuning`: the observations before
+    it plus the HITs still planned × the share of HITs so far that gave one), else at ``planned``."""
     state = np.zeros((len(x), 5))
     out = np.zeros(x.shape, dtype=bool)
     for t in range(x.shape[1]):
         on = counts[:, t]
-        state[on] = bounded_step(state[on], x[on, t], alpha, planned)
+        horizon: float | np.ndarray = planned
+        if project:
+            before = state[on, 0]
+            horizon = before + max(planned - (t + 1), 0.0) * np.minimum(
+                1.0, (before + PRIOR_HITS) / (t + 1 + PRIOR_HITS)
+            )
+        state[on] = bounded_step(state[on], x[on, t], alpha, horizon)
         above, below = bounded_excludes(state, alpha)
         out[:, t] = (above | below) & (state[:, 0] > 0)
     return out
 
 
 def per_worker_claims(scores: np.ndarray, workers: np.ndarray, planned: float = HITS) -> np.ndarray:
-    """hitkit's rule now: one observation per worker, their first HIT's mean score."""
-    return bounded_claims(scores, first_hits(workers), planned)
+    """hitkit's rule now: one observation per worker, their first HIT's mean score, each bet tuned to the
+    projected horizon."""
+    return bounded_claims(scores, first_hits(workers), planned, project=True)
 
 
 def per_hit_claims(scores: np.ndarray, planned: float = HITS) -> np.ndarray:

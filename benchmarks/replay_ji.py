@@ -18,6 +18,11 @@ once (:func:`observations`) and runs the rule over numpy arrays, every order at 
 ``tests/test_sequential_ratings.py`` checks it against live chat's comparisons + ``intervals`` + ``settle``.
 ``--pairs`` adds the per-pair diagnosis of ``benchmarks/replay_pairs.py``.
 
+This replay counts **HITs**: hitkit's live rule takes one observation per worker (their first HIT on the
+pair that passes QC), and the two agree only where every worker did one HIT (the test above checks them
+there). Free run 1 has 304 HITs by 249 workers, so they differ little; ``hitkit replay live_chat
+tests/data/ji2022-run1`` replays the per-worker rule itself (benchmarks/README.md gives both).
+
 References on all the data:
 
 - the *fixed-sample Holm test*: the analysis' default significance matrix (worker-clustered, one-sided

@@ -187,10 +187,10 @@ def test_the_benchmarks_per_worker_rule_is_the_librarys_on_simulated_heavy_worke
     better, better_workers, _ = heavy_nulls.simulate(wide, 3, rng, hits=120)
     better = np.clip(better + 0.3, 0, 1)  # x wins far more often: the rule fires on the way
     scores, workers = np.vstack([scores, better]), np.vstack([workers, better_workers])
-    claims = heavy_nulls.bounded_claims(scores, heavy_nulls.first_hits(workers), planned=120)
+    claims = heavy_nulls.bounded_claims(scores, heavy_nulls.first_hits(workers), planned=120, project=True)
     assert claims[3:].any() and not claims[:3].all()
     for s in range(len(scores)):
-        for look in (5, 30, 60, 119):
+        for look in (5, 15, 30, 45, 60, 90, 119):
             tables = _pairwise_tables(scores[s], workers[s], look + 1)
             found = intervals(pairwise.comparisons(tables, ["x", "y"], {("x", "y"): 120.0}), 0.05)[0]
             assert (found.winner is not None) == bool(claims[s, look]), (s, look)
