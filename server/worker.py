@@ -16,7 +16,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.providers.base import CompletionKind
 from hitkit.study.stored import StudyContext
-from hitkit.worker import admission, bounds, flow, screener, validation
+from hitkit.worker import admission, bounds, flow, market, screener, validation
 
 bp = Blueprint("worker", __name__)
 _contexts: dict[tuple[str, str], StudyContext] = {}
@@ -30,6 +30,7 @@ JSON_ENDPOINTS = {
     "worker.state",
     "worker.answer",
     "worker.screen",
+    "worker.market_listing",
     "chat.state",
     "chat.message",
     "chat.retry",
@@ -125,6 +126,13 @@ def enter_hit(study: str, hit_id: int):
 @bp.get("/s/<study>/enter")
 def enter_study(study: str):
     return _enter(study, None)
+
+
+@bp.get("/s/<study>/market")
+def market_listing(study: str):
+    """The work a synthetic worker may take (the simulated marketplace only; :mod:`hitkit.worker.market`)."""
+    with db() as session:
+        return jsonify(market.listing(session, context(session, study), request.args.get("workerId", "")))
 
 
 def _enter(study: str, hit_id: int | None):

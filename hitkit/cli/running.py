@@ -110,7 +110,7 @@ def launch(
 
 def _stopped_message(study_file: Path) -> str:
     """What to do after Ctrl-C: resume a study the database holds, or launch one that never got there."""
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import launched_studies
 
     try:
@@ -132,7 +132,7 @@ def generate(study_file: Path, no_progress: bool) -> None:
     from hitkit.material.generation import pending
     from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     config = with_bot_server(load_study(study_file))  # systems without a url: the study's own bots
     bar = not no_progress and on_terminal()
@@ -164,7 +164,7 @@ def judge(study_file: Path, no_progress: bool) -> None:
     from hitkit.judges.judging import judge_study
     from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
 
     config = with_bot_server(load_study(study_file))  # systems without a url: the study's own bots
@@ -222,7 +222,7 @@ def prescreen(
     from hitkit.prescreen.run import ranking_text
     from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     if human_ranking and study_analysis:
         raise HitkitError("give --human-ranking or --study-analysis, not both")
@@ -364,7 +364,7 @@ def scheduler(database_url: str) -> None:
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
     from hitkit.providers.local import LocalProvider
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched, served_url
     from hitkit.study.stored import resolve_secret
 

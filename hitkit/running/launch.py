@@ -26,7 +26,8 @@ from hitkit.running.control import coordinator_line
 from hitkit.running.launch_judging import judge_crowd_work, judge_material, judges_before
 from hitkit.running.monitor import Snapshot, only_held_left, progress, qc_outcome_line, snapshot
 from hitkit.running.resume import apply_resume_changes
-from hitkit.study.config import StudyConfig, load_study
+from hitkit.study.config import StudyConfig
+from hitkit.study.loading import load_study
 from hitkit.study.served import dashboard_hint, record_served, served_url
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from hitkit.tables.export import export_study
@@ -259,9 +260,7 @@ def _run(
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
     crowd = None
     status_line = StatusLine(show_progress, lines_every_s)
-    held_noted = False
-    stopped = False
-    coordinator_stopped = paused_noted = False
+    held_noted = stopped = coordinator_stopped = paused_noted = False
     try:
         schedule_study(scheduler, url, config.study, base_url, config.schedule.interval_s)
         scheduler.start()
