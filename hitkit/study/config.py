@@ -10,7 +10,6 @@ is read with :func:`hitkit.study.loading.load_study`; every object it returns is
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -167,8 +166,3 @@ class StudyConfig(Model):
         """HITKIT_DATABASE_URL wins, then the file's ``database``, then SQLite in the output folder."""
         url = os.environ.get("HITKIT_DATABASE_URL") or self.database
         return url or f"sqlite:///{self.out_dir / 'hitkit.db'}"
-
-
-def slug(text: str) -> str:
-    """A lower-case identifier made of letters, digits and dashes."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
