@@ -169,16 +169,6 @@ def test_an_upward_import_without_a_reason_is_caught(tree, module, line, expecte
             "from hitkit.worker import chat",
             "hitkit.simulation.crowd imports hitkit.worker.chat",
         ),
-    ],
-)
-def test_tables_analysis_and_the_simulated_crowd_never_reach_into_the_worker_path(tree, module, line, expected):
-    _append(tree / module, line)
-    assert any(v.startswith(expected) for v in layer_violations(read_graph(tree)))
-
-
-@pytest.mark.parametrize(
-    "module, line, expected",
-    [
         (
             "hitkit/simulation/crowd.py",
             "from hitkit.worker.admission import open_hits",
@@ -196,7 +186,7 @@ def test_tables_analysis_and_the_simulated_crowd_never_reach_into_the_worker_pat
         ),
     ],
 )
-def test_the_crowd_acting_off_http_and_tables_reading_the_worker_room_are_caught(tree, module, line, expected):
+def test_tables_analysis_and_the_simulated_crowd_never_reach_into_the_server_side(tree, module, line, expected):
     _append(tree / module, line)
     assert any(v.startswith(expected) for v in layer_violations(read_graph(tree)))
 
