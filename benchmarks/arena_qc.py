@@ -33,9 +33,9 @@ from scipy.optimize import minimize
 from hitkit.protocols.arena import bradley_terry as bt
 from hitkit.protocols.arena.analysis import analyze_battles
 from hitkit.protocols.arena.fastchat_users import flag_users
+from hitkit.protocols.arena.mixed_crowds import bad_kind, mixed_crowd
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 from hitkit.protocols.arena.voters import VOTER_ALPHA, voter_table
-from hitkit.simulation.arena_voters import bad_kind, mixed_crowd
 
 HONEST_WORKERS = 400
 HONEST_BATTLES = 12_000

@@ -176,7 +176,7 @@ def main() -> None:
     from hitkit.running.monitor import progress
     from hitkit.running.scheduler import make_scheduler, schedule_study
     from hitkit.simulation.crowd import SimulatedCrowd
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 

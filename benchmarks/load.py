@@ -230,7 +230,7 @@ def start_study(study_file: Path, database_url: str, secret: str, base_url: str)
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
     from hitkit.running.scheduler import tick
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import create_study
 
     config = load_study(study_file)

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from hitkit.db.migrate import upgrade
     from hitkit.db.session import session_scope
     from hitkit.providers.prolific.webhooks import signature
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 

@@ -29,11 +29,6 @@ def showing_progress(show: bool = True) -> Iterator[None]:
         _SHOW.reset(token)
 
 
-def progress_shown() -> bool:
-    """Whether bars are on in this context."""
-    return _SHOW.get()
-
-
 def progress(iterable: Iterable[T], desc: str, total: int | None = None, unit: str = "it") -> Iterable[T]:
     """``iterable`` with a tqdm bar named ``desc`` when bars are on; the iterable itself otherwise."""
     if not _SHOW.get():

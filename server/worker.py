@@ -17,7 +17,7 @@ from hitkit.errors import AnswerError, FlowError, HitkitError
 from hitkit.i18n import N_
 from hitkit.providers.base import CompletionKind
 from hitkit.study.stored import StudyContext
-from hitkit.worker import admission, bounds, flow, screener, validation
+from hitkit.worker import admission, bounds, flow, market, screener, validation
 from server import i18n
 
 bp = Blueprint("worker", __name__)
@@ -32,6 +32,7 @@ JSON_ENDPOINTS = {
     "worker.state",
     "worker.answer",
     "worker.screen",
+    "worker.market_listing",
     "chat.state",
     "chat.message",
     "chat.retry",
@@ -145,6 +146,13 @@ def enter_hit(study: str, hit_id: int):
 @bp.get("/s/<study>/enter")
 def enter_study(study: str):
     return _enter(study, None)
+
+
+@bp.get("/s/<study>/market")
+def market_listing(study: str):
+    """The work a synthetic worker may take (the simulated marketplace only; :mod:`hitkit.worker.market`)."""
+    with db() as session:
+        return jsonify(market.listing(session, context(session, study), request.args.get("workerId", "")))
 
 
 def _enter(study: str, hit_id: int | None):

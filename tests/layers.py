@@ -11,7 +11,13 @@ hitkit/"):
   composition root that hands the web tier to ``launch``;
 - a protocol never imports the worker's path (``hitkit.worker.flow``), the scheduler, the ledger or a provider;
 - the shared analysis never imports the database, a provider or the web tier;
-- no import loop;
+- the tables never import the worker's path or a provider; the simulated crowd acts only over HTTP
+  (:data:`CROWD_FORBIDDEN`);
+- the simulation reaches a protocol only through the registry and its contract (``hitkit.protocols``,
+  ``hitkit.protocols.base``), and a protocol's own modules never import the simulation: only its parts
+  of ``hitkit plan`` (:data:`PROTOCOL_PARTS`) do (:func:`simulation_protocol_arrows`);
+- no import loop, and no loop between rooms but through the arrows of :data:`LOOPS_LEFT` (imports for
+  type checking count there);
 - no protocol's name is written outside its folder (shared code asks the registry).
 """
 
@@ -25,6 +31,10 @@ PACKAGES = ("hitkit", "server")
 WEB = ("server", "flask", "werkzeug")
 COMPOSITION_ROOTS = ("hitkit.cli",)
 """The command line composes the library with the web tier; its modules alone may import both."""
+CROWD_FORBIDDEN = ("hitkit.worker", "hitkit.running", "hitkit.money", "hitkit.dashboard", "hitkit.tables", *WEB)
+"""The simulated crowd acts as a person does, over HTTP only: none of the server's side of the work (the
+worker's path, the scheduler, money, the dashboard, the tables) — it asks the pages and the marketplace's
+listing instead."""
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hitkit", WEB),
     (
@@ -40,18 +50,7 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("hitkit.analysis", ("hitkit.db", "sqlalchemy", "hitkit.providers", "hitkit.worker", "hitkit.running", *WEB)),
-    (
-        "hitkit.tables",
-        (
-            "hitkit.worker.admission",
-            "hitkit.worker.arrivals",
-            "hitkit.worker.flow",
-            "hitkit.worker.chat",
-            "hitkit.worker.chat_sql",
-            "hitkit.worker.chat_turns",
-            "hitkit.providers",
-        ),
-    ),
+    ("hitkit.tables", ("hitkit.worker", "hitkit.providers", "hitkit.simulation")),
     (
         "hitkit.simulation",
         (
@@ -63,6 +62,10 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
             *WEB,
         ),
     ),
+    *(
+        (crowd, CROWD_FORBIDDEN)
+        for crowd in ("hitkit.simulation.crowd", "hitkit.simulation.crowd_chat", "hitkit.simulation.crowd_typing")
+    ),
 )
 """(modules under this prefix, may not import anything under these prefixes)."""
 
@@ -73,6 +76,8 @@ class Graph:
 
     files: dict[str, Path] = field(default_factory=dict)
     imports: dict[str, set[str]] = field(default_factory=dict)
+    typing_imports: dict[str, set[str]] = field(default_factory=dict)
+    """The imports under ``if TYPE_CHECKING:``: no loop at run time, but a reader's dependency all the same."""
 
 
 def _under(name: str, prefix: str) -> bool:
@@ -91,6 +96,7 @@ def read_graph(root: Path) -> Graph:
         visitor = _Imports(name, path.name == "__init__.py", graph.files)
         visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
         graph.imports[name] = visitor.found - {name}
+        graph.typing_imports[name] = visitor.typing_only - {name}
     return graph
 
 
@@ -98,6 +104,7 @@ class _Imports(ast.NodeVisitor):
     def __init__(self, module: str, is_package: bool, known: dict[str, Path]):
         self.module, self.is_package, self.known = module, is_package, known
         self.found: set[str] = set()
+        self.typing_only: set[str] = set()
 
     def _resolve(self, name: str) -> str:
         """The hitkit/server module ``name`` lives in, or ``name`` itself for an outside package."""
@@ -111,6 +118,11 @@ class _Imports(ast.NodeVisitor):
         if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
             isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
         ):
+            found, self.found = self.found, set()
+            for statement in node.body:
+                self.visit(statement)
+            self.typing_only |= self.found
+            self.found = found
             for statement in node.orelse:
                 self.visit(statement)
             return
@@ -248,10 +260,16 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.study": 5,
     "hitkit.protocols": 4,
     "hitkit.study.sections": 3,
+    "hitkit.study.config": 3,
+    "hitkit.study.config_errors": 3,
+    "hitkit.study.bot_sections": 3,
+    "hitkit.study.screener": 3,
     "hitkit.study.provider_sections": 3,
     "hitkit.study.starter_sections": 3,
     "hitkit.study.gold_section": 3,
+    "hitkit.dashboard.bots": 9,
     "hitkit.bots": 2,
+    "hitkit.prescreen.models": 2,
     "hitkit.db": 1,
     "hitkit.analysis": 1,
     "hitkit.report.plots": 1,
@@ -266,12 +284,15 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.timing": 0,
 }
 """Each room's place, highest first (the longest matching prefix counts): a module may import modules
-of its own room or of rooms ranked lower. ``hitkit.study.sections`` (the shared parts of a study
-file) and ``hitkit.study.starter_sections`` (the sections every ``hitkit init`` starter shares) sit below
-the protocols, whose settings and starters build on them; the rest of ``hitkit.study`` assembles
-the study file from the protocols' settings (the registry), so it sits above them. The report's
+of its own room or of rooms ranked lower. ``hitkit.study.sections`` and ``hitkit.study.config`` (the
+study file's shared part, with the modules it is made of) and ``hitkit.study.starter_sections`` (the sections every ``hitkit init`` starter shares) sit below
+the protocols, whose settings, starters and code typed on ``StudyConfig`` build on them; the rest of
+``hitkit.study`` (``loading`` first) assembles the study file from the protocols' settings (the registry),
+so it sits above them. The report's
 figures (``hitkit.report.plots``, ``curves``, ``drawing`` and ``matrices``: tables in, PNG out) sit with the
-statistics that draw them."""
+statistics that draw them. The bots' health (``hitkit.dashboard.bots``) sits below the dashboard and the
+status line of ``running``, which both show it; the sentence embedder's loader (``hitkit.prescreen.models``)
+sits with the bots' models, below the protocols whose analyses embed text with it."""
 
 SHARED = (
     "hitkit.tables.schema",
@@ -308,11 +329,6 @@ UPWARD: dict[tuple[str, str], str] = {
         "hitkit.simulation",
         "hitkit.running",
     ): "`hitkit plan --confirm` runs the recommended study once as `hitkit launch` runs it",
-    (
-        "hitkit.protocols",
-        "hitkit.prescreen",
-    ): "the arena's analysis step categorises written prompts with the sentence embedder prescreen loads "
-    "(one model, one loader; imported only when a study asks for embedding categories)",
 }
 """The arrows that go up, each with the reason it must: (importing room, imported room) -> why."""
 
@@ -322,6 +338,7 @@ MAX_LINES = 400
 
 PROTOCOL_PARTS: dict[str, str] = {
     "plan": "hitkit.simulation",
+    "mixed_crowds": "hitkit.simulation",
     "judge_plan": "hitkit.simulation",
     "judge_model": "hitkit.simulation",
     "report": "hitkit.report",
@@ -386,4 +403,78 @@ def oversized_modules(root: Path) -> list[str]:
             n = len(path.read_text(encoding="utf-8").splitlines())
             if n > MAX_LINES:
                 out.append(f"{path.relative_to(root)}: {n} lines")
+    return out
+
+
+LOOPS_LEFT: dict[tuple[str, str], str] = {
+    ("hitkit.protocols", "hitkit.judges"): UPWARD[("hitkit.protocols", "hitkit.judges")]
+    + "; the judges ask the registry for each protocol's judge (next: the draw below the protocols)",
+    ("hitkit.tables", "hitkit.running"): UPWARD[("hitkit.tables", "hitkit.running")]
+    + " (next: the export handed the rule's state by its caller)",
+    ("hitkit.simulation", "hitkit.running"): UPWARD[("hitkit.simulation", "hitkit.running")]
+    + " (next: the command line runs the launch that `plan --confirm` prepares)",
+    ("hitkit.prescreen", "hitkit.report"): "the pre-screening tournament writes its report section with the "
+    "report's parts, and a study's report includes that section (next: the section handed to the report)",
+}
+"""The arrows between rooms that still close a loop, each with the reason it stays: (room, room) -> why.
+Every other loop between rooms is refused (:func:`room_loops`)."""
+
+
+def room_arrows(graph: Graph) -> dict[tuple[str, str], list[str]]:
+    """Each arrow between two rooms (:func:`_room`; the shared policy modules of :data:`SHARED` are no room's),
+    with the module imports behind it; imports for type checking count, as a reader follows them too."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for importer in sorted(graph.files):
+        room = _room_name(importer)
+        for target in sorted(graph.imports.get(importer, set()) | graph.typing_imports.get(importer, set())):
+            if target not in graph.files or any(_under(target, s) for s in SHARED):
+                continue
+            target_room = _room_name(target)
+            if target_room != room:
+                arrows.setdefault((room, target_room), []).append(f"{importer} -> {target}")
+    return arrows
+
+
+def _room_name(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 4 and parts[1] == "protocols" and parts[3] in PROTOCOL_PARTS:
+        return PROTOCOL_PARTS[parts[3]]
+    return max((prefix for prefix in ROOM_RANK if _under(module, prefix)), key=len)
+
+
+def room_loops(graph: Graph) -> list[list[str]]:
+    """The loops between rooms (strongly connected sets of rooms, each sorted) once the arrows of
+    :data:`LOOPS_LEFT` are taken out: none, when the rooms import one way."""
+    rooms = Graph()
+    for room, target in room_arrows(graph):
+        if (room, target) in LOOPS_LEFT:
+            continue
+        for name in (room, target):
+            rooms.files.setdefault(name, Path(name))
+            rooms.imports.setdefault(name, set())
+        rooms.imports[room].add(target)
+    return import_loops(rooms)
+
+
+def simulation_protocol_arrows(graph: Graph) -> list[str]:
+    """Each import by which the simulation and the protocols run both ways: a module of ``hitkit.simulation``
+    that reaches into a protocol's folder (past the registry and ``hitkit.protocols.base``), or a protocol's
+    own module (not one of its :data:`PROTOCOL_PARTS`) that imports the simulation."""
+    contract = ("hitkit.protocols", "hitkit.protocols.base")
+    out = []
+    for importer in sorted(graph.files):
+        targets = sorted(graph.imports.get(importer, set()) | graph.typing_imports.get(importer, set()))
+        if _under(importer, "hitkit.simulation"):
+            out += [
+                f"{importer} imports {t} (the simulation is handed a protocol through the registry)"
+                for t in targets
+                if _under(t, "hitkit.protocols") and t not in contract
+            ]
+        parts = importer.split(".")
+        if _under(importer, "hitkit.protocols") and not (len(parts) == 4 and parts[3] in PROTOCOL_PARTS):
+            out += [
+                f"{importer} imports {t} (only a protocol's plan parts call the simulation)"
+                for t in targets
+                if _under(t, "hitkit.simulation")
+            ]
     return out

@@ -50,7 +50,7 @@ def served(study_file, database_url: str):
     from hitkit.db.models import Study
     from hitkit.db.session import session_scope
     from hitkit.running.scheduler import tick
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import create_study, resolve_secret
     from server.embedded import WebServer
 

@@ -17,7 +17,7 @@ from hitkit.simulation.activity import (
 )
 from hitkit.simulation.crowd import SimWorker, worker_quotas
 from hitkit.simulation.staffing import staff
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import pairwise_study
 
 

@@ -851,7 +851,7 @@ def test_trueskill_settings_from_the_study_file_reach_analyze_the_summary_and_th
     from hitkit.cli import main
     from hitkit.report import ReportInput, methods_paragraph
     from hitkit.report.analyze import run_analysis
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     ann = frame(
         segment("w1", "c1", "A", "B", "human", "bot"),

@@ -129,7 +129,7 @@ def test_a_reply_naming_a_model_or_vendor_is_a_leak_but_a_lookalike_word_is_not(
 def test_a_qc_battle_never_reveals_the_names_so_no_worker_sees_the_bots_internal_name(tmp_path):
     from hitkit.errors import ConfigError
     from hitkit.protocols import task_for
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     config = load_study(arena_study(tmp_path, "sqlite:///unused.db", "http://127.0.0.1:9/v1", reveal=True))
     unit = Unit(payload={"system_a": "qc", "system_b": "anna", "is_control": True})

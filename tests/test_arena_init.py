@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from hitkit.cli import main
 from hitkit.protocols.arena import starter
 from hitkit.protocols.arena.prompts import read_prompts
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 
 
 def write_starter(directory):

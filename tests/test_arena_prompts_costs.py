@@ -19,7 +19,7 @@ from hitkit.protocols.arena.costs import cost_table, pareto
 from hitkit.protocols.arena.covariates import add_covariates
 from hitkit.protocols.arena.leaderboard import inverse_sampling_weights, leaderboard
 from hitkit.protocols.arena.options import CategoriesConfig, Covariate, SystemCost
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.test_arena_study import arena_study
 
 RULES = {"code": [r"\bpython\b", r"\bfunction\b"], "writing": [r"\bpoem\b", r"\bhaiku\b"]}

@@ -14,10 +14,10 @@ from hitkit.protocols.arena.analysis import analyze_battles, worker_table
 from hitkit.protocols.arena.exports import left_out_workers
 from hitkit.protocols.arena.fastchat_users import flag_users, vote_pvalues
 from hitkit.protocols.arena.leaderboard import Battles
+from hitkit.protocols.arena.mixed_crowds import bad_kind, mixed_crowd
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 from hitkit.protocols.arena.verdicts import FAILED, NOT_JUDGED, PASSED, uninformative, verdicts
 from hitkit.protocols.arena.voters import CODES, _design, loo_logits, null_model, voter_table
-from hitkit.simulation.arena_voters import bad_kind, mixed_crowd
 from tests.test_arena_stats import frame
 
 SYSTEMS = Systems(

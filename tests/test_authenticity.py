@@ -12,24 +12,16 @@ import requests
 import yaml
 from sqlalchemy import func, select
 
+from hitkit.analysis.authenticity import FLAG_AT, MIN_CHARS, AnswerScore, score_answer, score_worker
 from hitkit.dashboard import worker_rows
 from hitkit.db.models import Assignment, Study, Turn, Worker
 from hitkit.db.session import session_scope
 from hitkit.simulation import crowd_typing
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, resolve_secret
 from hitkit.tables.export import export_study
 from hitkit.worker import security
-from hitkit.worker.authenticity import (
-    COUNT_MAX,
-    FLAG_AT,
-    MIN_CHARS,
-    SIGNALS,
-    AnswerScore,
-    clean_signals,
-    score_answer,
-    score_worker,
-)
+from hitkit.worker.authenticity import COUNT_MAX, SIGNALS, clean_signals
 from tests.studies import launch, pairwise_study
 from tests.test_input_bounds import PASSWORD, USER, logged_in
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - the bot server fixture

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from hitkit.db.models import Study
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError, InputError
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import REPO, launch, pairwise_study
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.db.models import Assignment, Response, Turn
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.axe import assert_accessible, tab_to, violations
 from tests.browser import CHROMIUM_ARGS, chromium_on, chromium_path
 from tests.studies import served

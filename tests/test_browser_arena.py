@@ -12,7 +12,7 @@ from sqlalchemy import select
 from hitkit.bots.server import BotServer
 from hitkit.db.models import Response, Study, Turn
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext
 from hitkit.tables.authenticity import answers_table
 from tests.browser import artifact, chromium_on

@@ -18,7 +18,7 @@ from hitkit.db.models import Conversation, Study
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
 from hitkit.simulation.crowd import SimulatedCrowd
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Response, Study
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, artifact, chromium_path

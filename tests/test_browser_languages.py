@@ -17,7 +17,7 @@ from hitkit.db.models import Assignment, Hit, Study
 from hitkit.db.session import dispose_engines, session_scope
 from hitkit.i18n.catalogs import Words, shipped_languages
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.axe import assert_accessible, tab_to
 from tests.browser import CHROMIUM_ARGS, chromium_path

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 
 from hitkit.db.models import Assignment, Conversation, Response, Turn
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.browser import artifact, chromium_on
 from tests.test_live_chat_study import REAL, bot_server, live_chat_study  # noqa: F401 - fixture
 

@@ -96,7 +96,7 @@ def test_on_a_phone_the_chat_page_fits_and_next_chatbot_looks_disabled_until_it_
     one_database_url,
     bot_server,  # noqa: F811 - the fixture imported above
 ):
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from tests.browser import chromium_on
 
     config = load_study(live_chat_study(tmp_path, one_database_url, bot_server, hits=1, min_inputs=2))

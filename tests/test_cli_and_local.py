@@ -17,7 +17,7 @@ from hitkit.cli import main
 from hitkit.db.models import Assignment, Response, Study, Worker
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from server.embedded import WebServer
 from tests.studies import REPO, pairwise_study

@@ -27,7 +27,7 @@ from sqlalchemy import func, select, update
 from hitkit.db.models import Assignment, Event, Hit, Response, Study
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.worker import security
 from server.embedded import WebServer

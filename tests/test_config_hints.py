@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from hitkit.errors import ConfigError
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 
 BASE = {
     "study": "hints",

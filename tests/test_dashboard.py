@@ -27,7 +27,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, FlowError
 from hitkit.providers.simulated import SimulatedProvider
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from hitkit.worker import admission, flow
 from server import auth

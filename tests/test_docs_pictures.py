@@ -17,7 +17,7 @@ from hitkit.bots.server import BotServer
 from hitkit.cli import main
 from hitkit.db.models import Turn
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.browser import chromium_on
 from tests.studies import REPO
 from tests.test_live_chat_study import REAL, live_chat_study

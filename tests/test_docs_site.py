@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 from hitkit.cli import main
 from hitkit.cli.reference import cli_reference_markdown
 from hitkit.cli.study_reference import FIELD_NOTES, study_reference_markdown
-from hitkit.study.config import StudyConfig
+from hitkit.study.loading import STUDY_FILE
 from tests.studies import REPO
 
 README = REPO / "README.md"
@@ -76,7 +76,7 @@ def _rows(markdown: str) -> dict[str, list[str]]:
 
 def test_the_study_file_reference_lists_every_field_of_study_config_with_type_default_and_description():
     rows = _rows(study_reference_markdown())
-    fields = list(_walk(StudyConfig))
+    fields = list(_walk(STUDY_FILE))
     assert len(fields) > 150
     for path, _owner, _name, field in fields:
         assert path in rows, f"{path} is missing from the reference"
@@ -96,7 +96,7 @@ def test_the_study_file_reference_lists_every_field_of_study_config_with_type_de
 
 def test_each_field_note_fills_a_field_that_exists_and_has_no_description_of_its_own():
     owners = {}
-    for _path, owner, name, field in _walk(StudyConfig):
+    for _path, owner, name, field in _walk(STUDY_FILE):
         owners[f"{owner}.{name}"] = field
     for key in FIELD_NOTES:
         assert key in owners, f"FIELD_NOTES names {key}, which no model has"

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from hitkit.db.models import Hit, Study
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.tables import cells
 from hitkit.tables.export import export_study

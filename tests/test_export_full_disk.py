@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from hitkit.cli import main
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import pairwise_study
 

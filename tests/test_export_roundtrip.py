@@ -88,7 +88,7 @@ def bot_url():
 def database_tables(study_file, database_url):
     """The study's tables straight from the database, as the task builds them (no file in between)."""
     from hitkit.db.models import Study
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.tables.export import assignments_table
 
     config = load_study(study_file)

@@ -43,7 +43,7 @@ from hitkit.db.models import (
 )
 from hitkit.db.session import dispose_engines, session_scope
 from hitkit.running.scheduler import make_scheduler, schedule_study, tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from server.embedded import WebServer
 from tests.conftest import REQUIRE_PG, _state

@@ -35,7 +35,7 @@ from hitkit.db.models import (
 )
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.worker import security, tokens
 from tests.studies import pairwise_study

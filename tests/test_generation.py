@@ -19,7 +19,7 @@ from hitkit.bots.corpus import Dialogue
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.errors import HitkitError
 from hitkit.material.generation import generate, plan
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import REPO
 
 SYSTEMS = ["ava", "ben", "cai"]

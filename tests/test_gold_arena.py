@@ -16,7 +16,7 @@ from hitkit.errors import ConfigError
 from hitkit.money.qc import qc_summary
 from hitkit.protocols.arena.analysis import worker_qc
 from hitkit.protocols.arena.columns import BATTLE_COLUMNS
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext
 from tests.studies import launch
 from tests.test_arena_study import arena_study, bot_server  # noqa: F401 (the fixture)
@@ -50,7 +50,10 @@ def test_gold_battles_fill_half_of_every_hit_and_fail_the_random_voter(tmp_path,
         assert s.scalar(select(Study.status)) == "completed"
         for hit in s.scalars(select(Hit)):
             assert sum(hu.unit.payload["is_control"] for hu in hit.units) == 2 and len(hit.units) == 4
-        qc = qc_summary(s, StudyContext.of(s.scalar(select(Study)), "secret"), cache_key="gold-arena")
+        ctx = StudyContext.of(s.scalar(select(Study)), "secret")
+        qc = qc_summary(s, ctx, cache_key="gold-arena")
+        # the arena's own voter test on the same tables the QC policy reads
+        _method, own = worker_qc(ctx.task.export(s, s.scalar(select(Study))), ctx.config)
 
     battles = pd.read_csv(out / "export" / "battles.csv", keep_default_na=False)
     assert tuple(battles.columns) == (*BATTLE_COLUMNS, "is_gold", "gold_answer")
@@ -70,7 +73,6 @@ def test_gold_battles_fill_half_of_every_hit_and_fail_the_random_voter(tmp_path,
     assert summary["gold"]["qc_failed"] == [spammer]
     assert qc.by_worker[spammer] is False and "gold items wrong" in qc.method
     # Gold fails nobody careful: the careful worker's verdict is the arena's own test's (passed where it has none).
-    _method, own = worker_qc({"battles": battles}, load_study(study_file))
     assert qc.by_worker[diligent] is (own[diligent] is not False)
 
 
@@ -86,6 +88,7 @@ def test_arena_gold_needs_a_qc_bot_and_is_refused_beside_a_changed_control_share
         load_study(path)
     del data["arena"]["control_share"], data["arena"]["control"]
     data["systems"] = [s for s in data["systems"] if s["name"] != "qc"]
+    data["simulated"].get("quality", {}).pop("qc", None)  # else the shared check (a name not in systems) speaks first
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match="name it in arena.control"):
         load_study(path)

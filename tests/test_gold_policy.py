@@ -22,7 +22,7 @@ from hitkit.analysis.gold import (
 from hitkit.errors import ConfigError, InputError
 from hitkit.material.gold import deal, degraded_pairs, gold_total, read_gold_pairs, spread
 from hitkit.money.qc_policy import decide
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import pairwise_study
 
 
@@ -144,7 +144,7 @@ def test_the_gold_section_says_what_is_wrong_and_where(tmp_path):
 
 
 def test_live_chat_takes_no_gold_section_and_says_why():
-    from hitkit.study.config import parse_study
+    from hitkit.study.loading import parse_study
     from tests.studies import REPO
 
     data = yaml.safe_load((REPO / "examples" / "live_chat.yaml").read_text())

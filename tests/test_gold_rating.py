@@ -17,7 +17,7 @@ from hitkit.errors import ConfigError
 from hitkit.material.gold import gold_total, spread
 from hitkit.money.qc import qc_summary
 from hitkit.protocols.rating.scores import DA_COLUMNS, TABLE
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext
 from tests.studies import launch
 from tests.test_rating import rating_study

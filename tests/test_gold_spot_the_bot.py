@@ -17,7 +17,7 @@ from hitkit.errors import ConfigError
 from hitkit.material.gold import gold_total
 from hitkit.money.qc import qc_summary
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext
 from tests.studies import launch
 from tests.test_spot_the_bot_study import LENGTHS, QUALITY, stb_study, write_bot_bot, write_human_human

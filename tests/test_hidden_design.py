@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 
 from hitkit.db.models import Hit, Study, Unit
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.test_concurrency import serving
 from tests.test_live_chat_task import config as chat_config

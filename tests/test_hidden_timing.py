@@ -20,7 +20,7 @@ from werkzeug.wrappers import Request, Response
 from hitkit.db.models import Event, Hit, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.study.bot_sections import PacingConfig
-from hitkit.study.config import parse_study
+from hitkit.study.loading import parse_study
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.worker.pacing import release_delay
 from tests.test_concurrency import serving

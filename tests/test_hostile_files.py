@@ -129,7 +129,7 @@ def _full_disk_after(monkeypatch, kept: int):
 
 
 def test_an_export_that_fails_half_way_leaves_the_previous_files_or_none(tmp_path, one_database_url, monkeypatch):
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import create_study
     from tests.test_provider_panel import (
         panel_study,  # any study with rows: a panel one is quick to fill

@@ -17,7 +17,7 @@ from hitkit.i18n.catalogs import Words, check_language, shipped_languages
 from hitkit.protocols import PROTOCOLS
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
 from hitkit.running.resume import apply_resume_changes
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.scaffold import scaffold, tasks
 from tests.studies import pairwise_study, served
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from hitkit.cli import main
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.scaffold import tasks
 from tests.studies import REPO
 

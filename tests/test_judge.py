@@ -24,7 +24,7 @@ from hitkit.judges.human_subset import human_subset
 from hitkit.judges.judging import judge_study
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise.judge import items, parse
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import REPO, launch, pairwise_study
 

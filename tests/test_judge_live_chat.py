@@ -22,7 +22,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
 from hitkit.protocols.live_chat.judge import parse
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.worker import admission, flow
 from tests.studies import REPO, launch, served
 from tests.test_judge import JudgeServer, serving

@@ -26,7 +26,7 @@ from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.judge import parse, requests
 from hitkit.protocols.spot_the_bot.judge_analysis import analysis_tables, conversation_totals, items, win_rates
 from hitkit.protocols.spot_the_bot.packing import SourceConversation, pack_share
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.tables.schema import DONE_STATUSES
 from tests.studies import REPO, launch
 from tests.test_judge import JudgeServer, serving

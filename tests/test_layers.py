@@ -12,6 +12,7 @@ import pytest
 
 from hitkit.protocols import PROTOCOLS
 from tests.layers import (
+    LOOPS_LEFT,
     UPWARD,
     _room_of_rule,
     import_loops,
@@ -20,6 +21,9 @@ from tests.layers import (
     protocol_names_outside,
     read_graph,
     reasoned_upward_arrows,
+    room_arrows,
+    room_loops,
+    simulation_protocol_arrows,
     upward_arrows,
 )
 
@@ -52,6 +56,21 @@ def test_hitkit_keeps_at_most_six_modules_at_its_top():
 
 def test_no_module_imports_itself_back():
     assert import_loops(read_graph(REPO)) == []
+
+
+def test_rooms_form_no_loop_but_through_the_arrows_left_with_a_reason():
+    assert room_loops(read_graph(REPO)) == []
+
+
+def test_every_arrow_left_in_a_loop_is_still_there_and_none_joins_study_simulation_and_protocols():
+    graph = read_graph(REPO)
+    assert set(LOOPS_LEFT) <= set(room_arrows(graph)), set(LOOPS_LEFT) - set(room_arrows(graph))
+    named = {"hitkit.study", "hitkit.study.config", "hitkit.simulation", "hitkit.protocols"}
+    assert not [arrow for arrow in LOOPS_LEFT if set(arrow) <= named]
+
+
+def test_the_simulation_and_the_protocols_run_one_way():
+    assert simulation_protocol_arrows(read_graph(REPO)) == []
 
 
 def test_shared_code_never_names_a_protocol():
@@ -150,11 +169,62 @@ def test_an_upward_import_without_a_reason_is_caught(tree, module, line, expecte
             "from hitkit.worker import chat",
             "hitkit.simulation.crowd imports hitkit.worker.chat",
         ),
+        (
+            "hitkit/simulation/crowd.py",
+            "from hitkit.worker.admission import open_hits",
+            "hitkit.simulation.crowd imports hitkit.worker.admission",
+        ),
+        (
+            "hitkit/simulation/crowd_chat.py",
+            "from hitkit.tables.schema import CAP_STATUSES",
+            "hitkit.simulation.crowd_chat imports hitkit.tables.schema",
+        ),
+        (
+            "hitkit/tables/authenticity.py",
+            "from hitkit.worker.authenticity import clean_signals",
+            "hitkit.tables.authenticity imports hitkit.worker.authenticity",
+        ),
     ],
 )
-def test_tables_analysis_and_the_simulated_crowd_never_reach_into_the_worker_path(tree, module, line, expected):
+def test_tables_analysis_and_the_simulated_crowd_never_reach_into_the_server_side(tree, module, line, expected):
     _append(tree / module, line)
     assert any(v.startswith(expected) for v in layer_violations(read_graph(tree)))
+
+
+def test_the_study_config_importing_the_registry_is_a_loop_between_rooms(tree):
+    # Every protocol types its code on StudyConfig (hitkit.protocols.base): the registry in the config closes a loop.
+    _append(tree / "hitkit" / "study" / "config.py", "from hitkit.protocols import PROTOCOLS")
+    assert any({"hitkit.study.config", "hitkit.protocols"} <= set(loop) for loop in room_loops(read_graph(tree)))
+
+
+def test_a_loop_between_rooms_through_an_import_for_type_checking_is_caught(tree):
+    path = tree / "hitkit" / "judges" / "section.py"
+    path.write_text(
+        path.read_text(encoding="utf-8") + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from hitkit.running.launch import launch\n",
+        encoding="utf-8",
+    )
+    assert any({"hitkit.judges", "hitkit.running"} <= set(loop) for loop in room_loops(read_graph(tree)))
+
+
+@pytest.mark.parametrize(
+    "module, line, expected",
+    [
+        (
+            "hitkit/simulation/planning.py",
+            "from hitkit.protocols.pairwise import task",
+            "hitkit.simulation.planning imports hitkit.protocols.pairwise.task",
+        ),
+        (
+            "hitkit/protocols/rating/task.py",
+            "from hitkit.simulation import staffing",
+            "hitkit.protocols.rating.task imports hitkit.simulation.staffing",
+        ),
+    ],
+)
+def test_the_simulation_and_a_protocol_importing_each_other_is_caught(tree, module, line, expected):
+    _append(tree / module, line)
+    assert any(v.startswith(expected) for v in simulation_protocol_arrows(read_graph(tree)))
 
 
 def test_a_module_grown_past_the_limit_is_caught(tree):

@@ -23,7 +23,8 @@ from hitkit.protocols import task_for
 from hitkit.protocols.live_chat.analysis import analyze_live_chat
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, RATING_COLUMNS
 from hitkit.protocols.live_chat.task import SCORE_PREFIX, LiveChatTask, balanced_hits, conversation_key
-from hitkit.study.config import StudyConfig, parse_study
+from hitkit.study.config import StudyConfig
+from hitkit.study.loading import parse_study
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.tables.export import export_study
 from hitkit.worker import admission, chat, chat_turns, flow

@@ -21,7 +21,7 @@ from hitkit.db.models import Assignment, Payment, Response, Study
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
 from hitkit.simulation.crowd import crowd_from_config
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from tests.fakes.crowd import run_rounds
 from tests.studies import REPO, pairwise_study

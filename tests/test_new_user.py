@@ -25,8 +25,8 @@ from hitkit.db.session import session_scope
 from hitkit.money.qc_policy import HELD_EVENT, decide
 from hitkit.progress import eta_text
 from hitkit.running.monitor import Snapshot
-from hitkit.study.config import load_study
 from hitkit.study.counts import Counts
+from hitkit.study.loading import load_study
 from hitkit.study.served import database_url_of
 from tests.studies import REPO, launch, pairwise_study
 

@@ -8,7 +8,7 @@ import pytest
 from hitkit.errors import ConfigError
 from hitkit.judges.section import human_share, judge_section, own_share
 from hitkit.material.generation import planned_pairs
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import pairwise_study
 
 JUDGE = {"url": "http://127.0.0.1:8011", "model": "smollm"}

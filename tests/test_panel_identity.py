@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from hitkit.cli import main
 from hitkit.db.models import Assignment, Hit, Response, Study
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from tests.test_provider_panel import panel_study
 

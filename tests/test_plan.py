@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from hitkit.cli import main
 from hitkit.protocols.pairwise.plan import simulate_votes
 from hitkit.simulation.planning import plan, plan_text
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import REPO, pairwise_study
 
 
@@ -76,7 +76,7 @@ def _example(name, quality=None):
     """An example study file, with other qualities where given."""
     import yaml
 
-    from hitkit.study.config import parse_study
+    from hitkit.study.loading import parse_study
 
     data = yaml.safe_load((REPO / "examples" / f"{name}.yaml").read_text())
     if quality is not None:
@@ -138,7 +138,7 @@ def test_a_rating_plan_is_the_same_twice_and_its_ratings_are_the_analysis_input(
 def _spot_the_bot(tmp_path, quality, per_pair=6):
     import yaml
 
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     data = {
         "study": "stb-plan",
@@ -226,7 +226,7 @@ def test_a_confirming_run_enlarges_the_crowd_by_whole_copies_of_its_mix_so_its_f
 
     from hitkit.simulation.crowd import crowd_from_config
     from hitkit.simulation.plan_confirm import enlarged_crowd
-    from hitkit.study.config import parse_study
+    from hitkit.study.loading import parse_study
     from hitkit.study.sections import CrowdGroup
 
     groups = [CrowdGroup(profile="diligent", count=8), CrowdGroup(profile="spammer", count=2)]

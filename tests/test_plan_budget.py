@@ -18,7 +18,7 @@ from hitkit.cli import main
 from hitkit.cli.planning import process_started
 from hitkit.simulation import planning
 from hitkit.simulation.planning import plan, plan_text
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import pairwise_study
 
 TASKS = ["pairwise", "rating", "live_chat", "arena", "spot_the_bot"]

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hitkit.analysis.ppi import win_rates
 from hitkit.cli import main
 from hitkit.protocols.pairwise import judge_model, judge_plan
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import pairwise_study
 from tests.test_judge import judge_server, judged_study  # noqa: F401  (judge_server: a fixture)
 

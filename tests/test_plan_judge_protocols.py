@@ -16,7 +16,7 @@ from hitkit.cli import main
 from hitkit.protocols.live_chat import judge_plan as live_chat
 from hitkit.protocols.spot_the_bot import judge_plan as spot_the_bot
 from hitkit.simulation.judge_planning import FORMULA
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.test_judge_live_chat import endpoint, judged_chat_study  # noqa: F401  (endpoint: a fixture)
 from tests.test_judge_spot_the_bot import judge_server, judged_stb_study  # noqa: F401  (judge_server: a fixture)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hitkit.money.amounts import hit_cost, mturk_bonus_fee, mturk_reward_fee
 from hitkit.protocols.pairwise.task import PairwiseTask
 from hitkit.running.posting import hits_to_post
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.worker import tokens
 from tests.studies import EXAMPLE
 

@@ -10,7 +10,7 @@ import pytest
 from hitkit.errors import ConfigError
 from hitkit.running.bots import with_bot_server
 from hitkit.running.resume import design
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.studies import REPO, pairwise_study
 
 

@@ -19,7 +19,7 @@ from hitkit.bots.server import BotServer, DegradedSpec, build_backends
 from hitkit.cli import main
 from hitkit.prescreen.run import prescreen
 from hitkit.prescreen.section import prescreen_section
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.test_bots_server import build_tiny_model
 
 SYSTEMS = ["ava", "ben", "cai"]

@@ -18,8 +18,8 @@ from hitkit.db.session import session_scope
 from hitkit.running.monitor import snapshot
 from hitkit.running.scheduler import tick
 from hitkit.simulation.crowd import SimulatedCrowd
-from hitkit.study.config import load_study
 from hitkit.study.counts import Counts, study_counts
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from server.embedded import WebServer
 from tests.browser import CHROMIUM_ARGS, chromium_path

@@ -17,7 +17,7 @@ from hitkit.errors import ConfigError
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.running import recontact
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused
 from tests.studies import pairwise_study
 from tests.test_provider_prolific import code_of, launch_on, pid

@@ -269,7 +269,7 @@ def test_a_study_without_a_public_address_polls_only_and_an_address_prolific_can
     tmp_path, database_url, fake
 ):
     from hitkit.errors import ConfigError
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from tests.studies import pairwise_study
 
     web, config, secret = launch_on(tmp_path, database_url, fake)

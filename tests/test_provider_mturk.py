@@ -27,7 +27,7 @@ from hitkit.providers.mturk_posting import (
     LOCALE_QUALIFICATION,
     MASTERS_QUALIFICATION,
 )
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.fakes.mturk import FakeMTurk
 from tests.studies import pairwise_study
 

@@ -21,7 +21,7 @@ from hitkit.providers.base import CompletionKind
 from hitkit.providers.panel import PanelProvider
 from hitkit.running.scheduler import tick
 from hitkit.simulation.crowd import crowd_from_config
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from tests.fakes.crowd import run_rounds, take_hit
 from tests.studies import pairwise_study

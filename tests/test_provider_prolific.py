@@ -28,7 +28,7 @@ from hitkit.running import provider_side, stopping
 from hitkit.running.control import pause_study, resume_study
 from hitkit.running.scheduler import tick
 from hitkit.running.sync import sync_study
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from server.embedded import WebServer
 from tests.fakes.prolific import TOKEN, FakeProlificServer, Refused

@@ -29,7 +29,7 @@ from hitkit.providers.prolific.provider import ProlificProvider
 from hitkit.running.scheduler import tick
 from hitkit.running.sync import decide, sync_study
 from hitkit.simulation.crowd import SimWorker, crowd_from_config
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from hitkit.worker.admission import open_hits
 from server.embedded import WebServer

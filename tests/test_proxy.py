@@ -12,7 +12,7 @@ import pytest
 from hitkit.db.models import Study
 from hitkit.db.session import session_scope
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from server.embedded import WebServer
 from tests.proxy import Client, ForwardingProxy

@@ -24,7 +24,7 @@ from hitkit.protocols.ranking.analysis import poisson_binomial_tail, qc_table
 from hitkit.protocols.ranking.settings import COLUMNS, TABLE
 from hitkit.protocols.ranking.starter import STUDY_YAML, material
 from hitkit.protocols.ranking.task import parse_order
-from hitkit.study.config import parse_study
+from hitkit.study.loading import parse_study
 from tests.studies import launch
 from tests.test_rating import RESPONSES, units_of
 

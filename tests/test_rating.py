@@ -23,7 +23,7 @@ from hitkit.protocols.rating.analysis import analyze_rating, worker_qc
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, SCORE_PREFIX, TABLE
 from hitkit.protocols.rating.task import rotation_blocks
 from hitkit.report import report
-from hitkit.study.config import parse_study
+from hitkit.study.loading import parse_study
 from tests.studies import launch
 
 REPO = Path(__file__).resolve().parents[1]

@@ -52,7 +52,7 @@ def test_a_study_analysed_before_and_after_its_qc_rejections_gives_the_same_numb
 
 def test_a_coordinators_rejection_with_its_reason_is_excluded_explicitly(tmp_path, one_database_url):
     from hitkit.dashboard.workers import reject_assignment
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import StudyContext, resolve_secret
 
     study_file = pairwise_study(tmp_path, one_database_url)

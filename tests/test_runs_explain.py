@@ -116,7 +116,7 @@ def test_bot_health_is_a_sentence_and_a_finished_study_asks_the_bots_nothing():
 
 def test_bot_trouble_shows_while_the_study_runs_and_leaves_the_status_line_when_it_is_done(tmp_path, one_database_url):
     from hitkit.bots.health import record
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import create_study, resolve_secret
     from tests.test_live_chat_study import live_chat_study
 

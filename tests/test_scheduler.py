@@ -9,7 +9,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError
 from hitkit.providers.simulated import SimulatedProvider
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import pairwise_study
 

@@ -19,7 +19,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.providers.prolific import client as prolific_api
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from tests.fakes.prolific import TOKEN, FakeProlificServer
 from tests.studies import launch, pairwise_study
 

@@ -23,7 +23,7 @@ from hitkit.db.models import Assignment, Event, Response, Study, Turn, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.worker import security, tokens
 from server.embedded import WebServer

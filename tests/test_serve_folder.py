@@ -14,7 +14,7 @@ import requests
 
 from hitkit.db.migrate import upgrade
 from hitkit.db.session import session_scope
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.studies import REPO, pairwise_study
 

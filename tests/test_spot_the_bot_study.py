@@ -19,7 +19,7 @@ from hitkit.errors import ConfigError, FlowError
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.reading import read_annotations
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study, parse_study
+from hitkit.study.loading import load_study, parse_study
 from hitkit.study.stored import create_study, resolve_secret
 from hitkit.tables.schema import ACTIVE_STATUSES, DONE_STATUSES
 from hitkit.worker.admission import enter, open_hits

@@ -16,7 +16,7 @@ from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError
 from hitkit.report.build import report
 from hitkit.running.status import study_status
-from hitkit.study.config import parse_study
+from hitkit.study.loading import parse_study
 from tests.studies import launch, pairwise_study
 from tests.test_live_chat_study import bot_server, live_chat_study  # noqa: F401 - fixture
 

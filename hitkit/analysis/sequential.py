@@ -265,40 +265,6 @@ def _futile(c: Comparison, inside: bool, r_planned: float) -> bool:
     return abs(c.estimate - c.null) + reach < r_planned
 
 
-def cluster_means(values: np.ndarray, clusters: np.ndarray, order: Sequence | None = None) -> tuple[np.ndarray, list]:
-    """Each cluster's mean of ``values``, clusters in ``order`` (those it names, then the rest in order of
-    first appearance): the bounded sequence's observations, and the clusters' labels."""
-    import pandas as pd  # here, not at the top: the scheduler and sync load this module without needing pandas
-
-    frame = pd.DataFrame({"value": np.asarray(values, dtype=float), "cluster": list(clusters)})
-    means = frame.groupby("cluster", sort=False)["value"].mean()
-    seen = list(means.index)
-    if order is not None:
-        rank = {c: i for i, c in enumerate(order)}
-        seen = sorted(seen, key=lambda c: (rank.get(c, len(rank)), seen.index(c)))
-    return means.reindex(seen).to_numpy(), seen
-
-
-def bounded_comparison(
-    a: str,
-    b: str,
-    values: np.ndarray,
-    clusters: np.ndarray,
-    planned: float,
-    *,
-    null: float,
-    bounds: tuple[float, float],
-    order: Sequence | None = None,
-    expected: float | None = None,
-) -> Comparison:
-    """The bounded sequence's comparison of a and b from per-answer scores and their clusters, each
-    cluster's mean (revised as its answers arrive) one observation. Exact only where a cluster's answers
-    all arrive together and clusters are independent; the protocols' stopping rules use
-    :func:`hitkit.analysis.per_worker.worker_comparison`, one observation per worker."""
-    means, _ = cluster_means(values, clusters, order)
-    return from_means(a, b, means, planned, null=null, bounds=bounds, expected=expected)
-
-
 def from_means(
     a: str,
     b: str,
@@ -330,21 +296,3 @@ def from_means(
         expected=expected,
         tuning=None if tuning is None else tuple(float(h) for h in tuning),
     )
-
-
-def mean_and_variance(values: np.ndarray, clusters: np.ndarray | None = None) -> tuple[float, float]:
-    """Mean of the observations and the per-observation variance of that mean, cluster-robust when
-    observations share a cluster (n × the sandwich variance of the mean)."""
-    values = np.asarray(values, dtype=float)
-    n = len(values)
-    if n == 0:
-        return math.nan, math.nan
-    mean = float(values.mean())
-    if clusters is None:
-        return mean, float(values.var(ddof=1)) if n > 1 else 0.0
-    resid = values - mean
-    _, inverse = np.unique(np.asarray(clusters), return_inverse=True)
-    totals = np.bincount(inverse, weights=resid)
-    g = len(totals)
-    correction = g / (g - 1) if g > 1 else 0.0
-    return mean, float(correction * (totals**2).sum() / n)

@@ -20,7 +20,7 @@ from hitkit.errors import HitkitError
 def status(study_file: Path, as_json: bool) -> None:
     """Show a study's progress, HITs, assignments and spend."""
     from hitkit.running.status import study_status
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
 
     config = load_study(study_file)
@@ -64,7 +64,7 @@ def status(study_file: Path, as_json: bool) -> None:
 def sync(study_file: Path, as_json: bool, wait_s: float) -> None:
     """Make the database agree with the provider: decisions, approvals, pending payments, mismatches."""
     from hitkit.running.sync import describe, sync_study
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
 
     config = load_study(study_file)
@@ -135,7 +135,7 @@ def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool
     """Confirm the work of the workers or sessions the platform lists as completed (panels, MTurk-style)."""
     from hitkit.db.session import session_scope
     from hitkit.providers.panel import confirm_completed, read_completed
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import StudyContext, resolve_secret
 
     config = load_study(study_file)
@@ -150,7 +150,7 @@ def confirm(study_file: Path, completed: Path, column: str | None, as_json: bool
 
 
 def _control(study_file: Path, action) -> None:
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     config = load_study(study_file)
     click.echo(action(config.database_url, config.study))
@@ -208,7 +208,7 @@ def held(study_file: Path, approve_ids: tuple[int, ...], reject_ids: tuple[int, 
     from hitkit import dashboard as dash
     from hitkit.db.session import session_scope
     from hitkit.money.qc_policy import held_work
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
     from hitkit.study.stored import StudyContext, resolve_secret
 

@@ -120,7 +120,7 @@ def plan(
     from hitkit.simulation.plan_confirm import confirm, confirm_text
     from hitkit.simulation.planning import BUDGET_S, plan_text
     from hitkit.simulation.planning import plan as make_plan
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     config = load_study(study_file)
     judged = {

@@ -12,7 +12,7 @@ from hitkit.cli.app import main
 
 
 def _launched(study_file: Path):
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
 
     config = load_study(study_file)
@@ -81,7 +81,7 @@ def test_run_setup(study_file: Path) -> None:
     import os
 
     from hitkit.providers.prolific import test_run
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     if load_study(study_file).provider.kind != "prolific":
         raise click.UsageError("--test-participant is Prolific's test study; this study's provider is not prolific")

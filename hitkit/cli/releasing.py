@@ -99,7 +99,7 @@ def release(
     from hitkit.release.make import make_release
     from hitkit.release.pseudonyms import STABLE_SALT
     from hitkit.report.analyze import run_analysis
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
     from hitkit.study.stored import StudyContext, resolve_secret
     from hitkit.tables.export import export_study

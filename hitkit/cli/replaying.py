@@ -87,7 +87,7 @@ def replay_command(
 
     config = None
     if study_file is not None:
-        from hitkit.study.config import load_study
+        from hitkit.study.loading import load_study
 
         config = load_study(study_file)
         if config.task != task:

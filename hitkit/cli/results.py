@@ -34,7 +34,7 @@ def export(study_file: Path, out: Path | None, fmt: str, no_progress: bool) -> N
     """Write the study's tidy tables (CSV and/or Parquet), conversations.jsonl and study.json."""
     from hitkit.db.session import session_scope
     from hitkit.progress import showing_progress
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
     from hitkit.study.stored import StudyContext, resolve_secret
     from hitkit.tables.export import export_study
@@ -224,7 +224,7 @@ def analyze(
 
     config = None
     if study_file is not None:
-        from hitkit.study.config import load_study
+        from hitkit.study.loading import load_study
 
         config = load_study(study_file)
         if config.task != task:
@@ -356,7 +356,7 @@ def report(source: Path, out: Path | None, seed: int | None, stability: bool, as
     from hitkit.report import summary_json
 
     if source.is_file():  # a study file: its database must hold the study
-        from hitkit.study.config import load_study
+        from hitkit.study.loading import load_study
         from hitkit.study.served import require_launched
 
         require_launched(load_study(source), source)

@@ -117,7 +117,7 @@ def launch(
 
 def _stopped_message(study_file: Path) -> str:
     """What to do after Ctrl-C: resume a study the database holds, or launch one that never got there."""
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import launched_studies
 
     try:
@@ -139,7 +139,7 @@ def generate(study_file: Path, no_progress: bool) -> None:
     from hitkit.material.generation import pending
     from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     config = with_bot_server(load_study(study_file))  # systems without a url: the study's own bots
     bar = not no_progress and on_terminal()
@@ -171,7 +171,7 @@ def judge(study_file: Path, no_progress: bool) -> None:
     from hitkit.judges.judging import judge_study
     from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched
 
     config = with_bot_server(load_study(study_file))  # systems without a url: the study's own bots
@@ -229,7 +229,7 @@ def prescreen(
     from hitkit.prescreen.run import ranking_text
     from hitkit.running.bots import study_bots, with_bot_server
     from hitkit.running.launch import sigterm_stops
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
 
     if human_ranking and study_analysis:
         raise HitkitError("give --human-ranking or --study-analysis, not both")
@@ -371,7 +371,7 @@ def scheduler(database_url: str) -> None:
 def invites(study_file: Path, count: int, base_url: str | None) -> None:
     """Print N signed invite links for in-house annotators (provider: local)."""
     from hitkit.providers.local import LocalProvider
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.served import require_launched, served_url
     from hitkit.study.stored import resolve_secret
 

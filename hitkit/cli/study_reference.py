@@ -192,9 +192,9 @@ def default_text(field) -> str:
 def fields(model: type[BaseModel] | None = None, prefix: str = "", seen: set | None = None) -> list[FieldRow]:
     """Every field of the study file, sections after the field that holds them, in the models' order."""
     if model is None:
-        from hitkit.study.config import StudyConfig
+        from hitkit.study.loading import STUDY_FILE
 
-        model = StudyConfig
+        model = STUDY_FILE
     seen = set() if seen is None else seen
     rows: list[FieldRow] = []
     for name, field in model.model_fields.items():
@@ -261,9 +261,9 @@ def study_reference_markdown() -> str:
 
 def study_schema() -> dict:
     """The study file's JSON Schema (pydantic's), with every field's description filled in."""
-    from hitkit.study.config import StudyConfig
+    from hitkit.study.loading import STUDY_FILE
 
-    schema = StudyConfig.model_json_schema()
+    schema = STUDY_FILE.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "hitkit study file"
     schema["properties"].pop("base_dir", None)

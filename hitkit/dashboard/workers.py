@@ -20,6 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from hitkit.analysis.authenticity import WorkerScore
 from hitkit.db.models import Assignment, Event, Hit, Payment, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
@@ -29,7 +30,6 @@ from hitkit.money.qc_policy import held_assignment_ids
 from hitkit.study.stored import StudyContext
 from hitkit.tables.authenticity import worker_scores
 from hitkit.tables.schema import DONE_STATUSES
-from hitkit.worker.authenticity import WorkerScore
 
 ACTOR = "dashboard"
 
@@ -62,7 +62,7 @@ class WorkerRow:
     held: list[int] = field(default_factory=list)
     """Ids of the worker's assignments held for review by the QC outcome policy (schedule.qc_failures)."""
     authenticity: WorkerScore | None = None
-    """Whether the worker's answers look typed by them (:mod:`hitkit.worker.authenticity`): for review, never acted on."""
+    """Whether the worker's answers look typed by them (:mod:`hitkit.analysis.authenticity`): for review, never acted on."""
 
 
 def worker_rows(session: Session, ctx: StudyContext, qc: QcSummary | None) -> list[WorkerRow]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Payment, utcnow
+from hitkit.db.models import Assignment, Event, Payment
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.money.amounts import cents
@@ -87,19 +87,6 @@ def record_bonus(
     )
     session.flush()
     return row
-
-
-def mark_bonus_paid(session: Session, key: str, ref: str | None = None) -> None:
-    """The bonus keyed ``key`` (in either key format) and its fee are paid; ``ref`` is the provider's reference."""
-    bonus = bonus_row(session, key)
-    if bonus is None:
-        return
-    for p in session.scalars(
-        select(Payment).where(Payment.idempotency_key.in_((bonus.idempotency_key, fee_key(bonus.idempotency_key))))
-    ):
-        p.status, p.state, p.state_at = "paid", "confirmed", utcnow()
-        if ref and p.kind == "bonus":
-            p.provider_ref = p.provider_ref or ref
 
 
 def pay_bonus(

@@ -145,6 +145,9 @@ class CrowdProvider(ABC):
     """True where the arrival's ids travel unsigned in a URL that anyone can type (panels): a worker
     returning to an assignment they hold must then show the session id stored at their first arrival
     or the assignment's signed token kept in their browser (:func:`hitkit.worker.admission.enter`)."""
+    lists_work: ClassVar[bool] = False
+    """True when this server is the provider's marketplace and lists a study's open HITs to a worker who
+    asks (``GET /s/STUDY/market``, :mod:`hitkit.worker.market`): the simulated crowd's, which acts over HTTP."""
 
     study_uid: str | None = None
     """The study's random id in its database (``Study.uid``), set when the study is loaded

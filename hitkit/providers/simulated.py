@@ -19,6 +19,7 @@ class SimulatedProvider(InternalProvider):
     """A synthetic crowd's marketplace; the crowd itself is :mod:`hitkit.simulation.crowd`."""
 
     name = "simulated"
+    lists_work = True
 
     def arrival(self, args: Mapping[str, str]) -> Arrival:
         assignment = args.get("assignmentId")

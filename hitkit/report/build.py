@@ -92,7 +92,7 @@ def report(
     config = None
     export_dir: Path | None
     if path.is_file() and path.suffix in (".yaml", ".yml"):
-        from hitkit.study.config import load_study
+        from hitkit.study.loading import load_study
 
         config = load_study(path)
         export_dir = export_from_database(path)

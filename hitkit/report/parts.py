@@ -161,14 +161,6 @@ def interval_method(summary: dict) -> str:
     return "percentile intervals"
 
 
-def as_int(value) -> int | None:
-    """``value`` as an int, or None when it is not one."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def protocol_title(task: str) -> str:
     """The protocol's title with its source, as the report's heading names it."""
     proto = PROTOCOLS.get(task)

@@ -13,7 +13,7 @@ from hitkit.db.migrate import upgrade
 from hitkit.db.session import session_scope
 from hitkit.money.ledger import estimate_cost
 from hitkit.running.bots import check_material_before_generating
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.served import launched_studies
 from hitkit.study.stored import create_study
 

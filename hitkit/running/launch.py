@@ -7,29 +7,32 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from sqlalchemy import select
 
 from hitkit.db.migrate import upgrade
-from hitkit.db.models import Event, Hit, Study
+from hitkit.db.models import Event, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.money.ledger import estimate_cost
 from hitkit.progress import StatusLine
 from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots, with_bot_server
-from hitkit.running.control import coordinator_line
 from hitkit.running.launch_judging import judge_crowd_work, judge_material, judges_before
-from hitkit.running.monitor import Snapshot, only_held_left, progress, qc_outcome_line, snapshot
+from hitkit.running.launch_watch import watch
+from hitkit.running.monitor import qc_outcome_line
 from hitkit.running.resume import apply_resume_changes
-from hitkit.study.config import StudyConfig, load_study
+from hitkit.study.config import StudyConfig
+from hitkit.study.loading import load_study
 from hitkit.study.served import dashboard_hint, record_served, served_url
 from hitkit.study.stored import StudyContext, create_study, resolve_secret
 from hitkit.tables.export import export_study
+
+if TYPE_CHECKING:
+    from hitkit.simulation.crowd import SimulatedCrowd
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +65,6 @@ WebFactory = Callable[[str, str, int, int, str], WebTier]
 """Starts the worker pages of ``(database_url, host, port, threads, secret)`` and returns them serving
 (``server.embedded.WebServer.serve``): the CLI hands it to :func:`launch`, so the library never
 imports the web tier."""
-
-
-def stopped_by_rule(database_url: str, study_id: int) -> bool:
-    """Whether the study's stopping rule has fired (the crowd then runs out of work by design)."""
-    from hitkit.running.stopping import fired_event
-
-    with session_scope(database_url) as session:
-        return fired_event(session, study_id) is not None
 
 
 def _prepare(
@@ -242,12 +237,9 @@ def _run(
     analyse: bool,
     lines_every_s: float | None = None,
 ) -> LaunchResult:
-    from hitkit.running.posting import budget_blocked, posting_blocked
     from hitkit.running.scheduler import make_scheduler, schedule_study
-    from hitkit.simulation.crowd import SimulatedCrowd
 
     url = config.database_url
-    out_dir = config.out_dir
     web = _start_web(config, url, ctx, web_factory)
     base_url = (config.server.public_url or web.url).rstrip("/")
     record_served(url, [ctx.study_id], base_url)
@@ -259,90 +251,12 @@ def _run(
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
     crowd = None
     status_line = StatusLine(show_progress, lines_every_s)
-    held_noted = False
     stopped = False
-    coordinator_stopped = paused_noted = False
     try:
         schedule_study(scheduler, url, config.study, base_url, config.schedule.interval_s)
         scheduler.start()
-        if config.provider.kind == "simulated":
-            ack_log = out_dir / "acks.jsonl" if config.simulated.ack_log else None
-            out_dir.mkdir(parents=True, exist_ok=True)
-            crowd = SimulatedCrowd(url, ctx, web.url, ack_log=ack_log).start()
-        elif config.provider.kind == "panel":
-            panel, link = _panel_link(config, ctx, base_url)
-            echo(
-                f"Give {panel} this study link: {link}; confirm "
-                f"who completed with `hitkit confirm {config_path} --completed FILE.csv`"
-            )
-        elif config.provider.kind == "local":
-            echo(
-                f"Give annotators links from `hitkit invites {config_path} -n N`; entry: "
-                f"{base_url}/s/{config.study}/enter"
-            )
-        started = time.monotonic()
-        snap: Snapshot | None = None
-        snapped: float | None = None
-        while True:
-            done, total = progress(url, ctx.study_id)
-            with session_scope(url) as session:
-                status = session.get_one(Study, ctx.study_id).status
-                blocked = budget_blocked(session, ctx) if status == "running" else 0
-                refused = posting_blocked(session, ctx.study_id) if status == "running" else None
-                nothing_posted = refused and not session.scalar(
-                    select(Hit.id).where(Hit.study_id == ctx.study_id, Hit.status != "pending").limit(1)
-                )
-                if snapped is None or time.monotonic() - snapped >= 1.0 or status != "running":
-                    # Bot health and held work once a second: the loop itself looks every 0.3 s. With no
-                    # status line to show, the bots are not asked for their health (held work still is).
-                    snapped = time.monotonic()
-                    if not status_line.silent:
-                        snap = snapshot(session, ctx)
-                    held_only = only_held_left(session, ctx.study_id) if status == "running" else 0
-            if snap is not None:
-                status_line.show(snap.line(time.monotonic() - started))
-            if status == "completed":
-                break
-            if status in ("stopped", "paused") and not (status == "paused" and paused_noted):
-                echo(coordinator_line(config.study, status, done, total, config_path))
-            if status == "stopped":  # `hitkit stop` from another terminal: what is in is exported and analysed
-                coordinator_stopped = True
-                break
-            paused_noted = status == "paused"
-            if nothing_posted:
-                raise HitkitError(
-                    f"{config.provider.kind} refused to post the study: {refused}. Nothing was "
-                    f"posted; fix it in {config_path}, then `hitkit resume {config_path}` and "
-                    f"`hitkit launch --resume {config_path}`"
-                )
-            if held_only:
-                held_noted = True
-                break  # the rest is the coordinator's decision; the analysis can run on what is in
-            if blocked:
-                raise HitkitError(
-                    f"the budget ({config.budget} {config.provider.currency}) is committed with {done} of {total} "
-                    f"answers collected and {blocked} HIT(s) unposted; raise 'budget:' in {config_path} "
-                    f"and continue with `hitkit launch {config_path} --resume`"
-                )
-            if (
-                crowd is not None
-                and status == "running"  # a paused study offers no work: its workers wait, they have not run out
-                and crowd.finished
-                and progress(url, ctx.study_id)[0] < total
-                and not stopped_by_rule(url, ctx.study_id)
-            ):
-                # Counted again: the last workers may have submitted after `done` was read above.
-                raise HitkitError(
-                    f"the simulated crowd ran out of workers with {done} of {total} answers collected; "
-                    f"add workers under simulated.workers or raise schedule.per_worker_cap, then "
-                    f"`hitkit launch {config_path} --resume`"
-                )
-            if timeout_s is not None and time.monotonic() - started > timeout_s:
-                raise HitkitError(
-                    f"stopped after {timeout_s:.0f} s with {done} of {total} answers; "
-                    f"continue with `hitkit launch {config_path} --resume`"
-                )
-            time.sleep(0.3)
+        crowd = _open_the_work(config, config_path, ctx, web.url, base_url, echo)
+        watched = watch(config, config_path, ctx, status_line, echo, crowd, timeout_s)
     except KeyboardInterrupt:
         stopped = True
         raise
@@ -356,17 +270,58 @@ def _run(
         web.stop()
         if crowd is not None:
             crowd.stop(join_timeout=1.0 if stopped else 10.0)
-
     result = LaunchResult(
-        config.study,
-        "stopped" if coordinator_stopped else "held" if held_noted else "completed",
-        out_dir,
-        crowd_errors=list(crowd.stats.errors) if crowd else [],
+        config.study, watched.ending, config.out_dir, crowd_errors=list(crowd.stats.errors) if crowd else []
     )
+    _export_and_analyse(config, config_path, ctx, result, echo, analyse, show_progress, lines_every_s)
+    if watched.ending == "held":
+        echo(
+            f"{watched.held} assignment(s) from workers who fail QC are held for your review (schedule.qc_failures: "
+            f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard, "
+            f"then `hitkit launch {config_path} --resume` completes the study."
+        )
+    return result
+
+
+def _open_the_work(
+    config: StudyConfig, config_path: Path, ctx: StudyContext, web_url: str, base_url: str, echo: Callable[[str], None]
+) -> SimulatedCrowd | None:
+    """Start the simulated crowd on the pages (returned), or tell the coordinator where to send people."""
+    if config.provider.kind == "simulated":
+        from hitkit.simulation.crowd import SimulatedCrowd
+
+        ack_log = config.out_dir / "acks.jsonl" if config.simulated.ack_log else None
+        config.out_dir.mkdir(parents=True, exist_ok=True)
+        return SimulatedCrowd(config.database_url, ctx, web_url, ack_log=ack_log).start()
+    if config.provider.kind == "panel":
+        panel, link = _panel_link(config, ctx, base_url)
+        echo(
+            f"Give {panel} this study link: {link}; confirm who completed with `hitkit confirm {config_path} --completed FILE.csv`"
+        )
+    elif config.provider.kind == "local":
+        echo(
+            f"Give annotators links from `hitkit invites {config_path} -n N`; entry: {base_url}/s/{config.study}/enter"
+        )
+    return None
+
+
+def _export_and_analyse(
+    config: StudyConfig,
+    config_path: Path,
+    ctx: StudyContext,
+    result: LaunchResult,
+    echo: Callable[[str], None],
+    analyse: bool,
+    show_progress: bool,
+    lines_every_s: float | None,
+) -> None:
+    """After the crowd's work: the judge's labels (a judge after the crowd), the export, the analysis and its
+    console tables, the QC and stopping lines; the paths written go into ``result``."""
+    out_dir = config.out_dir
     if config.judge is not None and not judges_before(config):
         # The crowd's work is done and stored; the judge's labels are added to it before the export.
         result.judged = judge_crowd_work(config, config_path, ctx.study_id, echo, show_progress, lines_every_s)
-    with session_scope(url) as session:
+    with session_scope(config.database_url) as session:
         result.exported = export_study(session, ctx, out_dir / "export")
         result.qc_line = qc_outcome_line(session, ctx)
         from hitkit.running.stopping import outcome_of
@@ -391,10 +346,3 @@ def _run(
     echo(result.qc_line)
     if result.stop_line:
         echo(result.stop_line)
-    if held_noted:
-        echo(
-            f"{held_only} assignment(s) from workers who fail QC are held for your review (schedule.qc_failures: "
-            f"{config.qc_failures}): approve or reject them with `hitkit held {config_path}` or on the dashboard, "
-            f"then `hitkit launch {config_path} --resume` completes the study."
-        )
-    return result

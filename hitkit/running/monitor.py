@@ -59,7 +59,7 @@ class Snapshot:
 
 def snapshot(session: Session, ctx: StudyContext) -> Snapshot:
     """The progress figures of a running study (bot health as the dashboard shows it)."""
-    from hitkit.dashboard import bot_health
+    from hitkit.dashboard.bots import bot_health
     from hitkit.db.models import Study
     from hitkit.money.qc_policy import held_assignment_ids
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hitkit.db.models import Study
 from hitkit.errors import HitkitError
 from hitkit.study.config import StudyConfig
+from hitkit.study.loading import STUDY_FILE
 
 RESUMABLE_FIELDS = ("budget", "schedule", "simulated", "server", "bots", "authenticity")
 """Study-file fields that may change between launches; the rest define the study and may not."""
@@ -36,7 +37,7 @@ def defaults(fields) -> dict:
     from pydantic import BaseModel
 
     out = {}
-    for name, info in StudyConfig.model_fields.items():
+    for name, info in STUDY_FILE.model_fields.items():
         if name not in fields or info.is_required():
             continue
         default = info.get_default(call_default_factory=True)

@@ -11,6 +11,11 @@ instructions, answers unit by unit (each answer is its own request, as a person'
 is :mod:`hitkit.simulation.crowd_chat`), submits, and comes back for more until the cap, the budget or
 the work runs out. How much each worker does follows ``simulated.activity`` (:func:`worker_quotas`): by
 default a few workers take most of the HITs, as on real platforms, within the per-worker cap.
+
+The crowd acts only over HTTP: what work there is comes from the marketplace's listing
+(``GET /s/STUDY/market``, :mod:`hitkit.worker.market`), never from the server's own modules. The database is
+read once, when the crowd is made, for what only a simulation may know: the truth its readers perceive
+(:meth:`~hitkit.protocols.base.TaskType.simulation_context`) and how many places the study has.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from urllib.parse import urlencode
 import requests
 from sqlalchemy import func, select
 
-from hitkit.db.models import Assignment, Hit, Study, Worker, utcnow
+from hitkit.db.models import Hit, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.providers.simulated import PREVIEW_ASSIGNMENT
@@ -40,8 +45,6 @@ from hitkit.simulation.activity import capped_quotas
 from hitkit.simulation.crowd_chat import chat, chat_sides
 from hitkit.study.config import StudyConfig
 from hitkit.study.stored import StudyContext
-from hitkit.tables.schema import CAP_STATUSES
-from hitkit.worker.admission import open_hits
 
 log = logging.getLogger(__name__)
 
@@ -204,49 +207,35 @@ class SimulatedCrowd:
 
     def _turn(self, worker: SimWorker) -> str:
         """Take one HIT if there is one for this worker; say whether to come back or retire."""
-        with session_scope(self.database_url) as session:
-            study = session.get_one(Study, self.ctx.study_id)
-            row = session.scalar(
-                select(Worker).where(Worker.provider == self.ctx.provider.name, Worker.external_id == worker.worker_id)
-            )
-            held = None
-            if row is not None:
-                # A worker who was mid-HIT (say, the process died) goes back to it first.
-                held = session.scalar(
-                    select(Assignment.hit_id)
-                    .join(Hit)
-                    .where(Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status == "accepted")
-                )
-                taken = session.execute(
-                    select(func.count())
-                    .select_from(Assignment)
-                    .join(Hit)
-                    .where(
-                        Hit.study_id == study.id, Assignment.worker_id == row.id, Assignment.status.in_(CAP_STATUSES)
-                    )
-                ).scalar_one()
-                if held is None and taken >= self.ctx.config.schedule.per_worker_cap:
-                    return "retire"
-                with self._lock:
-                    self._taken[worker.worker_id] = taken
-            if study.status == "completed":
+        # What the marketplace shows this worker, asked over HTTP as a person's browser would.
+        reply = requests.get(
+            f"{self.base_url}/s/{self.ctx.name}/market", params={"workerId": worker.worker_id}, timeout=self.timeout_s
+        )
+        reply.raise_for_status()
+        market = reply.json()
+        held = market["held"]
+        if market["taken"] is not None:
+            if held is None and market["taken"] >= self.ctx.config.schedule.per_worker_cap:
                 return "retire"
-            if held is None and self._quota_reached(worker.worker_id):
+            with self._lock:
+                self._taken[worker.worker_id] = market["taken"]
+        if market["status"] == "completed":
+            return "retire"
+        if held is None and self._quota_reached(worker.worker_id):
+            return "wait"
+        if held:  # a worker who was mid-HIT (say, the process died) goes back to it first
+            hit = held
+        else:
+            # Each worker starts from its own place in the list, so who takes which HIT does not
+            # depend on thread timing and a seeded dry run gives the same numbers every time.
+            hits = market["hits"]
+            if not hits:
                 return "wait"
-            if held:
-                hit = session.get_one(Hit, held)
-            else:
-                # Each worker starts from its own place in the list, so who takes which HIT does not
-                # depend on thread timing and a seeded dry run gives the same numbers every time.
-                hits = open_hits(session, study.id, row, utcnow(), self.ctx.task)
-                if not hits:
-                    return "wait"
-                start = self._ordinal[worker.worker_id] % max(1, self._hit_count)
-                hit = next((h for h in hits if h.index >= start), hits[0])
-            hit_id, provider_hit_id = hit.id, hit.provider_hit_id
-            if provider_hit_id is None:
-                raise HitkitError(f"HIT {hit_id} of study '{self.ctx.name}' is posted but has no provider HIT id")
-        return self._do_hit(worker, hit_id, provider_hit_id)
+            start = self._ordinal[worker.worker_id] % max(1, self._hit_count)
+            hit = next((h for h in hits if h["index"] >= start), hits[0])
+        if hit["provider_hit_id"] is None:
+            raise HitkitError(f"HIT {hit['id']} of study '{self.ctx.name}' is posted but has no provider HIT id")
+        return self._do_hit(worker, hit["id"], hit["provider_hit_id"])
 
     def _do_hit(self, worker: SimWorker, hit_id: int, provider_hit_id: str) -> str:
         http = requests.Session()

@@ -13,8 +13,6 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from hitkit.protocols import PROTOCOLS
-
 _FIX_HINTS = {
     "missing": "add it",
     "extra_forbidden": "remove it or check its spelling",
@@ -87,8 +85,6 @@ def _example_value(name: str, annotation: Any) -> str:
     """A value a study file could give the field ``name`` of this type, to show the expected shape."""
     if name in _EXAMPLE_VALUES:
         return _EXAMPLE_VALUES[name]
-    if name == "task":
-        return f"{next(iter(PROTOCOLS))} (one of {', '.join(PROTOCOLS)})"
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) is Literal:
         return f"{args[0]} (one of {', '.join(map(str, args))})"
@@ -122,6 +118,8 @@ def _missing_fix(loc: tuple, root: type[BaseModel]) -> str:
         return f"add at least {least}, e.g. - {item}"
     if models:
         return "add it" + (section_example(name, field) or f", e.g. {name}: {{}}")
+    if field.examples:  # a field whose values come from elsewhere (``task``: the registry's names)
+        return f"add it, e.g. {name}: {field.examples[0]} (one of {', '.join(map(str, field.examples))})"
     return f"add it, e.g. {name}: {_example_value(name, field.annotation)}"
 
 

@@ -17,6 +17,7 @@ from hitkit.protocols.base import Material, TaskType
 from hitkit.providers import CrowdProvider, make_provider
 from hitkit.secret import resolve_secret as deployment_secret
 from hitkit.study.config import StudyConfig
+from hitkit.study.loading import STUDY_FILE
 
 
 @dataclass
@@ -41,7 +42,7 @@ class StudyContext:
     @classmethod
     def of(cls, study: Study, secret: str) -> StudyContext:
         base_dir = Path(study.config_path).parent if study.config_path else Path(".")
-        config = StudyConfig.model_validate({**study.config, "base_dir": base_dir})
+        config = STUDY_FILE.model_validate({**study.config, "base_dir": base_dir})
         provider = make_provider(config, secret)
         provider.study_uid = study.uid  # per-database: what provider request tokens derive from
         return cls(study.id, study.name, config, task_for(config), provider, secret)

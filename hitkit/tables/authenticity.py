@@ -2,7 +2,7 @@
 
 The export writes both tables (``authenticity``, ``authenticity_workers``; docs/COLUMNS.md) when the
 study has any signals, and the dashboard's Workers page shows each worker's score beside the QC
-outcome. The scores (:mod:`hitkit.worker.authenticity`) are for a person's review: nothing here rejects,
+outcome. The scores (:mod:`hitkit.analysis.authenticity`) are for a person's review: nothing here rejects,
 blocks or holds anyone.
 """
 
@@ -14,10 +14,10 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from hitkit.analysis.authenticity import AnswerScore, WorkerScore, score_answer, score_worker
 from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Response, Study, Turn, Unit, Worker
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import AUTHENTICITY_COLUMNS, AUTHENTICITY_WORKER_COLUMNS, SIGNAL_COLUMNS, exported_status
-from hitkit.worker.authenticity import AnswerScore, WorkerScore, score_answer, score_worker
 
 KIND_ORDER = {"message": 0, "answer": 1, "comment": 2}
 """The kinds of typed text a row can be, in the order an assignment's rows are listed."""

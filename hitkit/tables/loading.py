@@ -211,7 +211,7 @@ def locate(path: str | Path) -> tuple[Path | None, Path | None]:
 def export_from_database(study_file: Path, formats: str = "both") -> Path:
     """Export the study of ``study_file`` from its database into ``OUT/STUDY/export``; return it."""
     from hitkit.db.session import session_scope
-    from hitkit.study.config import load_study
+    from hitkit.study.loading import load_study
     from hitkit.study.stored import StudyContext, resolve_secret
     from hitkit.tables.export import export_study
 
@@ -231,7 +231,7 @@ def load(path: str | Path, *, refresh: bool = False) -> StudyData:
     """
     path = Path(path)
     if path.is_file() and path.suffix in (".yaml", ".yml"):
-        from hitkit.study.config import load_study
+        from hitkit.study.loading import load_study
 
         run_dir = load_study(path).out_dir
         if refresh or not _is_export(run_dir / "export"):

@@ -123,13 +123,6 @@ def uninformative(board: pd.DataFrame, style: bool) -> str | None:
     )
 
 
-def unjudged_workers(qc: pd.DataFrame) -> set[str]:
-    """The workers of a :func:`verdicts` table (or its CSV read back) whose status is not judged."""
-    if qc is None or not len(qc) or "status" not in qc:
-        return set()
-    return set(qc.loc[qc["status"].astype(str) == NOT_JUDGED, "worker_id"].astype(str))
-
-
 def board_warnings(counted: pd.DataFrame, board: pd.DataFrame, facts: dict, cluster: str = "worker") -> list[str]:
     """What a reader of the leaderboard of ``counted`` battles must know (the same lines in ``hitkit
     analyze``, ``launch``, the report and the dashboard): unconnected groups of systems, no style counts,

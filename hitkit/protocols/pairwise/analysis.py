@@ -100,16 +100,6 @@ def all_alike(wins_a: np.ndarray, wins_b: np.ndarray) -> tuple[float, float, flo
     return float(exact.pvalue), 2 * share.low - 1, 2 * share.high - 1
 
 
-def worker_sign_test(wins_a: np.ndarray, wins_b: np.ndarray) -> float:
-    """Two-sided p of :func:`worker_rate_test` that the win rate is ½ (:func:`all_alike`'s exact test where every
-    worker voted alike: never p = 0); 1.0 without decisive votes, NaN with one worker."""
-    alike = all_alike(wins_a, wins_b)
-    if alike is not None:
-        return alike[0]
-    test = worker_rate_test(wins_a, wins_b)
-    return 1.0 if test is None else test.p_two_sided(0.5)
-
-
 def gain_test(wins_a: np.ndarray, wins_b: np.ndarray, test: str) -> tuple[float, float, float]:
     """(p, gain_low, gain_high) of one pair from one procedure, so that the 95 % gain interval excludes 0
     exactly when p < 0.05: ``worker``, :func:`worker_rate_test`'s two-sided p and its t interval of the
