@@ -1,7 +1,7 @@
 """Every shipped language, every protocol: a HIT is done with the keyboard alone in chromium, the pages
 say their language and direction (<html lang dir>), read in that language, and pass axe-core's WCAG 2.2 AA
-audit. One database, one web server and one browser per language serve its five studies; the Arabic
-pass also photographs the right-to-left arena and live chat at desktop width and at 390 px (docs/img/)."""
+audit. One database, one web server and one browser per language serve its six studies; the Arabic
+pass also photographs the right-to-left arena, live chat and ranking at desktop width and at 390 px (docs/img/)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tests.studies import pairwise_study
 from tests.test_arena_study import arena_study
 from tests.test_live_chat_study import REAL as CHAT_BOTS
 from tests.test_live_chat_study import live_chat_study
+from tests.test_ranking import starter_study as ranking_study
 from tests.test_rating import rating_study
 from tests.test_spot_the_bot_study import stb_study
 
@@ -61,7 +62,7 @@ def _in_language(path, language: str, **changes) -> Path:
 
 @pytest.fixture(scope="module", params=LANGUAGES)
 def served_language(request, tmp_path_factory, bots, sqlite_template):
-    """The five protocols' studies in one language, in one database, behind one web server and one browser."""
+    """The six protocols' studies in one language, in one database, behind one web server and one browser."""
     from server.embedded import WebServer
 
     language = request.param
@@ -75,6 +76,7 @@ def served_language(request, tmp_path_factory, bots, sqlite_template):
         _in_language(stb_study(root / "s", url, segments_per_hit=4, human_count=4), language),
         _in_language(live_chat_study(root / "c", url, bots, hits=5, slots_per_hit=2, min_inputs=1), language),
         _in_language(arena_study(root / "a", url, bots, hits=1, battles_per_hit=1, control_share=0), language),
+        _in_language(ranking_study(root / "k", url), language, ranking={"prompts_per_hit": 3, "degraded_per_hit": 1}),
     ]
     secret = resolve_secret(url)
     configs = [load_study(f) for f in files]
@@ -97,7 +99,7 @@ def served_language(request, tmp_path_factory, bots, sqlite_template):
 def enter(page, base: str, url: str, study: str, worker: str, language: str) -> Words:
     """Arrive, check the page's language, audit the instructions, Tab to "I agree" and press Enter."""
     words = Words(language)
-    with session_scope(url) as s:  # five studies share the database: each has its own first HIT
+    with session_scope(url) as s:  # six studies share the database: each has its own first HIT
         hit = s.scalar(select(Hit.id).join(Study).where(Study.name == study).order_by(Hit.index).limit(1))
     page.goto(f"{base}/s/{study}/hit/{hit}?assignmentId={worker}-A&hitId=h{hit}&workerId={worker}")
     assert page.evaluate("() => [document.documentElement.lang, document.documentElement.dir]") == [
@@ -256,3 +258,31 @@ def test_arena_by_keyboard_in_each_language(served_language):
     page.locator("#step-submit").wait_for(state="visible")
     finish(page, words, f"arena ({language})")
     assert submitted(url, "K-A")
+
+
+def test_ranking_by_keyboard_in_each_language(served_language):
+    language, base, url, page = served_language
+    words = enter(page, base, url, "my-ranking-study", "K-K", language)
+    page.locator("h1", has_text=words.gettext("Put the replies in order")).wait_for()
+    page.get_by_text(words.gettext("Put the responses in order, best first.")).first.wait_for()  # the default question
+    assert_accessible(page, f"ranking task ({language})")
+    units = page.locator("fieldset.unit")
+    for u in range(units.count()):
+        unit = units.nth(u)
+        items = unit.locator("li.rank-item")
+        first, total = items.nth(0).get_attribute("data-label"), items.count()
+        where = f'fieldset[data-unit="{unit.get_attribute("data-unit")}"] li[data-label="{first}"]'
+        tab_to(page, f'{where} button[data-step="1"]')  # its Move down button, by name in the language
+        assert page.evaluate("() => document.activeElement.textContent").startswith(
+            words.gettext("Move down<span class=\"visually-hidden\"> reply %(label)s</span>").split("<")[0]
+        )
+        page.keyboard.press("Space")
+        moved = words.gettext("Reply %(label)s moved to place %(place)s of %(total)s.")
+        page.locator("#announce", has_text=moved % {"label": first, "place": 2, "total": total}).wait_for()
+        unit.locator(".saved", has_text=words.gettext("saved")).wait_for()
+        if u == 0 and language == "ar":
+            shoot(page, "rtl-ranking")
+    progress = words.gettext('<span id="ranked">0</span> of %(total)s in order').split("</span>")[-1]
+    assert progress % {"total": units.count()} in page.locator("p.progress").inner_text()
+    finish(page, words, f"ranking ({language})")
+    assert submitted(url, "K-K")

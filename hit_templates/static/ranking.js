@@ -7,6 +7,7 @@
   const form = document.getElementById("task");
   if (!form || !form.dataset.base) return;
   const api = window.hitkitApi(form.dataset.base);
+  const t = window.hitkitT;
   const shownAt = Date.now();
   const units = Array.from(form.querySelectorAll("fieldset.unit"));
   const announce = (text) => { document.getElementById("announce").textContent = text; };
@@ -30,7 +31,7 @@
       if (box && i === 0) box.checked = false;
       const place = placeOf(unit, li);
       li.querySelector(".place").textContent = place;
-      li.setAttribute("aria-label", `Reply ${li.dataset.label}, place ${place} of ${items.length}`);
+      li.setAttribute("aria-label", t("reply_place", { label: li.dataset.label, place, total: items.length }));
     });
     document.getElementById("ranked").textContent = units.filter((u) => u.dataset.done === "1").length;
   }
@@ -40,7 +41,7 @@
   async function save(unit) {
     refresh(unit);
     const status = unit.querySelector(".saved");
-    status.textContent = "saving…";
+    status.textContent = t("saving");
     if (unit.dataset.saving === "1") { unit.dataset.again = "1"; return; }
     unit.dataset.saving = "1";
     let reply;
@@ -51,7 +52,7 @@
     } while (unit.dataset.again === "1");
     unit.dataset.saving = "";
     if (reply.ok) unit.dataset.done = "1";
-    status.textContent = reply.ok ? "saved" : (reply.body.error || "not saved — please try again");
+    status.textContent = reply.ok ? t("saved") : (reply.body.error || t("not_saved"));
     refresh(unit);
   }
 
@@ -59,11 +60,11 @@
     const unit = li.closest("fieldset.unit");
     const list = li.parentElement;
     const other = step < 0 ? li.previousElementSibling : li.nextElementSibling;
-    if (!other) { announce(`Reply ${li.dataset.label} is already ${step < 0 ? "first" : "last"}.`); return; }
+    if (!other) { announce(t(step < 0 ? "reply_first" : "reply_last", { label: li.dataset.label })); return; }
     // The neighbour moves, not the reply itself, so that the reply (or its button) keeps the focus.
     if (step < 0) list.insertBefore(other, li.nextElementSibling); else list.insertBefore(other, li);
     refresh(unit);
-    announce(`Reply ${li.dataset.label} moved to place ${placeOf(unit, li)} of ${itemsOf(unit).length}.`);
+    announce(t("reply_moved", { label: li.dataset.label, place: placeOf(unit, li), total: itemsOf(unit).length }));
     save(unit);
   }
 
@@ -80,7 +81,7 @@
         if (box) box.checked = i > 0;
       }));
       unit.dataset.done = "1";
-      unit.querySelector(".saved").textContent = "saved";
+      unit.querySelector(".saved").textContent = t("saved");
     }
     refresh(unit);
     unit.addEventListener("click", (event) => {
@@ -104,7 +105,7 @@
       event.preventDefault();
       const box = target.getBoundingClientRect();
       target.parentElement.insertBefore(dragged, event.clientY > box.top + box.height / 2 ? target.nextElementSibling : target);
-      announce(`Reply ${dragged.dataset.label} moved to place ${placeOf(unit, dragged)} of ${itemsOf(unit).length}.`);
+      announce(t("reply_moved", { label: dragged.dataset.label, place: placeOf(unit, dragged), total: itemsOf(unit).length }));
       dragged = null;
       save(unit);
     });
@@ -114,8 +115,7 @@
     const open = units.find((u) => u.dataset.done !== "1");
     if (!open) return;
     event.preventDefault();
-    document.getElementById("submit-status").textContent =
-      "Please put every message's replies in order (press “This order is right” where the shown order is right).";
+    document.getElementById("submit-status").textContent = t("order_all");
     open.scrollIntoView();
   });
 })();

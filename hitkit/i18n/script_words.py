@@ -43,5 +43,13 @@ SCRIPT_WORDS: dict[str, Message] = {
     "assistants_writing": N_("The assistants are writing…"),
     "too_many_retry": N_("Too many replies are being written at once — please wait a moment and press Try again."),
     "assistant_slow": N_("An assistant is taking longer than usual. Your message is saved — please press Try again."),
+    # Ranking.
+    "reply_place": N_("Reply %(label)s, place %(place)s of %(total)s"),
+    "reply_first": N_("Reply %(label)s is already first."),
+    "reply_last": N_("Reply %(label)s is already last."),
+    "reply_moved": N_("Reply %(label)s moved to place %(place)s of %(total)s."),
+    "order_all": N_(
+        "Please put every message's replies in order (press “This order is right” where the shown order is right)."
+    ),
 }
 """Script key -> the English sentence (its message id)."""

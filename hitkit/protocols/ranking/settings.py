@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from hitkit.i18n import default_text
 from hitkit.study.sections import Model
 
 TABLE = "rankings"
@@ -33,7 +34,10 @@ class RankingConfig(Model):
     rankings_per_prompt: int = Field(3, gt=0, le=50, description="workers who take each HIT")
     degraded_per_hit: int = Field(2, ge=0, le=100, description="prompts per HIT with a degraded copy (quality control)")
     ties: bool = Field(True, description="whether a worker may put responses level with each other")
-    question: str = Field("Put the responses in order, best first.", description="the instruction above each list")
+    question: str = Field(
+        str(default_text("Put the responses in order, best first.")),  # a plain str: the JSON schema shows it
+        description="the instruction above each list (hitkit's default is translated; your own stays as written)",
+    )
 
     def shown(self, systems: int) -> int:
         """k: the systems' responses each prompt shows (degraded copy not counted)."""

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from hitkit.i18n import N_
 from hitkit.study.starter_sections import responses_material, shared_sections
 
-__all__ = ["STUDY_YAML", "material"]
+__all__ = ["STUDY_YAML", "WORKER_TEXT", "material"]
+
+WORKER_TEXT = (
+    N_("Put chatbot replies in order"),
+    N_("Read a message and several chatbots' replies, and order the replies from best to worst."),
+)
+"""The starter's words a worker reads (its HIT's title and description), put into ``hitkit init --language``'s language."""
 
 STUDY_YAML = """\
 # A ranking study: each worker reads a prompt and several chatbots' replies to it and puts the replies in

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import AnswerError
+from hitkit.i18n import N_, own
 from hitkit.material.degrade import degrade
 from hitkit.protocols.base import (
     ConversationSpec,
@@ -57,6 +58,8 @@ _TIE_GAP = 0.15
 def parse_order(value: str, n: int, ties: bool = True) -> list[list[int]]:
     """The tie groups, best first, of an answer naming the shown places A… (``C>A=D>B``); AnswerError
     unless it names each of the ``n`` responses once (and, without ``ties``, puts none level)."""
+    # English only: the page always sends every label once (and "=" only where the study allows ties), so
+    # only a malformed request meets these (docs: Worker pages in other languages).
     groups = [[label.strip().upper() for label in part.split("=")] for part in value.split(">")]
     if sorted(label for group in groups for label in group) != list(LETTERS[:n]):
         raise AnswerError(
@@ -163,9 +166,9 @@ class RankingTask(TaskType):
         return {
             "unit_id": unit.public_key,
             "position": at,
-            "label": f"Prompt {at + 1}" if at is not None else "Prompt",
+            "label": N_("Prompt %(n)s", n=at + 1) if at is not None else N_("Prompt"),
             "prompt": unit.payload["prompt"],
-            "question": self._cfg.question,
+            "question": own(self._cfg.question),
             "ties": self._cfg.ties,
             "items": [{"label": LETTERS[i], "text": t} for i, (_s, t, _c) in enumerate(self.shown_items(unit, layout))],
         }
