@@ -78,7 +78,6 @@ def analysis_tables_from_file(
 
     raw = read_judge_labels(path)
     human = _human(votes)
-    judged_units = pd.DataFrame({"unit": sorted(set(raw["unit"]))})
     pairs = human[["unit", "system_a", "system_b"]].drop_duplicates("unit")
     # A unit nobody voted on takes its pair from the file, alphabetically, as the votes' would be.
     named = raw[raw["system_a"] != ""].drop_duplicates("unit")
