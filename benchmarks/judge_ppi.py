@@ -48,9 +48,16 @@ printed, with a note where it is below), coverage_judge < 0.50, width_ratio ≤ 
 width_ratio_useless ≤ 1.05. A sensitivity line also gives the width ratio for a judge whose two
 calls always agree (a deterministic judge: averaging the orders then gains nothing); it has no bar.
 
+The uncertainty rule (``benchmarks/judge_ppi_active.py``, ``--active-reps`` replications per budget,
+500 by default): ``width_ratio_active`` (at equal budget), ``labels_ratio_active`` and ``coverage_active``
+(at equal width) with a judge whose errors concentrate on items it is unsure of, and the same three
+``…_uninformative`` with a judge whose confidence is random. Bars: labels_ratio_active ≤ 0.70,
+coverage_active ≥ 0.94, labels_ratio_uninformative ≤ 1.05.
+
 Run: ``PYTHONPATH=$PWD .venv/bin/python benchmarks/judge_ppi.py [--reps N] [--seed S]``. Last
 line: ``RESULT coverage_ppi=… coverage_judge=… width_ratio=… width_ratio_useless=… bt_coverage_ppi=…
-bt_coverage_judge=… bt_width_ratio=…``.
+bt_coverage_judge=… bt_width_ratio=… width_ratio_active=… coverage_active=… labels_ratio_active=…
+width_ratio_uninformative=… coverage_uninformative=… labels_ratio_uninformative=…``.
 """
 
 from __future__ import annotations
