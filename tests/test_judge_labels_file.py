@@ -155,9 +155,11 @@ def test_analyze_with_human_probability_uses_inverse_probability_weights(tmp_pat
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge"]["selection"].startswith("uncertainty") and "Zrnic" in summary["judge"]["estimator"]
-    assert any("not weighted" in w for w in summary["warnings"])
     rates = pd.read_csv(out / "judge_win_rates.csv")
     assert rates["n_human"].iloc[0] == 24 and 0 <= rates["ppi"].iloc[0] <= 1
+    strengths = pd.read_csv(out / "judge_strengths.csv")  # weighted Bradley–Terry too
+    assert len(strengths) == 2 and (strengths["ppi_low"] <= strengths["ppi_high"]).all()
+    assert "inverse-probability weights" in summary["judge"]["strengths_estimator"]
 
 
 def test_judge_labels_for_another_task_is_refused(tmp_path):

@@ -6,8 +6,8 @@ predictor, chosen on held-out human labels (:func:`~hitkit.analysis.judges_combi
 With that predictor the tables are those of hitkit's own judging (:func:`analysis_tables` there:
 ``judge_win_rates``, ``judge_bias``, ``judge_strengths``) when every item had the same chance to go
 to people; when the file gives each unit's ``human_probability`` (the uncertainty rule), the win rates
-are the inverse-probability-weighted PPI++ of :mod:`hitkit.analysis.ppi_active`, and the Bradley–Terry
-strengths are left out (not weighted in this version; said in the warnings).
+and the Bradley–Terry strengths are the inverse-probability-weighted PPI++ of
+:mod:`hitkit.analysis.ppi_weighted`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from hitkit.analysis.bounded import rate_interval
-from hitkit.tables.schema import JUDGE_ESTIMATE_COLUMNS
 
 
 def _human(votes: pd.DataFrame) -> pd.DataFrame:
@@ -35,42 +32,11 @@ def _human(votes: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _ipw_win_rates(items: pd.DataFrame, pi: np.ndarray, level: float) -> pd.DataFrame:
-    from hitkit.analysis.ppi import mean_interval
-    from hitkit.analysis.ppi_active import ipw_ppi_mean
-
-    rows = []
-    for (a, b), pair in items.groupby(["system_a", "system_b"], sort=True):
-        where = pair.index.to_numpy()
-        labelled = pair["human"].notna().to_numpy()
-        y, f = pair["human"].fillna(0.0).to_numpy(float), pair["judge"].to_numpy(float)
-        e = ipw_ppi_mean(y, f, labelled, pi[where], level=level)
-        judge = mean_interval(f, level=level)
-        rows.append(
-            (
-                a,
-                b,
-                int(labelled.sum()),
-                len(pair),
-                e.human.estimate,
-                *rate_interval([], e.human.low, e.human.high, level),
-                judge.estimate,
-                *rate_interval(f, judge.low, judge.high, level),
-                e.estimate,
-                *rate_interval([], e.low, e.high, level),
-                e.lam,
-                e.n_effective,
-                e.fallback,
-            )
-        )
-    return pd.DataFrame(rows, columns=["system_a", "system_b", *JUDGE_ESTIMATE_COLUMNS])
-
-
 def analysis_tables_from_file(
     votes: pd.DataFrame, path: str | Path, *, level: float = 0.95, seed: int = 0
 ) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
     """The judge's part of a pairwise analysis from a judge-labels file: (tables, summary, warnings)."""
-    from hitkit.analysis import ppi, ppi_bradley_terry
+    from hitkit.analysis import ppi, ppi_bradley_terry, ppi_weighted
     from hitkit.analysis.judge_labels import oriented, per_judge, read_judge_labels, unit_probability
     from hitkit.analysis.judges_combined import calibration, cross_fitted_best
     from hitkit.analysis.ppi_active import REFERENCE as ACTIVE
@@ -121,9 +87,12 @@ def analysis_tables_from_file(
         tables["judge_strengths"] = ppi_bradley_terry.strengths(items, level=level, prior=prior)
         estimator, rule = ppi.REFERENCE, "uniform"
     else:
-        tables["judge_win_rates"] = _ipw_win_rates(items.reset_index(drop=True), probability, level)
+        weighted = items.assign(human_probability=probability)
+        tables["judge_win_rates"] = ppi_weighted.ipw_win_rates(weighted, level=level)
+        voted = items["votes"] > 0
+        prior = float(voted.sum() / items.loc[voted, "votes"].sum()) if voted.any() else 1.0
+        tables["judge_strengths"] = ppi_weighted.ipw_strengths(weighted, level=level, prior=prior)
         estimator, rule = ACTIVE, "uncertainty (the file's human_probability)"
-        lines.append("Bradley–Terry strengths are not weighted by human_probability in this version; left out")
     fallback = [
         f"{a} vs {b}"
         for a, b, f in tables["judge_win_rates"][["system_a", "system_b", "fallback"]].itertuples(index=False)
@@ -142,5 +111,7 @@ def analysis_tables_from_file(
         "estimator": estimator,
         "interval": "jackknife t (λ re-estimated)" if rule == "uniform" else "plug-in linearised variance, t_{n−1}",
         "fallback_pairs": fallback,
+        "strengths_estimator": ppi_bradley_terry.REFERENCE if rule == "uniform" else ppi_weighted.REFERENCE,
+        "strengths_interval": ppi_bradley_terry.INTERVAL if rule == "uniform" else ppi_weighted.INTERVAL,
     }
     return tables, summary, lines
