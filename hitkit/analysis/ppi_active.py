@@ -236,6 +236,50 @@ def two_phase(
     return first | second, pi
 
 
+def second_wave(
+    confidence,
+    sq_error,
+    pilot,
+    half,
+    stratum,
+    budget: dict,
+    *,
+    pi_min: float = PI_MIN,
+    bins: int = 5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A study's second wave after a uniform pilot: (π₂, π) over its N items, the probability of each
+    item's second-wave draw and of its going to people at all.
+
+    ``pilot`` marks the items sent to people first (a uniform sample within each stratum); ``sq_error``
+    is (Y − f)² where people labelled them (NaN elsewhere: a pilot item nobody answered tells nothing); ``half`` splits the items in two (cross-fitting, as
+    :func:`two_phase`): each half's need √E[(Y − f)² | confidence] comes from :func:`conditional_error` on
+    the other half's pilot, pooled over the strata, and each stratum's half is scaled
+    (:func:`inclusion_probabilities`) so that Σπ over stratum s is ``budget[s]`` (its expected number of
+    human-labelled items), with π_i = π₀ₛ + (1 − π₀ₛ)·π₂ᵢ, π₀ₛ the stratum's pilot fraction, and every
+    π_i ≥ min(``pi_min``, what the budget allows). A pilot item drawn again costs nothing more."""
+    c, sq = np.asarray(confidence, dtype=float), np.asarray(sq_error, dtype=float)
+    first, side_of, strata = np.asarray(pilot, dtype=bool), np.asarray(half, dtype=bool), np.asarray(stratum)
+    pi2 = np.zeros(c.size)
+    pi = np.zeros(c.size)
+    for side in (side_of, ~side_of):
+        other = ~side & first & np.isfinite(sq)
+        need = np.sqrt(conditional_error(c[other], sq[other], c[side], bins=bins)) if side.any() else np.zeros(0)
+        need_all = np.zeros(c.size)
+        need_all[side] = need
+        for s in np.unique(strata):
+            everyone = strata == s
+            pi0, items = first[everyone].mean(), everyone & side
+            if pi0 >= 1 or not items.any():
+                pi[items] = 1.0 if pi0 >= 1 else pi[items]
+                continue
+            rest = max(0.0, budget[s] - first[everyone].sum()) / (1 - pi0)
+            share = min(rest * items.sum() / everyone.sum(), items.sum())
+            floor = min(max(0.0, (pi_min - pi0) / (1 - pi0)), share / items.sum())
+            pi2[items] = inclusion_probabilities(need_all[items], share, pi_min=floor)
+            pi[items] = pi0 + (1 - pi0) * pi2[items]
+    return pi2, pi
+
+
 def agreement_confidence(calls) -> np.ndarray:
     """Confidence from the agreement of several calls (orders, samples or judges) on each item:
     |2·mean − 1| for scores in [0, 1] (1: all calls name the same winner; 0: split evenly). ``calls``:
