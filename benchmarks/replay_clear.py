@@ -12,8 +12,8 @@ shuffled into HITs of five, each taken by a worker drawn from the long-tailed cr
 (:func:`hitkit.running.replay.read_study`, :func:`~hitkit.running.replay.replay`).
 
 Each pair is replayed as its own ``pair`` decision at α = 0.05 over 200 seeded orders, by the per-worker
-rule the protocol runs live (one observation per annotator, on a conversation no earlier observation
-used). A pair is *clear* when the data are (:func:`margins`): the bounded interval over all its answers,
+rule the protocol runs live (one observation per annotator, on conversations no earlier observation
+used, each bet tuned to the horizon projected when its observation arrived). A pair is *clear* when the data are (:func:`margins`): the bounded interval over all its answers,
 each conversation's mean annotation one observation, has a margin |estimate − ½| / half-width ≥ 1.5 (the
 reading the issue's bar was set with, whatever rule is replayed); the rule's own margin on all the data
 (:func:`rule_margins`) is printed beside it. Per clear pair: the share of orders in which it settles with
@@ -144,7 +144,7 @@ def margins(data) -> dict[tuple[str, str], float]:
 
 def rule_margins(data) -> dict[tuple[str, str], float]:
     """Each pair's margin as the replayed rule sees all the data in the study's order: one observation
-    per annotator, on a conversation no earlier observation used."""
+    per annotator, on conversations no earlier observation used."""
     out = {}
     for pair in data.pairs:
         x = observations(pair, np.arange(len(data.units)), data.fresh_items).values

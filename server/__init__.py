@@ -17,6 +17,7 @@ from werkzeug.routing import IntegerConverter
 import hit_templates
 from hitkit import timing
 from hitkit.errors import ConfigError
+from hitkit.i18n import N_
 from hitkit.secret import check_secret
 from hitkit.study.stored import resolve_secret
 from hitkit.worker import bounds, security, tokens, validation
@@ -60,11 +61,13 @@ def create_app(database_url: str, secret: str | None = None) -> Flask:
         HITKIT_SECRET=check_secret(secret) if secret is not None else resolve_secret(database_url),
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
     )
+    from server import i18n
     from server.chat import bp as chat_bp
     from server.dashboard import bp as dashboard_bp
     from server.webhooks import bp as webhooks_bp
     from server.worker import bp as worker_bp
 
+    i18n.install(app)
     app.register_blueprint(worker_bp)
     app.register_blueprint(webhooks_bp)
     app.register_blueprint(chat_bp)
@@ -126,7 +129,7 @@ def _guard(app: Flask) -> None:
             wait = 0.0
         if wait:
             return _refusal(
-                "too many requests; please wait a moment and try again", 429, {"Retry-After": str(math.ceil(wait))}
+                N_("too many requests; please wait a moment and try again"), 429, {"Retry-After": str(math.ceil(wait))}
             )
         # The dashboard checks its own CSRF field, bound to the coordinator's session (server/dashboard_login.py);
         # a webhook is a platform's server-to-server call, checked by its signature (server/webhooks.py).
@@ -183,8 +186,11 @@ def _unreadable() -> str | None:
 
 
 def _refusal(message: str, status: int, extra: dict[str, str] | None = None):
-    from server.worker import JSON_ENDPOINTS
+    from server.i18n import words
+    from server.worker import JSON_ENDPOINTS, use_known_study
 
+    use_known_study()  # a refusal before the route: in the study's language when this process knows it
+    message = words().text(message)
     if request.is_json or request.accept_mimetypes.best == "application/json" or request.endpoint in JSON_ENDPOINTS:
         response = jsonify(error=message)
     else:

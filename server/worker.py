@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, FlowError, HitkitError
+from hitkit.i18n import N_
 from hitkit.providers.base import CompletionKind
 from hitkit.study.stored import StudyContext
 from hitkit.worker import admission, bounds, flow, screener, validation
+from server import i18n
 
 bp = Blueprint("worker", __name__)
 _contexts: dict[tuple[str, str], StudyContext] = {}
@@ -52,8 +54,24 @@ def context(session: Session, study: str) -> StudyContext:
             try:
                 _contexts[key] = StudyContext.load(session, study, current_app.config["HITKIT_SECRET"])
             except HitkitError:
-                raise FlowError(f"there is no study '{study}' on this server; check the link", 404) from None
-        return _contexts[key]
+                raise FlowError(
+                    N_("there is no study '%(study)s' on this server; check the link", study=study), 404
+                ) from None
+        ctx = _contexts[key]
+    i18n.use(ctx)
+    return ctx
+
+
+def use_known_study() -> None:
+    """The request's study's language, if this process has loaded the study already (no database query):
+    a refusal made before the route runs (rate limit, CSRF) speaks it too."""
+    study = (request.view_args or {}).get("study")
+    if not isinstance(study, str):
+        return
+    with _contexts_lock:
+        ctx = _contexts.get((current_app.config["HITKIT_DATABASE_URL"], study))
+    if ctx is not None:
+        i18n.use(ctx)
 
 
 def _wants_json() -> bool:
@@ -63,15 +81,15 @@ def _wants_json() -> bool:
 @bp.app_errorhandler(FlowError)
 def _flow_error(exc: FlowError):
     if _wants_json():
-        return jsonify(error=str(exc)), exc.status
-    return render_template("error.html", message=str(exc)), exc.status
+        return jsonify(error=i18n.error_text(exc)), exc.status
+    return render_template("error.html", message=i18n.error_text(exc)), exc.status
 
 
 @bp.app_errorhandler(AnswerError)
 def _answer_error(exc: AnswerError):
     if _wants_json():
-        return jsonify(error=str(exc)), 400
-    return render_template("error.html", message=str(exc)), 400
+        return jsonify(error=i18n.error_text(exc)), 400
+    return render_template("error.html", message=i18n.error_text(exc)), 400
 
 
 @bp.app_errorhandler(OperationalError)
@@ -88,9 +106,11 @@ def _database_unavailable(exc: Exception):
         type(exc).__name__,
         type(getattr(exc, "orig", None)).__name__,
     )
-    message = (
-        "the study's database is briefly unavailable; please try again in a moment "
-        "(everything the page already confirmed is saved)"
+    message = i18n.words().text(
+        N_(
+            "the study's database is briefly unavailable; please try again in a moment "
+            "(everything the page already confirmed is saved)"
+        )
     )
     if _wants_json():
         response = jsonify(error=message, retry=True)
@@ -106,7 +126,7 @@ def _lost_race(exc: IntegrityError):
     """Two requests raced to store the same row and this one lost: its transaction was rolled back,
     nothing it carried is half-stored, and sending it again gives the idempotent answer (409, not 500)."""
     current_app.logger.warning("lost a race on %s: %s", request.endpoint, type(getattr(exc, "orig", exc)).__name__)
-    message = "this was saved by another request at the same moment; reload the page to see it"
+    message = i18n.words().text(N_("this was saved by another request at the same moment; reload the page to see it"))
     if _wants_json():
         return jsonify(error=message, retry=True), 409
     return render_template("error.html", message=message), 409
@@ -144,15 +164,15 @@ def _enter(study: str, hit_id: int | None):
         # A participant the marketplace let in but hitkit cannot use holds a place there: say how to free it.
         hint = getattr(ctx.provider, "refusal_hint", None)
         if exc.status == 409 and hint and "no work left" in str(exc):
-            raise FlowError(f"{exc} — {hint}", 409) from None
+            raise FlowError(N_("%(refusal)s — %(hint)s", refusal=exc.args[0], hint=hint), 409) from None
         raise
     if entry.preview:
         if entry.hit is None:
-            raise FlowError("this study has no HITs yet", 404)
+            raise FlowError(N_("this study has no HITs yet"), 404)
         return render_template(
             ctx.task.template,
             study=ctx.config,
-            units=entry.views,
+            units=i18n.localised(entry.views),
             preview=True,
             answers={},
             token=None,
@@ -183,7 +203,7 @@ def page(study: str, token: str):
         if assignment.status in ("submitted", "approved"):
             return render_template("done.html", study=ctx.config, code=None)
         if assignment.status != "accepted":
-            raise FlowError(f"this assignment is {assignment.status}", 410)
+            raise FlowError(N_("this assignment is %(status)s", status=flow.status_word(assignment.status)), 410)
         if screener.pending(session, ctx, assignment):
             return render_template(
                 "screener.html",
@@ -198,7 +218,7 @@ def page(study: str, token: str):
         return render_template(
             ctx.task.template,
             study=ctx.config,
-            units=st["units"],
+            units=i18n.localised(st["units"]),
             answers=st["answers"],
             preview=False,
             token=token,
@@ -248,7 +268,7 @@ def screen(study: str, token: str):
 def state(study: str, token: str):
     with db() as session:
         ctx = context(session, study)
-        return jsonify(flow.state(session, ctx, flow.assignment_for(session, ctx, token)))
+        return jsonify(i18n.localised(flow.state(session, ctx, flow.assignment_for(session, ctx, token))))
 
 
 @bp.post("/a/<study>/<token>/answer")

@@ -187,10 +187,26 @@ def import_loops(graph: Graph) -> list[list[str]]:
     return sorted(loops)
 
 
+NAMED_OTHERWISE: dict[str, tuple[str, ...]] = {
+    "ranking": (
+        "hitkit/analysis/evidence.py",
+        "hitkit/analysis/fragility.py",
+        "hitkit/cli/results.py",
+        "hitkit/prescreen/run.py",
+        "hitkit/release/build.py",
+        "hitkit/running/launch.py",
+    ),
+}
+"""Modules where a protocol's name is also another thing's: ``ranking`` names an analysis's ranking table
+and figure (``ranking.csv``, ``ranking.png``) and fragility's column saying which ranking a row is about,
+as it did before the protocol of that name; these modules mean those, never the protocol."""
+
+
 def protocol_names_outside(root: Path, names: tuple[str, ...]) -> list[str]:
     """Every string constant equal to a protocol's name in hitkit/ and server/ outside hitkit/protocols/
-    (docstrings and other longer text do not count), and every quoted protocol name in the shared
-    templates (those not named after a protocol), as 'path:line: name'."""
+    (docstrings and other longer text do not count; nor a name in a module :data:`NAMED_OTHERWISE` lists
+    for it), and every quoted protocol name in the shared templates (those not named after a protocol),
+    as 'path:line: name'."""
     import re
 
     out = []
@@ -205,7 +221,10 @@ def protocol_names_outside(root: Path, names: tuple[str, ...]) -> list[str]:
             if (root / "hitkit" / "protocols") in path.parents:
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                where = str(path.relative_to(root))
                 if isinstance(node, ast.Constant) and node.value in names:
+                    if where in NAMED_OTHERWISE.get(node.value, ()):
+                        continue
                     out.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
     return out
 
@@ -231,6 +250,7 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.study.sections": 3,
     "hitkit.study.provider_sections": 3,
     "hitkit.study.starter_sections": 3,
+    "hitkit.study.gold_section": 3,
     "hitkit.bots": 2,
     "hitkit.db": 1,
     "hitkit.analysis": 1,
@@ -241,6 +261,7 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.events": 1,
     "hitkit.secret": 1,
     "hitkit.errors": 0,
+    "hitkit.i18n": 0,
     "hitkit.progress": 0,
     "hitkit.timing": 0,
 }
@@ -262,12 +283,14 @@ SHARED = (
     "hitkit.worker.security",
     "hitkit.worker.authenticity",
     "hitkit.material.jsonl",
+    "hitkit.material.degrade",
+    "hitkit.material.gold",
     "hitkit.imports.fields",
     "hitkit.worker.bounds",
     "hitkit.worker.pacing",
 )
 """Pure policy and vocabulary (statuses and columns, money arithmetic, input bounds, signed tokens,
-the security policy, authenticity scores, reading JSONL, archive field templates): functions over
+the security policy, authenticity scores, reading JSONL, degraded copies and gold items' places, archive field templates): functions over
 plain values that every room may use, kept in the room whose subject they are."""
 
 UPWARD: dict[tuple[str, str], str] = {

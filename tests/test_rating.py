@@ -17,9 +17,9 @@ from sqlalchemy import func, select
 from hitkit.db.models import Assignment, Response, Study, Unit
 from hitkit.db.session import session_scope
 from hitkit.errors import AnswerError, ConfigError
+from hitkit.material.degrade import degrade, phrase_length
 from hitkit.protocols import by_table, task_for
 from hitkit.protocols.rating.analysis import analyze_rating, worker_qc
-from hitkit.protocols.rating.degrade import degrade, phrase_length
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, SCORE_PREFIX, TABLE
 from hitkit.protocols.rating.task import rotation_blocks
 from hitkit.report import report

@@ -130,14 +130,41 @@ def test_spot_the_bot_takes_fresh_annotators_on_fresh_conversations():
         + annotation("a2", "w2", "c1", "bot", "human")  # c1 again: used
         + annotation("a3", "w2", "c2", "bot", "human")  # w2's next HIT, a fresh conversation
         + annotation("a4", "w1", "c3", "bot", "human")  # w1 returns: adds nothing
-        + annotation("a5", "w3", "c4", "human", "bot")  # two fresh conversations: the first counts,
-        + annotation("a5", "w3", "c5", "bot", "human")  # this one is left to a later worker
-        + annotation("a6", "w4", "c5", "human", "unsure")  # c5 is still fresh for w4
+        + annotation("a5", "w3", "c4", "human", "bot")  # two fresh conversations, few workers still
+        + annotation("a5", "w3", "c5", "bot", "human")  # expected: both count, one observation, their mean
+        + annotation("a6", "w4", "c5", "human", "unsure")  # c5 is used: w4 adds nothing yet
+        + annotation("a7", "w4", "c1", "human", "bot")  # c1 is used too
+        + annotation("a8", "w4", "c6", "unsure", "bot")  # a fresh one: w4's observation
     )
     table = pd.DataFrame(rows)
-    c = spot_the_bot.comparisons({"annotations": table[list(ANNOTATION_COLUMNS)]}, ["x", "y"], {("x", "y"): 3.0})[0]
-    assert c.n == 4 and c.clusters == (1.0, 0.0, 1.0, 1.0)
-    assert c.expected == 4  # more conversations seen than the 3 planned: it has what it will get
+    c = spot_the_bot.comparisons({"annotations": table[list(ANNOTATION_COLUMNS)]}, ["x", "y"], {("x", "y"): 6.0})[0]
+    assert c.n == 4 and c.clusters == (1.0, 0.0, 0.5, 1.0)
+    assert c.expected == 4  # every planned conversation seen: it has what it will get
+    # each bet's horizon is projected from the conversations seen when its observation arrived (1, 2, 5, 6):
+    # n + (planned − seen)·(n + 10)/(seen + 10)
+    assert c.tuning == pytest.approx([5 * 10 / 11, 1 + 4 * 11 / 12, 2 + 1 * 12 / 15, 3.0])
+
+
+def test_a_spot_the_bot_observation_shares_fresh_conversations_among_the_workers_still_expected():
+    from hitkit.analysis.contributions import items_per_observation, worker_contributions
+
+    # early, with most of the plan's conversations still to come and each new one expected to bring a new
+    # worker: one conversation each; late, few workers still expected: the rest of the HIT's fresh ones
+    assert items_per_observation(0, 2, 0, 100.0) == 1
+    assert items_per_observation(20, 95, 20, 100.0) == 56  # 80 left for 5·30/105 = 1.43 workers
+    found = worker_contributions(
+        [1.0, 0.0, 1.0, 1.0],
+        ["w1", "w1", "w2", "w2"],
+        ["h1", "h1", "h2", "h2"],
+        items=["c1", "c2", "c1", "c3"],
+        planned_items=100.0,
+    )
+    # w1's HIT takes c1 only (c2 is left to a later worker); w2's first fresh one is c3 (c1 is used)
+    assert list(found.means) == [1.0, 1.0] and found.spent_at.tolist() == [1.0, 2.0]
+    every = worker_contributions(
+        [1.0, 0.0, 1.0, 1.0], ["w1", "w1", "w2", "w2"], ["h1", "h1", "h2", "h2"], items=["c1", "c2", "c1", "c3"]
+    )
+    assert list(every.means) == [0.5, 1.0]  # without a plan: every fresh item of the HIT
 
 
 def _pairwise_tables(scores: np.ndarray, workers: np.ndarray, upto: int) -> dict[str, pd.DataFrame]:

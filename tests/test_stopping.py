@@ -194,11 +194,28 @@ def _adaptive_stb(tmp_path, database_url, quality, per_pair: int):
     included). The comparisons' variance is clustered by conversation: with six a pair the wide case's
     rule fired after 17 to 26 of its 36 assignments, and in one loaded CI run not at all; with ten a
     pair it fired after 14 to 16 of 54 with the earlier asymptotic sequences. The bounded per-conversation
-    sequences need more conversations before they can settle (in one loaded run ten a pair never fired), so
-    the wide case has fourteen. The equal case has four, its whole design being run."""
+    sequences need more conversations before they can settle (in one loaded run ten a pair never fired), and
+    the per-worker rule takes one observation per annotator, each on conversations no earlier one used: with
+    fourteen a pair it fired at 10 observations a pair when it fired, and in one loaded CI run not at all;
+    with sixteen in 1 of 3 local runs; with thirty-two in 3 of 3, after 15 to 36 HITs. The equal case has
+    four, its whole design being run."""
     from tests.test_spot_the_bot_study import stb_study, write_bot_bot, write_human_human
 
-    humans = 12 if per_pair > 10 else 9 if per_pair > 6 else 6 if per_pair > 4 else 4
+    humans = (
+        28
+        if per_pair > 24
+        else 21
+        if per_pair > 16
+        else 14
+        if per_pair > 14
+        else 12
+        if per_pair > 10
+        else 9
+        if per_pair > 6
+        else 6
+        if per_pair > 4
+        else 4
+    )
     study_file = stb_study(tmp_path, database_url, human_count=humans)
     write_bot_bot(tmp_path / "bot_bot.jsonl", per_pair=per_pair)
     write_human_human(tmp_path / "human.jsonl", count=humans + 2)
@@ -207,7 +224,7 @@ def _adaptive_stb(tmp_path, database_url, quality, per_pair: int):
 
 @pytest.mark.parametrize(
     "quality, stops, per_pair",
-    [({"alpha": 0.95, "beta": 0.05, "gamma": 0.05}, True, 14), ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False, 4)],
+    [({"alpha": 0.95, "beta": 0.05, "gamma": 0.05}, True, 32), ({"alpha": 0.5, "beta": 0.5, "gamma": 0.5}, False, 4)],
     ids=["wide", "equal"],
 )
 def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_better(

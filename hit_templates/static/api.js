@@ -15,7 +15,7 @@ window.hitkitApi = function (base) {
       try { data = await reply.json(); } catch (e) { data = {}; }
       return { ok: reply.ok, status: reply.status, body: data };
     } catch (err) {
-      return { ok: false, status: 0, body: { error: "connection problem — please try again" } };
+      return { ok: false, status: 0, body: { error: window.hitkitT("connection") } };
     }
   };
 };
@@ -34,7 +34,7 @@ window.hitkitStream = function (base) {
         headers: { "Accept": "text/event-stream", "Content-Type": "application/json" },
       });
     } catch (err) {
-      return { ok: false, status: 0, body: { error: "connection problem — please try again" } };
+      return { ok: false, status: 0, body: { error: window.hitkitT("connection") } };
     }
     if (!(reply.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       let data = {};
@@ -66,6 +66,6 @@ window.hitkitStream = function (base) {
         }
       }
     } catch (err) { /* the connection broke mid-reply: the reply is still owed */ }
-    return { ok: false, status: 0, body: { error: "the connection broke — your message is saved, please try again" } };
+    return { ok: false, status: 0, body: { error: window.hitkitT("connection_broke") } };
   };
 };

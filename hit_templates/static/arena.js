@@ -22,7 +22,7 @@
   // the page keeps showing what the worker already read instead of going back (85 → 47 → 101 characters).
   let held = { a: "", b: "" };
   let busy = false;
-  const VOTE_WORDS = { a: "A is better", b: "B is better", tie: "Tie", both_bad: "Both are bad" };
+  const t = window.hitkitT;
 
   const given = (unit, question) => (answers[unit.unit_id] || {})[question];
   // A judged study's battle not drawn for a vote ends with "Next battle" alone (its vote_done answer).
@@ -71,7 +71,7 @@
     const vote = given(current, "vote");
     root.querySelectorAll("button.vote").forEach((b) => { b.setAttribute("aria-pressed", String(b.dataset.vote === vote)); });
     const reason = given(current, "reason");
-    $("arena-voted").textContent = vote === undefined ? "" : "Your vote is recorded: " + VOTE_WORDS[vote] + "." + (reason ? " Your reason: “" + reason + "”" : "");
+    $("arena-voted").textContent = vote === undefined ? "" : t("vote_recorded", { vote: t("vote_" + vote) }) + (reason ? " " + t("your_reason", { reason: reason }) : "");
     $("arena-voted").hidden = vote === undefined;
   }
 
@@ -103,7 +103,7 @@
     busy = true;
     controls();
     $("arena-retry").hidden = true;
-    $("arena-status").textContent = "The assistants are writing…";
+    $("arena-status").textContent = t("assistants_writing");
     const turn = Math.min(inputs("a"), inputs("b"));
     const todo = text === null ? SIDES.filter(owes) : SIDES.filter((s) => inputs(s) === turn);
     const signals = text === null ? null : typing.message.take();
@@ -125,8 +125,8 @@
     busy = false;
     // 429: too many replies of this HIT being written at once (the server's bound); nothing was lost.
     $("arena-status").textContent = !failed ? "" : refused
-      ? "Too many replies are being written at once — please wait a moment and press Try again."
-      : "An assistant is taking longer than usual. Your message is saved — please press Try again.";
+      ? t("too_many_retry")
+      : t("assistant_slow");
     $("arena-retry").hidden = !failed;
     controls();
   }
@@ -143,7 +143,7 @@
   }
 
   async function showBattle() {
-    $("progress").textContent = current.label + " of " + units.length;
+    $("progress").textContent = t("progress", { label: current.label, total: units.length });
     root.querySelector(".battle-label").textContent = current.label;
     root.querySelectorAll(".identity").forEach((el) => { el.hidden = true; el.textContent = ""; });
     $("arena-next").hidden = true;
@@ -192,7 +192,7 @@
         if (saved && saved.ok) answers = saved.body.answers;
         if (given(current, "vote") === undefined) {
           busy = false;
-          $("arena-status").textContent = reply.body.error || "not saved — please try again";
+          $("arena-status").textContent = reply.body.error || t("not_saved");
           controls();
           return;
         }
@@ -226,7 +226,7 @@
     if (current.voted === false && given(current, "vote_done") === undefined) {
       if (busy || !complete()) return;
       const reply = await api("answer", { unit_id: current.unit_id, question: "vote_done", value: "yes" });
-      if (!reply.ok) { $("arena-status").textContent = reply.body.error || "not saved — please try again"; return; }
+      if (!reply.ok) { $("arena-status").textContent = reply.body.error || t("not_saved"); return; }
       answers[current.unit_id] = Object.assign(answers[current.unit_id] || {}, { vote_done: "yes" });
     }
     next();
@@ -234,7 +234,7 @@
 
   (async function start() {
     const reply = await api("state");
-    if (!reply.ok) { $("progress").textContent = reply.body.error || "could not load the task"; return; }
+    if (!reply.ok) { $("progress").textContent = reply.body.error || t("no_task"); return; }
     units = reply.body.units.slice().sort((a, b) => a.position - b.position);
     answers = reply.body.answers;
     next();

@@ -3,6 +3,7 @@
   const form = document.getElementById("task");
   if (!form || !form.dataset.answerUrl) return;
   const shownAt = Date.now();
+  const t = window.hitkitT;
   const counter = document.getElementById("answered");
 
   function refreshCount() {
@@ -17,7 +18,7 @@
     const match = /^answer-([0-9a-f]+)-(.+)$/.exec(input.name || "");
     if (!match) return;
     const status = input.closest("fieldset").querySelector(".saved");
-    status.textContent = "saving…";
+    status.textContent = t("saving");
     try {
       const reply = await fetch(form.dataset.answerUrl, {
         method: "POST",
@@ -26,9 +27,9 @@
                                elapsed_s: (Date.now() - shownAt) / 1000 }),
       });
       const body = await reply.json();
-      status.textContent = reply.ok ? "saved" : (body.error || "not saved — please try again");
+      status.textContent = reply.ok ? t("saved") : (body.error || t("not_saved"));
     } catch (err) {
-      status.textContent = "not saved (connection problem) — your answer will be sent with Submit";
+      status.textContent = t("not_saved_offline");
     }
     refreshCount();
   });

@@ -16,6 +16,7 @@
   let waiting = false;
 
   const api = window.hitkitApi(base);
+  const t = window.hitkitT;
   const stream = window.hitkitStream(base);
   // How the worker's own text is entered (counts and timings only): sent with each message and free-text answer.
   const watch = (id) => window.hitkitSignals($(id), { blockPaste: root.dataset.blockPaste === "1" });
@@ -46,7 +47,7 @@
   function labels(unit) {
     document.querySelectorAll(".slot-label").forEach((el) => { el.textContent = unit.label; });
     document.querySelectorAll(".topic-text").forEach((el) => { el.textContent = topicOf(unit); });
-    $("progress").textContent = unit.label + " of " + units.length;
+    $("progress").textContent = t("progress", { label: unit.label, total: units.length });
   }
 
   function next() {
@@ -84,7 +85,7 @@
       const saved = await save(current, "topic", topic, typing.topic.touched() ? typing.topic.take() : null);
       if (!saved.ok) { alert(saved.body.error); return; }
     }
-    if (!sentiment) { alert("Please say how you feel about the topic."); return; }
+    if (!sentiment) { alert(t("say_feeling")); return; }
     const saved = await save(current, "topic_sentiment", sentiment.value);
     if (!saved.ok) { alert(saved.body.error); return; }
     labels(current);
@@ -109,7 +110,7 @@
 
   function botFailed(reply) {
     waiting = false;
-    $("bot-status").textContent = "The chatbot is taking longer than usual. Your message is saved — please wait a moment and press Try again.";
+    $("bot-status").textContent = t("bot_slow");
     $("retry").hidden = false;
     $("send").disabled = true;
     if (reply && reply.body && reply.body.error) $("bot-status").title = reply.body.error;
@@ -120,7 +121,7 @@
     $("send").disabled = true;
     $("next-bot").disabled = true;
     $("retry").hidden = true;
-    $("bot-status").textContent = "The chatbot is typing…";
+    $("bot-status").textContent = t("bot_typing");
     // The reply appears as the chatbot writes it; it is stored only once it is complete.
     let partial = null;
     const reply = await stream("chat/" + current.unit_id + path, body, (text) => {
@@ -141,8 +142,8 @@
     if (reply.ok) render(reply.body); else await refresh(false);
     // The sentence last: when it appears, the box and the messages already show what was (not) stored.
     $("bot-status").textContent = reply.ok ? "" : reply.status === 429
-      ? "Too many replies are being written at once — please wait a moment and send your message again."
-      : (reply.body.error || "something went wrong");
+      ? t("too_many_send")
+      : (reply.body.error || t("something_wrong"));
     return reply;
   }
 
@@ -205,7 +206,7 @@
     if (current.rated !== false) { showRate(); return; }
     $("next-bot").disabled = true;
     const reply = await save(current, "chat_done", "yes");
-    if (!reply.ok) { $("bot-status").textContent = reply.body.error || "not saved — please try again"; $("next-bot").disabled = false; return; }
+    if (!reply.ok) { $("bot-status").textContent = reply.body.error || t("not_saved"); $("next-bot").disabled = false; return; }
     next();
   });
 
@@ -234,12 +235,12 @@
   $("save-ratings").addEventListener("click", async () => {
     const sliders = Array.from(document.querySelectorAll("#sliders .slider"));
     if (sliders.some((s) => s.classList.contains("untouched"))) {
-      $("rate-status").textContent = "Please move every slider (you can move it back to where it was).";
+      $("rate-status").textContent = t("move_sliders");
       return;
     }
     for (const slider of sliders) {
       const reply = await save(current, slider.dataset.question, slider.querySelector("input").value);
-      if (!reply.ok) { $("rate-status").textContent = reply.body.error || "not saved — please try again"; return; }
+      if (!reply.ok) { $("rate-status").textContent = reply.body.error || t("not_saved"); return; }
     }
     const comment = $("feedback").value.trim();
     if (comment && current.optional.includes("feedback")) await save(current, "feedback", comment, typing.feedback.take());
@@ -248,7 +249,7 @@
 
   (async function load() {
     const reply = await api("state");
-    if (!reply.ok) { $("progress").textContent = reply.body.error || "could not load the task"; return; }
+    if (!reply.ok) { $("progress").textContent = reply.body.error || t("no_task"); return; }
     units = reply.body.units.slice().sort((a, b) => a.position - b.position);
     answers = reply.body.answers;
     next();

@@ -6,6 +6,7 @@
   const form = document.getElementById("task");
   if (!form || !form.dataset.base) return;
   const api = window.hitkitApi(form.dataset.base);
+  const t = window.hitkitT;
   const shownAt = Date.now();
   const units = Array.from(form.querySelectorAll("fieldset.unit"));
   const untouched = (unit) => unit.querySelectorAll(".slider.untouched").length;
@@ -25,10 +26,10 @@
     event.target.closest(".slider").classList.remove("untouched");
     refreshCount();
     const status = event.target.closest("fieldset").querySelector(".saved");
-    status.textContent = "saving…";
+    status.textContent = t("saving");
     const reply = await api("answer", { unit_id: match[1], question: match[2], value: event.target.value,
                                         elapsed_s: (Date.now() - shownAt) / 1000 });
-    status.textContent = reply.ok ? "saved" : (reply.body.error || "not saved — it will be sent with Submit");
+    status.textContent = reply.ok ? t("saved") : (reply.body.error || t("not_saved_later"));
   });
 
   form.addEventListener("submit", (event) => {
@@ -36,7 +37,7 @@
     if (!open) return;
     event.preventDefault();
     document.getElementById("submit-status").textContent =
-      "Please move every slider (you can move it back to where it was).";
+      t("move_sliders");
     open.scrollIntoView();
   });
   refreshCount();

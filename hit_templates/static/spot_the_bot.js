@@ -18,6 +18,7 @@
   const pending = new Set();  // saves under way: Continue waits for them
 
   const api = window.hitkitApi(base);
+  const t = window.hitkitT;
 
   const given = (unit, question) => (answers[unit.unit_id] || {})[question];
   const complete = (unit) => unit.questions.every((q) => given(unit, q.name) !== undefined);
@@ -61,7 +62,7 @@
       item.className = "entity-" + turn.entity;
       const who = document.createElement("span");
       who.className = "who";
-      who.textContent = turn.entity === 0 ? "Speaker A" : "Speaker B";
+      who.textContent = t(turn.entity === 0 ? "speaker_a" : "speaker_b");
       item.appendChild(who);
       item.appendChild(document.createTextNode(turn.text));
       list.appendChild(item);
@@ -82,18 +83,18 @@
 
   async function answer(input) {
     const unit = current;
-    status("saving…");
+    status(t("saving"));
     const saving = api("answer", { unit_id: unit.unit_id, question: input.name, value: input.value,
                                    elapsed_s: (Date.now() - shownAt) / 1000 });
     pending.add(saving);
     const reply = await saving;
     pending.delete(saving);
     if (!reply.ok) {
-      status(reply.body.error || "not saved — please try again");
+      status(reply.body.error || t("not_saved"));
       return;
     }
     answers[unit.unit_id] = Object.assign(answers[unit.unit_id] || {}, { [input.name]: input.value });
-    status("saved");
+    status(t("saved"));
     highlight();
   }
 
@@ -101,7 +102,7 @@
     if (pending.size) await Promise.all(Array.from(pending));
     const missing = stepQuestions().filter((q) => given(current, q) === undefined);
     if (missing.length) {
-      status("Please answer every question first.");
+      status(t("answer_all"));
       highlight();
       return;
     }
@@ -143,7 +144,7 @@
   (async function start() {
     const reply = await api("state");
     if (!reply.ok) {
-      status(reply.body.error || "could not load the task — please reload the page");
+      status(reply.body.error || t("no_task"));
       return;
     }
     units = reply.body.units.slice().sort((a, b) => a.position - b.position);

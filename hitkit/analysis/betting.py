@@ -49,13 +49,14 @@ def bounded_excludes(state: np.ndarray, alpha: float) -> tuple[np.ndarray, np.nd
 
 
 def bounded_interval(
-    values: np.ndarray, lo: float, hi: float, alpha: float, planned: float, null: float | None = None
+    values: np.ndarray, lo: float, hi: float, alpha: float, planned: float | np.ndarray, null: float | None = None
 ) -> tuple[float, float]:
     """(low, high) of the two-sided (1 − α) hedged betting confidence sequence (Waudby-Smith & Ramdas
     2024, Theorem 3, predictable plug-in bets) for the mean of observations in [lo, hi] that arrive in
     this order, at its last look: the candidate means m whose hedged capital max(K⁺(m), K⁻(m))/2 stays
     below 1/α, found on :data:`GRID` points (and ``null``, so that whether it is excluded is exact).
-    Infinite before the first observation."""
+    ``planned``: the horizon the bets are tuned to, one for all or one per observation (each fixed before
+    its observation arrives). Infinite before the first observation."""
     if hi <= lo:
         raise ValueError(f"bounds [{lo}, {hi}]: the upper bound must exceed the lower one")
     scaled = (np.asarray(values, dtype=float) - lo) / (hi - lo)

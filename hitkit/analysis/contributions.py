@@ -12,8 +12,7 @@ arrives:
   on the pair are left out of the sequence: they would repeat what it already knows of that worker);
 * where the protocol treats items as random draws shared between workers (Spot The Bot's conversations,
   whose segments go to several annotators: its default analysis clusters on them), only the HIT's answers
-  on items no earlier observation used count (Spot The Bot: on the first such conversation only, leaving
-  the HIT's other fresh ones to later workers); a HIT with none of those adds nothing, and its worker may
+  on items no earlier observation used count (Spot The Bot: conversations); a HIT with none of those adds nothing, and its worker may
   still contribute a later HIT that has some.
 
 **What is guaranteed.** Which answers make an observation depends only on who did which HIT on which
@@ -58,6 +57,11 @@ class Contributions:
     """The HIT (assignment) each observation comes from."""
     spent: int
     """The HITs holding the pair so far, contributing or not: the part of the pair's plan already used."""
+    spent_at: np.ndarray | None = None
+    """Per observation, the HITs holding the pair up to and including its own: what the plan had spent when it
+    arrived (with ``items_at``, what :func:`tuning` projects the bets' horizon from)."""
+    items_at: np.ndarray | None = None
+    """Per observation, the items seen up to and including its HIT (None where items are not shared)."""
 
 
 def _ids(column: np.ndarray | Sequence | None, n: int, prefix: str) -> np.ndarray:
@@ -80,16 +84,18 @@ def worker_contributions(
     *,
     order: Sequence | None = None,
     items: np.ndarray | Sequence | None = None,
-    one_item: bool = False,
+    planned_items: float | None = None,
 ) -> Contributions:
     """The sequence's observations from per-answer ``values`` with each answer's worker, HIT (assignment)
     and, where items are shared between workers, item: one per worker, the mean of their first HIT's
     answers on items no earlier observation used (the module's docstring says why this is exactly valid).
 
+    With ``planned_items`` (the items the pair's plan holds) an observation takes at most
+    :func:`items_per_observation` of its HIT's fresh items (in row order), sharing the fresh items left out
+    among the workers still expected.
+
     HITs are taken in ``order`` (HIT ids, the arrival order; those it does not name follow in order of
     first appearance). A HIT is one worker's; if its rows name several workers, the first one counts.
-    With ``one_item`` an observation takes only the HIT's first fresh item (in row order), leaving its
-    other fresh items to later workers: more observations, each on fewer answers.
     A missing worker id is a worker of their own (never a returning one); a missing item id an item of its own."""
     values = np.asarray(values, dtype=float)
     n = len(values)
@@ -119,25 +125,53 @@ def worker_contributions(
     groups = dict(tuple(frame.groupby("hit", sort=False)))
     used_workers: set[str] = set()
     used_items: set[str] = set()
+    seen_items: set[str] = set()
     means: list[float] = []
     who: list[str] = []
     where: list[str] = []
-    for hit in first_seen:
+    spent_at: list[int] = []
+    items_at: list[int] = []
+    for k, hit in enumerate(first_seen):
         group = groups[hit]
         worker = group["worker"].iloc[0]
+        if items is not None:
+            seen_items.update(group["item"])
         if worker in used_workers:
             continue
         fresh = group[~group["item"].isin(used_items)] if items is not None else group
         if fresh.empty:
             continue  # nothing new in this HIT; the worker may still bring fresh items later
-        if one_item:
-            fresh = fresh[fresh["item"] == fresh["item"].iloc[0]]
+        if items is not None and planned_items is not None:
+            cap = items_per_observation(len(means), len(seen_items), len(used_items), planned_items)
+            fresh = fresh[fresh["item"].isin(list(dict.fromkeys(fresh["item"]))[:cap])]
         means.append(float(fresh["value"].mean()))
         who.append(worker)
         where.append(hit)
+        spent_at.append(k + 1)
+        items_at.append(len(seen_items))
         used_workers.add(worker)
         used_items.update(fresh["item"])
-    return Contributions(np.asarray(means, dtype=float), who, where, len(first_seen))
+    return Contributions(
+        np.asarray(means, dtype=float),
+        who,
+        where,
+        len(first_seen),
+        np.asarray(spent_at, dtype=float),
+        np.asarray(items_at, dtype=float) if items is not None else None,
+    )
+
+
+def items_per_observation(n: int, seen: int, used: int, planned: float) -> int:
+    """How many of a HIT's fresh items its observation takes where items are shared (Spot The Bot's
+    conversations): the fresh items the plan has left (``planned`` − ``used``) shared among the new workers
+    the pair can still expect (:func:`projected` − ``n``, from the ``n`` observations and ``seen`` items so
+    far), at least one. An observation's variance is the worker's plus the items' divided by the items it
+    takes, and a pair has at most one observation per worker and per item: where workers are many and
+    items few, one item each gives the most observations; where a few workers do most of the work, whole
+    HITs of items give the least noisy ones. Counts only, never an answer: the choice is part of the fixed
+    design, so the guarantee holds."""
+    remaining = max(planned - seen, 0.0) * min(1.0, (n + PRIOR_HITS) / (seen + PRIOR_HITS))
+    return max(1, int((planned - used) / max(remaining, 1.0) + 1e-9))  # floor, robust to rounding
 
 
 def projected(n: int, spent: int, planned: float) -> float | None:
@@ -149,6 +183,20 @@ def projected(n: int, spent: int, planned: float) -> float | None:
         return None
     share = min(1.0, (n + PRIOR_HITS) / (spent + PRIOR_HITS))
     return n + max(planned - spent, 0.0) * share
+
+
+def tuning(spent_at: np.ndarray, planned: float) -> np.ndarray:
+    """The horizon each observation's bet is tuned to: :func:`projected` from the observations before it
+    and what the pair's plan had spent when it arrived (``spent_at``: HITs, or items where the plan counts
+    items). A returning worker adds no observation, so with a long-tailed crowd a pair ends with far
+    fewer observations than its planned HITs; bets tuned to the planned HITs are then too timid to settle
+    it (benchmarks/replay_clear.py). The horizon is computed from counts of earlier HITs and observations
+    only, never from an answer's value, and is fixed when the observation arrives, so the bets stay
+    predictable and the sequence's guarantee is unchanged."""
+    spent_at = np.asarray(spent_at, dtype=float)
+    before = np.arange(len(spent_at), dtype=float)
+    share = np.minimum(1.0, (before + PRIOR_HITS) / (spent_at + PRIOR_HITS))
+    return np.where(spent_at > 0, before + np.maximum(planned - spent_at, 0.0) * share, float(planned))
 
 
 def guarantee(fresh_items: str | None = None, adaptive: bool = False) -> str:

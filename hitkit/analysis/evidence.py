@@ -14,7 +14,7 @@ import pandas as pd
 from hitkit.analysis.agreement import AGREEMENT_COLUMNS, WORKER_COLUMNS
 from hitkit.analysis.base import AnalysisResult
 from hitkit.analysis.fragility import FRAGILITY_COLUMNS
-from hitkit.analysis.gold import GOLD_COLUMNS, below_chance
+from hitkit.analysis.gold import GOLD_COLUMNS, below_chance, gold_verdicts, verdict_rule
 
 
 def attach(
@@ -95,6 +95,25 @@ def _gold_summary(gold: pd.DataFrame, what: str) -> dict:
         "below_half": below_chance(gold, 0.5),
         "interval": "Clopper–Pearson (exact) 95 %",
     }
+
+
+def gold_qc(result: AnalysisResult, qc) -> None:
+    """Apply the study file's gold QC rule (``gold.qc``: upper_below, misses, level) to ``result``: a
+    ``gold_qc`` column (passed / failed; empty for a worker without gold items) in the table that holds
+    the gold columns, and the rule and the failed workers in ``summary["gold"]``. Nothing without gold
+    answers or without a rule."""
+    summary = result.summary.get("gold")
+    rule = verdict_rule(qc.upper_below, qc.misses, qc.level)
+    name = next((n for n, t in result.tables.items() if "gold_items" in t.columns), None)
+    if not summary or not rule or name is None:
+        return
+    table = result.tables[name]
+    seen = table[table["gold_items"] > 0]
+    verdicts = gold_verdicts(seen, upper_below=qc.upper_below, misses=qc.misses, level=qc.level)
+    words = {True: "passed", False: "failed"}
+    table["gold_qc"] = [words[verdicts[str(w)]] if str(w) in verdicts else "" for w in table["worker_id"]]
+    summary["qc_rule"] = rule
+    summary["qc_failed"] = sorted(w for w, ok in verdicts.items() if not ok)
 
 
 def _finite(value) -> float | None:

@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hitkit.material.gold import IS_GOLD
+
 GOLD_COLUMNS = ("worker_id", "gold_items", "gold_correct", "gold_accuracy", "gold_low", "gold_high")
 """Per worker: gold items answered, answered right, the share, and its exact 95 % interval."""
 
@@ -57,3 +59,53 @@ def gold_accuracy(answers: pd.DataFrame) -> pd.DataFrame:
 def below_chance(gold: pd.DataFrame, chance: float) -> list[str]:
     """Workers whose whole interval lies below ``chance``: their gold answers are worse than guessing."""
     return sorted(gold.loc[gold["gold_high"] < chance, "worker_id"].astype(str))
+
+
+def split_gold(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the rows of real items, the rows of gold items) of an export table; every row is real in a table
+    without :data:`IS_GOLD` (a study without gold items, or an older export)."""
+    if IS_GOLD not in table.columns:
+        return table, table.iloc[0:0]
+    gold = pd.to_numeric(table[IS_GOLD], errors="coerce").fillna(0).astype(int).to_numpy() == 1
+    real = table.loc[~gold].reset_index(drop=True)
+    real.attrs = dict(table.attrs)
+    return real, table.loc[gold].reset_index(drop=True)
+
+
+def gold_verdicts(
+    gold: pd.DataFrame, *, upper_below: float | None = None, misses: int | None = None, level: float = 0.95
+) -> dict[str, bool]:
+    """Each worker's QC verdict from their gold answers (:data:`GOLD_COLUMNS`): False when the upper end of
+    the exact interval at ``level`` lies below ``upper_below``, or when ``misses`` or more answers are
+    wrong; True otherwise. Without either rule nobody fails (gold is then only reported)."""
+    if gold.empty:
+        return {}
+    items = gold["gold_items"].to_numpy(int)
+    correct = gold["gold_correct"].to_numpy(int)
+    failed = np.zeros(len(gold), dtype=bool)
+    if upper_below is not None:
+        _low, high = clopper_pearson(correct, items, level)
+        failed |= high < upper_below
+    if misses is not None:
+        failed |= items - correct >= misses
+    return {str(w): not bool(f) for w, f in zip(gold["worker_id"], failed)}
+
+
+def verdict_rule(upper_below: float | None, misses: int | None, level: float = 0.95) -> str:
+    """The gold QC rule in words, for the QC method's name and the report."""
+    parts = []
+    if upper_below is not None:
+        parts.append(f"gold accuracy not surely below {upper_below:g} (upper end of the exact {level:.0%} interval)")
+    if misses is not None:
+        parts.append(f"fewer than {misses} gold items wrong")
+    return " and ".join(parts)
+
+
+def combine_verdicts(own: dict[str, bool | None], gold: dict[str, bool]) -> dict[str, bool | None]:
+    """A worker's QC verdict from the protocol's own check and the gold rule: failed if either fails,
+    passed if either passes and neither fails, None (not judged yet) where neither has a verdict."""
+    out: dict[str, bool | None] = {}
+    for worker in sorted(set(own) | set(gold)):
+        verdicts = [v for v in (own.get(worker), gold.get(worker)) if v is not None]
+        out[worker] = None if not verdicts else all(verdicts)
+    return out

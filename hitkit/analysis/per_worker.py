@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
-from hitkit.analysis.contributions import projected, worker_contributions
+from hitkit.analysis.contributions import projected, tuning, worker_contributions
 from hitkit.analysis.sequential import Comparison, from_means
 
 if TYPE_CHECKING:
@@ -30,18 +30,24 @@ def worker_comparison(
     order: Sequence | None = None,
     items: np.ndarray | None = None,
     spent: int | None = None,
-    one_item: bool = False,
 ) -> Comparison:
     """The bounded sequence's comparison of a and b from per-answer scores with their workers, HITs and
     (where shared between workers) items: one observation per worker, their first HIT's mean on fresh
     items (:func:`hitkit.analysis.contributions.worker_contributions`, which says what is guaranteed).
     ``planned`` counts the pair's HITs in the fixed design (the bets are tuned there); its horizon is
     projected from the share of its HITs so far that gave an observation (``spent``: the HITs holding the
-    pair so far, those that gave no observation included; default the HITs among the answers)."""
-    found = worker_contributions(values, workers, hits, order=order, items=items, one_item=one_item)
+    pair so far, those that gave no observation included; default the HITs among the answers; given, it
+    counts the items seen, and so do the bets' horizons), and so is each bet's horizon when its observation
+    arrived (:func:`hitkit.analysis.contributions.tuning`)."""
+    found = worker_contributions(
+        values, workers, hits, order=order, items=items, planned_items=planned if spent is not None else None
+    )
     used = found.spent if spent is None else spent
     expected = projected(len(found.means), used, planned)
-    return from_means(a, b, found.means, planned, null=null, bounds=bounds, expected=expected)
+    # the bets' horizons, projected as each observation arrived from what the plan had spent by then
+    spent_at = found.items_at if spent is not None and found.items_at is not None else found.spent_at
+    tuned = tuning(spent_at, planned) if spent_at is not None else None
+    return from_means(a, b, found.means, planned, null=null, bounds=bounds, expected=expected, tuning=tuned)
 
 
 def pair_answers(
@@ -74,14 +80,12 @@ def worker_comparisons(
     order: Sequence | None = None,
     planned: Callable[[float], float] | None = None,
     spent_on_items: bool = False,
-    one_item: bool = False,
 ) -> list[Comparison]:
     """:func:`worker_comparison` for every pair (x, y) of ``systems`` (x before y by name) from ``answers``:
     one row per answer with columns ``x``, ``y`` (the pair, sorted), ``score`` (x over y), ``hit``,
     ``worker`` and ``item`` (None where items are never shared). ``planned`` turns the plan's number into
     the pair's planned HITs (default: as it is); with ``spent_on_items`` what the pair has spent is the
-    items it has seen (a plan that counts items, each in one observation at most); ``one_item``: an
-    observation takes one fresh item of its HIT (:func:`~hitkit.analysis.contributions.worker_contributions`)."""
+    items it has seen (a plan that counts items, each in one observation at most)."""
     import pandas as pd  # here, not at the top: the scheduler and sync load this module without needing pandas
 
     groups = {key: group for key, group in answers.groupby(["x", "y"])} if answers is not None and len(answers) else {}
@@ -105,7 +109,6 @@ def worker_comparisons(
                 order=order,
                 items=items if shared else None,
                 spent=group["item"].nunique() if spent_on_items else None,
-                one_item=one_item,
             )
         )
     return out

@@ -13,8 +13,12 @@ computes each pair's interval as the protocols' ``sequential`` modules and
   when it arrives, so the hedged betting sequence (:func:`~hitkit.analysis.betting.bounded_step`, the
   same arithmetic as :func:`~hitkit.analysis.betting.bounded_interval` at the null) runs once over the
   order's observations (:func:`observations`, vectorised: the first unit of each worker);
-* with fresh items (Spot The Bot) the observation is the unit's first conversation that no earlier
-  observation used, which depends on every earlier choice: one pass over the pair's units in the order.
+* with fresh items (Spot The Bot) the observation is the mean of the unit's answers on conversations that
+  no earlier observation used, which depends on every earlier choice: one pass over the pair's units in
+  the order;
+* each bet is tuned to the horizon projected when its observation arrived
+  (:func:`hitkit.analysis.contributions.tuning`), as the live rule tunes it; for rated HITs (live chat,
+  rating) at the pair's plan.
 
 Futility and ``undecided`` follow :func:`~hitkit.analysis.sequential.intervals` with the live rule's
 horizon: :func:`~hitkit.analysis.contributions.projected` from the pair's HITs (Spot The Bot: its
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hitkit.analysis.betting import BET_CAP, _bets, bounded_excludes, bounded_radius  # _bets: the same bets
-from hitkit.analysis.contributions import PRIOR_HITS
+from hitkit.analysis.contributions import PRIOR_HITS, items_per_observation, tuning
 from hitkit.analysis.replay_data import PairData, ReplayData
 from hitkit.analysis.sequential import MIN_UNDECIDED
 
@@ -64,6 +68,11 @@ class Observations:
     units: np.ndarray
     spent: np.ndarray
     known: int
+
+    def tuning(self, planned: float) -> np.ndarray:
+        """Each observation's bet horizon, as :func:`hitkit.analysis.contributions.tuning` projects it from
+        what the pair's plan had spent when it arrived."""
+        return tuning(self.spent[self.looks] if len(self.looks) else np.zeros(0), planned)
 
 
 def observations(pair: PairData, position: np.ndarray, fresh_items: bool, limit: int | None = None) -> Observations:
@@ -101,30 +110,42 @@ def _fresh_item_observations(
     pair: PairData, items: np.ndarray, at: np.ndarray, total: int, limit: int | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(the units chosen, their observations, the last look known) with fresh items: in arrival order, a
-    worker's first unit with an item no earlier observation used gives that item's mean (the unit's first
-    such item in row order), as ``worker_contributions(…, one_item=True)``. One pass: each choice
-    depends on the earlier ones."""
+    worker's first unit with items no earlier observation used gives the mean of its answers on them, as
+    ``worker_contributions(…, items=…)``. One pass: each choice depends on the earlier ones."""
     arrival = np.argsort(at)
     if limit is not None:
         arrival = arrival[at[arrival] < limit]
     used_workers = bytearray(int(pair.hit_worker.max()) + 1 if len(pair.hit_worker) else 0)
     used_items = bytearray(int(items.max()) + 1 if len(items) else 0)
+    seen_items = bytearray(len(used_items))
     workers = pair.hit_worker.tolist()
-    chosen, values = [], []
+    chosen: list[int] = []
+    values: list[float] = []
+    seen = used = 0
     for k in arrival.tolist():
+        for item in pair.hit_items[k]:
+            seen += not seen_items[item]
+            seen_items[item] = 1
         if used_workers[workers[k]]:
             continue
-        for item, mean in zip(pair.hit_items[k], pair.hit_item_means[k]):
-            if not used_items[item]:
-                used_items[item] = used_workers[workers[k]] = 1
-                chosen.append(k)
-                values.append(mean)
-                break
+        cap = items_per_observation(len(values), seen, used, pair.planned)
+        total_sum = rows = 0.0
+        for item, mean, count in zip(pair.hit_items[k], pair.hit_item_means[k], pair.hit_item_counts[k]):
+            if not used_items[item] and cap > 0:
+                used_items[item] = 1
+                used += 1
+                cap -= 1
+                total_sum += mean * count
+                rows += count
+        if rows:
+            used_workers[workers[k]] = 1
+            chosen.append(k)
+            values.append(total_sum / rows)
     known = total - 1 if limit is None or limit >= total else limit - 1
     return np.asarray(chosen, dtype=int), np.asarray(values, dtype=float), known
 
 
-def _log_capital(x: np.ndarray, each: float, planned: float, m: float) -> tuple[np.ndarray, np.ndarray]:
+def _log_capital(x: np.ndarray, each: float, planned: float | np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
     """log K⁺ and log K⁻ at the candidate mean ``m`` after each observation along the last axis of ``x``
     (NaN: no observation, which a sequence only has at its end): :func:`~hitkit.analysis.betting.bounded_step`'s recursion in
     closed form (running count, sum and Σ(x_i − μ̂_i)² are cumulative sums), as
@@ -194,7 +215,8 @@ def _trace(
     found = observations(pair, position, data.fresh_items, limit)
     x = found.values
     # the bounded sequence after each observation: each is fixed when it arrives, so one pass
-    kp, km = _log_capital(x, alpha_each, pair.planned, m)
+    tuned = found.tuning(pair.planned) if pair.held is None else pair.planned
+    kp, km = _log_capital(x, alpha_each, tuned, m)
     won = _winner(kp, km, alpha_each)
     count = np.arange(1, len(x) + 1, dtype=float)
     running = np.cumsum(x) / np.maximum(count, 1)

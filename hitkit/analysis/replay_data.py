@@ -44,6 +44,7 @@ class PairData:
     hit_mean: np.ndarray = field(init=False, repr=False)
     hit_items: list = field(init=False, repr=False)
     hit_item_means: list = field(init=False, repr=False)
+    hit_item_counts: list = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         unit = np.asarray(self.unit, dtype=int)
@@ -53,22 +54,26 @@ class PairData:
         sums = np.bincount(inverse, weights=self.value, minlength=len(hits))
         items: list = []
         item_means: list = []
+        item_counts: list = []
         if self.item is not None and len(unit):
             import pandas as pd
 
             frame = pd.DataFrame({"hit": inverse, "item": np.asarray(self.item, dtype=int), "value": self.value})
-            per = frame.groupby(["hit", "item"], sort=False)["value"].mean()  # items in row order within a HIT
+            per = frame.groupby(["hit", "item"], sort=False)["value"].agg(["mean", "size"])  # row order in a HIT
             items = [[] for _ in hits]
             item_means = [[] for _ in hits]
-            for (h, i), v in per.items():
+            item_counts = [[] for _ in hits]
+            for (h, i), v, c in zip(per.index, per["mean"], per["size"]):
                 items[h].append(int(i))
                 item_means[h].append(float(v))
+                item_counts[h].append(int(c))
         setattr_ = object.__setattr__  # frozen: derived fields are set once, here
         setattr_(self, "hit_unit", hits)
         setattr_(self, "hit_worker", worker[first] if len(unit) else np.zeros(0, dtype=int))
         setattr_(self, "hit_mean", sums / np.maximum(counts, 1))
         setattr_(self, "hit_items", items)
         setattr_(self, "hit_item_means", item_means)
+        setattr_(self, "hit_item_counts", item_counts)
 
 
 @dataclass(frozen=True)
@@ -78,8 +83,8 @@ class ReplayData:
     ``units``: the counted assignments that carry answers, in the order they were handed in (the
     ``assignments`` table's order). ``null`` and ``bounds``: the score's null and range in the
     protocol's own units (the summary reports estimates there). ``fresh_items``: an observation takes
-    one item no earlier observation used (Spot The Bot's conversations; what a pair has spent is then
-    the items it has seen), as ``worker_contributions(…, one_item=True)``. ``holding``: for rated HITs,
+    only items no earlier observation used (Spot The Bot's conversations; what a pair has spent is then
+    the items it has seen), as ``worker_contributions(…, items=…)``. ``holding``: for rated HITs,
     which units hold two or more systems (the share of them that gave an observation scales the
     horizon); None elsewhere. ``tables``: the tables the protocol's ``comparisons`` read, and ``plan``
     the plan they take (default: each pair's ``planned``), for the check against the live rule.

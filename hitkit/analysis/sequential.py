@@ -138,8 +138,11 @@ class Comparison:
     the data so far (live chat: ``n`` + the HITs still planned to hold the pair × the share of HITs so far
     that pass their own QC test, since a HIT that fails adds no observation; at the end of the design,
     ``n``); the horizon of futility and of ``undecided``. None: ``planned``.
-    The bets stay tuned at ``planned``, fixed before the study (a data-dependent tuning must be predictable,
-    and this one is not)."""
+    The bets are tuned at :attr:`tuning` where given, else at ``planned``."""
+    tuning: tuple[float, ...] | None = None
+    """The bounded sequence only: per observation, the horizon its bet was tuned to, fixed when it arrived
+    from counts of what came before (:func:`hitkit.analysis.contributions.tuning`), so the bets stay
+    predictable. None: every bet tuned at ``planned``."""
 
     @property
     def horizon(self) -> float:
@@ -203,7 +206,8 @@ def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]
         if c.clusters is not None:
             lo, hi = c.bounds
             width = hi - lo
-            low, high = bounded_interval(np.asarray(c.clusters, dtype=float), lo, hi, each, c.planned, c.null)
+            tuned = c.planned if c.tuning is None else np.asarray(c.tuning, dtype=float)
+            low, high = bounded_interval(np.asarray(c.clusters, dtype=float), lo, hi, each, tuned, c.null)
             r_plan = width * float(
                 bounded_radius(
                     max(c.horizon, c.n),
@@ -304,10 +308,14 @@ def from_means(
     null: float,
     bounds: tuple[float, float],
     expected: float | None = None,
+    tuning: np.ndarray | None = None,
 ) -> Comparison:
-    """The bounded sequence's comparison of a and b from its observations in arrival order."""
+    """The bounded sequence's comparison of a and b from its observations in arrival order (``tuning``:
+    :attr:`Comparison.tuning`, one horizon per observation)."""
     if not len(means):
         return Comparison(a, b, 0, null, 0.0, planned, null=null, clusters=(), bounds=bounds, expected=expected)
+    if tuning is not None and len(tuning) != len(means):
+        raise ValueError(f"{a}–{b}: {len(tuning)} bet horizons for {len(means)} observations")
     variance = float(np.var(means, ddof=1)) if len(means) > 1 else 0.0
     return Comparison(
         a,
@@ -320,6 +328,7 @@ def from_means(
         clusters=tuple(float(m) for m in means),
         bounds=bounds,
         expected=expected,
+        tuning=None if tuning is None else tuple(float(h) for h in tuning),
     )
 
 

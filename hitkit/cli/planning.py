@@ -4,6 +4,9 @@ with an LLM judge, the crowd's share; ``--confirm`` runs the recommendation once
 from __future__ import annotations
 
 import json
+import os
+import sys
+import time
 from pathlib import Path
 
 import click
@@ -18,16 +21,18 @@ from hitkit.errors import HitkitError
     "--replicates",
     type=click.IntRange(1, 10_000),
     default=None,
-    help="Simulated studies per size [default: 40; Spot The Bot, and the share plans of Spot The Bot and "
-    "live chat: 20].",
+    help="Simulated studies per size, whatever the time they take [default: as many as --seconds fits, up "
+    "to 40; Spot The Bot and arena: 20; the share plans of Spot The Bot and live chat: 20].",
 )
 @click.option(
     "--seconds",
     "budget_s",
     type=click.FloatRange(min=1),
     default=None,
-    help="Time budget without --replicates: simulated studies are added, one per size at a time, while the "
-    "next round fits (at least 5 per size); the precision reached is printed. [default: 20]",
+    help="Time budget without --replicates, counted from the command's start (its imports and each size's "
+    "design included): simulated studies are added, one per size at a time, while the next round is expected "
+    "to end within it (at least 3 per size, however slow the machine); the precision reached is printed. "
+    "[default: 20]",
 )
 @click.option(
     "--n-boot",
@@ -166,6 +171,7 @@ def plan(
             n_boot=n_boot,
             sizes=grid,
             budget_s=BUDGET_S if budget_s is None else budget_s,
+            started=process_started(),
         )
     out = config.out_dir / "plan"
     out.mkdir(parents=True, exist_ok=True)
@@ -199,6 +205,7 @@ def plan(
                     "replicates": result.replicates,
                     "precision": result.precision,
                     "seconds": result.seconds,
+                    "budget_s": result.budget_s,
                     "table": json.loads(result.table.to_json(orient="records")),
                     "file": str(out / "plan.csv"),
                     "confirm": _confirmation_json(confirmation, "size"),
@@ -206,6 +213,22 @@ def plan(
                 indent=2,
             )
         )
+
+
+def process_started() -> float:
+    """When the command started, on :func:`time.monotonic`'s clock, so that ``plan``'s time budget counts the
+    interpreter's start and the imports too: the process's start where the process was started as ``hitkit
+    plan`` (Linux: ``/proc``), else now (plan invoked within a longer-lived process: a test, a notebook)."""
+    now = time.monotonic()
+    if "plan" not in sys.argv[1:3]:
+        return now
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        age_s = uptime_s - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, in clock ticks
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - min(max(age_s, 0.0), 600.0)
 
 
 def _confirmation_json(confirmation, size_key: str) -> dict | None:

@@ -26,11 +26,18 @@ from hitkit.protocols import names as protocol_names
     show_default=True,
     help="The protocol of the study to scaffold.",
 )
-def init(directory: Path, task: str) -> None:
+@click.option(
+    "--language",
+    default="en",
+    show_default=True,
+    help="The workers' language (ui_language, a BCP 47 tag: en, de, fr, es, zh, ar, hi): the starter's "
+    "instructions are written in it.",
+)
+def init(directory: Path, task: str, language: str) -> None:
     """Scaffold a study in DIRECTORY: a commented, runnable study.yaml and the material it reads."""
     from hitkit.study.scaffold import scaffold
 
-    for path in scaffold(directory, task):
+    for path in scaffold(directory, task, language):
         click.echo(f"wrote {path}")
     click.echo(f"Check it: hitkit launch {directory / 'study.yaml'} --dry-run")
     click.echo(f"Run it on the simulated crowd: hitkit launch {directory / 'study.yaml'} --yes")

@@ -10,8 +10,9 @@ import hashlib
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Event, Study, Unit
+from hitkit.db.models import Event, JudgeLabel, Study, Unit
 from hitkit.protocols import PROTOCOLS, task_for
+from hitkit.protocols.base import UnitSpec
 from hitkit.study.config import StudyConfig
 
 EVENT = "judge_second_wave"
@@ -35,6 +36,12 @@ def half(seed: int, key: str) -> bool:
     return int(hashlib.sha256(f"{seed}:judge:half:{key}".encode()).hexdigest()[:8], 16) % 2 == 0
 
 
+def judged_units(session: Session, study: Study, config: StudyConfig) -> list[UnitSpec]:
+    """The units of the material the judge labelled (not, say, gold comparisons that only check workers)."""
+    judged = set(session.scalars(select(JudgeLabel.unit_key).where(JudgeLabel.study_id == study.id)))
+    return [u for u in task_for(config).build().units if u.key in judged]
+
+
 def probabilities(session: Session, study: Study, config: StudyConfig) -> dict[str, float] | None:
     """Each judged unit's probability of going to the crowd (its key → π): None for a uniform share; the
     recorded π once the second wave is drawn; before it, the pilot's fraction of the unit's stratum (the
@@ -47,6 +54,6 @@ def probabilities(session: Session, study: Study, config: StudyConfig) -> dict[s
     module = PROTOCOLS[config.task].module("judge")
     pilot = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
     strata: dict[str, list[str]] = {}
-    for unit in task_for(config).build().units:
+    for unit in judged_units(session, study, config):
         strata.setdefault(module.stratum(unit), []).append(unit.key)
     return {k: sum(u in pilot for u in keys) / len(keys) for keys in strata.values() for k in keys}

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Event, Hit, Study, Unit
-from hitkit.judges.design import EVENT, half, recorded, uncertain
+from hitkit.judges.design import EVENT, half, judged_units, recorded, uncertain
 from hitkit.protocols import PROTOCOLS, task_for
 from hitkit.study.config import StudyConfig
 
@@ -42,7 +42,7 @@ def draw_if_due(session: Session, study: Study, config: StudyConfig) -> int:
     judge, task = config.judge, task_for(config)
     assert judge is not None  # uncertain(config)
     module = PROTOCOLS[config.task].module("judge")
-    units = task.build().units
+    units = judged_units(session, study, config)
     pilot = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
     scores = module.selection(units, task.export(session, study), judge_table(session, study, config, weights=False))
     keys = [u.key for u in units]

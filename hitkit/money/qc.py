@@ -1,6 +1,8 @@
 """Quality control of a running study: which workers pass their protocol's check over the work counted
-so far (``worker_qc`` of the protocol's analysis). The dashboard shows it, the approval step's QC
-policy (:mod:`hitkit.money.qc_policy`) acts on it, and the launch ends with its one-line summary."""
+so far (``worker_qc`` of the protocol's analysis) and, with the study file's ``gold.qc`` rule, their
+answers to gold items (``answers`` of the protocol's ``gold`` module; a worker fails if either check
+fails). The dashboard shows it, the approval step's QC policy (:mod:`hitkit.money.qc_policy`) acts on
+it, and the launch ends with its one-line summary."""
 
 from __future__ import annotations
 
@@ -61,7 +63,19 @@ def qc_summary(session: Session, ctx: StudyContext, cache_key: str = "") -> QcSu
 def _compute_qc(session: Session, ctx: StudyContext) -> QcSummary | None:
     study = session.get_one(Study, ctx.study_id)
     tables = ctx.task.export(session, study)
-    checked = PROTOCOLS[ctx.config.task].module("analysis").worker_qc(tables, ctx.config)
+    proto = PROTOCOLS[ctx.config.task]
+    checked = proto.module("analysis").worker_qc(tables, ctx.config)
+    gold = ctx.config.gold
+    if gold is not None and (gold.qc.upper_below is not None or gold.qc.misses is not None):
+        from hitkit.analysis.gold import combine_verdicts, gold_accuracy, gold_verdicts, verdict_rule
+
+        answered = gold_accuracy(proto.module("gold").answers(tables, ctx.config))
+        verdicts = gold_verdicts(answered, upper_below=gold.qc.upper_below, misses=gold.qc.misses, level=gold.qc.level)
+        rule = verdict_rule(gold.qc.upper_below, gold.qc.misses, gold.qc.level)
+        if checked is None and not verdicts:
+            return None
+        method, own = checked if checked is not None else ("", {})
+        checked = ("; ".join(filter(None, (method, rule))), combine_verdicts(own, verdicts))
     if checked is None:
         return None
     method, by_worker = checked

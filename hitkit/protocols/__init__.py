@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hitkit.errors import ConfigError
-from hitkit.protocols import arena, live_chat, pairwise, rating, spot_the_bot
+from hitkit.protocols import arena, live_chat, pairwise, ranking, rating, spot_the_bot
 from hitkit.protocols.base import Protocol, TaskType
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ PROTOCOLS: dict[str, Protocol] = {
         spot_the_bot.PROTOCOL,
         rating.PROTOCOL,
         arena.PROTOCOL,
+        ranking.PROTOCOL,
     )
 }
 

@@ -74,6 +74,11 @@ class Protocol:
     mturk_rules: bool = False
     """True when ``PACKAGE.mturk`` holds rules (a ``Rules`` section and ``rows``) that import its table
     from MTurk batch results; a protocol without them imports with a mapping's ``function:``."""
+    gold_sources: tuple[str, ...] = ()
+    """The kinds of gold item (:mod:`hitkit.study.gold_section`) the study file's ``gold:`` may mix into its
+    HITs, the default first; none: the protocol takes no ``gold:`` section (``gold_note`` says why)."""
+    gold_note: str = ""
+    """Why a protocol without ``gold_sources`` needs none (its own known-answer items), for the error."""
 
     def module(self, name: str) -> ModuleType:
         """The module ``name`` of the protocol's folder (``task``, ``analysis``, ``report``, ``views``)."""
@@ -335,6 +340,7 @@ class TaskType(ABC):
     def validate(self, unit: Unit, question: str, value: str) -> str:
         """Check one answer; return it normalised or raise AnswerError saying what is accepted."""
         from hitkit.errors import AnswerError
+        from hitkit.i18n import N_
 
         asked = {q.name: q for q in self.questions(unit)}
         if question not in asked:
@@ -344,7 +350,14 @@ class TaskType(ABC):
         value = answer_text(value)  # JSON for objects and numbers, never Python's repr
         limit = self.config.hit.max_answer_chars
         if len(value) > limit:
-            raise AnswerError(f"the answer to '{question}' is {len(value)} characters; the limit is {limit}")
+            raise AnswerError(
+                N_(
+                    "the answer to '%(question)s' is %(length)s characters; the limit is %(limit)s",
+                    question=question,
+                    length=len(value),
+                    limit=limit,
+                )
+            )
         choices = asked[question].choices
         if choices is not None and value not in choices:
             raise AnswerError(f"'{value}' is not an answer to '{question}'; choose one of {', '.join(choices)}")

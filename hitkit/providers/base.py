@@ -22,6 +22,7 @@ from enum import Enum
 from typing import ClassVar
 
 from hitkit.errors import FlowError
+from hitkit.i18n import N_
 from hitkit.study.config import StudyConfig
 
 
@@ -39,7 +40,7 @@ class Arrival:
     def worker(self) -> str:
         """The worker's id on the platform; FlowError for an arrival that names none (only a preview may)."""
         if self.worker_id is None:
-            raise FlowError("the crowd site did not say who you are; open the task again from the crowd site", 400)
+            raise FlowError(N_("the crowd site did not say who you are; open the task again from the crowd site"), 400)
         return self.worker_id
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hitkit.errors import FlowError
+from hitkit.i18n import N_
 from hitkit.providers.base import Arrival
 from hitkit.providers.internal import InternalProvider
 from hitkit.worker import tokens
@@ -28,8 +29,8 @@ class LocalProvider(InternalProvider):
         if not token:
             if args.get("preview"):
                 return Arrival(preview=True)
-            raise FlowError("this link has no invite; ask the study's coordinator for your personal link", 403)
+            raise FlowError(N_("this link has no invite; ask the study's coordinator for your personal link"), 403)
         annotator = tokens.verify(self.secret, f"invite:{self.config.study}", token)
         if annotator is None:
-            raise FlowError("this invite link is not valid for this study; ask the coordinator for a new one", 403)
+            raise FlowError(N_("this invite link is not valid for this study; ask the coordinator for a new one"), 403)
         return Arrival(preview=False, worker_id=annotator)

@@ -42,10 +42,13 @@ def run_analysis(
     result = proto.module("analysis").analyze(
         in_dir, seed=seed, config=config, options=options, replicate_dir=replicate_dir, stability=stability
     )
+    from hitkit.analysis.evidence import gold_qc
     from hitkit.analysis.tables import read_exclusions
     from hitkit.tables.loading import study_name
     from hitkit.tables.versions import software_versions
 
+    if config is not None and config.gold is not None:
+        gold_qc(result, config.gold.qc)  # the study file's gold rule, as the QC policy applies it
     excluded = read_exclusions(in_dir)
     if excluded:  # stated, with each reason: work left out on purpose is reported, never silently dropped
         result.summary["exclusions"] = [{"assignment_id": a, "reason": r} for a, r in excluded.items()]

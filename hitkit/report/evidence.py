@@ -56,7 +56,8 @@ def gold_part(section: Section, inp: ReportInput) -> None:
     table = next((t for t in inp.tables.values() if "gold_items" in t.columns), None)
     if not gold or table is None:
         return
-    shown = table[table["gold_items"] > 0][list(GOLD_COLUMNS)]
+    rule = gold.get("qc_rule")
+    shown = table[table["gold_items"] > 0][list(GOLD_COLUMNS) + (["gold_qc"] if rule and "gold_qc" in table else [])]
     low = gold.get("below_half") or []
     section.text.append(
         f"Gold items ({gold.get('items')}): {gold.get('correct')} of {gold.get('answers')} answered right by "
@@ -65,6 +66,13 @@ def gold_part(section: Section, inp: ReportInput) -> None:
             f"Workers whose whole interval lies below one half: {', '.join(low)}."
             if low
             else "No worker's interval lies wholly below one half."
+        )
+        + (
+            f" The study's gold QC rule (gold.qc) passes a worker with {rule}; it fails "
+            + (", ".join(gold.get("qc_failed") or []) or "no worker")
+            + " (column gold_qc), and schedule.qc_failures decides what happens to a failing worker's work."
+            if rule
+            else ""
         )
     )
     section.tables.append(("Gold items per worker (exact Clopper–Pearson 95 % interval)", display(shown)))

@@ -4,8 +4,9 @@ For each size on a grid the protocol's plan (``hitkit/protocols/NAME/plan.py``) 
 study many times through the statistics layer, without HTTP: the same units and packing as a launch,
 workers drawn from the study's simulated crowd (profiles, counts, and ``simulated.activity``: long-tailed by
 default, :func:`hitkit.simulation.staffing.staff`), their answers from the task type's own simulated-worker
-model with the assumed effect sizes of ``simulated.quality``, and the protocol's own analysis on the
-tables. The share of simulated studies in which a decision comes out right is its power at that size; the
+model with the assumed effect sizes of ``simulated.quality``, and the tables of the protocol's own analysis
+that its decisions read (made by the same functions with the same defaults; the agreement, evidence and
+figures a plan never reads are left out, which makes a simulated study two to five times cheaper). The share of simulated studies in which a decision comes out right is its power at that size; the
 cost is every place of every HIT paid with the provider's fee (:mod:`hitkit.money.amounts`). Everything is seeded from the study's ``seed``: a plan run twice prints the
 same table.
 
@@ -21,10 +22,11 @@ studies per size by default) where its analysis is slow.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -96,13 +98,16 @@ def design_cost(config: StudyConfig) -> tuple[int, int, Decimal]:
 
 REPLICATES = 40
 """Simulated studies per size, unless the protocol's plan module sets its own ``REPLICATES``."""
-MIN_REPLICATES = 5
-"""Simulated studies per size a time budget never goes below (a power from fewer says next to nothing)."""
+MIN_REPLICATES = 3
+"""Simulated studies per size a time budget never goes below, however slow the machine: with fewer a power
+is hardly more than a coin (the printed precision says how little it is even at this floor)."""
 BUDGET_S = 20.0
-"""``hitkit plan``'s default time budget for its simulated studies: rounds of one simulated study per size
-are run while the next fits in it (up to the protocol's replicates), so that with the command's own start
-and the cost of each size a loaded machine answers within about 30 s, with the precision it reached
-printed; ``--replicates`` fixes the count instead."""
+"""``hitkit plan``'s default time budget, counted from the command's start (its imports, the study file and
+every size's design included): rounds of one simulated study per size run while the next round is expected
+to end within it (up to the protocol's replicates), so that a loaded machine answers within about 30 s,
+with the precision it reached printed; ``--replicates`` fixes the count instead."""
+FEW_REPLICATES = 10
+"""Below this many simulated studies per size the plan says how to get a steadier answer."""
 
 
 def monte_carlo_half_width(power: float | None, n: int) -> float:
@@ -114,6 +119,12 @@ def monte_carlo_half_width(power: float | None, n: int) -> float:
     return 1.96 * math.sqrt(p * (1 - p) / n)
 
 
+def rounds_fit(elapsed_s: float, round_s: float, budget_s: float) -> bool:
+    """Whether one more round of simulated studies, expected to take ``round_s`` seconds (the mean of the
+    rounds so far), still ends within ``budget_s`` after ``elapsed_s`` seconds of the command."""
+    return elapsed_s + round_s <= budget_s
+
+
 def plan(
     config: StudyConfig,
     *,
@@ -121,34 +132,42 @@ def plan(
     n_boot: int = 100,
     sizes: list[int] | None = None,
     budget_s: float | None = None,
+    started: float | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Plan:
     """Power and cost of every size on the grid (``sizes`` overrides the protocol's), ``replicates``
     simulated studies a size (default: the protocol's, else :data:`REPLICATES`), each analysed with
     ``n_boot`` bootstrap resamples. With ``budget_s`` and no ``replicates``, rounds of one study per size run
-    while the next round fits in the budget (at least :data:`MIN_REPLICATES`, at most the default count);
-    study ``r`` of a size has the same seed either way, so a budget that fits N rounds gives exactly what
-    ``replicates=N`` gives."""
+    while the next round is expected to end within the budget (at least :data:`MIN_REPLICATES`, at most the
+    default count); the budget counts from ``started`` (a ``clock()`` reading, e.g. the process's start;
+    default: now; ``clock``: :func:`time.monotonic` unless given), so every size's design and cost count in it. Each size's design is built once and reused
+    by all its studies. Study ``r`` of a size has the same seed either way, so a budget that fits N rounds
+    gives exactly what ``replicates=N`` gives."""
+    clock = clock or time.monotonic
+    began = clock() if started is None else started
     module = plan_module(config)
     most = replicates if replicates is not None else getattr(module, "REPLICATES", REPLICATES)
     if most < 1 or n_boot < 1:
         raise HitkitError("give at least one replicate and one bootstrap resample")
     timed = budget_s is not None and replicates is None
     grid = sorted(set(sizes)) if sizes else module.sizes(config)
-    started, rows = time.monotonic(), []
+    designs = {size: module.with_size(config, size) for size in grid}  # once a size, not once a study
+    costs = {size: design_cost(sized) for size, sized in designs.items()}
     outcomes: dict[int, list[dict]] = {size: [] for size in grid}
     jobs = [(size, r) for r in range(most) for size in grid]  # round by round: every size has as many
-    done = 0
+    simulating, ran = clock(), 0
     for size, r in progress(jobs, "plan", total=len(jobs), unit="study"):
-        if budget_s is not None and timed and size == grid[0] and r >= MIN_REPLICATES:
-            elapsed = time.monotonic() - started
-            if elapsed + elapsed / r > budget_s:  # the next round would not end within the budget
-                break
-        sized = module.with_size(config, size)
-        outcomes[size].append(module.replicate(sized, config.seed * 100_003 + size * 1_009 + r, n_boot))
-        done += 1
-    ran = done // len(grid)
+        if size == grid[0]:
+            if timed and r >= MIN_REPLICATES:
+                now = clock()
+                if not rounds_fit(now - began, (now - simulating) / r, float(budget_s or 0)):
+                    break
+            ran = r + 1
+        seed = config.seed * 100_003 + size * 1_009 + r
+        outcomes[size].append(module.replicate(designs[size], seed, n_boot))
+    rows = []
     for size in grid:
-        hits, assignments, cost = design_cost(module.with_size(config, size))
+        hits, assignments, cost = costs[size]
         row: dict[str, Any] = {module.UNIT: size, "hits": hits, "assignments": assignments, "cost": str(cost)}
         for decision in module.DECISIONS:
             seen = [o[decision] for o in outcomes[size] if o.get(decision) is not None]
@@ -167,7 +186,7 @@ def plan(
         dict(module.DECISIONS),
         module.UNIT,
         ran,
-        round(time.monotonic() - started, 1),
+        round(clock() - began, 1),
         smallest,
         precision=round(precision, 3),
         budget_s=budget_s if timed else None,
@@ -181,6 +200,7 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
         f"studies per size from the simulated crowd and simulated.quality, {result.seconds} s"
         + (f" (a budget of {result.budget_s:g} s; --replicates N for more)." if result.budget_s is not None else "."),
         f"Each power below is within ±{result.precision:.2f} of its long-run value (95 %, Monte Carlo).",
+        *few_replicates_hint(result),
         "",
         console_table(result.table),
         "",
@@ -200,6 +220,20 @@ def plan_text(config: StudyConfig, result: Plan) -> str:
                 f"HIT{'' if row['hits'] == 1 else 's'}, {row['cost']} {config.provider.currency})"
             )
     return "\n".join(lines)
+
+
+def few_replicates_hint(result: Plan) -> list[str]:
+    """A line saying how to get steadier powers when the time budget fitted fewer than :data:`FEW_REPLICATES`
+    studies per size (none otherwise): other processes share the CPU, so the same budget fits fewer."""
+    if result.budget_s is None or result.replicates >= FEW_REPLICATES:
+        return []
+    load = f" (load average {os.getloadavg()[0]:.1f})" if hasattr(os, "getloadavg") else ""
+    wanted = max(1.0, result.seconds) * 20 / max(result.replicates, 1)
+    return [
+        f"Only {result.replicates} simulated studies per size fitted in {result.budget_s:g} s on this machine "
+        f"now{load}: for powers within about ±0.2, give --replicates 20 (about {wanted:.0f} s here) or "
+        f"--seconds {max(60, round(wanted, -1)):.0f}."
+    ]
 
 
 def _measured(interval: tuple[float, float] | None) -> bool:

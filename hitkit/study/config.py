@@ -20,9 +20,11 @@ import yaml
 from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
 from hitkit.errors import ConfigError
+from hitkit.i18n.catalogs import check_language, parse_tag
 from hitkit.protocols import PROTOCOLS, known_name
 from hitkit.study.bot_sections import BotsConfig
 from hitkit.study.config_errors import describe, section_example
+from hitkit.study.gold_section import GoldConfig, check_gold
 from hitkit.study.provider_sections import ProviderConfig
 from hitkit.study.screener import ScreenerConfig, reward_problems
 from hitkit.study.sections import (
@@ -72,7 +74,22 @@ class _StudyBase(Model):
     stop: Optional[StopConfig] = None
     judge: Optional[JudgeConfig] = None
     screener: Optional[ScreenerConfig] = None
+    gold: Optional[GoldConfig] = Field(
+        None, description="items with a known answer mixed into the HITs, and how they count in QC"
+    )
     base_dir: Path = Field(Path("."), exclude=True, description="folder of the study file")
+    ui_language: str = Field(
+        "en",
+        description="the language of every page a worker sees, a BCP 47 tag: en, de, fr, es, zh, ar and hi ship "
+        "with hitkit; translations/LANG/LC_MESSAGES/messages.po next to the study file adds or overrides one "
+        "(docs: Worker pages in other languages). The coordinator's dashboard and reports stay in English",
+    )
+
+    @field_validator("ui_language")
+    @classmethod
+    def _known_language(cls, tag: str) -> str:
+        parse_tag(tag)  # ValueError naming the tag if Babel does not know it
+        return tag
 
     @field_validator("systems")
     @classmethod
@@ -98,6 +115,7 @@ class _StudyBase(Model):
                 + f" (`hitkit init DIR --task {self.task}` writes a commented one)"
             )
         proto.module("settings").check_study(self)
+        check_gold(self, proto)
         if self.judge is not None:
             self._check_judge(proto, self.judge)
         if self.schedule.qc_failures == "reject":
@@ -307,7 +325,12 @@ def load_study(path: str | Path) -> StudyConfig:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}{where}: not valid YAML ({problem}) — fix the syntax there") from None
-    return parse_study(data, source=str(path), base_dir=path.resolve().parent)
+    config = parse_study(data, source=str(path), base_dir=path.resolve().parent)
+    try:  # here, not in the server: the study's folder is at hand
+        check_language(config.ui_language, config.base_dir)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return config
 
 
 def slug(text: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, model_validator
 
+from hitkit.i18n import N_
 from hitkit.study.sections import Model
 
 
@@ -136,7 +137,13 @@ class PanelConfig(Model):
         return self
 
 
-WORK_WORDS = {"prolific": "study", "panel": "task", "local": "task", "mturk": "HIT", "simulated": "HIT"}
+WORK_WORDS = {
+    "prolific": N_("study"),
+    "panel": N_("task"),
+    "local": N_("task"),
+    "mturk": N_("HIT"),
+    "simulated": N_("HIT"),
+}
 """Each platform's own word for one piece of work, shown on worker pages (:attr:`ProviderConfig.work_word`)."""
 
 

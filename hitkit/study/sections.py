@@ -67,6 +67,18 @@ class HitConfig(Model):
     lifetime_hours: float = Field(72, gt=0)
     assignment_minutes: float = Field(30, gt=0)
     max_answer_chars: int = Field(2000, gt=0, le=100_000)
+    instructions: dict[str, str] = Field(
+        default_factory=dict,
+        description="instructions of your own per language (BCP 47 tag -> text), shown under the description on "
+        "the instructions page: the text for the study's ui_language, else for its language alone (de for de-AT)",
+    )
+
+    def instructions_for(self, language: str) -> str | None:
+        """The study's own instructions for ``language`` (the full tag, else its language alone), or None."""
+        for tag in (language, language.replace("_", "-").split("-")[0]):
+            if tag in self.instructions:
+                return self.instructions[tag]
+        return None
 
 
 class ScheduleConfig(Model):

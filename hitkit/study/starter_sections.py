@@ -3,12 +3,14 @@
 
 A protocol's starter (``hitkit/protocols/NAME/starter.py``) writes what is its own (the protocol's
 section, its systems, its HIT) and gives here only its numbers: how fast work is posted, and the
-simulated crowd that dry-runs it. Below the protocols (like :mod:`hitkit.study.sections`), so a
+simulated crowd that dry-runs it; a starter that shows prompts with responses may take the sample
+material here too. Below the protocols (like :mod:`hitkit.study.sections`), so a
 starter may import it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 COMMENT_COLUMN = 28
@@ -59,3 +61,53 @@ def shared_sections(
         + _line("  # activity: zipf", "how much each worker does: zipf (a few do most) | lognormal | uniform")
         + f"  concurrency: {concurrency}\n"
     )
+
+
+SAMPLE_RESPONSES = [
+    (
+        "p1",
+        "Any tips for staying focused while working from home?",
+        {
+            "alpha": "Keep a fixed start time, work in a spot you only use for work, and take a short walk at lunch.",
+            "beta": "Working from home can be hard sometimes.",
+            "gamma": "I like pizza.",
+        },
+    ),
+    (
+        "p2",
+        "What should I cook tonight?",
+        {
+            "alpha": "How about a quick vegetable stir-fry with rice? It takes twenty minutes.",
+            "beta": "You could cook something you like.",
+            "gamma": "Tonight tonight tonight.",
+        },
+    ),
+    (
+        "p3",
+        "I just adopted a cat!",
+        {
+            "alpha": "Congratulations! What's the cat's name, and how is it settling in?",
+            "beta": "That is nice.",
+            "gamma": "Cats are animals.",
+        },
+    ),
+    (
+        "p4",
+        "How do I keep my houseplants alive?",
+        {
+            "alpha": "Water only when the top inch of soil is dry, and give them bright, indirect light.",
+            "beta": "Plants need some care.",
+            "gamma": "The weather is nice today.",
+        },
+    ),
+]
+"""Four prompts, each answered by alpha (good), beta (bland) and gamma (off topic): starter material."""
+
+
+def responses_material() -> dict[str, str]:
+    """``responses.jsonl`` of :data:`SAMPLE_RESPONSES`: the material of a starter that shows prompts with responses."""
+    lines = [
+        json.dumps({"id": item_id, "prompt": prompt, "responses": replies})
+        for item_id, prompt, replies in SAMPLE_RESPONSES
+    ]
+    return {"responses.jsonl": "\n".join(lines) + "\n"}

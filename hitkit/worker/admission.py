@@ -25,12 +25,13 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Response, Study, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError
+from hitkit.i18n import N_
 from hitkit.protocols.base import TaskType
 from hitkit.providers.base import Arrival, ProviderWork
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import ACTIVE_STATUSES, CAP_STATUSES
 from hitkit.worker import arrivals, tokens
-from hitkit.worker.flow import MAX_ROW_ID
+from hitkit.worker.flow import MAX_ROW_ID, status_word
 
 MAX_ID_CHARS = 128
 """Longest worker or assignment id a provider may hand over (the width of those columns)."""
@@ -50,7 +51,7 @@ class Entry:
 
 def _accepting(study: Study) -> None:
     if study.status != "running":
-        raise FlowError("this study is not accepting new work at the moment", 410)
+        raise FlowError(N_("this study is not accepting new work at the moment"), 410)
 
 
 def _worker(session: Session, provider: str, external_id: str) -> Worker:
@@ -126,7 +127,7 @@ def _confirmed_work(ctx: StudyContext, given: str, client: str) -> ProviderWork 
     except FlowError as exc:
         if exc.status >= 500:
             raise FlowError(
-                "the crowd site could not confirm this assignment just now; please reload in a moment", 503
+                N_("the crowd site could not confirm this assignment just now; please reload in a moment"), 503
             ) from exc
         raise
 
@@ -164,7 +165,7 @@ def admit(
             return Entry(entry.preview, entry.hit, entry.token, entry.assignment, views)
         except _Confirm as need:
             works[need.given] = _confirmed_work(ctx, need.given, client)
-    raise FlowError("this arrival could not be confirmed; open the task again from the crowd site", 409)
+    raise FlowError(N_("this arrival could not be confirmed; open the task again from the crowd site"), 409)
 
 
 def _preview_units(hit: Hit) -> list[HitUnit]:
@@ -197,7 +198,7 @@ def enter(
     if hit_id is not None:
         hit = session.get(Hit, hit_id) if 0 < hit_id <= MAX_ROW_ID else None
         if hit is None or hit.study_id != ctx.study_id:
-            raise FlowError("this HIT does not exist in this study", 404)
+            raise FlowError(N_("this HIT does not exist in this study"), 404)
     if arrival.preview:
         if hit is None:
             hit = session.scalar(select(Hit).where(Hit.study_id == ctx.study_id).order_by(Hit.index).limit(1))
@@ -216,7 +217,7 @@ def enter(
         select(Worker).where(Worker.id == worker.id).with_for_update().execution_options(populate_existing=True)
     ).scalar_one()
     if worker.blocked:
-        raise FlowError("you are not able to take part in this study", 403)
+        raise FlowError(N_("you are not able to take part in this study"), 403)
     now = utcnow()
     existing = None
     if hit is None or ctx.provider.resume_needs_proof:
@@ -239,7 +240,7 @@ def enter(
             session.execute(select(Study.id).where(Study.id == ctx.study_id).with_for_update())
             hit = next_open_hit(session, ctx.study_id, worker, now, ctx.task)
         if hit is None:
-            raise FlowError("there is no work left for you in this study right now — thank you!", 409)
+            raise FlowError(N_("there is no work left for you in this study right now — thank you!"), 409)
     # Lock the HIT row: its places are counted and taken in one step.
     hit = session.execute(
         select(Hit).where(Hit.id == hit.id).with_for_update().execution_options(populate_existing=True)
@@ -257,13 +258,19 @@ def enter(
             return Entry(
                 False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce), assignment
             )
-        raise FlowError(f"you already took this HIT (it is {assignment.status}); it cannot be taken again", 409)
+        raise FlowError(
+            N_(
+                "you already took this HIT (it is %(status)s); it cannot be taken again",
+                status=status_word(assignment.status),
+            ),
+            409,
+        )
     # A paused or stopped study takes no one new; those already at work may come back and finish
     # (Prolific: participants who started a paused study can still complete it).
     _accepting(study)
 
     if hit.status != "posted" or (hit.expires_at is not None and hit.expires_at <= now):
-        raise FlowError("this HIT is no longer available", 410)
+        raise FlowError(N_("this HIT is no longer available"), 410)
     done_by_worker = session.execute(
         select(func.count())
         .select_from(Assignment)
@@ -272,14 +279,16 @@ def enter(
     ).scalar_one()
     cap = ctx.config.schedule.per_worker_cap
     if done_by_worker >= cap:
-        raise FlowError(f"you have already done the most HITs one person may do in this study ({cap})", 403)
+        raise FlowError(
+            N_("you have already done the most HITs one person may do in this study (%(cap)s)", cap=cap), 403
+        )
     taken = session.execute(
         select(func.count())
         .select_from(Assignment)
         .where(Assignment.hit_id == hit.id, Assignment.status.in_(ACTIVE_STATUSES))
     ).scalar_one()
     if taken >= hit.max_assignments:
-        raise FlowError("every place on this HIT is taken", 409)
+        raise FlowError(N_("every place on this HIT is taken"), 409)
     refusal = ctx.task.refuses(session, hit, worker)
     if refusal is not None:
         raise FlowError(refusal, 409)
@@ -347,7 +356,7 @@ def _check_same_assignment(
         raise
     except Exception as exc:  # noqa: BLE001 - the check failed: refuse now, the worker may come back
         raise FlowError(
-            "the crowd site could not confirm this assignment just now; please reload in a moment", 503
+            N_("the crowd site could not confirm this assignment just now; please reload in a moment"), 503
         ) from exc
     if work is None:  # a provider with no marketplace of its own (simulated, local): its ids prove nothing
         return
@@ -355,11 +364,11 @@ def _check_same_assignment(
         assignment.provider_assignment_id = given
         return
     raise FlowError(
-        "this link's assignment id is not the one you accepted; open the task again from the crowd site", 403
+        N_("this link's assignment id is not the one you accepted; open the task again from the crowd site"), 403
     )
 
 
-SOMEONE_ELSES = (
+SOMEONE_ELSES = N_(
     "this participant id already holds work in this study under another session, so this link "
     "cannot open it. If it is yours, open the study again from the panel in the browser where you "
     "started it; otherwise ask the study's coordinator."

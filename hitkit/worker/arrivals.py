@@ -18,6 +18,8 @@ a slow or throttled platform costs the arriving visitor a wait and nobody else a
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import os
 import threading
 import time
@@ -29,6 +31,7 @@ from functools import partial
 from typing import TypeVar
 
 from hitkit.errors import FlowError
+from hitkit.i18n import N_
 
 T = TypeVar("T")
 
@@ -103,7 +106,7 @@ class ArrivalChecks:
             hit = self._done.get(key)
             if hit is not None and hit[0] > now:
                 if hit[2] is not None:
-                    raise FlowError(str(hit[2]), hit[2].status)
+                    raise FlowError(hit[2].args[0] if hit[2].args else str(hit[2]), hit[2].status)
                 return hit[1]  # type: ignore[return-value]
             future = self._running.get(key)
             started = future is None
@@ -111,8 +114,11 @@ class ArrivalChecks:
                 wait = self.budget.wait_s(client) if charge else 0.0
                 if wait:
                     raise FlowError(
-                        "too many links from your connection could not be confirmed by the crowd "
-                        f"site; please wait {wait:.0f} s and open the study from the crowd site again",
+                        N_(
+                            "too many links from your connection could not be confirmed by the crowd "
+                            "site; please wait %(wait)s and open the study from the crowd site again",
+                            wait=dt.timedelta(seconds=math.ceil(wait)),
+                        ),
                         429,
                     )
                 future = self._pool.submit(ask)
@@ -124,13 +130,13 @@ class ArrivalChecks:
             return future.result(timeout=timeout_s())
         except FutureTimeout:
             raise FlowError(
-                "the crowd site is slow to confirm who you are; please reload this page in a moment", 503
+                N_("the crowd site is slow to confirm who you are; please reload this page in a moment"), 503
             ) from None
         except FlowError:
             raise
         except Exception as exc:  # noqa: BLE001 - the platform or the network failed: not the visitor's fault
             raise FlowError(
-                "the crowd site could not confirm who you are just now; please reload this page in a moment", 503
+                N_("the crowd site could not confirm who you are just now; please reload this page in a moment"), 503
             ) from exc
 
     def _finished(self, key: tuple, client: str | None, future: Future) -> None:

@@ -65,6 +65,7 @@ from hitkit import timing
 from hitkit.db.models import Conversation, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError, HitkitError
+from hitkit.i18n import N_
 from hitkit.study.bot_sections import PacingConfig
 from hitkit.study.stored import StudyContext
 from hitkit.worker import chat_sql, chat_turns, flow, pacing, pieces, streams, tokens
@@ -113,7 +114,7 @@ def admit(database_url: str, ctx: StudyContext, token: str, limits: streams.Stre
     signature is checked here before that; the route checks the token whole, as always."""
     parsed = tokens.read_assignment_token(ctx.secret, token)
     if parsed is None:
-        raise FlowError("this link is not valid; please return to the task from the crowd site", 403)
+        raise FlowError(N_("this link is not valid; please return to the task from the crowd site"), 403)
     key = (database_url, parsed[0])
     worker = _WORKER_OF.get(key)
     if worker is None:
@@ -181,9 +182,11 @@ def _await_reply(database_url: str, ctx: StudyContext, owed: chat_turns.Owed, wa
             if not turns or turns[-1].speaker != "worker" or turns[-1].index != owed.reply_to:
                 return chat_turns.state_of(ctx, owed.unit_key, conversation, turns)
             if conversation.reply_claim is None:  # the claimant failed and let go: the page may retry now
-                raise BotReplyError("the chatbot did not reply; your message is saved — please try again")
+                raise BotReplyError(N_("the chatbot did not reply; your message is saved — please try again"))
         if time.monotonic() >= deadline:
-            raise BotReplyError("the chatbot is still writing its reply; your message is saved — please wait a moment")
+            raise BotReplyError(
+                N_("the chatbot is still writing its reply; your message is saved — please wait a moment")
+            )
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
 
@@ -200,7 +203,7 @@ def _release(database_url: str, owed: chat_turns.Owed) -> None:
         )
 
 
-NOT_ANSWERING = "this chatbot is not answering; please wait or go on — your message is saved"
+NOT_ANSWERING = N_("this chatbot is not answering; please wait or go on — your message is saved")
 """The only words a worker sees when a bot fails, whichever bot: no system, address or cause (those go to
 the server log and the study's ``bot_*`` events), so a failing control bot looks like any other."""
 log = logging.getLogger("hitkit.worker.chat")

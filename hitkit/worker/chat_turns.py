@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Conversation, Turn, Unit, utcnow
 from hitkit.errors import AnswerError, FlowError
+from hitkit.i18n import N_
 from hitkit.study.stored import StudyContext
 from hitkit.worker import authenticity, chat_sql, flow
 from hitkit.worker.chat_sql import TurnLike
@@ -66,7 +67,13 @@ def _slot_and_progress(
     assignment = flow.assignment_for(session, ctx, token, lock=writable)
     if writable:
         if assignment.status != "accepted":
-            raise FlowError(f"this assignment is {assignment.status}; its chats can no longer change", 409)
+            raise FlowError(
+                N_(
+                    "this assignment is %(status)s; its chats can no longer change",
+                    status=flow.status_word(assignment.status),
+                ),
+                409,
+            )
         flow.writable(ctx, assignment)
     named, side = split_side(unit_id)
     params = {"b_unit": named, "b_hit_id": assignment.hit_id}
@@ -77,7 +84,7 @@ def _slot_and_progress(
         chat_sql.unit_query(isinstance(named, str), progress, task.chat_closing, task.chat_opening), params
     ).first()
     if row is None:
-        raise AnswerError(f"unit {str(unit_id)[:40]!r} is not part of this HIT; reload the page")
+        raise AnswerError(N_("unit %(unit)r is not part of this HIT; reload the page", unit=str(unit_id)[:40]))
     task.chat_system(row[0], side)  # an AnswerError for a side the unit does not have
     answered = {name for name, given in zip((task.chat_closing, *task.chat_opening), row[1:]) if given}
     return assignment, row[0], answered
@@ -104,10 +111,17 @@ def _inputs(turns: Sequence[TurnLike]) -> int:
 def _message(ctx: StudyContext, text: Any, what: str) -> str:
     text = flow.storable_text(str(text).strip(), what)
     if not text:
-        raise AnswerError(f"the {what} is empty; type something first")
+        raise AnswerError(N_("the %(what)s is empty; type something first", what=what))
     limit = ctx.config.hit.max_answer_chars
     if len(text) > limit:
-        raise AnswerError(f"the {what} is {len(text)} characters; the limit is {limit}")
+        raise AnswerError(
+            N_(
+                "the %(what)s is %(length)s characters; the limit is %(limit)s",
+                what=what,
+                length=len(text),
+                limit=limit,
+            )
+        )
     return text
 
 
@@ -170,9 +184,9 @@ def store_worker_turn(
 ) -> tuple[Turn, Owed]:
     """:func:`add_worker_turn`, also returning the reply the bot now owes (all the exchange's next step needs)."""
     assignment, unit, answered = _slot_and_progress(session, ctx, token, unit_id, writable=True, progress=True)
-    text = _message(ctx, text, "message")
+    text = _message(ctx, text, N_("message"))
     if ctx.task.chat_closing in answered:
-        raise FlowError("this conversation is over (it has been rated); go on to the next chatbot", 409)
+        raise FlowError(N_("this conversation is over (it has been rated); go on to the next chatbot"), 409)
     missing = [q for q in ctx.task.chat_opening if q not in answered]
     if missing:
         raise FlowError(f"before chatting, answer {' and '.join(missing)} for this chatbot", 409)
@@ -182,7 +196,7 @@ def store_worker_turn(
     conversation = chat_sql.locked_conversation(session, ctx, assignment, unit, create=True, claim=claim, side=side)
     turns = chat_sql.turns_of(session, conversation)
     if turns and turns[-1].speaker == "worker":
-        raise FlowError("the chatbot has not replied to your last message yet; wait for its reply", 409)
+        raise FlowError(N_("the chatbot has not replied to your last message yet; wait for its reply"), 409)
     ctx.task.check_message(session, assignment, unit, side, text, _inputs(turns))
     turn = chat_sql.insert_turn(
         session, conversation.id, len(turns), "worker", text, signals=authenticity.clean_signals(signals)
@@ -330,7 +344,7 @@ def change_topic(
     change = {
         "by": by,
         "at_turn": len(chat_sql.turns_of(session, conversation)),
-        "topic": _message(ctx, topic, "topic") if topic is not None else None,
+        "topic": _message(ctx, topic, N_("topic")) if topic is not None else None,
         "time": utcnow().isoformat(),
     }
     # A new dict, not an in-place append: the JSON column only notices assignment.

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session, joinedload, object_session
 
 from hitkit.db.models import Assignment, Event, HitUnit, Response, Unit, utcnow
 from hitkit.errors import AnswerError, FlowError
+from hitkit.i18n import N_
 from hitkit.providers.base import Completion
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import DONE_STATUSES
@@ -69,12 +70,12 @@ def assignment_for(session: Session, ctx: StudyContext, token: str, *, lock: boo
     """
     parsed = tokens.read_assignment_token(ctx.secret, token)
     if parsed is None:
-        raise FlowError("this link is not valid; please return to the task from the crowd site", 403)
+        raise FlowError(N_("this link is not valid; please return to the task from the crowd site"), 403)
     if not 0 < parsed[0] <= MAX_ROW_ID:
-        raise FlowError("this link is not valid for this study", 403)
+        raise FlowError(N_("this link is not valid for this study"), 403)
     assignment = session.scalar(_assignment_query(lock), {"assignment_id": parsed[0]})
     if assignment is None or assignment.token_nonce != parsed[1] or assignment.hit.study_id != ctx.study_id:
-        raise FlowError("this link is not valid for this study", 403)
+        raise FlowError(N_("this link is not valid for this study"), 403)
     return assignment
 
 
@@ -95,6 +96,23 @@ def _assignment_query(lock: bool):
     return query
 
 
+STATUS_WORDS = {
+    "previewed": N_("previewed"),
+    "accepted": N_("accepted"),
+    "submitted": N_("submitted"),
+    "approved": N_("approved"),
+    "rejected": N_("rejected"),
+    "returned": N_("returned"),
+    "expired": N_("expired"),
+}
+"""An assignment's status as a worker page names it."""
+
+
+def status_word(status: str) -> str:
+    """``status`` in the words a worker page uses (translated at the edge)."""
+    return STATUS_WORDS.get(status, status)
+
+
 def deadline(ctx: StudyContext, assignment: Assignment) -> dt.datetime:
     """When the assignment's time limit (``hit.assignment_minutes`` after acceptance) runs out."""
     return assignment.accepted_at + dt.timedelta(minutes=ctx.config.hit.assignment_minutes)
@@ -103,17 +121,22 @@ def deadline(ctx: StudyContext, assignment: Assignment) -> dt.datetime:
 def writable(ctx: StudyContext, assignment: Assignment, *, consented: bool = True) -> None:
     """FlowError unless the assignment takes answers now: open, within its time limit, and consented to."""
     if assignment.status in DONE_STATUSES:
-        raise FlowError("this HIT is already submitted; answers can no longer change", 409)
+        raise FlowError(N_("this HIT is already submitted; answers can no longer change"), 409)
     if assignment.status != "accepted":
-        raise FlowError(f"this assignment is {assignment.status} and takes no more answers", 410)
+        raise FlowError(
+            N_("this assignment is %(status)s and takes no more answers", status=status_word(assignment.status)), 410
+        )
     if utcnow() >= deadline(ctx, assignment):
         raise FlowError(
-            f"the time limit of this HIT ({ctx.config.hit.assignment_minutes:g} minutes) has passed; "
-            "your place has been given up and the HIT can no longer be answered or submitted",
+            N_(
+                "the time limit of this HIT (%(limit)s) has passed; "
+                "your place has been given up and the HIT can no longer be answered or submitted",
+                limit=dt.timedelta(minutes=ctx.config.hit.assignment_minutes),
+            ),
             410,
         )
     if consented and assignment.consented_at is None:
-        raise FlowError("read the instructions and agree to take part before answering", 409)
+        raise FlowError(N_("read the instructions and agree to take part before answering"), 409)
 
 
 def _units(assignment: Assignment) -> dict[int, Unit]:
@@ -137,7 +160,7 @@ def find_unit(units: Mapping[int, Unit], ref: int | str) -> Unit:
     else:
         unit = units.get(ref)
     if unit is None:
-        raise AnswerError(f"unit {str(ref)[:40]!r} is not part of this HIT; reload the page")
+        raise AnswerError(N_("unit %(unit)r is not part of this HIT; reload the page", unit=str(ref)[:40]))
     return unit
 
 
@@ -247,12 +270,16 @@ def submit(
     session.refresh(assignment, ["responses"])
     missing = missing_answers(ctx, assignment)
     if missing:
-        raise FlowError(f"{len(missing)} question(s) are not answered yet; answer them all, then submit", 400)
+        raise FlowError(
+            N_("%(count)s question(s) are not answered yet; answer them all, then submit", count=len(missing)), 400
+        )
     ctx.task.check_submit(session, assignment)
     if feedback is not None and feedback.strip():
         limit = ctx.config.hit.max_answer_chars
         if len(feedback) > limit:
-            raise AnswerError(f"the comment is {len(feedback)} characters; the limit is {limit}")
+            raise AnswerError(
+                N_("the comment is %(length)s characters; the limit is %(limit)s", length=len(feedback), limit=limit)
+            )
         assignment.feedback = storable_text(feedback.strip(), "comment")
         assignment.feedback_signals = authenticity.clean_signals(feedback_signals)
     now = utcnow()

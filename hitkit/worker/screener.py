@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.i18n import N_
 from hitkit.money import ledger
 from hitkit.providers.base import Completion, CompletionKind
 from hitkit.study.screener import ScreenerConfig
@@ -90,8 +91,10 @@ def pending(session: Session, ctx, assignment: Assignment) -> bool:
         )
         session.commit()  # kept although the page answers with an error
         raise FlowError(
-            "you answered this study's screening questions on an earlier visit and it is not a match "
-            "for you; please return it",
+            N_(
+                "you answered this study's screening questions on an earlier visit and it is not a match "
+                "for you; please return it"
+            ),
             403,
         )
     return outcome is None
@@ -108,7 +111,7 @@ def require_passed(session: Session, ctx, token: str) -> None:
         return
     assignment = flow.assignment_for(session, ctx, token)
     if assignment.consented_at is None and _worker_outcome(session, ctx, assignment) is not True:
-        raise FlowError("please answer the screening questions first", 409)
+        raise FlowError(N_("please answer the screening questions first"), 409)
 
 
 def passes(ctx, answers: Mapping[str, str]) -> bool:
@@ -135,8 +138,10 @@ def answer(session: Session, ctx, token: str, answers: Mapping[str, str]) -> tup
         return assignment, before
     if _worker_outcome(session, ctx, assignment) is False:
         raise FlowError(
-            "you answered this study's screening questions on an earlier visit and it is not a match "
-            "for you; please return it",
+            N_(
+                "you answered this study's screening questions on an earlier visit and it is not a match "
+                "for you; please return it"
+            ),
             403,
         )
     flow.writable(ctx, assignment, consented=False)

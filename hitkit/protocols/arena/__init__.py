@@ -16,4 +16,5 @@ PROTOCOL = Protocol(
     cluster_units=("worker", "battle"),
     judged=True,
     analysis_options=frozenset({"ties", "include_leaks", "add", "inverse_sampling"}),
+    gold_sources=("degraded",),
 )

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Response, Study, Turn
+from hitkit.material.gold import GOLD_ANSWER, IS_GOLD
 from hitkit.protocols.arena.columns import BATTLE_COLUMNS, SIDES
 from hitkit.protocols.arena.quality import leak_pattern, leaks
 from hitkit.protocols.arena.style import style_of
@@ -81,7 +82,14 @@ def battles(session: Session, study: Study, task: ArenaTask) -> list[dict]:
 def battles_table(session: Session, study: Study, task: ArenaTask) -> pd.DataFrame:
     """``battles.csv``: one row per vote, in the order the votes were given (HIT, assignment, battle)."""
     rows = [{k: v for k, v in b.items() if not k.startswith("_")} for b in battles(session, study, task)]
-    return pd.DataFrame(rows, columns=list(BATTLE_COLUMNS))
+    if task.config.gold is None:
+        return pd.DataFrame(rows, columns=list(BATTLE_COLUMNS))
+    # A study with gold: its QC battles are the gold items, right when the real system's side wins.
+    control = task.config.arena.control
+    for row in rows:
+        row[IS_GOLD] = row["is_control"]
+        row[GOLD_ANSWER] = ("b" if row["system_a"] == control else "a") if row["is_control"] else ""
+    return pd.DataFrame(rows, columns=[*BATTLE_COLUMNS, IS_GOLD, GOLD_ANSWER])
 
 
 def _messages(turns: list[tuple[str, str]]) -> list[dict[str, str]]:

@@ -1,5 +1,5 @@
 """``hitkit plan`` for arena studies: simulated battles at each number of HITs, analysed by the arena's own
-leaderboard (:func:`~hitkit.protocols.arena.analysis.analyze_battles`), and the decisions such a study makes.
+leaderboard (as :func:`~hitkit.protocols.arena.analysis.analyze_battles` fits it), and the decisions such a study makes.
 
 A simulated study has the study file's HITs × battles per HIT, less its share of QC battles, on pairs of
 real systems drawn uniformly (sides at random). The battles are the arena's simulated battles
@@ -25,7 +25,11 @@ import math
 
 import numpy as np
 
-from hitkit.protocols.arena.analysis import analyze_battles
+from hitkit.analysis.base import AnalysisResult
+from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE
+from hitkit.protocols.arena.leaderboard import leaderboard
+from hitkit.protocols.arena.reading import included
+from hitkit.protocols.arena.settings import control_battles
 from hitkit.protocols.arena.simulation import Crowd, Systems, battles, uniform_pairs
 from hitkit.simulation import planning
 from hitkit.simulation.activity import capped_quotas
@@ -70,7 +74,7 @@ def simulate(config, seed: int):
     workers = sum(g.count for g in groups) or 1
     spammers = sum(g.count for g in groups if g.profile == "spammer") / workers
     rng = np.random.default_rng([seed, 5])
-    n = arena.battle_count() - arena.control_count()
+    n = arena.battle_count() - control_battles(config)  # gold: sets the QC battles where given
     worker_of = None
     if config.simulated.activity != "uniform":
         workers, worker_of = _battle_workers(config, workers, max(n, 1), rng)
@@ -118,7 +122,24 @@ def decide(config, result, profiles: dict[str, str] | None = None) -> dict[str, 
     return planning.decide(_quality(config), differs, ranked, intervals)
 
 
+def decision_tables(battles, n_boot: int, seed: int) -> AnalysisResult:
+    """The leaderboard of :func:`~hitkit.protocols.arena.analysis.analyze_battles`, the one table
+    :func:`decide` reads, made as it makes it with its defaults (QC battles and leaks left out, ties as half
+    a win, workers resampled, anchored as FastChat's), without the categories, win rates, QC table and
+    evidence a plan never reads."""
+    board, _, _ = leaderboard(
+        included(battles, leaks=False),
+        n_boot=n_boot,
+        seed=seed,
+        ties="half",
+        anchor=FASTCHAT_BASELINE,
+        covariates=(),
+        inverse_sampling=False,
+    )
+    return AnalysisResult(tables={"leaderboard": board})
+
+
 def replicate(config, seed: int, n_boot: int) -> dict[str, bool | None]:
     """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
     frame, _ = simulate(config, seed)
-    return decide(config, analyze_battles(frame, n_boot=n_boot, seed=seed))
+    return decide(config, decision_tables(frame, n_boot, seed))

@@ -67,6 +67,6 @@ def covariance(
 
 def t_quantile(n_clusters: int, level: float = 0.95) -> float:
     """t_{C−1} at (1 + level)/2 for C clusters; NaN with fewer than two (no spread to estimate)."""
-    from scipy import stats
+    from scipy import special  # scipy.stats.t.ppf's own function, without scipy.stats's import
 
-    return float(stats.t.ppf(0.5 + level / 2, n_clusters - 1)) if n_clusters >= 2 else math.nan
+    return float(special.stdtrit(n_clusters - 1, 0.5 + level / 2)) if n_clusters >= 2 else math.nan

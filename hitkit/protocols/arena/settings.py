@@ -87,9 +87,30 @@ class ArenaConfig(ArenaAnalysisOptions):
         return round(self.battle_count() * self.control_share) if self.control else 0
 
 
+def control_battles(config) -> int:
+    """QC battles in the study: ``gold.rate`` of the battles with a ``gold:`` section (they are its gold
+    items), else :meth:`ArenaConfig.control_count`."""
+    cfg = config.arena
+    if config.gold is None:
+        return cfg.control_count()
+    return max(1, round(cfg.battle_count() * config.gold.rate)) if cfg.control else 0
+
+
 def check_study(config) -> None:
     """Raise ValueError unless the study's systems can fill the arena's battles, each with an endpoint."""
     cfg = config.arena
+    if config.gold is not None:
+        if cfg.control is None:
+            raise ValueError(
+                "gold: in an arena study mixes in battles against the QC bot: name it in arena.control "
+                "(and list it in 'systems')"
+            )
+        default = ArenaConfig.model_fields["control_share"].default
+        if cfg.control_share != default:
+            raise ValueError(
+                f"arena.control_share = {cfg.control_share:g} and gold.rate = {config.gold.rate:g} both set the "
+                f"share of QC battles; with gold: the rate does — remove arena.control_share"
+            )
     names = [s.name for s in config.systems]
     if cfg.control is not None and cfg.control not in names:
         raise ValueError(

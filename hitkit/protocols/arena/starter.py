@@ -7,7 +7,14 @@ it reads (here 18 prompts in six categories, drawn from ``examples/data/arena_pr
 
 from __future__ import annotations
 
+from hitkit.i18n import N_
 from hitkit.study.starter_sections import shared_sections
+
+WORKER_TEXT = (
+    N_("Compare two AI assistants"),
+    N_("Ask two anonymous AI assistants the same questions and vote for the better answer."),
+)
+"""The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
 STUDY_YAML = """\
 # An arena (LMArena/FastChat style): each battle, a worker sends a prompt to two anonymous systems,

@@ -36,10 +36,13 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.i18n import N_
 from hitkit.judges.human_subset import rated
+from hitkit.material.gold import spread
 from hitkit.protocols.arena import exports, simulated
 from hitkit.protocols.arena.columns import SIDES, VOTES
 from hitkit.protocols.arena.prompts import read_prompts
+from hitkit.protocols.arena.settings import control_battles
 from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpec, position, shuffled_order
 from hitkit.worker.validation import answer_text
 
@@ -109,7 +112,7 @@ class ArenaTask(TaskType):
     def build(self) -> Material:
         cfg = self._cfg
         rng = random.Random(f"{self.config.seed}:arena:battles")
-        plan = plan_battles(self.real_systems(), cfg.control, cfg.battle_count(), cfg.control_count(), rng)
+        plan = plan_battles(self.real_systems(), cfg.control, cfg.battle_count(), control_battles(self.config), rng)
         prompts = read_prompts(self.config.path(cfg.prompts)) if cfg.prompts is not None else []
         drawn: list = []
         while prompts and len(drawn) < len(plan):
@@ -139,6 +142,17 @@ class ArenaTask(TaskType):
             raise ConfigError(f"{len(units)} battles do not fill HITs of {per}; rebuild the study")
         keys = [u.key for u in units]
         rng.shuffle(keys)
+        if self.config.gold is not None:
+            # Gold (QC) battles spread over the HITs at the rate, not where the shuffle happens to put them.
+            gold = [k for k in keys if k in {u.key for u in units if u.payload["is_control"]}]
+            real = [k for k in keys if k not in set(gold)]
+            counts = spread([per] * (len(keys) // per), len(gold))
+            starts = [sum(per - c for c in counts[:i]) for i in range(len(counts))]
+            golds = [sum(counts[:i]) for i in range(len(counts))]
+            blocks = [real[s : s + per - c] + gold[g : g + c] for s, g, c in zip(starts, golds, counts)]
+            for block in blocks:
+                rng.shuffle(block)
+            return [HitSpec(tuple(block), max_assignments=1) for block in blocks]
         return [HitSpec(tuple(keys[i : i + per]), max_assignments=1) for i in range(0, len(keys), per)]
 
     # Questions ---------------------------------------------------------------------------------
@@ -154,7 +168,9 @@ class ArenaTask(TaskType):
             value = answer_text(value).strip()
             limit = self.config.hit.max_answer_chars
             if len(value) > limit:
-                raise AnswerError(f"the reason is {len(value)} characters; the limit is {limit}")
+                raise AnswerError(
+                    N_("the reason is %(length)s characters; the limit is %(limit)s", length=len(value), limit=limit)
+                )
             return value
         return super().validate(unit, question, value)
 
@@ -179,7 +195,7 @@ class ArenaTask(TaskType):
             )
         ):
             # Final once given: the names may be shown after it, and a vote changed then would be a vote for a name.
-            raise FlowError("your vote on this battle is recorded and cannot change", 409)
+            raise FlowError(N_("your vote on this battle is recorded and cannot change"), 409)
         if question not in (VOTE, DONE):
             return
         # Vote buttons stay disabled on the page until both replies are complete; this is the same rule.
@@ -188,20 +204,23 @@ class ArenaTask(TaskType):
         owed = any(turns and turns[-1][0] == "worker" for turns in sides.values())
         if owed or min(asked) < self._cfg.min_turns:
             raise FlowError(
-                "wait until both replies are complete before voting"
+                N_("wait until both replies are complete before voting")
                 if owed or min(asked) >= self._cfg.min_turns
-                else f"send your message to both systems first ({min(asked)} of {self._cfg.min_turns} "
-                "exchanges so far)",
+                else N_(
+                    "send your message to both systems first (%(sent)s of %(needed)s exchanges so far)",
+                    sent=min(asked),
+                    needed=self._cfg.min_turns,
+                ),
                 409,
             )
 
     def check_message(self, session: Session, assignment: Any, unit: Unit, side: str, text: str, inputs: int) -> None:
         if inputs >= self._cfg.max_turns:
-            raise FlowError(f"a battle holds at most {self._cfg.max_turns} messages; vote now", 409)
+            raise FlowError(N_("a battle holds at most %(most)s messages; vote now", most=self._cfg.max_turns), 409)
         other = self._sides(session, assignment.id, unit)["b" if side == "a" else "a"]
         sent = [t for s, t in other if s == "worker"]
         if len(sent) > inputs and sent[inputs] != text:
-            raise FlowError("both systems get the same message: send the message the other side got", 409)
+            raise FlowError(N_("both systems get the same message: send the message the other side got"), 409)
 
     def revealed(self, session: Session, assignment: Any, unit: Unit) -> dict[str, Any] | None:
         # A QC battle's names are never shown: the bot's is internal ("qc"), and naming it would teach
@@ -227,7 +246,7 @@ class ArenaTask(TaskType):
         return {
             "unit_id": unit.public_key,
             "position": at,
-            "label": f"Battle {at + 1}" if at is not None else "Battle",
+            "label": N_("Battle %(n)s", n=at + 1) if at is not None else N_("Battle"),
             "prompt": unit.payload.get("prompt"),
             "min_turns": self._cfg.min_turns,
             "max_turns": self._cfg.max_turns,

@@ -17,4 +17,5 @@ PROTOCOL = Protocol(
     mturk_rules=True,
     judged=True,
     significance_units=("worker", "rating", "conversation"),
+    gold_note="each HIT's chat with the degraded QC bot, live_chat.control, already is its gold item",
 )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 from hitkit.errors import ConfigError
+from hitkit.i18n import default_text
 
 Polarity = Literal["positive", "negative"]
 
@@ -50,19 +51,27 @@ DEFAULT_CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "robotic",
         "negative",
-        "It was obvious that I was talking to a chatbot as opposed to another human user.",
+        default_text("It was obvious that I was talking to a chatbot as opposed to another human user."),
         qc=False,
     ),
-    Criterion("interesting", "positive", "The conversation with the chatbot was interesting.", qc=True),
-    Criterion("fun", "positive", "The conversation with the chatbot was fun/enjoyable.", qc=True),
-    Criterion("consistent", "positive", "The chatbot was consistent throughout the conversation.", qc=True),
+    Criterion("interesting", "positive", default_text("The conversation with the chatbot was interesting."), qc=True),
+    Criterion("fun", "positive", default_text("The conversation with the chatbot was fun/enjoyable."), qc=True),
     Criterion(
-        "fluent", "positive", "The chatbot's English was fluent and natural throughout the conversation.", qc=True
+        "consistent", "positive", default_text("The chatbot was consistent throughout the conversation."), qc=True
     ),
     Criterion(
-        "repetitive", "negative", "I felt that the chatbot kept being repetitive during the conversation.", qc=False
+        "fluent",
+        "positive",
+        default_text("The chatbot's English was fluent and natural throughout the conversation."),
+        qc=True,
     ),
-    Criterion("topic", "positive", "The chatbot stays on topic.", qc=True),
+    Criterion(
+        "repetitive",
+        "negative",
+        default_text("I felt that the chatbot kept being repetitive during the conversation."),
+        qc=False,
+    ),
+    Criterion("topic", "positive", default_text("The chatbot stays on topic."), qc=True),
 )
 
 

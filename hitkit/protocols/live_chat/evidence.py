@@ -58,9 +58,15 @@ def degraded_gold(z: pd.DataFrame) -> pd.DataFrame:
     worse, the QC bot's conversations (live chat) or the degraded copies (rating): one is answered right
     when the worker's mean rating of it (all criteria, negatives reversed) is below their mean rating of
     the intact texts."""
+    return gold_accuracy(degraded_answers(z))
+
+
+def degraded_answers(z: pd.DataFrame) -> pd.DataFrame:
+    """One row per text known to be worse that a worker rated (worker_id, conversation_id, oriented,
+    correct), right as :func:`degraded_gold` says."""
     control = z["is_control"].astype(bool)
     intact = z[~control].groupby("worker_id")["oriented"].mean()
     copies = z[control].groupby(["worker_id", "conversation_id"], as_index=False)["oriented"].mean()
     copies = copies[copies["worker_id"].isin(intact.index)]
     copies["correct"] = copies["oriented"].to_numpy() < intact.loc[copies["worker_id"]].to_numpy()
-    return gold_accuracy(copies)
+    return copies

@@ -1,5 +1,5 @@
-"""``hitkit plan`` for live-chat studies: simulated ratings at each number of HITs, analysed by
-:func:`~hitkit.protocols.live_chat.analysis.analyze_ratings` (quality control included), and the
+"""``hitkit plan`` for live-chat studies: simulated ratings at each number of HITs, analysed as
+:func:`~hitkit.protocols.live_chat.analysis.analyze_ratings` does (quality control included), and the
 decisions such a study makes.
 
 A simulated study has the study file's balanced HITs (the real systems and the QC bot's slot);
@@ -12,12 +12,17 @@ ratings.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import pandas as pd
 
+from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.inference import DEFAULT_CORRECTION
+from hitkit.analysis.tables import counted
 from hitkit.protocols import task_for
-from hitkit.protocols.live_chat.analysis import analyze_ratings
-from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
+from hitkit.protocols.live_chat.analysis import scored
+from hitkit.protocols.live_chat.criteria import RATING_COLUMNS, Criterion
+from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, score_intervals
 from hitkit.protocols.live_chat.task import SCORE_PREFIX
 from hitkit.simulation import planning
 from hitkit.simulation.staffing import simulated_study
@@ -117,8 +122,38 @@ def decide(config: StudyConfig, result, profiles: dict[str, str]) -> dict[str, b
     return outcome
 
 
+def decision_tables(
+    assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion], n_boot: int, seed: int
+) -> AnalysisResult:
+    """The four tables of live chat's analysis (:func:`~hitkit.protocols.live_chat.analysis.analyze_ratings`;
+    the rating protocol's :func:`~hitkit.protocols.rating.analysis.analyze_da` makes them the same way) that
+    :func:`decide` reads, made as they make them with their defaults (QC at α = 0.05, worker-clustered tests
+    and intervals), without the agreement, evidence and figures a plan never reads."""
+    steps = scored(
+        assignments,
+        ratings,
+        criteria,
+        alpha=0.05,
+        qc_method="asymptotic",
+        ddof=1,
+        significance_unit=DEFAULT_SIGNIFICANCE_UNIT,
+        correction=DEFAULT_CORRECTION,
+    )
+    return AnalysisResult(
+        tables={
+            "workers": steps.workers,
+            "systems": steps.systems,
+            "significance": steps.significance,
+            "score_intervals": score_intervals(steps.kept, criteria, unit="worker", n_boot=n_boot, seed=seed),
+        }
+    )
+
+
 def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
     """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
-    assignments, ratings, profiles = simulate_tables(config, seed)
-    result = analyze_ratings(assignments, ratings, criteria=config.live_chat.criterion_list(), n_boot=n_boot, seed=seed)
-    return decide(config, result, profiles)
+    every, ratings, profiles = simulate_tables(config, seed)
+    assignments = counted(every)  # as analyze_ratings keeps them: the work handed in
+    ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
+    return decide(
+        config, decision_tables(assignments, ratings, config.live_chat.criterion_list(), n_boot, seed), profiles
+    )

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from hitkit.i18n import N_
 from hitkit.study.starter_sections import shared_sections
+
+WORKER_TEXT = (
+    N_("Chat with six chatbots and rate them"),
+    N_("Hold six short conversations with chatbots and rate each on seven statements."),
+)
+"""The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
 STUDY_YAML = """\
 # A live-chat study (Ji et al. 2022): each worker chats with every bot of a HIT in turn (five systems

@@ -44,6 +44,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Unit
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.i18n import N_, own
 from hitkit.judges.human_subset import MIN_PER_STRATUM, rated
 from hitkit.protocols.base import (
     HitSpec,
@@ -66,15 +67,8 @@ SENTIMENTS = ("like", "ambivalent", "dislike")
 _CONTROL_QUALITY = 0.1
 # Standard deviation of a simulated worker's slider noise, in slider points.
 _NOISE = {"diligent": 10.0, "noisy": 30.0}
-_SIMULATED_TOPICS = (
-    "cooking",
-    "football",
-    "travelling in Japan",
-    "my dog",
-    "films",
-    "the weather",
-    "learning to play the guitar",
-    "video games",
+_SIMULATED_TOPICS = tuple(
+    "cooking|football|travelling in Japan|my dog|films|the weather|learning to play the guitar|video games".split("|")
 )
 _SIMULATED_MESSAGES = (
     "Hi! How are you doing today?",
@@ -243,7 +237,7 @@ class LiveChatTask(TaskType):
             return str(int(value))
         if question == "topic":
             if not value.strip():
-                raise AnswerError("the topic is empty; type what you would like to talk about")
+                raise AnswerError(N_("the topic is empty; type what you would like to talk about"))
             return value.strip()
         return value
 
@@ -268,7 +262,11 @@ class LiveChatTask(TaskType):
         inputs = self.worker_inputs(session, assignment.id, unit.id)
         if inputs < self._cfg.min_inputs:
             raise FlowError(
-                f"chat a little longer before rating this chatbot: {inputs} of {self._cfg.min_inputs} messages so far",
+                N_(
+                    "chat a little longer before rating this chatbot: %(inputs)s of %(needed)s messages so far",
+                    inputs=inputs,
+                    needed=self._cfg.min_inputs,
+                ),
                 409,
             )
 
@@ -280,8 +278,11 @@ class LiveChatTask(TaskType):
         ]
         if short:
             raise FlowError(
-                f"{len(short)} chat(s) have fewer than {self._cfg.min_inputs} of your messages; "
-                "finish them, then submit",
+                N_(
+                    "%(count)s chat(s) have fewer than %(needed)s of your messages; finish them, then submit",
+                    count=len(short),
+                    needed=self._cfg.min_inputs,
+                ),
                 400,
             )
 
@@ -294,11 +295,11 @@ class LiveChatTask(TaskType):
         return {
             "unit_id": unit.public_key,
             "position": at,
-            "label": f"Chatbot {at + 1}" if at is not None else "Chatbot",
+            "label": N_("Chatbot %(n)s", n=at + 1) if at is not None else N_("Chatbot"),
             "topic": unit.payload.get("icebreaker"),
             "min_inputs": self._cfg.min_inputs,
             "sentiments": list(SENTIMENTS),
-            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement} for c in self._cfg.criteria]
+            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": own(c.statement)} for c in self._cfg.criteria]
             if is_rated(unit)
             else [],
             "rated": is_rated(unit),

@@ -17,4 +17,5 @@ PROTOCOL = Protocol(
     judged=True,
     analysis_options=frozenset({"unit", "judge_labels"}),
     significance_units=("worker", "vote"),
+    gold_sources=("degraded", "file"),
 )

@@ -34,6 +34,7 @@ from hitkit.analysis import base
 from hitkit.analysis.base import AnalysisResult, common_options, png
 from hitkit.analysis.cr2 import PROCEDURE, ContrastTest, cr2_contrast
 from hitkit.analysis.evidence import attach
+from hitkit.analysis.gold import gold_accuracy, split_gold
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
@@ -47,6 +48,7 @@ from hitkit.analysis.inference import (
 from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import InputError
 from hitkit.protocols.pairwise import figures
+from hitkit.protocols.pairwise import gold as gold_module
 from hitkit.protocols.pairwise.agreement import cohen_weighted_kappa, worker_agreement
 from hitkit.protocols.pairwise.bradley_terry import Resample, bradley_terry
 from hitkit.protocols.pairwise.evidence import evidence
@@ -226,6 +228,7 @@ def analyze_votes(
     correction: Correction = DEFAULT_CORRECTION,
     resample: Resample = "worker",
     test: str = "worker",
+    gold: pd.DataFrame | None = None,
 ) -> AnalysisResult:
     """METHODS §3 on read votes (:func:`~hitkit.protocols.pairwise.reading.read_votes`, whose duplicate
     reports ride in ``votes.attrs``): pair table, Bradley–Terry ranking, kappa and worker flags.
@@ -233,7 +236,8 @@ def analyze_votes(
     ``correction`` applies to the pair tests, ``test`` is their unit (and that of the gain intervals, which
     come from the same procedure), ``resample`` the unit the bootstrap of the Bradley–Terry intervals
     resamples (workers by default); all are recorded in the summary, with the warnings of
-    :func:`data_warnings`.
+    :func:`data_warnings`. ``gold``: each worker's accuracy on gold comparisons
+    (:data:`~hitkit.analysis.gold.GOLD_COLUMNS`), whose votes ``votes`` no longer holds.
     """
     check_correction(correction)
     duplicate_report = votes.attrs.get("duplicates", {})
@@ -272,7 +276,7 @@ def analyze_votes(
         summary=summary,
         figures={"ranking": png(lambda: figures.ranking(ranking))},
     )
-    attach(result, *evidence(votes, ranking, n_boot=n_boot, seed=seed))
+    attach(result, *evidence(votes, ranking, n_boot=n_boot, seed=seed), gold=gold, gold_items=gold_module.ITEMS)
     return result
 
 
@@ -291,12 +295,16 @@ def analyze_pairwise(
     :func:`~hitkit.protocols.pairwise.reading.read_votes`); ``judge_labels``: a judge-labels file read
     instead of the folder's ``judge.csv`` (:mod:`hitkit.protocols.pairwise.judge_file`)."""
     check_correction(correction)
-    votes = read_votes(in_dir, duplicates=duplicates)
+    votes, gold_votes = split_gold(read_votes(in_dir, duplicates=duplicates))
+    # Gold comparisons are no comparison of systems: they count only towards each worker's gold accuracy.
+    gold = gold_accuracy(gold_module.answers({"votes": gold_votes})) if len(gold_votes) else None
     if votes.empty:
         raise InputError(
             Path(in_dir) / "votes.csv", "no votes from submitted or approved assignments; nothing to analyse"
         )
-    result = analyze_votes(votes, n_boot=n_boot, seed=seed, correction=correction, resample=resample, test=test)
+    result = analyze_votes(
+        votes, n_boot=n_boot, seed=seed, correction=correction, resample=resample, test=test, gold=gold
+    )
     if judge_labels is not None:
         from hitkit.protocols.pairwise.judge_file import analysis_tables_from_file
 
@@ -336,7 +344,7 @@ def analyze(
 def worker_qc(tables: dict[str, pd.DataFrame], config=None) -> tuple[str, dict[str, bool]] | None:
     """Which workers pass quality control so far (the dashboard's and the QC policy's check): those
     :func:`worker_agreement` does not flag; None before any vote."""
-    votes = tables["votes"]
+    votes, _gold = split_gold(tables["votes"])
     if votes.empty:
         return None
     agreement = worker_agreement(votes)

@@ -1,5 +1,5 @@
 """``hitkit plan`` for pairwise studies: simulated votes at each number of votes per prompt, analysed
-by :func:`~hitkit.protocols.pairwise.analysis.analyze_votes`, and the decisions such a study makes.
+as :func:`~hitkit.protocols.pairwise.analysis.analyze_votes` does (the tables the decisions read), and the decisions such a study makes.
 
 A simulated study has the study file's prompts, pairs and packing; each HIT's places go to workers of
 the simulated crowd (:func:`hitkit.simulation.staffing.staff`), each shown every pair in a random order and
@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.inference import DEFAULT_CORRECTION
 from hitkit.protocols import task_for
-from hitkit.protocols.pairwise.analysis import analyze_votes
+from hitkit.protocols.pairwise.analysis import pair_table
+from hitkit.protocols.pairwise.bradley_terry import bradley_terry
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
 from hitkit.simulation import planning
 from hitkit.simulation.staffing import simulated_study
@@ -89,7 +92,19 @@ def decide(config: StudyConfig, result, profiles: dict[str, str] | None = None) 
     )
 
 
+def decision_tables(votes: pd.DataFrame, n_boot: int, seed: int) -> AnalysisResult:
+    """The two tables of :func:`~hitkit.protocols.pairwise.analysis.analyze_votes` that :func:`decide` reads,
+    made as it makes them with its defaults (``pairs``: worker-clustered tests, corrected; ``ranking``:
+    Bradley–Terry, workers resampled), without the agreement, evidence and figures a plan never reads."""
+    return AnalysisResult(
+        tables={
+            "pairs": pair_table(votes, correction=DEFAULT_CORRECTION, test="worker"),
+            "ranking": bradley_terry(votes, n_boot=n_boot, seed=seed, resample="worker"),
+        }
+    )
+
+
 def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
     """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
     votes = simulate_votes(config, seed)
-    return decide(config, analyze_votes(votes, n_boot=n_boot, seed=seed))
+    return decide(config, decision_tables(votes, n_boot, seed))

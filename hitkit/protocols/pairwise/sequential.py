@@ -38,7 +38,8 @@ SCORE = {"a": 1.0, "b": 0.0, "tie": 0.5}
 def planned(payloads: Sequence[Mapping], config) -> dict[tuple[str, str], float]:
     """HITs each pair's votes arrive in, in the fixed design: its prompts packed ``prompts_per_hit`` to a
     HIT (as an adaptive design packs one pair a HIT), each taken by ``votes_per_prompt`` workers. Fixed
-    before the study (the sequence's bets are tuned there, which must not depend on the data)."""
+    before the study (the bets' horizons are projected from it and from counts of HITs so far, never from
+    the answers: :func:`hitkit.analysis.contributions.tuning`)."""
     prompts: dict[tuple[str, str], int] = {}
     for payload in payloads:
         pair = tuple(sorted(payload["systems"]))

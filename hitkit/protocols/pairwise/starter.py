@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
+from hitkit.i18n import N_
 from hitkit.study.starter_sections import shared_sections
+
+WORKER_TEXT = (
+    N_("Which response is the better reply?"),
+    N_("Which chatbot reply is better?"),
+    N_("Read a message and two chatbot replies, and pick the better one."),
+)
+"""The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
 STUDY_YAML = """\
 # A pairwise A/B study (ChatEval style): workers read a prompt and two responses and pick the better.

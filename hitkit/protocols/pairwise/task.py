@@ -4,6 +4,11 @@ Units are (prompt, pair of systems). Each assignment sees the two responses of e
 own random order, recorded in the assignment's layout; identical responses are recorded as a tie
 without asking. Blocks of ``prompts_per_hit`` comparisons form a HIT, no prompt twice in a block
 where the material allows; each HIT is taken by ``votes_per_prompt`` workers.
+
+With a ``gold:`` section, gold comparisons (a clearly better response against a worse one: a response
+and a degraded copy of it, or the coordinator's ``gold.file``) join each block at ``gold.rate``, shown
+and shuffled like any other unit; their responses go by ``gold:better`` and ``gold:worse`` in the
+votes table, whose ``is_gold`` and ``gold_answer`` (the side the better one was shown on) mark them.
 """
 
 from __future__ import annotations
@@ -18,8 +23,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
-from hitkit.errors import InputError
-from hitkit.material.jsonl import iter_jsonl
+from hitkit.material.gold import (
+    GOLD_BETTER,
+    GOLD_WORSE,
+    GoldPair,
+    deal,
+    degraded_pairs,
+    gold_total,
+    read_gold_pairs,
+    spread,
+)
 from hitkit.protocols.base import (
     ConversationSpec,
     HitSpec,
@@ -31,6 +44,7 @@ from hitkit.protocols.base import (
     done_responses,
 )
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
+from hitkit.protocols.responses import read_responses
 
 VOTE = Question("vote", VOTES)
 
@@ -39,28 +53,18 @@ VOTE = Question("vote", VOTES)
 _PROFILE = {"diligent": (10.0, 0.05), "noisy": (3.0, 0.15), "judge_like": (10.0, 0.02)}
 _VERBOSITY, _POSITION = 1.0, 0.4
 """A judge-like worker's pull toward the longer response and toward response A, in logits."""
+GOLD_QUALITY = {GOLD_BETTER: 0.95, GOLD_WORSE: 0.05}
+"""How the simulated crowd perceives a gold file item's better and worse response."""
+_DEGRADED_DROP = 0.5
+"""How much worse than its original the simulated crowd perceives a degraded copy (the original keeps its system's)."""
 
 
-def read_responses(path, systems: Sequence[str]) -> list[dict]:
-    """Read a prompts-and-responses JSONL: ``{"id", "prompt", "responses": {system: text}}`` a line."""
-    items, seen = [], set()
-    for lineno, row in iter_jsonl(path, "responses file not found — set pairwise.responses in the study file"):
-        if not isinstance(row, dict) or not isinstance(row.get("responses"), dict):
-            raise InputError(path, 'each line must be {"id": ..., "prompt": ..., "responses": {system: text}}', lineno)
-        item_id = str(row.get("id", lineno))
-        if item_id in seen:
-            raise InputError(path, f"prompt id '{item_id}' appears twice", lineno)
-        seen.add(item_id)
-        missing = [s for s in systems if not isinstance(row["responses"].get(s), str)]
-        if missing:
-            raise InputError(path, f"no response text for system(s) {', '.join(missing)}", lineno)
-        prompt = row.get("prompt", "")
-        if not isinstance(prompt, str):
-            raise InputError(path, "'prompt' must be text", lineno)
-        items.append({"id": item_id, "prompt": prompt, "responses": {s: row["responses"][s] for s in systems}})
-    if not items:
-        raise InputError(path, "the responses file holds no prompts")
-    return items
+def _source(unit: UnitSpec) -> str:
+    """The material a unit shows: its item (a gold item: the item it degrades, else its prompt)."""
+    gold = unit.payload.get("gold")
+    if gold is None:
+        return unit.payload["item_id"]
+    return gold["item_id"] or "\x00" + unit.payload["prompt"]
 
 
 class PairwiseTask(TaskType):
@@ -72,7 +76,7 @@ class PairwiseTask(TaskType):
     def build(self) -> Material:
         cfg = self.config.pairwise
         systems = [s.name for s in self.config.systems]
-        items = read_responses(self.config.path(cfg.responses), systems)
+        items = read_responses(self.config.path(cfg.responses), systems, "pairwise")
         units, conversations = [], []
         for item in items:
             turns = [TurnSpec("prompt", item["prompt"])] + [
@@ -93,11 +97,43 @@ class PairwiseTask(TaskType):
                         conversation_key=f"prompt:{item['id']}",
                     )
                 )
+        if self.config.gold is not None:
+            units += self._gold_units(items, systems, len(units))
         return Material(units=units, conversations=conversations)
+
+    def _gold_units(self, items: list[dict], systems: list[str], real: int) -> list[UnitSpec]:
+        """Gold comparisons for ``real`` real ones at ``gold.rate``: each a better and a worse response."""
+        gold, cfg = self.config.gold, self.config.pairwise
+        if gold is None:
+            return []
+        count = gold_total(real, gold.rate)
+        rng = random.Random(f"{self.config.seed}:gold")
+        made: list[tuple[GoldPair, str | None, str | None]]
+        if gold.source_for(("degraded", "file")) == "file" and gold.file is not None:
+            pairs = read_gold_pairs(self.config.path(gold.file))
+            made = [(pairs[n % len(pairs)], None, None) for n in range(count)]  # reused when the file is short
+        else:
+            texts = [(i["id"], i["prompt"], s, i["responses"][s]) for i in items for s in systems]
+            made = list(degraded_pairs(texts, count, rng))
+        return [
+            UnitSpec(
+                key=f"gold#{n}",
+                payload={
+                    "item_id": f"gold#{n}",
+                    "prompt": pair.prompt,
+                    "systems": [GOLD_BETTER, GOLD_WORSE],
+                    "responses": [pair.better, pair.worse],
+                    "gold": {"id": pair.id, "item_id": item, "system": system},
+                },
+                required_answers=cfg.votes_per_prompt,
+            )
+            for n, (pair, item, system) in enumerate(made)
+        ]
 
     def pack(self, units: Sequence[UnitSpec], rng: random.Random) -> list[HitSpec]:
         cfg = self.config.pairwise
-        order = list(units)
+        order = [u for u in units if "gold" not in u.payload]
+        gold = [u for u in units if "gold" in u.payload]
         rng.shuffle(order)
         if self.config.design == "adaptive":
             # One pair per HIT where the prompts allow: then choosing a HIT chooses the comparison.
@@ -113,6 +149,15 @@ class PairwiseTask(TaskType):
                     break
             else:
                 blocks.append([unit])
+        if gold:
+            rng.shuffle(gold)
+            # A gold item never shares a block with its own prompt, where another block can take it.
+            blocks = deal(
+                blocks,
+                gold,
+                spread([len(b) for b in blocks], len(gold)),
+                lambda g, block: any(_source(u) == _source(g) for u in block),
+            )
         return [HitSpec(tuple(u.key for u in block), cfg.votes_per_prompt) for block in blocks]
 
     @staticmethod
@@ -152,8 +197,14 @@ class PairwiseTask(TaskType):
         quality = self.perceived_quality()
         by_text: dict[str, float] = {}
         for unit in session.scalars(select(Unit).where(Unit.study_id == study.id)):
+            original = (unit.payload.get("gold") or {}).get("system")
             for system, text in zip(unit.payload["systems"], unit.payload["responses"]):
-                by_text[text] = quality[system]
+                if system not in GOLD_QUALITY:
+                    by_text[text] = quality[system]
+                elif original is None:
+                    by_text.setdefault(text, GOLD_QUALITY[system])
+                elif system == GOLD_WORSE:  # a degraded copy reads clearly worse than its original
+                    by_text.setdefault(text, quality[original] - _DEGRADED_DROP)
         return by_text
 
     def simulate(
@@ -178,11 +229,16 @@ class PairwiseTask(TaskType):
 
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
         rows = done_responses(session, study, Response.question == "vote")
+        marked = self.config.gold is not None  # the gold columns only where gold items exist
         votes = []
         for resp, asg, hit, worker, unit in rows:
             first, second = unit.payload["systems"]
             swapped = asg.layout.get("swapped", {}).get(str(unit.id), False)
             shown_a, shown_b = (second, first) if swapped else (first, second)
+            gold = {}
+            if marked:
+                is_gold = "gold" in unit.payload
+                gold = {"is_gold": int(is_gold), "gold_answer": ("b" if swapped else "a") if is_gold else ""}
             votes.append(
                 {
                     "study": study.name,
@@ -193,6 +249,8 @@ class PairwiseTask(TaskType):
                     "system_a": shown_a,
                     "system_b": shown_b,
                     "vote": resp.value,
+                    **gold,
                 }
             )
-        return {"votes": pd.DataFrame(votes, columns=list(VOTE_COLUMNS))}
+        columns = list(VOTE_COLUMNS) + (["is_gold", "gold_answer"] if marked else [])
+        return {"votes": pd.DataFrame(votes, columns=columns)}

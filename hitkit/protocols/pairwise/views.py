@@ -3,10 +3,14 @@ record against each other system, and two systems' replies to the same prompts s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
+
+from hitkit.protocols.responses import side_by_side
+
+__all__ = ["WORDS", "describe_unit", "readable_answers", "system_scores", "side_by_side"]
 
 WORDS = {
     "compare_note": "the same prompts",
@@ -61,29 +65,3 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
             }
         )
     return scores, "Wins / ties / losses in the votes so far."
-
-
-def side_by_side(
-    convs: Sequence, a: str, b: str, ids: Mapping[str, int], turns_of: Callable[[Any], list[dict[str, Any]]], limit: int
-) -> list[dict[str, Any]]:
-    """The two systems' replies to the same prompts, one row per prompt both replied to."""
-    by_id = {v: k for k, v in ids.items()}
-    rows: list[dict[str, Any]] = []
-    for conv in convs:
-        if conv.kind != "prompt":
-            continue
-        texts = {by_id.get(t.system_id): t.text for t in conv.turns if t.system_id is not None}
-        if a in texts and b in texts:
-            prompt = next((t.text for t in conv.turns if t.system_id is None), "")
-            rows.append(
-                {
-                    "title": conv.key.removeprefix("prompt:"),
-                    "prompt": prompt,
-                    "conversation": conv.id,
-                    "left": [{"speaker": a, "text": texts[a], "own": True}],
-                    "right": [{"speaker": b, "text": texts[b], "own": True}],
-                }
-            )
-        if len(rows) >= limit:
-            break
-    return rows

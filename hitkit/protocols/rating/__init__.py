@@ -16,4 +16,5 @@ PROTOCOL = Protocol(
     cluster_units=("worker", "response", "rating"),
     analysis_options=frozenset({"unit"}),
     significance_units=("worker", "rating", "conversation"),
+    gold_sources=("degraded",),
 )

@@ -1,5 +1,5 @@
 """``hitkit plan`` for rating (Direct Assessment) studies: simulated ratings at each number of ratings per
-response, analysed by :func:`~hitkit.protocols.rating.analysis.analyze_da` (quality control included),
+response, analysed as :func:`~hitkit.protocols.rating.analysis.analyze_da` does (quality control included),
 and the decisions such a study makes: live chat's (:mod:`hitkit.protocols.live_chat.plan`), whose
 scoring steps this protocol shares.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import pandas as pd
 
 from hitkit.protocols.live_chat import plan as live_chat_plan
-from hitkit.protocols.live_chat.plan import decide  # the same tables, the same decisions
-from hitkit.protocols.rating.analysis import analyze_da, as_chat_ratings
+from hitkit.protocols.live_chat.plan import decide, decision_tables  # the same tables, the same decisions
+from hitkit.protocols.rating.analysis import as_chat_ratings
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX
 from hitkit.protocols.rating.task import DEGRADED_QUALITY
 from hitkit.simulation.staffing import simulated_study
@@ -75,7 +75,7 @@ def simulate_tables(config: StudyConfig, seed: int) -> tuple[pd.DataFrame, pd.Da
 
 
 def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
-    """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
+    """Simulate one study at the config's size, analyse it (the tables of
+    :func:`~hitkit.protocols.rating.analysis.analyze_da` its decisions read), and say which came out right."""
     assignments, ratings, profiles = simulate_tables(config, seed)
-    result = analyze_da(assignments, ratings, criteria=config.rating.criterion_list(), n_boot=n_boot, seed=seed)
-    return decide(config, result, profiles)
+    return decide(config, decision_tables(assignments, ratings, config.rating.criterion_list(), n_boot, seed), profiles)

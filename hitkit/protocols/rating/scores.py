@@ -8,6 +8,7 @@ flag): the same kind of slider, here rating one response instead of a conversati
 
 from __future__ import annotations
 
+from hitkit.i18n import default_text
 from hitkit.protocols.live_chat.criteria import Criterion
 
 TABLE = "da_ratings"
@@ -29,13 +30,18 @@ SCORE_PREFIX = "score_"
 """Question name of a criterion's slider: ``score_`` + criterion name (as live chat's)."""
 
 DEFAULT_CRITERIA: tuple[Criterion, ...] = (
-    Criterion("fluent", "positive", "The response is fluent, natural English.", qc=True),
-    Criterion("sensible", "positive", "The response makes sense as a reply to the message.", qc=True),
+    Criterion("fluent", "positive", default_text("The response is fluent, natural English."), qc=True),
+    Criterion("sensible", "positive", default_text("The response makes sense as a reply to the message."), qc=True),
     Criterion(
         "specific",
         "positive",
-        "The response is specific to the message, not a reply that would fit any message.",
+        default_text("The response is specific to the message, not a reply that would fit any message."),
         qc=True,
     ),
-    Criterion("robotic", "negative", "The response sounds as if a chatbot wrote it rather than a person.", qc=False),
+    Criterion(
+        "robotic",
+        "negative",
+        default_text("The response sounds as if a chatbot wrote it rather than a person."),
+        qc=False,
+    ),
 )

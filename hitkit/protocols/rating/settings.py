@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from hitkit.material.gold import gold_total, spread
 from hitkit.protocols.live_chat.criteria import Criterion
 from hitkit.protocols.live_chat.settings import CriterionConfig, criterion_tuple, valid_criteria
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA
@@ -48,13 +49,36 @@ class RatingConfig(Model):
     def degraded_places(self, responses: int) -> list[int]:
         """Degraded places per HIT: ``degraded_per_hit``, fewer in a short last HIT with fewer responses
         (each copy degrades a different response of its HIT)."""
-        sizes = [min(self.items_per_hit, responses - start) for start in range(0, responses, self.items_per_hit)]
-        return [min(self.degraded_per_hit, size) for size in sizes]
+        return [min(self.degraded_per_hit, size) for size in self.hit_sizes(responses)]
+
+    def hit_sizes(self, responses: int) -> list[int]:
+        """Responses per HIT: blocks of ``items_per_hit``, the last one shorter."""
+        return [min(self.items_per_hit, responses - start) for start in range(0, responses, self.items_per_hit)]
+
+
+def degraded_counts(config, sizes: list[int]) -> list[int]:
+    """Degraded places of HITs of ``sizes`` responses: with a ``gold:`` section, gold.rate of each HIT's
+    items (:func:`~hitkit.material.gold.spread`), else ``degraded_per_hit``; never more than a HIT's
+    responses (each copy degrades a different one)."""
+    cfg = config.rating
+    if config.gold is None:
+        return [min(cfg.degraded_per_hit, size) for size in sizes]
+    counts = spread(sizes, gold_total(sum(sizes), config.gold.rate))
+    return [min(n, size) for n, size in zip(counts, sizes)]
 
 
 def check_study(config) -> None:
-    """Raise ValueError when a HIT could not hold its degraded copies' originals."""
+    """Raise ValueError when a HIT could not hold its degraded copies' originals, or when both
+    ``degraded_per_hit`` and ``gold.rate`` say how many copies a HIT gets."""
     cfg = config.rating
+    default = RatingConfig.model_fields["degraded_per_hit"].default
+    if config.gold is not None and cfg.degraded_per_hit != default:
+        raise ValueError(
+            f"rating.degraded_per_hit = {cfg.degraded_per_hit} and gold.rate = {config.gold.rate:g} both set how "
+            f"many degraded copies a HIT gets; with gold: the rate does — remove rating.degraded_per_hit"
+        )
+    if config.gold is not None:
+        return
     if cfg.degraded_per_hit > cfg.items_per_hit:
         raise ValueError(
             f"rating.degraded_per_hit = {cfg.degraded_per_hit} exceeds rating.items_per_hit = "

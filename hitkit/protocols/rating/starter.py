@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-import json
+from hitkit.i18n import N_
+from hitkit.study.starter_sections import responses_material, shared_sections
 
-from hitkit.study.starter_sections import shared_sections
+__all__ = ["STUDY_YAML", "WORKER_TEXT", "material"]
+
+WORKER_TEXT = (
+    N_("Rate chatbot replies"),
+    N_("Read a message and a chatbot's reply, and rate the reply on four statements."),
+)
+"""The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
 STUDY_YAML = """\
 # A rating study (Direct Assessment, Graham et al. 2017): each worker reads a prompt and ONE system's
@@ -47,47 +54,5 @@ hit:
     concurrency=6,
 )
 
-SAMPLE = [
-    (
-        "p1",
-        "Any tips for staying focused while working from home?",
-        {
-            "alpha": "Keep a fixed start time, work in a spot you only use for work, and take a short walk at lunch.",
-            "beta": "Working from home can be hard sometimes.",
-            "gamma": "I like pizza.",
-        },
-    ),
-    (
-        "p2",
-        "What should I cook tonight?",
-        {
-            "alpha": "How about a quick vegetable stir-fry with rice? It takes twenty minutes.",
-            "beta": "You could cook something you like.",
-            "gamma": "Tonight tonight tonight.",
-        },
-    ),
-    (
-        "p3",
-        "I just adopted a cat!",
-        {
-            "alpha": "Congratulations! What's the cat's name, and how is it settling in?",
-            "beta": "That is nice.",
-            "gamma": "Cats are animals.",
-        },
-    ),
-    (
-        "p4",
-        "How do I keep my houseplants alive?",
-        {
-            "alpha": "Water only when the top inch of soil is dry, and give them bright, indirect light.",
-            "beta": "Plants need some care.",
-            "gamma": "The weather is nice today.",
-        },
-    ),
-]
-
-
-def material() -> dict[str, str]:
-    """The files the study reads, by name: four prompts, each answered by the three systems."""
-    lines = [json.dumps({"id": item_id, "prompt": prompt, "responses": replies}) for item_id, prompt, replies in SAMPLE]
-    return {"responses.jsonl": "\n".join(lines) + "\n"}
+material = responses_material
+"""The files the study reads, by name: four prompts, each answered by the three systems."""

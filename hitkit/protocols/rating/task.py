@@ -4,7 +4,7 @@ prompt and one system's response, rated alone on the study's 0–100 sliders.
 Units are of two kinds. A *response* unit is one system's response to one prompt (payload
 ``item_id``, ``prompt``, ``system``, ``response``, ``is_control`` false). A *degraded* unit is a
 quality-control place (``is_control`` true, ``slot``): what it shows is made for each assignment
-when the worker accepts the HIT (:meth:`RatingTask.layout`): a degraded copy (:mod:`.degrade`) of
+when the worker accepts the HIT (:meth:`RatingTask.layout`): a degraded copy (:mod:`hitkit.material.degrade`) of
 one of that HIT's responses, with the original's prompt. So, as in Graham et al.'s DA, every worker
 rates degraded copies of responses they also rate intact, made afresh for them; the layout records
 which response each copy degrades (``degraded``: unit id → item_id, system, prompt, text) and the
@@ -32,6 +32,8 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Response, Study, Unit
 from hitkit.errors import AnswerError, ConfigError, InputError
+from hitkit.i18n import N_, own
+from hitkit.material.degrade import degrade
 from hitkit.protocols.base import (
     ConversationSpec,
     HitSpec,
@@ -44,9 +46,10 @@ from hitkit.protocols.base import (
     position,
     shuffled_order,
 )
-from hitkit.protocols.pairwise.task import read_responses
-from hitkit.protocols.rating.degrade import degrade
+from hitkit.protocols.rating.gold import GOLD_ANSWER, IS_GOLD, gold_columns
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
+from hitkit.protocols.rating.settings import degraded_counts
+from hitkit.protocols.responses import read_responses
 
 _WHOLE_NUMBER = re.compile(r"\d{1,3}")  # fullmatch: `$` passes a final newline
 DEGRADED_QUALITY = 0.05
@@ -92,7 +95,7 @@ class RatingTask(TaskType):
             raise InputError(path, "responses file not found — set rating.responses in the study file")
         systems = [s.name for s in self.config.systems]
         units, conversations = [], []
-        for item in read_responses(path, systems):
+        for item in read_responses(path, systems, "rating"):
             key = f"prompt:{item['id']}"
             conversations.append(
                 ConversationSpec(
@@ -119,7 +122,7 @@ class RatingTask(TaskType):
                 )
                 for s in systems
             ]
-        places = sum(cfg.degraded_places(len(units)))
+        places = sum(degraded_counts(self.config, cfg.hit_sizes(len(units))))
         units += [
             UnitSpec(
                 key=f"degraded#{n}", payload={"is_control": True, "slot": n}, required_answers=cfg.ratings_per_item
@@ -132,7 +135,7 @@ class RatingTask(TaskType):
         cfg = self._cfg
         degraded = [u for u in units if u.payload["is_control"]]
         blocks = rotation_blocks([u for u in units if not u.payload["is_control"]], cfg.items_per_hit, rng)
-        places = [min(cfg.degraded_per_hit, len(block)) for block in blocks]
+        places = degraded_counts(self.config, [len(block) for block in blocks])
         if len(degraded) != sum(places):
             raise ConfigError(
                 f"{len(blocks)} HITs need {sum(places)} degraded places; the material has {len(degraded)}"
@@ -197,10 +200,12 @@ class RatingTask(TaskType):
         return {
             "unit_id": unit.public_key,
             "position": at,
-            "label": f"Response {at + 1}" if at is not None else "Response",
+            "label": N_("Response %(n)s", n=at + 1) if at is not None else N_("Response"),
             "prompt": shown["prompt"],
             "response": shown["response"],
-            "criteria": [{"question": SCORE_PREFIX + c.name, "statement": c.statement} for c in self._cfg.criteria],
+            "criteria": [
+                {"question": SCORE_PREFIX + c.name, "statement": own(c.statement)} for c in self._cfg.criteria
+            ],
         }
 
     # Simulated workers -------------------------------------------------------------------------
@@ -238,6 +243,7 @@ class RatingTask(TaskType):
     def export(self, session: Session, study: Study) -> dict[str, pd.DataFrame]:
         rows = done_responses(session, study, Response.question.startswith(SCORE_PREFIX, autoescape=True))
         rank = {SCORE_PREFIX + c.name: i for i, c in enumerate(self._cfg.criteria)}
+        marked = self.config.gold is not None  # the gold columns only where the study file asks for gold
         keyed = []
         for resp, asg, hit, worker, unit in rows:
             shown = self._shown(unit, asg.layout)
@@ -256,8 +262,10 @@ class RatingTask(TaskType):
                         "position": at,
                         "criterion": resp.question[len(SCORE_PREFIX) :],
                         "score": int(resp.value),
+                        **(gold_columns(bool(unit.payload["is_control"])) if marked else {}),
                     },
                 )
             )
         table = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
-        return {TABLE: pd.DataFrame(table, columns=list(DA_COLUMNS))}
+        columns = list(DA_COLUMNS) + ([IS_GOLD, GOLD_ANSWER] if marked else [])
+        return {TABLE: pd.DataFrame(table, columns=columns)}

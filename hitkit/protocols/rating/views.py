@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from hitkit.protocols.pairwise import views as _pairwise
 from hitkit.protocols.rating.scores import TABLE
+from hitkit.protocols.responses import side_by_side
 
 WORDS = {
     "compare_note": "their responses to the same prompts",
@@ -19,8 +19,7 @@ WORDS = {
 }
 """How the dashboard's shared pages speak of this protocol's material."""
 
-side_by_side = _pairwise.side_by_side
-"""Two systems' responses to the same prompts: the study stores its prompts as pairwise does."""
+__all__ = ["WORDS", "describe_unit", "readable_answers", "system_scores", "side_by_side"]
 
 
 def describe_unit(payload: Mapping[str, Any]) -> str:

@@ -17,4 +17,5 @@ PROTOCOL = Protocol(
     needs_section=False,
     uses_generation=True,
     judged=True,
+    gold_sources=("human",),
 )

@@ -1,6 +1,6 @@
 """``hitkit plan`` for Spot The Bot studies: simulated annotations at each number of bot–bot conversations
-per pair |S_ij| (the size the paper's stability analysis varies), analysed by
-:func:`~hitkit.protocols.spot_the_bot.analysis.analyze_annotations`, and the decisions such a study makes.
+per pair |S_ij| (the size the paper's stability analysis varies), analysed as
+:func:`~hitkit.protocols.spot_the_bot.analysis.analyze_annotations` does (its win rates and ranking), and the decisions such a study makes.
 
 No bot is asked: the bot–bot material is placeholders of the generation plan's pairs and length
 (:meth:`~hitkit.protocols.spot_the_bot.task.SpotTheBotTask.with_placeholder_material`, as ``launch
@@ -16,19 +16,22 @@ cluster's rank range.
 from __future__ import annotations
 
 import tempfile
-import warnings
 from pathlib import Path
 
 import pandas as pd
 
+from hitkit.analysis.base import AnalysisResult
+from hitkit.analysis.inference import DEFAULT_CORRECTION
 from hitkit.errors import ConfigError
 from hitkit.protocols import task_for
 from hitkit.protocols.base import TaskType
-from hitkit.protocols.spot_the_bot.analysis import analyze_annotations, study_trueskill
+from hitkit.protocols.spot_the_bot.analysis import study_trueskill
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.packing import read_bot_bot
+from hitkit.protocols.spot_the_bot.ranking import games, rank_with_bootstrap
 from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
 from hitkit.protocols.spot_the_bot.task import FEATURES, LABEL_QUESTIONS, SpotTheBotTask, preference_score
+from hitkit.protocols.spot_the_bot.win_rates import win_rates
 from hitkit.simulation import planning
 from hitkit.simulation.staffing import simulated_study
 from hitkit.study.config import StudyConfig
@@ -38,8 +41,8 @@ UNIT = "conversations_per_pair"
 DECISIONS = planning.DECISIONS
 ALPHA = 0.05
 REPLICATES = 20
-"""Simulated studies per size by default: each analysis builds every Spot The Bot table (about 0.5 s at
-|S_ij| = 10), so 40 a size would take the default grid past a minute on two cores."""
+"""Simulated studies per size by default (the most a time budget runs): each needs a bootstrapped TrueSkill
+ranking, so 40 a size would take the paper's grid past the budget on two cores."""
 PAPER_SIZE = 45
 """|S_ij| in Deriu et al. (2020), the size of a study without a generation plan or material of its own."""
 
@@ -167,10 +170,23 @@ def decide(config: StudyConfig, result, profiles: dict[str, str] | None = None) 
     return planning.decide(quality, lambda a, b: (a, b) in better, list(ranking["system"]), intervals)
 
 
+def decision_tables(annotations: pd.DataFrame, config: StudyConfig, n_boot: int, seed: int) -> AnalysisResult:
+    """The two tables of :func:`~hitkit.protocols.spot_the_bot.analysis.analyze_annotations` that
+    :func:`decide` reads, made as it makes them with its defaults and the study's TrueSkill settings
+    (``win_rates``: chi-square per pair, corrected, conversations resampled; ``ranking``: TrueSkill by μ,
+    games resampled), without the feature, annotator and evidence tables a plan never reads."""
+    played = games(annotations)
+    env = study_trueskill(config).env_for(played)
+    return AnalysisResult(
+        tables={
+            "win_rates": win_rates(
+                annotations, correction=DEFAULT_CORRECTION, cluster="conversation", n_boot=n_boot, seed=seed
+            ),
+            "ranking": rank_with_bootstrap(played, n_boot=n_boot, seed=seed, by="mu", env=env, resample="game"),
+        }
+    )
+
+
 def replicate(config: StudyConfig, seed: int, n_boot: int) -> dict[str, bool | None]:
     """Simulate one study at the config's size, analyse it, and say which decisions came out right."""
-    annotations = simulate_annotations(config, seed)
-    with warnings.catch_warnings():  # no annotation time is simulated: the time table's means are empty
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = analyze_annotations(annotations, n_boot=n_boot, seed=seed, trueskill=study_trueskill(config))
-    return decide(config, result)
+    return decide(config, decision_tables(simulate_annotations(config, seed), config, n_boot, seed))

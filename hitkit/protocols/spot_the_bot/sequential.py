@@ -6,9 +6,10 @@ by METHODS §2's win function: 1 when x's label ranks above y's (human > unsure 
 conversation share its bots' fortunes, and go to several annotators) and the annotator (one worker's
 labels share their taste, over however many HITs). So each observation is a fresh annotator on fresh
 conversations (:func:`hitkit.analysis.contributions.worker_contributions`): a worker's first HIT that
-holds the pair, the mean score of its segments from the first conversation in it that no earlier
-observation used (its other fresh conversations are left to later workers); the worker's later HITs,
-and later annotations of a used conversation, add nothing. HITs come in the
+holds the pair, the mean score of its segments from the conversations in it that no earlier observation
+used; the worker's later HITs, and later annotations of a used conversation, add nothing. (Taking only
+the HIT's first fresh conversation left the rest to later workers but made each observation one noisy
+conversation: on simulated data with clear differences the whole fresh HIT settles more pairs.) HITs come in the
 order of the ``assignments`` table (:mod:`hitkit.running.stopping` sorts it by submission); the
 observations in [0, 1] are watched with the bounded (hedged betting) confidence sequence.
 
@@ -88,6 +89,4 @@ def comparisons(
             }
         )
     # the plan counts conversations, each in one observation at most: what a pair has spent is those it has seen
-    return worker_comparisons(
-        answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order, spent_on_items=True, one_item=True
-    )
+    return worker_comparisons(answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order, spent_on_items=True)

@@ -7,6 +7,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
+from hitkit.material.gold import gold_total
 from hitkit.study.sections import Model
 
 
@@ -92,10 +93,22 @@ class SpotTheBotConfig(Model):
         return sorted(lengths)
 
 
+def gold_human_count(config, bot_bot: int) -> int | None:
+    """Human–human conversations to mix with ``bot_bot`` bot–bot ones: with a ``gold:`` section, gold.rate
+    of all conversations (they are its gold items), else ``human_count`` (None: the default)."""
+    spot = config.spot_the_bot or SpotTheBotConfig()
+    return gold_total(bot_bot, config.gold.rate) if config.gold is not None else spot.human_count
+
+
 def check_study(config) -> None:
     """Raise ValueError where the rest of a Spot The Bot study cannot serve its section (which may be
     left out: every setting has a default)."""
     spot = config.spot_the_bot or SpotTheBotConfig()
+    if config.gold is not None and spot.human_count is not None:
+        raise ValueError(
+            f"spot_the_bot.human_count = {spot.human_count} and gold.rate = {config.gold.rate:g} both set how many "
+            f"human–human conversations are mixed in; with gold: the rate does — remove spot_the_bot.human_count"
+        )
     longest = max(spot.segment_lengths)
     crowd = sum(g.count for g in config.simulated.workers)
     needed = len(spot.segment_lengths) * spot.annotations_per_segment

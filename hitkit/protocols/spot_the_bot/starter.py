@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import json
 
+from hitkit.i18n import N_
 from hitkit.study.starter_sections import shared_sections
+
+WORKER_TEXT = (
+    N_("Is each speaker a person or a bot?"),
+    N_("Read the beginnings of short conversations and say whether each speaker is a person or a bot."),
+)
+"""The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
 STUDY_YAML = """\
 # A Spot The Bot study (Deriu et al. 2020): the systems talk to each other (generation:), and workers

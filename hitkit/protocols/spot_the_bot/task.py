@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -60,6 +59,8 @@ from hitkit.protocols.base import (
     shuffled_order,
 )
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
+from hitkit.protocols.spot_the_bot.features import FEATURES, Feature  # noqa: F401 - Feature: imported from here too
+from hitkit.protocols.spot_the_bot.gold import GOLD_ANSWER, IS_GOLD, gold_columns
 from hitkit.protocols.spot_the_bot.packing import (
     SourceConversation,
     human_count_for,
@@ -68,7 +69,7 @@ from hitkit.protocols.spot_the_bot.packing import (
     read_bot_bot,
     unit_key,
 )
-from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig
+from hitkit.protocols.spot_the_bot.settings import SpotTheBotConfig, gold_human_count
 
 HUMAN = "human"
 LABELS = ("human", "bot", "unsure")
@@ -76,35 +77,6 @@ PREFERENCES = ("0", "1", "neither")
 """Answers to a preference question: entity 0 did better, entity 1 did, or neither."""
 
 
-@dataclass(frozen=True)
-class Feature:
-    """A preference question: its name, how it is asked and what the quality means (after Appendix A)."""
-
-    name: str
-    question: str
-    definition: str
-
-
-FEATURES = (
-    Feature(
-        "fluency",
-        "Whose messages read more fluently?",
-        "Fluent messages are well formed and grammatical and read naturally, as a competent speaker of "
-        "the language would write them. Ignore whether they make sense; look only at the language.",
-    ),
-    Feature(
-        "sensibleness",
-        "Whose messages make more sense?",
-        "A sensible message fits the conversation so far: it follows logically from what was said, does "
-        "not contradict the speaker's earlier messages or common sense, and replies to what it answers.",
-    ),
-    Feature(
-        "specificity",
-        "Whose messages are more specific to this conversation?",
-        "A specific message takes up what this particular conversation is about. A generic message, such "
-        "as \"I don't know\" or \"That's nice\", could follow almost anything and is not specific.",
-    ),
-)
 LABEL_QUESTIONS = ("label_0", "label_1")
 
 # Simulated annotators. A human speaker is labelled (human, unsure, bot) with these chances; a bot
@@ -180,7 +152,7 @@ class SpotTheBotTask(TaskType):
         return human_count_for(
             bot_bot,
             pairs,
-            cfg.human_count,
+            gold_human_count(self.config, bot_bot),
             available,
             cfg.segments_per_hit,
             cfg.segment_lengths,
@@ -300,7 +272,10 @@ class SpotTheBotTask(TaskType):
             "position": position(unit, layout),
             "k": unit.payload["k"],
             "turns": [{"entity": t["entity"], "text": t["text"]} for t in unit.payload["turns"]],
-            "features": [{"question": f.name, "title": f.question, "definition": f.definition} for f in FEATURES],
+            "features": [
+                {"question": f.name, "title": f.question, "definition": f.definition, "label": f.label}
+                for f in FEATURES
+            ],
         }
 
     # Simulated workers -------------------------------------------------------------------------
@@ -383,7 +358,11 @@ class SpotTheBotTask(TaskType):
                     row[f.name] = preference_score(answers[f.name].value, entity)
                 keyed.append(((hit.index, asg.id, position, entity), row))
         table = [row for _, row in sorted(keyed, key=lambda pair: pair[0])]
-        return {"annotations": pd.DataFrame(table, columns=list(ANNOTATION_COLUMNS))}
+        if self.config.gold is None:
+            return {"annotations": pd.DataFrame(table, columns=list(ANNOTATION_COLUMNS))}
+        for row in table:  # a human speaker is a gold item, right when labelled human
+            row.update(gold_columns(row["system"] == HUMAN))
+        return {"annotations": pd.DataFrame(table, columns=[*ANNOTATION_COLUMNS, IS_GOLD, GOLD_ANSWER])}
 
 
 def preference_score(answer: str, entity: int) -> str:
