@@ -29,7 +29,7 @@ from hitkit.db.models import Assignment, Hit, Study, Turn, Unit
 from hitkit.db.session import dispose_engines, session_scope
 from hitkit.i18n.catalogs import SHIPPED_DIR
 from hitkit.running.scheduler import tick
-from hitkit.study.config import load_study
+from hitkit.study.loading import load_study
 from hitkit.study.stored import create_study, resolve_secret
 from tests.streaming_bot import Typist
 from tests.studies import REPO, pairwise_study

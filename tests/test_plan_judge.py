@@ -195,3 +195,14 @@ def test_confirm_runs_the_recommended_share_and_its_export_is_a_pilot(tmp_path, 
     judge = judge_model.from_pilot(export, SYSTEMS)
     assert 0.5 <= judge.agreement <= 1 and judge.measured_on > 0
     assert judge.lean[("beta", "gamma")] < -0.1  # gamma wins more often by the judge than by people
+
+
+def test_the_plan_sizes_the_uncertainty_rule_at_the_uniform_rules_cost(big):
+    uniform = _plan(big, 0.9, replicates=3, shares=[0.3, 0.6]).table
+    judge = big.judge.model_copy(update={"select": "uncertainty", "pilot": 0.4})
+    active = _plan(big.model_copy(update={"judge": judge}), 0.9, replicates=3, shares=[0.3, 0.6]).table
+    # The expected number of human items (and so the cost) is the budget under either rule.
+    assert list(active["human_items"]) == list(uniform["human_items"]) and list(active["cost"]) == list(uniform["cost"])
+    # Each share analysed as drawn: a pilot, a weighted second wave; n_human near the budget's 45 and 90 per pair.
+    assert active["n_human"].between(0.8 * uniform["n_human"], 1.2 * uniform["n_human"]).all()
+    assert active["half_width_ppi"].notna().all() and (active["half_width_ppi"] < 1.2 * uniform["half_width_ppi"]).all()

@@ -183,6 +183,14 @@ def _analysis_option(name: str) -> str:
     type=click.Path(exists=True, path_type=Path),
     help="arena: more battles on the same scale (an export folder or a FastChat battle file); repeatable.",
 )
+@click.option(
+    "--judge-labels",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="pairwise: LLM-judge labels from a file (CSV or JSON Lines: unit, judge, label, optional system_a, "
+    "system_b, confidence, human_probability; docs/COLUMNS.md), analysed as hitkit's own judge's, one or "
+    "several judges, instead of the folder's judge.csv.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def analyze(
@@ -209,6 +217,7 @@ def analyze(
     include_leaks: bool,
     inverse_sampling: bool,
     add: tuple[Path, ...],
+    judge_labels: Path | None,
     as_json: bool,
     no_progress: bool,
 ) -> None:
@@ -250,8 +259,14 @@ def analyze(
         "include_leaks": include_leaks or None,
         "inverse_sampling": inverse_sampling or None,
         "add": list(add) or None,
+        "judge_labels": judge_labels,
     }
     given = {name: value for name, value in own.items() if value is not None}
+    if judge_labels is not None and "judge_labels" not in proto.analysis_options:
+        raise HitkitError(
+            f"--judge-labels applies to `analyze pairwise` only in this version, not to {task}; its judge "
+            "labels come from the export's judge.csv"
+        )
     foreign = [name for name in given if _analysis_option(name) not in proto.analysis_options]
     if foreign:
         takers = [p.name for p in PROTOCOLS.values() if _analysis_option(foreign[0]) in p.analysis_options]
@@ -264,6 +279,7 @@ def analyze(
         "cluster": cluster,
         "n_boot": n_boot,
         "unit": unit,
+        "judge_labels": judge_labels,
     }
     analysis = proto.module("analysis")
     if hasattr(analysis, "cli_options"):

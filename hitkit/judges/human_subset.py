@@ -26,45 +26,84 @@ MIN_PER_STRATUM = 2
 """Human-labelled items each stratum needs: an interval needs at least two."""
 
 
-def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
-    """The units the crowd also labels: within each stratum, a uniformly random sample (seeded by the
-    study's seed) of ``judge.human_share`` of its clusters (the judge module's ``cluster(unit)``; each
-    unit its own where it has none), or of ``judge.human_items`` in all, shared among the strata in
-    proportion to their size (largest remainders; the study file refuses ``human_items`` for a protocol
-    with clusters). Every unit of a chosen cluster is chosen. Order kept.
-
-    Raises :class:`~hitkit.errors.ConfigError` when the size asks for more units than there are, or
-    leaves a stratum fewer than :data:`MIN_PER_STRATUM` clusters.
-    """
-    judge, module = judge_section(config), PROTOCOLS[config.task].module("judge")
+def _strata(config: StudyConfig, units: Sequence[UnitSpec]) -> tuple[dict[str, dict[str, list[str]]], str]:
+    """Each stratum's clusters (the judge module's ``cluster(unit)``; each unit its own where it has none)
+    with their unit keys, and what a cluster is called."""
+    module = PROTOCOLS[config.task].module("judge")
     cluster = getattr(module, "cluster", None)
-    what = getattr(module, "CLUSTER_NAME", "items")
     strata: dict[str, dict[str, list[str]]] = {}
     for unit in units:
         strata.setdefault(module.stratum(unit), {}).setdefault(
             unit.key if cluster is None else cluster(unit), []
         ).append(unit.key)
+    return strata, getattr(module, "CLUSTER_NAME", "items")
+
+
+def budgets(config: StudyConfig, units: Sequence[UnitSpec]) -> dict[str, float]:
+    """Each stratum's expected number of clusters with human labels: ``judge.human_share`` of its clusters,
+    or ``judge.human_items`` shared among the strata in proportion to their size (largest remainders, so
+    whole numbers). ConfigError when it asks for more than there are."""
+    judge = judge_section(config)
+    strata, what = _strata(config, units)
     total = sum(len(clusters) for clusters in strata.values())
-    if judge.human_items is not None:
-        if cluster is not None:
-            raise ConfigError(
-                f"judge.human_items cannot size a {config.task} study's human share: it is drawn by "
-                f"whole {what}; give judge.human_share instead"
-            )
-        if judge.human_items > total:
-            raise ConfigError(
-                f"judge.human_items is {judge.human_items} but the study has only {total} items "
-                f"to label; lower it (or use human_share)"
-            )
-        exact = {s: judge.human_items * len(clusters) / total for s, clusters in strata.items()}
-        sizes = {s: math.floor(x) for s, x in exact.items()}
-        for s in sorted(exact, key=lambda s: (sizes[s] - exact[s], s))[: judge.human_items - sum(sizes.values())]:
-            sizes[s] += 1
-        asked = f"judge.human_items {judge.human_items}"
-    else:
+    if judge.human_items is None:
         share = human_share(judge)
-        sizes = {s: min(len(clusters), math.floor(share * len(clusters) + 0.5)) for s, clusters in strata.items()}
-        asked = f"judge.human_share {share:g}"
+        return {s: share * len(clusters) for s, clusters in strata.items()}
+    if getattr(PROTOCOLS[config.task].module("judge"), "cluster", None) is not None:
+        raise ConfigError(
+            f"judge.human_items cannot size a {config.task} study's human share: it is drawn by "
+            f"whole {what}; give judge.human_share instead"
+        )
+    if judge.human_items > total:
+        raise ConfigError(
+            f"judge.human_items is {judge.human_items} but the study has only {total} items "
+            f"to label; lower it (or use human_share)"
+        )
+    exact = {s: judge.human_items * len(clusters) / total for s, clusters in strata.items()}
+    sizes = {s: math.floor(x) for s, x in exact.items()}
+    for s in sorted(exact, key=lambda s: (sizes[s] - exact[s], s))[: judge.human_items - sum(sizes.values())]:
+        sizes[s] += 1
+    return {s: float(k) for s, k in sizes.items()}
+
+
+def check_select(config: StudyConfig) -> None:
+    """ConfigError unless the study's protocol can draw its crowd's share where the judge is unsure: a judge
+    of the material (before the crowd), units that are their own sampling unit, and a ``selection`` that
+    scores each unit's judge confidence (:mod:`hitkit.judges.second_wave`)."""
+    module = PROTOCOLS[config.task].module("judge")
+    if getattr(module, "WHEN", "before") == "after":
+        raise ConfigError(
+            f"judge.select: uncertainty needs a judge of the material before the crowd; {config.task}'s judge "
+            "labels what the crowd makes, so there is nothing to choose from: use select: uniform"
+        )
+    if getattr(module, "cluster", None) is not None or not hasattr(module, "selection"):
+        raise ConfigError(
+            f"judge.select: uncertainty is not available for {config.task} in this version (its items are drawn "
+            "by whole clusters, or its judge gives no per-item confidence): use select: uniform"
+        )
+
+
+def human_subset(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
+    """The units the crowd labels first: within each stratum, a uniformly random sample (seeded by the
+    study's seed) of its clusters (the judge module's ``cluster(unit)``; each unit its own where it has
+    none) of the stratum's :func:`budgets` (``judge.human_share`` of them, or its part of
+    ``judge.human_items``); with ``judge.select: uncertainty`` the ``judge.pilot`` share of it, the rest
+    drawn once the pilot's labels are in (:mod:`hitkit.judges.second_wave`). Every unit of a chosen
+    cluster is chosen. Order kept.
+
+    Raises :class:`~hitkit.errors.ConfigError` when the size asks for more units than there are, or
+    leaves a stratum fewer than :data:`MIN_PER_STRATUM` clusters.
+    """
+    judge = judge_section(config)
+    strata, what = _strata(config, units)
+    budget = budgets(config, units)
+    asked = f"judge.human_items {judge.human_items}" if judge.human_items is not None else ""
+    asked = asked or f"judge.human_share {human_share(judge):g}"
+    if judge.select == "uncertainty":
+        check_select(config)
+        budget = {s: judge.pilot * b for s, b in budget.items()}
+        asked += f" with judge.pilot {judge.pilot:g}"
+    sizes = {s: min(len(strata[s]), math.floor(b + 0.5)) for s, b in budget.items()}
     short = sorted(s for s, k in sizes.items() if k < MIN_PER_STRATUM)
     if short:
         s = short[0]
@@ -91,6 +130,8 @@ def rated(config: StudyConfig, key: str) -> bool:
 def crowd_units(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec]:
     """The units the crowd labels: :func:`human_subset` with a judge of the material, else all of them
     (a judge that labels after the crowd has the crowd make every item; :func:`rated` draws the share)."""
+    if config.judge is not None and config.judge.select == "uncertainty":
+        check_select(config)
     if config.judge is None or getattr(PROTOCOLS[config.task].module("judge"), "WHEN", "before") == "after":
         return list(units)
     return human_subset(config, units)

@@ -15,7 +15,8 @@ failed label is a row with its error and attempt count; the launch posts nothing
 is missing and says how to retry.
 
 Which units the crowd also labels is :mod:`hitkit.judges.human_subset`'s: a uniformly random share, the
-design prediction-powered inference (:mod:`hitkit.analysis.ppi`) needs.
+design prediction-powered inference (:mod:`hitkit.analysis.ppi`) needs, or, with ``judge.select:
+uncertainty``, a uniform pilot and a second wave where the judge is unsure (:mod:`hitkit.judges.second_wave`).
 """
 
 from __future__ import annotations
@@ -284,10 +285,15 @@ def judge_study(
     return report
 
 
-def judge_table(session: Session, study: Study, config: StudyConfig) -> pd.DataFrame:
+def judge_table(session: Session, study: Study, config: StudyConfig, *, weights: bool = True) -> pd.DataFrame:
     """The protocol's ``judge`` export table of the study's done labels, in the material's order,
-    each marked with whether its unit went to the crowd."""
+    each marked with whether its unit went to the crowd and, where the share follows the judge's
+    uncertainty (``weights``), the unit's probability of going to it (``human_probability``:
+    :func:`hitkit.judges.design.probabilities`)."""
+    from hitkit.judges.design import probabilities
+
     subset = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
+    pi = probabilities(session, study, config) if weights else None
     rows = session.scalars(
         select(JudgeLabel)
         .where(JudgeLabel.study_id == study.id, JudgeLabel.status == "done")
@@ -301,6 +307,7 @@ def judge_table(session: Session, study: Study, config: StudyConfig) -> pd.DataF
             "human_subset": r.unit_key in subset,
             "model": r.model,
             "reply": r.reply,
+            **({"human_probability": pi[r.unit_key]} if pi is not None else {}),
         }
         for r in rows
     ]

@@ -22,10 +22,11 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import rowcount, session_scope
 from hitkit.errors import HitkitError
+from hitkit.judges import second_wave
 from hitkit.money import ledger, qc_policy
 from hitkit.running import hooks, posting, provider_side, recontact, stopping
 from hitkit.study import lease
-from hitkit.study.stored import StudyContext, resolve_secret
+from hitkit.study.stored import StudyContext, resolve_secret, store_work
 from hitkit.tables.schema import DONE_STATUSES
 
 log = logging.getLogger(__name__)
@@ -302,7 +303,15 @@ def _steps(database_url: str, ctx: StudyContext, status: str, base_url: str, rep
             and stopping.fired_event(session, ctx.study_id) is not None
             and any(stopping.left_open_on_provider(session, ctx.study_id))
         )
-        if study.status == "running" and remaining == 0 and undecided == 0 and not unclosed:
+        settled = study.status == "running" and remaining == 0 and undecided == 0 and not unclosed
+        # A share drawn where the judge is unsure has a second wave once the pilot's work is in; posted next tick.
+        if (
+            settled
+            and not stopping.fired_event(session, ctx.study_id)
+            and second_wave.draw_if_due(session, study, ctx.config, store_work)
+        ):
+            settled = False
+        if settled:
             study.status, study.completed_at = "completed", now
             session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
             report.study_completed = True

@@ -125,18 +125,24 @@ class SimulatedCrowd:
         self._queue: queue.Queue[SimWorker] = queue.Queue()
         self._retired = 0
         self._ordinal = {w.worker_id: i for i, w in enumerate(self.workers)}
-        with session_scope(database_url) as session:
-            self._context = ctx.task.simulation_context(session, session.get_one(Study, ctx.study_id))
-            self._hit_count = session.execute(
-                select(func.count()).select_from(Hit).where(Hit.study_id == ctx.study_id)
-            ).scalar_one()
-            places = session.execute(
-                select(func.coalesce(func.sum(Hit.max_assignments), 0)).where(Hit.study_id == ctx.study_id)
-            ).scalar_one()
-        self._places = int(places)
-        self._quota = worker_quotas(self.workers, ctx.config, self._places)
         self._taken: dict[str, int] = {}  # HITs each worker had taken at their last turn
         self._idle: set[str] = set()  # workers whose last turn found no HIT for them, or who retired
+        with session_scope(database_url) as session:
+            self._learn_work(session)
+
+    def _learn_work(self, session) -> None:
+        """Read what the study's work is: the task's simulation context, the HITs and their places. Again
+        when HITs are added while the crowd works (a second wave of ``judge.select: uncertainty``)."""
+        study_id = self.ctx.study_id
+        self._context = self.ctx.task.simulation_context(session, session.get_one(Study, study_id))
+        self._hit_count = session.execute(
+            select(func.count()).select_from(Hit).where(Hit.study_id == study_id)
+        ).scalar_one()
+        places = session.execute(
+            select(func.coalesce(func.sum(Hit.max_assignments), 0)).where(Hit.study_id == study_id)
+        ).scalar_one()
+        self._places = int(places)
+        self._quota = worker_quotas(self.workers, self.ctx.config, self._places)
 
     # Lifecycle ------------------------------------------------------------------------------
     def start(self) -> "SimulatedCrowd":
@@ -231,6 +237,9 @@ class SimulatedCrowd:
             hits = market["hits"]
             if not hits:
                 return "wait"
+            if hits[-1]["index"] >= self._hit_count:  # work added mid-run (a judged study's second wave)
+                with self._lock, session_scope(self.database_url) as session:
+                    self._learn_work(session)
             start = self._ordinal[worker.worker_id] % max(1, self._hit_count)
             hit = next((h for h in hits if h["index"] >= start), hits[0])
         if hit["provider_hit_id"] is None:

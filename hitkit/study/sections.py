@@ -314,9 +314,10 @@ class JudgeOptions(Model):
 
 class JudgeConfig(Model):
     """An LLM judge over the bot protocol (any OpenAI-compatible endpoint) that labels every item of
-    the study, and the uniformly random share of the items that also goes to the crowd
-    (:mod:`hitkit.judges.judging`; the analysis combines the two by prediction-powered inference,
-    :mod:`hitkit.analysis.ppi`). Exactly one of ``human_share`` and ``human_items``."""
+    the study, and the share of the items that also goes to the crowd, drawn uniformly at random or
+    (``select: uncertainty``) where the judge is unsure (:mod:`hitkit.judges.judging`; the analysis combines
+    the two by prediction-powered inference, :mod:`hitkit.analysis.ppi`). Exactly one of ``human_share``
+    and ``human_items``."""
 
     url: str = Field(description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8011")
     model: str = Field(min_length=1, description="model name the server knows the judge by")
@@ -345,6 +346,20 @@ class JudgeConfig(Model):
         description=(
             "how many items the crowd also labels (not for live chat, whose conversations do not exist before the crowd)"
         ),
+    )
+    select: Literal["uniform", "uncertainty"] = Field(
+        "uniform",
+        description=(
+            "which items the crowd labels: uniform, a random share; uncertainty, a uniform pilot share of the "
+            "crowd's budget first, then the rest where the judge is least sure (each item's probability recorded "
+            "and the estimates inverse-probability weighted; METHODS §3)"
+        ),
+    )
+    pilot: float = Field(
+        0.3, gt=0, lt=1, description="with select: uncertainty, the share of the crowd's budget drawn uniformly first"
+    )
+    pi_min: float = Field(
+        0.02, gt=0, le=1, description="with select: uncertainty, the least probability of any item going to the crowd"
     )
 
     @model_validator(mode="after")

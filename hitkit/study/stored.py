@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Conversation, Event, Hit, HitUnit, Study, System, Turn, Unit
 from hitkit.errors import HitkitError
 from hitkit.protocols import task_for
-from hitkit.protocols.base import Material, TaskType
+from hitkit.protocols.base import HitSpec, Material, TaskType, UnitSpec
 from hitkit.providers import CrowdProvider, make_provider
 from hitkit.secret import resolve_secret as deployment_secret
 from hitkit.study.config import StudyConfig
@@ -112,34 +113,52 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
         session.add(row)
         conversations[conv.key] = row
     session.flush()
-    units = {}
-    for spec in material.units:
-        stored = conversations.get(spec.conversation_key) if spec.conversation_key else None
-        units[spec.key] = Unit(
+    store_work(session, study.id, config, material.units, hit_specs, {k: c.id for k, c in conversations.items()})
+    session.add(
+        Event(
             study_id=study.id,
+            kind="study_created",
+            actor="cli",
+            data={"units": len(material.units), "hits": len(hit_specs)},
+        )
+    )
+    session.flush()
+    return StudyContext.of(study, secret)
+
+
+def store_work(
+    session: Session,
+    study_id: int,
+    config: StudyConfig,
+    units: Sequence[UnitSpec],
+    hit_specs: Sequence[HitSpec],
+    conversation_ids: Mapping[str, int],
+    first_index: int = 0,
+) -> None:
+    """Add ``units`` and the HITs that pack them (not yet posted, numbered from ``first_index``) to a
+    study: at its creation, and for a second wave of work (:mod:`hitkit.judges.second_wave`)."""
+    rows = {}
+    for spec in units:
+        rows[spec.key] = Unit(
+            study_id=study_id,
             key=spec.key,
             payload=dict(spec.payload),
             required_answers=spec.required_answers,
-            conversation_id=stored.id if stored else None,
+            conversation_id=conversation_ids.get(spec.conversation_key) if spec.conversation_key else None,
         )
-        session.add(units[spec.key])
+        session.add(rows[spec.key])
     session.flush()
     lifetime = config.hit.lifetime_hours * 3600
-    for index, hit_spec in enumerate(hit_specs):
+    for index, hit_spec in enumerate(hit_specs, start=first_index):
         hit = Hit(
-            study_id=study.id,
+            study_id=study_id,
             index=index,
             max_assignments=hit_spec.max_assignments,
             reward=config.hit.reward,
             lifetime_s=lifetime,
         )
-        hit.units = [HitUnit(unit_id=units[key].id, position=pos) for pos, key in enumerate(hit_spec.unit_keys)]
+        hit.units = [HitUnit(unit_id=rows[key].id, position=pos) for pos, key in enumerate(hit_spec.unit_keys)]
         session.add(hit)
-    session.add(
-        Event(study_id=study.id, kind="study_created", actor="cli", data={"units": len(units), "hits": len(hit_specs)})
-    )
-    session.flush()
-    return StudyContext.of(study, secret)
 
 
 def unit_answer_counts(session: Session, study_id: int) -> dict[int, int]:

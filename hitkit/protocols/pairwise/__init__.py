@@ -15,7 +15,7 @@ PROTOCOL = Protocol(
     cluster_units=("worker", "item", "vote"),
     mturk_rules=True,
     judged=True,
-    analysis_options=frozenset({"unit"}),
+    analysis_options=frozenset({"unit", "judge_labels"}),
     significance_units=("worker", "vote"),
     gold_sources=("degraded", "file"),
 )

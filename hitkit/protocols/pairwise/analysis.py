@@ -279,9 +279,11 @@ def analyze_pairwise(
     resample: Resample = "worker",
     duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
     test: str = "worker",
+    judge_labels: str | Path | None = None,
 ) -> AnalysisResult:
     """:func:`analyze_votes` on the votes of ``in_dir`` (``duplicates``: the policy for repeated rows,
-    :func:`~hitkit.protocols.pairwise.reading.read_votes`)."""
+    :func:`~hitkit.protocols.pairwise.reading.read_votes`); ``judge_labels``: a judge-labels file read
+    instead of the folder's ``judge.csv`` (:mod:`hitkit.protocols.pairwise.judge_file`)."""
     check_correction(correction)
     votes, gold_votes = split_gold(read_votes(in_dir, duplicates=duplicates))
     # Gold comparisons are no comparison of systems: they count only towards each worker's gold accuracy.
@@ -293,6 +295,13 @@ def analyze_pairwise(
     result = analyze_votes(
         votes, n_boot=n_boot, seed=seed, correction=correction, resample=resample, test=test, gold=gold
     )
+    if judge_labels is not None:
+        from hitkit.protocols.pairwise.judge_file import analysis_tables_from_file
+
+        base.add_judge(result, analysis_tables_from_file(votes, judge_labels, seed=seed), figures.judge_win_rates)
+        if "judge_strengths" in result.tables:
+            result.figures["judge_strengths"] = png(lambda: figures.judge_strengths(result.tables["judge_strengths"]))
+        return result
     judge_path = Path(in_dir) / "judge.csv"
     if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
         add_judge(result, votes, read_judge(judge_path))
@@ -313,7 +322,12 @@ def analyze(
     """The registry's entry point: :func:`analyze_pairwise` with ``hitkit analyze``'s options."""
     common = common_options(options)
     return analyze_pairwise(
-        in_dir, seed=seed, resample=options.get("cluster", "worker"), test=options.get("unit", "worker"), **common
+        in_dir,
+        seed=seed,
+        resample=options.get("cluster", "worker"),
+        test=options.get("unit", "worker"),
+        judge_labels=options.get("judge_labels"),
+        **common,
     )
 
 

@@ -95,7 +95,8 @@ def parse(reply: str) -> str | None:
 
 
 def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply)."""
+    """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply, and
+    human_probability where the crowd's share followed the judge's uncertainty: then a column of it)."""
     rows = [
         {
             "study": study,
@@ -107,14 +108,17 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             "human_subset": bool(row["human_subset"]),
             "model": row["model"],
             "reply": row["reply"] or "",
+            **({"human_probability": row["human_probability"]} if "human_probability" in row else {}),
         }
         for row in labels
     ]
-    return pd.DataFrame(rows, columns=list(JUDGE_COLUMNS))
+    weighted = any("human_probability" in row for row in rows)
+    return pd.DataFrame(rows, columns=[*JUDGE_COLUMNS, *(("human_probability",) if weighted else ())])
 
 
 def read_judge(path) -> pd.DataFrame:
-    """``judge.csv``, checked: its columns, and every vote a, b or tie."""
+    """``judge.csv``, checked: its columns, every vote a, b or tie, and each ``human_probability`` (where the
+    crowd's share followed the judge's uncertainty) a number in (0, 1]."""
     from hitkit.analysis.tables import read_table
     from hitkit.errors import InputError
 
@@ -124,6 +128,16 @@ def read_judge(path) -> pd.DataFrame:
     if len(bad):
         raise InputError(path, f"vote {table.at[bad[0], 'vote']!r} is not one of a, b, tie", line=int(bad[0]) + 2)
     table["vote"] = vote
+    if "human_probability" in table.columns:
+        pi = pd.to_numeric(table["human_probability"], errors="coerce")
+        bad = table.index[pi.isna() | (pi <= 0) | (pi > 1)]
+        if len(bad):
+            raise InputError(
+                path,
+                f"human_probability {table.at[bad[0], 'human_probability']!r} is not a number in (0, 1]",
+                line=int(bad[0]) + 2,
+            )
+        table["human_probability"] = pi
     return table
 
 
@@ -146,8 +160,13 @@ def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
             "judge": j["score"].where(~flip, 1 - j["score"]),
         }
     )
+    weighted = "human_probability" in judge.columns
+    if weighted:
+        j["human_probability"] = pd.to_numeric(judge["human_probability"], errors="coerce").to_numpy()
     # The mean of the two orders: order_averaged, when both are there (they always are from hitkit).
-    judged = j.groupby(keys + ["system_a", "system_b"], as_index=False)["judge"].mean()
+    judged = j.groupby(keys + ["system_a", "system_b"], as_index=False).agg(
+        judge=("judge", "mean"), **({"human_probability": ("human_probability", "first")} if weighted else {})
+    )
     if len(votes):
         c = canonical(votes, *keys)
         c["human"] = pd.Series(c["outcome"]).map({FIRST: 1.0, TIE: 0.5}).fillna(0.0).to_numpy()
@@ -160,7 +179,27 @@ def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
         judged["votes"] = judged["votes"].fillna(0).astype(int)
     else:
         judged["human"], judged["votes"] = float("nan"), 0
-    return judged[keys + ["system_a", "system_b", "human", "judge", "votes"]]
+    return judged[
+        keys + ["system_a", "system_b", "human", "judge", "votes"] + (["human_probability"] if weighted else [])
+    ]
+
+
+def selection(units: Sequence[UnitSpec], tables: Mapping[str, pd.DataFrame], judge: pd.DataFrame) -> pd.DataFrame:
+    """Per unit of the material (index: its key), what ``judge.select: uncertainty`` draws its second wave
+    from (:mod:`hitkit.judges.second_wave`): ``judge``, the judge's order-averaged score for the unit's first
+    system; ``confidence``, |2·judge − 1| (1 when both orders name the same winner, 0 when they split or
+    call a tie); ``human``, the people's mean score for it (NaN where nobody voted)."""
+    per_item = items(tables["votes"], judge).set_index(["item_id", "system_a", "system_b"])
+    rows = []
+    for unit in units:
+        first, second = unit.payload["systems"]
+        low, high = sorted((first, second))
+        row = per_item.loc[(str(unit.payload["item_id"]), low, high)]
+        flip = first > second
+        f, y = float(row["judge"]), float(row["human"])
+        f, y = (1 - f, 1 - y) if flip else (f, y)
+        rows.append((unit.key, f, abs(2 * f - 1), y))
+    return pd.DataFrame(rows, columns=["unit", "judge", "confidence", "human"]).set_index("unit")
 
 
 def analysis_tables(
@@ -178,14 +217,16 @@ def analysis_tables(
     item, in items), so that the human-only column is the ranking's fit whenever every voted item
     has the same number of votes.
     """
-    from hitkit.analysis import ppi, ppi_bradley_terry
+    from hitkit.analysis import ppi, ppi_active, ppi_bradley_terry, ppi_weighted
 
     per_item = items(votes, judge)
-    table = ppi.win_rates(per_item, level=level)
+    weighted = "human_probability" in per_item.columns
+    table = ppi_weighted.ipw_win_rates(per_item, level=level) if weighted else ppi.win_rates(per_item, level=level)
     bias = ppi.judge_bias(per_item, level=level)
     voted = per_item["votes"] > 0
     prior = float(voted.sum() / per_item.loc[voted, "votes"].sum()) if voted.any() else 1.0
-    strengths = ppi_bradley_terry.strengths(per_item, level=level, prior=prior)
+    fit = ppi_weighted.ipw_strengths if weighted else ppi_bradley_terry.strengths
+    strengths = fit(per_item, level=level, prior=prior)
     unmatched = 0
     if len(votes):
         voted = {
@@ -204,11 +245,16 @@ def analysis_tables(
         "items": len(per_item),
         "human_items": int(per_item["human"].notna().sum()),
         "level": level,
-        "estimator": ppi.REFERENCE,
-        "interval": "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)",
+        **({"selection": "uncertainty (judge.csv's human_probability)"} if weighted else {}),
+        "estimator": ppi_active.REFERENCE if weighted else ppi.REFERENCE,
+        "interval": (
+            "plug-in linearised variance, t with n − 1 degrees of freedom"
+            if weighted
+            else "jackknife t (λ re-estimated, t with n − 1 degrees of freedom)"
+        ),
         "fallback_pairs": fallback,
-        "strengths_estimator": ppi_bradley_terry.REFERENCE,
-        "strengths_interval": ppi_bradley_terry.INTERVAL,
+        "strengths_estimator": ppi_weighted.REFERENCE if weighted else ppi_bradley_terry.REFERENCE,
+        "strengths_interval": ppi_weighted.INTERVAL if weighted else ppi_bradley_terry.INTERVAL,
         "strengths_lam": float(strengths["lam"].iloc[0]),
         "strengths_prior": prior,
     }

@@ -8,7 +8,11 @@ as strengths) and the judge's labels on every item (:mod:`hitkit.protocols.pairw
 then, at each share of the grid, the crowd's share is drawn as a launch draws it
 (:func:`hitkit.judges.human_subset.human_subset`, uniformly within each pair), the other items' votes are
 dropped, and the real analysis runs on what is left: :func:`hitkit.analysis.ppi.win_rates` (PPI++,
-jackknife t intervals), which gives the people-only intervals from the same votes too.
+jackknife t intervals), which gives the people-only intervals from the same votes too. With ``judge.select:
+uncertainty`` the share is drawn as such a launch draws it — a uniform pilot, then a second wave from the
+simulated judge's order agreement and the pilot's errors (:func:`_second_wave`) — and analysed with the
+weighted :func:`hitkit.analysis.ppi_weighted.ipw_win_rates`; a share costs what the uniform rule's does
+(the expected number of human items is the same).
 
 A pair is called different when its win-rate interval at level 1 − 0.05/m (Bonferroni over the m
 pairs) lies wholly on one side of ½, in the direction it claims; systems rank by their mean
@@ -29,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitkit.judges.section import own_share
+from hitkit.judges.section import judge_section, own_share
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise import judge_model
 from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
@@ -99,6 +103,7 @@ def replicate(
     """One simulated study analysed at every share: per share the mean half-widths (people only, PPI,
     and the formula's), n_effective, λ, the human items per pair and each analysis' decisions."""
     from hitkit.analysis.ppi import win_rates
+    from hitkit.analysis.ppi_weighted import ipw_win_rates
     from hitkit.judges.human_subset import human_subset
 
     quality = task_for(config).perceived_quality()
@@ -113,7 +118,11 @@ def replicate(
     keys = list(zip(full["item_id"], full["first"], full["second"]))
     out = {}
     for share in shares:
-        chosen = {item_of[u.key] for u in human_subset(with_share(config, share, seed), units)}
+        sized = with_share(config, share, seed)
+        chosen = {item_of[u.key] for u in human_subset(sized, units)}
+        pi = None
+        if sized.judge is not None and sized.judge.select == "uncertainty":
+            chosen, pi = _second_wave(sized, units, full.set_index(["item_id", "first", "second"]), chosen, seed)
         items = pd.DataFrame(
             {
                 "system_a": full["first"],
@@ -122,7 +131,9 @@ def replicate(
                 "human": np.where([k in chosen for k in keys], full["human"], np.nan),
             }
         )
-        wide = win_rates(items)
+        if pi is not None:
+            items["human_probability"] = [pi[k] for k in keys]
+        wide = win_rates(items) if pi is None else ipw_win_rates(items)
         strict = corrected(wide, len(pairs))
         out[share] = {
             **judge_planning.widths(wide, [rho[(a, b)] for a, b in zip(wide["system_a"], wide["system_b"])]),
@@ -130,6 +141,33 @@ def replicate(
             "human": decide_pairs(strict, "human", quality),
         }
     return out
+
+
+def _second_wave(config: StudyConfig, units, full: pd.DataFrame, pilot: set, seed: int) -> tuple[set, dict]:
+    """``judge.select: uncertainty`` in one simulated study: the pilot's squared judge errors, the second
+    wave's probabilities as a launch computes them (:func:`hitkit.analysis.ppi_active.second_wave`) and one
+    seeded draw; (the items people label, each item's π), items keyed (item_id, first, second)."""
+    from hitkit.analysis.ppi_active import second_wave
+    from hitkit.judges.design import half
+    from hitkit.judges.human_subset import budgets
+    from hitkit.protocols.pairwise.judge import stratum
+
+    assert config.judge is not None
+    keys = [(str(u.payload["item_id"]), *sorted(u.payload["systems"])) for u in units]
+    rows = full.loc[keys]
+    f, y = rows["judge"].to_numpy(float), rows["human"].to_numpy(float)
+    first = np.array([k in pilot for k in keys])
+    pi2, pi = second_wave(
+        np.abs(2 * f - 1),
+        np.where(first, (y - f) ** 2, np.nan),
+        first,
+        np.array([half(seed, u.key) for u in units]),
+        np.array([stratum(u) for u in units]),
+        budgets(config, units),
+        pi_min=config.judge.pi_min,
+    )
+    drawn = first | (np.random.default_rng(seed).random(len(keys)) < pi2)
+    return {k for k, d in zip(keys, drawn) if d}, dict(zip(keys, pi))
 
 
 def plan(
@@ -156,7 +194,9 @@ def plan(
     )
 
     def cost(share: float) -> dict:
+        # Under the uncertainty rule the expected number of human items is the uniform rule's: cost them alike.
         sized = with_share(config, share)
+        sized = sized.model_copy(update={"judge": judge_section(sized).model_copy(update={"select": "uniform"})})
         hits, _, paid = planning.design_cost(sized)
         n_items = len(human_subset(sized, units))
         return {

@@ -1,0 +1,186 @@
+"""Judge labels from a file (``hitkit analyze TASK DIRECTORY --judge-labels FILE``): released data sets with
+LLM-judge verdicts beside human votes, analysed with the same estimators as hitkit's own judging.
+
+The file is a tidy table, CSV or JSON Lines (one object a line), one row per judge call
+(:data:`JUDGE_LABEL_COLUMNS`; docs/COLUMNS.md). Several rows for one unit and judge (display orders,
+samples) are averaged; several judges per unit are kept apart, each its own predictor
+(:mod:`hitkit.analysis.judges_combined` combines them and measures each one's calibration).
+Every bad cell is refused with the file, its line and what was wrong. Pure reading: no database.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hitkit.errors import InputError
+
+REQUIRED = ("unit", "judge", "label")
+OPTIONAL = ("system_a", "system_b", "confidence", "human_probability")
+JUDGE_LABEL_COLUMNS = (*REQUIRED, *OPTIONAL)
+"""``--judge-labels``: ``unit`` the item's key in the export (pairwise ``item_id``); ``judge`` a name for
+the judge model or prompt; ``label`` a, b or tie for the first system, or a number in [0, 1] (its
+probability of winning, e.g. from log-probabilities); ``system_a``/``system_b`` the pair the label
+reads (default: the votes' own order of the unit); ``confidence`` in [0, 1] (default: the agreement of
+the unit's calls); ``human_probability`` in (0, 1], the probability the unit was sent to people (one
+value per unit; default: every unit alike, the uniform rule)."""
+
+SCORES = {"a": 1.0, "b": 0.0, "tie": 0.5}
+
+
+def _rows(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(path, "not found; give a CSV or JSON Lines file of judge labels (docs/COLUMNS.md)")
+    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        rows = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, f"is not JSON ({exc.msg}); one object a line", line=number) from None
+            if not isinstance(row, dict):
+                raise InputError(path, "is not a JSON object; one object a line", line=number)
+            rows.append({**{k: ("" if v is None else str(v)) for k, v in row.items()}, "_line": number})
+        table = pd.DataFrame(rows).fillna("")  # a key missing from some objects is a blank cell
+    else:
+        try:
+            table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except pd.errors.EmptyDataError:
+            raise InputError(path, f"is empty; it needs a header row with {', '.join(REQUIRED)}") from None
+        table["_line"] = np.arange(len(table)) + 2
+    if table.empty:
+        raise InputError(path, "holds no judge labels")
+    missing = [c for c in REQUIRED if c not in table.columns]
+    if missing:
+        raise InputError(path, f"missing column(s) {missing}; needs {list(REQUIRED)}, optional {list(OPTIONAL)}")
+    return table
+
+
+def _number(path: Path, table: pd.DataFrame, column: str, low: float, high: float, *, open_low: bool) -> pd.Series:
+    """The column as numbers within [low, high] ((low, high] with ``open_low``); blank is NaN."""
+    text = table[column].astype(str).str.strip()
+    values = pd.to_numeric(text.where(text != ""), errors="coerce")
+    bad = (text != "") & (values.isna() | (values <= low if open_low else values < low) | (values > high))
+    if bad.any():
+        i = bad.to_numpy().nonzero()[0][0]
+        interval = f"({low:g}, {high:g}]" if open_low else f"[{low:g}, {high:g}]"
+        raise InputError(
+            path, f"{column} {table[column].iloc[i]!r} is not a number in {interval}", line=int(table["_line"].iloc[i])
+        )
+    return values
+
+
+def read_judge_labels(path: str | Path) -> pd.DataFrame:
+    """The file's labels, checked: unit, judge, system_a, system_b ('' where not given), score (the
+    first system's score in [0, 1]), confidence and human_probability (NaN where not given), line."""
+    path = Path(path)
+    table = _rows(path)
+    for column in OPTIONAL:
+        if column not in table.columns:
+            table[column] = ""
+    for column in ("unit", "judge"):
+        blank = table[column].astype(str).str.strip() == ""
+        if blank.any():
+            line = int(table.loc[blank, "_line"].iloc[0])
+            raise InputError(path, f"{column} is empty; every row names its unit and its judge", line=line)
+    label = table["label"].astype(str).str.strip().str.lower()
+    score = label.map(SCORES)
+    numeric = pd.to_numeric(label.where(score.isna()), errors="coerce")
+    bad = score.isna() & (numeric.isna() | (numeric < 0) | (numeric > 1))
+    if bad.any():
+        i = bad.to_numpy().nonzero()[0][0]
+        raise InputError(
+            path,
+            f"label {table['label'].iloc[i]!r} is not a, b, tie or a number in [0, 1]",
+            line=int(table["_line"].iloc[i]),
+        )
+    out = pd.DataFrame(
+        {
+            "unit": table["unit"].astype(str).str.strip(),
+            "judge": table["judge"].astype(str).str.strip(),
+            "system_a": table["system_a"].astype(str).str.strip(),
+            "system_b": table["system_b"].astype(str).str.strip(),
+            "score": score.fillna(numeric).astype(float),
+            "confidence": _number(path, table, "confidence", 0, 1, open_low=False),
+            "human_probability": _number(path, table, "human_probability", 0, 1, open_low=True),
+            "line": table["_line"].astype(int),
+        }
+    )
+    one_sided = (out["system_a"] == "") != (out["system_b"] == "")
+    if one_sided.any():
+        line = int(out.loc[one_sided, "line"].iloc[0])
+        raise InputError(path, "gives one of system_a and system_b; give both or neither", line=line)
+    varying = out.dropna(subset=["human_probability"]).groupby("unit")["human_probability"].nunique()
+    if (varying > 1).any():
+        unit = varying[varying > 1].index[0]
+        line = int(out.loc[out["unit"] == unit, "line"].iloc[0])
+        raise InputError(path, f"unit {unit!r} has more than one human_probability; give one per unit", line=line)
+    return out
+
+
+def oriented(labels: pd.DataFrame, pairs: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """The labels turned to each unit's canonical pair (``pairs``: unit, system_a, system_b, alphabetical):
+    a label read for the swapped pair is 1 − score; a label naming other systems than the unit's is
+    refused (file and line). Labels of units not in ``pairs`` are dropped (counted in ``attrs``)."""
+    merged = labels.merge(pairs, on="unit", how="left", suffixes=("", "_unit"))
+    known = merged["system_a_unit"].notna()
+    merged = merged[known].copy()
+    given = merged["system_a"] != ""
+    same = (merged["system_a"] == merged["system_a_unit"]) & (merged["system_b"] == merged["system_b_unit"])
+    swapped = (merged["system_a"] == merged["system_b_unit"]) & (merged["system_b"] == merged["system_a_unit"])
+    wrong = given & ~same & ~swapped
+    if wrong.any():
+        row = merged[wrong].iloc[0]
+        raise InputError(
+            path,
+            f"unit {row['unit']!r} compares {row['system_a_unit']} and {row['system_b_unit']} in the votes, "
+            f"but the label names {row['system_a']} and {row['system_b']}",
+            line=int(row["line"]),
+        )
+    merged["score"] = np.where(given & swapped, 1 - merged["score"], merged["score"])
+    merged["system_a"], merged["system_b"] = merged["system_a_unit"], merged["system_b_unit"]
+    out = merged[["unit", "judge", "system_a", "system_b", "score", "confidence", "human_probability"]]
+    out.attrs["unknown_units"] = int((~known).sum())
+    return out
+
+
+def per_judge(labels: pd.DataFrame) -> pd.DataFrame:
+    """One row per unit and judge: the mean score of its calls, their count and a confidence (the
+    file's mean where given, else the calls' agreement |2·mean − 1|)."""
+    grouped = labels.groupby(["unit", "judge"], sort=True)
+    table = grouped.agg(
+        system_a=("system_a", "first"),
+        system_b=("system_b", "first"),
+        score=("score", "mean"),
+        calls=("score", "size"),
+        confidence=("confidence", "mean"),
+        human_probability=("human_probability", "first"),
+    ).reset_index()
+    table["confidence"] = table["confidence"].where(table["confidence"].notna(), (2 * table["score"] - 1).abs())
+    return table
+
+
+def unit_probability(labels: pd.DataFrame, units) -> np.ndarray | float:
+    """Each unit's probability of having gone to people: the file's ``human_probability`` (every unit
+    must have one, if any has), else 1.0 (uniform: the constant's value does not change the estimate)."""
+    given = labels.dropna(subset=["human_probability"]).groupby("unit")["human_probability"].first()
+    if given.empty:
+        return 1.0
+    values = pd.Series(list(units)).map(given)
+    if values.isna().any():
+        raise ValueError(
+            f"{int(values.isna().sum())} unit(s) have no human_probability while others have one (first: "
+            f"{pd.Series(list(units))[values.isna()].iloc[0]!r}); give it for every unit or for none"
+        )
+    return values.to_numpy(float)
+
+
+def finite(value: float) -> float | None:
+    """A number for the summary, None where it is not finite."""
+    return float(value) if value is not None and math.isfinite(value) else None

@@ -1,0 +1,88 @@
+"""The crowd's share where the judge is unsure (``judge.select: uncertainty``): a uniform pilot first, then a
+second wave drawn from the judge's confidence once the pilot's labels are in.
+
+The study is created with the pilot only (:func:`hitkit.judges.human_subset.human_subset`: ``judge.pilot``
+of each stratum's budget, uniformly at random). When the pilot's work is all in and decided — the moment
+a uniform study would complete — the scheduler calls :func:`draw_if_due`: each judged unit's score and
+confidence come from the protocol's judge module (``selection(units, tables, judge)``), the pilot's squared
+judge errors (Y − f)² from its human labels, and :func:`hitkit.analysis.ppi_active.second_wave` gives
+every unit its probability π of going to people, cross-fitted over two seeded halves of the units so that
+no unit's π depends on its own pilot label. Each unit is then drawn once (a seeded Bernoulli(π₂) per
+unit key); the drawn units not already labelled become units and HITs of the study, in the same
+transaction as the ``judge_second_wave`` event that records every π. The export's ``judge`` table
+carries π as ``human_probability`` (:func:`hitkit.judges.design.probabilities`), and the analysis weights by it
+(:mod:`hitkit.analysis.ppi_active`). A study drawn once is never drawn again (resume, a second
+scheduler).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hitkit.db.models import Conversation, Event, Hit, Study, Unit
+from hitkit.judges.design import EVENT, half, judged_units, recorded, uncertain
+from hitkit.protocols import PROTOCOLS, task_for
+from hitkit.study.config import StudyConfig
+
+
+def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work: Callable[..., object]) -> int:
+    """Draw the second wave if the study has one and has not drawn it (call once the pilot's work is all in
+    and decided): add the drawn units and their HITs with ``store_work`` (the study room's
+    :func:`hitkit.study.stored.store_work`, handed in by the scheduler: the judges sit below the stored
+    study, which asks them for the crowd's share) and record every π; the number of units added."""
+    if not uncertain(config) or recorded(session, study.id) is not None:
+        return 0
+    from hitkit.analysis.ppi_active import second_wave
+    from hitkit.judges.human_subset import budgets
+    from hitkit.judges.judging import judge_table
+
+    judge, task = config.judge, task_for(config)
+    assert judge is not None  # uncertain(config)
+    module = PROTOCOLS[config.task].module("judge")
+    units = judged_units(session, study, config)
+    pilot = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
+    scores = module.selection(units, task.export(session, study), judge_table(session, study, config, weights=False))
+    keys = [u.key for u in units]
+    scores = scores.reindex(keys)
+    strata = np.array([module.stratum(u) for u in units])
+    first = np.array([k in pilot for k in keys])
+    sq = ((scores["human"] - scores["judge"]) ** 2).to_numpy(float)
+    pi2, pi = second_wave(
+        scores["confidence"].to_numpy(float),
+        np.where(first, sq, np.nan),
+        first,
+        np.array([half(config.seed, k) for k in keys]),
+        strata,
+        budgets(config, units),
+        pi_min=judge.pi_min,
+    )
+    draw = np.array([random.Random(f"{config.seed}:judge:second:{k}").random() for k in keys]) < pi2
+    new = [u for u, d, f in zip(units, draw, first) if d and not f]
+    if new:
+        last = session.scalar(select(Hit.index).where(Hit.study_id == study.id).order_by(Hit.index.desc()).limit(1))
+        conversations = dict(
+            session.execute(select(Conversation.key, Conversation.id).where(Conversation.study_id == study.id)).all()
+        )
+        hits = task.pack(new, random.Random(f"{config.seed}:judge:second"))
+        store_work(session, study.id, config, new, hits, conversations, first_index=(last or 0) + 1)
+    session.add(
+        Event(
+            study_id=study.id,
+            kind=EVENT,
+            actor="scheduler",
+            data={
+                "pi": {k: round(float(p), 12) for k, p in zip(keys, pi)},
+                "pilot": sorted(pilot),
+                "drawn": [u.key for u in new],
+                "expected_labels": float(pi.sum()),
+                "pi_min": judge.pi_min,
+            },
+        )
+    )
+    session.flush()
+    return len(new)
