@@ -105,6 +105,7 @@ def plan_config(hits: int, quality: dict[str, float]):
     arena.control_count = lambda: round(arena.battle_count() * arena.control_share)
     return SimpleNamespace(
         study="plan",
+        gold=None,  # no gold: section (the QC battles are control_share of them)
         arena=arena,
         systems=[SimpleNamespace(name=n) for n in [*quality, "qc"]],
         simulated=SimpleNamespace(
