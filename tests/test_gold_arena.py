@@ -40,18 +40,18 @@ def gold_arena_study(tmp_path, database_url, bot_url):
     return path
 
 
-def test_gold_battles_fill_half_of_every_hit_and_fail_the_random_voter(tmp_path, database_url, bot_server):  # noqa: F811
-    study_file = gold_arena_study(tmp_path, database_url, bot_server)
+def test_gold_battles_fill_half_of_every_hit_and_fail_the_random_voter(tmp_path, one_database_url, bot_server):  # noqa: F811
+    study_file = gold_arena_study(tmp_path, one_database_url, bot_server)
     result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=400)
     assert result.crowd_errors == []
     out = tmp_path / "runs" / "arena-demo"
 
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
         for hit in s.scalars(select(Hit)):
             assert sum(hu.unit.payload["is_control"] for hu in hit.units) == 2 and len(hit.units) == 4
         ctx = StudyContext.of(s.scalar(select(Study)), "secret")
-        qc = qc_summary(s, ctx, cache_key="gold-arena")
+        qc = qc_summary(s, ctx, cache_key=f"gold-arena {one_database_url}")
         # the arena's own voter test on the same tables the QC policy reads
         _method, own = worker_qc(ctx.task.export(s, s.scalar(select(Study))), ctx.config)
 

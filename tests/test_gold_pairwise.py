@@ -30,14 +30,14 @@ def gold_study(tmp_path, database_url, **gold):
 
 
 def test_gold_comparisons_fill_their_share_of_every_hit_fail_the_random_clicker_and_stay_out_of_the_ranking(
-    tmp_path, database_url
+    tmp_path, one_database_url
 ):
-    study_file = gold_study(tmp_path, database_url)
+    study_file = gold_study(tmp_path, one_database_url)
     result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=240)
     assert result.crowd_errors == []
     out = tmp_path / "runs" / "ab-demo"
 
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
         units = s.scalars(select(Unit)).all()
         gold = [u for u in units if "gold" in u.payload]
@@ -88,7 +88,7 @@ def test_gold_comparisons_fill_their_share_of_every_hit_fail_the_random_clicker_
     from hitkit.money.qc import qc_summary
     from hitkit.study.stored import StudyContext
 
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         qc = qc_summary(s, StudyContext.of(s.scalar(select(Study)), "secret"), cache_key="gold-test")
     assert "gold accuracy" in qc.method
     assert [w for w, ok in qc.by_worker.items() if ok is False] == spammer

@@ -34,15 +34,15 @@ def gold_rating_study(tmp_path, database_url, **gold):
     return path
 
 
-def test_gold_rate_sets_the_degraded_copies_and_fails_the_worker_who_does_not_read(tmp_path, database_url):
-    study_file = gold_rating_study(tmp_path, database_url)
+def test_gold_rate_sets_the_degraded_copies_and_fails_the_worker_who_does_not_read(tmp_path, one_database_url):
+    study_file = gold_rating_study(tmp_path, one_database_url)
     result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=180)
     assert result.crowd_errors == []
     out = tmp_path / "runs" / "da-demo"
 
     expected = spread([6] * 6, gold_total(36, 0.4))
     assert expected == [4] * 6  # 4 of each HIT's 10 items: 0.4
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
         for hit in s.scalars(select(Hit).order_by(Hit.index)):
             places = [hu.unit for hu in hit.units if hu.unit.payload["is_control"]]

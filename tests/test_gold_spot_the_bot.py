@@ -37,14 +37,14 @@ def gold_stb_study(tmp_path, database_url, **gold):
     return path
 
 
-def test_human_human_conversations_fill_the_gold_share_and_fail_the_random_labeller(tmp_path, database_url):
-    study_file = gold_stb_study(tmp_path, database_url)
+def test_human_human_conversations_fill_the_gold_share_and_fail_the_random_labeller(tmp_path, one_database_url):
+    study_file = gold_stb_study(tmp_path, one_database_url)
     result = launch(study_file, yes=True, show_progress=False, echo=lambda _m: None, timeout_s=300)
     assert result.crowd_errors == []
     out = tmp_path / "runs" / "stb-demo"
 
     assert gold_total(18, 0.5) == 18
-    with session_scope(database_url) as s:
+    with session_scope(one_database_url) as s:
         assert s.scalar(select(Study.status)) == "completed"
         units = s.scalars(select(Unit)).all()
         human = [u for u in units if u.payload["kind"] == "human_human"]
