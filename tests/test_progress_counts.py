@@ -51,7 +51,10 @@ def test_console_status_and_dashboard_count_the_same_answers_while_a_study_runs(
     playwright = pytest.importorskip("playwright.sync_api")
     monkeypatch.setenv("HITKIT_DASHBOARD_USER", USER)
     monkeypatch.setenv("HITKIT_DASHBOARD_PASSWORD", PASSWORD)
-    study_file = pairwise_study(tmp_path, one_database_url, simulated={"seconds_per_answer": 0.6, "concurrency": 3})
+    # Two workers taking 5 s an answer leave the database still for a few seconds at a time: a moment needs
+    # two equal readings around a status command and a page load (with three workers at 0.6 s an answer a
+    # loaded CI run found 2 such moments in 240 s and failed).
+    study_file = pairwise_study(tmp_path, one_database_url, simulated={"seconds_per_answer": 5.0, "concurrency": 2})
     config = load_study(study_file)
     secret = resolve_secret(one_database_url)
     monkeypatch.setenv("HITKIT_SECRET", secret)
