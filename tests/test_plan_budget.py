@@ -92,7 +92,8 @@ def test_the_command_takes_seconds_and_prints_the_precision_it_reached(tmp_path)
     assert run.exit_code == 0, run.output
     out = json.loads(run.output)
     assert out["budget_s"] == 1.0 and planning.MIN_REPLICATES <= out["replicates"] < planning.REPLICATES
-    assert 0 < out["precision"] < 1 and out["seconds"] <= time.monotonic() - began
+    # the seconds are printed to a tenth: 0.9 s for the 0.8994 s the test measured around it
+    assert 0 < out["precision"] < 1 and out["seconds"] <= time.monotonic() - began + 0.05
     text = CliRunner().invoke(main, ["plan", str(study), "--seconds", "1", "--n-boot", "10", "--sizes", "1"])
     assert text.exit_code == 0, text.output
     assert "(a budget of 1 s;" in text.output and "of its long-run value (95 %, Monte Carlo)" in text.output

@@ -176,6 +176,9 @@ class SimulatedCrowd:
             try:
                 outcome = self._turn(worker)
             except Exception as exc:  # a worker's failure must not stop the crowd; it is counted
+                if self._stop.is_set():  # the study ended and its server is going down mid-turn: not a failure
+                    log.debug("simulated worker %s stopped mid-turn: %s", worker.worker_id, exc)
+                    return
                 log.warning("simulated worker %s failed: %s", worker.worker_id, exc)
                 with self._lock:
                     self.stats.errors.append(f"{worker.worker_id}: {exc}")
@@ -214,11 +217,7 @@ class SimulatedCrowd:
     def _turn(self, worker: SimWorker) -> str:
         """Take one HIT if there is one for this worker; say whether to come back or retire."""
         # What the marketplace shows this worker, asked over HTTP as a person's browser would.
-        reply = requests.get(
-            f"{self.base_url}/s/{self.ctx.name}/market", params={"workerId": worker.worker_id}, timeout=self.timeout_s
-        )
-        reply.raise_for_status()
-        market = reply.json()
+        market = self._market(worker)
         held = market["held"]
         if market["taken"] is not None:
             if held is None and market["taken"] >= self.ctx.config.schedule.per_worker_cap:
@@ -245,6 +244,22 @@ class SimulatedCrowd:
         if hit["provider_hit_id"] is None:
             raise HitkitError(f"HIT {hit['id']} of study '{self.ctx.name}' is posted but has no provider HIT id")
         return self._do_hit(worker, hit["id"], hit["provider_hit_id"])
+
+    def _market(self, worker: SimWorker, attempts: int = 3) -> dict[str, Any]:
+        """The marketplace's listing for ``worker``. A dropped connection is asked again, as a person
+        reloads a listing (a GET changes nothing): behind nginx and gunicorn a kept-alive connection the
+        server had closed ended a simulated study's worker with RemoteDisconnected."""
+        url = f"{self.base_url}/s/{self.ctx.name}/market"
+        for attempt in range(attempts):
+            try:
+                reply = requests.get(url, params={"workerId": worker.worker_id}, timeout=self.timeout_s)
+                reply.raise_for_status()
+                return reply.json()
+            except requests.ConnectionError:
+                if attempt == attempts - 1 or self._stop.is_set():
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _do_hit(self, worker: SimWorker, hit_id: int, provider_hit_id: str) -> str:
         http = requests.Session()
