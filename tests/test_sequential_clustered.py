@@ -125,3 +125,23 @@ def test_the_clear_decision_stops_once_the_clear_pairs_differ_and_declares_the_r
     assert not settle(found, "pairs", ["a", "b", "c"]).fired  # the plain rule waits for a–c
     waiting = settle(intervals([comparison("b", clear), comparison("c", young)], 0.05), "clear", ["a", "b", "c"])
     assert not waiting.fired and waiting.open == [("a", "c")]
+
+
+def test_futility_reckons_the_horizons_radius_with_the_bets_tuned_as_they_are():
+    """A pair whose bets are tuned to a projected horizon of 60 observations (a long-tailed crowd, a plan
+    of 1,000) is futile only when an estimate near the null could not get out at 60 observations: at 0.30
+    after 40 of them (interval ≈ [0.12, 0.51]) it still can, and it is not stopped; at 0.475 it cannot.
+    Reckoned with bets tuned to the plan of 1,000, the radius at 60 was overstated and the first was
+    declared futile too."""
+
+    def futile(ones: int) -> bool:
+        x = np.array([1.0] * ones + [0.0] * (40 - ones))
+        np.random.default_rng(0).shuffle(x)
+        c = Comparison(
+            "a", "b", len(x), float(x.mean()), float(x.var(ddof=1)), 1000.0, 0.5,
+            clusters=tuple(x), expected=60.0, tuning=tuple(np.full(len(x), 60.0)),
+        )  # fmt: skip
+        return intervals([c], 0.05)[0].futile
+
+    assert not futile(12)
+    assert futile(19)

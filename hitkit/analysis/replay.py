@@ -232,7 +232,10 @@ def _trace(
     var = np.maximum(np.where(has, spread[idx], 0.0), 0.0) if len(x) else np.zeros(looks_total)
     horizon = _horizon(pair, position, n, found.spent, share)
     big = np.maximum(horizon, n)
-    r_plan = bounded_radius(big, var, alpha_each, pair.planned, min(max(m, 0.01), 0.99))
+    # the radius the bets will give at the horizon, tuned as they are: to the projected horizon (rated HITs: the plan)
+    r_plan = bounded_radius(
+        big, var, alpha_each, pair.planned if pair.held is not None else big, min(max(m, 0.01), 0.99)
+    )
     gap = np.abs(mean - m)
     inside = (winner == 0) & has
     sd = np.sqrt(var)

@@ -213,7 +213,7 @@ def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]
                     max(c.horizon, c.n),
                     c.variance / width**2,
                     each,
-                    c.planned,
+                    c.planned if c.tuning is None else max(c.horizon, c.n),  # tuned as the bets are
                     min(max((c.null - lo) / width, 0.01), 0.99),
                 )
             )
