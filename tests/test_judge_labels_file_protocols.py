@@ -1,0 +1,124 @@
+"""``hitkit analyze TASK DIR --judge-labels FILE`` for the protocols beyond pairwise: the file's labels
+give the estimates of the protocol's own judge analysis on the same data, a constant human_probability
+gives the people-only estimates of the uniform case, several judges are combined with each one's
+calibration, and a bad file is refused naming the file, its line and the column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hitkit.errors import InputError
+from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA
+
+CRITERIA = [c for c in DEFAULT_CRITERIA if c.name in ("interesting", "fun")]
+PASSED = {f"w{i}" for i in range(4)}
+
+
+def _write(path, frame: pd.DataFrame):
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _chat(rng, conversations: int = 40):
+    """Live chat's standardised ratings (two in three conversations rated) and a judge.csv of every one."""
+    rows, judged = [], []
+    for c in range(conversations):
+        worker, system = f"w{c % 4}", ("anna", "bert")[c % 2]
+        quality = rng.normal(0.3 if system == "anna" else -0.3, 1)
+        for criterion in ("interesting", "fun"):
+            if c % 3:
+                z = quality + rng.normal(0, 0.5)
+                rows.append((f"c{c}", worker, system, criterion, False, z))
+            judged.append(
+                (f"c{c}", worker, system, criterion, float(np.clip(50 + 20 * quality + rng.normal(0, 8), 0, 100)))
+            )
+    z = pd.DataFrame(rows, columns=["conversation_id", "worker_id", "system", "criterion", "is_control", "z"])
+    judge = pd.DataFrame(judged, columns=["conversation_id", "worker_id", "system", "criterion", "score"])
+    judge = judge.assign(parsed=True, human_subset=judge["conversation_id"].isin(set(z["conversation_id"])), model="m")
+    return z, judge
+
+
+def _chat_file(judge: pd.DataFrame, **extra) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "unit": judge["conversation_id"],
+            "judge": judge["model"],
+            "criterion": judge["criterion"],
+            "label": judge["score"],
+            "system": judge["system"],
+            **extra,
+        }
+    )
+
+
+def test_live_chat_file_gives_the_built_in_judges_scores(tmp_path):
+    from hitkit.protocols.live_chat.judge import analysis_tables
+    from hitkit.protocols.live_chat.judge_file import analysis_tables_from_file
+
+    z, judge = _chat(np.random.default_rng(1))
+    own, _, _ = analysis_tables(z, judge, CRITERIA, PASSED)
+    path = _write(tmp_path / "labels.csv", _chat_file(judge))
+    tables, summary, lines = analysis_tables_from_file(z, path, CRITERIA, PASSED)
+    for name in ("judge_scores", "judge_bias"):
+        pd.testing.assert_frame_equal(tables[name], own[name], check_exact=False, rtol=1e-9, atol=1e-12)
+    assert summary["judges"] == ["m"] and summary["selection"] == "uniform" and lines == []
+    calib = tables["judge_calibration"].set_index("judge")
+    assert calib.loc["m", "n_human"] == len(z) and 0.5 < calib.loc["m", "agreement"] <= 1
+
+
+def test_live_chat_constant_probability_gives_the_uniform_people_only_estimates(tmp_path):
+    from hitkit.protocols.live_chat.judge_file import analysis_tables_from_file
+
+    z, judge = _chat(np.random.default_rng(2))
+    uniform, _, _ = analysis_tables_from_file(z, _write(tmp_path / "u.csv", _chat_file(judge)), CRITERIA, PASSED)
+    path = _write(tmp_path / "w.csv", _chat_file(judge, human_probability=0.4))
+    weighted, summary, _ = analysis_tables_from_file(z, path, CRITERIA, PASSED)
+    assert summary["selection"].startswith("uncertainty")
+    a, b = uniform["judge_scores"], weighted["judge_scores"]
+    for column in ("system", "criterion", "n_human", "n_judge", "human", "human_low", "human_high", "judge"):
+        assert a[column].tolist() == pytest.approx(b[column].tolist()) if a[column].dtype.kind == "f" else (
+            a[column].tolist() == b[column].tolist()
+        )
+    # With one π for all, the weighted estimate is PPI++'s ȳ_h + λ (f̄_all − f̄_h) at its own λ.
+    assert (b["ppi_low"] <= b["ppi"]).all() and (b["ppi"] <= b["ppi_high"]).all()
+
+
+def test_live_chat_several_judges_are_combined_and_calibrated(tmp_path):
+    from hitkit.protocols.live_chat.judge_file import analysis_tables_from_file
+
+    rng = np.random.default_rng(3)
+    z, judge = _chat(rng)
+    noise = judge.assign(model="coin", score=rng.uniform(0, 100, len(judge)))
+    both = pd.concat([_chat_file(judge, confidence=0.9), _chat_file(noise, confidence=0.9)])
+    tables, summary, _ = analysis_tables_from_file(z, _write(tmp_path / "l.csv", both), CRITERIA, PASSED)
+    calib = tables["judge_calibration"].set_index("judge")
+    assert summary["judges"] == ["coin", "m"] and calib.loc["m", "agreement"] > calib.loc["coin", "agreement"]
+    assert calib.loc["coin", "ece"] > calib.loc["m", "ece"]  # both claim 0.9; the coin is right half the time
+    assert summary["chosen"].get("m", 0) + summary["chosen"].get("mean of judges", 0) == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda f: f.assign(unit=f["unit"].where(f.index != 3, "nope"), system=f["system"].where(f.index != 3, "")),
+            r"line 5: unit 'nope' \(column unit\) is not a conversation of ratings.csv",
+        ),
+        (lambda f: f.assign(label=f["label"].astype(object).where(f.index != 2, "high")), r"line 4: label 'high'"),
+        (lambda f: f.assign(label=f["label"].where(f.index != 2, 101.0)), r"line 4: label '101.0' is not a number"),
+        (lambda f: f.drop(columns="criterion"), r"missing column\(s\) \['criterion'\]"),
+        (lambda f: f.assign(criterion="funny"), r"line 2: criterion 'funny' is not one of"),
+        (lambda f: f.assign(human_probability=1.5), r"line 2: human_probability '1.5' is not a number in \(0, 1\]"),
+        (lambda f: f.assign(human_probability=0), r"line 2: human_probability '0' is not"),
+    ],
+)
+def test_live_chat_bad_file_names_file_line_and_column(tmp_path, change, message):
+    from hitkit.protocols.live_chat.judge_file import analysis_tables_from_file
+
+    z, judge = _chat(np.random.default_rng(4), conversations=8)
+    path = _write(tmp_path / "labels.csv", change(_chat_file(judge)))
+    with pytest.raises(InputError, match=message) as info:
+        analysis_tables_from_file(z, path, CRITERIA, PASSED)
+    assert "labels.csv" in str(info.value)
