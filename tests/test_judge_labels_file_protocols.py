@@ -122,3 +122,79 @@ def test_live_chat_bad_file_names_file_line_and_column(tmp_path, change, message
     with pytest.raises(InputError, match=message) as info:
         analysis_tables_from_file(z, path, CRITERIA, PASSED)
     assert "labels.csv" in str(info.value)
+
+
+def _rating_export(folder, rng):
+    """tests/test_rating.py's synthetic export with the last three items rated for alpha only: the
+    other systems' responses to them are judged and not rated."""
+    from hitkit.protocols.rating.scores import DEFAULT_CRITERIA as RATED
+    from tests.test_rating import _synthetic_export
+
+    folder.mkdir()
+    _synthetic_export(folder)
+    path = folder / "da_ratings.csv"
+    ratings = pd.read_csv(path, dtype=str)
+    unrated = ratings["item_id"].isin(["q5", "q6", "q7"]) & (ratings["system"] != "alpha")
+    ratings[~(unrated & (ratings["is_control"] == "0"))].to_csv(path, index=False)
+    quality = {"alpha": 0.8, "beta": 0.5, "gamma": 0.2}
+    rows = [
+        (f"q{i}", system, c.name, float(np.clip(100 * q + rng.normal(0, 10), 0, 100)))
+        for i in range(8)
+        for system, q in quality.items()
+        for c in RATED
+    ]
+    labels = pd.DataFrame(rows, columns=["unit", "system", "criterion", "label"]).assign(judge="g")
+    labels["label"] = labels["label"].where(
+        labels["criterion"].map({c.name: c.polarity for c in RATED}) == "positive", 100 - labels["label"]
+    )
+    return labels
+
+
+def test_rating_cli_reads_judge_labels_and_weights_by_human_probability(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    labels = _rating_export(tmp_path / "export", np.random.default_rng(5))
+    for name, extra in (("uniform", {}), ("weighted", {"human_probability": 0.5})):
+        path = _write(tmp_path / f"{name}.csv", labels.assign(**extra))
+        out = tmp_path / name
+        args = ["analyze", "rating", str(tmp_path / "export"), "--out", str(out), "--judge-labels", str(path)]
+        result = CliRunner().invoke(main, [*args, "--n-boot", "20"])
+        assert result.exit_code == 0, result.output
+        table = pd.read_csv(out / "judge_scores.csv")
+        overall = table[table["criterion"] == "overall"].set_index("system")
+        assert overall["n_judge"].tolist() == [8, 8, 8] and overall["n_human"].tolist() == [8, 5, 5]
+        assert (table["ppi_low"] <= table["ppi"]).all() and (table["ppi"] <= table["ppi_high"]).all()
+        assert overall.loc["alpha", "ppi"] > overall.loc["gamma", "ppi"]
+        summary = json.loads((out / "summary.json").read_text())["judge"]
+        assert summary["judges"] == ["g"] and summary["human_conversations"] == 18
+        assert (out / "judge_calibration.csv").is_file()
+    uniform, weighted = (pd.read_csv(tmp_path / n / "judge_scores.csv") for n in ("uniform", "weighted"))
+    assert uniform["human"].tolist() == pytest.approx(weighted["human"].tolist())
+    assert uniform["human_low"].tolist() == pytest.approx(weighted["human_low"].tolist())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda f: f.assign(unit=f["unit"].where(f.index != 4, "q99")), r"line 6: unit 'q99' \(column unit\)"),
+        (lambda f: f.assign(system=f["system"].where(f.index != 1, "delta")), r"line 3: system 'delta' is not"),
+        (lambda f: f.assign(system=f["system"].where(f.index != 1, "")), r"line 3: system is empty"),
+    ],
+)
+def test_rating_bad_file_names_file_line_and_column(tmp_path, change, message):
+    from hitkit.protocols.rating.judge_file import response_keys
+    from hitkit.protocols.rating.analysis import as_chat_ratings
+    from hitkit.analysis.judge_labels import read_judge_labels
+    from hitkit.protocols.live_chat.judge_file import SCALE
+
+    labels = _rating_export(tmp_path / "export", np.random.default_rng(6))
+    ratings = as_chat_ratings(pd.read_csv(tmp_path / "export" / "da_ratings.csv", dtype={"item_id": str}))
+    path = _write(tmp_path / "labels.csv", change(labels))
+    raw = read_judge_labels(path, SCALE, required=("criterion",), optional=("system", "worker_id"))
+    with pytest.raises(InputError, match=message) as info:
+        response_keys(ratings, path)(raw)
+    assert "labels.csv" in str(info.value)
