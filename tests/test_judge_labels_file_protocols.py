@@ -78,8 +78,10 @@ def test_live_chat_constant_probability_gives_the_uniform_people_only_estimates(
     assert summary["selection"].startswith("uncertainty")
     a, b = uniform["judge_scores"], weighted["judge_scores"]
     for column in ("system", "criterion", "n_human", "n_judge", "human", "human_low", "human_high", "judge"):
-        assert a[column].tolist() == pytest.approx(b[column].tolist()) if a[column].dtype.kind == "f" else (
-            a[column].tolist() == b[column].tolist()
+        assert (
+            a[column].tolist() == pytest.approx(b[column].tolist())
+            if a[column].dtype.kind == "f"
+            else (a[column].tolist() == b[column].tolist())
         )
     # With one π for all, the weighted estimate is PPI++'s ȳ_h + λ (f̄_all − f̄_h) at its own λ.
     assert (b["ppi_low"] <= b["ppi"]).all() and (b["ppi"] <= b["ppi_high"]).all()
@@ -186,10 +188,10 @@ def test_rating_cli_reads_judge_labels_and_weights_by_human_probability(tmp_path
     ],
 )
 def test_rating_bad_file_names_file_line_and_column(tmp_path, change, message):
-    from hitkit.protocols.rating.judge_file import response_keys
-    from hitkit.protocols.rating.analysis import as_chat_ratings
     from hitkit.analysis.judge_labels import read_judge_labels
     from hitkit.protocols.live_chat.judge_file import SCALE
+    from hitkit.protocols.rating.analysis import as_chat_ratings
+    from hitkit.protocols.rating.judge_file import response_keys
 
     labels = _rating_export(tmp_path / "export", np.random.default_rng(6))
     ratings = as_chat_ratings(pd.read_csv(tmp_path / "export" / "da_ratings.csv", dtype={"item_id": str}))
@@ -197,4 +199,112 @@ def test_rating_bad_file_names_file_line_and_column(tmp_path, change, message):
     raw = read_judge_labels(path, SCALE, required=("criterion",), optional=("system", "worker_id"))
     with pytest.raises(InputError, match=message) as info:
         response_keys(ratings, path)(raw)
+    assert "labels.csv" in str(info.value)
+
+
+def _arena(folder, rng, battles: int = 90, voted: int = 50):
+    """battles.csv with ``voted`` of ``battles`` real battles voted (three systems) and a judge-labels
+    frame of every battle, the unvoted ones named by their pair."""
+    from hitkit.protocols.arena.columns import BATTLE_COLUMNS
+
+    folder.mkdir()
+    strength = {"anna": 1.0, "bert": 0.0, "cleo": -0.6}
+    names = list(strength)
+    rows, labels = [], []
+    for i in range(battles):
+        a, b = rng.choice(names, 2, replace=False)
+        p = 1 / (1 + np.exp(strength[b] - strength[a]))
+        truth = rng.random() < p
+        if i < voted:
+            vote = ("a" if truth else "b") if rng.random() < 0.9 else "tie"
+            row = dict.fromkeys(BATTLE_COLUMNS, "")
+            row.update(study="s", hit_id=f"h{i}", assignment_id=str(i), worker_id=f"w{i % 5}", battle_id=f"b{i}")
+            row.update(prompt_id=f"p{i}", category="", turns=1, system_a=a, system_b=b, vote=vote, reason="")
+            row.update({c: 0 for c in BATTLE_COLUMNS if c.startswith(("tokens", "header", "list", "bold"))})
+            rows.append({**row, "is_control": 0, "leak": 0})
+        judged = "a" if (rng.random() < 0.85) == truth else "b"
+        labels.append((f"b{i}", "g", judged, a, b))
+    pd.DataFrame(rows, columns=list(BATTLE_COLUMNS)).to_csv(folder / "battles.csv", index=False)
+    return pd.DataFrame(labels, columns=["unit", "judge", "label", "system_a", "system_b"])
+
+
+def _arena_items(labels: pd.DataFrame, folder) -> pd.DataFrame:
+    battles = pd.read_csv(folder / "battles.csv", dtype=str)
+    vote = battles.set_index("battle_id")["vote"].map({"a": 1.0, "b": 0.0, "tie": 0.5})
+    judge = labels["label"].map({"a": 1.0, "b": 0.0})
+    return pd.DataFrame(
+        {
+            "system_a": labels["system_a"],
+            "system_b": labels["system_b"],
+            "human": labels["unit"].map(vote),
+            "judge": judge,
+        }
+    )
+
+
+def _analyze(task, folder, labels_path, out):
+    from click.testing import CliRunner
+
+    from hitkit.cli import main
+
+    args = ["analyze", task, str(folder), "--out", str(out), "--judge-labels", str(labels_path), "--n-boot", "20"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_arena_file_gives_pairwise_ppi_win_rates_and_strengths(tmp_path):
+    import json
+
+    from hitkit.analysis import ppi, ppi_bradley_terry
+
+    labels = _arena(tmp_path / "export", np.random.default_rng(7))
+    out = _analyze("arena", tmp_path / "export", _write(tmp_path / "l.csv", labels), tmp_path / "o")
+    items = _arena_items(labels, tmp_path / "export")
+    rates = pd.read_csv(out / "judge_win_rates.csv")
+    expected = ppi.win_rates(items)
+    pd.testing.assert_frame_equal(rates, expected, check_exact=False, rtol=1e-9, check_dtype=False)
+    strengths = pd.read_csv(out / "judge_strengths.csv")
+    own = ppi_bradley_terry.strengths(items.assign(votes=items["human"].notna().astype(int)), prior=1.0)
+    assert strengths["system"].tolist() == own["system"].tolist()
+    assert strengths["ppi"].tolist() == pytest.approx(own["ppi"].tolist(), rel=1e-9)
+    summary = json.loads((out / "summary.json").read_text())["judge"]
+    assert summary["items"] == 90 and summary["human_items"] == 50 and summary["selection"] == "uniform"
+    assert pd.read_csv(out / "judge_calibration.csv")["judge"].tolist() == ["g"]
+
+
+def test_arena_constant_probability_gives_the_uniform_people_only_win_rates(tmp_path):
+    labels = _arena(tmp_path / "export", np.random.default_rng(8))
+    uniform = _analyze("arena", tmp_path / "export", _write(tmp_path / "u.csv", labels), tmp_path / "u")
+    path = _write(tmp_path / "w.csv", labels.assign(human_probability=0.55))
+    weighted = _analyze("arena", tmp_path / "export", path, tmp_path / "w")
+    a, b = (pd.read_csv(o / "judge_win_rates.csv") for o in (uniform, weighted))
+    for column in ("n_human", "n_judge", "human", "human_low", "human_high", "judge"):
+        assert a[column].tolist() == pytest.approx(b[column].tolist())
+    s = pd.read_csv(weighted / "judge_strengths.csv")
+    assert (s["ppi_low"] <= s["ppi"]).all() and (s["ppi"] <= s["ppi_high"]).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda f: f.assign(
+                system_a=f["system_a"].where(f.index != 70, ""), system_b=f["system_b"].where(f.index != 70, "")
+            ),
+            r"line 72: unit 'b70' \(column unit\) is not a battle of battles.csv",
+        ),
+        (lambda f: f.assign(label=f["label"].where(f.index != 3, "left")), r"line 5: label 'left' is not a, b, tie"),
+        (lambda f: f.drop(columns="judge"), r"missing column\(s\) \['judge'\]"),
+        (lambda f: f.assign(human_probability=-0.1), r"line 2: human_probability '-0.1' is not a number in \(0, 1\]"),
+    ],
+)
+def test_arena_bad_file_names_file_line_and_column(tmp_path, change, message):
+    from hitkit.protocols.arena.judge_file import analysis_tables_from_file
+
+    labels = _arena(tmp_path / "export", np.random.default_rng(9))
+    battles = pd.read_csv(tmp_path / "export" / "battles.csv", dtype=str)
+    path = _write(tmp_path / "labels.csv", change(labels))
+    with pytest.raises(InputError, match=message) as info:
+        analysis_tables_from_file(battles, battles, path)
     assert "labels.csv" in str(info.value)

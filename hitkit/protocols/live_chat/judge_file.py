@@ -142,9 +142,7 @@ def analysis_tables_from_file(
     base = base[~base.index.duplicated()].reindex(frames.index)
     human = base["human"]
     kept, combined, chosen, dropped = combine(frames, human, frames.index.get_level_values(0), seed=seed)
-    confidence = pd.concat(
-        {j: t.set_index(keys)["confidence"].reindex(kept.index) for j, t in tables.items()}, axis=1
-    )
+    confidence = pd.concat({j: t.set_index(keys)["confidence"].reindex(kept.index) for j, t in tables.items()}, axis=1)
     calib = agreement_calibration(kept, human.reindex(kept.index), confidence, _agree, chosen)
     per = base.loc[kept.index].assign(judge=combined).reset_index()
     per = per[list(first.reset_index().columns)]
@@ -184,4 +182,3 @@ def add_judge_file(result, z: pd.DataFrame, path: str | Path, criteria, *, seed:
     result.tables.update(tables)
     result.summary["judge"] = summary
     result.summary["warnings"] = list(result.summary.get("warnings", [])) + lines
-
