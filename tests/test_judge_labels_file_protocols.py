@@ -308,3 +308,160 @@ def test_arena_bad_file_names_file_line_and_column(tmp_path, change, message):
     with pytest.raises(InputError, match=message) as info:
         analysis_tables_from_file(battles, battles, path)
     assert "labels.csv" in str(info.value)
+
+
+def _stb(rng, conversations: int = 60, annotated: int = 36):
+    """Spot The Bot annotations (two workers per segment of the first ``annotated`` conversations) and
+    a judge.csv of every segment, both speakers; three systems of different humanness."""
+    humanness = {"anna": 0.7, "bert": 0.45, "cleo": 0.2}
+    names = list(humanness)
+
+    def label(system):
+        r = rng.random()
+        p = humanness[system]
+        return "human" if r < p else "unsure" if r < p + 0.15 else "bot"
+
+    ann, judged = [], []
+    for c in range(conversations):
+        pair = rng.choice(names, 2, replace=False)
+        for k in (1, 2, 3):
+            for e, system in enumerate(pair):
+                if c < annotated:
+                    for w in range(2):
+                        ann.append(("s", f"h{c}", f"as{c}-{w}", f"w{w}", f"c{c}", str(k), e, system, label(system)))
+                judged.append(("s", f"c{c}", str(k), e, system, label(system), True, c < annotated, "m", ""))
+    annotations = pd.DataFrame(
+        ann,
+        columns=[
+            "study",
+            "hit_id",
+            "assignment_id",
+            "worker_id",
+            "conversation_id",
+            "segment_exchanges",
+            "entity",
+            "system",
+            "label",
+        ],
+    )
+    from hitkit.protocols.spot_the_bot.judge import JUDGE_COLUMNS
+
+    return annotations, pd.DataFrame(judged, columns=list(JUDGE_COLUMNS))
+
+
+def _stb_file(judge: pd.DataFrame, **extra) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "unit": judge["conversation_id"],
+            "segment_exchanges": judge["segment_exchanges"],
+            "speaker": judge["entity"].map({0: "A", 1: "B"}),
+            "judge": judge["model"],
+            "label": judge["label"],
+            "system": judge["system"],
+            **extra,
+        }
+    )
+
+
+def test_spot_the_bot_file_gives_the_built_in_judges_win_rates(tmp_path):
+    from hitkit.protocols.spot_the_bot.judge_analysis import analysis_tables
+    from hitkit.protocols.spot_the_bot.judge_file import analysis_tables_from_file
+
+    annotations, judge = _stb(np.random.default_rng(10))
+    own, own_summary, _ = analysis_tables(annotations, judge)
+    tables, summary, lines = analysis_tables_from_file(annotations, _write(tmp_path / "l.csv", _stb_file(judge)))
+    for name in ("judge_win_rates", "judge_bias"):
+        pd.testing.assert_frame_equal(tables[name], own[name], check_exact=False, rtol=1e-9, atol=1e-12)
+    assert summary["judges"] == ["m"] and summary["selection"] == "uniform" and lines == []
+    assert summary["human_conversations"] == own_summary["human_conversations"] == 36
+    calib = tables["judge_calibration"].set_index("judge")
+    assert calib.loc["m", "n_items"] == 60 * 3 * 2 and calib.loc["m", "n_human"] == 36 * 3 * 2
+
+
+def test_spot_the_bot_constant_probability_gives_the_uniform_people_only_ratio(tmp_path):
+    from hitkit.protocols.spot_the_bot.judge_file import analysis_tables_from_file
+
+    annotations, judge = _stb(np.random.default_rng(11))
+    uniform, _, _ = analysis_tables_from_file(annotations, _write(tmp_path / "u.csv", _stb_file(judge)))
+    path = _write(tmp_path / "w.csv", _stb_file(judge, human_probability=0.6, confidence=0.8))
+    weighted, summary, _ = analysis_tables_from_file(annotations, path)
+    assert summary["selection"].startswith("uncertainty") and "Zrnic" in summary["estimator"]
+    a, b = uniform["judge_win_rates"], weighted["judge_win_rates"]
+    for column in ("system_a", "system_b", "n_human", "n_judge", "human", "judge", "judge_low", "judge_high"):
+        assert b[column].tolist() == (
+            pytest.approx(a[column].tolist()) if a[column].dtype.kind == "f" else a[column].tolist()
+        )
+    # The same human-only ratio; its interval the delta method's rather than the jackknife's: close.
+    assert b["human_low"].tolist() == pytest.approx(a["human_low"].tolist(), abs=0.03)
+    assert (b["ppi_low"] <= b["ppi"]).all() and (b["ppi"] <= b["ppi_high"]).all()
+    assert weighted["judge_calibration"]["ece"].notna().all()
+
+
+def test_spot_the_bot_several_judges_are_combined(tmp_path):
+    from hitkit.protocols.spot_the_bot.judge_file import analysis_tables_from_file
+
+    rng = np.random.default_rng(12)
+    annotations, judge = _stb(rng)
+    coin = judge.assign(model="coin", label=rng.choice(["human", "bot"], len(judge)))
+    path = _write(tmp_path / "l.csv", pd.concat([_stb_file(judge), _stb_file(coin)]))
+    tables, summary, _ = analysis_tables_from_file(annotations, path)
+    calib = tables["judge_calibration"].set_index("judge")
+    assert summary["judges"] == ["coin", "m"] and calib.loc["m", "agreement"] > calib.loc["coin", "agreement"]
+    assert len(tables["judge_win_rates"]) == 3
+
+
+def test_spot_the_bot_cli_reads_judge_labels(tmp_path):
+    annotations, judge = _stb(np.random.default_rng(13))
+    folder = tmp_path / "export"
+    folder.mkdir()
+    from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
+
+    full = annotations.assign(fluency=0, sensibleness=0, specificity=0, elapsed_s=10)
+    full[list(ANNOTATION_COLUMNS)].to_csv(folder / "annotations.csv", index=False)
+    out = _analyze("spot_the_bot", folder, _write(tmp_path / "l.csv", _stb_file(judge)), tmp_path / "o")
+    assert len(pd.read_csv(out / "judge_win_rates.csv")) == 3 and (out / "judge_calibration.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda f: f.assign(
+                unit=f["unit"].where(f.index != 300, "c999"), system=f["system"].where(f.index != 300, "")
+            ),
+            r"line 302: unit 'c999' \(column unit\) is not a conversation of annotations.csv",
+        ),
+        (lambda f: f.assign(speaker=f["speaker"].where(f.index != 2, "C")), r"line 4: speaker 'C' is not A or B"),
+        (
+            lambda f: f.assign(label=f["label"].where(f.index != 1, "robot")),
+            r"line 3: label 'robot' is not human, unsure or bot",
+        ),
+        (lambda f: f.drop(columns="speaker"), r"missing column\(s\) \['speaker'\]"),
+        (lambda f: f.assign(human_probability=2), r"line 2: human_probability '2' is not a number in \(0, 1\]"),
+    ],
+)
+def test_spot_the_bot_bad_file_names_file_line_and_column(tmp_path, change, message):
+    from hitkit.protocols.spot_the_bot.judge_file import analysis_tables_from_file
+
+    annotations, judge = _stb(np.random.default_rng(14))
+    path = _write(tmp_path / "labels.csv", change(_stb_file(judge)))
+    with pytest.raises(InputError, match=message) as info:
+        analysis_tables_from_file(annotations, path)
+    assert "labels.csv" in str(info.value)
+
+
+def test_the_weighted_ratio_with_lambda_zero_is_the_weighted_human_ratio():
+    from hitkit.analysis.ppi_weighted_ratio import ipw_ratio
+
+    rng = np.random.default_rng(15)
+    z = rng.integers(1, 4, 200).astype(float)
+    y = np.minimum(z, rng.integers(0, 4, 200))
+    f, g = np.clip(y + rng.normal(0, 0.3, 200), 0, None), z
+    pi = np.where(np.arange(200) < 100, 0.8, 0.3)
+    labelled = rng.random(200) < pi
+    est = ipw_ratio(y, z, f, g, labelled, pi)
+    v = 1 / pi[labelled]
+    assert est.human.estimate == pytest.approx((v * y[labelled]).sum() / (v * z[labelled]).sum())
+    flat = ipw_ratio(y, z, f, g, labelled, 0.5)
+    assert flat.human.estimate == pytest.approx(y[labelled].sum() / z[labelled].sum())
+    assert est.lam > 0 and est.low < est.estimate < est.high and est.n == labelled.sum()
