@@ -193,7 +193,7 @@ def _analysis_option(name: str) -> str:
     "optional system_a, system_b; arena: unit = battle_id, the same labels; live_chat: unit = "
     "conversation_id, criterion, label 0-100, optional system, worker_id (for conversations nobody rated); "
     "rating: unit = item_id, system, criterion, label 0-100; spot_the_bot: unit = conversation_id, "
-    "segment_exchanges, entity (0/1), label human/unsure/bot, optional system. docs/COLUMNS.md.",
+    "segment_exchanges, speaker (A/B), label human/unsure/bot, optional system, study. docs/COLUMNS.md.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
