@@ -16,6 +16,11 @@ CRITERIA = [c for c in DEFAULT_CRITERIA if c.name in ("interesting", "fun")]
 PASSED = {f"w{i}" for i in range(4)}
 
 
+def _cells(frame: pd.DataFrame, row: int, **values) -> pd.DataFrame:
+    """``frame`` with the given columns' cells of one row replaced (a bad row for a test)."""
+    return frame.assign(**{c: frame[c].astype(object).where(frame.index != row, v) for c, v in values.items()})
+
+
 def _write(path, frame: pd.DataFrame):
     frame.to_csv(path, index=False)
     return path
@@ -105,7 +110,7 @@ def test_live_chat_several_judges_are_combined_and_calibrated(tmp_path):
     ("change", "message"),
     [
         (
-            lambda f: f.assign(unit=f["unit"].where(f.index != 3, "nope"), system=f["system"].where(f.index != 3, "")),
+            lambda f: _cells(f, 3, unit="nope", system=""),
             r"line 5: unit 'nope' \(column unit\) is not a conversation of ratings.csv",
         ),
         (lambda f: f.assign(label=f["label"].astype(object).where(f.index != 2, "high")), r"line 4: label 'high'"),
@@ -182,7 +187,7 @@ def test_rating_cli_reads_judge_labels_and_weights_by_human_probability(tmp_path
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda f: f.assign(unit=f["unit"].where(f.index != 4, "q99")), r"line 6: unit 'q99' \(column unit\)"),
+        (lambda f: _cells(f, 4, unit="q99"), r"line 6: unit 'q99' \(column unit\)"),
         (lambda f: f.assign(system=f["system"].where(f.index != 1, "delta")), r"line 3: system 'delta' is not"),
         (lambda f: f.assign(system=f["system"].where(f.index != 1, "")), r"line 3: system is empty"),
     ],
@@ -289,9 +294,7 @@ def test_arena_constant_probability_gives_the_uniform_people_only_win_rates(tmp_
     ("change", "message"),
     [
         (
-            lambda f: f.assign(
-                system_a=f["system_a"].where(f.index != 70, ""), system_b=f["system_b"].where(f.index != 70, "")
-            ),
+            lambda f: _cells(f, 70, system_a="", system_b=""),
             r"line 72: unit 'b70' \(column unit\) is not a battle of battles.csv",
         ),
         (lambda f: f.assign(label=f["label"].where(f.index != 3, "left")), r"line 5: label 'left' is not a, b, tie"),
@@ -330,21 +333,10 @@ def _stb(rng, conversations: int = 60, annotated: int = 36):
                     for w in range(2):
                         ann.append(("s", f"h{c}", f"as{c}-{w}", f"w{w}", f"c{c}", str(k), e, system, label(system)))
                 judged.append(("s", f"c{c}", str(k), e, system, label(system), True, c < annotated, "m", ""))
-    annotations = pd.DataFrame(
-        ann,
-        columns=[
-            "study",
-            "hit_id",
-            "assignment_id",
-            "worker_id",
-            "conversation_id",
-            "segment_exchanges",
-            "entity",
-            "system",
-            "label",
-        ],
-    )
+    from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
     from hitkit.protocols.spot_the_bot.judge import JUDGE_COLUMNS
+
+    annotations = pd.DataFrame(ann, columns=list(ANNOTATION_COLUMNS[:9]))  # study … label
 
     return annotations, pd.DataFrame(judged, columns=list(JUDGE_COLUMNS))
 
@@ -426,9 +418,7 @@ def test_spot_the_bot_cli_reads_judge_labels(tmp_path):
     ("change", "message"),
     [
         (
-            lambda f: f.assign(
-                unit=f["unit"].where(f.index != 300, "c999"), system=f["system"].where(f.index != 300, "")
-            ),
+            lambda f: _cells(f, 300, unit="c999", system=""),
             r"line 302: unit 'c999' \(column unit\) is not a conversation of annotations.csv",
         ),
         (lambda f: f.assign(speaker=f["speaker"].where(f.index != 2, "C")), r"line 4: speaker 'C' is not A or B"),

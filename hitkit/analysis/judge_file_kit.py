@@ -20,7 +20,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.judges_combined import CALIBRATION_COLUMNS, cross_fitted_best, expected_calibration_error
+from hitkit.analysis.judges_combined import (  # noqa: F401 - CALIBRATION_COLUMNS named in docstrings
+    CALIBRATION_COLUMNS,
+    calibration,
+    cross_fitted_best,
+    expected_calibration_error,
+)
 from hitkit.errors import InputError
 
 
@@ -55,31 +60,21 @@ def agreement_calibration(
 ) -> pd.DataFrame:
     """Per judge (columns of ``scores``, keys × judges; ``confidence`` the same shape, NaN where not
     given; ``human`` per key, NaN where people gave none): :data:`CALIBRATION_COLUMNS` (module
-    docstring); ``agree(f, y)`` says where the judge's verdict is the people's."""
+    docstring), :func:`~hitkit.analysis.judges_combined.calibration`'s with ``agreement`` by
+    ``agree(f, y)`` (where the judge's verdict is the people's) and ``ece`` of the confidence."""
+    # Scores and labels moved by one constant to be ≥ 0 (calibration reads them as probabilities for its own
+    # ece): bias and correlation do not change; agreement and ece are replaced below.
+    low = min(float(np.nanmin(scores.to_numpy(float))), float(human.min()) if human.notna().any() else 0.0, 0.0)
+    table = calibration(scores - low, human - low, chosen)
     labelled = human.notna().to_numpy()
     y = human.to_numpy(float)[labelled]
-    rows = []
-    for judge in scores.columns:
-        f_all = scores[judge].to_numpy(float)
-        f = f_all[labelled]
-        hit = agree(f, y).astype(float) if y.size else np.zeros(0)
+    for i, judge in enumerate(scores.columns):
+        hit = agree(scores[judge].to_numpy(float)[labelled], y).astype(float)
         conf = confidence[judge].to_numpy(float)[labelled] if judge in confidence else np.full(y.size, np.nan)
         given = np.isfinite(conf)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r = float(np.corrcoef(y, f)[0, 1]) if y.size > 1 and y.std() > 0 and f.std() > 0 else float("nan")
-        rows.append(
-            (
-                judge,
-                int(np.isfinite(f_all).sum()),
-                int(y.size),
-                float(hit.mean()) if y.size else float("nan"),
-                expected_calibration_error(hit[given], conf[given]) if given.any() else float("nan"),
-                float((f - y).mean()) if y.size else float("nan"),
-                r,
-                int((chosen or {}).get(judge, 0)),
-            )
-        )
-    return pd.DataFrame(rows, columns=list(CALIBRATION_COLUMNS))
+        table.loc[i, "agreement"] = float(hit.mean()) if y.size else float("nan")
+        table.loc[i, "ece"] = expected_calibration_error(hit[given], conf[given]) if given.any() else float("nan")
+    return table
 
 
 def probability(path: str | Path, labels: pd.DataFrame, units) -> np.ndarray | float:

@@ -28,7 +28,9 @@ the judge model or prompt; ``label`` a, b or tie for the first system, or a numb
 probability of winning, e.g. from log-probabilities); ``system_a``/``system_b`` the pair the label
 reads (default: the votes' own order of the unit); ``confidence`` in [0, 1] (default: the agreement of
 the unit's calls); ``human_probability`` in (0, 1], the probability the unit was sent to people (one
-value per unit; default: every unit alike, the uniform rule)."""
+value per unit; default: every unit alike, the uniform rule). The other tasks read ``unit`` and ``label``
+their own way and add their own columns (a :class:`LabelScale`, ``read_judge_labels``'s ``required`` and
+``optional``; each task's ``judge_file`` module, docs/COLUMNS.md)."""
 
 SCORES = {"a": 1.0, "b": 0.0, "tie": 0.5}
 
