@@ -167,6 +167,6 @@ def test_judge_labels_for_another_task_is_refused(tmp_path):
     labels = _write(tmp_path / "labels.csv", "unit,judge,label\n1,g,a\n")
     result = CliRunner().invoke(
         main,
-        ["analyze", "rating", str(tmp_path / "export"), "--out", str(tmp_path / "o"), "--judge-labels", str(labels)],
+        ["analyze", "ranking", str(tmp_path / "export"), "--out", str(tmp_path / "o"), "--judge-labels", str(labels)],
     )
-    assert result.exit_code != 0 and "--judge-labels applies to `analyze pairwise` only" in result.output
+    assert result.exit_code != 0 and "--judge-labels applies to `analyze pairwise / " in result.output

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,26 @@ the judge model or prompt; ``label`` a, b or tie for the first system, or a numb
 probability of winning, e.g. from log-probabilities); ``system_a``/``system_b`` the pair the label
 reads (default: the votes' own order of the unit); ``confidence`` in [0, 1] (default: the agreement of
 the unit's calls); ``human_probability`` in (0, 1], the probability the unit was sent to people (one
-value per unit; default: every unit alike, the uniform rule)."""
+value per unit; default: every unit alike, the uniform rule). The other tasks read ``unit`` and ``label``
+their own way and add their own columns (a :class:`LabelScale`, ``read_judge_labels``'s ``required`` and
+``optional``; each task's ``judge_file`` module, docs/COLUMNS.md)."""
 
 SCORES = {"a": 1.0, "b": 0.0, "tie": 0.5}
+
+
+@dataclass(frozen=True)
+class LabelScale:
+    """How a protocol reads the ``label`` column: ``words`` (lower case) to numbers, and numbers within
+    [``low``, ``high``] (no numbers where ``low`` is None); ``text`` says so in an error."""
+
+    words: dict[str, float] = field(default_factory=lambda: dict(SCORES))
+    low: float | None = 0.0
+    high: float = 1.0
+    text: str = "a, b, tie or a number in [0, 1]"
+
+
+PAIR = LabelScale()
+"""Pairwise and arena labels: a, b or tie for the first system, or its probability of winning."""
 
 
 def _rows(path: Path) -> pd.DataFrame:
@@ -76,29 +94,38 @@ def _number(path: Path, table: pd.DataFrame, column: str, low: float, high: floa
     return values
 
 
-def read_judge_labels(path: str | Path) -> pd.DataFrame:
+def read_judge_labels(
+    path: str | Path, scale: LabelScale = PAIR, *, required: tuple[str, ...] = (), optional: tuple[str, ...] = ()
+) -> pd.DataFrame:
     """The file's labels, checked: unit, judge, system_a, system_b ('' where not given), score (the
-    first system's score in [0, 1]), confidence and human_probability (NaN where not given), line."""
+    label read by ``scale``; pairwise: the first system's score in [0, 1]), confidence and
+    human_probability (NaN where not given), line; and a protocol's own ``required`` and ``optional``
+    columns as stripped text ('' where not given; a blank required cell is refused with its line)."""
     path = Path(path)
     table = _rows(path)
-    for column in OPTIONAL:
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise InputError(
+            path, f"missing column(s) {missing}; needs {[*REQUIRED, *required]}, optional {[*OPTIONAL, *optional]}"
+        )
+    for column in (*OPTIONAL, *optional):
         if column not in table.columns:
             table[column] = ""
-    for column in ("unit", "judge"):
+    for column in ("unit", "judge", *required):
         blank = table[column].astype(str).str.strip() == ""
         if blank.any():
             line = int(table.loc[blank, "_line"].iloc[0])
-            raise InputError(path, f"{column} is empty; every row names its unit and its judge", line=line)
+            raise InputError(path, f"{column} is empty; every row needs its {column}", line=line)
     label = table["label"].astype(str).str.strip().str.lower()
-    score = label.map(SCORES)
+    score = label.map(scale.words)
     numeric = pd.to_numeric(label.where(score.isna()), errors="coerce")
-    bad = score.isna() & (numeric.isna() | (numeric < 0) | (numeric > 1))
+    if scale.low is None:
+        numeric[:] = np.nan
+    bad = score.isna() & (numeric.isna() | (numeric < (scale.low or 0)) | (numeric > scale.high))
     if bad.any():
         i = bad.to_numpy().nonzero()[0][0]
         raise InputError(
-            path,
-            f"label {table['label'].iloc[i]!r} is not a, b, tie or a number in [0, 1]",
-            line=int(table["_line"].iloc[i]),
+            path, f"label {table['label'].iloc[i]!r} is not {scale.text}", line=int(table["_line"].iloc[i])
         )
     out = pd.DataFrame(
         {
@@ -110,6 +137,7 @@ def read_judge_labels(path: str | Path) -> pd.DataFrame:
             "confidence": _number(path, table, "confidence", 0, 1, open_low=False),
             "human_probability": _number(path, table, "human_probability", 0, 1, open_low=True),
             "line": table["_line"].astype(int),
+            **{c: table[c].astype(str).str.strip() for c in (*required, *optional)},
         }
     )
     one_sided = (out["system_a"] == "") != (out["system_b"] == "")

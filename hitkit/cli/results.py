@@ -187,9 +187,13 @@ def _analysis_option(name: str) -> str:
     "--judge-labels",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="pairwise: LLM-judge labels from a file (CSV or JSON Lines: unit, judge, label, optional system_a, "
-    "system_b, confidence, human_probability; docs/COLUMNS.md), analysed as hitkit's own judge's, one or "
-    "several judges, instead of the folder's judge.csv.",
+    help="LLM-judge labels from a file (CSV or JSON Lines), one or several judges, analysed as hitkit's own "
+    "judge's instead of the folder's judge.csv. Every task: unit, judge, label, optional confidence and "
+    "human_probability (inverse-probability weights). pairwise: unit = item_id, label a/b/tie or [0, 1], "
+    "optional system_a, system_b; arena: unit = battle_id, the same labels; live_chat: unit = "
+    "conversation_id, criterion, label 0-100, optional system, worker_id (for conversations nobody rated); "
+    "rating: unit = item_id, system, criterion, label 0-100; spot_the_bot: unit = conversation_id, "
+    "segment_exchanges, speaker (A/B), label human/unsure/bot, optional system, study. docs/COLUMNS.md.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: files, summary, ranking.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
@@ -262,11 +266,6 @@ def analyze(
         "judge_labels": judge_labels,
     }
     given = {name: value for name, value in own.items() if value is not None}
-    if judge_labels is not None and "judge_labels" not in proto.analysis_options:
-        raise HitkitError(
-            f"--judge-labels applies to `analyze pairwise` only in this version, not to {task}; its judge "
-            "labels come from the export's judge.csv"
-        )
     foreign = [name for name in given if _analysis_option(name) not in proto.analysis_options]
     if foreign:
         takers = [p.name for p in PROTOCOLS.values() if _analysis_option(foreign[0]) in p.analysis_options]

@@ -15,6 +15,6 @@ PROTOCOL = Protocol(
     analysis_marker="leaderboard",
     cluster_units=("worker", "battle"),
     judged=True,
-    analysis_options=frozenset({"ties", "include_leaks", "add", "inverse_sampling"}),
+    analysis_options=frozenset({"ties", "include_leaks", "add", "inverse_sampling", "judge_labels"}),
     gold_sources=("degraded",),
 )

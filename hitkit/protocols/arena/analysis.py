@@ -366,6 +366,11 @@ def analyze(
         inverse_sampling=bool(options.get("inverse_sampling") or settings.inverse_sampling),
     )
     result.summary["prompts"] = prepared.facts
+    if options.get("judge_labels") is not None:
+        from hitkit.protocols.arena.judge_file import add_judge_file
+
+        counted = included(prepared.battles, leaks=bool(options.get("include_leaks")))
+        add_judge_file(result, prepared.battles, counted, options["judge_labels"], seed=seed)
     if prepared.facts["capped_battles"]:
         result.summary["warnings"].append(
             f"{prepared.facts['capped_battles']} battle(s) repeat a prompt (or a near-duplicate of one) more than "

@@ -200,10 +200,12 @@ def analyze_ratings(
     n_boot: int = 1000,
     seed: int = 0,
     judge: pd.DataFrame | None = None,
+    judge_labels: str | Path | None = None,
 ) -> AnalysisResult:
     """METHODS §1 steps 1–8 on read tables (:func:`~hitkit.protocols.live_chat.reading.read_tables`; their duplicate reports ride in
     ``attrs``): QC, standardisation, system scores with intervals, pairwise significance; with ``judge``
-    (``judge.csv``, :func:`hitkit.protocols.live_chat.judge.read_judge`) the judge's tables too."""
+    (``judge.csv``, :func:`hitkit.protocols.live_chat.judge.read_judge`) the judge's tables too; with
+    ``judge_labels`` those of a judge-labels file instead (:mod:`hitkit.protocols.live_chat.judge_file`)."""
     assignments = counted(every_assignment)
     duplicate_report = ratings.attrs.get("duplicates", {})
     ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
@@ -263,7 +265,11 @@ def analyze_ratings(
         gold=degraded_gold(steps.z),
         gold_items="the QC bot's conversations, right when rated below the worker's real conversations",
     )
-    if judge is not None:
+    if judge_labels is not None:
+        from hitkit.protocols.live_chat.judge_file import add_judge_file
+
+        add_judge_file(result, steps.z, judge_labels, criteria, seed=seed)
+    elif judge is not None:
         add_judge(result, steps.z, judge, criteria)
     return result
 
@@ -295,8 +301,10 @@ def analyze_live_chat(
     n_boot: int = 1000,
     seed: int = 0,
     duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+    judge_labels: str | Path | None = None,
 ) -> AnalysisResult:
-    """Run METHODS §1 steps 1–8 on ``in_dir``; with ``replicate_dir``, also correlate the two runs.
+    """Run METHODS §1 steps 1–8 on ``in_dir``; with ``replicate_dir``, also correlate the two runs;
+    ``judge_labels``: a judge-labels file read instead of the folder's ``judge.csv``.
 
     ``qc_method`` → :func:`wilcoxon_qc`, ``significance_unit`` and ``correction`` →
     :func:`pairwise_significance`, ``ddof`` → :func:`standardise_per_worker` (METHODS fixes 1; 0
@@ -319,11 +327,12 @@ def analyze_live_chat(
     )
     judge_path = Path(in_dir) / "judge.csv"
     judge = None
-    if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
+    if judge_labels is None and (judge_path.is_file() or judge_path.with_suffix(".parquet").is_file()):
         from hitkit.protocols.live_chat.judge import read_judge
 
         judge = read_judge(judge_path, criteria)
-    result = analyze_ratings(*read_tables(in_dir, criteria, duplicates=duplicates), judge=judge, **options)
+    tables = read_tables(in_dir, criteria, duplicates=duplicates)
+    result = analyze_ratings(*tables, judge=judge, judge_labels=judge_labels, **options)
     if replicate_dir is not None:
         other = analyze_ratings(*read_tables(replicate_dir, criteria, duplicates=duplicates), **options)
         result.tables["replication"] = replication(result.tables["systems"], other.tables["systems"])
@@ -344,6 +353,7 @@ def analyze(
         interval_unit=options.get("cluster", "worker"),
         significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT),
         seed=seed,
+        judge_labels=options.get("judge_labels"),
         **extra,
     )
     if "judge" in result.summary and config is not None and config.judge is not None:

@@ -14,7 +14,7 @@ PROTOCOL = Protocol(
     columns=DA_COLUMNS,
     analysis_marker="degraded",
     cluster_units=("worker", "response", "rating"),
-    analysis_options=frozenset({"unit"}),
+    analysis_options=frozenset({"unit", "judge_labels"}),
     significance_units=("worker", "rating", "conversation"),
     gold_sources=("degraded",),
 )

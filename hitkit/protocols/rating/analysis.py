@@ -148,13 +148,15 @@ def analyze_da(
     n_boot: int = 1000,
     seed: int = 0,
     significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT,
+    judge_labels: str | Path | None = None,
 ) -> AnalysisResult:
     """The steps above on tables already read: the assignments that count and their ratings in
     :func:`as_chat_ratings`' shape (duplicate reports, if any, in their ``attrs``); every choice is
     recorded in the summary. ``interval_unit`` is the bootstrap's cluster: worker (default), response
     (one worker's ratings of one text) or rating; ``significance_unit`` the significance matrix's test
     (:func:`hitkit.protocols.live_chat.scores.pairwise_significance`: worker-clustered by default, the
-    per-rating Mann–Whitney with "rating")."""
+    per-rating Mann–Whitney with "rating"); ``judge_labels``: an LLM judge's labels from a file
+    (:mod:`hitkit.protocols.rating.judge_file`)."""
     check_criteria(criteria)
     check_correction(correction)
     if interval_unit not in _INTERVAL_UNITS:
@@ -230,6 +232,10 @@ def analyze_da(
         gold=degraded_gold(steps.z),
         gold_items="degraded copies, right when rated below the worker's intact responses",
     )
+    if judge_labels is not None:
+        from hitkit.protocols.rating.judge_file import add_judge_file
+
+        add_judge_file(result, steps.z, judge_labels, criteria, seed=seed)
     return result
 
 
@@ -263,6 +269,7 @@ def analyze(
         interval_unit=options.get("cluster", "worker"),
         significance_unit=options.get("unit", DEFAULT_SIGNIFICANCE_UNIT),
         seed=seed,
+        judge_labels=options.get("judge_labels"),
         **extra,
     )
 

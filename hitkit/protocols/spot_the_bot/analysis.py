@@ -235,11 +235,16 @@ def analyze_annotations(
 
 
 def analyze_spot_the_bot(
-    in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES, **settings
+    in_dir: str | Path,
+    *,
+    duplicates: DuplicatePolicy = DEFAULT_DUPLICATES,
+    judge_labels: str | Path | None = None,
+    **settings,
 ) -> AnalysisResult:
     """:func:`analyze_annotations` on the annotations (and assignments' work times) of ``in_dir``;
-    ``duplicates`` is the policy for repeated annotations, ``settings`` those of
-    :func:`analyze_annotations`."""
+    ``duplicates`` is the policy for repeated annotations, ``judge_labels`` a judge-labels file read
+    instead of the folder's judge.csv (:mod:`hitkit.protocols.spot_the_bot.judge_file`), ``settings``
+    those of :func:`analyze_annotations`."""
     in_dir = Path(in_dir)
     annotations, duplicate_report = load_annotations(in_dir, duplicates=duplicates)
     if annotations.empty:
@@ -250,7 +255,12 @@ def analyze_spot_the_bot(
         annotations, work_time=_work_times(in_dir, duplicates), duplicate_report=duplicate_report, **settings
     )
     judge_path = in_dir / "judge.csv"
-    if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
+    if judge_labels is not None:
+        from hitkit.protocols.spot_the_bot.judge_file import analysis_tables_from_file
+
+        seed = settings.get("seed", 0)
+        base.add_judge(result, analysis_tables_from_file(annotations, judge_labels, seed=seed), figures.judge_win_rates)
+    elif judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
         add_judge(result, annotations, read_judge(judge_path))
     return result
 
@@ -295,6 +305,7 @@ def analyze(
         resample=options.get("resample", "game"),
         by=options.get("rank_by", "mu"),
         trueskill=options.get("trueskill", study_trueskill(config)),
+        judge_labels=options.get("judge_labels"),
         **common,
     )
 
