@@ -170,3 +170,75 @@ def test_judge_labels_for_another_task_is_refused(tmp_path):
         ["analyze", "ranking", str(tmp_path / "export"), "--out", str(tmp_path / "o"), "--judge-labels", str(labels)],
     )
     assert result.exit_code != 0 and "--judge-labels applies to `analyze pairwise / " in result.output
+
+
+def _mt_bench_like(folder, rng, questions=40, share=0.3):
+    """An export in the shape of released pairwise judgments (MT-Bench's human judgments): every question
+    answered by three systems, so a unit (question) holds three pairs; people voted on a random ``share`` of
+    the (question, pair) comparisons, a judge on all of them. Returns each comparison's true winner."""
+    folder.mkdir(parents=True)
+    strength = {"alpha": 0.8, "beta": 0.0, "gamma": -0.8}
+    rows, assignments, truth = [], [], {}
+    for q in range(questions):
+        for a, b in (("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")):
+            p = 1 / (1 + np.exp(-(strength[a] - strength[b] + rng.normal(0, 0.5))))
+            truth[(str(q), a, b)] = p
+            if rng.random() >= share:
+                continue
+            for _ in range(2):
+                # displayed either way round, as released data are
+                first, second = (a, b) if rng.random() < 0.5 else (b, a)
+                won = a if rng.random() < p else b
+                n = len(assignments)
+                rows.append(("s", f"h{n}", f"as{n}", f"w{n % 7}", str(q), first, second, "a" if won == first else "b"))
+                assignments.append(("s", f"h{n}", f"as{n}", f"w{n % 7}", "approved", "60"))
+    pd.DataFrame(
+        rows, columns=["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"]
+    ).to_csv(folder / "votes.csv", index=False)
+    pd.DataFrame(
+        assignments, columns=["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"]
+    ).to_csv(folder / "assignments.csv", index=False)
+    return truth
+
+
+def test_a_unit_holding_several_pairs_is_judged_per_pair_as_released_judgments_are(tmp_path):
+    """Released pairwise data key a judgment by question and pair (MT-Bench: question_id, model_a, model_b):
+    each (unit, pair) is its own comparison, read either way round, voted on or not."""
+    rng = np.random.default_rng(21)
+    truth = _mt_bench_like(tmp_path / "export", rng)
+    lines = ["unit,judge,label,system_a,system_b"]
+    for (q, a, b), p in truth.items():
+        won_a = rng.random() < (0.9 * (p > 0.5) + 0.05)
+        lines.append(f"{q},gpt,{'b' if won_a else 'a'},{b},{a}")  # named the other way round
+    labels = _write(tmp_path / "labels.csv", "\n".join(lines) + "\n")
+    out = tmp_path / "analysis"
+    result = CliRunner().invoke(
+        main, ["analyze", "pairwise", str(tmp_path / "export"), "--out", str(out), "--judge-labels", str(labels)]
+    )
+    assert result.exit_code == 0, result.output
+    rates = pd.read_csv(out / "judge_win_rates.csv").set_index(["system_a", "system_b"])
+    assert sorted(rates.index) == [("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")]
+    assert (rates["n_judge"] == 40).all()
+    voted = pd.read_csv(tmp_path / "export" / "votes.csv")
+    per_pair = (
+        voted.assign(pair=[tuple(sorted(x)) for x in zip(voted["system_a"], voted["system_b"])])
+        .drop_duplicates(["item_id", "pair"])["pair"]
+        .value_counts()
+    )
+    for pair, n in per_pair.items():
+        assert rates.loc[pair, "n_human"] == n
+    assert (rates["ppi"] > 0.5).all()  # alpha over beta, alpha over gamma, beta over gamma
+
+
+def test_a_bare_label_for_a_unit_with_several_pairs_says_which_pairs(tmp_path):
+    rng = np.random.default_rng(22)
+    _mt_bench_like(tmp_path / "export", rng, share=1.0)
+    labels = _write(tmp_path / "labels.csv", "unit,judge,label\n0,gpt,a\n")
+    out = tmp_path / "analysis"
+    result = CliRunner().invoke(
+        main, ["analyze", "pairwise", str(tmp_path / "export"), "--out", str(out), "--judge-labels", str(labels)]
+    )
+    assert result.exit_code != 0
+    assert "line 2" in result.output and "compares several pairs" in result.output
+    assert "alpha vs beta, alpha vs gamma, beta vs gamma" in result.output
+    assert "give the row's system_a and system_b" in result.output

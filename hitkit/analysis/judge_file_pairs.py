@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 
@@ -32,43 +31,49 @@ def pair_tables(
     raw: pd.DataFrame | None = None,
 ) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
     """The judge's part of a pairwise-shaped analysis (pairwise, arena) from a judge-labels file: (tables,
-    summary, warnings). ``human``: per labelled unit, unit, system_a < system_b, ``human`` (the people's
-    mean score for system_a) and ``votes``; ``unit_name`` says what a unit is in an error; ``refuse``: a
+    summary, warnings). ``human``: per labelled comparison (a unit and a pair of its systems: a pairwise
+    item holds one per pair of the systems that answered it, an arena battle one), unit, system_a <
+    system_b, ``human`` (the people's mean score for system_a) and ``votes``; ``unit_name`` says what a unit is in an error; ``refuse``: a
     label naming a unit neither in ``human`` nor given a pair is refused (file, line, column) with this
     hint, else left out with a warning; ``raw``: the file already read (:func:`read_judge_labels`)."""
     from hitkit.analysis import ppi, ppi_bradley_terry, ppi_weighted
     from hitkit.analysis.judge_file_kit import refuse_unknown
-    from hitkit.analysis.judge_labels import oriented, per_judge, read_judge_labels, unit_probability
+    from hitkit.analysis.judge_labels import (
+        comparison_key,
+        comparisons,
+        per_judge,
+        read_judge_labels,
+        unit_probability,
+    )
     from hitkit.analysis.judges_combined import calibration, cross_fitted_best
     from hitkit.analysis.ppi_active import REFERENCE as ACTIVE
     from hitkit.errors import InputError
 
     raw = read_judge_labels(path) if raw is None else raw
-    pairs = human[["unit", "system_a", "system_b"]].drop_duplicates("unit")
-    # A unit nobody voted on takes its pair from the file, alphabetically, as the votes' would be.
-    named = raw[raw["system_a"] != ""].drop_duplicates("unit")
-    first = np.minimum(named["system_a"], named["system_b"])
-    second = np.maximum(named["system_a"], named["system_b"])
-    extra = pd.DataFrame({"unit": named["unit"], "system_a": first, "system_b": second})
-    pairs = pd.concat([pairs, extra[~extra["unit"].isin(pairs["unit"])]], ignore_index=True)
+    human = human.assign(key=comparison_key(human["unit"], human["system_a"], human["system_b"]))
     if refuse is not None:
-        refuse_unknown(path, raw, ~raw["unit"].isin(pairs["unit"]), refuse)
-    labels = oriented(raw, pairs, path)
+        # a row naming no systems must name a unit the export (or another row naming systems) knows
+        known = set(human["unit"]) | set(raw.loc[raw["system_a"] != "", "unit"])
+        refuse_unknown(path, raw, (raw["system_a"] == "") & ~raw["unit"].isin(known), refuse)
+    labels = comparisons(raw, human, path)
     if labels.empty:
         raise InputError(path, f"names no unit of the export (unit = {unit_name}) and no pair of systems")
-    table = per_judge(labels)
-    scores = table.pivot(index="unit", columns="judge", values="score")
+    # every comparison (a unit and a pair of its systems): the voted ones and those only the file names
+    pairs = pd.concat([human[["key", "unit", "system_a", "system_b"]], labels[["key", "unit", "system_a", "system_b"]]])
+    pairs = pairs.drop_duplicates("key").set_index("key")
+    table = per_judge(labels, key="key")
+    scores = table.pivot(index="key", columns="judge", values="score")
     complete = scores.notna().all(axis=1)
     scores = scores[complete]
     units = scores.index.to_numpy()
-    frame = pairs.set_index("unit").loc[units].reset_index()
-    frame = frame.merge(human[["unit", "human", "votes"]], on="unit", how="left")
+    frame = pairs.loc[units].reset_index()
+    frame = frame.merge(human[["key", "human", "votes"]], on="key", how="left")
     frame["votes"] = frame["votes"].fillna(0).astype(int)
     human_series = pd.Series(frame["human"].to_numpy(float), index=units)
     combined, chosen = cross_fitted_best(scores, human_series, units, seed=seed)
     frame["judge"] = combined
     calib = calibration(scores, human_series, chosen)
-    probability = unit_probability(labels, units)
+    probability = unit_probability(labels, units, key="key")
     lines = []
     dropped = int((~complete).sum())
     if dropped:
@@ -77,7 +82,7 @@ def pair_tables(
         lines.append(
             f"{labels.attrs['unknown_units']} judge label(s) name units neither voted on nor given a pair; left out"
         )
-    unjudged = len(set(human["unit"]) - set(units))
+    unjudged = len(set(human["key"]) - set(units))
     if unjudged:
         lines.append(f"{unjudged} voted item(s) have no judge label and are left out of the judge's tables")
     items = frame[["unit", "system_a", "system_b", "human", "judge", "votes"]].rename(columns={"unit": "item_id"})

@@ -26,9 +26,10 @@ JUDGE_LABEL_COLUMNS = (*REQUIRED, *OPTIONAL)
 """``--judge-labels``: ``unit`` the item's key in the export (pairwise ``item_id``); ``judge`` a name for
 the judge model or prompt; ``label`` a, b or tie for the first system, or a number in [0, 1] (its
 probability of winning, e.g. from log-probabilities); ``system_a``/``system_b`` the pair the label
-reads (default: the votes' own order of the unit); ``confidence`` in [0, 1] (default: the agreement of
-the unit's calls); ``human_probability`` in (0, 1], the probability the unit was sent to people (one
-value per unit; default: every unit alike, the uniform rule). The other tasks read ``unit`` and ``label``
+reads, either way round (an item answered by several systems holds a comparison per pair: each unit and
+pair is its own; default: the unit's one pair); ``confidence`` in [0, 1] (default: the agreement of the
+unit's calls); ``human_probability`` in (0, 1], the probability the comparison was sent to people (one
+value per unit and pair; default: every one alike, the uniform rule). The other tasks read ``unit`` and ``label``
 their own way and add their own columns (a :class:`LabelScale`, ``read_judge_labels``'s ``required`` and
 ``optional``; each task's ``judge_file`` module, docs/COLUMNS.md)."""
 
@@ -144,44 +145,91 @@ def read_judge_labels(
     if one_sided.any():
         line = int(out.loc[one_sided, "line"].iloc[0])
         raise InputError(path, "gives one of system_a and system_b; give both or neither", line=line)
-    varying = out.dropna(subset=["human_probability"]).groupby("unit")["human_probability"].nunique()
+    # one probability per comparison: a unit and, where the rows name it, its pair of systems (either way round)
+    low = np.minimum(out["system_a"], out["system_b"])
+    high = np.maximum(out["system_a"], out["system_b"])
+    given = out.assign(low=low, high=high).dropna(subset=["human_probability"])
+    varying = given.groupby(["unit", "low", "high"])["human_probability"].nunique()
     if (varying > 1).any():
-        unit = varying[varying > 1].index[0]
-        line = int(out.loc[out["unit"] == unit, "line"].iloc[0])
-        raise InputError(path, f"unit {unit!r} has more than one human_probability; give one per unit", line=line)
+        unit, a, b = varying[varying > 1].index[0]
+        line = int(given.loc[(given["unit"] == unit) & (given["low"] == a), "line"].iloc[0])
+        what = f"unit {unit!r}" + (f" ({a} vs {b})" if a else "")
+        raise InputError(path, f"{what} has more than one human_probability; give one per comparison", line=line)
     return out
 
 
-def oriented(labels: pd.DataFrame, pairs: pd.DataFrame, path: str | Path) -> pd.DataFrame:
-    """The labels turned to each unit's canonical pair (``pairs``: unit, system_a, system_b, alphabetical):
-    a label read for the swapped pair is 1 − score; a label naming other systems than the unit's is
-    refused (file and line). Labels of units not in ``pairs`` are dropped (counted in ``attrs``)."""
-    merged = labels.merge(pairs, on="unit", how="left", suffixes=("", "_unit"))
-    known = merged["system_a_unit"].notna()
-    merged = merged[known].copy()
-    given = merged["system_a"] != ""
-    same = (merged["system_a"] == merged["system_a_unit"]) & (merged["system_b"] == merged["system_b_unit"])
-    swapped = (merged["system_a"] == merged["system_b_unit"]) & (merged["system_b"] == merged["system_a_unit"])
-    wrong = given & ~same & ~swapped
-    if wrong.any():
-        row = merged[wrong].iloc[0]
+KEY_SEPARATOR = "\x1f"
+"""Joins a comparison's unit and systems into one key (a character no unit key or system name holds)."""
+
+
+def comparison_key(unit, system_a, system_b):
+    """The key of the comparison of ``system_a`` and ``system_b`` (alphabetical) in ``unit`` (arrays or scalars)."""
+    return (
+        pd.Series(unit, dtype=str).to_numpy(object)
+        + KEY_SEPARATOR
+        + (pd.Series(system_a, dtype=str) + KEY_SEPARATOR + pd.Series(system_b, dtype=str)).to_numpy(object)
+    )
+
+
+def comparisons(labels: pd.DataFrame, voted: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """The labels of a pairwise file keyed by comparison, as a unit of the votes may hold several pairs of
+    systems (a prompt answered by every system): ``voted`` has unit, system_a < system_b of every voted
+    comparison. A row naming its systems is that comparison (a label read for the swapped pair is 1 − score),
+    voted or not; a row naming none is the unit's one comparison (voted, or named by the file's other rows),
+    and is refused (file and line) when the unit holds several, or dropped (counted in
+    ``attrs["unknown_units"]``) when no vote or row names the unit's pair. A system no vote names is refused. Returns unit, key, judge, system_a, system_b, score, confidence,
+    human_probability."""
+    systems = set(voted["system_a"]) | set(voted["system_b"])
+    named = (labels["system_a"] != "").to_numpy()
+    if systems and named.any():
+        stray = named & ~(labels["system_a"].isin(systems) & labels["system_b"].isin(systems)).to_numpy()
+        if stray.any():
+            row = labels[stray].iloc[0]
+            other = row["system_a"] if row["system_a"] not in systems else row["system_b"]
+            raise InputError(
+                path,
+                f"names system {other!r}, which no vote names (the votes name {sorted(systems)})",
+                line=int(row["line"]),
+            )
+    a, b = labels["system_a"].to_numpy(object), labels["system_b"].to_numpy(object)
+    swapped = named & (a > b)
+    out = labels.assign(
+        system_a=np.where(swapped, b, a),
+        system_b=np.where(swapped, a, b),
+        score=np.where(swapped, 1 - labels["score"].to_numpy(float), labels["score"].to_numpy(float)),
+    )
+    # the pairs each unit is known to hold: its voted ones and those the file's rows name
+    known_pairs = pd.concat([voted[["unit", "system_a", "system_b"]], out.loc[named, ["unit", "system_a", "system_b"]]])
+    by_unit = known_pairs.drop_duplicates().groupby("unit")
+    count = by_unit.size()
+    bare = out[~named]
+    several = bare["unit"].map(count).fillna(0) > 1
+    if several.any():
+        row = bare[several].iloc[0]
+        pairs = known_pairs[known_pairs["unit"] == row["unit"]]
+        shown = ", ".join(sorted({f"{x} vs {y}" for x, y in zip(pairs["system_a"], pairs["system_b"])}))
         raise InputError(
             path,
-            f"unit {row['unit']!r} compares {row['system_a_unit']} and {row['system_b_unit']} in the votes, "
-            f"but the label names {row['system_a']} and {row['system_b']}",
+            f"unit {row['unit']!r} compares several pairs ({shown}); give the row's system_a and system_b",
             line=int(row["line"]),
         )
-    merged["score"] = np.where(given & swapped, 1 - merged["score"], merged["score"])
-    merged["system_a"], merged["system_b"] = merged["system_a_unit"], merged["system_b_unit"]
-    out = merged[["unit", "judge", "system_a", "system_b", "score", "confidence", "human_probability"]]
-    out.attrs["unknown_units"] = int((~known).sum())
-    return out
+    only = by_unit.first()
+    known = bare["unit"].isin(only.index)
+    fill = bare[known]
+    out.loc[fill.index, "system_a"] = only.loc[fill["unit"], "system_a"].to_numpy()
+    out.loc[fill.index, "system_b"] = only.loc[fill["unit"], "system_b"].to_numpy()
+    out = out.drop(index=bare.index[~known.to_numpy()])
+    out["key"] = comparison_key(out["unit"], out["system_a"], out["system_b"])
+    result = out[["unit", "key", "judge", "system_a", "system_b", "score", "confidence", "human_probability"]]
+    result = result.reset_index(drop=True)
+    result.attrs["unknown_units"] = int((~known).sum())
+    return result
 
 
-def per_judge(labels: pd.DataFrame) -> pd.DataFrame:
-    """One row per unit and judge: the mean score of its calls, their count and a confidence (the
-    file's mean where given, else the calls' agreement |2·mean − 1|)."""
-    grouped = labels.groupby(["unit", "judge"], sort=True)
+def per_judge(labels: pd.DataFrame, key: str = "unit") -> pd.DataFrame:
+    """One row per unit (or ``key``: pairwise, the comparison) and judge: the mean score of its calls,
+    their count and a confidence (the file's mean where given, else the calls' agreement |2·mean − 1|)."""
+    grouped = labels.groupby([key, "judge"], sort=True)
     table = grouped.agg(
         system_a=("system_a", "first"),
         system_b=("system_b", "first"),
@@ -194,10 +242,11 @@ def per_judge(labels: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def unit_probability(labels: pd.DataFrame, units) -> np.ndarray | float:
-    """Each unit's probability of having gone to people: the file's ``human_probability`` (every unit
-    must have one, if any has), else 1.0 (uniform: the constant's value does not change the estimate)."""
-    given = labels.dropna(subset=["human_probability"]).groupby("unit")["human_probability"].first()
+def unit_probability(labels: pd.DataFrame, units, key: str = "unit") -> np.ndarray | float:
+    """Each unit's (or ``key``'s) probability of having gone to people: the file's ``human_probability``
+    (every unit must have one, if any has), else 1.0 (uniform: the constant's value does not change the
+    estimate)."""
+    given = labels.dropna(subset=["human_probability"]).groupby(key)["human_probability"].first()
     if given.empty:
         return 1.0
     values = pd.Series(list(units)).map(given)

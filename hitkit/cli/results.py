@@ -190,7 +190,7 @@ def _analysis_option(name: str) -> str:
     help="LLM-judge labels from a file (CSV or JSON Lines), one or several judges, analysed as hitkit's own "
     "judge's instead of the folder's judge.csv. Every task: unit, judge, label, optional confidence and "
     "human_probability (inverse-probability weights). pairwise: unit = item_id, label a/b/tie or [0, 1], "
-    "optional system_a, system_b; arena: unit = battle_id, the same labels; live_chat: unit = "
+    "system_a, system_b (needed where an item holds several pairs); arena: unit = battle_id, the same labels; live_chat: unit = "
     "conversation_id, criterion, label 0-100, optional system, worker_id (for conversations nobody rated); "
     "rating: unit = item_id, system, criterion, label 0-100; spot_the_bot: unit = conversation_id, "
     "segment_exchanges, speaker (A/B), label human/unsure/bot, optional system, study. docs/COLUMNS.md.",
