@@ -90,6 +90,16 @@ def test_the_better_judge_is_chosen_on_held_out_labels():
     assert chosen == {"good": 2} and np.allclose(combined, scores["good"])
 
 
+def _write_tables(folder, rows, assignments):
+    """votes.csv and assignments.csv of a pairwise export folder."""
+    pd.DataFrame(
+        rows, columns=["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"]
+    ).to_csv(folder / "votes.csv", index=False)
+    pd.DataFrame(
+        assignments, columns=["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"]
+    ).to_csv(folder / "assignments.csv", index=False)
+
+
 def _export(folder, rng, items=60, voted=24):
     """A small pairwise export: two systems, ``voted`` of ``items`` prompts with three votes each."""
     folder.mkdir()
@@ -100,12 +110,7 @@ def _export(folder, rng, items=60, voted=24):
             vote = "a" if (rng.random() < 0.85) == truth[i] else "b"
             rows.append(("s", f"h{i}", f"as{i}-{w}", f"w{w}", str(i), "alpha", "beta", vote))
             assignments.append(("s", f"h{i}", f"as{i}-{w}", f"w{w}", "approved", "60"))
-    pd.DataFrame(
-        rows, columns=["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"]
-    ).to_csv(folder / "votes.csv", index=False)
-    pd.DataFrame(
-        assignments, columns=["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"]
-    ).to_csv(folder / "assignments.csv", index=False)
+    _write_tables(folder, rows, assignments)
     return truth
 
 
@@ -192,12 +197,7 @@ def _mt_bench_like(folder, rng, questions=40, share=0.3):
                 n = len(assignments)
                 rows.append(("s", f"h{n}", f"as{n}", f"w{n % 7}", str(q), first, second, "a" if won == first else "b"))
                 assignments.append(("s", f"h{n}", f"as{n}", f"w{n % 7}", "approved", "60"))
-    pd.DataFrame(
-        rows, columns=["study", "hit_id", "assignment_id", "worker_id", "item_id", "system_a", "system_b", "vote"]
-    ).to_csv(folder / "votes.csv", index=False)
-    pd.DataFrame(
-        assignments, columns=["study", "hit_id", "assignment_id", "worker_id", "status", "work_time_s"]
-    ).to_csv(folder / "assignments.csv", index=False)
+    _write_tables(folder, rows, assignments)
     return truth
 
 
