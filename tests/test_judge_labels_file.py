@@ -144,6 +144,12 @@ def test_analyze_with_judge_labels_reports_win_rates_and_each_judges_calibration
     assert summary["judges"] == ["coin", "good"] and summary["selection"] == "uniform"
     assert summary["chosen"] == {"good": 2} and summary["human_items"] == 24
     assert (out / "judge_strengths.csv").is_file()
+    # the report shows each judge's calibration and which one the estimates used
+    from hitkit.report import report
+
+    html = report(out, tmp_path / "report").html.read_text()
+    assert "Each judge&#x27;s calibration against people" in html or "Each judge's calibration against people" in html
+    assert "chosen: good (2 of 2 halves)" in html
 
 
 def test_analyze_with_human_probability_uses_inverse_probability_weights(tmp_path):

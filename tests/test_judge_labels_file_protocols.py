@@ -288,6 +288,13 @@ def test_arena_constant_probability_gives_the_uniform_people_only_win_rates(tmp_
         assert a[column].tolist() == pytest.approx(b[column].tolist())
     s = pd.read_csv(weighted / "judge_strengths.csv")
     assert (s["ppi_low"] <= s["ppi"]).all() and (s["ppi"] <= s["ppi_high"]).all()
+    # the arena's report shows the judge's section, worded for the weighted draw and the file
+    from hitkit.report import report
+
+    text = report(weighted, tmp_path / "report").markdown.read_text()
+    assert "## People and the LLM judge" in text and "The judge labels come from" in text
+    assert "drawn with known, unequal probabilities" in text and "uniformly random" not in text
+    assert "calibration against people" in text
 
 
 @pytest.mark.parametrize(

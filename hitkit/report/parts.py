@@ -190,6 +190,26 @@ def judge_bias_part(section: Section, inp: ReportInput, bias_words: str, unparse
         section.tables.append(("Judge bias", bias))
     if j.get("unparsed"):
         section.text.append(f"{j['unparsed']} of {j.get('labels', '?')} {unparsed_words}")
+    calibration_part(section, inp)
+
+
+def calibration_part(section: Section, inp: ReportInput) -> None:
+    """Add each judge's calibration against people (``judge_calibration``: several judges, or judge labels
+    from a file) and which judge the estimates used, to a report's judge section."""
+    calib, j = inp.tables.get("judge_calibration"), inp.summary.get("judge") or {}
+    if calib is None or not len(calib):
+        return
+    chosen = j.get("chosen") or {}
+    used = ", ".join(f"{name} ({folds} of {sum(chosen.values())} halves)" for name, folds in chosen.items())
+    section.text.append(
+        f"{len(calib)} judge(s) labelled the items; each one's calibration against people on the items people "
+        "labelled is below (agreement: the share of items where the judge's verdict is the people's; ECE: the "
+        "expected calibration error of its score read as a probability; bias: mean judge − people score). The "
+        "estimates use one predictor: each judge and the judges' mean are candidates, and each half of the "
+        "items takes the one with the smallest PPI++ residual variance on the other half's human labels"
+        + (f" (chosen: {used})." if used else ".")
+    )
+    section.tables.append(("Each judge's calibration against people", calib))
 
 
 def judge_section(

@@ -107,7 +107,9 @@ def sections(inp: ReportInput) -> list[Section]:
     qc = t.get("qc")
     if qc is not None and len(qc):
         out.append(_quality(qc, s))
-    return out + cost_sections(inp)
+    from hitkit.protocols.pairwise.report import judge_sections  # the same tables as a pairwise study's judge
+
+    return out + judge_sections(inp, "battles") + cost_sections(inp)
 
 
 def _quality(qc: pd.DataFrame, s: dict) -> Section:

@@ -110,15 +110,38 @@ def sections(inp: ReportInput) -> list[Section]:
     return [rank, sig, quality] + judge_sections(inp)
 
 
-def judge_sections(inp: ReportInput) -> list[Section]:
+def _judge_intro(j: dict, items: str) -> str:
+    """What the judge and the people labelled, as the analysis's summary says: hitkit's own judge (both
+    display orders), or a judge-labels file; people on a uniformly random share or where the judge was unsure."""
+    if j.get("source"):
+        judged = (
+            f"The judge labels come from {j['source']} ({len(j.get('judges') or []) or '?'} judge(s)), "
+            f"{j.get('items', '?')} {items} labelled"
+        )
+    else:
+        judged = (
+            f"The judge labelled all {j.get('items', '?')} {items} (each pair of responses in both display orders, "
+            "averaged)"
+        )
+    selection = str(j.get("selection") or "uniform")
+    if selection.startswith("uncertainty"):
+        people = (
+            f"people voted on {j.get('human_items', '?')} of them, drawn with known, unequal probabilities "
+            "(more where the judge was unsure), so every estimate is inverse-probability weighted"
+        )
+    else:
+        people = f"people voted on a uniformly random {j.get('human_items', '?')} of them"
+    return f"{judged}; {people}."
+
+
+def judge_sections(inp: ReportInput, items: str = "items") -> list[Section]:
     """With an LLM judge: each pair's win rate and each system's Bradley–Terry strength from people
     only, the judge only and both combined (prediction-powered), and the judge's bias per system;
-    nothing without one."""
+    nothing without one. ``items``: what an item is (the arena's: battles)."""
     j = inp.summary.get("judge") or {}
     sections = judge_section(
         inp,
-        f"The judge labelled all {j.get('items', '?')} items (each pair of responses in both display orders, "
-        f"averaged); people voted on a uniformly random {j.get('human_items', '?')} of them. Per pair: the win "
+        _judge_intro(j, items) + " Per pair: the win "
         "rate of the first system (ties ½) from people only, from the judge only (its naive interval ignores its "
         "bias) and prediction-powered (PPI++), which corrects the judge by its error on the items people voted "
         "on. λ is the weight the judge got (0: people only); n_effective is how many human-labelled items the "
