@@ -38,7 +38,7 @@ from hitkit.protocols import PROTOCOLS, task_for
 from hitkit.protocols.base import JudgeRequest
 from hitkit.study.config import StudyConfig
 
-Ask = Callable[[str], "str | tuple[str, list | None]"]
+Ask = Callable[[str], str | tuple[str, list | None]]
 """Sends one rendered judge prompt and returns the judge's reply text, or (text, OpenAI ``logprobs.content``
 entries or None) as :class:`hitkit.bots.client.BotReply` is."""
 
@@ -219,7 +219,7 @@ def judge_study(
     ask = ask or judge_client(config)
     stop = stop or threading.Event()
 
-    def run(request: JudgeRequest) -> str:
+    def run(request: JudgeRequest) -> str | tuple[str, list | None]:
         if stop.is_set():
             raise InterruptedError("judging stopped")
         return ask(template.format(**request.fields))
