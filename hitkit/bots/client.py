@@ -22,6 +22,11 @@ which it drops the generation. Timeouts on slow local models: one attempt waits 
 (30 s) or, once the server has reported its per-chat decode rate (``X-Hitkit-Tokens-Per-S``),
 long enough for ``max_tokens`` at twice that pace, whichever is longer; with the default two
 retries a reply may take three attempts' time before the bot counts as unavailable.
+
+Log-probabilities: with ``top_logprobs`` set, whole replies ask for ``logprobs: true`` and
+:meth:`BotClient.reply_with_logprobs` returns OpenAI's ``logprobs.content`` with the text (an LLM judge reads
+its confidence from them: :mod:`hitkit.judges.confidence`); a server that refuses them with a 400 that names
+logprobs is asked again without them, and not asked for them again, unless ``logprobs_required``.
 """
 
 from __future__ import annotations
