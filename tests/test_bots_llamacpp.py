@@ -101,6 +101,26 @@ def test_llamacpp_honours_max_tokens_stop_seed_and_greedy(server):
 
 
 @pytest.mark.model
+def test_llamacpp_gives_logprobs_of_each_reply_token(server):
+    import math
+
+    srv, _ = server
+    body = post(srv.url, "Name a colour.", max_tokens=8, logprobs=True, top_logprobs=4).json()
+    choice = body["choices"][0]
+    entries = choice["logprobs"]["content"]
+    assert len(entries) == body["usage"]["completion_tokens"]
+    for entry in entries:
+        top = entry["top_logprobs"]
+        assert len(top) == 4 and top[0]["token"] == entry["token"]  # greedy: the chosen token is the likeliest
+        assert entry["logprob"] == top[0]["logprob"] <= 0
+        assert [t["logprob"] for t in top] == sorted((t["logprob"] for t in top), reverse=True)
+        assert sum(math.exp(t["logprob"]) for t in top) <= 1 + 1e-9
+    assert "".join(e["token"] for e in entries).strip() == choice["message"]["content"]
+    again = post(srv.url, "Name a colour.", max_tokens=8, logprobs=True, top_logprobs=4).json()
+    assert again["choices"][0]["logprobs"] == choice["logprobs"]
+
+
+@pytest.mark.model
 def test_llamacpp_batches_concurrent_chats_each_in_its_own_sequence(server):
     srv, backend = server
     prompts = ["What is the sky's colour?", "Say hello.", "Name a fruit.", "What is two plus two?"]

@@ -44,9 +44,9 @@ PROMPTS = [
 ]
 
 
-def build_tiny_model(directory: Path, seed: int) -> Path:
-    """Save a 2-layer, 32-wide random Llama and a word-level ChatML tokenizer to ``directory``."""
-    vocab = {token: i for i, token in enumerate(SPECIALS + WORDS)}
+def build_tiny_model(directory: Path, seed: int, words: list[str] = WORDS) -> Path:
+    """Save a 2-layer, 32-wide random Llama and a word-level ChatML tokenizer (``words``) to ``directory``."""
+    vocab = {token: i for i, token in enumerate(SPECIALS + words)}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.normalizer = normalizers.Lowercase()
     backend.pre_tokenizer = pre_tokenizers.Whitespace()

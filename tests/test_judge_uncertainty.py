@@ -51,6 +51,7 @@ def test_a_two_wave_study_records_each_units_probability_and_reports_weighted_pp
         for pair in ("alpha~beta", "alpha~gamma", "beta~gamma"):
             assert sum(p for k, p in pi.items() if k.endswith(pair)) == pytest.approx(9, abs=1e-9)
         assert wave["expected_labels"] == pytest.approx(27)
+        assert wave["confidence"] == "agreement"  # the scripted judge gives no logprobs
         # The pilot: half the budget, uniformly within each pair (round(4.5) = 5 of 30 each).
         assert len(wave["pilot"]) == 15
         keys = set(s.scalars(select(Unit.key)))
@@ -78,6 +79,7 @@ def test_a_two_wave_study_records_each_units_probability_and_reports_weighted_pp
     assert summary["estimator"].startswith("active prediction-powered inference")
     assert summary["strengths_estimator"].startswith("PPI++ for M-estimation with inverse-probability weights")
     assert summary["selection"].startswith("uncertainty") and summary["human_items"] == len(keys)
+    assert summary["confidence"] == "agreement"
     rates = pd.read_csv(out / "analysis" / "judge_win_rates.csv")
     assert rates["n_human"].sum() == len(keys) and (rates["n_judge"] == 30).all()
     for kind in ("human", "ppi"):

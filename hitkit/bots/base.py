@@ -28,6 +28,9 @@ class Completion:
     finish_reason: FinishReason
     prompt_tokens: int
     completion_tokens: int
+    logprobs: tuple[dict[str, Any], ...] | None = None
+    """Each reply token's OpenAI ``logprobs.content`` entry, when the request asked for them
+    (:func:`hitkit.bots.logprobs.content`)."""
 
 
 class BackendOverloaded(RuntimeError):
@@ -93,6 +96,11 @@ class Backend(ABC):
     """
 
     name: str
+    engine_name = "this"
+    """The engine's name, as the server's refusals name it (``llama.cpp``, ``transformers`` …)."""
+    gives_logprobs = False
+    """Whether replies carry token log-probabilities when asked (``logprobs: true``); the server
+    refuses the request with a 400 where not, rather than answering without them."""
 
     def submit(self, request: ChatCompletionRequest) -> Ticket:
         """Start generating a reply and return its ticket (default: generate now, in this thread)."""

@@ -22,11 +22,15 @@ which it drops the generation. Timeouts on slow local models: one attempt waits 
 (30 s) or, once the server has reported its per-chat decode rate (``X-Hitkit-Tokens-Per-S``),
 long enough for ``max_tokens`` at twice that pace, whichever is longer; with the default two
 retries a reply may take three attempts' time before the bot counts as unavailable.
+
+Log-probabilities: with ``top_logprobs`` set, whole replies ask for ``logprobs: true`` and
+:meth:`BotClient.reply_with_logprobs` returns OpenAI's ``logprobs.content`` with the text (an LLM judge reads
+its confidence from them: :mod:`hitkit.judges.confidence`); a server that refuses them with a 400 that names
+logprobs is asked again without them, and not asked for them again, unless ``logprobs_required``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -34,13 +38,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from requests.adapters import HTTPAdapter
 
 from hitkit.bots.protocol import ChatMessage
+from hitkit.bots.replies import PastDeadline, error_message, reply_logprobs, reply_text, retry_after, streamed_text
 
 _RETRYABLE_STATUS = {408, 409, 425, 429}
 _MAX_BACKOFF_S = 10.0
@@ -70,6 +75,16 @@ class BotConfig(BaseModel):
     backoff_s: float = Field(default=0.5, ge=0, description="first retry delay; doubles each retry")
     max_concurrency: int = Field(default=8, ge=1, description="calls in flight to this system")
     api_key_env: str | None = Field(default=None, description="environment variable holding a bearer API key")
+    top_logprobs: int | None = Field(
+        default=None,
+        ge=0,
+        le=20,
+        description="ask whole replies for each token's log-probability and this many alternatives (None: not asked)",
+    )
+    logprobs_required: bool = Field(
+        default=False,
+        description="with top_logprobs: a server that refuses logprobs fails the reply (else: asked without)",
+    )
 
     @field_validator("url")
     @classmethod
@@ -78,6 +93,13 @@ class BotConfig(BaseModel):
             raise ValueError(f"bot url must start with http:// or https://, got {value!r}")
         # Accept the .../v1 form that OpenAI SDK users write; the client appends /v1 itself.
         return value.rstrip("/").removesuffix("/v1")
+
+
+class BotReply(NamedTuple):
+    """A whole reply's text and, where asked for and given, OpenAI's per-token ``logprobs.content`` entries."""
+
+    text: str
+    logprobs: list[dict[str, Any]] | None = None
 
 
 class BotError(Exception):
@@ -174,6 +196,7 @@ class BotClient:
             self._session.trust_env = False
         self._headers = {"Content-Type": "application/json"}
         self._tokens_per_s: float | None = None  # the server's recent per-chat decode rate
+        self._logprobs_refused = False  # the server refused logprobs once: not asked again
         if config.api_key_env:
             key = os.environ.get(config.api_key_env)
             if not key:
@@ -199,6 +222,8 @@ class BotClient:
         }
         if c.stop:
             body["stop"] = list(c.stop)
+        if c.top_logprobs is not None and not self._logprobs_refused:
+            body["logprobs"], body["top_logprobs"] = True, c.top_logprobs
         return body
 
     def reply(
@@ -211,9 +236,18 @@ class BotClient:
         ``max_concurrency`` calls stay busy for ``timeout_s``) and :class:`BotRequestError` when
         the bot rejects the request as invalid.
         """
+        return self.reply_with_logprobs(history, on_text).text
+
+    def reply_with_logprobs(
+        self, history: Sequence[ChatMessage | Mapping[str, Any]], on_text: Callable[[str], None] | None = None
+    ) -> BotReply:
+        """:meth:`reply`, with the reply's token log-probabilities where ``top_logprobs`` asked for them and
+        the server gave them (never for a streamed reply)."""
         c = self.config
         body = self.payload(history)
         body["stream"] = on_text is not None
+        if on_text is not None:  # logprobs come with whole replies only
+            body = {k: v for k, v in body.items() if "logprobs" not in k}
         if not self._semaphore.acquire(timeout=c.timeout_s):
             raise BotUnavailable(
                 c.name,
@@ -236,7 +270,7 @@ class BotClient:
             return c.timeout_s
         return max(c.timeout_s, min(2.0 * c.max_tokens / rate + 2.0, 10.0 * c.timeout_s))
 
-    def _post_with_retries(self, body: dict[str, Any], on_text: Callable[[str], None] | None = None) -> str:
+    def _post_with_retries(self, body: dict[str, Any], on_text: Callable[[str], None] | None = None) -> BotReply:
         c = self.config
         reason = "no attempt made"
         timed_out = False
@@ -265,8 +299,8 @@ class BotClient:
                 if response.status_code == 200 and on_text is not None:
                     self._note_rate(response)
                     try:
-                        text, reason = _streamed_text(response, on_text, started + budget)
-                    except _PastDeadline:
+                        text, reason = streamed_text(response, on_text, started + budget)
+                    except PastDeadline:
                         text, reason, timed_out = None, f"the stream went on past the reply's {budget:g} s", True
                     except requests.Timeout:
                         text, reason, timed_out = None, f"the stream paused for more than {timeout:g} s", True
@@ -275,25 +309,34 @@ class BotClient:
                     finally:
                         response.close()
                     if text is not None:
-                        return text
+                        return BotReply(text)
                 elif response.status_code == 200:
                     self._note_rate(response)
-                    text = _reply_text(response)
+                    text = reply_text(response)
                     if text is not None:
-                        return text
+                        return BotReply(text, reply_logprobs(response))
                     reason = "the server answered 200 without choices[0].message.content"
                 elif response.status_code in _RETRYABLE_STATUS or response.status_code >= 500:
-                    reason = f"HTTP {response.status_code}: {_error_message(response)}"
+                    reason = f"HTTP {response.status_code}: {error_message(response)}"
                     timed_out = response.status_code in (408, 504)
-                    wait_hint = _retry_after(response)
-                elif on_text is not None and response.status_code == 400 and "stream" in _error_message(response):
+                    wait_hint = retry_after(response)
+                elif on_text is not None and response.status_code == 400 and "stream" in error_message(response):
                     # A server that refuses to stream (hitkit's own before it could): ask for the whole reply.
-                    text = self._post_with_retries({**body, "stream": False})
-                    on_text(text)
-                    return text
+                    whole = self._post_with_retries({**body, "stream": False})
+                    on_text(whole.text)
+                    return whole
+                elif (
+                    "logprobs" in body
+                    and response.status_code == 400
+                    and "logprobs" in error_message(response)
+                    and not c.logprobs_required
+                ):
+                    # A server that gives no logprobs (llama.cpp's before, a hosted model): ask without.
+                    self._logprobs_refused = True
+                    return self._post_with_retries({k: v for k, v in body.items() if "logprobs" not in k})
                 else:
                     raise BotRequestError(
-                        f"bot {c.name!r} refused the request (HTTP {response.status_code}): {_error_message(response)}"
+                        f"bot {c.name!r} refused the request (HTTP {response.status_code}): {error_message(response)}"
                     )
             if time.monotonic() - started >= budget:
                 break  # the reply's whole time is spent (a stream that trickled without text): no attempt is left
@@ -320,75 +363,3 @@ class BotClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _PastDeadline(Exception):
-    """A stream still going when the reply's whole time budget is spent."""
-
-
-def _streamed_text(
-    response: requests.Response, on_text: Callable[[str], None], deadline: float | None = None
-) -> tuple[str | None, str]:
-    """Read a streamed reply, announcing the text so far; (text, "") when whole, (None, why) when not.
-
-    A bot that did not stream (a JSON body) gives its reply as one piece. ``deadline`` (monotonic
-    seconds): :class:`_PastDeadline` if the stream is still going then — a bot that keeps the
-    connection alive with comments but sends no text would otherwise hold the caller for ever.
-    """
-    if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
-        text = _reply_text(response)
-        if text is None:
-            return None, "the server answered 200 without choices[0].message.content"
-        on_text(text)
-        return text, ""
-    pieces: list[str] = []
-    on_text("")  # a retry starts the text again
-    for line in response.iter_lines():
-        if deadline is not None and time.monotonic() > deadline:
-            raise _PastDeadline()
-        if not line.startswith(b"data:"):
-            continue  # comments, event names, blank separators
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            return "".join(pieces), ""
-        try:
-            event = json.loads(data)
-        except ValueError:
-            return None, f"the stream sent an event that is not JSON: {data[:80]!r}"
-        if isinstance(event, dict) and "error" in event:
-            error = event["error"]
-            return None, f"the bot failed mid-stream: {error.get('message') if isinstance(error, dict) else error}"
-        try:
-            piece = event["choices"][0].get("delta", {}).get("content")
-        except (KeyError, IndexError, TypeError, AttributeError):
-            return None, "a stream event had no choices[0].delta"
-        if piece:
-            pieces.append(piece)
-            on_text("".join(pieces))
-    return None, "the stream ended before data: [DONE]"
-
-
-def _reply_text(response: requests.Response) -> str | None:
-    try:
-        content = response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return content if isinstance(content, str) else None
-
-
-def _error_message(response: requests.Response) -> str:
-    try:
-        error = response.json().get("error")
-        message = error.get("message") if isinstance(error, dict) else error
-        if message:
-            return str(message)
-    except (ValueError, AttributeError):
-        pass
-    return response.text[:200] or response.reason or "no message"
-
-
-def _retry_after(response: requests.Response) -> float:
-    try:
-        return max(0.0, float(response.headers.get("Retry-After", 0)))
-    except ValueError:
-        return 0.0

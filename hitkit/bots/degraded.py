@@ -193,6 +193,8 @@ class DegradedBackend(Backend):
     since the QC bot has no tokenizer.
     """
 
+    engine_name = "degraded"
+
     def __init__(self, name: str, bot: DegradedBot) -> None:
         """Serve ``bot`` under the model name ``name``."""
         self.name = name

@@ -28,6 +28,7 @@ from hitkit.bots import kvcache
 from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, FinishReason, Ticket
 from hitkit.bots.batching import BatchStats, await_ticket, collect, enqueue, first_stop
 from hitkit.bots.hf_model import eos_token_ids, load_model
+from hitkit.bots.logprobs import TokenLogprob, content, step_logprobs
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 from hitkit.bots.sampling import sample_next
 
@@ -51,8 +52,10 @@ class _Pending:
     top_p: float
     stop: list[str]
     generator: torch.Generator | None = None  # this request's own, when it sent a seed
+    want_logprobs: int | None = None  # alternatives per token the request asked for (None: no logprobs)
     ticket: Ticket = field(default_factory=Ticket)
     generated: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
     @property
     def done(self) -> threading.Event:
@@ -75,6 +78,8 @@ class _Batch:
 
 class HFBackend(Backend):
     """A Hugging Face causal LM behind a dynamic-batching worker thread."""
+
+    engine_name, gives_logprobs = "transformers", True
 
     def __init__(
         self,
@@ -156,7 +161,9 @@ class HFBackend(Backend):
         generator = None
         if request.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(request.seed)
-        pending = _Pending(prompt, max_new, request.temperature, request.top_p, list(request.stop), generator)
+        pending = _Pending(
+            prompt, max_new, request.temperature, request.top_p, list(request.stop), generator, request.want_logprobs
+        )
         pending.ticket.partial = lambda: self._decode(list(pending.generated))  # the reply so far, for streaming
         enqueue(self._queue, pending, self.name)
         return pending.ticket
@@ -295,6 +302,7 @@ class HFBackend(Backend):
         )
         temps, top_ps = self._sampling_params(fresh)
         first = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator, [p.generator for p in fresh])
+        steps = step_logprobs(out.logits[:, -1, :], first, [p.want_logprobs for p in fresh])
         self.stats_.record_prefill(len(fresh), sum(len(p.prompt_ids) for p in fresh))
         incoming = _Batch(seqs=fresh, cache=out.past_key_values, mask=mask, positions=mask.sum(dim=1), last=first)
         if self._batch is None:
@@ -309,7 +317,7 @@ class HFBackend(Backend):
                 positions=torch.cat([old.positions, incoming.positions]),
                 last=torch.cat([old.last, incoming.last]),
             )
-        self._accept(first.tolist(), offset=len(self._batch.seqs) - len(fresh))
+        self._accept(first.tolist(), steps, offset=len(self._batch.seqs) - len(fresh))
 
     def _step(self) -> None:
         """Feed every live sequence its last token and sample the next one."""
@@ -328,16 +336,17 @@ class HFBackend(Backend):
         temps, top_ps = self._sampling_params(b.seqs)
         b.last = sample_next(out.logits[:, -1, :], temps, top_ps, self._generator, [p.generator for p in b.seqs])
         self.stats_.record_step(len(b.seqs))
-        self._accept(b.last.tolist(), offset=0)
+        steps = step_logprobs(out.logits[:, -1, :], b.last, [p.want_logprobs for p in b.seqs])
+        self._accept(b.last.tolist(), steps, offset=0)
 
-    def _accept(self, tokens: list[int], offset: int) -> None:
+    def _accept(self, tokens: list[int], steps: list[TokenLogprob | None], offset: int) -> None:
         """Append the sampled tokens to rows ``offset…``; retire the rows that are finished."""
         b = self._batch
         assert b is not None
         finished: set[int] = set()
-        for row, token in enumerate(tokens, start=offset):
+        for row, (token, step) in enumerate(zip(tokens, steps), start=offset):
             p = b.seqs[row]
-            result = self._check_finished(p, token)
+            result = self._check_finished(p, token, step)
             if result is not None:
                 finished.add(row)
                 self.stats_.record_done(result.completion_tokens)
@@ -346,11 +355,13 @@ class HFBackend(Backend):
             return
         self._keep([r for r in range(len(b.seqs)) if r not in finished])
 
-    def _check_finished(self, p: _Pending, token: int) -> Completion | None:
-        """Record ``token`` for ``p``; return its Completion if that token ends the reply."""
+    def _check_finished(self, p: _Pending, token: int, step: TokenLogprob | None = None) -> Completion | None:
+        """Record ``token`` (and its logprobs) for ``p``; return its Completion if that token ends the reply."""
         if token in self.eos_ids:
             return self._completion(p, "stop")
         p.generated.append(token)
+        if step is not None:
+            p.logprobs.append(step)
         if p.stop:
             text = self._decode(p.generated)
             cut = first_stop(text, p.stop)
@@ -370,5 +381,9 @@ class HFBackend(Backend):
             text = self._decode(p.generated)
         # Leading/trailing whitespace is template residue, never part of what a chat shows.
         return Completion(
-            text=text.strip(), finish_reason=reason, prompt_tokens=len(p.prompt_ids), completion_tokens=len(p.generated)
+            text=text.strip(),
+            finish_reason=reason,
+            prompt_tokens=len(p.prompt_ids),
+            completion_tokens=len(p.generated),
+            logprobs=None if p.want_logprobs is None else content(p.logprobs, lambda t: self._decode([t])),
         )

@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hitkit.bots.base import Backend, BackendClosed, Cancelled, Completion, FinishReason, Ticket
 from hitkit.bots.batching import BatchStats, SeqIds, await_ticket, collect, enqueue, first_stop
 from hitkit.bots.gguf_text import GgufText
 from hitkit.bots.llamacpp_lib import load
+from hitkit.bots.logprobs import TokenLogprob, content, row_logprobs
 from hitkit.bots.protocol import ChatCompletionRequest, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -61,16 +64,20 @@ class _Seq:
     top_p: float
     seed: int
     stop: list[str]
+    want_logprobs: int | None = None  # alternatives per token the request asked for (None: no logprobs)
     ticket: Ticket = field(default_factory=Ticket)
     seq_id: int = -1
     fed: int = 0  # prompt tokens already in the cache
     sampler: Any = None
     generated: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
     last: int | None = None  # sampled, not yet fed
 
 
 class LlamaCppBackend(Backend):
     """A GGUF chat model in llama.cpp, continuously batched on one worker thread."""
+
+    engine_name, gives_logprobs = "llama.cpp", True
 
     def __init__(
         self,
@@ -103,6 +110,7 @@ class LlamaCppBackend(Backend):
         if self._model == ffi.NULL:
             raise ValueError(f"llama.cpp could not load {path}: not a GGUF model it supports")
         self._vocab = lib.llama_model_get_vocab(self._model)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(self._vocab))
         template = lib.llama_model_chat_template(self._model, ffi.NULL)
         if template == ffi.NULL:
             self.close_model()
@@ -158,9 +166,8 @@ class LlamaCppBackend(Backend):
                 param="messages",
             )
         seed = request.seed if request.seed is not None else self._rng.getrandbits(32)
-        seq = _Seq(
-            prompt, min(request.reply_budget, room), request.temperature, request.top_p, seed, list(request.stop)
-        )
+        budget = min(request.reply_budget, room)
+        seq = _Seq(prompt, budget, request.temperature, request.top_p, seed, list(request.stop), request.want_logprobs)
         # The reply so far, for streaming: a copy of the token list, detokenized on the caller's thread.
         seq.ticket.partial = lambda: self.text.detokenize(list(seq.generated))
         enqueue(self._queue, seq, self.name)
@@ -314,8 +321,13 @@ class LlamaCppBackend(Backend):
         if decoding:
             self.stats_.record_step(decoding)
         for seq, index in outputs:
+            row = None  # the step's logits, copied before the sampler sees them (logprobs asked for)
+            if seq.want_logprobs is not None:
+                row = np.frombuffer(self.ffi.buffer(lib.llama_get_logits_ith(self._ctx, index), 4 * self.n_vocab), "f4")
+                row = row.copy()
             token = int(lib.llama_sampler_sample(seq.sampler, self._ctx, index))
-            result = self._check_finished(seq, token)
+            step = None if row is None else row_logprobs(row, token, seq.want_logprobs or 0)
+            result = self._check_finished(seq, token, step)
             if result is not None:
                 self.stats_.record_done(result.completion_tokens)
                 self._retire(seq, result=result)
@@ -328,11 +340,13 @@ class LlamaCppBackend(Backend):
         b.seq_id[i][0] = seq_id
         b.logits[i] = 1 if logits else 0
 
-    def _check_finished(self, seq: _Seq, token: int) -> Completion | None:
-        """Record ``token`` for ``seq``; return its Completion if that token ends the reply."""
+    def _check_finished(self, seq: _Seq, token: int, step: TokenLogprob | None = None) -> Completion | None:
+        """Record ``token`` (and its logprobs) for ``seq``; return its Completion if that token ends the reply."""
         if self.lib.llama_vocab_is_eog(self._vocab, token):
             return self._completion(seq, "stop")
         seq.generated.append(token)
+        if step is not None:
+            seq.logprobs.append(step)
         seq.last = token
         if seq.stop:
             text = self.text.detokenize(seq.generated)
@@ -348,7 +362,11 @@ class LlamaCppBackend(Backend):
             text = self.text.detokenize(seq.generated)
         # Leading/trailing whitespace is template residue, never part of what a chat shows.
         return Completion(
-            text=text.strip(), finish_reason=reason, prompt_tokens=len(seq.prompt), completion_tokens=len(seq.generated)
+            text=text.strip(),
+            finish_reason=reason,
+            prompt_tokens=len(seq.prompt),
+            completion_tokens=len(seq.generated),
+            logprobs=None if seq.want_logprobs is None else content(seq.logprobs, lambda t: self.text.detokenize([t])),
         )
 
     def _retire(self, seq: _Seq, result: Completion | None = None, error: BaseException | None = None) -> None:

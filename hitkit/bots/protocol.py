@@ -5,7 +5,9 @@ streamed (``stream: true``: server-sent events ``data: {chat.completion.chunk}``
 as OpenAI sends them). ``seed`` makes a sampled reply repeatable (same seed, same prompt, same engine: same
 reply). Fields that OpenAI clients send routinely but that hitkit's engines do not implement
 (``user``, penalties …) are accepted and ignored; a field that would change the
-shape of the answer (``n`` > 1) is refused with a 400 rather than silently dropped.
+shape of the answer (``n`` > 1) is refused with a 400 rather than silently dropped. ``logprobs: true``
+(with ``top_logprobs``: 0-20 alternatives per token) asks for each reply token's log-probability, whole
+replies only (:mod:`hitkit.bots.logprobs`); an engine that cannot give them refuses with a 400.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 if TYPE_CHECKING:  # pragma: no cover - import only for type checkers, avoids an import cycle
     from hitkit.bots.base import Completion
@@ -23,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - import only for type checkers, avoids an
 Role = Literal["system", "user", "assistant"]
 DEFAULT_MAX_TOKENS = 128
 MAX_STOP_SEQUENCES = 8
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit
 
 
 class ProtocolError(Exception):
@@ -79,6 +82,8 @@ class ChatCompletionRequest(BaseModel):
     seed: int | None = Field(default=None, ge=0, lt=2**32)
     stream: bool = False
     n: int = 1
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -104,6 +109,25 @@ class ChatCompletionRequest(BaseModel):
         if value != 1:
             raise ValueError(f"only n=1 is supported, got n={value}")
         return value
+
+    @field_validator("logprobs")
+    @classmethod
+    def _whole_replies_only(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("stream"):
+            raise ValueError("logprobs are given with whole replies only; send stream: false to get them")
+        return value
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _needs_logprobs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs: true")
+        return value
+
+    @property
+    def want_logprobs(self) -> int | None:
+        """How many alternatives per reply token the client asked for (None: no logprobs at all)."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     @property
     def reply_budget(self) -> int:
@@ -148,6 +172,7 @@ def completion_body(model: str, completion: Completion) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": completion.text},
+                "logprobs": None if completion.logprobs is None else {"content": list(completion.logprobs)},
                 "finish_reason": completion.finish_reason,
             }
         ],

@@ -174,6 +174,12 @@ class _Handler(BaseHTTPRequestHandler):
                     param="model",
                     kind="not_found_error",
                 )
+            if request.logprobs and not backend.gives_logprobs:
+                raise ProtocolError(
+                    f"logprobs are not available with the {backend.engine_name} backend (model {request.model!r}); "
+                    "send logprobs: false",
+                    param="logprobs",
+                )
             if app.closing.is_set():
                 raise BackendClosed("the bot server is shutting down")
             deadline = self._deadline(arrived)

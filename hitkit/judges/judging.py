@@ -32,13 +32,15 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Event, JudgeLabel, Study, Unit, utcnow
 from hitkit.db.session import session_scope
+from hitkit.judges.confidence import TOP_LOGPROBS, label_confidence
 from hitkit.judges.section import judge_section
 from hitkit.protocols import PROTOCOLS, task_for
 from hitkit.protocols.base import JudgeRequest
 from hitkit.study.config import StudyConfig
 
-Ask = Callable[[str], str]
-"""Sends one rendered judge prompt and returns the judge's reply text."""
+Ask = Callable[[str], str | tuple[str, list | None]]
+"""Sends one rendered judge prompt and returns the judge's reply text, or (text, OpenAI ``logprobs.content``
+entries or None) as :class:`hitkit.bots.client.BotReply` is."""
 
 
 @dataclass
@@ -98,9 +100,11 @@ def judge_client(config: StudyConfig) -> Ask:
             max_concurrency=o.concurrency,
             api_key_env=o.api_key_env,
             context_tokens=1_000_000,
+            top_logprobs=None if j.confidence == "agreement" else TOP_LOGPROBS,
+            logprobs_required=j.confidence == "logprobs",
         )
     )  # a judge prompt is sent whole, never trimmed
-    return lambda prompt: client.reply([{"role": "user", "content": prompt}])
+    return lambda prompt: client.reply_with_logprobs([{"role": "user", "content": prompt}])
 
 
 def requests_for(
@@ -139,10 +143,12 @@ def _store(
     reply: str | None = None,
     error: str | None = None,
     source: str = "judge",
+    confidence: dict | None = None,
 ) -> None:
     """Insert or update each request's row, in one transaction (the labels of one reply are stored
     together): done with its label (``neutral`` where the reply named none, ``parsed`` false), or
-    failed with ``error``."""
+    failed with ``error``. ``confidence`` (:func:`hitkit.judges.confidence.label_confidence`) joins the
+    meta of a single label."""
     with session_scope(database_url) as session:
         for i, request in enumerate(requests):
             row = session.scalar(
@@ -156,7 +162,7 @@ def _store(
                 row = JudgeLabel(study_id=study_id, unit_key=request.unit_key, variant=request.variant, attempts=0)
                 session.add(row)
             label = labels[i] if labels is not None else None
-            row.meta, row.model, row.source = dict(request.meta), model, source
+            row.meta, row.model, row.source = {**request.meta, **(confidence or {})}, model, source
             row.status = "done" if error is None else "failed"
             row.label = label if label is not None or error is not None else neutral
             row.parsed, row.reply, row.error = label is not None or error is not None, reply, error
@@ -213,7 +219,7 @@ def judge_study(
     ask = ask or judge_client(config)
     stop = stop or threading.Event()
 
-    def run(request: JudgeRequest) -> str:
+    def run(request: JudgeRequest) -> str | tuple[str, list | None]:
         if stop.is_set():
             raise InterruptedError("judging stopped")
         return ask(template.format(**request.fields))
@@ -240,7 +246,7 @@ def judge_study(
             for future in finished:  # stored here, in one thread: one writer, one row at a time
                 request = futures[future]
                 try:
-                    reply = future.result()
+                    reply, logprobs = _reply(future.result(), judge.confidence)
                 except InterruptedError:
                     continue
                 except Exception as exc:  # one failed label is recorded; the rest go on
@@ -249,6 +255,7 @@ def judge_study(
                     report.failed.append(f"{request.unit_key}/{request.variant}: {error}")
                     continue
                 labels = _labels(module, request, reply)
+                single = len(labels) == 1 and labels[0][1] is not None
                 _store(
                     database_url,
                     study_id,
@@ -257,6 +264,9 @@ def judge_study(
                     labels=[lab for _, lab in labels],
                     neutral=module.NEUTRAL,
                     reply=reply,
+                    confidence=label_confidence(logprobs, labels[0][1], getattr(module, "LABELS", None))
+                    if single
+                    else None,
                 )
                 report.judged += 1
                 report.unparsed += any(label is None for _, label in labels)
@@ -283,6 +293,32 @@ def judge_study(
             )
         )
     return report
+
+
+def _reply(answer: str | tuple[str, list | None], confidence: str) -> tuple[str, list | None]:
+    """(text, logprobs) of what ``ask`` returned; with ``judge.confidence: logprobs``, a reply without
+    logprobs is an error (its label is stored as failed and asked again by the next run)."""
+    text, logprobs = (answer, None) if isinstance(answer, str) else answer
+    if confidence == "logprobs" and not logprobs:
+        raise ValueError(
+            "the judge's server returned no logprobs (judge.confidence: logprobs); use confidence: auto or agreement"
+        )
+    return text, logprobs
+
+
+def confidence_source(session: Session, study: Study) -> str:
+    """Which confidence the study's judge labels carry: ``logprobs`` when every label the judge was asked
+    for has one from its logprobs (:mod:`hitkit.judges.confidence`), ``agreement`` when none has,
+    else ``logprobs (k of n labels), agreement elsewhere``."""
+    metas = session.scalars(
+        select(JudgeLabel.meta).where(
+            JudgeLabel.study_id == study.id, JudgeLabel.status == "done", JudgeLabel.source == "judge"
+        )
+    ).all()
+    k = sum(1 for m in metas if isinstance(m, dict) and "confidence" in m)
+    if k == 0 or k == len(metas):
+        return "logprobs" if k else "agreement"
+    return f"logprobs ({k} of {len(metas)} labels), agreement elsewhere"
 
 
 def judge_table(session: Session, study: Study, config: StudyConfig, *, weights: bool = True) -> pd.DataFrame:

@@ -4,7 +4,9 @@ second wave drawn from the judge's confidence once the pilot's labels are in.
 The study is created with the pilot only (:func:`hitkit.judges.human_subset.human_subset`: ``judge.pilot``
 of each stratum's budget, uniformly at random). When the pilot's work is all in and decided — the moment
 a uniform study would complete — the scheduler calls :func:`draw_if_due`: each judged unit's score and
-confidence come from the protocol's judge module (``selection(units, tables, judge)``), the pilot's squared
+confidence come from the protocol's judge module (``selection(units, tables, judge)``; the confidence is the
+judge's own from its logprobs where its labels carry one, ``judge.confidence``, else its agreement across
+display orders: the event records which), the pilot's squared
 judge errors (Y − f)² from its human labels, and :func:`hitkit.analysis.ppi_active.second_wave` gives
 every unit its probability π of going to people, cross-fitted over two seeded halves of the units so that
 no unit's π depends on its own pilot label. Each unit is then drawn once (a seeded Bernoulli(π₂) per
@@ -39,7 +41,7 @@ def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work:
         return 0
     from hitkit.analysis.ppi_active import second_wave
     from hitkit.judges.human_subset import budgets
-    from hitkit.judges.judging import judge_table
+    from hitkit.judges.judging import confidence_source, judge_table
 
     judge, task = config.judge, task_for(config)
     assert judge is not None  # uncertain(config)
@@ -81,6 +83,7 @@ def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work:
                 "drawn": [u.key for u in new],
                 "expected_labels": float(pi.sum()),
                 "pi_min": judge.pi_min,
+                "confidence": confidence_source(session, study),
             },
         )
     )

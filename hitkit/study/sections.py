@@ -355,6 +355,16 @@ class JudgeConfig(Model):
             "and the estimates inverse-probability weighted; METHODS §3)"
         ),
     )
+    confidence: Literal["auto", "logprobs", "agreement"] = Field(
+        "auto",
+        description=(
+            "how sure the judge was of each label, which select: uncertainty draws the second wave from: logprobs, "
+            "the probability the judge's server gave the chosen label's first token, normalised over the labels' "
+            "first tokens among its top 10 alternatives (stored in each label's meta; the server must give "
+            "logprobs); agreement, the agreement of the judge's labels across display orders; auto (default), "
+            "logprobs where the server gives them, agreement otherwise (docs/howto/judges.md)"
+        ),
+    )
     pilot: float = Field(
         0.3, gt=0, lt=1, description="with select: uncertainty, the share of the crowd's budget drawn uniformly first"
     )

@@ -51,6 +51,8 @@ JUDGE_COLUMNS = ("study", "item_id", "system_a", "system_b", "vote", "parsed", "
 """``judge.csv``: one row per comparison and display order (docs/COLUMNS.md)."""
 
 SCORE = {"a": 1.0, "b": 0.0, "tie": 0.5}
+LABELS = tuple(SCORE)
+"""The labels a reply's token log-probabilities are read over (:mod:`hitkit.judges.confidence`)."""
 
 _BRACKETED = re.compile(r"\[\[\s*(a|b|tie)\s*\]\]", re.IGNORECASE)
 _FIRST_WORD = re.compile(
@@ -96,7 +98,9 @@ def parse(reply: str) -> str | None:
 
 def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply, and
-    human_probability where the crowd's share followed the judge's uncertainty: then a column of it)."""
+    human_probability where the crowd's share followed the judge's uncertainty: then a column of it). Where
+    labels carry logprob confidences (meta's ``confidence`` and ``label_probs``: :mod:`hitkit.judges.confidence`),
+    two more columns: ``confidence`` and ``soft_vote``, P(a) + ½·P(tie) (NaN for labels without)."""
     rows = [
         {
             "study": study,
@@ -109,11 +113,20 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             "model": row["model"],
             "reply": row["reply"] or "",
             **({"human_probability": row["human_probability"]} if "human_probability" in row else {}),
+            **_soft(row["meta"]),
         }
         for row in labels
     ]
     weighted = any("human_probability" in row for row in rows)
-    return pd.DataFrame(rows, columns=[*JUDGE_COLUMNS, *(("human_probability",) if weighted else ())])
+    soft = ("confidence", "soft_vote") if any("soft_vote" in row for row in rows) else ()
+    return pd.DataFrame(rows, columns=[*JUDGE_COLUMNS, *(("human_probability",) if weighted else ()), *soft])
+
+
+def _soft(meta: Mapping[str, Any]) -> dict[str, float]:
+    probs = meta.get("label_probs")
+    if not isinstance(probs, Mapping):
+        return {}
+    return {"confidence": meta["confidence"], "soft_vote": sum(SCORE[k] * float(p) for k, p in probs.items())}
 
 
 def read_judge(path) -> pd.DataFrame:
@@ -141,16 +154,17 @@ def read_judge(path) -> pd.DataFrame:
     return table
 
 
-def items(votes: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
+def items(votes: pd.DataFrame, judge: pd.DataFrame, score: str | None = None) -> pd.DataFrame:
     """One row per judged item (prompt and pair): system_a, system_b (by name), the human score for
     system_a (the mean of its votes; NaN where nobody voted), the judge's order-averaged score and
     ``votes``, the number of votes behind the human score (0 where nobody voted).
 
-    An item's key is (study, item_id, pair) when both tables have a study column."""
+    An item's key is (study, item_id, pair) when both tables have a study column; ``score`` names a column
+    of the judge's scores for system_a as displayed to use instead of its votes."""
     from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
 
     keys = ["study", "item_id"] if "study" in votes.columns and "study" in judge.columns else ["item_id"]
-    j = judge.assign(score=judge["vote"].map(SCORE))
+    j = judge.assign(score=judge["vote"].map(SCORE) if score is None else judge[score])
     flip = (j["system_a"] > j["system_b"]).to_numpy()
     j = pd.DataFrame(
         {
@@ -188,8 +202,14 @@ def selection(units: Sequence[UnitSpec], tables: Mapping[str, pd.DataFrame], jud
     """Per unit of the material (index: its key), what ``judge.select: uncertainty`` draws its second wave
     from (:mod:`hitkit.judges.second_wave`): ``judge``, the judge's order-averaged score for the unit's first
     system; ``confidence``, |2·judge − 1| (1 when both orders name the same winner, 0 when they split or
-    call a tie); ``human``, the people's mean score for it (NaN where nobody voted)."""
+    call a tie), with each label's vote replaced by its ``soft_vote`` where the judge's logprobs gave one
+    (:mod:`hitkit.judges.confidence`: then |2·E[score] − 1|, the same rule with the judge's probabilities);
+    ``human``, the people's mean score for it (NaN where nobody voted)."""
     per_item = items(tables["votes"], judge).set_index(["item_id", "system_a", "system_b"])
+    soft = per_item
+    if "soft_vote" in judge.columns:  # the soft score's order average, with the hard vote where none
+        scored = judge.assign(soft=pd.to_numeric(judge["soft_vote"]).fillna(judge["vote"].map(SCORE)))
+        soft = items(tables["votes"], scored, score="soft").set_index(["item_id", "system_a", "system_b"])
     rows = []
     for unit in units:
         first, second = unit.payload["systems"]
@@ -198,7 +218,7 @@ def selection(units: Sequence[UnitSpec], tables: Mapping[str, pd.DataFrame], jud
         flip = first > second
         f, y = float(row["judge"]), float(row["human"])
         f, y = (1 - f, 1 - y) if flip else (f, y)
-        rows.append((unit.key, f, abs(2 * f - 1), y))
+        rows.append((unit.key, f, abs(2 * float(soft.loc[(str(unit.payload["item_id"]), low, high), "judge"]) - 1), y))
     return pd.DataFrame(rows, columns=["unit", "judge", "confidence", "human"]).set_index("unit")
 
 
@@ -246,6 +266,7 @@ def analysis_tables(
         "human_items": int(per_item["human"].notna().sum()),
         "level": level,
         **({"selection": "uncertainty (judge.csv's human_probability)"} if weighted else {}),
+        **({"confidence": "logprobs" if "soft_vote" in judge.columns else "agreement"} if weighted else {}),
         "estimator": ppi_active.REFERENCE if weighted else ppi.REFERENCE,
         "interval": (
             "plug-in linearised variance, t with n − 1 degrees of freedom"
