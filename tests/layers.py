@@ -267,6 +267,8 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.study.provider_sections": 3,
     "hitkit.study.starter_sections": 3,
     "hitkit.study.gold_section": 3,
+    "hitkit.study.judge_config": 3,
+    "hitkit.study.model": 3,
     "hitkit.dashboard.bots": 9,
     "hitkit.bots": 2,
     "hitkit.prescreen.models": 2,

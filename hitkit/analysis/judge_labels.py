@@ -54,7 +54,10 @@ PAIR = LabelScale()
 def _rows(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise InputError(path, "not found; give a CSV or JSON Lines file of judge labels (docs/COLUMNS.md)")
-    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+    if path.suffix.lower() == ".parquet":  # hitkit's own export of several judges' labels in parquet
+        table = pd.read_parquet(path).astype(object).where(lambda t: t.notna(), "").astype(str)
+        table["_line"] = np.arange(len(table)) + 1
+    elif path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         rows = []
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():

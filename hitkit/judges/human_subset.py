@@ -17,6 +17,7 @@ import random
 from collections.abc import Sequence
 
 from hitkit.errors import ConfigError
+from hitkit.judges.panel import check_panel
 from hitkit.judges.section import human_share, judge_section
 from hitkit.protocols import PROTOCOLS
 from hitkit.protocols.base import UnitSpec
@@ -132,6 +133,7 @@ def crowd_units(config: StudyConfig, units: Sequence[UnitSpec]) -> list[UnitSpec
     (a judge that labels after the crowd has the crowd make every item; :func:`rated` draws the share)."""
     if config.judge is not None and config.judge.select == "uncertainty":
         check_select(config)
+    check_panel(config)
     if config.judge is None or getattr(PROTOCOLS[config.task].module("judge"), "WHEN", "before") == "after":
         return list(units)
     return human_subset(config, units)

@@ -22,17 +22,18 @@ uncertainty``, a uniform pilot and a second wave where the judge is unsure (:mod
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import select, true
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Event, JudgeLabel, Study, Unit, utcnow
 from hitkit.db.session import session_scope
 from hitkit.judges.confidence import TOP_LOGPROBS, label_confidence
+from hitkit.judges.panel import Panelist, check_panel, first_judges, panel, requests_of
 from hitkit.judges.section import judge_section
 from hitkit.protocols import PROTOCOLS, task_for
 from hitkit.protocols.base import JudgeRequest
@@ -57,6 +58,18 @@ class JudgeReport:
     what: str = "labels"
     """What one request is, in the coordinator's words (live chat: conversations)."""
 
+    def plus(self, other: JudgeReport) -> JudgeReport:
+        """This run's counts and another judge's, added."""
+        return JudgeReport(
+            self.planned + other.planned,
+            self.already_done + other.already_done,
+            self.judged + other.judged,
+            self.auto + other.auto,
+            self.unparsed + other.unparsed,
+            self.failed + other.failed,
+            self.what,
+        )
+
     def line(self) -> str:
         """One line for the coordinator."""
         text = (
@@ -80,11 +93,12 @@ def judges_after(config: StudyConfig) -> bool:
     return getattr(judge_module(config), "WHEN", "before") == "after"
 
 
-def judge_client(config: StudyConfig) -> Ask:
-    """Ask the study's judge over the OpenAI-compatible protocol, with its options."""
+def judge_client(config: StudyConfig, judge: Panelist | None = None) -> Ask:
+    """Ask the study's judge (or ``judge``, one of several: :mod:`hitkit.judges.panel`) over the
+    OpenAI-compatible protocol, with its options."""
     from hitkit.bots.client import BotClient, BotConfig
 
-    j = judge_section(config)
+    j = judge.section if judge is not None else judge_section(config)
     o = j.options
     client = BotClient(
         BotConfig(
@@ -175,26 +189,51 @@ def judge_study(
     database_url: str,
     study_id: int,
     *,
-    ask: Ask | None = None,
+    ask: Ask | Mapping[str, Ask] | None = None,
     stop: threading.Event | None = None,
     show_progress: bool = False,
     lines_every_s: float | None = None,
 ) -> JudgeReport:
-    """Label every request of the study not yet stored as done; return what was done.
+    """Label every request of the study not yet stored as done, by each of its judges (``judge.also``:
+    :mod:`hitkit.judges.panel`) in turn; return what was done, summed over the judges.
 
-    ``ask`` replaces the study's judge client (tests); ``stop`` set ends the run after the labels
-    in flight (each stored as it comes). Failures are stored and reported, never raised. Progress:
-    one line redrawn on a terminal (``show_progress`` and stderr a TTY), else a plain line every
-    ``lines_every_s`` seconds (None: silent).
+    ``ask`` replaces the study's judge client (tests; a mapping gives each judge's by name); ``stop`` set
+    ends the run after the labels in flight (each stored as it comes). Failures are stored and reported,
+    never raised. Progress: one line redrawn on a terminal (``show_progress`` and stderr a TTY), else a
+    plain line every ``lines_every_s`` seconds (None: silent).
     """
+    check_panel(config)
+    requests = requests_for(config, database_url, study_id)
+    total: JudgeReport | None = None
+    for judge in panel(config):
+        own = ask.get(judge.name) if isinstance(ask, Mapping) else ask
+        report = _judge_one(
+            config, database_url, study_id, judge, requests_of(requests, judge), own, stop, show_progress, lines_every_s
+        )
+        total = report if total is None else total.plus(report)
+    assert total is not None  # a study has at least its first judge
+    return total
+
+
+def _judge_one(
+    config: StudyConfig,
+    database_url: str,
+    study_id: int,
+    judge_of: Panelist,
+    requests: list[JudgeRequest],
+    ask: Ask | None,
+    stop: threading.Event | None,
+    show_progress: bool,
+    lines_every_s: float | None,
+) -> JudgeReport:
+    """:func:`judge_study` for one judge, over its ``requests``."""
     import sys
     import time
 
     from hitkit.progress import StatusLine, eta_text
 
     module = judge_module(config)
-    requests = requests_for(config, database_url, study_id)
-    judge = judge_section(config)
+    judge = judge_of.section
     template = judge.prompt or module.DEFAULT_PROMPT
     with session_scope(database_url) as session:
         done = set(
@@ -216,7 +255,7 @@ def judge_study(
     asked = [r for r in todo if r.auto is None]
     if not asked:
         return report
-    ask = ask or judge_client(config)
+    ask = ask or judge_client(config, judge_of)
     stop = stop or threading.Event()
 
     def run(request: JudgeRequest) -> str | tuple[str, list | None]:
@@ -321,8 +360,11 @@ def confidence_source(session: Session, study: Study) -> str:
     return f"logprobs ({k} of {len(metas)} labels), agreement elsewhere"
 
 
-def judge_table(session: Session, study: Study, config: StudyConfig, *, weights: bool = True) -> pd.DataFrame:
-    """The protocol's ``judge`` export table of the study's done labels, in the material's order,
+def judge_table(
+    session: Session, study: Study, config: StudyConfig, *, weights: bool = True, every_judge: bool = False
+) -> pd.DataFrame:
+    """The protocol's ``judge`` export table of the first judge's done labels (``every_judge``: every judge's
+    of :mod:`hitkit.judges.panel`, as the second wave reads their agreement), in the material's order,
     each marked with whether its unit went to the crowd and, where the share follows the judge's
     uncertainty (``weights``), the unit's probability of going to it (``human_probability``:
     :func:`hitkit.judges.design.probabilities`)."""
@@ -333,6 +375,7 @@ def judge_table(session: Session, study: Study, config: StudyConfig, *, weights:
     rows = session.scalars(
         select(JudgeLabel)
         .where(JudgeLabel.study_id == study.id, JudgeLabel.status == "done")
+        .where(true() if every_judge else first_judges(JudgeLabel.variant))
         .order_by(JudgeLabel.unit_key, JudgeLabel.variant)
     ).all()
     labels = [

@@ -48,7 +48,9 @@ def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work:
     module = PROTOCOLS[config.task].module("judge")
     units = judged_units(session, study, config)
     pilot = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
-    scores = module.selection(units, task.export(session, study), judge_table(session, study, config, weights=False))
+    scores = module.selection(
+        units, task.export(session, study), judge_table(session, study, config, weights=False, every_judge=True)
+    )
     keys = [u.key for u in units]
     scores = scores.reindex(keys)
     strata = np.array([module.stratum(u) for u in units])

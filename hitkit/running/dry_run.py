@@ -99,10 +99,19 @@ def dry_run(config_path: str | Path, echo: Callable[[str], None] = print) -> Pla
                 f"{config.seed}), the QC bot's always."
             )
         else:
+            judges = 1 + len(config.judge.also)
             lines.append(
-                f"Judge: {judge_labels} labels (every item of the material, each way it is asked) from "
-                f"{config.judge.model} at {config.judge.url} before posting; the crowd labels the {units} "
-                f"units above, a uniformly random share (seed {config.seed})."
+                f"Judge: {judge_labels * judges} labels (every item of the material, each way it is asked"
+                + (f", by each of {judges} judges" if judges > 1 else "")
+                + f") from {config.judge.model} at {config.judge.url}"
+                + (f" and {', '.join(j.name for j in config.judge.also)}" if judges > 1 else "")
+                + f" before posting; the crowd labels the {units} units above, "
+                + (
+                    "a uniform pilot share first and the rest where the judges are unsure"
+                    if config.judge.select == "uncertainty"
+                    else "a uniformly random share"
+                )
+                + f" (seed {config.seed})."
             )
     lines.append(f"Cost: {estimate.describe()}.")
     if not estimate.within_budget:

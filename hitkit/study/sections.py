@@ -7,21 +7,16 @@ Each protocol's own section lives in its folder (``hitkit/protocols/NAME/setting
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from hitkit.study.judge_config import JudgeConfig, JudgeOptions, OtherJudge  # noqa: F401 (the judge's section)
+from hitkit.study.model import Model
 
 Money = Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
-
-
-class Model(BaseModel):
-    """Base of every study-file section: strict and frozen."""
-
-    # A typo in a study file must be an error, not a silently ignored key.
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SystemConfig(Model):
@@ -287,101 +282,3 @@ class PrescreenConfig(Model):
     concept_gap: int = Field(2, ge=1, description="turns since a rare concept's last mention for a bonus (Alg. 3)")
     win_points: float = Field(3, ge=0)
     tie_points: float = Field(1, ge=0)
-
-
-class JudgeOptions(Model):
-    """How the judge is asked: decoding, patience and how many calls are in flight at once."""
-
-    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: the same item gets the same label")
-    max_tokens: Optional[int] = Field(
-        None,
-        ge=1,
-        le=4096,
-        description=(
-            "longest reply; default: the protocol's (pairwise 16: the label is its first word; Spot The Bot 32: "
-            "a label per speaker; live chat 256: "
-            "a line per criterion)"
-        ),
-    )
-    timeout_s: float = Field(60.0, gt=0, description="how long one attempt may take")
-    retries: int = Field(
-        2, ge=0, le=10, description="further attempts within one run (failures are also retried by the next run)"
-    )
-    backoff_s: float = Field(0.5, ge=0, description="first retry delay; doubles each retry")
-    concurrency: int = Field(4, gt=0, le=256, description="labels asked for at once")
-    api_key_env: Optional[str] = Field(None, description="environment variable holding a bearer API key")
-
-
-class JudgeConfig(Model):
-    """An LLM judge over the bot protocol (any OpenAI-compatible endpoint) that labels every item of
-    the study, and the share of the items that also goes to the crowd, drawn uniformly at random or
-    (``select: uncertainty``) where the judge is unsure (:mod:`hitkit.judges.judging`; the analysis combines
-    the two by prediction-powered inference, :mod:`hitkit.analysis.ppi`). Exactly one of ``human_share``
-    and ``human_items``."""
-
-    url: str = Field(description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8011")
-    model: str = Field(min_length=1, description="model name the server knows the judge by")
-    prompt: Optional[str] = Field(
-        None,
-        min_length=1,
-        description=(
-            "the judge's instructions with the protocol's placeholders (pairwise: {prompt}, {response_a}, "
-            "{response_b}; live chat: {conversation}, {criteria}); default: the protocol's, asking for A, B or "
-            "tie, or for a 0-100 rating per criterion"
-        ),
-    )
-    system_prompt: str = Field("", description="system message sent before the prompt")
-    options: JudgeOptions = Field(default_factory=JudgeOptions)
-    human_share: Optional[float] = Field(
-        None,
-        gt=0,
-        le=1,
-        description=(
-            "fraction of the items, drawn uniformly at random (seeded by the study's seed), that the crowd also labels"
-        ),
-    )
-    human_items: Optional[int] = Field(
-        None,
-        ge=2,
-        description=(
-            "how many items the crowd also labels (not for live chat, whose conversations do not exist before the crowd)"
-        ),
-    )
-    select: Literal["uniform", "uncertainty"] = Field(
-        "uniform",
-        description=(
-            "which items the crowd labels: uniform, a random share; uncertainty, a uniform pilot share of the "
-            "crowd's budget first, then the rest where the judge is least sure (each item's probability recorded "
-            "and the estimates inverse-probability weighted; METHODS §3)"
-        ),
-    )
-    confidence: Literal["auto", "logprobs", "agreement"] = Field(
-        "auto",
-        description=(
-            "how sure the judge was of each label, which select: uncertainty draws the second wave from: logprobs, "
-            "the probability the judge's server gave the chosen label's first token, normalised over the labels' "
-            "first tokens among its top 10 alternatives (stored in each label's meta; the server must give "
-            "logprobs); agreement, the agreement of the judge's labels across display orders; auto (default), "
-            "logprobs where the server gives them, agreement otherwise (docs/howto/judges.md)"
-        ),
-    )
-    pilot: float = Field(
-        0.3, gt=0, lt=1, description="with select: uncertainty, the share of the crowd's budget drawn uniformly first"
-    )
-    pi_min: float = Field(
-        0.02, gt=0, le=1, description="with select: uncertainty, the least probability of any item going to the crowd"
-    )
-
-    @model_validator(mode="after")
-    def _one_size(self) -> "JudgeConfig":
-        if (self.human_share is None) == (self.human_items is None):
-            raise ValueError(
-                "judge: give exactly one of human_share (a fraction of the items, e.g. 0.2) and "
-                "human_items (a count): the uniformly random subset the crowd also labels"
-            )
-        if not re.match(r"^https?://[^\s/]+", self.url):
-            raise ValueError(
-                f"judge.url {self.url!r} must be an http(s):// address of an OpenAI-compatible "
-                "server, e.g. http://127.0.0.1:8011"
-            )
-        return self

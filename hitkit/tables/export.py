@@ -265,6 +265,13 @@ def export_study(
         from hitkit.judges.judging import judge_table
 
         steps["judge"] = lambda: judge_table(session, study, ctx.config)
+        if ctx.config.judge.also:  # several judges: every one's labels, as `analyze --judge-labels` reads them
+            from hitkit.judges.design import probabilities
+            from hitkit.judges.panel import labels_table
+
+            steps["judge_labels"] = lambda: labels_table(
+                session, study, ctx.config, probabilities(session, study, ctx.config)
+            )
     written = []
     for name, build in progress(steps.items(), "export", total=len(steps), unit="table"):
         tables = build()

@@ -283,7 +283,8 @@ def analyze_pairwise(
 ) -> AnalysisResult:
     """:func:`analyze_votes` on the votes of ``in_dir`` (``duplicates``: the policy for repeated rows,
     :func:`~hitkit.protocols.pairwise.reading.read_votes`); ``judge_labels``: a judge-labels file read
-    instead of the folder's ``judge.csv`` (:mod:`hitkit.protocols.pairwise.judge_file`)."""
+    instead of the folder's ``judge.csv`` (:mod:`hitkit.protocols.pairwise.judge_file`); by default the
+    folder's ``judge_labels`` table where the study had several judges."""
     check_correction(correction)
     votes, gold_votes = split_gold(read_votes(in_dir, duplicates=duplicates))
     # Gold comparisons are no comparison of systems: they count only towards each worker's gold accuracy.
@@ -295,6 +296,7 @@ def analyze_pairwise(
     result = analyze_votes(
         votes, n_boot=n_boot, seed=seed, correction=correction, resample=resample, test=test, gold=gold
     )
+    judge_labels = judge_labels if judge_labels is not None else several_judges(in_dir)
     if judge_labels is not None:
         from hitkit.protocols.pairwise.judge_file import analysis_tables_from_file
 
@@ -306,6 +308,15 @@ def analyze_pairwise(
     if judge_path.is_file() or judge_path.with_suffix(".parquet").is_file():
         add_judge(result, votes, read_judge(judge_path))
     return result
+
+
+def several_judges(in_dir: str | Path) -> Path | None:
+    """The export's ``judge_labels`` table, which a study judged by several judges has
+    (:mod:`hitkit.judges.panel`): read as a judge-labels file; None where there is none."""
+    for name in ("judge_labels.csv", "judge_labels.parquet"):
+        if (Path(in_dir) / name).is_file():
+            return Path(in_dir) / name
+    return None
 
 
 def add_judge(result: AnalysisResult, votes: pd.DataFrame, judge: pd.DataFrame) -> None:

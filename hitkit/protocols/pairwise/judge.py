@@ -122,6 +122,19 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*JUDGE_COLUMNS, *(("human_probability",) if weighted else ()), *soft])
 
 
+def labels_file_row(meta: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """One stored label as a row of a judge-labels file (:mod:`hitkit.analysis.judge_labels`; several judges,
+    :mod:`hitkit.judges.panel`): the item, the pair as the judge saw it, its vote and, with logprobs, its
+    confidence."""
+    return {
+        "unit": meta["item_id"],
+        "system_a": meta["system_a"],
+        "system_b": meta["system_b"],
+        "label": label,
+        "confidence": meta.get("confidence", ""),
+    }
+
+
 def _soft(meta: Mapping[str, Any]) -> dict[str, float]:
     probs = meta.get("label_probs")
     if not isinstance(probs, Mapping):
