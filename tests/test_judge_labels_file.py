@@ -248,3 +248,16 @@ def test_a_bare_label_for_a_unit_with_several_pairs_says_which_pairs(tmp_path):
     assert "line 2" in result.output and "compares several pairs" in result.output
     assert "alpha vs beta, alpha vs gamma, beta vs gamma" in result.output
     assert "give the row's system_a and system_b" in result.output
+
+
+def test_a_pair_of_a_system_with_itself_is_refused_with_its_line(tmp_path):
+    rng = np.random.default_rng(23)
+    _mt_bench_like(tmp_path / "export", rng)
+    labels = _write(
+        tmp_path / "labels.csv", "unit,judge,label,system_a,system_b\n0,gpt,a,alpha,beta\n0,gpt,a,beta,beta\n"
+    )
+    result = CliRunner().invoke(
+        main,
+        ["analyze", "pairwise", str(tmp_path / "export"), "--out", str(tmp_path / "a"), "--judge-labels", str(labels)],
+    )
+    assert result.exit_code != 0 and "line 3: compares 'beta' with itself" in result.output

@@ -187,7 +187,6 @@ def test_rating_cli_reads_judge_labels_and_weights_by_human_probability(tmp_path
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda f: _cells(f, 4, unit="q99"), r"line 6: unit 'q99' \(column unit\)"),
         (lambda f: f.assign(system=f["system"].where(f.index != 1, "delta")), r"line 3: system 'delta' is not"),
         (lambda f: f.assign(system=f["system"].where(f.index != 1, "")), r"line 3: system is empty"),
     ],
@@ -205,6 +204,22 @@ def test_rating_bad_file_names_file_line_and_column(tmp_path, change, message):
     with pytest.raises(InputError, match=message) as info:
         response_keys(ratings, path)(raw)
     assert "labels.csv" in str(info.value)
+
+
+def test_rating_a_response_nobody_rated_is_one_only_the_judge_rated(tmp_path):
+    """Released ratings: the judge rated every response, people a share; a row for an item nobody rated
+    names its system, so it is that response (the judge's alone), not an error."""
+    from hitkit.analysis.judge_labels import read_judge_labels
+    from hitkit.protocols.live_chat.judge_file import SCALE
+    from hitkit.protocols.rating.analysis import as_chat_ratings
+    from hitkit.protocols.rating.judge_file import response_keys
+
+    labels = _rating_export(tmp_path / "export", np.random.default_rng(6))
+    ratings = as_chat_ratings(pd.read_csv(tmp_path / "export" / "da_ratings.csv", dtype={"item_id": str}))
+    path = _write(tmp_path / "labels.csv", _cells(labels, 4, unit="q99"))
+    raw = read_judge_labels(path, SCALE, required=("criterion",), optional=("system", "worker_id"))
+    keys = response_keys(ratings, path)(raw)
+    assert keys.iloc[4] == f"q99/{raw['system'].iloc[4]}"
 
 
 def _arena(folder, rng, battles: int = 90, voted: int = 50):

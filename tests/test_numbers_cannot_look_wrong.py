@@ -71,6 +71,8 @@ def test_a_win_rate_of_0_of_6_gets_the_wilson_interval_not_0_0():
 def test_rate_interval_keeps_an_interval_with_spread_and_only_clips_it():
     assert rate_interval([0, 1, 0.5], -0.3, 1.2) == (0.0, 1.0)
     assert rate_interval([0, 1, 1], 0.2, 0.9) == (0.2, 0.9)
+    # one value has no estimate (a t interval needs two): no interval either, not a Wilson one around nothing
+    assert all(math.isnan(v) for v in rate_interval([0.0], math.nan, math.nan))
 
 
 def test_spot_the_bots_4_of_4_wins_get_the_wilson_interval_on_the_golden_study():

@@ -346,7 +346,7 @@ def test_a_folder_with_no_counted_work_is_refused_clearly(tmp_path):
     votes.to_csv(folder / "votes.csv", index=False)
     assignments = pd.read_csv(GOLDEN / "pairwise" / "export" / "assignments.csv", dtype=str, keep_default_na=False)
     assignments.assign(status="returned").to_csv(folder / "assignments.csv", index=False)
-    with pytest.raises(HitkitError, match="no counted HITs with answers"):
+    with pytest.raises(HitkitError, match="no counted assignments with answers"):
         read_study("pairwise", folder)
 
 

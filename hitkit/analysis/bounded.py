@@ -39,7 +39,10 @@ def rate_interval(values, low: float, high: float, level: float = 0.95) -> tuple
     """The interval to report for a rate estimated as the mean of ``values`` (each in [0, 1]: 1 win,
     0 loss, ½ tie) whose own interval is ``(low, high)``: clipped to [0, 1], and where every value is
     0 or every value is 1 (no spread, so a t or normal interval is the single point), the Wilson
-    interval for 0 of n or n of n instead."""
+    interval for 0 of n or n of n instead. Where the estimator gave no interval (NaN: too few values for
+    one), none: an interval is never shown without its estimate."""
+    if math.isnan(low) or math.isnan(high):  # no estimate (too few values): no interval either
+        return math.nan, math.nan
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
     n = values.size

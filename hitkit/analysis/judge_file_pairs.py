@@ -73,7 +73,10 @@ def pair_tables(
     combined, chosen = cross_fitted_best(scores, human_series, units, seed=seed)
     frame["judge"] = combined
     calib = calibration(scores, human_series, chosen)
-    probability = unit_probability(labels, units, key="key")
+    try:
+        probability = unit_probability(labels, units, key="key")
+    except ValueError as exc:
+        raise InputError(path, f"column human_probability: {exc}") from None
     lines = []
     dropped = int((~complete).sum())
     if dropped:
@@ -85,6 +88,20 @@ def pair_tables(
     unjudged = len(set(human["key"]) - set(units))
     if unjudged:
         lines.append(f"{unjudged} voted item(s) have no judge label and are left out of the judge's tables")
+    only_judged = sorted(set(frame["unit"]) - set(human["unit"]))
+    if only_judged:
+        lines.append(
+            f"{len(only_judged)} unit(s) of the judge labels appear in no vote (first: {only_judged[0]!r}): judged "
+            "only, which is expected where people labelled a share; check for a mistyped unit otherwise"
+        )
+    thin = frame[frame["human"].notna()].groupby(["system_a", "system_b"]).size()
+    pairs_seen = frame.groupby(["system_a", "system_b"]).size()
+    few = [f"{a} vs {b}" for a, b in pairs_seen.index if thin.get((a, b), 0) < 2]
+    if few:
+        lines.append(
+            f"{len(few)} pair(s) have fewer than two items people labelled ({', '.join(few[:3])}"
+            f"{' …' if len(few) > 3 else ''}): no people-only or prediction-powered estimate for them"
+        )
     items = frame[["unit", "system_a", "system_b", "human", "judge", "votes"]].rename(columns={"unit": "item_id"})
     tables = {"judge_calibration": calib, "judge_bias": ppi.judge_bias(items, level=level)}
     if isinstance(probability, float):

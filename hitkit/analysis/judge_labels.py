@@ -184,6 +184,12 @@ def comparisons(labels: pd.DataFrame, voted: pd.DataFrame, path: str | Path) -> 
     human_probability."""
     systems = set(voted["system_a"]) | set(voted["system_b"])
     named = (labels["system_a"] != "").to_numpy()
+    itself = named & (labels["system_a"] == labels["system_b"]).to_numpy()
+    if itself.any():
+        row = labels[itself].iloc[0]
+        raise InputError(
+            path, f"compares {row['system_a']!r} with itself; system_a and system_b must differ", line=int(row["line"])
+        )
     if systems and named.any():
         stray = named & ~(labels["system_a"].isin(systems) & labels["system_b"].isin(systems)).to_numpy()
         if stray.any():
@@ -254,9 +260,12 @@ def unit_probability(labels: pd.DataFrame, units, key: str = "unit") -> np.ndarr
         return 1.0
     values = pd.Series(list(units)).map(given)
     if values.isna().any():
+        first = str(pd.Series(list(units))[values.isna()].iloc[0])
+        unit, *pair = first.split(KEY_SEPARATOR)
+        named = repr(unit) + (f" ({pair[0]} vs {pair[1]})" if len(pair) == 2 else "")
         raise ValueError(
-            f"{int(values.isna().sum())} unit(s) have no human_probability while others have one (first: "
-            f"{pd.Series(list(units))[values.isna()].iloc[0]!r}); give it for every unit or for none"
+            f"{int(values.isna().sum())} unit(s) have no human_probability while others have one (first: unit "
+            f"{named}); give it for every unit or for none"
         )
     return values.to_numpy(float)
 

@@ -178,7 +178,27 @@ def judge_parts(inp: ReportInput, table: str) -> tuple[dict, pd.DataFrame, int, 
     j, estimates = inp.summary.get("judge"), inp.tables.get(table)
     if not j or estimates is None:
         return None
-    return j, estimates, sum(flags(estimates["fallback"])), ", ".join(j.get("models") or []) or "?"
+    names = j.get("models") or j.get("judges") or []
+    return j, estimates, sum(flags(estimates["fallback"])), ", ".join(map(str, names)) or "?"
+
+
+def file_judge_sentence(j: dict, items: str, people: str) -> str | None:
+    """The methods sentence on where a judge's labels came from when they were read from a judge-labels file
+    (``--judge-labels``; the summary's ``source``): the file, its judges, the items and how many of them
+    ``people`` labelled, and how that share was drawn as far as the file says; None for hitkit's own judge."""
+    if not j.get("source"):
+        return None
+    judges = ", ".join(map(str, j.get("judges") or [])) or "?"
+    drawn = (
+        "with the known, unequal probabilities the file gives (human_probability), so every estimate is "
+        "inverse-probability weighted"
+        if str(j.get("selection") or "").startswith("uncertainty")
+        else "taken as a uniformly random share, as the file gives no probabilities (the estimates assume it)"
+    )
+    return (
+        f"LLM-judge labels were read from {j['source']} (judge(s): {judges}) for {j.get('items', '?')} {items}; "
+        f"{people} labelled {j.get('human_items', '?')} of them, {drawn}."
+    )
 
 
 def judge_bias_part(section: Section, inp: ReportInput, bias_words: str, unparsed_words: str) -> None:

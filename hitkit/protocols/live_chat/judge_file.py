@@ -54,7 +54,9 @@ def judge_tables(
         )
     rated = z[~z["is_control"]].drop_duplicates("conversation_id").set_index("conversation_id")
     controls = set(z.loc[z["is_control"], "conversation_id"])
-    refuse_unknown(path, raw, raw["unit"].isin(controls), "a real system's conversation (it is the QC bot's)")
+    qc = raw["unit"].isin(controls)  # the QC bot's conversations are not ranked: their labels are left out
+    raw = raw[~qc].copy()
+    raw.attrs["qc_labels"] = int(qc.sum())
     refuse_unknown(
         path,
         raw,
@@ -153,8 +155,10 @@ def analysis_tables_from_file(
         by_unit = pd.Series(pi, index=per["conversation_id"].unique())
         table, estimator = ipw_scores(per, criteria, by_unit, level=level), ACTIVE
         rule = "uncertainty (the file's human_probability)"
-    rated = set(z.loc[~z["is_control"], "conversation_id"])
+    rated = set(z.loc[~z["is_control"] & z["worker_id"].astype(str).isin(passed), "conversation_id"])
     lines = warnings_for(dropped, len(rated - set(per["conversation_id"])), what)
+    if raw.attrs.get("qc_labels"):
+        lines.append(f"{raw.attrs['qc_labels']} judge label(s) of the QC bot's conversations are left out (not ranked)")
     fallback = [f"{s} {c}" for s, c, f in table[["system", "criterion", "fallback"]].itertuples(index=False) if f]
     summary = {
         "labels": len(raw),

@@ -12,6 +12,7 @@ from hitkit.report.parts import (
     ReportInput,
     Section,
     correction,
+    file_judge_sentence,
     interval_method,
     judge_bias_part,
     judge_parts,
@@ -171,11 +172,18 @@ def judge_sections(inp: ReportInput) -> list[Section]:
         return []
     j, scores, fallback, _ = parts
     section = Section("People and the LLM judge")
+    what = "responses" if inp.summary.get("task") == "rating" else "conversations"
+    from_file = file_judge_sentence(j, f"{what} with real systems", "workers")
     section.text.append(
-        f"The judge rated all {j.get('conversations', '?')} conversations with real systems on every criterion "
-        f"(the QC bot's are not ranked and were not judged); each conversation was {_share(j)}, "
-        f"{j.get('human_conversations', '?')} of the {j.get('conversations_passed', '?')} conversations of "
-        "workers who passed QC. Per system and criterion (and overall, the mean over criteria): the mean z from "
+        (
+            from_file
+            if from_file
+            else f"The judge rated all {j.get('conversations', '?')} conversations with real systems on every "
+            f"criterion (the QC bot's are not ranked and were not judged); each conversation was {_share(j)}, "
+            f"{j.get('human_conversations', '?')} of the {j.get('conversations_passed', '?')} conversations of "
+            "workers who passed QC."
+        )
+        + " Per system and criterion (and overall, the mean over criteria): the mean z from "
         "people only, from the judge only (its ratings standardised as one more worker's; its naive interval "
         "ignores its bias) and prediction-powered (PPI++), which corrects the judge by its error on the rated "
         "conversations. λ is the weight the judge got (0: people only); n_effective is how many rated "
@@ -201,8 +209,15 @@ def judge_methods(inp: ReportInput) -> list[str]:
     if parts is None:
         return []
     j, scores, fallback, models = parts
+    what = "responses" if inp.summary.get("task") == "rating" else "conversations"
+    from_file = file_judge_sentence(j, what, "workers")
     return [
-        f"An LLM judge ({models}) rated each of the {j.get('conversations', '?')} finished conversations with a "
+        (
+            from_file + " The judge's ratings were reversed for negative criteria and standardised over all its "
+            "ratings as if it were one more worker."
+        )
+        if from_file
+        else f"An LLM judge ({models}) rated each of the {j.get('conversations', '?')} finished conversations with a "
         "real system on every criterion, with the statements the workers saw, after the crowd's work; each "
         f"conversation with a real system was {_share(j)} (a Bernoulli draw per chat slot, independent of the "
         "worker), the QC bot's always. The judge's ratings were reversed for negative criteria and standardised "

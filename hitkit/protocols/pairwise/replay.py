@@ -39,4 +39,5 @@ def replay_data(in_dir: str | Path, config=None) -> ReplayData:
         pairs_from_rows(rows, systems, units, bounds=(0.0, 1.0)),
         null=0.5,
         tables={"votes": votes},
+        unit_name="assignments",
     )

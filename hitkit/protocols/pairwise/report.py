@@ -9,6 +9,7 @@ from hitkit.report.parts import (
     ReportInput,
     Section,
     correction,
+    file_judge_sentence,
     flags,
     interval_method,
     judge_facts,
@@ -181,11 +182,19 @@ def judge_methods(inp: ReportInput) -> list[str]:
     if facts is None:
         return []
     j, fallback, models = facts
-    return [
+    own = (
         f"An LLM judge ({models}) labelled every one of the {j.get('items', '?')} items, each in both display "
-        "orders, and the two labels were averaged to cancel its position bias; crowdworkers voted on a "
-        f"uniformly random subset of {j.get('human_items', '?')} items drawn within each pair (seeded), each "
-        "item's human score being the mean of its votes.",
+        "orders, and the two labels were averaged to cancel its position bias; crowdworkers voted on "
+        + (
+            f"{j.get('human_items', '?')} items, a uniform pilot within each pair and then a second wave drawn "
+            "with known probabilities where the judge was unsure (every estimate inverse-probability weighted)"
+            if str(j.get("selection") or "").startswith("uncertainty")
+            else f"a uniformly random subset of {j.get('human_items', '?')} items drawn within each pair (seeded)"
+        )
+        + ", each item's human score being the mean of its votes."
+    )
+    return [
+        file_judge_sentence(j, "items (an item and a pair of systems)", "crowdworkers' votes") or own,
         f"Win rates combine the two by {j.get('estimator', 'PPI++')}: per pair, the mean human score plus λ̂ "
         "times the judge's mean on the items without votes minus its mean on the items with votes, with λ̂ "
         "tuned to minimise the variance and clipped to [0, 1]; the 95 % intervals are "

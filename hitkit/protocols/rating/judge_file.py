@@ -20,19 +20,19 @@ import pandas as pd
 
 
 def response_keys(z: pd.DataFrame, path: str | Path):
-    """The file's (unit, system) → the analysis's response key (item/system), every item and system
-    checked against the export's (the first unknown refused with its line and column)."""
-    from hitkit.analysis.judge_file_kit import refuse_unknown
+    """The file's (unit, system) → the analysis's response key (item/system), every system checked against
+    the export's (the first unknown refused with its line and column); an item nobody rated is a response
+    only the judge rated."""
     from hitkit.errors import InputError
 
-    items = set(z["item_id"].astype(str))
     systems = set(z.loc[~z["is_control"], "system"].astype(str))
 
     def keys(raw: pd.DataFrame) -> pd.Series:
         if (raw["system"] == "").any():
             line = int(raw.loc[raw["system"] == "", "line"].iloc[0])
             raise InputError(path, "system is empty; every row names the system whose response it rates", line=line)
-        refuse_unknown(path, raw, ~raw["unit"].isin(items), "an item of da_ratings.csv (its item_id)")
+        # an item nobody rated is welcome (the judge rates every response, people a share): its row names its
+        # system, so its response is known; only a system the export does not hold is refused
         bad = ~raw["system"].isin(systems)
         if bad.any():
             row = raw[bad].iloc[0]
