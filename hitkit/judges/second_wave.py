@@ -23,38 +23,34 @@ scheduler).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Conversation, Event, Hit, Study, Unit
 from hitkit.judges.design import EVENT, clusters, half, judged_units, recorded, uncertain
 from hitkit.protocols import PROTOCOLS, task_for
+from hitkit.protocols.base import UnitSpec
 from hitkit.study.config import StudyConfig
 
 
-def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work: Callable[..., object]) -> int:
-    """Draw the second wave if the study has one and has not drawn it (call once the pilot's work is all in
-    and decided): add the drawn units and their HITs with ``store_work`` (the study room's
-    :func:`hitkit.study.stored.store_work`, handed in by the scheduler: the judges sit below the stored
-    study, which asks them for the crowd's share) and record every π; the number of units added."""
-    if not uncertain(config) or recorded(session, study.id) is not None:
-        return 0
+def wave(
+    config: StudyConfig, units: Sequence[UnitSpec], scores: pd.DataFrame, pilot: set[str]
+) -> tuple[dict[str, list[UnitSpec]], np.ndarray, np.ndarray]:
+    """The second wave of a study whose pilot (unit keys) is in, pure: its clusters
+    (:func:`hitkit.judges.design.clusters`), each cluster's seeded draw (Bernoulli(π₂), keyed by the study's seed
+    and the cluster's key) and its probability π of going to people, both in the clusters' order. ``scores``:
+    the judge module's ``selection`` (judge, confidence and human per cluster key). Also what ``hitkit plan``
+    runs to simulate the wave."""
     from hitkit.analysis.ppi_active import second_wave
     from hitkit.judges.human_subset import budgets
-    from hitkit.judges.judging import confidence_source, judge_table
 
-    judge, task = config.judge, task_for(config)
-    assert judge is not None  # uncertain(config)
+    assert config.judge is not None
     module = PROTOCOLS[config.task].module("judge")
-    units = judged_units(session, study, config)
     groups = clusters(config, units)
-    pilot = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
-    scores = module.selection(
-        units, task.export(session, study), judge_table(session, study, config, weights=False, every_judge=True)
-    )
     keys = list(groups)
     scores = scores.reindex(keys)
     first = np.array([any(u.key in pilot for u in groups[k]) for k in keys])
@@ -66,10 +62,31 @@ def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work:
         np.array([half(config.seed, k) for k in keys]),
         np.array([module.stratum(groups[k][0]) for k in keys]),
         budgets(config, units),
-        pi_min=judge.pi_min,
+        pi_min=config.judge.pi_min,
     )
     draw = np.array([random.Random(f"{config.seed}:judge:second:{k}").random() for k in keys]) < pi2
-    new = [u for k, d, f in zip(keys, draw, first) if d and not f for u in groups[k]]
+    return groups, first | draw, pi
+
+
+def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work: Callable[..., object]) -> int:
+    """Draw the second wave if the study has one and has not drawn it (call once the pilot's work is all in
+    and decided): add the drawn units and their HITs with ``store_work`` (the study room's
+    :func:`hitkit.study.stored.store_work`, handed in by the scheduler: the judges sit below the stored
+    study, which asks them for the crowd's share) and record every π; the number of units added."""
+    if not uncertain(config) or recorded(session, study.id) is not None:
+        return 0
+    from hitkit.judges.judging import confidence_source, judge_table
+
+    judge, task = config.judge, task_for(config)
+    assert judge is not None  # uncertain(config)
+    module = PROTOCOLS[config.task].module("judge")
+    units = judged_units(session, study, config)
+    pilot = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
+    scores = module.selection(
+        units, task.export(session, study), judge_table(session, study, config, weights=False, every_judge=True)
+    )
+    groups, drawn, pi = wave(config, units, scores, pilot)
+    new = [u for k, d in zip(groups, drawn) for u in groups[k] if d and u.key not in pilot]
     if new:
         last = session.scalar(select(Hit.index).where(Hit.study_id == study.id).order_by(Hit.index.desc()).limit(1))
         conversations = dict(
@@ -83,7 +100,7 @@ def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work:
             kind=EVENT,
             actor="scheduler",
             data={
-                "pi": {u.key: round(float(p), 12) for k, p in zip(keys, pi) for u in groups[k]},
+                "pi": {u.key: round(float(p), 12) for k, p in zip(groups, pi) for u in groups[k]},
                 "pilot": sorted(pilot),
                 "drawn": [u.key for u in new],
                 "expected_labels": float(pi.sum()),
