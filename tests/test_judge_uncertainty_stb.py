@@ -200,3 +200,60 @@ def test_conversations_where_the_judge_is_unsure_are_more_likely_to_go_to_people
     torn = scores["confidence"].to_numpy() < 0.5  # the judge's calls split across the conversation's prefixes
     assert pi2[torn & ~pilot].min() > 1.2 * pi2[~torn & ~pilot].max()
     assert pi[unsure & ~pilot].mean() > pi[~unsure & ~pilot].mean()
+
+
+def _weighted_studies(n_studies: int, seed: int):
+    """Seeded studies of one pair, 150 conversations of 3 segments (as ``_studies_with_conversation_effects``:
+    conversation effects, a judge that copies people 80 % of the time), each conversation drawn for people with
+    π = 0.4 where the judge's calls split across its segments (confidence ≤ ⅓) and 0.1 where they agree: (the
+    :func:`items`-shaped table, each conversation's π). θ = 0.45 / 0.8."""
+    rng = np.random.default_rng(seed)
+    n, segments = 150, 3
+    p = np.array([[0.7, 0.1, 0.2], [0.2, 0.6, 0.2]])
+    conversation = np.repeat(np.arange(n), segments)
+    for _ in range(n_studies):
+        good = rng.random(n) < 0.5
+        probs = p[np.where(good, 0, 1)][conversation]
+        fresh = (rng.random((n * segments, 1)) > probs.cumsum(axis=1)).sum(axis=1)
+        base = np.repeat((rng.random((n, 1)) > p[np.where(good, 0, 1)].cumsum(axis=1)).sum(axis=1), segments)
+        outcome = np.where(rng.random(n * segments) < 0.7, base, fresh)
+        judged = np.where(rng.random(n * segments) < 0.8, outcome, rng.choice(3, size=n * segments, p=[0.3, 0.4, 0.3]))
+        score = np.bincount(conversation, weights=np.select([judged == 0, judged == 2], [1.0, 0.5], 0.0)) / segments
+        pi = np.where(np.abs(2 * score - 1) > 0.5, 0.1, 0.4)
+        drawn = (rng.random(n) < pi)[conversation]
+        table = pd.DataFrame(
+            {
+                "study": "s",
+                "conversation_id": conversation.astype(str),
+                "segment_exchanges": np.tile(np.arange(segments), n),
+                "system_a": "alpha",
+                "system_b": "beta",
+                "human_subset": drawn,
+                "human_wins": np.where(drawn, outcome == 0, np.nan),
+                "human_decisive": np.where(drawn, outcome != 2, np.nan),
+                "judge_wins": (judged == 0) * 1.0,
+                "judge_decisive": (judged != 2) * 1.0,
+            }
+        )
+        yield table, pd.Series(pi, index=np.arange(n).astype(str))
+
+
+def test_with_unequal_probabilities_the_rate_weighted_by_conversation_covers_and_one_by_segment_does_not():
+    # 200 studies measured: by conversation, PPI and people only 0.925 each; the same weights with each segment
+    # taken for an independent draw (ipw_ratio on segment rows), PPI 0.785 and people only 0.805.
+    from hitkit.analysis.ppi_weighted_ratio import ipw_ratio
+
+    theta, counts = 0.45 / 0.8, defaultdict(int)
+    for per_item, pi in _weighted_studies(200, 4):
+        rate = win_rates(per_item, probability=pi).iloc[0]
+        counts["ppi"] += rate["ppi_low"] <= theta <= rate["ppi_high"]
+        counts["human"] += rate["human_low"] <= theta <= rate["human_high"]
+        h = per_item["human_subset"].to_numpy(bool)
+        y, z, f, g = (
+            per_item[c].to_numpy(float) for c in ("human_wins", "human_decisive", "judge_wins", "judge_decisive")
+        )
+        segment = ipw_ratio(y, z, f, g, h, per_item["conversation_id"].map(pi).to_numpy(float))
+        counts["segment_ppi"] += segment.low <= theta <= segment.high
+        counts["segment_human"] += segment.human.low <= theta <= segment.human.high
+    assert 0.91 <= counts["ppi"] / 200 <= 0.98 and 0.91 <= counts["human"] / 200 <= 0.98
+    assert counts["segment_ppi"] < counts["ppi"] and counts["segment_human"] < counts["human"]
