@@ -110,6 +110,11 @@ def test_a_two_wave_spot_the_bot_study_draws_whole_conversations_and_reports_wei
     again = win_rates(items(annotations, judge), probability=probability)
     assert again["ppi"].to_numpy() == pytest.approx(rates["ppi"].to_numpy())
 
+    from hitkit.report.build import report
+
+    files = report(out, tmp_path / "report")
+    assert "weighted by conversation" in files.html.read_text() and "weighted by conversation" in files.methods
+
 
 def test_with_a_constant_probability_the_weighted_human_only_rate_is_the_unweighted_one():
     for per_item in _studies_with_conversation_effects(3, 11):
