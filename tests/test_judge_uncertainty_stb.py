@@ -24,8 +24,10 @@ from tests.test_judge_spot_the_bot import (  # noqa: F401 - the fixture
     PER_PAIR,
     SEGMENTS,
     _studies_with_conversation_effects,
+    conversation_outcomes,
     judge_server,
     judged_stb_study,
+    outcome_items,
 )
 
 PI_MIN = 0.05
@@ -213,34 +215,13 @@ def _weighted_studies(n_studies: int, seed: int):
     π = 0.4 where the judge's calls split across its segments (confidence ≤ ⅓) and 0.1 where they agree: (the
     :func:`items`-shaped table, each conversation's π). θ = 0.45 / 0.8."""
     rng = np.random.default_rng(seed)
-    n, segments = 150, 3
-    p = np.array([[0.7, 0.1, 0.2], [0.2, 0.6, 0.2]])
-    conversation = np.repeat(np.arange(n), segments)
     for _ in range(n_studies):
-        good = rng.random(n) < 0.5
-        probs = p[np.where(good, 0, 1)][conversation]
-        fresh = (rng.random((n * segments, 1)) > probs.cumsum(axis=1)).sum(axis=1)
-        base = np.repeat((rng.random((n, 1)) > p[np.where(good, 0, 1)].cumsum(axis=1)).sum(axis=1), segments)
-        outcome = np.where(rng.random(n * segments) < 0.7, base, fresh)
-        judged = np.where(rng.random(n * segments) < 0.8, outcome, rng.choice(3, size=n * segments, p=[0.3, 0.4, 0.3]))
-        score = np.bincount(conversation, weights=np.select([judged == 0, judged == 2], [1.0, 0.5], 0.0)) / segments
+        conversation, outcome, judged = conversation_outcomes(rng)
+        calls = np.select([judged == 0, judged == 2], [1.0, 0.5], 0.0)
+        score = np.bincount(conversation, weights=calls) / np.bincount(conversation)
         pi = np.where(np.abs(2 * score - 1) > 0.5, 0.1, 0.4)
-        drawn = (rng.random(n) < pi)[conversation]
-        table = pd.DataFrame(
-            {
-                "study": "s",
-                "conversation_id": conversation.astype(str),
-                "segment_exchanges": np.tile(np.arange(segments), n),
-                "system_a": "alpha",
-                "system_b": "beta",
-                "human_subset": drawn,
-                "human_wins": np.where(drawn, outcome == 0, np.nan),
-                "human_decisive": np.where(drawn, outcome != 2, np.nan),
-                "judge_wins": (judged == 0) * 1.0,
-                "judge_decisive": (judged != 2) * 1.0,
-            }
-        )
-        yield table, pd.Series(pi, index=np.arange(n).astype(str))
+        drawn = (rng.random(pi.size) < pi)[conversation]
+        yield outcome_items(conversation, outcome, judged, drawn), pd.Series(pi, index=np.arange(pi.size).astype(str))
 
 
 def test_with_unequal_probabilities_the_rate_weighted_by_conversation_covers_and_one_by_segment_does_not():
