@@ -256,31 +256,42 @@ def _studies_with_conversation_effects(n_studies: int, seed: int):
     with probability 0.7, else a fresh draw. The judge copies the people's outcome 80 % of the time, else
     draws a biased one. θ = 0.45 / 0.8. Yields :func:`items`-shaped tables."""
     rng = np.random.default_rng(seed)
-    n, segments = 150, 3
+    for _ in range(n_studies):
+        conversation, outcome, judged = conversation_outcomes(rng)
+        yield outcome_items(conversation, outcome, judged, np.isin(conversation, rng.choice(150, 30, replace=False)))
+
+
+def conversation_outcomes(rng: np.random.Generator, n: int = 150, segments: int = 3):
+    """One pair's conversations with conversation effects (as :func:`_studies_with_conversation_effects`
+    describes): each segment's conversation, the people's outcome (0 win, 1 loss, 2 tie for system_a) and the
+    judge's."""
     p = np.array([[0.7, 0.1, 0.2], [0.2, 0.6, 0.2]])
     conversation = np.repeat(np.arange(n), segments)
-    for _ in range(n_studies):
-        good = rng.random(n) < 0.5
-        probs = p[np.where(good, 0, 1)][conversation]
-        fresh = (rng.random((n * segments, 1)) > probs.cumsum(axis=1)).sum(axis=1)
-        base = np.repeat((rng.random((n, 1)) > p[np.where(good, 0, 1)].cumsum(axis=1)).sum(axis=1), segments)
-        outcome = np.where(rng.random(n * segments) < 0.7, base, fresh)
-        judged = np.where(rng.random(n * segments) < 0.8, outcome, rng.choice(3, size=n * segments, p=[0.3, 0.4, 0.3]))
-        drawn = np.isin(conversation, rng.choice(n, size=n // 5, replace=False))
-        yield pd.DataFrame(
-            {
-                "study": "s",
-                "conversation_id": conversation.astype(str),
-                "segment_exchanges": np.tile(np.arange(segments), n),
-                "system_a": "alpha",
-                "system_b": "beta",
-                "human_subset": drawn,
-                "human_wins": np.where(drawn, outcome == 0, np.nan),
-                "human_decisive": np.where(drawn, outcome != 2, np.nan),
-                "judge_wins": (judged == 0) * 1.0,
-                "judge_decisive": (judged != 2) * 1.0,
-            }
-        )
+    good = rng.random(n) < 0.5
+    probs = p[np.where(good, 0, 1)][conversation]
+    fresh = (rng.random((n * segments, 1)) > probs.cumsum(axis=1)).sum(axis=1)
+    base = np.repeat((rng.random((n, 1)) > p[np.where(good, 0, 1)].cumsum(axis=1)).sum(axis=1), segments)
+    outcome = np.where(rng.random(n * segments) < 0.7, base, fresh)
+    judged = np.where(rng.random(n * segments) < 0.8, outcome, rng.choice(3, size=n * segments, p=[0.3, 0.4, 0.3]))
+    return conversation, outcome, judged
+
+
+def outcome_items(conversation, outcome, judged, drawn, segments: int = 3) -> pd.DataFrame:
+    """:func:`items`-shaped rows of one pair from :func:`conversation_outcomes`, people's where ``drawn``."""
+    return pd.DataFrame(
+        {
+            "study": "s",
+            "conversation_id": conversation.astype(str),
+            "segment_exchanges": np.tile(np.arange(segments), conversation.size // segments),
+            "system_a": "alpha",
+            "system_b": "beta",
+            "human_subset": drawn,
+            "human_wins": np.where(drawn, outcome == 0, np.nan),
+            "human_decisive": np.where(drawn, outcome != 2, np.nan),
+            "judge_wins": (judged == 0) * 1.0,
+            "judge_decisive": (judged != 2) * 1.0,
+        }
+    )
 
 
 def test_with_conversation_effects_the_conversation_level_ratio_covers_at_its_level():

@@ -316,3 +316,17 @@ def test_a_live_chat_confirming_run_rates_the_recommended_share_judges_every_con
     assert sampled == set(ratings.loc[ratings["is_control"] == "0", "conversation_id"]) and len(sampled) == len(drawn)
     assert confirmed["outcome"]["spammers_fail_qc"] is None  # an all-diligent crowd
     assert confirmed["outcome"] == live_chat.decide_export(load_study(study), folder / "export")
+
+
+def test_a_spot_the_bot_plan_sizes_the_uncertainty_rule_at_the_uniform_rules_cost(stb):
+    judge = spot_the_bot.assumed(0.9, {}, list(STB))
+    shares = [0.5, 0.75]
+    uniform = spot_the_bot.plan(stb, judge, replicates=2, shares=shares).table
+    section = stb.judge.model_copy(update={"select": "uncertainty", "pilot": 0.5})
+    active = spot_the_bot.plan(stb.model_copy(update={"judge": section}), judge, replicates=2, shares=shares).table
+    # The expected number of human conversations (and so the cost) is the budget under either rule.
+    for column in ("human_segments", "hits", "cost"):
+        assert list(active[column]) == list(uniform[column]), column
+    # Each share analysed as drawn: a uniform pilot of conversations, then a second wave weighted by conversation.
+    assert active["n_human"].between(0.7 * uniform["n_human"], 1.3 * uniform["n_human"]).all(), active
+    assert active["half_width_ppi"].notna().all() and (active["half_width_ppi"] < 1.3 * uniform["half_width_ppi"]).all()

@@ -13,7 +13,10 @@ on the residuals linearised at the weighted human-only ratio θ̂₀ = Σ_h v y 
 variance is a mean's; the variance is that mean's plug-in (ipw_ppi_mean's) of Y = y − θ̂z and
 F = f − θ̂g at the same λ, divided by m̂_λ(z, g)², and the interval uses t_{n−1}. λ = 0 is the
 weighted human-only ratio; with constant π it is Σy/Σz exactly (its interval the delta method's, not
-ppi_ratio's jackknife). Pure numpy.
+ppi_ratio's jackknife). The items are assumed drawn independently, each with its π: pass the unit that was
+drawn — Spot The Bot's conversation, with y, z, f, g its sums over its segments
+(:func:`hitkit.protocols.spot_the_bot.judge_analysis.win_rates`) — so that weights and variance are per
+conversation; segments of one conversation as items would be taken for independent draws. Pure numpy.
 """
 
 from __future__ import annotations

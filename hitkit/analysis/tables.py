@@ -66,6 +66,25 @@ ASSIGNMENT_DUPLICATES = "assignment_id(s) of assignments.csv"
 """How a summary warning names repeated rows of ``assignments.csv``."""
 
 
+def read_probability(path: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its ``human_probability`` column (a judge table's, where the crowd's share followed the
+    judge's uncertainty) as numbers, each checked to be in (0, 1] (InputError naming the line); unchanged
+    without the column."""
+    from hitkit.errors import InputError
+
+    if "human_probability" not in table.columns:
+        return table
+    pi = pd.to_numeric(table["human_probability"], errors="coerce")
+    bad = table.index[pi.isna() | (pi <= 0) | (pi > 1)]
+    if len(bad):
+        raise InputError(
+            path,
+            f"human_probability {table.at[bad[0], 'human_probability']!r} is not a number in (0, 1]",
+            line=int(bad[0]) + 2,
+        )
+    return table.assign(human_probability=pi)
+
+
 def read_assignments(in_dir: str | Path, *, duplicates: DuplicatePolicy = DEFAULT_DUPLICATES) -> pd.DataFrame:
     """Read and check ``assignments.csv``, every status (:func:`counted` keeps those that count).
 

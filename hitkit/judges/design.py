@@ -6,6 +6,7 @@ Read by the export (``judge.csv``'s ``human_probability``) and by the second wav
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -17,6 +18,17 @@ from hitkit.study.config import StudyConfig
 
 EVENT = "judge_second_wave"
 """The event that records the second wave: every unit's π, the pilot and the units drawn."""
+
+
+def clusters(config: StudyConfig, units: Sequence[UnitSpec]) -> dict[str, list[UnitSpec]]:
+    """The sampling units of the crowd's share, in the material's order: each cluster's key (the protocol's
+    judge module's ``cluster(unit)``: Spot The Bot's conversation; a unit its own, by its key, where the
+    module has none) → its units, in order. Every unit of a cluster goes to the crowd or none does."""
+    cluster = getattr(PROTOCOLS[config.task].module("judge"), "cluster", None)
+    out: dict[str, list[UnitSpec]] = {}
+    for unit in units:
+        out.setdefault(unit.key if cluster is None else cluster(unit), []).append(unit)
+    return out
 
 
 def uncertain(config: StudyConfig) -> bool:
@@ -43,9 +55,10 @@ def judged_units(session: Session, study: Study, config: StudyConfig) -> list[Un
 
 
 def probabilities(session: Session, study: Study, config: StudyConfig) -> dict[str, float] | None:
-    """Each judged unit's probability of going to the crowd (its key → π): None for a uniform share; the
-    recorded π once the second wave is drawn; before it, the pilot's fraction of the unit's stratum (the
-    design so far is a uniform sample within each stratum)."""
+    """Each judged unit's probability of going to the crowd (its key → π, its cluster's: :func:`clusters`):
+    None for a uniform share; the recorded π once the second wave is drawn; before it, the pilot's fraction
+    of the clusters of the unit's stratum (the design so far is a uniform sample of clusters within each
+    stratum)."""
     if not uncertain(config):
         return None
     drawn = recorded(session, study.id)
@@ -53,7 +66,12 @@ def probabilities(session: Session, study: Study, config: StudyConfig) -> dict[s
         return {k: float(v) for k, v in drawn["pi"].items()}
     module = PROTOCOLS[config.task].module("judge")
     pilot = set(session.scalars(select(Unit.key).where(Unit.study_id == study.id)))
-    strata: dict[str, list[str]] = {}
-    for unit in judged_units(session, study, config):
-        strata.setdefault(module.stratum(unit), []).append(unit.key)
-    return {k: sum(u in pilot for u in keys) / len(keys) for keys in strata.values() for k in keys}
+    strata: dict[str, list[list[str]]] = {}
+    for members in clusters(config, judged_units(session, study, config)).values():
+        strata.setdefault(module.stratum(members[0]), []).append([u.key for u in members])
+    return {
+        k: sum(any(u in pilot for u in keys) for keys in groups) / len(groups)
+        for groups in strata.values()
+        for keys in groups
+        for k in keys
+    }

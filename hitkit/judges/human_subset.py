@@ -17,6 +17,7 @@ import random
 from collections.abc import Sequence
 
 from hitkit.errors import ConfigError
+from hitkit.judges.design import clusters
 from hitkit.judges.panel import check_panel
 from hitkit.judges.section import human_share, judge_section
 from hitkit.protocols import PROTOCOLS
@@ -28,15 +29,12 @@ MIN_PER_STRATUM = 2
 
 
 def _strata(config: StudyConfig, units: Sequence[UnitSpec]) -> tuple[dict[str, dict[str, list[str]]], str]:
-    """Each stratum's clusters (the judge module's ``cluster(unit)``; each unit its own where it has none)
-    with their unit keys, and what a cluster is called."""
+    """Each stratum's clusters (:func:`hitkit.judges.design.clusters`) with their unit keys, and what a
+    cluster is called."""
     module = PROTOCOLS[config.task].module("judge")
-    cluster = getattr(module, "cluster", None)
     strata: dict[str, dict[str, list[str]]] = {}
-    for unit in units:
-        strata.setdefault(module.stratum(unit), {}).setdefault(
-            unit.key if cluster is None else cluster(unit), []
-        ).append(unit.key)
+    for key, members in clusters(config, units).items():
+        strata.setdefault(module.stratum(members[0]), {})[key] = [u.key for u in members]
     return strata, getattr(module, "CLUSTER_NAME", "items")
 
 
@@ -69,18 +67,18 @@ def budgets(config: StudyConfig, units: Sequence[UnitSpec]) -> dict[str, float]:
 
 def check_select(config: StudyConfig) -> None:
     """ConfigError unless the study's protocol can draw its crowd's share where the judge is unsure: a judge
-    of the material (before the crowd), units that are their own sampling unit, and a ``selection`` that
-    scores each unit's judge confidence (:mod:`hitkit.judges.second_wave`)."""
+    of the material (before the crowd) and a ``selection`` that scores each sampling unit's judge confidence
+    (a cluster's where the module draws by ``cluster``: :mod:`hitkit.judges.second_wave`)."""
     module = PROTOCOLS[config.task].module("judge")
     if getattr(module, "WHEN", "before") == "after":
         raise ConfigError(
             f"judge.select: uncertainty needs a judge of the material before the crowd; {config.task}'s judge "
             "labels what the crowd makes, so there is nothing to choose from: use select: uniform"
         )
-    if getattr(module, "cluster", None) is not None or not hasattr(module, "selection"):
+    if not hasattr(module, "selection"):
         raise ConfigError(
-            f"judge.select: uncertainty is not available for {config.task} in this version (its items are drawn "
-            "by whole clusters, or its judge gives no per-item confidence): use select: uniform"
+            f"judge.select: uncertainty is not available for {config.task} in this version (its judge gives no "
+            "per-item confidence): use select: uniform"
         )
 
 

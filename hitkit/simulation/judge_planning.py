@@ -53,6 +53,14 @@ def with_share(config: StudyConfig, share: float, seed: int | None = None) -> St
     return config.model_copy(update={"judge": judge, **({"seed": seed} if seed is not None else {})})
 
 
+def uniform(config: StudyConfig) -> StudyConfig:
+    """The study with its crowd's share drawn uniformly (``judge.select: uniform``): under the uncertainty rule
+    the expected number of human items is the uniform rule's, so ``hitkit plan`` costs them alike."""
+    from hitkit.judges.section import judge_section
+
+    return config.model_copy(update={"judge": judge_section(config).model_copy(update={"select": "uniform"})})
+
+
 @dataclass
 class JudgePlan:
     """The share plan's table (one row per share), the target, the recommended shares and what the plan assumed."""

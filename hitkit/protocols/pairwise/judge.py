@@ -145,7 +145,7 @@ def _soft(meta: Mapping[str, Any]) -> dict[str, float]:
 def read_judge(path) -> pd.DataFrame:
     """``judge.csv``, checked: its columns, every vote a, b or tie, and each ``human_probability`` (where the
     crowd's share followed the judge's uncertainty) a number in (0, 1]."""
-    from hitkit.analysis.tables import read_table
+    from hitkit.analysis.tables import read_probability, read_table
     from hitkit.errors import InputError
 
     table = read_table(path, JUDGE_COLUMNS)
@@ -154,17 +154,7 @@ def read_judge(path) -> pd.DataFrame:
     if len(bad):
         raise InputError(path, f"vote {table.at[bad[0], 'vote']!r} is not one of a, b, tie", line=int(bad[0]) + 2)
     table["vote"] = vote
-    if "human_probability" in table.columns:
-        pi = pd.to_numeric(table["human_probability"], errors="coerce")
-        bad = table.index[pi.isna() | (pi <= 0) | (pi > 1)]
-        if len(bad):
-            raise InputError(
-                path,
-                f"human_probability {table.at[bad[0], 'human_probability']!r} is not a number in (0, 1]",
-                line=int(bad[0]) + 2,
-            )
-        table["human_probability"] = pi
-    return table
+    return read_probability(path, table)
 
 
 def items(votes: pd.DataFrame, judge: pd.DataFrame, score: str | None = None) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hitkit.judges.section import judge_section, own_share
+from hitkit.judges.section import own_share
 from hitkit.protocols import task_for
 from hitkit.protocols.pairwise import judge_model
 from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
@@ -195,8 +195,7 @@ def plan(
 
     def cost(share: float) -> dict:
         # Under the uncertainty rule the expected number of human items is the uniform rule's: cost them alike.
-        sized = with_share(config, share)
-        sized = sized.model_copy(update={"judge": judge_section(sized).model_copy(update={"select": "uniform"})})
+        sized = judge_planning.uniform(with_share(config, share))
         hits, _, paid = planning.design_cost(sized)
         n_items = len(human_subset(sized, units))
         return {

@@ -110,6 +110,43 @@ def cluster(unit: UnitSpec) -> str:
     return str(unit.payload["conversation"])
 
 
+def selection(units: Sequence[UnitSpec], tables: Mapping[str, pd.DataFrame], judge: pd.DataFrame) -> pd.DataFrame:
+    """Per conversation of ``units`` (index: its :func:`cluster` key), what ``judge.select: uncertainty`` draws
+    its second wave from (:mod:`hitkit.judges.second_wave`). Each segment scores s = 1 when entity 0's label
+    ranks above entity 1's (human > unsure > bot), 0 below, ½ the same — the win rate's outcome (METHODS §2);
+    ``judge`` and ``human`` are the sums of the judge's s and of the people's (the mean over the segment's
+    annotations) over the segments people annotated (the judge's over all of them, ``human`` NaN, where none
+    were), so that (human − judge)² is the square of the conversation's residual in the win-rate ratio
+    linearised at θ = ½, (W − θD)_people − (W − θD)_judge; ``confidence`` is |2·mean(s_judge) − 1| over the
+    conversation's segments: 1 when every prefix has the judge name the same speaker the more human, 0 when its
+    calls split evenly or tie — the conversation's agreement across its segments, as pairwise's is across display
+    orders."""
+    from hitkit.protocols.spot_the_bot.judge_analysis import segment_outcomes
+
+    keys = ["conversation_id", "segment_exchanges"]
+    judged = segment_outcomes(judge).assign(s=lambda t: (t["outcome"] + 1) / 2).groupby(keys)["s"].mean()
+    people = tables.get("annotations")
+    if people is not None and len(people):
+        seen = segment_outcomes(people).assign(s=lambda t: (t["outcome"] + 1) / 2).groupby(keys)["s"].mean()
+    else:
+        seen = pd.Series(float("nan"), index=judged.index)
+    both = pd.DataFrame({"judge": judged, "human": seen.reindex(judged.index)}).reset_index()
+    rows = []
+    for key, part in both.groupby("conversation_id", sort=False):
+        annotated = part["human"].notna()
+        counted = part[annotated] if annotated.any() else part
+        rows.append(
+            (
+                key,
+                float(counted["judge"].sum()),
+                abs(2 * float(part["judge"].mean()) - 1),
+                float(counted["human"].sum()) if annotated.any() else float("nan"),
+            )
+        )
+    table = pd.DataFrame(rows, columns=["unit", "judge", "confidence", "human"]).set_index("unit")
+    return table.reindex(list(dict.fromkeys(cluster(u) for u in units)))
+
+
 def conversation_text(turns: Sequence[Mapping[str, Any]]) -> str:
     """The segment as the judge reads it: one ``Speaker A: text`` line per message, in order."""
     return "\n".join(f"Speaker {SPEAKERS[int(t['entity'])]}: {' '.join(str(t['text']).split())}" for t in turns)
@@ -147,8 +184,9 @@ def parse(reply: str) -> str | None:
 
 
 def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply):
-    two rows per segment, one per speaker."""
+    """``judge.csv`` from the stored labels (dicts with meta, label, parsed, human_subset, model, reply, and
+    human_probability where the crowd's share followed the judge's uncertainty: then a column of it, the
+    probability that the segment's conversation went to the crowd): two rows per segment, one per speaker."""
     rows = []
     for row in labels:
         meta, speakers = row["meta"], str(row["label"]).split(",")
@@ -165,15 +203,18 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                     "human_subset": bool(row["human_subset"]),
                     "model": row["model"],
                     "reply": row["reply"] or "",
+                    **({"human_probability": row["human_probability"]} if "human_probability" in row else {}),
                 }
             )
-    return pd.DataFrame(rows, columns=list(JUDGE_COLUMNS))
+    weighted = any("human_probability" in row for row in rows)
+    return pd.DataFrame(rows, columns=[*JUDGE_COLUMNS, *(("human_probability",) if weighted else ())])
 
 
 def read_judge(path) -> pd.DataFrame:
-    """``judge.csv``, checked: its columns, every label human, unsure or bot, entity 0 or 1, and both
-    speakers of every segment."""
-    from hitkit.analysis.tables import read_table
+    """``judge.csv``, checked: its columns, every label human, unsure or bot, entity 0 or 1, both speakers of
+    every segment, and each ``human_probability`` (where the crowd's share followed the judge's uncertainty) a
+    number in (0, 1]."""
+    from hitkit.analysis.tables import read_probability, read_table
     from hitkit.errors import InputError
 
     table = read_table(path, JUDGE_COLUMNS)
@@ -197,4 +238,4 @@ def read_judge(path) -> pd.DataFrame:
         raise InputError(
             path, f"segment {conversation!r} ({k} exchanges) needs exactly one row for entity 0 and one for entity 1"
         )
-    return table
+    return read_probability(path, table)

@@ -21,7 +21,7 @@ from hitkit.protocols.spot_the_bot.annotations import LABEL_RANK
 from hitkit.tables.schema import JUDGE_ESTIMATE_COLUMNS
 
 
-def _segments(table: pd.DataFrame) -> pd.DataFrame:
+def segment_outcomes(table: pd.DataFrame) -> pd.DataFrame:
     """One row per segment (and annotation) with both speakers side by side: study, conversation_id,
     segment_exchanges, system_0, system_1 and outcome (+1: entity 0's label ranks higher, −1 lower, 0 same)."""
     keys = ["study", "conversation_id", "segment_exchanges"] + (["assignment_id"] if "assignment_id" in table else [])
@@ -61,7 +61,7 @@ def items(annotations: pd.DataFrame, judge: pd.DataFrame) -> pd.DataFrame:
     keys = ["study", "conversation_id", "segment_exchanges"]
 
     def oriented(table: pd.DataFrame) -> pd.DataFrame:
-        seg = _segments(table)
+        seg = segment_outcomes(table)
         seg = seg[seg["system_0"] != seg["system_1"]]
         flip = (seg["system_0"] > seg["system_1"]).to_numpy()
         outcome = seg["outcome"].to_numpy() * (1 - 2 * flip)
@@ -153,32 +153,35 @@ WIN_RATE_COLUMNS = ("system_a", "system_b", *JUDGE_ESTIMATE_COLUMNS)
 being METHODS §2's WINS / (WINS + LOSSES), ties excluded."""
 
 
-def win_rates(per_item: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
+def win_rates(per_item: pd.DataFrame, *, level: float = 0.95, probability: pd.Series | None = None) -> pd.DataFrame:
     """Per pair of different systems (system_a < system_b by name): the win rate of system_a,
     human-only (Σ wins / Σ decisive over the conversations drawn for the crowd, jackknife t interval
     leaving out one conversation), judge-only (the same over every conversation; naive, it ignores the
     judge's bias) and prediction-powered (:func:`hitkit.analysis.ppi_ratio.ppi_ratio` on the conversation
     totals of :func:`conversation_totals`); estimates and intervals clipped to [0, 1]. ``n_human``, ``n_judge``:
     segments; ``n_effective``: the human segments the people-only estimate would need for the same
-    variance (ppi_ratio's, in conversations, times the labelled conversations' mean segments). A drawn conversation nobody annotated is left out of
-    both sides (:func:`analysis_tables` warns)."""
+    variance (the estimator's, in conversations, times the labelled conversations' mean segments). A drawn
+    conversation nobody annotated is left out of both sides (:func:`analysis_tables` warns).
+
+    ``probability``: each conversation's probability of going to people (indexed by conversation_id), where the
+    crowd's share was drawn with unequal ones (``judge.select: uncertainty``, or a judge-labels file's
+    ``human_probability``): then the human-only and prediction-powered columns are the inverse-probability-
+    weighted ratio (:func:`hitkit.analysis.ppi_weighted_ratio.ipw_ratio`) with the conversation as the item —
+    the unit drawn — so that its weight and its term of the variance are the conversation's."""
     from hitkit.analysis import ppi_ratio
+    from hitkit.analysis.ppi_weighted_ratio import ipw_ratio
 
     totals = conversation_totals(per_item)
     rows = []
     for (a, b), pair in totals.groupby(["system_a", "system_b"], sort=True):
+        pair = pair[pair["labelled"] | ~pair["human_subset"]]  # drawn but not annotated: out of both sides
         h = pair["labelled"].to_numpy(bool)
-        u = ~pair["human_subset"].to_numpy(bool)
         fw, fd = pair["judge_wins"].to_numpy(float), pair["judge_decisive"].to_numpy(float)
-        est = ppi_ratio.ppi_ratio(
-            pair["human_wins"].to_numpy(float)[h],
-            pair["human_decisive"].to_numpy(float)[h],
-            fw[h],
-            fd[h],
-            fw[u],
-            fd[u],
-            level=level,
-        )
+        hw, hd = pair["human_wins"].to_numpy(float), pair["human_decisive"].to_numpy(float)
+        if probability is None:
+            est = ppi_ratio.ppi_ratio(hw[h], hd[h], fw[h], fd[h], fw[~h], fd[~h], level=level)
+        else:
+            est = ipw_ratio(hw, hd, fw, fd, h, pair["conversation_id"].map(probability).to_numpy(float), level=level)
         segments = per_item[(per_item["system_a"] == a) & (per_item["system_b"] == b)]
         n_human = int(segments["human_wins"].notna().sum())
         # λ̂'s effective sample size in the human segments it stands for (conversations × their mean segments).
@@ -188,24 +191,9 @@ def win_rates(per_item: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
             every["judge_wins"].to_numpy(float), every["judge_decisive"].to_numpy(float), level=level
         )
         rows.append(
-            (
-                a,
-                b,
-                n_human,
-                len(segments),
-                est.human.estimate,
-                est.human.low,
-                est.human.high,
-                judge.estimate,
-                judge.low,
-                judge.high,
-                est.estimate,
-                est.low,
-                est.high,
-                est.lam,
-                n_effective,
-                est.fallback,
-            )
+            (a, b, n_human, len(segments), est.human.estimate, est.human.low, est.human.high)
+            + (judge.estimate, judge.low, judge.high, est.estimate, est.low, est.high)
+            + (est.lam, n_effective, est.fallback)
         )
     table = pd.DataFrame(rows, columns=list(WIN_RATE_COLUMNS))
     # A win rate lies in [0, 1]: an interval clipped to it covers θ whenever the unclipped one does, and a
@@ -214,6 +202,16 @@ def win_rates(per_item: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
     bounds = [f"{kind}{end}" for kind in ("human", "judge", "ppi") for end in ("", "_low", "_high")]
     table[bounds] = table[bounds].clip(0.0, 1.0)
     return table
+
+
+def conversation_probability(judge: pd.DataFrame) -> pd.Series | None:
+    """Each conversation's probability of going to the crowd (indexed by conversation_id) from judge.csv's
+    ``human_probability`` (``judge.select: uncertainty``: its segments', which are its own); None without
+    the column (a uniform share)."""
+    if "human_probability" not in judge.columns:
+        return None
+    keyed = judge.assign(conversation_id=judge["conversation_id"].astype(str).str.strip())
+    return pd.to_numeric(keyed["human_probability"]).groupby(keyed["conversation_id"]).first()
 
 
 def judge_bias(annotations: pd.DataFrame, judge: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:
@@ -251,7 +249,7 @@ def analysis_tables(
     sample size and the fallback flag (λ̂ = 0); ``judge_bias``: the judge's bias per system
     (:func:`judge_bias`).
     """
-    from hitkit.analysis import ppi, ppi_ratio
+    from hitkit.analysis import ppi, ppi_active, ppi_ratio, ppi_weighted_ratio
 
     per_item = items(annotations, judge)
     keys = ["study", "conversation_id", "segment_exchanges"]
@@ -280,7 +278,8 @@ def analysis_tables(
             f"{partial} segment(s) of annotated conversations drawn for the crowd have no annotations; "
             "their conversations count only their annotated segments, on both sides"
         )
-    table = win_rates(per_item, level=level)
+    probability = conversation_probability(judge)
+    table = win_rates(per_item, level=level, probability=probability)
     segments = judge[keys].astype(str).drop_duplicates()
     fallback = [f"{a} vs {b}" for a, b, f in table[["system_a", "system_b", "fallback"]].itertuples(index=False) if f]
     summary = {
@@ -293,8 +292,14 @@ def analysis_tables(
         "conversations": len(totals),
         "human_conversations": int(totals["labelled"].sum()),
         "level": level,
-        "estimator": ppi.REFERENCE + ", as a ratio of means with one λ",
-        "interval": ppi_ratio.RATIO_INTERVAL,
+        "estimator": (ppi.REFERENCE if probability is None else ppi_active.REFERENCE)
+        + ", as a ratio of means with one λ",
+        "interval": ppi_ratio.RATIO_INTERVAL if probability is None else ppi_weighted_ratio.INTERVAL,
         "fallback_pairs": fallback,
+        **(
+            {}
+            if probability is None
+            else {"selection": "uncertainty (judge.csv's human_probability)", "weights": "per conversation"}
+        ),
     }
     return {"judge_win_rates": table, "judge_bias": judge_bias(annotations, judge, level=level)}, summary, lines

@@ -15,7 +15,7 @@ ratio of means, ``judge_bias``). Several judges are combined on each speaker's P
 (:func:`~hitkit.analysis.judges_combined.cross_fitted_best`), read back as a label (human above ½, bot
 below, unsure at ½); each judge's calibration is ``judge_calibration`` (agreement: the judge's label
 on the people's side of ½). With the file's ``human_probability`` the win rates are the
-inverse-probability-weighted PPI++ ratio (:func:`hitkit.analysis.ppi_weighted_ratio.ipw_ratio`).
+inverse-probability-weighted PPI++ ratio (:func:`hitkit.analysis.ppi_weighted_ratio.ipw_ratio`, by conversation).
 """
 
 from __future__ import annotations
@@ -86,39 +86,6 @@ def read_labels(annotations: pd.DataFrame, path: str | Path) -> pd.DataFrame:
     )
 
 
-def ipw_win_rates(per_item: pd.DataFrame, probability: pd.Series, *, level: float = 0.95) -> pd.DataFrame:
-    """:func:`hitkit.protocols.spot_the_bot.judge_analysis.win_rates`' table with the inverse-probability-weighted
-    ratio (:func:`~hitkit.analysis.ppi_weighted_ratio.ipw_ratio`) on the conversation totals;
-    ``probability``: each conversation's probability of going to people (indexed by conversation_id)."""
-    from hitkit.analysis import ppi_ratio
-    from hitkit.analysis.ppi_weighted_ratio import ipw_ratio
-    from hitkit.protocols.spot_the_bot.judge_analysis import WIN_RATE_COLUMNS, conversation_totals
-
-    totals = conversation_totals(per_item)
-    rows = []
-    for (a, b), pair in totals.groupby(["system_a", "system_b"], sort=True):
-        pair = pair[pair["labelled"] | ~pair["human_subset"]]  # drawn but not annotated: out of both sides
-        h = pair["labelled"].to_numpy(bool)
-        fw, fd = pair["judge_wins"].to_numpy(float), pair["judge_decisive"].to_numpy(float)
-        pi = pair["conversation_id"].map(probability).to_numpy(float)
-        hw, hd = pair["human_wins"].to_numpy(float), pair["human_decisive"].to_numpy(float)
-        est = ipw_ratio(hw, hd, fw, fd, h, pi, level=level)
-        segments = per_item[(per_item["system_a"] == a) & (per_item["system_b"] == b)]
-        n_human = int(segments["human_wins"].notna().sum())
-        n_effective = est.n_effective * n_human / h.sum() if h.any() else est.n_effective
-        every = segments.groupby(["study", "conversation_id"])[["judge_wins", "judge_decisive"]].sum()
-        judge = ppi_ratio.ratio_interval(every["judge_wins"], every["judge_decisive"], level=level)
-        rows.append(
-            (a, b, n_human, len(segments), est.human.estimate, est.human.low, est.human.high)
-            + (judge.estimate, judge.low, judge.high, est.estimate, est.low, est.high)
-            + (est.lam, n_effective, est.fallback)
-        )
-    table = pd.DataFrame(rows, columns=list(WIN_RATE_COLUMNS))
-    bounds = [f"{kind}{end}" for kind in ("human", "judge", "ppi") for end in ("", "_low", "_high")]
-    table[bounds] = table[bounds].clip(0.0, 1.0)
-    return table
-
-
 def analysis_tables_from_file(
     annotations: pd.DataFrame, path: str | Path, *, level: float = 0.95, seed: int = 0
 ) -> tuple[dict[str, pd.DataFrame], dict[str, Any], list[str]]:
@@ -165,10 +132,10 @@ def analysis_tables_from_file(
     tables, summary, lines = analysis_tables(annotations, judge, level=level)
     pi = probability(path, labels, judge["conversation_id"].unique())
     if not isinstance(pi, float):
-        from hitkit.protocols.spot_the_bot.judge_analysis import items
+        from hitkit.protocols.spot_the_bot.judge_analysis import items, win_rates
 
         by_unit = pd.Series(pi, index=judge["conversation_id"].unique())
-        tables["judge_win_rates"] = ipw_win_rates(items(annotations, judge), by_unit, level=level)
+        tables["judge_win_rates"] = win_rates(items(annotations, judge), level=level, probability=by_unit)
         summary.update(estimator=ACTIVE + ", as a ratio of means with one λ", interval=INTERVAL)
         flags = tables["judge_win_rates"][["system_a", "system_b", "fallback"]].itertuples(index=False)
         summary["fallback_pairs"] = [f"{a} vs {b}" for a, b, f in flags if f]

@@ -9,7 +9,10 @@ placeholder bot–bot material of the study's |S_ij|) and the simulated judge's 
 the other segments' annotations are dropped and the real analysis runs on what is left
 (:func:`hitkit.protocols.spot_the_bot.judge_analysis.win_rates`: PPI++ on the win rate WINS / (WINS +
 LOSSES), a ratio of means, :func:`hitkit.analysis.ppi_ratio.ppi_ratio`), which gives the people-only
-intervals from the same annotations too. The pairwise-win-rate decisions
+intervals from the same annotations too. With ``judge.select: uncertainty`` the share is drawn as such a
+launch draws it — a uniform pilot of conversations, then a second wave of conversations from the simulated
+judge's labels and the pilot's annotations (:func:`_second_wave`) — and analysed with the weights by
+conversation; a share costs what the uniform rule's does (the expected number of conversations is the budget). The pairwise-win-rate decisions
 (:data:`hitkit.simulation.judge_planning.PAIR_DECISIONS`) are scored against simulated.quality (human-likeness)
 with Bonferroni-corrected intervals, as pairwise's share plan scores them.
 
@@ -28,11 +31,12 @@ import numpy as np
 import pandas as pd
 
 from hitkit.errors import HitkitError
+from hitkit.judges.design import uncertain
 from hitkit.judges.section import own_share
 from hitkit.protocols import task_for
 from hitkit.protocols.spot_the_bot.annotations import LABELS
 from hitkit.simulation import judge_planning, planning, simulated_judge
-from hitkit.simulation.judge_planning import with_share
+from hitkit.simulation.judge_planning import uniform, with_share
 from hitkit.simulation.simulated_judge import AssumedJudge
 from hitkit.study.config import StudyConfig
 
@@ -141,7 +145,8 @@ def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: A
     from hitkit.protocols.spot_the_bot.plan import simulate_annotations
 
     annotations = simulate_annotations(base.model_copy(update={"judge": None}), seed)
-    full = items(annotations, judge_labels(annotations, judge, np.random.default_rng(seed)).assign(human_subset=True))
+    labels = judge_labels(annotations, judge, np.random.default_rng(seed))
+    full = items(annotations, labels.assign(human_subset=True))
     rho = {}
     for (a, b), part in full.groupby(["system_a", "system_b"]):
         theta = part["human_wins"].sum() / part["human_decisive"].sum()
@@ -153,20 +158,42 @@ def replicate(base: StudyConfig, units, shares: list[float], seed: int, judge: A
     quality = task_for(base).perceived_quality()
     out = {}
     for share in shares:
-        chosen = {segment_of[u.key] for u in human_subset(with_share(base, share, seed), units)}
+        sized = with_share(base, share, seed)
+        drawn, probability = human_subset(sized, units), None
+        if uncertain(sized):
+            drawn, probability = _second_wave(sized, units, annotations, labels, drawn)
+        chosen = {segment_of[u.key] for u in drawn}
         kept = np.array([k in chosen for k in keys])
         per_item = full.assign(
             human_subset=kept,
             human_wins=full["human_wins"].where(kept),
             human_decisive=full["human_decisive"].where(kept),
         )
-        wide = win_rates(per_item)
+        wide = win_rates(per_item, probability=probability)
         out[share] = {
             **judge_planning.widths(wide, [rho[(a, b)] for a, b in zip(wide["system_a"], wide["system_b"])]),
             "ppi": _decide(wide, "ppi", quality),
             "human": _decide(wide, "human", quality),
         }
     return out
+
+
+def _second_wave(
+    config: StudyConfig, units, annotations: pd.DataFrame, labels: pd.DataFrame, pilot
+) -> tuple[list, pd.Series]:
+    """``judge.select: uncertainty`` in one simulated study, as a launch draws it
+    (:func:`hitkit.judges.second_wave.wave` on :func:`hitkit.protocols.spot_the_bot.judge.selection` of the
+    pilot's annotations and the simulated judge's labels): (the units people annotate, each conversation's π)."""
+    from hitkit.judges.second_wave import wave
+    from hitkit.protocols.spot_the_bot.judge import selection
+
+    keys = ["conversation_id", "segment_exchanges"]
+    first = {(str(u.payload["conversation"]), str(u.payload["k"])) for u in pilot}
+    seen = annotations[[k in first for k in zip(*(annotations[c].astype(str) for c in keys))]]
+    scores = selection(units, {"annotations": seen}, labels)
+    groups, drawn, pi = wave(config, units, scores, {u.key for u in pilot})
+    chosen = [u for k, d in zip(groups, drawn) if d for u in groups[k]]
+    return chosen, pd.Series(pi, index=list(groups))
 
 
 def _decide(wide: pd.DataFrame, kind: str, quality: dict[str, float]) -> dict[str, bool | None]:
@@ -199,14 +226,15 @@ def plan(
     section = task_for(base).config.spot_the_bot
 
     def fits(share: float):
-        human_subset(with_share(base, share), units)
-        return planning.design_cost(with_share(base, share))
+        human_subset(with_share(base, share), units)  # under the uncertainty rule: its pilot
+        return planning.design_cost(uniform(with_share(base, share)))
 
     grid, dropped = judge_planning.grid(share_of(base, units), shares, fits)
 
     def cost(share: float) -> dict:
-        hits, _, paid = planning.design_cost(with_share(base, share))
-        segments = len(human_subset(with_share(base, share), units))
+        # Under the uncertainty rule the expected number of human conversations is the uniform rule's: cost them alike.
+        hits, _, paid = planning.design_cost(uniform(with_share(base, share)))
+        segments = len(human_subset(uniform(with_share(base, share)), units))
         return {
             "human_segments": segments,
             "human_annotations": segments * section.annotations_per_segment,
@@ -235,10 +263,15 @@ def plan_text(config: StudyConfig, result: judge_planning.JudgePlan) -> str:
     table, and the recommendation."""
     currency = config.provider.currency
     section = task_for(_base(config)).config.spot_the_bot
+    rule = (
+        "a uniform pilot, then where the judge is unsure (select: uncertainty, weighted by conversation), of a"
+        if uncertain(config)
+        else "a uniformly random"
+    )
     lines = [
         f"Plan of the crowd's share for '{config.study}' (Spot The Bot with an LLM judge, on "
         f"{config.provider.kind}): the judge labels both speakers of all {result.items} segments, people "
-        f"annotate a uniformly random share of each pair's segments, {section.annotations_per_segment} "
+        f"annotate {rule} share of each pair's conversations, {section.annotations_per_segment} "
         f"annotations each (kept); {result.replicates} simulated studies on placeholder material from the "
         f"simulated crowd and simulated.quality, {result.seconds} s.",
         simulated_judge.describe(result.judge, JUDGE),

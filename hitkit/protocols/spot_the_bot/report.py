@@ -110,14 +110,24 @@ def sections(inp: ReportInput) -> list[Section]:
     return sections + judge_sections(inp)
 
 
+def _share(j: dict, of: str) -> str:
+    """How the conversations people annotated were drawn (a subset ``of`` something), from the judge's summary."""
+    if str(j.get("selection") or "uniform").startswith("uncertainty"):
+        return (
+            f"a subset of {of} drawn with known, unequal probabilities (a uniform pilot, then more where the judge "
+            "was unsure; every estimate inverse-probability weighted by conversation)"
+        )
+    return f"a uniformly random subset of {of}"
+
+
 def judge_sections(inp: ReportInput) -> list[Section]:
     """With an LLM judge: each pair's win rate from people only, the judge only and both combined
     (prediction-powered), and the judge's bias per system; nothing without one."""
     j = inp.summary.get("judge") or {}
     return judge_section(
         inp,
-        f"The judge labelled both speakers of all {j.get('items', '?')} segments; people annotated a "
-        f"uniformly random share of them, drawn by whole conversations within each pair of systems: "
+        f"The judge labelled both speakers of all {j.get('items', '?')} segments; people annotated "
+        f"{_share(j, 'them')}, drawn by whole conversations within each pair of systems: "
         f"{j.get('human_conversations', '?')} of the {j.get('conversations', '?')} conversations of two different "
         f"systems, {j.get('human_items', '?')} of their {j.get('pair_items', '?')} segments. Per pair: the win rate of the first system "
         "(wins / (wins + losses), human > unsure > bot, ties excluded) from people only, from the judge only (its "
@@ -141,8 +151,8 @@ def judge_methods(inp: ReportInput) -> list[str]:
     j, fallback, models = facts
     return [
         f"An LLM judge ({models}) labelled both speakers of every one of the {j.get('items', '?')} segments as "
-        "human, bot or unsure, reading each as the annotators' page shows it; annotators labelled every segment of a uniformly "
-        "random subset of the conversations drawn within each pair of systems (seeded), each segment's human "
+        "human, bot or unsure, reading each as the annotators' page shows it; annotators labelled every segment of "
+        f"{_share(j, 'the conversations')} within each pair of systems (seeded), each segment's human "
         "wins and decisive outcomes being the means over its annotations, summed per conversation.",
         f"Win rates combine the two by {j.get('estimator', 'PPI++')}: per pair, the ratio of the mean human "
         "wins and the mean human decisive outcomes, each plus λ̂ times the judge's mean on the conversations "
