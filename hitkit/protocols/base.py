@@ -204,19 +204,6 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
     )
 
 
-def shuffled_order(units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
-    """A layout that shows ``units`` in a random order, recorded as ``{"order": [unit ids]}``."""
-    order = [u.id for u in units]
-    rng.shuffle(order)
-    return {"order": order}
-
-
-def position(unit: Unit, layout: Mapping[str, Any]) -> int | None:
-    """Where ``unit`` stands in a :func:`shuffled_order` layout (0-based), or None outside one."""
-    order = list(layout.get("order", []))
-    return order.index(unit.id) if unit.id in order else None
-
-
 class TaskType(ABC):
     """The part of a protocol that runs a study; one instance per study configuration."""
 

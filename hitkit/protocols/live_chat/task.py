@@ -53,9 +53,8 @@ from hitkit.protocols.base import (
     TaskType,
     UnitSpec,
     done_responses,
-    position,
-    shuffled_order,
 )
+from hitkit.protocols.kit.task import answer_ids, placed, shuffled_order
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.worker.validation import answer_text
 
@@ -291,11 +290,8 @@ class LiveChatTask(TaskType):
         return shuffled_order(units, rng)
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
-        at = position(unit, layout)
         return {
-            "unit_id": unit.public_key,
-            "position": at,
-            "label": N_("Chatbot %(n)s", n=at + 1) if at is not None else N_("Chatbot"),
+            **placed(unit, layout, lambda n: N_("Chatbot %(n)s", n=n), N_("Chatbot")),
             "topic": unit.payload.get("icebreaker"),
             "min_inputs": self._cfg.min_inputs,
             "sentiments": list(SENTIMENTS),
@@ -379,10 +375,7 @@ class LiveChatTask(TaskType):
                 (
                     (hit.index, asg.id, slot, rank.get(resp.question, len(rank))),
                     {
-                        "study": study.name,
-                        "hit_id": hit.provider_hit_id or str(hit.id),
-                        "assignment_id": asg.provider_assignment_id or str(asg.id),
-                        "worker_id": worker.external_id,
+                        **answer_ids(study, hit, asg, worker),
                         "conversation_id": conversation_key(asg.id, unit.id),
                         "slot": slot,
                         "system": unit.payload["system"],
