@@ -11,12 +11,12 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import main, on_terminal
+from hitkit.cli.app import EXISTING_FILE, main, on_terminal
 from hitkit.errors import HitkitError
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("study_file", type=EXISTING_FILE)
 @click.option(
     "--replicates",
     type=click.IntRange(1, 10_000),
