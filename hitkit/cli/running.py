@@ -12,22 +12,13 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import (
-    EXISTING_FILE,
-    EXISTING_FOLDER,
-    FILE,
-    FOLDER,
-    PLAIN_LINE_EVERY_S,
-    database_option,
-    main,
-    on_terminal,
-)
+from hitkit.cli.app import EXISTING_FILE, FILE, PLAIN_LINE_EVERY_S, database_option, main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import names as protocol_names
 
 
 @main.command()
-@click.argument("directory", type=FOLDER)
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--task",
     type=click.Choice(protocol_names()),
@@ -223,7 +214,7 @@ def judge(study_file: Path, no_progress: bool) -> None:
 )
 @click.option(
     "--study-analysis",
-    type=EXISTING_FOLDER,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
     help="A finished study's analysis folder (ranking.csv or systems.csv) to compare with.",
 )
