@@ -68,9 +68,10 @@ from hitkit.analysis.sequential import (  # noqa: E402
     settle,
 )
 from hitkit.analysis.tables import counted  # noqa: E402
-from hitkit.protocols.live_chat.analysis import read_tables, scored  # noqa: E402
+from hitkit.protocols.live_chat.analysis import read_tables
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA  # noqa: E402
 from hitkit.protocols.live_chat.sequential import PASS_PRIOR, hit_differences  # noqa: E402
+from hitkit.protocols.live_chat.steps import scored  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ji2022-run1"
 """The released run, shipped with the tests (MIT licence)."""

@@ -19,8 +19,9 @@ import pytest
 from hitkit.analysis.sequential import intervals, settle
 from hitkit.analysis.tables import counted
 from hitkit.protocols.live_chat import sequential as live_chat
-from hitkit.protocols.live_chat.analysis import read_tables, scored
+from hitkit.protocols.live_chat.analysis import read_tables
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA as CHAT_CRITERIA
+from hitkit.protocols.live_chat.steps import scored
 from hitkit.protocols.rating import sequential as rating
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA as DA_CRITERIA
 

@@ -165,9 +165,9 @@ def replicate(config: StudyConfig, shares: list[float], seed: int, judge: Assume
     system and each analysis' decisions (None at a share whose draw leaves a system under two rated
     conversations: a launch would refuse that draw)."""
     from hitkit.analysis.tables import counted
-    from hitkit.protocols.live_chat.analysis import screened
     from hitkit.protocols.live_chat.judge import analysis_tables
     from hitkit.protocols.live_chat.plan import simulate_tables
+    from hitkit.protocols.live_chat.steps import screened
 
     criteria = config.live_chat.criterion_list()
     assignments, ratings, profiles = simulate_tables(config.model_copy(update={"judge": None}), seed)
@@ -300,8 +300,8 @@ def _screened_export(directory, criteria) -> tuple[pd.DataFrame, pd.DataFrame, s
     """An export's ratings as ``hitkit analyze`` screens them: those of counted assignments reversed,
     standardised per worker and quality-controlled; returns (z, the workers' QC table, those who pass)."""
     from hitkit.analysis.tables import counted
-    from hitkit.protocols.live_chat.analysis import screened
     from hitkit.protocols.live_chat.reading import read_tables
+    from hitkit.protocols.live_chat.steps import screened
 
     every, ratings = read_tables(directory, criteria)
     assignments = counted(every)

@@ -20,9 +20,9 @@ from hitkit.analysis.base import AnalysisResult
 from hitkit.analysis.inference import DEFAULT_CORRECTION
 from hitkit.analysis.tables import counted
 from hitkit.protocols import task_for
-from hitkit.protocols.live_chat.analysis import scored
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS, Criterion
 from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, score_intervals
+from hitkit.protocols.live_chat.steps import scored
 from hitkit.protocols.live_chat.task import SCORE_PREFIX
 from hitkit.simulation import planning
 from hitkit.simulation.staffing import simulated_study
