@@ -53,12 +53,7 @@ from hitkit.analysis.tables import counted
 from hitkit.protocols.kit.summary import repeated_rows
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion, check_criteria
 from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
-from hitkit.protocols.live_chat.quality import (
-    QcMethod,
-    reverse_negative,
-    standardise_per_worker,
-    wilcoxon_qc,
-)
+from hitkit.protocols.live_chat.quality import QcMethod, reverse_negative, standardise_per_worker, wilcoxon_qc
 from hitkit.protocols.live_chat.reading import read_tables
 from hitkit.protocols.live_chat.scores import (
     DEFAULT_SIGNIFICANCE_UNIT,

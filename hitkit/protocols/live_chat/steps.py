@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult, png
-from hitkit.analysis.inference import Correction, correction_label
+from hitkit.analysis.inference import DEFAULT_CORRECTION, Correction, correction_label
 from hitkit.protocols.kit.summary import bootstrap
 from hitkit.protocols.live_chat import figures
 from hitkit.protocols.live_chat.criteria import Criterion
@@ -24,6 +24,7 @@ from hitkit.protocols.live_chat.quality import (
     worker_table,
 )
 from hitkit.protocols.live_chat.scores import (
+    DEFAULT_SIGNIFICANCE_UNIT,
     SignificanceUnit,
     pairwise_significance,
     significance_procedure,
@@ -84,16 +85,17 @@ def scored(
 
 @dataclass(frozen=True)
 class RatingChoices:
-    """The choices of an analysis of ratings, as :func:`scored` and the intervals take them."""
+    """The choices of an analysis of ratings, as :func:`scored` and the intervals take them; the defaults
+    are the analyses' (QC at α = 0.05, worker-clustered tests and intervals)."""
 
-    alpha: float
-    qc_method: QcMethod
-    significance_unit: SignificanceUnit
-    ddof: int
-    correction: Correction
-    interval_unit: str
-    n_boot: int
-    seed: int
+    alpha: float = 0.05
+    qc_method: QcMethod = "asymptotic"
+    significance_unit: SignificanceUnit = DEFAULT_SIGNIFICANCE_UNIT
+    ddof: int = 1
+    correction: Correction = DEFAULT_CORRECTION
+    interval_unit: str = "worker"
+    n_boot: int = 1000
+    seed: int = 0
 
     def scored(self, assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion]) -> Scored:
         """:func:`scored` with these choices."""

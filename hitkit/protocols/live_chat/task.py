@@ -46,14 +46,7 @@ from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Un
 from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.i18n import N_, own
 from hitkit.judges.human_subset import MIN_PER_STRATUM, rated
-from hitkit.protocols.base import (
-    HitSpec,
-    Material,
-    Question,
-    TaskType,
-    UnitSpec,
-    done_responses,
-)
+from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpec, done_responses
 from hitkit.protocols.kit.task import answer_ids, placed, shuffled_order
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.worker.validation import answer_text

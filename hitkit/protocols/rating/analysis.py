@@ -39,18 +39,8 @@ from hitkit.errors import InputError
 from hitkit.protocols.kit.summary import repeated_rows
 from hitkit.protocols.live_chat.criteria import Criterion, check_criteria
 from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
-from hitkit.protocols.live_chat.quality import (
-    QcMethod,
-    reverse_negative,
-    standardise_per_worker,
-    wilcoxon_qc,
-)
-from hitkit.protocols.live_chat.scores import (
-    DEFAULT_SIGNIFICANCE_UNIT,
-    IntervalUnit,
-    SignificanceUnit,
-    score_intervals,
-)
+from hitkit.protocols.live_chat.quality import QcMethod, reverse_negative, standardise_per_worker, wilcoxon_qc
+from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, IntervalUnit, SignificanceUnit, score_intervals
 from hitkit.protocols.live_chat.steps import RatingChoices
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
