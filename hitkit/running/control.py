@@ -14,6 +14,7 @@ from sqlalchemy import select
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.study.stored import StudyContext, resolve_secret
 
 ACTOR = "cli"
@@ -106,14 +107,7 @@ def settle_assignment(database_url: str, study_name: str, assignment_id: int, pa
             a.status = "approved" if pay else "returned"
             if pay and a.confirmed_at is None:
                 a.confirmed_at = utcnow()  # the coordinator paying for it vouches for it
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="assignment_settled",
-                    actor=ACTOR,
-                    data={"assignment": assignment_id, "paid": pay},
-                )
-            )
+            add_event(session, ctx.study_id, "assignment_settled", ACTOR, {"assignment": assignment_id, "paid": pay})
     return (
         f"assignment {assignment_id}: its reward of {reward} was paid as a bonus"
         if pay

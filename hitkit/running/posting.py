@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Event, Hit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
-from hitkit.events import record_once
+from hitkit.events import add_event, record_once
 from hitkit.money import ledger
 from hitkit.running import stopping
 from hitkit.study import lease
@@ -122,13 +122,12 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
                 continue
             hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
             hit.posted_at, hit.expires_at = now, now + dt.timedelta(seconds=lifetime_s)
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="hit_posted",
-                    actor="scheduler",
-                    data={"hit": hit_id, "provider_hit_id": posted.provider_hit_id},
-                )
+            add_event(
+                session,
+                ctx.study_id,
+                "hit_posted",
+                "scheduler",
+                {"hit": hit_id, "provider_hit_id": posted.provider_hit_id},
             )
         posted_now += 1
     return posted_now
