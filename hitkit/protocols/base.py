@@ -294,6 +294,11 @@ class TaskType(ABC):
         """The study's quality-control systems (a degraded bot), which no ranking includes."""
         return frozenset()
 
+    def real_systems(self) -> list[str]:
+        """The study's systems in the file's order but its :meth:`control_systems`: those a ranking includes."""
+        control = self.control_systems()
+        return [s.name for s in self.config.systems if s.name not in control]
+
     def perceived_quality(self) -> dict[str, float]:
         """Each system's quality in [0, 1] as the simulated crowd perceives it (the simulated crowd and
         :mod:`hitkit.simulation.staffing` ask it of every protocol that plans or simulates)."""

@@ -105,10 +105,6 @@ class ArenaTask(TaskType):
     def _cfg(self):
         return self.config.arena
 
-    def real_systems(self) -> list[str]:
-        """The systems on the leaderboard (all but the QC bot)."""
-        return [s.name for s in self.config.systems if s.name != self._cfg.control]
-
     # Material ---------------------------------------------------------------------------------
     def build(self) -> Material:
         cfg = self._cfg

@@ -134,13 +134,10 @@ class LiveChatTask(TaskType):
     def _cfg(self):
         return self.config.live_chat
 
-    def _real_systems(self) -> list[str]:
-        return [s.name for s in self.config.systems if s.name != self._cfg.control]
-
     # Material ---------------------------------------------------------------------------------
     def build(self) -> Material:
         cfg = self._cfg
-        real = self._real_systems()
+        real = self.real_systems()
         hits = cfg.hit_count(len(real))
         per_system = {s: hits * (cfg.slots_per_hit - 1) // len(real) for s in real} | {cfg.control: hits}
         units = []
