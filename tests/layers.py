@@ -292,7 +292,8 @@ the protocols, whose settings, starters and code typed on ``StudyConfig`` build 
 ``hitkit.study`` (``loading`` first) assembles the study file from the protocols' settings (the registry),
 so it sits above them. The protocol kit (``hitkit.protocols.kit``: what every protocol's folder shares)
 is a room of its own at the protocols' rank: the protocols import it and it imports none of them (a loop
-between the two rooms fails :func:`room_loops`). The report's
+between the two rooms fails :func:`room_loops`); its ``judge_plan`` and ``report`` rank with the simulation
+and the report, as every protocol's do (:data:`PROTOCOL_PARTS`). The report's
 figures (``hitkit.report.plots``, ``curves``, ``drawing`` and ``matrices``: tables in, PNG out) sit with the
 statistics that draw them. The bots' health (``hitkit.dashboard.bots``) sits below the dashboard and the
 status line of ``running``, which both show it; the sentence embedder's loader (``hitkit.prescreen.models``)
