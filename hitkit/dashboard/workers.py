@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hitkit.analysis.authenticity import WorkerScore
-from hitkit.db.models import Assignment, Event, Hit, Payment, Worker, utcnow
+from hitkit.db.models import Assignment, Hit, Payment, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
 from hitkit.events import add_event
@@ -370,7 +370,5 @@ def unblock_worker(database_url: str, ctx: StudyContext, worker_id: int) -> str:
     with session_scope(database_url) as session:
         worker = _worker_in_study(session, ctx, worker_id)
         worker.blocked = False
-        session.add(
-            Event(study_id=ctx.study_id, kind="worker_unblocked", actor=ACTOR, data={"worker": worker.external_id})
-        )
+        add_event(session, ctx.study_id, "worker_unblocked", ACTOR, {"worker": worker.external_id})
         return f"worker {worker.external_id} is no longer blocked in hitkit"

@@ -119,11 +119,7 @@ def pay_bonus(
 
     def paid(ref: str) -> None:
         with session_scope(database_url) as session:
-            session.add(
-                Event(
-                    study_id=ctx.study_id, kind="bonus_paid", actor=actor, data={"key": key, "ref": ref, **(note or {})}
-                )
-            )
+            add_event(session, ctx.study_id, "bonus_paid", actor, {"key": key, "ref": ref, **(note or {})})
 
     return pay(database_url, ctx, key, reason, actor, on_paid=paid)[1]
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
+from hitkit.db.models import Assignment, Hit, Payment, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.events import add_event, record_once
@@ -284,7 +284,7 @@ def record_decision(
     a.status, a.decided_at = status, now
     if status == "approved" and ctx.provider.confirmation == "platform" and a.confirmed_at is None:
         a.confirmed_at = now  # every caller approves only work the platform shows as this worker's
-    session.add(Event(study_id=ctx.study_id, kind=f"assignment_{status}", actor=actor, data={"assignment": a.id}))
+    add_event(session, ctx.study_id, f"assignment_{status}", actor, {"assignment": a.id})
 
 
 def approve(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
+from hitkit.db.models import Assignment, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
 from hitkit.events import add_event
@@ -29,7 +29,7 @@ def _set_status(database_url: str, study_name: str, allowed: tuple[str, ...], ne
                 f"study '{study_name}' is {study.status}; only a study that is {' or '.join(allowed)} can be {new}"
             )
         study.status = new
-        session.add(Event(study_id=ctx.study_id, kind=kind, actor=ACTOR, data={}))
+        add_event(session, ctx.study_id, kind, ACTOR, {})
     return ctx
 
 
@@ -64,7 +64,7 @@ def resume_study(database_url: str, study_name: str) -> str:
     ctx = _set_status(database_url, study_name, ("paused", "running"), "running", "study_resumed")
     with session_scope(database_url) as session:
         # Clears a lasting refusal to post: the coordinator says its cause is fixed.
-        session.add(Event(study_id=ctx.study_id, kind="posting_resumed", actor=ACTOR, data={}))
+        add_event(session, ctx.study_id, "posting_resumed", ACTOR, {})
     _as_leader(database_url, ctx, getattr(ctx.provider, "resume", None))
     return f"study '{study_name}' is running"
 

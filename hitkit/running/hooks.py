@@ -210,7 +210,7 @@ def _pause(database_url: str, ctx) -> None:
 
     pause_study(database_url, ctx.name)
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind="paused_for_high_return_rate", actor="webhook", data={}))
+        add_event(session, ctx.study_id, "paused_for_high_return_rate", "webhook", {})
 
 
 # -- subscribing and ending (the scheduler) --------------------------------------------------------

@@ -90,9 +90,7 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
         )
         wave = [(h.id, h.index, h.reward, h.max_assignments, h.lifetime_s) for h in pending[:n]]
         if pending and n == 0 and open_hits == 0:
-            session.add(
-                Event(study_id=ctx.study_id, kind="budget_exhausted", actor="scheduler", data={"pending": len(pending)})
-            )
+            add_event(session, ctx.study_id, "budget_exhausted", "scheduler", {"pending": len(pending)})
     posted_now = 0
     for hit_id, index, reward, max_assignments, lifetime_s in wave:
         entry = f"{base_url.rstrip('/')}/s/{ctx.name}/hit/{hit_id}"

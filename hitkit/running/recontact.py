@@ -126,7 +126,5 @@ def message(database_url: str, study_name: str, to: list[str] | None, body: str,
         )
     n = send(ids, body)
     with session_scope(database_url) as session:
-        session.add(
-            Event(study_id=ctx.study_id, kind="message_sent", actor=actor, data={"to": ids, "chars": len(body.strip())})
-        )
+        add_event(session, ctx.study_id, "message_sent", actor, {"to": ids, "chars": len(body.strip())})
     return n

@@ -95,7 +95,7 @@ def reopen_lapsed_hits(database_url: str, ctx: StudyContext, now: dt.datetime) -
         with session_scope(database_url) as session:
             hit = session.get_one(Hit, hit_id)
             hit.expires_at = now + dt.timedelta(seconds=lifetime_s)
-            session.add(Event(study_id=ctx.study_id, kind="hit_reopened", actor="scheduler", data={"hit": hit_id}))
+            add_event(session, ctx.study_id, "hit_reopened", "scheduler", {"hit": hit_id})
         n += 1
     return n
 
@@ -190,7 +190,7 @@ def stop_when_settled(database_url: str, ctx: StudyContext, now: dt.datetime) ->
 
 def _record_closed(database_url: str, ctx: StudyContext, data: dict) -> None:
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind=stopping.CLOSED, actor="scheduler", data=data))
+        add_event(session, ctx.study_id, stopping.CLOSED, "scheduler", data)
 
 
 def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> bool:
@@ -292,7 +292,7 @@ def _steps(database_url: str, ctx: StudyContext, status: str, base_url: str, rep
             settled = False
         if settled:
             study.status, study.completed_at = "completed", now
-            session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
+            add_event(session, ctx.study_id, "study_completed", "scheduler", {})
             report.study_completed = True
     # Platform actions, under the lease like every step above.
     report.hook_events = hooks.tend(database_url, ctx)  # webhooks: subscribe, drain, end when over

@@ -273,7 +273,7 @@ def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, re
             outcome, _ = payments.pay(database_url, ctx, key, _reason(database_url, ctx, key), "sync", resolve=True)
             if outcome == "found":
                 with session_scope(database_url) as session:
-                    session.add(Event(study_id=ctx.study_id, kind="bonus_confirmed", actor="cli", data={"key": key}))
+                    add_event(session, ctx.study_id, "bonus_confirmed", "cli", {"key": key})
                 report.bonuses_confirmed.append(key)
             elif outcome == "paid":
                 report.bonuses_paid.append(key)

@@ -171,17 +171,13 @@ def screen_out(session: Session, ctx, assignment: Assignment) -> None:
     ledger.book_screen_out(
         session, ctx, assignment, screener.screen_out_reward, paid=not getattr(ctx.provider, "pays_screen_outs", False)
     )
-    session.add(Event(study_id=ctx.study_id, kind=SCREENED_OUT, actor="server", data={"assignment": assignment.id}))
+    add_event(session, ctx.study_id, SCREENED_OUT, "server", {"assignment": assignment.id})
     session.flush()
     if screened_out_count(session, ctx.study_id) >= screener.slots:
         study = session.get_one(Study, ctx.study_id)
         if study.status == "running":
             study.status = "paused"
-            session.add(
-                Event(
-                    study_id=ctx.study_id, kind="screen_out_slots_used", actor="server", data={"slots": screener.slots}
-                )
-            )
+            add_event(session, ctx.study_id, "screen_out_slots_used", "server", {"slots": screener.slots})
 
 
 def screened_out_count(session: Session, study_id: int) -> int:
