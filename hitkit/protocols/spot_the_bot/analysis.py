@@ -191,15 +191,9 @@ def analyze_annotations(
             result, annotations, cluster=cluster, correction=correction, n_imputations=n_imputations, seed=seed
         )
     if stability:
-        from hitkit.protocols.spot_the_bot import stability as stab
-
-        table = stab.stability(
-            annotations, stability_sizes, n_sub=n_sub, n_boot=stability_boot, seed=seed, by=by, env=env
+        _add_stability(
+            result, annotations, stability_sizes, n_sub=n_sub, n_boot=stability_boot, seed=seed, by=by, env=env
         )
-        result.tables["stability"] = table
-        result.tables["stability_smallest"] = stab.smallest_stable_size(table)
-        result.figures["stability"] = png(lambda: figures.stability(table))
-        summary["stability"] = {"n_sub": n_sub, "n_boot": stability_boot, "sizes": [int(x) for x in stability_sizes]}
     return result
 
 
@@ -223,6 +217,28 @@ def _annotation_times(
         "out of the time table"
     )
     return annotation_time(annotations, work_time), facts, [warning] if implausible.any() else []
+
+
+def _add_stability(
+    result: AnalysisResult,
+    annotations: pd.DataFrame,
+    sizes: range | list[int],
+    *,
+    n_sub: int,
+    n_boot: int,
+    seed: int,
+    by: RankBy,
+    env: TrueSkillEnv,
+) -> None:
+    """Add the ranking's stability per number of conversations per pair, the smallest stable one, their
+    figure and the summary's ``stability`` entry to ``result``."""
+    from hitkit.protocols.spot_the_bot import stability as stab
+
+    table = stab.stability(annotations, sizes, n_sub=n_sub, n_boot=n_boot, seed=seed, by=by, env=env)
+    result.tables["stability"] = table
+    result.tables["stability_smallest"] = stab.smallest_stable_size(table)
+    result.figures["stability"] = png(lambda: figures.stability(table))
+    result.summary["stability"] = {"n_sub": n_sub, "n_boot": n_boot, "sizes": [int(x) for x in sizes]}
 
 
 def _add_survival(

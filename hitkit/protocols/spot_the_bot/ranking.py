@@ -57,6 +57,22 @@ def games(annotations: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+RANKING_COLUMNS = [
+    "system",
+    "win_rate",
+    "mean_pairwise_win_rate",
+    "trueskill_mu",
+    "trueskill_sigma",
+    "rank_low",
+    "rank_high",
+    "cluster",
+    "win_rate_rank_low",
+    "win_rate_rank_high",
+    "win_rate_cluster",
+]
+"""The columns of :func:`rank_with_bootstrap`'s table, in order."""
+
+
 def rank_with_bootstrap(
     games: pd.DataFrame,
     n_boot: int = 1000,
@@ -86,22 +102,9 @@ def rank_with_bootstrap(
     over opponents of the pairwise win rates (the paper's aggregate).
     """
     _check_options(games, by, n_boot, resample)
-    columns = [
-        "system",
-        "win_rate",
-        "mean_pairwise_win_rate",
-        "trueskill_mu",
-        "trueskill_sigma",
-        "rank_low",
-        "rank_high",
-        "cluster",
-        "win_rate_rank_low",
-        "win_rate_rank_high",
-        "win_rate_cluster",
-    ]
     systems = sorted(set(games["winner"]) | set(games["loser"]))
     if not systems:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=RANKING_COLUMNS)
     if env is None:
         env = DEFAULT_TRUESKILL.env_for(games)
     index = {s: i for i, s in enumerate(systems)}
@@ -143,7 +146,7 @@ def rank_with_bootstrap(
             "win_rate_cluster": wr_cluster,
         }
     )
-    return table.iloc[order].reset_index(drop=True)[columns]
+    return table.iloc[order].reset_index(drop=True)[RANKING_COLUMNS]
 
 
 def _check_options(games: pd.DataFrame, by: str, n_boot: int, resample: str) -> None:
