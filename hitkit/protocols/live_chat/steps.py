@@ -62,30 +62,9 @@ def screened(
     return z, qc, workers, passed_ratings(z, workers)
 
 
-def scored(
-    assignments: pd.DataFrame,
-    ratings: pd.DataFrame,
-    criteria: Sequence[Criterion],
-    *,
-    alpha: float,
-    qc_method: QcMethod,
-    ddof: int,
-    significance_unit: SignificanceUnit,
-    correction: Correction,
-) -> Scored:
-    """Reverse, standardise, QC, keep the passed workers' ratings, score and test (live chat's steps, and
-    the rating protocol's with its degraded copies as the control)."""
-    z, qc, workers, kept = screened(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof)
-    systems = system_scores(kept, criteria)
-    significance = pairwise_significance(
-        kept, unit=significance_unit, order=list(systems["system"]), correction=correction
-    )
-    return Scored(z, qc, workers, kept, systems, significance)
-
-
 @dataclass(frozen=True)
 class RatingChoices:
-    """The choices of an analysis of ratings, as :func:`scored` and the intervals take them; the defaults
+    """The choices of an analysis of ratings, as its steps (:meth:`scored`) and intervals take them; the defaults
     are the analyses' (QC at α = 0.05, worker-clustered tests and intervals)."""
 
     alpha: float = 0.05
@@ -98,17 +77,15 @@ class RatingChoices:
     seed: int = 0
 
     def scored(self, assignments: pd.DataFrame, ratings: pd.DataFrame, criteria: Sequence[Criterion]) -> Scored:
-        """:func:`scored` with these choices."""
-        return scored(
-            assignments,
-            ratings,
-            criteria,
-            alpha=self.alpha,
-            qc_method=self.qc_method,
-            ddof=self.ddof,
-            significance_unit=self.significance_unit,
-            correction=self.correction,
+        """Reverse, standardise, QC, keep the passed workers' ratings, score and test with these choices
+        (live chat's steps, and the rating protocol's with its degraded copies as the control)."""
+        z, qc, workers, kept = screened(
+            assignments, ratings, criteria, alpha=self.alpha, qc_method=self.qc_method, ddof=self.ddof
         )
+        systems = system_scores(kept, criteria)
+        order = list(systems["system"])
+        significance = pairwise_significance(kept, unit=self.significance_unit, order=order, correction=self.correction)
+        return Scored(z, qc, workers, kept, systems, significance)
 
     def recorded(self) -> dict[str, Any]:
         """The summary's record of every choice (``multiple_comparisons`` is the correction)."""

@@ -22,7 +22,6 @@ STUDY_YAML = (
 # (`hitkit schema` gives your editor the same). Check it with `hitkit launch study.yaml --dry-run`;
 # run it with `hitkit launch study.yaml --yes` (needs the bots extra, as ops/quickstart.sh installs).
 """,
-        study="my-spot-the-bot-study",
         task="spot_the_bot",
         seeds="seeds generation, packing, the simulated crowd and every resampling",
         budget="40.00",
