@@ -37,8 +37,6 @@ EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 """A file that must exist."""
 FOLDER = click.Path(file_okay=False, path_type=Path)
 """A folder, made where it is missing."""
-EXISTING_FOLDER = click.Path(exists=True, file_okay=False, path_type=Path)
-"""A folder that must exist."""
 EXISTING = click.Path(exists=True, path_type=Path)
 """A file or a folder that must exist."""
 
