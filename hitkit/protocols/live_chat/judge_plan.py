@@ -12,7 +12,7 @@ Each simulated study (seeded) draws the ratings of every conversation as the pla
 spammers and the QC bot included) and the simulated judge's rating of every real-system
 conversation (:func:`judge_scores`); then, at each share, the slots are drawn as a launch draws them,
 the ratings of unrated conversations are dropped, and the real analysis runs on what is left:
-reverse, standardise per worker, quality control (:func:`hitkit.protocols.live_chat.analysis.screened`)
+reverse, standardise per worker, quality control (:func:`hitkit.protocols.live_chat.steps.screened`)
 and the judge's part (:func:`hitkit.protocols.live_chat.judge.analysis_tables`: PPI++ of the mean
 z per system, :func:`hitkit.analysis.ppi.ppi_mean`), which gives the people-only intervals from the
 same ratings too. A system is called better than another when their overall 95 % intervals
