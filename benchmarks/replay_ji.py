@@ -68,9 +68,10 @@ from hitkit.analysis.sequential import (  # noqa: E402
     settle,
 )
 from hitkit.analysis.tables import counted  # noqa: E402
-from hitkit.protocols.live_chat.analysis import read_tables, scored  # noqa: E402
+from hitkit.protocols.live_chat.analysis import read_tables
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA  # noqa: E402
 from hitkit.protocols.live_chat.sequential import PASS_PRIOR, hit_differences  # noqa: E402
+from hitkit.protocols.live_chat.steps import RatingChoices  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ji2022-run1"
 """The released run, shipped with the tests (MIT licence)."""
@@ -208,15 +209,8 @@ def claims(pairs, row: np.ndarray) -> frozenset[tuple[str, str]]:
 def holm_verdicts(assignments: pd.DataFrame, ratings: pd.DataFrame) -> frozenset[tuple[str, str]]:
     """The fixed-sample Holm test on all the data: (row, column) with Holm-adjusted p < α in the default
     (worker-clustered) significance matrix."""
-    steps = scored(
-        assignments,
-        ratings,
-        DEFAULT_CRITERIA,
-        alpha=ALPHA,
-        qc_method="asymptotic",
-        ddof=1,
-        significance_unit="worker",
-        correction="holm",
+    steps = RatingChoices(alpha=ALPHA, significance_unit="worker", correction="holm").scored(
+        assignments, ratings, DEFAULT_CRITERIA
     )
     table = steps.significance
     return frozenset((a, b) for a, b, p in zip(table["system_a"], table["system_b"], table["p_adjusted"]) if p < ALPHA)

@@ -259,13 +259,13 @@ ROOM_RANK: dict[str, int] = {
     "hitkit.providers": 5,
     "hitkit.study": 5,
     "hitkit.protocols": 4,
+    "hitkit.protocols.kit": 4,
     "hitkit.study.sections": 3,
     "hitkit.study.config": 3,
     "hitkit.study.config_errors": 3,
     "hitkit.study.bot_sections": 3,
     "hitkit.study.screener": 3,
     "hitkit.study.provider_sections": 3,
-    "hitkit.study.starter_sections": 3,
     "hitkit.study.gold_section": 3,
     "hitkit.study.judge_config": 3,
     "hitkit.study.model": 3,
@@ -287,10 +287,13 @@ ROOM_RANK: dict[str, int] = {
 }
 """Each room's place, highest first (the longest matching prefix counts): a module may import modules
 of its own room or of rooms ranked lower. ``hitkit.study.sections`` and ``hitkit.study.config`` (the
-study file's shared part, with the modules it is made of) and ``hitkit.study.starter_sections`` (the sections every ``hitkit init`` starter shares) sit below
+study file's shared part, with the modules it is made of) sit below
 the protocols, whose settings, starters and code typed on ``StudyConfig`` build on them; the rest of
 ``hitkit.study`` (``loading`` first) assembles the study file from the protocols' settings (the registry),
-so it sits above them. The report's
+so it sits above them. The protocol kit (``hitkit.protocols.kit``: what every protocol's folder shares)
+is a room of its own at the protocols' rank: the protocols import it and it imports none of them (a loop
+between the two rooms fails :func:`room_loops`); its ``judge_plan`` and ``report`` rank with the simulation
+and the report, as every protocol's do (:data:`PROTOCOL_PARTS`). The report's
 figures (``hitkit.report.plots``, ``curves``, ``drawing`` and ``matrices``: tables in, PNG out) sit with the
 statistics that draw them. The bots' health (``hitkit.dashboard.bots``) sits below the dashboard and the
 status line of ``running``, which both show it; the sentence embedder's loader (``hitkit.prescreen.models``)

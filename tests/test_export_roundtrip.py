@@ -112,7 +112,8 @@ def numbers_from_database(task, tables, seed):
             "ranking": bradley_terry(votes, n_boot=1000, seed=seed, resample="worker"),
         }
     if task == "live_chat":
-        from hitkit.protocols.live_chat import analysis as lc
+        from hitkit.protocols.live_chat import quality as lc
+        from hitkit.protocols.live_chat.scores import system_scores
 
         ratings = tables["ratings"][tables["ratings"]["assignment_id"].isin(counted)].copy()
         ratings["is_control"] = ratings["is_control"].astype(bool)
@@ -120,7 +121,7 @@ def numbers_from_database(task, tables, seed):
         z = lc.standardise_per_worker(lc.reverse_negative(ratings))
         qc = lc.wilcoxon_qc(z)
         workers = lc.worker_table(assignments[assignments["assignment_id"].isin(counted)], z, qc)
-        return {"systems": lc.system_scores(lc.passed_ratings(z, workers))}
+        return {"systems": system_scores(lc.passed_ratings(z, workers))}
     from hitkit.protocols.spot_the_bot.win_rates import win_rates
 
     annotations = tables["annotations"][tables["annotations"]["assignment_id"].isin(counted)].copy()

@@ -19,8 +19,9 @@ import pytest
 from hitkit.analysis.sequential import intervals, settle
 from hitkit.analysis.tables import counted
 from hitkit.protocols.live_chat import sequential as live_chat
-from hitkit.protocols.live_chat.analysis import read_tables, scored
+from hitkit.protocols.live_chat.analysis import read_tables
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA as CHAT_CRITERIA
+from hitkit.protocols.live_chat.steps import RatingChoices
 from hitkit.protocols.rating import sequential as rating
 from hitkit.protocols.rating.scores import DEFAULT_CRITERIA as DA_CRITERIA
 
@@ -55,16 +56,7 @@ def _plan(systems, n):
 def test_the_asymptotic_comparisons_are_the_papers_overall_z_differences(ji):
     every, ratings = ji
     found = live_chat.asymptotic_comparisons(every, ratings, list(PAPER_Z), _plan(PAPER_Z, 304), CHAT_CRITERIA)
-    steps = scored(
-        counted(every),
-        ratings,
-        CHAT_CRITERIA,
-        alpha=0.05,
-        qc_method="asymptotic",
-        ddof=1,
-        significance_unit="rating",
-        correction="holm",
-    )
+    steps = RatingChoices(significance_unit="rating", correction="holm").scored(counted(every), ratings, CHAT_CRITERIA)
     z = dict(zip(steps.systems["system"], steps.systems["z"]))
     assert len(found) == 45
     for c in found:

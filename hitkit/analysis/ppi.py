@@ -115,6 +115,12 @@ class PPIEstimate(Interval):
         a little wider (the jackknife counts that λ̂ could have come out positive)."""
         return self.lam == 0.0
 
+    def three_ways(self, judge: Interval) -> tuple[float, ...]:
+        """Estimate, low and high people only, then ``judge`` only, then prediction-powered: the middle
+        columns of a judge table's row."""
+        people = (self.human.estimate, self.human.low, self.human.high)
+        return (*people, judge.estimate, judge.low, judge.high, self.estimate, self.low, self.high)
+
 
 NAN = Interval(math.nan, math.nan, math.nan, math.nan)
 

@@ -73,22 +73,21 @@ def record(
         _last_written[key] = now
         occurrences = 1 + _held_back.pop(key, 0)
     try:
-        from hitkit.db.models import Event
         from hitkit.db.session import session_scope
+        from hitkit.events import add_event
 
         with session_scope(database_url) as session:
-            session.add(
-                Event(
-                    study_id=study_id,
-                    kind=kind,
-                    actor="server",
-                    data={
-                        "system": system,
-                        "latency_s": round(latency_s, 3),
-                        "reason": reason,
-                        "occurrences": occurrences,
-                    },
-                )
+            add_event(
+                session,
+                study_id,
+                kind,
+                "server",
+                {
+                    "system": system,
+                    "latency_s": round(latency_s, 3),
+                    "reason": reason,
+                    "occurrences": occurrences,
+                },
             )
     except Exception:  # noqa: BLE001 - a failed health write is retried by the next event
         with _lock:

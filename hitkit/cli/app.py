@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import click
 
@@ -27,6 +28,28 @@ def main(verbose: bool) -> None:
     """hitkit: human evaluation of chatbots with crowdworkers, from study file to ranked results."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+FILE = click.Path(dir_okay=False, path_type=Path)
+"""A command's file argument or option: a path that is no folder (whether it must exist, the command says)."""
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+"""A file that must exist."""
+FOLDER = click.Path(file_okay=False, path_type=Path)
+"""A folder, made where it is missing."""
+EXISTING = click.Path(exists=True, path_type=Path)
+"""A file or a folder that must exist."""
+
+
+def duplicates_option(help: str):
+    """The ``--duplicates`` option of a command that reads answers (what to do with a repeated row: keep
+    the first or the last, drop all copies, or stop), ``help`` saying which rows it means."""
+    return click.option(
+        "--duplicates",
+        type=click.Choice(["first", "last", "drop", "error"]),
+        default="first",
+        show_default=True,
+        help=help,
     )
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hitkit.cli.app import main
+from hitkit.cli.app import FILE, FOLDER, duplicates_option, main
 from hitkit.tables.schema import HANDED_IN_STATUSES
 
 if TYPE_CHECKING:
@@ -21,27 +21,18 @@ def import_group() -> None:
 
 
 @import_group.command("mturk")
-@click.argument("batch", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("batch", type=FILE)
 @click.option(
     "--mapping",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     required=True,
     help="YAML mapping of answers to ratings/votes (e.g. examples/ji2022_mturk_mapping.yaml).",
 )
 @click.option("--study", required=True, help="Study name written in every row.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder for the tables (default: ./STUDY/export).",
-)
-@click.option(
-    "--duplicates",
-    type=click.Choice(["first", "last", "drop", "error"]),
-    default="first",
-    show_default=True,
-    help="A repeated AssignmentId (batch files pasted together): keep the first or "
-    "last row, drop all copies, or stop with an error. The count is reported.",
+@click.option("--out", type=FOLDER, default=None, help="Folder for the tables (default: ./STUDY/export).")
+@duplicates_option(
+    "A repeated AssignmentId (batch files pasted together): keep the first or "
+    "last row, drop all copies, or stop with an error. The count is reported."
 )
 def import_mturk_command(batch: Path, mapping: Path, study: str, out: Path | None, duplicates: DuplicatePolicy) -> None:
     """Turn an MTurk batch-results CSV (BATCH) into assignments.csv and the task's tidy table."""

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import database_option, main
+from hitkit.cli.app import EXISTING_FILE, FILE, database_option, main
 from hitkit.errors import HitkitError
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(study_file: Path, as_json: bool) -> None:
     """Show a study's progress, HITs, assignments and spend."""
@@ -51,7 +51,7 @@ def status(study_file: Path, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option(
     "--wait",
@@ -116,10 +116,10 @@ def db_current(database_url: str) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option(
     "--completed",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=EXISTING_FILE,
     required=True,
     help="CSV from the panel listing who completed (session ids where the panel sends them, else worker ids).",
 )
@@ -157,7 +157,7 @@ def _control(study_file: Path, action) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 def pause(study_file: Path) -> None:
     """Stop recruiting (hitkit's pages and the provider's listing) until `hitkit resume`."""
     from hitkit.running.control import pause_study
@@ -166,7 +166,7 @@ def pause(study_file: Path) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 def resume(study_file: Path) -> None:
     """Recruit again after `hitkit pause`, or after fixing what made the provider refuse to post."""
     from hitkit.running.control import resume_study
@@ -175,7 +175,7 @@ def resume(study_file: Path) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 def stop(study_file: Path) -> None:
     """Stop recruiting for good; submitted work is still reviewed and paid."""
     from hitkit.running.control import stop_study
@@ -184,7 +184,7 @@ def stop(study_file: Path) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.argument("assignment", type=int)
 @click.option("--pay/--drop", required=True, help="Pay its reward as a bonus, or drop its answers.")
 def settle(study_file: Path, assignment: int, pay: bool) -> None:
@@ -195,7 +195,7 @@ def settle(study_file: Path, assignment: int, pay: bool) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("--approve", "approve_ids", type=int, multiple=True, help="Approve (and pay) this held assignment.")
 @click.option("--reject", "reject_ids", type=int, multiple=True, help="Reject this held assignment (needs --reason).")
 @click.option(

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import main, on_terminal
+from hitkit.cli.app import EXISTING_FILE, main, on_terminal
 from hitkit.errors import HitkitError
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("study_file", type=EXISTING_FILE)
 @click.option(
     "--replicates",
     type=click.IntRange(1, 10_000),
@@ -116,10 +116,6 @@ def plan(
     OUT/STUDY/plan/plan.csv. With --confirm, one real run at the recommended size (share) checks them. A study with
     judge: (pairwise, Spot The Bot, live chat) is planned over the crowd's share of the items instead (--shares,
     --judge-agreement or --judge-correlation, --judge-bias, --pilot, --width)."""
-    from hitkit.progress import showing_progress
-    from hitkit.simulation.plan_confirm import confirm, confirm_text
-    from hitkit.simulation.planning import BUDGET_S, plan_text
-    from hitkit.simulation.planning import plan as make_plan
     from hitkit.study.loading import load_study
 
     config = load_study(study_file)
@@ -157,13 +153,38 @@ def plan(
             f"{', '.join(given)}: for a study with an LLM judge (judge:); {study_file} has none, "
             f"so plan sizes its votes (--sizes)"
         )
-    config = load_study(study_file)
+    _plan_sizes(config, study_file, replicates, budget_s, n_boot, _sizes_grid(sizes), confirm_run, as_json)
+
+
+def _sizes_grid(sizes: str | None) -> list[int] | None:
+    """``--sizes`` as whole numbers of at least 1 (None: the plan's own grid)."""
     try:
         grid = [int(x) for x in sizes.split(",")] if sizes else None
     except ValueError:
         raise HitkitError(f"--sizes {sizes!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
     if grid is not None and min(grid) < 1:
         raise HitkitError(f"--sizes {sizes!r}: every size must be at least 1")
+    return grid
+
+
+def _plan_sizes(
+    config,
+    study_file: Path,
+    replicates: int | None,
+    budget_s: float | None,
+    n_boot: int,
+    grid: list[int] | None,
+    confirm_run: bool,
+    as_json: bool,
+) -> None:
+    """``hitkit plan`` of a study without a judge: power and cost over a grid of sizes (``grid``, else the
+    plan's), written to OUT/STUDY/plan/plan.csv and printed (``as_json``: as JSON); with ``confirm_run``,
+    one real run at the recommended size."""
+    from hitkit.progress import showing_progress
+    from hitkit.simulation.plan_confirm import confirm, confirm_text
+    from hitkit.simulation.planning import BUDGET_S, plan_text
+    from hitkit.simulation.planning import plan as make_plan
+
     with showing_progress(not as_json and on_terminal()):
         result = make_plan(
             config,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import main
+from hitkit.cli.app import FILE, main
 
 
 def _launched(study_file: Path):
@@ -25,7 +25,7 @@ def _launched(study_file: Path):
     "--passed-qc",
     "passed_qc",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     metavar="STUDY_FILE",
     help="The study whose workers who passed quality control are listed.",
 )
@@ -60,7 +60,7 @@ def workers(passed_qc: Path, group: str | None, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("--to", "to", multiple=True, metavar="PARTICIPANT_ID", help="A participant (repeat for several).")
 @click.option("--everyone", is_flag=True, help="Everyone who took part in the study.")
 @click.option("--text", required=True, help="The message.")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import main
+from hitkit.cli.app import FILE, main
 
 
 def commands(group: click.Group = main, prefix: str = "hitkit") -> list[tuple[str, click.Command]]:
@@ -76,13 +76,7 @@ def cli_reference_markdown() -> str:
 
 
 @main.command()
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the schema to this file (default: print it).",
-)
+@click.option("--out", "out", type=FILE, default=None, help="Write the schema to this file (default: print it).")
 def schema(out: Path | None) -> None:
     """Write the study file's JSON Schema, for an editor's completion and checking of study.yaml."""
     from hitkit.cli.study_reference import study_schema

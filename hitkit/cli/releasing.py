@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import main
+from hitkit.cli.app import EXISTING_FILE, FILE, FOLDER, main
 from hitkit.errors import HitkitError
 
 FINISHED = ("completed", "stopped")
@@ -17,12 +17,12 @@ FINISHED = ("completed", "stopped")
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="The release folder.")
+@click.argument("study_file", type=FILE)
+@click.option("--out", type=FOLDER, required=True, help="The release folder.")
 @click.option("--partial", is_flag=True, help="Release a study that is still running (the card says so).")
 @click.option(
     "--review",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     default=None,
     help="Write the personal-data spans found to this CSV and stop: mark a span keep to leave it, add rows "
     "for what was missed, then pass the file back with --spans.",
@@ -30,7 +30,7 @@ FINISHED = ("completed", "stopped")
 @click.option(
     "--spans",
     "spans_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=EXISTING_FILE,
     default=None,
     help="A reviewed spans CSV (from --review): replace exactly its spans marked replace.",
 )

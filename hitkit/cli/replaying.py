@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from hitkit.analysis.replay import DECISION_CHOICES
-from hitkit.cli.app import main
+from hitkit.cli.app import EXISTING, EXISTING_FILE, FOLDER, main
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 
@@ -19,10 +19,10 @@ CHECKED_LOOKS = 6
 
 @main.command("replay")
 @click.argument("task", type=click.Choice(list(PROTOCOLS)))
-@click.argument("directory", type=click.Path(exists=True, path_type=Path))
+@click.argument("directory", type=EXISTING)
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=Path("replay"),
     show_default=True,
     help="Folder for replay.csv, replay_summary.csv and replay_summary.json.",
@@ -48,7 +48,7 @@ CHECKED_LOOKS = 6
 @click.option(
     "--study",
     "study_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=EXISTING_FILE,
     default=None,
     help="The study file the tables come from: its settings apply (live-chat and rating criteria, the seed).",
 )

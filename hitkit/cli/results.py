@@ -8,19 +8,14 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import main, on_terminal
+from hitkit.cli.app import FOLDER, duplicates_option, main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 
 
 @main.command()
 @click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder for the tables (default: OUT/STUDY/export).",
-)
+@click.option("--out", type=FOLDER, default=None, help="Folder for the tables (default: OUT/STUDY/export).")
 @click.option(
     "--format",
     "fmt",
@@ -94,13 +89,9 @@ def _analysis_option(name: str) -> str:
     show_default=True,
     help="Multiple-comparison correction of every table of p-values (p_adjusted).",
 )
-@click.option(
-    "--duplicates",
-    type=click.Choice(["first", "last", "drop", "error"]),
-    default="first",
-    show_default=True,
-    help="Repeated annotations/ratings/votes: keep the first or last, drop all "
-    "copies, or stop with an error. The count is reported either way.",
+@duplicates_option(
+    "Repeated annotations/ratings/votes: keep the first or last, drop all "
+    "copies, or stop with an error. The count is reported either way."
 )
 @click.option(
     "--cluster",
@@ -352,7 +343,7 @@ def analyze(
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=None,
     help="Folder for report.html, report.md and figures/ (default: OUT/STUDY/report).",
 )

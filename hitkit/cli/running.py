@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hitkit.cli.app import PLAIN_LINE_EVERY_S, database_option, main, on_terminal
+from hitkit.cli.app import EXISTING_FILE, FILE, PLAIN_LINE_EVERY_S, database_option, main, on_terminal
 from hitkit.errors import HitkitError
 from hitkit.protocols import names as protocol_names
 
@@ -44,7 +44,7 @@ def init(directory: Path, task: str, language: str) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("--yes", is_flag=True, help="Post without asking for confirmation.")
 @click.option("--resume", is_flag=True, help="Continue a study this database already holds.")
 @click.option("--dry-run", is_flag=True, help="Validate, pack and price the study; post and save nothing.")
@@ -131,7 +131,7 @@ def _stopped_message(study_file: Path) -> str:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
 def generate(study_file: Path, no_progress: bool) -> None:
     """Generate the study's bot-bot conversations (resumable: finished ones are kept and skipped)."""
@@ -159,7 +159,7 @@ def generate(study_file: Path, no_progress: bool) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("--no-progress", is_flag=True, help="No progress line (for logs).")
 def judge(study_file: Path, no_progress: bool) -> None:
     """Have the study's LLM judge (judge:) label whatever is not labelled yet: resumable, mid-run or after a
@@ -205,10 +205,10 @@ def judge(study_file: Path, no_progress: bool) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option(
     "--human-ranking",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=EXISTING_FILE,
     default=None,
     help="CSV with 'system' and 'rank' (1 = best) or 'score': the human ranking to compare with.",
 )
@@ -360,7 +360,7 @@ def scheduler(database_url: str) -> None:
 
 
 @main.command()
-@click.argument("study_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("study_file", type=FILE)
 @click.option("-n", "count", type=int, default=5, show_default=True, help="How many links.")
 @click.option(
     "--base-url",

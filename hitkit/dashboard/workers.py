@@ -21,9 +21,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hitkit.analysis.authenticity import WorkerScore
-from hitkit.db.models import Assignment, Event, Hit, Payment, Worker, utcnow
+from hitkit.db.models import Assignment, Hit, Payment, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
+from hitkit.events import add_event
 from hitkit.money.amounts import cents
 from hitkit.money.qc import QcSummary
 from hitkit.money.qc_policy import held_assignment_ids
@@ -230,14 +231,7 @@ def reject_assignment(database_url: str, ctx: StudyContext, assignment_id: int, 
     with session_scope(database_url) as session:
         a = session.get_one(Assignment, assignment_id, with_for_update=True)
         a.status, a.decided_at = "rejected", utcnow()
-        session.add(
-            Event(
-                study_id=ctx.study_id,
-                kind="assignment_rejected",
-                actor=ACTOR,
-                data={"assignment": a.id, "reason": reason},
-            )
-        )
+        add_event(session, ctx.study_id, "assignment_rejected", ACTOR, {"assignment": a.id, "reason": reason})
     return f"assignment {assignment_id} rejected"
 
 
@@ -287,13 +281,12 @@ def bonus_worker(database_url: str, ctx: StudyContext, worker_id: int, amount: D
             )
     except Exception as exc:
         with session_scope(database_url) as session:
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="bonus_failed",
-                    actor=ACTOR,
-                    data={"worker": external_id, "amount": str(amount), "error": str(exc)[:500]},
-                )
+            add_event(
+                session,
+                ctx.study_id,
+                "bonus_failed",
+                ACTOR,
+                {"worker": external_id, "amount": str(amount), "error": str(exc)[:500]},
             )
         raise ActionError(
             f"the provider did not pay the bonus ({exc}); the ledger keeps it pending under its key, "
@@ -362,13 +355,12 @@ def block_worker(database_url: str, ctx: StudyContext, worker_id: int, reason: s
     else:
         where = "hitkit"
     with session_scope(database_url) as session:
-        session.add(
-            Event(
-                study_id=ctx.study_id,
-                kind="worker_blocked",
-                actor=ACTOR,
-                data={"worker": external_id, "reason": (reason or "").strip(), "where": where},
-            )
+        add_event(
+            session,
+            ctx.study_id,
+            "worker_blocked",
+            ACTOR,
+            {"worker": external_id, "reason": (reason or "").strip(), "where": where},
         )
     return f"worker {external_id} {'was already' if already else 'is now'} blocked in {where}"
 
@@ -378,7 +370,5 @@ def unblock_worker(database_url: str, ctx: StudyContext, worker_id: int) -> str:
     with session_scope(database_url) as session:
         worker = _worker_in_study(session, ctx, worker_id)
         worker.blocked = False
-        session.add(
-            Event(study_id=ctx.study_id, kind="worker_unblocked", actor=ACTOR, data={"worker": worker.external_id})
-        )
+        add_event(session, ctx.study_id, "worker_unblocked", ACTOR, {"worker": worker.external_id})
         return f"worker {worker.external_id} is no longer blocked in hitkit"

@@ -30,8 +30,9 @@ import pandas as pd
 from sqlalchemy import select, true
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Event, JudgeLabel, Study, Unit, utcnow
+from hitkit.db.models import JudgeLabel, Study, Unit, utcnow
 from hitkit.db.session import session_scope
+from hitkit.events import add_event
 from hitkit.judges.confidence import TOP_LOGPROBS, label_confidence
 from hitkit.judges.panel import Panelist, check_panel, first_judges, panel, requests_of
 from hitkit.judges.section import judge_section
@@ -317,19 +318,18 @@ def _judge_one(
         status.close()
         pool.shutdown(wait=not interrupted, cancel_futures=True)
     with session_scope(database_url) as session:
-        session.add(
-            Event(
-                study_id=study_id,
-                kind="judge_run",
-                actor="cli",
-                data={
-                    "planned": report.planned,
-                    "judged": report.judged,
-                    "auto": report.auto,
-                    "unparsed": report.unparsed,
-                    "failed": len(report.failed),
-                },
-            )
+        add_event(
+            session,
+            study_id,
+            "judge_run",
+            "cli",
+            {
+                "planned": report.planned,
+                "judged": report.judged,
+                "auto": report.auto,
+                "unparsed": report.unparsed,
+                "failed": len(report.failed),
+            },
         )
     return report
 

@@ -30,7 +30,8 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Conversation, Event, Hit, Study, Unit
+from hitkit.db.models import Conversation, Hit, Study, Unit
+from hitkit.events import add_event
 from hitkit.judges.design import EVENT, clusters, half, judged_units, recorded, uncertain
 from hitkit.protocols import PROTOCOLS, task_for
 from hitkit.protocols.base import UnitSpec
@@ -94,21 +95,20 @@ def draw_if_due(session: Session, study: Study, config: StudyConfig, store_work:
         )
         hits = task.pack(new, random.Random(f"{config.seed}:judge:second"))
         store_work(session, study.id, config, new, hits, conversations, first_index=(last or 0) + 1)
-    session.add(
-        Event(
-            study_id=study.id,
-            kind=EVENT,
-            actor="scheduler",
-            data={
-                "pi": {u.key: round(float(p), 12) for k, p in zip(groups, pi) for u in groups[k]},
-                "pilot": sorted(pilot),
-                "drawn": [u.key for u in new],
-                "expected_labels": float(pi.sum()),
-                "cluster": getattr(module, "CLUSTER_NAME", "items"),
-                "pi_min": judge.pi_min,
-                "confidence": confidence_source(session, study),
-            },
-        )
+    add_event(
+        session,
+        study.id,
+        EVENT,
+        "scheduler",
+        {
+            "pi": {u.key: round(float(p), 12) for k, p in zip(groups, pi) for u in groups[k]},
+            "pilot": sorted(pilot),
+            "drawn": [u.key for u in new],
+            "expected_labels": float(pi.sum()),
+            "cluster": getattr(module, "CLUSTER_NAME", "items"),
+            "pi_min": judge.pi_min,
+            "confidence": confidence_source(session, study),
+        },
     )
     session.flush()
     return len(new)

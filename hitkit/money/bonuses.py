@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Payment
 from hitkit.db.session import session_scope
 from hitkit.errors import BudgetError, HitkitError
+from hitkit.events import add_event
 from hitkit.money.amounts import cents
 from hitkit.money.ledger import bonus_key, budget_of, committed_spend, fee_key, within_budget
 from hitkit.money.payments import legacy_keys
@@ -77,13 +78,12 @@ def record_bonus(
     }
     row = Payment(kind="bonus", amount=amount, idempotency_key=key, **common)
     session.add_all([row, Payment(kind="bonus_fee", amount=fee, idempotency_key=fee_key(key), **common)])
-    session.add(
-        Event(
-            study_id=ctx.study_id,
-            kind="bonus_recorded",
-            actor=actor,
-            data={"key": key, "assignment": a.id, "amount": str(amount), "reason": reason},
-        )
+    add_event(
+        session,
+        ctx.study_id,
+        "bonus_recorded",
+        actor,
+        {"key": key, "assignment": a.id, "amount": str(amount), "reason": reason},
     )
     session.flush()
     return row
@@ -119,11 +119,7 @@ def pay_bonus(
 
     def paid(ref: str) -> None:
         with session_scope(database_url) as session:
-            session.add(
-                Event(
-                    study_id=ctx.study_id, kind="bonus_paid", actor=actor, data={"key": key, "ref": ref, **(note or {})}
-                )
-            )
+            add_event(session, ctx.study_id, "bonus_paid", actor, {"key": key, "ref": ref, **(note or {})})
 
     return pay(database_url, ctx, key, reason, actor, on_paid=paid)[1]
 

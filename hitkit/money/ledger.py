@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
+from hitkit.db.models import Assignment, Hit, Payment, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.events import record_once
+from hitkit.events import add_event, record_once
 from hitkit.money import qc_policy
 from hitkit.money.amounts import hit_cost
 from hitkit.providers.base import provider_agrees
@@ -87,6 +87,19 @@ def provider_assignment_of(a: Assignment) -> str:
     if a.provider_assignment_id is None:
         raise HitkitError(f"assignment {a.id} has no id on the provider; hitkit's admission gives every assignment one")
     return a.provider_assignment_id
+
+
+def submitted_before(session: Session, study_id: int, cutoff: dt.datetime) -> list[Assignment]:
+    """The study's assignments submitted (not yet approved or rejected) at or before ``cutoff``, in id order:
+    the work that has waited long enough to be approved, or handed in on the provider."""
+    return list(
+        session.scalars(
+            select(Assignment)
+            .join(Hit)
+            .where(Hit.study_id == study_id, Assignment.status == "submitted", Assignment.submitted_at <= cutoff)
+            .order_by(Assignment.id)
+        )
+    )
 
 
 def budget_of(session: Session, study_id: int) -> Decimal:
@@ -271,7 +284,7 @@ def record_decision(
     a.status, a.decided_at = status, now
     if status == "approved" and ctx.provider.confirmation == "platform" and a.confirmed_at is None:
         a.confirmed_at = now  # every caller approves only work the platform shows as this worker's
-    session.add(Event(study_id=ctx.study_id, kind=f"assignment_{status}", actor=actor, data={"assignment": a.id}))
+    add_event(session, ctx.study_id, f"assignment_{status}", actor, {"assignment": a.id})
 
 
 def approve(
@@ -316,13 +329,12 @@ def approve(
         if a.status != "submitted":
             return "gone"
         if override_platform is not None:
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="approve_override",
-                    actor=actor,
-                    data={"assignment": a.id, "reason": override_platform.strip()},
-                )
+            add_event(
+                session,
+                ctx.study_id,
+                "approve_override",
+                actor,
+                {"assignment": a.id, "reason": override_platform.strip()},
             )
         elif agrees is False:
             record_once(

@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Payment, utcnow
+from hitkit.db.models import Assignment, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.money.ledger import provider_assignment_of
 from hitkit.providers.base import BonusOutcome, PendingBonus
 from hitkit.study import lease
@@ -107,18 +108,17 @@ def move(
             p.status = "paid" if to in DONE else "pending"
         if ref:
             row.provider_ref = ref
-        session.add(
-            Event(
-                study_id=study_id,
-                kind="bonus_state",
-                actor=actor,
-                data={
-                    "key": row.idempotency_key,
-                    "from": frm[0] if len(frm) == 1 else list(frm),
-                    "to": to,
-                    "ref": row.provider_ref,
-                },
-            )
+        add_event(
+            session,
+            study_id,
+            "bonus_state",
+            actor,
+            {
+                "key": row.idempotency_key,
+                "from": frm[0] if len(frm) == 1 else list(frm),
+                "to": to,
+                "ref": row.provider_ref,
+            },
         )
     return True
 

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event
+from hitkit.events import add_event
 
 Decision = Literal["approve", "hold", "reject"]
 HELD_EVENT = "qc_held"
@@ -72,19 +73,18 @@ def gate(session: Session, ctx, a: Assignment) -> str | None:
     if outcome == "approve":
         return None
     if outcome == "hold":
-        session.add(
-            Event(
-                study_id=ctx.study_id,
-                kind=HELD_EVENT,
-                actor="scheduler",
-                data={
-                    "assignment": a.id,
-                    "worker": a.worker.external_id,
-                    "check": qc.method if qc else None,
-                    "reason": "the worker fails quality control so far; approve or reject it on the "
-                    "dashboard or with `hitkit held`",
-                },
-            )
+        add_event(
+            session,
+            ctx.study_id,
+            HELD_EVENT,
+            "scheduler",
+            {
+                "assignment": a.id,
+                "worker": a.worker.external_id,
+                "check": qc.method if qc else None,
+                "reason": "the worker fails quality control so far; approve or reject it on the "
+                "dashboard or with `hitkit held`",
+            },
         )
         return "hold"
     return "reject"
@@ -92,17 +92,16 @@ def gate(session: Session, ctx, a: Assignment) -> str | None:
 
 def note_rejected(session: Session, ctx, a: Assignment) -> None:
     """Log why a QC rejection the platform has accepted was made (the ledger records the decision)."""
-    session.add(
-        Event(
-            study_id=ctx.study_id,
-            kind="qc_rejected",
-            actor="scheduler",
-            data={
-                "assignment": a.id,
-                "worker": a.worker.external_id,
-                "reason": ctx.config.schedule.qc_reject_reason or "",
-            },
-        )
+    add_event(
+        session,
+        ctx.study_id,
+        "qc_rejected",
+        "scheduler",
+        {
+            "assignment": a.id,
+            "worker": a.worker.external_id,
+            "reason": ctx.config.schedule.qc_reject_reason or "",
+        },
     )
 
 

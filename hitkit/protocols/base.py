@@ -45,12 +45,6 @@ class Protocol:
     """The study file's ``task:`` value and the ``hitkit analyze`` argument."""
     title: str
     """The protocol as a report's heading names it, with its source."""
-    package: str
-    """The protocol's folder as a module path: ``task``, ``analysis``, ``report`` and ``views`` live in it."""
-    task_class: str
-    """The :class:`TaskType` subclass in ``PACKAGE.task``."""
-    settings_class: str
-    """The pydantic model of its study-file section in ``PACKAGE.settings`` (the section is named as the protocol)."""
     table: str
     """The export table of its answers (``votes``, ``ratings`` ...): it tells which protocol a folder holds."""
     columns: tuple[str, ...]
@@ -79,6 +73,24 @@ class Protocol:
     HITs, the default first; none: the protocol takes no ``gold:`` section (``gold_note`` says why)."""
     gold_note: str = ""
     """Why a protocol without ``gold_sources`` needs none (its own known-answer items), for the error."""
+
+    @property
+    def package(self) -> str:
+        """The protocol's folder as a module path, ``hitkit.protocols.NAME``: ``task``, ``analysis``,
+        ``report`` and ``views`` live in it."""
+        return f"hitkit.protocols.{self.name}"
+
+    @property
+    def task_class(self) -> str:
+        """The name of its :class:`TaskType` subclass in ``PACKAGE.task``: the protocol's name in
+        CamelCase, then ``Task`` (``live_chat``: ``LiveChatTask``)."""
+        return self.name.title().replace("_", "") + "Task"
+
+    @property
+    def settings_class(self) -> str:
+        """The name of the pydantic model of its study-file section (named as the protocol) in
+        ``PACKAGE.settings``: the protocol's name in CamelCase, then ``Config``."""
+        return self.name.title().replace("_", "") + "Config"
 
     def module(self, name: str) -> ModuleType:
         """The module ``name`` of the protocol's folder (``task``, ``analysis``, ``report``, ``views``)."""
@@ -192,19 +204,6 @@ def done_responses(session: Session, study: Study, *conditions) -> list:
     )
 
 
-def shuffled_order(units: Sequence[Unit], rng: random.Random) -> dict[str, Any]:
-    """A layout that shows ``units`` in a random order, recorded as ``{"order": [unit ids]}``."""
-    order = [u.id for u in units]
-    rng.shuffle(order)
-    return {"order": order}
-
-
-def position(unit: Unit, layout: Mapping[str, Any]) -> int | None:
-    """Where ``unit`` stands in a :func:`shuffled_order` layout (0-based), or None outside one."""
-    order = list(layout.get("order", []))
-    return order.index(unit.id) if unit.id in order else None
-
-
 class TaskType(ABC):
     """The part of a protocol that runs a study; one instance per study configuration."""
 
@@ -294,6 +293,11 @@ class TaskType(ABC):
     def control_systems(self) -> frozenset[str]:
         """The study's quality-control systems (a degraded bot), which no ranking includes."""
         return frozenset()
+
+    def real_systems(self) -> list[str]:
+        """The study's systems in the file's order but its :meth:`control_systems`: those a ranking includes."""
+        control = self.control_systems()
+        return [s.name for s in self.config.systems if s.name not in control]
 
     def perceived_quality(self) -> dict[str, float]:
         """Each system's quality in [0, 1] as the simulated crowd perceives it (the simulated crowd and

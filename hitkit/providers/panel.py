@@ -26,8 +26,9 @@ from urllib.parse import quote
 from sqlalchemy import Row, or_, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Hit, Worker, utcnow
+from hitkit.db.models import Assignment, Hit, Worker, utcnow
 from hitkit.errors import ConfigError, FlowError, InputError
+from hitkit.events import add_event
 from hitkit.providers.base import Arrival, Completion, CompletionKind
 from hitkit.providers.internal import InternalProvider
 from hitkit.study.config import StudyConfig
@@ -273,20 +274,19 @@ def confirm_completed(session: Session, ctx, ids: list[str] | list[Listed], sour
     outcome.mismatched = [i for i in ids if i in mismatched]
     outcome.unknown = [i for i in ids if i not in matched and i not in mismatched]
     outcome.not_submitted = [i for i in ids if i in matched and i not in done_ids]
-    session.add(
-        Event(
-            study_id=ctx.study_id,
-            kind="work_confirmed",
-            actor="cli",
-            data={
-                "source": source[:200],
-                "confirmed": len(outcome.confirmed),
-                "already": len(outcome.already),
-                "unknown": len(outcome.unknown),
-                "not_submitted": len(outcome.not_submitted),
-                "mismatched": len(outcome.mismatched),
-            },
-        )
+    add_event(
+        session,
+        ctx.study_id,
+        "work_confirmed",
+        "cli",
+        {
+            "source": source[:200],
+            "confirmed": len(outcome.confirmed),
+            "already": len(outcome.already),
+            "unknown": len(outcome.unknown),
+            "not_submitted": len(outcome.not_submitted),
+            "mismatched": len(outcome.mismatched),
+        },
     )
     session.flush()
     return outcome

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
+from hitkit.db.models import Assignment, Hit, Study, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.study.stored import StudyContext, resolve_secret
 
 ACTOR = "cli"
@@ -28,7 +29,7 @@ def _set_status(database_url: str, study_name: str, allowed: tuple[str, ...], ne
                 f"study '{study_name}' is {study.status}; only a study that is {' or '.join(allowed)} can be {new}"
             )
         study.status = new
-        session.add(Event(study_id=ctx.study_id, kind=kind, actor=ACTOR, data={}))
+        add_event(session, ctx.study_id, kind, ACTOR, {})
     return ctx
 
 
@@ -63,7 +64,7 @@ def resume_study(database_url: str, study_name: str) -> str:
     ctx = _set_status(database_url, study_name, ("paused", "running"), "running", "study_resumed")
     with session_scope(database_url) as session:
         # Clears a lasting refusal to post: the coordinator says its cause is fixed.
-        session.add(Event(study_id=ctx.study_id, kind="posting_resumed", actor=ACTOR, data={}))
+        add_event(session, ctx.study_id, "posting_resumed", ACTOR, {})
     _as_leader(database_url, ctx, getattr(ctx.provider, "resume", None))
     return f"study '{study_name}' is running"
 
@@ -106,14 +107,7 @@ def settle_assignment(database_url: str, study_name: str, assignment_id: int, pa
             a.status = "approved" if pay else "returned"
             if pay and a.confirmed_at is None:
                 a.confirmed_at = utcnow()  # the coordinator paying for it vouches for it
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="assignment_settled",
-                    actor=ACTOR,
-                    data={"assignment": assignment_id, "paid": pay},
-                )
-            )
+            add_event(session, ctx.study_id, "assignment_settled", ACTOR, {"assignment": assignment_id, "paid": pay})
     return (
         f"assignment {assignment_id}: its reward of {reward} was paid as a bonus"
         if pay

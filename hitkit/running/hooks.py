@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from hitkit.db.hook_models import HookEvent, HookSubscription
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import session_scope
-from hitkit.events import record_once
+from hitkit.events import add_event, record_once
 from hitkit.running.hook_refusals import count_refusal, refused_counts
 
 if TYPE_CHECKING:
@@ -187,13 +187,12 @@ def act(session, ctx, event_type: str, resource_id: str, facts) -> str:
                 assignment = session.scalar(
                     select(Assignment.id).where(Assignment.provider_assignment_id == resource_id)
                 )
-                session.add(
-                    Event(
-                        study_id=ctx.study_id,
-                        kind="assignment_returned",
-                        actor="webhook",
-                        data={"assignment": assignment, "provider_assignment_id": resource_id},
-                    )
+                add_event(
+                    session,
+                    ctx.study_id,
+                    "assignment_returned",
+                    "webhook",
+                    {"assignment": assignment, "provider_assignment_id": resource_id},
                 )
                 return f"freed the place ({facts.status})"
         return f"noted ({facts.status})"
@@ -211,7 +210,7 @@ def _pause(database_url: str, ctx) -> None:
 
     pause_study(database_url, ctx.name)
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind="paused_for_high_return_rate", actor="webhook", data={}))
+        add_event(session, ctx.study_id, "paused_for_high_return_rate", "webhook", {})
 
 
 # -- subscribing and ending (the scheduler) --------------------------------------------------------

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 from sqlalchemy import select
 
 from hitkit.db.migrate import upgrade
-from hitkit.db.models import Event, Study
+from hitkit.db.models import Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.money.ledger import estimate_cost
 from hitkit.progress import StatusLine
 from hitkit.running.bots import check_material_before_generating, needs_bot_server, study_bots, with_bot_server
@@ -81,13 +82,11 @@ def _prepare(
             changed = apply_resume_changes(existing, config)
             if changed:
                 echo(f"Updated from {config_path.name}: {', '.join(changed)}.")
-                session.add(
-                    Event(study_id=existing.id, kind="study_config_changed", actor="cli", data={"fields": changed})
-                )
+                add_event(session, existing.id, "study_config_changed", "cli", {"fields": changed})
             ctx = StudyContext.of(existing, secret)
             if existing.status == "stopped" or (existing.status == "draft" and not judges_before(config)):
                 existing.status = "running"  # a draft judged study opens once its judge is done (judge_material)
-            session.add(Event(study_id=ctx.study_id, kind="study_resumed", actor="cli", data={}))
+            add_event(session, ctx.study_id, "study_resumed", "cli", {})
             echo(f"Resuming study '{config.study}' ({existing.status}). {estimate_cost(session, ctx).describe()}.")
             return ctx
         ctx = create_study(session, config, config_path, secret)
@@ -103,9 +102,7 @@ def _prepare(
             raise HitkitError("launch cancelled; nothing was saved")
         # A judged study stays a draft, posting nothing, until every item has its judge label (judge_material).
         session.get_one(Study, ctx.study_id).status = "draft" if judges_before(config) else "running"
-        session.add(
-            Event(study_id=ctx.study_id, kind="study_launched", actor="cli", data={"estimate": estimate.describe()})
-        )
+        add_event(session, ctx.study_id, "study_launched", "cli", {"estimate": estimate.describe()})
         return ctx
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from hitkit.db.models import Event, Study
+from hitkit.db.models import Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.judges.section import judge_section
 from hitkit.study.config import StudyConfig
 from hitkit.study.stored import StudyContext
@@ -48,7 +49,7 @@ def judge_material(
         study = session.get_one(Study, ctx.study_id)
         if study.status == "draft":
             study.status = "running"
-            session.add(Event(study_id=ctx.study_id, kind="study_judged", actor="cli", data={"labels": report.planned}))
+            add_event(session, ctx.study_id, "study_judged", "cli", {"labels": report.planned})
 
 
 def judges_before(config: StudyConfig) -> bool:

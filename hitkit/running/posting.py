@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Event, Hit
 from hitkit.db.session import session_scope
 from hitkit.errors import ConfigError, HitkitError
-from hitkit.events import record_once
+from hitkit.events import add_event, record_once
 from hitkit.money import ledger
 from hitkit.running import stopping
 from hitkit.study import lease
@@ -90,9 +90,7 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
         )
         wave = [(h.id, h.index, h.reward, h.max_assignments, h.lifetime_s) for h in pending[:n]]
         if pending and n == 0 and open_hits == 0:
-            session.add(
-                Event(study_id=ctx.study_id, kind="budget_exhausted", actor="scheduler", data={"pending": len(pending)})
-            )
+            add_event(session, ctx.study_id, "budget_exhausted", "scheduler", {"pending": len(pending)})
     posted_now = 0
     for hit_id, index, reward, max_assignments, lifetime_s in wave:
         entry = f"{base_url.rstrip('/')}/s/{ctx.name}/hit/{hit_id}"
@@ -122,13 +120,12 @@ def post_wave(database_url: str, ctx: StudyContext, now: dt.datetime, base_url: 
                 continue
             hit.provider_hit_id, hit.status = posted.provider_hit_id, "posted"
             hit.posted_at, hit.expires_at = now, now + dt.timedelta(seconds=lifetime_s)
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="hit_posted",
-                    actor="scheduler",
-                    data={"hit": hit_id, "provider_hit_id": posted.provider_hit_id},
-                )
+            add_event(
+                session,
+                ctx.study_id,
+                "hit_posted",
+                "scheduler",
+                {"hit": hit_id, "provider_hit_id": posted.provider_hit_id},
             )
         posted_now += 1
     return posted_now

@@ -16,8 +16,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from hitkit.db.models import Assignment, Event, Hit, Worker
 from hitkit.db.session import session_scope
-from hitkit.events import record_once
-from hitkit.money.ledger import provider_assignment_of
+from hitkit.events import add_event, record_once
+from hitkit.money.ledger import provider_assignment_of, submitted_before
 from hitkit.providers.base import WorkStatus
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import CAP_STATUSES
@@ -68,13 +68,12 @@ def release_returned(database_url: str, ctx: StudyContext) -> int:
             )
         ):
             a.status = "returned"
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="assignment_returned",
-                    actor="scheduler",
-                    data={"assignment": a.id, "provider_assignment_id": a.provider_assignment_id},
-                )
+            add_event(
+                session,
+                ctx.study_id,
+                "assignment_returned",
+                "scheduler",
+                {"assignment": a.id, "provider_assignment_id": a.provider_assignment_id},
             )
             n += 1
     return n
@@ -105,16 +104,7 @@ def hand_in_unfinished(database_url: str, ctx: StudyContext, now: dt.datetime) -
         }
         rows = [
             (a.id, provider_assignment_of(a))
-            for a in session.scalars(
-                select(Assignment)
-                .join(Hit)
-                .where(
-                    Hit.study_id == ctx.study_id,
-                    Assignment.status == "submitted",
-                    Assignment.submitted_at <= now - after,
-                )
-                .order_by(Assignment.id)
-            )
+            for a in submitted_before(session, ctx.study_id, now - after)
             if a.id not in settled
         ]
     n = 0
@@ -174,23 +164,15 @@ def cap_full_workers(database_url: str, ctx: StudyContext) -> int:
         except Exception as exc:  # noqa: BLE001 - the next tick retries this worker
             log.warning("capping worker %s failed (retried next tick): %s", external_id, exc)
             with session_scope(database_url) as session:
-                session.add(
-                    Event(
-                        study_id=ctx.study_id,
-                        kind="cap_failed",
-                        actor="scheduler",
-                        data={"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]},
-                    )
+                add_event(
+                    session,
+                    ctx.study_id,
+                    "cap_failed",
+                    "scheduler",
+                    {"worker": external_id, "error": f"{type(exc).__name__}: {exc}"[:1000]},
                 )
             continue
         with session_scope(database_url) as session:
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="worker_capped",
-                    actor="scheduler",
-                    data={"worker": external_id, "taken": count},
-                )
-            )
+            add_event(session, ctx.study_id, "worker_capped", "scheduler", {"worker": external_id, "taken": count})
         n += 1
     return n

@@ -16,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hitkit.db.models import Assignment, Event, Hit, Worker
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.study.stored import StudyContext, resolve_secret
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,8 @@ def passed_to_group(database_url: str, study_name: str, group: str) -> tuple[str
     group_id = groups.ensure(group)
     groups.add(group_id, passed)
     with session_scope(database_url) as session:
-        session.add(
-            Event(
-                study_id=ctx.study_id,
-                kind="workers_to_group",
-                actor="cli",
-                data={"group": group, "group_id": group_id, "workers": passed},
-            )
+        add_event(
+            session, ctx.study_id, "workers_to_group", "cli", {"group": group, "group_id": group_id, "workers": passed}
         )
     return group_id, passed
 
@@ -94,14 +90,7 @@ def block_qc_failures(database_url: str, ctx: StudyContext) -> int:
         log.warning("adding QC failures to the blocklist group %s failed (retried next tick): %s", name, exc)
         return 0
     with session_scope(database_url) as session:
-        session.add(
-            Event(
-                study_id=ctx.study_id,
-                kind="worker_blocklisted",
-                actor="scheduler",
-                data={"group": name, "workers": new},
-            )
-        )
+        add_event(session, ctx.study_id, "worker_blocklisted", "scheduler", {"group": name, "workers": new})
     return len(new)
 
 
@@ -137,7 +126,5 @@ def message(database_url: str, study_name: str, to: list[str] | None, body: str,
         )
     n = send(ids, body)
     with session_scope(database_url) as session:
-        session.add(
-            Event(study_id=ctx.study_id, kind="message_sent", actor=actor, data={"to": ids, "chars": len(body.strip())})
-        )
+        add_event(session, ctx.study_id, "message_sent", actor, {"to": ids, "chars": len(body.strip())})
     return n

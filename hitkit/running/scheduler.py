@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Hit, Study, utcnow
 from hitkit.db.session import rowcount, session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.judges import second_wave
 from hitkit.money import ledger, qc_policy
 from hitkit.running import hooks, posting, provider_side, recontact, stopping
@@ -73,14 +74,7 @@ def expire_stale_assignments(session: Session, ctx: StudyContext, now: dt.dateti
         )
         if rowcount(done) == 1:
             expired += 1
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="assignment_expired",
-                    actor="scheduler",
-                    data={"assignment": assignment_id},
-                )
-            )
+            add_event(session, ctx.study_id, "assignment_expired", "scheduler", {"assignment": assignment_id})
     return expired
 
 
@@ -101,7 +95,7 @@ def reopen_lapsed_hits(database_url: str, ctx: StudyContext, now: dt.datetime) -
         with session_scope(database_url) as session:
             hit = session.get_one(Hit, hit_id)
             hit.expires_at = now + dt.timedelta(seconds=lifetime_s)
-            session.add(Event(study_id=ctx.study_id, kind="hit_reopened", actor="scheduler", data={"hit": hit_id}))
+            add_event(session, ctx.study_id, "hit_reopened", "scheduler", {"hit": hit_id})
         n += 1
     return n
 
@@ -117,13 +111,12 @@ def note_approve_failure(session: Session, study_id: int, assignment_id: int, er
             # A new dict, not an in-place change: the JSON column only notices assignment.
             event.data = {**event.data, "attempts": event.data.get("attempts", 1) + 1, "last_at": now.isoformat()}
             return
-    session.add(
-        Event(
-            study_id=study_id,
-            kind="approve_failed",
-            actor="scheduler",
-            data={"assignment": assignment_id, "error": error, "attempts": 1, "last_at": now.isoformat()},
-        )
+    add_event(
+        session,
+        study_id,
+        "approve_failed",
+        "scheduler",
+        {"assignment": assignment_id, "error": error, "attempts": 1, "last_at": now.isoformat()},
     )
 
 
@@ -138,20 +131,7 @@ def approve_submitted(database_url: str, ctx: StudyContext, now: dt.datetime, re
     delay = dt.timedelta(seconds=ctx.config.schedule.approve_after_s)
     with session_scope(database_url) as session:
         held = qc_policy.held_assignment_ids(session, ctx.study_id)
-        rows = [
-            a.id
-            for a in session.scalars(
-                select(Assignment)
-                .join(Hit)
-                .where(
-                    Hit.study_id == ctx.study_id,
-                    Assignment.status == "submitted",
-                    Assignment.submitted_at <= now - delay,
-                )
-                .order_by(Assignment.id)
-            )
-            if a.id not in held
-        ]
+        rows = [a.id for a in ledger.submitted_before(session, ctx.study_id, now - delay) if a.id not in held]
     approved = 0
     for assignment_id in rows:
         try:
@@ -210,7 +190,7 @@ def stop_when_settled(database_url: str, ctx: StudyContext, now: dt.datetime) ->
 
 def _record_closed(database_url: str, ctx: StudyContext, data: dict) -> None:
     with session_scope(database_url) as session:
-        session.add(Event(study_id=ctx.study_id, kind=stopping.CLOSED, actor="scheduler", data=data))
+        add_event(session, ctx.study_id, stopping.CLOSED, "scheduler", data)
 
 
 def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> bool:
@@ -226,13 +206,12 @@ def _tell_provider(database_url: str, ctx: StudyContext, call, *args) -> bool:
     except Exception as exc:  # noqa: BLE001 - see docstring
         log.warning("closing work on the provider failed: %s", exc)
         with session_scope(database_url) as session:
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="expire_failed",
-                    actor="scheduler",
-                    data={"provider_hit_id": args[0] if args else None, "error": str(exc)[:1000]},
-                )
+            add_event(
+                session,
+                ctx.study_id,
+                "expire_failed",
+                "scheduler",
+                {"provider_hit_id": args[0] if args else None, "error": str(exc)[:1000]},
             )
         return False
 
@@ -313,7 +292,7 @@ def _steps(database_url: str, ctx: StudyContext, status: str, base_url: str, rep
             settled = False
         if settled:
             study.status, study.completed_at = "completed", now
-            session.add(Event(study_id=ctx.study_id, kind="study_completed", actor="scheduler", data={}))
+            add_event(session, ctx.study_id, "study_completed", "scheduler", {})
             report.study_completed = True
     # Platform actions, under the lease like every step above.
     report.hook_events = hooks.tend(database_url, ctx)  # webhooks: subscribe, drain, end when over

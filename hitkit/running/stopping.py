@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from hitkit.analysis.sequential import RuleState, as_table, intervals, settle
 from hitkit.db.models import Assignment, Event, Hit, HitUnit, Study, Unit
 from hitkit.errors import ConfigError
+from hitkit.events import add_event
 from hitkit.protocols import PROTOCOLS
 from hitkit.study.sections import StopConfig
 from hitkit.study.stored import StudyContext
@@ -167,22 +168,21 @@ def check(session: Session, ctx: StudyContext, now: dt.datetime) -> bool:
             hit.status, withdrawn = "withdrawn", withdrawn + 1
         else:
             hit.status, closed = "closed", closed + 1
-    session.add(
-        Event(
-            study_id=ctx.study_id,
-            kind=FIRED,
-            actor="scheduler",
-            data={
-                "decision": stop.decision,
-                "outcome": state.outcome,
-                "hits": hits,
-                "at": now.isoformat(),
-                "alpha": stop.alpha,
-                "withdrawn": withdrawn,
-                "closed": closed,
-                "intervals": as_table(state),
-            },
-        )
+    add_event(
+        session,
+        ctx.study_id,
+        FIRED,
+        "scheduler",
+        {
+            "decision": stop.decision,
+            "outcome": state.outcome,
+            "hits": hits,
+            "at": now.isoformat(),
+            "alpha": stop.alpha,
+            "withdrawn": withdrawn,
+            "closed": closed,
+            "intervals": as_table(state),
+        },
     )
     return True
 

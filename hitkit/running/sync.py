@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from hitkit.db.models import Assignment, Event, Hit, Payment, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
-from hitkit.events import record_once
+from hitkit.events import add_event, record_once
 from hitkit.money import ledger, payments
 from hitkit.providers.base import ProviderWork, WorkStatus
 from hitkit.study import lease
@@ -148,26 +148,24 @@ def _sync(database_url: str, ctx: StudyContext, study_name: str, bonus_min_age_s
             except Exception as exc:  # noqa: BLE001 - one failure must not stop the others; sync runs again
                 report.errors.append(f"assignment {assignment_id}: {type(exc).__name__}: {exc}")
                 with session_scope(database_url) as session:
-                    session.add(
-                        Event(
-                            study_id=ctx.study_id,
-                            kind="sync_failed",
-                            actor="cli",
-                            data={"assignment": assignment_id, "error": f"{type(exc).__name__}: {exc}"[:1000]},
-                        )
+                    add_event(
+                        session,
+                        ctx.study_id,
+                        "sync_failed",
+                        "cli",
+                        {"assignment": assignment_id, "error": f"{type(exc).__name__}: {exc}"[:1000]},
                     )
         with session_scope(database_url) as session:
-            session.add(
-                Event(
-                    study_id=ctx.study_id,
-                    kind="sync",
-                    actor="cli",
-                    data={
-                        "checked": report.checked,
-                        "approved": len(report.approved),
-                        "mismatches": len(report.mismatches),
-                    },
-                )
+            add_event(
+                session,
+                ctx.study_id,
+                "sync",
+                "cli",
+                {
+                    "checked": report.checked,
+                    "approved": len(report.approved),
+                    "mismatches": len(report.mismatches),
+                },
             )
     with session_scope(database_url) as session:
         report.not_handed_in = [
@@ -230,13 +228,12 @@ def _reconcile(
                 to_approve.append((a.id, work))
             elif action == "mark_returned":
                 a.status = "returned"
-                session.add(
-                    Event(
-                        study_id=ctx.study_id,
-                        kind="assignment_returned",
-                        actor="cli",
-                        data={"assignment": a.id, "provider_assignment_id": pid},
-                    )
+                add_event(
+                    session,
+                    ctx.study_id,
+                    "assignment_returned",
+                    "cli",
+                    {"assignment": a.id, "provider_assignment_id": pid},
                 )
                 report.marked.append({"assignment": a.id, "status": "returned"})
             else:
@@ -276,7 +273,7 @@ def _settle_bonuses(database_url: str, ctx: StudyContext, report: SyncReport, re
             outcome, _ = payments.pay(database_url, ctx, key, _reason(database_url, ctx, key), "sync", resolve=True)
             if outcome == "found":
                 with session_scope(database_url) as session:
-                    session.add(Event(study_id=ctx.study_id, kind="bonus_confirmed", actor="cli", data={"key": key}))
+                    add_event(session, ctx.study_id, "bonus_confirmed", "cli", {"key": key})
                 report.bonuses_confirmed.append(key)
             elif outcome == "paid":
                 report.bonuses_paid.append(key)

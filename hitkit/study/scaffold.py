@@ -1,8 +1,8 @@
 """``hitkit init``: a commented, runnable study a coordinator edits rather than writes from nothing.
 
 Each protocol keeps its own starter (``hitkit/protocols/NAME/starter.py``: ``STUDY_YAML`` and
-``material()``, the files the study reads; the sections every starter shares come from
-:mod:`hitkit.study.starter_sections`); this module looks it up in the registry and writes it.
+``material()``, the files the study reads; the lines every starter shares come from the protocol kit,
+:mod:`hitkit.protocols.kit.starter`); this module looks it up in the registry and writes it.
 """
 
 from __future__ import annotations

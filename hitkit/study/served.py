@@ -12,6 +12,7 @@ from sqlalchemy import select
 from hitkit.db.models import Event, Study
 from hitkit.db.session import session_scope
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.study.config import StudyConfig
 
 SERVED_EVENT = "served"
@@ -40,7 +41,7 @@ def record_served(database_url: str, study_ids: list[int], url: str) -> None:
     """Record where the pages of these studies are served now."""
     with session_scope(database_url) as session:
         for study_id in study_ids:
-            session.add(Event(study_id=study_id, kind=SERVED_EVENT, actor="cli", data={"url": url}))
+            add_event(session, study_id, SERVED_EVENT, "cli", {"url": url})
 
 
 def dashboard_hint(base_url: str) -> str:

@@ -11,8 +11,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Conversation, Event, Hit, HitUnit, Study, System, Turn, Unit
+from hitkit.db.models import Conversation, Hit, HitUnit, Study, System, Turn, Unit
 from hitkit.errors import HitkitError
+from hitkit.events import add_event
 from hitkit.protocols import task_for
 from hitkit.protocols.base import HitSpec, Material, TaskType, UnitSpec
 from hitkit.providers import CrowdProvider, make_provider
@@ -114,14 +115,7 @@ def create_study(session: Session, config: StudyConfig, config_path: Path | None
         conversations[conv.key] = row
     session.flush()
     store_work(session, study.id, config, material.units, hit_specs, {k: c.id for k, c in conversations.items()})
-    session.add(
-        Event(
-            study_id=study.id,
-            kind="study_created",
-            actor="cli",
-            data={"units": len(material.units), "hits": len(hit_specs)},
-        )
-    )
+    add_event(session, study.id, "study_created", "cli", {"units": len(material.units), "hits": len(hit_specs)})
     session.flush()
     return StudyContext.of(study, secret)
 

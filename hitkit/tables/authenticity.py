@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.analysis.authenticity import AnswerScore, WorkerScore, score_answer, score_worker
 from hitkit.db.models import Assignment, Conversation, Hit, HitUnit, Response, Study, Turn, Unit, Worker
+from hitkit.protocols.kit.task import answer_ids
 from hitkit.study.stored import StudyContext
 from hitkit.tables.schema import AUTHENTICITY_COLUMNS, AUTHENTICITY_WORKER_COLUMNS, SIGNAL_COLUMNS, exported_status
 
@@ -53,10 +54,7 @@ def answers_table(session: Session, ctx: StudyContext) -> pd.DataFrame:
             (
                 (hit.index, a.id, KIND_ORDER[kind], turn or 0, question),
                 {
-                    "study": study.name,
-                    "hit_id": hit.provider_hit_id or str(hit.id),
-                    "assignment_id": a.provider_assignment_id or str(a.id),
-                    "worker_id": w.external_id,
+                    **answer_ids(study, hit, a, w),
                     "status": exported_status(a),
                     "unit_id": keys.get(unit_id, "") if unit_id is not None else "",
                     "conversation_id": (ctx.task.chat_key(a.id, unit_id, ctx.task.chat_sides[0]) or "")

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 from hitkit.db.models import Assignment, Conversation, Event, Hit, Payment, Study, System, Worker
 from hitkit.errors import HitkitError, WriteError
 from hitkit.progress import progress
+from hitkit.protocols.kit.task import answer_ids
 from hitkit.running import stopping
 from hitkit.study.stored import StudyContext
 from hitkit.tables import atomic
@@ -51,10 +52,7 @@ def assignments_table(session: Session, study: Study) -> pd.DataFrame:
     ).all()
     data = [
         {
-            "study": study.name,
-            "hit_id": hit.provider_hit_id or str(hit.id),
-            "assignment_id": a.provider_assignment_id or str(a.id),
-            "worker_id": w.external_id,
+            **answer_ids(study, hit, a, w),
             "status": exported_status(a),
             "work_time_s": round(a.work_time_s, 3) if a.work_time_s is not None else None,
         }
@@ -74,10 +72,7 @@ def feedback_table(session: Session, study: Study) -> pd.DataFrame:
     ).all()
     data = [
         {
-            "study": study.name,
-            "hit_id": hit.provider_hit_id or str(hit.id),
-            "assignment_id": a.provider_assignment_id or str(a.id),
-            "worker_id": w.external_id,
+            **answer_ids(study, hit, a, w),
             "feedback": a.feedback,
         }
         for a, hit, w in rows

@@ -22,9 +22,10 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hitkit.db.models import Assignment, Event, Hit, HitUnit, Response, Study, Worker, utcnow
+from hitkit.db.models import Assignment, Hit, HitUnit, Response, Study, Worker, utcnow
 from hitkit.db.session import session_scope
 from hitkit.errors import FlowError
+from hitkit.events import add_event
 from hitkit.i18n import N_
 from hitkit.protocols.base import TaskType
 from hitkit.providers.base import Arrival, ProviderWork
@@ -323,13 +324,12 @@ def enter(
                     updated_at=now,
                 )
             )
-    session.add(
-        Event(
-            study_id=ctx.study_id,
-            kind="assignment_accepted",
-            actor="server",
-            data={"assignment": assignment.id, "hit": hit.id, "worker": worker.external_id},
-        )
+    add_event(
+        session,
+        ctx.study_id,
+        "assignment_accepted",
+        "server",
+        {"assignment": assignment.id, "hit": hit.id, "worker": worker.external_id},
     )
     session.flush()
     return Entry(False, hit, tokens.assignment_token(ctx.secret, assignment.id, assignment.token_nonce), assignment)

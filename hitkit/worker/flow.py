@@ -32,8 +32,9 @@ from typing import Any, Mapping
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, joinedload, object_session
 
-from hitkit.db.models import Assignment, Event, HitUnit, Response, Unit, utcnow
+from hitkit.db.models import Assignment, HitUnit, Response, Unit, utcnow
 from hitkit.errors import AnswerError, FlowError
+from hitkit.events import add_event
 from hitkit.i18n import N_
 from hitkit.providers.base import Completion
 from hitkit.study.stored import StudyContext
@@ -287,9 +288,7 @@ def submit(
     assignment.submitted_at = now
     arrivals.CHECKS.forget(assignment.provider_assignment_id)  # a new arrival must see the work as done
     assignment.work_time_s = (now - assignment.accepted_at).total_seconds()
-    session.add(
-        Event(study_id=ctx.study_id, kind="assignment_submitted", actor="server", data={"assignment": assignment.id})
-    )
+    add_event(session, ctx.study_id, "assignment_submitted", "server", {"assignment": assignment.id})
     session.flush()
     return assignment, None
 
@@ -310,9 +309,7 @@ def return_assignment(session: Session, ctx: StudyContext, token: str) -> Assign
     writable(ctx, assignment, consented=False)
     assignment.status = "returned"
     arrivals.CHECKS.forget(assignment.provider_assignment_id)
-    session.add(
-        Event(study_id=ctx.study_id, kind="assignment_returned", actor="server", data={"assignment": assignment.id})
-    )
+    add_event(session, ctx.study_id, "assignment_returned", "server", {"assignment": assignment.id})
     return assignment
 
 

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Payment, Study, utcnow
 from hitkit.errors import AnswerError, ConfigError, FlowError
+from hitkit.events import add_event
 from hitkit.i18n import N_
 from hitkit.money import ledger
 from hitkit.providers.base import Completion, CompletionKind
@@ -81,13 +82,12 @@ def pending(session: Session, ctx, assignment: Assignment) -> bool:
     outcome = _worker_outcome(session, ctx, assignment)
     if outcome is False and assignment.status == "accepted":
         assignment.status = "returned"
-        session.add(
-            Event(
-                study_id=ctx.study_id,
-                kind="assignment_returned",
-                actor="server",
-                data={"assignment": assignment.id, "why": "screened out on an earlier visit"},
-            )
+        add_event(
+            session,
+            ctx.study_id,
+            "assignment_returned",
+            "server",
+            {"assignment": assignment.id, "why": "screened out on an earlier visit"},
         )
         session.commit()  # kept although the page answers with an error
         raise FlowError(
@@ -146,17 +146,16 @@ def answer(session: Session, ctx, token: str, answers: Mapping[str, str]) -> tup
         )
     flow.writable(ctx, assignment, consented=False)
     passed = passes(ctx, answers)
-    session.add(
-        Event(
-            study_id=ctx.study_id,
-            kind=ANSWERED,
-            actor="server",
-            data={
-                "assignment": assignment.id,
-                "passed": passed,
-                "answers": {q.name: answers[q.name] for q in ctx.config.screener.questions},
-            },
-        )
+    add_event(
+        session,
+        ctx.study_id,
+        ANSWERED,
+        "server",
+        {
+            "assignment": assignment.id,
+            "passed": passed,
+            "answers": {q.name: answers[q.name] for q in ctx.config.screener.questions},
+        },
     )
     if not passed:
         screen_out(session, ctx, assignment)
@@ -172,17 +171,13 @@ def screen_out(session: Session, ctx, assignment: Assignment) -> None:
     ledger.book_screen_out(
         session, ctx, assignment, screener.screen_out_reward, paid=not getattr(ctx.provider, "pays_screen_outs", False)
     )
-    session.add(Event(study_id=ctx.study_id, kind=SCREENED_OUT, actor="server", data={"assignment": assignment.id}))
+    add_event(session, ctx.study_id, SCREENED_OUT, "server", {"assignment": assignment.id})
     session.flush()
     if screened_out_count(session, ctx.study_id) >= screener.slots:
         study = session.get_one(Study, ctx.study_id)
         if study.status == "running":
             study.status = "paused"
-            session.add(
-                Event(
-                    study_id=ctx.study_id, kind="screen_out_slots_used", actor="server", data={"slots": screener.slots}
-                )
-            )
+            add_event(session, ctx.study_id, "screen_out_slots_used", "server", {"slots": screener.slots})
 
 
 def screened_out_count(session: Session, study_id: int) -> int:

@@ -7,9 +7,6 @@ from hitkit.protocols.base import Protocol
 PROTOCOL = Protocol(
     name="arena",
     title="Arena: side-by-side battles of anonymous systems (Chiang et al. 2024)",
-    package=__name__,
-    settings_class="ArenaConfig",
-    task_class="ArenaTask",
     table=TABLE,
     columns=BATTLE_COLUMNS,
     analysis_marker="leaderboard",

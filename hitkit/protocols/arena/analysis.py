@@ -34,11 +34,8 @@ from hitkit.analysis.evidence import attach
 from hitkit.analysis.gold import gold_counts
 from hitkit.analysis.inference import (
     DEFAULT_DUPLICATES,
-    INTERVAL_METHOD,
     DuplicatePolicy,
-    duplicate_warnings,
 )
-from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.errors import HitkitError, InputError
 from hitkit.protocols.arena import figures
 from hitkit.protocols.arena.bradley_terry import FASTCHAT_BASELINE, STYLE_REG
@@ -51,8 +48,9 @@ from hitkit.protocols.arena.options import PACKAGED_EMBEDDER, ArenaAnalysisOptio
 from hitkit.protocols.arena.preparing import prepare
 from hitkit.protocols.arena.reading import included, read_study_battles
 from hitkit.protocols.arena.robust import SANDWICH
-from hitkit.protocols.arena.verdicts import NOT_JUDGED, board_warnings, verdicts
+from hitkit.protocols.arena.verdicts import NOT_JUDGED, summary_warnings, verdicts
 from hitkit.protocols.arena.voters import VOTER_ALPHA, voter_table
+from hitkit.protocols.kit.summary import bootstrap
 
 READS_FILES = True
 """``hitkit analyze arena FILE`` reads a FastChat clean-battle file as well as an export folder."""
@@ -241,17 +239,7 @@ def analyze_battles(
     """The leaderboard, style coefficients, win rates, category leaderboards and QC of a battle frame.
     ``covariates``: declared style covariates (their ``style_NAME_a/_b`` columns are in ``battles``);
     ``inverse_sampling``: weigh the plain Bradley–Terry fit's battles by 1 / their pair's battles."""
-    if cluster not in CLUSTERS:
-        raise HitkitError(f"cluster={cluster!r}; the arena's bootstrap resamples one of {', '.join(CLUSTERS)}")
-    if battles.empty:
-        raise InputError("battles", "no battles from submitted or approved assignments; nothing to analyse")
-    counted = included(battles, leaks=include_leaks)
-    if counted.empty:
-        raise InputError(
-            "battles",
-            f"all {len(battles)} battles are QC battles or identity leaks; no leaderboard "
-            "(include leaks with --include-leaks)",
-        )
+    counted = _counted(battles, cluster, include_leaks)
     fitted = counted if cluster == "worker" else counted.assign(worker_id=[f"battle:{i}" for i in range(len(counted))])
     anchor = FASTCHAT_BASELINE
     fit: dict[str, Any] = {
@@ -265,22 +253,8 @@ def analyze_battles(
     categories, skipped = by_category(fitted, n_boot=n_boot, seed=seed, **fit)
     control = control_systems(battles, config)
     qc = worker_table(battles, config, include_leaks=include_leaks)
-    lines = duplicate_warnings(
-        [
-            ("battle vote(s) (assignment, battle)", battles.attrs.get("duplicates") or None),
-            (ASSIGNMENT_DUPLICATES, battles.attrs.get("assignment_duplicates")),
-        ]
-    )
     leaks = int((battles["leak"].astype(int) == 1).sum())
-    if leaks and not include_leaks:
-        lines.append(
-            f"{leaks} battle(s) flagged as identity leaks are left out of the leaderboard (--include-leaks counts them)"
-        )
-    lines += board_warnings(counted, board, facts, cluster)
-    if skipped:
-        lines.append(
-            "categories without a leaderboard of their own (fewer than 20 battles or 2 systems): " + ", ".join(skipped)
-        )
+    styled = facts["style_control"] and n_boot > 0
     summary = {
         "battles": len(battles),
         "leaderboard_battles": len(counted),
@@ -292,17 +266,14 @@ def analyze_battles(
         "sources": sorted(set(battles["source"])) if "source" in battles else [],
         "ties": ties,
         "both_bad": "counted as a tie",
-        "seed": seed,
-        "n_boot": n_boot,
-        "interval_unit": cluster,
-        "interval_method": INTERVAL_METHOD,
+        **bootstrap(n_boot, seed, cluster),
         "style_control": facts["style_control"],
         "style_covariates": list(covariates),
         "inverse_sampling": inverse_sampling,
         "capped_battles": int(battles["capped"].astype(int).sum()) if "capped" in battles else 0,
         "style_reg": STYLE_REG,
-        "style_interval_correction": "penalty" if facts["style_control"] and n_boot > 0 else None,
-        "style_interval_method": SANDWICH if facts["style_control"] and n_boot > 0 else None,
+        "style_interval_correction": "penalty" if styled else None,
+        "style_interval_method": SANDWICH if styled else None,
         "components": facts["components"],
         "control_systems": sorted(control),
         **dict(zip(("qc_judged", "qc_failed", "qc_not_judged"), qc_counts(qc))),
@@ -310,7 +281,7 @@ def analyze_battles(
         "qc_method": qc_method(config),
         "anchor": {"system": anchor[0], "rating": anchor[1]} if anchor[0] in set(board["system"]) else None,
         "duplicates": battles.attrs.get("duplicates", {}),
-        "warnings": lines,
+        "warnings": summary_warnings(battles, counted, board, facts, cluster, 0 if include_leaks else leaks, skipped),
     }
     tables = {"leaderboard": board, "style": style, "win_rates": win_rates(counted), "categories": categories, "qc": qc}
     figs = {"leaderboard": png(lambda: figures.leaderboard(board))}
@@ -324,6 +295,23 @@ def analyze_battles(
         gold_items="control battles, right when the real system wins (a tie or both bad is not right)",
     )
     return result
+
+
+def _counted(battles: pd.DataFrame, cluster: str, include_leaks: bool) -> pd.DataFrame:
+    """The battles the leaderboard counts (:func:`included`); an error for an unknown ``cluster`` or
+    where none is left."""
+    if cluster not in CLUSTERS:
+        raise HitkitError(f"cluster={cluster!r}; the arena's bootstrap resamples one of {', '.join(CLUSTERS)}")
+    if battles.empty:
+        raise InputError("battles", "no battles from submitted or approved assignments; nothing to analyse")
+    counted = included(battles, leaks=include_leaks)
+    if counted.empty:
+        raise InputError(
+            "battles",
+            f"all {len(battles)} battles are QC battles or identity leaks; no leaderboard "
+            "(include leaks with --include-leaks)",
+        )
+    return counted
 
 
 ANALYSIS_OPTIONS = frozenset({"ties", "include_leaks", "add", "inverse_sampling"})

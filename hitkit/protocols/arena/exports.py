@@ -19,6 +19,7 @@ from hitkit.protocols.arena.columns import BATTLE_COLUMNS, SIDES
 from hitkit.protocols.arena.quality import leak_pattern, leaks
 from hitkit.protocols.arena.style import style_of
 from hitkit.protocols.base import done_responses
+from hitkit.protocols.kit.task import answer_ids
 
 if TYPE_CHECKING:
     from hitkit.protocols.arena.task import ArenaTask
@@ -52,10 +53,7 @@ def battles(session: Session, study: Study, task: ArenaTask) -> list[dict]:
         replies = {s: [text for speaker, text in turns if speaker == "bot"] for s, turns in sides.items()}
         style = {s: style_of(replies[s]) for s in SIDES}
         row = {
-            "study": study.name,
-            "hit_id": hit.provider_hit_id or str(hit.id),
-            "assignment_id": asg.provider_assignment_id or str(asg.id),
-            "worker_id": worker.external_id,
+            **answer_ids(study, hit, asg, worker),
             "battle_id": f"a{asg.id}:u{unit.id}",
             "prompt_id": p.get("prompt_id", ""),
             "category": p.get("category", ""),

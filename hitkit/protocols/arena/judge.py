@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from hitkit.protocols.base import JudgeRequest
+from hitkit.protocols.kit.judge import judged
 from hitkit.protocols.pairwise.judge import parse  # noqa: F401 - the same labels, read the same way
 
 WHEN = "after"
@@ -129,10 +130,7 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             "system_a": row["meta"]["system_a"],
             "system_b": row["meta"]["system_b"],
             "vote": row["label"],
-            "parsed": bool(row["parsed"]),
-            "human_subset": bool(row["meta"]["human_subset"]),
-            "model": row["model"],
-            "reply": row["reply"] or "",
+            **judged(row, row["meta"]["human_subset"]),
         }
         for row in labels
     ]

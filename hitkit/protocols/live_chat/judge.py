@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from hitkit.protocols.base import JudgeRequest
+from hitkit.protocols.kit.judge import judged
 from hitkit.tables.schema import JUDGE_ESTIMATE_COLUMNS
 
 WHEN = "after"
@@ -185,10 +186,7 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                 for k in ("hit_id", "assignment_id", "worker_id", "conversation_id", "system", "criterion")
             },
             "score": int(row["label"]),
-            "parsed": bool(row["parsed"]),
-            "human_subset": bool(row["meta"]["human_subset"]),
-            "model": row["model"],
-            "reply": row["reply"] or "",
+            **judged(row, row["meta"]["human_subset"]),
         }
         for row in labels
     ]
@@ -276,26 +274,8 @@ def scores(per: pd.DataFrame, criteria, *, level: float = 0.95) -> pd.DataFrame:
         y, f = cell["human"].to_numpy(float)[labelled], cell["judge"].to_numpy(float)
         est = ppi.ppi_mean(y, f[labelled], f[~labelled], level=level)
         judge = ppi.mean_interval(f, level=level)
-        rows.append(
-            (
-                system,
-                criterion,
-                int(labelled.sum()),
-                len(cell),
-                est.human.estimate,
-                est.human.low,
-                est.human.high,
-                judge.estimate,
-                judge.low,
-                judge.high,
-                est.estimate,
-                est.low,
-                est.high,
-                est.lam,
-                est.n_effective,
-                est.fallback,
-            )
-        )
+        counts = (int(labelled.sum()), len(cell))
+        rows.append((system, criterion, *counts, *est.three_ways(judge), est.lam, est.n_effective, est.fallback))
     table = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
     order = table["criterion"].map(rank)
     return table.assign(_o=order).sort_values(["system", "_o"]).drop(columns="_o").reset_index(drop=True)

@@ -12,7 +12,7 @@ Each simulated study (seeded) draws the ratings of every conversation as the pla
 spammers and the QC bot included) and the simulated judge's rating of every real-system
 conversation (:func:`judge_scores`); then, at each share, the slots are drawn as a launch draws them,
 the ratings of unrated conversations are dropped, and the real analysis runs on what is left:
-reverse, standardise per worker, quality control (:func:`hitkit.protocols.live_chat.analysis.screened`)
+reverse, standardise per worker, quality control (:func:`hitkit.protocols.live_chat.steps.screened`)
 and the judge's part (:func:`hitkit.protocols.live_chat.judge.analysis_tables`: PPI++ of the mean
 z per system, :func:`hitkit.analysis.ppi.ppi_mean`), which gives the people-only intervals from the
 same ratings too. A system is called better than another when their overall 95 % intervals
@@ -37,6 +37,7 @@ import pandas as pd
 from hitkit.errors import ConfigError, HitkitError
 from hitkit.judges.section import human_share, judge_section
 from hitkit.protocols import task_for
+from hitkit.protocols.kit.judge_plan import Sized, Target, share_plan, shown
 from hitkit.simulation import judge_planning, planning, simulated_judge
 from hitkit.simulation.judge_planning import with_share
 from hitkit.simulation.simulated_judge import AssumedJudge
@@ -59,18 +60,10 @@ DECISIONS = planning.DECISIONS | {
 }
 """The plain live-chat plan's decisions, a difference being told by the PPI table's intervals (it has no
 pairwise test)."""
-SHOWN = (
-    judge_planning.UNIT,
-    "rated_conversations",
-    "ratings",
-    "hits",
-    "cost",
-    "half_width_human",
-    "half_width_ppi",
-    "half_width_formula",
-    "n_human",
-    "n_effective",
-)
+SHOWN = shown("rated_conversations", "ratings")
+"""The share plan's table as printed."""
+TARGET = Target(REPLICATES, None, "a system's mean z interval", "the systems' 95 % mean-z intervals", DECISIONS)
+"""What the share plan sizes: the systems' overall mean z (no bound on the half-width)."""
 SCALE = 15.0
 """Slider points per unit of the judge's simulated z (the analysis standardises the judge's ratings, so
 only the spread's shape matters, not this number)."""
@@ -165,9 +158,9 @@ def replicate(config: StudyConfig, shares: list[float], seed: int, judge: Assume
     system and each analysis' decisions (None at a share whose draw leaves a system under two rated
     conversations: a launch would refuse that draw)."""
     from hitkit.analysis.tables import counted
-    from hitkit.protocols.live_chat.analysis import screened
     from hitkit.protocols.live_chat.judge import analysis_tables
     from hitkit.protocols.live_chat.plan import simulate_tables
+    from hitkit.protocols.live_chat.steps import screened
 
     criteria = config.live_chat.criterion_list()
     assignments, ratings, profiles = simulate_tables(config.model_copy(update={"judge": None}), seed)
@@ -228,10 +221,12 @@ def plan(
     simulated studies, each analysed at every share of the grid (``shares`` or the default with the
     study's own), and the share recommended for ``width`` (mean PPI half-width of the systems' overall
     mean z) or the first decision that applies."""
-    replicates = REPLICATES if replicates is None else replicates
-    judge_planning.check_options(replicates, shares, width, None, "a system's mean z interval")
-    own = human_share(judge_section(config))
-    grid, dropped = judge_planning.grid(own, shares, lambda share: _units(config, share))
+    return share_plan(config, judge, TARGET, _sized, replicates, shares, width)
+
+
+def _sized(config: StudyConfig, judge: AssumedJudge) -> Sized:
+    """The live-chat study's side of its share plan: its chat slots rated at each share, all of them
+    chatted through (the same HITs and cost at every share)."""
     hits, _, paid = planning.design_cost(config)
     control = config.live_chat.control
     criteria = len(config.live_chat.criterion_list())
@@ -241,20 +236,12 @@ def plan(
         n_rated = sum(1 for u in units if u.payload.get("rated", True))
         return {"rated_conversations": n_rated, "ratings": n_rated * criteria, "hits": hits, "cost": str(paid)}
 
-    real = sum(1 for u in task_for(config).build().units if u.payload["system"] != control)
-    return judge_planning.plan_shares(
-        config,
-        judge,
-        replicates=replicates,
-        shares=grid,
-        dropped=dropped,
-        width=width,
-        width_words="the systems' 95 % mean-z intervals",
-        own=own,
-        items=real,
-        decisions=DECISIONS,
-        replicate=lambda seed: replicate(config, grid, seed, judge),
-        cost=cost,
+    return Sized(
+        human_share(judge_section(config)),
+        lambda share: _units(config, share),
+        sum(1 for u in task_for(config).build().units if u.payload["system"] != control),
+        cost,
+        lambda grid, seed: replicate(config, grid, seed, judge),
     )
 
 
@@ -300,8 +287,8 @@ def _screened_export(directory, criteria) -> tuple[pd.DataFrame, pd.DataFrame, s
     """An export's ratings as ``hitkit analyze`` screens them: those of counted assignments reversed,
     standardised per worker and quality-controlled; returns (z, the workers' QC table, those who pass)."""
     from hitkit.analysis.tables import counted
-    from hitkit.protocols.live_chat.analysis import screened
     from hitkit.protocols.live_chat.reading import read_tables
+    from hitkit.protocols.live_chat.steps import screened
 
     every, ratings = read_tables(directory, criteria)
     assignments = counted(every)

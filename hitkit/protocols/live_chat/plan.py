@@ -17,12 +17,11 @@ from typing import Sequence
 import pandas as pd
 
 from hitkit.analysis.base import AnalysisResult
-from hitkit.analysis.inference import DEFAULT_CORRECTION
 from hitkit.analysis.tables import counted
 from hitkit.protocols import task_for
-from hitkit.protocols.live_chat.analysis import scored
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS, Criterion
-from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, score_intervals
+from hitkit.protocols.live_chat.scores import score_intervals
+from hitkit.protocols.live_chat.steps import RatingChoices
 from hitkit.protocols.live_chat.task import SCORE_PREFIX
 from hitkit.simulation import planning
 from hitkit.simulation.staffing import simulated_study
@@ -129,16 +128,7 @@ def decision_tables(
     the rating protocol's :func:`~hitkit.protocols.rating.analysis.analyze_da` makes them the same way) that
     :func:`decide` reads, made as they make them with their defaults (QC at α = 0.05, worker-clustered tests
     and intervals), without the agreement, evidence and figures a plan never reads."""
-    steps = scored(
-        assignments,
-        ratings,
-        criteria,
-        alpha=0.05,
-        qc_method="asymptotic",
-        ddof=1,
-        significance_unit=DEFAULT_SIGNIFICANCE_UNIT,
-        correction=DEFAULT_CORRECTION,
-    )
+    steps = RatingChoices().scored(assignments, ratings, criteria)
     return AnalysisResult(
         tables={
             "workers": steps.workers,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from hitkit.analysis.cr2 import PROCEDURE
+from hitkit.protocols.kit.report import written
 from hitkit.protocols.live_chat import figures
 from hitkit.report.parts import (
     ReportFigure,
@@ -76,8 +77,20 @@ def _overall_intervals(tables: dict[str, pd.DataFrame], systems: pd.DataFrame):
 def sections(inp: ReportInput) -> list[Section]:
     """z-score ranking, significance matrix, per-criterion bars, QC pass rate, replication."""
     t, s = inp.tables, inp.summary
-    systems = t["systems"]
     alpha = float(s.get("alpha", 0.05))
+    sections = [_ranking(t, s), _significance(t, s, alpha), _criteria_section(inp), _quality(t, s, alpha)]
+    sections += judge_sections(inp)
+    if "replication" in t:
+        rep = Section("Self-replication")
+        rep.text.append("Correlation of system scores between this run and the replicate run.")
+        rep.tables.append(("Replication", t["replication"]))
+        sections.append(rep)
+    return sections
+
+
+def _ranking(t: dict[str, pd.DataFrame], s: dict) -> Section:
+    """The systems' overall mean z, with their bootstrap intervals where the analysis made them."""
+    systems = t["systems"]
     rank = Section("Ranking")
     low, high = _overall_intervals(t, systems)
     unit = s.get("interval_unit", "worker")
@@ -99,10 +112,12 @@ def sections(inp: ReportInput) -> list[Section]:
         )
     )
     rank.tables.append(("Systems", systems))
-    if "score_intervals" in t:
-        rank.tables.append((f"95 % intervals of every score (bootstrap of {unit}s)", t["score_intervals"]))
+    rank.tables += written(t, [("score_intervals", f"95 % intervals of every score (bootstrap of {unit}s)")])
+    return rank
 
-    significance = t["significance"]
+
+def _significance(t: dict[str, pd.DataFrame], s: dict, alpha: float) -> Section:
+    """The pairwise significance matrix (row beats column) and the test behind it."""
     sig = Section("Significance")
     sig.text.append(
         f"{significance_test(s)[0].upper()}{significance_test(s)[1:]}. Each cell's p is the probability, "
@@ -110,16 +125,20 @@ def sections(inp: ReportInput) -> list[Section]:
         f"as large as the one observed (a small p is evidence that the row system's z are higher); * p < {alpha}, "
         f"{correction(s)}."
     )
+    order = list(t["systems"]["system"])
+    unit = s.get("significance_unit", "rating")
     sig.figures.append(
         ReportFigure(
             "significance",
             f"p that row beats column; * p < {alpha}.",
-            figures.significance(
-                significance, list(systems["system"]), alpha, correction(s), s.get("significance_unit", "rating")
-            ),
+            figures.significance(t["significance"], order, alpha, correction(s), unit),
         )
     )
+    return sig
 
+
+def _criteria_section(inp: ReportInput) -> Section:
+    """The mean z of each system per criterion, the negative ones reversed."""
     criteria = [c[0] for c in _criteria(inp)]
     per = Section("Criteria")
     per.text.append(
@@ -128,9 +147,13 @@ def sections(inp: ReportInput) -> list[Section]:
         + ") are reversed first, so higher is better on all."
     )
     per.figures.append(
-        ReportFigure("criteria", "Mean z per criterion and system.", figures.criteria(systems, criteria))
+        ReportFigure("criteria", "Mean z per criterion and system.", figures.criteria(inp.tables["systems"], criteria))
     )
+    return per
 
+
+def _quality(t: dict[str, pd.DataFrame], s: dict, alpha: float) -> Section:
+    """Who passed quality control, and how long their conversations took."""
     qc = Section("Quality control")
     workers = t["workers"]
     qc.text.append(
@@ -148,13 +171,7 @@ def sections(inp: ReportInput) -> list[Section]:
         )
     )
     qc.tables.append(("Workers", workers))
-    sections = [rank, sig, per, qc] + judge_sections(inp)
-    if "replication" in t:
-        rep = Section("Self-replication")
-        rep.text.append("Correlation of system scores between this run and the replicate run.")
-        rep.tables.append(("Replication", t["replication"]))
-        sections.append(rep)
-    return sections
+    return qc
 
 
 def _share(j: dict) -> str:

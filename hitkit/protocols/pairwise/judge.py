@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from hitkit.protocols.base import JudgeRequest, UnitSpec
+from hitkit.protocols.kit.judge import judged
 
 PLACEHOLDERS = ("prompt", "response_a", "response_b")
 """What a pairwise judge prompt names: the prompt and the two responses in their display order."""
@@ -108,10 +109,7 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             "system_a": row["meta"]["system_a"],
             "system_b": row["meta"]["system_b"],
             "vote": row["label"],
-            "parsed": bool(row["parsed"]),
-            "human_subset": bool(row["human_subset"]),
-            "model": row["model"],
-            "reply": row["reply"] or "",
+            **judged(row, row["human_subset"]),
             **({"human_probability": row["human_probability"]} if "human_probability" in row else {}),
             **_soft(row["meta"]),
         }

@@ -35,6 +35,7 @@ import pandas as pd
 
 from hitkit.judges.section import own_share
 from hitkit.protocols import task_for
+from hitkit.protocols.kit.judge_plan import Sized, Target, share_plan, shown
 from hitkit.protocols.pairwise import judge_model
 from hitkit.protocols.pairwise.reading import FIRST, TIE, canonical
 from hitkit.simulation import judge_planning, planning
@@ -55,6 +56,9 @@ SCORES = {FIRST: 1.0, TIE: 0.5}
 JudgePlan = judge_planning.JudgePlan
 with_share = judge_planning.with_share
 corrected = judge_planning.corrected
+
+TARGET = Target(REPLICATES, 0.5, "a win rate's interval", "the win rates' 95 % intervals", DECISIONS)
+"""What the share plan sizes: the pairs' win rates."""
 
 JUDGE_OPTION, JUDGE_MEANS, BIAS_MEANS = "--judge-agreement", "agreement with the crowd", "win rate"
 """How ``hitkit plan`` asks for the simulated judge: the option of its quality, what it is, what a bias moves."""
@@ -183,15 +187,15 @@ def plan(
     ``width`` (mean PPI half-width of the win rates), else the power of the first decision that applies.
     The default grid's shares too small for every pair to get two human items are left out; a share the
     coordinator gave that is too small is an error."""
+    return share_plan(config, judge, TARGET, _sized, replicates, shares, width)
+
+
+def _sized(config: StudyConfig, judge: judge_model.SimulatedJudge) -> Sized:
+    """The pairwise study's side of its share plan: the items people vote on at each share, and what
+    their HITs cost."""
     from hitkit.judges.human_subset import human_subset
 
-    replicates = REPLICATES if replicates is None else replicates
-    words = "the win rates' 95 % intervals"
-    judge_planning.check_options(replicates, shares, width, 0.5, "a win rate's interval")
     units = task_for(config).build().units
-    grid, dropped = judge_planning.grid(
-        share_of(config, units), shares, lambda share: human_subset(with_share(config, share), units)
-    )
 
     def cost(share: float) -> dict:
         # Under the uncertainty rule the expected number of human items is the uniform rule's: cost them alike.
@@ -205,33 +209,17 @@ def plan(
             "cost": str(paid),
         }
 
-    return judge_planning.plan_shares(
-        config,
-        judge,
-        replicates=replicates,
-        shares=grid,
-        dropped=dropped,
-        width=width,
-        width_words=words,
-        own=share_of(config, units),
-        items=len(units),
-        decisions=DECISIONS,
-        replicate=lambda seed: replicate(config, units, grid, seed, judge),
-        cost=cost,
+    return Sized(
+        share_of(config, units),
+        lambda share: human_subset(with_share(config, share), units),
+        len(units),
+        cost,
+        lambda grid, seed: replicate(config, units, grid, seed, judge),
     )
 
 
-SHOWN = (
-    UNIT,
-    "human_votes",
-    "hits",
-    "cost",
-    "half_width_human",
-    "half_width_ppi",
-    "half_width_formula",
-    "n_human",
-    "n_effective",
-)
+SHOWN = shown("human_votes")
+"""The share plan's table as printed."""
 
 
 def plan_text(config: StudyConfig, result: JudgePlan) -> str:

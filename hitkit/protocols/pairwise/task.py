@@ -43,6 +43,7 @@ from hitkit.protocols.base import (
     UnitSpec,
     done_responses,
 )
+from hitkit.protocols.kit.task import answer_ids
 from hitkit.protocols.pairwise.votes import VOTE_COLUMNS, VOTES
 from hitkit.protocols.responses import read_responses
 
@@ -241,10 +242,7 @@ class PairwiseTask(TaskType):
                 gold = {"is_gold": int(is_gold), "gold_answer": ("b" if swapped else "a") if is_gold else ""}
             votes.append(
                 {
-                    "study": study.name,
-                    "hit_id": hit.provider_hit_id or str(hit.id),
-                    "assignment_id": asg.provider_assignment_id or str(asg.id),
-                    "worker_id": worker.external_id,
+                    **answer_ids(study, hit, asg, worker),
                     "item_id": unit.payload["item_id"],
                     "system_a": shown_a,
                     "system_b": shown_b,

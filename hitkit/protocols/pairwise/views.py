@@ -8,16 +8,12 @@ from typing import Any
 
 import pandas as pd
 
+from hitkit.protocols.kit.views import SAME_PROMPTS_EMPTY, record_against, words
 from hitkit.protocols.responses import side_by_side
 
 __all__ = ["WORDS", "describe_unit", "readable_answers", "system_scores", "side_by_side"]
 
-WORDS = {
-    "compare_note": "the same prompts",
-    "compare_opening": "",
-    "compare_empty": "{a} and {b} have no responses to the same prompts in this study",
-    "answers_heading": "Votes",
-}
+WORDS = words("the same prompts", SAME_PROMPTS_EMPTY, "Votes")
 """How the dashboard's shared pages speak of this protocol's material."""
 
 
@@ -40,28 +36,6 @@ def readable_answers(payload: Mapping[str, Any], entry: Mapping[str, Any]) -> di
 def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tuple[list[dict[str, Any]], str]:
     """Wins / ties / losses of system ``name`` against every other system in the votes so far."""
     v = tables["votes"]
-    scores: list[dict[str, Any]] = []
     if v.empty:
-        return scores, ""
-    for other in sorted(set(v["system_a"]) | set(v["system_b"]) - {name}):
-        mine = v[
-            ((v["system_a"] == name) & (v["system_b"] == other)) | ((v["system_a"] == other) & (v["system_b"] == name))
-        ]
-        if mine.empty:
-            continue
-        won = int(
-            (
-                ((mine["system_a"] == name) & (mine["vote"] == "a"))
-                | ((mine["system_b"] == name) & (mine["vote"] == "b"))
-            ).sum()
-        )
-        ties = int((mine["vote"] == "tie").sum())
-        lost = len(mine) - won - ties
-        scores.append(
-            {
-                "measure": f"vs {other}",
-                "value": f"{won} / {ties} / {lost}",
-                "detail": f"win rate {won / (won + lost):.2f}" if won + lost else "no decisive vote",
-            }
-        )
-    return scores, "Wins / ties / losses in the votes so far."
+        return [], ""
+    return record_against(v, name, ("tie",)), "Wins / ties / losses in the votes so far."

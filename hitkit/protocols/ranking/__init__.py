@@ -7,9 +7,6 @@ from hitkit.protocols.ranking.settings import COLUMNS, TABLE
 PROTOCOL = Protocol(
     name="ranking",
     title="Ranking k responses (Plackett–Luce)",
-    package=__name__,
-    settings_class="RankingConfig",
-    task_class="RankingTask",
     table=TABLE,
     columns=COLUMNS,
     analysis_marker="implied_pairs",

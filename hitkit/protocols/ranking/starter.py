@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hitkit.i18n import N_
-from hitkit.study.starter_sections import responses_material, shared_sections
+from hitkit.protocols.kit.starter import hit_section, responses_material, sample_study
 
 __all__ = ["STUDY_YAML", "WORKER_TEXT", "material"]
 
@@ -13,24 +13,15 @@ WORKER_TEXT = (
 )
 """The starter's words a worker reads (its HIT's title and description), put into ``hitkit init --language``'s language."""
 
-STUDY_YAML = """\
+STUDY_YAML = sample_study(
+    """\
 # A ranking study: each worker reads a prompt and several chatbots' replies to it and puts the replies in
 # order, best first (ties allowed); some prompts carry a degraded copy of a reply, which a careful worker
 # ranks last. The analysis fits Plackett-Luce strengths and writes preferences.jsonl for RLHF/DPO.
-# Every field is in the docs' study-file reference (`hitkit schema` gives your editor the same);
-# paths are relative to this file. Check it with `hitkit launch study.yaml --dry-run`, run it on the
-# simulated crowd with `hitkit launch study.yaml --yes`, then set provider.kind to prolific.
-study: my-ranking-study     # unique name: lower-case letters, digits, '-' and '_'
-task: ranking
-seed: 1                     # seeds packing, order, degraded copies and every resampling
-budget: "30.00"             # hard ceiling on worst-case spend, rewards plus fees
-out: runs                   # results go to runs/<study>/ (database, export/, analysis/)
-
-systems:                    # the chatbots ranked; names must match the responses file
-  - name: alpha
-  - name: beta
-  - name: gamma
-
+""",
+    task="ranking",
+    verb="ranked",
+    section="""
 ranking:
   responses: responses.jsonl  # one line per prompt: {"id", "prompt", "responses": {system: text}}
   prompts_per_hit: 4          # prompts ranked in one HIT
@@ -42,21 +33,8 @@ ranking:
   # systems_per_item: 3       # responses per prompt (2-6 shown, the copy included); default every system
   # ties: true                # may a worker put replies level?
 
-hit:
-  title: Put chatbot replies in order
-  description: Read a message and several chatbots' replies, and order the replies from best to worst.
-  reward: "0.60"              # per assignment, in provider.currency
-  assignment_minutes: 15
-
-""" + shared_sections(
-    wave_size=4,
-    max_concurrent=6,
-    per_worker_cap=3,
-    interval_s=0.5,
-    crowd={"diligent": 8, "noisy": 2, "spammer": 1},
-    quality={"alpha": 0.8, "beta": 0.5, "gamma": 0.2},
-    quality_means="how good each system looks to diligent workers",
-    concurrency=6,
+""",
+    hit=hit_section(*WORKER_TEXT, reward="0.60", minutes=15, column=30),
 )
 
 material = responses_material

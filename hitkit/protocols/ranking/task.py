@@ -39,9 +39,8 @@ from hitkit.protocols.base import (
     TurnSpec,
     UnitSpec,
     done_responses,
-    position,
-    shuffled_order,
 )
+from hitkit.protocols.kit.task import answer_ids, placed, shuffled_order
 from hitkit.protocols.ranking.settings import COLUMNS, TABLE
 from hitkit.protocols.responses import read_responses
 
@@ -162,11 +161,8 @@ class RankingTask(TaskType):
         ]
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
-        at = position(unit, layout)
         return {
-            "unit_id": unit.public_key,
-            "position": at,
-            "label": N_("Prompt %(n)s", n=at + 1) if at is not None else N_("Prompt"),
+            **placed(unit, layout, lambda n: N_("Prompt %(n)s", n=n), N_("Prompt")),
             "prompt": unit.payload["prompt"],
             "question": own(self._cfg.question),
             "ties": self._cfg.ties,
@@ -217,10 +213,7 @@ class RankingTask(TaskType):
         for asg, hit, worker, unit, items, groups in self._answers(session, study):
             rank = {i: 1 + sum(len(g) for g in groups[:at]) for at, group in enumerate(groups) for i in group}
             ids = {
-                "study": study.name,
-                "hit_id": hit.provider_hit_id or str(hit.id),
-                "assignment_id": asg.provider_assignment_id or str(asg.id),
-                "worker_id": worker.external_id,
+                **answer_ids(study, hit, asg, worker),
                 "item_id": unit.payload["item_id"],
             }
             rows += [

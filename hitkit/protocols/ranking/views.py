@@ -8,18 +8,14 @@ from typing import Any
 
 import pandas as pd
 
+from hitkit.protocols.kit.views import SAME_PROMPTS_EMPTY, score, words
 from hitkit.protocols.ranking.settings import TABLE
 from hitkit.protocols.ranking.task import LETTERS, RankingTask
 from hitkit.protocols.responses import side_by_side
 
 __all__ = ["WORDS", "describe_unit", "readable_answers", "system_scores", "side_by_side"]
 
-WORDS = {
-    "compare_note": "their responses to the same prompts",
-    "compare_opening": "",
-    "compare_empty": "{a} and {b} have no responses to the same prompts in this study",
-    "answers_heading": "Rankings",
-}
+WORDS = words("their responses to the same prompts", SAME_PROMPTS_EMPTY, "Rankings")
 """How the dashboard's shared pages speak of this protocol's material."""
 
 
@@ -47,14 +43,9 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
     own = r[r["system"] == name] if not r.empty else r
     if own.empty:
         return [], ""
-    scores = []
-    for label, rows in (("intact", own[own["is_control"] == 0]), ("degraded copies", own[own["is_control"] == 1])):
-        if len(rows):
-            scores.append(
-                {
-                    "measure": f"mean rank, {label}",
-                    "value": round(float(rows["rank"].mean()), 2),
-                    "detail": f"{len(rows)} rankings; 1 = best",
-                }
-            )
+    scores = [
+        score(f"mean rank, {label}", round(float(rows["rank"].mean()), 2), f"{len(rows)} rankings; 1 = best")
+        for label, rows in (("intact", own[own["is_control"] == 0]), ("degraded copies", own[own["is_control"] == 1]))
+        if len(rows)
+    ]
     return scores, "Mean rank from all submitted work so far (before QC filtering)."

@@ -7,9 +7,6 @@ from hitkit.protocols.rating.scores import DA_COLUMNS, TABLE
 PROTOCOL = Protocol(
     name="rating",
     title="Direct Assessment of responses (Graham et al. 2017; Ji et al. 2022)",
-    package=__name__,
-    settings_class="RatingConfig",
-    task_class="RatingTask",
     table=TABLE,
     columns=DA_COLUMNS,
     analysis_marker="degraded",

@@ -24,38 +24,24 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from hitkit.analysis.base import AnalysisResult, common_options, png
+from hitkit.analysis.base import AnalysisResult, common_options
 from hitkit.analysis.evidence import attach
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
-    INTERVAL_METHOD,
     Correction,
     DuplicatePolicy,
     apply_duplicate_policy,
     check_correction,
-    correction_label,
-    duplicate_warnings,
 )
-from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES, counted, keep_counted, read_assignments, read_table
+from hitkit.analysis.tables import counted, keep_counted, read_assignments, read_table
 from hitkit.errors import InputError
-from hitkit.protocols.live_chat import figures as live_chat_figures
-from hitkit.protocols.live_chat.analysis import scored
+from hitkit.protocols.kit.summary import repeated_rows
 from hitkit.protocols.live_chat.criteria import Criterion, check_criteria
 from hitkit.protocols.live_chat.evidence import degraded_gold, evidence
-from hitkit.protocols.live_chat.quality import (
-    QcMethod,
-    reverse_negative,
-    standardise_per_worker,
-    wilcoxon_qc,
-)
-from hitkit.protocols.live_chat.scores import (
-    DEFAULT_SIGNIFICANCE_UNIT,
-    IntervalUnit,
-    SignificanceUnit,
-    score_intervals,
-    significance_procedure,
-)
+from hitkit.protocols.live_chat.quality import QcMethod, reverse_negative, standardise_per_worker, wilcoxon_qc
+from hitkit.protocols.live_chat.scores import DEFAULT_SIGNIFICANCE_UNIT, IntervalUnit, SignificanceUnit, score_intervals
+from hitkit.protocols.live_chat.steps import RatingChoices
 from hitkit.protocols.rating.scores import DA_COLUMNS, DEFAULT_CRITERIA, TABLE
 
 # This protocol's --cluster units → live chat's names for the same clusters.
@@ -162,19 +148,9 @@ def analyze_da(
     if interval_unit not in _INTERVAL_UNITS:
         raise ValueError(f"interval_unit={interval_unit!r}; use one of {', '.join(_INTERVAL_UNITS)}")
     duplicate_report = ratings.attrs.get("duplicates", {})
-    assignment_report = ratings.attrs.get("assignment_duplicates")
-    steps = scored(
-        assignments,
-        ratings,
-        criteria,
-        alpha=alpha,
-        qc_method=qc_method,
-        ddof=ddof,
-        significance_unit=significance_unit,
-        correction=correction,
-    )
-    workers, kept, systems, significance = steps.workers, steps.kept, steps.systems, steps.significance
-    order = list(systems["system"])
+    choices = RatingChoices(alpha, qc_method, significance_unit, ddof, correction, interval_unit, n_boot, seed)
+    steps = choices.scored(assignments, ratings, criteria)
+    workers, kept, systems = steps.workers, steps.kept, steps.systems
     passed = set(workers.loc[workers["passed"], "worker_id"])
     summary: dict[str, Any] = {
         "workers": len(workers),
@@ -187,44 +163,17 @@ def analyze_da(
         "ratings": len(kept),
         "degraded": len(ratings.loc[ratings["is_control"], ["assignment_id", "conversation_id"]].drop_duplicates()),
         "systems": len(systems),
-    }
-    summary.update(
-        alpha=alpha,
-        qc_method=qc_method,
-        significance_unit=significance_unit,
-        multiple_comparisons=correction,
-        **significance_procedure(significance_unit),
-        interval_unit=interval_unit,
-        interval_method=INTERVAL_METHOD,
-        n_boot=n_boot,
-        seed=seed,
-        duplicates=duplicate_report,
-        assignment_duplicates=assignment_report,
-        warnings=duplicate_warnings(
-            [
-                ("rating key(s) (assignment, response, criterion)", duplicate_report),
-                (ASSIGNMENT_DUPLICATES, assignment_report),
-            ]
+        **choices.recorded(),
+        **repeated_rows(
+            "rating key(s) (assignment, response, criterion)",
+            duplicate_report,
+            ratings.attrs.get("assignment_duplicates"),
         ),
-    )
+    }
     intervals = score_intervals(kept, criteria, unit=_INTERVAL_UNITS[interval_unit], n_boot=n_boot, seed=seed)
     intervals["unit"] = interval_unit
-    result = AnalysisResult(
-        tables={
-            "workers": workers,
-            "systems": systems,
-            "significance": significance,
-            "score_intervals": intervals,
-            "degraded": degraded_table(steps.z, steps.qc, criteria),
-        },
-        summary=summary,
-        figures={
-            "significance": png(
-                lambda: live_chat_figures.significance(
-                    significance, order, alpha, correction_label(correction), significance_unit
-                )
-            )
-        },
+    result = choices.result(
+        steps, summary, {"score_intervals": intervals, "degraded": degraded_table(steps.z, steps.qc, criteria)}
     )
     attach(
         result,

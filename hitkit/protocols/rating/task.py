@@ -43,9 +43,8 @@ from hitkit.protocols.base import (
     TurnSpec,
     UnitSpec,
     done_responses,
-    position,
-    shuffled_order,
 )
+from hitkit.protocols.kit.task import answer_ids, placed, shuffled_order
 from hitkit.protocols.rating.gold import GOLD_ANSWER, IS_GOLD, gold_columns
 from hitkit.protocols.rating.scores import DA_COLUMNS, SCORE_PREFIX, TABLE
 from hitkit.protocols.rating.settings import degraded_counts
@@ -195,12 +194,9 @@ class RatingTask(TaskType):
         return {**made, "response": made["text"]}
 
     def view(self, unit: Unit, layout: Mapping[str, Any]) -> dict[str, Any]:
-        at = position(unit, layout)
         shown = self._shown(unit, layout)
         return {
-            "unit_id": unit.public_key,
-            "position": at,
-            "label": N_("Response %(n)s", n=at + 1) if at is not None else N_("Response"),
+            **placed(unit, layout, lambda n: N_("Response %(n)s", n=n), N_("Response")),
             "prompt": shown["prompt"],
             "response": shown["response"],
             "criteria": [
@@ -252,10 +248,7 @@ class RatingTask(TaskType):
                 (
                     (hit.index, asg.id, at, rank.get(resp.question, len(rank))),
                     {
-                        "study": study.name,
-                        "hit_id": hit.provider_hit_id or str(hit.id),
-                        "assignment_id": asg.provider_assignment_id or str(asg.id),
-                        "worker_id": worker.external_id,
+                        **answer_ids(study, hit, asg, worker),
                         "item_id": shown["item_id"],
                         "system": shown["system"],
                         "is_control": int(bool(unit.payload["is_control"])),

@@ -8,15 +8,11 @@ from typing import Any
 
 import pandas as pd
 
+from hitkit.protocols.kit.views import SAME_PROMPTS_EMPTY, score, words
 from hitkit.protocols.rating.scores import TABLE
 from hitkit.protocols.responses import side_by_side
 
-WORDS = {
-    "compare_note": "their responses to the same prompts",
-    "compare_opening": "",
-    "compare_empty": "{a} and {b} have no responses to the same prompts in this study",
-    "answers_heading": "Ratings",
-}
+WORDS = words("their responses to the same prompts", SAME_PROMPTS_EMPTY, "Ratings")
 """How the dashboard's shared pages speak of this protocol's material."""
 
 __all__ = ["WORDS", "describe_unit", "readable_answers", "system_scores", "side_by_side"]
@@ -48,7 +44,5 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
         detail = f"{len(intact)} ratings; oriented (higher = better) {oriented.mean():.1f}"
         if len(degraded):
             detail += f"; its degraded copies {degraded.mean():.1f} ({len(degraded)} ratings)"
-        scores.append(
-            {"measure": criterion, "value": round(float(intact.mean()), 1) if len(intact) else "–", "detail": detail}
-        )
+        scores.append(score(criterion, round(float(intact.mean()), 1) if len(intact) else "–", detail))
     return scores, "Mean 0–100 slider ratings from all submitted work so far (before QC filtering)."

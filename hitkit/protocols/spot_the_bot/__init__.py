@@ -6,9 +6,6 @@ from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 PROTOCOL = Protocol(
     name="spot_the_bot",
     title="Spot The Bot (Deriu et al. 2020)",
-    package=__name__,
-    settings_class="SpotTheBotConfig",
-    task_class="SpotTheBotTask",
     table="annotations",
     columns=ANNOTATION_COLUMNS,
     analysis_marker="win_rates",

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -52,17 +53,15 @@ from hitkit.analysis.gold import gold_counts
 from hitkit.analysis.inference import (
     DEFAULT_CORRECTION,
     DEFAULT_DUPLICATES,
-    INTERVAL_METHOD,
     Correction,
     DuplicatePolicy,
     DuplicateRowsWarning,
     check_correction,
     correction_label,
-    duplicate_warnings,
 )
-from hitkit.analysis.tables import ASSIGNMENT_DUPLICATES
 from hitkit.analysis.trueskill_vec import DEFAULT_TRUESKILL, TrueSkillEnv, TrueSkillSettings
 from hitkit.errors import InputError
+from hitkit.protocols.kit.summary import bootstrap, repeated_rows
 from hitkit.protocols.spot_the_bot import figures
 from hitkit.protocols.spot_the_bot.annotators import (
     agreement,
@@ -134,7 +133,6 @@ def analyze_annotations(
     check_correction(correction)
     if cluster not in CLUSTER_UNITS:
         raise ValueError(f"cluster={cluster!r}; use one of {', '.join(CLUSTER_UNITS)}")
-    duplicate_report = duplicate_report or {}
     played = games(annotations)
     if env is not None:  # an explicit environment: every setting given
         trueskill = TrueSkillSettings(env.mu, env.sigma, env.beta, env.tau, env.draw_probability)
@@ -142,26 +140,9 @@ def analyze_annotations(
     pairs = win_rates(annotations, correction=correction, cluster=cluster, n_boot=n_boot, seed=seed)
     ranked = rank_with_bootstrap(played, n_boot=n_boot, seed=seed, by=by, env=env, resample=resample)
     annotators = annotator_correctness(annotations)
-    seg = segment_annotations(annotations)
-    times = annotation_time(annotations, work_time)
-    implausible = implausible_times(seg, work_time)
-    plausible = seg["elapsed_s"].where(~implausible)
-    assignment_report = annotations.attrs.get("assignment_duplicates")
-    warnings_out = duplicate_warnings(
-        [
-            ("segment annotation key(s) (same worker, segment)", duplicate_report),
-            (ASSIGNMENT_DUPLICATES, assignment_report),
-        ]
-    )
-    if implausible.any():
-        warnings_out.append(
-            f"{int(implausible.sum())} annotation time(s) are implausible "
-            "(negative, a timestamp, or longer than the assignment) and were left "
-            "out of the time table"
-        )
+    times, timing, implausible = _annotation_times(annotations, work_time)
     summary = {
         "annotations": len(annotations),
-        "segment_annotations": len(seg),
         "games": len(played),
         "workers": int(annotations["worker_id"].nunique()),
         "conversations": len(annotations[["study", "conversation_id"]].drop_duplicates()),
@@ -169,21 +150,19 @@ def analyze_annotations(
         "correctness_mean": _json_float(annotators["correctness"].mean()),
         "correctness_mean_human_human": _json_float(annotators["hh_correctness"].mean()),
         "correctness_share_below_half": _json_float((annotators["correctness"] < 0.5).mean()),
-        "median_elapsed_s": _json_float(plausible.median()),
-        "mean_elapsed_s": _json_float(plausible.mean()),
-        "implausible_elapsed": int(implausible.sum()),
+        **timing,
         "ranked_by": by,
         "trueskill": trueskill.record(env),
         "ranking_resampled": resample,
-        "interval_unit": cluster,
-        "interval_method": INTERVAL_METHOD,
         "multiple_comparisons": correction,
-        "duplicates": duplicate_report,
-        "assignment_duplicates": assignment_report,
-        "warnings": warnings_out,
-        "seed": seed,
-        "n_boot": n_boot,
+        **bootstrap(n_boot, seed, cluster),
+        **repeated_rows(
+            "segment annotation key(s) (same worker, segment)",
+            duplicate_report or {},
+            annotations.attrs.get("assignment_duplicates"),
+        ),
     }
+    summary["warnings"] += implausible
     result = AnalysisResult(
         tables={
             "win_rates": pairs,
@@ -208,30 +187,84 @@ def analyze_annotations(
         gold_items="speakers of human–human conversations, right when labelled human",
     )
     if survival:
-        from hitkit.protocols.spot_the_bot import cox, logrank
-        from hitkit.protocols.spot_the_bot import survival as surv
-
-        data = surv.survival_data(annotations)
-        curves = surv.survival_curves(data)
-        unit = None if cluster == "annotation" else cluster
-        result.tables["survival"] = curves
-        result.tables["survival_tests"] = logrank.survival_tests(
-            data, n_imputations=n_imputations, seed=seed, correction=correction, cluster=unit
+        _add_survival(
+            result, annotations, cluster=cluster, correction=correction, n_imputations=n_imputations, seed=seed
         )
-        result.tables["cox"] = cox.cox_by_system(data, cluster=unit, correction=correction)
-        result.figures["survival"] = png(lambda: figures.survival(curves))
-        summary["survival"] = {"n_imputations": n_imputations, "bot_annotations": len(data), "cluster": cluster}
     if stability:
-        from hitkit.protocols.spot_the_bot import stability as stab
-
-        table = stab.stability(
-            annotations, stability_sizes, n_sub=n_sub, n_boot=stability_boot, seed=seed, by=by, env=env
+        _add_stability(
+            result, annotations, stability_sizes, n_sub=n_sub, n_boot=stability_boot, seed=seed, by=by, env=env
         )
-        result.tables["stability"] = table
-        result.tables["stability_smallest"] = stab.smallest_stable_size(table)
-        result.figures["stability"] = png(lambda: figures.stability(table))
-        summary["stability"] = {"n_sub": n_sub, "n_boot": stability_boot, "sizes": [int(x) for x in stability_sizes]}
     return result
+
+
+def _annotation_times(
+    annotations: pd.DataFrame, work_time: pd.Series | None
+) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
+    """The annotation-time table, the summary's timing facts (segment annotations, the median and mean
+    plausible time, how many were implausible) and the warning that says so where any were."""
+    seg = segment_annotations(annotations)
+    implausible = implausible_times(seg, work_time)
+    plausible = seg["elapsed_s"].where(~implausible)
+    facts = {
+        "segment_annotations": len(seg),
+        "median_elapsed_s": _json_float(plausible.median()),
+        "mean_elapsed_s": _json_float(plausible.mean()),
+        "implausible_elapsed": int(implausible.sum()),
+    }
+    warning = (
+        f"{int(implausible.sum())} annotation time(s) are implausible "
+        "(negative, a timestamp, or longer than the assignment) and were left "
+        "out of the time table"
+    )
+    return annotation_time(annotations, work_time), facts, [warning] if implausible.any() else []
+
+
+def _add_stability(
+    result: AnalysisResult,
+    annotations: pd.DataFrame,
+    sizes: range | list[int],
+    *,
+    n_sub: int,
+    n_boot: int,
+    seed: int,
+    by: RankBy,
+    env: TrueSkillEnv,
+) -> None:
+    """Add the ranking's stability per number of conversations per pair, the smallest stable one, their
+    figure and the summary's ``stability`` entry to ``result``."""
+    from hitkit.protocols.spot_the_bot import stability as stab
+
+    table = stab.stability(annotations, sizes, n_sub=n_sub, n_boot=n_boot, seed=seed, by=by, env=env)
+    result.tables["stability"] = table
+    result.tables["stability_smallest"] = stab.smallest_stable_size(table)
+    result.figures["stability"] = png(lambda: figures.stability(table))
+    result.summary["stability"] = {"n_sub": n_sub, "n_boot": n_boot, "sizes": [int(x) for x in sizes]}
+
+
+def _add_survival(
+    result: AnalysisResult,
+    annotations: pd.DataFrame,
+    *,
+    cluster: ClusterUnit,
+    correction: Correction,
+    n_imputations: int,
+    seed: int,
+) -> None:
+    """Add the Turnbull curves, the pairwise generalized log-rank tests, the Cox model per system, their
+    figure and the summary's ``survival`` entry to ``result``."""
+    from hitkit.protocols.spot_the_bot import cox, logrank
+    from hitkit.protocols.spot_the_bot import survival as surv
+
+    data = surv.survival_data(annotations)
+    curves = surv.survival_curves(data)
+    unit = None if cluster == "annotation" else cluster
+    result.tables["survival"] = curves
+    result.tables["survival_tests"] = logrank.survival_tests(
+        data, n_imputations=n_imputations, seed=seed, correction=correction, cluster=unit
+    )
+    result.tables["cox"] = cox.cox_by_system(data, cluster=unit, correction=correction)
+    result.figures["survival"] = png(lambda: figures.survival(curves))
+    result.summary["survival"] = {"n_imputations": n_imputations, "bot_annotations": len(data), "cluster": cluster}
 
 
 def analyze_spot_the_bot(

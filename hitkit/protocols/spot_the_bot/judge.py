@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from hitkit.protocols.base import JudgeRequest, UnitSpec
+from hitkit.protocols.kit.judge import judged
 from hitkit.protocols.spot_the_bot.annotations import LABELS
 
 PLACEHOLDERS = ("conversation",)
@@ -199,10 +200,7 @@ def export(study: str, labels: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                     "entity": entity,
                     "system": meta["systems"][entity],
                     "label": speakers[entity],
-                    "parsed": bool(row["parsed"]),
-                    "human_subset": bool(row["human_subset"]),
-                    "model": row["model"],
-                    "reply": row["reply"] or "",
+                    **judged(row, row["human_subset"]),
                     **({"human_probability": row["human_probability"]} if "human_probability" in row else {}),
                 }
             )

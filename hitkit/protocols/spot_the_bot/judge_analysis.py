@@ -190,11 +190,7 @@ def win_rates(per_item: pd.DataFrame, *, level: float = 0.95, probability: pd.Se
         judge = ppi_ratio.ratio_interval(
             every["judge_wins"].to_numpy(float), every["judge_decisive"].to_numpy(float), level=level
         )
-        rows.append(
-            (a, b, n_human, len(segments), est.human.estimate, est.human.low, est.human.high)
-            + (judge.estimate, judge.low, judge.high, est.estimate, est.low, est.high)
-            + (est.lam, n_effective, est.fallback)
-        )
+        rows.append((a, b, n_human, len(segments), *est.three_ways(judge), est.lam, n_effective, est.fallback))
     table = pd.DataFrame(rows, columns=list(WIN_RATE_COLUMNS))
     # A win rate lies in [0, 1]: an interval clipped to it covers θ whenever the unclipped one does, and a
     # clipped estimate is never farther from θ (the prediction-powered ratio can leave [0, 1] with few

@@ -34,6 +34,7 @@ from hitkit.errors import HitkitError
 from hitkit.judges.design import uncertain
 from hitkit.judges.section import own_share
 from hitkit.protocols import task_for
+from hitkit.protocols.kit.judge_plan import Sized, Target, share_plan, shown
 from hitkit.protocols.spot_the_bot.annotations import LABELS
 from hitkit.simulation import judge_planning, planning, simulated_judge
 from hitkit.simulation.judge_planning import uniform, with_share
@@ -53,17 +54,10 @@ ESTIMATOR = (
     "jackknife t intervals"
 )
 DECISIONS = judge_planning.PAIR_DECISIONS
-SHOWN = (
-    judge_planning.UNIT,
-    "human_annotations",
-    "hits",
-    "cost",
-    "half_width_human",
-    "half_width_ppi",
-    "half_width_formula",
-    "n_human",
-    "n_effective",
-)
+SHOWN = shown("human_annotations")
+"""The share plan's table as printed."""
+TARGET = Target(REPLICATES, 0.5, "a win rate's interval", "the win rates' 95 % intervals", DECISIONS)
+"""What the share plan sizes: the pairs' win rates."""
 KEYS = ["conversation_id", "segment_exchanges", "entity"]
 
 
@@ -217,10 +211,14 @@ def plan(
     """The share plan (:func:`hitkit.simulation.judge_planning.plan_shares`) of a Spot The Bot study: ``replicates``
     simulated studies, each analysed at every share of the grid (``shares`` or the default with the
     study's own), and the share recommended for ``width`` or the first decision that applies."""
+    return share_plan(config, judge, TARGET, _sized, replicates, shares, width)
+
+
+def _sized(config: StudyConfig, judge: AssumedJudge) -> Sized:
+    """The Spot The Bot study's side of its share plan, on placeholder bot–bot material of its |S_ij|: the
+    segments people annotate at each share, and what their HITs cost."""
     from hitkit.judges.human_subset import human_subset
 
-    replicates = REPLICATES if replicates is None else replicates
-    judge_planning.check_options(replicates, shares, width, 0.5, "a win rate's interval")
     base = _base(config)
     units = task_for(base).build().units
     section = task_for(base).config.spot_the_bot
@@ -228,8 +226,6 @@ def plan(
     def fits(share: float):
         human_subset(with_share(base, share), units)  # under the uncertainty rule: its pilot
         return planning.design_cost(uniform(with_share(base, share)))
-
-    grid, dropped = judge_planning.grid(share_of(base, units), shares, fits)
 
     def cost(share: float) -> dict:
         # Under the uncertainty rule the expected number of human conversations is the uniform rule's: cost them alike.
@@ -242,19 +238,8 @@ def plan(
             "cost": str(paid),
         }
 
-    return judge_planning.plan_shares(
-        config,
-        judge,
-        replicates=replicates,
-        shares=grid,
-        dropped=dropped,
-        width=width,
-        width_words="the win rates' 95 % intervals",
-        own=share_of(base, units),
-        items=len(units),
-        decisions=DECISIONS,
-        replicate=lambda seed: replicate(base, units, grid, seed, judge),
-        cost=cost,
+    return Sized(
+        share_of(base, units), fits, len(units), cost, lambda grid, seed: replicate(base, units, grid, seed, judge)
     )
 
 

@@ -57,6 +57,22 @@ def games(annotations: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+RANKING_COLUMNS = [
+    "system",
+    "win_rate",
+    "mean_pairwise_win_rate",
+    "trueskill_mu",
+    "trueskill_sigma",
+    "rank_low",
+    "rank_high",
+    "cluster",
+    "win_rate_rank_low",
+    "win_rate_rank_high",
+    "win_rate_cluster",
+]
+"""The columns of :func:`rank_with_bootstrap`'s table, in order."""
+
+
 def rank_with_bootstrap(
     games: pd.DataFrame,
     n_boot: int = 1000,
@@ -85,30 +101,10 @@ def rank_with_bootstrap(
     TrueSkill cluster order. Besides the pooled win_rate, mean_pairwise_win_rate is the mean
     over opponents of the pairwise win rates (the paper's aggregate).
     """
-    if by not in ("mu", "conservative"):
-        raise ValueError(f"by={by!r}; use 'mu' or 'conservative'")
-    if n_boot < 0:
-        raise ValueError(f"n_boot={n_boot!r}; use 0 (no ranges) or more")
-    if resample not in RESAMPLE_UNITS:
-        raise ValueError(f"resample={resample!r}; use one of {', '.join(RESAMPLE_UNITS)}")
-    if resample != "game" and resample not in games.columns:
-        raise ValueError(f"resample={resample!r} needs a {resample!r} column in the games")
-    columns = [
-        "system",
-        "win_rate",
-        "mean_pairwise_win_rate",
-        "trueskill_mu",
-        "trueskill_sigma",
-        "rank_low",
-        "rank_high",
-        "cluster",
-        "win_rate_rank_low",
-        "win_rate_rank_high",
-        "win_rate_cluster",
-    ]
+    _check_options(games, by, n_boot, resample)
     systems = sorted(set(games["winner"]) | set(games["loser"]))
     if not systems:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=RANKING_COLUMNS)
     if env is None:
         env = DEFAULT_TRUESKILL.env_for(games)
     index = {s: i for i, s in enumerate(systems)}
@@ -119,46 +115,15 @@ def rank_with_bootstrap(
     if np.any(winner == loser):
         raise InputError("games", "a game has the same system on both sides; a system cannot play itself")
 
-    def win_rate(w: np.ndarray, l: np.ndarray, d: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
-        rows = np.arange(w.shape[0])[:, None] * k
-        size = w.shape[0] * k
-        wt = None if weight is None else weight[~d]
-        won = np.bincount((rows + w)[~d], wt, minlength=size).reshape(-1, k)
-        lost = np.bincount((rows + l)[~d], wt, minlength=size).reshape(-1, k)
-        decisive = won + lost
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(decisive > 0, won / decisive, 0.5)
-
     def score_of(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
         return mu if by == "mu" else mu - 3 * sigma
 
     mu, sigma = rate_sequences(winner, loser, drawn, k, env)
-    point_rate = win_rate(winner[None], loser[None], drawn[None])[0]
-    rng = np.random.default_rng(seed)
-    n = len(winner)
-    ts_ranks, wr_ranks = [], []
-    # Resamples in chunks of at most _BOOT_CELLS games in all, to bound memory on large studies.
-    chunk = max(1, _BOOT_CELLS // max(n, 1))
-    if resample != "game":
-        codes, n_clusters = cluster_codes(games[resample].to_numpy())
-    for start in range(0, n_boot, chunk):
-        size = min(chunk, n_boot - start)
-        if resample == "game":
-            idx = np.sort(rng.integers(0, n, size=(size, n)), axis=1)
-            boot_mu, boot_sigma = rate_sequences(winner[idx], loser[idx], drawn[idx], k, env)
-            boot_rate = win_rate(winner[idx], loser[idx], drawn[idx])
-        else:
-            weight = cluster_weights(codes, n_clusters, size, rng)
-            boot_mu, boot_sigma = rate_repeated(winner, loser, drawn, weight, k, env)
-            tile = np.broadcast_to
-            boot_rate = win_rate(
-                tile(winner, weight.shape), tile(loser, weight.shape), tile(drawn, weight.shape), weight.astype(float)
-            )
-        ts_ranks.append(ranks(score_of(boot_mu, boot_sigma)))
-        wr_ranks.append(ranks(boot_rate))
-    empty = np.zeros((0, k), dtype=int)
-    ts_low, ts_high = rank_range(np.concatenate(ts_ranks or [empty]), ranks(score_of(mu, sigma)))
-    wr_low, wr_high = rank_range(np.concatenate(wr_ranks or [empty]), ranks(point_rate))
+    point_rate = _win_rate(winner[None], loser[None], drawn[None], k)[0]
+    clustered = None if resample == "game" else games[resample].to_numpy()
+    ts_boot, wr_boot = _bootstrap_ranks(winner, loser, drawn, k, env, n_boot, seed, clustered, score_of)
+    ts_low, ts_high = rank_range(ts_boot, ranks(score_of(mu, sigma)))
+    wr_low, wr_high = rank_range(wr_boot, ranks(point_rate))
     # Systems that never met, and no chain of games orders, share one cluster: their order is unknown.
     met = np.zeros((k, k), dtype=bool)
     met[winner, loser] = met[loser, winner] = True
@@ -181,7 +146,76 @@ def rank_with_bootstrap(
             "win_rate_cluster": wr_cluster,
         }
     )
-    return table.iloc[order].reset_index(drop=True)[columns]
+    return table.iloc[order].reset_index(drop=True)[RANKING_COLUMNS]
+
+
+def _check_options(games: pd.DataFrame, by: str, n_boot: int, resample: str) -> None:
+    """ValueError for a ranking score, a number of resamples or a resampled unit :func:`rank_with_bootstrap` does not take."""
+    if by not in ("mu", "conservative"):
+        raise ValueError(f"by={by!r}; use 'mu' or 'conservative'")
+    if n_boot < 0:
+        raise ValueError(f"n_boot={n_boot!r}; use 0 (no ranges) or more")
+    if resample not in RESAMPLE_UNITS:
+        raise ValueError(f"resample={resample!r}; use one of {', '.join(RESAMPLE_UNITS)}")
+    if resample != "game" and resample not in games.columns:
+        raise ValueError(f"resample={resample!r} needs a {resample!r} column in the games")
+
+
+def _win_rate(w: np.ndarray, l: np.ndarray, d: np.ndarray, k: int, weight: np.ndarray | None = None) -> np.ndarray:
+    """Per row of games (winner ``w``, loser ``l``, drawn ``d``; ``weight`` per game) each of the ``k``
+    systems' wins / (wins + losses), 0.5 where it had no decisive game."""
+    rows = np.arange(w.shape[0])[:, None] * k
+    size = w.shape[0] * k
+    wt = None if weight is None else weight[~d]
+    won = np.bincount((rows + w)[~d], wt, minlength=size).reshape(-1, k)
+    lost = np.bincount((rows + l)[~d], wt, minlength=size).reshape(-1, k)
+    decisive = won + lost
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(decisive > 0, won / decisive, 0.5)
+
+
+def _bootstrap_ranks(
+    winner: np.ndarray,
+    loser: np.ndarray,
+    drawn: np.ndarray,
+    k: int,
+    env: TrueSkillEnv,
+    n_boot: int,
+    seed: int,
+    clustered: np.ndarray | None,
+    score_of,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The TrueSkill and win-rate ranks of the ``k`` systems in each of ``n_boot`` resamples (rows), drawn
+    from ``numpy.random.default_rng(seed)``: of the games (``clustered`` None) or of whole clusters (each
+    game's cluster label in ``clustered``), each resample played in the original order of its games."""
+    rng = np.random.default_rng(seed)
+    n = len(winner)
+    ts_ranks, wr_ranks = [], []
+    # Resamples in chunks of at most _BOOT_CELLS games in all, to bound memory on large studies.
+    chunk = max(1, _BOOT_CELLS // max(n, 1))
+    if clustered is not None:
+        codes, n_clusters = cluster_codes(clustered)
+    for start in range(0, n_boot, chunk):
+        size = min(chunk, n_boot - start)
+        if clustered is None:
+            idx = np.sort(rng.integers(0, n, size=(size, n)), axis=1)
+            boot_mu, boot_sigma = rate_sequences(winner[idx], loser[idx], drawn[idx], k, env)
+            boot_rate = _win_rate(winner[idx], loser[idx], drawn[idx], k)
+        else:
+            weight = cluster_weights(codes, n_clusters, size, rng)
+            boot_mu, boot_sigma = rate_repeated(winner, loser, drawn, weight, k, env)
+            tile = np.broadcast_to
+            boot_rate = _win_rate(
+                tile(winner, weight.shape),
+                tile(loser, weight.shape),
+                tile(drawn, weight.shape),
+                k,
+                weight.astype(float),
+            )
+        ts_ranks.append(ranks(score_of(boot_mu, boot_sigma)))
+        wr_ranks.append(ranks(boot_rate))
+    empty = np.zeros((0, k), dtype=int)
+    return np.concatenate(ts_ranks or [empty]), np.concatenate(wr_ranks or [empty])
 
 
 def _mean_pairwise_win_rate(winner: np.ndarray, loser: np.ndarray, drawn: np.ndarray, k: int) -> np.ndarray:

@@ -3,6 +3,9 @@ annotators, and the methods."""
 
 from __future__ import annotations
 
+import pandas as pd
+
+from hitkit.protocols.kit.report import written
 from hitkit.protocols.spot_the_bot import figures
 from hitkit.report.parts import (
     ReportFigure,
@@ -19,14 +22,19 @@ from hitkit.report.parts import (
 def sections(inp: ReportInput) -> list[Section]:
     """Win rates, TrueSkill ranking with rank ranges, survival and stability curves, annotators."""
     t, s = inp.tables, inp.summary
-    ranking = t["ranking"]
-    order = list(ranking["system"])
+    survival = [_survival(t, s)] if "survival" in t else []
+    return [_win_rates(t, s), _ranking(t, s), *survival, _stability(t, s), _annotators(t, s), *judge_sections(inp)]
+
+
+def _win_rates(t: dict[str, pd.DataFrame], s: dict) -> Section:
+    """The pairs' win rates (and the features', when written), with their matrix."""
     wins = Section("Win rates")
     wins.text.append(
         "Win rate of the row system over the column system: of the annotations where one speaker got "
         "the higher label (human > unsure > bot), the share the row system won; * chi-square test "
         f"p < 0.05 that wins and losses split evenly ({correction(s)})."
     )
+    order = list(t["ranking"]["system"])
     wins.figures.append(
         ReportFigure(
             "win_rates",
@@ -35,9 +43,13 @@ def sections(inp: ReportInput) -> list[Section]:
         )
     )
     wins.tables.append(("Win rates", t["win_rates"]))
-    if "feature_win_rates" in t:
-        wins.tables.append(("Feature win rates (fluency, sensibleness, specificity)", t["feature_win_rates"]))
+    wins.tables += written(t, [("feature_win_rates", "Feature win rates (fluency, sensibleness, specificity)")])
+    return wins
 
+
+def _ranking(t: dict[str, pd.DataFrame], s: dict) -> Section:
+    """The TrueSkill ranking with its rank ranges and clusters."""
+    ranking = t["ranking"]
     rank = Section("Ranking")
     rank.text.append(
         f"TrueSkill ranking (by {s.get('ranked_by', 'mu')}) with 95 % rank ranges from "
@@ -50,47 +62,53 @@ def sections(inp: ReportInput) -> list[Section]:
         )
     )
     rank.tables.append(("Ranking", ranking))
-    sections = [wins, rank]
+    return rank
 
-    if "survival" in t:
-        surv = Section("Survival")
-        unit = s.get("survival", {}).get("cluster")
-        variance = f" with a cluster-robust variance (clusters: {unit}s)" if unit not in (None, "annotation") else ""
-        surv.text.append(
-            "Share of each bot's speakers not yet spotted after k exchanges (Turnbull estimate on "
-            f"interval-censored data); pairwise generalized log-rank tests{variance}, "
-            f"{correction(s)}."
-        )
-        surv.figures.append(
-            ReportFigure("survival", "Turnbull survival curve per system.", figures.survival(t["survival"]))
-        )
-        if "survival_tests" in t:
-            surv.tables.append(("Generalized log-rank tests", t["survival_tests"]))
-        if "cox" in t:
-            surv.tables.append(("Cox proportional hazards per system", t["cox"]))
-        sections.append(surv)
 
+def _survival(t: dict[str, pd.DataFrame], s: dict) -> Section:
+    """How long each bot's speakers went unspotted, with the log-rank tests and the Cox model."""
+    surv = Section("Survival")
+    unit = s.get("survival", {}).get("cluster")
+    variance = f" with a cluster-robust variance (clusters: {unit}s)" if unit not in (None, "annotation") else ""
+    surv.text.append(
+        "Share of each bot's speakers not yet spotted after k exchanges (Turnbull estimate on "
+        f"interval-censored data); pairwise generalized log-rank tests{variance}, "
+        f"{correction(s)}."
+    )
+    surv.figures.append(
+        ReportFigure("survival", "Turnbull survival curve per system.", figures.survival(t["survival"]))
+    )
+    surv.tables += written(
+        t, [("survival_tests", "Generalized log-rank tests"), ("cox", "Cox proportional hazards per system")]
+    )
+    return surv
+
+
+def _stability(t: dict[str, pd.DataFrame], s: dict) -> Section:
+    """How stable the clustered ranking is against conversations per pair, or how to compute it."""
     stab = Section("Stability")
-    if "stability" in t:
-        st = s.get("stability", {})
-        stab.text.append(
-            f"Share of the most frequent clustered ranking over {st.get('n_sub', '?')} subsamples per "
-            f"number of conversations per pair ({st.get('n_boot', '?')} bootstrap resamples each); "
-            "the dashed line is 95 %."
-        )
-        stab.figures.append(
-            ReportFigure(
-                "stability", "Ranking stability against conversations per pair.", figures.stability(t["stability"])
-            )
-        )
-        if "stability_smallest" in t:
-            stab.tables.append(("Smallest number of conversations per pair reaching 95 %", t["stability_smallest"]))
-    else:
+    if "stability" not in t:
         stab.text.append(
             "Ranking stability was not computed (minutes of computing): hitkit report --stability adds it."
         )
-    sections.append(stab)
+        return stab
+    st = s.get("stability", {})
+    stab.text.append(
+        f"Share of the most frequent clustered ranking over {st.get('n_sub', '?')} subsamples per "
+        f"number of conversations per pair ({st.get('n_boot', '?')} bootstrap resamples each); "
+        "the dashed line is 95 %."
+    )
+    stab.figures.append(
+        ReportFigure(
+            "stability", "Ranking stability against conversations per pair.", figures.stability(t["stability"])
+        )
+    )
+    stab.tables += written(t, [("stability_smallest", "Smallest number of conversations per pair reaching 95 %")])
+    return stab
 
+
+def _annotators(t: dict[str, pd.DataFrame], s: dict) -> Section:
+    """The annotators' correctness and time, and the agreement tables."""
     ann = Section("Annotators")
     ann.text.append(
         f"Mean annotator correctness {num(s.get('correctness_mean'))} "
@@ -99,15 +117,15 @@ def sections(inp: ReportInput) -> list[Section]:
         f"segment annotation: {num(s.get('median_elapsed_s', s.get('mean_elapsed_s')), 1)} s"
         f" ({s.get('implausible_elapsed', 0)} implausible times left out)."
     )
-    for name, caption in [
-        ("label_agreement", "Agreement per system and label (chance 0.33)"),
-        ("segment_lengths", "Per segment length"),
-        ("annotation_time", "Annotation time"),
-    ]:
-        if name in t:
-            ann.tables.append((caption, t[name]))
-    sections.append(ann)
-    return sections + judge_sections(inp)
+    ann.tables += written(
+        t,
+        [
+            ("label_agreement", "Agreement per system and label (chance 0.33)"),
+            ("segment_lengths", "Per segment length"),
+            ("annotation_time", "Annotation time"),
+        ],
+    )
+    return ann
 
 
 def _share(j: dict, of: str) -> str:

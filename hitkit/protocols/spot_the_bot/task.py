@@ -55,9 +55,8 @@ from hitkit.protocols.base import (
     TurnSpec,
     UnitSpec,
     done_responses,
-    position,
-    shuffled_order,
 )
+from hitkit.protocols.kit.task import answer_ids, position, shuffled_order
 from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 from hitkit.protocols.spot_the_bot.features import FEATURES, Feature  # noqa: F401 - Feature: imported from here too
 from hitkit.protocols.spot_the_bot.gold import GOLD_ANSWER, IS_GOLD, gold_columns
@@ -343,10 +342,7 @@ class SpotTheBotTask(TaskType):
             position = asg.layout["order"].index(unit.id)
             for entity in (0, 1):
                 row = {
-                    "study": study.name,
-                    "hit_id": hit.provider_hit_id or str(hit.id),
-                    "assignment_id": asg.provider_assignment_id or str(asg.id),
-                    "worker_id": worker.external_id,
+                    **answer_ids(study, hit, asg, worker),
                     "conversation_id": unit.payload["conversation"],
                     "segment_exchanges": unit.payload["k"],
                     "entity": entity,

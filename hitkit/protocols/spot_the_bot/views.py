@@ -9,12 +9,13 @@ from typing import Any
 
 import pandas as pd
 
-WORDS = {
-    "compare_note": "bot–bot conversations from the same seed dialogue",
-    "compare_opening": "",
-    "compare_empty": "{a} and {b} have no bot–bot conversations from the same seed dialogue yet",
-    "answers_heading": "Annotations of its segments",
-}
+from hitkit.protocols.kit.views import first_rows, paired, score, words
+
+WORDS = words(
+    "bot–bot conversations from the same seed dialogue",
+    "{a} and {b} have no bot–bot conversations from the same seed dialogue yet",
+    "Annotations of its segments",
+)
 """How the dashboard's shared pages speak of this protocol's material."""
 
 
@@ -44,13 +45,8 @@ def system_scores(tables: Mapping[str, pd.DataFrame], config, name: str) -> tupl
     own = a[a["system"] == name]
     for k, group in own.groupby("segment_exchanges"):
         human = float((group["label"] == "human").mean())
-        scores.append(
-            {
-                "measure": f"{k} exchanges",
-                "value": f"{human:.2f}",
-                "detail": f"{len(group)} labels; spotted as bot {float((group['label'] == 'bot').mean()):.2f}",
-            }
-        )
+        detail = f"{len(group)} labels; spotted as bot {float((group['label'] == 'bot').mean()):.2f}"
+        scores.append(score(f"{k} exchanges", f"{human:.2f}", detail))
     return scores, "Share of its speakers labelled human, by segment length."
 
 
@@ -70,19 +66,10 @@ def side_by_side(
             # Prefer the system's self-chat, else its first conversation from this seed.
             if n in systems and (n not in by_seed[seed] or systems == [n, n]):
                 by_seed[seed][n] = conv
-    rows: list[dict[str, Any]] = []
-    for seed, pair in by_seed.items():
-        if a in pair and b in pair:
-            rows.append(
-                {
-                    "title": f"seed {seed}",
-                    "prompt": "",
-                    "conversation": pair[a].id,
-                    "right_conversation": pair[b].id,
-                    "left": turns_of(pair[a]),
-                    "right": turns_of(pair[b]),
-                }
-            )
-        if len(rows) >= limit:
-            break
-    return rows
+    return first_rows(
+        (
+            paired(f"seed {seed}", "", pair[a], pair[b], turns_of) if a in pair and b in pair else None
+            for seed, pair in by_seed.items()
+        ),
+        limit,
+    )

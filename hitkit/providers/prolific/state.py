@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from hitkit.db.models import Assignment, Event, Hit, Study
 from hitkit.db.session import get_engine, normalise_url, session_scope
+from hitkit.events import add_event
 from hitkit.providers.prolific.client import ProlificError
 
 
@@ -73,7 +74,7 @@ def read(session: Session, study_name: str) -> ProlificState:
 def record(session: Session, study_name: str, kind: str, data: dict[str, Any]) -> None:
     """Remember one step done on Prolific as an event of the study, in ``session``."""
     study_row = session.scalar(select(Study.id).where(Study.name == study_name))
-    session.add(Event(study_id=study_row, kind=kind, actor="provider", data=data))
+    add_event(session, study_row, kind, "provider", data)
 
 
 def read_outside(database_url: str, statement: Select[Any]) -> Sequence[Any]:
