@@ -128,6 +128,18 @@ def break_next_pay(prolific, fault: str):
     return None
 
 
+def grant_then_break(database_url: str, prolific, assignment: int, first: Decimal, second: Decimal, fault: str):
+    """Grant ``first`` (paid), then ``second``, whose pay call meets ``fault`` (:func:`break_next_pay`)."""
+    grant_bonus(database_url, "ab-demo", assignment, first, REASON, tag=1)
+    stall = break_next_pay(prolific, fault)
+    try:
+        with pytest.raises(ProlificError):
+            grant_bonus(database_url, "ab-demo", assignment, second, REASON, tag=2)
+    finally:
+        if stall is not None:
+            stall.release.set()
+
+
 def bonus_rows(database_url: str) -> list[Payment]:
     with session_scope(database_url) as s:
         rows = s.scalars(select(Payment).where(Payment.kind == "bonus").order_by(Payment.id)).all()
@@ -172,15 +184,9 @@ def test_colliding_amounts_on_one_submission_are_each_paid_once_whatever_the_pay
     for (fault, order), session_id, a in zip(cases, sessions, assignment_ids(database_url), strict=True):
         first, second = (small, large) if order == "small first" else (large, small)
         paid_before = len(prolific.paid)
-        grant_bonus(database_url, "ab-demo", a, first, REASON, tag=1)
-        assert prolific.submissions[session_id]["bonus_payments"] == [int(first * 100)]
-        stall = break_next_pay(prolific, fault)
-        try:
-            with pytest.raises(ProlificError):
-                grant_bonus(database_url, "ab-demo", a, second, REASON, tag=2)
-        finally:
-            if stall is not None:
-                stall.release.set()
+        grant_then_break(database_url, prolific, a, first, second, fault)
+        shown = [int(first * 100), int(second * 100)] if fault == "lost" else [int(first * 100)]
+        assert prolific.submissions[session_id]["bonus_payments"] == shown
         assert len(prolific.paid) - paid_before == (2 if fault == "lost" else 1)
         keys[fault].append(bonus_rows(database_url)[-1].idempotency_key)
         amounts[session_id] = [first, second]
@@ -251,14 +257,7 @@ def test_concurrent_syncs_settle_colliding_amounts_each_paid_once(tmp_path, data
         (Decimal("1.00"), Decimal("0.01"), "black-holed"),
     ]
     for a, (first, second, fault) in zip(assignment_ids(database_url), plan):
-        grant_bonus(database_url, "ab-demo", a, first, REASON, tag=1)
-        stall = break_next_pay(prolific, fault)
-        try:
-            with pytest.raises(ProlificError):
-                grant_bonus(database_url, "ab-demo", a, second, REASON, tag=2)
-        finally:
-            if stall is not None:
-                stall.release.set()
+        grant_then_break(database_url, prolific, a, first, second, fault)
     with session_scope(database_url) as s:
         # Recorded and sent two hours ago: past sync's guard for fresh bonuses and Prolific's settling window.
         long_ago = utcnow() - dt.timedelta(hours=2)
