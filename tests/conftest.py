@@ -10,15 +10,25 @@ skip into a failure and fails the session if no PostgreSQL test ran.
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import uuid
-from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, settings
+# One compute thread per test process (torch's intra-op pool, OpenBLAS under numpy), set before either is
+# imported; subprocesses the tests start inherit it. The suite runs three pytest-xdist workers on two cores,
+# and a pool of one thread per core in each spins waiting for cores the other workers hold: the real-model
+# test took 31 s of CPU (34 s) with torch's two threads and 18 s (20 s) with one, the tiny-model bot server
+# tests 19 s (45 s) and 15 s (28 s). What the tests check does not depend on it. An explicit setting stays.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import re  # noqa: E402
+import shutil  # noqa: E402
+import uuid  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 # Property tests check what holds, never how fast inputs come: a loaded machine (CI beside other jobs)
 # must not fail them on Hypothesis's speed health checks or per-example deadlines.

@@ -128,6 +128,18 @@ def break_next_pay(prolific, fault: str):
     return None
 
 
+def grant_then_break(database_url: str, prolific, assignment: int, first: Decimal, second: Decimal, fault: str):
+    """Grant ``first`` (paid), then ``second``, whose pay call meets ``fault`` (:func:`break_next_pay`)."""
+    grant_bonus(database_url, "ab-demo", assignment, first, REASON, tag=1)
+    stall = break_next_pay(prolific, fault)
+    try:
+        with pytest.raises(ProlificError):
+            grant_bonus(database_url, "ab-demo", assignment, second, REASON, tag=2)
+    finally:
+        if stall is not None:
+            stall.release.set()
+
+
 def bonus_rows(database_url: str) -> list[Payment]:
     with session_scope(database_url) as s:
         rows = s.scalars(select(Payment).where(Payment.kind == "bonus").order_by(Payment.id)).all()
@@ -135,52 +147,66 @@ def bonus_rows(database_url: str) -> list[Payment]:
         return list(rows)
 
 
-def assert_books_agree(database_url: str, prolific, session_id: str, amounts: list[Decimal]) -> None:
-    """Each amount paid exactly once on Prolific, and the ledger marks paid exactly what Prolific paid."""
-    assert sorted(prolific.submissions[session_id]["bonus_payments"]) == sorted(int(a * 100) for a in amounts)
+def assert_books_agree(database_url: str, prolific, amounts: dict[str, list[Decimal]]) -> None:
+    """Each amount paid exactly once on Prolific, on its own submission (``amounts`` by session id), and the
+    ledger marks paid exactly what Prolific paid."""
+    for session_id, paid in amounts.items():
+        assert sorted(prolific.submissions[session_id]["bonus_payments"]) == sorted(int(a * 100) for a in paid)
+    everything = Counter(a for paid in amounts.values() for a in paid)
     paid_on_prolific = Counter(v for b in prolific.paid for _, v in prolific.bonuses[b]["rows"])
-    assert paid_on_prolific == Counter(amounts)
+    assert paid_on_prolific == everything
     rows = bonus_rows(database_url)
     assert {r.state for r in rows} <= {"paid", "confirmed"}
     assert sorted(r.provider_ref for r in rows) == sorted(prolific.paid)  # every row names a payment made
-    assert Counter(Decimal(r.amount) for r in rows) == Counter(amounts)
+    assert Counter(Decimal(r.amount) for r in rows) == everything
 
 
-@pytest.mark.parametrize("fault", ["lost", "refused", "black-holed"])
-@pytest.mark.parametrize("order", ["small first", "large first"])
+FAULTS = ["lost", "refused", "black-holed"]
+ORDERS = ["small first", "large first"]
+
+
 def test_colliding_amounts_on_one_submission_are_each_paid_once_whatever_the_pay_call_met(
-    tmp_path, database_url, prolific, monkeypatch, fault, order
+    tmp_path, database_url, prolific, monkeypatch
 ):
+    """Every fault in both orders, each on a submission of its own in one study (one set-up, and a sync that
+    settles them all must attribute each payment to its own submission): 5p and £5.00, or £5.00 and 5p, the
+    second's pay call lost, refused or black-holed."""
     small, large = Decimal("0.05"), Decimal("5.00")
-    first, second = (small, large) if order == "small first" else (large, small)
-    session_id, a = one_submission(tmp_path, database_url, prolific)
-    grant_bonus(database_url, "ab-demo", a, first, REASON, tag=1)
-    assert prolific.submissions[session_id]["bonus_payments"] == [int(first * 100)]
-    stall = break_next_pay(prolific, fault)
+    cases = [(fault, order) for fault in FAULTS for order in ORDERS]
+    web, config, secret = start(tmp_path, database_url, on_prolific(prolific))
     try:
-        with pytest.raises(ProlificError):
-            grant_bonus(database_url, "ab-demo", a, second, REASON, tag=2)
+        tick(database_url, "ab-demo", web.url)
+        sessions = prolific_submit(web.url, prolific, [f"P{i}" for i in range(len(cases))], config, secret)
+        tick(database_url, "ab-demo", web.url)
     finally:
-        if stall is not None:
-            stall.release.set()
-    assert len(prolific.paid) == (2 if fault == "lost" else 1)
+        web.stop()
+    amounts, keys = {}, {fault: [] for fault in FAULTS}
+    for (fault, order), session_id, a in zip(cases, sessions, assignment_ids(database_url), strict=True):
+        first, second = (small, large) if order == "small first" else (large, small)
+        paid_before = len(prolific.paid)
+        grant_then_break(database_url, prolific, a, first, second, fault)
+        shown = [int(first * 100), int(second * 100)] if fault == "lost" else [int(first * 100)]
+        assert prolific.submissions[session_id]["bonus_payments"] == shown
+        assert len(prolific.paid) - paid_before == (2 if fault == "lost" else 1)
+        keys[fault].append(bonus_rows(database_url)[-1].idempotency_key)
+        amounts[session_id] = [first, second]
 
-    key = bonus_rows(database_url)[1].idempotency_key
-    report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)  # also confirms the first, shown paid
-    if fault == "lost":  # Prolific shows it: confirmed, nothing paid again
-        assert key in report.bonuses_confirmed and report.bonuses_paid == [] and report.needs_review == []
-    elif fault == "refused":  # an answer said nothing was paid: paid now, once
-        assert report.bonuses_paid == [key] and report.needs_review == []
-    else:  # no answer and not shown: neither paid nor marked paid, left for review within the window
-        assert report.bonuses_paid == [] and key not in report.bonuses_confirmed and report.needs_review == [key]
-        assert bonus_rows(database_url)[1].state == "sending" and len(prolific.paid) == 1
-        assert "provider cannot say whether it was paid" in describe(report)
-        monkeypatch.setattr(prolific_bonuses, "BONUS_SETTLE_S", 0)  # past the window: it was never made
-        assert len(sync_study(database_url, "ab-demo", bonus_min_age_s=0).bonuses_paid) == 1
+    report = sync_study(database_url, "ab-demo", bonus_min_age_s=0)  # also confirms each first, shown paid
+    # Lost: Prolific shows it, confirmed, nothing paid again. Refused: an answer said nothing was paid, paid now,
+    # once. Black-holed: no answer and not shown, neither paid nor marked paid, left for review within the window.
+    assert set(keys["lost"]) <= set(report.bonuses_confirmed)
+    assert sorted(report.bonuses_paid) == sorted(keys["refused"])
+    assert sorted(report.needs_review) == sorted(keys["black-holed"])
+    assert not set(keys["black-holed"]) & set(report.bonuses_confirmed)
+    assert {r.state for r in bonus_rows(database_url) if r.idempotency_key in keys["black-holed"]} == {"sending"}
+    assert len(prolific.paid) == sum(1 if fault == "black-holed" else 2 for fault, _ in cases)
+    assert "provider cannot say whether it was paid" in describe(report)
+    monkeypatch.setattr(prolific_bonuses, "BONUS_SETTLE_S", 0)  # past the window: they were never made
+    assert sorted(sync_study(database_url, "ab-demo", bonus_min_age_s=0).bonuses_paid) == sorted(keys["black-holed"])
     for _ in range(2):  # nothing further, however often sync runs
         again = sync_study(database_url, "ab-demo", bonus_min_age_s=0)
         assert again.bonuses_paid == [] and again.needs_review == []
-    assert_books_agree(database_url, prolific, session_id, [first, second])
+    assert_books_agree(database_url, prolific, amounts)
 
 
 def test_two_bonuses_of_one_amount_sent_without_an_answer_and_one_payment_shown_wait_for_a_coordinator(
@@ -231,14 +257,7 @@ def test_concurrent_syncs_settle_colliding_amounts_each_paid_once(tmp_path, data
         (Decimal("1.00"), Decimal("0.01"), "black-holed"),
     ]
     for a, (first, second, fault) in zip(assignment_ids(database_url), plan):
-        grant_bonus(database_url, "ab-demo", a, first, REASON, tag=1)
-        stall = break_next_pay(prolific, fault)
-        try:
-            with pytest.raises(ProlificError):
-                grant_bonus(database_url, "ab-demo", a, second, REASON, tag=2)
-        finally:
-            if stall is not None:
-                stall.release.set()
+        grant_then_break(database_url, prolific, a, first, second, fault)
     with session_scope(database_url) as s:
         # Recorded and sent two hours ago: past sync's guard for fresh bonuses and Prolific's settling window.
         long_ago = utcnow() - dt.timedelta(hours=2)

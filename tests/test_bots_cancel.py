@@ -16,14 +16,13 @@ import time
 import pytest
 import requests
 
-pytest.importorskip("torch", reason="the bot server tests need the bots extra (torch)")
-pytest.importorskip("transformers", reason="the bot server tests need the bots extra (transformers)")
+from hitkit.bots.client import BotClient, BotConfig
+from hitkit.bots.server import BotServer
+from tests.extras import require
+from tests.test_bots_server import build_tiny_model
 
-from hitkit.bots.client import BotClient, BotConfig  # noqa: E402
-from hitkit.bots.engine import HFBackend  # noqa: E402
-from hitkit.bots.hf_model import load_model  # noqa: E402
-from hitkit.bots.server import BotServer  # noqa: E402
-from tests.test_bots_server import build_tiny_model  # noqa: E402
+# torch and transformers are imported where they are used (tests/extras.py says why).
+require("torch", "transformers", reason="the bot server tests need the bots extra (torch, transformers)")
 
 EOS = 3
 LONG = 200  # tokens: ~4 s at 20 ms a step, far longer than any client below waits
@@ -52,11 +51,15 @@ class _Slow:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
+    from hitkit.bots.hf_model import load_model
+
     return load_model(build_tiny_model(tmp_path_factory.mktemp("tiny_cancel"), seed=0), device="cpu")
 
 
 @pytest.fixture
 def server(tiny):
+    from hitkit.bots.engine import HFBackend
+
     model, tokenizer = tiny
     backend = HFBackend("tiny", _Slow(model), tokenizer, max_batch=8, batch_window_ms=1)
     with BotServer({"tiny": backend}, port=0) as srv:
@@ -151,6 +154,8 @@ def test_an_abandoned_keyed_generation_is_cancelled_after_the_grace_period(serve
 
 
 def test_bot_client_retries_never_stack_generations(tiny):
+    from hitkit.bots.engine import HFBackend
+
     # The generation is held until a retry has joined it (the server counts it as deduplicated), so the
     # first attempt always times out and the test waits on that event, not on the machine's speed.
     model, tokenizer = tiny

@@ -9,25 +9,28 @@ import numpy as np
 import pytest
 import requests
 
-torch = pytest.importorskip("torch", reason="the bot server tests need the bots extra (torch)")
-pytest.importorskip("transformers", reason="the bot server tests need the bots extra (transformers)")
+from hitkit.bots.corpus import Dialogue
+from hitkit.bots.degraded import DegradedBackend, DegradedBot
+from hitkit.bots.logprobs import row_logprobs
+from hitkit.bots.server import BotServer
+from tests.extras import require
+from tests.test_bots_server import build_tiny_model
 
-from hitkit.bots.corpus import Dialogue  # noqa: E402
-from hitkit.bots.degraded import DegradedBackend, DegradedBot  # noqa: E402
-from hitkit.bots.engine import HFBackend  # noqa: E402
-from hitkit.bots.hf_model import load_model  # noqa: E402
-from hitkit.bots.logprobs import row_logprobs  # noqa: E402
-from hitkit.bots.server import BotServer  # noqa: E402
-from tests.test_bots_server import build_tiny_model  # noqa: E402
+# torch and transformers are imported where they are used (tests/extras.py says why).
+require("torch", "transformers", reason="the bot server tests need the bots extra (torch, transformers)")
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
+    from hitkit.bots.hf_model import load_model
+
     return load_model(build_tiny_model(tmp_path_factory.mktemp("tiny_logprobs"), seed=0), device="cpu")
 
 
 @pytest.fixture(scope="module")
 def server(tiny):
+    from hitkit.bots.engine import HFBackend
+
     model, tokenizer = tiny
     qc = DegradedBackend(
         "qc",
@@ -48,6 +51,8 @@ def post(url: str, **body) -> requests.Response:
 
 def direct_logprobs(tiny, content: str, generated: list[int]) -> np.ndarray:
     """log softmax of the logits at each reply step, from one plain forward pass over prompt + reply."""
+    import torch
+
     model, tokenizer = tiny
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
     prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)

@@ -9,19 +9,14 @@ from pathlib import Path
 import pytest
 import requests
 
-torch = pytest.importorskip("torch", reason="the bot server tests need the bots extra (torch)")
-pytest.importorskip("transformers", reason="the bot server tests need the bots extra (transformers)")
+from hitkit.bots.client import BotClient, BotConfig
+from hitkit.bots.corpus import Dialogue
+from hitkit.bots.degraded import DegradedBackend, DegradedBot
+from hitkit.bots.server import BotServer
+from tests.extras import require
 
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
-
-from hitkit.bots.client import BotClient, BotConfig  # noqa: E402
-from hitkit.bots.corpus import Dialogue  # noqa: E402
-from hitkit.bots.degraded import DegradedBackend, DegradedBot  # noqa: E402
-from hitkit.bots.engine import HFBackend  # noqa: E402
-from hitkit.bots.hf_model import load_model  # noqa: E402
-from hitkit.bots.sampling import sample_next  # noqa: E402
-from hitkit.bots.server import BotServer  # noqa: E402
+# torch and transformers are imported where they are used (tests/extras.py says why).
+require("torch", "transformers", reason="the bot server tests need the bots extra (torch, transformers)")
 
 SPECIALS = ["<pad>", "<s>", "<|im_start|>", "<|im_end|>", "<unk>"]
 WORDS = (
@@ -46,6 +41,10 @@ PROMPTS = [
 
 def build_tiny_model(directory: Path, seed: int, words: list[str] = WORDS) -> Path:
     """Save a 2-layer, 32-wide random Llama and a word-level ChatML tokenizer (``words``) to ``directory``."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
     vocab = {token: i for i, token in enumerate(SPECIALS + words)}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.normalizer = normalizers.Lowercase()
@@ -89,12 +88,16 @@ def tiny_dirs(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def loaded(tiny_dirs):
     """The two tiny models, loaded once on CPU (backends share them; weights are read-only)."""
+    from hitkit.bots.hf_model import load_model
+
     return [load_model(d, device="cpu") for d in tiny_dirs]
 
 
 @pytest.fixture(scope="module")
 def server(loaded):
     """One server hosting two tiny models and a degraded QC bot."""
+    from hitkit.bots.engine import HFBackend
+
     (model_a, tok_a), (model_b, tok_b) = loaded
     corpus = [
         Dialogue("d1", ("hi there", "hello my friend how are you today")),
@@ -187,6 +190,8 @@ def _fire_together(url: str, model: str, prompts: list[str], max_tokens: int, st
 
 
 def test_concurrent_requests_are_decoded_in_one_batch(loaded):
+    from hitkit.bots.engine import HFBackend
+
     model, tokenizer = loaded[0]
     # A generous window so that all eight chats, released together, share the first prefill.
     backend = HFBackend("tiny", model, tokenizer, max_batch=8, batch_window_ms=500)
@@ -203,6 +208,8 @@ def test_concurrent_requests_are_decoded_in_one_batch(loaded):
 
 
 def test_batching_and_mid_flight_joins_do_not_change_greedy_replies(loaded):
+    from hitkit.bots.engine import HFBackend
+
     model, tokenizer = loaded[0]
     one_at_a_time = HFBackend("tiny", model, tokenizer, max_batch=1)
     with BotServer({"tiny": one_at_a_time}, port=0) as srv:
@@ -283,6 +290,10 @@ def test_bot_client_talks_to_the_server(server):
 
 
 def test_sampling_honours_temperature_and_top_p():
+    import torch
+
+    from hitkit.bots.sampling import sample_next
+
     logits = torch.tensor([[0.0, 3.0, 2.9, -1.0]] * 4)
     gen = torch.Generator().manual_seed(0)
     temperature = torch.tensor([0.0, 1.0, 1.0, 2.0])
@@ -295,6 +306,8 @@ def test_sampling_honours_temperature_and_top_p():
 
 
 def test_shutdown_fails_waiting_requests_and_stops_listening(loaded):
+    from hitkit.bots.engine import HFBackend
+
     model, tokenizer = loaded[0]
     backend = HFBackend("tiny", model, tokenizer, max_batch=2)
     srv = BotServer({"tiny": backend}, port=0).start()
@@ -324,6 +337,8 @@ class _FailsOnce:
 
 
 def test_a_failed_generation_is_a_500_and_the_model_keeps_serving(loaded):
+    from hitkit.bots.engine import HFBackend
+
     model, tokenizer = loaded[0]
     backend = HFBackend("tiny", _FailsOnce(model), tokenizer, max_batch=4)
     with BotServer({"tiny": backend}, port=0) as srv:

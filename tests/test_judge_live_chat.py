@@ -250,21 +250,27 @@ def test_a_failing_judge_keeps_the_crowds_work_and_hitkit_judge_asks_only_for_th
 
     from hitkit.cli import main
 
-    study_file = judged_chat_study(tmp_path, database_url, endpoint.url)
-    endpoint.fail_after = 20
+    # Six HITs (30 real conversations), the judge failing from its thirteenth: what is checked is which
+    # conversations are asked again, whatever the study's size (ten HITs took longer; with four, the seeded
+    # draw rates one conversation of a system, fewer than an interval needs).
+    hits, stored = 6, 12
+    real = hits * 5
+    study_file = judged_chat_study(tmp_path, database_url, endpoint.url, hits=hits)
+    endpoint.fail_after = stored
     lines = []
     launch(study_file, yes=True, show_progress=False, echo=lines.append, timeout_s=300, analyse=False)
-    assert any("failed on 30 of 50 conversations" in line and f"hitkit judge {study_file}" in line for line in lines)
+    failed = f"failed on {real - stored} of {real} conversations"
+    assert any(failed in line and f"hitkit judge {study_file}" in line for line in lines), lines
     ratings = pd.read_csv(tmp_path / "runs" / "chat-judge" / "export" / "ratings.csv")
     assert ratings["conversation_id"].nunique() > 0  # the crowd's work is exported whatever the judge did
     endpoint.fail_after = None
     run = CliRunner().invoke(main, ["judge", str(study_file), "--no-progress"])
     assert run.exit_code == 0, run.output
-    assert "50 conversations planned, 20 already stored, 30 judged now" in run.output
-    assert len(endpoint.judged) == 50  # 20 before the failure and the 30 missing: none asked twice
+    assert f"{real} conversations planned, {stored} already stored, {real - stored} judged now" in run.output
+    assert len(endpoint.judged) == real  # those before the failure and the missing ones: none asked twice
     with session_scope(database_url) as s:
         rows = s.scalars(select(JudgeLabel)).all()
-        assert {r.status for r in rows} == {"done"} and len(rows) == 50 * len(NAMES)
+        assert {r.status for r in rows} == {"done"} and len(rows) == real * len(NAMES)
 
 
 @pytest.mark.parametrize(

@@ -124,8 +124,10 @@ def assert_paid_once(database_url: str, prolific, sessions: list[str], bonuses_e
         assert {a.status for a in s.scalars(select(Assignment))} == {"approved"}
 
 
-@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("n", [2, 8])
 def test_concurrent_syncs_pay_every_pending_bonus_and_approval_exactly_once(tmp_path, database_url, prolific, n):
+    # Two syncs (one waits for the other) and eight (most wait, and a starved leader may stand down): four
+    # met nothing the two do not, and each sync process costs about 1.6 s of CPU.
     sessions = pending_money(tmp_path, database_url, prolific, workers=3)
     # A 10 s lease: the syncs start together and contend for it. A leader starved of CPU past it (8 processes
     # starting on 2 loaded cores) stops when it next records, and another takes over: correct, and allowed.
@@ -158,7 +160,7 @@ def test_a_sync_killed_at_any_step_of_a_payment_leaves_nothing_paid_twice_or_unp
     sessions = pending_money(tmp_path, database_url, prolific, workers=2)
     pattern, before, skip = STEPS[step]
     stall = prolific.stall_next(pattern, before=before, skip=skip)
-    procs = syncs(tmp_path / "study.yaml", 4)
+    procs = syncs(tmp_path / "study.yaml", 3)  # the one killed, and two that contend for its lease afterwards
     assert stall.reached.wait(90), "no sync reached the step"
     victim = leader_pid(database_url)  # the process whose call is stalled leads the study
     os.kill(victim, signal.SIGKILL)
@@ -200,10 +202,9 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_schedulers_on_one_database_create_one_prolific_study_and_post_each_hit_once(
-    tmp_path, database_url, prolific, n
-):
+def test_schedulers_on_one_database_create_one_prolific_study_and_post_each_hit_once(tmp_path, database_url, prolific):
+    # Four schedulers contend for every tick (two did too, and met nothing four do not).
+    n = 4
     web = start(tmp_path, database_url, on_prolific(prolific))[0]
     web.stop()  # posting needs no pages: participants never come
     scheduler_job(database_url, "https://tasks.example.org")

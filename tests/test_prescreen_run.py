@@ -9,10 +9,6 @@ import math
 
 import pytest
 import yaml
-
-pytest.importorskip("torch", reason="pre-screening's perplexity needs the bots extra (torch)")
-pytest.importorskip("transformers", reason="pre-screening's perplexity needs the bots extra (transformers)")
-
 from click.testing import CliRunner
 
 from hitkit.bots.server import BotServer, DegradedSpec, build_backends
@@ -20,7 +16,11 @@ from hitkit.cli import main
 from hitkit.prescreen.run import prescreen
 from hitkit.prescreen.section import prescreen_section
 from hitkit.study.loading import load_study
+from tests.extras import require
 from tests.test_bots_server import build_tiny_model
+
+# torch and transformers are imported where they are used (tests/extras.py says why).
+require("torch", "transformers", reason="pre-screening's perplexity needs the bots extra (torch, transformers)")
 
 SYSTEMS = ["ava", "ben", "cai"]
 PROMPTS = [

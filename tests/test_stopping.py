@@ -364,9 +364,11 @@ def test_a_study_launched_before_stopping_rules_existed_resumes_but_cannot_gain_
     database_url = one_database_url  # one store: what this test checks is not storage
     from hitkit.errors import HitkitError
 
-    with pytest.raises(HitkitError):  # the budget stops it after two HITs
+    one_vote = {"votes_per_prompt": 1}  # 9 HITs, not 27: the resume is the subject, not the design's size
+
+    with pytest.raises(HitkitError):  # the budget stops it before the end
         launch(
-            pairwise_study(tmp_path, database_url, budget="4.00"),
+            pairwise_study(tmp_path, database_url, budget="4.00", pairwise=one_vote),
             yes=True,
             show_progress=False,
             echo=lambda _m: None,
@@ -377,7 +379,7 @@ def test_a_study_launched_before_stopping_rules_existed_resumes_but_cannot_gain_
         study.config = {k: v for k, v in study.config.items() if k not in ("design", "stop", "judge", "authenticity")}
     with pytest.raises(HitkitError, match="stop changed since the study was launched"):
         launch(
-            pairwise_study(tmp_path, database_url, budget="60.00", stop={"decision": "best"}),
+            pairwise_study(tmp_path, database_url, budget="60.00", stop={"decision": "best"}, pairwise=one_vote),
             yes=True,
             resume=True,
             show_progress=False,
@@ -385,7 +387,7 @@ def test_a_study_launched_before_stopping_rules_existed_resumes_but_cannot_gain_
             timeout_s=10,
         )
     launch(
-        pairwise_study(tmp_path, database_url, budget="60.00"),
+        pairwise_study(tmp_path, database_url, budget="60.00", pairwise=one_vote),
         yes=True,
         resume=True,
         show_progress=False,
