@@ -60,13 +60,14 @@ systems:                    # each one an OpenAI-compatible endpoint (vLLM, a ho
     options: {max_tokens: 40}
 
 arena:
-  hits: 4                   # study size: HITs of battles_per_hit battles each
+  hits: 6                   # study size: HITs of battles_per_hit battles each
   battles_per_hit: 10
   prompts: prompts.jsonl    # {"id", "prompt", "category"} per line; leave out to let workers write their own
   control: qc               # which system is the QC bot
   control_share: 0.4        # share of battles against it. QC judges a worker from 5 decisive QC votes on
-                            # (fewer cannot reach p < 0.05): here 4 QC battles a HIT, 2 HITs a worker. In a
-                            # bigger study a smaller share does, when each worker takes more HITs.
+                            # (fewer cannot reach p < 0.05): here 4 QC battles a HIT, so a worker is judged
+                            # from their second HIT. In a bigger study a smaller share does, when each worker
+                            # takes more HITs.
   reveal: true              # show the two systems' names after the vote (never before)
   # min_turns: 1            # exchanges before the vote; max_turns: 5
   crowd: {length_bias: 0.5} # the simulated crowd leans to longer replies; style control removes that
@@ -75,7 +76,7 @@ arena:
     + hit_section(*WORKER_TEXT, reward="1.50", minutes=45, minutes_note=HOLD_NOTE)
     + served_sections(
         per_worker_cap=2,
-        crowd={"diligent": 1, "spammer": 1},
+        crowd={"diligent": 3, "spammer": 1},  # a voter is tested against the others' model: several others
         quality={"helpful": 0.85, "plain": 0.6, "terse": 0.4, "qc": 0.05},
     )
 )
