@@ -17,14 +17,16 @@ MACHINE_NAME = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
 
 
 def written_event_kinds() -> set[str]:
-    """The event kinds the code writes as literals: ``kind="…"`` in hitkit/ and server/, and the constants
+    """The event kinds the code writes as literals: ``kind="…"`` and ``add_event(session, study, "…", …)``
+    in hitkit/ and server/, and the constants
     named ``…_EVENT``/``FIRED``/``CLOSED`` that Event rows take."""
     kinds: set[str] = set()
     for path in [*Path(REPO / "hitkit").rglob("*.py"), *Path(REPO / "server").rglob("*.py")]:
         text = path.read_text(encoding="utf-8")
-        if "Event(" not in text and "record_once(" not in text:
+        if "Event(" not in text and "record_once(" not in text and "add_event(" not in text:
             continue
         kinds |= set(re.findall(r'Event\([^)]*?kind="([a-z_]+)"', text, re.DOTALL))
+        kinds |= set(re.findall(r'add_event\(\s*[^,()]+,\s*[^,()]+(?:\([^()]*\))?,\s*"([a-z_]+)"', text))
         kinds |= set(re.findall(r'record_once\([^,]+,[^,]+,\s*"([a-z_]+)"', text))
         kinds |= set(re.findall(r'^(?:[A-Z_]*EVENT|FIRED|CLOSED|SCREENED_OUT) = "([a-z_]+)"', text, re.MULTILINE))
     return kinds
