@@ -29,6 +29,13 @@ from tests.test_judge import UNITS, judge_server, judged_study  # noqa: F401 - t
 PI_MIN = 0.05
 
 
+def the_second_wave(session) -> dict:
+    """The one ``judge_second_wave`` event's data (the wave is drawn once)."""
+    events = session.scalars(select(Event).where(Event.kind == EVENT)).all()
+    assert len(events) == 1  # drawn once
+    return events[0].data
+
+
 def test_a_two_wave_study_records_each_units_probability_and_reports_weighted_ppi(
     tmp_path,
     one_database_url,
@@ -42,9 +49,7 @@ def test_a_two_wave_study_records_each_units_probability_and_reports_weighted_pp
     out = tmp_path / "runs" / "ab-demo"
 
     with session_scope(database_url) as s:
-        events = s.scalars(select(Event).where(Event.kind == EVENT)).all()
-        assert len(events) == 1  # drawn once
-        wave = events[0].data
+        wave = the_second_wave(s)
         pi = wave["pi"]
         assert len(pi) == UNITS and min(pi.values()) >= PI_MIN and max(pi.values()) <= 1
         # The expected number of human-labelled items is the budget: 30 % of each pair's 30 items.

@@ -13,9 +13,8 @@ import pytest
 from sqlalchemy import select
 
 from hitkit.analysis.ppi_active import second_wave
-from hitkit.db.models import Event, Hit, HitUnit, Study, Unit
+from hitkit.db.models import Hit, HitUnit, Study, Unit
 from hitkit.db.session import session_scope
-from hitkit.judges.design import EVENT
 from hitkit.protocols.base import UnitSpec
 from hitkit.protocols.spot_the_bot.judge import read_judge, selection
 from hitkit.protocols.spot_the_bot.judge_analysis import conversation_probability, items, win_rates
@@ -29,6 +28,7 @@ from tests.test_judge_spot_the_bot import (  # noqa: F401 - the fixture
     judged_stb_study,
     outcome_items,
 )
+from tests.test_judge_uncertainty import the_second_wave
 
 PI_MIN = 0.05
 BUDGET = {
@@ -52,9 +52,7 @@ def test_a_two_wave_spot_the_bot_study_draws_whole_conversations_and_reports_wei
     out = tmp_path / "runs" / "stb-demo"
 
     with session_scope(database_url) as s:
-        events = s.scalars(select(Event).where(Event.kind == EVENT)).all()
-        assert len(events) == 1  # drawn once
-        wave = events[0].data
+        wave = the_second_wave(s)
         pi = wave["pi"]
         assert len(pi) == SEGMENTS and all(PI_MIN < p <= 1 for p in pi.values())
         assert wave["cluster"] == "conversations"

@@ -55,9 +55,7 @@ def variant(base: str, index: int) -> str:
 
 
 def first_judges(variant_column):
-    """A SQL condition (or, on a pandas Series of variants, a mask) selecting the first judge's labels."""
-    if isinstance(variant_column, pd.Series):
-        return ~variant_column.astype(str).str.contains(SEPARATOR, regex=False)
+    """A SQL condition on a label's variant column selecting the first judge's labels."""
     return ~variant_column.contains(SEPARATOR, autoescape=True)
 
 
