@@ -13,9 +13,9 @@ computes each pair's interval as the protocols' ``sequential`` modules and
   when it arrives, so the hedged betting sequence (:func:`~hitkit.analysis.betting.bounded_step`, the
   same arithmetic as :func:`~hitkit.analysis.betting.bounded_interval` at the null) runs once over the
   order's observations (:func:`observations`, vectorised: the first unit of each worker);
-* with fresh items (Spot The Bot) the observation is the mean of the unit's answers on conversations that
-  no earlier observation used, which depends on every earlier choice: one pass over the pair's units in
-  the order;
+* Spot The Bot (fresh items) runs its sign-flip test instead (:func:`hitkit.analysis.signflip.flip_path`
+  over the order's looks, with the live rule's seeded flips), stopped at its claim; :func:`observations`
+  with fresh items still gives the earlier per-worker rule's observations;
 * each bet is tuned to the horizon projected when its observation arrived
   (:func:`hitkit.analysis.contributions.tuning`), as the live rule tunes it; for rated HITs (live chat,
   rating) at the pair's plan.
@@ -212,6 +212,8 @@ def _trace(
     it is exact through."""
     looks_total = len(position)
     m = (data.null - data.bounds[0]) / (data.bounds[1] - data.bounds[0])
+    if data.fresh_items:  # Spot The Bot: the sign-flip test (hitkit.analysis.signflip)
+        return _flip_trace(pair, position, alpha_each, m), looks_total - 1
     found = observations(pair, position, data.fresh_items, limit)
     x = found.values
     # the bounded sequence after each observation: each is fixed when it arrives, so one pass
@@ -245,6 +247,49 @@ def _trace(
     futile = np.where(n >= horizon, inside, projected)
     undecided = futile | (inside & (n >= MIN_UNDECIDED) & np.isfinite(r_plan) & (gap < r_plan))
     return PairTrace(winner, (winner != 0) | futile, undecided, n, mean), found.known
+
+
+def observation_count(data: ReplayData, pair: PairData) -> int:
+    """What the rule counts on all the data in the study's order: workers with owned annotations (Spot The
+    Bot's sign-flip test) or the per-worker sequence's observations."""
+    own = np.arange(len(data.units))
+    if not data.fresh_items:
+        return len(observations(pair, own, False).values)
+    if not len(pair.unit):
+        return 0
+    from hitkit.analysis.signflip import owned
+
+    worker = pair.unit if pair.worker is None else pair.worker
+    keep = owned(own[pair.unit], worker, _items(pair))
+    return len(np.unique(np.asarray(worker)[keep]))
+
+
+def _flip_trace(pair: PairData, position: np.ndarray, alpha_each: float, m: float) -> PairTrace:
+    """The sign-flip rule after every look (:func:`hitkit.analysis.signflip.flip_path`, stopped at its
+    claim): futile, and undecided, once every planned conversation is seen with no claim."""
+    from hitkit.analysis.signflip import flip_path
+
+    worker = pair.unit if pair.worker is None else pair.worker
+    path = flip_path(
+        pair.a,
+        pair.b,
+        position[pair.unit],
+        worker,
+        _items(pair),
+        pair.value,
+        pair.planned,
+        alpha_each,
+        null=m,
+        stop_at_claim=True,
+    )
+    idx = np.searchsorted(path.looks, np.arange(len(position)), side="right") - 1
+    has = idx >= 0
+    at = np.maximum(idx, 0)
+    winner = np.where(has, path.winner[at], 0).astype(np.int8) if len(path.looks) else np.zeros(len(position), np.int8)
+    n = np.where(has, path.workers[at], 0).astype(float) if len(path.looks) else np.zeros(len(position))
+    mean = np.where(has, path.estimate[at], m) if len(path.looks) else np.full(len(position), m)
+    finished = has & (path.seen[at] >= 1.0) & (winner == 0) if len(path.looks) else np.zeros(len(position), bool)
+    return PairTrace(winner, (winner != 0) | finished, finished, n, mean)
 
 
 def _horizon(pair: PairData, position: np.ndarray, n: np.ndarray, spent: np.ndarray, share) -> np.ndarray:

@@ -33,6 +33,10 @@ Three sequences:
   assumptions (independent workers, a design that does not depend on the answers) are in
   :mod:`hitkit.analysis.contributions`. It adapts to the observations' variance (and, betting, to a
   large effect within a few observations).
+* **Spot The Bot's test** (``Comparison.flip``): not a sequence but the group-sequential worker sign-flip
+  test of :mod:`hitkit.analysis.signflip` over every annotation a worker gives on the conversations they
+  reached first; its interval is the estimate ± the distance from ½ the test needed, so it excludes ½
+  exactly when the test claims.
 
 ``ρ`` makes the interval narrowest at the planned number of observations (:func:`rho_for`): for the
 exact sequence it is fixed before the study; for the asymptotic one it scales with the variance
@@ -144,6 +148,10 @@ class Comparison:
     from counts of what came before (:func:`hitkit.analysis.contributions.tuning`), so the bets stay
     predictable. None: every bet tuned at ``planned``."""
 
+    flip: object | None = None
+    """Spot The Bot's rule (:mod:`hitkit.analysis.signflip`): the pair's annotations as a
+    :class:`~hitkit.analysis.signflip.FlipRows`; its interval comes from the sign-flip test, not a sequence."""
+
     @property
     def horizon(self) -> float:
         """The observations the pair can still expect by the end of the budget: :attr:`expected`, else
@@ -203,6 +211,9 @@ def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]
     each = alpha / k
     out = []
     for c in comparisons:
+        if c.flip is not None:
+            out.append(_flip_interval(c, each))
+            continue
         if c.clusters is not None:
             lo, hi = c.bounds
             width = hi - lo
@@ -243,6 +254,17 @@ def intervals(comparisons: Sequence[Comparison], alpha: float) -> list[Interval]
             )
         )
     return out
+
+
+def _flip_interval(c: Comparison, each: float) -> Interval:
+    """Spot The Bot's pair by its sign-flip test at α ``each``: futile (and undecided) once every planned
+    conversation is seen without a claim."""
+    from hitkit.analysis.signflip import verdict
+
+    found = verdict(c.a, c.b, c.flip, c.planned, each, c.null)  # type: ignore[arg-type]
+    return Interval(
+        c.a, c.b, found.workers, found.estimate, found.low, found.high, c.null, found.finished, found.finished
+    )
 
 
 def _undecided(c: Comparison, inside: bool, r_planned: float) -> bool:

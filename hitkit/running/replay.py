@@ -23,9 +23,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hitkit.analysis.replay import DECISION_CHOICES, observations, observed_share, orders, replay_order, share_of, trace
+from hitkit.analysis.replay import (
+    DECISION_CHOICES,
+    observation_count,
+    observed_share,
+    orders,
+    replay_order,
+    share_of,
+    trace,
+)
 from hitkit.analysis.replay_data import ReplayData, direction, full_data_estimate
 from hitkit.analysis.sequential import BOUNDED_REFERENCE, intervals
+from hitkit.analysis.signflip import REFERENCE as FLIP_REFERENCE
 from hitkit.errors import HitkitError
 from hitkit.protocols import PROTOCOLS
 
@@ -46,7 +55,7 @@ SUMMARY_COLUMNS = [
     "opposite",
 ]
 """``replay_summary.csv``: per pair the rule's observations on all the data in the study's order (one per
-worker), the estimate on all its answers (the protocol's units; the direction it favours) and the rule's
+worker; Spot The Bot: the workers whose annotations its sign-flip test counts), the estimate on all its answers (the protocol's units; the direction it favours) and the rule's
 verdict on all of it in the study's order, then over the orders:
 the share in which the pair settled, the median share of the units seen when it did, the share claiming
 a and claiming b, and the shares claiming the full data's direction (``agree``) and its opposite."""
@@ -134,9 +143,11 @@ def replay(
         "seed": seed,
         "decision": decision,
         "alpha": alpha,
-        "method": BOUNDED_REFERENCE
-        + "; one observation per worker, their first HIT holding the pair"
-        + ("; on a conversation no earlier observation used" if data.fresh_items else "")
+        "method": (
+            FLIP_REFERENCE + "; each conversation counted for the worker who reached it first"
+            if data.fresh_items
+            else BOUNDED_REFERENCE + "; one observation per worker, their first HIT holding the pair"
+        )
         + (
             "; each pair its own study (stop: decision: pair), alpha each"
             if decision == "pair"
@@ -167,7 +178,7 @@ def _pair_summary(data: ReplayData, pair, table: pd.DataFrame, full: int) -> dic
     return {
         "system_a": pair.a,
         "system_b": pair.b,
-        "observations": len(observations(pair, np.arange(len(data.units)), data.fresh_items).values),
+        "observations": observation_count(data, pair),
         "estimate": estimate,
         "full_direction": favoured,
         "full_winner": {1: pair.a, -1: pair.b}.get(full),

@@ -248,7 +248,6 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
     """The rule, where it stands (or when it fired and what it decided) and what was spent against the
     fixed design: the dashboard shows it, the export writes it into ``study.json`` and the report and
     its methods paragraph state it. None without a ``stop:`` section."""
-    from hitkit.analysis.contributions import guarantee
     from hitkit.analysis.sequential import BOUNDED_REFERENCE, DECISIONS
     from hitkit.money.amounts import cents
     from hitkit.money.ledger import committed_spend, worst_case
@@ -268,8 +267,9 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
         "alpha": stop.alpha,
         "min_hits": stop.min_hits,
         "design": ctx.config.design,
-        "method": BOUNDED_REFERENCE + ", one observation per " + module.UNIT.rstrip("s"),
-        "guarantee": guarantee(getattr(module, "FRESH_ITEMS", None), adaptive=ctx.config.design == "adaptive"),
+        "method": getattr(module, "METHOD", None)
+        or BOUNDED_REFERENCE + ", one observation per " + module.UNIT.rstrip("s"),
+        "guarantee": _guarantee(module, adaptive=ctx.config.design == "adaptive"),
         "unit": module.UNIT,
         "correction": "Bonferroni over the watched pairs",
         "fired": event is not None,
@@ -284,6 +284,19 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
         "committed": str(cents(committed_spend(session, ctx))),
         "currency": ctx.config.provider.currency,
     }
+
+
+def _guarantee(module, *, adaptive: bool) -> str:
+    """The protocol's own statement of its rule's guarantee (Spot The Bot's test), else the per-worker
+    sequence's; an adaptive design makes either approximate."""
+    from hitkit.analysis.contributions import guarantee
+
+    own = getattr(module, "GUARANTEE", None)
+    if own is None:
+        return guarantee(getattr(module, "FRESH_ITEMS", None), adaptive=adaptive)
+    if adaptive:
+        return own + " The adaptive design chose HITs from the answers, so for this study the guarantee is approximate."
+    return own
 
 
 def outcome_line(
