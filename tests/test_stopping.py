@@ -197,8 +197,10 @@ def _adaptive_stb(tmp_path, database_url, quality, per_pair: int):
     sequences need more conversations before they can settle (in one loaded run ten a pair never fired), and
     the per-worker rule takes one observation per annotator, each on conversations no earlier one used: with
     fourteen a pair it fired at 10 observations a pair when it fired, and in one loaded CI run not at all;
-    with sixteen in 1 of 3 local runs; with thirty-two in 3 of 3, after 15 to 36 HITs. The equal case has
-    four, its whole design being run."""
+    with sixteen in 1 of 3 local runs; with thirty-two in 3 of 3, after 15 to 36 HITs. The sign-flip test
+    that replaced it (every annotation a worker gives on the conversations they reached first) fired, in one
+    local run each, after 34 counted assignments with thirty-two a pair (84 HITs) and after 51 with sixteen
+    (42 HITs). The equal case has four, its whole design being run."""
     from tests.test_spot_the_bot_study import stb_study, write_bot_bot, write_human_human
 
     humans = (
@@ -247,6 +249,15 @@ def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_bet
             .join(Unit, Unit.id == HitUnit.unit_id)
         ).all()
         assert len(seen) == len(set(seen)) > 0
+    # the export, the report and the rule's table name the sign-flip test, and its bounds agree with its claims
+    out = tmp_path / "runs" / "stb-demo"
+    rule = json.loads((out / "export" / "study.json").read_text())["stopping"]
+    assert rule["method"].startswith("worker sign-flip group-sequential test") and "not a confidence" in rule["bounds"]
+    for row in rule["intervals"]:
+        assert 0 <= row["low"] <= row["estimate"] <= row["high"] <= 1
+        assert (row["winner"] is not None) == (row["low"] > 0.5 or row["high"] < 0.5)
+    text = report(out).markdown.read_text()
+    assert "the bounds are the estimate ± the distance from ½" in text and "exchangeable" in text
 
 
 @pytest.mark.parametrize(

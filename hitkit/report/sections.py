@@ -167,7 +167,7 @@ def stopping_section(inp: ReportInput) -> Section | None:
         section.tables.append(
             (
                 f"Each comparison's interval {'when the rule fired' if rule['fired'] else 'now'} "
-                f"(n counts {rule['unit']})",
+                f"(n counts {rule['unit']}" + (f"; the bounds are {rule['bounds']})" if rule.get("bounds") else ")"),
                 table,
             )
         )

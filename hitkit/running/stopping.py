@@ -271,6 +271,7 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
         or BOUNDED_REFERENCE + ", one observation per " + module.UNIT.rstrip("s"),
         "guarantee": _guarantee(module, adaptive=ctx.config.design == "adaptive"),
         "unit": module.UNIT,
+        "bounds": getattr(module, "BOUNDS", None),
         "correction": "Bonferroni over the watched pairs",
         "fired": event is not None,
         "fired_at": event.data["at"] if event else None,
