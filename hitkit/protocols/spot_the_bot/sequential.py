@@ -36,7 +36,8 @@ GUARANTEE = (
     "reached it first, with all that worker's annotations of it, so with probability at least 1 − α no pair "
     "was claimed different when its two bots were exchangeable (swapping their names leaves every worker's "
     "labels' distribution unchanged), whatever the workers' tastes and however many HITs each did, provided "
-    "workers were independent and who annotated which segments when did not depend on the labels. It is a "
+    "workers and conversations were independent and who annotated which segments when did not depend on the "
+    "labels (a Monte Carlo randomisation test: the level holds on average over its seeded flips). It is a "
     "test, not an interval for the mean: a pair's bounds are its estimate ± the distance from ½ the test "
     "needed at that look."
 )
