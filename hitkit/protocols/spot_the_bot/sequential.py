@@ -41,8 +41,6 @@ GUARANTEE = (
     "needed at that look."
 )
 """What the rule guarantees, for the report's methods paragraph."""
-FRESH_ITEMS = "conversations"
-"""The items an observation must not share with an earlier one (:func:`hitkit.analysis.contributions.guarantee`)."""
 UNIT = "workers"
 """What a comparison's n counts: annotators whose annotations of the conversations they reached first the
 test counts."""
