@@ -164,14 +164,16 @@ def test_a_clear_spot_the_bot_pair_settles_for_the_full_datas_winner_and_never_t
         assert not (own["winner"] == wrong).any(), (a, b)
 
 
-def test_a_returning_annotator_gives_one_observation_however_many_assignments(tmp_path):
-    # 30 annotators (Zipf): a pair's observations are at most one per annotator, in every order
+def test_a_returning_annotator_counts_once_however_many_assignments(tmp_path):
+    # 30 annotators (Zipf): the sign-flip test counts at most one block per annotator, in every order
+    from hitkit.analysis.replay import observation_count, trace
+
     data = read_study("spot_the_bot", write_spot_the_bot(tmp_path / "sim", seed=0, conversations=40))
     for position in orders(len(data.units), 3, 0):
         for pair in data.pairs:
-            found = observations(pair, position, data.fresh_items)
-            assert len(found.values) <= 30 < len(set(pair.unit.tolist()))
-            assert len(set(pair.hit_worker[np.searchsorted(pair.hit_unit, found.units)])) == len(found.values)
+            n = trace(data, pair, position, 0.05, None).n
+            assert 0 < n.max() <= 30 < len(set(pair.unit.tolist()))
+    assert all(0 < observation_count(data, pair) <= 30 for pair in data.pairs)
 
 
 def test_a_pair_without_observations_never_settles_and_holds_back_a_study_level_decision():
@@ -281,7 +283,7 @@ def test_arena_battles_replay_one_observation_per_worker_as_the_live_rule(tmp_pa
     data = read_study("arena", _battles(tmp_path))
     # 90 HITs by 30 workers: each pair has at most 30 observations, however many battles it has
     assert all(len(p.value) > 30 for p in data.pairs)
-    assert all(len(observations(p, np.arange(90), False).values) <= 30 for p in data.pairs)
+    assert all(len(observations(p, np.arange(90)).values) <= 30 for p in data.pairs)
     for decision in ("pair", "clear", "best"):
         agrees_with_the_live_rule(data, decision, n_orders=1, every=5)
     result = replay(data, orders_count=20, seed=0).summary.set_index(["system_a", "system_b"])
@@ -351,12 +353,11 @@ def test_a_folder_with_no_counted_work_is_refused_clearly(tmp_path):
 
 
 @pytest.mark.parametrize("decision", ["pair", "pairs", "clear", "best"])
-def test_computing_only_up_to_the_first_settled_look_changes_no_row(decision, tmp_path, monkeypatch):
+def test_an_orders_row_is_the_first_look_its_pairs_traces_settle_or_fire(decision, tmp_path):
     from hitkit.analysis import replay as engine
 
     data = read_study("spot_the_bot", write_spot_the_bot(tmp_path / "sim", seed=2, conversations=12))
     each = 0.05 if decision == "pair" else 0.05 / len(data.watched)
-    monkeypatch.setattr(engine, "FIRST_LOOKS", 3)  # windows of 3, 12, 48 looks: every growth is exercised
     for position in orders(len(data.units), 5, 3):
         share = engine.observed_share(data, position)
         full = {id(p): engine.trace(data, p, position, each, share) for p in data.watched}

@@ -1,6 +1,7 @@
-"""The stopping rule's unit is the worker: one observation per worker (their first HIT on the pair, fresh
-items only), so a returning worker never adds an independent draw; the benchmark's vectorised rule is the
-library's; and with a few heavy workers the rule keeps its level where the per-HIT one does not."""
+"""The stopping rule's unit is the worker: one observation per worker (their first HIT on the pair), so a
+returning worker never adds an independent draw (Spot The Bot: its sign-flip test gets every annotation
+with its worker and conversation); the benchmark's vectorised rule is the library's; and with a few heavy
+workers the rule keeps its level where the per-HIT one does not."""
 
 from __future__ import annotations
 
@@ -32,17 +33,6 @@ def test_a_returning_workers_later_hits_add_no_observation():
 def test_the_arrival_order_decides_which_hit_of_a_worker_counts():
     found = worker_contributions([1.0, 0.0], ["w", "w"], ["early", "late"], order=["late", "early"])
     assert found.hits == ["late"] and list(found.means) == [0.0]
-
-
-def test_shared_items_count_once_and_a_worker_with_none_fresh_may_contribute_later():
-    found = worker_contributions(
-        values=[1.0, 0.0, 0.0, 1.0, 0.0, 1.0],
-        workers=["w1", "w1", "w2", "w2", "w2", "w3"],
-        hits=["h1", "h1", "h2", "h2", "h3", "h4"],
-        items=["p1", "p2", "p1", "p2", "p3", None],
-    )
-    # h2 has only used prompts: w2 adds nothing there, then h3's fresh prompt; a missing item is its own
-    assert found.hits == ["h1", "h3", "h4"] and list(found.means) == [0.5, 0.0, 1.0]
 
 
 def test_missing_worker_ids_are_workers_of_their_own_and_lengths_must_agree():
@@ -113,7 +103,7 @@ def test_arena_plans_hits_that_hold_a_pair():
     assert arena.planned_hits(40.0, None) == 40.0
 
 
-def test_spot_the_bot_takes_fresh_annotators_on_fresh_conversations():
+def test_spot_the_bot_gives_its_test_every_annotation_and_a_conversation_to_whoever_reached_it_first():
     def annotation(assignment, worker, conversation, label_x, label_y):
         base = {"study": "s", "hit_id": assignment, "assignment_id": assignment, "worker_id": worker}
         base.update(conversation_id=conversation, segment_exchanges=2, elapsed_s=10.0)
@@ -123,48 +113,34 @@ def test_spot_the_bot_takes_fresh_annotators_on_fresh_conversations():
             {**base, **features, "entity": 1, "system": "y", "label": label_y},
         ]
 
+    from hitkit.analysis.signflip import owned
     from hitkit.protocols.spot_the_bot.annotations import ANNOTATION_COLUMNS
 
     rows = (
         annotation("a1", "w1", "c1", "human", "bot")  # w1 on c1: x wins
-        + annotation("a2", "w2", "c1", "bot", "human")  # c1 again: used
-        + annotation("a3", "w2", "c2", "bot", "human")  # w2's next HIT, a fresh conversation
-        + annotation("a4", "w1", "c3", "bot", "human")  # w1 returns: adds nothing
-        + annotation("a5", "w3", "c4", "human", "bot")  # two fresh conversations, few workers still
-        + annotation("a5", "w3", "c5", "bot", "human")  # expected: both count, one observation, their mean
-        + annotation("a6", "w4", "c5", "human", "unsure")  # c5 is used: w4 adds nothing yet
-        + annotation("a7", "w4", "c1", "human", "bot")  # c1 is used too
-        + annotation("a8", "w4", "c6", "unsure", "bot")  # a fresh one: w4's observation
+        + annotation("a2", "w2", "c1", "bot", "human")  # c1 again: w1's
+        + annotation("a3", "w2", "c2", "bot", "human")  # w2's next HIT, a new conversation: w2's
+        + annotation("a4", "w1", "c3", "bot", "human")  # w1 returns: a new conversation counts too
+        + annotation("a5", "w3", "c4", "human", "bot")  # two new conversations in one HIT: both w3's
+        + annotation("a5", "w3", "c5", "bot", "human")
+        + annotation("a6", "w4", "c5", "human", "unsure")  # c5 is w3's
+        + annotation("a7", "w4", "c1", "human", "bot")  # c1 is w1's
+        + annotation("a8", "w4", "c6", "unsure", "bot")  # a new one: w4's
     )
-    table = pd.DataFrame(rows)
-    c = spot_the_bot.comparisons({"annotations": table[list(ANNOTATION_COLUMNS)]}, ["x", "y"], {("x", "y"): 6.0})[0]
-    assert c.n == 4 and c.clusters == (1.0, 0.0, 0.5, 1.0)
-    assert c.expected == 4  # every planned conversation seen: it has what it will get
-    # each bet's horizon is projected from the conversations seen when its observation arrived (1, 2, 5, 6):
-    # n + (planned − seen)·(n + 10)/(seen + 10)
-    assert c.tuning == pytest.approx([5 * 10 / 11, 1 + 4 * 11 / 12, 2 + 1 * 12 / 15, 3.0])
-
-
-def test_a_spot_the_bot_observation_shares_fresh_conversations_among_the_workers_still_expected():
-    from hitkit.analysis.contributions import items_per_observation, worker_contributions
-
-    # early, with most of the plan's conversations still to come and each new one expected to bring a new
-    # worker: one conversation each; late, few workers still expected: the rest of the HIT's fresh ones
-    assert items_per_observation(0, 2, 0, 100.0) == 1
-    assert items_per_observation(20, 95, 20, 100.0) == 56  # 80 left for 5·30/105 = 1.43 workers
-    found = worker_contributions(
-        [1.0, 0.0, 1.0, 1.0],
-        ["w1", "w1", "w2", "w2"],
-        ["h1", "h1", "h2", "h2"],
-        items=["c1", "c2", "c1", "c3"],
-        planned_items=100.0,
-    )
-    # w1's HIT takes c1 only (c2 is left to a later worker); w2's first fresh one is c3 (c1 is used)
-    assert list(found.means) == [1.0, 1.0] and found.spent_at.tolist() == [1.0, 2.0]
-    every = worker_contributions(
-        [1.0, 0.0, 1.0, 1.0], ["w1", "w1", "w2", "w2"], ["h1", "h1", "h2", "h2"], items=["c1", "c2", "c1", "c3"]
-    )
-    assert list(every.means) == [0.5, 1.0]  # without a plan: every fresh item of the HIT
+    tables = {"annotations": pd.DataFrame(rows)[list(ANNOTATION_COLUMNS)]}
+    c = spot_the_bot.comparisons(tables, ["x", "y"], {("x", "y"): 6.0})[0]
+    # every annotation of the pair, x over y, its look the assignment's place (here: first appearance)
+    assert c.n == 9 and c.planned == 6.0
+    assert c.flip.look.tolist() == [0, 1, 2, 3, 4, 4, 5, 6, 7]
+    assert c.flip.worker.tolist() == ["w1", "w2", "w2", "w1", "w3", "w3", "w4", "w4", "w4"]
+    assert c.flip.item.tolist() == ["c1", "c1", "c2", "c3", "c4", "c5", "c5", "c1", "c6"]
+    assert c.flip.score.tolist() == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+    assert owned(c.flip.look, c.flip.worker, c.flip.item).tolist() == [1, 0, 1, 1, 1, 1, 0, 0, 1]
+    # the assignments table's order decides who reached c1 first: a2 handed in before a1 makes it w2's
+    tables["assignments"] = pd.DataFrame({"assignment_id": ["a2", "a1", "a3", "a4", "a5", "a6", "a7", "a8"]})
+    c = spot_the_bot.comparisons(tables, ["x", "y"], {("x", "y"): 6.0})[0]
+    assert c.flip.look.tolist()[:2] == [1, 0]
+    assert owned(c.flip.look, c.flip.worker, c.flip.item).tolist() == [0, 1, 1, 1, 1, 1, 0, 0, 1]
 
 
 def _pairwise_tables(scores: np.ndarray, workers: np.ndarray, upto: int) -> dict[str, pd.DataFrame]:

@@ -28,30 +28,21 @@ def worker_comparison(
     null: float,
     bounds: tuple[float, float],
     order: Sequence | None = None,
-    items: np.ndarray | None = None,
-    spent: int | None = None,
 ) -> Comparison:
-    """The bounded sequence's comparison of a and b from per-answer scores with their workers, HITs and
-    (where shared between workers) items: one observation per worker, their first HIT's mean on fresh
-    items (:func:`hitkit.analysis.contributions.worker_contributions`, which says what is guaranteed).
-    ``planned`` counts the pair's HITs in the fixed design (the bets are tuned there); its horizon is
-    projected from the share of its HITs so far that gave an observation (``spent``: the HITs holding the
-    pair so far, those that gave no observation included; default the HITs among the answers; given, it
-    counts the items seen, and so do the bets' horizons), and so is each bet's horizon when its observation
-    arrived (:func:`hitkit.analysis.contributions.tuning`)."""
-    found = worker_contributions(
-        values, workers, hits, order=order, items=items, planned_items=planned if spent is not None else None
-    )
-    used = found.spent if spent is None else spent
-    expected = projected(len(found.means), used, planned)
+    """The bounded sequence's comparison of a and b from per-answer scores with their workers and HITs: one
+    observation per worker, their first HIT's mean (:func:`hitkit.analysis.contributions.worker_contributions`,
+    which says what is guaranteed). ``planned`` counts the pair's HITs in the fixed design (the bets are tuned
+    there); its horizon is projected from the share of its HITs so far that gave an observation, and so is each
+    bet's horizon when its observation arrived (:func:`hitkit.analysis.contributions.tuning`)."""
+    found = worker_contributions(values, workers, hits, order=order)
+    expected = projected(len(found.means), found.spent, planned)
     # the bets' horizons, projected as each observation arrived from what the plan had spent by then
-    spent_at = found.items_at if spent is not None and found.items_at is not None else found.spent_at
-    tuned = tuning(spent_at, planned) if spent_at is not None else None
+    tuned = tuning(found.spent_at, planned) if found.spent_at is not None else None
     return from_means(a, b, found.means, planned, null=null, bounds=bounds, expected=expected, tuning=tuned)
 
 
 def pair_answers(
-    system_a: "pd.Series", system_b: "pd.Series", score: "pd.Series", hit: "pd.Series", worker, item
+    system_a: "pd.Series", system_b: "pd.Series", score: "pd.Series", hit: "pd.Series", worker
 ) -> "pd.DataFrame":
     """:func:`worker_comparisons`' answers from a vote table's columns: each vote's pair sorted by name
     (x, y) and its ``score`` (a-over-b, in [0, 1]) turned x-over-y; votes without a score left out."""
@@ -65,7 +56,6 @@ def pair_answers(
             "score": score.where(first, 1.0 - score),
             "hit": hit,
             "worker": worker,
-            "item": item,
         }
     ).dropna(subset=["score"])
 
@@ -79,13 +69,10 @@ def worker_comparisons(
     bounds: tuple[float, float] = (0.0, 1.0),
     order: Sequence | None = None,
     planned: Callable[[float], float] | None = None,
-    spent_on_items: bool = False,
 ) -> list[Comparison]:
     """:func:`worker_comparison` for every pair (x, y) of ``systems`` (x before y by name) from ``answers``:
-    one row per answer with columns ``x``, ``y`` (the pair, sorted), ``score`` (x over y), ``hit``,
-    ``worker`` and ``item`` (None where items are never shared). ``planned`` turns the plan's number into
-    the pair's planned HITs (default: as it is); with ``spent_on_items`` what the pair has spent is the
-    items it has seen (a plan that counts items, each in one observation at most)."""
+    one row per answer with columns ``x``, ``y`` (the pair, sorted), ``score`` (x over y), ``hit`` and
+    ``worker``. ``planned`` turns the plan's number into the pair's planned HITs (default: as it is)."""
     import pandas as pd  # here, not at the top: the scheduler and sync load this module without needing pandas
 
     groups = {key: group for key, group in answers.groupby(["x", "y"])} if answers is not None and len(answers) else {}
@@ -93,9 +80,7 @@ def worker_comparisons(
     for x, y in combinations(sorted(systems), 2):
         group = groups.get((x, y))
         if group is None:
-            group = pd.DataFrame({"score": [], "hit": [], "worker": [], "item": []})
-        items = group["item"].to_numpy()
-        shared = not group["item"].isna().all() if len(group) else False
+            group = pd.DataFrame({"score": [], "hit": [], "worker": []})
         out.append(
             worker_comparison(
                 x,
@@ -107,8 +92,6 @@ def worker_comparisons(
                 null=null,
                 bounds=bounds,
                 order=order,
-                items=items if shared else None,
-                spent=group["item"].nunique() if spent_on_items else None,
             )
         )
     return out

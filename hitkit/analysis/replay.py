@@ -13,20 +13,21 @@ computes each pair's interval as the protocols' ``sequential`` modules and
   when it arrives, so the hedged betting sequence (:func:`~hitkit.analysis.betting.bounded_step`, the
   same arithmetic as :func:`~hitkit.analysis.betting.bounded_interval` at the null) runs once over the
   order's observations (:func:`observations`, vectorised: the first unit of each worker);
-* Spot The Bot (fresh items) runs its sign-flip test instead (:func:`hitkit.analysis.signflip.flip_path`
-  over the order's looks, with the live rule's seeded flips), stopped at its claim; :func:`observations`
-  with fresh items still gives the earlier per-worker rule's observations;
+* Spot The Bot (``ReplayData.fresh_items``) runs its sign-flip test instead
+  (:func:`hitkit.analysis.signflip.flip_path` over the order's looks, with the live rule's seeded flips),
+  stopped at its claim;
 * each bet is tuned to the horizon projected when its observation arrived
   (:func:`hitkit.analysis.contributions.tuning`), as the live rule tunes it; for rated HITs (live chat,
   rating) at the pair's plan.
 
 Futility and ``undecided`` follow :func:`~hitkit.analysis.sequential.intervals` with the live rule's
-horizon: :func:`~hitkit.analysis.contributions.projected` from the pair's HITs (Spot The Bot: its
-conversations) seen so far, or for rated HITs the observations plus the HITs still to hold the pair ×
-the share of rated HITs so far that gave an observation (:func:`observed_share`). Computing them
-incrementally, one pass per order and pair, keeps 200 orders of a few thousand HITs within seconds,
-where calling the protocol's ``comparisons`` on every prefix would take hours; :mod:`hitkit.running.replay`
-checks the replay against that slow path at a few looks of the first order. Pure numpy, no database.
+horizon: :func:`~hitkit.analysis.contributions.projected` from the pair's HITs seen so far, or for rated
+HITs the observations plus the HITs still to hold the pair × the share of rated HITs so far that gave
+an observation (:func:`observed_share`); Spot The Bot's test is futile, and undecided, once every
+planned conversation is seen with no claim. Computing them incrementally, one pass per order and pair,
+keeps 200 orders of a few thousand HITs within seconds, where calling the protocol's ``comparisons``
+on every prefix would take hours; :mod:`hitkit.running.replay` checks the replay against that slow path
+at a few looks of the first order. Pure numpy, no database.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hitkit.analysis.betting import BET_CAP, _bets, bounded_excludes, bounded_radius  # _bets: the same bets
-from hitkit.analysis.contributions import PRIOR_HITS, items_per_observation, tuning
+from hitkit.analysis.contributions import PRIOR_HITS, tuning
 from hitkit.analysis.replay_data import PairData, ReplayData
 from hitkit.analysis.sequential import MIN_UNDECIDED
 
@@ -60,14 +61,12 @@ class PairTrace:
 @dataclass(frozen=True)
 class Observations:
     """A pair's observations in one order: the look each arrives at (increasing), its value, the unit
-    it comes from; and the pair's spent plan after every look (its HITs, or with fresh items the items,
-    seen so far). Exact through look ``known`` (the later looks were not computed)."""
+    it comes from; and the pair's spent plan after every look (its HITs seen so far)."""
 
     looks: np.ndarray
     values: np.ndarray
     units: np.ndarray
     spent: np.ndarray
-    known: int
 
     def tuning(self, planned: float) -> np.ndarray:
         """Each observation's bet horizon, as :func:`hitkit.analysis.contributions.tuning` projects it from
@@ -75,74 +74,26 @@ class Observations:
         return tuning(self.spent[self.looks] if len(self.looks) else np.zeros(0), planned)
 
 
-def observations(pair: PairData, position: np.ndarray, fresh_items: bool, limit: int | None = None) -> Observations:
+def observations(pair: PairData, position: np.ndarray) -> Observations:
     """The per-worker rule's observations of ``pair`` in the order ``position`` (``position[u]``: unit u's
     look), as :func:`~hitkit.analysis.contributions.worker_contributions` takes them with the order's units
-    as its ``order``; with fresh items only the units arriving before look ``limit`` (when given)."""
-    total = len(position)
+    as its ``order``."""
     at = position[pair.hit_unit]
-    if fresh_items:
-        items = _items(pair)
-        chosen, values, known = _fresh_item_observations(pair, items, at, total, limit)
-        # the pair's spent plan is the items seen so far: each item's first arrival
-        seen = np.full(int(items.max()) + 1 if len(items) else 0, total)
-        np.minimum.at(seen, items, position[pair.unit])
-    else:
-        # each worker's first unit holding the pair: sort by worker, then arrival
-        by = np.lexsort((at, pair.hit_worker))
-        lead = np.ones(len(by), dtype=bool)
-        lead[1:] = pair.hit_worker[by][1:] != pair.hit_worker[by][:-1]
-        chosen = by[lead]
-        chosen = chosen[np.argsort(at[chosen])]
-        values, known, seen = pair.hit_mean[chosen], total - 1, at
-    spent = np.searchsorted(np.sort(seen), np.arange(total), side="right")
-    return Observations(at[chosen], values, pair.hit_unit[chosen], spent, known)
+    # each worker's first unit holding the pair: sort by worker, then arrival
+    by = np.lexsort((at, pair.hit_worker))
+    lead = np.ones(len(by), dtype=bool)
+    lead[1:] = pair.hit_worker[by][1:] != pair.hit_worker[by][:-1]
+    chosen = by[lead]
+    chosen = chosen[np.argsort(at[chosen])]
+    spent = np.searchsorted(np.sort(at), np.arange(len(position)), side="right")
+    return Observations(at[chosen], pair.hit_mean[chosen], pair.hit_unit[chosen], spent)
 
 
 def _items(pair: PairData) -> np.ndarray:
-    """The pair's rows' item codes, which a replay with fresh items needs."""
+    """The pair's rows' conversation codes, which Spot The Bot's sign-flip test needs."""
     if pair.item is None:
-        raise ValueError(f"{pair.a}–{pair.b}: the replay takes fresh items, but the pair's rows name none")
+        raise ValueError(f"{pair.a}–{pair.b}: the sign-flip replay needs the rows' conversations; they name none")
     return pair.item
-
-
-def _fresh_item_observations(
-    pair: PairData, items: np.ndarray, at: np.ndarray, total: int, limit: int | None
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """(the units chosen, their observations, the last look known) with fresh items: in arrival order, a
-    worker's first unit with items no earlier observation used gives the mean of its answers on them, as
-    ``worker_contributions(…, items=…)``. One pass: each choice depends on the earlier ones."""
-    arrival = np.argsort(at)
-    if limit is not None:
-        arrival = arrival[at[arrival] < limit]
-    used_workers = bytearray(int(pair.hit_worker.max()) + 1 if len(pair.hit_worker) else 0)
-    used_items = bytearray(int(items.max()) + 1 if len(items) else 0)
-    seen_items = bytearray(len(used_items))
-    workers = pair.hit_worker.tolist()
-    chosen: list[int] = []
-    values: list[float] = []
-    seen = used = 0
-    for k in arrival.tolist():
-        for item in pair.hit_items[k]:
-            seen += not seen_items[item]
-            seen_items[item] = 1
-        if used_workers[workers[k]]:
-            continue
-        cap = items_per_observation(len(values), seen, used, pair.planned)
-        total_sum = rows = 0.0
-        for item, mean, count in zip(pair.hit_items[k], pair.hit_item_means[k], pair.hit_item_counts[k]):
-            if not used_items[item] and cap > 0:
-                used_items[item] = 1
-                used += 1
-                cap -= 1
-                total_sum += mean * count
-                rows += count
-        if rows:
-            used_workers[workers[k]] = 1
-            chosen.append(k)
-            values.append(total_sum / rows)
-    known = total - 1 if limit is None or limit >= total else limit - 1
-    return np.asarray(chosen, dtype=int), np.asarray(values, dtype=float), known
 
 
 def _log_capital(x: np.ndarray, each: float, planned: float | np.ndarray, m: float) -> tuple[np.ndarray, np.ndarray]:
@@ -169,52 +120,16 @@ def _winner(kp: np.ndarray, km: np.ndarray, each: float) -> np.ndarray:
     return np.where(above, 1, np.where(below, -1, 0)).astype(np.int8)
 
 
-FIRST_LOOKS = 256
-"""Looks a fresh-item sequence (Spot The Bot) first computes when only its first settled look is wanted:
-clear pairs settle early, and its observations take a pass in Python over the pair's units (then 4×,
-16×, … looks)."""
-
-
 def trace(
-    data: ReplayData,
-    pair: PairData,
-    position: np.ndarray,
-    alpha_each: float,
-    share: np.ndarray | None,
-    *,
-    until_settled: bool = False,
+    data: ReplayData, pair: PairData, position: np.ndarray, alpha_each: float, share: np.ndarray | None
 ) -> PairTrace:
     """The pair's rule after every look of the order ``position`` (``position[u]``: unit u's look);
-    ``share``: :func:`observed_share` after each look (rated HITs), for the horizon. ``until_settled``: only the
-    looks up to the first at which it is settled are computed (later looks read as not settled)."""
-    limit = FIRST_LOOKS if until_settled else None
-    while True:
-        found, known = _trace(data, pair, position, alpha_each, share, limit)
-        if known == len(position) - 1 or found.settled[: known + 1].any():
-            return _known(found, known)
-        limit = 4 * (limit or FIRST_LOOKS)
-
-
-def _known(t: PairTrace, known: int) -> PairTrace:
-    """``t`` with the looks after ``known`` (not computed) read as not settled, nothing claimed."""
-    if known == len(t.winner) - 1:
-        return t
-    later = np.arange(len(t.winner)) > known
-    return PairTrace(
-        np.where(later, 0, t.winner).astype(np.int8), t.settled & ~later, t.undecided & ~later, t.n, t.mean
-    )
-
-
-def _trace(
-    data: ReplayData, pair: PairData, position: np.ndarray, alpha_each: float, share, limit: int | None
-) -> tuple[PairTrace, int]:
-    """:func:`trace` from the pair's observations up to look ``limit`` (all when None), and the last look
-    it is exact through."""
+    ``share``: :func:`observed_share` after each look (rated HITs), for the horizon."""
     looks_total = len(position)
     m = (data.null - data.bounds[0]) / (data.bounds[1] - data.bounds[0])
     if data.fresh_items:  # Spot The Bot: the sign-flip test (hitkit.analysis.signflip)
-        return _flip_trace(pair, position, alpha_each, m), looks_total - 1
-    found = observations(pair, position, data.fresh_items, limit)
+        return _flip_trace(pair, position, alpha_each, m)
+    found = observations(pair, position)
     x = found.values
     # the bounded sequence after each observation: each is fixed when it arrives, so one pass
     tuned = found.tuning(pair.planned) if pair.held is None else pair.planned
@@ -246,7 +161,7 @@ def _trace(
     projected = inside & (var > 0) & np.isfinite(r_plan) & (gap + reach < r_plan)
     futile = np.where(n >= horizon, inside, projected)
     undecided = futile | (inside & (n >= MIN_UNDECIDED) & np.isfinite(r_plan) & (gap < r_plan))
-    return PairTrace(winner, (winner != 0) | futile, undecided, n, mean), found.known
+    return PairTrace(winner, (winner != 0) | futile, undecided, n, mean)
 
 
 def observation_count(data: ReplayData, pair: PairData) -> int:
@@ -254,7 +169,7 @@ def observation_count(data: ReplayData, pair: PairData) -> int:
     Bot's sign-flip test) or the per-worker sequence's observations."""
     own = np.arange(len(data.units))
     if not data.fresh_items:
-        return len(observations(pair, own, False).values)
+        return len(observations(pair, own).values)
     if not len(pair.unit):
         return 0
     from hitkit.analysis.signflip import owned
@@ -296,7 +211,7 @@ def _horizon(pair: PairData, position: np.ndarray, n: np.ndarray, spent: np.ndar
     """The observations the pair can expect by the end of its plan, after each look, as the live rule
     sets :attr:`~hitkit.analysis.sequential.Comparison.expected`: for rated HITs (``share``), those it has
     plus the HITs still planned to hold it × the share of rated HITs that gave an observation; else
-    :func:`~hitkit.analysis.contributions.projected` from its own HITs (or items) so far, the plan itself
+    :func:`~hitkit.analysis.contributions.projected` from its own HITs so far, the plan itself
     before any."""
     if pair.held is not None and share is not None:
         held = np.cumsum(np.isin(np.argsort(position), pair.held))
@@ -314,7 +229,7 @@ def observed_share(data: ReplayData, position: np.ndarray) -> np.ndarray | None:
         return None
     gave = np.zeros(len(position), dtype=bool)
     for pair in data.pairs:
-        gave[observations(pair, position, data.fresh_items).units] = True
+        gave[observations(pair, position).units] = True
     arrival = np.argsort(position)
     return np.minimum((np.cumsum(gave[arrival]) + PRIOR_HITS) / (np.cumsum(data.holding[arrival]) + PRIOR_HITS), 1.0)
 
@@ -331,7 +246,7 @@ def replay_order(data: ReplayData, position: np.ndarray, decision: str, alpha: f
     if decision == "pair":  # each pair its own study: stop: decision: pair on it, α its own
         out = []
         for pair in data.pairs:
-            t = trace(data, pair, position, alpha, share, until_settled=True) if pair.planned > 0 else None
+            t = trace(data, pair, position, alpha, share) if pair.planned > 0 else None
             look = first(t.settled) if t is not None else None
             out.append((look, int(t.winner[look]) if t is not None and look is not None else 0))
         return out
@@ -339,16 +254,8 @@ def replay_order(data: ReplayData, position: np.ndarray, decision: str, alpha: f
     if not watched:
         return [(None, 0) for _ in data.pairs]
     each = alpha / max(len(watched), 1)
-    limit: int | None = FIRST_LOOKS
-    while True:  # the sequences up to a window of looks, grown until the rule fires in it or it is all
-        found = {id(p): _trace(data, p, position, each, share, limit) for p in watched}
-        known = min(k for _, k in found.values())
-        traces = {key: _known(t, known) for key, (t, _) in found.items()}
-        fired = _fired(traces, watched, decision, len(position))
-        if fired.any() or known == len(position) - 1:
-            break
-        limit = 4 * (limit or FIRST_LOOKS)
-    look = first(fired)
+    traces = {id(p): trace(data, p, position, each, share) for p in watched}
+    look = first(_fired(traces, watched, decision, len(position)))
     return [
         (look, int(traces[id(p)].winner[look])) if look is not None and id(p) in traces else (None, 0)
         for p in data.pairs

@@ -20,15 +20,14 @@ class PairData:
     ``cluster[i]`` (0, 1, … in the order of the clusters' labels: a HIT, a conversation, a battle; what
     the full-data estimate averages over) and scores ``value[i]`` in [0, 1] (the pair's score rescaled
     from its bounds). ``worker[i]``: its worker's code (default: each unit its own worker); ``item[i]``:
-    its item's code where items must be fresh in each observation (Spot The Bot's conversations), else
-    None. ``planned``: what the finished study's design plans for the pair (the sequence's bets are tuned
-    there). ``held``: for rated HITs, the units that hold both systems whether or not they give an
+    its conversation's code for Spot The Bot's sign-flip test (a conversation counts for the worker who
+    reached it first), else None. ``planned``: what the finished study's design plans for the pair (the
+    sequence's bets are tuned there). ``held``: for rated HITs, the units that hold both systems whether or not they give an
     observation (the horizon's HITs still to come); None: the horizon is projected from the pair's own
     HITs (:func:`hitkit.analysis.contributions.projected`).
 
     Derived (per unit holding the pair, in unit order): ``hit_unit``, ``hit_worker`` (the worker of its
-    first row), ``hit_mean`` (its rows' mean), and with items ``hit_items`` / ``hit_item_means`` (its
-    items in row order and each one's mean), the per-worker rule's candidate observations."""
+    first row), ``hit_mean`` (its rows' mean), the per-worker rule's candidate observations."""
 
     a: str
     b: str
@@ -42,9 +41,6 @@ class PairData:
     hit_unit: np.ndarray = field(init=False, repr=False)
     hit_worker: np.ndarray = field(init=False, repr=False)
     hit_mean: np.ndarray = field(init=False, repr=False)
-    hit_items: list = field(init=False, repr=False)
-    hit_item_means: list = field(init=False, repr=False)
-    hit_item_counts: list = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         unit = np.asarray(self.unit, dtype=int)
@@ -52,28 +48,10 @@ class PairData:
         hits, first, inverse = np.unique(unit, return_index=True, return_inverse=True)
         counts = np.bincount(inverse, minlength=len(hits))
         sums = np.bincount(inverse, weights=self.value, minlength=len(hits))
-        items: list = []
-        item_means: list = []
-        item_counts: list = []
-        if self.item is not None and len(unit):
-            import pandas as pd
-
-            frame = pd.DataFrame({"hit": inverse, "item": np.asarray(self.item, dtype=int), "value": self.value})
-            per = frame.groupby(["hit", "item"], sort=False)["value"].agg(["mean", "size"])  # row order in a HIT
-            items = [[] for _ in hits]
-            item_means = [[] for _ in hits]
-            item_counts = [[] for _ in hits]
-            for (h, i), v, c in zip(per.index, per["mean"], per["size"]):
-                items[h].append(int(i))
-                item_means[h].append(float(v))
-                item_counts[h].append(int(c))
         setattr_ = object.__setattr__  # frozen: derived fields are set once, here
         setattr_(self, "hit_unit", hits)
         setattr_(self, "hit_worker", worker[first] if len(unit) else np.zeros(0, dtype=int))
         setattr_(self, "hit_mean", sums / np.maximum(counts, 1))
-        setattr_(self, "hit_items", items)
-        setattr_(self, "hit_item_means", item_means)
-        setattr_(self, "hit_item_counts", item_counts)
 
 
 @dataclass(frozen=True)
@@ -82,11 +60,12 @@ class ReplayData:
 
     ``units``: the counted assignments that carry answers, in the order they were handed in (the
     ``assignments`` table's order). ``null`` and ``bounds``: the score's null and range in the
-    protocol's own units (the summary reports estimates there). ``fresh_items``: an observation takes
-    only items no earlier observation used (Spot The Bot's conversations; what a pair has spent is then
-    the items it has seen), as ``worker_contributions(…, items=…)``. ``holding``: for rated HITs,
-    which units hold two or more systems (the share of them that gave an observation scales the
-    horizon); None elsewhere. ``tables``: the tables the protocol's ``comparisons`` read, and ``plan``
+    protocol's own units (the summary reports estimates there). ``fresh_items``: the rule is Spot The
+    Bot's sign-flip test (:mod:`hitkit.analysis.signflip`; each pair's rows name their conversations, and
+    a conversation counts for the worker who reached it first), not the per-worker sequence (the name is
+    the earlier rule's, whose observations took only conversations no earlier one used). ``holding``: for
+    rated HITs, which units hold two or more systems (the share of them that gave an observation scales
+    the horizon); None elsewhere. ``tables``: the tables the protocol's ``comparisons`` read, and ``plan``
     the plan they take (default: each pair's ``planned``), for the check against the live rule.
     ``unit_name``: what a unit is, in words."""
 
@@ -124,7 +103,8 @@ def pair_data(
 ) -> PairData:
     """:class:`PairData` from a pair's rows: ``rows_value`` in ``bounds`` is rescaled to [0, 1]; cluster
     labels become 0, 1, … in sorted order; ``planned`` defaults to the pair's clusters; ``rows_worker``
-    and ``rows_item``: the rows' worker and item codes (None: each unit its own worker; no fresh items)."""
+    and ``rows_item``: the rows' worker and conversation codes (None: each unit its own worker; no
+    conversations, the per-worker sequence)."""
     lo, hi = bounds
     value = (np.asarray(rows_value, dtype=float) - lo) / (hi - lo)
     if len(value) and (value.min() < -1e-9 or value.max() > 1 + 1e-9):
@@ -196,8 +176,9 @@ def pairs_from_rows(
     """Every pair of ``systems`` from a frame of answer rows (columns x, y with x before y by name, value
     in ``bounds``, cluster, unit: the assignment it arrives with, and worker: who gave it, missing = a
     worker of its own, as :func:`hitkit.analysis.contributions.worker_contributions` takes them; with
-    ``fresh_items`` an ``item`` column too); a pair without rows has none. Rows whose unit is not among
-    ``units`` (work that does not count) are left out."""
+    ``fresh_items``, Spot The Bot's sign-flip test, an ``item`` column too: each row's conversation); a
+    pair without rows has none. Rows whose unit is not among ``units`` (work that does not count) are left
+    out."""
     from hitkit.analysis.contributions import _ids  # the live rule's reading of worker and item ids
 
     index = {u: i for i, u in enumerate(units)}

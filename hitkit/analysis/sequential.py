@@ -24,9 +24,9 @@ Three sequences:
   each with the same conditional expectation given those before it; the interval is the hedged betting
   confidence sequence of Waudby-Smith & Ramdas ("Estimating means of bounded random variables by
   betting", JRSS-B 86(1), 2024, Theorem 3, predictable plug-in bets; :func:`bounded_interval`), valid in
-  finite samples at every look at once. The protocols' stopping rules feed it **one observation per
-  worker** (:func:`hitkit.analysis.per_worker.worker_comparison`, :mod:`hitkit.analysis.contributions`): the mean score of the
-  worker's first HIT that holds the pair (Spot The Bot: on conversations no earlier observation used),
+  finite samples at every look at once. The protocols' stopping rules (Spot The Bot's aside) feed it
+  **one observation per worker** (:func:`hitkit.analysis.per_worker.worker_comparison`,
+  :mod:`hitkit.analysis.contributions`): the mean score of the worker's first HIT that holds the pair,
   because a worker's answers share their taste however many HITs they do. Counting each HIT as a fresh
   draw claimed a difference between equal systems in 33–62 % of simulated studies when 5 workers did
   70 % of the HITs; per worker, at most 0.5 % (benchmarks/adaptive.py). The exact guarantee and its

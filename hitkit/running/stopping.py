@@ -294,7 +294,7 @@ def _guarantee(module, *, adaptive: bool) -> str:
 
     own = getattr(module, "GUARANTEE", None)
     if own is None:
-        return guarantee(getattr(module, "FRESH_ITEMS", None), adaptive=adaptive)
+        return guarantee(adaptive=adaptive)
     if adaptive:
         return own + " The adaptive design chose HITs from the answers, so for this study the guarantee is approximate."
     return own

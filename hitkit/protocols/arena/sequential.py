@@ -126,7 +126,6 @@ def comparisons(
             score,
             hit,
             battles["worker_id"] if "worker_id" in battles else hit,
-            None,  # the material is fixed, as in the default analysis: a prompt-set prompt may serve many workers
         )
     return worker_comparisons(
         answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order, planned=lambda b: planned_hits(b, config)

@@ -22,8 +22,7 @@ conversations are their own, and who does which HIT when does not depend on the 
 design). A within-HIT difference removes each worker's level; the estimand has the sign of the paper's
 overall z difference whenever the systems' quality shows in every worker's rank order, not in general.
 The rating protocol shares its rated texts between the workers of a block and takes them as fixed
-material (as its default analysis does); ``shared_items`` would make an observation also need a block
-no earlier observation used (texts as random draws, at a cost in observations).
+material (as its default analysis does).
 
 The earlier statistic (the paper's overall z on the HITs so far with a HIT-clustered variance and the
 asymptotic sequence) is kept as :func:`asymptotic_comparisons` / :func:`from_hit_sums` for scores with no
@@ -90,14 +89,11 @@ def rated_comparisons(
     systems: Sequence[str],
     plan: Mapping[Pair, float],
     criteria: Sequence[Criterion],
-    *,
-    shared_items: bool = False,
 ) -> list[Comparison]:
     """:func:`comparisons` on ratings in live chat's columns (the rating protocol's included): the counted
     assignments' within-HIT differences (:func:`hit_differences`), one observation per worker (their first
-    HIT on the pair that passes QC; with ``shared_items``, on a block, ``hit_id``, no earlier observation
-    used), HITs in the ``assignments`` table's order. Without an assignments table every rated assignment
-    counts. A pair's horizon is what it has plus the HITs still planned to hold it times the share of its
+    HIT on the pair that passes QC), HITs in the ``assignments`` table's order. Without an assignments
+    table every rated assignment counts. A pair's horizon is what it has plus the HITs still planned to hold it times the share of its
     HITs so far that gave an observation."""
     order = None
     if ratings is not None and not ratings.empty and assignments is not None:
@@ -107,13 +103,8 @@ def rated_comparisons(
     found = hit_differences(ratings, systems, criteria)
     held = held_pairs(ratings, systems)
     owner: dict[str, object] = {}
-    block: dict[str, object] = {}
-    if ratings is not None and not ratings.empty:
-        keys = ratings["assignment_id"].astype(str)
-        if "worker_id" in ratings:
-            owner = dict(zip(keys, ratings["worker_id"]))
-        if "hit_id" in ratings:
-            block = dict(zip(keys, ratings["hit_id"]))
+    if ratings is not None and not ratings.empty and "worker_id" in ratings:
+        owner = dict(zip(ratings["assignment_id"].astype(str), ratings["worker_id"]))
     pairs = list(combinations(sorted(systems), 2))
     contributions = {}
     for x, y in pairs:
@@ -124,7 +115,6 @@ def rated_comparisons(
             np.array([owner.get(h, h) for h in hits], dtype=object),
             hits,
             order=order,
-            items=np.array([block.get(h, h) for h in hits], dtype=object) if shared_items else None,
         )
     share = passed_share(ratings, systems, pd.DataFrame({"hit": [h for c in contributions.values() for h in c.hits]}))
     out = []

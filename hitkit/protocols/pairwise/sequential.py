@@ -67,7 +67,6 @@ def comparisons(
             score,
             hit,
             votes["worker_id"] if "worker_id" in votes else hit,
-            None,  # the material is fixed, as in the default analysis: a prompt may serve many workers
         )
     return worker_comparisons(answers, systems, plan, null=0.5, bounds=(0.0, 1.0), order=order)
 

@@ -44,8 +44,6 @@ GUARANTEE = (
 """What the rule guarantees, for the report's methods paragraph."""
 BOUNDS = "the estimate ± the distance from ½ the sign-flip test needed at that look, not a confidence interval"
 """What a pair's low and high are, for the report's table of the rule's state."""
-FRESH_ITEMS = "conversations"
-"""The items an observation must not share with an earlier one (:func:`hitkit.analysis.contributions.guarantee`)."""
 UNIT = "workers"
 """What a comparison's n counts: annotators whose annotations of the conversations they reached first the
 test counts."""
