@@ -368,3 +368,19 @@ def test_an_orders_row_is_the_first_look_its_pairs_traces_settle_or_fire(decisio
             look = engine.first(engine._fired(full, data.watched, decision, len(position)))
             want = [(look, int(full[id(p)].winner[look]) if look is not None else 0) for p in data.pairs]
         assert replay_order(data, position, decision, 0.05) == want
+
+
+def test_the_study_files_stop_decision_and_alpha_apply_unless_the_command_says_otherwise(tmp_path):
+    folder = GOLDEN / "spot_the_bot" / "export"
+    data = yaml.safe_load((GOLDEN / "spot_the_bot" / "study.yaml").read_text())
+    data["stop"] = {"decision": "best", "alpha": 0.01}
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(data))
+    base = ["replay", "spot_the_bot", str(folder), "--orders", "3", "--study", str(study)]
+    run = CliRunner().invoke(main, base + ["--out", str(tmp_path / "a")])
+    assert run.exit_code == 0, run.output
+    said = json.loads((tmp_path / "a" / "replay_summary.json").read_text())
+    assert (said["decision"], said["alpha"]) == ("best", 0.01)
+    run = CliRunner().invoke(main, base + ["--decision", "pair", "--alpha", "0.1", "--out", str(tmp_path / "b")])
+    said = json.loads((tmp_path / "b" / "replay_summary.json").read_text())
+    assert (said["decision"], said["alpha"]) == ("pair", 0.1)

@@ -110,3 +110,9 @@ def test_the_linear_time_rejections_are_the_rule_as_written():
         assert (observed > critical) == want_observed
         if not want_observed:
             assert beaten.tolist() == want_beaten.tolist()
+
+
+def test_a_pair_whose_every_annotation_is_a_tie_shows_no_bounds_rather_than_a_point():
+    look = np.arange(12)
+    found = verdict("x", "y", FlipRows(look, look % 4, look, np.full(12, 0.5)), 12.0, 0.05)
+    assert (found.estimate, found.low, found.high) == (0.5, 0.0, 1.0)

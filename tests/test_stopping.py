@@ -258,6 +258,33 @@ def test_an_adaptive_spot_the_bot_study_stops_early_only_when_one_bot_is_far_bet
         assert (row["winner"] is not None) == (row["low"] > 0.5 or row["high"] < 0.5)
     text = report(out).markdown.read_text()
     assert "the bounds are the estimate ± the distance from ½" in text and "exchangeable" in text
+    # the live rule takes HITs as they were handed in (the adaptive design posts them out of HIT order)
+    from hitkit.running.stopping import in_arrival_order, sequential_module, unit_payloads, watched_systems
+    from hitkit.study.stored import StudyContext, resolve_secret
+
+    with session_scope(one_database_url) as s:
+        ctx = StudyContext.of(s.scalar(select(Study)), resolve_secret(one_database_url))
+        order = in_arrival_order(s, ctx.study_id, ctx.task.export(s, s.scalar(select(Study))))["assignments"]
+        handed = s.execute(
+            select(Assignment.provider_assignment_id, Assignment.id)
+            .where(Assignment.status.in_(("submitted", "approved", "rejected")))
+            .order_by(Assignment.submitted_at, Assignment.id)
+        ).all()
+        assert list(order["assignment_id"]) == [p or str(i) for p, i in handed]
+        if rule["fired"]:  # the verdicts it fired on are the rule's on the first HITs handed in, in that order
+            tables = in_arrival_order(s, ctx.study_id, ctx.task.export(s, s.scalar(select(Study))))
+            first = tables["assignments"].iloc[: rule["fired_after_hits"]]
+            cut = {"assignments": first}
+            cut["annotations"] = tables["annotations"][
+                tables["annotations"]["assignment_id"].isin(first["assignment_id"])
+            ]
+            module = sequential_module(ctx.config)
+            plan = module.planned(unit_payloads(s, ctx.study_id), ctx.config)
+            watched = [c for c in module.comparisons(cut, watched_systems(ctx), plan) if c.planned > 0]
+            found = intervals(watched, rule["alpha"])
+            assert {(i.a, i.b): i.winner for i in found} == {
+                (r["system_a"], r["system_b"]): r["winner"] for r in rule["intervals"]
+            }
 
 
 @pytest.mark.parametrize(

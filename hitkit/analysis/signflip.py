@@ -117,8 +117,8 @@ class FlipPath:
         """The interval at evaluated look ``k`` (frozen at the rejecting look once rejected), on [0, 1]."""
         first = int(np.argmax(self.winner != 0)) if (self.winner[: k + 1] != 0).any() else k
         est, need = float(self.estimate[first]), float(self.needed[first])
-        if not np.isfinite(need):
-            return 0.0, 1.0
+        if not np.isfinite(need) or (need == 0 and est == null):
+            return 0.0, 1.0  # nothing to spend yet, or every path is flat (all ties): no bounds to show
         low, high = est - need, est + need
         if self.winner[first] > 0:  # exactly the test's verdict, whatever the rounding
             low = max(low, np.nextafter(null, 1.0))

@@ -32,25 +32,24 @@ CHECKED_LOOKS = 6
 @click.option(
     "--decision",
     type=click.Choice(DECISION_CHOICES),
-    default="pair",
-    show_default=True,
+    default=None,
     help="pair: every pair of systems its own study with stop: decision: pair on it (alpha each); "
-    "pairs | clear | best: the study-level decision of the study file's stop: over every pair "
-    "(alpha shared by Bonferroni), each pair's row its state when the rule fires.",
+    "pairs | clear | best: that study-level decision over every pair (alpha shared by Bonferroni), each "
+    "pair's row its state when the rule fires. Default: the --study file's stop: decision, else pair.",
 )
 @click.option(
     "--alpha",
     type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="The rule's level (stop: alpha).",
+    default=None,
+    help="The rule's level. Default: the --study file's stop: alpha, else 0.05.",
 )
 @click.option(
     "--study",
     "study_file",
     type=EXISTING_FILE,
     default=None,
-    help="The study file the tables come from: its settings apply (live-chat and rating criteria, the seed).",
+    help="The study file the tables come from: its settings apply (live-chat and rating criteria, the seed, "
+    "and its stop: decision and alpha unless --decision or --alpha says otherwise).",
 )
 @click.option(
     "--check/--no-check",
@@ -66,8 +65,8 @@ def replay_command(
     out: Path,
     orders: int,
     seed: int | None,
-    decision: str,
-    alpha: float,
+    decision: str | None,
+    alpha: float | None,
     study_file: Path | None,
     check: bool,
     as_json: bool,
@@ -75,7 +74,8 @@ def replay_command(
     """Replay a stopping rule over random orders of the HITs of a finished study in DIRECTORY.
 
     DIRECTORY is an export folder or the output of `hitkit import` (the task's table and, when there,
-    assignments.csv: its counted assignments, in the order they were handed in, are the units). In
+    assignments.csv: its counted assignments, in the file's order, are the units; hitkit's own exports
+    list them by HIT). In
     each order the rule looks after every unit; replay.csv says, per order and pair of systems, the
     share of the units seen when the pair settled (empty if never) and the system it claimed (empty
     if none). The summary gives per pair the share of orders settled, the median share, the share
@@ -94,6 +94,9 @@ def replay_command(
             raise HitkitError(f"{study_file} is a {config.task} study; run `hitkit replay {config.task} …`")
     if seed is None:
         seed = config.seed if config is not None else (_export_seed(directory) if directory.is_dir() else 0)
+    stop = config.stop if config is not None else None
+    decision = decision or (stop.decision if stop is not None else "pair")
+    alpha = alpha if alpha is not None else (stop.alpha if stop is not None else 0.05)
     data = read_study(task, directory, config)
     if check:
         total = len(data.units)

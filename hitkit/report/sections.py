@@ -190,7 +190,8 @@ def stopping_sentence(rule: dict) -> str:
             f"{rule['fixed_design']['assignments']} assignments ({rule['outcome']}); "
             f"{rule['committed']} {rule['currency']} was committed against the fixed design's "
             f"{rule['fixed_design']['cost']} {rule['currency']}. The report's other intervals and tests are "
-            f"fixed-sample ones and do not allow for the early stop; the rule's intervals do."
+            f"fixed-sample ones and do not allow for the early stop; the rule's "
+            + ("test does." if rule.get("bounds") else "intervals do.")
         )
     elif rule.get("study_status") == "completed":
         said += f" The rule did not fire; the study ran its whole design (at the end: {rule['outcome']})."

@@ -70,20 +70,27 @@ def counted_hits(session: Session, study_id: int) -> int:
 
 
 def in_arrival_order(session: Session, study_id: int, tables: Mapping) -> dict:
-    """The export's tables with ``assignments`` sorted by when the work was handed in (then by id): the
-    order in which a bounded sequence takes its clusters (a HIT's observation joins the sequence when it
-    arrives; the bets of the ones after it were made without it)."""
+    """The export's tables with ``assignments`` in the order the work was handed in (``submitted_at``, then
+    id): the order in which the rule takes HITs (a HIT's observation joins when it arrives; a later HIT never
+    changes an earlier look). A protocol's export has no ``assignments`` table of its own (the tidy export
+    writes it apart, by HIT), so one is made here: the handed-in assignments' ids and statuses."""
     tables = dict(tables)
-    assignments = tables.get("assignments")
-    if assignments is None or not len(assignments):
-        return tables
     rows = session.execute(
-        select(Assignment.id, Assignment.provider_assignment_id, Assignment.submitted_at)
+        select(Assignment.id, Assignment.provider_assignment_id, Assignment.status, Assignment.submitted_at)
         .join(Hit)
         .where(Hit.study_id == study_id)
     ).all()
     far = dt.datetime.max
-    when = {(p or str(i)): (t.replace(tzinfo=None) if t is not None else far, i) for i, p, t in rows}
+    when = {(p or str(i)): (t.replace(tzinfo=None) if t is not None else far, i) for i, p, _, t in rows}
+    assignments = tables.get("assignments")
+    if assignments is None:
+        import pandas as pd  # here: the scheduler imports this module without pandas
+
+        handed_in = [(p or str(i), status) for i, p, status, _ in rows if status in HANDED_IN_STATUSES]
+        assignments = pd.DataFrame(handed_in, columns=["assignment_id", "status"])
+    if not len(assignments):
+        tables["assignments"] = assignments
+        return tables
     key = assignments["assignment_id"].astype(str).map(lambda a: when.get(a, (far, 0)))
     tables["assignments"] = assignments.iloc[sorted(range(len(key)), key=lambda k: key.iloc[k])].reset_index(drop=True)
     return tables
