@@ -142,6 +142,10 @@ def tuning(spent_at: np.ndarray, planned: float) -> np.ndarray:
     return np.where(spent_at > 0, before + np.maximum(planned - spent_at, 0.0) * share, float(planned))
 
 
+ADAPTIVE_CAVEAT = "the adaptive design chose HITs from the answers, so for this study the guarantee is approximate"
+"""What an adaptive design does to a stopping rule's guarantee, as the report's methods paragraph says it."""
+
+
 def guarantee(adaptive: bool = False) -> str:
     """What the rule's intervals guarantee, in one sentence for the report's methods paragraph (the module's
     docstring gives the reasoning)."""
@@ -153,5 +157,5 @@ def guarantee(adaptive: bool = False) -> str:
         "the crowd even on every HIT's items; on average over the material only, approximate)"
     )
     if adaptive:
-        said += "; the adaptive design chose HITs from the answers, so for this study the guarantee is approximate"
+        said += "; " + ADAPTIVE_CAVEAT
     return said + "."

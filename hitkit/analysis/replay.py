@@ -197,14 +197,18 @@ def _flip_trace(pair: PairData, position: np.ndarray, alpha_each: float, m: floa
         null=m,
         stop_at_claim=True,
     )
+    if not len(path.looks):
+        none = np.zeros(len(position), dtype=bool)
+        return PairTrace(
+            np.zeros(len(position), np.int8), none, none, np.zeros(len(position)), np.full(len(position), m)
+        )
     idx = np.searchsorted(path.looks, np.arange(len(position)), side="right") - 1
     has = idx >= 0
     at = np.maximum(idx, 0)
-    winner = np.where(has, path.winner[at], 0).astype(np.int8) if len(path.looks) else np.zeros(len(position), np.int8)
-    n = np.where(has, path.workers[at], 0).astype(float) if len(path.looks) else np.zeros(len(position))
-    mean = np.where(has, path.estimate[at], m) if len(path.looks) else np.full(len(position), m)
-    finished = has & (path.seen[at] >= 1.0) & (winner == 0) if len(path.looks) else np.zeros(len(position), bool)
-    return PairTrace(winner, (winner != 0) | finished, finished, n, mean)
+    winner = np.where(has, path.winner[at], 0).astype(np.int8)
+    finished = has & (path.seen[at] >= 1.0) & (winner == 0)
+    n = np.where(has, path.workers[at], 0).astype(float)
+    return PairTrace(winner, (winner != 0) | finished, finished, n, np.where(has, path.estimate[at], m))
 
 
 def _horizon(pair: PairData, position: np.ndarray, n: np.ndarray, spent: np.ndarray, share) -> np.ndarray:

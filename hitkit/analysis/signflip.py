@@ -109,10 +109,6 @@ class FlipPath:
     needed: np.ndarray
     seen: np.ndarray
 
-    def at(self, look: int) -> int:
-        """Index of the last evaluated look at or before ``look`` (−1: none)."""
-        return int(np.searchsorted(self.looks, look, side="right")) - 1
-
     def interval(self, k: int, null: float = 0.5) -> tuple[float, float]:
         """The interval at evaluated look ``k`` (frozen at the rejecting look once rejected), on [0, 1]."""
         first = int(np.argmax(self.winner != 0)) if (self.winner[: k + 1] != 0).any() else k
@@ -160,10 +156,9 @@ def flip_path(
     signs = flips(a, b, W, alpha)
     contributions = np.zeros((len(looks), max(W, 1)))
     kept_rows = np.where(keep)[0]
-    if len(kept_rows):
-        np.add.at(contributions, (np.searchsorted(looks, look[kept_rows]), widx[kept_rows]), score[kept_rows] - null)
-    d = np.cumsum(contributions, axis=0)
     row_look = np.searchsorted(looks, look[kept_rows])
+    np.add.at(contributions, (row_look, widx[kept_rows]), score[kept_rows] - null)
+    d = np.cumsum(contributions, axis=0)
     n = np.cumsum(np.bincount(row_look, minlength=len(looks)))
     joined = np.full(max(W, 1), len(looks))
     np.minimum.at(joined, widx[kept_rows], row_look)

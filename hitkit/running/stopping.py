@@ -297,14 +297,12 @@ def summary(session: Session, ctx: StudyContext) -> dict | None:
 def _guarantee(module, *, adaptive: bool) -> str:
     """The protocol's own statement of its rule's guarantee (Spot The Bot's test), else the per-worker
     sequence's; an adaptive design makes either approximate."""
-    from hitkit.analysis.contributions import guarantee
+    from hitkit.analysis.contributions import ADAPTIVE_CAVEAT, guarantee
 
     own = getattr(module, "GUARANTEE", None)
     if own is None:
         return guarantee(adaptive=adaptive)
-    if adaptive:
-        return own + " The adaptive design chose HITs from the answers, so for this study the guarantee is approximate."
-    return own
+    return own + (f" {ADAPTIVE_CAVEAT[0].upper()}{ADAPTIVE_CAVEAT[1:]}." if adaptive else "")
 
 
 def outcome_line(

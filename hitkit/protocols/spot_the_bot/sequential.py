@@ -13,8 +13,9 @@ worker's block is flipped as one. HITs come in the order of the ``assignments`` 
 It replaced the per-worker betting sequence the other protocols use (one observation per annotator: the
 first HIT's mean on fresh conversations), which on simulated data with clear differences and 30 Zipf
 workers settled the least-settled clear pair by 70 % of the units in 11–22 % of orders on three data
-sets; this rule, in 67–86 % (benchmarks/replay_clear.py). The earlier sequence before that took each conversation's mean over its
-annotations so far and revised it after betting on it: approximate, and blind to annotators who return.
+sets; this rule, in 67–86 % (benchmarks/replay_clear.py). The earlier sequence before that took each
+conversation's mean over its annotations so far and revised it after betting on it: approximate, and
+blind to annotators who return.
 Self-chat and human–human segments inform no comparison.
 """
 
